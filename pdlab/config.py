@@ -1,0 +1,267 @@
+"""Configuration: the model's shape, the paged cache, the scheduler.
+
+Mirrors the configs vLLM threads through its v1 engine (``vllm/config/model.py``,
+``vllm/config/cache.py``, ``vllm/config/scheduler.py``) and the fields of a DeepSeek-V2/V3
+``config.json`` (``DeepseekV2Config`` / ``DeepseekV3Config`` in transformers). Every config
+validates itself on construction: a bad value raises ``ValueError`` naming the field, the
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+ROUTING_RULES = ("query_len", "prompt")
+
+
+def _fail(cls: str, name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"{cls}.{name}={value!r} is invalid: expected {allowed}")
+
+
+def _check_int(cls: str, name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(cls, name, value, f"an integer >= {minimum}")
+
+
+def _check_positive_float(cls: str, name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        _fail(cls, name, value, "a number > 0")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The dimensions of a DeepSeek-style decoder with Multi-head Latent Attention (MLA).
+
+    The KV cache of one layer holds, per token, one latent row of ``kv_cache_dim =
+    kv_lora_rank + qk_rope_head_dim`` values (576 for DeepSeek), shared by all heads.
+    """
+
+    name: str = "custom"
+    vocab_size: int = 258
+    hidden_size: int = 128
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 64
+    qk_nope_head_dim: int = 32
+    qk_rope_head_dim: int = 16
+    v_head_dim: int = 32
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+    # YaRN scaling as in a DeepSeek config.json: {"type": "yarn", "factor", "mscale",
+    # "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow"}.
+    rope_scaling: dict[str, Any] | None = None
+    init_std: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        c = "ModelConfig"
+        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                     "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim",
+                     "max_position_embeddings"):
+            _check_int(c, name, getattr(self, name))
+        _check_int(c, "seed", self.seed, minimum=0)
+        if self.q_lora_rank is not None:
+            _check_int(c, "q_lora_rank", self.q_lora_rank)
+        r = self.qk_rope_head_dim
+        if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2:
+            _fail(c, "qk_rope_head_dim", r, "an even integer >= 2 (RoPE rotates pairs)")
+        _check_positive_float(c, "rms_norm_eps", self.rms_norm_eps)
+        _check_positive_float(c, "rope_theta", self.rope_theta)
+        if self.init_std is not None:
+            _check_positive_float(c, "init_std", self.init_std)
+        if self.rope_scaling is not None:
+            self._validate_rope_scaling()
+
+    def _validate_rope_scaling(self) -> None:
+        rs = self.rope_scaling
+        if not isinstance(rs, dict):
+            _fail("ModelConfig", "rope_scaling", rs, "None or a dict")
+        kind = rs.get("type", rs.get("rope_type"))
+        if kind != "yarn":
+            _fail("ModelConfig", "rope_scaling.type", kind, "'yarn' (the only scaling DeepSeek uses)")
+        factor = rs.get("factor")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
+            _fail("ModelConfig", "rope_scaling.factor", factor, "a number >= 1")
+        orig = rs.get("original_max_position_embeddings")
+        if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
+            _fail("ModelConfig", "rope_scaling.original_max_position_embeddings", orig,
+                  "an integer >= 1")
+
+    # ---- derived numbers -------------------------------------------------------------
+    @property
+    def qk_head_dim(self) -> int:
+        """Per-head query/key width of the un-absorbed form (192 for DeepSeek)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def kv_cache_dim(self) -> int:
+        """Width of one latent cache row, ``[kv_c_normed | k_pe]`` (576 for DeepSeek)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def mscale(self) -> float:
+        """YaRN attention-temperature factor, ``0.1 * mscale_all_dim * ln(factor) + 1``."""
+        rs = self.rope_scaling
+        if not rs:
+            return 1.0
+        factor = float(rs["factor"])
+        m = float(rs.get("mscale_all_dim", 0.0) or 0.0)
+        if factor <= 1 or m == 0:
+            return 1.0
+        return 0.1 * m * math.log(factor) + 1.0
+
+    @property
+    def softmax_scale(self) -> float:
+        """``qk_head_dim ** -0.5 * mscale ** 2``: never ``kv_cache_dim ** -0.5``, even when
+        the absorbed form computes scores over 576-wide rows (the scores are the same)."""
+        return self.qk_head_dim ** -0.5 * self.mscale ** 2
+
+    @property
+    def kv_cache_bytes_per_token(self) -> int:
+        """Bytes of latent cache per token for all layers, in bf16."""
+        return self.kv_cache_dim * self.num_hidden_layers * 2
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- presets ---------------------------------------------------------------------
+    @classmethod
+    def tiny(cls, **overrides: Any) -> ModelConfig:
+        """DeepSeek's structure with small numbers: a block table fits on a screen, and the
+        latent row (64 + 16 = 80) is not a power of two, like the real 576 = 512 + 64."""
+        base = dict(name="tiny", vocab_size=258, hidden_size=128, intermediate_size=256,
+                    num_hidden_layers=2, num_attention_heads=4, q_lora_rank=None,
+                    kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
+                    max_position_embeddings=4096)
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def deepseek_v2_lite(cls, **overrides: Any) -> ModelConfig:
+        base = dict(name="deepseek-v2-lite", vocab_size=102400, hidden_size=2048,
+                    intermediate_size=10944, num_hidden_layers=27, num_attention_heads=16,
+                    q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128,
+                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
+                    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707))
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def deepseek_v2(cls, **overrides: Any) -> ModelConfig:
+        base = dict(name="deepseek-v2", vocab_size=102400, hidden_size=5120,
+                    intermediate_size=12288, num_hidden_layers=60, num_attention_heads=128,
+                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
+                    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707))
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def deepseek_v3(cls, **overrides: Any) -> ModelConfig:
+        base = dict(name="deepseek-v3", vocab_size=129280, hidden_size=7168,
+                    intermediate_size=18432, num_hidden_layers=61, num_attention_heads=128,
+                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
+                    rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0))
+        base.update(overrides)
+        return cls(**base)
+
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A preset by name: ``tiny``, ``deepseek-v2-lite``, ``deepseek-v2``, ``deepseek-v3``."""
+        key = name.lower().replace("_", "-")
+        if key not in PRESETS:
+            raise ValueError(f"preset={name!r} is invalid: expected one of {sorted(PRESETS)}")
+        return getattr(cls, PRESETS[key])(**overrides)
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
+        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). MoE fields are ignored:
+        pdlab's model is dense, and attention is what it teaches."""
+        if not isinstance(config, dict):
+            raise ValueError(f"config={type(config).__name__} is invalid: expected a dict "
+                             "loaded from a DeepSeek config.json")
+        required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
+                    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "vocab_size")
+        missing = [k for k in required if k not in config]
+        if missing:
+            raise ValueError(f"config is missing {missing}: expected a DeepSeek-V2/V3 "
+                             "config.json with MLA fields")
+        kw: dict[str, Any] = {k: config[k] for k in required}
+        kw["name"] = config.get("model_type", "hf")
+        kw["intermediate_size"] = config.get("intermediate_size", 4 * config["hidden_size"])
+        kw["q_lora_rank"] = config.get("q_lora_rank")
+        kw["rms_norm_eps"] = float(config.get("rms_norm_eps", 1e-6))
+        kw["rope_theta"] = float(config.get("rope_theta", 10000.0))
+        kw["max_position_embeddings"] = config.get("max_position_embeddings", 4096)
+        kw["rope_scaling"] = config.get("rope_scaling")
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
+    return {"type": "yarn", "factor": 40, "mscale": mscale, "mscale_all_dim": mscale_all_dim,
+            "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1}
+
+
+PRESETS = {"tiny": "tiny", "deepseek-v2-lite": "deepseek_v2_lite",
+           "deepseek-v2": "deepseek_v2", "deepseek-v3": "deepseek_v3"}
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """The paged latent cache: ``num_blocks`` pages of ``block_size`` token rows."""
+
+    block_size: int = 4
+    num_blocks: int = 256
+    enable_prefix_caching: bool = True
+
+    def __post_init__(self) -> None:
+        _check_int("CacheConfig", "block_size", self.block_size)
+        _check_int("CacheConfig", "num_blocks", self.num_blocks)
+        if not isinstance(self.enable_prefix_caching, bool):
+            _fail("CacheConfig", "enable_prefix_caching", self.enable_prefix_caching,
+                  "True or False")
+
+    def replace(self, **changes: Any) -> CacheConfig:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """vLLM v1's unified token budget, plus how the attention layer routes a batch.
+
+    ``rule="query_len"`` is upstream vLLM (``split_decodes_and_prefills``: a request whose
+    query has at most ``decode_threshold`` tokens is a decode); ``rule="prompt"`` is the
+    ``num_computed_tokens < num_prompt_tokens`` rule that sends D's one-token step to
+    ``_forward_prefill``.
+    """
+
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 64
+    long_prefill_token_threshold: int = 0  # 0 disables the cap, as in vLLM
+    rule: str = "query_len"
+    decode_threshold: int = 1
+    max_model_len: int | None = None
+    kv_transfer_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        c = "SchedulerConfig"
+        _check_int(c, "max_num_batched_tokens", self.max_num_batched_tokens)
+        _check_int(c, "max_num_seqs", self.max_num_seqs)
+        _check_int(c, "long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
+        _check_int(c, "decode_threshold", self.decode_threshold)
+        if self.rule not in ROUTING_RULES:
+            _fail(c, "rule", self.rule, f"one of {ROUTING_RULES}")
+        if self.max_model_len is not None:
+            _check_int(c, "max_model_len", self.max_model_len)
+        _check_positive_float(c, "kv_transfer_timeout_s", self.kv_transfer_timeout_s)
+
+    def replace(self, **changes: Any) -> SchedulerConfig:
+        return dataclasses.replace(self, **changes)
