@@ -22,7 +22,7 @@ $(BIN)/pdlab: pyproject.toml
 env: $(BIN)/pdlab
 
 tour: env
-	$(BIN)/pdlab tour
+	$(BIN)/pdlab doctor
 
 doctor: env
 	$(BIN)/pdlab doctor

@@ -1,0 +1,210 @@
+"""ModelRunner: turns a ``SchedulerOutput`` into one batched forward and sampled tokens.
+
+Mirrors ``vllm/v1/worker/gpu_model_runner.py`` (``_update_states``, ``_prepare_inputs``,
+``execute_model``) and its persistent batch (``vllm/v1/worker/gpu_input_batch.py``). The
+runner keeps its own copy of each request's tokens and block ids, updated from the
+scheduler's deltas, and owns the paged latent caches, one tensor per layer.
+
+Per step it builds the flattened token ids, positions, ``slot_mapping``,
+``query_start_loc``, ``seq_lens``, ``block_table``, and each request's
+``num_computed_tokens`` and ``num_prompt_tokens``; orders decodes first (vLLM's
+``reorder_batch_to_split_decodes_and_prefills``) under the configured rule; runs the model;
+and samples only for requests whose known tokens are all computed after this step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pdlab.attention.metadata import MLAMetadata, reorder_batch_to_split_decodes_and_prefills
+from pdlab.attention.mla import ForwardContext, MLAAttention
+from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
+
+
+@dataclass
+class CachedRequestState:
+    req_id: str
+    prompt_token_ids: list[int]
+    sampling_params: Any
+    block_ids: list[int]
+    num_computed_tokens: int
+    output_token_ids: list[int] = field(default_factory=list)
+    generator: torch.Generator | None = None
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        return self.prompt_token_ids + self.output_token_ids
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.prompt_token_ids) + len(self.output_token_ids)
+
+
+class ModelRunner:
+    def __init__(self, model: Any, cache_config: CacheConfig, scheduler_config: SchedulerConfig,
+                 backend: str | None = None, seed: int = 0, emit: Any = None,
+                 num_kv_splits: int = 4, workspace_tokens: int = 2048,
+                 connector_worker: Any = None) -> None:
+        self.model = model
+        self.cfg = model.config
+        self.cache_config = cache_config
+        self.scheduler_config = scheduler_config
+        self.backend = backend
+        self.seed = seed
+        self.emit = emit
+        self.num_kv_splits = num_kv_splits
+        self.workspace_tokens = workspace_tokens
+        self.connector_worker = connector_worker
+        self.attention = MLAAttention()
+        p = next(model.parameters())
+        # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
+        self.kv_caches = [torch.full((cache_config.num_blocks, cache_config.block_size,
+                                      self.cfg.kv_cache_dim), float("nan"), dtype=p.dtype,
+                                     device=p.device)
+                          for _ in range(self.cfg.num_hidden_layers)]
+        self.requests: dict[str, CachedRequestState] = {}
+        self._num_generators = 0
+        if connector_worker is not None:
+            connector_worker.register_kv_caches(self.kv_caches)
+
+    # ---- persistent state ------------------------------------------------------------
+    def _update_states(self, so: SchedulerOutput) -> None:
+        for rid in so.finished_req_ids:
+            self.requests.pop(rid, None)
+        for rid in getattr(so, "preempted_req_ids", None) or ():
+            self.requests.pop(rid, None)
+        for new in so.scheduled_new_reqs:
+            sp = new.sampling_params
+            gen = None
+            if getattr(sp, "temperature", 0.0) > 0:
+                seed = sp.seed if getattr(sp, "seed", None) is not None else (
+                    self.seed * 1_000_003 + self._num_generators)
+                self._num_generators += 1
+                gen = torch.Generator().manual_seed(int(seed))
+            prompt = list(new.prompt_token_ids)
+            outputs: list[int] = []
+            all_ids = getattr(new, "all_token_ids", None)
+            if all_ids is not None and len(all_ids) > len(prompt):
+                outputs = list(all_ids[len(prompt):])
+            self.requests[new.req_id] = CachedRequestState(
+                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens,
+                outputs, gen)
+        c = so.scheduled_cached_reqs
+        for i, rid in enumerate(c.req_ids):
+            st = self.requests[rid]
+            st.num_computed_tokens = c.num_computed_tokens[i]
+            new_blocks = c.new_block_ids[i]
+            if c.resumed_from_preemption[i]:
+                st.block_ids = list(new_blocks or [])
+            elif new_blocks:
+                st.block_ids.extend(new_blocks)
+
+    # ---- one step --------------------------------------------------------------------
+    @torch.no_grad()
+    def execute_model(self, so: SchedulerOutput, step: int = 0) -> ModelRunnerOutput:
+        self._update_states(so)
+        conn = self.connector_worker
+        if conn is not None:
+            conn.start_load_kv(so.kv_connector_metadata)
+        sampled: dict[str, list[int]] = {}
+        if so.total_num_scheduled_tokens > 0:
+            sampled = self._run_batch(so)
+        kv_out = None
+        if conn is not None:
+            conn.wait_for_save()
+            sending, recving = conn.get_finished(so.finished_req_ids)
+            failed = getattr(conn, "get_failed_recving", lambda: set())()
+            kv_out = KVConnectorOutput(finished_sending=set(sending or ()),
+                                       finished_recving=set(recving or ()),
+                                       failed_recving=set(failed or ()))
+        req_ids = list(so.num_scheduled_tokens)
+        return ModelRunnerOutput(req_ids=req_ids,
+                                 sampled_token_ids=[sampled.get(r, []) for r in req_ids],
+                                 kv_connector_output=kv_out)
+
+    def _run_batch(self, so: SchedulerOutput) -> dict[str, list[int]]:
+        bs = self.cache_config.block_size
+        sc = self.scheduler_config
+        rids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
+        states = [self.requests[r] for r in rids]
+        q_lens = [so.num_scheduled_tokens[r] for r in rids]
+        computed = [s.num_computed_tokens for s in states]
+        prompts = [len(s.prompt_token_ids) for s in states]
+        order = reorder_batch_to_split_decodes_and_prefills(q_lens, computed, prompts, sc.rule,
+                                                            sc.decode_threshold)
+        rids = [rids[i] for i in order]
+        states = [states[i] for i in order]
+        q_lens = [q_lens[i] for i in order]
+        computed = [computed[i] for i in order]
+        prompts = [prompts[i] for i in order]
+
+        ids, pos, slots = [], [], []
+        for s, n, c in zip(states, q_lens, computed):
+            toks = s.all_token_ids[c:c + n]
+            if len(toks) != n:
+                raise RuntimeError(f"request {s.req_id}: scheduled {n} tokens from {c} but only "
+                                   f"{s.num_tokens} are known")
+            ids.extend(toks)
+            for p in range(c, c + n):
+                pos.append(p)
+                slots.append(s.block_ids[p // bs] * bs + p % bs)
+        max_blocks = max(len(s.block_ids) for s in states)
+        block_table = torch.zeros(len(states), max_blocks, dtype=torch.int32)
+        for i, s in enumerate(states):
+            block_table[i, :len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
+        qsl = torch.zeros(len(states) + 1, dtype=torch.int32)
+        qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
+        device = self.kv_caches[0].device
+        meta = MLAMetadata(
+            req_ids=rids, query_start_loc=qsl.to(device),
+            seq_lens=torch.tensor([c + n for c, n in zip(computed, q_lens)],
+                                  dtype=torch.int32, device=device),
+            num_computed_tokens=torch.tensor(computed, dtype=torch.int32, device=device),
+            num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32, device=device),
+            block_table=block_table.to(device),
+            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
+            block_size=bs, rule=sc.rule, decode_threshold=sc.decode_threshold)
+        if self.emit is not None:
+            decode_flags = meta.is_decode()
+            for i, r in enumerate(rids):
+                self.emit("route", req_id=r, rule=sc.rule, decode_threshold=sc.decode_threshold,
+                          query_len=q_lens[i], num_computed_tokens=computed[i],
+                          num_prompt_tokens=prompts[i],
+                          path="decode" if decode_flags[i] else "prefill",
+                          forward="_forward_decode" if decode_flags[i] else "_forward_prefill")
+        ctx = ForwardContext(meta, self.kv_caches, self.attention, self.backend,
+                             self.num_kv_splits, self.workspace_tokens, self.emit)
+        hidden = self.model(torch.tensor(ids, dtype=torch.long, device=device),
+                            torch.tensor(pos, dtype=torch.long, device=device), ctx)
+
+        # Sample only where every known token is now computed: the last position's hidden
+        # state is what the logits need.
+        sampled: dict[str, list[int]] = {}
+        last_rows, sample_states = [], []
+        for i, (s, n, c) in enumerate(zip(states, q_lens, computed)):
+            s.num_computed_tokens = c + n
+            if c + n >= s.num_tokens:
+                last_rows.append(int(qsl[i + 1]) - 1)
+                sample_states.append(s)
+        if last_rows:
+            logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
+            for s, row in zip(sample_states, logits):
+                tok = self._sample(s, row)
+                s.output_token_ids.append(tok)
+                sampled[s.req_id] = [tok]
+                if self.emit is not None:
+                    self.emit("sample", req_id=s.req_id, token=tok,
+                              position=s.num_tokens - 1, logit=float(row[tok]))
+        return sampled
+
+    @staticmethod
+    def _sample(s: CachedRequestState, logits: torch.Tensor) -> int:
+        t = float(getattr(s.sampling_params, "temperature", 0.0) or 0.0)
+        if t == 0.0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits.float() / t, dim=-1)
+        return int(torch.multinomial(probs, 1, generator=s.generator))
