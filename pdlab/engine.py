@@ -1,0 +1,175 @@
+"""LLMEngine: the loop ``schedule() -> execute_model() -> update_from_output()``.
+
+Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/v1/engine/core.py`` (``EngineCore.step``)
+in one small class: text in through the byte tokenizer, tokens out, greedy by default so
+runs compare token for token. Every step is recorded in the tracer: what was scheduled,
+``num_computed_tokens`` before and after, the routing decision, each kernel with its
+modelled cost, and each sampled token. The P/D pair lives in ``pdlab/pd.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.model.deepseek import DeepseekV2ForCausalLM
+from pdlab.model.runner import ModelRunner
+from pdlab.request import Request, SamplingParams
+from pdlab.sched.scheduler import Scheduler
+from pdlab.tokenizer import ByteTokenizer
+from pdlab.trace import Tracer
+
+
+@dataclass
+class RequestOutput:
+    """What ``generate`` returns per prompt (vLLM's ``RequestOutput``, flattened)."""
+
+    request_id: str
+    prompt_token_ids: list[int]
+    output_token_ids: list[int] = field(default_factory=list)
+    text: str = ""
+    finished: bool = False
+    finish_reason: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    num_cached_tokens: int = 0
+
+
+class LLMEngine:
+    def __init__(self, model_config: ModelConfig, cache_config: CacheConfig | None = None,
+                 scheduler_config: SchedulerConfig | None = None, kv_connector: Any = None,
+                 tracer: Tracer | None = None, seed: int = 0, *, instance: str = "local",
+                 backend: str | None = None, model: DeepseekV2ForCausalLM | None = None,
+                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+                 num_kv_splits: int = 4, workspace_tokens: int = 2048) -> None:
+        self.model_config = model_config
+        self.cache_config = cache_config or CacheConfig()
+        self.scheduler_config = scheduler_config or SchedulerConfig()
+        self.tracer = tracer if tracer is not None else Tracer()
+        self.instance = instance
+        self.tokenizer = ByteTokenizer()
+        if model is None:
+            model = DeepseekV2ForCausalLM(model_config, dtype=dtype, device=device)
+        elif model.config != model_config:
+            raise ValueError("model was built for a different ModelConfig than model_config")
+        self.model = model.eval()
+        self.max_model_len = (self.scheduler_config.max_model_len
+                              or model_config.max_position_embeddings)
+        self.kv_connector = kv_connector
+        self.step_count = 0
+        self._ids = itertools.count()
+        self.scheduler = Scheduler(self.scheduler_config, self.cache_config, self.max_model_len,
+                                   connector=kv_connector, event_hook=self._on_sched_event)
+        self.runner = ModelRunner(self.model, self.cache_config, self.scheduler_config,
+                                  backend=backend, seed=seed, emit=self._emit,
+                                  num_kv_splits=num_kv_splits, workspace_tokens=workspace_tokens,
+                                  connector_worker=kv_connector)
+        if kv_connector is not None and hasattr(kv_connector, "emit"):
+            kv_connector.emit = self._emit
+        self._outputs: dict[str, RequestOutput] = {}
+        self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
+        self.tracer.meta.setdefault("model", model_config.name)
+        self.tracer.meta.setdefault("rules", {})[instance] = self.scheduler_config.rule
+        self.tracer.meta.setdefault("backend", backend or _default_backend())
+
+    # ---- trace -----------------------------------------------------------------------
+    def _emit(self, kind: str, **fields: Any) -> None:
+        self.tracer.emit(kind, self.instance, self.step_count, **fields)
+
+    def _on_sched_event(self, kind: str, fields: dict[str, Any]) -> None:
+        self._emit(kind, **fields)
+
+    # ---- requests --------------------------------------------------------------------
+    def add_request(self, prompt: str | Sequence[int], sampling_params: SamplingParams | None = None,
+                    request_id: str | None = None,
+                    kv_transfer_params: dict[str, Any] | None = None) -> str:
+        """Queue a prompt (text or token ids); returns its request id."""
+        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
+        req = Request(rid, ids, sampling_params or SamplingParams(),
+                      kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None)
+        self.scheduler.add_request(req)
+        self._outputs[rid] = RequestOutput(rid, list(ids))
+        self._emit("add_request", req_id=rid, num_prompt_tokens=len(ids),
+                   kv_transfer_params=kv_transfer_params)
+        return rid
+
+    def abort_request(self, request_ids: str | Sequence[str]) -> None:
+        from pdlab.request import RequestStatus
+        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
+        for rid in ids:
+            out = self._outputs.get(rid)
+            if out is not None and not out.finished:
+                out.finished, out.finish_reason = True, "abort"
+
+    def has_unfinished_requests(self) -> bool:
+        return self.scheduler.has_unfinished_requests()
+
+    # ---- the loop --------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        """One engine step; returns the outputs that changed."""
+        self.step_count += 1
+        so = self.scheduler.schedule()
+        self._emit_step(so)
+        mro = self.runner.execute_model(so, self.step_count)
+        changed = []
+        for eco in self.scheduler.update_from_output(so, mro):
+            out = self._outputs.get(eco.req_id)
+            if out is None:
+                continue
+            out.output_token_ids.extend(eco.new_token_ids)
+            out.text = self.tokenizer.decode(out.output_token_ids)
+            if eco.finish_reason is not None:
+                out.finished, out.finish_reason = True, str(eco.finish_reason)
+                out.kv_transfer_params = eco.kv_transfer_params
+                req = self.scheduler.get_request(eco.req_id)
+                if req is not None:
+                    out.num_cached_tokens = max(req.num_cached_tokens, 0)
+            changed.append(out)
+        return changed
+
+    def _emit_step(self, so: Any) -> None:
+        sched = []
+        for rid, n in so.num_scheduled_tokens.items():
+            req = self.scheduler.get_request(rid)
+            # schedule() already advanced num_computed_tokens (vLLM's _update_after_schedule)
+            before = req.num_computed_tokens - n
+            sched.append({"req_id": rid, "num_prompt_tokens": req.num_prompt_tokens,
+                          "num_tokens": req.num_tokens,
+                          "num_computed_tokens_before": before,
+                          "num_computed_tokens_after": before + n,
+                          "num_scheduled_tokens": n,
+                          "block_ids": self.scheduler.kv_cache_manager.get_block_ids(rid)})
+        self._emit("step", scheduled=sched, total_num_scheduled_tokens=so.total_num_scheduled_tokens,
+                   kv_cache_usage=self.scheduler.kv_cache_manager.usage)
+
+    def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+                 sampling_params: SamplingParams | None = None,
+                 max_steps: int = 100_000) -> list[RequestOutput]:
+        """Run prompts to completion; outputs in prompt order."""
+        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
+                                        and isinstance(prompts[0], int)):
+            prompts = [prompts]  # type: ignore[list-item]
+        rids = [self.add_request(p, sampling_params) for p in prompts]  # type: ignore[arg-type]
+        self.run_until_done(max_steps)
+        return [self._outputs[r] for r in rids]
+
+    def run_until_done(self, max_steps: int = 100_000) -> None:
+        for _ in range(max_steps):
+            if not self.has_unfinished_requests():
+                return
+            self.step()
+        raise RuntimeError(f"requests still unfinished after {max_steps} steps")
+
+    def get_output(self, request_id: str) -> RequestOutput:
+        return self._outputs[request_id]
+
+
+def _default_backend() -> str:
+    from pdlab.kernels import backend
+    return backend.get_backend()

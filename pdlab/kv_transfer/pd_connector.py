@@ -1,0 +1,201 @@
+"""PDConnector: the KV connector of a prefill (P) or decode (D) instance.
+
+Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``)
+with one object for both halves (its ``NixlConnectorScheduler`` and ``NixlConnectorWorker``):
+
+* **D, scheduler side.** ``get_num_new_matched_tokens`` offers every prompt token not
+  cached locally, loaded asynchronously; ``update_state_after_alloc`` notes which local
+  blocks receive which of P's blocks (only the tail P has and D lacks, so a local prefix
+  hit on D is not read again).
+* **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
+  that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
+  match P's checksum, which the scheduler recomputes locally.
+* **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request holds its
+  blocks (``delay_free=True``) and returns the ``kv_transfer_params`` D needs.
+* **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
+  read its blocks, or when ``timeout_s`` passed without a read (vLLM's
+  ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
+
+The transport (``pdlab/kv_transfer/transport.py`` in one process, ``dist.py`` across two)
+moves the bytes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlab.kv_cache.block_pool import KVCacheBlock
+from pdlab.kv_transfer.base import (
+    KVConnectorBase,
+    KVConnectorMetadata,
+    KVConnectorWorkerBase,
+    remote_prefill_params,
+)
+from pdlab.request import Request, RequestStatus
+from pdlab.sched.output import SchedulerOutput
+
+ROLES = ("prefill", "decode")
+
+
+def _cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@dataclass
+class ReqToRecv:
+    req_id: str
+    local_block_ids: list[int]
+    remote_block_ids: list[int]
+    remote_engine_id: str
+    remote_request_id: str
+
+
+@dataclass
+class PDConnectorMetadata(KVConnectorMetadata):
+    reqs_to_recv: dict[str, ReqToRecv] = field(default_factory=dict)
+    reqs_to_send: dict[str, float] = field(default_factory=dict)  # req_id -> deadline
+
+
+class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
+    def __init__(self, role: str, engine_id: str, transport: Any, block_size: int,
+                 timeout_s: float = 30.0, host: str = "localhost", port: int = 0) -> None:
+        if role not in ROLES:
+            raise ValueError(f"role={role!r} is invalid: expected one of {ROLES}")
+        self.role, self.engine_id, self.transport = role, engine_id, transport
+        self.block_size, self.timeout_s = block_size, timeout_s
+        self.host, self.port = host, port
+        self.emit: Any = None  # set by the engine: emit(kind, **fields)
+        self.kv_caches: list[Any] = []
+        self._need_recv: dict[str, ReqToRecv] = {}
+        self._need_send: dict[str, float] = {}
+        self._recving: dict[str, ReqToRecv] = {}
+        self._sending: dict[str, float] = {}
+        self._failed: set[str] = set()
+        self._released: set[str] = set()
+
+    def _trace(self, kind: str, **fields: Any) -> None:
+        if self.emit is not None:
+            self.emit(kind, **fields)
+
+    # ---- scheduler side --------------------------------------------------------------
+    def get_num_new_matched_tokens(self, request: Request,
+                                   num_computed_tokens: int) -> tuple[int | None, bool]:
+        params = request.kv_transfer_params
+        if self.role == "decode" and params and params.get("do_remote_prefill"):
+            count = request.num_prompt_tokens - num_computed_tokens
+            if count > 0:
+                return count, True
+        return 0, False
+
+    def update_state_after_alloc(self, request: Request, blocks: list[KVCacheBlock],
+                                 num_external_tokens: int) -> None:
+        params = request.kv_transfer_params
+        if not (self.role == "decode" and params and params.get("do_remote_prefill")):
+            return
+        params["do_remote_prefill"] = False  # load once, even if asked again
+        if num_external_tokens == 0:
+            self._release(request)  # a full local hit: P's blocks are not needed
+            return
+        n = _cdiv(num_external_tokens, self.block_size)
+        remote = list(params["remote_block_ids"])
+        first = len(remote) - n  # blocks before it are D's local prefix-cache hit
+        if first < 0:
+            raise ValueError(f"request {request.request_id}: P sent {len(remote)} block ids "
+                             f"for {num_external_tokens} external tokens")
+        local = [b.block_id for b in blocks][first:first + n]
+        self._need_recv[request.request_id] = ReqToRecv(
+            request.request_id, local, remote[first:], params["remote_engine_id"],
+            params.get("remote_request_id", request.request_id))
+
+    def build_connector_meta(self, scheduler_output: SchedulerOutput) -> PDConnectorMetadata:
+        meta = PDConnectorMetadata(self._need_recv, self._need_send)
+        self._need_recv, self._need_send = {}, {}
+        return meta
+
+    def request_finished(self, request: Request,
+                         block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+        params = request.kv_transfer_params or {}
+        rid = request.request_id
+        if self.role == "prefill":
+            if (params.get("do_remote_decode")
+                    and request.status == RequestStatus.FINISHED_LENGTH_CAPPED and block_ids):
+                self._need_send[rid] = time.monotonic() + self.timeout_s
+                return True, remote_prefill_params(block_ids, self.engine_id, rid, self.host,
+                                                   self.port)
+            return False, None
+        # D: a read in flight still writes into these blocks; keep them until it lands.
+        if rid in self._recving:
+            return True, None
+        if rid in self._need_recv:  # allocated, read not started: drop it
+            self._release(request)
+            del self._need_recv[rid]
+        elif params.get("do_remote_prefill"):  # never reached allocation
+            self._release(request)
+        return False, None
+
+    def _release(self, request: Request) -> None:
+        """Tell P that D will not read this request's blocks, so P frees them now."""
+        params = request.kv_transfer_params or {}
+        remote_rid = params.get("remote_request_id", request.request_id)
+        self.transport.release(params.get("remote_engine_id"), remote_rid)
+        self._trace("kv_release", req_id=request.request_id, remote_request_id=remote_rid)
+
+    # ---- worker side -----------------------------------------------------------------
+    def register_kv_caches(self, kv_caches: Sequence[Any]) -> None:
+        self.kv_caches = list(kv_caches)
+        self.transport.register(self.engine_id, self.kv_caches)
+
+    def start_load_kv(self, metadata: KVConnectorMetadata | None,
+                      kv_caches: Sequence[Any] | None = None) -> None:
+        if not isinstance(metadata, PDConnectorMetadata):
+            return
+        caches = list(kv_caches) if kv_caches is not None else self.kv_caches
+        self._sending.update(metadata.reqs_to_send)
+        for rid, r in metadata.reqs_to_recv.items():
+            self._recving[rid] = r
+            self.transport.start_read(self.engine_id, rid, r.remote_engine_id,
+                                      r.remote_block_ids, caches, r.local_block_ids,
+                                      r.remote_request_id)
+
+    def wait_for_save(self) -> None:
+        """P's K/V is written by the forward itself; nothing to flush."""
+
+    def get_finished(self, finished_req_ids: set[str]
+                     ) -> tuple[set[str] | None, set[str] | None]:
+        recving: set[str] = set()
+        for res in self.transport.poll_reads(self.engine_id):
+            r = self._recving.pop(res.req_id, None)
+            if r is None:
+                continue
+            self._trace("kv_transfer", req_id=res.req_id, ok=res.ok, reason=res.reason,
+                        remote_engine_id=r.remote_engine_id,
+                        remote_block_ids=r.remote_block_ids, local_block_ids=r.local_block_ids,
+                        nbytes=res.nbytes)
+            if res.ok:
+                recving.add(res.req_id)
+            else:
+                self._failed.add(res.req_id)
+        sending: set[str] = set()
+        served = set(self.transport.take_served(self.engine_id))
+        now = time.monotonic()
+        for rid, deadline in list(self._sending.items()):
+            if rid in served:
+                sending.add(rid)
+                del self._sending[rid]
+            elif now > deadline:
+                sending.add(rid)
+                del self._sending[rid]
+                self._trace("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
+        return sending, recving
+
+    def get_failed_recving(self) -> set[str]:
+        failed, self._failed = self._failed, set()
+        return failed
+
+    @property
+    def num_pending(self) -> int:
+        """Sends and receives not yet reported finished."""
+        return len(self._sending) + len(self._recving) + len(self._need_send)

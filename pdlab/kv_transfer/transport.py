@@ -1,0 +1,121 @@
+"""How KV blocks travel from the prefill (P) instance to the decode (D) instance.
+
+vLLM's ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``)
+has D *read* P's registered cache memory: D asks for P's block ids, writes them into its own
+block ids, then notifies P, which may free its blocks. pdlab keeps that protocol with two
+transports:
+
+* :class:`InProcessTransport`: two engines in one Python process; a read is a tensor copy
+  from P's cache tensors to D's, block id by block id.
+* :class:`DistTransport` (in ``pdlab/kv_transfer/dist.py``): P and D in separate processes,
+  messages over ``torch.distributed`` (gloo on CPU).
+
+Both verify what arrived with a checksum computed at the source; a mismatch or a failed read
+is reported as failed, and D falls back to computing the prompt itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+
+def blocks_checksum(kv_caches: list[torch.Tensor], block_ids: list[int]) -> float:
+    """A cheap integrity check over the rows of ``block_ids`` in every layer. NaN (unused
+    slots of a partial block) is zeroed so equal data gives equal sums."""
+    idx = torch.tensor(block_ids, dtype=torch.long, device=kv_caches[0].device)
+    total = 0.0
+    for layer, cache in enumerate(kv_caches):
+        rows = cache.index_select(0, idx).double().nan_to_num(0.0)
+        weights = torch.arange(1, rows[0].numel() + 1, dtype=torch.float64,
+                               device=rows.device).view(rows.shape[1:])
+        total += float((rows * weights).sum()) * (layer + 1)
+    return total
+
+
+@dataclass
+class ReadResult:
+    req_id: str
+    ok: bool
+    num_blocks: int
+    nbytes: int
+    reason: str = ""
+
+
+class InProcessTransport:
+    """A registry of engines living in this process, addressed by ``engine_id``.
+
+    ``fault`` injects failures for tests and demos: ``"fail"`` (the read errors),
+    ``"corrupt"`` (data changes in flight, caught by the checksum) or ``None``. It applies
+    to every read while set; ``fault_once`` to the next read only.
+    """
+
+    def __init__(self) -> None:
+        self._engines: dict[str, list[torch.Tensor]] = {}
+        self._served: dict[str, list[str]] = {}
+        self._results: dict[str, list[ReadResult]] = {}
+        self.fault: str | None = None
+        self.fault_once: str | None = None
+
+    def register(self, engine_id: str, kv_caches: list[torch.Tensor]) -> None:
+        self._engines[engine_id] = kv_caches
+        self._served.setdefault(engine_id, [])
+
+    def unregister(self, engine_id: str) -> None:
+        self._engines.pop(engine_id, None)
+
+    def start_read(self, engine_id: str, req_id: str, remote_engine_id: str,
+                   remote_block_ids: list[int], local_caches: list[torch.Tensor],
+                   local_block_ids: list[int], remote_request_id: str | None = None) -> None:
+        """Begin D's read; in one process it completes at once (see :meth:`poll_reads`)."""
+        res = self.read_blocks(req_id, remote_engine_id, remote_block_ids, local_caches,
+                               local_block_ids, remote_request_id)
+        self._results.setdefault(engine_id, []).append(res)
+
+    def poll_reads(self, engine_id: str) -> list[ReadResult]:
+        done, self._results[engine_id] = self._results.get(engine_id, []), []
+        return done
+
+    def read_blocks(self, req_id: str, remote_engine_id: str, remote_block_ids: list[int],
+                    local_caches: list[torch.Tensor], local_block_ids: list[int],
+                    remote_request_id: str | None = None) -> ReadResult:
+        """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
+        if len(remote_block_ids) != len(local_block_ids):
+            raise ValueError(f"read of {req_id}: {len(remote_block_ids)} remote blocks for "
+                             f"{len(local_block_ids)} local blocks")
+        fault, self.fault_once = self.fault_once or self.fault, None
+        src = self._engines.get(remote_engine_id)
+        n = len(local_block_ids)
+        if src is None or fault == "fail":
+            why = "injected failure" if fault == "fail" else f"unknown engine {remote_engine_id}"
+            return ReadResult(req_id, False, n, 0, why)
+        expected = blocks_checksum(src, remote_block_ids)
+        s_idx = torch.tensor(remote_block_ids, dtype=torch.long)
+        d_idx = torch.tensor(local_block_ids, dtype=torch.long)
+        nbytes = 0
+        for s, d in zip(src, local_caches):
+            rows = s.index_select(0, s_idx.to(s.device))
+            if fault == "corrupt":
+                rows = rows.clone()
+                rows.view(-1)[:8] = 12345.0  # a flipped range of values
+            d.index_copy_(0, d_idx.to(d.device), rows.to(d.device, d.dtype))
+            nbytes += rows.numel() * rows.element_size()
+        if n and blocks_checksum(local_caches, local_block_ids) != expected:
+            return ReadResult(req_id, False, n, nbytes, "checksum mismatch")
+        self._served[remote_engine_id].append(remote_request_id or req_id)
+        return ReadResult(req_id, True, n, nbytes)
+
+    def release(self, remote_engine_id: str | None, remote_request_id: str) -> None:
+        """D will not read this request: P may free its blocks now."""
+        if remote_engine_id in self._served:
+            self._served[remote_engine_id].append(remote_request_id)
+
+    def take_served(self, engine_id: str) -> list[str]:
+        """Requests whose blocks D has read from ``engine_id`` (NIXL's notification)."""
+        served, self._served[engine_id] = self._served.get(engine_id, []), []
+        return served
+
+    def describe(self) -> dict[str, Any]:
+        return {"transport": "in-process", "engines": sorted(self._engines)}
