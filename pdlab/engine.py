@@ -127,9 +127,7 @@ class LLMEngine:
             if eco.finish_reason is not None:
                 out.finished, out.finish_reason = True, str(eco.finish_reason)
                 out.kv_transfer_params = eco.kv_transfer_params
-                req = self.scheduler.get_request(eco.req_id)
-                if req is not None:
-                    out.num_cached_tokens = max(req.num_cached_tokens, 0)
+                out.num_cached_tokens = max(eco.num_cached_tokens, 0)
             changed.append(out)
         return changed
 

@@ -79,12 +79,14 @@ class PDPair:
                     self.decode.add_request(prompt, sp, out.request_id)
                 else:
                     self.decode.add_request(prompt, sp, out.request_id, out.kv_transfer_params)
-        if self.decode.has_unfinished_requests():
+        if self.decode.has_unfinished_requests() or self.d_connector.num_pending:
             self.decode.step()
 
     def has_unfinished_requests(self) -> bool:
+        # P counts until its held blocks are released (read by D, or timed out).
         return (bool(self._pending) or self.prefill.has_unfinished_requests()
-                or self.decode.has_unfinished_requests())
+                or self.p_connector.num_pending > 0 or self.decode.has_unfinished_requests()
+                or self.d_connector.num_pending > 0)
 
     def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
                  sampling_params: SamplingParams | None = None,

@@ -177,6 +177,8 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
             if res.ok:
                 recving.add(res.req_id)
             else:
+                # D will recompute; tell P it can free the blocks instead of waiting.
+                self.transport.release(r.remote_engine_id, r.remote_request_id)
                 self._failed.add(res.req_id)
         sending: set[str] = set()
         served = set(self.transport.take_served(self.engine_id))

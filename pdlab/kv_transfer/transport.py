@@ -49,15 +49,17 @@ class InProcessTransport:
 
     ``fault`` injects failures for tests and demos: ``"fail"`` (the read errors),
     ``"corrupt"`` (data changes in flight, caught by the checksum) or ``None``. It applies
-    to every read while set; ``fault_once`` to the next read only.
+    to every read while set; ``fault_once`` to the next read only. ``delay_polls`` keeps
+    each read in flight for that many polls, as a slow network would.
     """
 
     def __init__(self) -> None:
         self._engines: dict[str, list[torch.Tensor]] = {}
         self._served: dict[str, list[str]] = {}
-        self._results: dict[str, list[ReadResult]] = {}
         self.fault: str | None = None
         self.fault_once: str | None = None
+        self.delay_polls = 0
+        self._in_flight: dict[str, list[list[Any]]] = {}
 
     def register(self, engine_id: str, kv_caches: list[torch.Tensor]) -> None:
         self._engines[engine_id] = kv_caches
@@ -69,13 +71,20 @@ class InProcessTransport:
     def start_read(self, engine_id: str, req_id: str, remote_engine_id: str,
                    remote_block_ids: list[int], local_caches: list[torch.Tensor],
                    local_block_ids: list[int], remote_request_id: str | None = None) -> None:
-        """Begin D's read; in one process it completes at once (see :meth:`poll_reads`)."""
-        res = self.read_blocks(req_id, remote_engine_id, remote_block_ids, local_caches,
-                               local_block_ids, remote_request_id)
-        self._results.setdefault(engine_id, []).append(res)
+        """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
+        self._in_flight.setdefault(engine_id, []).append(
+            [self.delay_polls, (req_id, remote_engine_id, remote_block_ids, local_caches,
+                                local_block_ids, remote_request_id)])
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
-        done, self._results[engine_id] = self._results.get(engine_id, []), []
+        done, waiting = [], []
+        for item in self._in_flight.get(engine_id, []):
+            if item[0] <= 0:
+                done.append(self.read_blocks(*item[1]))
+            else:
+                item[0] -= 1
+                waiting.append(item)
+        self._in_flight[engine_id] = waiting
         return done
 
     def read_blocks(self, req_id: str, remote_engine_id: str, remote_block_ids: list[int],

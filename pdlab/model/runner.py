@@ -68,6 +68,9 @@ class ModelRunner:
                           for _ in range(self.cfg.num_hidden_layers)]
         self.requests: dict[str, CachedRequestState] = {}
         self._num_generators = 0
+        # Set keep_logits to keep every sampled row's logits (tests compare them).
+        self.keep_logits = False
+        self.logits: dict[str, list[torch.Tensor]] = {}
         if connector_worker is not None:
             connector_worker.register_kv_caches(self.kv_caches)
 
@@ -194,6 +197,8 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
             for s, row in zip(sample_states, logits):
                 tok = self._sample(s, row)
+                if self.keep_logits:
+                    self.logits.setdefault(s.req_id, []).append(row.detach().clone())
                 s.output_token_ids.append(tok)
                 sampled[s.req_id] = [tok]
                 if self.emit is not None:

@@ -1,0 +1,60 @@
+"""How long the scheduler itself takes per step: ``schedule()`` plus ``update_from_output()``
+with every request decoding, and a fake runner standing in for the model.
+
+vLLM's scheduler runs on the CPU between GPU steps, so its cost per step bounds how short a
+decode step can be (vLLM overlaps them with async scheduling). pdlab's is plain Python too.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from typing import Any
+
+from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.kv_cache.manager import cdiv
+from pdlab.request import Request, SamplingParams
+from pdlab.sched.fake_runner import FakeModelRunner
+from pdlab.sched.scheduler import Scheduler
+
+
+def bench_scheduler(num_requests: int = 256, steps: int = 200, block_size: int = 16,
+                    prompt_len: int = 64, seed: int = 0) -> dict[str, Any]:
+    """Admit ``num_requests`` prompts, prefill them in one step, then time ``steps`` decode
+    steps. Times exclude the fake runner; blocks fill (and are hashed) as tokens arrive."""
+    for name, value in (("num_requests", num_requests), ("steps", steps),
+                        ("block_size", block_size), ("prompt_len", prompt_len)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}={value!r} is invalid: expected an integer >= 1")
+    max_len = prompt_len + steps + 2
+    sched = Scheduler(
+        SchedulerConfig(max_num_batched_tokens=num_requests * prompt_len,
+                        max_num_seqs=num_requests),
+        CacheConfig(block_size=block_size, num_blocks=num_requests * cdiv(max_len, block_size)),
+        max_model_len=max_len)
+    rng = random.Random(seed)
+    runner = FakeModelRunner(sample=lambda req_id, position: rng.randrange(1000))
+    for i in range(num_requests):
+        prompt = [rng.randrange(1000) for _ in range(prompt_len)]
+        sched.add_request(Request(f"r{i}", prompt, SamplingParams(max_tokens=steps + 2)))
+    so = sched.schedule()
+    sched.update_from_output(so, runner.execute_model(so))
+
+    times_us = []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        so = sched.schedule()
+        t1 = time.perf_counter()
+        out = runner.execute_model(so)
+        t2 = time.perf_counter()
+        sched.update_from_output(so, out)
+        t3 = time.perf_counter()
+        if so.total_num_scheduled_tokens != num_requests:
+            raise RuntimeError(f"expected {num_requests} decoding requests, scheduled "
+                               f"{so.total_num_scheduled_tokens} tokens")
+        times_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
+    return {"num_requests": num_requests, "steps": steps, "block_size": block_size,
+            "prompt_len": prompt_len, "mean_us": statistics.fmean(times_us),
+            "median_us": statistics.median(times_us), "min_us": min(times_us),
+            "us_per_request": statistics.median(times_us) / num_requests}

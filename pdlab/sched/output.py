@@ -1,0 +1,111 @@
+"""What the scheduler sends the model runner each step, and what comes back.
+
+Mirrors ``vllm/v1/core/sched/output.py`` (``SchedulerOutput``, ``NewRequestData``,
+``CachedRequestData``), ``vllm/v1/outputs.py`` (``ModelRunnerOutput``,
+``KVConnectorOutput``) and ``EngineCoreOutput`` in ``vllm/v1/engine/__init__.py``.
+
+The runner keeps its own state per request (tokens, block ids) and the scheduler sends
+deltas: a request seen for the first time (or resumed after preemption) comes whole as a
+``NewRequestData``; a request already on the runner comes as one row of
+``CachedRequestData`` with the blocks added this step. ``num_computed_tokens`` in both is
+counted *before* this step: the tokens to compute are ``all_token_ids[c : c + n]`` with
+``n = num_scheduled_tokens[req_id]``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlab.kv_transfer.base import KVConnectorMetadata
+from pdlab.request import SamplingParams
+
+
+@dataclass
+class NewRequestData:
+    req_id: str
+    prompt_token_ids: list[int]
+    sampling_params: SamplingParams
+    block_ids: list[int]
+    num_computed_tokens: int
+    # Prompt and outputs so far. Equal to the prompt for a new request; longer for one
+    # resumed after preemption, which is re-sent whole (as vLLM does for its V2 runner).
+    all_token_ids: list[int] = field(default_factory=list)
+
+
+@dataclass
+class CachedRequestData:
+    """Requests the runner already holds, one list entry per request."""
+
+    req_ids: list[str] = field(default_factory=list)
+    # pdlab re-sends a resumed request as a NewRequestData, so these are all False; the
+    # field keeps the shape of vLLM's v1 CachedRequestData (where True replaces block ids).
+    resumed_from_preemption: list[bool] = field(default_factory=list)
+    # The token ids scheduled this step (vLLM sends them only with pipeline parallelism).
+    new_token_ids: list[list[int]] = field(default_factory=list)
+    # Blocks appended to the request's block table this step (often empty).
+    new_block_ids: list[list[int]] = field(default_factory=list)
+    num_computed_tokens: list[int] = field(default_factory=list)
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.req_ids)
+
+
+@dataclass
+class SchedulerOutput:
+    scheduled_new_reqs: list[NewRequestData]
+    scheduled_cached_reqs: CachedRequestData
+    num_scheduled_tokens: dict[str, int]
+    total_num_scheduled_tokens: int
+    # Requests finished since the previous step: the runner drops their state.
+    finished_req_ids: set[str]
+    # Requests preempted in this step: their blocks are gone; they come back as new.
+    preempted_req_ids: set[str] = field(default_factory=set)
+    kv_connector_metadata: KVConnectorMetadata | None = None
+
+
+@dataclass
+class KVConnectorOutput:
+    """What the worker side of the KV connector reports after a step."""
+
+    finished_sending: set[str] | None = None
+    finished_recving: set[str] | None = None
+    # Receives that failed as a whole (pdlab): recompute the request from scratch.
+    failed_recving: set[str] = field(default_factory=set)
+    # Blocks whose load failed (vLLM): recompute from the first failed block.
+    invalid_block_ids: set[int] = field(default_factory=set)
+
+
+@dataclass
+class ModelRunnerOutput:
+    """``sampled_token_ids[i]`` is ``[token]`` for ``req_ids[i]`` when every known token
+    of the request is computed after this step, and ``[]`` while its prompt is still being
+    prefilled in chunks."""
+
+    req_ids: list[str]
+    sampled_token_ids: list[list[int]]
+    kv_connector_output: KVConnectorOutput | None = None
+    req_id_to_index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if len(self.req_ids) != len(self.sampled_token_ids):
+            raise ValueError(f"sampled_token_ids has {len(self.sampled_token_ids)} entries "
+                             f"for {len(self.req_ids)} req_ids: expected one per request")
+        if not self.req_id_to_index:
+            self.req_id_to_index = {r: i for i, r in enumerate(self.req_ids)}
+
+
+@dataclass
+class EngineCoreOutput:
+    """One request's news from a step: new tokens, and when it finished, why."""
+
+    req_id: str
+    new_token_ids: list[int]
+    finish_reason: str | None = None
+    kv_transfer_params: dict[str, Any] | None = None
+    num_cached_tokens: int = 0
+
+    @property
+    def finished(self) -> bool:
+        return self.finish_reason is not None

@@ -1,0 +1,551 @@
+"""The scheduler: which requests run this step, and how many tokens each computes.
+
+Mirrors ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``,
+``update_from_output``, ``_update_after_schedule``, ``_update_waiting_for_remote_kv``,
+``_update_from_kv_xfer_finished``, ``finish_requests``) and ``check_stop`` in
+``vllm/v1/core/sched/utils.py``.
+
+There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
+``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
+the step's token budget (``max_num_batched_tokens``) and to
+``long_prefill_token_threshold``. A long prompt is thus prefilled in chunks, a decoding
+request gets one token, and D's first step after a KV transfer gets one prompt token.
+Running requests go first, then waiting ones in arrival order. When the pool runs out of
+blocks, the most recently admitted running request is preempted: its blocks are freed and
+it is recomputed later (prompt and outputs), as vLLM does.
+
+Requests passed over because they were blocked (D side: K/V still arriving) wait in
+``skipped_waiting``, which is served before ``waiting`` (upstream's
+``_select_waiting_queue_for_scheduling``). They already hold blocks, so letting newer or
+preempted requests overtake them could starve everyone: a request that needs the blocks
+they hold would preempt itself forever.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.kv_cache.block_pool import KVCacheBlock
+from pdlab.kv_cache.manager import KVCacheManager, cdiv
+from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
+from pdlab.request import Request, RequestStatus
+from pdlab.sched.output import (
+    CachedRequestData,
+    EngineCoreOutput,
+    KVConnectorOutput,
+    ModelRunnerOutput,
+    NewRequestData,
+    SchedulerOutput,
+)
+
+EventHook = Callable[[str, dict[str, Any]], None]
+
+
+class Scheduler:
+    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
+                 max_model_len: int, connector: KVConnectorBase | None = None,
+                 event_hook: EventHook | None = None) -> None:
+        if connector is not None and not isinstance(connector, KVConnectorBase):
+            raise ValueError(f"connector={connector!r} is invalid: expected None or a "
+                             "KVConnectorBase")
+        self.scheduler_config = scheduler_config
+        self.cache_config = cache_config
+        self.max_num_running_reqs = scheduler_config.max_num_seqs
+        self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
+        self.max_model_len = max_model_len
+        self.block_size = cache_config.block_size
+        self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
+        self.connector = connector
+        self.event_hook = event_hook
+
+        self.requests: dict[str, Request] = {}
+        self.waiting: deque[Request] = deque()
+        self.skipped_waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        # Finished since the last schedule(): sent to the runner so it drops their state.
+        self.finished_req_ids: set[str] = set()
+        # KV connector: receives reported done (or failed) by the worker.
+        self.finished_recving_kv_req_ids: set[str] = set()
+        self.failed_recving_kv_req_ids: set[str] = set()
+
+    # ---- requests in and out -----------------------------------------------------------
+    def add_request(self, request: Request) -> None:
+        """Queue a new request. Raises ``ValueError`` (and queues nothing) when the request
+        can never run here."""
+        if not isinstance(request, Request):
+            raise ValueError(f"request={request!r} is invalid: expected a Request")
+        rid = request.request_id
+        if rid in self.requests:
+            raise ValueError(f"request_id={rid!r} is invalid: a request with this id is "
+                             "already in the scheduler; expected a unique id")
+        if (request.status != RequestStatus.WAITING or request.num_computed_tokens
+                or request.num_output_tokens):
+            raise ValueError(f"request={request!r} is invalid: expected a fresh Request "
+                             "that no scheduler has run")
+        if request.num_prompt_tokens > self.max_model_len:
+            raise ValueError(f"prompt_token_ids has {request.num_prompt_tokens} tokens: "
+                             f"expected at most max_model_len={self.max_model_len}")
+        # The longest sequence whose K/V the request will hold (the last sampled token is
+        # never fed back), which must fit the whole pool or the request could never finish.
+        max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
+        need = cdiv(max_len, self.block_size)
+        if need > self.kv_cache_manager.num_blocks:
+            raise ValueError(
+                f"the KV cache is too small for request {rid!r}: {max_len} tokens "
+                f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
+                f"at most max_model_len) need {need} blocks of {self.block_size}; expected "
+                f"at most num_blocks={self.kv_cache_manager.num_blocks}")
+        params = request.kv_transfer_params
+        validate_kv_transfer_params(params)
+        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
+            if self.connector is None:
+                raise ValueError(f"kv_transfer_params={params!r} is invalid here: expected "
+                                 "a scheduler with a KV connector for P/D requests")
+        self.waiting.append(request)
+        self.requests[rid] = request
+
+    def finish_requests(self, request_ids: str | Iterable[str],
+                        finished_status: RequestStatus) -> list[str]:
+        """Finish requests from outside (an abort). Unknown or finished ids are skipped;
+        returns the ids that were finished."""
+        if not RequestStatus.is_finished(finished_status):
+            raise ValueError(f"finished_status={finished_status!r} is invalid: expected a "
+                             "FINISHED_* status")
+        if isinstance(request_ids, str):
+            request_ids = (request_ids,)
+        finished = []
+        for rid in dict.fromkeys(request_ids):
+            request = self.requests.get(rid)
+            if request is None or request.is_finished():
+                continue
+            if request.status == RequestStatus.RUNNING:
+                self.running.remove(request)
+            elif request in self.skipped_waiting:
+                self.skipped_waiting.remove(request)
+            else:
+                self.waiting.remove(request)
+            delay_free = False
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                # The worker may still be writing into the blocks: free them once it
+                # reports the receive finished, unless it already has.
+                delay_free = rid not in self.finished_recving_kv_req_ids
+                self.finished_recving_kv_req_ids.discard(rid)
+                self.failed_recving_kv_req_ids.discard(rid)
+            request.status = finished_status
+            self._free_request(request, delay_free_blocks=delay_free)
+            finished.append(rid)
+        return finished
+
+    def get_request(self, request_id: str) -> Request | None:
+        return self.requests.get(request_id)
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self.waiting) + len(self.skipped_waiting) + len(self.running)
+
+    def has_unfinished_requests(self) -> bool:
+        return self.get_num_unfinished_requests() > 0
+
+    def has_finished_requests(self) -> bool:
+        return len(self.finished_req_ids) > 0
+
+    def has_requests(self) -> bool:
+        """Anything left to step for: unfinished requests, finished ones the runner has not
+        been told about, or finished ones whose blocks wait for a KV send (P side)."""
+        return bool(self.requests) or self.has_finished_requests()
+
+    # ---- one step: schedule ------------------------------------------------------------
+    def schedule(self) -> SchedulerOutput:
+        scheduled_new_reqs: list[Request] = []
+        scheduled_running_reqs: list[Request] = []
+        preempted_reqs: list[Request] = []
+        req_to_new_blocks: dict[str, list[KVCacheBlock]] = {}
+        num_scheduled_tokens: dict[str, int] = {}
+        token_budget = self.max_num_scheduled_tokens
+
+        # First the RUNNING requests.
+        req_index = 0
+        while req_index < len(self.running) and token_budget > 0:
+            request = self.running[req_index]
+            num_new_tokens = self._cap_new_tokens(
+                request.num_tokens - request.num_computed_tokens,
+                request.num_computed_tokens, token_budget)
+            while True:
+                new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
+                if new_blocks is not None:
+                    break
+                # Out of blocks: preempt the most recently admitted running request.
+                preempted_req = self.running.pop()
+                self._preempt_request(preempted_req)
+                preempted_reqs.append(preempted_req)
+                if preempted_req is request:
+                    break
+            if new_blocks is None:
+                break
+            scheduled_running_reqs.append(request)
+            req_to_new_blocks[request.request_id] = new_blocks
+            num_scheduled_tokens[request.request_id] = num_new_tokens
+            token_budget -= num_new_tokens
+            req_index += 1
+
+        # Then the WAITING requests, unless this step had to preempt.
+        if not preempted_reqs:
+            self._schedule_waiting(token_budget, scheduled_new_reqs, num_scheduled_tokens)
+
+        total = sum(num_scheduled_tokens.values())
+        assert total <= self.max_num_scheduled_tokens
+        assert len(self.running) <= self.max_num_running_reqs
+
+        new_reqs_data = [
+            NewRequestData(req_id=r.request_id, prompt_token_ids=list(r.prompt_token_ids),
+                           sampling_params=r.sampling_params,
+                           block_ids=self.kv_cache_manager.get_block_ids(r.request_id),
+                           num_computed_tokens=r.num_computed_tokens,
+                           all_token_ids=list(r.all_token_ids))
+            for r in scheduled_new_reqs]
+        cached = CachedRequestData()
+        for r in scheduled_running_reqs:
+            rid, c = r.request_id, r.num_computed_tokens
+            cached.req_ids.append(rid)
+            cached.resumed_from_preemption.append(False)
+            cached.new_token_ids.append(r.all_token_ids[c:c + num_scheduled_tokens[rid]])
+            cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
+            cached.num_computed_tokens.append(c)
+
+        scheduler_output = SchedulerOutput(
+            scheduled_new_reqs=new_reqs_data, scheduled_cached_reqs=cached,
+            num_scheduled_tokens=num_scheduled_tokens, total_num_scheduled_tokens=total,
+            finished_req_ids=self.finished_req_ids,
+            preempted_req_ids={r.request_id for r in preempted_reqs})
+        if self.connector is not None:
+            scheduler_output.kv_connector_metadata = self.connector.build_connector_meta(
+                scheduler_output)
+        self._update_after_schedule(scheduler_output)
+        return scheduler_output
+
+    def _schedule_waiting(self, token_budget: int, scheduled_new_reqs: list[Request],
+                          num_scheduled_tokens: dict[str, int]) -> None:
+        # Requests passed over this step keep their place at the head of their queue.
+        skipped: list[Request] = []
+        while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
+            queue = self.skipped_waiting or self.waiting
+            if not queue:
+                break
+            request = queue[0]
+            rid = request.request_id
+
+            # P/D: a request whose K/V are still arriving is passed over.
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                if not self._update_waiting_for_remote_kv(request):
+                    skipped.append(queue.popleft())
+                    continue
+                request.status = (RequestStatus.PREEMPTED if request.num_preemptions
+                                  else RequestStatus.WAITING)
+
+            num_external_tokens, load_kv_async = 0, False
+            if request.num_computed_tokens == 0:
+                new_computed_blocks, num_local_tokens = (
+                    self.kv_cache_manager.get_computed_blocks(request))
+                if self.connector is not None:
+                    ext, load_kv_async = self.connector.get_num_new_matched_tokens(
+                        request, num_local_tokens)
+                    if ext is None:
+                        skipped.append(queue.popleft())
+                        continue
+                    num_external_tokens = ext
+                    load_kv_async = load_kv_async and ext > 0
+                num_computed_tokens = num_local_tokens + num_external_tokens
+            else:
+                # The K/V arrived (D side): the request resumes from there.
+                new_computed_blocks, num_local_tokens = [], 0
+                num_computed_tokens = request.num_computed_tokens
+
+            if load_kv_async:
+                num_new_tokens = 0
+            else:
+                num_new_tokens = self._cap_new_tokens(request.num_tokens - num_computed_tokens,
+                                                      num_computed_tokens, token_budget)
+                if num_new_tokens <= 0:
+                    raise RuntimeError(
+                        f"connector returned num_external_tokens={num_external_tokens} for "
+                        f"request {rid!r} with {request.num_tokens} tokens and "
+                        f"{num_local_tokens} cached locally: a synchronous load must leave "
+                        "the last token to compute")
+
+            new_blocks = self.kv_cache_manager.allocate_slots(
+                request, num_new_tokens, num_new_computed_tokens=num_local_tokens,
+                new_computed_blocks=new_computed_blocks,
+                num_external_computed_tokens=num_external_tokens,
+                delay_cache_blocks=load_kv_async)
+            if new_blocks is None:
+                break  # not enough blocks: it waits, and so does everything behind it
+
+            if self.connector is not None:
+                self.connector.update_state_after_alloc(
+                    request, self.kv_cache_manager.get_blocks(rid), num_external_tokens)
+            queue.popleft()
+            if num_local_tokens:
+                self._emit("prefix_hit", req_id=rid, num_hit_tokens=num_local_tokens,
+                           num_tokens=request.num_tokens,
+                           block_ids=[b.block_id for b in new_computed_blocks])
+            if request.num_computed_tokens == 0:
+                self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
+
+            if load_kv_async:
+                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                skipped.append(request)
+                self._emit("waiting_for_remote_kvs", req_id=rid,
+                           num_external_tokens=num_external_tokens,
+                           num_local_tokens=num_local_tokens,
+                           block_ids=self.kv_cache_manager.get_block_ids(rid))
+                continue
+
+            resumed = request.status == RequestStatus.PREEMPTED
+            self.running.append(request)
+            scheduled_new_reqs.append(request)
+            num_scheduled_tokens[rid] = num_new_tokens
+            token_budget -= num_new_tokens
+            request.status = RequestStatus.RUNNING
+            request.num_computed_tokens = num_computed_tokens
+            if num_external_tokens:
+                request.num_external_computed_tokens = num_external_tokens
+            if request.num_cached_tokens < 0:
+                request.num_cached_tokens = num_computed_tokens
+            self._emit("admit", req_id=rid, num_computed_tokens=num_computed_tokens,
+                       num_cached_tokens=request.num_cached_tokens,
+                       num_new_tokens=num_new_tokens, resumed=resumed,
+                       num_prompt_tokens=request.num_prompt_tokens,
+                       num_tokens=request.num_tokens,
+                       block_ids=self.kv_cache_manager.get_block_ids(rid))
+        for request in reversed(skipped):
+            blocked = request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+            (self.skipped_waiting if blocked else self.waiting).appendleft(request)
+
+    def _cap_new_tokens(self, num_new_tokens: int, num_computed_tokens: int,
+                        token_budget: int) -> int:
+        threshold = self.scheduler_config.long_prefill_token_threshold
+        if 0 < threshold < num_new_tokens:
+            num_new_tokens = threshold
+        num_new_tokens = min(num_new_tokens, token_budget)
+        # Positions must stay below max_model_len.
+        return min(num_new_tokens, self.max_model_len - num_computed_tokens)
+
+    def _preempt_request(self, request: Request) -> None:
+        """Free a running request's blocks and put it back at the head of the queue. Its
+        output tokens are kept: it will be recomputed (prompt and outputs) when it
+        resumes, reusing whatever of its blocks is still in the prefix cache."""
+        assert request.status == RequestStatus.RUNNING
+        self._emit("preempt", req_id=request.request_id,
+                   num_computed_tokens=request.num_computed_tokens,
+                   num_output_tokens=request.num_output_tokens,
+                   num_preemptions=request.num_preemptions + 1)
+        self._free_kv(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        request.num_preemptions += 1
+        self.waiting.appendleft(request)
+
+    def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
+        # Advance num_computed_tokens now, so a chunked prefill can be scheduled again next
+        # step; the output above still carries the values from before this step.
+        for rid, n in scheduler_output.num_scheduled_tokens.items():
+            self.requests[rid].num_computed_tokens += n
+        self.finished_req_ids = set()
+
+    # ---- one step: results -------------------------------------------------------------
+    def update_from_output(self, scheduler_output: SchedulerOutput,
+                           model_runner_output: ModelRunnerOutput) -> list[EngineCoreOutput]:
+        """Append sampled tokens, stop finished requests, and apply the KV connector's
+        report. Returns one ``EngineCoreOutput`` per request with news."""
+        active = self._check_runner_output(scheduler_output, model_runner_output)
+        kv_out = model_runner_output.kv_connector_output
+        if kv_out is not None:
+            self._handle_failed_recvs(kv_out)
+
+        outputs: list[EngineCoreOutput] = []
+        stopped: set[Request] = set()
+        for request, new_token_ids in active:
+            stop = False
+            if new_token_ids:
+                new_token_ids, stop = self._update_request_with_output(request, new_token_ids)
+            kv_transfer_params = None
+            finish_reason = None
+            if stop:
+                finish_reason = request.get_finished_reason()
+                kv_transfer_params = self._free_request(request)
+                stopped.add(request)
+            if new_token_ids or stop:
+                outputs.append(EngineCoreOutput(
+                    req_id=request.request_id, new_token_ids=new_token_ids,
+                    finish_reason=finish_reason, kv_transfer_params=kv_transfer_params,
+                    num_cached_tokens=request.num_cached_tokens))
+        if stopped:
+            self.running = [r for r in self.running if r not in stopped]
+        if kv_out is not None:
+            self._update_from_kv_xfer_finished(kv_out)
+        return outputs
+
+    def _check_runner_output(self, scheduler_output: SchedulerOutput,
+                             model_runner_output: ModelRunnerOutput
+                             ) -> list[tuple[Request, list[int]]]:
+        """Pair each scheduled, still-running request with its sampled tokens, checking the
+        runner's answer before anything changes."""
+        index = model_runner_output.req_id_to_index
+        sampled = model_runner_output.sampled_token_ids
+        active = []
+        for rid in scheduler_output.num_scheduled_tokens:
+            request = self.requests.get(rid)
+            if request is None or request.is_finished():
+                continue  # aborted while the step ran
+            if rid not in index:
+                raise ValueError(f"model_runner_output has no entry for scheduled request "
+                                 f"{rid!r}: expected one per scheduled request")
+            tokens = list(sampled[index[rid]])
+            complete = request.num_computed_tokens >= request.num_tokens
+            if len(tokens) != int(complete):
+                raise ValueError(
+                    f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
+                    f"{'one token' if complete else '[] (its prompt is not complete)'} after "
+                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed")
+            active.append((request, tokens))
+        return active
+
+    def _update_request_with_output(self, request: Request,
+                                    new_token_ids: list[int]) -> tuple[list[int], bool]:
+        for n, token_id in enumerate(new_token_ids, 1):
+            request.append_output_token_ids(token_id)
+            if self._check_stop(request):
+                return new_token_ids[:n], True
+        return new_token_ids, False
+
+    def _check_stop(self, request: Request) -> bool:
+        """vLLM's ``check_stop``: a stop token first, then the length limits."""
+        last = request.output_token_ids[-1]
+        if last in request.sampling_params.stop_token_ids:
+            request.status = RequestStatus.FINISHED_STOPPED
+            request.stop_reason = last
+            return True
+        if (request.num_tokens >= self.max_model_len
+                or request.num_output_tokens >= request.max_tokens):
+            request.status = RequestStatus.FINISHED_LENGTH_CAPPED
+            return True
+        return False
+
+    def _free_request(self, request: Request,
+                      delay_free_blocks: bool = False) -> dict[str, Any] | None:
+        """A request finished: tell the connector, then free its blocks unless the
+        connector (a P-side send) or an in-flight receive needs them a while longer."""
+        assert request.is_finished()
+        delay_by_connector, kv_transfer_params = False, None
+        if self.connector is not None:
+            delay_by_connector, kv_transfer_params = self.connector.request_finished(
+                request, self.kv_cache_manager.get_block_ids(request.request_id))
+        self.finished_req_ids.add(request.request_id)
+        delay = delay_free_blocks or delay_by_connector
+        self._emit("finish", req_id=request.request_id, status=request.status.name,
+                   finish_reason=request.get_finished_reason(), delay_free=delay,
+                   num_output_tokens=request.num_output_tokens,
+                   kv_transfer_params=kv_transfer_params)
+        if not delay:
+            self._free_blocks(request)
+        return kv_transfer_params
+
+    def _free_blocks(self, request: Request) -> None:
+        assert request.is_finished()
+        self._free_kv(request)
+        del self.requests[request.request_id]
+
+    def _free_kv(self, request: Request) -> None:
+        block_ids = self.kv_cache_manager.get_block_ids(request.request_id)
+        self.kv_cache_manager.free(request)
+        if block_ids:
+            self._emit("free", req_id=request.request_id, block_ids=block_ids)
+
+    # ---- KV connector ------------------------------------------------------------------
+    def _update_waiting_for_remote_kv(self, request: Request) -> bool:
+        """D side: if the worker reported the request's K/V received, make it schedulable.
+        Returns whether it is ready.
+
+        On success, ``num_computed_tokens = min(len(block_ids) * block_size, num_tokens)``,
+        minus one when that equals ``num_tokens``. The transfer brought each layer's keys
+        and values for every prompt token, but not the final hidden state of the last
+        one, and the logits for the first output token are computed from that hidden
+        state. So the last prompt token is scheduled again: a one-token step over
+        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and
+        yields the logits. The blocks are cached (hashed) only now that they hold data.
+
+        On failure (vLLM's "recompute" policy) the request keeps the blocks before the
+        first failed one, or frees them all, and computes the rest locally.
+        """
+        rid = request.request_id
+        if rid not in self.finished_recving_kv_req_ids:
+            return False
+        self.finished_recving_kv_req_ids.remove(rid)
+        block_ids = self.kv_cache_manager.get_block_ids(rid)
+        if rid in self.failed_recving_kv_req_ids:
+            self.failed_recving_kv_req_ids.remove(rid)
+            if request.num_computed_tokens:
+                self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+            else:
+                self._free_kv(request)
+            self._emit("remote_kv_failed", req_id=rid,
+                       num_computed_tokens=request.num_computed_tokens,
+                       num_tokens=request.num_tokens, block_ids=block_ids)
+            return True
+        num_computed_tokens = min(len(block_ids) * self.block_size, request.num_tokens)
+        before_adjust = num_computed_tokens
+        if num_computed_tokens == request.num_tokens:
+            num_computed_tokens -= 1
+        self.kv_cache_manager.cache_blocks(request, num_computed_tokens)
+        request.num_computed_tokens = num_computed_tokens
+        self._emit("remote_kv_ready", req_id=rid,
+                   num_computed_tokens_before_adjust=before_adjust,
+                   num_computed_tokens=num_computed_tokens, num_tokens=request.num_tokens,
+                   num_prompt_tokens=request.num_prompt_tokens, block_ids=block_ids)
+        return True
+
+    def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> None:
+        """Mark asynchronous receives that failed, keeping the computed tokens before the
+        first failed block (vLLM's ``_update_requests_with_invalid_blocks`` for async
+        loads). pdlab's connectors report failures of asynchronous loads only."""
+        for rid in kv_out.failed_recving:
+            request = self.requests.get(rid)
+            if request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                request.num_computed_tokens = 0
+                self.failed_recving_kv_req_ids.add(rid)
+        if not kv_out.invalid_block_ids:
+            return
+        for request in self.skipped_waiting:
+            if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
+                continue
+            rid = request.request_id
+            block_ids = self.kv_cache_manager.get_block_ids(rid)
+            num_loaded = (request.num_computed_tokens if rid in self.failed_recving_kv_req_ids
+                          else len(block_ids) * self.block_size)
+            for i, block_id in enumerate(block_ids[:cdiv(num_loaded, self.block_size)]):
+                if block_id in kv_out.invalid_block_ids:
+                    request.num_computed_tokens = i * self.block_size
+                    self.failed_recving_kv_req_ids.add(rid)
+                    break
+
+    def _update_from_kv_xfer_finished(self, kv_out: KVConnectorOutput) -> None:
+        """Receives done: the request becomes schedulable (or, if it was aborted meanwhile,
+        its blocks are freed). Sends done: P frees the blocks it held for D."""
+        for rid in set(kv_out.finished_recving or ()) | kv_out.failed_recving:
+            request = self.requests.get(rid)
+            if request is None:
+                continue
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                self.finished_recving_kv_req_ids.add(rid)
+            elif request.is_finished():
+                self._free_blocks(request)
+        for rid in kv_out.finished_sending or ():
+            request = self.requests.get(rid)
+            if request is not None and request.is_finished():
+                self._free_blocks(request)
+
+    def _emit(self, kind: str, **fields: Any) -> None:
+        if self.event_hook is not None:
+            self.event_hook(kind, fields)

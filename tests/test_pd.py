@@ -1,0 +1,165 @@
+"""Prefill/decode disaggregation in one process: P/D equals colocated, D's first step is
+the one-token short extend, and faults lose nothing."""
+
+import time
+
+import pytest
+
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine import LLMEngine
+from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.pd import PDPair
+from pdlab.request import SamplingParams
+
+CFG = ModelConfig.tiny()
+MODEL = DeepseekV2ForCausalLM(CFG)
+BS = 4
+
+
+def _pair(rule="query_len", **kw):
+    return PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64), SchedulerConfig(rule=rule),
+                  backend="torch", **kw)
+
+
+def _colocated(prompt, n):
+    e = LLMEngine(CFG, CacheConfig(block_size=BS, num_blocks=64), model=MODEL, backend="torch")
+    return e.generate(prompt, SamplingParams(max_tokens=n))[0].output_token_ids
+
+
+def _all_free(pair):
+    for eng in (pair.prefill, pair.decode):
+        m = eng.scheduler.kv_cache_manager
+        assert m.num_free_blocks == eng.cache_config.num_blocks, f"{eng.instance} leaked blocks"
+    assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
+
+
+@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+@pytest.mark.parametrize("n", [3, BS, 3 * BS, 3 * BS + 1])
+def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
+    prompt = [(7 * i + n) % 256 for i in range(n)]
+    pair = _pair(rule)
+    out = pair.generate(prompt, SamplingParams(max_tokens=5))[0]
+    assert out.output_token_ids == _colocated(prompt, 5)
+    t = pair.tracer
+    ready = t.first("remote_kv_ready", "D")
+    assert (ready["num_computed_tokens_before_adjust"], ready["num_computed_tokens"]) == (n, n - 1)
+    first = [e for e in t.filter("step", "D") if e["scheduled"]][0]["scheduled"][0]
+    assert first["num_computed_tokens_before"] == n - 1 and first["num_scheduled_tokens"] == 1
+    route = t.first("route", "D")
+    assert (route["query_len"], route["num_computed_tokens"], route["num_prompt_tokens"]) == (
+        1, n - 1, n)
+    kernels = t.filter("kernel", "D", step=route["step"])
+    if rule == "prompt":
+        assert route["forward"] == "_forward_prefill"
+        gathered = [k for k in kernels if k["name"] == "gather_cache"]
+        assert [k["shapes"]["rows"] for k in gathered] == [n - 1] * CFG.num_hidden_layers
+        assert [k["layer"] for k in gathered] == list(range(CFG.num_hidden_layers))
+        assert not [k for k in kernels if k["name"] == "mla_decode"]
+    else:
+        assert route["forward"] == "_forward_decode"
+        dec = [k for k in kernels if k["name"] == "mla_decode"]
+        assert dec and dec[0]["shapes"]["seq_lens"] == [n]
+    moved = t.first("kv_transfer", "D")
+    assert moved["ok"] and len(moved["local_block_ids"]) == -(-n // BS)
+    _all_free(pair)
+
+
+@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+def test_local_prefix_hit_on_d_reads_only_the_tail(rule):
+    prompt = list(range(100, 100 + 3 * BS + 2))
+    pair = _pair(rule)
+    # warm D's prefix cache with the first two blocks of the prompt
+    pair.decode.generate(prompt[:2 * BS + 1], SamplingParams(max_tokens=1))
+    out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
+    assert out.output_token_ids == _colocated(prompt, 4)
+    moved = pair.tracer.first("kv_transfer", "D")
+    assert len(moved["remote_block_ids"]) == 2  # blocks 2 and 3 of 4; 0 and 1 were cached
+    assert pair.tracer.first("remote_kv_ready", "D")["num_computed_tokens"] == len(prompt) - 1
+    _all_free(pair)
+
+
+def test_several_prompts_interleaved():
+    prompts = ["The cache holds K and V.", "Logits need h[N-1].", "x", "abcdefgh"]
+    pair = _pair("prompt")
+    outs = pair.generate(prompts, SamplingParams(max_tokens=4))
+    for p, o in zip(prompts, outs):
+        assert o.output_token_ids == _colocated(p, 4)
+    _all_free(pair)
+
+
+@pytest.mark.parametrize("fault", ["fail", "corrupt"])
+def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
+    prompt = list(range(30, 30 + 2 * BS + 3))
+    pair = _pair("prompt")
+    pair.transport.fault_once = fault
+    out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
+    assert out.output_token_ids == _colocated(prompt, 4)
+    moved = pair.tracer.first("kv_transfer", "D")
+    assert not moved["ok"] and moved["reason"] in ("injected failure", "checksum mismatch")
+    assert pair.tracer.filter("remote_kv_failed", "D")
+    # D computed the whole prompt itself
+    steps = [s for e in pair.tracer.filter("step", "D") for s in e["scheduled"]]
+    assert sum(s["num_scheduled_tokens"] for s in steps
+               if s["num_computed_tokens_before"] < len(prompt)) == len(prompt)
+    _all_free(pair)
+
+
+def test_abort_while_d_reads_frees_both_sides():
+    pair = _pair()
+    pair.transport.delay_polls = 3  # the read stays in flight for a few steps
+    rid = pair.add_request(list(range(20)), SamplingParams(max_tokens=4))
+    pair.step()
+    req = pair.decode.scheduler.get_request(rid)
+    assert req is not None and req.status.name == "WAITING_FOR_REMOTE_KVS"
+    assert pair.prefill.scheduler.kv_cache_manager.num_free_blocks < 64  # P holds blocks
+    pair.abort_request(rid)
+    # D keeps its blocks while the read still writes into them, then frees them
+    assert pair.decode.scheduler.kv_cache_manager.num_free_blocks < 64
+    for _ in range(6):
+        pair.step()
+    assert pair.decode.get_output(rid).finish_reason == "abort"
+    _all_free(pair)
+
+
+def test_abort_before_d_reads_releases_p():
+    pair = _pair()
+    p_rid = pair.prefill.add_request(list(range(20)), SamplingParams(max_tokens=1),
+                                     "r", {"do_remote_decode": True})
+    pair.prefill.run_until_done()
+    params = pair.prefill.get_output(p_rid).kv_transfer_params
+    assert params["do_remote_prefill"] and params["remote_block_ids"]
+    assert pair.prefill.scheduler.kv_cache_manager.num_free_blocks == 64 - 5
+    pair.decode.add_request(list(range(20)), SamplingParams(max_tokens=4), "r", params)
+    pair.decode.abort_request("r")
+    pair.prefill.step()
+    assert pair.tracer.filter("kv_release", "D")
+    _all_free(pair)
+
+
+def test_d_that_never_reads_does_not_leak_p_blocks():
+    pair = PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64),
+                  SchedulerConfig(kv_transfer_timeout_s=0.05), backend="torch")
+    for i, n in enumerate((15, 9)):
+        pair.prefill.add_request(list(range(100 * i, 100 * i + n)), SamplingParams(max_tokens=1), f"r{i}",
+                                 {"do_remote_decode": True})
+    pair.prefill.run_until_done()
+    # P's requests finished with delay_free: their blocks wait for a D that never comes
+    m = pair.prefill.scheduler.kv_cache_manager
+    assert m.num_free_blocks == 64 - 4 - 3
+    time.sleep(0.1)
+    pair.prefill.step()
+    pair.prefill.step()
+    assert m.num_free_blocks == 64
+    assert len(pair.tracer.filter("kv_send_timeout", "P")) == 2
+
+
+def test_p_requests_hold_blocks_until_read():
+    pair = _pair()
+    rid = pair.add_request(list(range(17)), SamplingParams(max_tokens=2))
+    pair.step()  # P prefills and finishes; D receives the request
+    held = 64 - pair.prefill.scheduler.kv_cache_manager.num_free_blocks
+    assert held == -(-17 // BS)
+    while pair.has_unfinished_requests():
+        pair.step()
+    assert pair.decode.get_output(rid).finished
+    _all_free(pair)
