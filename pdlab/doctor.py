@@ -109,14 +109,20 @@ def _smoke_check() -> Check:
         return Check("model", False, f"tiny forward failed: {e}", "report this with the lines above")
 
 
-def aot_rows() -> tuple[list[str], bool]:
-    """Compile every Triton kernel ahead of time; rows of text and whether all compiled."""
+def run_aot() -> bool:
+    """Compile every Triton kernel for sm_80 and sm_90 and print a row per kernel, target,
+    dtype and widths (``pdlab/kernels/aot.py``); True when all compiled."""
     if _version("triton") is None:
-        return ["[FAIL] aot          triton is not installed: nothing to compile"], False
+        print("[FAIL] aot          triton is not installed: nothing to compile")
+        return False
+    from rich.console import Console
     aot = importlib.import_module("pdlab.kernels.aot")
     results = aot.run_aot_check()
-    rows = [r.line() if hasattr(r, "line") else str(r) for r in results]
-    return rows, all(r.ok for r in results)
+    Console().print(aot.render_table(results))
+    bad = [r for r in results if not r.ok]
+    print(f"[{'OK' if not bad else 'FAIL'}] aot          {len(results) - len(bad)}/"
+          f"{len(results)} kernel builds compiled for sm_80 and sm_90")
+    return not bad
 
 
 def main(aot: bool = False) -> int:
@@ -125,9 +131,6 @@ def main(aot: bool = False) -> int:
         print(c.line())
     ok = all(c.ok or not c.required for c in checks)
     if aot:
-        rows, aot_ok = aot_rows()
-        for row in rows:
-            print(row)
-        ok = ok and aot_ok
+        ok = run_aot() and ok
     print("pdlab can run here." if ok else "pdlab cannot run here: fix the FAIL lines above.")
     return 0 if ok else 1

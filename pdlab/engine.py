@@ -132,6 +132,8 @@ class LLMEngine:
         return changed
 
     def _emit_step(self, so: Any) -> None:
+        if so.total_num_scheduled_tokens == 0:
+            return  # an idle step (waiting for K/V, or P waiting to free): nothing to show
         sched = []
         for rid, n in so.num_scheduled_tokens.items():
             req = self.scheduler.get_request(rid)

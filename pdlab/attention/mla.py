@@ -127,7 +127,7 @@ class MLAAttention:
                       "num_kv_splits": ctx.num_kv_splits}, fl, by)
         o_latent, _ = kernels.mla_decode(q_mqa, kv_cache, row_block_table, row_seq_lens,
                                          cfg.softmax_scale, num_kv_splits=ctx.num_kv_splits,
-                                         backend=ctx.backend)
+                                         kv_lora_rank=L, backend=ctx.backend)
         self._record(ctx, layer, "o_latent @ W_UV", "decode",
                      {"o_latent": o_latent.shape, "W_UV": w_uv.shape},
                      2.0 * rows * h * L * cfg.v_head_dim,

@@ -1,10 +1,11 @@
 """The cross-process transport: P and D talk over ``torch.distributed`` (gloo on CPU).
 
 Rank 0 is P, rank 1 is D. Every message is a 4-value int64 header ``[type, key, numel,
-extra]`` followed by a payload of ``numel`` values. Both sides only ever keep one receive
-posted (the next header, then its payload) and send with ``isend``, so neither can block
-the other: each instance pumps its inbox between engine steps, as NIXL's progress thread
-does. Messages:
+extra]`` followed by a payload of ``numel`` values. On each side a receiver thread sits in a
+blocking ``recv`` (the next header, then its payload) and queues what arrives; the engine
+thread pumps that queue between steps, as NIXL's progress thread does, and sends with a
+plain ``send``, which completes at once because the peer's receiver is always waiting.
+(gloo's ``irecv`` cannot be polled: ``is_completed`` stays False until ``wait``.) Messages:
 
 * ``REQUEST`` P -> D: a request to decode, with P's ``kv_transfer_params`` (JSON);
 * ``READ`` D -> P: "send me these block ids" (JSON: key, remote request id, block ids);
@@ -19,7 +20,9 @@ notification), or after ``kv_transfer_timeout_s`` if no READ ever comes.
 from __future__ import annotations
 
 import json
+import queue
 import struct
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,9 +58,7 @@ class DistTransport:
         self.rank, self.peer = rank, 1 - rank
         self.kv_dtype = kv_dtype
         self.inbox: list[Message] = []
-        self._sends: list[tuple[Any, tuple[torch.Tensor, ...]]] = []
-        self._hdr = torch.zeros(4, dtype=torch.int64)
-        self._hdr_work: Any = None
+        self._arrived: queue.Queue[tuple[int, int, torch.Tensor, int] | str] = queue.Queue()
         self._caches: list[torch.Tensor] = []
         self._served: list[str] = []
         self._pending: dict[int, tuple[str, list[int]]] = {}
@@ -65,6 +66,9 @@ class DistTransport:
         self._next_key = 0
         self.bytes_sent = 0
         self.peer_failed: str | None = None
+        self._receiver = threading.Thread(target=self._receive_loop, name="pdlab-kv-recv",
+                                          daemon=True)
+        self._receiver.start()
 
     # ---- the engine side -------------------------------------------------------------
     def register(self, engine_id: str, kv_caches: list[torch.Tensor]) -> None:
@@ -104,36 +108,51 @@ class DistTransport:
         self._send(type_, key, data)
 
     def _send(self, type_: int, key: int, payload: torch.Tensor, extra: int = 0) -> None:
-        hdr = torch.tensor([type_, key, payload.numel(), extra], dtype=torch.int64)
-        works = [dist.isend(hdr, self.peer)]
-        if payload.numel():
-            payload = payload.contiguous()
-            works.append(dist.isend(payload, self.peer))
-            self.bytes_sent += payload.numel() * payload.element_size()
-        self._sends.append((works, (hdr, payload)))
-
-    def pump(self) -> None:
-        """Receive whatever has arrived; serve READs (on P), land BLOCKS (on D)."""
         if self.peer_failed:
             return
+        hdr = torch.tensor([type_, key, payload.numel(), extra], dtype=torch.int64)
         try:
-            while True:
-                if self._hdr_work is None:
-                    self._hdr_work = dist.irecv(self._hdr, self.peer)
-                if not self._hdr_work.is_completed():
-                    break
-                self._hdr_work.wait()
-                self._hdr_work = None
-                type_, key, numel, extra = (int(x) for x in self._hdr.tolist())
+            dist.send(hdr, self.peer)
+            if payload.numel():
+                dist.send(payload.contiguous(), self.peer)
+                self.bytes_sent += payload.numel() * payload.element_size()
+        except RuntimeError as e:
+            self._fail(e)
+
+    def _fail(self, e: BaseException) -> None:
+        self.peer_failed = f"peer failed: {e}".splitlines()[0][:200]
+
+    def _receive_loop(self) -> None:
+        """Receiver thread: header, then payload, forever; a dead peer ends it."""
+        hdr = torch.zeros(4, dtype=torch.int64)
+        while True:
+            try:
+                dist.recv(hdr, self.peer)
+                type_, key, numel, extra = (int(x) for x in hdr.tolist())
                 dtype = self.kv_dtype if type_ == BLOCKS else torch.uint8
                 payload = torch.empty(numel, dtype=dtype)
                 if numel:
-                    dist.recv(payload, self.peer)  # the peer's isend is already posted
-                self._dispatch(type_, key, payload, extra)
-            self._sends = [(w, t) for w, t in self._sends if not all(x.is_completed() for x in w)]
-        except RuntimeError as e:  # the peer died or the group timed out
-            self.peer_failed = f"peer failed: {e}".splitlines()[0][:200]
-            self._hdr_work = None
+                    dist.recv(payload, self.peer)
+            except RuntimeError as e:
+                if "timed out" in str(e).lower() or "timeout" in str(e).lower():
+                    continue  # an idle peer is not a dead one
+                self._arrived.put(f"peer failed: {e}".splitlines()[0][:200])
+                return
+            self._arrived.put((type_, key, payload, extra))
+            if type_ == SHUTDOWN:
+                return
+
+    def pump(self) -> None:
+        """Handle whatever has arrived: serve READs (on P), land BLOCKS (on D)."""
+        while True:
+            try:
+                item = self._arrived.get_nowait()
+            except queue.Empty:
+                return
+            if isinstance(item, str):
+                self.peer_failed = item
+                return
+            self._dispatch(*item)
 
     def _dispatch(self, type_: int, key: int, payload: torch.Tensor, extra: int) -> None:
         if type_ == READ:

@@ -120,10 +120,10 @@ class ModelRunner:
         if conn is not None:
             conn.wait_for_save()
             sending, recving = conn.get_finished(so.finished_req_ids)
-            failed = getattr(conn, "get_failed_recving", lambda: set())()
-            kv_out = KVConnectorOutput(finished_sending=set(sending or ()),
-                                       finished_recving=set(recving or ()),
-                                       failed_recving=set(failed or ()))
+            kv_out = KVConnectorOutput(
+                finished_sending=set(sending or ()), finished_recving=set(recving or ()),
+                failed_recving=set(conn.get_failed_recving() or ()),
+                invalid_block_ids=set(conn.get_block_ids_with_load_errors() or ()))
         req_ids = list(so.num_scheduled_tokens)
         return ModelRunnerOutput(req_ids=req_ids,
                                  sampled_token_ids=[sampled.get(r, []) for r in req_ids],

@@ -1,0 +1,259 @@
+"""Compile every kernel for real GPUs, ahead of time, on a machine without one.
+
+Triton lowers a kernel to PTX and then to a cubin with the ``ptxas`` inside its wheel, so a
+CPU-only machine can still prove that each kernel builds for an A100 (sm_80) and an H100
+(sm_90). A kernel that runs in the interpreter but does not compile is broken for every
+user with a GPU: for example ``tl.dot`` with a dimension under 16 runs interpreted and fails
+here. The PTX also shows whether the matrix products use tensor cores: ``wgmma`` (Hopper's
+warp-group MMA, needs a 64-row tile per warp group) or ``mma`` (Ampere's warp-level MMA,
+which Hopper also runs). ``pdlab doctor --aot`` renders :func:`run_aot_check`.
+
+``TRITON_INTERPRET=1`` (set by ``backend.py`` on a CPU machine) is read when ``@triton.jit``
+decorates: every kernel, and Triton's own ``@jit`` library functions such as ``tl.max`` and
+``tl.cdiv``, become ``InterpretedFunction`` objects that the compiler cannot lower. That is
+decided at import, for the whole process, so when this process interprets, the check runs
+in a child Python with ``TRITON_INTERPRET=0`` (``python -m pdlab.kernels.aot``), which
+streams one JSON line per build back. Run directly, the module prints the same lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import triton
+from pdlab.kernels import cache, decode_attention, flash_attn, merge
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.runtime.jit import JITFunction
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+# Widths: the tiny model, and DeepSeek-V2/V3 (latent 512 + rope 64, QK 192, V 128).
+WIDTHS = {
+    "tiny": {"L": 64, "R": 16, "d_qk": 48, "d_v": 32, "heads": 4},
+    "deepseek": {"L": 512, "R": 64, "d_qk": 192, "d_v": 128, "heads": 128},
+}
+ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}   # the dtypes a check may ask for
+# Most shared memory one block may use (bytes): A100 164 KiB, H100 227 KiB.
+MAX_SHARED = {80: 166912, 90: 232448}
+OPTIONS = ("num_warps", "num_stages")
+
+
+@dataclass
+class AotResult:
+    """One kernel compiled for one target, dtype and set of widths."""
+
+    kernel: str
+    target: int              # compute capability: 80 (sm_80) or 90 (sm_90)
+    dtype: str
+    widths: str              # e.g. "deepseek QK=192 V=128 causal"
+    ok: bool
+    error: str | None
+    seconds: float
+    tensor_cores: bool       # sm_90: the PTX has wgmma; sm_80: it has mma
+    mma: str = "-"           # which tensor-core instruction the PTX uses: wgmma, mma or -
+    shared_bytes: int | None = None
+
+
+@dataclass
+class KernelSpec:
+    """What ``ASTSource`` needs: the kernel, the type of every argument, the constexprs."""
+
+    name: str
+    widths: str
+    kernel: Callable
+    constexprs: dict
+    options: dict
+    pointers: dict = field(default_factory=dict)   # pointer args not in the data dtype
+    floats: tuple[str, ...] = ("scale",)
+    uses_dot: bool = False
+
+
+def specs(widths: dict, dtype: str) -> list[KernelSpec]:
+    """Every Triton kernel of pdlab.kernels, configured as its launcher configures it."""
+    L, R, d_qk, d_v, H = (widths[k] for k in ("L", "R", "d_qk", "d_v", "heads"))
+
+    def split(cfg: dict) -> tuple[dict, dict]:
+        return ({k: v for k, v in cfg.items() if k not in OPTIONS},
+                {k: v for k, v in cfg.items() if k in OPTIONS})
+
+    out: list[KernelSpec] = []
+    c, o = split(cache.reshape_and_cache_mla_config(L, R))
+    out.append(KernelSpec("reshape_and_cache_mla", f"L+R={L}+{R}",
+                          cache.reshape_and_cache_mla_kernel, c, o, {"slot_mapping_ptr": "*i64"}))
+    c, o = split(cache.gather_cache_config(L + R))
+    for starts in (True, False):
+        out.append(KernelSpec("gather_cache",
+                              f"L+R={L}+{R}{' seq_starts' if starts else ''}",
+                              cache.gather_cache_kernel, {**c, "HAS_SEQ_STARTS": starts}, o,
+                              {p: "*i32" for p in ("block_table_ptr", "cu_seq_lens_ptr",
+                                                   "seq_starts_ptr")}))
+    c, o = split(flash_attn.flash_attn_varlen_config(4096, d_qk, d_v, ELEM_BYTES[dtype]))
+    for causal in (True, False):
+        out.append(KernelSpec("flash_attn_varlen",
+                              f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
+                              flash_attn.flash_attn_varlen_kernel,
+                              {**c, "CAUSAL": causal, "UPCAST": False}, o,
+                              {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": "*i32",
+                               "cu_seqlens_k_ptr": "*i32"}, uses_dot=True))
+    c, o = split(merge.merge_attn_states_config(H, d_v))
+    out.append(KernelSpec("merge_attn_states", f"H={H} D={d_v}", merge.merge_attn_states_kernel,
+                          c, o, {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")}))
+    cfg = decode_attention.mla_decode_config(L, R, ELEM_BYTES[dtype])
+    c, o = split(cfg["stage1"])
+    out.append(KernelSpec("mla_decode stage 1", f"L+R={L}+{R}",
+                          decode_attention.mla_decode_stage1_kernel, {**c, "UPCAST": False}, o,
+                          {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32",
+                           "mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32"}, uses_dot=True))
+    c, o = split(cfg["stage2"])
+    out.append(KernelSpec("mla_decode stage 2", f"L={L}",
+                          decode_attention.mla_decode_stage2_kernel, c, o,
+                          {"mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32", "lse_ptr": "*fp32"}))
+    return out
+
+
+def _source(spec: KernelSpec, dtype: str) -> ASTSource:
+    fn = spec.kernel
+    signature, attrs = {}, {}
+    for i, name in enumerate(fn.arg_names):
+        if name in spec.constexprs:
+            signature[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            signature[name] = spec.pointers.get(name, f"*{dtype}")
+            attrs[(i,)] = [["tt.divisibility", 16]]   # torch allocations are 16-byte aligned
+        elif name in spec.floats:
+            signature[name] = "fp32"
+        else:
+            signature[name] = "i32"
+    return ASTSource(fn=fn, signature=signature, constexprs=spec.constexprs, attrs=attrs)
+
+
+def compile_one(spec: KernelSpec, target: int, dtype: str, label: str) -> AotResult:
+    """Compile one kernel for ``sm_<target>``; never raises, the result says what happened."""
+    t0 = time.perf_counter()
+    try:
+        compiled = triton.compile(_source(spec, dtype),
+                                  target=GPUTarget("cuda", target, 32), options=dict(spec.options))
+    except Exception as e:  # a compile error is a result to report, not a crash
+        first = str(e).strip().splitlines()
+        return AotResult(spec.name, target, dtype, label, False,
+                         f"{type(e).__name__}: {first[0] if first else ''}"[:300],
+                         time.perf_counter() - t0, False)
+    ptx = compiled.asm["ptx"]
+    kind = "wgmma" if "wgmma" in ptx else ("mma" if "mma.sync" in ptx else "-")
+    shared = int(getattr(compiled.metadata, "shared", 0))
+    ok, error = True, None
+    if shared > MAX_SHARED[target]:
+        ok, error = False, (f"needs {shared} bytes of shared memory, "
+                            f"sm_{target} has {MAX_SHARED[target]}")
+    elif spec.uses_dot and kind == "-":
+        ok, error = False, "tl.dot compiled without tensor-core instructions"
+    tensor_cores = kind == "wgmma" if target >= 90 else kind == "mma"
+    return AotResult(spec.name, target, dtype, label, ok, error, time.perf_counter() - t0,
+                     tensor_cores, kind, shared)
+
+
+def compiled_flavour() -> bool:
+    """Whether this process's kernels are compilable ``JITFunction`` objects (not interpreted)."""
+    return isinstance(cache.reshape_and_cache_mla_kernel, JITFunction)
+
+
+def run_aot_check(targets: tuple[int, ...] = (80, 90), dtypes: tuple[str, ...] = ("fp16", "bf16"),
+                  widths: tuple[str, ...] = ("tiny", "deepseek"),
+                  progress: Callable[[AotResult], None] | None = None) -> list[AotResult]:
+    """Compile every kernel for each target, dtype and set of widths; one result per build.
+
+    ``progress`` (optional) is called with each result as it completes. Works whether or not
+    this process runs the interpreter (see the module docstring).
+    """
+    for d in dtypes:
+        if d not in ELEM_BYTES:
+            raise ValueError(f"dtypes: expected a subset of {tuple(ELEM_BYTES)}, got {d!r}")
+    for w in widths:
+        if w not in WIDTHS:
+            raise ValueError(f"widths: expected a subset of {tuple(WIDTHS)}, got {w!r}")
+    for t in targets:
+        if t not in MAX_SHARED:
+            raise ValueError(f"targets: expected a subset of {tuple(MAX_SHARED)}, got {t!r}")
+    if compiled_flavour():
+        return _run_here(targets, dtypes, widths, progress)
+    return _run_in_child(targets, dtypes, widths, progress)
+
+
+def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
+    results = []
+    for w in widths:
+        for dtype in dtypes:
+            for spec in specs(WIDTHS[w], dtype):
+                for target in targets:
+                    result = compile_one(spec, target, dtype, f"{w} {spec.widths}")
+                    results.append(result)
+                    if progress is not None:
+                        progress(result)
+    return results
+
+
+def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    cmd = [sys.executable, "-m", "pdlab.kernels.aot", "--targets", *map(str, targets),
+           "--dtypes", *dtypes, "--widths", *widths]
+    results = []
+    with tempfile.TemporaryFile("w+") as err, subprocess.Popen(
+            cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True) as child:
+        for line in child.stdout:
+            result = AotResult(**json.loads(line))
+            results.append(result)
+            if progress is not None:
+                progress(result)
+        child.wait()
+        err.seek(0)
+        stderr = err.read()
+    # Exit status 1 with a failed build among the results is a report; anything else broke.
+    if child.returncode not in (0, 1) or (child.returncode == 1 and all(r.ok for r in results)):
+        raise RuntimeError(f"the AOT compile process failed ({child.returncode}): "
+                           f"{stderr.strip()[-2000:]}")
+    return results
+
+
+def render_table(results: list[AotResult]) -> Table:
+    """A rich Table of :func:`run_aot_check`'s results, one row per build."""
+    from rich.table import Table
+
+    table = Table(title="Ahead-of-time compilation (no GPU needed)")
+    for col in ("kernel", "target", "dtype", "widths", "ok", "tensor cores", "shared", "s"):
+        table.add_column(col, justify="right" if col in ("shared", "s") else "left")
+    for r in results:
+        table.add_row(r.kernel, f"sm_{r.target}", r.dtype, r.widths,
+                      "[green]ok[/]" if r.ok else f"[red]FAIL[/] {r.error}",
+                      r.mma, "-" if r.shared_bytes is None else f"{r.shared_bytes // 1024} KiB",
+                      f"{r.seconds:.1f}")
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", type=int, nargs="+", default=[80, 90])
+    parser.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"])
+    parser.add_argument("--widths", nargs="+", default=list(WIDTHS))
+    args = parser.parse_args(argv)
+
+    def emit(result: AotResult) -> None:
+        print(json.dumps(dataclasses.asdict(result)), flush=True)
+
+    results = run_aot_check(tuple(args.targets), tuple(args.dtypes), tuple(args.widths), emit)
+    return 0 if all(r.ok for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+"""Every Triton kernel compiles ahead of time for sm_80 and sm_90, with no GPU present.
+
+The run happens under ``TRITON_INTERPRET=1`` on a CPU machine (``backend.py`` sets it), so
+this also checks that the interpreter does not leak into the compile.
+"""
+
+import pytest
+from kernel_utils import HAS_TRITON  # imports pdlab.kernels (and its backend) before triton
+
+if not HAS_TRITON:
+    pytest.skip("needs triton", allow_module_level=True)
+
+from pdlab.kernels import aot  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def results():
+    return aot.run_aot_check(targets=(80, 90), dtypes=("fp16", "bf16"),
+                             widths=("tiny", "deepseek"))
+
+
+def test_every_kernel_builds_for_every_target(results):
+    failed = [f"{r.kernel} sm_{r.target} {r.dtype} {r.widths}: {r.error}"
+              for r in results if not r.ok]
+    assert not failed, "\n".join(failed)
+    names = {s.name for s in aot.specs(aot.WIDTHS["tiny"], "fp16")}
+    assert len(names) == 6
+    built = {(r.kernel, r.target, r.dtype, r.widths.split()[0]) for r in results}
+    assert built == {(n, t, d, w) for n in names for t in (80, 90) for d in ("fp16", "bf16")
+                     for w in ("tiny", "deepseek")}
+
+
+def test_fp32_tiles_fit_too():
+    """fp32 (what the CPU engine runs, and the GPU tests' first case) doubles tile bytes."""
+    results = aot.run_aot_check(dtypes=("fp32",), widths=("deepseek",))
+    failed = [f"{r.kernel} sm_{r.target} {r.widths}: {r.error}" for r in results if not r.ok]
+    assert results and not failed, "\n".join(failed)
+
+
+def test_matrix_products_use_tensor_cores(results):
+    for r in results:
+        if r.kernel == "flash_attn_varlen":
+            # 64-row query tiles: Hopper's warp-group MMA on sm_90, mma.sync on sm_80.
+            assert r.tensor_cores and r.mma == ("wgmma" if r.target == 90 else "mma"), r
+        elif r.kernel == "mla_decode stage 1":
+            # 16-head tiles are below wgmma's 64 rows: mma.sync on both targets.
+            assert r.mma == "mma", r
+        else:
+            assert r.mma == "-", r
+
+
+def test_shared_memory_fits(results):
+    for r in results:
+        assert r.shared_bytes is not None and r.shared_bytes <= aot.MAX_SHARED[r.target], r
+
+
+def test_render_table(results):
+    table = aot.render_table(results)
+    assert table.row_count == len(results)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="dtypes"):
+        aot.run_aot_check(dtypes=("fp8",))
+    with pytest.raises(ValueError, match="targets"):
+        aot.run_aot_check(targets=(75,))

@@ -1,0 +1,233 @@
+"""mla_decode, Triton and torch, against the oracle; and decode == prefill for one token.
+
+The oracle for ``mla_decode`` is ``naive_attention`` as MQA: one query token per request,
+keys = the request's latent rows ``[kv_c | k_pe]`` as a single head, values = their first
+``L`` columns. With ``kv_b_proj`` weights, the same result mapped through ``W_UV`` must equal
+``mla_absorbed`` and ``mla_naive``.
+
+Tolerances (see ``kernel_utils``): out fp32 1e-5 (5e-3 on a GPU), fp16 3e-3, bf16 2e-2;
+LSE fp32 1e-5 (5e-3 on a GPU), fp16/bf16 2e-3 (bf16 5e-3 on a GPU).
+"""
+
+import pytest
+import torch
+from kernel_utils import (
+    ALL_IMPLS,
+    DEVICE,
+    HAS_TRITON,
+    MAIN_IMPLS,
+    assert_close,
+    cu_seqlens,
+    paged_cache,
+    randn,
+)
+from pdlab.kernels import (
+    flash_attn_varlen,
+    gather_cache,
+    merge_attn_states,
+    mla_decode,
+    reshape_and_cache_mla,
+)
+from pdlab.kernels.backend import triton_interpreting
+
+from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
+from pdlab.config import ModelConfig
+
+
+def _oracle(q, rows, L, scale):
+    """naive_attention of each request's one query over its rows, as MQA (1 KV head)."""
+    outs, lses = [], []
+    for b, r in enumerate(rows):
+        if r.shape[0] == 0:
+            outs.append(torch.zeros(1, q.shape[1], L))
+            lses.append(torch.full((1, q.shape[1]), float("-inf")))
+            continue
+        r = r.float().cpu()
+        o, lse = naive_attention(q[b:b + 1].float().cpu(), r[:, None, :], r[:, None, :L],
+                                 scale, causal=False)
+        outs.append(o)
+        lses.append(lse)
+    return torch.cat(outs), torch.cat(lses)
+
+
+def _run_decode(backend, dtype, lens, block_size, splits, L, R, H, seed):
+    g = torch.Generator().manual_seed(seed)
+    p = paged_cache(lens, block_size, L + R, dtype, g)
+    q = randn(len(lens), H, L + R, g=g, dtype=dtype)
+    scale = 0.3
+    out, lse = mla_decode(q, p.kv_cache, p.block_table, p.seq_lens, scale, num_kv_splits=splits,
+                          kv_lora_rank=L, backend=backend)
+    assert out.shape == (len(lens), H, L) and out.dtype == dtype
+    assert lse.shape == (len(lens), H) and lse.dtype == torch.float32
+    assert not out.isnan().any() and not lse.isnan().any(), "read a NaN trap"
+    exp_out, exp_lse = _oracle(q, p.rows, L, scale)
+    assert_close(out, exp_out, dtype, what="out")
+    assert_close(lse, exp_lse, dtype, lse=True, what="lse")
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
+@pytest.mark.parametrize("block_size", [1, 4, 16, 64])
+@pytest.mark.parametrize("splits", ["1", "4", "more-than-pages"])
+def test_mla_decode_ragged_paged(backend, dtype, block_size, splits):
+    """Tiny widths (64 + 16, 4 heads); lengths 1, one block, one block plus one, 37, 150,
+    and an empty request, in shuffled order."""
+    lens = [block_size + 1, 1, 150, 0, block_size, 37]
+    num_splits = {"1": 1, "4": 4}.get(splits, -(-150 // block_size) + 3)
+    _run_decode(backend, dtype, lens, block_size, num_splits, 64, 16, 4, seed=block_size)
+
+
+@pytest.mark.parametrize("backend,dtype", ALL_IMPLS)
+@pytest.mark.parametrize("block_size", [16, 64])
+def test_mla_decode_deepseek_widths(backend, dtype, block_size):
+    """576 = 512 + 64, handled as two power-of-two parts; 3 heads pad to a 16-head tile."""
+    _run_decode(backend, dtype, [1, 65, 100], block_size, 4, 512, 64, 3, seed=10 + block_size)
+
+
+@pytest.mark.parametrize("backend,dtype", ALL_IMPLS[1:3] + ALL_IMPLS[4:5])
+def test_mla_decode_half_types_tiny(backend, dtype):
+    """bf16 through Triton (upcast on the interpreter), fp16 through the twin."""
+    _run_decode(backend, dtype, [3, 40, 17], 4, 4, 64, 16, 4, seed=20)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+@pytest.mark.parametrize("splits", [1, 8])
+def test_mla_decode_empty_requests(backend, splits):
+    """seq_len 0: out 0 and lse -inf, not NaN (every split is empty)."""
+    if backend == "triton" and not HAS_TRITON:
+        pytest.skip("needs triton")
+    g = torch.Generator().manual_seed(0)
+    p = paged_cache([0, 0], 4, 80, torch.float32, g)
+    q = randn(2, 4, 80, g=g, dtype=torch.float32)
+    out, lse = mla_decode(q, p.kv_cache, p.block_table, p.seq_lens, 0.2, num_kv_splits=splits,
+                          backend=backend)
+    assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+def _weights(cfg: ModelConfig, g: torch.Generator) -> torch.Tensor:
+    h = cfg.num_attention_heads
+    return torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank,
+                       generator=g) * cfg.kv_lora_rank ** -0.5
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
+def test_mla_decode_equals_mla_absorbed_and_naive(backend, dtype):
+    """Through kv_b_proj: absorb W_UK into the query, decode, map the latent out by W_UV."""
+    cfg = ModelConfig.tiny()
+    g = torch.Generator().manual_seed(4)
+    lens, L = [9, 1, 30], cfg.kv_lora_rank
+    p = paged_cache(lens, 4, cfg.kv_cache_dim, dtype, g)
+    w = _weights(cfg, g)
+    w_uk, w_uv = split_kv_b_proj(w, cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim)
+    q = torch.randn(len(lens), cfg.num_attention_heads, cfg.qk_head_dim, generator=g).to(dtype)
+    q_nope, q_pe = q[..., :cfg.qk_nope_head_dim].float(), q[..., cfg.qk_nope_head_dim:].float()
+    q_mqa = torch.cat([torch.einsum("bhd,hdl->bhl", q_nope, w_uk), q_pe], dim=-1)
+    out_lat, lse = mla_decode(q_mqa.to(dtype).to(DEVICE), p.kv_cache, p.block_table, p.seq_lens,
+                              cfg.softmax_scale, kv_lora_rank=L, backend=backend)
+    out = torch.einsum("bhl,hdl->bhd", out_lat.float().cpu(), w_uv)
+    for b, rows in enumerate(p.rows):
+        rows = rows.float().cpu()
+        args = (q[b:b + 1], rows[:, :L], rows[:, L:], w, cfg.qk_nope_head_dim, cfg.v_head_dim,
+                cfg.softmax_scale, False)
+        for oracle in (mla_absorbed, mla_naive):
+            exp_out, exp_lse = oracle(*args)
+            # q_mqa is rounded to dtype after absorbing: allow the half types twice the room.
+            tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
+            assert_close(out[b], exp_out[0], tol_dtype, what=oracle.__name__)
+            assert_close(lse[b], exp_lse[0], tol_dtype, lse=dtype == torch.float32,
+                         what=f"{oracle.__name__} lse")
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
+@pytest.mark.parametrize("preset", ["tiny", "deepseek-v3"])
+def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
+    """The P/D question: on D, the last prompt token (position N-1) runs again over N-1 cached
+    tokens. As a decode (absorbed ``mla_decode`` over all N rows) or as a short prefill
+    (gather the N-1 context rows, up-project through kv_b_proj, ``flash_attn_varlen`` over the
+    context, attend to the token itself, ``merge_attn_states``), the result is the same, and
+    both equal ``mla_naive``."""
+    cfg = ModelConfig.preset(preset, num_attention_heads=2 if preset != "tiny" else 4)
+    g = torch.Generator().manual_seed(8)
+    H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    nope, dv, scale = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale
+    lens, block_size = [1, 6, 17, 40], 4              # N per request (1: no context at all)
+    B = len(lens)
+    w = _weights(cfg, g)
+    w_uk, w_uv = split_kv_b_proj(w, H, nope, dv)
+    q = torch.randn(B, H, cfg.qk_head_dim, generator=g).to(dtype)   # the token at position N-1
+
+    # Both paths start from the same cache: the transferred N-1 rows, then the token's own
+    # row written by this step (seq_lens = N).
+    p = paged_cache(lens, block_size, L + R, dtype, g, fill=False)
+    cache = p.kv_cache.clone()
+    for b, n in enumerate(lens):
+        rows = p.rows[b]
+        reshape_and_cache_mla(rows[:, :L].contiguous(), rows[:, L:].contiguous(), cache,
+                              p.slot_mapping(b, torch.arange(n)), backend=backend)
+
+    # Decode: absorbed MQA over all N rows.
+    q_mqa = torch.cat([torch.einsum("bhd,hdl->bhl", q[..., :nope].float(), w_uk),
+                       q[..., nope:].float()], dim=-1)
+    lat, _ = mla_decode(q_mqa.to(dtype).to(DEVICE), cache, p.block_table, p.seq_lens, scale,
+                        kv_lora_rank=L, backend=backend)
+    out_decode = torch.einsum("bhl,hdl->bhd", lat.float().cpu(), w_uv)
+
+    # Prefill: up-project the context and the token's own row, attend, merge.
+    def up_project(rows):                             # rows [S, L + R] -> k [S, H, 192], v
+        c = rows[:, :L].float().cpu()
+        k_nope = torch.einsum("sl,hdl->shd", c, w_uk)
+        k_pe = rows[:, None, L:].float().cpu().expand(-1, H, -1)
+        v = torch.einsum("sl,hdl->shd", c, w_uv)
+        return (torch.cat([k_nope, k_pe], -1).to(dtype).to(DEVICE),
+                v.to(dtype).to(DEVICE))
+
+    ctx_lens = [n - 1 for n in lens]
+    ctx = gather_cache(cache, p.block_table, cu_seqlens(ctx_lens), backend=backend)
+    k_ctx, v_ctx = up_project(ctx)
+    one = [1] * B
+    q_dev = q.to(DEVICE)
+    o_ctx, lse_ctx = flash_attn_varlen(q_dev, k_ctx, v_ctx, cu_seqlens(one), cu_seqlens(ctx_lens),
+                                       1, max(ctx_lens), scale, False, backend=backend)
+    k_new, v_new = up_project(torch.stack([r[-1] for r in p.rows]))
+    o_new, lse_new = flash_attn_varlen(q_dev, k_new, v_new, cu_seqlens(one), cu_seqlens(one), 1, 1,
+                                       scale, True, backend=backend)
+    out_prefill, _ = merge_attn_states(o_ctx, lse_ctx, o_new, lse_new, backend=backend)
+
+    # Rounding the up-projected K/V (prefill) or the absorbed query (decode) to a half type
+    # costs more than one rounding: hold both paths to the bf16 tolerance then.
+    tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
+    for b, rows in enumerate(p.rows):
+        rows = rows.float().cpu()
+        exp, _ = mla_naive(q[b:b + 1], rows[:, :L], rows[:, L:], w, nope, dv, scale, causal=True)
+        assert_close(out_decode[b], exp[0], tol_dtype, what=f"decode, N={lens[b]}")
+        assert_close(out_prefill[b], exp[0], tol_dtype, what=f"prefill, N={lens[b]}")
+
+
+@pytest.mark.skipif(not (HAS_TRITON and triton_interpreting()), reason="interpreter only")
+def test_bf16_on_the_interpreter_is_upcast_or_refused():
+    """bf16 arithmetic is wrong in the interpreter: launchers upcast, and refuse otherwise."""
+    from pdlab.kernels.common import guard_interpreter_dtype, upcast
+    assert upcast(torch.bfloat16) and not upcast(torch.float16)
+    with pytest.raises(RuntimeError, match="bf16 through the Triton interpreter"):
+        guard_interpreter_dtype(torch.bfloat16, False)
+    guard_interpreter_dtype(torch.bfloat16, True)
+    guard_interpreter_dtype(torch.float16, False)
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_bad_inputs_name_the_argument(backend):
+    if backend == "triton" and not HAS_TRITON:
+        pytest.skip("needs triton")
+    q, cache = torch.zeros(2, 4, 80), torch.zeros(8, 4, 80)
+    table, lens = torch.zeros(2, 3, dtype=torch.int32), torch.ones(2, dtype=torch.int32)
+    with pytest.raises(ValueError, match=r"kv_cache: .*row width L \+ R = q's width"):
+        mla_decode(q, cache[..., :64], table, lens, 0.1, backend=backend)
+    with pytest.raises(ValueError, match=r"seq_lens: expected dtype torch\.int32"):
+        mla_decode(q, cache, table, lens.long(), 0.1, backend=backend)
+    with pytest.raises(ValueError, match=r"block_table: .*one row per request"):
+        mla_decode(q, cache, table[:1], lens, 0.1, backend=backend)
+    with pytest.raises(ValueError, match=r"num_kv_splits: expected an int >= 1"):
+        mla_decode(q, cache, table, lens, 0.1, num_kv_splits=0, backend=backend)
+    with pytest.raises(ValueError, match=r"kv_lora_rank: expected an int in \[1, 79\]"):
+        mla_decode(q, cache, table, lens, 0.1, kv_lora_rank=80, backend=backend)
+    with pytest.raises(ValueError, match=r"kv_cache: expected dtype torch\.float32"):
+        mla_decode(q, cache.half(), table, lens, 0.1, backend=backend)

@@ -1,0 +1,60 @@
+"""P and D as two processes over torch.distributed (gloo): same tokens as colocated, bounded
+time, nothing left behind when D dies."""
+
+import time
+
+import psutil
+import pytest
+
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.pd_procs import run_pd_procs
+from pdlab.request import SamplingParams
+
+CFG = ModelConfig.tiny()
+PROMPTS = [list(b"Why does D recompute the last token?"), list(b"abcd"), [5, 6, 7]]
+
+
+def _no_children_left():
+    # multiprocessing's resource tracker lives as long as this interpreter; it is not ours.
+    kids = [k for k in psutil.Process().children(recursive=True)
+            if "resource_tracker" not in " ".join(k.cmdline())]
+    gone, alive = psutil.wait_procs(kids, timeout=10)
+    assert not alive, f"processes left behind: {alive}"
+
+
+@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+def test_two_processes_equal_colocated(rule):
+    t0 = time.monotonic()
+    r = run_pd_procs(PROMPTS, CFG, CacheConfig(block_size=4, num_blocks=64),
+                     SchedulerConfig(rule=rule), SamplingParams(max_tokens=4), timeout_s=60)
+    assert time.monotonic() - t0 < 90
+    assert r.errors == {} and r.exitcodes == {"prefill": 0, "decode": 0}
+    model = DeepseekV2ForCausalLM(CFG)
+    for i, p in enumerate(PROMPTS):
+        assert r.prefill.outputs[f"req-{i}"]["output_token_ids"] == model.greedy_generate(p, 4)
+    assert r.prefill.num_free_blocks == r.prefill.num_blocks
+    assert r.decode.num_free_blocks == r.decode.num_blocks
+    routes = r.tracer.filter("route", "D")
+    firsts = {e["req_id"]: e for e in reversed(routes)}
+    for i, p in enumerate(PROMPTS):
+        e = firsts[f"req-{i}"]
+        assert (e["query_len"], e["num_computed_tokens"]) == (1, len(p) - 1)
+        assert e["forward"] == ("_forward_prefill" if rule == "prompt" else "_forward_decode")
+    moved = r.tracer.filter("kv_transfer", "D")
+    assert len(moved) == len(PROMPTS) and all(m["ok"] for m in moved)
+    _no_children_left()
+
+
+def test_dead_decode_process_does_not_hang_prefill():
+    t0 = time.monotonic()
+    r = run_pd_procs(PROMPTS[:2], CFG, CacheConfig(block_size=4, num_blocks=32),
+                     SchedulerConfig(kv_transfer_timeout_s=1.0), SamplingParams(max_tokens=4),
+                     timeout_s=30, die_after_requests=0)
+    assert time.monotonic() - t0 < 60
+    assert r.exitcodes["decode"] == 17 and "decode" in r.errors
+    assert r.prefill is not None and r.prefill.peer_failed
+    # P's held blocks came back when the transfers timed out
+    assert r.prefill.num_free_blocks == r.prefill.num_blocks
+    assert len(r.tracer.filter("kv_send_timeout", "P")) == 2
+    _no_children_left()
