@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import functools
 import statistics
 import time
 from types import SimpleNamespace
@@ -35,6 +36,25 @@ def _time(fn: Any, repeats: int, device: torch.device) -> float:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1e3
+
+
+def _short_extend(rule: str, layer: Any, attn: MLAAttention, cache: torch.Tensor,
+                  q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
+                  block_table: torch.Tensor, slot: int, n_ctx: int, backend: str,
+                  workspace_tokens: int) -> torch.Tensor:
+    """One attention layer's step for one query token over ``n_ctx`` cached tokens."""
+    dev, bs = cache.device, cache.shape[1]
+
+    def i32(*v: int) -> torch.Tensor:
+        return torch.tensor(v, dtype=torch.int32, device=dev)
+
+    meta = MLAMetadata(req_ids=["r"], query_start_loc=i32(0, 1), seq_lens=i32(n_ctx + 1),
+                       num_computed_tokens=i32(n_ctx), num_prompt_tokens=i32(n_ctx + 1),
+                       block_table=block_table[None].to(dev),
+                       slot_mapping=torch.tensor([slot], dtype=torch.int64, device=dev),
+                       block_size=bs, rule=rule)
+    ctx = ForwardContext(meta, [cache], attn, backend, workspace_tokens=workspace_tokens)
+    return attn.forward(layer, q, kv_c, k_pe, ctx)
 
 
 @torch.no_grad()
@@ -70,22 +90,13 @@ def bench_paths(preset: str = "deepseek-v3", contexts: list[int] | None = None,
         perm = torch.randperm(nblocks, generator=g).to(torch.int32)
         slot = int(perm[n_ctx // block_size]) * block_size + n_ctx % block_size
 
-        def run(rule: str) -> torch.Tensor:
-            meta = MLAMetadata(
-                req_ids=["r"], query_start_loc=torch.tensor([0, 1], dtype=torch.int32, device=dev),
-                seq_lens=torch.tensor([n_ctx + 1], dtype=torch.int32, device=dev),
-                num_computed_tokens=torch.tensor([n_ctx], dtype=torch.int32, device=dev),
-                num_prompt_tokens=torch.tensor([n_ctx + 1], dtype=torch.int32, device=dev),
-                block_table=perm[None].to(dev),
-                slot_mapping=torch.tensor([slot], dtype=torch.int64, device=dev),
-                block_size=block_size, rule=rule)
-            ctx = ForwardContext(meta, [cache], attn, be, workspace_tokens=workspace_tokens)
-            return attn.forward(layer, q, kv_c, k_pe, ctx)
-
+        run = functools.partial(_short_extend, layer=layer, attn=attn, cache=cache, q=q,
+                                kv_c=kv_c, k_pe=k_pe, block_table=perm, slot=slot,
+                                n_ctx=n_ctx, backend=be, workspace_tokens=workspace_tokens)
         out_p, out_d = run("prompt"), run("query_len")
         err = float((out_p.float() - out_d.float()).abs().max())
-        t_pre = _time(lambda: run("prompt"), repeats, dev)
-        t_dec = _time(lambda: run("query_len"), repeats, dev)
+        t_pre = _time(functools.partial(run, "prompt"), repeats, dev)
+        t_dec = _time(functools.partial(run, "query_len"), repeats, dev)
         e = 2 if dtype == torch.bfloat16 else 4
         cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
         rows.append({"context": n_ctx, "prefill_ms": t_pre, "decode_ms": t_dec,

@@ -84,7 +84,8 @@ class ModelConfig:
             _fail("ModelConfig", "rope_scaling", rs, "None or a dict")
         kind = rs.get("type", rs.get("rope_type"))
         if kind != "yarn":
-            _fail("ModelConfig", "rope_scaling.type", kind, "'yarn' (the only scaling DeepSeek uses)")
+            _fail("ModelConfig", "rope_scaling.type", kind,
+                  "'yarn' (the only scaling DeepSeek uses)")
         factor = rs.get("factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
             _fail("ModelConfig", "rope_scaling.factor", factor, "a number >= 1")

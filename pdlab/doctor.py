@@ -106,7 +106,8 @@ def _smoke_check() -> Check:
                          "report this with the lines above")
         return Check("model", True, f"tiny DeepSeek-style forward OK ({ms:.0f} ms)")
     except Exception as e:  # noqa: BLE001
-        return Check("model", False, f"tiny forward failed: {e}", "report this with the lines above")
+        return Check("model", False, f"tiny forward failed: {e}",
+                     "report this with the lines above")
 
 
 def run_aot() -> bool:

@@ -84,7 +84,8 @@ class LLMEngine:
         self._emit(kind, **fields)
 
     # ---- requests --------------------------------------------------------------------
-    def add_request(self, prompt: str | Sequence[int], sampling_params: SamplingParams | None = None,
+    def add_request(self, prompt: str | Sequence[int],
+                    sampling_params: SamplingParams | None = None,
                     request_id: str | None = None,
                     kv_transfer_params: dict[str, Any] | None = None) -> str:
         """Queue a prompt (text or token ids); returns its request id."""
@@ -145,7 +146,8 @@ class LLMEngine:
                           "num_computed_tokens_after": before + n,
                           "num_scheduled_tokens": n,
                           "block_ids": self.scheduler.kv_cache_manager.get_block_ids(rid)})
-        self._emit("step", scheduled=sched, total_num_scheduled_tokens=so.total_num_scheduled_tokens,
+        self._emit("step", scheduled=sched,
+                   total_num_scheduled_tokens=so.total_num_scheduled_tokens,
                    kv_cache_usage=self.scheduler.kv_cache_manager.usage)
 
     def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],

@@ -140,7 +140,8 @@ def test_d_that_never_reads_does_not_leak_p_blocks():
     pair = PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64),
                   SchedulerConfig(kv_transfer_timeout_s=0.05), backend="torch")
     for i, n in enumerate((15, 9)):
-        pair.prefill.add_request(list(range(100 * i, 100 * i + n)), SamplingParams(max_tokens=1), f"r{i}",
+        pair.prefill.add_request(list(range(100 * i, 100 * i + n)),
+                                 SamplingParams(max_tokens=1), f"r{i}",
                                  {"do_remote_decode": True})
     pair.prefill.run_until_done()
     # P's requests finished with delay_free: their blocks wait for a D that never comes

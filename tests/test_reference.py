@@ -63,7 +63,8 @@ def _mla_inputs(cfg: ModelConfig, t: int, s: int, seed: int):
 @pytest.mark.parametrize("cfg", [
     ModelConfig.tiny(), ModelConfig.tiny(q_lora_rank=48),
     ModelConfig.deepseek_v3(num_attention_heads=4),
-    ModelConfig.deepseek_v2_lite(num_attention_heads=2)], ids=["tiny", "tiny-qlora", "v3", "v2-lite"])
+    ModelConfig.deepseek_v2_lite(num_attention_heads=2)],
+    ids=["tiny", "tiny-qlora", "v3", "v2-lite"])
 @pytest.mark.parametrize("t,s", [(6, 6), (1, 9), (3, 17)])
 def test_mla_naive_equals_absorbed(cfg, t, s):
     q, kv_c, k_pe, w = _mla_inputs(cfg, t, s, seed=t + s)

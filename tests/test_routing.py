@@ -46,7 +46,8 @@ def test_split_counts_and_order():
     order = reorder_batch_to_split_decodes_and_prefills(q, c, p, "prompt")
     assert order == [0, 1, 2, 3]  # r1 (3 < 4) and r3 (4 < 5) are prefills, r2 too
     m = _meta(q, c, p, rule="prompt")
-    assert (m.num_decodes, m.num_prefills, m.num_decode_tokens, m.num_prefill_tokens) == (1, 3, 1, 9)
+    split = (m.num_decodes, m.num_prefills, m.num_decode_tokens, m.num_prefill_tokens)
+    assert split == (1, 3, 1, 9)
 
 
 def test_threshold_and_unordered_batch():
