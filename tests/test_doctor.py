@@ -3,8 +3,9 @@
 import subprocess
 import sys
 
-from pdlab import doctor
 from pdlab.kernels import backend
+
+from pdlab import doctor
 
 
 def test_doctor_reports_backend(capsys):
