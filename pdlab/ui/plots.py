@@ -94,14 +94,17 @@ def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figu
     pre = [prefill_path_cost(cfg, c) for c in contexts]
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label="_forward_prefill (rule='prompt')")
-    a1.loglog(contexts, [d.flops for d in dec], "s-", label="_forward_decode (rule='query_len')")
+    # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
+    a1.loglog(contexts, [p.flops for p in pre], "o-",
+              label="path _forward_prefill (rule='prompt')")
+    a1.loglog(contexts, [d.flops for d in dec], "s-",
+              label="path _forward_decode (rule='query_len')")
     a1.set_xlabel("context length (tokens cached before the step)")
     a1.set_ylabel("FLOPs per layer")
     a1.set_title(f"{cfg.name}: one token, FLOPs")
     a1.legend(fontsize=8)
-    a2.loglog(contexts, [p.bytes for p in pre], "o-", label="_forward_prefill")
-    a2.loglog(contexts, [d.bytes for d in dec], "s-", label="_forward_decode")
+    a2.loglog(contexts, [p.bytes for p in pre], "o-", label="path _forward_prefill")
+    a2.loglog(contexts, [d.bytes for d in dec], "s-", label="path _forward_decode")
     a2.set_xlabel("context length (tokens cached before the step)")
     a2.set_ylabel("bytes moved per layer")
     a2.set_title(f"{cfg.name}: one token, bytes")

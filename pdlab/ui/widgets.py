@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import html
 import inspect
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -84,7 +85,10 @@ LABELS: dict[str, dict[str, str]] = {
 
 _TABLE = ("border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);"
           "font-size:12px;margin:4px 0")
-_CELL = "border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top"
+_CELL = ("border:1px solid #ccc;padding:1px 6px;text-align:left;vertical-align:top;"
+         "line-height:1.35;")
+# Short columns stay on one line; the last (the long one) may break anywhere.
+_NOWRAP, _WRAP = _CELL + "white-space:nowrap", _CELL + "overflow-wrap:anywhere"
 
 
 def _labels(lang: str) -> dict[str, str]:
@@ -100,9 +104,11 @@ def _esc(x: Any) -> str:
 def html_table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> str:
     """A small HTML table; cells are escaped unless ``raw``."""
     fmt = (lambda c: str(c)) if raw else _esc
-    head = "".join(f"<th style='{_CELL}'>{_esc(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td style='{_CELL}'>{fmt(c)}</td>" for c in r) + "</tr>"
-                   for r in rows)
+    n = len(headers)
+    styles = [_NOWRAP] * (n - 1) + [_WRAP]
+    head = "".join(f"<th style='{st}'>{_esc(h)}</th>" for st, h in zip(styles, headers))
+    body = "".join("<tr>" + "".join(f"<td style='{st}'>{fmt(c)}</td>"
+                                    for st, c in zip(styles, r)) + "</tr>" for r in rows)
     return f"<table style='{_TABLE}'><tr>{head}</tr>{body}</table>"
 
 
@@ -136,8 +142,9 @@ def show_source(obj: Any, start: str | None = None, end: str | None = None) -> A
     """The real source of ``obj`` (from ``inspect``), syntax-highlighted in the notebook.
 
     ``start``/``end``: show only the lines from the first containing ``start`` through the
-    first (after it) containing ``end``. A header names the file and line, so the reader can
-    open it; the code cannot drift from the package because it is read from it.
+    first (after it) containing ``end``. A header names the module's file (as imported, e.g.
+    ``pdlab/kernels/cache.py``) and the line, so the reader can open it; the code cannot
+    drift from the package because it is read from it.
     """
     from IPython.display import Code
 
@@ -152,11 +159,11 @@ def show_source(obj: Any, start: str | None = None, end: str | None = None) -> A
         if found is None:
             raise ValueError(f"end={end!r} is not in the source of {obj!r} after start")
         hi = found + 1
-    path = inspect.getsourcefile(obj) or "?"
-    short = path[path.rfind("/pdlab/") + 1:] if "/pdlab/" in path else path
-    short = short if "/kernels/" not in path else "pdlab/kernels/" + path.rsplit("/", 1)[1]
+    module = inspect.getmodule(obj)
+    short = module.__name__.replace(".", "/") + ".py" if module else "?"
     header = f"# {short}, line {first + lo}\n"
-    return Code(header + "".join(lines[lo:hi]).rstrip() + "\n", language="python")
+    body = textwrap.dedent("".join(lines[lo:hi])).rstrip()
+    return Code(header + body + "\n", language="python")
 
 
 # ---- trace views ---------------------------------------------------------------------------
@@ -185,14 +192,19 @@ def step_events(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]
     return [e for e in tracer.filter(None, instance, step=step) if e["kind"] not in _QUIET]
 
 
+# Fields of an event not worth a reader's attention in a table (where to connect, etc.).
+_NOISE = {"kind", "instance", "step", "remote_host", "remote_port", "remote_request_id",
+          "remote_engine_id", "reason"}
+
+
 def _event_details(e: dict[str, Any]) -> str:
-    skip = {"kind", "instance", "step"}
     parts = []
     for k, v in e.items():
-        if k in skip or v is None or v == "":
+        if k in _NOISE or v is None or v == "" or v is False:
             continue
         if isinstance(v, dict):
-            v = "{" + ", ".join(f"{a}: {b}" for a, b in v.items()) + "}"
+            v = "{" + ", ".join(f"{a}: {b}" for a, b in v.items()
+                                if a not in _NOISE and b is not False) + "}"
         parts.append(f"{k}={v}")
     return ", ".join(parts)
 
@@ -245,7 +257,7 @@ def trace_panels(tracer: Tracer, instances: tuple[str, ...] = ("P", "D"),
     boxes = []
     for inst in instances:
         w = widgets.HTML(trace_html(tracer, inst, titles.get(inst, inst)),
-                         layout=widgets.Layout(width=f"{100 // len(instances)}%"))
+                         layout=widgets.Layout(flex="1 1 0", min_width="0"))
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
 
@@ -569,13 +581,17 @@ class PDExplorer(widgets.VBox):
         style = {"description_width": "initial"}
         self.prompt_len = widgets.IntSlider(value=prompt_len, min=2, max=96,
                                             description=self.lab["prompt_len"],
-                                            continuous_update=False, style=style)
+                                            continuous_update=False, style=style,
+                                            layout=widgets.Layout(width="360px"))
+        small = widgets.Layout(width="170px")
         self.block_size = widgets.Dropdown(options=[1, 2, 4, 8, 16, 64], value=block_size,
-                                           description=self.lab["block_size"], style=style)
+                                           description=self.lab["block_size"], style=style,
+                                           layout=small)
         self.rule = widgets.Dropdown(options=["prompt", "query_len"], value=rule,
-                                     description=self.lab["rule"], style=style)
+                                     description=self.lab["rule"], style=style, layout=small)
         self.preset = widgets.Dropdown(options=list(PRESETS), value=preset,
-                                       description=self.lab["preset"], style=style)
+                                       description=self.lab["preset"], style=style,
+                                       layout=widgets.Layout(width="240px"))
         self.status = widgets.HTML().add_class("pdlab-status")
         self.error = widgets.HTML().add_class("pdlab-error")
         self.d_step = widgets.HTML().add_class("pdlab-d-step")
@@ -594,8 +610,9 @@ class PDExplorer(widgets.VBox):
                                  layout=widgets.Layout(min_width="130px"))
             return widgets.HBox([label, w])
 
+        wrap = widgets.Layout(flex_flow="row wrap")
         super().__init__([
-            widgets.HBox([self.prompt_len, self.block_size, self.rule, self.preset]),
+            widgets.HBox([self.prompt_len, self.block_size, self.rule, self.preset], layout=wrap),
             self.status, self.error, row("d_first", self.d_step), row("route", self.route),
             row("kernels", self.kernels), row("cost", self.cost), row("tokens", self.tokens),
             self.traces])

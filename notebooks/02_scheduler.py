@@ -1,0 +1,205 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. The scheduler: one number per request, one budget per step
+#
+# **What you will learn.** vLLM v1's scheduler has no prefill phase and no decode phase.
+# Each request carries `num_computed_tokens` (tokens whose K/V are in the cache) and
+# `num_tokens` (prompt + outputs so far); every step tries to close the gap, within a
+# per-step *token budget*. From that one rule come:
+#
+# - **chunked prefill**: a long prompt takes several steps, and a token is sampled only
+#   when the last chunk is done;
+# - **mixed batches**: decodes (one token each) and prompt chunks share a step;
+# - **preemption**: when blocks run out, the newest running request gives its blocks back
+#   and is recomputed later (helped by the prefix cache).
+#
+# The code is pdlab's `Scheduler` (after `vllm/v1/core/sched/scheduler.py`), driven by a
+# real `LLMEngine` on the tiny DeepSeek-style model (kernels on the `torch` backend); what
+# you see is read from the engine's trace.
+
+# %%
+# %matplotlib inline
+import torch
+
+torch.set_num_threads(1)  # the tiny model's matrices are too small to split across threads
+
+from IPython.display import HTML, display
+
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine import LLMEngine
+from pdlab.request import SamplingParams
+from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.plots import plot_num_computed_tokens
+from pdlab.ui.widgets import StepPlayer, html_table, show_source, step_rows
+
+BACKEND = "torch"
+TINY = ModelConfig.tiny()
+
+# %% [markdown]
+# ## 1. `num_computed_tokens` is the single source of truth
+#
+# For each running request, `schedule()` asks for `num_tokens - num_computed_tokens` new
+# tokens, cut by the budget left in this step (and by `long_prefill_token_threshold`):
+
+# %%
+show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
+
+# %%
+show_source(Scheduler._cap_new_tokens)
+
+# %% [markdown]
+# and right after scheduling, before the model even runs, it advances the counter, so
+# the next step already knows where this request stands:
+
+# %%
+show_source(Scheduler._update_after_schedule)
+
+# %% [markdown]
+# ## 2. A few requests under a 16-token budget
+#
+# Three prompts of 19, 24 and 2 tokens, each asking for 4 output tokens, with
+# `max_num_batched_tokens=16`. The table shows, per step, what each request got:
+# `before → after (+scheduled)`; `*` marks a step that sampled a token for it.
+
+# %%
+PROMPTS = ["the quick brown fox", "jumps over the lazy dog!", "hi"]
+SP = SamplingParams(max_tokens=4)
+
+
+def run(cache: CacheConfig, sched: SchedulerConfig) -> tuple[LLMEngine, list[list[int]]]:
+    engine = LLMEngine(TINY, cache, sched, backend=BACKEND)
+    return engine, [o.output_token_ids for o in engine.generate(PROMPTS, SP)]
+
+
+def timeline(tracer, instance="local"):
+    steps = [e["step"] for e in tracer.filter("step", instance) if e["scheduled"]]
+    req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
+    rows = []
+    for s in steps:
+        cells = {r["req_id"]: f"{r['num_computed_tokens_before']} → "
+                 f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
+                 + (" *" if r["sampled"] is not None else "")
+                 for r in step_rows(tracer, instance, s)}
+        total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
+        rows.append([s, total] + [cells.get(r, "") for r in req_ids])
+    return HTML(html_table(["step", "tokens"] + req_ids, rows))
+
+
+chunked, chunked_tokens = run(CacheConfig(block_size=4, num_blocks=64),
+                              SchedulerConfig(max_num_batched_tokens=16))
+display(timeline(chunked.tracer))
+
+# %% [markdown]
+# Read it row by row. Step 1 spends the whole budget on the first prompt's first 16
+# tokens. Step 2 finishes that prompt (3 tokens, and samples its first output), then gives
+# the second prompt the 13 tokens left. From then on decodes of one token share steps with
+# the rest of the prompts. Nothing in the scheduler says "prefill" or "decode": only
+# `num_computed_tokens` against `num_tokens`, and the budget. The checks below are the
+# rules, verified on the trace:
+
+# %%
+events = chunked.tracer.filter("step", "local")
+last_after = {}
+for ev in events:
+    assert ev["total_num_scheduled_tokens"] <= 16                  # the budget holds
+    for r in ev["scheduled"]:
+        # the counter only moves forward, and picks up where the last step left it
+        assert r["num_computed_tokens_before"] == last_after.get(r["req_id"], 0)
+        last_after[r["req_id"]] = r["num_computed_tokens_after"]
+for s in chunked.tracer.filter("sample", "local"):
+    row = next(r for r in step_rows(chunked.tracer, "local", s["step"])
+               if r["req_id"] == s["req_id"])
+    assert row["num_computed_tokens_after"] == row["num_tokens"]  # sample only when complete
+print("budget respected, num_computed_tokens continuous, samples only after the last chunk")
+
+# %%
+plot_num_computed_tokens(chunked.tracer)
+
+# %% [markdown]
+# ## 3. Chunked prefill and `long_prefill_token_threshold`
+#
+# A 50-token prompt under a 16-token budget is computed in chunks of 16, 16, 16 and 2.
+# `long_prefill_token_threshold` caps a single request's share of a step even when the
+# budget has room, so one long prompt cannot crowd out the others:
+
+# %%
+long_prompt = "a long prompt is prefilled in chunks, step by step"
+assert len(long_prompt) == 50
+for threshold in (0, 8):
+    eng = LLMEngine(TINY, CacheConfig(block_size=4),
+                    SchedulerConfig(max_num_batched_tokens=16,
+                                    long_prefill_token_threshold=threshold), backend=BACKEND)
+    eng.generate(long_prompt, SamplingParams(max_tokens=1))
+    chunks = [r["num_scheduled_tokens"] for e in eng.tracer.filter("step") for r in e["scheduled"]]
+    print(f"long_prefill_token_threshold={threshold}: chunks {chunks}")
+    assert sum(chunks) == 50 and max(chunks) == (16 if threshold == 0 else threshold)
+
+# %% [markdown]
+# ## 4. Preemption
+#
+# Now the same three prompts with only 10 blocks of 4 slots. As the requests grow, the
+# pool runs out; `schedule()` then preempts the most recently admitted running request:
+# its blocks are freed, its `num_computed_tokens` drops to 0, and it goes back to the
+# front of the waiting queue. When it is admitted again, the prefix cache may still hold
+# some of its blocks (a `prefix_hit`), and only the rest is recomputed.
+
+# %%
+tight, tight_tokens = run(CacheConfig(block_size=4, num_blocks=10),
+                          SchedulerConfig(max_num_batched_tokens=16))
+display(timeline(tight.tracer))
+for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
+    print(f"step {e['step']}: {e['kind']} {e['req_id']} "
+          + ", ".join(f"{k}={v}" for k, v in e.items()
+                      if k not in ("kind", "instance", "step", "req_id")))
+assert tight.tracer.filter("preempt"), "expected at least one preemption with 10 blocks"
+
+# %% [markdown]
+# Preemption costs time, not correctness: greedy decoding gives the same tokens as the run
+# with plenty of blocks.
+
+# %%
+print("with preemption   :", tight_tokens)
+print("without preemption:", chunked_tokens)
+assert tight_tokens == chunked_tokens
+
+# %% [markdown]
+# ## 5. Step through it
+#
+# The step player reads the same trace: move the slider to see what each step scheduled,
+# the path the attention layer took for each request (`_forward_prefill` or
+# `_forward_decode`, notebook 5), the tokens sampled, and the scheduler's events (admit,
+# prefix hit, preempt, finish, free).
+
+# %%
+player = StepPlayer(tight.tracer, "local")
+player
+
+# %% [markdown]
+# ## Check yourself
+#
+# Predict, then run: one 50-token prompt, budget 16, no threshold, `max_tokens=3`. At which
+# step is its first token sampled, and how many steps does the whole request take?
+
+# %%
+eng = LLMEngine(TINY, CacheConfig(block_size=4), SchedulerConfig(max_num_batched_tokens=16),
+                backend=BACKEND)
+eng.generate(long_prompt, SamplingParams(max_tokens=3))
+first_sample = eng.tracer.first("sample")["step"]
+num_steps = len([e for e in eng.tracer.filter("step") if e["scheduled"]])
+print(f"first token at step {first_sample}, {num_steps} steps in all")
+assert first_sample == -(-50 // 16)                # ceil(50 / 16) prefill chunks
+assert num_steps == first_sample + 3 - 1            # then one step per further token

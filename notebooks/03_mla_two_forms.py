@@ -1,0 +1,300 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 3. MLA's two forms: naive and absorbed
+#
+# **What you will learn.** DeepSeek's Multi-head Latent Attention (MLA) caches one
+# 576-value latent row per token and layer instead of per-head keys and values. Attention
+# over that cache can be computed in two algebraically equal ways:
+#
+# - **naive** (un-absorbed): up-project every cached row through `kv_b_proj` into per-head
+#   keys (192 wide) and values (128 wide), then attend as ordinary multi-head attention;
+# - **absorbed**: fold `W_UK` into the query and `W_UV` into the output, and attend
+#   directly over the latent rows, as multi-query attention (MQA) with 576-wide keys.
+#
+# You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
+# find the query length (about 170 for DeepSeek-V3) below which absorbing wins, and place
+# both on a roofline with published GPU numbers and this machine's measured ones. That is
+# why vLLM's `_forward_decode` absorbs and `_forward_prefill` does not.
+
+# %%
+# %matplotlib inline
+import time
+
+import torch
+from IPython.display import HTML, display
+from matplotlib.figure import Figure
+
+from pdlab.attention.cost import (
+    absorb_crossover_query_len,
+    decode_path_cost,
+    mla_decode_cost,
+    prefill_path_cost,
+)
+from pdlab.attention.reference import mla_absorbed, mla_naive
+from pdlab.config import ModelConfig
+from pdlab.ui.widgets import fmt_bytes, fmt_flops, html_table, show_source
+
+PRESETS = [ModelConfig.tiny(), ModelConfig.deepseek_v2_lite(), ModelConfig.deepseek_v2(),
+           ModelConfig.deepseek_v3()]
+V3 = PRESETS[-1]
+
+# %% [markdown]
+# ## 1. The two forms, side by side
+#
+# pdlab's oracle writes MLA twice, after DeepSeek-V3's `inference/model.py`
+# (`attn_impl="naive"` and `"absorb"`). Both take the same inputs: the query with RoPE
+# applied, the cached latent `kv_c` and `k_pe`, and `kv_b_proj`'s weight.
+
+# %%
+show_source(mla_naive)
+
+# %%
+show_source(mla_absorbed)
+
+# %% [markdown]
+# ## 2. Equal, numerically
+#
+# Random inputs with the tiny model's dimensions and with DeepSeek-V3's (128 heads,
+# `kv_lora_rank` 512, nope/rope/v 128/64/128), a few queries over a cached context, causal.
+# The scale is `qk_head_dim ** -0.5 * mscale ** 2` in both forms (192, not 576: absorbing
+# changes how a score is computed, not its value).
+
+# %%
+def random_inputs(cfg, q_len, ctx_len, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    h, L = cfg.num_attention_heads, cfg.kv_lora_rank
+    q = torch.randn(q_len, h, cfg.qk_head_dim, generator=g)
+    kv_c = torch.randn(ctx_len, L, generator=g)
+    k_pe = torch.randn(ctx_len, cfg.qk_rope_head_dim, generator=g)
+    w_kv_b = torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), L, generator=g) * L ** -0.5
+    return q, kv_c, k_pe, w_kv_b
+
+
+rows = []
+for cfg in (PRESETS[0], V3):
+    args = random_inputs(cfg, q_len=4, ctx_len=64)
+    dims = (cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale)
+    out_n, lse_n = mla_naive(*args, *dims, causal=True)
+    out_a, lse_a = mla_absorbed(*args, *dims, causal=True)
+    err = float((out_n - out_a).abs().max() / out_n.abs().max())
+    rows.append([cfg.name, tuple(out_n.shape), f"{err:.1e}",
+                 f"{float((lse_n - lse_a).abs().max()):.1e}"])
+    assert torch.allclose(out_n, out_a, rtol=1e-4, atol=1e-4)
+    assert torch.allclose(lse_n, lse_a, rtol=1e-4, atol=1e-4)
+display(HTML(html_table(["model dims", "out shape", "max |naive - absorbed| / max |out|",
+                         "max |LSE difference|"], rows)))
+
+# %% [markdown]
+# ## 3. What the cache holds per token
+#
+# MLA caches `kv_lora_rank + qk_rope_head_dim` values per token and layer, shared by all
+# heads. Caching the up-projected keys and values instead would take
+# `heads x (qk_head_dim + v_head_dim)` values: for DeepSeek-V3, 576 against
+# 128 x (192 + 128) = 40,960, about 71 times more.
+
+# %%
+rows = []
+for cfg in PRESETS:
+    mha = cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim)
+    rows.append([cfg.name, cfg.num_attention_heads, cfg.kv_cache_dim, mha,
+                 f"{mha / cfg.kv_cache_dim:.0f}x",
+                 fmt_bytes(cfg.kv_cache_bytes_per_token),
+                 fmt_bytes(mha * cfg.num_hidden_layers * 2)])
+display(HTML(html_table(["model", "heads", "MLA values / token / layer",
+                         "per-head K+V values / token / layer", "ratio",
+                         "MLA bytes / token, all layers (bf16)",
+                         "per-head K+V bytes / token, all layers"], rows)))
+assert V3.kv_cache_dim == 576
+assert V3.num_attention_heads * (V3.qk_head_dim + V3.v_head_dim) == 40960
+
+# %% [markdown]
+# ## 4. FLOPs against bytes
+#
+# Count the work of `q` query tokens of one request attending over `S` cached tokens, per
+# layer (`H` heads, `L` = `kv_lora_rank`, `R` = rope width, `n`/`v` = nope/value widths):
+#
+# - naive: `S * 2LH(n+v)` FLOPs to up-project every key once, plus
+#   `q*S * 2H((n+R) + v)` for the attention itself; reads `S*(L+R)` cached values, then
+#   `S*H(n+R+v)` materialised keys and values;
+# - absorbed: `q*S * 2H((L+R) + L)` FLOPs (plus two small per-query projections); reads
+#   `S*(L+R)` cached values, once for all heads.
+#
+# Per (query, key) pair absorbed attention costs more (576 + 512 against 192 + 128 per
+# head), but it never up-projects the keys. Up-projection costs `2LH(n+v)` per key
+# whatever `q` is, so absorbing wins when `q` is small:
+# `q < L(n+v) / ((2L+R) - (n+R+v))`.
+
+# %%
+show_source(absorb_crossover_query_len)
+
+# %%
+rows = []
+for cfg in PRESETS:
+    x = absorb_crossover_query_len(cfg)
+    L, n, v, R = cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.qk_rope_head_dim
+    assert abs(x - L * (n + v) / ((2 * L + R) - (n + R + v))) < 1e-9
+    rows.append([cfg.name, f"{x:.1f}"])
+display(HTML(html_table(["model", "absorb wins below this many query tokens"], rows)))
+x_v3 = absorb_crossover_query_len(V3)
+assert 165 < x_v3 < 175
+
+
+# %%
+def flops_per_key(cfg, q):
+    """Per layer, per cached token, for q query tokens of one request."""
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
+    naive = 2 * L * h * (n + v) + q * 2 * h * (n + R + v)
+    absorbed = q * 2 * h * ((L + R) + L)
+    return naive, absorbed
+
+
+qs = [2 ** k for k in range(0, 14)]
+fig = Figure(figsize=(6.5, 4))
+ax = fig.subplots()
+ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label="naive (up-project keys)")
+ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label="absorbed (MQA on latents)")
+ax.axvline(x_v3, color="grey", ls="--", label=f"crossover {x_v3:.0f} query tokens")
+ax.set_xlabel("query tokens of one request in this step (q)")
+ax.set_ylabel("FLOPs per cached token, per layer")
+ax.set_title("DeepSeek-V3: decode (q = 1) absorbs, prefill (q in the thousands) does not")
+ax.legend(fontsize=8)
+fig.tight_layout()
+fig
+
+# %% [markdown]
+# A decode step has `q = 1` (or a few with speculative decoding): absorbing does about 120
+# times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
+# tokens: up-projecting once per key is cheaper, and the per-head form runs on
+# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows exactly this:
+# `_forward_decode` absorbs, `_forward_prefill` up-projects.
+
+# %%
+rows = []
+for q in (1, 16, 170, 1024, 8192):
+    nv, ab = flops_per_key(V3, q)
+    rows.append([q, fmt_flops(nv), fmt_flops(ab), "absorbed" if ab < nv else "naive"])
+display(HTML(html_table(["q", "naive FLOPs / key", "absorbed FLOPs / key", "cheaper"], rows)))
+assert flops_per_key(V3, 1)[1] * 100 < flops_per_key(V3, 1)[0]
+assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
+
+# %% [markdown]
+# ## 5. A roofline
+#
+# A kernel doing `F` FLOPs while moving `B` bytes cannot run faster than
+# `max(F / peak FLOP/s, B / bandwidth)`: its attainable throughput is
+# `min(peak, bandwidth x F/B)`. The published peaks, dense bf16 and HBM:
+#
+# - **H100 SXM and H800 SXM**: 989 TFLOP/s, 3.35 TB/s (NVIDIA's H100 and H800 datasheets;
+#   the H800 differs in NVLink, not in these);
+# - **FlashMLA on H800**, as DeepSeek reports it: up to 3000 GB/s memory-bound and
+#   660 TFLOP/s compute-bound for its MLA decode kernel;
+# - **this machine**, measured just now: an fp32 matrix product and a large copy.
+
+# %%
+def measure_cpu():
+    torch.manual_seed(0)
+    a, b = torch.randn(768, 768), torch.randn(768, 768)
+    a @ b
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    flops = 2 * 768 ** 3 / best
+    x = torch.empty(16 * 2 ** 20)  # 64 MiB
+    x.fill_(1.0)
+    best = float("inf")
+    for _ in range(3):
+        t = time.perf_counter()
+        x.clone()
+        best = min(best, time.perf_counter() - t)
+    return flops, 2 * x.numel() * 4 / best  # read + write
+
+
+cpu_flops, cpu_bw = measure_cpu()
+DEVICES = {  # name: (peak FLOP/s, bytes/s)
+    "H100/H800 SXM, bf16 peak": (989e12, 3.35e12),
+    "FlashMLA on H800, reported": (660e12, 3.0e12),
+    f"this CPU, measured ({torch.get_num_threads()} threads, fp32)": (cpu_flops, cpu_bw),
+}
+for name, (f, bw) in DEVICES.items():
+    print(f"{name:45} {f / 1e12:8.3f} TFLOP/s {bw / 1e9:8.1f} GB/s  ridge {f / bw:6.1f} FLOP/B")
+
+# %% [markdown]
+# Where D's one-token step lands, per layer, for DeepSeek-V3 at a 32k context (the cost
+# model of `pdlab.attention.cost`, bf16), and the absorbed decode attention alone for 1, 2
+# and 4 query tokens per request (speculative decoding raises the FLOPs per byte read):
+
+# %%
+ctx = 32768
+points = {
+    "decode path, 1 token": decode_path_cost(V3, ctx),
+    "prefill path, 1 token": prefill_path_cost(V3, ctx),
+}
+intensity = {name: c.intensity for name, c in points.items()}
+for q in (1, 2, 4):
+    f, _ = mla_decode_cost([ctx] * q, V3.num_attention_heads, V3.kv_cache_dim, V3.kv_lora_rank)
+    # q query tokens of one request share the rows they read: count the rows once (bf16)
+    b = 2.0 * (ctx * V3.kv_cache_dim
+               + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank))
+    intensity[f"mla_decode kernel, {q} query token(s)"] = f / b
+
+xs = [10 ** (k / 10) for k in range(-10, 41)]
+fig = Figure(figsize=(8, 5))
+ax = fig.subplots()
+for name, (f, bw) in DEVICES.items():
+    ax.loglog(xs, [min(f, bw * x) for x in xs], label=name)
+peak_f, peak_bw = DEVICES["H100/H800 SXM, bf16 peak"]
+for (name, i), marker in zip(intensity.items(), "ovs^D"):
+    ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=name)
+ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+ax.set_ylabel("attainable FLOP/s")
+ax.set_title(f"Roofline, with DeepSeek-V3 at context {ctx} placed on the H100/H800 roof")
+ax.legend(fontsize=7, loc="lower right")
+fig.tight_layout()
+fig
+
+# %%
+rows = [[name, f"{i:.1f}", "memory" if i < peak_f / peak_bw else "compute"]
+        for name, i in intensity.items()]
+display(HTML(html_table(["what", "FLOP / byte", "bound on H100/H800"], rows)))
+ridge = peak_f / peak_bw
+assert intensity["mla_decode kernel, 1 query token(s)"] < ridge
+assert intensity["mla_decode kernel, 2 query token(s)"] > ridge
+
+# %% [markdown]
+# The `mla_decode` kernel for one query token reads each 576-value row once for all 128
+# heads, at about 240 FLOP per byte: just under the H100/H800 ridge (about 295),
+# memory-bound but close, which is why FlashMLA's authors quote both a bandwidth and a
+# FLOP/s figure. Two or four query tokens per request (speculative decoding) cross the
+# ridge. The whole decode path of one token sits lower, because with a single request the
+# absorbed weights `W_UK` and `W_UV` (about 17 MB each per layer in bf16) are read for one
+# token; a batch of requests shares them. The prefill path of the same token has a similar
+# intensity but does far more of both FLOPs and bytes (notebook 5 has the table).
+#
+# ## Check yourself
+#
+# Does the crossover depend on the number of heads? Predict the value for the tiny model
+# (`kv_lora_rank` 64, nope/rope/v 32/16/32) and for DeepSeek-V2-Lite (16 heads), then run.
+
+# %%
+tiny, lite = PRESETS[0], PRESETS[1]
+print(f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
+      f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}")
+assert absorb_crossover_query_len(tiny) == 64 * (32 + 32) / ((2 * 64 + 16) - (32 + 16 + 32))
+assert absorb_crossover_query_len(lite) == x_v3  # heads cancel: H appears on both sides

@@ -1,0 +1,422 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 5. The decode side of P/D: why D computes the last prompt token again
+#
+# On the vLLM forum a user asked about prefill/decode (P/D) disaggregation:
+#
+# 1. On the decode instance (D), why does the scheduler set `num_computed_tokens` to
+#    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
+# 2. For DeepSeek (MLA), the code decides "prefill" by
+#    `num_computed_tokens < num_prompt_tokens`. Isn't that then true on D?
+# 3. So won't D run `_forward_prefill` for that one token?
+# 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
+#
+# **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
+# reading its trace:
+#
+# - what P sends D (each layer's K/V for positions `0..N-1`) and what it does not (the
+#   final hidden state of position `N-1`, the only thing the first logits depend on);
+# - why that makes D's first step a *short extend*: `query_len = 1`,
+#   `num_computed_tokens = N-1`, `num_prompt_tokens = N`;
+# - how the `num_computed_tokens < num_prompt_tokens` rule sends it to `_forward_prefill`,
+#   and how upstream vLLM (`split_decodes_and_prefills` by query length) sends it to
+#   `_forward_decode` instead;
+# - that both give the same token, and what each costs for DeepSeek-V3.
+#
+# Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
+# 4 heads, latent rank 64, RoPE 16), with the kernels on pdlab's `torch` backend (the
+# Triton interpreter computes the same numbers, more slowly; notebook 4 checks both).
+
+# %%
+# %matplotlib inline
+import torch
+
+# The tiny model's matrices are too small to split across threads; one thread is faster.
+torch.set_num_threads(1)
+
+from IPython.display import HTML, display
+from pdlab.kernels import gather_cache
+
+from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
+from pdlab.attention.metadata import is_decode, split_decodes_and_prefills
+from pdlab.attention.mla import MLAAttention
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine import LLMEngine
+from pdlab.pd import PDPair
+from pdlab.request import SamplingParams
+from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.widgets import (
+    PDExplorer,
+    fmt_bytes,
+    fmt_flops,
+    html_table,
+    prompt_of_length,
+    route_text,
+    run_pd,
+    show_source,
+    trace_panels,
+)
+
+BACKEND = "torch"  # pdlab.kernels backend for every engine below
+TINY = ModelConfig.tiny()
+print(f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
+      f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
+      f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values")
+
+# %% [markdown]
+# ## 1. One request through P and D
+#
+# `PDPair` drives two engines the way vLLM's P/D proxy drives two servers: the prompt goes
+# to P with `max_tokens=1` and `do_remote_decode`; P prefills, samples one token (which the
+# proxy throws away), keeps its blocks and returns `kv_transfer_params`; then the original
+# request goes to D with those params. Both engines write into one trace, with `instance`
+# `"P"` or `"D"`. Read the two columns top to bottom.
+
+# %%
+N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
+prompt = prompt_of_length(N)
+pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(rule="prompt"), backend=BACKEND)
+out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
+print(f"prompt {prompt!r} ({N} tokens) -> output tokens {out.output_token_ids}")
+trace_panels(pair.tracer)
+
+# %% [markdown]
+# P computed all `N` tokens in one step. D allocated blocks, waited for P's K/V
+# (`waiting_for_remote_kvs`, then `kv_transfer`), and when they had landed
+# (`remote_kv_ready`) it set `num_computed_tokens` to `N - 1`, not `N`:
+
+# %%
+ready = pair.tracer.first("remote_kv_ready", "D")
+print(f"K/V received for {ready['num_computed_tokens_before_adjust']} tokens; "
+      f"num_computed_tokens set to {ready['num_computed_tokens']} (N = {N})")
+assert ready["num_computed_tokens_before_adjust"] == N
+assert ready["num_computed_tokens"] == N - 1
+
+# %% [markdown]
+# This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
+# `vllm/v1/core/sched/scheduler.py`; the `-= 1` is near the end:
+
+# %%
+show_source(Scheduler._update_waiting_for_remote_kv)
+
+# %% [markdown]
+# ## 2. What crossed the wire, and what did not
+#
+# Step the pair by hand and stop right after D received P's blocks, before D has computed
+# anything. D's paged cache (one tensor per layer, `[num_blocks, block_size, 80]`, unused
+# slots hold NaN) now holds a latent row `[kv_c_normed | k_pe]` for every prompt position
+# in every layer. Read them through D's block table with the same `gather_cache` kernel
+# `_forward_prefill` uses.
+
+# %%
+BS = 4
+pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule="prompt"), backend=BACKEND)
+pair.decode.runner.keep_logits = True
+pair.add_request(prompt, SamplingParams(max_tokens=4))
+while not pair.tracer.filter("kv_transfer", "D"):
+    pair.step()
+xfer = pair.tracer.first("kv_transfer", "D")
+
+
+def cached_rows(kv_cache, block_ids, n):
+    """Rows of positions 0..n-1 of one request, read through its block table."""
+    table = torch.tensor([block_ids], dtype=torch.int32)
+    cu = torch.tensor([0, n], dtype=torch.int32)
+    return gather_cache(kv_cache, table, cu, backend=BACKEND)
+
+
+rows = []
+for layer in range(TINY.num_hidden_layers):
+    d_rows = cached_rows(pair.decode.runner.kv_caches[layer], xfer["local_block_ids"], N)
+    p_rows = cached_rows(pair.prefill.runner.kv_caches[layer], xfer["remote_block_ids"], N)
+    rows.append([layer, tuple(d_rows.shape), bool(torch.isfinite(d_rows).all()),
+                 bool(torch.equal(d_rows, p_rows))])
+    assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
+display(HTML(html_table(["layer", "D's rows for positions 0..N-1", "all present (finite)",
+                         "equal to P's rows"], rows)))
+print(f"{xfer['nbytes']} bytes moved = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
+      f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers")
+
+# %% [markdown]
+# So the cache has *everything* about position `N-1` that attention will ever need: its
+# latent K/V in every layer. What it does not have is the thing the first output token is
+# computed from. The logits are `lm_head(norm(h_last[N-1]))`, where `h_last` is the output
+# of the **last** layer (attention, then MLP, then the final norm). A cache row of layer
+# `l` is computed from the *input* of layer `l`'s attention, before that layer's attention
+# and MLP run, and it is a projection down to 80 values (576 for DeepSeek), not the
+# 128-wide (7168) hidden state. No row of any layer is, or can be turned back into,
+# `h_last[N-1]`.
+
+# %%
+model = pair.decode.model
+ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
+with torch.no_grad():
+    h_last = model(ids, torch.arange(N))           # final hidden states, no cache at all
+    logits_ref = model.compute_logits(h_last[-1])  # what the first output token comes from
+print(f"cache row per token per layer: {TINY.kv_cache_dim} values "
+      f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})")
+print(f"h_last[N-1]: {tuple(h_last[-1].shape)} values, the output of layer "
+      f"{TINY.num_hidden_layers - 1} (the last); logits {tuple(logits_ref.shape)}")
+V3 = ModelConfig.deepseek_v3()
+print(f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
+      f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values")
+
+# %% [markdown]
+# vLLM V0 once shipped hidden states along with the cache; v1's KV connectors
+# (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
+# itself, and the only way is to run position `N-1` through every layer. Its attention
+# reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
+# written again on the way (the same values P wrote). That is the `-= 1`: it leaves
+# exactly one token to compute. The same rule caps a *local* prefix-cache hit at
+# `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
+#
+# Let D take that step now. First, keep the rows of position `N-1` as P wrote them:
+
+# %%
+last = N - 1
+slot = (xfer["local_block_ids"][last // BS], last % BS)
+before = [kv[slot].clone() for kv in pair.decode.runner.kv_caches]
+while pair.has_unfinished_requests():
+    pair.step()
+after = [kv[slot] for kv in pair.decode.runner.kv_caches]
+diff = max(float((a - b).abs().max()) for a, b in zip(after, before))
+print(f"position N-1 = {last}: rewritten by D, max |new - old| over layers = {diff:.1e}")
+assert diff < 1e-5
+
+first = pair.tracer.first("route", "D")
+d_logits = pair.decode.runner.logits[first["req_id"]][0]
+print(f"D's first logits vs lm_head(norm(h_last[N-1])) without any cache: "
+      f"max |diff| = {float((d_logits - logits_ref).abs().max()):.1e}")
+assert torch.allclose(d_logits, logits_ref, atol=1e-4)
+assert int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")[
+    "token"]
+
+# %% [markdown]
+# ## 3. The one-token step, and the rule that routes it
+#
+# D's first computing step therefore looks like this in the trace:
+
+# %%
+print(route_text(first))
+print(f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
+      f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N)")
+assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
+    1, N - 1, N)
+
+# %% [markdown]
+# One new token, like a decode. But the prompt is not finished, like a prefill. Which path
+# it takes is only a matter of the rule. pdlab implements both in one function:
+
+# %%
+show_source(is_decode)
+
+# %%
+for rule in ("prompt", "query_len"):
+    d = is_decode(first["query_len"], first["num_computed_tokens"],
+                  first["num_prompt_tokens"], rule=rule)
+    print(f"rule={rule!r:12} -> {'_forward_decode' if d else '_forward_prefill'}")
+assert not is_decode(1, N - 1, N, rule="prompt") and is_decode(1, N - 1, N, rule="query_len")
+
+# %% [markdown]
+# With `rule="prompt"` (the `num_computed_tokens < num_prompt_tokens` test) the answer to
+# question 3 is yes: D runs `_forward_prefill` for that one token. Here is the path, as
+# pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
+
+# %%
+show_source(MLAAttention._forward_prefill)
+
+# %% [markdown]
+# For one query token over `N-1` cached tokens that means: up-project the new token
+# (`kv_b_proj`), attend to itself, then `_compute_prefill_context`: gather all `N-1`
+# latent rows from the paged cache, up-project every one of them through `kv_b_proj` into
+# per-head keys and values, attend without a mask, and merge the two partial results by
+# their log-sum-exp. Run both rules and compare D's first step, kernel by kernel
+# (layer 0; the other layers call the same):
+
+# %%
+runs = {}
+for rule in ("prompt", "query_len"):
+    p = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule=rule), backend=BACKEND)
+    o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
+    runs[rule] = (p.tracer, o.output_token_ids)
+    step = p.tracer.first("route", "D")["step"]
+    krows = [[e["name"], e["shapes"].get("part", ""),
+              ", ".join(f"{k}={v}" for k, v in e["shapes"].items()
+                        if k not in ("part", "kv_cache")),
+              fmt_flops(e["flops"]), fmt_bytes(e["bytes"])]
+             for e in p.tracer.filter("kernel", "D", step=step, layer=0)]
+    display(HTML(f"<b>rule={rule!r}: {p.tracer.first('route', 'D')['forward']}</b>"
+                 + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"],
+                              krows)))
+
+# %% [markdown]
+# ## 4. What upstream vLLM does instead
+#
+# Upstream vLLM's MLA backend does not look at the prompt at all. Its metadata builder
+# splits the batch by query length (`split_decodes_and_prefills` in
+# `vllm/v1/attention/backends/utils.py`) with `decode_threshold = reorder_batch_threshold
+# = 1` by default, after the model runner has reordered the batch decodes first. A short
+# extend such as D's step has `query_len = 1`, so it counts as a decode and takes the
+# weight-absorbed MQA path, `_forward_decode`. pdlab's version:
+
+# %%
+show_source(split_decodes_and_prefills)
+
+# %% [markdown]
+# The same function under both rules, on a batch with three kinds of request: D's short
+# extend, an ordinary decode, and a prompt being prefilled in a chunk:
+
+# %%
+batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
+    "D's first step": (1, N - 1, N),
+    "ordinary decode": (1, 20, 12),
+    "prefill chunk": (8, 0, 30),
+}
+table = []
+for name, (q, c, p) in batch.items():
+    table.append([name, q, c, p] + ["_forward_decode" if is_decode(q, c, p, rule=r)
+                                    else "_forward_prefill" for r in ("query_len", "prompt")])
+display(HTML(html_table(["request", "query_len", "num_computed_tokens", "num_prompt_tokens",
+                         "rule='query_len' (upstream)", "rule='prompt'"], table)))
+
+# %% [markdown]
+# Where does the `num_computed_tokens < num_prompt_tokens` rule come from, then? Upstream
+# uses it only for Mamba layers; vllm-ascend's context-parallel MLA metadata builders and
+# some vendor forks used it for MLA. Those are the code paths the forum question was
+# about, and for exactly this reason vllm-ascend later forced decode classification on D
+# nodes.
+#
+# ## 5. Both paths give the same token
+#
+# MLA's two forms are algebraically equal (notebook 3), so the choice changes the cost,
+# not the answer. Compare both P/D runs with a colocated engine and with the model's own
+# slow oracle (a full forward from scratch for every token):
+
+# %%
+colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
+col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
+oracle = model.greedy_generate(ids.tolist(), 4)
+print(f"P/D, rule='prompt'   : {runs['prompt'][1]}")
+print(f"P/D, rule='query_len': {runs['query_len'][1]}")
+print(f"colocated engine     : {col_tokens}")
+print(f"oracle (no cache)    : {oracle}")
+assert runs["prompt"][1] == runs["query_len"][1] == col_tokens == oracle
+
+# %% [markdown]
+# ## 6. What each costs
+#
+# Each kernel in the trace carries modelled FLOPs and bytes (matrix products at `2MNK`
+# FLOPs; each operand read once, each result written once, bf16 on a GPU). Summed over
+# D's first step, for the tiny model:
+
+# %%
+summary = []
+for rule, (tracer, _) in runs.items():
+    step = tracer.first("route", "D")["step"]
+    ks = tracer.filter("kernel", "D", step=step)
+    summary.append([rule, tracer.first("route", "D")["forward"], len(ks),
+                    fmt_flops(sum(e["flops"] for e in ks)), fmt_bytes(sum(e["bytes"] for e in ks))])
+display(HTML(html_table(["rule", "path", "kernel calls", "FLOPs", "bytes"], summary)))
+
+# %% [markdown]
+# The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions
+# (128 heads, `kv_lora_rank` 512, nope/rope/v 128/64/128, 61 layers) for D's one token at a
+# few context lengths. The prefill path up-projects every context token through
+# `kv_b_proj`: that is `2 x 1 x (128 x 256) x 512` FLOPs, about 33.5 MFLOP, per context
+# token per layer. The absorbed decode path instead reads each context token's 576 latent
+# values once, for all heads. The last two columns turn the numbers into a lower bound on
+# time for all 61 layers on an H800 (the same 989 TFLOP/s dense bf16 and 3.35 TB/s HBM3
+# as an H100 SXM, per NVIDIA's datasheets): `max(FLOPs / peak, bytes / bandwidth)`.
+
+# %%
+per_ctx_token = gemm(1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim),
+                     V3.kv_lora_rank)[0]
+print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.2f} MFLOP per context token per layer")
+assert abs(per_ctx_token / 1e6 - 33.5) < 0.1
+
+PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
+
+
+def roofline_us(c, layers):
+    return layers * max(c.flops / PEAK_FLOPS, c.bytes / PEAK_BW) * 1e6
+
+
+cost_rows = []
+for ctx in (1024, 4096, 16384, 65536):
+    pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
+    cost_rows.append([ctx, fmt_flops(pre.flops), fmt_flops(dec.flops),
+                      f"{pre.flops / dec.flops:.0f}x", fmt_bytes(pre.bytes),
+                      fmt_bytes(dec.bytes), f"{pre.bytes / dec.bytes:.1f}x",
+                      f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
+                      f"{roofline_us(dec, V3.num_hidden_layers):.0f} us"])
+    assert pre.flops > 100 * dec.flops and pre.bytes > 5 * dec.bytes
+display(HTML(html_table(
+    ["context N-1", "FLOPs _forward_prefill", "FLOPs _forward_decode", "ratio",
+     "bytes _forward_prefill", "bytes _forward_decode", "ratio",
+     "H800 bound, prefill path", "H800 bound, decode path"], cost_rows)))
+
+# %%
+plot_path_costs(V3, [2 ** k for k in range(8, 18)])
+
+# %% [markdown]
+# For one token, the prefill path does more than 100 times the FLOPs of the decode path,
+# and moves from about 6 to about 90 times the bytes as the context grows: it writes and
+# reads per-head keys and values for every context token (128 x 320 values instead of
+# 576). It computes the right token, but it is the expensive way to compute one token,
+# and on D *every* request starts with this step. That is why the rule matters there.
+#
+# ## 7. Explore
+#
+# The explorer reruns a small P/D pair (tiny model, torch backend) and a colocated engine
+# whenever you change the prompt length, the block size or the rule; the preset only
+# changes the cost model. Things to try:
+#
+# - switch the rule between `prompt` and `query_len` and watch the path and the kernels;
+# - change the prompt length: `num_computed_tokens` follows `N - 1`;
+# - change the block size: D still starts at `N - 1`, because P sends every block the
+#   prompt touches, including a partial last block;
+# - switch the preset to see the cost at `N - 1` for real dimensions; the tokens stay equal.
+
+# %%
+explorer = PDExplorer(prompt_len=N, block_size=BS, rule="prompt", preset="deepseek-v3")
+explorer
+
+# %% [markdown]
+# ## Check yourself
+#
+# Predict, then run: a 37-token prompt, block size 16, `rule="prompt"`.
+# (a) What is D's `num_computed_tokens` when it first computes? (b) Which forward runs?
+# (c) How many latent rows does that step gather per layer? (d) If instead the same prompt
+# were fully in a *local* prefix cache, how many of its tokens would be reused?
+
+# %%
+N2, B2 = 37, 16
+check = run_pd(N2, block_size=B2, rule="prompt")
+step = check.d_first_step
+gathered = [e["shapes"]["rows"] for e in check.tracer.filter(
+    "kernel", "D", step=step["step"], layer=0) if e["name"] == "gather_cache"]
+local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
+local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
+reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
+print(f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
+      f"(d) {reused[1]}")
+assert step["num_computed_tokens"] == N2 - 1
+assert step["forward"] == "_forward_prefill"
+assert sum(gathered) == N2 - 1
+assert reused == [0, (N2 - 1) // B2 * B2]
+assert check.tokens_equal
