@@ -22,7 +22,7 @@ $(BIN)/pdlab: pyproject.toml
 env: $(BIN)/pdlab
 
 tour: env
-	$(BIN)/pdlab doctor
+	$(BIN)/pdlab tour
 
 doctor: env
 	$(BIN)/pdlab doctor

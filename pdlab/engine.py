@@ -95,7 +95,7 @@ class LLMEngine:
                       kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None)
         self.scheduler.add_request(req)
         self._outputs[rid] = RequestOutput(rid, list(ids))
-        self._emit("add_request", req_id=rid, num_prompt_tokens=len(ids),
+        self._emit("add_request", req_id=rid, num_prompt_tokens=len(ids), prompt_token_ids=ids,
                    kv_transfer_params=kv_transfer_params)
         return rid
 

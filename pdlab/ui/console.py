@@ -3,12 +3,21 @@ a P/D run. Views only: every number comes from the trace's events."""
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from pdlab.trace import Tracer
+
+
+def make_console() -> Console:
+    """A file or a pipe gets no colour (rich sees no terminal) and 120 columns, so the step
+    table's nine columns are not cut; a terminal gets its own width."""
+    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    return Console(highlight=False, width=None if wide else 120)
 
 
 def step_table(trace: Tracer, instance: str | None = None, title: str | None = None) -> Table:
@@ -40,7 +49,7 @@ def step_table(trace: Tracer, instance: str | None = None, title: str | None = N
 def render_pd_result(trace: Tracer, prompts: list[str], outputs: dict[str, dict[str, Any]],
                      errors: dict[str, str], console: Console | None = None) -> int:
     """Print what P and D each did, the blocks moved and the outputs; exit code 0 or 1."""
-    console = console or Console()
+    console = console or make_console()
     console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
     for inst in ("P", "D"):
         console.print(step_table(trace, inst, title=f"instance {inst}"))
@@ -64,3 +73,22 @@ def render_pd_result(trace: Tracer, prompts: list[str], outputs: dict[str, dict[
     for role, err in errors.items():
         console.print(f"[red]{role} failed:[/] {err}")
     return 1 if errors or len(outputs) < len(prompts) else 0
+
+
+def kernel_brief(ev: dict[str, Any]) -> str:
+    """A kernel event in one short line: its name and the shape that sets its cost (rows
+    gathered, query and key lengths, keys read), written as identifiers so it reads the same
+    in any language."""
+    s, name = ev.get("shapes", {}), ev["name"]
+    if "rows" in s:
+        width = s["kv_cache"][-1] if "kv_cache" in s else "?"
+        return f"{name}: {s['rows']}×{width}"
+    if "q_lens" in s:
+        causal = ", causal" if s.get("causal") else ""
+        return f"{name}: q={sum(s['q_lens'])}, k={sum(s['k_lens'])}{causal}"
+    if "seq_lens" in s:
+        return f"{name}: seq_lens={s['seq_lens']}"
+    for key in ("kv_c", "q_nope", "o_latent", "out"):
+        if key in s:
+            return f"{name}: {key} {s[key]}"
+    return name

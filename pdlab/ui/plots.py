@@ -81,7 +81,8 @@ def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figu
                     fillstyle="full" if path == "decode" else "none")
     ax.set_xlabel("engine step")
     ax.set_ylabel("num_computed_tokens (after the step)")
-    ax.set_title("num_computed_tokens per step (hollow: _forward_prefill, filled: _forward_decode)")
+    ax.set_title("num_computed_tokens per step\n"
+                 "(hollow: _forward_prefill, filled: _forward_decode)", fontsize=10)
     if series:
         ax.legend(fontsize=8)
     fig.tight_layout()

@@ -1,0 +1,96 @@
+"""The matplotlib views draw what the trace (or the cost model) holds: checked on the Figure
+objects, their titles, axis labels, lines and patches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from matplotlib.patches import Rectangle
+
+from pdlab.attention.cost import decode_path_cost, prefill_path_cost
+from pdlab.config import ModelConfig
+from pdlab.tour import TourRun, run_requests
+from pdlab.ui.plots import plot_block_table, plot_num_computed_tokens, plot_path_costs, save_all
+
+
+@pytest.fixture(scope="module")
+def run() -> TourRun:
+    # Main run under rule="query_len"; other_trace holds the same request under "prompt".
+    return run_requests("hello block table", block_size=4, max_tokens=3)
+
+
+def test_block_table_draws_ds_blocks(run: TourRun) -> None:
+    fig = plot_block_table(run.trace, "D")
+    ax = fig.axes[0]
+    first = next(e for e in run.trace.filter("step", "D") if e["scheduled"])
+    blocks = first["scheduled"][0]["block_ids"]
+    assert ax.get_title() == f"block table, instance D, step {first['step']}"
+    assert "block_size=4" in ax.get_xlabel() and ax.get_ylabel() == "request"
+    assert len([p for p in ax.patches if isinstance(p, Rectangle)]) == len(blocks)
+    assert [t.get_text() for t in ax.texts] == [str(b) for b in blocks]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["req-0"]
+
+
+def test_block_table_of_p(run: TourRun) -> None:
+    ax = plot_block_table(run.trace, "P").axes[0]
+    n = run.trace.first("add_request", "P")["num_prompt_tokens"]
+    assert "instance P" in ax.get_title()
+    assert len(ax.patches) == -(-n // 4)
+
+
+def test_num_computed_tokens_has_a_line_per_request(run: TourRun) -> None:
+    fig = plot_num_computed_tokens(run.trace)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "engine step"
+    assert ax.get_ylabel().startswith("num_computed_tokens")
+    series: dict[str, list[tuple[int, int]]] = {}
+    for ev in run.trace.filter("step"):
+        for r in ev["scheduled"]:
+            series.setdefault(f"{ev['instance']}:{r['req_id']}", []).append(
+                (ev["step"], r["num_computed_tokens_after"]))
+    labelled = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
+    assert set(labelled) == set(series) == {"P:req-0", "D:req-0", "local:local-0",
+                                            "local:local-1"}
+    for label, pts in series.items():
+        assert list(labelled[label].get_xdata()) == [p[0] for p in pts]
+        assert list(labelled[label].get_ydata()) == [p[1] for p in pts]
+    # one line per request, one marker per step
+    assert len(ax.get_lines()) == sum(1 + len(p) for p in series.values())
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(series)
+
+
+def test_markers_show_the_path_of_ds_first_step(run: TourRun) -> None:
+    # Under rule="prompt" D's one-token step goes to _forward_prefill: a hollow marker.
+    for trace, fill in ((run.other_trace, "none"), (run.trace, "full")):
+        ax = plot_num_computed_tokens(trace, "D").axes[0]
+        markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
+        assert markers[0].get_fillstyle() == fill
+        assert all(m.get_fillstyle() == "full" for m in markers[1:])
+
+
+def test_path_costs_follow_the_cost_model() -> None:
+    cfg = ModelConfig.deepseek_v3()
+    contexts = [1024, 4096, 16384]
+    fig = plot_path_costs(cfg, contexts)
+    flops_ax, bytes_ax = fig.axes
+    assert "FLOPs" in flops_ax.get_title() and "bytes" in bytes_ax.get_title()
+    assert flops_ax.get_ylabel() == "FLOPs per layer"
+    assert bytes_ax.get_ylabel() == "bytes moved per layer"
+    for ax, attr in ((flops_ax, "flops"), (bytes_ax, "bytes")):
+        assert ax.get_xscale() == ax.get_yscale() == "log"
+        assert ax.get_xlabel().startswith("context length")
+        pre, dec = ax.get_lines()
+        assert list(pre.get_xdata()) == contexts
+        np.testing.assert_allclose(pre.get_ydata(),
+                                   [getattr(prefill_path_cost(cfg, c), attr) for c in contexts])
+        np.testing.assert_allclose(dec.get_ydata(),
+                                   [getattr(decode_path_cost(cfg, c), attr) for c in contexts])
+        assert "_forward_prefill" in pre.get_label() and "_forward_decode" in dec.get_label()
+
+
+def test_save_all_writes_three_pngs(run: TourRun, tmp_path) -> None:
+    paths = save_all(run.trace, ModelConfig.deepseek_v3(), tmp_path / "out")
+    assert [p.name for p in paths] == ["block_table.png", "num_computed_tokens.png",
+                                       "path_costs.png"]
+    for p in paths:
+        assert p.read_bytes()[:4] == b"\x89PNG"

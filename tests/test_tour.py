@@ -1,0 +1,255 @@
+"""``pdlab tour`` and ``pdlab trace``: every number they print is the trace's.
+
+The tour runs in-process through ``pdlab.cli.main``; each test reads the values it expects
+from the saved trace (``--json``), never from the tour's own text.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pdlab import tour
+from pdlab.attention.cost import decode_path_cost, prefill_path_cost
+from pdlab.cli import main
+from pdlab.config import ModelConfig
+from pdlab.trace import Tracer
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+ESC = "\x1b["
+
+
+@pytest.fixture(autouse=True)
+def _plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Variables that would make rich colour a non-terminal, or narrow its width.
+    for var in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def run_tour(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str
+             ) -> tuple[str, Tracer]:
+    path = tmp_path / "trace.json"
+    assert main(["tour", *args, "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ESC not in out
+    return out, Tracer.load(path)
+
+
+def flat(out: str) -> str:
+    """The text with rich's line wrapping undone, for checking sentences."""
+    return " ".join(out.split())
+
+
+def headings(out: str) -> list[str]:
+    """The rules rich draws for the title and each chapter: ``──── text ────``."""
+    return [line for line in out.splitlines() if re.fullmatch(r"─+ .+ ─+", line)]
+
+
+def test_default_tour_runs_every_chapter(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["tour"]) == 0
+    out = capsys.readouterr().out
+    assert ESC not in out
+    for n in range(1, 7):
+        assert f"Chapter {n} ·" in flat(out)
+    assert repr(tour.DEFAULT_PROMPT) in flat(out)
+    assert "equal, token for token" in flat(out)
+
+
+def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path)
+    p_step = t.first("step", "P")["scheduled"][0]
+    n = p_step["num_prompt_tokens"]
+    assert f"num_computed_tokens {p_step['num_computed_tokens_before']} → {n}" in flat(out)
+    for bid in p_step["block_ids"]:
+        assert re.search(rf"│\s+\d+ │\s+{bid} │", out)  # P's block table
+    finish = t.first("finish", "P")
+    assert f"delay_free = {finish['delay_free']}" in flat(out)
+    assert f'"remote_block_ids": {finish["kv_transfer_params"]["remote_block_ids"]}' in flat(out)
+    x = t.first("kv_transfer", "D")
+    for src, dst in zip(x["remote_block_ids"], x["local_block_ids"]):
+        assert re.search(rf"│\s+{src} │\s+→ {dst} │", out)
+    assert f"{x['nbytes']} bytes" in flat(out)
+    ready = t.first("remote_kv_ready", "D")
+    assert ready["num_computed_tokens"] == n - 1
+    assert f"sets num_computed_tokens = {n - 1} (N - 1)" in flat(out)
+    assert "num_computed_tokens -= 1" in flat(out)  # the real source line
+    hit = t.filter("admit", "local")[1]["num_cached_tokens"]
+    assert f"reused {hit} cached tokens" in flat(out)
+    d_tok = t.first("sample", "D")["token"]
+    assert f"D's first token is {d_tok}" in flat(out)
+    outputs = [e["token"] for e in t.filter("sample", "D")]
+    assert str(outputs) in flat(out)
+
+
+@pytest.mark.parametrize("prompt", ["ten bytes!", "twenty-three bytes long"])
+def test_n_minus_one_follows_the_prompt(capsys, tmp_path, prompt: str) -> None:
+    out, t = run_tour(capsys, tmp_path, "--prompt", prompt)
+    n = t.first("remote_kv_ready", "D")["num_tokens"]
+    assert n == len(prompt.encode())
+    assert f"num_computed_tokens = {n - 1}" in flat(out)
+    assert f"num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)  # chapter 4
+    assert f"gather_cache: {n - 1}×" in flat(out)  # the rule="prompt" run gathers N - 1 rows
+
+
+def test_block_size_option(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--block-size", "3", "--chapter", "2")
+    assert t.meta["block_size"] == 3
+    x = t.first("kv_transfer", "D")
+    n = t.first("add_request", "D")["num_prompt_tokens"]
+    assert len(x["remote_block_ids"]) == -(-n // 3)
+    assert "× 3 slots ×" in flat(out)
+    assert re.search(r"│\s+3–5 │", out)
+
+
+def test_rule_option_sets_the_main_run(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--rule", "prompt", "--chapter", "4")
+    assert t.meta["rules"] == {"P": "prompt", "D": "prompt", "local": "prompt"}
+    first_d = t.filter("route", "D")[0]
+    assert first_d["forward"] == "_forward_prefill"
+    assert 'rule="prompt" (main run)' in flat(out)
+    assert 'rule="query_len" (main run)' not in flat(out)
+
+
+def test_chapter_4_alone_shows_both_rules(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--chapter", "4")
+    assert len(headings(out)) == 1 and "Chapter 4" in headings(out)[0]
+    for n in (1, 2, 3, 5, 6):
+        assert f"Chapter {n} ·" not in flat(out)
+    route = t.filter("route", "D")[0]
+    n = route["num_prompt_tokens"]
+    assert f"query_len = 1, num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)
+    assert f"{n - 1} < {n}: True" in flat(out) and "1 <= 1: True" in flat(out)
+    for name in ("_forward_prefill", "_forward_decode", "gather_cache", "kv_b_proj (context)",
+                 "flash_attn_varlen", "merge_attn_states", "q_nope @ W_UK_T", "mla_decode",
+                 "o_latent @ W_UV"):
+        assert name in flat(out)
+    tok = t.first("sample", "D")["token"]
+    assert f"Both rules give token {tok}: the same token" in flat(out)
+
+
+def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
+    out, _ = run_tour(capsys, tmp_path, "--chapter", "5", "--preset", "deepseek-v2-lite")
+    cfg = ModelConfig.preset("deepseek-v2-lite")
+    assert "deepseek-v2-lite dimensions (16 heads" in flat(out)
+    for ctx in tour.COST_CONTEXTS:
+        p, d = prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)
+        row = (f"{tour._ctx_label(ctx)} │ {tour._si(p.flops)} │ {tour._si(d.flops)} │ "
+               f"{tour._ratio(p.flops, d.flops)}")
+        assert row in re.sub(r" +", " ", out)
+    assert "split_decodes_and_prefills" in flat(out) and "vllm-ascend" in flat(out)
+
+
+def test_lang_zh_is_chinese(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--lang", "zh")
+    hs = headings(out)
+    assert len(hs) == 7 and all(CJK.search(h) for h in hs)
+    for n in range(1, 7):
+        assert f"第 {n} 章" in flat(out)
+    for label in ("逻辑块", "D 块[槽]", "判定", "上下文长度", "本步调度", "输出对比"):
+        assert label in flat(out)
+    for english in ("Chapter", "logical block", "first token on D", "computed before"):
+        assert english not in flat(out)
+    n = t.first("remote_kv_ready", "D")["num_tokens"]
+    assert f"num_computed_tokens = {n - 1}" in flat(out)
+
+
+def test_max_tokens_option(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--max-tokens", "3", "--chapter", "6")
+    tokens = [e["token"] for e in t.filter("sample", "D")]
+    assert len(tokens) == 3 and str(tokens) in flat(out)
+    assert "(3 tokens)" in flat(out)
+
+
+def test_triton_backend_option(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--backend", "triton", "--prompt", "abcdef",
+                      "--max-tokens", "1", "--chapter", "4")
+    assert t.meta["backend"] == "triton"
+    assert {k["backend"] for k in t.filter("kernel")} == {"triton"}
+    assert "the same token" in flat(out)
+
+
+def test_json_and_plots_options(capsys, tmp_path) -> None:
+    out, t = run_tour(capsys, tmp_path, "--plots", str(tmp_path / "png"), "--chapter", "1")
+    assert {e["instance"] for e in t} == {"P", "D", "local"}
+    assert t.meta["tour"]["prompt"] == tour.DEFAULT_PROMPT
+    names = ["block_table.png", "num_computed_tokens.png", "path_costs.png"]
+    for name in names:
+        assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"wrote 3 plots to {tmp_path / 'png'}: {', '.join(names)}" in flat(out)
+
+
+def test_prompt_is_printed_as_typed(capsys, tmp_path) -> None:
+    out, _ = run_tour(capsys, tmp_path, "--prompt", "[bold]x[/] y", "--chapter", "1")
+    assert "'[bold]x[/] y'" in flat(out)
+
+
+def test_piped_output_has_no_escape_codes(tmp_path) -> None:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    out = tmp_path / "tour.txt"
+    with out.open("w") as f:
+        proc = subprocess.run([sys.executable, "-m", "pdlab.cli", "tour", "--chapter", "3"],
+                              stdout=f, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    text = out.read_text()
+    assert "Chapter 3" in text and "\x1b" not in text
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--block-size", "0"], "--block-size"),
+    (["--chapter", "7"], "--chapter"),
+    (["--chapter", "0"], "--chapter"),
+    (["--prompt", ""], "--prompt must not be empty"),
+    (["--prompt", "x" * 5000], "max_model_len"),
+    (["--preset", "gpt-5"], "--preset"),
+    (["--lang", "fr"], "--lang"),
+    (["--rule", "length"], "--rule"),
+    (["--max-tokens", "0"], "--max-tokens"),
+])
+def test_bad_tour_options_exit_2(capsys, args: list[str], needle: str) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["tour", *args])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "pdlab tour: error:" in err and needle in err
+
+
+def test_trace_prints_the_step_table_and_saves_json(capsys, tmp_path) -> None:
+    path = tmp_path / "t.json"
+    assert main(["trace", "--prompt", "hello world", "--prompt", "abc", "--block-size", "2",
+                 "--max-tokens", "2", "--max-num-batched-tokens", "8", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert ESC not in out
+    t = Tracer.load(path)
+    assert t.meta["block_size"] == 2 and len(t.filter("add_request", "local")) == 2
+    assert "computed before" in flat(out) and "routed to" in flat(out)
+    for ev in t.filter("step"):
+        for r in ev["scheduled"]:
+            assert re.search(rf"│ local │\s+{ev['step']} │ {r['req_id']}\s+│\s+"
+                             rf"{r['num_prompt_tokens']} │\s+{r['num_computed_tokens_before']} │",
+                             out)
+    assert max(r["num_scheduled_tokens"] for e in t.filter("step") for r in e["scheduled"]) <= 8
+    assert f"wrote {path}" in flat(out)
+
+
+def test_trace_pd(capsys, tmp_path) -> None:
+    path = tmp_path / "t.json"
+    assert main(["trace", "--pd", "--rule", "prompt", "--max-tokens", "2",
+                 "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    t = Tracer.load(path)
+    assert {e["instance"] for e in t.filter("step")} == {"P", "D"}
+    assert t.first("route", "D")["forward"] == "_forward_prefill"
+    assert "_forward_prefill" in flat(out) and "P/D" in flat(out)
+
+
+def test_trace_too_few_blocks_exits_2(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "--num-blocks", "2"])
+    assert e.value.code == 2
+    assert "num_blocks" in capsys.readouterr().err
