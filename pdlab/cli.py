@@ -16,16 +16,6 @@ from pathlib import Path
 from typing import Any
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
-    return v
-
-
 def _int_list(text: str) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
@@ -39,6 +29,7 @@ def _int_list(text: str) -> list[int]:
 
 def build_parser() -> argparse.ArgumentParser:
     from pdlab.config import PRESETS, ROUTING_RULES
+    from pdlab.tour import positive_int
     p = argparse.ArgumentParser(prog="pdlab", description=(
         "Run the prefill/decode path of an LLM inference engine: paged KV cache, vLLM-v1 "
         "scheduler, MLA kernels, P/D disaggregation."))
@@ -60,9 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="run one side only (two machines): prefill holds the prompts")
     pd.add_argument("--prompt", action="append", dest="prompts", metavar="TEXT",
                     help="a prompt (repeat for a batch)")
-    pd.add_argument("--max-tokens", type=_positive_int, default=8)
+    pd.add_argument("--max-tokens", type=positive_int, default=8)
     pd.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
-    pd.add_argument("--block-size", type=_positive_int, default=4)
+    pd.add_argument("--block-size", type=positive_int, default=4)
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=int, default=0, help="0 picks a free port")
     pd.add_argument("--backend", choices=("torch", "triton"), default="torch")
@@ -74,14 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     bp.add_argument("--preset", choices=sorted(PRESETS), default="deepseek-v3")
     bp.add_argument("--context", type=_int_list, default=[1024, 4096, 16384],
                     help="comma-separated context lengths (default 1024,4096,16384)")
-    bp.add_argument("--heads", type=_positive_int, help="override the preset's head count")
-    bp.add_argument("--repeats", type=_positive_int, default=3)
+    bp.add_argument("--heads", type=positive_int, help="override the preset's head count")
+    bp.add_argument("--repeats", type=positive_int, default=3)
     bp.add_argument("--backend", choices=("torch", "triton"))
     bk = bsub.add_parser("kernels", help="each kernel (GPU: GB/s and TFLOP/s vs peak)")
     bk.add_argument("--quick", action="store_true")
     bs = bsub.add_parser("sched", help="the scheduler's time per step")
-    bs.add_argument("--requests", type=_positive_int, default=256)
-    bs.add_argument("--steps", type=_positive_int, default=200)
+    bs.add_argument("--requests", type=positive_int, default=256)
+    bs.add_argument("--steps", type=positive_int, default=200)
     for x in (bp, bk, bs):
         x.add_argument("--json", type=Path, metavar="PATH", help="also write results as JSON")
 

@@ -9,8 +9,9 @@ modelled cost, and each sampled token. The P/D pair lives in ``pdlab/pd.py``.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,10 +155,7 @@ class LLMEngine:
                  sampling_params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
-        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
-                                        and isinstance(prompts[0], int)):
-            prompts = [prompts]  # type: ignore[list-item]
-        rids = [self.add_request(p, sampling_params) for p in prompts]  # type: ignore[arg-type]
+        rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
@@ -170,6 +168,27 @@ class LLMEngine:
 
     def get_output(self, request_id: str) -> RequestOutput:
         return self._outputs[request_id]
+
+
+def prompt_list(prompts: str | Sequence[int] | Sequence[str | Sequence[int]]
+                ) -> list[str | Sequence[int]]:
+    """One prompt (text or token ids) or a batch of them, as a batch."""
+    if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
+                                    and isinstance(prompts[0], int)):
+        return [prompts]  # type: ignore[list-item]
+    return list(prompts)  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Run a block on one CPU thread: the tiny model's matrices are too small to split, and
+    on a busy machine the thread pool's overhead turns a fraction of a second into several."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _default_backend() -> str:

@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-from pdlab.engine import LLMEngine, RequestOutput
+from pdlab.engine import LLMEngine, RequestOutput, prompt_list
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -91,10 +91,7 @@ class PDPair:
     def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
                  sampling_params: SamplingParams | None = None,
                  max_steps: int = 100_000) -> list[RequestOutput]:
-        if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
-                                        and isinstance(prompts[0], int)):
-            prompts = [prompts]  # type: ignore[list-item]
-        rids = [self.add_request(p, sampling_params) for p in prompts]  # type: ignore[arg-type]
+        rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 break

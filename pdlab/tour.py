@@ -21,8 +21,6 @@ import argparse
 import inspect
 import json
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 
 from pdlab.config import PRESETS, ROUTING_RULES, CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine import one_thread
 from pdlab.trace import Tracer
 from pdlab.ui.console import make_console
 from pdlab.ui.tour_text import LANGS, STEP_TABLE_HEADERS_ZH, tr
@@ -44,7 +43,7 @@ RID = "req-0"  # the pair's first request id
 
 
 # ---- arguments ---------------------------------------------------------------------------
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -65,7 +64,7 @@ def _preset(text: str) -> str:
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", default=DEFAULT_PROMPT,
                    help="the text prompt (default: %(default)r)")
-    p.add_argument("--block-size", type=_positive_int, default=4, help="tokens per KV block")
+    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     p.add_argument("--rule", choices=ROUTING_RULES, default="query_len",
                    help="routing rule of the main P/D run (chapter 4 shows both)")
     p.add_argument("--preset", type=_preset, default="deepseek-v3",
@@ -75,7 +74,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
-    p.add_argument("--max-tokens", type=_positive_int, default=8, help="tokens to generate")
+    p.add_argument("--max-tokens", type=positive_int, default=8, help="tokens to generate")
     p.add_argument("--backend", choices=BACKENDS, default="torch",
                    help="kernel implementation (default torch; triton runs the interpreter "
                         "on a CPU and is slow)")
@@ -84,11 +83,11 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt", action="append", dest="prompts", metavar="TEXT",
                    help="a prompt (repeat for a batch)")
-    p.add_argument("--block-size", type=_positive_int, default=4)
-    p.add_argument("--num-blocks", type=_positive_int, default=256)
+    p.add_argument("--block-size", type=positive_int, default=4)
+    p.add_argument("--num-blocks", type=positive_int, default=256)
     p.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
-    p.add_argument("--max-tokens", type=_positive_int, default=8)
-    p.add_argument("--max-num-batched-tokens", type=_positive_int, default=2048)
+    p.add_argument("--max-tokens", type=positive_int, default=8)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
     p.add_argument("--long-prefill-token-threshold", type=int, default=0,
                    help="cap on a prefill chunk (0: no cap)")
     p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
@@ -96,19 +95,6 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
 
 
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """The tiny model's matrices are too small to gain from threads, and on a busy laptop
-    threads waiting for each other turn a fraction of a second into several."""
-    import torch
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # ---- the runs ----------------------------------------------------------------------------
@@ -145,7 +131,7 @@ def run_requests(prompt: str, block_size: int = 4, rule: str = "query_len",
     cfg, sp = ModelConfig.tiny(), SamplingParams(max_tokens=max_tokens)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
     other = next(r for r in ROUTING_RULES if r != rule)
-    with _one_thread():
+    with one_thread():
         pair = PDPair(cfg, cache, SchedulerConfig(rule=rule), backend=backend)
         pd_out = pair.generate(prompt, sp)[0]
         other_pair = PDPair(cfg, cache, SchedulerConfig(rule=other), backend=backend)
@@ -524,7 +510,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
                             long_prefill_token_threshold=args.long_prefill_token_threshold)
     sp = SamplingParams(max_tokens=args.max_tokens)
     cfg = ModelConfig.tiny()
-    with _one_thread():
+    with one_thread():
         if args.pd:
             pair = PDPair(cfg, cache, sched, backend=args.backend)
             outs, trace = pair.generate(prompts, sp), pair.tracer

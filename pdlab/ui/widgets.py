@@ -23,18 +23,16 @@ vLLM identifiers stay in English.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import inspect
 import textwrap
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import ipywidgets as widgets
-import torch
 
 from pdlab.attention.cost import Cost, decode_path_cost, prefill_path_cost
 from pdlab.config import PRESETS, CacheConfig, ModelConfig, SchedulerConfig
@@ -124,18 +122,6 @@ def fmt_bytes(x: float) -> str:
         if x >= scale:
             return f"{x / scale:.3g} {unit}"
     return f"{x:.3g} B"
-
-
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """Run a block on one CPU thread: the tiny model's matrices are too small to split, and
-    on a busy machine the thread pool's overhead dominates (tens of times slower)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def show_source(obj: Any, start: str | None = None, end: str | None = None) -> Any:
@@ -507,7 +493,7 @@ class PDRun:
 def run_pd(prompt_len: int, block_size: int = 4, rule: str = "prompt", max_tokens: int = 3,
            backend: str = "torch", model_config: ModelConfig | None = None) -> PDRun:
     """Run a prompt of ``prompt_len`` tokens through a P/D pair and a colocated engine."""
-    from pdlab.engine import LLMEngine
+    from pdlab.engine import LLMEngine, one_thread
     from pdlab.pd import PDPair
 
     cfg = model_config or ModelConfig.tiny()
