@@ -90,9 +90,10 @@ def _write_json(path: Path | None, data: Any) -> None:
 
 
 def _bench(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.progress import Progress
-    console = Console()
+
+    from pdlab.ui.console import make_console
+    console = make_console()
     if args.bench == "paths":
         from pdlab.bench import bench_paths, render_paths_table
         res = bench_paths(args.preset, args.context, args.heads, repeats=args.repeats,
