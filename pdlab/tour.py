@@ -398,7 +398,9 @@ def _chapter4(c: Console, run: TourRun, lang: str) -> None:
     c.print(tab)
     gathered = [k["shapes"]["rows"] for k in by_rule["prompt"]["kernels"]
                 if k["name"] == "gather_cache"]
-    c.print(tr(lang, "ch4_paths", ctx=sum(gathered)))
+    ctx_rows = sum(gathered)
+    c.print(tr(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows
+            else tr(lang, "ch4_paths_no_context"))
     sa, sb = (by_rule[r]["sample"] for r in rules)
     delta = f"{abs(sa['logit'] - sb['logit']):.1e}"
     if sa["token"] == sb["token"]:

@@ -107,9 +107,9 @@ class MLAAttention:
         # cache up to and including itself.
         q_lens = m.query_lens[:nreq].long()
         seq_lens = m.seq_lens[:nreq].long()
-        row_req = torch.repeat_interleave(torch.arange(nreq), q_lens)
+        row_req = torch.repeat_interleave(torch.arange(nreq, device=q.device), q_lens)
         starts = m.query_start_loc[:nreq].long()
-        offset_in_q = torch.arange(q.shape[0]) - starts[row_req]
+        offset_in_q = torch.arange(q.shape[0], device=q.device) - starts[row_req]
         row_seq_lens = (seq_lens[row_req] - q_lens[row_req] + offset_in_q + 1).to(torch.int32)
         row_block_table = m.block_table[:nreq][row_req]
 
@@ -194,9 +194,10 @@ class MLAAttention:
         L = layer.cfg.kv_lora_rank
         acc: tuple[torch.Tensor, torch.Tensor] | None = None
         for i in range(num_chunks):
-            starts = torch.full((num_prefills,), i * chunk, dtype=torch.int64)
+            starts = torch.full((num_prefills,), i * chunk, dtype=torch.int64,
+                                device=q.device)
             lens = (context_lens - starts).clamp(0, chunk)
-            cu = torch.zeros(num_prefills + 1, dtype=torch.int32)
+            cu = torch.zeros(num_prefills + 1, dtype=torch.int32, device=q.device)
             cu[1:] = torch.cumsum(lens, 0)
             self._record(ctx, layer, "gather_cache", "prefill",
                          {"kv_cache": kv_cache.shape, "block_table": block_table.shape,

@@ -211,5 +211,6 @@ class ModelRunner:
         t = float(getattr(s.sampling_params, "temperature", 0.0) or 0.0)
         if t == 0.0:
             return int(torch.argmax(logits))
-        probs = torch.softmax(logits.float() / t, dim=-1)
+        # Sample on the CPU, where the request's seeded generator lives.
+        probs = torch.softmax(logits.float().cpu() / t, dim=-1)
         return int(torch.multinomial(probs, 1, generator=s.generator))

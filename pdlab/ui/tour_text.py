@@ -222,6 +222,16 @@ TEXT: dict[str, dict[str, str]] = {
               "\"query_len\" 下它走 _forward_decode：q_nope 吸收 W_UK，mla_decode 直接读潜向量"
               "行，最后由 W_UV 映射回来。",
     },
+    "ch4_paths_no_context": {
+        "en": "With N = 1 there is no cached context: under rule \"prompt\" _forward_prefill "
+              "runs flash_attn_varlen over the token alone (nothing to gather or merge), and "
+              "under rule \"query_len\" _forward_decode runs mla_decode over one latent row. "
+              "Try a longer --prompt to see the context gathered and up-projected.",
+        "zh": "N = 1 时没有已缓存的上下文：规则 \"prompt\" 下 _forward_prefill 只对这个 token "
+              "自身做 flash_attn_varlen（无需 gather，也无需合并）；规则 \"query_len\" 下 "
+              "_forward_decode 用 mla_decode 读一行潜向量。换一个更长的 --prompt，就能看到上下文"
+              "被取出并上投影。",
+    },
     "ch4_same": {
         "en": "Both rules give token {tok}: the same token (|Δ logit| = {d}). MLA's two forms "
               "are algebraically equal; only the rounding differs. The cost does not.",
