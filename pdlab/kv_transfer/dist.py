@@ -159,7 +159,10 @@ class DistTransport:
             req = json.loads(bytes(payload.tolist()).decode())
             ids = req["remote_block_ids"]
             idx = torch.tensor(ids, dtype=torch.long)
-            rows = torch.stack([c.index_select(0, idx) for c in self._caches]) if ids else \
+            # Staged through host memory: gloo sends CPU tensors (NCCL would send device
+            # memory directly, as NIXL reads it).
+            rows = torch.stack([c.index_select(0, idx.to(c.device)).cpu()
+                                for c in self._caches]) if ids else \
                 torch.empty(0, dtype=self.kv_dtype)
             checksum = blocks_checksum(self._caches, ids) if ids else 0.0
             self._send(BLOCKS, key, rows.reshape(-1), _f2i(checksum))
@@ -173,7 +176,7 @@ class DistTransport:
                 idx = torch.tensor(local, dtype=torch.long)
                 rows = payload.view(len(self._caches), len(local), *self._caches[0].shape[1:])
                 for layer, c in enumerate(self._caches):
-                    c.index_copy_(0, idx, rows[layer])
+                    c.index_copy_(0, idx.to(c.device), rows[layer].to(c.device))
                 if blocks_checksum(self._caches, local) != _i2f(extra):
                     ok, why = False, "checksum mismatch"
             self._results.append(ReadResult(req_id, ok, len(local),
