@@ -22,7 +22,7 @@ in cost, which every kernel call records in the trace.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -44,8 +44,6 @@ class ForwardContext:
     num_kv_splits: int = 4
     workspace_tokens: int = 2048
     emit: Any = None                  # callable(kind, **fields) or None
-    layer_idx: int = 0
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 class MLAAttention:

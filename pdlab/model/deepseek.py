@@ -12,7 +12,7 @@ the model-level oracle the engine is tested against. Called with a context (buil
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,13 +20,6 @@ from torch import nn
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.attention.rope import apply_rope, rope_cos_sin
 from pdlab.config import ModelConfig
-
-
-class PagedAttention(Protocol):
-    """What a layer calls when a forward context is present (``pdlab.attention.mla``)."""
-
-    def __call__(self, layer: DeepseekV2MLAAttention, q: torch.Tensor, kv_c_normed: torch.Tensor,
-                 k_pe: torch.Tensor, ctx: Any) -> torch.Tensor: ...
 
 
 class RMSNorm(nn.Module):
@@ -128,8 +121,6 @@ class DeepseekV2Model(nn.Module):
                 attn_impl: str = "absorb") -> torch.Tensor:
         x = self.embed_tokens(input_ids)
         for layer in self.layers:
-            if ctx is not None:
-                ctx.layer_idx = layer.self_attn.layer_idx
             x = layer(positions, x, ctx, attn_impl)
         return self.norm(x)
 
