@@ -66,9 +66,11 @@ def _build(role: str, rank: int, model_config: ModelConfig, cache_config: CacheC
 def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
                 model_config: ModelConfig, cache_config: CacheConfig,
                 scheduler_config: SchedulerConfig, host: str, port: int,
-                backend: str | None = None, seed: int = 0,
-                timeout_s: float = 120.0) -> InstanceSummary:
-    """Rank 0: prefill every prompt, hand each to D, collect D's outputs."""
+                backend: str | None = None, seed: int = 0, timeout_s: float = 120.0,
+                max_in_flight: int | None = None) -> InstanceSummary:
+    """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
+    ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
+    waiting for each answer would (so D's prefix cache sees the earlier prompts)."""
     import torch.distributed as dist
 
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
@@ -80,10 +82,15 @@ def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
     summary = InstanceSummary("prefill")
     p_params = SamplingParams(max_tokens=1, temperature=sampling_params.temperature,
                               seed=sampling_params.seed)
-    rids = [engine.add_request(p, p_params, f"req-{i}", {"do_remote_decode": True})
-            for i, p in enumerate(prompts)]
+    rids = [f"req-{i}" for i in range(len(prompts))]
+    next_prompt = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
+        limit = len(prompts) if max_in_flight is None else len(summary.outputs) + max_in_flight
+        while next_prompt < min(limit, len(prompts)):
+            engine.add_request(prompts[next_prompt], p_params, rids[next_prompt],
+                               {"do_remote_decode": True})
+            next_prompt += 1
         waiting_for_d = len(summary.outputs) < len(rids) and not transport.peer_failed
         if not (waiting_for_d or engine.has_unfinished_requests() or conn.num_pending):
             break
@@ -194,8 +201,8 @@ def run_pd_procs(prompts: list[list[int]], model_config: ModelConfig,
                  scheduler_config: SchedulerConfig | None = None,
                  sampling_params: SamplingParams | None = None, host: str = "127.0.0.1",
                  port: int = 0, backend: str | None = "torch", seed: int = 0,
-                 timeout_s: float = 120.0,
-                 die_after_requests: int | None = None) -> PDProcsResult:
+                 timeout_s: float = 120.0, die_after_requests: int | None = None,
+                 max_in_flight: int | None = None) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait (bounded) for both."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
@@ -209,7 +216,8 @@ def run_pd_procs(prompts: list[list[int]], model_config: ModelConfig,
     results = ctx.Queue()
     procs = {
         "prefill": ctx.Process(target=_entry, name="pdlab-P", args=(
-            "prefill", dict(common, prompts=prompts, sampling_params=sampling_params), results)),
+            "prefill", dict(common, prompts=prompts, sampling_params=sampling_params,
+                            max_in_flight=max_in_flight), results)),
         "decode": ctx.Process(target=_entry, name="pdlab-D", args=(
             "decode", dict(common, die_after_requests=die_after_requests), results)),
     }

@@ -12,7 +12,9 @@ from pdlab.pd_procs import run_pd_procs
 from pdlab.request import SamplingParams
 
 CFG = ModelConfig.tiny()
-PROMPTS = [list(b"Why does D recompute the last token?"), list(b"abcd"), [5, 6, 7]]
+# 36 tokens (9 blocks of 4), exactly one block, below one block, two blocks plus one
+PROMPTS = [list(b"Why does D recompute the last token?"), list(b"abcd"), [5, 6, 7],
+           list(range(60, 69))]
 
 
 def _no_children_left():
@@ -43,6 +45,26 @@ def test_two_processes_equal_colocated(rule):
         assert e["forward"] == ("_forward_prefill" if rule == "prompt" else "_forward_decode")
     moved = r.tracer.filter("kv_transfer", "D")
     assert len(moved) == len(PROMPTS) and all(m["ok"] for m in moved)
+    _no_children_left()
+
+
+def test_local_prefix_hit_on_d_over_two_processes():
+    """The second prompt extends the first; sent one at a time, D already caches the shared
+    blocks and reads only the tail from P."""
+    first = list(range(100, 109))                 # 9 tokens: 2 full blocks + 1
+    second = first[:8] + list(range(200, 207))    # shares the 2 full blocks, 15 tokens
+    r = run_pd_procs([first, second], CFG, CacheConfig(block_size=4, num_blocks=64),
+                     SchedulerConfig(), SamplingParams(max_tokens=3), timeout_s=60,
+                     max_in_flight=1)
+    assert r.errors == {}
+    model = DeepseekV2ForCausalLM(CFG)
+    for i, p in enumerate((first, second)):
+        assert r.prefill.outputs[f"req-{i}"]["output_token_ids"] == model.greedy_generate(p, 3)
+    hit = r.tracer.first("prefix_hit", "D", req_id="req-1")
+    assert hit["num_hit_tokens"] == 8
+    moved = r.tracer.first("kv_transfer", "D", req_id="req-1")
+    assert len(moved["remote_block_ids"]) == 2  # blocks 2 and 3 of 4
+    assert r.decode.num_free_blocks == r.decode.num_blocks
     _no_children_left()
 
 
