@@ -51,10 +51,15 @@ class InstanceSummary:
 
 def _build(role: str, rank: int, model_config: ModelConfig, cache_config: CacheConfig,
            scheduler_config: SchedulerConfig, backend: str | None, host: str, port: int,
-           seed: int) -> tuple[Any, Any, Any]:
+           seed: int, timeout_s: float) -> tuple[Any, Any, Any]:
+    """Join the two-process group as ``rank``, then build this side's engine."""
+    import torch.distributed as dist
+
     from pdlab.engine import LLMEngine
     from pdlab.kv_transfer.dist import DistTransport
     from pdlab.kv_transfer.pd_connector import PDConnector
+    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank,
+                            world_size=2, timeout=datetime.timedelta(seconds=timeout_s))
     transport = DistTransport(rank, torch.float32)
     conn = PDConnector(role, "P" if rank == 0 else "D", transport, cache_config.block_size,
                        scheduler_config.kv_transfer_timeout_s, host, port)
@@ -71,14 +76,10 @@ def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
     waiting for each answer would (so D's prefix cache sees the earlier prompts)."""
-    import torch.distributed as dist
-
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
     t0 = time.monotonic()
-    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=0, world_size=2,
-                            timeout=datetime.timedelta(seconds=timeout_s))
     engine, conn, transport = _build("prefill", 0, model_config, cache_config,
-                                     scheduler_config, backend, host, port, seed)
+                                     scheduler_config, backend, host, port, seed, timeout_s)
     summary = InstanceSummary("prefill")
     p_params = SamplingParams(max_tokens=1, temperature=sampling_params.temperature,
                               seed=sampling_params.seed)
@@ -110,14 +111,7 @@ def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
             time.sleep(0.002)
     if not transport.peer_failed:
         transport.send_json(SHUTDOWN, {})
-    summary.events = engine.tracer.events
-    summary.steps = engine.step_count
-    summary.num_free_blocks = engine.scheduler.kv_cache_manager.num_free_blocks
-    summary.num_blocks = cache_config.num_blocks
-    summary.bytes_sent = transport.bytes_sent
-    summary.peer_failed = transport.peer_failed
-    summary.seconds = time.monotonic() - t0
-    return summary
+    return _summarize(summary, engine, transport, t0)
 
 
 def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
@@ -126,14 +120,10 @@ def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
                die_after_requests: int | None = None) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
-    import torch.distributed as dist
-
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
     t0 = time.monotonic()
-    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=1, world_size=2,
-                            timeout=datetime.timedelta(seconds=timeout_s))
     engine, conn, transport = _build("decode", 1, model_config, cache_config,
-                                     scheduler_config, backend, host, port, seed)
+                                     scheduler_config, backend, host, port, seed, timeout_s)
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
     deadline = t0 + timeout_s
@@ -163,10 +153,17 @@ def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
             break
         else:
             time.sleep(0.002)
+    return _summarize(summary, engine, transport, t0)
+
+
+def _summarize(summary: InstanceSummary, engine: Any, transport: Any,
+               t0: float) -> InstanceSummary:
+    """What this side did, read off its engine and transport when it stops."""
     summary.events = engine.tracer.events
     summary.steps = engine.step_count
     summary.num_free_blocks = engine.scheduler.kv_cache_manager.num_free_blocks
-    summary.num_blocks = cache_config.num_blocks
+    summary.num_blocks = engine.cache_config.num_blocks
+    summary.bytes_sent = transport.bytes_sent
     summary.peer_failed = transport.peer_failed
     summary.seconds = time.monotonic() - t0
     return summary
