@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import triton
-from pdlab.kernels import cache, decode_attention, flash_attn, merge
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.runtime.jit import JITFunction
+
+from pdlab.kernels import cache, decode_attention, flash_attn, merge
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -44,7 +45,7 @@ WIDTHS = {
     "tiny": {"L": 64, "R": 16, "d_qk": 48, "d_v": 32, "heads": 4},
     "deepseek": {"L": 512, "R": 64, "d_qk": 192, "d_v": 128, "heads": 128},
 }
-ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}   # the dtypes a check may ask for
+ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # the dtypes a check may ask for
 # Most shared memory one block may use (bytes): A100 164 KiB, H100 227 KiB.
 MAX_SHARED = {80: 166912, 90: 232448}
 OPTIONS = ("num_warps", "num_stages")
@@ -55,14 +56,14 @@ class AotResult:
     """One kernel compiled for one target, dtype and set of widths."""
 
     kernel: str
-    target: int              # compute capability: 80 (sm_80) or 90 (sm_90)
+    target: int  # compute capability: 80 (sm_80) or 90 (sm_90)
     dtype: str
-    widths: str              # e.g. "deepseek QK=192 V=128 causal"
+    widths: str  # e.g. "deepseek QK=192 V=128 causal"
     ok: bool
     error: str | None
     seconds: float
-    tensor_cores: bool       # sm_90: the PTX has wgmma; sm_80: it has mma
-    mma: str = "-"           # which tensor-core instruction the PTX uses: wgmma, mma or -
+    tensor_cores: bool  # sm_90: the PTX has wgmma; sm_80: it has mma
+    mma: str = "-"  # which tensor-core instruction the PTX uses: wgmma, mma or -
     shared_bytes: int | None = None
 
 
@@ -75,7 +76,7 @@ class KernelSpec:
     kernel: Callable
     constexprs: dict
     options: dict
-    pointers: dict = field(default_factory=dict)   # pointer args not in the data dtype
+    pointers: dict = field(default_factory=dict)  # pointer args not in the data dtype
     floats: tuple[str, ...] = ("scale",)
     uses_dot: bool = False
 
@@ -85,41 +86,88 @@ def specs(widths: dict, dtype: str) -> list[KernelSpec]:
     L, R, d_qk, d_v, H = (widths[k] for k in ("L", "R", "d_qk", "d_v", "heads"))
 
     def split(cfg: dict) -> tuple[dict, dict]:
-        return ({k: v for k, v in cfg.items() if k not in OPTIONS},
-                {k: v for k, v in cfg.items() if k in OPTIONS})
+        return (
+            {k: v for k, v in cfg.items() if k not in OPTIONS},
+            {k: v for k, v in cfg.items() if k in OPTIONS},
+        )
 
     out: list[KernelSpec] = []
     c, o = split(cache.reshape_and_cache_mla_config(L, R))
-    out.append(KernelSpec("reshape_and_cache_mla", f"L+R={L}+{R}",
-                          cache.reshape_and_cache_mla_kernel, c, o, {"slot_mapping_ptr": "*i64"}))
+    out.append(
+        KernelSpec(
+            "reshape_and_cache_mla",
+            f"L+R={L}+{R}",
+            cache.reshape_and_cache_mla_kernel,
+            c,
+            o,
+            {"slot_mapping_ptr": "*i64"},
+        )
+    )
     c, o = split(cache.gather_cache_config(L + R))
     for starts in (True, False):
-        out.append(KernelSpec("gather_cache",
-                              f"L+R={L}+{R}{' seq_starts' if starts else ''}",
-                              cache.gather_cache_kernel, {**c, "HAS_SEQ_STARTS": starts}, o,
-                              {p: "*i32" for p in ("block_table_ptr", "cu_seq_lens_ptr",
-                                                   "seq_starts_ptr")}))
+        out.append(
+            KernelSpec(
+                "gather_cache",
+                f"L+R={L}+{R}{' seq_starts' if starts else ''}",
+                cache.gather_cache_kernel,
+                {**c, "HAS_SEQ_STARTS": starts},
+                o,
+                {p: "*i32" for p in ("block_table_ptr", "cu_seq_lens_ptr", "seq_starts_ptr")},
+            )
+        )
     c, o = split(flash_attn.flash_attn_varlen_config(4096, d_qk, d_v, ELEM_BYTES[dtype]))
     for causal in (True, False):
-        out.append(KernelSpec("flash_attn_varlen",
-                              f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
-                              flash_attn.flash_attn_varlen_kernel,
-                              {**c, "CAUSAL": causal, "UPCAST": False}, o,
-                              {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": "*i32",
-                               "cu_seqlens_k_ptr": "*i32"}, uses_dot=True))
+        out.append(
+            KernelSpec(
+                "flash_attn_varlen",
+                f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
+                flash_attn.flash_attn_varlen_kernel,
+                {**c, "CAUSAL": causal, "UPCAST": False},
+                o,
+                {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": "*i32", "cu_seqlens_k_ptr": "*i32"},
+                uses_dot=True,
+            )
+        )
     c, o = split(merge.merge_attn_states_config(H, d_v))
-    out.append(KernelSpec("merge_attn_states", f"H={H} D={d_v}", merge.merge_attn_states_kernel,
-                          c, o, {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")}))
+    out.append(
+        KernelSpec(
+            "merge_attn_states",
+            f"H={H} D={d_v}",
+            merge.merge_attn_states_kernel,
+            c,
+            o,
+            {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")},
+        )
+    )
     cfg = decode_attention.mla_decode_config(L, R, ELEM_BYTES[dtype])
     c, o = split(cfg["stage1"])
-    out.append(KernelSpec("mla_decode stage 1", f"L+R={L}+{R}",
-                          decode_attention.mla_decode_stage1_kernel, {**c, "UPCAST": False}, o,
-                          {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32",
-                           "mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32"}, uses_dot=True))
+    out.append(
+        KernelSpec(
+            "mla_decode stage 1",
+            f"L+R={L}+{R}",
+            decode_attention.mla_decode_stage1_kernel,
+            {**c, "UPCAST": False},
+            o,
+            {
+                "block_table_ptr": "*i32",
+                "seq_lens_ptr": "*i32",
+                "mid_out_ptr": "*fp32",
+                "mid_lse_ptr": "*fp32",
+            },
+            uses_dot=True,
+        )
+    )
     c, o = split(cfg["stage2"])
-    out.append(KernelSpec("mla_decode stage 2", f"L={L}",
-                          decode_attention.mla_decode_stage2_kernel, c, o,
-                          {"mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32", "lse_ptr": "*fp32"}))
+    out.append(
+        KernelSpec(
+            "mla_decode stage 2",
+            f"L={L}",
+            decode_attention.mla_decode_stage2_kernel,
+            c,
+            o,
+            {"mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32", "lse_ptr": "*fp32"},
+        )
+    )
     return out
 
 
@@ -131,7 +179,7 @@ def _source(spec: KernelSpec, dtype: str) -> ASTSource:
             signature[name] = "constexpr"
         elif name.endswith("_ptr"):
             signature[name] = spec.pointers.get(name, f"*{dtype}")
-            attrs[(i,)] = [["tt.divisibility", 16]]   # torch allocations are 16-byte aligned
+            attrs[(i,)] = [["tt.divisibility", 16]]  # torch allocations are 16-byte aligned
         elif name in spec.floats:
             signature[name] = "fp32"
         else:
@@ -143,25 +191,45 @@ def compile_one(spec: KernelSpec, target: int, dtype: str, label: str) -> AotRes
     """Compile one kernel for ``sm_<target>``; never raises, the result says what happened."""
     t0 = time.perf_counter()
     try:
-        compiled = triton.compile(_source(spec, dtype),
-                                  target=GPUTarget("cuda", target, 32), options=dict(spec.options))
+        compiled = triton.compile(
+            _source(spec, dtype), target=GPUTarget("cuda", target, 32), options=dict(spec.options)
+        )
     except Exception as e:  # a compile error is a result to report, not a crash
         first = str(e).strip().splitlines()
-        return AotResult(spec.name, target, dtype, label, False,
-                         f"{type(e).__name__}: {first[0] if first else ''}"[:300],
-                         time.perf_counter() - t0, False)
+        return AotResult(
+            spec.name,
+            target,
+            dtype,
+            label,
+            False,
+            f"{type(e).__name__}: {first[0] if first else ''}"[:300],
+            time.perf_counter() - t0,
+            False,
+        )
     ptx = compiled.asm["ptx"]
     kind = "wgmma" if "wgmma" in ptx else ("mma" if "mma.sync" in ptx else "-")
     shared = int(getattr(compiled.metadata, "shared", 0))
     ok, error = True, None
     if shared > MAX_SHARED[target]:
-        ok, error = False, (f"needs {shared} bytes of shared memory, "
-                            f"sm_{target} has {MAX_SHARED[target]}")
+        ok, error = (
+            False,
+            (f"needs {shared} bytes of shared memory, sm_{target} has {MAX_SHARED[target]}"),
+        )
     elif spec.uses_dot and kind == "-":
         ok, error = False, "tl.dot compiled without tensor-core instructions"
     tensor_cores = kind == "wgmma" if target >= 90 else kind == "mma"
-    return AotResult(spec.name, target, dtype, label, ok, error, time.perf_counter() - t0,
-                     tensor_cores, kind, shared)
+    return AotResult(
+        spec.name,
+        target,
+        dtype,
+        label,
+        ok,
+        error,
+        time.perf_counter() - t0,
+        tensor_cores,
+        kind,
+        shared,
+    )
 
 
 def compiled_flavour() -> bool:
@@ -169,9 +237,12 @@ def compiled_flavour() -> bool:
     return isinstance(cache.reshape_and_cache_mla_kernel, JITFunction)
 
 
-def run_aot_check(targets: tuple[int, ...] = (80, 90), dtypes: tuple[str, ...] = ("fp16", "bf16"),
-                  widths: tuple[str, ...] = ("tiny", "deepseek"),
-                  progress: Callable[[AotResult], None] | None = None) -> list[AotResult]:
+def run_aot_check(
+    targets: tuple[int, ...] = (80, 90),
+    dtypes: tuple[str, ...] = ("fp16", "bf16"),
+    widths: tuple[str, ...] = ("tiny", "deepseek"),
+    progress: Callable[[AotResult], None] | None = None,
+) -> list[AotResult]:
     """Compile every kernel for each target, dtype and set of widths; one result per build.
 
     ``progress`` (optional) is called with each result as it completes. Works whether or not
@@ -206,11 +277,22 @@ def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
 
 def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
     env = {**os.environ, "TRITON_INTERPRET": "0"}
-    cmd = [sys.executable, "-m", "pdlab.kernels.aot", "--targets", *map(str, targets),
-           "--dtypes", *dtypes, "--widths", *widths]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pdlab.kernels.aot",
+        "--targets",
+        *map(str, targets),
+        "--dtypes",
+        *dtypes,
+        "--widths",
+        *widths,
+    ]
     results = []
-    with tempfile.TemporaryFile("w+") as err, subprocess.Popen(
-            cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True) as child:
+    with (
+        tempfile.TemporaryFile("w+") as err,
+        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True) as child,
+    ):
         for line in child.stdout:
             result = AotResult(**json.loads(line))
             results.append(result)
@@ -221,8 +303,9 @@ def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
         stderr = err.read()
     # Exit status 1 with a failed build among the results is a report; anything else broke.
     if child.returncode not in (0, 1) or (child.returncode == 1 and all(r.ok for r in results)):
-        raise RuntimeError(f"the AOT compile process failed ({child.returncode}): "
-                           f"{stderr.strip()[-2000:]}")
+        raise RuntimeError(
+            f"the AOT compile process failed ({child.returncode}): {stderr.strip()[-2000:]}"
+        )
     return results
 
 
@@ -234,10 +317,16 @@ def render_table(results: list[AotResult]) -> Table:
     for col in ("kernel", "target", "dtype", "widths", "ok", "tensor cores", "shared", "s"):
         table.add_column(col, justify="right" if col in ("shared", "s") else "left")
     for r in results:
-        table.add_row(r.kernel, f"sm_{r.target}", r.dtype, r.widths,
-                      "[green]ok[/]" if r.ok else f"[red]FAIL[/] {r.error}",
-                      r.mma, "-" if r.shared_bytes is None else f"{r.shared_bytes // 1024} KiB",
-                      f"{r.seconds:.1f}")
+        table.add_row(
+            r.kernel,
+            f"sm_{r.target}",
+            r.dtype,
+            r.widths,
+            "[green]ok[/]" if r.ok else f"[red]FAIL[/] {r.error}",
+            r.mma,
+            "-" if r.shared_bytes is None else f"{r.shared_bytes // 1024} KiB",
+            f"{r.seconds:.1f}",
+        )
     return table
 
 

@@ -51,8 +51,10 @@ def _from_env() -> str:
     if value not in BACKENDS:
         raise ValueError(f"{ENV_VAR}={value!r} is invalid: expected one of auto, triton, torch")
     if value == "triton" and not triton_installed():
-        raise ValueError(f"{ENV_VAR}=triton but triton is not installed "
-                         "(it has Linux wheels only); use auto or torch")
+        raise ValueError(
+            f"{ENV_VAR}=triton but triton is not installed "
+            "(it has Linux wheels only); use auto or torch"
+        )
     return value
 
 
@@ -61,16 +63,19 @@ _default = _from_env()
 if triton_installed() and not cuda_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
-_override: contextvars.ContextVar[str | None] = contextvars.ContextVar("pdlab_backend",
-                                                                      default=None)
+_override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "pdlab_backend", default=None
+)
 
 
 def _check(name: str) -> str:
     if name not in BACKENDS:
         raise ValueError(f"backend={name!r} is invalid: expected one of {BACKENDS}")
     if name == "triton" and not triton_installed():
-        raise ValueError("backend='triton' needs triton, which is not installed "
-                         "(it has Linux wheels only); use backend='torch'")
+        raise ValueError(
+            "backend='triton' needs triton, which is not installed "
+            "(it has Linux wheels only); use backend='torch'"
+        )
     return name
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.decode_attention import mla_decode
@@ -35,16 +36,29 @@ if TYPE_CHECKING:
 
 # Published peaks (dense bf16 tensor TFLOP/s, HBM GB/s), matched on the device name.
 PEAKS = [
-    ("H200", 989.0, 4800.0), ("H100 PCIe", 756.0, 2000.0), ("H100 NVL", 835.0, 3900.0),
-    ("H100", 989.0, 3350.0), ("H800", 989.0, 3350.0), ("H20", 148.0, 4000.0),
-    ("A100-SXM4-80GB", 312.0, 2039.0), ("A100 80GB PCIe", 312.0, 1935.0), ("A100", 312.0, 1555.0),
-    ("A800", 312.0, 2039.0), ("L40S", 362.0, 864.0), ("L40", 181.0, 864.0), ("L4", 121.0, 300.0),
-    ("A10G", 70.0, 600.0), ("A10", 125.0, 600.0), ("RTX 4090", 165.0, 1008.0),
+    ("H200", 989.0, 4800.0),
+    ("H100 PCIe", 756.0, 2000.0),
+    ("H100 NVL", 835.0, 3900.0),
+    ("H100", 989.0, 3350.0),
+    ("H800", 989.0, 3350.0),
+    ("H20", 148.0, 4000.0),
+    ("A100-SXM4-80GB", 312.0, 2039.0),
+    ("A100 80GB PCIe", 312.0, 1935.0),
+    ("A100", 312.0, 1555.0),
+    ("A800", 312.0, 2039.0),
+    ("L40S", 362.0, 864.0),
+    ("L40", 181.0, 864.0),
+    ("L4", 121.0, 300.0),
+    ("A10G", 70.0, 600.0),
+    ("A10", 125.0, 600.0),
+    ("RTX 4090", 165.0, 1008.0),
     ("RTX 3090", 71.0, 936.0),
 ]
-CPU_NOTE = ("CPU: the torch twins on small shapes (tiny model widths). The Triton kernels run "
-            "here only through the interpreter, whose timings mean nothing, so they are not "
-            "timed; run `python -m pdlab.kernels.gpu_check` on a CUDA machine.")
+CPU_NOTE = (
+    "CPU: the torch twins on small shapes (tiny model widths). The Triton kernels run "
+    "here only through the interpreter, whose timings mean nothing, so they are not "
+    "timed; run `python -m pdlab.kernels.gpu_check` on a CUDA machine."
+)
 
 Progress = Callable[[int, int, str], None]
 
@@ -88,8 +102,9 @@ def _time_cpu(fn: Callable[[], Any], quick: bool) -> float:
     return statistics.median(times)
 
 
-def _paged(B: int, ctx: int, block_size: int, width: int, dtype: torch.dtype,
-           device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _paged(
+    B: int, ctx: int, block_size: int, width: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """A full cache with every request's pages shuffled, as after a while of serving."""
     pages = -(-ctx // block_size)
     cache = torch.randn(B * pages, block_size, width, device=device).to(dtype)
@@ -108,21 +123,34 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
     cases = []
 
     for H in (16, 128):
+
         def decode(H: int = H) -> dict:
             B, ctx = 64, 1024 if quick else 4096
             cache, table, seq_lens = _paged(B, ctx, 64, L + R, dtype, device)
             q = torch.randn(B, H, L + R, device=device).to(dtype)
-            ms = _time_cuda(lambda: mla_decode(q, cache, table, seq_lens, 0.1, kv_lora_rank=L,
-                                               backend="triton"), quick)
+            ms = _time_cuda(
+                lambda: mla_decode(
+                    q, cache, table, seq_lens, 0.1, kv_lora_rank=L, backend="triton"
+                ),
+                quick,
+            )
             nbytes = (B * ctx * (L + R) + B * H * (L + R) + B * H * L) * 2
             gbps = nbytes / ms / 1e6
-            return {"kernel": "mla_decode", "impl": "triton", "dtype": "bf16",
-                    "shape": f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64", "ms": ms,
-                    "gbps": gbps, "share_of_peak": gbps / gbps_peak if gbps_peak else None}
+            return {
+                "kernel": "mla_decode",
+                "impl": "triton",
+                "dtype": "bf16",
+                "shape": f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64",
+                "ms": ms,
+                "gbps": gbps,
+                "share_of_peak": gbps / gbps_peak if gbps_peak else None,
+            }
+
         cases.append((f"mla_decode H={H}", decode))
 
     for H in (16, 128):
         for impl in ("triton", "sdpa"):
+
             def prefill(H: int = H, impl: str = impl) -> dict:
                 B, S = (2, 1024) if quick else (4, 2048)
                 q = torch.randn(B * S, H, d_qk, device=device).to(dtype)
@@ -130,20 +158,27 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
                 v = torch.randn(B * S, H, d_v, device=device).to(dtype)
                 cu = torch.arange(0, B * S + 1, S, dtype=torch.int32, device=device)
                 if impl == "triton":
-                    fn = lambda: flash_attn_varlen(q, k, v, cu, cu, S, S, d_qk ** -0.5, True,
-                                                   backend="triton")
+                    fn = lambda: flash_attn_varlen(
+                        q, k, v, cu, cu, S, S, d_qk**-0.5, True, backend="triton"
+                    )
                 else:
                     qb, kb, vb = (t.view(B, S, H, -1).transpose(1, 2) for t in (q, k, v))
                     fn = lambda: torch.nn.functional.scaled_dot_product_attention(
-                        qb, kb, vb, is_causal=True, scale=d_qk ** -0.5)
+                        qb, kb, vb, is_causal=True, scale=d_qk**-0.5
+                    )
                 ms = _time_cuda(fn, quick)
-                flops = B * H * S * (S + 1) / 2 * 2 * (d_qk + d_v)   # causal: half the pairs
+                flops = B * H * S * (S + 1) / 2 * 2 * (d_qk + d_v)  # causal: half the pairs
                 tflops = flops / ms / 1e9
-                return {"kernel": "flash_attn_varlen" if impl == "triton" else "sdpa",
-                        "impl": impl, "dtype": "bf16",
-                        "shape": f"B={B} S={S} H={H} QK={d_qk} V={d_v} causal", "ms": ms,
-                        "tflops": tflops,
-                        "share_of_peak": tflops / tflops_peak if tflops_peak else None}
+                return {
+                    "kernel": "flash_attn_varlen" if impl == "triton" else "sdpa",
+                    "impl": impl,
+                    "dtype": "bf16",
+                    "shape": f"B={B} S={S} H={H} QK={d_qk} V={d_v} causal",
+                    "ms": ms,
+                    "tflops": tflops,
+                    "share_of_peak": tflops / tflops_peak if tflops_peak else None,
+                }
+
             cases.append((f"{impl} prefill H={H}", prefill))
     return cases
 
@@ -154,49 +189,73 @@ def _cpu_cases(quick: bool) -> list[Case]:
     dtype, cpu = torch.float32, torch.device("cpu")
 
     def row(kernel: str, shape: str, fn: Callable[[], Any]) -> dict:
-        return {"kernel": kernel, "impl": "torch", "dtype": "fp32", "shape": shape,
-                "ms": _time_cpu(fn, quick)}
+        return {
+            "kernel": kernel,
+            "impl": "torch",
+            "dtype": "fp32",
+            "shape": shape,
+            "ms": _time_cpu(fn, quick),
+        }
 
     def cache_write() -> dict:
         cache, _, _ = _paged(1, n, bs, L + R, dtype, cpu)
         kv_c, k_pe = torch.randn(n, L), torch.randn(n, R)
         slots = torch.randperm(n).long()
-        return row("reshape_and_cache_mla", f"T={n} L+R={L}+{R}",
-                   lambda: reshape_and_cache_mla(kv_c, k_pe, cache, slots, backend="torch"))
+        return row(
+            "reshape_and_cache_mla",
+            f"T={n} L+R={L}+{R}",
+            lambda: reshape_and_cache_mla(kv_c, k_pe, cache, slots, backend="torch"),
+        )
 
     def gather() -> dict:
         cache, table, seq_lens = _paged(4, n, bs, L + R, dtype, cpu)
         cu = torch.arange(0, 4 * n + 1, n, dtype=torch.int32)
-        return row("gather_cache", f"B=4 ctx={n} page={bs}",
-                   lambda: gather_cache(cache, table, cu, backend="torch"))
+        return row(
+            "gather_cache",
+            f"B=4 ctx={n} page={bs}",
+            lambda: gather_cache(cache, table, cu, backend="torch"),
+        )
 
     def flash() -> dict:
         q, k = torch.randn(2 * n, H, d_qk), torch.randn(2 * n, H, d_qk)
         v = torch.randn(2 * n, H, d_v)
         cu = torch.tensor([0, n, 2 * n], dtype=torch.int32)
-        return row("flash_attn_varlen", f"B=2 S={n} H={H} QK={d_qk} V={d_v} causal",
-                   lambda: flash_attn_varlen(q, k, v, cu, cu, n, n, d_qk ** -0.5, True,
-                                             backend="torch"))
+        return row(
+            "flash_attn_varlen",
+            f"B=2 S={n} H={H} QK={d_qk} V={d_v} causal",
+            lambda: flash_attn_varlen(q, k, v, cu, cu, n, n, d_qk**-0.5, True, backend="torch"),
+        )
 
     def merge() -> dict:
         a, b = torch.randn(n, H, d_v), torch.randn(n, H, d_v)
         la, lb = torch.randn(n, H), torch.randn(n, H)
-        return row("merge_attn_states", f"T={n} H={H} D={d_v}",
-                   lambda: merge_attn_states(a, la, b, lb, backend="torch"))
+        return row(
+            "merge_attn_states",
+            f"T={n} H={H} D={d_v}",
+            lambda: merge_attn_states(a, la, b, lb, backend="torch"),
+        )
 
     def decode() -> dict:
         cache, table, seq_lens = _paged(8, n, bs, L + R, dtype, cpu)
         q = torch.randn(8, H, L + R)
-        return row("mla_decode", f"B=8 ctx={n} H={H} L+R={L}+{R} page={bs} splits=4",
-                   lambda: mla_decode(q, cache, table, seq_lens, 0.1, 4, kv_lora_rank=L,
-                                      backend="torch"))
+        return row(
+            "mla_decode",
+            f"B=8 ctx={n} H={H} L+R={L}+{R} page={bs} splits=4",
+            lambda: mla_decode(q, cache, table, seq_lens, 0.1, 4, kv_lora_rank=L, backend="torch"),
+        )
 
-    return [("reshape_and_cache_mla", cache_write), ("gather_cache", gather),
-            ("flash_attn_varlen", flash), ("merge_attn_states", merge), ("mla_decode", decode)]
+    return [
+        ("reshape_and_cache_mla", cache_write),
+        ("gather_cache", gather),
+        ("flash_attn_varlen", flash),
+        ("merge_attn_states", merge),
+        ("mla_decode", decode),
+    ]
 
 
-def bench_kernels(device: str | torch.device | None = None, quick: bool = False,
-                  progress: Progress | None = None) -> dict:
+def bench_kernels(
+    device: str | torch.device | None = None, quick: bool = False, progress: Progress | None = None
+) -> dict:
     """Time the kernels on ``device`` (default: CUDA if present, else CPU).
 
     ``progress(done, total, label)`` is called before the first case (``done = 0``) and
@@ -205,8 +264,11 @@ def bench_kernels(device: str | torch.device | None = None, quick: bool = False,
     ``gbps``/``tflops``/``share_of_peak`` where they apply, ``error`` for a case that
     raised: the others still run).
     """
-    dev = torch.device(device) if device is not None else torch.device(
-        "cuda" if torch.cuda.is_available() else "cpu")
+    dev = (
+        torch.device(device)
+        if device is not None
+        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    )
     gpu = dev.type == "cuda"
     if gpu and not _backend.triton_installed():
         raise ValueError("device=cuda needs triton for the kernels under test")
@@ -214,8 +276,10 @@ def bench_kernels(device: str | torch.device | None = None, quick: bool = False,
         peaks = device_peaks(dev)
         cases = _gpu_cases(dev, quick, peaks)
         name = torch.cuda.get_device_name(dev)
-        note = ("GPU: Triton kernels, compiled; decode share = bytes read / peak bandwidth, "
-                "prefill share = FLOP/s / peak dense bf16.")
+        note = (
+            "GPU: Triton kernels, compiled; decode share = bytes read / peak bandwidth, "
+            "prefill share = FLOP/s / peak dense bf16."
+        )
     else:
         peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", CPU_NOTE
     rows = []
@@ -226,12 +290,27 @@ def bench_kernels(device: str | torch.device | None = None, quick: bool = False,
             try:
                 rows.append(case())
             except Exception as e:  # one failing case (say, SDPA's backend) keeps the rest
-                rows.append({"kernel": label, "impl": "-", "dtype": "-", "shape": "-",
-                             "ms": None, "error": f"{type(e).__name__}: {e}"[:300]})
+                rows.append(
+                    {
+                        "kernel": label,
+                        "impl": "-",
+                        "dtype": "-",
+                        "shape": "-",
+                        "ms": None,
+                        "error": f"{type(e).__name__}: {e}"[:300],
+                    }
+                )
             if progress is not None:
                 progress(i + 1, len(cases), label)
-    return {"device": name, "gpu": gpu, "note": note, "peak_tflops": peaks[0],
-            "peak_gbps": peaks[1], "torch": torch.__version__, "rows": rows}
+    return {
+        "device": name,
+        "gpu": gpu,
+        "note": note,
+        "peak_tflops": peaks[0],
+        "peak_gbps": peaks[1],
+        "torch": torch.__version__,
+        "rows": rows,
+    }
 
 
 def render_table(results: dict) -> Table:
@@ -251,7 +330,14 @@ def render_table(results: dict) -> Table:
         if r.get("error"):
             table.add_row(r["kernel"], "[red]error[/]", "-", r["error"][:80], "-", "-", "-", "-")
             continue
-        table.add_row(r["kernel"], r["impl"], r["dtype"], r["shape"], fmt(r["ms"], ".3f"),
-                      fmt(r.get("gbps"), ".0f"), fmt(r.get("tflops"), ".1f"),
-                      fmt(r.get("share_of_peak"), ".0%"))
+        table.add_row(
+            r["kernel"],
+            r["impl"],
+            r["dtype"],
+            r["shape"],
+            fmt(r["ms"], ".3f"),
+            fmt(r.get("gbps"), ".0f"),
+            fmt(r.get("tflops"), ".1f"),
+            fmt(r.get("share_of_peak"), ".0%"),
+        )
     return table

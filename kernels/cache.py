@@ -33,6 +33,7 @@ there is no ``UPCAST`` flag here (see ``common.py``).
 from __future__ import annotations
 
 import torch
+
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
@@ -52,13 +53,22 @@ NUM_WARPS = 4
 # %% reshape_and_cache_mla: Triton
 @triton.jit
 def reshape_and_cache_mla_kernel(
-    kv_c_ptr, k_pe_ptr, cache_ptr, slot_mapping_ptr,
-    stride_kv_c, stride_k_pe, stride_cache_block, stride_cache_slot,
-    block_size, L, R,
-    BLOCK_L: tl.constexpr, BLOCK_R: tl.constexpr,
+    kv_c_ptr,
+    k_pe_ptr,
+    cache_ptr,
+    slot_mapping_ptr,
+    stride_kv_c,
+    stride_k_pe,
+    stride_cache_block,
+    stride_cache_slot,
+    block_size,
+    L,
+    R,
+    BLOCK_L: tl.constexpr,
+    BLOCK_R: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
-    slot = tl.load(slot_mapping_ptr + token)           # int64
+    slot = tl.load(slot_mapping_ptr + token)  # int64
     # A padded token (slot < 0) writes no column: fold the test into the column bounds.
     num_l = tl.where(slot >= 0, L, 0)
     num_r = tl.where(slot >= 0, R, 0)
@@ -81,8 +91,9 @@ def reshape_and_cache_mla_config(L: int, R: int) -> dict:
     return {"BLOCK_L": block(L), "BLOCK_R": block(R), "num_warps": NUM_WARPS}
 
 
-def reshape_and_cache_mla_triton(kv_c: torch.Tensor, k_pe: torch.Tensor,
-                                 kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def reshape_and_cache_mla_triton(
+    kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     L, R = _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     kv_c, k_pe = kv_c.contiguous(), k_pe.contiguous()
     if kv_cache.stride(2) != 1:
@@ -93,14 +104,25 @@ def reshape_and_cache_mla_triton(kv_c: torch.Tensor, k_pe: torch.Tensor,
     cfg = reshape_and_cache_mla_config(L, R)
     check_launchable(reshape_and_cache_mla_kernel)
     reshape_and_cache_mla_kernel[(num_tokens,)](
-        kv_c, k_pe, kv_cache, slot_mapping,
-        kv_c.stride(0), k_pe.stride(0), kv_cache.stride(0), kv_cache.stride(1),
-        kv_cache.shape[1], L, R, **cfg)
+        kv_c,
+        k_pe,
+        kv_cache,
+        slot_mapping,
+        kv_c.stride(0),
+        k_pe.stride(0),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        kv_cache.shape[1],
+        L,
+        R,
+        **cfg,
+    )
 
 
 # %% reshape_and_cache_mla: torch twin
-def reshape_and_cache_mla_torch(kv_c: torch.Tensor, k_pe: torch.Tensor,
-                                kv_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def reshape_and_cache_mla_torch(
+    kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
+) -> None:
     _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     valid = slot_mapping >= 0
     slots = slot_mapping[valid]
@@ -109,8 +131,14 @@ def reshape_and_cache_mla_torch(kv_c: torch.Tensor, k_pe: torch.Tensor,
     kv_cache[slots // block_size, slots % block_size] = rows
 
 
-def reshape_and_cache_mla(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
-                          slot_mapping: torch.Tensor, *, backend: str | None = None) -> None:
+def reshape_and_cache_mla(
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    *,
+    backend: str | None = None,
+) -> None:
     """Write ``[kv_c | k_pe]`` of each token into ``kv_cache`` at its slot, in place.
 
     ``kv_c[T, L]``, ``k_pe[T, R]`` (RoPE applied), ``kv_cache[num_blocks, block_size, L+R]``
@@ -143,29 +171,46 @@ def _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping) -> tuple[int, i
 # %% gather_cache: Triton
 @triton.jit
 def gather_cache_kernel(
-    cache_ptr, block_table_ptr, cu_seq_lens_ptr, seq_starts_ptr, out_ptr,
-    stride_cache_block, stride_cache_slot, stride_block_table, stride_out,
-    block_size, D,
-    HAS_SEQ_STARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+    cache_ptr,
+    block_table_ptr,
+    cu_seq_lens_ptr,
+    seq_starts_ptr,
+    out_ptr,
+    stride_cache_block,
+    stride_cache_slot,
+    stride_block_table,
+    stride_out,
+    block_size,
+    D,
+    HAS_SEQ_STARTS: tl.constexpr,
+    BLOCK_T: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     req = tl.program_id(0)
     tile = tl.program_id(1)
     out_begin = tl.load(cu_seq_lens_ptr + req)
     num_tokens = tl.load(cu_seq_lens_ptr + req + 1) - out_begin
 
-    t = tile * BLOCK_T + tl.arange(0, BLOCK_T)         # token index within this request's chunk
+    t = tile * BLOCK_T + tl.arange(0, BLOCK_T)  # token index within this request's chunk
     mask_t = t < num_tokens
     if HAS_SEQ_STARTS:
-        pos = tl.load(seq_starts_ptr + req) + t        # a chunk of the context, not its start
+        pos = tl.load(seq_starts_ptr + req) + t  # a chunk of the context, not its start
     else:
         pos = t
-    page = tl.load(block_table_ptr + req.to(tl.int64) * stride_block_table + pos // block_size,
-                   mask=mask_t, other=0).to(tl.int64)
+    page = tl.load(
+        block_table_ptr + req.to(tl.int64) * stride_block_table + pos // block_size,
+        mask=mask_t,
+        other=0,
+    ).to(tl.int64)
 
     cols = tl.arange(0, BLOCK_D)
     mask = mask_t[:, None] & (cols < D)[None, :]
-    src = (cache_ptr + page[:, None] * stride_cache_block
-           + (pos % block_size).to(tl.int64)[:, None] * stride_cache_slot + cols[None, :])
+    src = (
+        cache_ptr
+        + page[:, None] * stride_cache_block
+        + (pos % block_size).to(tl.int64)[:, None] * stride_cache_slot
+        + cols[None, :]
+    )
     rows = tl.load(src, mask=mask)
     dst = out_ptr + (out_begin + t).to(tl.int64)[:, None] * stride_out + cols[None, :]
     tl.store(dst, rows, mask=mask)
@@ -177,9 +222,12 @@ def gather_cache_config(D: int) -> dict:
     return {"BLOCK_T": max(1, 8192 // block_d), "BLOCK_D": block_d, "num_warps": NUM_WARPS}
 
 
-def gather_cache_triton(kv_cache: torch.Tensor, block_table: torch.Tensor,
-                        cu_seq_lens: torch.Tensor,
-                        seq_starts: torch.Tensor | None = None) -> torch.Tensor:
+def gather_cache_triton(
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+) -> torch.Tensor:
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     if kv_cache.stride(2) != 1:
         fail("kv_cache", f"strides {kv_cache.stride()}", "contiguous rows (stride 1 last)")
@@ -198,23 +246,38 @@ def gather_cache_triton(kv_cache: torch.Tensor, block_table: torch.Tensor,
     starts = seq_starts if seq_starts is not None else cu_seq_lens  # unused when absent
     check_launchable(gather_cache_kernel)
     gather_cache_kernel[grid](
-        kv_cache, block_table, cu_seq_lens, starts, out,
-        kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0), out.stride(0),
-        kv_cache.shape[1], D, HAS_SEQ_STARTS=seq_starts is not None, **cfg)
+        kv_cache,
+        block_table,
+        cu_seq_lens,
+        starts,
+        out,
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        block_table.stride(0),
+        out.stride(0),
+        kv_cache.shape[1],
+        D,
+        HAS_SEQ_STARTS=seq_starts is not None,
+        **cfg,
+    )
     return out
 
 
 # %% gather_cache: torch twin
-def gather_cache_torch(kv_cache: torch.Tensor, block_table: torch.Tensor,
-                       cu_seq_lens: torch.Tensor,
-                       seq_starts: torch.Tensor | None = None) -> torch.Tensor:
+def gather_cache_torch(
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+) -> torch.Tensor:
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     cu = cu_seq_lens.long()
     lens = cu[1:] - cu[:-1]
     total = int(cu[-1])
     # For every output row: its request, then its position in that request's sequence.
-    req = torch.repeat_interleave(torch.arange(lens.numel(), device=cu.device), lens,
-                                  output_size=total)
+    req = torch.repeat_interleave(
+        torch.arange(lens.numel(), device=cu.device), lens, output_size=total
+    )
     pos = torch.arange(total, device=cu.device) - cu[:-1][req]
     if seq_starts is not None:
         pos = pos + seq_starts.long()[req]
@@ -223,9 +286,14 @@ def gather_cache_torch(kv_cache: torch.Tensor, block_table: torch.Tensor,
     return kv_cache[page, pos % block_size]
 
 
-def gather_cache(kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
-                 seq_starts: torch.Tensor | None = None, *,
-                 backend: str | None = None) -> torch.Tensor:
+def gather_cache(
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    cu_seq_lens: torch.Tensor,
+    seq_starts: torch.Tensor | None = None,
+    *,
+    backend: str | None = None,
+) -> torch.Tensor:
     """Copy each request's cached rows into one contiguous ``[total, L + R]`` tensor.
 
     Request ``i`` contributes ``n_i = cu_seq_lens[i+1] - cu_seq_lens[i]`` rows, the tokens at

@@ -27,6 +27,7 @@ from __future__ import annotations
 import types
 
 import torch
+
 from pdlab.kernels.backend import triton_installed, triton_interpreting
 
 if triton_installed():
@@ -56,8 +57,10 @@ def guard_interpreter_dtype(dtype: torch.dtype, upcast_flag: bool) -> None:
     """Refuse a bf16 launch on the interpreter without the fp32 upcast: it would run and
     return wrong numbers, and a test could pass on them silently."""
     if dtype == torch.bfloat16 and triton_interpreting() and not upcast_flag:
-        raise RuntimeError("bf16 through the Triton interpreter needs UPCAST=True: the "
-                           "interpreter's bf16 arithmetic is wrong (see TRITON.md)")
+        raise RuntimeError(
+            "bf16 through the Triton interpreter needs UPCAST=True: the "
+            "interpreter's bf16 arithmetic is wrong (see TRITON.md)"
+        )
 
 
 def check_launchable(kernel: object) -> None:
@@ -69,11 +72,13 @@ def check_launchable(kernel: object) -> None:
         raise RuntimeError(
             "triton was imported before pdlab.kernels, with TRITON_INTERPRET unset, so its "
             "library is compiled-only while pdlab's kernels are interpreted. Import "
-            "pdlab.kernels first, or set TRITON_INTERPRET=1 before starting Python.")
+            "pdlab.kernels first, or set TRITON_INTERPRET=1 before starting Python."
+        )
 
 
-def out_buffer(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device,
-               upcast_flag: bool) -> torch.Tensor:
+def out_buffer(
+    shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, upcast_flag: bool
+) -> torch.Tensor:
     """Where a kernel writes its output: fp32 when upcasting, else the output dtype."""
     return torch.empty(shape, dtype=torch.float32 if upcast_flag else dtype, device=device)
 
@@ -82,8 +87,9 @@ def fail(name: str, got: str, expected: str) -> None:
     raise ValueError(f"{name}: expected {expected}, got {got}")
 
 
-def check_tensor(name: str, t: object, ndim: int | None = None,
-                 dtypes: tuple[torch.dtype, ...] | None = None) -> torch.Tensor:
+def check_tensor(
+    name: str, t: object, ndim: int | None = None, dtypes: tuple[torch.dtype, ...] | None = None
+) -> torch.Tensor:
     """``t`` is a tensor with ``ndim`` dimensions and one of ``dtypes``."""
     if not isinstance(t, torch.Tensor):
         fail(name, type(t).__name__, "a torch.Tensor")

@@ -54,6 +54,7 @@ and folds them together with the online-softmax update, in fp32.
 from __future__ import annotations
 
 import torch
+
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
@@ -71,7 +72,7 @@ from pdlab.kernels.common import (
 )
 from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
 
-DEFAULT_NUM_KV_SPLITS = 4   # vLLM's Triton MLA backend uses 4 as well
+DEFAULT_NUM_KV_SPLITS = 4  # vLLM's Triton MLA backend uses 4 as well
 BLOCK_H = 16
 BLOCK_N = 32
 
@@ -79,12 +80,31 @@ BLOCK_N = 32
 # %% Stage 1 (Triton): one split of one request, for a group of heads
 @triton.jit
 def mla_decode_stage1_kernel(
-    q_ptr, cache_ptr, block_table_ptr, seq_lens_ptr, mid_out_ptr, mid_lse_ptr,
-    stride_q_b, stride_q_h, stride_cache_block, stride_cache_slot, stride_block_table,
-    stride_mid_b, stride_mid_h, stride_mid_s,
-    num_heads, num_kv_splits, block_size, scale, L, R,
-    UPCAST: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_L: tl.constexpr, BLOCK_R: tl.constexpr,
+    q_ptr,
+    cache_ptr,
+    block_table_ptr,
+    seq_lens_ptr,
+    mid_out_ptr,
+    mid_lse_ptr,
+    stride_q_b,
+    stride_q_h,
+    stride_cache_block,
+    stride_cache_slot,
+    stride_block_table,
+    stride_mid_b,
+    stride_mid_h,
+    stride_mid_s,
+    num_heads,
+    num_kv_splits,
+    block_size,
+    scale,
+    L,
+    R,
+    UPCAST: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_L: tl.constexpr,
+    BLOCK_R: tl.constexpr,
 ):
     heads = tl.program_id(0) * BLOCK_H + tl.arange(0, BLOCK_H)
     req = tl.program_id(1).to(tl.int64)
@@ -103,9 +123,8 @@ def mla_decode_stage1_kernel(
 
     q_rows = q_ptr + req * stride_q_b + heads[:, None] * stride_q_h
     q_lat = tl.load(q_rows + cols_l[None, :], mask=mask_h[:, None] & mask_l[None, :], other=0.0)
-    q_pe = tl.load(q_rows + L + cols_r[None, :], mask=mask_h[:, None] & mask_r[None, :],
-                   other=0.0)
-    if UPCAST:                                          # bf16 on the interpreter: fp32 math
+    q_pe = tl.load(q_rows + L + cols_r[None, :], mask=mask_h[:, None] & mask_r[None, :], other=0.0)
+    if UPCAST:  # bf16 on the interpreter: fp32 math
         q_lat = q_lat.to(tl.float32)
         q_pe = q_pe.to(tl.float32)
 
@@ -114,20 +133,23 @@ def mla_decode_stage1_kernel(
     acc = tl.zeros([BLOCK_H, BLOCK_L], dtype=tl.float32)
 
     for start_n in range(start, end, BLOCK_N):
-        pos = start_n + tl.arange(0, BLOCK_N)           # token positions in the sequence
+        pos = start_n + tl.arange(0, BLOCK_N)  # token positions in the sequence
         mask_n = pos < end
-        page = tl.load(block_table_ptr + req * stride_block_table + pos // block_size,
-                       mask=mask_n, other=0).to(tl.int64)
+        page = tl.load(
+            block_table_ptr + req * stride_block_table + pos // block_size, mask=mask_n, other=0
+        ).to(tl.int64)
         rows = cache_ptr + page * stride_cache_block + (pos % block_size) * stride_cache_slot
-        kv_c = tl.load(rows[:, None] + cols_l[None, :], mask=mask_n[:, None] & mask_l[None, :],
-                       other=0.0)                       # [BLOCK_N, BLOCK_L]: K's latent part, and V
-        k_pe = tl.load(rows[:, None] + L + cols_r[None, :],
-                       mask=mask_n[:, None] & mask_r[None, :], other=0.0)
+        kv_c = tl.load(
+            rows[:, None] + cols_l[None, :], mask=mask_n[:, None] & mask_l[None, :], other=0.0
+        )  # [BLOCK_N, BLOCK_L]: K's latent part, and V
+        k_pe = tl.load(
+            rows[:, None] + L + cols_r[None, :], mask=mask_n[:, None] & mask_r[None, :], other=0.0
+        )
         if UPCAST:
             kv_c = kv_c.to(tl.float32)
             k_pe = k_pe.to(tl.float32)
 
-        s = tl.dot(q_lat, tl.trans(kv_c)) + tl.dot(q_pe, tl.trans(k_pe))   # [BLOCK_H, BLOCK_N]
+        s = tl.dot(q_lat, tl.trans(kv_c)) + tl.dot(q_pe, tl.trans(k_pe))  # [BLOCK_H, BLOCK_N]
         s = tl.where(mask_n[None, :], s * scale, float("-inf"))
 
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
@@ -144,25 +166,35 @@ def mla_decode_stage1_kernel(
     out = acc / l_safe[:, None]
     lse = tl.where(seen, m_i + tl.log(l_safe), float("-inf"))
     mid = req * stride_mid_b + heads * stride_mid_h + split * stride_mid_s
-    tl.store(mid_out_ptr + mid[:, None] + cols_l[None, :], out,
-             mask=mask_h[:, None] & mask_l[None, :])
+    tl.store(
+        mid_out_ptr + mid[:, None] + cols_l[None, :], out, mask=mask_h[:, None] & mask_l[None, :]
+    )
     tl.store(mid_lse_ptr + (req * num_heads + heads) * num_kv_splits + split, lse, mask=mask_h)
 
 
 # %% Stage 2 (Triton): merge the splits of one (request, head)
 @triton.jit
 def mla_decode_stage2_kernel(
-    mid_out_ptr, mid_lse_ptr, out_ptr, lse_ptr,
-    stride_mid_b, stride_mid_h, stride_mid_s, stride_o_b, stride_o_h,
-    num_heads, num_kv_splits, L,
+    mid_out_ptr,
+    mid_lse_ptr,
+    out_ptr,
+    lse_ptr,
+    stride_mid_b,
+    stride_mid_h,
+    stride_mid_s,
+    stride_o_b,
+    stride_o_h,
+    num_heads,
+    num_kv_splits,
+    L,
     BLOCK_L: tl.constexpr,
 ):
     req = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     cols = tl.arange(0, BLOCK_L)
     mask_l = cols < L
-    base = req * stride_mid_b + head * stride_mid_h        # mid_out[req, head, :, :]
-    lse_base = (req * num_heads + head) * num_kv_splits     # mid_lse[req, head, :], contiguous
+    base = req * stride_mid_b + head * stride_mid_h  # mid_out[req, head, :, :]
+    lse_base = (req * num_heads + head) * num_kv_splits  # mid_lse[req, head, :], contiguous
 
     m = float("-inf")
     total = 0.0
@@ -173,17 +205,21 @@ def mla_decode_stage2_kernel(
         m_new = tl.maximum(m, lse_s)
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
         alpha = tl.exp(m - m_safe)
-        w = tl.exp(lse_s - m_safe)                      # 0 for an empty split
-        acc = acc * alpha + w * out_s                   # out_s is a normalised partial
+        w = tl.exp(lse_s - m_safe)  # 0 for an empty split
+        acc = acc * alpha + w * out_s  # out_s is a normalised partial
         total = total * alpha + w
         m = m_new
 
-    seen = total > 0                                    # False: every split was empty
+    seen = total > 0  # False: every split was empty
     total_safe = tl.where(seen, total, 1.0)
-    tl.store(out_ptr + req * stride_o_b + head * stride_o_h + cols,
-             (acc / total_safe).to(out_ptr.dtype.element_ty), mask=mask_l)
-    tl.store(lse_ptr + req * num_heads + head,
-             tl.where(seen, m + tl.log(total_safe), float("-inf")))
+    tl.store(
+        out_ptr + req * stride_o_b + head * stride_o_h + cols,
+        (acc / total_safe).to(out_ptr.dtype.element_ty),
+        mask=mask_l,
+    )
+    tl.store(
+        lse_ptr + req * num_heads + head, tl.where(seen, m + tl.log(total_safe), float("-inf"))
+    )
 
 
 def mla_decode_config(L: int, R: int, elem_bytes: int = 2) -> dict:
@@ -192,16 +228,27 @@ def mla_decode_config(L: int, R: int, elem_bytes: int = 2) -> dict:
     an A100's shared memory."""
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
     return {
-        "stage1": {"BLOCK_H": BLOCK_H, "BLOCK_N": block_n, "BLOCK_L": block(L),
-                   "BLOCK_R": block(R), "num_warps": 4, "num_stages": 2},
+        "stage1": {
+            "BLOCK_H": BLOCK_H,
+            "BLOCK_N": block_n,
+            "BLOCK_L": block(L),
+            "BLOCK_R": block(R),
+            "num_warps": 4,
+            "num_stages": 2,
+        },
         "stage2": {"BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
 
 
-def mla_decode_triton(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-                      seq_lens: torch.Tensor, scale: float,
-                      num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
-                      kv_lora_rank: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_decode_triton(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+    kv_lora_rank: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, D = q.shape
     R = D - L
@@ -221,22 +268,57 @@ def mla_decode_triton(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torc
     c1 = cfg["stage1"]
     check_launchable(mla_decode_stage1_kernel)
     mla_decode_stage1_kernel[(triton.cdiv(H, c1["BLOCK_H"]), B, num_kv_splits)](
-        q, kv_cache, block_table, seq_lens, mid_out, mid_lse,
-        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0),
-        mid_out.stride(0), mid_out.stride(1), mid_out.stride(2),
-        H, num_kv_splits, kv_cache.shape[1], float(scale), L, R, UPCAST=up, **c1)
+        q,
+        kv_cache,
+        block_table,
+        seq_lens,
+        mid_out,
+        mid_lse,
+        q.stride(0),
+        q.stride(1),
+        kv_cache.stride(0),
+        kv_cache.stride(1),
+        block_table.stride(0),
+        mid_out.stride(0),
+        mid_out.stride(1),
+        mid_out.stride(2),
+        H,
+        num_kv_splits,
+        kv_cache.shape[1],
+        float(scale),
+        L,
+        R,
+        UPCAST=up,
+        **c1,
+    )
     mla_decode_stage2_kernel[(B, H)](
-        mid_out, mid_lse, out, lse,
-        mid_out.stride(0), mid_out.stride(1), mid_out.stride(2), out.stride(0), out.stride(1),
-        H, num_kv_splits, L, **cfg["stage2"])
+        mid_out,
+        mid_lse,
+        out,
+        lse,
+        mid_out.stride(0),
+        mid_out.stride(1),
+        mid_out.stride(2),
+        out.stride(0),
+        out.stride(1),
+        H,
+        num_kv_splits,
+        L,
+        **cfg["stage2"],
+    )
     return out.to(q.dtype), lse
 
 
 # %% torch twin
-def mla_decode_torch(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-                     seq_lens: torch.Tensor, scale: float,
-                     num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
-                     kv_lora_rank: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_decode_torch(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+    kv_lora_rank: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same two stages in torch: per request and split, walk the split's tokens
     ``BLOCK_N`` at a time through the block table, folding each tile into the split's
     partial result; then fold the splits together. Every fold is ``merge_attn_states``."""
@@ -247,26 +329,33 @@ def mla_decode_torch(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch
     lse = torch.full((B, H), float("-inf"), dtype=torch.float32, device=q.device)
     for b, seq_len in enumerate(seq_lens.tolist()):
         per_split = -(-seq_len // num_kv_splits)
-        q_b = q[b][None]                                     # [1, H, L + R]: one query token
+        q_b = q[b][None]  # [1, H, L + R]: one query token
         o_b, l_b = out[b][None], lse[b][None]
-        for split in range(num_kv_splits):                   # stage 1, one split at a time
+        for split in range(num_kv_splits):  # stage 1, one split at a time
             start, end = split * per_split, min((split + 1) * per_split, seq_len)
             o_s, l_s = torch.zeros_like(o_b), torch.full_like(l_b, float("-inf"))
             for tile in range(start, end, BLOCK_N):
                 pos = torch.arange(tile, min(tile + BLOCK_N, end), device=q.device)
                 page = block_table[b, pos // block_size].long()
-                rows = kv_cache[page, pos % block_size][:, None, :]     # [n, 1, L + R]: MQA
+                rows = kv_cache[page, pos % block_size][:, None, :]  # [n, 1, L + R]: MQA
                 o_t, l_t = partial_attention(q_b, rows, rows[..., :L], scale)
                 o_s, l_s = merge_attn_states_torch(o_s, l_s, o_t, l_t)
-            o_b, l_b = merge_attn_states_torch(o_b, l_b, o_s, l_s)   # stage 2
+            o_b, l_b = merge_attn_states_torch(o_b, l_b, o_s, l_s)  # stage 2
         out[b], lse[b] = o_b[0], l_b[0]
     return out.to(q.dtype), lse
 
 
-def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor,
-               seq_lens: torch.Tensor, scale: float, num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
-               *, kv_lora_rank: int | None = None,
-               backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_decode(
+    q: torch.Tensor,
+    kv_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float,
+    num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
+    *,
+    kv_lora_rank: int | None = None,
+    backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Absorbed MLA attention of one query token per request over the paged latent cache.
 
     ``q[B, H, L + R]`` (``[q_nope @ W_UK | q_pe]``), ``kv_cache[num_blocks, block_size, L + R]``
@@ -277,10 +366,10 @@ def mla_decode(q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tenso
     Returns the latent ``out[B, H, L]`` in q's dtype and fp32 ``lse[B, H]``.
     """
     if _backend.resolve(backend) == "triton":
-        return mla_decode_triton(q, kv_cache, block_table, seq_lens, scale, num_kv_splits,
-                                 kv_lora_rank)
-    return mla_decode_torch(q, kv_cache, block_table, seq_lens, scale, num_kv_splits,
-                            kv_lora_rank)
+        return mla_decode_triton(
+            q, kv_cache, block_table, seq_lens, scale, num_kv_splits, kv_lora_rank
+        )
+    return mla_decode_torch(q, kv_cache, block_table, seq_lens, scale, num_kv_splits, kv_lora_rank)
 
 
 def _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank) -> int:
@@ -298,8 +387,11 @@ def _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_ran
         fail("num_kv_splits", repr(num_kv_splits), "an int >= 1")
     if kv_lora_rank is None:
         kv_lora_rank = 1 << ((D - 1).bit_length() - 1) if D > 1 else 0
-    if isinstance(kv_lora_rank, bool) or not isinstance(kv_lora_rank, int) \
-            or not 0 < kv_lora_rank < D:
+    if (
+        isinstance(kv_lora_rank, bool)
+        or not isinstance(kv_lora_rank, int)
+        or not 0 < kv_lora_rank < D
+    ):
         fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
     check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
     return kv_lora_rank

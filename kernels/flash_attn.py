@@ -40,6 +40,7 @@ Output: ``out`` in the input dtype, ``lse`` in fp32, laid out ``[tokens, heads]`
 from __future__ import annotations
 
 import torch
+
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
@@ -63,13 +64,31 @@ BLOCK_N = 64
 # %% Triton
 @triton.jit
 def flash_attn_varlen_kernel(
-    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, cu_seqlens_q_ptr, cu_seqlens_k_ptr,
-    stride_q_t, stride_q_h, stride_k_t, stride_k_h, stride_v_t, stride_v_h,
-    stride_o_t, stride_o_h,
-    num_heads, scale, D_QK, D_V,
-    CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_DQK: tl.constexpr, BLOCK_DV: tl.constexpr,
+    q_ptr,
+    k_ptr,
+    v_ptr,
+    out_ptr,
+    lse_ptr,
+    cu_seqlens_q_ptr,
+    cu_seqlens_k_ptr,
+    stride_q_t,
+    stride_q_h,
+    stride_k_t,
+    stride_k_h,
+    stride_v_t,
+    stride_v_h,
+    stride_o_t,
+    stride_o_h,
+    num_heads,
+    scale,
+    D_QK,
+    D_V,
+    CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_DQK: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
 ):
     tile_m = tl.program_id(0)
     seq = tl.program_id(1)
@@ -78,10 +97,10 @@ def flash_attn_varlen_kernel(
     q_len = tl.load(cu_seqlens_q_ptr + seq + 1) - q_begin
     k_begin = tl.load(cu_seqlens_k_ptr + seq)
     k_len = tl.load(cu_seqlens_k_ptr + seq + 1) - k_begin
-    if tile_m * BLOCK_M >= q_len:                       # the grid is sized for the longest
+    if tile_m * BLOCK_M >= q_len:  # the grid is sized for the longest
         return
 
-    offs_m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)   # query rows of this tile
+    offs_m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)  # query rows of this tile
     mask_m = offs_m < q_len
     d_qk = tl.arange(0, BLOCK_DQK)
     d_v = tl.arange(0, BLOCK_DV)
@@ -89,14 +108,17 @@ def flash_attn_varlen_kernel(
     mask_dv = d_v < D_V
 
     q_rows = (q_begin + offs_m).to(tl.int64)
-    q = tl.load(q_ptr + q_rows[:, None] * stride_q_t + head * stride_q_h + d_qk[None, :],
-                mask=mask_m[:, None] & mask_dqk[None, :], other=0.0)
-    if UPCAST:                                          # bf16 on the interpreter: fp32 math
+    q = tl.load(
+        q_ptr + q_rows[:, None] * stride_q_t + head * stride_q_h + d_qk[None, :],
+        mask=mask_m[:, None] & mask_dqk[None, :],
+        other=0.0,
+    )
+    if UPCAST:  # bf16 on the interpreter: fp32 math
         q = q.to(tl.float32)
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)   # running max
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)                  # running sum of exp
-    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)        # running sum of exp * v
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # running sum of exp * v
 
     # Query i sees keys < k_len - q_len + i + 1; this tile's last query bounds the loop.
     if CAUSAL:
@@ -107,11 +129,14 @@ def flash_attn_varlen_kernel(
         offs_n = start_n + tl.arange(0, BLOCK_N)
         mask_n = offs_n < k_len
         k_rows = (k_begin + offs_n).to(tl.int64)
-        k = tl.load(k_ptr + k_rows[:, None] * stride_k_t + head * stride_k_h + d_qk[None, :],
-                    mask=mask_n[:, None] & mask_dqk[None, :], other=0.0)
+        k = tl.load(
+            k_ptr + k_rows[:, None] * stride_k_t + head * stride_k_h + d_qk[None, :],
+            mask=mask_n[:, None] & mask_dqk[None, :],
+            other=0.0,
+        )
         if UPCAST:
             k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k)) * scale              # [BLOCK_M, BLOCK_N], fp32
+        s = tl.dot(q, tl.trans(k)) * scale  # [BLOCK_M, BLOCK_N], fp32
         visible = mask_n[None, :]
         if CAUSAL:
             visible = visible & (offs_n[None, :] < (k_len - q_len + offs_m + 1)[:, None])
@@ -120,43 +145,59 @@ def flash_attn_varlen_kernel(
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # A row that has seen no key yet keeps m = -inf; subtract 0 instead (no inf - inf).
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp(m_i - m_safe)                    # rescales what came before
+        alpha = tl.exp(m_i - m_safe)  # rescales what came before
         p = tl.exp(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
 
-        v = tl.load(v_ptr + k_rows[:, None] * stride_v_t + head * stride_v_h + d_v[None, :],
-                    mask=mask_n[:, None] & mask_dv[None, :], other=0.0)
+        v = tl.load(
+            v_ptr + k_rows[:, None] * stride_v_t + head * stride_v_h + d_v[None, :],
+            mask=mask_n[:, None] & mask_dv[None, :],
+            other=0.0,
+        )
         if UPCAST:
             v = v.to(tl.float32)
         acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
         m_i = m_new
 
-    seen = l_i > 0                                      # False: this query saw no key
+    seen = l_i > 0  # False: this query saw no key
     l_safe = tl.where(seen, l_i, 1.0)
     out = acc / l_safe[:, None]
     lse = tl.where(seen, m_i + tl.log(l_safe), float("-inf"))
-    tl.store(out_ptr + q_rows[:, None] * stride_o_t + head * stride_o_h + d_v[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_dv[None, :])
+    tl.store(
+        out_ptr + q_rows[:, None] * stride_o_t + head * stride_o_h + d_v[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask_m[:, None] & mask_dv[None, :],
+    )
     tl.store(lse_ptr + q_rows * num_heads + head, lse, mask=mask_m)
 
 
-def flash_attn_varlen_config(max_seqlen_q: int, d_qk: int, d_v: int,
-                             elem_bytes: int = 2) -> dict:
+def flash_attn_varlen_config(max_seqlen_q: int, d_qk: int, d_v: int, elem_bytes: int = 2) -> dict:
     """Tiles chosen in plain Python: ``BLOCK_M`` covers a short query in one tile (at least
     16 for ``tl.dot``, at most 64), ``BLOCK_N = 64`` keys per step (32 in fp32, so two
     stages of K/V tiles fit an A100's shared memory); 8 warps once the padded QK width
     reaches 256 (DeepSeek's 192) to keep the tiles in registers."""
     block_dqk = block(d_qk)
-    return {"BLOCK_M": min(64, block(max_seqlen_q)),
-            "BLOCK_N": BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2,
-            "BLOCK_DQK": block_dqk, "BLOCK_DV": block(d_v),
-            "num_warps": 8 if block_dqk >= 256 else 4, "num_stages": 2}
+    return {
+        "BLOCK_M": min(64, block(max_seqlen_q)),
+        "BLOCK_N": BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2,
+        "BLOCK_DQK": block_dqk,
+        "BLOCK_DV": block(d_v),
+        "num_warps": 8 if block_dqk >= 256 else 4,
+        "num_stages": 2,
+    }
 
 
-def flash_attn_varlen_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                             cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-                             max_seqlen_q: int, max_seqlen_k: int, scale: float,
-                             causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def flash_attn_varlen_triton(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    scale: float,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     Tq, H, d_qk = q.shape
@@ -172,18 +213,44 @@ def flash_attn_varlen_triton(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     grid = (triton.cdiv(max_seqlen_q, cfg["BLOCK_M"]), num_seqs, H)
     check_launchable(flash_attn_varlen_kernel)
     flash_attn_varlen_kernel[grid](
-        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        out.stride(0), out.stride(1),
-        H, float(scale), d_qk, d_v, CAUSAL=bool(causal), UPCAST=up, **cfg)
+        q,
+        k,
+        v,
+        out,
+        lse,
+        cu_seqlens_q,
+        cu_seqlens_k,
+        q.stride(0),
+        q.stride(1),
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        out.stride(0),
+        out.stride(1),
+        H,
+        float(scale),
+        d_qk,
+        d_v,
+        CAUSAL=bool(causal),
+        UPCAST=up,
+        **cfg,
+    )
     return out.to(q.dtype), lse
 
 
 # %% torch twin
-def flash_attn_varlen_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                            cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-                            max_seqlen_q: int, max_seqlen_k: int, scale: float,
-                            causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def flash_attn_varlen_torch(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    scale: float,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The same algorithm in torch: per sequence, walk the keys ``BLOCK_N`` at a time and fold
     each tile in with the LSE merge (the online-softmax update, normalised at every step)."""
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
@@ -192,25 +259,34 @@ def flash_attn_varlen_torch(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     lse = torch.full((Tq, H), float("-inf"), dtype=torch.float32, device=q.device)
     cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     for i in range(len(cu_q) - 1):
-        q_i = q[cu_q[i]:cu_q[i + 1]]
-        k_i, v_i = k[cu_k[i]:cu_k[i + 1]], v[cu_k[i]:cu_k[i + 1]]
+        q_i = q[cu_q[i] : cu_q[i + 1]]
+        k_i, v_i = k[cu_k[i] : cu_k[i + 1]], v[cu_k[i] : cu_k[i + 1]]
         q_len, k_len = q_i.shape[0], k_i.shape[0]
         last_visible = torch.arange(q_len, device=q.device) + (k_len - q_len)  # causal bound
-        o_i, l_i = out[cu_q[i]:cu_q[i + 1]], lse[cu_q[i]:cu_q[i + 1]]
+        o_i, l_i = out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]]
         for start in range(0, k_len, BLOCK_N):
             end = min(start + BLOCK_N, k_len)
             keys = torch.arange(start, end, device=q.device)
             mask = keys[None, :] <= last_visible[:, None] if causal else None
             o_t, l_t = partial_attention(q_i, k_i[start:end], v_i[start:end], scale, mask)
             o_i, l_i = merge_attn_states_torch(o_i, l_i, o_t, l_t)
-        out[cu_q[i]:cu_q[i + 1]], lse[cu_q[i]:cu_q[i + 1]] = o_i, l_i
+        out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]] = o_i, l_i
     return out.to(q.dtype), lse
 
 
-def flash_attn_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
-                      cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
-                      max_seqlen_q: int, max_seqlen_k: int, scale: float, causal: bool, *,
-                      backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def flash_attn_varlen(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor,
+    cu_seqlens_k: torch.Tensor,
+    max_seqlen_q: int,
+    max_seqlen_k: int,
+    scale: float,
+    causal: bool,
+    *,
+    backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention over packed variable-length sequences.
 
     ``q[Tq, H, Dqk]``, ``k[Tk, H, Dqk]``, ``v[Tk, H, Dv]`` of one dtype; ``cu_seqlens_q``,
@@ -220,10 +296,12 @@ def flash_attn_varlen(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
     FlashAttention's is ``[H, Tq]``).
     """
     if _backend.resolve(backend) == "triton":
-        return flash_attn_varlen_triton(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                        max_seqlen_k, scale, causal)
-    return flash_attn_varlen_torch(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                   max_seqlen_k, scale, causal)
+        return flash_attn_varlen_triton(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal
+        )
+    return flash_attn_varlen_torch(
+        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal
+    )
 
 
 def _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> None:
@@ -239,8 +317,9 @@ def _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     check_dim("v", v, 1, q.shape[1], "num_heads of q")
     check_tensor("cu_seqlens_q", cu_seqlens_q, 1, (torch.int32,))
     check_tensor("cu_seqlens_k", cu_seqlens_k, 1, (torch.int32,))
-    check_dim("cu_seqlens_k", cu_seqlens_k, 0, cu_seqlens_q.shape[0],
-              "num_seqs + 1, like cu_seqlens_q")
+    check_dim(
+        "cu_seqlens_k", cu_seqlens_k, 0, cu_seqlens_q.shape[0], "num_seqs + 1, like cu_seqlens_q"
+    )
     for name, n in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             fail(name, repr(n), "an int >= 0")

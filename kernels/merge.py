@@ -33,6 +33,7 @@ buffer of ``common.py`` (the loads are converted to fp32 before any math anyway)
 from __future__ import annotations
 
 import torch
+
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
@@ -53,10 +54,22 @@ NUM_WARPS = 4
 # %% Triton
 @triton.jit
 def merge_attn_states_kernel(
-    out_ptr, lse_ptr, out_a_ptr, lse_a_ptr, out_b_ptr, lse_b_ptr,
-    stride_out_t, stride_out_h, stride_a_t, stride_a_h, stride_b_t, stride_b_h,
-    H, D,
-    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    out_ptr,
+    lse_ptr,
+    out_a_ptr,
+    lse_a_ptr,
+    out_b_ptr,
+    lse_b_ptr,
+    stride_out_t,
+    stride_out_h,
+    stride_a_t,
+    stride_a_h,
+    stride_b_t,
+    stride_b_h,
+    H,
+    D,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
@@ -70,25 +83,35 @@ def merge_attn_states_kernel(
     lse_a = tl.where(lse_a == float("inf"), float("-inf"), lse_a)
     lse_b = tl.where(lse_b == float("inf"), float("-inf"), lse_b)
     m = tl.maximum(lse_a, lse_b)
-    m = tl.where(m == float("-inf"), 0.0, m)           # both empty: keep exp() away from NaN
-    w_a = tl.exp(lse_a - m)                            # exp(-inf) = 0 for an empty part
+    m = tl.where(m == float("-inf"), 0.0, m)  # both empty: keep exp() away from NaN
+    w_a = tl.exp(lse_a - m)  # exp(-inf) = 0 for an empty part
     w_b = tl.exp(lse_b - m)
     total = w_a + w_b
-    seen = total > 0                                   # False: both parts are empty
+    seen = total > 0  # False: both parts are empty
     total = tl.where(seen, total, 1.0)
-    tl.store(lse_ptr + token * H + heads, tl.where(seen, m + tl.log(total), float("-inf")),
-             mask=mask_h)
+    tl.store(
+        lse_ptr + token * H + heads, tl.where(seen, m + tl.log(total), float("-inf")), mask=mask_h
+    )
     c_a = (w_a / total)[:, None]
     c_b = (w_b / total)[:, None]
 
-    a = tl.load(out_a_ptr + token * stride_a_t + heads[:, None] * stride_a_h + cols[None, :],
-                mask=mask, other=0.0).to(tl.float32)
-    b = tl.load(out_b_ptr + token * stride_b_t + heads[:, None] * stride_b_h + cols[None, :],
-                mask=mask, other=0.0).to(tl.float32)
+    a = tl.load(
+        out_a_ptr + token * stride_a_t + heads[:, None] * stride_a_h + cols[None, :],
+        mask=mask,
+        other=0.0,
+    ).to(tl.float32)
+    b = tl.load(
+        out_b_ptr + token * stride_b_t + heads[:, None] * stride_b_h + cols[None, :],
+        mask=mask,
+        other=0.0,
+    ).to(tl.float32)
     # An empty part's output is not read at all: whatever it holds, 0 * NaN would leak.
     out = tl.where(c_a > 0, c_a * a, 0.0) + tl.where(c_b > 0, c_b * b, 0.0)
-    tl.store(out_ptr + token * stride_out_t + heads[:, None] * stride_out_h + cols[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=mask)
+    tl.store(
+        out_ptr + token * stride_out_t + heads[:, None] * stride_out_h + cols[None, :],
+        out.to(out_ptr.dtype.element_ty),
+        mask=mask,
+    )
 
 
 def merge_attn_states_config(H: int, D: int) -> dict:
@@ -98,8 +121,9 @@ def merge_attn_states_config(H: int, D: int) -> dict:
     return {"BLOCK_H": block_h, "BLOCK_D": block_d, "num_warps": NUM_WARPS}
 
 
-def merge_attn_states_triton(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
-                             lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_attn_states_triton(
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_merge(out_a, lse_a, out_b, lse_b)
     T, H, D = out_a.shape
     out_a, out_b = _rows_contiguous(out_a), _rows_contiguous(out_b)
@@ -112,15 +136,29 @@ def merge_attn_states_triton(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: to
     grid = (T, triton.cdiv(H, cfg["BLOCK_H"]))
     check_launchable(merge_attn_states_kernel)
     merge_attn_states_kernel[grid](
-        out, lse, out_a, lse_a, out_b, lse_b,
-        out.stride(0), out.stride(1), out_a.stride(0), out_a.stride(1),
-        out_b.stride(0), out_b.stride(1), H, D, **cfg)
+        out,
+        lse,
+        out_a,
+        lse_a,
+        out_b,
+        lse_b,
+        out.stride(0),
+        out.stride(1),
+        out_a.stride(0),
+        out_a.stride(1),
+        out_b.stride(0),
+        out_b.stride(1),
+        H,
+        D,
+        **cfg,
+    )
     return out.to(out_a.dtype), lse
 
 
 # %% torch twin
-def merge_attn_states_torch(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
-                            lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_attn_states_torch(
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     _check_merge(out_a, lse_a, out_b, lse_b)
     inf = float("inf")
     lse_a = lse_a.float().masked_fill(lse_a == inf, -inf)
@@ -132,13 +170,19 @@ def merge_attn_states_torch(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: tor
     lse = m + torch.log(total)
     total = torch.where(total > 0, total, torch.ones_like(total))
     c_a, c_b = (w_a / total)[..., None], (w_b / total)[..., None]
-    out = (torch.where(c_a > 0, c_a * out_a.float(), 0.0)
-           + torch.where(c_b > 0, c_b * out_b.float(), 0.0))
+    out = torch.where(c_a > 0, c_a * out_a.float(), 0.0) + torch.where(
+        c_b > 0, c_b * out_b.float(), 0.0
+    )
     return out.to(out_a.dtype), lse
 
 
-def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                      mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def partial_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``q[Tq, H, Dqk]`` over one part of the keys, ``k[Tk, H or 1, Dqk]``,
     ``v[Tk, H or 1, Dv]`` (``mask[Tq, Tk]``, True = visible). Returns fp32 ``out[Tq, H, Dv]``
     and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``.
@@ -147,7 +191,7 @@ def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     Tq, H, _ = q.shape
     Tk = k.shape[0]
     q, k, v = q.float(), k.float(), v.float()
-    mqa = k.shape[1] == 1       # one KV head shared by all: one plain matrix product
+    mqa = k.shape[1] == 1  # one KV head shared by all: one plain matrix product
     if mqa:
         scores = (q.reshape(Tq * H, -1) @ k[:, 0].T).view(Tq, H, Tk)
     else:
@@ -163,9 +207,14 @@ def partial_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: 
     return torch.einsum("qhk,khd->qhd", probs, v), lse
 
 
-def merge_attn_states(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
-                      lse_b: torch.Tensor, *,
-                      backend: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def merge_attn_states(
+    out_a: torch.Tensor,
+    lse_a: torch.Tensor,
+    out_b: torch.Tensor,
+    lse_b: torch.Tensor,
+    *,
+    backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Join two attention results over disjoint key sets: ``out_a/out_b[T, H, D]`` (same
     dtype) with fp32 ``lse_a/lse_b[T, H]`` (natural log; vLLM stores ``[H, T]``).
 

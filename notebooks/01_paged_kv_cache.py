@@ -33,9 +33,9 @@ import torch
 torch.set_num_threads(1)  # tiny tensors: one thread avoids thread-pool overhead
 
 from IPython.display import HTML, display
-from pdlab.kernels import gather_cache, reshape_and_cache_mla
 
 from pdlab.config import CacheConfig
+from pdlab.kernels import gather_cache, reshape_and_cache_mla
 from pdlab.kv_cache.block_hash import hash_block_tokens, hash_request_tokens
 from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
@@ -96,14 +96,20 @@ assert table_a == [0, 1, 4] and mgr.get_block_ids("b") == [2, 3]
 
 # %%
 cache = torch.full((12, B, 2), -1.0)
-rows_c = torch.arange(a.num_tokens, dtype=torch.float32)[:, None]      # "kv_c": position
+rows_c = torch.arange(a.num_tokens, dtype=torch.float32)[:, None]  # "kv_c": position
 rows_pe = torch.tensor(a.all_token_ids, dtype=torch.float32)[:, None]  # "k_pe": token id
 reshape_and_cache_mla(rows_c, rows_pe, cache, torch.tensor(slot_mapping), backend=BACKEND)
-grid = [[blk] + [int(cache[blk, s, 0]) if cache[blk, s, 0] >= 0 else "" for s in range(B)]
-        for blk in range(6)]
+grid = [
+    [blk] + [int(cache[blk, s, 0]) if cache[blk, s, 0] >= 0 else "" for s in range(B)]
+    for blk in range(6)
+]
 display(HTML(html_table(["block"] + [f"slot {s}" for s in range(B)], grid)))
-back = gather_cache(cache, torch.tensor([table_a], dtype=torch.int32),
-                    torch.tensor([0, a.num_tokens], dtype=torch.int32), backend=BACKEND)
+back = gather_cache(
+    cache,
+    torch.tensor([table_a], dtype=torch.int32),
+    torch.tensor([0, a.num_tokens], dtype=torch.int32),
+    backend=BACKEND,
+)
 print("positions read back through the block table:", back[:, 0].int().tolist())
 assert back[:, 0].int().tolist() == list(range(a.num_tokens))
 
@@ -124,8 +130,10 @@ after_xxxx = hash_block_tokens(hash_block_tokens(None, encode("xxxx")), abcd)
 print(f"'abcd' as block 0: {first.hex()[:12]}...   'abcd' after 'xxxx': {after_xxxx.hex()[:12]}...")
 assert first != after_xxxx
 hashes = hash_request_tokens(B, encode("the cat sat on the mat"), [])
-print(f"'the cat sat on the mat' ({len('the cat sat on the mat')} tokens): "
-      f"{len(hashes)} full blocks hashed; the partial last block is not")
+print(
+    f"'the cat sat on the mat' ({len('the cat sat on the mat')} tokens): "
+    f"{len(hashes)} full blocks hashed; the partial last block is not"
+)
 
 # %% [markdown]
 # When a request arrives, `get_computed_blocks` walks its block hashes until the first
@@ -172,8 +180,14 @@ for n in range(1, 14):
     _, hit = mgr.get_computed_blocks(Request("again", ids))
     rows.append([n, n // B, hit, (n - 1) // B * B, n - hit])
     assert hit == (n - 1) // B * B
-display(HTML(html_table(["N", "full blocks cached", "tokens reused", "floor((N-1)/B)*B",
-                         "tokens computed"], rows)))
+display(
+    HTML(
+        html_table(
+            ["N", "full blocks cached", "tokens reused", "floor((N-1)/B)*B", "tokens computed"],
+            rows,
+        )
+    )
+)
 
 # %% [markdown]
 # ## 5. LRU eviction
@@ -196,8 +210,9 @@ mgr.free(reqs["y"])
 
 
 def queue(m):
-    return [f"{blk.block_id}{'*' if blk.block_hash else ''}"
-            for blk in m.block_pool.free_block_queue]
+    return [
+        f"{blk.block_id}{'*' if blk.block_hash else ''}" for blk in m.block_pool.free_block_queue
+    ]
 
 
 print("free queue (* = still cached):", queue(mgr))

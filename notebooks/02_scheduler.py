@@ -90,17 +90,20 @@ def timeline(tracer, instance="local"):
     req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
     rows = []
     for s in steps:
-        cells = {r["req_id"]: f"{r['num_computed_tokens_before']} → "
-                 f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
-                 + (" *" if r["sampled"] is not None else "")
-                 for r in step_rows(tracer, instance, s)}
+        cells = {
+            r["req_id"]: f"{r['num_computed_tokens_before']} → "
+            f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
+            + (" *" if r["sampled"] is not None else "")
+            for r in step_rows(tracer, instance, s)
+        }
         total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
         rows.append([s, total] + [cells.get(r, "") for r in req_ids])
     return HTML(html_table(["step", "tokens"] + req_ids, rows))
 
 
-chunked, chunked_tokens = run(CacheConfig(block_size=4, num_blocks=64),
-                              SchedulerConfig(max_num_batched_tokens=16))
+chunked, chunked_tokens = run(
+    CacheConfig(block_size=4, num_blocks=64), SchedulerConfig(max_num_batched_tokens=16)
+)
 display(timeline(chunked.tracer))
 
 # %% [markdown]
@@ -115,14 +118,15 @@ display(timeline(chunked.tracer))
 events = chunked.tracer.filter("step", "local")
 last_after = {}
 for ev in events:
-    assert ev["total_num_scheduled_tokens"] <= 16                  # the budget holds
+    assert ev["total_num_scheduled_tokens"] <= 16  # the budget holds
     for r in ev["scheduled"]:
         # the counter only moves forward, and picks up where the last step left it
         assert r["num_computed_tokens_before"] == last_after.get(r["req_id"], 0)
         last_after[r["req_id"]] = r["num_computed_tokens_after"]
 for s in chunked.tracer.filter("sample", "local"):
-    row = next(r for r in step_rows(chunked.tracer, "local", s["step"])
-               if r["req_id"] == s["req_id"])
+    row = next(
+        r for r in step_rows(chunked.tracer, "local", s["step"]) if r["req_id"] == s["req_id"]
+    )
     assert row["num_computed_tokens_after"] == row["num_tokens"]  # sample only when complete
 print("budget respected, num_computed_tokens continuous, samples only after the last chunk")
 
@@ -140,9 +144,12 @@ plot_num_computed_tokens(chunked.tracer)
 long_prompt = "a long prompt is prefilled in chunks, step by step"
 assert len(long_prompt) == 50
 for threshold in (0, 8):
-    eng = LLMEngine(TINY, CacheConfig(block_size=4),
-                    SchedulerConfig(max_num_batched_tokens=16,
-                                    long_prefill_token_threshold=threshold), backend=BACKEND)
+    eng = LLMEngine(
+        TINY,
+        CacheConfig(block_size=4),
+        SchedulerConfig(max_num_batched_tokens=16, long_prefill_token_threshold=threshold),
+        backend=BACKEND,
+    )
     eng.generate(long_prompt, SamplingParams(max_tokens=1))
     chunks = [r["num_scheduled_tokens"] for e in eng.tracer.filter("step") for r in e["scheduled"]]
     print(f"long_prefill_token_threshold={threshold}: chunks {chunks}")
@@ -158,13 +165,17 @@ for threshold in (0, 8):
 # some of its blocks (a `prefix_hit`), and only the rest is recomputed.
 
 # %%
-tight, tight_tokens = run(CacheConfig(block_size=4, num_blocks=10),
-                          SchedulerConfig(max_num_batched_tokens=16))
+tight, tight_tokens = run(
+    CacheConfig(block_size=4, num_blocks=10), SchedulerConfig(max_num_batched_tokens=16)
+)
 display(timeline(tight.tracer))
 for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
-    print(f"step {e['step']}: {e['kind']} {e['req_id']} "
-          + ", ".join(f"{k}={v}" for k, v in e.items()
-                      if k not in ("kind", "instance", "step", "req_id")))
+    print(
+        f"step {e['step']}: {e['kind']} {e['req_id']} "
+        + ", ".join(
+            f"{k}={v}" for k, v in e.items() if k not in ("kind", "instance", "step", "req_id")
+        )
+    )
 assert tight.tracer.filter("preempt"), "expected at least one preemption with 10 blocks"
 
 # %% [markdown]
@@ -195,11 +206,12 @@ player
 # step is its first token sampled, and how many steps does the whole request take?
 
 # %%
-eng = LLMEngine(TINY, CacheConfig(block_size=4), SchedulerConfig(max_num_batched_tokens=16),
-                backend=BACKEND)
+eng = LLMEngine(
+    TINY, CacheConfig(block_size=4), SchedulerConfig(max_num_batched_tokens=16), backend=BACKEND
+)
 eng.generate(long_prompt, SamplingParams(max_tokens=3))
 first_sample = eng.tracer.first("sample")["step"]
 num_steps = len([e for e in eng.tracer.filter("step") if e["scheduled"]])
 print(f"first token at step {first_sample}, {num_steps} steps in all")
-assert first_sample == -(-50 // 16)                # ceil(50 / 16) prefill chunks
-assert num_steps == first_sample + 3 - 1            # then one step per further token
+assert first_sample == -(-50 // 16)  # ceil(50 / 16) prefill chunks
+assert num_steps == first_sample + 3 - 1  # then one step per further token

@@ -48,8 +48,12 @@ from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
 from pdlab.ui.widgets import fmt_bytes, fmt_flops, html_table, show_source
 
-PRESETS = [ModelConfig.tiny(), ModelConfig.deepseek_v2_lite(), ModelConfig.deepseek_v2(),
-           ModelConfig.deepseek_v3()]
+PRESETS = [
+    ModelConfig.tiny(),
+    ModelConfig.deepseek_v2_lite(),
+    ModelConfig.deepseek_v2(),
+    ModelConfig.deepseek_v3(),
+]
 V3 = PRESETS[-1]
 
 # %% [markdown]
@@ -73,6 +77,7 @@ show_source(mla_absorbed)
 # The scale is `qk_head_dim ** -0.5 * mscale ** 2` in both forms (192, not 576: absorbing
 # changes how a score is computed, not its value).
 
+
 # %%
 def random_inputs(cfg, q_len, ctx_len, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -80,7 +85,7 @@ def random_inputs(cfg, q_len, ctx_len, seed=0):
     q = torch.randn(q_len, h, cfg.qk_head_dim, generator=g)
     kv_c = torch.randn(ctx_len, L, generator=g)
     k_pe = torch.randn(ctx_len, cfg.qk_rope_head_dim, generator=g)
-    w_kv_b = torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), L, generator=g) * L ** -0.5
+    w_kv_b = torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), L, generator=g) * L**-0.5
     return q, kv_c, k_pe, w_kv_b
 
 
@@ -91,12 +96,24 @@ for cfg in (PRESETS[0], V3):
     out_n, lse_n = mla_naive(*args, *dims, causal=True)
     out_a, lse_a = mla_absorbed(*args, *dims, causal=True)
     err = float((out_n - out_a).abs().max() / out_n.abs().max())
-    rows.append([cfg.name, tuple(out_n.shape), f"{err:.1e}",
-                 f"{float((lse_n - lse_a).abs().max()):.1e}"])
+    rows.append(
+        [cfg.name, tuple(out_n.shape), f"{err:.1e}", f"{float((lse_n - lse_a).abs().max()):.1e}"]
+    )
     assert torch.allclose(out_n, out_a, rtol=1e-4, atol=1e-4)
     assert torch.allclose(lse_n, lse_a, rtol=1e-4, atol=1e-4)
-display(HTML(html_table(["model dims", "out shape", "max |naive - absorbed| / max |out|",
-                         "max |LSE difference|"], rows)))
+display(
+    HTML(
+        html_table(
+            [
+                "model dims",
+                "out shape",
+                "max |naive - absorbed| / max |out|",
+                "max |LSE difference|",
+            ],
+            rows,
+        )
+    )
+)
 
 # %% [markdown]
 # ## 3. What the cache holds per token
@@ -110,14 +127,33 @@ display(HTML(html_table(["model dims", "out shape", "max |naive - absorbed| / ma
 rows = []
 for cfg in PRESETS:
     mha = cfg.num_attention_heads * (cfg.qk_head_dim + cfg.v_head_dim)
-    rows.append([cfg.name, cfg.num_attention_heads, cfg.kv_cache_dim, mha,
-                 f"{mha / cfg.kv_cache_dim:.0f}x",
-                 fmt_bytes(cfg.kv_cache_bytes_per_token),
-                 fmt_bytes(mha * cfg.num_hidden_layers * 2)])
-display(HTML(html_table(["model", "heads", "MLA values / token / layer",
-                         "per-head K+V values / token / layer", "ratio",
-                         "MLA bytes / token, all layers (bf16)",
-                         "per-head K+V bytes / token, all layers"], rows)))
+    rows.append(
+        [
+            cfg.name,
+            cfg.num_attention_heads,
+            cfg.kv_cache_dim,
+            mha,
+            f"{mha / cfg.kv_cache_dim:.0f}x",
+            fmt_bytes(cfg.kv_cache_bytes_per_token),
+            fmt_bytes(mha * cfg.num_hidden_layers * 2),
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "model",
+                "heads",
+                "MLA values / token / layer",
+                "per-head K+V values / token / layer",
+                "ratio",
+                "MLA bytes / token, all layers (bf16)",
+                "per-head K+V bytes / token, all layers",
+            ],
+            rows,
+        )
+    )
+)
 assert V3.kv_cache_dim == 576
 assert V3.num_attention_heads * (V3.qk_head_dim + V3.v_head_dim) == 40960
 
@@ -163,7 +199,7 @@ def flops_per_key(cfg, q):
     return naive, absorbed
 
 
-qs = [2 ** k for k in range(0, 14)]
+qs = [2**k for k in range(0, 14)]
 fig = Figure(figsize=(6.5, 4))
 ax = fig.subplots()
 ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label="naive (up-project keys)")
@@ -205,6 +241,7 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 #   660 TFLOP/s compute-bound for its MLA decode kernel;
 # - **this machine**, measured just now: an fp32 matrix product and a large copy.
 
+
 # %%
 def measure_cpu():
     torch.manual_seed(0)
@@ -215,8 +252,8 @@ def measure_cpu():
         t = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t)
-    flops = 2 * 768 ** 3 / best
-    x = torch.empty(16 * 2 ** 20)  # 64 MiB
+    flops = 2 * 768**3 / best
+    x = torch.empty(16 * 2**20)  # 64 MiB
     x.fill_(1.0)
     best = float("inf")
     for _ in range(3):
@@ -250,8 +287,9 @@ intensity = {name: c.intensity for name, c in points.items()}
 for q in (1, 2, 4):
     f, _ = mla_decode_cost([ctx] * q, V3.num_attention_heads, V3.kv_cache_dim, V3.kv_lora_rank)
     # q query tokens of one request share the rows they read: count the rows once (bf16)
-    b = 2.0 * (ctx * V3.kv_cache_dim
-               + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank))
+    b = 2.0 * (
+        ctx * V3.kv_cache_dim + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank)
+    )
     intensity[f"mla_decode kernel, {q} query token(s)"] = f / b
 
 xs = [10 ** (k / 10) for k in range(-10, 41)]
@@ -270,8 +308,10 @@ fig.tight_layout()
 fig
 
 # %%
-rows = [[name, f"{i:.1f}", "memory" if i < peak_f / peak_bw else "compute"]
-        for name, i in intensity.items()]
+rows = [
+    [name, f"{i:.1f}", "memory" if i < peak_f / peak_bw else "compute"]
+    for name, i in intensity.items()
+]
 display(HTML(html_table(["what", "FLOP / byte", "bound on H100/H800"], rows)))
 ridge = peak_f / peak_bw
 assert intensity["mla_decode kernel, 1 query token(s)"] < ridge
@@ -294,7 +334,9 @@ assert intensity["mla_decode kernel, 2 query token(s)"] > ridge
 
 # %%
 tiny, lite = PRESETS[0], PRESETS[1]
-print(f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
-      f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}")
+print(
+    f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
+    f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}"
+)
 assert absorb_crossover_query_len(tiny) == 64 * (32 + 32) / ((2 * 64 + 16) - (32 + 16 + 32))
 assert absorb_crossover_query_len(lite) == x_v3  # heads cancel: H appears on both sides

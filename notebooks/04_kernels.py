@@ -42,22 +42,22 @@ import time
 
 import torch
 from IPython.display import HTML, display
+
+from pdlab import kernels
+from pdlab.attention.reference import causal_mask, naive_attention
 from pdlab.kernels.backend import triton_installed
 from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
-
-from pdlab import kernels
-from pdlab.attention.reference import causal_mask, naive_attention
 from pdlab.ui.widgets import html_table, show_source
 
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]
 print("default backend:", kernels.backend.describe())
 print("checked here on:", BACKENDS)
-H, L, R = 4, 64, 16          # heads, kv_lora_rank, qk_rope_head_dim (the tiny model)
-D_QK, D_V = 48, 32           # un-absorbed head widths: nope 32 + rope 16, value 32
-SCALE = D_QK ** -0.5
+H, L, R = 4, 64, 16  # heads, kv_lora_rank, qk_rope_head_dim (the tiny model)
+D_QK, D_V = 48, 32  # un-absorbed head widths: nope 32 + rope 16, value 32
+SCALE = D_QK**-0.5
 timings = []
 
 
@@ -85,10 +85,14 @@ slots = [int(block_table[0, p // 4]) * 4 + p % 4 for p in range(n)] + [-1]
 print("slot_mapping:", slots)
 for backend in BACKENDS:
     cache = torch.full((8, 4, L + R), float("nan"))
-    timed(kernels.reshape_and_cache_mla, kv_c, k_pe, cache, torch.tensor(slots),
-          backend=backend)
-    rows = timed(kernels.gather_cache, cache, block_table, torch.tensor([0, n], dtype=torch.int32),
-                 backend=backend)
+    timed(kernels.reshape_and_cache_mla, kv_c, k_pe, cache, torch.tensor(slots), backend=backend)
+    rows = timed(
+        kernels.gather_cache,
+        cache,
+        block_table,
+        torch.tensor([0, n], dtype=torch.int32),
+        backend=backend,
+    )
     assert torch.equal(rows, torch.cat([kv_c, k_pe], dim=-1)[:n])
     assert int(torch.isfinite(cache[:, :, 0]).sum()) == n  # the -1 slot wrote nothing
     print(f"{backend}: {n} rows written and read back exactly; the skipped token left no trace")
@@ -122,17 +126,42 @@ k = torch.randn(sum(k_lens), H, D_QK, generator=g)
 v = torch.randn(sum(k_lens), H, D_V, generator=g)
 rows = []
 for causal in (True, False):
-    ref = [naive_attention(q[cu_q[i]:cu_q[i + 1]], k[cu_k[i]:cu_k[i + 1]],
-                           v[cu_k[i]:cu_k[i + 1]], SCALE, causal) for i in range(3)]
+    ref = [
+        naive_attention(
+            q[cu_q[i] : cu_q[i + 1]],
+            k[cu_k[i] : cu_k[i + 1]],
+            v[cu_k[i] : cu_k[i + 1]],
+            SCALE,
+            causal,
+        )
+        for i in range(3)
+    ]
     ref_out, ref_lse = torch.cat([o for o, _ in ref]), torch.cat([s for _, s in ref])
     for backend in BACKENDS:
-        out, lse = timed(kernels.flash_attn_varlen, q, k, v, cu_q, cu_k, max(q_lens),
-                         max(k_lens), SCALE, causal, backend=backend,
-                         label=f" (causal={causal})")
+        out, lse = timed(
+            kernels.flash_attn_varlen,
+            q,
+            k,
+            v,
+            cu_q,
+            cu_k,
+            max(q_lens),
+            max(k_lens),
+            SCALE,
+            causal,
+            backend=backend,
+            label=f" (causal={causal})",
+        )
         torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(lse, ref_lse, rtol=1e-4, atol=1e-4)
-        rows.append([backend, causal, f"{float((out - ref_out).abs().max()):.1e}",
-                     f"{float((lse - ref_lse).abs().max()):.1e}"])
+        rows.append(
+            [
+                backend,
+                causal,
+                f"{float((out - ref_out).abs().max()):.1e}",
+                f"{float((lse - ref_lse).abs().max()):.1e}",
+            ]
+        )
 display(HTML(html_table(["backend", "causal", "max |out - naive|", "max |lse - naive|"], rows)))
 
 # %% [markdown]
@@ -158,8 +187,10 @@ for backend in BACKENDS:
     out, lse = timed(kernels.merge_attn_states, out_a, lse_a, out_b, lse_b, backend=backend)
     torch.testing.assert_close(out, full_out, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse, full_lse, rtol=1e-5, atol=1e-5)
-    print(f"{backend}: keys 0..6 and 7..19 merged = attention over all 20 keys "
-          f"(max |diff| {float((out - full_out).abs().max()):.1e})")
+    print(
+        f"{backend}: keys 0..6 and 7..19 merged = attention over all 20 keys "
+        f"(max |diff| {float((out - full_out).abs().max()):.1e})"
+    )
 
 # %% [markdown]
 # ## 4. `mla_decode`: absorbed MQA with split KV
@@ -184,16 +215,26 @@ qd = torch.randn(3, H, L + R, generator=g)
 refs = []
 for b, s in enumerate(seq_lens.tolist()):
     pos = torch.arange(s)
-    latent = cache[tables[b, pos // bs].long(), pos % bs]     # [s, L + R]
-    refs.append(naive_attention(qd[b][None], latent[:, None, :], latent[:, None, :L],
-                                SCALE, causal=False))
+    latent = cache[tables[b, pos // bs].long(), pos % bs]  # [s, L + R]
+    refs.append(
+        naive_attention(qd[b][None], latent[:, None, :], latent[:, None, :L], SCALE, causal=False)
+    )
 ref_out = torch.cat([o for o, _ in refs])
 ref_lse = torch.cat([s for _, s in refs])
 rows = []
 for backend in BACKENDS:
     for splits in (1, 2, 4, 8):
-        out, lse = timed(kernels.mla_decode, qd, cache, tables, seq_lens, SCALE,
-                         num_kv_splits=splits, backend=backend, label=f" (splits={splits})")
+        out, lse = timed(
+            kernels.mla_decode,
+            qd,
+            cache,
+            tables,
+            seq_lens,
+            SCALE,
+            num_kv_splits=splits,
+            backend=backend,
+            label=f" (splits={splits})",
+        )
         torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(lse, ref_lse, rtol=1e-4, atol=1e-4)
         rows.append([backend, splits, f"{float((out - ref_out).abs().max()):.1e}"])
@@ -226,7 +267,7 @@ o1, l1 = kernels.merge_attn_states(out_a, lse_a, empty_out, empty_lse, backend="
 o2, l2 = kernels.merge_attn_states(out_b, lse_b, out_a, lse_a, backend="torch")
 d1 = kernels.mla_decode(qd, cache, tables, seq_lens, SCALE, num_kv_splits=1, backend="torch")
 d16 = kernels.mla_decode(qd, cache, tables, seq_lens, SCALE, num_kv_splits=16, backend="torch")
-assert torch.equal(o1, out_a) and torch.equal(l1, lse_a)           # (a) unchanged
-torch.testing.assert_close(o2, full_out, rtol=1e-5, atol=1e-5)      # (b) order is free
-torch.testing.assert_close(d16[0], d1[0], rtol=1e-5, atol=1e-5)     # (c) same result
+assert torch.equal(o1, out_a) and torch.equal(l1, lse_a)  # (a) unchanged
+torch.testing.assert_close(o2, full_out, rtol=1e-5, atol=1e-5)  # (b) order is free
+torch.testing.assert_close(d16[0], d1[0], rtol=1e-5, atol=1e-5)  # (c) same result
 print("(a) the other part, unchanged  (b) no  (c) yes")

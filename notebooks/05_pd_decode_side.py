@@ -49,13 +49,13 @@ import torch
 torch.set_num_threads(1)
 
 from IPython.display import HTML, display
-from pdlab.kernels import gather_cache
 
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
 from pdlab.attention.metadata import is_decode, split_decodes_and_prefills
 from pdlab.attention.mla import MLAAttention
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
+from pdlab.kernels import gather_cache
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
@@ -74,9 +74,11 @@ from pdlab.ui.widgets import (
 
 BACKEND = "torch"  # pdlab.kernels backend for every engine below
 TINY = ModelConfig.tiny()
-print(f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
-      f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
-      f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values")
+print(
+    f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
+    f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
+    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values"
+)
 
 # %% [markdown]
 # ## 1. One request through P and D
@@ -102,8 +104,10 @@ trace_panels(pair.tracer)
 
 # %%
 ready = pair.tracer.first("remote_kv_ready", "D")
-print(f"K/V received for {ready['num_computed_tokens_before_adjust']} tokens; "
-      f"num_computed_tokens set to {ready['num_computed_tokens']} (N = {N})")
+print(
+    f"K/V received for {ready['num_computed_tokens_before_adjust']} tokens; "
+    f"num_computed_tokens set to {ready['num_computed_tokens']} (N = {N})"
+)
 assert ready["num_computed_tokens_before_adjust"] == N
 assert ready["num_computed_tokens"] == N - 1
 
@@ -144,13 +148,27 @@ rows = []
 for layer in range(TINY.num_hidden_layers):
     d_rows = cached_rows(pair.decode.runner.kv_caches[layer], xfer["local_block_ids"], N)
     p_rows = cached_rows(pair.prefill.runner.kv_caches[layer], xfer["remote_block_ids"], N)
-    rows.append([layer, tuple(d_rows.shape), bool(torch.isfinite(d_rows).all()),
-                 bool(torch.equal(d_rows, p_rows))])
+    rows.append(
+        [
+            layer,
+            tuple(d_rows.shape),
+            bool(torch.isfinite(d_rows).all()),
+            bool(torch.equal(d_rows, p_rows)),
+        ]
+    )
     assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
-display(HTML(html_table(["layer", "D's rows for positions 0..N-1", "all present (finite)",
-                         "equal to P's rows"], rows)))
-print(f"{xfer['nbytes']} bytes moved = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
-      f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers")
+display(
+    HTML(
+        html_table(
+            ["layer", "D's rows for positions 0..N-1", "all present (finite)", "equal to P's rows"],
+            rows,
+        )
+    )
+)
+print(
+    f"{xfer['nbytes']} bytes moved = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
+    f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers"
+)
 
 # %% [markdown]
 # So the cache has *everything* about position `N-1` that attention will ever need: its
@@ -166,15 +184,21 @@ print(f"{xfer['nbytes']} bytes moved = {len(xfer['local_block_ids'])} blocks x {
 model = pair.decode.model
 ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
 with torch.no_grad():
-    h_last = model(ids, torch.arange(N))           # final hidden states, no cache at all
+    h_last = model(ids, torch.arange(N))  # final hidden states, no cache at all
     logits_ref = model.compute_logits(h_last[-1])  # what the first output token comes from
-print(f"cache row per token per layer: {TINY.kv_cache_dim} values "
-      f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})")
-print(f"h_last[N-1]: {tuple(h_last[-1].shape)} values, the output of layer "
-      f"{TINY.num_hidden_layers - 1} (the last); logits {tuple(logits_ref.shape)}")
+print(
+    f"cache row per token per layer: {TINY.kv_cache_dim} values "
+    f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})"
+)
+print(
+    f"h_last[N-1]: {tuple(h_last[-1].shape)} values, the output of layer "
+    f"{TINY.num_hidden_layers - 1} (the last); logits {tuple(logits_ref.shape)}"
+)
 V3 = ModelConfig.deepseek_v3()
-print(f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
-      f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values")
+print(
+    f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
+    f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values"
+)
 
 # %% [markdown]
 # vLLM V0 once shipped hidden states along with the cache; v1's KV connectors
@@ -200,11 +224,14 @@ assert diff < 1e-5
 
 first = pair.tracer.first("route", "D")
 d_logits = pair.decode.runner.logits[first["req_id"]][0]
-print(f"D's first logits vs lm_head(norm(h_last[N-1])) without any cache: "
-      f"max |diff| = {float((d_logits - logits_ref).abs().max()):.1e}")
+print(
+    f"D's first logits vs lm_head(norm(h_last[N-1])) without any cache: "
+    f"max |diff| = {float((d_logits - logits_ref).abs().max()):.1e}"
+)
 assert torch.allclose(d_logits, logits_ref, atol=1e-4)
-assert int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")[
-    "token"]
+assert (
+    int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")["token"]
+)
 
 # %% [markdown]
 # ## 3. The one-token step, and the rule that routes it
@@ -213,10 +240,15 @@ assert int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("
 
 # %%
 print(route_text(first))
-print(f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
-      f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N)")
+print(
+    f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
+    f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N)"
+)
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
-    1, N - 1, N)
+    1,
+    N - 1,
+    N,
+)
 
 # %% [markdown]
 # One new token, like a decode. But the prompt is not finished, like a prefill. Which path
@@ -227,8 +259,9 @@ show_source(is_decode)
 
 # %%
 for rule in ("prompt", "query_len"):
-    d = is_decode(first["query_len"], first["num_computed_tokens"],
-                  first["num_prompt_tokens"], rule=rule)
+    d = is_decode(
+        first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"], rule=rule
+    )
     print(f"rule={rule!r:12} -> {'_forward_decode' if d else '_forward_prefill'}")
 assert not is_decode(1, N - 1, N, rule="prompt") and is_decode(1, N - 1, N, rule="query_len")
 
@@ -255,14 +288,22 @@ for rule in ("prompt", "query_len"):
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
     runs[rule] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
-    krows = [[e["name"], e["shapes"].get("part", ""),
-              ", ".join(f"{k}={v}" for k, v in e["shapes"].items()
-                        if k not in ("part", "kv_cache")),
-              fmt_flops(e["flops"]), fmt_bytes(e["bytes"])]
-             for e in p.tracer.filter("kernel", "D", step=step, layer=0)]
-    display(HTML(f"<b>rule={rule!r}: {p.tracer.first('route', 'D')['forward']}</b>"
-                 + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"],
-                              krows)))
+    krows = [
+        [
+            e["name"],
+            e["shapes"].get("part", ""),
+            ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
+            fmt_flops(e["flops"]),
+            fmt_bytes(e["bytes"]),
+        ]
+        for e in p.tracer.filter("kernel", "D", step=step, layer=0)
+    ]
+    display(
+        HTML(
+            f"<b>rule={rule!r}: {p.tracer.first('route', 'D')['forward']}</b>"
+            + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
+        )
+    )
 
 # %% [markdown]
 # ## 4. What upstream vLLM does instead
@@ -289,10 +330,28 @@ batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_t
 }
 table = []
 for name, (q, c, p) in batch.items():
-    table.append([name, q, c, p] + ["_forward_decode" if is_decode(q, c, p, rule=r)
-                                    else "_forward_prefill" for r in ("query_len", "prompt")])
-display(HTML(html_table(["request", "query_len", "num_computed_tokens", "num_prompt_tokens",
-                         "rule='query_len' (upstream)", "rule='prompt'"], table)))
+    table.append(
+        [name, q, c, p]
+        + [
+            "_forward_decode" if is_decode(q, c, p, rule=r) else "_forward_prefill"
+            for r in ("query_len", "prompt")
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "request",
+                "query_len",
+                "num_computed_tokens",
+                "num_prompt_tokens",
+                "rule='query_len' (upstream)",
+                "rule='prompt'",
+            ],
+            table,
+        )
+    )
+)
 
 # %% [markdown]
 # Where does the `num_computed_tokens < num_prompt_tokens` rule come from, then? Upstream
@@ -329,8 +388,15 @@ summary = []
 for rule, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
-    summary.append([rule, tracer.first("route", "D")["forward"], len(ks),
-                    fmt_flops(sum(e["flops"] for e in ks)), fmt_bytes(sum(e["bytes"] for e in ks))])
+    summary.append(
+        [
+            rule,
+            tracer.first("route", "D")["forward"],
+            len(ks),
+            fmt_flops(sum(e["flops"] for e in ks)),
+            fmt_bytes(sum(e["bytes"] for e in ks)),
+        ]
+    )
 display(HTML(html_table(["rule", "path", "kernel calls", "FLOPs", "bytes"], summary)))
 
 # %% [markdown]
@@ -344,8 +410,9 @@ display(HTML(html_table(["rule", "path", "kernel calls", "FLOPs", "bytes"], summ
 # as an H100 SXM, per NVIDIA's datasheets): `max(FLOPs / peak, bytes / bandwidth)`.
 
 # %%
-per_ctx_token = gemm(1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim),
-                     V3.kv_lora_rank)[0]
+per_ctx_token = gemm(
+    1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
+)[0]
 print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.2f} MFLOP per context token per layer")
 assert abs(per_ctx_token / 1e6 - 33.5) < 0.1
 
@@ -359,19 +426,41 @@ def roofline_us(c, layers):
 cost_rows = []
 for ctx in (1024, 4096, 16384, 65536):
     pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
-    cost_rows.append([ctx, fmt_flops(pre.flops), fmt_flops(dec.flops),
-                      f"{pre.flops / dec.flops:.0f}x", fmt_bytes(pre.bytes),
-                      fmt_bytes(dec.bytes), f"{pre.bytes / dec.bytes:.1f}x",
-                      f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
-                      f"{roofline_us(dec, V3.num_hidden_layers):.0f} us"])
+    cost_rows.append(
+        [
+            ctx,
+            fmt_flops(pre.flops),
+            fmt_flops(dec.flops),
+            f"{pre.flops / dec.flops:.0f}x",
+            fmt_bytes(pre.bytes),
+            fmt_bytes(dec.bytes),
+            f"{pre.bytes / dec.bytes:.1f}x",
+            f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
+            f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
+        ]
+    )
     assert pre.flops > 100 * dec.flops and pre.bytes > 5 * dec.bytes
-display(HTML(html_table(
-    ["context N-1", "FLOPs _forward_prefill", "FLOPs _forward_decode", "ratio",
-     "bytes _forward_prefill", "bytes _forward_decode", "ratio",
-     "H800 bound, prefill path", "H800 bound, decode path"], cost_rows)))
+display(
+    HTML(
+        html_table(
+            [
+                "context N-1",
+                "FLOPs _forward_prefill",
+                "FLOPs _forward_decode",
+                "ratio",
+                "bytes _forward_prefill",
+                "bytes _forward_decode",
+                "ratio",
+                "H800 bound, prefill path",
+                "H800 bound, decode path",
+            ],
+            cost_rows,
+        )
+    )
+)
 
 # %%
-plot_path_costs(V3, [2 ** k for k in range(8, 18)])
+plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown]
 # For one token, the prefill path does more than 100 times the FLOPs of the decode path,
@@ -408,13 +497,18 @@ explorer
 N2, B2 = 37, 16
 check = run_pd(N2, block_size=B2, rule="prompt")
 step = check.d_first_step
-gathered = [e["shapes"]["rows"] for e in check.tracer.filter(
-    "kernel", "D", step=step["step"], layer=0) if e["name"] == "gather_cache"]
+gathered = [
+    e["shapes"]["rows"]
+    for e in check.tracer.filter("kernel", "D", step=step["step"], layer=0)
+    if e["name"] == "gather_cache"
+]
 local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
 local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
 reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
-print(f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
-      f"(d) {reused[1]}")
+print(
+    f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
+    f"(d) {reused[1]}"
+)
 assert step["num_computed_tokens"] == N2 - 1
 assert step["forward"] == "_forward_prefill"
 assert sum(gathered) == N2 - 1

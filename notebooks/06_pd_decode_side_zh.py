@@ -51,13 +51,13 @@ import torch
 torch.set_num_threads(1)
 
 from IPython.display import HTML, display
-from pdlab.kernels import gather_cache
 
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
 from pdlab.attention.metadata import is_decode, split_decodes_and_prefills
 from pdlab.attention.mla import MLAAttention
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
+from pdlab.kernels import gather_cache
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
@@ -76,9 +76,11 @@ from pdlab.ui.widgets import (
 
 BACKEND = "torch"  # 下面所有引擎的 pdlab.kernels 后端
 TINY = ModelConfig.tiny()
-print(f"算子后端 {BACKEND!r}；模型 {TINY.name}：{TINY.num_hidden_layers} 层，"
-      f"{TINY.num_attention_heads} 个头，latent 行宽 {TINY.kv_lora_rank} + "
-      f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim}")
+print(
+    f"算子后端 {BACKEND!r}；模型 {TINY.name}：{TINY.num_hidden_layers} 层，"
+    f"{TINY.num_attention_heads} 个头，latent 行宽 {TINY.kv_lora_rank} + "
+    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim}"
+)
 
 # %% [markdown]
 # ## 1. 一个请求走一遍 P 和 D
@@ -103,8 +105,10 @@ trace_panels(pair.tracer, lang="zh")
 
 # %%
 ready = pair.tracer.first("remote_kv_ready", "D")
-print(f"收到了 {ready['num_computed_tokens_before_adjust']} 个 token 的 K/V；"
-      f"num_computed_tokens 被设为 {ready['num_computed_tokens']}（N = {N}）")
+print(
+    f"收到了 {ready['num_computed_tokens_before_adjust']} 个 token 的 K/V；"
+    f"num_computed_tokens 被设为 {ready['num_computed_tokens']}（N = {N}）"
+)
 assert ready["num_computed_tokens_before_adjust"] == N
 assert ready["num_computed_tokens"] == N - 1
 
@@ -144,13 +148,22 @@ rows = []
 for layer in range(TINY.num_hidden_layers):
     d_rows = cached_rows(pair.decode.runner.kv_caches[layer], xfer["local_block_ids"], N)
     p_rows = cached_rows(pair.prefill.runner.kv_caches[layer], xfer["remote_block_ids"], N)
-    rows.append([layer, tuple(d_rows.shape), bool(torch.isfinite(d_rows).all()),
-                 bool(torch.equal(d_rows, p_rows))])
+    rows.append(
+        [
+            layer,
+            tuple(d_rows.shape),
+            bool(torch.isfinite(d_rows).all()),
+            bool(torch.equal(d_rows, p_rows)),
+        ]
+    )
     assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
-display(HTML(html_table(["层", "D 上位置 0..N-1 的行", "全部就位（无 NaN）", "与 P 的逐位相同"],
-                        rows)))
-print(f"传输了 {xfer['nbytes']} 字节 = {len(xfer['local_block_ids'])} 个 block × {BS} 个 slot × "
-      f"{TINY.kv_cache_dim} 个值 × 4 字节（fp32）× {TINY.num_hidden_layers} 层")
+display(
+    HTML(html_table(["层", "D 上位置 0..N-1 的行", "全部就位（无 NaN）", "与 P 的逐位相同"], rows))
+)
+print(
+    f"传输了 {xfer['nbytes']} 字节 = {len(xfer['local_block_ids'])} 个 block × {BS} 个 slot × "
+    f"{TINY.kv_cache_dim} 个值 × 4 字节（fp32）× {TINY.num_hidden_layers} 层"
+)
 
 # %% [markdown]
 # 可见，关于位置 `N-1`，attention 将来需要的东西 cache 里**全都有**：它在每一层的 latent K/V。
@@ -164,15 +177,21 @@ print(f"传输了 {xfer['nbytes']} 字节 = {len(xfer['local_block_ids'])} 个 b
 model = pair.decode.model
 ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
 with torch.no_grad():
-    h_last = model(ids, torch.arange(N))           # 不用任何 cache，完整前向得到最终 hidden state
+    h_last = model(ids, torch.arange(N))  # 不用任何 cache，完整前向得到最终 hidden state
     logits_ref = model.compute_logits(h_last[-1])  # 第一个输出 token 就从这里来
-print(f"每个 token 每层的 cache 行：{TINY.kv_cache_dim} 个值"
-      f"（kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim}）")
-print(f"h_last[N-1]：{tuple(h_last[-1].shape)}，是第 {TINY.num_hidden_layers - 1} 层"
-      f"（最后一层）的输出；logits {tuple(logits_ref.shape)}")
+print(
+    f"每个 token 每层的 cache 行：{TINY.kv_cache_dim} 个值"
+    f"（kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim}）"
+)
+print(
+    f"h_last[N-1]：{tuple(h_last[-1].shape)}，是第 {TINY.num_hidden_layers - 1} 层"
+    f"（最后一层）的输出；logits {tuple(logits_ref.shape)}"
+)
 V3 = ModelConfig.deepseek_v3()
-print(f"{V3.name}：每个 token 每层 cache {V3.kv_cache_dim} 个值（共 {V3.num_hidden_layers} 层）；"
-      f"h_last {V3.hidden_size} 个值")
+print(
+    f"{V3.name}：每个 token 每层 cache {V3.kv_cache_dim} 个值（共 {V3.num_hidden_layers} 层）；"
+    f"h_last {V3.hidden_size} 个值"
+)
 
 # %% [markdown]
 # vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
@@ -197,11 +216,14 @@ assert diff < 1e-5
 
 first = pair.tracer.first("route", "D")
 d_logits = pair.decode.runner.logits[first["req_id"]][0]
-print(f"D 的第一组 logits 与不用 cache 算出的 lm_head(norm(h_last[N-1])) 相比，"
-      f"最大差 = {float((d_logits - logits_ref).abs().max()):.1e}")
+print(
+    f"D 的第一组 logits 与不用 cache 算出的 lm_head(norm(h_last[N-1])) 相比，"
+    f"最大差 = {float((d_logits - logits_ref).abs().max()):.1e}"
+)
 assert torch.allclose(d_logits, logits_ref, atol=1e-4)
-assert int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")[
-    "token"]
+assert (
+    int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")["token"]
+)
 
 # %% [markdown]
 # ## 3. 这一个 token 的一步，和决定它走哪条路的规则
@@ -210,10 +232,15 @@ assert int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("
 
 # %%
 print(route_text(first, lang="zh"))
-print(f"query_len = {first['query_len']}，num_computed_tokens = {first['num_computed_tokens']}"
-      f"（N-1），num_prompt_tokens = {first['num_prompt_tokens']}（N）")
+print(
+    f"query_len = {first['query_len']}，num_computed_tokens = {first['num_computed_tokens']}"
+    f"（N-1），num_prompt_tokens = {first['num_prompt_tokens']}（N）"
+)
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
-    1, N - 1, N)
+    1,
+    N - 1,
+    N,
+)
 
 # %% [markdown]
 # 只有一个新 token，像 decode；可 prompt 还没算完，又像 prefill。它走哪条路，完全取决于规则。
@@ -224,8 +251,9 @@ show_source(is_decode)
 
 # %%
 for rule in ("prompt", "query_len"):
-    d = is_decode(first["query_len"], first["num_computed_tokens"],
-                  first["num_prompt_tokens"], rule=rule)
+    d = is_decode(
+        first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"], rule=rule
+    )
     print(f"rule={rule!r:12} -> {'_forward_decode' if d else '_forward_prefill'}")
 assert not is_decode(1, N - 1, N, rule="prompt") and is_decode(1, N - 1, N, rule="query_len")
 
@@ -251,13 +279,22 @@ for rule in ("prompt", "query_len"):
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
     runs[rule] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
-    krows = [[e["name"], e["shapes"].get("part", ""),
-              ", ".join(f"{k}={v}" for k, v in e["shapes"].items()
-                        if k not in ("part", "kv_cache")),
-              fmt_flops(e["flops"]), fmt_bytes(e["bytes"])]
-             for e in p.tracer.filter("kernel", "D", step=step, layer=0)]
-    display(HTML(f"<b>rule={rule!r}：{p.tracer.first('route', 'D')['forward']}</b>"
-                 + html_table(["算子", "部分", "形状", "FLOPs（模型）", "字节（模型）"], krows)))
+    krows = [
+        [
+            e["name"],
+            e["shapes"].get("part", ""),
+            ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
+            fmt_flops(e["flops"]),
+            fmt_bytes(e["bytes"]),
+        ]
+        for e in p.tracer.filter("kernel", "D", step=step, layer=0)
+    ]
+    display(
+        HTML(
+            f"<b>rule={rule!r}：{p.tracer.first('route', 'D')['forward']}</b>"
+            + html_table(["算子", "部分", "形状", "FLOPs（模型）", "字节（模型）"], krows)
+        )
+    )
 
 # %% [markdown]
 # ## 4. 上游 vLLM 的做法
@@ -283,10 +320,28 @@ batch = {  # 名称: (query_len, 本步之前的 num_computed_tokens, num_prompt
 }
 table = []
 for name, (q, c, p) in batch.items():
-    table.append([name, q, c, p] + ["_forward_decode" if is_decode(q, c, p, rule=r)
-                                    else "_forward_prefill" for r in ("query_len", "prompt")])
-display(HTML(html_table(["请求", "query_len", "num_computed_tokens", "num_prompt_tokens",
-                         "rule='query_len'（上游）", "rule='prompt'"], table)))
+    table.append(
+        [name, q, c, p]
+        + [
+            "_forward_decode" if is_decode(q, c, p, rule=r) else "_forward_prefill"
+            for r in ("query_len", "prompt")
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "请求",
+                "query_len",
+                "num_computed_tokens",
+                "num_prompt_tokens",
+                "rule='query_len'（上游）",
+                "rule='prompt'",
+            ],
+            table,
+        )
+    )
+)
 
 # %% [markdown]
 # 那 `num_computed_tokens < num_prompt_tokens` 这条规则是哪来的？上游只在 Mamba 层上用它；
@@ -320,8 +375,15 @@ summary = []
 for rule, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
-    summary.append([rule, tracer.first("route", "D")["forward"], len(ks),
-                    fmt_flops(sum(e["flops"] for e in ks)), fmt_bytes(sum(e["bytes"] for e in ks))])
+    summary.append(
+        [
+            rule,
+            tracer.first("route", "D")["forward"],
+            len(ks),
+            fmt_flops(sum(e["flops"] for e in ks)),
+            fmt_bytes(sum(e["bytes"] for e in ks)),
+        ]
+    )
 display(HTML(html_table(["规则", "路径", "算子调用次数", "FLOPs", "字节"], summary)))
 
 # %% [markdown]
@@ -334,8 +396,9 @@ display(HTML(html_table(["规则", "路径", "算子调用次数", "FLOPs", "字
 # 3.35 TB/s HBM3，数据来自 NVIDIA 的产品手册）。
 
 # %%
-per_ctx_token = gemm(1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim),
-                     V3.kv_lora_rank)[0]
+per_ctx_token = gemm(
+    1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
+)[0]
 print(f"kv_b_proj 升维：每个上下文 token、每层 {per_ctx_token / 1e6:.2f} MFLOP")
 assert abs(per_ctx_token / 1e6 - 33.5) < 0.1
 
@@ -349,19 +412,41 @@ def roofline_us(c, layers):
 cost_rows = []
 for ctx in (1024, 4096, 16384, 65536):
     pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
-    cost_rows.append([ctx, fmt_flops(pre.flops), fmt_flops(dec.flops),
-                      f"{pre.flops / dec.flops:.0f}x", fmt_bytes(pre.bytes),
-                      fmt_bytes(dec.bytes), f"{pre.bytes / dec.bytes:.1f}x",
-                      f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
-                      f"{roofline_us(dec, V3.num_hidden_layers):.0f} us"])
+    cost_rows.append(
+        [
+            ctx,
+            fmt_flops(pre.flops),
+            fmt_flops(dec.flops),
+            f"{pre.flops / dec.flops:.0f}x",
+            fmt_bytes(pre.bytes),
+            fmt_bytes(dec.bytes),
+            f"{pre.bytes / dec.bytes:.1f}x",
+            f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
+            f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
+        ]
+    )
     assert pre.flops > 100 * dec.flops and pre.bytes > 5 * dec.bytes
-display(HTML(html_table(
-    ["上下文 N-1", "FLOPs _forward_prefill", "FLOPs _forward_decode", "倍数",
-     "字节 _forward_prefill", "字节 _forward_decode", "倍数",
-     "H800 下界，prefill 路径", "H800 下界，decode 路径"], cost_rows)))
+display(
+    HTML(
+        html_table(
+            [
+                "上下文 N-1",
+                "FLOPs _forward_prefill",
+                "FLOPs _forward_decode",
+                "倍数",
+                "字节 _forward_prefill",
+                "字节 _forward_decode",
+                "倍数",
+                "H800 下界，prefill 路径",
+                "H800 下界，decode 路径",
+            ],
+            cost_rows,
+        )
+    )
+)
 
 # %%
-plot_path_costs(V3, [2 ** k for k in range(8, 18)])
+plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown]
 # 对一个 token 而言，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上；访存字节随上下文增长，
@@ -381,8 +466,7 @@ plot_path_costs(V3, [2 ** k for k in range(8, 18)])
 # - 切换预设模型，看真实维度下上下文 `N - 1` 的代价；生成的 token 始终一致。
 
 # %%
-explorer = PDExplorer(prompt_len=N, block_size=BS, rule="prompt", preset="deepseek-v3",
-                      lang="zh")
+explorer = PDExplorer(prompt_len=N, block_size=BS, rule="prompt", preset="deepseek-v3", lang="zh")
 explorer
 
 # %% [markdown]
@@ -397,13 +481,18 @@ explorer
 N2, B2 = 37, 16
 check = run_pd(N2, block_size=B2, rule="prompt")
 step = check.d_first_step
-gathered = [e["shapes"]["rows"] for e in check.tracer.filter(
-    "kernel", "D", step=step["step"], layer=0) if e["name"] == "gather_cache"]
+gathered = [
+    e["shapes"]["rows"]
+    for e in check.tracer.filter("kernel", "D", step=step["step"], layer=0)
+    if e["name"] == "gather_cache"
+]
 local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
 local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
 reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
-print(f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
-      f"(d) {reused[1]}")
+print(
+    f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
+    f"(d) {reused[1]}"
+)
 assert step["num_computed_tokens"] == N2 - 1
 assert step["forward"] == "_forward_prefill"
 assert sum(gathered) == N2 - 1

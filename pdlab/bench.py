@@ -38,34 +38,58 @@ def _time(fn: Any, repeats: int, device: torch.device) -> float:
     return statistics.median(times) * 1e3
 
 
-def _short_extend(rule: str, layer: Any, attn: MLAAttention, cache: torch.Tensor,
-                  q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor,
-                  block_table: torch.Tensor, slot: int, n_ctx: int, backend: str,
-                  workspace_tokens: int) -> torch.Tensor:
+def _short_extend(
+    rule: str,
+    layer: Any,
+    attn: MLAAttention,
+    cache: torch.Tensor,
+    q: torch.Tensor,
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    block_table: torch.Tensor,
+    slot: int,
+    n_ctx: int,
+    backend: str,
+    workspace_tokens: int,
+) -> torch.Tensor:
     """One attention layer's step for one query token over ``n_ctx`` cached tokens."""
     dev, bs = cache.device, cache.shape[1]
 
     def i32(*v: int) -> torch.Tensor:
         return torch.tensor(v, dtype=torch.int32, device=dev)
 
-    meta = MLAMetadata(req_ids=["r"], query_start_loc=i32(0, 1), seq_lens=i32(n_ctx + 1),
-                       num_computed_tokens=i32(n_ctx), num_prompt_tokens=i32(n_ctx + 1),
-                       block_table=block_table[None].to(dev),
-                       slot_mapping=torch.tensor([slot], dtype=torch.int64, device=dev),
-                       block_size=bs, rule=rule)
+    meta = MLAMetadata(
+        req_ids=["r"],
+        query_start_loc=i32(0, 1),
+        seq_lens=i32(n_ctx + 1),
+        num_computed_tokens=i32(n_ctx),
+        num_prompt_tokens=i32(n_ctx + 1),
+        block_table=block_table[None].to(dev),
+        slot_mapping=torch.tensor([slot], dtype=torch.int64, device=dev),
+        block_size=bs,
+        rule=rule,
+    )
     ctx = ForwardContext(meta, [cache], attn, backend, workspace_tokens=workspace_tokens)
     return attn.forward(layer, q, kv_c, k_pe, ctx)
 
 
 @torch.no_grad()
-def bench_paths(preset: str = "deepseek-v3", contexts: list[int] | None = None,
-                num_heads: int | None = None, block_size: int = 64, repeats: int = 3,
-                backend: str | None = None, device: str | None = None,
-                workspace_tokens: int = 65536, seed: int = 0) -> dict[str, Any]:
+def bench_paths(
+    preset: str = "deepseek-v3",
+    contexts: list[int] | None = None,
+    num_heads: int | None = None,
+    block_size: int = 64,
+    repeats: int = 3,
+    backend: str | None = None,
+    device: str | None = None,
+    workspace_tokens: int = 65536,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Time one layer's attention for D's short extend through both paths."""
     contexts = contexts or [1024, 4096, 16384]
-    if not contexts or any(isinstance(c, bool) or not isinstance(c, int) or c < 1
-                           for c in contexts):
+    if not contexts or any(
+        isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
+    ):
         raise ValueError(f"contexts={contexts!r} is invalid: expected integers >= 1")
     cfg = ModelConfig.preset(preset)
     if num_heads is not None:
@@ -73,11 +97,12 @@ def bench_paths(preset: str = "deepseek-v3", contexts: list[int] | None = None,
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     from pdlab.kernels import backend as kb
+
     be = kb.resolve(backend) if backend else ("torch" if dev.type == "cpu" else kb.get_backend())
     g = torch.Generator(device="cpu").manual_seed(seed)
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b = torch.nn.Linear(L, h * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False)
-    kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L ** -0.5)
+    kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L**-0.5)
     layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(dev, dtype))
     attn = MLAAttention()
     rows = []
@@ -90,36 +115,80 @@ def bench_paths(preset: str = "deepseek-v3", contexts: list[int] | None = None,
         perm = torch.randperm(nblocks, generator=g).to(torch.int32)
         slot = int(perm[n_ctx // block_size]) * block_size + n_ctx % block_size
 
-        run = functools.partial(_short_extend, layer=layer, attn=attn, cache=cache, q=q,
-                                kv_c=kv_c, k_pe=k_pe, block_table=perm, slot=slot,
-                                n_ctx=n_ctx, backend=be, workspace_tokens=workspace_tokens)
+        run = functools.partial(
+            _short_extend,
+            layer=layer,
+            attn=attn,
+            cache=cache,
+            q=q,
+            kv_c=kv_c,
+            k_pe=k_pe,
+            block_table=perm,
+            slot=slot,
+            n_ctx=n_ctx,
+            backend=be,
+            workspace_tokens=workspace_tokens,
+        )
         out_p, out_d = run("prompt"), run("query_len")
         err = float((out_p.float() - out_d.float()).abs().max())
         t_pre = _time(functools.partial(run, "prompt"), repeats, dev)
         t_dec = _time(functools.partial(run, "query_len"), repeats, dev)
         e = 2 if dtype == torch.bfloat16 else 4
         cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
-        rows.append({"context": n_ctx, "prefill_ms": t_pre, "decode_ms": t_dec,
-                     "measured_ratio": t_pre / t_dec, "prefill_gflop": cp.flops / 1e9,
-                     "decode_gflop": cd.flops / 1e9, "flop_ratio": cp.flops / cd.flops,
-                     "prefill_mb": cp.bytes / 1e6, "decode_mb": cd.bytes / 1e6,
-                     "bytes_ratio": cp.bytes / cd.bytes, "max_abs_diff": err})
-    return {"preset": cfg.name, "num_heads": h, "device": str(dev), "dtype": str(dtype),
-            "backend": be, "block_size": block_size, "rows": rows,
-            "note": "one attention layer, one query token over the context; times are medians "
-                    f"of {repeats}; ratios are prefill path / decode path"}
+        rows.append(
+            {
+                "context": n_ctx,
+                "prefill_ms": t_pre,
+                "decode_ms": t_dec,
+                "measured_ratio": t_pre / t_dec,
+                "prefill_gflop": cp.flops / 1e9,
+                "decode_gflop": cd.flops / 1e9,
+                "flop_ratio": cp.flops / cd.flops,
+                "prefill_mb": cp.bytes / 1e6,
+                "decode_mb": cd.bytes / 1e6,
+                "bytes_ratio": cp.bytes / cd.bytes,
+                "max_abs_diff": err,
+            }
+        )
+    return {
+        "preset": cfg.name,
+        "num_heads": h,
+        "device": str(dev),
+        "dtype": str(dtype),
+        "backend": be,
+        "block_size": block_size,
+        "rows": rows,
+        "note": "one attention layer, one query token over the context; times are medians "
+        f"of {repeats}; ratios are prefill path / decode path",
+    }
 
 
 def render_paths_table(res: dict[str, Any]) -> Any:
     from rich.table import Table
-    t = Table(title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
-                    f"{res['device']} {res['dtype']}, backend {res['backend']}",
-              caption=res["note"])
-    for col in ("context", "_forward_prefill ms", "_forward_decode ms", "measured ratio",
-                "modelled FLOP ratio", "modelled bytes ratio", "max |diff|"):
+
+    t = Table(
+        title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
+        f"{res['device']} {res['dtype']}, backend {res['backend']}",
+        caption=res["note"],
+    )
+    for col in (
+        "context",
+        "_forward_prefill ms",
+        "_forward_decode ms",
+        "measured ratio",
+        "modelled FLOP ratio",
+        "modelled bytes ratio",
+        "max |diff|",
+    ):
         t.add_column(col, justify="right")
     for r in res["rows"]:
-        t.add_row(str(r["context"]), f"{r['prefill_ms']:.2f}", f"{r['decode_ms']:.2f}",
-                  f"{r['measured_ratio']:.1f}x", f"{r['flop_ratio']:.1f}x",
-                  f"{r['bytes_ratio']:.1f}x", f"{r['max_abs_diff']:.1e}")
+        t.add_row(
+            str(r["context"]),
+            f"{r['prefill_ms']:.2f}",
+            f"{r['decode_ms']:.2f}",
+            f"{r['measured_ratio']:.1f}x",
+            f"{r['flop_ratio']:.1f}x",
+            f"{r['bytes_ratio']:.1f}x",
+            f"{r['max_abs_diff']:.1e}",
+        )
     return t

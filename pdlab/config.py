@@ -61,9 +61,17 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         c = "ModelConfig"
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim",
-                     "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "max_position_embeddings",
+        ):
             _check_int(c, name, getattr(self, name))
         _check_int(c, "seed", self.seed, minimum=0)
         if self.q_lora_rank is not None:
@@ -84,15 +92,20 @@ class ModelConfig:
             _fail("ModelConfig", "rope_scaling", rs, "None or a dict")
         kind = rs.get("type", rs.get("rope_type"))
         if kind != "yarn":
-            _fail("ModelConfig", "rope_scaling.type", kind,
-                  "'yarn' (the only scaling DeepSeek uses)")
+            _fail(
+                "ModelConfig", "rope_scaling.type", kind, "'yarn' (the only scaling DeepSeek uses)"
+            )
         factor = rs.get("factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
             _fail("ModelConfig", "rope_scaling.factor", factor, "a number >= 1")
         orig = rs.get("original_max_position_embeddings")
         if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
-            _fail("ModelConfig", "rope_scaling.original_max_position_embeddings", orig,
-                  "an integer >= 1")
+            _fail(
+                "ModelConfig",
+                "rope_scaling.original_max_position_embeddings",
+                orig,
+                "an integer >= 1",
+            )
 
     # ---- derived numbers -------------------------------------------------------------
     @property
@@ -121,7 +134,7 @@ class ModelConfig:
     def softmax_scale(self) -> float:
         """``qk_head_dim ** -0.5 * mscale ** 2``: never ``kv_cache_dim ** -0.5``, even when
         the absorbed form computes scores over 576-wide rows (the scores are the same)."""
-        return self.qk_head_dim ** -0.5 * self.mscale ** 2
+        return self.qk_head_dim**-0.5 * self.mscale**2
 
     @property
     def kv_cache_bytes_per_token(self) -> int:
@@ -136,40 +149,80 @@ class ModelConfig:
     def tiny(cls, **overrides: Any) -> ModelConfig:
         """DeepSeek's structure with small numbers: a block table fits on a screen, and the
         latent row (64 + 16 = 80) is not a power of two, like the real 576 = 512 + 64."""
-        base = dict(name="tiny", vocab_size=258, hidden_size=128, intermediate_size=256,
-                    num_hidden_layers=2, num_attention_heads=4, q_lora_rank=None,
-                    kv_lora_rank=64, qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32,
-                    max_position_embeddings=4096)
+        base = dict(
+            name="tiny",
+            vocab_size=258,
+            hidden_size=128,
+            intermediate_size=256,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            q_lora_rank=None,
+            kv_lora_rank=64,
+            qk_nope_head_dim=32,
+            qk_rope_head_dim=16,
+            v_head_dim=32,
+            max_position_embeddings=4096,
+        )
         base.update(overrides)
         return cls(**base)
 
     @classmethod
     def deepseek_v2_lite(cls, **overrides: Any) -> ModelConfig:
-        base = dict(name="deepseek-v2-lite", vocab_size=102400, hidden_size=2048,
-                    intermediate_size=10944, num_hidden_layers=27, num_attention_heads=16,
-                    q_lora_rank=None, kv_lora_rank=512, qk_nope_head_dim=128,
-                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
-                    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707))
+        base = dict(
+            name="deepseek-v2-lite",
+            vocab_size=102400,
+            hidden_size=2048,
+            intermediate_size=10944,
+            num_hidden_layers=27,
+            num_attention_heads=16,
+            q_lora_rank=None,
+            kv_lora_rank=512,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            max_position_embeddings=163840,
+            rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        )
         base.update(overrides)
         return cls(**base)
 
     @classmethod
     def deepseek_v2(cls, **overrides: Any) -> ModelConfig:
-        base = dict(name="deepseek-v2", vocab_size=102400, hidden_size=5120,
-                    intermediate_size=12288, num_hidden_layers=60, num_attention_heads=128,
-                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
-                    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707))
+        base = dict(
+            name="deepseek-v2",
+            vocab_size=102400,
+            hidden_size=5120,
+            intermediate_size=12288,
+            num_hidden_layers=60,
+            num_attention_heads=128,
+            q_lora_rank=1536,
+            kv_lora_rank=512,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            max_position_embeddings=163840,
+            rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        )
         base.update(overrides)
         return cls(**base)
 
     @classmethod
     def deepseek_v3(cls, **overrides: Any) -> ModelConfig:
-        base = dict(name="deepseek-v3", vocab_size=129280, hidden_size=7168,
-                    intermediate_size=18432, num_hidden_layers=61, num_attention_heads=128,
-                    q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
-                    qk_rope_head_dim=64, v_head_dim=128, max_position_embeddings=163840,
-                    rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0))
+        base = dict(
+            name="deepseek-v3",
+            vocab_size=129280,
+            hidden_size=7168,
+            intermediate_size=18432,
+            num_hidden_layers=61,
+            num_attention_heads=128,
+            q_lora_rank=1536,
+            kv_lora_rank=512,
+            qk_nope_head_dim=128,
+            qk_rope_head_dim=64,
+            v_head_dim=128,
+            max_position_embeddings=163840,
+            rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
+        )
         base.update(overrides)
         return cls(**base)
 
@@ -186,14 +239,26 @@ class ModelConfig:
         """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). MoE fields are ignored:
         pdlab's model is dense, and attention is what it teaches."""
         if not isinstance(config, dict):
-            raise ValueError(f"config={type(config).__name__} is invalid: expected a dict "
-                             "loaded from a DeepSeek config.json")
-        required = ("hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
-                    "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "vocab_size")
+            raise ValueError(
+                f"config={type(config).__name__} is invalid: expected a dict "
+                "loaded from a DeepSeek config.json"
+            )
+        required = (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "v_head_dim",
+            "vocab_size",
+        )
         missing = [k for k in required if k not in config]
         if missing:
-            raise ValueError(f"config is missing {missing}: expected a DeepSeek-V2/V3 "
-                             "config.json with MLA fields")
+            raise ValueError(
+                f"config is missing {missing}: expected a DeepSeek-V2/V3 "
+                "config.json with MLA fields"
+            )
         kw: dict[str, Any] = {k: config[k] for k in required}
         kw["name"] = config.get("model_type", "hf")
         kw["intermediate_size"] = config.get("intermediate_size", 4 * config["hidden_size"])
@@ -207,12 +272,23 @@ class ModelConfig:
 
 
 def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
-    return {"type": "yarn", "factor": 40, "mscale": mscale, "mscale_all_dim": mscale_all_dim,
-            "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1}
+    return {
+        "type": "yarn",
+        "factor": 40,
+        "mscale": mscale,
+        "mscale_all_dim": mscale_all_dim,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+    }
 
 
-PRESETS = {"tiny": "tiny", "deepseek-v2-lite": "deepseek_v2_lite",
-           "deepseek-v2": "deepseek_v2", "deepseek-v3": "deepseek_v3"}
+PRESETS = {
+    "tiny": "tiny",
+    "deepseek-v2-lite": "deepseek_v2_lite",
+    "deepseek-v2": "deepseek_v2",
+    "deepseek-v3": "deepseek_v3",
+}
 
 
 @dataclass(frozen=True)
@@ -227,8 +303,9 @@ class CacheConfig:
         _check_int("CacheConfig", "block_size", self.block_size)
         _check_int("CacheConfig", "num_blocks", self.num_blocks)
         if not isinstance(self.enable_prefix_caching, bool):
-            _fail("CacheConfig", "enable_prefix_caching", self.enable_prefix_caching,
-                  "True or False")
+            _fail(
+                "CacheConfig", "enable_prefix_caching", self.enable_prefix_caching, "True or False"
+            )
 
     def replace(self, **changes: Any) -> CacheConfig:
         return dataclasses.replace(self, **changes)

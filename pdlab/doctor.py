@@ -40,36 +40,55 @@ def _version(dist: str) -> str | None:
 def _package(name: str, dist: str | None = None, required: bool = True) -> Check:
     v = _version(dist or name)
     if v is None:
-        return Check(name, False, "not installed", f"pip install -e . (or: pip install {name})",
-                     required)
+        return Check(
+            name, False, "not installed", f"pip install -e . (or: pip install {name})", required
+        )
     return Check(name, True, v, required=required)
 
 
 def run_checks() -> list[Check]:
-    checks = [Check("python", sys.version_info >= (3, 10),
-                    f"{platform.python_version()} ({platform.system()} {platform.machine()})",
-                    "pdlab needs Python 3.10 or newer")]
+    checks = [
+        Check(
+            "python",
+            sys.version_info >= (3, 10),
+            f"{platform.python_version()} ({platform.system()} {platform.machine()})",
+            "pdlab needs Python 3.10 or newer",
+        )
+    ]
     try:
         import torch
-        dev = (f"cuda: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
-               else "cpu")
+
+        dev = f"cuda: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
         checks.append(Check("torch", True, f"{torch.__version__} (device: {dev})"))
     except Exception as e:  # noqa: BLE001 - a doctor reports every failure
         checks.append(Check("torch", False, f"import failed: {e}", "pip install torch"))
         return checks
     tv = _version("triton")
     if tv is None:
-        checks.append(Check("triton", False, "not installed (Linux wheels only)",
-                            "kernels run on their torch twins; on Linux: pip install triton",
-                            required=False))
+        checks.append(
+            Check(
+                "triton",
+                False,
+                "not installed (Linux wheels only)",
+                "kernels run on their torch twins; on Linux: pip install triton",
+                required=False,
+            )
+        )
     else:
         checks.append(Check("triton", True, tv))
     try:
         from pdlab.kernels import backend
+
         checks.append(Check("backend", True, backend.describe()))
     except Exception as e:  # noqa: BLE001
-        checks.append(Check("backend", False, f"selection failed: {e}",
-                            "set PDLAB_BACKEND=torch or reinstall triton"))
+        checks.append(
+            Check(
+                "backend",
+                False,
+                f"selection failed: {e}",
+                "set PDLAB_BACKEND=torch or reinstall triton",
+            )
+        )
     checks.append(_package("numpy"))
     checks.append(_package("rich"))
     checks.append(_package("matplotlib"))
@@ -84,11 +103,16 @@ def _widgets_check() -> Check:
     if v is None:
         return Check("ipywidgets", False, "not installed", "pip install 'ipywidgets>=8'")
     ext = _version("jupyterlab_widgets")
-    prefix_ext = os.path.join(sys.prefix, "share", "jupyter", "labextensions",
-                              "@jupyter-widgets", "jupyterlab-manager")
+    prefix_ext = os.path.join(
+        sys.prefix, "share", "jupyter", "labextensions", "@jupyter-widgets", "jupyterlab-manager"
+    )
     if ext is None or not os.path.isdir(prefix_ext):
-        return Check("ipywidgets", False, f"{v}, lab extension missing",
-                     "pip install --force-reinstall jupyterlab_widgets")
+        return Check(
+            "ipywidgets",
+            False,
+            f"{v}, lab extension missing",
+            "pip install --force-reinstall jupyterlab_widgets",
+        )
     return Check("ipywidgets", True, f"{v} (lab extension jupyterlab_widgets {ext})")
 
 
@@ -97,17 +121,23 @@ def _smoke_check() -> Check:
     try:
         from pdlab.config import ModelConfig
         from pdlab.model import DeepseekV2ForCausalLM
+
         t0 = time.perf_counter()
         model = DeepseekV2ForCausalLM(ModelConfig.tiny())
         logits = model.forward_full(list(range(16)))
         ms = (time.perf_counter() - t0) * 1e3
         if not bool(logits.isfinite().all()):
-            return Check("model", False, "tiny model produced non-finite logits",
-                         "report this with the lines above")
+            return Check(
+                "model",
+                False,
+                "tiny model produced non-finite logits",
+                "report this with the lines above",
+            )
         return Check("model", True, f"tiny DeepSeek-style forward OK ({ms:.0f} ms)")
     except Exception as e:  # noqa: BLE001
-        return Check("model", False, f"tiny forward failed: {e}",
-                     "report this with the lines above")
+        return Check(
+            "model", False, f"tiny forward failed: {e}", "report this with the lines above"
+        )
 
 
 def run_aot() -> bool:
@@ -117,12 +147,15 @@ def run_aot() -> bool:
         print("[FAIL] aot          triton is not installed: nothing to compile")
         return False
     from rich.console import Console
+
     aot = importlib.import_module("pdlab.kernels.aot")
     results = aot.run_aot_check()
     Console().print(aot.render_table(results))
     bad = [r for r in results if not r.ok]
-    print(f"[{'OK' if not bad else 'FAIL'}] aot          {len(results) - len(bad)}/"
-          f"{len(results)} kernel builds compiled for sm_80 and sm_90")
+    print(
+        f"[{'OK' if not bad else 'FAIL'}] aot          {len(results) - len(bad)}/"
+        f"{len(results)} kernel builds compiled for sm_80 and sm_90"
+    )
     return not bad
 
 

@@ -41,12 +41,23 @@ class RequestOutput:
 
 
 class LLMEngine:
-    def __init__(self, model_config: ModelConfig, cache_config: CacheConfig | None = None,
-                 scheduler_config: SchedulerConfig | None = None, kv_connector: Any = None,
-                 tracer: Tracer | None = None, seed: int = 0, *, instance: str = "local",
-                 backend: str | None = None, model: DeepseekV2ForCausalLM | None = None,
-                 dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
-                 num_kv_splits: int = 4, workspace_tokens: int = 2048) -> None:
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        cache_config: CacheConfig | None = None,
+        scheduler_config: SchedulerConfig | None = None,
+        kv_connector: Any = None,
+        tracer: Tracer | None = None,
+        seed: int = 0,
+        *,
+        instance: str = "local",
+        backend: str | None = None,
+        model: DeepseekV2ForCausalLM | None = None,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+        num_kv_splits: int = 4,
+        workspace_tokens: int = 2048,
+    ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
@@ -58,17 +69,30 @@ class LLMEngine:
         elif model.config != model_config:
             raise ValueError("model was built for a different ModelConfig than model_config")
         self.model = model.eval()
-        self.max_model_len = (self.scheduler_config.max_model_len
-                              or model_config.max_position_embeddings)
+        self.max_model_len = (
+            self.scheduler_config.max_model_len or model_config.max_position_embeddings
+        )
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
-        self.scheduler = Scheduler(self.scheduler_config, self.cache_config, self.max_model_len,
-                                   connector=kv_connector, event_hook=self._on_sched_event)
-        self.runner = ModelRunner(self.model, self.cache_config, self.scheduler_config,
-                                  backend=backend, seed=seed, emit=self._emit,
-                                  num_kv_splits=num_kv_splits, workspace_tokens=workspace_tokens,
-                                  connector_worker=kv_connector)
+        self.scheduler = Scheduler(
+            self.scheduler_config,
+            self.cache_config,
+            self.max_model_len,
+            connector=kv_connector,
+            event_hook=self._on_sched_event,
+        )
+        self.runner = ModelRunner(
+            self.model,
+            self.cache_config,
+            self.scheduler_config,
+            backend=backend,
+            seed=seed,
+            emit=self._emit,
+            num_kv_splits=num_kv_splits,
+            workspace_tokens=workspace_tokens,
+            connector_worker=kv_connector,
+        )
         if kv_connector is not None and hasattr(kv_connector, "emit"):
             kv_connector.emit = self._emit
         self._outputs: dict[str, RequestOutput] = {}
@@ -85,23 +109,36 @@ class LLMEngine:
         self._emit(kind, **fields)
 
     # ---- requests --------------------------------------------------------------------
-    def add_request(self, prompt: str | Sequence[int],
-                    sampling_params: SamplingParams | None = None,
-                    request_id: str | None = None,
-                    kv_transfer_params: dict[str, Any] | None = None) -> str:
+    def add_request(
+        self,
+        prompt: str | Sequence[int],
+        sampling_params: SamplingParams | None = None,
+        request_id: str | None = None,
+        kv_transfer_params: dict[str, Any] | None = None,
+    ) -> str:
         """Queue a prompt (text or token ids); returns its request id."""
         ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
-        req = Request(rid, ids, sampling_params or SamplingParams(),
-                      kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None)
+        req = Request(
+            rid,
+            ids,
+            sampling_params or SamplingParams(),
+            kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None,
+        )
         self.scheduler.add_request(req)
         self._outputs[rid] = RequestOutput(rid, list(ids))
-        self._emit("add_request", req_id=rid, num_prompt_tokens=len(ids), prompt_token_ids=ids,
-                   kv_transfer_params=kv_transfer_params)
+        self._emit(
+            "add_request",
+            req_id=rid,
+            num_prompt_tokens=len(ids),
+            prompt_token_ids=ids,
+            kv_transfer_params=kv_transfer_params,
+        )
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
         from pdlab.request import RequestStatus
+
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
@@ -141,19 +178,30 @@ class LLMEngine:
             req = self.scheduler.get_request(rid)
             # schedule() already advanced num_computed_tokens (vLLM's _update_after_schedule)
             before = req.num_computed_tokens - n
-            sched.append({"req_id": rid, "num_prompt_tokens": req.num_prompt_tokens,
-                          "num_tokens": req.num_tokens,
-                          "num_computed_tokens_before": before,
-                          "num_computed_tokens_after": before + n,
-                          "num_scheduled_tokens": n,
-                          "block_ids": self.scheduler.kv_cache_manager.get_block_ids(rid)})
-        self._emit("step", scheduled=sched,
-                   total_num_scheduled_tokens=so.total_num_scheduled_tokens,
-                   kv_cache_usage=self.scheduler.kv_cache_manager.usage)
+            sched.append(
+                {
+                    "req_id": rid,
+                    "num_prompt_tokens": req.num_prompt_tokens,
+                    "num_tokens": req.num_tokens,
+                    "num_computed_tokens_before": before,
+                    "num_computed_tokens_after": before + n,
+                    "num_scheduled_tokens": n,
+                    "block_ids": self.scheduler.kv_cache_manager.get_block_ids(rid),
+                }
+            )
+        self._emit(
+            "step",
+            scheduled=sched,
+            total_num_scheduled_tokens=so.total_num_scheduled_tokens,
+            kv_cache_usage=self.scheduler.kv_cache_manager.usage,
+        )
 
-    def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
-                 sampling_params: SamplingParams | None = None,
-                 max_steps: int = 100_000) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | None = None,
+        max_steps: int = 100_000,
+    ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
@@ -170,11 +218,13 @@ class LLMEngine:
         return self._outputs[request_id]
 
 
-def prompt_list(prompts: str | Sequence[int] | Sequence[str | Sequence[int]]
-                ) -> list[str | Sequence[int]]:
+def prompt_list(
+    prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+) -> list[str | Sequence[int]]:
     """One prompt (text or token ids) or a batch of them, as a batch."""
-    if isinstance(prompts, str) or (isinstance(prompts, Sequence) and prompts
-                                    and isinstance(prompts[0], int)):
+    if isinstance(prompts, str) or (
+        isinstance(prompts, Sequence) and prompts and isinstance(prompts[0], int)
+    ):
         return [prompts]  # type: ignore[list-item]
     return list(prompts)  # type: ignore[arg-type]
 
@@ -193,4 +243,5 @@ def one_thread() -> Iterator[None]:
 
 def _default_backend() -> str:
     from pdlab.kernels import backend
+
     return backend.get_backend()

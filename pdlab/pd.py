@@ -33,34 +33,65 @@ from pdlab.trace import Tracer
 class PDPair:
     """Two engines, P and D, and a KV connector each over an in-process transport."""
 
-    def __init__(self, model_config: ModelConfig, cache_config: CacheConfig | None = None,
-                 scheduler_config: SchedulerConfig | None = None, tracer: Tracer | None = None,
-                 seed: int = 0, *, decode_cache_config: CacheConfig | None = None,
-                 backend: str | None = None, dtype: torch.dtype = torch.float32,
-                 transport: InProcessTransport | None = None, **engine_kwargs: Any) -> None:
+    def __init__(
+        self,
+        model_config: ModelConfig,
+        cache_config: CacheConfig | None = None,
+        scheduler_config: SchedulerConfig | None = None,
+        tracer: Tracer | None = None,
+        seed: int = 0,
+        *,
+        decode_cache_config: CacheConfig | None = None,
+        backend: str | None = None,
+        dtype: torch.dtype = torch.float32,
+        transport: InProcessTransport | None = None,
+        **engine_kwargs: Any,
+    ) -> None:
         cache_config = cache_config or CacheConfig()
         scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
         self.transport = transport or InProcessTransport()
         model = DeepseekV2ForCausalLM(model_config, dtype=dtype)  # shared: same weights
         timeout = scheduler_config.kv_transfer_timeout_s
-        self.p_connector = PDConnector("prefill", "P", self.transport, cache_config.block_size,
-                                       timeout)
+        self.p_connector = PDConnector(
+            "prefill", "P", self.transport, cache_config.block_size, timeout
+        )
         d_cache = decode_cache_config or cache_config
         self.d_connector = PDConnector("decode", "D", self.transport, d_cache.block_size, timeout)
-        self.prefill = LLMEngine(model_config, cache_config, scheduler_config, self.p_connector,
-                                 self.tracer, seed, instance="P", backend=backend, model=model,
-                                 **engine_kwargs)
-        self.decode = LLMEngine(model_config, d_cache, scheduler_config, self.d_connector,
-                                self.tracer, seed, instance="D", backend=backend, model=model,
-                                **engine_kwargs)
+        self.prefill = LLMEngine(
+            model_config,
+            cache_config,
+            scheduler_config,
+            self.p_connector,
+            self.tracer,
+            seed,
+            instance="P",
+            backend=backend,
+            model=model,
+            **engine_kwargs,
+        )
+        self.decode = LLMEngine(
+            model_config,
+            d_cache,
+            scheduler_config,
+            self.d_connector,
+            self.tracer,
+            seed,
+            instance="D",
+            backend=backend,
+            model=model,
+            **engine_kwargs,
+        )
         self.tracer.meta["transport"] = "in-process"
         self._ids = itertools.count()
         self._pending: dict[str, tuple[Any, SamplingParams]] = {}
 
-    def add_request(self, prompt: str | Sequence[int],
-                    sampling_params: SamplingParams | None = None,
-                    request_id: str | None = None) -> str:
+    def add_request(
+        self,
+        prompt: str | Sequence[int],
+        sampling_params: SamplingParams | None = None,
+        request_id: str | None = None,
+    ) -> str:
         """Send the prompt to P (step 1 of the proxy); D gets it when P finishes."""
         rid = request_id or f"req-{next(self._ids)}"
         sp = sampling_params or SamplingParams()
@@ -84,13 +115,20 @@ class PDPair:
 
     def has_unfinished_requests(self) -> bool:
         # P counts until its held blocks are released (read by D, or timed out).
-        return (bool(self._pending) or self.prefill.has_unfinished_requests()
-                or self.p_connector.num_pending > 0 or self.decode.has_unfinished_requests()
-                or self.d_connector.num_pending > 0)
+        return (
+            bool(self._pending)
+            or self.prefill.has_unfinished_requests()
+            or self.p_connector.num_pending > 0
+            or self.decode.has_unfinished_requests()
+            or self.d_connector.num_pending > 0
+        )
 
-    def generate(self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
-                 sampling_params: SamplingParams | None = None,
-                 max_steps: int = 100_000) -> list[RequestOutput]:
+    def generate(
+        self,
+        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | None = None,
+        max_steps: int = 100_000,
+    ) -> list[RequestOutput]:
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         for _ in range(max_steps):
             if not self.has_unfinished_requests():

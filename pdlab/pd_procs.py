@@ -49,48 +49,99 @@ class InstanceSummary:
     seconds: float = 0.0
 
 
-def _build(role: str, rank: int, model_config: ModelConfig, cache_config: CacheConfig,
-           scheduler_config: SchedulerConfig, backend: str | None, host: str, port: int,
-           seed: int, timeout_s: float) -> tuple[Any, Any, Any]:
+def _build(
+    role: str,
+    rank: int,
+    model_config: ModelConfig,
+    cache_config: CacheConfig,
+    scheduler_config: SchedulerConfig,
+    backend: str | None,
+    host: str,
+    port: int,
+    seed: int,
+    timeout_s: float,
+) -> tuple[Any, Any, Any]:
     """Join the two-process group as ``rank``, then build this side's engine."""
     import torch.distributed as dist
 
     from pdlab.engine import LLMEngine
     from pdlab.kv_transfer.dist import DistTransport
     from pdlab.kv_transfer.pd_connector import PDConnector
-    dist.init_process_group("gloo", init_method=f"tcp://{host}:{port}", rank=rank,
-                            world_size=2, timeout=datetime.timedelta(seconds=timeout_s))
+
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://{host}:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
     transport = DistTransport(rank, torch.float32)
-    conn = PDConnector(role, "P" if rank == 0 else "D", transport, cache_config.block_size,
-                       scheduler_config.kv_transfer_timeout_s, host, port)
-    engine = LLMEngine(model_config, cache_config, scheduler_config, conn, Tracer(), seed,
-                       instance="P" if rank == 0 else "D", backend=backend)
+    conn = PDConnector(
+        role,
+        "P" if rank == 0 else "D",
+        transport,
+        cache_config.block_size,
+        scheduler_config.kv_transfer_timeout_s,
+        host,
+        port,
+    )
+    engine = LLMEngine(
+        model_config,
+        cache_config,
+        scheduler_config,
+        conn,
+        Tracer(),
+        seed,
+        instance="P" if rank == 0 else "D",
+        backend=backend,
+    )
     return engine, conn, transport
 
 
-def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
-                model_config: ModelConfig, cache_config: CacheConfig,
-                scheduler_config: SchedulerConfig, host: str, port: int,
-                backend: str | None = None, seed: int = 0, timeout_s: float = 120.0,
-                max_in_flight: int | None = None) -> InstanceSummary:
+def run_prefill(
+    prompts: list[list[int]],
+    sampling_params: SamplingParams,
+    model_config: ModelConfig,
+    cache_config: CacheConfig,
+    scheduler_config: SchedulerConfig,
+    host: str,
+    port: int,
+    backend: str | None = None,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+    max_in_flight: int | None = None,
+) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
     waiting for each answer would (so D's prefix cache sees the earlier prompts)."""
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
+
     t0 = time.monotonic()
-    engine, conn, transport = _build("prefill", 0, model_config, cache_config,
-                                     scheduler_config, backend, host, port, seed, timeout_s)
+    engine, conn, transport = _build(
+        "prefill",
+        0,
+        model_config,
+        cache_config,
+        scheduler_config,
+        backend,
+        host,
+        port,
+        seed,
+        timeout_s,
+    )
     summary = InstanceSummary("prefill")
-    p_params = SamplingParams(max_tokens=1, temperature=sampling_params.temperature,
-                              seed=sampling_params.seed)
+    p_params = SamplingParams(
+        max_tokens=1, temperature=sampling_params.temperature, seed=sampling_params.seed
+    )
     rids = [f"req-{i}" for i in range(len(prompts))]
     next_prompt = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
         limit = len(prompts) if max_in_flight is None else len(summary.outputs) + max_in_flight
         while next_prompt < min(limit, len(prompts)):
-            engine.add_request(prompts[next_prompt], p_params, rids[next_prompt],
-                               {"do_remote_decode": True})
+            engine.add_request(
+                prompts[next_prompt], p_params, rids[next_prompt], {"do_remote_decode": True}
+            )
             next_prompt += 1
         waiting_for_d = len(summary.outputs) < len(rids) and not transport.peer_failed
         if not (waiting_for_d or engine.has_unfinished_requests() or conn.num_pending):
@@ -98,10 +149,15 @@ def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
         if engine.has_unfinished_requests() or conn.num_pending:
             for out in engine.step():
                 if out.finished:
-                    transport.send_json(REQUEST, {
-                        "request_id": out.request_id, "prompt_token_ids": out.prompt_token_ids,
-                        "sampling_params": dataclasses.asdict(sampling_params),
-                        "kv_transfer_params": out.kv_transfer_params})
+                    transport.send_json(
+                        REQUEST,
+                        {
+                            "request_id": out.request_id,
+                            "prompt_token_ids": out.prompt_token_ids,
+                            "sampling_params": dataclasses.asdict(sampling_params),
+                            "kv_transfer_params": out.kv_transfer_params,
+                        },
+                    )
         transport.pump()
         for msg in transport.inbox:
             if msg.type == RESULT:
@@ -114,16 +170,34 @@ def run_prefill(prompts: list[list[int]], sampling_params: SamplingParams,
     return _summarize(summary, engine, transport, t0)
 
 
-def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
-               scheduler_config: SchedulerConfig, host: str, port: int,
-               backend: str | None = None, seed: int = 0, timeout_s: float = 120.0,
-               die_after_requests: int | None = None) -> InstanceSummary:
+def run_decode(
+    model_config: ModelConfig,
+    cache_config: CacheConfig,
+    scheduler_config: SchedulerConfig,
+    host: str,
+    port: int,
+    backend: str | None = None,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+    die_after_requests: int | None = None,
+) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
+
     t0 = time.monotonic()
-    engine, conn, transport = _build("decode", 1, model_config, cache_config,
-                                     scheduler_config, backend, host, port, seed, timeout_s)
+    engine, conn, transport = _build(
+        "decode",
+        1,
+        model_config,
+        cache_config,
+        scheduler_config,
+        backend,
+        host,
+        port,
+        seed,
+        timeout_s,
+    )
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
     deadline = t0 + timeout_s
@@ -135,10 +209,17 @@ def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
                 if die_after_requests is not None and received > die_after_requests:
                     os._exit(17)
                 r = msg.payload
-                engine.add_request(r["prompt_token_ids"], SamplingParams(**{
-                    k: tuple(v) if isinstance(v, list) else v
-                    for k, v in r["sampling_params"].items()}),
-                    r["request_id"], r["kv_transfer_params"])
+                engine.add_request(
+                    r["prompt_token_ids"],
+                    SamplingParams(
+                        **{
+                            k: tuple(v) if isinstance(v, list) else v
+                            for k, v in r["sampling_params"].items()
+                        }
+                    ),
+                    r["request_id"],
+                    r["kv_transfer_params"],
+                )
             elif msg.type == SHUTDOWN:
                 shutdown = True
         transport.inbox.clear()
@@ -146,9 +227,15 @@ def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
         if busy:
             for out in engine.step():
                 if out.finished:
-                    transport.send_json(RESULT, {
-                        "request_id": out.request_id, "output_token_ids": out.output_token_ids,
-                        "text": out.text, "finish_reason": out.finish_reason})
+                    transport.send_json(
+                        RESULT,
+                        {
+                            "request_id": out.request_id,
+                            "output_token_ids": out.output_token_ids,
+                            "text": out.text,
+                            "finish_reason": out.finish_reason,
+                        },
+                    )
         elif shutdown:
             break
         else:
@@ -156,8 +243,7 @@ def run_decode(model_config: ModelConfig, cache_config: CacheConfig,
     return _summarize(summary, engine, transport, t0)
 
 
-def _summarize(summary: InstanceSummary, engine: Any, transport: Any,
-               t0: float) -> InstanceSummary:
+def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float) -> InstanceSummary:
     """What this side did, read off its engine and transport when it stops."""
     summary.events = engine.tracer.events
     summary.steps = engine.step_count
@@ -193,30 +279,58 @@ class PDProcsResult:
     seconds: float
 
 
-def run_pd_procs(prompts: list[list[int]], model_config: ModelConfig,
-                 cache_config: CacheConfig | None = None,
-                 scheduler_config: SchedulerConfig | None = None,
-                 sampling_params: SamplingParams | None = None, host: str = "127.0.0.1",
-                 port: int = 0, backend: str | None = "torch", seed: int = 0,
-                 timeout_s: float = 120.0, die_after_requests: int | None = None,
-                 max_in_flight: int | None = None) -> PDProcsResult:
+def run_pd_procs(
+    prompts: list[list[int]],
+    model_config: ModelConfig,
+    cache_config: CacheConfig | None = None,
+    scheduler_config: SchedulerConfig | None = None,
+    sampling_params: SamplingParams | None = None,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    backend: str | None = "torch",
+    seed: int = 0,
+    timeout_s: float = 120.0,
+    die_after_requests: int | None = None,
+    max_in_flight: int | None = None,
+) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait (bounded) for both."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
     scheduler_config = scheduler_config or SchedulerConfig()
     sampling_params = sampling_params or SamplingParams()
     port = port or free_port(host)
-    common = dict(model_config=model_config, cache_config=cache_config,
-                  scheduler_config=scheduler_config, host=host, port=port, backend=backend,
-                  seed=seed, timeout_s=timeout_s)
+    common = dict(
+        model_config=model_config,
+        cache_config=cache_config,
+        scheduler_config=scheduler_config,
+        host=host,
+        port=port,
+        backend=backend,
+        seed=seed,
+        timeout_s=timeout_s,
+    )
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     procs = {
-        "prefill": ctx.Process(target=_entry, name="pdlab-P", args=(
-            "prefill", dict(common, prompts=prompts, sampling_params=sampling_params,
-                            max_in_flight=max_in_flight), results)),
-        "decode": ctx.Process(target=_entry, name="pdlab-D", args=(
-            "decode", dict(common, die_after_requests=die_after_requests), results)),
+        "prefill": ctx.Process(
+            target=_entry,
+            name="pdlab-P",
+            args=(
+                "prefill",
+                dict(
+                    common,
+                    prompts=prompts,
+                    sampling_params=sampling_params,
+                    max_in_flight=max_in_flight,
+                ),
+                results,
+            ),
+        ),
+        "decode": ctx.Process(
+            target=_entry,
+            name="pdlab-D",
+            args=("decode", dict(common, die_after_requests=die_after_requests), results),
+        ),
     }
     for p in procs.values():
         p.start()
@@ -228,8 +342,11 @@ def run_pd_procs(prompts: list[list[int]], model_config: ModelConfig,
             try:
                 role, summary, err = results.get(timeout=0.5)
             except queue.Empty:
-                dead = [r for r, p in procs.items()
-                        if not p.is_alive() and r not in got and r not in errors]
+                dead = [
+                    r
+                    for r, p in procs.items()
+                    if not p.is_alive() and r not in got and r not in errors
+                ]
                 for r in dead:
                     errors[r] = f"process exited with code {procs[r].exitcode} and no result"
                 continue
@@ -246,11 +363,22 @@ def run_pd_procs(prompts: list[list[int]], model_config: ModelConfig,
         results.close()
         results.join_thread()
     tracer = Tracer()
-    tracer.meta.update({"transport": "torch.distributed (gloo)", "host": host, "port": port,
-                        "block_size": cache_config.block_size})
+    tracer.meta.update(
+        {
+            "transport": "torch.distributed (gloo)",
+            "host": host,
+            "port": port,
+            "block_size": cache_config.block_size,
+        }
+    )
     for role in ("prefill", "decode"):
         if role in got:
             tracer.extend(got[role].events)
-    return PDProcsResult(got.get("prefill"), got.get("decode"), errors,
-                         {r: p.exitcode for r, p in procs.items()}, tracer,
-                         time.monotonic() - t0)
+    return PDProcsResult(
+        got.get("prefill"),
+        got.get("decode"),
+        errors,
+        {r: p.exitcode for r, p in procs.items()},
+        tracer,
+        time.monotonic() - t0,
+    )

@@ -41,10 +41,16 @@ class SamplingParams:
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
             raise _bad("SamplingParams.temperature", t, "a number >= 0 (0 means greedy)")
         stops = self.stop_token_ids
-        if (isinstance(stops, (str, bytes)) or not isinstance(stops, Sequence)
-                or not all(_is_int(s) and s >= 0 for s in stops)):
-            raise _bad("SamplingParams.stop_token_ids", stops,
-                       "a list or tuple of token ids (integers >= 0)")
+        if (
+            isinstance(stops, (str, bytes))
+            or not isinstance(stops, Sequence)
+            or not all(_is_int(s) and s >= 0 for s in stops)
+        ):
+            raise _bad(
+                "SamplingParams.stop_token_ids",
+                stops,
+                "a list or tuple of token ids (integers >= 0)",
+            )
         object.__setattr__(self, "stop_token_ids", tuple(stops))
         if self.seed is not None and not _is_int(self.seed):
             raise _bad("SamplingParams.seed", self.seed, "None or an integer")
@@ -91,20 +97,24 @@ class Request:
     ``max_tokens=1``, and pdlab enforces that here.
     """
 
-    def __init__(self, request_id: str, prompt_token_ids: Sequence[int],
-                 sampling_params: SamplingParams | None = None,
-                 arrival_time: float | None = None,
-                 kv_transfer_params: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        sampling_params: SamplingParams | None = None,
+        arrival_time: float | None = None,
+        kv_transfer_params: dict[str, Any] | None = None,
+    ) -> None:
         if not isinstance(request_id, str) or not request_id:
             raise _bad("request_id", request_id, "a non-empty string")
-        if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids,
-                                                                        Sequence):
+        if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
             raise _bad("prompt_token_ids", prompt_token_ids, "a list of token ids")
         if len(prompt_token_ids) == 0:
             raise _bad("prompt_token_ids", prompt_token_ids, "at least one token id")
         if not all(_is_int(t) and t >= 0 for t in prompt_token_ids):
-            raise _bad("prompt_token_ids", list(prompt_token_ids),
-                       "token ids that are integers >= 0")
+            raise _bad(
+                "prompt_token_ids", list(prompt_token_ids), "token ids that are integers >= 0"
+            )
         if sampling_params is None:
             sampling_params = SamplingParams()
         if not isinstance(sampling_params, SamplingParams):
@@ -117,8 +127,7 @@ class Request:
         self.arrival_time = time.time() if arrival_time is None else arrival_time
         # A copy: the connector marks its progress in it (NixlConnector clears
         # "do_remote_prefill" once the load is set up), and the caller's dict stays as given.
-        self.kv_transfer_params = (None if kv_transfer_params is None
-                                   else dict(kv_transfer_params))
+        self.kv_transfer_params = None if kv_transfer_params is None else dict(kv_transfer_params)
         self.status = RequestStatus.WAITING
         self.stop_reason: int | None = None
         self.max_tokens = sampling_params.max_tokens
@@ -168,6 +177,7 @@ class Request:
         return RequestStatus.get_finished_reason(self.status)
 
     def __repr__(self) -> str:
-        return (f"Request({self.request_id!r}, {self.status.name}, "
-                f"computed={self.num_computed_tokens}/{self.num_tokens})")
-
+        return (
+            f"Request({self.request_id!r}, {self.status.name}, "
+            f"computed={self.num_computed_tokens}/{self.num_tokens})"
+        )

@@ -62,39 +62,60 @@ def _preset(text: str) -> str:
 
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompt", default=DEFAULT_PROMPT,
-                   help="the text prompt (default: %(default)r)")
+    p.add_argument(
+        "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
+    )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
-    p.add_argument("--rule", choices=ROUTING_RULES, default="query_len",
-                   help="routing rule of the main P/D run (chapter 4 shows both)")
-    p.add_argument("--preset", type=_preset, default="deepseek-v3",
-                   help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}")
-    p.add_argument("--chapter", type=int, choices=range(1, 7), metavar="N",
-                   help="show only chapter N (1-6)")
+    p.add_argument(
+        "--rule",
+        choices=ROUTING_RULES,
+        default="query_len",
+        help="routing rule of the main P/D run (chapter 4 shows both)",
+    )
+    p.add_argument(
+        "--preset",
+        type=_preset,
+        default="deepseek-v3",
+        help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
+    )
+    p.add_argument(
+        "--chapter", type=int, choices=range(1, 7), metavar="N", help="show only chapter N (1-6)"
+    )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
     p.add_argument("--max-tokens", type=positive_int, default=8, help="tokens to generate")
-    p.add_argument("--backend", choices=BACKENDS, default="torch",
-                   help="kernel implementation (default torch; triton runs the interpreter "
-                        "on a CPU and is slow)")
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default="torch",
+        help="kernel implementation (default torch; triton runs the interpreter "
+        "on a CPU and is slow)",
+    )
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--prompt", action="append", dest="prompts", metavar="TEXT",
-                   help="a prompt (repeat for a batch)")
+    p.add_argument(
+        "--prompt",
+        action="append",
+        dest="prompts",
+        metavar="TEXT",
+        help="a prompt (repeat for a batch)",
+    )
     p.add_argument("--block-size", type=positive_int, default=4)
     p.add_argument("--num-blocks", type=positive_int, default=256)
     p.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
     p.add_argument("--max-tokens", type=positive_int, default=8)
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
-    p.add_argument("--long-prefill-token-threshold", type=int, default=0,
-                   help="cap on a prefill chunk (0: no cap)")
+    p.add_argument(
+        "--long-prefill-token-threshold",
+        type=int,
+        default=0,
+        help="cap on a prefill chunk (0: no cap)",
+    )
     p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
     p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
-
-
 
 
 # ---- the runs ----------------------------------------------------------------------------
@@ -114,16 +135,22 @@ class TourRun:
     prompt_ids: list[int]
     outputs: dict[str, list[int]]  # "pd", "other", "local"
     texts: dict[str, str]
-    local_ids: tuple[str, str]     # the colocated request, then the same prompt again
+    local_ids: tuple[str, str]  # the colocated request, then the same prompt again
 
 
-def run_requests(prompt: str, block_size: int = 4, rule: str = "query_len",
-                 max_tokens: int = 8, backend: str = "torch") -> TourRun:
+def run_requests(
+    prompt: str,
+    block_size: int = 4,
+    rule: str = "query_len",
+    max_tokens: int = 8,
+    backend: str = "torch",
+) -> TourRun:
     """Run ``prompt`` through a P/D pair under ``rule``, a P/D pair under the other rule,
     and a colocated engine (twice, the second time hitting the prefix cache)."""
     from pdlab.engine import LLMEngine
     from pdlab.pd import PDPair
     from pdlab.request import SamplingParams
+
     if not prompt:
         raise ValueError("--prompt must not be empty")
     # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
@@ -136,24 +163,42 @@ def run_requests(prompt: str, block_size: int = 4, rule: str = "query_len",
         pd_out = pair.generate(prompt, sp)[0]
         other_pair = PDPair(cfg, cache, SchedulerConfig(rule=other), backend=backend)
         other_out = other_pair.generate(prompt, sp)[0]
-        local = LLMEngine(cfg, cache, SchedulerConfig(rule=rule), tracer=pair.tracer,
-                          backend=backend, model=pair.prefill.model)
+        local = LLMEngine(
+            cfg,
+            cache,
+            SchedulerConfig(rule=rule),
+            tracer=pair.tracer,
+            backend=backend,
+            model=pair.prefill.model,
+        )
         first = local.generate(prompt, sp)[0]
         again = local.generate(prompt, sp)[0]  # a prefix-cache hit: capped at N - 1
     pair.tracer.meta["tour"] = {"prompt": prompt, "rule": rule, "max_tokens": max_tokens}
-    return TourRun(prompt, cfg, rule, other, backend, pair.tracer, other_pair.tracer,
-                   list(pd_out.prompt_token_ids),
-                   {"pd": pd_out.output_token_ids, "other": other_out.output_token_ids,
-                    "local": first.output_token_ids},
-                   {"pd": pd_out.text, "other": other_out.text, "local": first.text},
-                   (first.request_id, again.request_id))
+    return TourRun(
+        prompt,
+        cfg,
+        rule,
+        other,
+        backend,
+        pair.tracer,
+        other_pair.tracer,
+        list(pd_out.prompt_token_ids),
+        {
+            "pd": pd_out.output_token_ids,
+            "other": other_out.output_token_ids,
+            "local": first.output_token_ids,
+        },
+        {"pd": pd_out.text, "other": other_out.text, "local": first.text},
+        (first.request_id, again.request_id),
+    )
 
 
 # ---- reading the trace -------------------------------------------------------------------
 def _steps(trace: Tracer, inst: str, rid: str = RID) -> list[tuple[dict, dict]]:
     """(step event, that request's scheduled row) for every step that scheduled ``rid``."""
-    return [(e, r) for e in trace.filter("step", inst) for r in e["scheduled"]
-            if r["req_id"] == rid]
+    return [
+        (e, r) for e in trace.filter("step", inst) for r in e["scheduled"] if r["req_id"] == rid
+    ]
 
 
 def _kernels(trace: Tracer, inst: str, step: int) -> list[dict[str, Any]]:
@@ -176,7 +221,7 @@ def _tok(i: int) -> str:
 
 
 def _shown(prompt: str, limit: int = 60) -> str:
-    return repr(prompt if len(prompt) <= limit else prompt[:limit - 1] + "…")
+    return repr(prompt if len(prompt) <= limit else prompt[: limit - 1] + "…")
 
 
 def _si(x: float) -> str:
@@ -212,13 +257,21 @@ def _source(func: Any, first: str, last: str, mark: str) -> Syntax:
     highlighted, with the file's line numbers."""
     lines, start = inspect.getsourcelines(func)
     i0 = next((i for i, s in enumerate(lines) if s.strip().startswith(first)), 0)
-    i1 = next((i for i, s in enumerate(lines) if s.strip().startswith(last) and i >= i0),
-              len(lines) - 1)
-    chunk = lines[i0:i1 + 1]
+    i1 = next(
+        (i for i, s in enumerate(lines) if s.strip().startswith(last) and i >= i0), len(lines) - 1
+    )
+    chunk = lines[i0 : i1 + 1]
     marked = {start + i0 + j for j, s in enumerate(chunk) if mark in s}
-    return Syntax(textwrap.dedent("".join(chunk)).rstrip("\n"), "python", line_numbers=True,
-                  start_line=start + i0, highlight_lines=marked, theme="ansi_dark",
-                  background_color="default", word_wrap=True)
+    return Syntax(
+        textwrap.dedent("".join(chunk)).rstrip("\n"),
+        "python",
+        line_numbers=True,
+        start_line=start + i0,
+        highlight_lines=marked,
+        theme="ansi_dark",
+        background_color="default",
+        word_wrap=True,
+    )
 
 
 def _where(func: Any) -> tuple[str, str]:
@@ -235,29 +288,56 @@ def _chapter1(c: Console, run: TourRun, lang: str) -> None:
         c.print(tr(lang, "ch1_whole"))
     for ev, r in steps:
         route = t.first("route", "P", step=ev["step"], req_id=RID)
-        c.print(tr(lang, "ch1_step", step=ev["step"], sched=r["num_scheduled_tokens"],
-                   before=r["num_computed_tokens_before"], after=r["num_computed_tokens_after"],
-                   q=route["query_len"], forward=route["forward"]))
+        c.print(
+            tr(
+                lang,
+                "ch1_step",
+                step=ev["step"],
+                sched=r["num_scheduled_tokens"],
+                before=r["num_computed_tokens_before"],
+                after=r["num_computed_tokens_after"],
+                q=route["query_len"],
+                forward=route["forward"],
+            )
+        )
     layers, L, R = _row_shape(_kernels(t, "P", steps[0][0]["step"]))
     c.print(tr(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
     bs = t.meta["block_size"]
     blocks = steps[-1][1]["block_ids"]
     tab = Table(title=tr(lang, "ch1_table"))
-    for key, just in (("col_logical", "right"), ("col_p_block", "right"),
-                      ("col_positions", "right"), ("col_tokens", "left"), ("col_ids", "left")):
+    for key, just in (
+        ("col_logical", "right"),
+        ("col_p_block", "right"),
+        ("col_positions", "right"),
+        ("col_tokens", "left"),
+        ("col_ids", "left"),
+    ):
         tab.add_column(tr(lang, key), justify=just)
     for j in _elided(len(blocks), 8, 3):
         if j is None:
             tab.add_row("…", "…", "…", "…", "…")
             continue
-        ids = run.prompt_ids[j * bs:(j + 1) * bs]
-        tab.add_row(str(j), str(blocks[j]), _span(j * bs, j * bs + len(ids) - 1),
-                    escape(" ".join(_tok(i) for i in ids)), " ".join(map(str, ids)))
+        ids = run.prompt_ids[j * bs : (j + 1) * bs]
+        tab.add_row(
+            str(j),
+            str(blocks[j]),
+            _span(j * bs, j * bs + len(ids) - 1),
+            escape(" ".join(_tok(i) for i in ids)),
+            " ".join(map(str, ids)),
+        )
     c.print(tab)
     s = t.first("sample", "P", req_id=RID)
     fin = t.first("finish", "P", req_id=RID)
-    c.print(tr(lang, "ch1_sample", tok=s["token"], ch=_tok(s["token"]), pos=s["position"],
-               reason=fin["finish_reason"]))
+    c.print(
+        tr(
+            lang,
+            "ch1_sample",
+            tok=s["token"],
+            ch=_tok(s["token"]),
+            pos=s["position"],
+            reason=fin["finish_reason"],
+        )
+    )
     if fin.get("kv_transfer_params"):
         c.print(tr(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
         c.print(escape(json.dumps(fin["kv_transfer_params"])))
@@ -289,8 +369,18 @@ def _chapter2(c: Console, run: TourRun, lang: str) -> None:
     layers, L, R = _row_shape(t.filter("kernel", "P"))
     rows = len(pairs) * bs * layers * (L + R)
     if rows and x["nbytes"] % rows == 0:
-        c.print(tr(lang, "ch2_bytes", nbytes=x["nbytes"], nb=len(pairs), bs=bs, layers=layers,
-                   W=L + R, e=x["nbytes"] // rows))
+        c.print(
+            tr(
+                lang,
+                "ch2_bytes",
+                nbytes=x["nbytes"],
+                nb=len(pairs),
+                bs=bs,
+                layers=layers,
+                W=L + R,
+                e=x["nbytes"] // rows,
+            )
+        )
     else:
         c.print(tr(lang, "ch2_bytes_plain", nbytes=x["nbytes"]))
 
@@ -301,12 +391,28 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
     c.print(tr(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
     ready = t.first("remote_kv_ready", "D", req_id=RID)
     n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
-    c.print(tr(lang, "ch3_ready", step=ready["step"],
-               before=ready["num_computed_tokens_before_adjust"], n=n, nct=nct))
+    c.print(
+        tr(
+            lang,
+            "ch3_ready",
+            step=ready["step"],
+            before=ready["num_computed_tokens_before_adjust"],
+            n=n,
+            nct=nct,
+        )
+    )
     ev, r = _steps(t, "D")[0]
-    c.print(tr(lang, "ch3_sched", step=ev["step"], sched=r["num_scheduled_tokens"],
-               pos=r["num_computed_tokens_before"], before=r["num_computed_tokens_before"],
-               after=r["num_computed_tokens_after"]))
+    c.print(
+        tr(
+            lang,
+            "ch3_sched",
+            step=ev["step"],
+            sched=r["num_scheduled_tokens"],
+            pos=r["num_computed_tokens_before"],
+            before=r["num_computed_tokens_before"],
+            after=r["num_computed_tokens_after"],
+        )
+    )
     # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
     layers, L, R = _row_shape(_kernels(t, "D", ev["step"]))
     bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=RID)["local_block_ids"]
@@ -317,27 +423,51 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
     tab.add_column(tr(lang, "col_d_slot"), justify="right")
     per_layer = layers <= 3
     for layer in range(layers) if per_layer else [None]:
-        tab.add_column(tr(lang, "col_layer_kv", l=layer) if per_layer
-                       else tr(lang, "col_layers_kv", a=0, b=layers - 1))
+        tab.add_column(
+            tr(lang, "col_layer_kv", l=layer)
+            if per_layer
+            else tr(lang, "col_layers_kv", a=0, b=layers - 1)
+        )
     tab.add_column(tr(lang, "col_h", l=layers - 1))
     for pos in _elided(n, 3, 3):
         if pos is None:
             tab.add_row(*["…"] * (4 + (layers if per_layer else 1)))
             continue
         kv = tr(lang, "cell_rewritten") if pos == last else f"✓ {L}|{R}"
-        tab.add_row(str(pos), escape(_tok(run.prompt_ids[pos])),
-                    f"{d_blocks[pos // bs]}[{pos % bs}]",
-                    *[kv] * (layers if per_layer else 1),
-                    tr(lang, "cell_needed") if pos == last else "—")
+        tab.add_row(
+            str(pos),
+            escape(_tok(run.prompt_ids[pos])),
+            f"{d_blocks[pos // bs]}[{pos % bs}]",
+            *[kv] * (layers if per_layer else 1),
+            tr(lang, "cell_needed") if pos == last else "—",
+        )
     c.print(tab)
-    c.print(tr(lang, "ch3_explain", n=n, layers=layers, W=L + R, last=last,
-               reused=f"0..{last - 1}" if last else "—", H=run.cfg.hidden_size))
+    c.print(
+        tr(
+            lang,
+            "ch3_explain",
+            n=n,
+            layers=layers,
+            W=L + R,
+            last=last,
+            reused=f"0..{last - 1}" if last else "—",
+            H=run.cfg.hidden_size,
+        )
+    )
     d_tok = t.first("sample", "D", req_id=RID)["token"]
     p_tok = t.first("sample", "P", req_id=RID)["token"]
-    c.print(tr(lang, "ch3_check", d=d_tok, p=p_tok,
-               verdict=tr(lang, "same" if d_tok == p_tok else "different")))
+    c.print(
+        tr(
+            lang,
+            "ch3_check",
+            d=d_tok,
+            p=p_tok,
+            verdict=tr(lang, "same" if d_tok == p_tok else "different"),
+        )
+    )
     from pdlab.kv_cache.manager import KVCacheManager
     from pdlab.sched.scheduler import Scheduler
+
     fn = Scheduler._update_waiting_for_remote_kv
     path, name = _where(fn)
     c.print(tr(lang, "ch3_src", path=path, qualname=name))
@@ -347,27 +477,47 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
     c.print(tr(lang, "ch3_local", path=path, qualname=name))
     c.print(_source(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1"))
     again = t.first("admit", "local", req_id=run.local_ids[1])
-    c.print(tr(lang, "ch3_local_hit", hit=again["num_cached_tokens"], bs=bs, nm1=n - 1,
-               expect=(n - 1) // bs * bs, n=n))
+    c.print(
+        tr(
+            lang,
+            "ch3_local_hit",
+            hit=again["num_cached_tokens"],
+            bs=bs,
+            nm1=n - 1,
+            expect=(n - 1) // bs * bs,
+            n=n,
+        )
+    )
 
 
 def _first_d_step(trace: Tracer) -> dict[str, Any]:
     """What D's first step did: its route, kernels, cost and sampled token."""
     ev, _ = _steps(trace, "D")[0]
     ks = _kernels(trace, "D", ev["step"])
-    return {"route": trace.first("route", "D", step=ev["step"], req_id=RID),
-            "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
-            "flops": sum(k["flops"] for k in ks), "bytes": sum(k["bytes"] for k in ks),
-            "sample": trace.first("sample", "D", req_id=RID)}
+    return {
+        "route": trace.first("route", "D", step=ev["step"], req_id=RID),
+        "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
+        "flops": sum(k["flops"] for k in ks),
+        "bytes": sum(k["bytes"] for k in ks),
+        "sample": trace.first("sample", "D", req_id=RID),
+    }
 
 
 def _chapter4(c: Console, run: TourRun, lang: str) -> None:
     from pdlab.ui.console import kernel_brief
+
     by_rule = {run.rule: _first_d_step(run.trace), run.other_rule: _first_d_step(run.other_trace)}
     rules = ["prompt", "query_len"]  # the question's rule first
     r0 = by_rule[rules[0]]["route"]
-    c.print(tr(lang, "ch4_intro", q=r0["query_len"], nct=r0["num_computed_tokens"],
-               n=r0["num_prompt_tokens"]))
+    c.print(
+        tr(
+            lang,
+            "ch4_intro",
+            q=r0["query_len"],
+            nct=r0["num_computed_tokens"],
+            n=r0["num_prompt_tokens"],
+        )
+    )
     tab = Table(title=tr(lang, "ch4_table"))
     tab.add_column("")
     for rule in rules:
@@ -383,24 +533,28 @@ def _chapter4(c: Console, run: TourRun, lang: str) -> None:
         else:
             a, b = rt["query_len"], rt["decode_threshold"]
             test = f"query_len <= decode_threshold\n{a} <= {b}: {a <= b}"
-        for key, val in (("query_len", rt["query_len"]),
-                         ("num_computed_tokens", rt["num_computed_tokens"]),
-                         ("num_prompt_tokens", rt["num_prompt_tokens"]),
-                         ("row_test", test), ("row_path", f"{rt['path']} → {rt['forward']}"),
-                         ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
-                         ("row_flops", _si(d["flops"])), ("row_bytes", _si(d["bytes"])),
-                         ("row_token", f"{d['sample']['token']} ({_tok(d['sample']['token'])})"),
-                         ("row_logit", f"{d['sample']['logit']:.6f}")):
+        for key, val in (
+            ("query_len", rt["query_len"]),
+            ("num_computed_tokens", rt["num_computed_tokens"]),
+            ("num_prompt_tokens", rt["num_prompt_tokens"]),
+            ("row_test", test),
+            ("row_path", f"{rt['path']} → {rt['forward']}"),
+            ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
+            ("row_flops", _si(d["flops"])),
+            ("row_bytes", _si(d["bytes"])),
+            ("row_token", f"{d['sample']['token']} ({_tok(d['sample']['token'])})"),
+            ("row_logit", f"{d['sample']['logit']:.6f}"),
+        ):
             cells.setdefault(key, []).append(escape(str(val)))
     for key, vals in cells.items():
         label = key if not key.startswith("row_") else tr(lang, key)
         tab.add_row(label, *vals, end_section=key in ("num_prompt_tokens", "row_kernels"))
     c.print(tab)
-    gathered = [k["shapes"]["rows"] for k in by_rule["prompt"]["kernels"]
-                if k["name"] == "gather_cache"]
+    gathered = [
+        k["shapes"]["rows"] for k in by_rule["prompt"]["kernels"] if k["name"] == "gather_cache"
+    ]
     ctx_rows = sum(gathered)
-    c.print(tr(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows
-            else tr(lang, "ch4_paths_no_context"))
+    c.print(tr(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else tr(lang, "ch4_paths_no_context"))
     sa, sb = (by_rule[r]["sample"] for r in rules)
     delta = f"{abs(sa['logit'] - sb['logit']):.1e}"
     if sa["token"] == sb["token"]:
@@ -415,23 +569,47 @@ def _chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
         decode_path_cost,
         prefill_path_cost,
     )
+
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     c.print(tr(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
     tab = Table(title=tr(lang, "ch5_table"))
-    for key in ("col_context", "col_pf_flops", "col_dc_flops", "col_ratio", "col_pf_bytes",
-                "col_dc_bytes", "col_ratio"):
+    for key in (
+        "col_context",
+        "col_pf_flops",
+        "col_dc_flops",
+        "col_ratio",
+        "col_pf_bytes",
+        "col_dc_bytes",
+        "col_ratio",
+    ):
         tab.add_column(tr(lang, key), justify="right")
-    costs = [(ctx, prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx))
-             for ctx in COST_CONTEXTS]
+    costs = [
+        (ctx, prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)) for ctx in COST_CONTEXTS
+    ]
     for ctx, p, d in costs:
-        tab.add_row(_ctx_label(ctx), _si(p.flops), _si(d.flops), _ratio(p.flops, d.flops),
-                    _si(p.bytes) + "B", _si(d.bytes) + "B", _ratio(p.bytes, d.bytes))
+        tab.add_row(
+            _ctx_label(ctx),
+            _si(p.flops),
+            _si(d.flops),
+            _ratio(p.flops, d.flops),
+            _si(p.bytes) + "B",
+            _si(d.bytes) + "B",
+            _ratio(p.bytes, d.bytes),
+        )
     c.print(tab)
     ctx, p, d = costs[-1]
     upproj = sum(f for name, f, _ in p.parts if "context up-projection" in name)
     c.print(tr(lang, "ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R))
-    c.print(tr(lang, "ch5_model", layers=cfg.num_hidden_layers, ctx=_ctx_label(ctx),
-               pf=_si(p.flops * cfg.num_hidden_layers), df=_si(d.flops * cfg.num_hidden_layers)))
+    c.print(
+        tr(
+            lang,
+            "ch5_model",
+            layers=cfg.num_hidden_layers,
+            ctx=_ctx_label(ctx),
+            pf=_si(p.flops * cfg.num_hidden_layers),
+            df=_si(d.flops * cfg.num_hidden_layers),
+        )
+    )
     c.print(tr(lang, "ch5_cross", x=f"{absorb_crossover_query_len(cfg):.0f}"))
     c.print(tr(lang, "ch5_upstream"))
     c.print(tr(lang, "ch5_ascend"))
@@ -439,6 +617,7 @@ def _chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
 
 def _chapter6(c: Console, run: TourRun, lang: str) -> None:
     from pdlab.ui.console import step_table
+
     t = run.trace
     tab = step_table(t, "D", title=tr(lang, "ch6_steps"))
     if lang == "zh":
@@ -446,20 +625,32 @@ def _chapter6(c: Console, run: TourRun, lang: str) -> None:
             col.header = STEP_TABLE_HEADERS_ZH.get(str(col.header), col.header)
     c.print(tab)
     later = t.filter("route", "D", req_id=RID)[1:]
-    if later and all(e["query_len"] == 1 and e["num_computed_tokens"] >= e["num_prompt_tokens"]
-                     and e["path"] == "decode" for e in later):
+    if later and all(
+        e["query_len"] == 1
+        and e["num_computed_tokens"] >= e["num_prompt_tokens"]
+        and e["path"] == "decode"
+        for e in later
+    ):
         c.print(tr(lang, "ch6_agree"))
     tab = Table(title=tr(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(tr(lang, key))
-    for key, label in (("pd", tr(lang, "run_pd", rule=run.rule)),
-                       ("other", tr(lang, "run_pd", rule=run.other_rule)),
-                       ("local", tr(lang, "run_local", rule=run.rule))):
+    for key, label in (
+        ("pd", tr(lang, "run_pd", rule=run.rule)),
+        ("other", tr(lang, "run_pd", rule=run.other_rule)),
+        ("local", tr(lang, "run_local", rule=run.rule)),
+    ):
         tab.add_row(label, escape(str(run.outputs[key])), escape(repr(run.texts[key])))
     c.print(tab)
     equal = run.outputs["pd"] == run.outputs["local"] == run.outputs["other"]
-    c.print(tr(lang, "ch6_equal", verdict=tr(lang, "equal" if equal else "not_equal"),
-               n=len(run.outputs["local"])))
+    c.print(
+        tr(
+            lang,
+            "ch6_equal",
+            verdict=tr(lang, "equal" if equal else "not_equal"),
+            n=len(run.outputs["local"]),
+        )
+    )
     freed = t.filter("free", "D", req_id=RID)
     if freed:
         c.print(tr(lang, "ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"]))
@@ -476,12 +667,28 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         layers, L, R = _row_shape(run.trace.filter("kernel", "P"))
         c.rule(f"[bold]{tr(lang, 'title')}[/]")
         c.print(tr(lang, "question"))
-        c.print(tr(lang, "settings", prompt=_shown(run.prompt), model=run.trace.meta["model"],
-                   layers=layers, L=L, R=R, bs=run.trace.meta["block_size"], rule=run.rule,
-                   backend=run.trace.meta["backend"]))
-    chapters = {1: lambda: _chapter1(c, run, lang), 2: lambda: _chapter2(c, run, lang),
-                3: lambda: _chapter3(c, run, lang), 4: lambda: _chapter4(c, run, lang),
-                5: lambda: _chapter5(c, preset, lang), 6: lambda: _chapter6(c, run, lang)}
+        c.print(
+            tr(
+                lang,
+                "settings",
+                prompt=_shown(run.prompt),
+                model=run.trace.meta["model"],
+                layers=layers,
+                L=L,
+                R=R,
+                bs=run.trace.meta["block_size"],
+                rule=run.rule,
+                backend=run.trace.meta["backend"],
+            )
+        )
+    chapters = {
+        1: lambda: _chapter1(c, run, lang),
+        2: lambda: _chapter2(c, run, lang),
+        3: lambda: _chapter3(c, run, lang),
+        4: lambda: _chapter4(c, run, lang),
+        5: lambda: _chapter5(c, preset, lang),
+        6: lambda: _chapter6(c, run, lang),
+    }
     for number, show in chapters.items():
         if args.chapter in (None, number):
             c.print()
@@ -491,9 +698,17 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         c.print(tr(lang, "wrote", path=run.trace.save(args.json)))
     if args.plots is not None:
         from pdlab.ui.plots import save_all
+
         paths = save_all(run.trace, preset, args.plots, instance="D")
-        c.print(tr(lang, "wrote_plots", n=len(paths), dir=args.plots,
-                   names=", ".join(p.name for p in paths)))
+        c.print(
+            tr(
+                lang,
+                "wrote_plots",
+                n=len(paths),
+                dir=args.plots,
+                names=", ".join(p.name for p in paths),
+            )
+        )
     return 0
 
 
@@ -503,13 +718,17 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     from pdlab.pd import PDPair
     from pdlab.request import SamplingParams
     from pdlab.ui.console import step_table
+
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
     if any(not p for p in prompts):
         raise ValueError("--prompt must not be empty")
     cache = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
-    sched = SchedulerConfig(rule=args.rule, max_num_batched_tokens=args.max_num_batched_tokens,
-                            long_prefill_token_threshold=args.long_prefill_token_threshold)
+    sched = SchedulerConfig(
+        rule=args.rule,
+        max_num_batched_tokens=args.max_num_batched_tokens,
+        long_prefill_token_threshold=args.long_prefill_token_threshold,
+    )
     sp = SamplingParams(max_tokens=args.max_tokens)
     cfg = ModelConfig.tiny()
     with one_thread():

@@ -49,19 +49,29 @@ class Tracer:
 
     def emit(self, kind: str, instance: str, step: int, **fields: Any) -> None:
         if self.enabled:
-            self.events.append({"kind": kind, "instance": instance, "step": step,
-                                **{k: _jsonable(v) for k, v in fields.items()}})
+            self.events.append(
+                {
+                    "kind": kind,
+                    "instance": instance,
+                    "step": step,
+                    **{k: _jsonable(v) for k, v in fields.items()},
+                }
+            )
 
     def extend(self, events: Iterable[dict[str, Any]]) -> None:
         self.events.extend(events)
 
     # ---- queries the views use ---------------------------------------------------------
-    def filter(self, kind: str | None = None, instance: str | None = None,
-               **match: Any) -> list[dict[str, Any]]:
-        return [e for e in self.events
-                if (kind is None or e["kind"] == kind)
-                and (instance is None or e["instance"] == instance)
-                and all(e.get(k) == v for k, v in match.items())]
+    def filter(
+        self, kind: str | None = None, instance: str | None = None, **match: Any
+    ) -> list[dict[str, Any]]:
+        return [
+            e
+            for e in self.events
+            if (kind is None or e["kind"] == kind)
+            and (instance is None or e["instance"] == instance)
+            and all(e.get(k) == v for k, v in match.items())
+        ]
 
     def first(self, kind: str, instance: str | None = None, **match: Any) -> dict[str, Any]:
         found = self.filter(kind, instance, **match)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
+
 from pdlab.kernels.backend import triton_installed
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -34,8 +35,11 @@ HAS_TRITON = triton_installed()
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 _OUT_TOL = {torch.float32: 5e-3 if ON_GPU else 1e-5, torch.float16: 3e-3, torch.bfloat16: 2e-2}
-_LSE_TOL = {torch.float32: 5e-3 if ON_GPU else 1e-5, torch.float16: 2e-3,
-            torch.bfloat16: 5e-3 if ON_GPU else 2e-3}
+_LSE_TOL = {
+    torch.float32: 5e-3 if ON_GPU else 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 5e-3 if ON_GPU else 2e-3,
+}
 
 
 def impl(backend: str, dtype: str, *marks) -> pytest.param:
@@ -46,20 +50,40 @@ def impl(backend: str, dtype: str, *marks) -> pytest.param:
 
 # Triton in fp32 and fp16 (on the interpreter) and bf16 (upcast on the interpreter, tensor
 # cores on a GPU); the torch twins in every dtype.
-ALL_IMPLS = [impl("triton", "fp32"), impl("triton", "fp16"), impl("triton", "bf16"),
-             impl("torch", "fp32"), impl("torch", "fp16"), impl("torch", "bf16")]
+ALL_IMPLS = [
+    impl("triton", "fp32"),
+    impl("triton", "fp16"),
+    impl("triton", "bf16"),
+    impl("torch", "fp32"),
+    impl("torch", "fp16"),
+    impl("torch", "bf16"),
+]
 # For the larger grids: each backend in fp32 and one half type, bf16 on the twins, and
 # Triton in bf16 too where it is compiled (a GPU), bf16 being what serving runs.
-MAIN_IMPLS = [impl("triton", "fp32"), impl("triton", "fp16"),
-              *([impl("triton", "bf16")] if ON_GPU else []),
-              impl("torch", "fp32"), impl("torch", "bf16")]
+MAIN_IMPLS = [
+    impl("triton", "fp32"),
+    impl("triton", "fp16"),
+    *([impl("triton", "bf16")] if ON_GPU else []),
+    impl("torch", "fp32"),
+    impl("torch", "bf16"),
+]
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype,
-                 lse: bool = False, what: str = "") -> None:
+def assert_close(
+    actual: torch.Tensor,
+    expected: torch.Tensor,
+    dtype: torch.dtype,
+    lse: bool = False,
+    what: str = "",
+) -> None:
     tol = (_LSE_TOL if lse else _OUT_TOL)[dtype]
-    torch.testing.assert_close(actual.float().cpu(), expected.float().cpu(), atol=tol, rtol=tol,
-                               msg=lambda m: f"{what}: {m}")
+    torch.testing.assert_close(
+        actual.float().cpu(),
+        expected.float().cpu(),
+        atol=tol,
+        rtol=tol,
+        msg=lambda m: f"{what}: {m}",
+    )
 
 
 def randn(*shape: int, g: torch.Generator, dtype: torch.dtype, scale: float = 1.0) -> torch.Tensor:
@@ -76,10 +100,10 @@ def cu_seqlens(lens: list[int]) -> torch.Tensor:
 
 @dataclass
 class PagedCache:
-    kv_cache: torch.Tensor      # [num_blocks, block_size, width]; NaN where no request owns
-    block_table: torch.Tensor   # int32 [B, max_blocks]; unused entries -> an all-NaN page
-    seq_lens: torch.Tensor      # int32 [B]
-    rows: list[torch.Tensor]    # per request, its cached rows [n, width] in order
+    kv_cache: torch.Tensor  # [num_blocks, block_size, width]; NaN where no request owns
+    block_table: torch.Tensor  # int32 [B, max_blocks]; unused entries -> an all-NaN page
+    seq_lens: torch.Tensor  # int32 [B]
+    rows: list[torch.Tensor]  # per request, its cached rows [n, width] in order
 
     def slot_mapping(self, req: int, positions: torch.Tensor) -> torch.Tensor:
         """int64 slots of ``positions`` of request ``req``."""
@@ -88,23 +112,34 @@ class PagedCache:
         return pages * bs + positions.to(DEVICE) % bs
 
 
-def paged_cache(seq_lens: list[int], block_size: int, width: int, dtype: torch.dtype,
-                g: torch.Generator, fill: bool = True, spare_pages: int = 2) -> PagedCache:
+def paged_cache(
+    seq_lens: list[int],
+    block_size: int,
+    width: int,
+    dtype: torch.dtype,
+    g: torch.Generator,
+    fill: bool = True,
+    spare_pages: int = 2,
+) -> PagedCache:
     """A paged cache holding random rows for each request (``fill``) or only NaN."""
     pages = [-(-n // block_size) for n in seq_lens]
     num_blocks = sum(pages) + max(1, spare_pages)
     perm = torch.randperm(num_blocks, generator=g)
-    nan_page = int(perm[-1])                            # owned by no one, stays NaN
+    nan_page = int(perm[-1])  # owned by no one, stays NaN
     table = torch.full((len(seq_lens), max(pages, default=0) + 2), nan_page, dtype=torch.int32)
     cache = torch.full((num_blocks, block_size, width), float("nan"), dtype=dtype)
     rows, k = [], 0
     for i, n in enumerate(seq_lens):
-        table[i, :pages[i]] = perm[k:k + pages[i]].to(torch.int32)
+        table[i, : pages[i]] = perm[k : k + pages[i]].to(torch.int32)
         k += pages[i]
         r = (torch.randn(n, width, generator=g)).to(dtype)
         if fill:
             pos = torch.arange(n)
             cache[table[i, pos // block_size].long(), pos % block_size] = r
         rows.append(r.to(DEVICE))
-    return PagedCache(cache.to(DEVICE), table.to(DEVICE),
-                      torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE), rows)
+    return PagedCache(
+        cache.to(DEVICE),
+        table.to(DEVICE),
+        torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE),
+        rows,
+    )

@@ -105,14 +105,19 @@ def execute_notebook(path, timeout: int = 600, cwd=None) -> tuple[Any, float]:
     cwd = str(Path(cwd) if cwd is not None else path.resolve().parent)
     nb = nbformat.read(path, as_version=4)
     km = _venv_kernel_manager()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", km=km,
-                            resources={"metadata": {"path": cwd}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", km=km, resources={"metadata": {"path": cwd}}
+    )
     t0 = time.perf_counter()
     try:
         with client.setup_kernel(cwd=cwd, env=dict(os.environ)):
             # a silent request: no execution count used, no output
-            msg_id = client.kc.execute("", silent=True, store_history=False,
-                                       user_expressions={"p": "__import__('sys').prefix"})
+            msg_id = client.kc.execute(
+                "",
+                silent=True,
+                store_history=False,
+                user_expressions={"p": "__import__('sys').prefix"},
+            )
             reply = client.wait_for_reply(msg_id) or {}
             expr = reply.get("content", {}).get("user_expressions", {}).get("p", {})
             got = ast.literal_eval(expr.get("data", {}).get("text/plain", "''"))
@@ -121,11 +126,11 @@ def execute_notebook(path, timeout: int = 600, cwd=None) -> tuple[Any, float]:
             client.code_cells_executed = 0
             for index, cell in enumerate(nb.cells):
                 try:
-                    client.execute_cell(cell, index,
-                                        execution_count=client.code_cells_executed + 1)
+                    client.execute_cell(cell, index, execution_count=client.code_cells_executed + 1)
                 except CellExecutionError as exc:
-                    raise NotebookExecutionError(path, index, cell.source, exc.traceback,
-                                                 exc.ename) from None
+                    raise NotebookExecutionError(
+                        path, index, cell.source, exc.traceback, exc.ename
+                    ) from None
     finally:
         # we own km (NotebookClient only cleans up kernels it created itself)
         with contextlib.suppress(Exception):
@@ -175,11 +180,14 @@ def check_in_sync(ipynb_path, py_path=None) -> list[str]:
             diffs.append(f"cell {i}: type {ta} in {ipynb_path.name}, {tb} in {py_path.name}")
         elif sa != sb:
             la, lb = sa.splitlines(), sb.splitlines()
-            j = next((k for k in range(min(len(la), len(lb))) if la[k] != lb[k]),
-                     min(len(la), len(lb)))
-            diffs.append(f"cell {i} ({ta}) differs at line {j + 1}: "
-                         f"{(la[j] if j < len(la) else '<end>')!r} != "
-                         f"{(lb[j] if j < len(lb) else '<end>')!r}")
+            j = next(
+                (k for k in range(min(len(la), len(lb))) if la[k] != lb[k]), min(len(la), len(lb))
+            )
+            diffs.append(
+                f"cell {i} ({ta}) differs at line {j + 1}: "
+                f"{(la[j] if j < len(la) else '<end>')!r} != "
+                f"{(lb[j] if j < len(lb) else '<end>')!r}"
+            )
     return diffs
 
 
@@ -215,18 +223,24 @@ def _kill_all(procs, sig=signal.SIGKILL) -> None:
 _LAB_SETTINGS = {
     # no toasts, no news, no update check (the network is closed anyway)
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {
-        "checkForUpdates": False, "doNotDisturbMode": True, "fetchNews": "false"},
+        "checkForUpdates": False,
+        "doNotDisturbMode": True,
+        "fetchNews": "false",
+    },
     # never write the (executed) notebook back to disk
     "@jupyterlab/docmanager-extension/plugin.jupyterlab-settings": {"autosave": False},
     # every cell in the DOM (no virtual scrolling), no "select kernel" dialog
     "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {
-        "windowingMode": "none", "autoStartDefaultKernel": True},
+        "windowingMode": "none",
+        "autoStartDefaultKernel": True,
+    },
 }
 
 
 @contextlib.contextmanager
-def running_jupyterlab(root_dir, timeout: float = 60.0,
-                       extra_args: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+def running_jupyterlab(
+    root_dir, timeout: float = 60.0, extra_args: tuple[str, ...] = ()
+) -> Iterator[tuple[str, str]]:
     """Start ``jupyter lab`` on a free 127.0.0.1 port serving ``root_dir``; yield (base_url, token).
 
     Hermetic: config/data/runtime/settings/workspace/checkpoint dirs live in a temp dir (removed
@@ -240,16 +254,21 @@ def running_jupyterlab(root_dir, timeout: float = 60.0,
     tmp = Path(tempfile.mkdtemp(prefix="pdlab-lab-"))
     token = secrets.token_hex(16)
     env = dict(os.environ)
-    for var, sub in [("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
-                     ("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTERLAB_SETTINGS_DIR", "settings"),
-                     ("JUPYTERLAB_WORKSPACES_DIR", "workspaces")]:
+    for var, sub in [
+        ("JUPYTER_CONFIG_DIR", "config"),
+        ("JUPYTER_DATA_DIR", "data"),
+        ("JUPYTER_RUNTIME_DIR", "runtime"),
+        ("JUPYTERLAB_SETTINGS_DIR", "settings"),
+        ("JUPYTERLAB_WORKSPACES_DIR", "workspaces"),
+    ]:
         (tmp / sub).mkdir()
         env[var] = str(tmp / sub)
     env.pop("JUPYTER_TOKEN", None)
     env["JUPYTER_PLATFORM_DIRS"] = "1"
     env["JUPYTER_PATH"] = os.pathsep.join(
         [os.path.join(sys.prefix, "share", "jupyter")]
-        + [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p])
+        + [p for p in env.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    )
     for rel, data in _LAB_SETTINGS.items():
         f = tmp / "settings" / rel
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -262,20 +281,36 @@ def running_jupyterlab(root_dir, timeout: float = 60.0,
         for _attempt in range(3):
             port = _free_port()
             base_url = f"http://127.0.0.1:{port}"
-            cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser",
-                   "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-                   "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-                   f"--ServerApp.root_dir={root_dir}", "--LabApp.news_url=None",
-                   "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-                   "--LabApp.expose_app_in_browser=True",
-                   "--LabApp.extension_manager=readonly",
-                   f"--FileCheckpoints.checkpoint_dir={tmp / 'checkpoints'}",
-                   *(["--allow-root"] if os.geteuid() == 0 else []), *extra_args]
+            cmd = [
+                sys.executable,
+                "-m",
+                "jupyter",
+                "lab",
+                "--no-browser",
+                "--ServerApp.ip=127.0.0.1",
+                f"--ServerApp.port={port}",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root_dir}",
+                "--LabApp.news_url=None",
+                "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+                "--LabApp.expose_app_in_browser=True",
+                "--LabApp.extension_manager=readonly",
+                f"--FileCheckpoints.checkpoint_dir={tmp / 'checkpoints'}",
+                *(["--allow-root"] if os.geteuid() == 0 else []),
+                *extra_args,
+            ]
             logf = open(log, "ab")  # noqa: SIM115 - closed below
             try:
-                proc = subprocess.Popen(cmd, cwd=root_dir, env=env, stdout=logf,
-                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True)
+                proc = subprocess.Popen(
+                    cmd,
+                    cwd=root_dir,
+                    env=env,
+                    stdout=logf,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             finally:
                 logf.close()
             if _wait_ready(proc, f"{base_url}/api/status?token={token}", timeout):
@@ -311,8 +346,12 @@ def _stop_server(proc, base_url: str, token: str) -> None:
     procs = _descendants(proc.pid)
     if proc.poll() is None:
         with contextlib.suppress(urllib.error.URLError, OSError):
-            req = urllib.request.Request(f"{base_url}/api/shutdown", method="POST", data=b"",
-                                         headers={"Authorization": f"token {token}"})
+            req = urllib.request.Request(
+                f"{base_url}/api/shutdown",
+                method="POST",
+                data=b"",
+                headers={"Authorization": f"token {token}"},
+            )
             urllib.request.urlopen(req, timeout=5).close()
         try:
             proc.wait(timeout=15)
@@ -365,13 +404,15 @@ class LabPage:
 
 
 def _screenshot_dir() -> Path:
-    return Path(os.environ.get("PDLAB_SCREENSHOT_DIR")
-                or Path(tempfile.gettempdir()) / "pdlab-screenshots")
+    return Path(
+        os.environ.get("PDLAB_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "pdlab-screenshots"
+    )
 
 
 @contextlib.contextmanager
-def lab_page(root_dir, failure_screenshot=None, viewport=(1280, 1000),
-             timeout: float = 60.0) -> Iterator[LabPage]:
+def lab_page(
+    root_dir, failure_screenshot=None, viewport=(1280, 1000), timeout: float = 60.0
+) -> Iterator[LabPage]:
     """JupyterLab on ``root_dir`` + headless Chromium + one page; yields a :class:`LabPage`.
 
     On an exception in the block a screenshot is saved (``failure_screenshot``, default
@@ -381,8 +422,10 @@ def lab_page(root_dir, failure_screenshot=None, viewport=(1280, 1000),
     from playwright.sync_api import sync_playwright
 
     require_chromium()  # skip before starting a server for nothing
-    with running_jupyterlab(root_dir, timeout=timeout) as (base_url, token), \
-            sync_playwright() as pw:
+    with (
+        running_jupyterlab(root_dir, timeout=timeout) as (base_url, token),
+        sync_playwright() as pw,
+    ):
         browser = launch_chromium(pw)
         try:
             ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
@@ -401,8 +444,11 @@ def lab_page(root_dir, failure_screenshot=None, viewport=(1280, 1000),
                         screenshot(page, shot)
                         print(f"[nbtools] failure screenshot: {shot}", file=sys.stderr)
                     if lp.console_errors:
-                        print("[nbtools] browser console errors:\n  "
-                              + "\n  ".join(lp.console_errors[-20:]), file=sys.stderr)
+                        print(
+                            "[nbtools] browser console errors:\n  "
+                            + "\n  ".join(lp.console_errors[-20:]),
+                            file=sys.stderr,
+                        )
                 raise
         finally:
             browser.close()
@@ -437,21 +483,30 @@ def _ms(seconds: float) -> float:
 
 def open_notebook(page, base_url: str, token: str, rel_path: str, timeout: float = 60.0) -> None:
     """Open ``rel_path`` (relative to the server's root) and wait until its kernel is idle."""
-    url = (f"{base_url}/lab/tree/{urllib.parse.quote(rel_path)}?"
-           + urllib.parse.urlencode({"token": token}))
+    url = f"{base_url}/lab/tree/{urllib.parse.quote(rel_path)}?" + urllib.parse.urlencode(
+        {"token": token}
+    )
     page.goto(url, timeout=_ms(timeout))
-    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started !== undefined",
-                           timeout=_ms(timeout))
+    page.wait_for_function(
+        "() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=_ms(timeout)
+    )
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=_ms(timeout))
     page.wait_for_function(
-        "(path) => {" + _JS_NB + """
+        "(path) => {"
+        + _JS_NB
+        + """
           const w = nb();
           if (!w || w.context.path !== path || !w.context.isReady) return false;
           const k = w.sessionContext.session && w.sessionContext.session.kernel;
           return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
-        }""", arg=rel_path, timeout=_ms(timeout), polling=100)
+        }""",
+        arg=rel_path,
+        timeout=_ms(timeout),
+        polling=100,
+    )
     page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook").first.wait_for(
-        timeout=_ms(timeout))
+        timeout=_ms(timeout)
+    )
 
 
 def kernel_flush(page, timeout: float = 60.0) -> None:
@@ -461,7 +516,10 @@ def kernel_flush(page, timeout: float = 60.0) -> None:
     ordered, so every widget update sent before has been applied). Twice, because ipywidgets
     holds back a sync message while an earlier one is pending.
     """
-    page.evaluate("async (ms) => {" + _JS_NB + """
+    page.evaluate(
+        "async (ms) => {"
+        + _JS_NB
+        + """
         const w = nb();
         const timeout = new Promise((_, rej) => setTimeout(
             () => rej(new Error('kernel did not answer within ' + ms + ' ms')), ms));
@@ -472,7 +530,9 @@ def kernel_flush(page, timeout: float = 60.0) -> None:
           }
         };
         await Promise.race([run(), timeout]);
-      }""", _ms(timeout))
+      }""",
+        _ms(timeout),
+    )
 
 
 def wait_for_widgets(page, timeout: float = 30.0) -> bool:
@@ -482,14 +542,17 @@ def wait_for_widgets(page, timeout: float = 30.0) -> bool:
             """() => [...document.querySelectorAll('.jp-OutputArea-output')].every(
                  el => !(el.children.length === 0
                          && el.textContent.trim() === 'Loading widget...'))""",
-            timeout=_ms(timeout), polling=100)
+            timeout=_ms(timeout),
+            polling=100,
+        )
         return True
     except Exception:
         return False
 
 
-def run_all_cells(page, timeout: float = 600.0, raise_on_error: bool = True,
-                  widget_timeout: float = 30.0) -> bool:
+def run_all_cells(
+    page, timeout: float = 600.0, raise_on_error: bool = True, widget_timeout: float = 30.0
+) -> bool:
     """Run → Run All Cells (JupyterLab's ``notebook:run-all-cells``) on the current notebook.
 
     Waits until every cell ran (the command's promise), the kernel is idle, every code cell has
@@ -497,7 +560,10 @@ def run_all_cells(page, timeout: float = 600.0, raise_on_error: bool = True,
     never renders is reported by :func:`widget_errors`). Returns True if no cell raised; with
     ``raise_on_error`` a failing run raises ``AssertionError`` listing :func:`widget_errors`.
     """
-    ok = page.evaluate("async (ms) => {" + _JS_NB + """
+    ok = page.evaluate(
+        "async (ms) => {"
+        + _JS_NB
+        + """
         const w = nb();
         if (!w) throw new Error('no notebook is the current widget');
         const timeout = new Promise((_, rej) => setTimeout(
@@ -505,14 +571,22 @@ def run_all_cells(page, timeout: float = 600.0, raise_on_error: bool = True,
         const res = await Promise.race(
             [window.jupyterapp.commands.execute('notebook:run-all-cells'), timeout]);
         return res !== false;
-      }""", _ms(timeout))
+      }""",
+        _ms(timeout),
+    )
     kernel_flush(page, timeout=timeout)
     if ok:
-        page.wait_for_function("() => {" + _JS_NB + """
+        page.wait_for_function(
+            "() => {"
+            + _JS_NB
+            + """
             const w = nb();
             return w.content.widgets.every(c => c.model.type !== 'code'
                 || !c.model.sharedModel.getSource().trim() || c.model.executionCount !== null);
-          }""", timeout=_ms(timeout), polling=100)
+          }""",
+            timeout=_ms(timeout),
+            polling=100,
+        )
     wait_for_widgets(page, timeout=min(timeout, widget_timeout))
     if not ok and raise_on_error:
         errs = widget_errors(page)
@@ -531,7 +605,10 @@ def widget_errors(page) -> list[str]:
       model class ..."), and widget outputs still stuck at "Loading widget..." (an unknown
       model: call this after :func:`run_all_cells`, which waits for widgets to render).
     """
-    return page.evaluate("() => {" + _JS_NB + """
+    return page.evaluate(
+        "() => {"
+        + _JS_NB
+        + """
         const out = [];
         const add = t => { t = t.replace(/\\x1b\\[[0-9;?]*[A-Za-z]/g, '').trim();
                            if (t && !out.includes(t)) out.push(t); };
@@ -562,7 +639,8 @@ def widget_errors(page) -> list[str]:
           else if (/^Error displaying widget/.test(t)) add(t);
         });
         return out;
-      }""")
+      }"""
+    )
 
 
 def _label_re(description: str) -> re.Pattern:
@@ -627,15 +705,21 @@ def set_slider(page, description: str, value, settle: bool = True, max_steps: in
     readout = box.locator(".widget-readout")
     handle = box.locator(".noUi-handle").first
     done = _readout_matches(readout.inner_text(), value)
-    if not done and _is_number(value) and readout.is_visible() \
-            and readout.get_attribute("contenteditable") == "true":
+    if (
+        not done
+        and _is_number(value)
+        and readout.is_visible()
+        and readout.get_attribute("contenteditable") == "true"
+    ):
         before = handle.get_attribute("aria-valuenow")
         readout.click()
         readout.fill(str(value))
         readout.press("Enter")
         kernel_flush(page)
-        done = (_readout_matches(readout.inner_text(), value)
-                and handle.get_attribute("aria-valuenow") != before)
+        done = (
+            _readout_matches(readout.inner_text(), value)
+            and handle.get_attribute("aria-valuenow") != before
+        )
     if not done:
         handle.focus()
         handle.press("Home")
@@ -659,8 +743,9 @@ def set_toggle_buttons(page, description: str, value: str, settle: bool = True) 
     btn = box.locator("button", has_text=_label_re(str(value)))
     btn.click()
     if "mod-active" not in (btn.get_attribute("class") or ""):
-        btn.page.wait_for_function("b => b.classList.contains('mod-active')",
-                                   arg=btn.element_handle(), timeout=10_000)
+        btn.page.wait_for_function(
+            "b => b.classList.contains('mod-active')", arg=btn.element_handle(), timeout=10_000
+        )
     if settle:
         kernel_flush(page)
 
@@ -684,8 +769,10 @@ def set_text(page, description: str, text: str, settle: bool = True) -> None:
 
 def click_button(page, description: str, settle: bool = True) -> None:
     """Click the ipywidgets Button whose text is ``description``."""
-    loc = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden) button.jupyter-button",
-                       has_text=_label_re(description))
+    loc = page.locator(
+        ".jp-NotebookPanel:not(.lm-mod-hidden) button.jupyter-button",
+        has_text=_label_re(description),
+    )
     loc.first.wait_for(state="visible", timeout=30_000)
     if loc.count() != 1:
         raise AssertionError(f"{loc.count()} buttons {description!r}; expected 1")

@@ -32,15 +32,18 @@ BOUND_S = 300  # server start, run all cells, four widget changes, screenshot
 
 
 def _screenshot_path() -> Path:
-    folder = Path(os.environ.get("PDLAB_SCREENSHOT_DIR")
-                  or Path(tempfile.gettempdir()) / "pdlab-screenshots")
+    folder = Path(
+        os.environ.get("PDLAB_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "pdlab-screenshots"
+    )
     folder.mkdir(parents=True, exist_ok=True)
     return folder / "05_pd_explorer.png"
 
 
 def _d_step_re(n: int) -> re.Pattern:
-    return re.compile(rf"query_len = 1, num_computed_tokens = N-1 = {n - 1}, "
-                      rf"num_prompt_tokens = N = {n}\b")
+    return re.compile(
+        rf"query_len = 1, num_computed_tokens = N-1 = {n - 1}, "
+        rf"num_prompt_tokens = N = {n}\b"
+    )
 
 
 @pytest.mark.browser
@@ -63,8 +66,13 @@ def test_pd_explorer_follows_rule_and_prompt_length() -> None:
         assert "equal ✓" in read_output_text(page, "pdlab-tokens")
 
         set_dropdown(page, "rule", "query_len")
-        wait_for_output_text(page, "pdlab-route", re.compile(
-            r"rule='query_len': query_len = 1 <= decode_threshold = 1 .*_forward_decode$"))
+        wait_for_output_text(
+            page,
+            "pdlab-route",
+            re.compile(
+                r"rule='query_len': query_len = 1 <= decode_threshold = 1 .*_forward_decode$"
+            ),
+        )
         kernels = read_output_text(page, "pdlab-kernels")
         assert "mla_decode" in kernels and "gather_cache" not in kernels
 
@@ -74,13 +82,15 @@ def test_pd_explorer_follows_rule_and_prompt_length() -> None:
         assert "equal ✓" in read_output_text(page, "pdlab-tokens")
 
         set_dropdown(page, "rule", "prompt")
-        wait_for_output_text(page, "pdlab-route", re.compile(
-            r"num_computed_tokens = 39 < num_prompt_tokens = 40 .*_forward_prefill$"))
+        wait_for_output_text(
+            page,
+            "pdlab-route",
+            re.compile(r"num_computed_tokens = 39 < num_prompt_tokens = 40 .*_forward_prefill$"),
+        )
         assert widget_errors(page) == []
         assert read_output_text(page, "pdlab-error") == ""
 
-        explorer = page.locator(".jp-OutputArea-output").filter(
-            has=page.locator(".pdlab-route"))
+        explorer = page.locator(".jp-OutputArea-output").filter(has=page.locator(".pdlab-route"))
         shot = _screenshot_path()
         explorer.screenshot(path=str(shot))
         print(f"screenshot of notebook 5's explorer: {shot}")

@@ -3,9 +3,8 @@
 import subprocess
 import sys
 
-from pdlab.kernels import backend
-
 from pdlab import doctor
+from pdlab.kernels import backend
 
 
 def test_doctor_reports_backend(capsys):
@@ -17,8 +16,9 @@ def test_doctor_reports_backend(capsys):
 
 
 def test_doctor_cli_exit_code():
-    r = subprocess.run([sys.executable, "-m", "pdlab.cli", "doctor"], capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "pdlab.cli", "doctor"], capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert "pdlab can run here" in r.stdout
 

@@ -33,14 +33,23 @@ def _free_everything(engine):
 
 
 @pytest.mark.parametrize("rule", ["query_len", "prompt"])
-@pytest.mark.parametrize("sched", [
-    SchedulerConfig(),
-    SchedulerConfig(max_num_batched_tokens=7),                       # chunked prefill
-    SchedulerConfig(max_num_batched_tokens=64, long_prefill_token_threshold=5),
-], ids=["plain", "budget7", "threshold5"])
+@pytest.mark.parametrize(
+    "sched",
+    [
+        SchedulerConfig(),
+        SchedulerConfig(max_num_batched_tokens=7),  # chunked prefill
+        SchedulerConfig(max_num_batched_tokens=64, long_prefill_token_threshold=5),
+    ],
+    ids=["plain", "budget7", "threshold5"],
+)
 def test_greedy_equals_full_forward(rule, sched):
-    engine = LLMEngine(CFG, CacheConfig(block_size=4, num_blocks=128),
-                       sched.replace(rule=rule), model=MODEL, backend="torch")
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=4, num_blocks=128),
+        sched.replace(rule=rule),
+        model=MODEL,
+        backend="torch",
+    )
     engine.runner.keep_logits = True
     prompts = _prompts(hash((rule, sched.max_num_batched_tokens)) % 1000, 4)
     outs = engine.generate(prompts, SamplingParams(max_tokens=6))
@@ -56,8 +65,13 @@ def test_prefix_hits_and_the_local_short_extend(rule):
     """A prompt of k*B + 1 tokens whose blocks are all cached: the hit is capped at N - 1,
     so the step is one token over N - 1 cached tokens, the same short extend as D's."""
     bs = 4
-    engine = LLMEngine(CFG, CacheConfig(block_size=bs, num_blocks=64),
-                       SchedulerConfig(rule=rule), model=MODEL, backend="torch")
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=bs, num_blocks=64),
+        SchedulerConfig(rule=rule),
+        model=MODEL,
+        backend="torch",
+    )
     prompt = list(range(50, 50 + 3 * bs + 1))
     first = engine.generate(prompt, SamplingParams(max_tokens=3))[0]
     second = engine.generate(prompt, SamplingParams(max_tokens=3))[0]
@@ -73,7 +87,7 @@ def test_prefix_hits_and_the_local_short_extend(rule):
     else:
         assert "mla_decode" in kernels and "gather_cache" not in kernels
     # a fully cached prompt of N tokens reuses floor((N-1)/B)*B tokens
-    p2 = prompt[:2 * bs]
+    p2 = prompt[: 2 * bs]
     o = engine.generate(p2, SamplingParams(max_tokens=2))[0]
     assert o.num_cached_tokens == (len(p2) - 1) // bs * bs
     assert o.output_token_ids == _oracle(p2, 2)
@@ -81,8 +95,13 @@ def test_prefix_hits_and_the_local_short_extend(rule):
 
 
 def test_preemption_by_a_tiny_pool_gives_the_same_tokens():
-    engine = LLMEngine(CFG, CacheConfig(block_size=2, num_blocks=14, enable_prefix_caching=False),
-                       SchedulerConfig(max_num_seqs=4), model=MODEL, backend="torch")
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=2, num_blocks=14, enable_prefix_caching=False),
+        SchedulerConfig(max_num_seqs=4),
+        model=MODEL,
+        backend="torch",
+    )
     prompts = _prompts(7, 4, lo=5, hi=9)
     outs = engine.generate(prompts, SamplingParams(max_tokens=8))
     assert engine.tracer.filter("preempt"), "the pool was meant to force preemption"
@@ -92,8 +111,13 @@ def test_preemption_by_a_tiny_pool_gives_the_same_tokens():
 
 
 def test_decode_threshold_two_and_stop_tokens():
-    engine = LLMEngine(CFG, CacheConfig(block_size=4), SchedulerConfig(decode_threshold=2),
-                       model=MODEL, backend="torch")
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=4),
+        SchedulerConfig(decode_threshold=2),
+        model=MODEL,
+        backend="torch",
+    )
     prompt = list(range(10, 30))
     want = _oracle(prompt, 6)
     out = engine.generate(prompt, SamplingParams(max_tokens=6, stop_token_ids=[want[2]]))[0]
@@ -112,10 +136,16 @@ def test_text_prompt_and_seeded_sampling():
 
 def test_triton_backend_matches_oracle():
     from pdlab.kernels import backend
+
     if not backend.triton_installed():
         pytest.skip("triton is not installed")
-    engine = LLMEngine(CFG, CacheConfig(block_size=4, num_blocks=64),
-                       SchedulerConfig(max_num_batched_tokens=9), model=MODEL, backend="triton")
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=4, num_blocks=64),
+        SchedulerConfig(max_num_batched_tokens=9),
+        model=MODEL,
+        backend="triton",
+    )
     prompts = _prompts(11, 2, lo=6, hi=14)
     outs = engine.generate(prompts, SamplingParams(max_tokens=3))
     for p, o in zip(prompts, outs):

@@ -15,19 +15,24 @@ from pdlab.kernels import aot  # noqa: E402
 
 @pytest.fixture(scope="module")
 def results():
-    return aot.run_aot_check(targets=(80, 90), dtypes=("fp16", "bf16"),
-                             widths=("tiny", "deepseek"))
+    return aot.run_aot_check(targets=(80, 90), dtypes=("fp16", "bf16"), widths=("tiny", "deepseek"))
 
 
 def test_every_kernel_builds_for_every_target(results):
-    failed = [f"{r.kernel} sm_{r.target} {r.dtype} {r.widths}: {r.error}"
-              for r in results if not r.ok]
+    failed = [
+        f"{r.kernel} sm_{r.target} {r.dtype} {r.widths}: {r.error}" for r in results if not r.ok
+    ]
     assert not failed, "\n".join(failed)
     names = {s.name for s in aot.specs(aot.WIDTHS["tiny"], "fp16")}
     assert len(names) == 6
     built = {(r.kernel, r.target, r.dtype, r.widths.split()[0]) for r in results}
-    assert built == {(n, t, d, w) for n in names for t in (80, 90) for d in ("fp16", "bf16")
-                     for w in ("tiny", "deepseek")}
+    assert built == {
+        (n, t, d, w)
+        for n in names
+        for t in (80, 90)
+        for d in ("fp16", "bf16")
+        for w in ("tiny", "deepseek")
+    }
 
 
 def test_fp32_tiles_fit_too():

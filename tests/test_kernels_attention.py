@@ -7,12 +7,12 @@ LSE fp32 1e-5 (5e-3 on a GPU), fp16/bf16 2e-3 (bf16 5e-3 on a GPU).
 import pytest
 import torch
 from kernel_utils import ALL_IMPLS, DEVICE, MAIN_IMPLS, assert_close, cu_seqlens, randn
-from pdlab.kernels import flash_attn_varlen, merge_attn_states
 
 from pdlab.attention.reference import naive_attention
+from pdlab.kernels import flash_attn_varlen, merge_attn_states
 
-TINY = {"heads": 4, "d_qk": 48, "d_v": 32}          # 32 nope + 16 rope, v 32
-DEEPSEEK = {"heads": 2, "d_qk": 192, "d_v": 128}    # 128 nope + 64 rope, v 128
+TINY = {"heads": 4, "d_qk": 48, "d_v": 32}  # 32 nope + 16 rope, v 32
+DEEPSEEK = {"heads": 2, "d_qk": 192, "d_v": 128}  # 128 nope + 64 rope, v 128
 
 # (q_lens, k_lens): a ragged prefill (lengths around the 64-token tiles), and a batch of
 # extends over cached context, with a query longer than its keys and an empty context.
@@ -24,12 +24,17 @@ def _oracle(q, k, v, lens_q, lens_k, scale, causal):
     outs, lses = [], []
     qs = ks = 0
     for nq, nk in zip(lens_q, lens_k):
-        if nk == 0:   # no key at all: nothing to attend to
+        if nk == 0:  # no key at all: nothing to attend to
             outs.append(torch.zeros(nq, q.shape[1], v.shape[2]))
             lses.append(torch.full((nq, q.shape[1]), float("-inf")))
         else:
-            o, lse = naive_attention(q[qs:qs + nq].float().cpu(), k[ks:ks + nk].float().cpu(),
-                                     v[ks:ks + nk].float().cpu(), scale, causal)
+            o, lse = naive_attention(
+                q[qs : qs + nq].float().cpu(),
+                k[ks : ks + nk].float().cpu(),
+                v[ks : ks + nk].float().cpu(),
+                scale,
+                causal,
+            )
             outs.append(o)
             lses.append(lse)
         qs, ks = qs + nq, ks + nk
@@ -42,9 +47,19 @@ def _run_flash(backend, dtype, widths, lens_q, lens_k, causal, seed):
     q = randn(sum(lens_q), h, d_qk, g=g, dtype=dtype)
     k = randn(sum(lens_k), h, d_qk, g=g, dtype=dtype)
     v = randn(sum(lens_k), h, d_v, g=g, dtype=dtype)
-    scale = d_qk ** -0.5
-    out, lse = flash_attn_varlen(q, k, v, cu_seqlens(lens_q), cu_seqlens(lens_k), max(lens_q),
-                                 max(lens_k), scale, causal, backend=backend)
+    scale = d_qk**-0.5
+    out, lse = flash_attn_varlen(
+        q,
+        k,
+        v,
+        cu_seqlens(lens_q),
+        cu_seqlens(lens_k),
+        max(lens_q),
+        max(lens_k),
+        scale,
+        causal,
+        backend=backend,
+    )
     assert out.dtype == dtype and out.shape == (q.shape[0], h, d_v)
     assert lse.dtype == torch.float32 and lse.shape == (q.shape[0], h)
     exp_out, exp_lse = _oracle(q, k, v, lens_q, lens_k, scale, causal)
@@ -80,8 +95,9 @@ def test_flash_attn_causal_is_bottom_right():
     for backend in ("torch", "triton"):
         if backend == "triton":
             pytest.importorskip("triton")
-        out, lse = flash_attn_varlen(q, k, v, cu_seqlens([2]), cu_seqlens([4]), 2, 4, 1.0, True,
-                                     backend=backend)
+        out, lse = flash_attn_varlen(
+            q, k, v, cu_seqlens([2]), cu_seqlens([4]), 2, 4, 1.0, True, backend=backend
+        )
         torch.testing.assert_close(out[:, 0, 0].cpu(), torch.tensor([1.0, 1.5]))  # means
         torch.testing.assert_close(lse[:, 0].cpu(), torch.tensor([3.0, 4.0]).log())
 
@@ -94,21 +110,22 @@ def _merge_case(seed, T=12, H=4, D=32, Dqk=24, S=30):
     v = torch.randn(S, H, D, generator=g)
     in_a = torch.rand(T, S, generator=g) < 0.5
     in_b = ~in_a
-    in_a[0], in_b[0] = True, False          # all keys in A, B empty
-    in_a[1], in_b[1] = False, True          # A empty
-    in_a[-1], in_b[-1] = False, False       # both empty
+    in_a[0], in_b[0] = True, False  # all keys in A, B empty
+    in_a[1], in_b[1] = False, True  # A empty
+    in_a[-1], in_b[-1] = False, False  # both empty
     parts, whole = [], []
     for mask in (in_a, in_b):
         o, l = torch.zeros(T, H, D), torch.full((T, H), float("-inf"))
         for t in range(T):
             if mask[t].any():
-                o[t], l[t] = (x[0] for x in naive_attention(q[t:t + 1], k[mask[t]], v[mask[t]],
-                                                            0.3, False))
+                o[t], l[t] = (
+                    x[0] for x in naive_attention(q[t : t + 1], k[mask[t]], v[mask[t]], 0.3, False)
+                )
         parts += [o, l]
     for t in range(T):
         keys = in_a[t] | in_b[t]
         if keys.any():
-            whole.append(naive_attention(q[t:t + 1], k[keys], v[keys], 0.3, False))
+            whole.append(naive_attention(q[t : t + 1], k[keys], v[keys], 0.3, False))
         else:
             whole.append((torch.zeros(1, H, D), torch.full((1, H), float("-inf"))))
     return parts, torch.cat([w[0] for w in whole]), torch.cat([w[1] for w in whole])
@@ -135,10 +152,11 @@ def test_merge_ignores_whatever_an_empty_part_holds(backend):
     (o_a, l_a, o_b, l_b), exp_out, exp_lse = _merge_case(seed=5)
     o_b[l_b == float("-inf")] = float("nan")
     assert torch.isneginf(l_b[0]).all() and torch.isneginf(l_a[-1]).all()
-    l_b[0] = float("inf")        # B empty for token 0, reported as +inf
-    l_a[-1] = float("inf")       # both empty for the last token, one of them as +inf
-    out, lse = merge_attn_states(o_a.to(DEVICE), l_a.to(DEVICE), o_b.to(DEVICE), l_b.to(DEVICE),
-                                 backend=backend)
+    l_b[0] = float("inf")  # B empty for token 0, reported as +inf
+    l_a[-1] = float("inf")  # both empty for the last token, one of them as +inf
+    out, lse = merge_attn_states(
+        o_a.to(DEVICE), l_a.to(DEVICE), o_b.to(DEVICE), l_b.to(DEVICE), backend=backend
+    )
     assert_close(out, exp_out, torch.float32, what="out")
     assert_close(lse, exp_lse, torch.float32, lse=True, what="lse")
 

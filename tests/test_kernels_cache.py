@@ -8,12 +8,14 @@ stay NaN), and gathering reads back exactly the rows of each request, in order.
 import pytest
 import torch
 from kernel_utils import ALL_IMPLS, DEVICE, paged_cache
+
 from pdlab.kernels import gather_cache, reshape_and_cache_mla
 
 
 def _cu(lens):
-    return torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32,
-                        device=DEVICE)
+    return torch.tensor(
+        [0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32, device=DEVICE
+    )
 
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -36,8 +38,13 @@ def test_write_then_gather_roundtrip(backend, dtype, block_size):
     order = torch.randperm(rows.shape[0] + 3, generator=g).to(DEVICE)
     slots_step = torch.cat([slots, pad])[order]
     rows_step = torch.cat([rows, torch.randn(3, L + R, generator=g).to(dtype).to(DEVICE)])[order]
-    reshape_and_cache_mla(rows_step[:, :L].contiguous(), rows_step[:, L:].contiguous(), cache,
-                          slots_step, backend=backend)
+    reshape_and_cache_mla(
+        rows_step[:, :L].contiguous(),
+        rows_step[:, L:].contiguous(),
+        cache,
+        slots_step,
+        backend=backend,
+    )
 
     expected = empty.kv_cache.clone().view(-1, L + R)
     expected[slots] = rows
@@ -56,9 +63,14 @@ def test_gather_a_chunk_of_each_context(backend, dtype, block_size):
     lens = [40, 9, 17, 3]
     p = paged_cache(lens, block_size, 80, dtype, g)
     starts, counts = [16, 0, 5, 2], [20, 9, 12, 1]
-    got = gather_cache(p.kv_cache, p.block_table, _cu(counts),
-                       torch.tensor(starts, dtype=torch.int32, device=DEVICE), backend=backend)
-    expected = torch.cat([r[s:s + c] for r, s, c in zip(p.rows, starts, counts)])
+    got = gather_cache(
+        p.kv_cache,
+        p.block_table,
+        _cu(counts),
+        torch.tensor(starts, dtype=torch.int32, device=DEVICE),
+        backend=backend,
+    )
+    expected = torch.cat([r[s : s + c] for r, s, c in zip(p.rows, starts, counts)])
     assert _same(got, expected)
     # A request with nothing to gather this chunk contributes no row.
     got = gather_cache(p.kv_cache, p.block_table, _cu([0, 9, 0, 3]), backend=backend)
@@ -76,8 +88,13 @@ def test_deepseek_row_width(backend):
     cache = empty.kv_cache.clone()
     for i, n in enumerate(lens):
         r = empty.rows[i]
-        reshape_and_cache_mla(r[:, :L].contiguous(), r[:, L:].contiguous(), cache,
-                              empty.slot_mapping(i, torch.arange(n)), backend=backend)
+        reshape_and_cache_mla(
+            r[:, :L].contiguous(),
+            r[:, L:].contiguous(),
+            cache,
+            empty.slot_mapping(i, torch.arange(n)),
+            backend=backend,
+        )
     got = gather_cache(cache, empty.block_table, _cu(lens), backend=backend)
     assert _same(got, torch.cat(empty.rows))
 
@@ -89,19 +106,25 @@ def test_bad_inputs_name_the_argument(backend):
     cache = torch.zeros(4, 4, 80)
     kv_c, k_pe = torch.zeros(3, 64), torch.zeros(3, 16)
     with pytest.raises(ValueError, match=r"slot_mapping: expected dtype torch\.int64"):
-        reshape_and_cache_mla(kv_c, k_pe, cache, torch.zeros(3, dtype=torch.int32),
-                              backend=backend)
+        reshape_and_cache_mla(kv_c, k_pe, cache, torch.zeros(3, dtype=torch.int32), backend=backend)
     with pytest.raises(ValueError, match=r"kv_cache: .*row width L \+ R"):
-        reshape_and_cache_mla(kv_c, torch.zeros(3, 8), cache, torch.zeros(3, dtype=torch.int64),
-                              backend=backend)
+        reshape_and_cache_mla(
+            kv_c, torch.zeros(3, 8), cache, torch.zeros(3, dtype=torch.int64), backend=backend
+        )
     with pytest.raises(ValueError, match=r"k_pe: expected dtype torch\.float32"):
-        reshape_and_cache_mla(kv_c, k_pe.half(), cache, torch.zeros(3, dtype=torch.int64),
-                              backend=backend)
+        reshape_and_cache_mla(
+            kv_c, k_pe.half(), cache, torch.zeros(3, dtype=torch.int64), backend=backend
+        )
     table = torch.zeros(2, 3, dtype=torch.int32)
     with pytest.raises(ValueError, match=r"block_table: expected dtype torch\.int32"):
         gather_cache(cache, table.long(), torch.zeros(3, dtype=torch.int32), backend=backend)
     with pytest.raises(ValueError, match=r"cu_seq_lens: .*num_reqs \+ 1"):
         gather_cache(cache, table, torch.zeros(2, dtype=torch.int32), backend=backend)
     with pytest.raises(ValueError, match=r"seq_starts: .*one start per request"):
-        gather_cache(cache, table, torch.zeros(3, dtype=torch.int32),
-                     torch.zeros(3, dtype=torch.int32), backend=backend)
+        gather_cache(
+            cache,
+            table,
+            torch.zeros(3, dtype=torch.int32),
+            torch.zeros(3, dtype=torch.int32),
+            backend=backend,
+        )

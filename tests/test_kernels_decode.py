@@ -21,6 +21,9 @@ from kernel_utils import (
     paged_cache,
     randn,
 )
+
+from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
+from pdlab.config import ModelConfig
 from pdlab.kernels import (
     flash_attn_varlen,
     gather_cache,
@@ -29,9 +32,6 @@ from pdlab.kernels import (
     reshape_and_cache_mla,
 )
 from pdlab.kernels.backend import triton_interpreting
-
-from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
-from pdlab.config import ModelConfig
 
 
 def _oracle(q, rows, L, scale):
@@ -43,8 +43,9 @@ def _oracle(q, rows, L, scale):
             lses.append(torch.full((1, q.shape[1]), float("-inf")))
             continue
         r = r.float().cpu()
-        o, lse = naive_attention(q[b:b + 1].float().cpu(), r[:, None, :], r[:, None, :L],
-                                 scale, causal=False)
+        o, lse = naive_attention(
+            q[b : b + 1].float().cpu(), r[:, None, :], r[:, None, :L], scale, causal=False
+        )
         outs.append(o)
         lses.append(lse)
     return torch.cat(outs), torch.cat(lses)
@@ -55,8 +56,16 @@ def _run_decode(backend, dtype, lens, block_size, splits, L, R, H, seed):
     p = paged_cache(lens, block_size, L + R, dtype, g)
     q = randn(len(lens), H, L + R, g=g, dtype=dtype)
     scale = 0.3
-    out, lse = mla_decode(q, p.kv_cache, p.block_table, p.seq_lens, scale, num_kv_splits=splits,
-                          kv_lora_rank=L, backend=backend)
+    out, lse = mla_decode(
+        q,
+        p.kv_cache,
+        p.block_table,
+        p.seq_lens,
+        scale,
+        num_kv_splits=splits,
+        kv_lora_rank=L,
+        backend=backend,
+    )
     assert out.shape == (len(lens), H, L) and out.dtype == dtype
     assert lse.shape == (len(lens), H) and lse.dtype == torch.float32
     assert not out.isnan().any() and not lse.isnan().any(), "read a NaN trap"
@@ -98,15 +107,18 @@ def test_mla_decode_empty_requests(backend, splits):
     g = torch.Generator().manual_seed(0)
     p = paged_cache([0, 0], 4, 80, torch.float32, g)
     q = randn(2, 4, 80, g=g, dtype=torch.float32)
-    out, lse = mla_decode(q, p.kv_cache, p.block_table, p.seq_lens, 0.2, num_kv_splits=splits,
-                          backend=backend)
+    out, lse = mla_decode(
+        q, p.kv_cache, p.block_table, p.seq_lens, 0.2, num_kv_splits=splits, backend=backend
+    )
     assert (out == 0).all() and torch.isneginf(lse).all()
 
 
 def _weights(cfg: ModelConfig, g: torch.Generator) -> torch.Tensor:
     h = cfg.num_attention_heads
-    return torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank,
-                       generator=g) * cfg.kv_lora_rank ** -0.5
+    return (
+        torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank, generator=g)
+        * cfg.kv_lora_rank**-0.5
+    )
 
 
 @pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
@@ -119,22 +131,42 @@ def test_mla_decode_equals_mla_absorbed_and_naive(backend, dtype):
     w = _weights(cfg, g)
     w_uk, w_uv = split_kv_b_proj(w, cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim)
     q = torch.randn(len(lens), cfg.num_attention_heads, cfg.qk_head_dim, generator=g).to(dtype)
-    q_nope, q_pe = q[..., :cfg.qk_nope_head_dim].float(), q[..., cfg.qk_nope_head_dim:].float()
+    q_nope, q_pe = q[..., : cfg.qk_nope_head_dim].float(), q[..., cfg.qk_nope_head_dim :].float()
     q_mqa = torch.cat([torch.einsum("bhd,hdl->bhl", q_nope, w_uk), q_pe], dim=-1)
-    out_lat, lse = mla_decode(q_mqa.to(dtype).to(DEVICE), p.kv_cache, p.block_table, p.seq_lens,
-                              cfg.softmax_scale, kv_lora_rank=L, backend=backend)
+    out_lat, lse = mla_decode(
+        q_mqa.to(dtype).to(DEVICE),
+        p.kv_cache,
+        p.block_table,
+        p.seq_lens,
+        cfg.softmax_scale,
+        kv_lora_rank=L,
+        backend=backend,
+    )
     out = torch.einsum("bhl,hdl->bhd", out_lat.float().cpu(), w_uv)
     for b, rows in enumerate(p.rows):
         rows = rows.float().cpu()
-        args = (q[b:b + 1], rows[:, :L], rows[:, L:], w, cfg.qk_nope_head_dim, cfg.v_head_dim,
-                cfg.softmax_scale, False)
+        args = (
+            q[b : b + 1],
+            rows[:, :L],
+            rows[:, L:],
+            w,
+            cfg.qk_nope_head_dim,
+            cfg.v_head_dim,
+            cfg.softmax_scale,
+            False,
+        )
         for oracle in (mla_absorbed, mla_naive):
             exp_out, exp_lse = oracle(*args)
             # q_mqa is rounded to dtype after absorbing: allow the half types twice the room.
             tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
             assert_close(out[b], exp_out[0], tol_dtype, what=oracle.__name__)
-            assert_close(lse[b], exp_lse[0], tol_dtype, lse=dtype == torch.float32,
-                         what=f"{oracle.__name__} lse")
+            assert_close(
+                lse[b],
+                exp_lse[0],
+                tol_dtype,
+                lse=dtype == torch.float32,
+                what=f"{oracle.__name__} lse",
+            )
 
 
 @pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
@@ -149,11 +181,11 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     g = torch.Generator().manual_seed(8)
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     nope, dv, scale = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale
-    lens, block_size = [1, 6, 17, 40], 4              # N per request (1: no context at all)
+    lens, block_size = [1, 6, 17, 40], 4  # N per request (1: no context at all)
     B = len(lens)
     w = _weights(cfg, g)
     w_uk, w_uv = split_kv_b_proj(w, H, nope, dv)
-    q = torch.randn(B, H, cfg.qk_head_dim, generator=g).to(dtype)   # the token at position N-1
+    q = torch.randn(B, H, cfg.qk_head_dim, generator=g).to(dtype)  # the token at position N-1
 
     # Both paths start from the same cache: the transferred N-1 rows, then the token's own
     # row written by this step (seq_lens = N).
@@ -161,35 +193,58 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     cache = p.kv_cache.clone()
     for b, n in enumerate(lens):
         rows = p.rows[b]
-        reshape_and_cache_mla(rows[:, :L].contiguous(), rows[:, L:].contiguous(), cache,
-                              p.slot_mapping(b, torch.arange(n)), backend=backend)
+        reshape_and_cache_mla(
+            rows[:, :L].contiguous(),
+            rows[:, L:].contiguous(),
+            cache,
+            p.slot_mapping(b, torch.arange(n)),
+            backend=backend,
+        )
 
     # Decode: absorbed MQA over all N rows.
-    q_mqa = torch.cat([torch.einsum("bhd,hdl->bhl", q[..., :nope].float(), w_uk),
-                       q[..., nope:].float()], dim=-1)
-    lat, _ = mla_decode(q_mqa.to(dtype).to(DEVICE), cache, p.block_table, p.seq_lens, scale,
-                        kv_lora_rank=L, backend=backend)
+    q_mqa = torch.cat(
+        [torch.einsum("bhd,hdl->bhl", q[..., :nope].float(), w_uk), q[..., nope:].float()], dim=-1
+    )
+    lat, _ = mla_decode(
+        q_mqa.to(dtype).to(DEVICE),
+        cache,
+        p.block_table,
+        p.seq_lens,
+        scale,
+        kv_lora_rank=L,
+        backend=backend,
+    )
     out_decode = torch.einsum("bhl,hdl->bhd", lat.float().cpu(), w_uv)
 
     # Prefill: up-project the context and the token's own row, attend, merge.
-    def up_project(rows):                             # rows [S, L + R] -> k [S, H, 192], v
+    def up_project(rows):  # rows [S, L + R] -> k [S, H, 192], v
         c = rows[:, :L].float().cpu()
         k_nope = torch.einsum("sl,hdl->shd", c, w_uk)
         k_pe = rows[:, None, L:].float().cpu().expand(-1, H, -1)
         v = torch.einsum("sl,hdl->shd", c, w_uv)
-        return (torch.cat([k_nope, k_pe], -1).to(dtype).to(DEVICE),
-                v.to(dtype).to(DEVICE))
+        return (torch.cat([k_nope, k_pe], -1).to(dtype).to(DEVICE), v.to(dtype).to(DEVICE))
 
     ctx_lens = [n - 1 for n in lens]
     ctx = gather_cache(cache, p.block_table, cu_seqlens(ctx_lens), backend=backend)
     k_ctx, v_ctx = up_project(ctx)
     one = [1] * B
     q_dev = q.to(DEVICE)
-    o_ctx, lse_ctx = flash_attn_varlen(q_dev, k_ctx, v_ctx, cu_seqlens(one), cu_seqlens(ctx_lens),
-                                       1, max(ctx_lens), scale, False, backend=backend)
+    o_ctx, lse_ctx = flash_attn_varlen(
+        q_dev,
+        k_ctx,
+        v_ctx,
+        cu_seqlens(one),
+        cu_seqlens(ctx_lens),
+        1,
+        max(ctx_lens),
+        scale,
+        False,
+        backend=backend,
+    )
     k_new, v_new = up_project(torch.stack([r[-1] for r in p.rows]))
-    o_new, lse_new = flash_attn_varlen(q_dev, k_new, v_new, cu_seqlens(one), cu_seqlens(one), 1, 1,
-                                       scale, True, backend=backend)
+    o_new, lse_new = flash_attn_varlen(
+        q_dev, k_new, v_new, cu_seqlens(one), cu_seqlens(one), 1, 1, scale, True, backend=backend
+    )
     out_prefill, _ = merge_attn_states(o_ctx, lse_ctx, o_new, lse_new, backend=backend)
 
     # Rounding the up-projected K/V (prefill) or the absorbed query (decode) to a half type
@@ -197,7 +252,7 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
     for b, rows in enumerate(p.rows):
         rows = rows.float().cpu()
-        exp, _ = mla_naive(q[b:b + 1], rows[:, :L], rows[:, L:], w, nope, dv, scale, causal=True)
+        exp, _ = mla_naive(q[b : b + 1], rows[:, :L], rows[:, L:], w, nope, dv, scale, causal=True)
         assert_close(out_decode[b], exp[0], tol_dtype, what=f"decode, N={lens[b]}")
         assert_close(out_prefill[b], exp[0], tol_dtype, what=f"prefill, N={lens[b]}")
 
@@ -206,6 +261,7 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
 def test_bf16_on_the_interpreter_is_upcast_or_refused():
     """bf16 arithmetic is wrong in the interpreter: launchers upcast, and refuse otherwise."""
     from pdlab.kernels.common import guard_interpreter_dtype, upcast
+
     assert upcast(torch.bfloat16) and not upcast(torch.float16)
     with pytest.raises(RuntimeError, match="bf16 through the Triton interpreter"):
         guard_interpreter_dtype(torch.bfloat16, False)

@@ -5,19 +5,26 @@ import os
 import subprocess
 import sys
 
-from pdlab.kernels.bench import CPU_NOTE, bench_kernels, render_table
 from rich.table import Table
+
+from pdlab.kernels.bench import CPU_NOTE, bench_kernels, render_table
 
 
 def test_cpu_benchmark_times_the_twins_and_says_so():
     seen = []
-    result = bench_kernels(device="cpu", quick=True,
-                           progress=lambda done, total, label: seen.append((done, total)))
+    result = bench_kernels(
+        device="cpu", quick=True, progress=lambda done, total, label: seen.append((done, total))
+    )
     assert result["gpu"] is False and result["note"] == CPU_NOTE
     assert "interpreter" in result["note"]
     kernels = [r["kernel"] for r in result["rows"]]
-    assert kernels == ["reshape_and_cache_mla", "gather_cache", "flash_attn_varlen",
-                       "merge_attn_states", "mla_decode"]
+    assert kernels == [
+        "reshape_and_cache_mla",
+        "gather_cache",
+        "flash_attn_varlen",
+        "merge_attn_states",
+        "mla_decode",
+    ]
     assert all(r["impl"] == "torch" and r["ms"] > 0 and "error" not in r for r in result["rows"])
     assert seen[0] == (0, 5) and seen[-1] == (5, 5)
     json.dumps(result)
@@ -47,6 +54,7 @@ print("ok")
 
 def test_kernels_import_and_run_without_triton():
     env = {k: v for k, v in os.environ.items() if k != "PDLAB_BACKEND"}
-    proc = subprocess.run([sys.executable, "-c", _NO_TRITON], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_TRITON], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]

@@ -8,8 +8,7 @@ from pdlab.request import Request, SamplingParams
 
 
 def make(block_size=4, num_blocks=16, caching=True, max_model_len=1024):
-    cfg = CacheConfig(block_size=block_size, num_blocks=num_blocks,
-                      enable_prefix_caching=caching)
+    cfg = CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching)
     return KVCacheManager(cfg, max_model_len)
 
 
@@ -21,9 +20,22 @@ def prefill(mgr, req):
 
 
 # (N, block_size, tokens reused when the same N-token prompt comes again)
-CAP_CASES = [(1, 4, 0), (3, 4, 0), (4, 4, 0), (5, 4, 4), (8, 4, 4), (9, 4, 8), (12, 4, 8),
-             (13, 4, 12), (16, 16, 0), (17, 16, 16), (32, 16, 16), (33, 16, 32),
-             (100, 16, 96), (7, 1, 6)]
+CAP_CASES = [
+    (1, 4, 0),
+    (3, 4, 0),
+    (4, 4, 0),
+    (5, 4, 4),
+    (8, 4, 4),
+    (9, 4, 8),
+    (12, 4, 8),
+    (13, 4, 12),
+    (16, 16, 0),
+    (17, 16, 16),
+    (32, 16, 16),
+    (33, 16, 32),
+    (100, 16, 96),
+    (7, 1, 6),
+]
 
 
 @pytest.mark.parametrize("n, block_size, expected", CAP_CASES)
@@ -34,7 +46,7 @@ def test_full_hit_is_capped_at_n_minus_one_in_whole_blocks(n, block_size, expect
     prefill(mgr, Request("a", prompt))
     blocks, num_hit = mgr.get_computed_blocks(Request("b", prompt))
     assert num_hit == expected and len(blocks) == expected // block_size
-    assert [b.block_id for b in blocks] == mgr.get_block_ids("a")[:len(blocks)]
+    assert [b.block_id for b in blocks] == mgr.get_block_ids("a")[: len(blocks)]
 
 
 def test_hit_stops_at_the_first_different_block():
@@ -61,7 +73,7 @@ def test_allocate_counts_blocks_and_lookahead():
     new = mgr.allocate_slots(r, 6)
     assert [b.block_id for b in new] == [0, 1]
     r.num_computed_tokens = 6
-    assert mgr.allocate_slots(r, 2) == []          # tokens 6..7 fit block 1
+    assert mgr.allocate_slots(r, 2) == []  # tokens 6..7 fit block 1
     r.num_computed_tokens = 8
     assert len(mgr.allocate_slots(r, 2, num_lookahead_tokens=3)) == 2  # slots up to 13
     assert mgr.get_block_ids("r") == [0, 1, 2, 3]
@@ -72,7 +84,7 @@ def test_allocation_failure_changes_nothing():
     mgr = make(block_size=4, num_blocks=4)
     a = Request("a", list(range(8)))
     prefill(mgr, a)
-    mgr.free(a)                                       # 2 cached blocks, free but hittable
+    mgr.free(a)  # 2 cached blocks, free but hittable
     b = Request("b", list(range(8)) + list(range(50, 62)))  # hits 2 blocks, needs 3 more
     blocks, n = mgr.get_computed_blocks(b)
     assert n == 8
@@ -91,8 +103,8 @@ def test_hit_blocks_in_the_free_queue_count_against_free_space():
     b = Request("b", list(range(8)) + [9, 9, 9, 9, 9])  # 13 tokens: 2 hit + 2 new blocks
     blocks, n = mgr.get_computed_blocks(b)
     assert n == 8 and mgr.num_free_blocks == 3
-    assert mgr.allocate_slots(b, 5, n, blocks) is None   # 2 revived + 2 new > 3 free
-    c = Request("c", list(range(8)) + [9, 9, 9])        # 11 tokens: 2 hit + 1 new
+    assert mgr.allocate_slots(b, 5, n, blocks) is None  # 2 revived + 2 new > 3 free
+    c = Request("c", list(range(8)) + [9, 9, 9])  # 11 tokens: 2 hit + 1 new
     blocks, n = mgr.get_computed_blocks(c)
     assert len(mgr.allocate_slots(c, 3, n, blocks)) == 1
     assert mgr.num_free_blocks == 0
@@ -136,7 +148,7 @@ def test_delay_cache_blocks_leaves_blocks_unhashed():
     new = mgr.allocate_slots(r, 0, num_external_computed_tokens=9, delay_cache_blocks=True)
     assert len(new) == 3 and all(b.block_hash is None for b in new)
     assert mgr.get_computed_blocks(Request("x", list(range(9)))) == ([], 0)
-    mgr.cache_blocks(r, 8)                     # the receive finished
+    mgr.cache_blocks(r, 8)  # the receive finished
     assert [b.block_hash is not None for b in new] == [True, True, False]
 
 

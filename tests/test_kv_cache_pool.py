@@ -58,13 +58,13 @@ def _cache(pool, blocks, tokens, block_size):
 
 def test_lru_eviction_takes_the_freed_tail_first():
     pool = BlockPool(6)
-    blocks = pool.get_new_blocks(3)            # ids 0, 1, 2 hold a 6-token prompt
+    blocks = pool.get_new_blocks(3)  # ids 0, 1, 2 hold a 6-token prompt
     hashes = _cache(pool, blocks, [1, 2, 3, 4, 5, 6], 2)
-    pool.free_blocks(reversed(blocks))         # as KVCacheManager.free: tail first
+    pool.free_blocks(reversed(blocks))  # as KVCacheManager.free: tail first
     assert [b.block_id for b in pool.free_block_queue] == [3, 4, 5, 2, 1, 0]
-    taken = pool.get_new_blocks(4)             # never-used blocks first, then the tail
+    taken = pool.get_new_blocks(4)  # never-used blocks first, then the tail
     assert [b.block_id for b in taken] == [3, 4, 5, 2]
-    assert pool.get_cached_block(hashes[2], [5, 6]) is None      # evicted, hash dropped
+    assert pool.get_cached_block(hashes[2], [5, 6]) is None  # evicted, hash dropped
     assert taken[3].block_hash is None and taken[3].token_ids is None
     assert pool.get_cached_block(hashes[0], [1, 2]) is blocks[0]  # the prefix survives
     assert pool.get_cached_block(hashes[1], [3, 4]) is blocks[1]

@@ -10,16 +10,23 @@ from pdlab.tokenizer import ByteTokenizer
 
 def test_checkpoint_parameter_names():
     names = set(DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=32)).state_dict())
-    for n in ("model.embed_tokens.weight", "model.layers.1.self_attn.q_a_proj.weight",
-              "model.layers.1.self_attn.q_a_layernorm.weight",
-              "model.layers.1.self_attn.q_b_proj.weight",
-              "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
-              "model.layers.0.self_attn.kv_a_layernorm.weight",
-              "model.layers.0.self_attn.kv_b_proj.weight", "model.layers.0.self_attn.o_proj.weight",
-              "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
-              "model.layers.0.mlp.down_proj.weight", "model.layers.0.input_layernorm.weight",
-              "model.layers.0.post_attention_layernorm.weight", "model.norm.weight",
-              "lm_head.weight"):
+    for n in (
+        "model.embed_tokens.weight",
+        "model.layers.1.self_attn.q_a_proj.weight",
+        "model.layers.1.self_attn.q_a_layernorm.weight",
+        "model.layers.1.self_attn.q_b_proj.weight",
+        "model.layers.0.self_attn.kv_a_proj_with_mqa.weight",
+        "model.layers.0.self_attn.kv_a_layernorm.weight",
+        "model.layers.0.self_attn.kv_b_proj.weight",
+        "model.layers.0.self_attn.o_proj.weight",
+        "model.layers.0.mlp.gate_proj.weight",
+        "model.layers.0.mlp.up_proj.weight",
+        "model.layers.0.mlp.down_proj.weight",
+        "model.layers.0.input_layernorm.weight",
+        "model.layers.0.post_attention_layernorm.weight",
+        "model.norm.weight",
+        "lm_head.weight",
+    ):
         assert n in names
     assert "model.layers.0.self_attn.q_proj.weight" not in names
 
@@ -44,8 +51,11 @@ def test_mismatched_checkpoints_rejected():
         model.load_hf_state_dict(missing)
     bad = dict(sd)
     bad["model.layers.1.self_attn.kv_a_proj_with_mqa.weight"] = torch.zeros(576, 128)
-    with pytest.raises(ValueError, match=r"misshaped keys .*kv_a_proj_with_mqa.weight: "
-                                         r"expected \(80, 128\), got \(576, 128\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"misshaped keys .*kv_a_proj_with_mqa.weight: "
+        r"expected \(80, 128\), got \(576, 128\)",
+    ):
         model.load_hf_state_dict(bad)
     moe = dict(sd)
     moe["model.layers.1.mlp.experts.0.up_proj.weight"] = torch.zeros(4, 4)

@@ -47,14 +47,18 @@ def make_nb(path: Path, *cells) -> Path:
 
 
 def _kernels():
-    return [p for p in psutil.Process().children(recursive=True)
-            if "ipykernel" in " ".join(p.cmdline())]
+    return [
+        p for p in psutil.Process().children(recursive=True) if "ipykernel" in " ".join(p.cmdline())
+    ]
 
 
 def test_execute_notebook_runs_in_venv_kernel(tmp_path):
-    p = make_nb(tmp_path / "ok.ipynb", ("markdown", "# ok"),
-                "import os, sys\nprint(sys.prefix)\nprint(os.getcwd())",
-                "x = 6 * 7\nx")
+    p = make_nb(
+        tmp_path / "ok.ipynb",
+        ("markdown", "# ok"),
+        "import os, sys\nprint(sys.prefix)\nprint(os.getcwd())",
+        "x = 6 * 7\nx",
+    )
     nb, seconds = execute_notebook(p, timeout=120)
     out = nb.cells[1].outputs[0]["text"].split()
     assert os.path.realpath(out[0]) == os.path.realpath(sys.prefix)
@@ -67,8 +71,9 @@ def test_execute_notebook_runs_in_venv_kernel(tmp_path):
 
 
 def test_execute_notebook_raises_with_failing_cell(tmp_path):
-    p = make_nb(tmp_path / "bad.ipynb", "a = 1", "def f():\n    return 1 / 0\n\nf()",
-                "print('never')")
+    p = make_nb(
+        tmp_path / "bad.ipynb", "a = 1", "def f():\n    return 1 / 0\n\nf()", "print('never')"
+    )
     with pytest.raises(NotebookExecutionError) as ei:
         execute_notebook(p, timeout=120)
     err = ei.value
@@ -83,9 +88,11 @@ def test_execute_notebook_raises_with_failing_cell(tmp_path):
 def test_check_in_sync(tmp_path):
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = KERNELSPEC
-    nb.cells = [nbformat.v4.new_markdown_cell("# Title\n\nSome *text*."),
-                nbformat.v4.new_code_cell("import math\nx = math.pi"),
-                nbformat.v4.new_code_cell("x * 2")]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# Title\n\nSome *text*."),
+        nbformat.v4.new_code_cell("import math\nx = math.pi"),
+        nbformat.v4.new_code_cell("x * 2"),
+    ]
     ipynb = tmp_path / "pair.ipynb"
     jupytext.write(nb, ipynb)
     jupytext.write(nb, tmp_path / "pair.py", fmt="py:percent")
@@ -114,12 +121,16 @@ def test_check_in_sync(tmp_path):
     assert any("cell 0: type markdown" in d for d in diffs)
 
     assert check_in_sync(tmp_path / "nope.ipynb", tmp_path / "nope.py") == [
-        f"{tmp_path / 'nope.py'} is missing"]
+        f"{tmp_path / 'nope.py'} is missing"
+    ]
 
 
 def _servers_for(root: Path):
-    return [p for p in psutil.process_iter(["cmdline"])
-            if f"--ServerApp.root_dir={root}" in (p.info["cmdline"] or [])]
+    return [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if f"--ServerApp.root_dir={root}" in (p.info["cmdline"] or [])
+    ]
 
 
 def test_running_jupyterlab_starts_and_cleans_up(tmp_path):
@@ -128,10 +139,12 @@ def test_running_jupyterlab_starts_and_cleans_up(tmp_path):
         assert base_url.startswith("http://127.0.0.1:")
         with urllib.request.urlopen(f"{base_url}/api/status?token={token}") as r:
             assert r.status == 200
-        req = urllib.request.Request(f"{base_url}/api/kernels", method="POST",
-                                     data=json.dumps({"name": "python3"}).encode(),
-                                     headers={"Authorization": f"token {token}",
-                                              "Content-Type": "application/json"})
+        req = urllib.request.Request(
+            f"{base_url}/api/kernels",
+            method="POST",
+            data=json.dumps({"name": "python3"}).encode(),
+            headers={"Authorization": f"token {token}", "Content-Type": "application/json"},
+        )
         with urllib.request.urlopen(req) as r:
             assert r.status == 201
         (server,) = _servers_for(root)
@@ -236,31 +249,36 @@ def test_widgets_in_real_jupyterlab(tmp_path):
 
 @pytest.mark.browser
 def test_widget_errors_reports_failures(tmp_path):
-    make_nb(tmp_path / "err.ipynb",
-            "import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n"
-            "    traceback.print_exc()",
-            # a view of a model that does not exist never renders
-            "from IPython.display import display\n"
-            "display({'application/vnd.jupyter.widget-view+json': {'model_id': 'deadbeef',"
-            " 'version_major': 2, 'version_minor': 0}}, raw=True)",
-            # an Output widget showing a callback's exception
-            "import ipywidgets as W\nlog = W.Output()\nb = W.Button(description='fail')\n"
-            "@log.capture()\ndef on_click(_):\n    raise KeyError('from callback')\n"
-            "b.on_click(on_click)\nW.VBox([b, log])",
-            "raise ValueError('boom in cell')", "print('unreached')")
+    make_nb(
+        tmp_path / "err.ipynb",
+        "import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()",
+        # a view of a model that does not exist never renders
+        "from IPython.display import display\n"
+        "display({'application/vnd.jupyter.widget-view+json': {'model_id': 'deadbeef',"
+        " 'version_major': 2, 'version_minor': 0}}, raw=True)",
+        # an Output widget showing a callback's exception
+        "import ipywidgets as W\nlog = W.Output()\nb = W.Button(description='fail')\n"
+        "@log.capture()\ndef on_click(_):\n    raise KeyError('from callback')\n"
+        "b.on_click(on_click)\nW.VBox([b, log])",
+        "raise ValueError('boom in cell')",
+        "print('unreached')",
+    )
     shot = tmp_path / "shots" / "failure.png"
-    with pytest.raises(RuntimeError, match="sentinel"), \
-            lab_page(tmp_path, failure_screenshot=shot) as lab:
+    with (
+        pytest.raises(RuntimeError, match="sentinel"),
+        lab_page(tmp_path, failure_screenshot=shot) as lab,
+    ):
         lab.open("err.ipynb")
-        assert run_all_cells(lab.page, timeout=120, raise_on_error=False,
-                             widget_timeout=3) is False
+        assert run_all_cells(lab.page, timeout=120, raise_on_error=False, widget_timeout=3) is False
         errs = widget_errors(lab.page)
         assert len(errs) == 3, errs
         assert errs[0].startswith("Traceback (most recent") and "ZeroDivisionError" in errs[0]
         assert errs[1].startswith("ValueError: boom in cell") and "Traceback" in errs[1]
         # which one depends on whether the widget manager had finished restoring
-        assert errs[2] in ("widget never rendered (Loading widget...)",
-                           "Error displaying widget: model not found")
+        assert errs[2] in (
+            "widget never rendered (Loading widget...)",
+            "Error displaying widget: model not found",
+        )
         click_button(lab.page, "fail")
         errs2 = widget_errors(lab.page)
         new = [e for e in errs2 if e not in errs]

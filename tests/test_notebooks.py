@@ -14,8 +14,14 @@ import pytest
 from nbtools import check_in_sync, execute_notebook
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
-EXPECTED = ["01_paged_kv_cache", "02_scheduler", "03_mla_two_forms", "04_kernels",
-            "05_pd_decode_side", "06_pd_decode_side_zh"]
+EXPECTED = [
+    "01_paged_kv_cache",
+    "02_scheduler",
+    "03_mla_two_forms",
+    "04_kernels",
+    "05_pd_decode_side",
+    "06_pd_decode_side_zh",
+]
 # Seconds for the whole notebook, kernel start included. Each takes well under 60 s on a
 # 2-core CPU; the bound leaves room for a loaded machine.
 BOUND_S = 120
@@ -42,8 +48,11 @@ def test_in_sync_with_py_twin(name: str) -> None:
 @pytest.mark.parametrize("name", EXPECTED)
 def test_committed_without_outputs(name: str) -> None:
     nb = nbformat.read(_path(name), as_version=4)
-    dirty = [i for i, c in enumerate(nb.cells)
-             if c.cell_type == "code" and (c.outputs or c.execution_count is not None)]
+    dirty = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and (c.outputs or c.execution_count is not None)
+    ]
     assert dirty == [], f"{name}.ipynb has outputs in cells {dirty}: clear them before commit"
     assert nb.metadata.get("jupytext", {}).get("formats") == "ipynb,py:percent"
 
@@ -64,6 +73,7 @@ def test_executes_top_to_bottom(name: str) -> None:
     nb, seconds = execute_notebook(_path(name), timeout=CELL_TIMEOUT_S)
     print(f"{name}.ipynb executed in {seconds:.1f} s")
     assert seconds < BOUND_S
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error"]
+    errors = [
+        o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
+    ]
     assert errors == []

@@ -17,8 +17,13 @@ BS = 4
 
 
 def _pair(rule="query_len", **kw):
-    return PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64), SchedulerConfig(rule=rule),
-                  backend="torch", **kw)
+    return PDPair(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(rule=rule),
+        backend="torch",
+        **kw,
+    )
 
 
 def _colocated(prompt, n):
@@ -47,7 +52,10 @@ def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
     assert first["num_computed_tokens_before"] == n - 1 and first["num_scheduled_tokens"] == 1
     route = t.first("route", "D")
     assert (route["query_len"], route["num_computed_tokens"], route["num_prompt_tokens"]) == (
-        1, n - 1, n)
+        1,
+        n - 1,
+        n,
+    )
     kernels = t.filter("kernel", "D", step=route["step"])
     if rule == "prompt":
         assert route["forward"] == "_forward_prefill"
@@ -69,7 +77,7 @@ def test_local_prefix_hit_on_d_reads_only_the_tail(rule):
     prompt = list(range(100, 100 + 3 * BS + 2))
     pair = _pair(rule)
     # warm D's prefix cache with the first two blocks of the prompt
-    pair.decode.generate(prompt[:2 * BS + 1], SamplingParams(max_tokens=1))
+    pair.decode.generate(prompt[: 2 * BS + 1], SamplingParams(max_tokens=1))
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
     assert out.output_token_ids == _colocated(prompt, 4)
     moved = pair.tracer.first("kv_transfer", "D")
@@ -99,8 +107,9 @@ def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     assert pair.tracer.filter("remote_kv_failed", "D")
     # D computed the whole prompt itself
     steps = [s for e in pair.tracer.filter("step", "D") for s in e["scheduled"]]
-    assert sum(s["num_scheduled_tokens"] for s in steps
-               if s["num_computed_tokens_before"] < len(prompt)) == len(prompt)
+    assert sum(
+        s["num_scheduled_tokens"] for s in steps if s["num_computed_tokens_before"] < len(prompt)
+    ) == len(prompt)
     _all_free(pair)
 
 
@@ -123,8 +132,9 @@ def test_abort_while_d_reads_frees_both_sides():
 
 def test_abort_before_d_reads_releases_p():
     pair = _pair()
-    p_rid = pair.prefill.add_request(list(range(20)), SamplingParams(max_tokens=1),
-                                     "r", {"do_remote_decode": True})
+    p_rid = pair.prefill.add_request(
+        list(range(20)), SamplingParams(max_tokens=1), "r", {"do_remote_decode": True}
+    )
     pair.prefill.run_until_done()
     params = pair.prefill.get_output(p_rid).kv_transfer_params
     assert params["do_remote_prefill"] and params["remote_block_ids"]
@@ -137,12 +147,19 @@ def test_abort_before_d_reads_releases_p():
 
 
 def test_d_that_never_reads_does_not_leak_p_blocks():
-    pair = PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64),
-                  SchedulerConfig(kv_transfer_timeout_s=0.05), backend="torch")
+    pair = PDPair(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(kv_transfer_timeout_s=0.05),
+        backend="torch",
+    )
     for i, n in enumerate((15, 9)):
-        pair.prefill.add_request(list(range(100 * i, 100 * i + n)),
-                                 SamplingParams(max_tokens=1), f"r{i}",
-                                 {"do_remote_decode": True})
+        pair.prefill.add_request(
+            list(range(100 * i, 100 * i + n)),
+            SamplingParams(max_tokens=1),
+            f"r{i}",
+            {"do_remote_decode": True},
+        )
     pair.prefill.run_until_done()
     # P's requests finished with delay_free: their blocks wait for a D that never comes
     m = pair.prefill.scheduler.kv_cache_manager

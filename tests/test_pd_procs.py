@@ -13,14 +13,21 @@ from pdlab.request import SamplingParams
 
 CFG = ModelConfig.tiny()
 # 36 tokens (9 blocks of 4), exactly one block, below one block, two blocks plus one
-PROMPTS = [list(b"Why does D recompute the last token?"), list(b"abcd"), [5, 6, 7],
-           list(range(60, 69))]
+PROMPTS = [
+    list(b"Why does D recompute the last token?"),
+    list(b"abcd"),
+    [5, 6, 7],
+    list(range(60, 69)),
+]
 
 
 def _no_children_left():
     # multiprocessing's resource tracker lives as long as this interpreter; it is not ours.
-    kids = [k for k in psutil.Process().children(recursive=True)
-            if "resource_tracker" not in " ".join(k.cmdline())]
+    kids = [
+        k
+        for k in psutil.Process().children(recursive=True)
+        if "resource_tracker" not in " ".join(k.cmdline())
+    ]
     gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive, f"processes left behind: {alive}"
 
@@ -28,8 +35,14 @@ def _no_children_left():
 @pytest.mark.parametrize("rule", ["query_len", "prompt"])
 def test_two_processes_equal_colocated(rule):
     t0 = time.monotonic()
-    r = run_pd_procs(PROMPTS, CFG, CacheConfig(block_size=4, num_blocks=64),
-                     SchedulerConfig(rule=rule), SamplingParams(max_tokens=4), timeout_s=60)
+    r = run_pd_procs(
+        PROMPTS,
+        CFG,
+        CacheConfig(block_size=4, num_blocks=64),
+        SchedulerConfig(rule=rule),
+        SamplingParams(max_tokens=4),
+        timeout_s=60,
+    )
     assert time.monotonic() - t0 < 90
     assert r.errors == {} and r.exitcodes == {"prefill": 0, "decode": 0}
     model = DeepseekV2ForCausalLM(CFG)
@@ -51,11 +64,17 @@ def test_two_processes_equal_colocated(rule):
 def test_local_prefix_hit_on_d_over_two_processes():
     """The second prompt extends the first; sent one at a time, D already caches the shared
     blocks and reads only the tail from P."""
-    first = list(range(100, 109))                 # 9 tokens: 2 full blocks + 1
-    second = first[:8] + list(range(200, 207))    # shares the 2 full blocks, 15 tokens
-    r = run_pd_procs([first, second], CFG, CacheConfig(block_size=4, num_blocks=64),
-                     SchedulerConfig(), SamplingParams(max_tokens=3), timeout_s=60,
-                     max_in_flight=1)
+    first = list(range(100, 109))  # 9 tokens: 2 full blocks + 1
+    second = first[:8] + list(range(200, 207))  # shares the 2 full blocks, 15 tokens
+    r = run_pd_procs(
+        [first, second],
+        CFG,
+        CacheConfig(block_size=4, num_blocks=64),
+        SchedulerConfig(),
+        SamplingParams(max_tokens=3),
+        timeout_s=60,
+        max_in_flight=1,
+    )
     assert r.errors == {}
     model = DeepseekV2ForCausalLM(CFG)
     for i, p in enumerate((first, second)):
@@ -70,9 +89,15 @@ def test_local_prefix_hit_on_d_over_two_processes():
 
 def test_dead_decode_process_does_not_hang_prefill():
     t0 = time.monotonic()
-    r = run_pd_procs(PROMPTS[:2], CFG, CacheConfig(block_size=4, num_blocks=32),
-                     SchedulerConfig(kv_transfer_timeout_s=1.0), SamplingParams(max_tokens=4),
-                     timeout_s=30, die_after_requests=0)
+    r = run_pd_procs(
+        PROMPTS[:2],
+        CFG,
+        CacheConfig(block_size=4, num_blocks=32),
+        SchedulerConfig(kv_transfer_timeout_s=1.0),
+        SamplingParams(max_tokens=4),
+        timeout_s=30,
+        die_after_requests=0,
+    )
     assert time.monotonic() - t0 < 60
     assert r.exitcodes["decode"] == 17 and "decode" in r.errors
     assert r.prefill is not None and r.prefill.peer_failed

@@ -47,10 +47,10 @@ def test_num_computed_tokens_has_a_line_per_request(run: TourRun) -> None:
     for ev in run.trace.filter("step"):
         for r in ev["scheduled"]:
             series.setdefault(f"{ev['instance']}:{r['req_id']}", []).append(
-                (ev["step"], r["num_computed_tokens_after"]))
+                (ev["step"], r["num_computed_tokens_after"])
+            )
     labelled = {ln.get_label(): ln for ln in ax.get_lines() if not ln.get_label().startswith("_")}
-    assert set(labelled) == set(series) == {"P:req-0", "D:req-0", "local:local-0",
-                                            "local:local-1"}
+    assert set(labelled) == set(series) == {"P:req-0", "D:req-0", "local:local-0", "local:local-1"}
     for label, pts in series.items():
         assert list(labelled[label].get_xdata()) == [p[0] for p in pts]
         assert list(labelled[label].get_ydata()) == [p[1] for p in pts]
@@ -81,16 +81,21 @@ def test_path_costs_follow_the_cost_model() -> None:
         assert ax.get_xlabel().startswith("context length")
         pre, dec = ax.get_lines()
         assert list(pre.get_xdata()) == contexts
-        np.testing.assert_allclose(pre.get_ydata(),
-                                   [getattr(prefill_path_cost(cfg, c), attr) for c in contexts])
-        np.testing.assert_allclose(dec.get_ydata(),
-                                   [getattr(decode_path_cost(cfg, c), attr) for c in contexts])
+        np.testing.assert_allclose(
+            pre.get_ydata(), [getattr(prefill_path_cost(cfg, c), attr) for c in contexts]
+        )
+        np.testing.assert_allclose(
+            dec.get_ydata(), [getattr(decode_path_cost(cfg, c), attr) for c in contexts]
+        )
         assert "_forward_prefill" in pre.get_label() and "_forward_decode" in dec.get_label()
 
 
 def test_save_all_writes_three_pngs(run: TourRun, tmp_path) -> None:
     paths = save_all(run.trace, ModelConfig.deepseek_v3(), tmp_path / "out")
-    assert [p.name for p in paths] == ["block_table.png", "num_computed_tokens.png",
-                                       "path_costs.png"]
+    assert [p.name for p in paths] == [
+        "block_table.png",
+        "num_computed_tokens.png",
+        "path_costs.png",
+    ]
     for p in paths:
         assert p.read_bytes()[:4] == b"\x89PNG"

@@ -12,13 +12,15 @@ from pdlab.config import ModelConfig
 def _sdpa(q, k, v, scale, causal):
     # SDPA's is_causal aligns top-left; pass the bottom-right mask explicitly instead.
     mask = causal_mask(q.shape[0], k.shape[0]) if causal else None
-    out = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                         attn_mask=mask, scale=scale)
+    out = F.scaled_dot_product_attention(
+        q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=mask, scale=scale
+    )
     return out.transpose(0, 1)
 
 
-@pytest.mark.parametrize("tq,tk,causal", [(7, 7, True), (3, 11, True), (1, 9, True),
-                                          (5, 13, False), (1, 1, True)])
+@pytest.mark.parametrize(
+    "tq,tk,causal", [(7, 7, True), (3, 11, True), (1, 9, True), (5, 13, False), (1, 1, True)]
+)
 def test_naive_attention_matches_sdpa(tq, tk, causal):
     g = torch.Generator().manual_seed(tq * 100 + tk)
     h, d, dv = 3, 24, 16
@@ -55,16 +57,23 @@ def _mla_inputs(cfg: ModelConfig, t: int, s: int, seed: int):
     q = torch.randn(t, h, cfg.qk_head_dim, generator=g)
     kv_c = torch.randn(s, cfg.kv_lora_rank, generator=g)
     k_pe = torch.randn(s, cfg.qk_rope_head_dim, generator=g)
-    w = torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank,
-                    generator=g) * cfg.kv_lora_rank ** -0.5
+    w = (
+        torch.randn(h * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.kv_lora_rank, generator=g)
+        * cfg.kv_lora_rank**-0.5
+    )
     return q, kv_c, k_pe, w
 
 
-@pytest.mark.parametrize("cfg", [
-    ModelConfig.tiny(), ModelConfig.tiny(q_lora_rank=48),
-    ModelConfig.deepseek_v3(num_attention_heads=4),
-    ModelConfig.deepseek_v2_lite(num_attention_heads=2)],
-    ids=["tiny", "tiny-qlora", "v3", "v2-lite"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        ModelConfig.tiny(),
+        ModelConfig.tiny(q_lora_rank=48),
+        ModelConfig.deepseek_v3(num_attention_heads=4),
+        ModelConfig.deepseek_v2_lite(num_attention_heads=2),
+    ],
+    ids=["tiny", "tiny-qlora", "v3", "v2-lite"],
+)
 @pytest.mark.parametrize("t,s", [(6, 6), (1, 9), (3, 17)])
 def test_mla_naive_equals_absorbed(cfg, t, s):
     q, kv_c, k_pe, w = _mla_inputs(cfg, t, s, seed=t + s)
@@ -79,10 +88,12 @@ def test_mla_naive_equals_absorbed(cfg, t, s):
 def test_model_attention_forms_agree_end_to_end(qlora):
     """With and without q_lora_rank, the whole tiny model gives the same logits either way."""
     from pdlab.model import DeepseekV2ForCausalLM
+
     model = DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=qlora))
     ids = list(range(40, 61))
-    torch.testing.assert_close(model.forward_full(ids, "naive"), model.forward_full(ids, "absorb"),
-                               atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(
+        model.forward_full(ids, "naive"), model.forward_full(ids, "absorb"), atol=1e-5, rtol=1e-5
+    )
 
 
 def test_rope_is_interleaved_pairs_and_relative():
@@ -92,19 +103,23 @@ def test_rope_is_interleaved_pairs_and_relative():
     y = apply_rope(x, cos, sin)
     # pair (0, 1) rotates by the first frequency (1.0 rad at position 1)
     c, s_ = torch.cos(torch.tensor(1.0)), torch.sin(torch.tensor(1.0))
-    torch.testing.assert_close(y[0, 0, :2], torch.stack([x[0, 0, 0] * c - x[0, 0, 1] * s_,
-                                                         x[0, 0, 0] * s_ + x[0, 0, 1] * c]))
+    torch.testing.assert_close(
+        y[0, 0, :2],
+        torch.stack([x[0, 0, 0] * c - x[0, 0, 1] * s_, x[0, 0, 0] * s_ + x[0, 0, 1] * c]),
+    )
     # scores depend only on the distance between positions
     q, k = torch.randn(1, 1, 16), torch.randn(1, 1, 16)
+
     def score(pq, pk):
         cq, sq = rope_cos_sin(cfg, torch.tensor([pq]))
         ck, sk = rope_cos_sin(cfg, torch.tensor([pk]))
         return (apply_rope(q, cq, sq) * apply_rope(k, ck, sk)).sum()
+
     torch.testing.assert_close(score(5, 2), score(103, 100), atol=1e-4, rtol=1e-4)
 
 
 def test_yarn_interpolates_low_frequencies_only():
     base = rope_inv_freq(ModelConfig.deepseek_v3(rope_scaling=None))
     yarn = rope_inv_freq(ModelConfig.deepseek_v3())
-    torch.testing.assert_close(yarn[0], base[0])            # fastest pair untouched
-    torch.testing.assert_close(yarn[-1], base[-1] / 40)      # slowest pair divided by factor
+    torch.testing.assert_close(yarn[0], base[0])  # fastest pair untouched
+    torch.testing.assert_close(yarn[-1], base[-1] / 40)  # slowest pair divided by factor

@@ -11,30 +11,36 @@ def test_sampling_params_defaults_are_greedy():
     assert SamplingParams(stop_token_ids=[3, 4]).stop_token_ids == (3, 4)
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"max_tokens": 0}, "max_tokens"),
-    ({"max_tokens": 2.5}, "max_tokens"),
-    ({"max_tokens": True}, "max_tokens"),
-    ({"temperature": -0.1}, "temperature"),
-    ({"temperature": float("nan")}, "temperature"),
-    ({"temperature": "hot"}, "temperature"),
-    ({"stop_token_ids": [1, -2]}, "stop_token_ids"),
-    ({"stop_token_ids": "ab"}, "stop_token_ids"),
-    ({"seed": 1.5}, "seed"),
-])
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"max_tokens": 0}, "max_tokens"),
+        ({"max_tokens": 2.5}, "max_tokens"),
+        ({"max_tokens": True}, "max_tokens"),
+        ({"temperature": -0.1}, "temperature"),
+        ({"temperature": float("nan")}, "temperature"),
+        ({"temperature": "hot"}, "temperature"),
+        ({"stop_token_ids": [1, -2]}, "stop_token_ids"),
+        ({"stop_token_ids": "ab"}, "stop_token_ids"),
+        ({"seed": 1.5}, "seed"),
+    ],
+)
 def test_sampling_params_rejects_bad_values(kwargs, field):
     with pytest.raises(ValueError, match=f"SamplingParams.{field}=.*expected"):
         SamplingParams(**kwargs)
 
 
-@pytest.mark.parametrize("args, field", [
-    (("", [1]), "request_id"),
-    ((7, [1]), "request_id"),
-    (("r", []), "prompt_token_ids"),
-    (("r", "hello"), "prompt_token_ids"),
-    (("r", [1, -1]), "prompt_token_ids"),
-    (("r", [1, 2.0]), "prompt_token_ids"),
-])
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        (("", [1]), "request_id"),
+        ((7, [1]), "request_id"),
+        (("r", []), "prompt_token_ids"),
+        (("r", "hello"), "prompt_token_ids"),
+        (("r", [1, -1]), "prompt_token_ids"),
+        (("r", [1, 2.0]), "prompt_token_ids"),
+    ],
+)
 def test_request_rejects_bad_arguments(args, field):
     with pytest.raises(ValueError, match=f"{field}=.*expected"):
         Request(*args)
@@ -70,15 +76,20 @@ def test_request_copies_its_inputs():
 
 
 def test_prefill_instance_request_stops_after_one_token():
-    r = Request("r", [1, 2], SamplingParams(max_tokens=9),
-                kv_transfer_params={"do_remote_decode": True})
+    r = Request(
+        "r", [1, 2], SamplingParams(max_tokens=9), kv_transfer_params={"do_remote_decode": True}
+    )
     assert r.max_tokens == 1
     assert Request("s", [1], SamplingParams(max_tokens=9)).max_tokens == 9
 
 
 def test_status_order_and_finish_reasons():
-    unfinished = [RequestStatus.WAITING, RequestStatus.WAITING_FOR_REMOTE_KVS,
-                  RequestStatus.RUNNING, RequestStatus.PREEMPTED]
+    unfinished = [
+        RequestStatus.WAITING,
+        RequestStatus.WAITING_FOR_REMOTE_KVS,
+        RequestStatus.RUNNING,
+        RequestStatus.PREEMPTED,
+    ]
     for s in RequestStatus:
         assert RequestStatus.is_finished(s) == (s not in unfinished)
     reasons = {s: RequestStatus.get_finished_reason(s) for s in RequestStatus}

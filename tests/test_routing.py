@@ -17,13 +17,17 @@ def _meta(q_lens, computed, prompts, rule="query_len", threshold=1):
     qsl = torch.zeros(len(q_lens) + 1, dtype=torch.int32)
     qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
     return MLAMetadata(
-        req_ids=[f"r{i}" for i in range(len(q_lens))], query_start_loc=qsl,
+        req_ids=[f"r{i}" for i in range(len(q_lens))],
+        query_start_loc=qsl,
         seq_lens=torch.tensor([c + q for c, q in zip(computed, q_lens)], dtype=torch.int32),
         num_computed_tokens=torch.tensor(computed, dtype=torch.int32),
         num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32),
         block_table=torch.zeros(len(q_lens), 1, dtype=torch.int32),
-        slot_mapping=torch.zeros(sum(q_lens), dtype=torch.int64), block_size=4, rule=rule,
-        decode_threshold=threshold)
+        slot_mapping=torch.zeros(sum(q_lens), dtype=torch.int64),
+        block_size=4,
+        rule=rule,
+        decode_threshold=threshold,
+    )
 
 
 @pytest.mark.parametrize("n", [2, 5, 17, 300])

@@ -12,8 +12,9 @@ def test_bench_scheduler_small():
     assert r["us_per_request"] == pytest.approx(r["median_us"] / 8)
 
 
-@pytest.mark.parametrize("kwargs", [{"num_requests": 0}, {"steps": -1}, {"block_size": 1.5},
-                                    {"prompt_len": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"num_requests": 0}, {"steps": -1}, {"block_size": 1.5}, {"prompt_len": True}]
+)
 def test_bench_scheduler_rejects_bad_arguments(kwargs):
     name = next(iter(kwargs))
     with pytest.raises(ValueError, match=f"{name}=.*integer >= 1"):

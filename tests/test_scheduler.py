@@ -9,15 +9,27 @@ from pdlab.sched.output import ModelRunnerOutput
 from pdlab.sched.scheduler import Scheduler
 
 
-def make(budget=64, max_seqs=8, threshold=0, block_size=4, num_blocks=64, caching=True,
-         max_model_len=256, sample=None):
+def make(
+    budget=64,
+    max_seqs=8,
+    threshold=0,
+    block_size=4,
+    num_blocks=64,
+    caching=True,
+    max_model_len=256,
+    sample=None,
+):
     events = []
     sched = Scheduler(
-        SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs,
-                        long_prefill_token_threshold=threshold),
-        CacheConfig(block_size=block_size, num_blocks=num_blocks,
-                    enable_prefix_caching=caching),
-        max_model_len, event_hook=lambda kind, fields: events.append((kind, fields)))
+        SchedulerConfig(
+            max_num_batched_tokens=budget,
+            max_num_seqs=max_seqs,
+            long_prefill_token_threshold=threshold,
+        ),
+        CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching),
+        max_model_len,
+        event_hook=lambda kind, fields: events.append((kind, fields)),
+    )
     return sched, FakeModelRunner(sample=sample), events
 
 
@@ -32,8 +44,11 @@ def req(rid, n, max_tokens=4, start=0, **sp):
 
 def all_free(sched):
     mgr = sched.kv_cache_manager
-    return (mgr.num_free_blocks == mgr.num_blocks and not mgr.req_to_blocks
-            and all(b.ref_cnt == 0 for b in mgr.block_pool.blocks))
+    return (
+        mgr.num_free_blocks == mgr.num_blocks
+        and not mgr.req_to_blocks
+        and all(b.ref_cnt == 0 for b in mgr.block_pool.blocks)
+    )
 
 
 def test_chunked_prefill_under_a_small_budget():
@@ -81,7 +96,7 @@ def test_running_first_then_waiting_within_the_budget():
     so, _ = step(sched, runner)
     assert so.num_scheduled_tokens == {"a": 6, "b": 4}
     so, _ = step(sched, runner)
-    assert so.num_scheduled_tokens == {"a": 1, "b": 5}   # a decodes first, b finishes prompt
+    assert so.num_scheduled_tokens == {"a": 1, "b": 5}  # a decodes first, b finishes prompt
     assert list(so.num_scheduled_tokens) == ["a", "b"]
 
 
@@ -92,7 +107,7 @@ def test_max_num_seqs_limits_running_requests():
     so, _ = step(sched, runner)
     assert set(so.num_scheduled_tokens) == {"r0", "r1"}
     assert [r.request_id for r in sched.waiting] == ["r2"]
-    step(sched, runner)                      # r0 and r1 finish (2 tokens each)
+    step(sched, runner)  # r0 and r1 finish (2 tokens each)
     so, _ = step(sched, runner)
     assert set(so.num_scheduled_tokens) == {"r2"}
     assert so.finished_req_ids == {"r0", "r1"}
@@ -106,7 +121,7 @@ def test_prefix_hit_on_admission():
     so, _ = step(sched, runner)
     assert so.scheduled_new_reqs[0].num_computed_tokens == 8
     assert so.num_scheduled_tokens == {"b": 2}
-    assert sched.get_request("b") is None   # finished and freed
+    assert sched.get_request("b") is None  # finished and freed
     admit = [f for k, f in events if k == "admit" and f["req_id"] == "b"][0]
     assert admit["num_computed_tokens"] == 8 and admit["num_cached_tokens"] == 8
     hit = [f for k, f in events if k == "prefix_hit"][0]
@@ -118,8 +133,7 @@ def test_prefix_hit_on_admission():
 def test_preemption_keeps_outputs_and_recomputes():
     # 8 blocks of 2 tokens; a and b each grow to 4 + 8 - 1 = 11 tokens (6 blocks).
     tokens = iter(range(1000, 2000))
-    sched, runner, events = make(block_size=2, num_blocks=8,
-                                 sample=lambda rid, pos: next(tokens))
+    sched, runner, events = make(block_size=2, num_blocks=8, sample=lambda rid, pos: next(tokens))
     sched.add_request(req("a", 4, max_tokens=8))
     sched.add_request(req("b", 4, max_tokens=8, start=50))
     preempted_at = None
@@ -132,7 +146,7 @@ def test_preemption_keeps_outputs_and_recomputes():
             outputs[o.req_id] += o.new_token_ids
         if so.preempted_req_ids and preempted_at is None:
             preempted_at = steps
-            assert so.preempted_req_ids == {"b"}     # the most recently admitted
+            assert so.preempted_req_ids == {"b"}  # the most recently admitted
             b = sched.get_request("b")
             assert b.status == RequestStatus.PREEMPTED and b.num_computed_tokens == 0
             assert b.num_preemptions == 1 and sched.waiting[0] is b
@@ -146,7 +160,7 @@ def test_preemption_keeps_outputs_and_recomputes():
             preempted_at = -1
     assert preempted_at == -1
     assert len(outputs["a"]) == 8 and len(outputs["b"]) == 8
-    assert len(set(outputs["a"] + outputs["b"])) == 16      # no token lost or repeated
+    assert len(set(outputs["a"] + outputs["b"])) == 16  # no token lost or repeated
     assert [k for k, _ in events].count("preempt") >= 1
     assert all_free(sched)
 
@@ -164,7 +178,8 @@ def test_tight_pool_preempts_until_everyone_finishes():
         for rid in so.num_scheduled_tokens:
             r = sched.get_request(rid)
             assert r is None or len(sched.kv_cache_manager.get_block_ids(rid)) * 2 >= (
-                r.num_computed_tokens)
+                r.num_computed_tokens
+            )
         n += 1
         assert n < 200
     assert [k for k, _ in events].count("preempt") >= 2
@@ -236,8 +251,18 @@ def test_bad_inputs_raise_and_leave_the_scheduler_usable():
     with pytest.raises(ValueError, match="request=.*Request"):
         sched.add_request("not a request")
     with pytest.raises(ValueError, match="do_remote_prefill.*KV connector"):
-        sched.add_request(Request("pd", [1, 2], SamplingParams(max_tokens=2), kv_transfer_params={
-            "do_remote_prefill": True, "remote_block_ids": [0], "remote_engine_id": "p"}))
+        sched.add_request(
+            Request(
+                "pd",
+                [1, 2],
+                SamplingParams(max_tokens=2),
+                kv_transfer_params={
+                    "do_remote_prefill": True,
+                    "remote_block_ids": [0],
+                    "remote_engine_id": "p",
+                },
+            )
+        )
     used = req("used", 3)
     used.num_computed_tokens = 2
     with pytest.raises(ValueError, match="fresh Request"):
@@ -251,7 +276,7 @@ def test_bad_inputs_raise_and_leave_the_scheduler_usable():
 def test_bad_runner_output_is_rejected_before_any_change():
     sched, runner, _ = make(budget=4)
     sched.add_request(req("a", 6))
-    so = sched.schedule()                       # 4 of 6 prompt tokens: no token expected
+    so = sched.schedule()  # 4 of 6 prompt tokens: no token expected
     with pytest.raises(ValueError, match="sampled_token_ids for 'a' is \\[5\\].*\\[\\]"):
         sched.update_from_output(so, ModelRunnerOutput(["a"], [[5]]))
     with pytest.raises(ValueError, match="no entry for scheduled request 'a'"):
@@ -260,7 +285,7 @@ def test_bad_runner_output_is_rejected_before_any_change():
         ModelRunnerOutput(["a"], [])
     assert sched.get_request("a").num_output_tokens == 0
     sched.update_from_output(so, ModelRunnerOutput(["a"], [[]]))
-    so = sched.schedule()                       # the last 2 prompt tokens: one token due
+    so = sched.schedule()  # the last 2 prompt tokens: one token due
     with pytest.raises(ValueError, match="expected one token"):
         sched.update_from_output(so, ModelRunnerOutput(["a"], [[]]))
 

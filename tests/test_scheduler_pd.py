@@ -14,11 +14,13 @@ B = 4
 
 def make(connector, num_blocks=32, budget=64, caching=True):
     events = []
-    sched = Scheduler(SchedulerConfig(max_num_batched_tokens=budget),
-                      CacheConfig(block_size=B, num_blocks=num_blocks,
-                                  enable_prefix_caching=caching),
-                      256, connector=connector,
-                      event_hook=lambda kind, fields: events.append((kind, fields)))
+    sched = Scheduler(
+        SchedulerConfig(max_num_batched_tokens=budget),
+        CacheConfig(block_size=B, num_blocks=num_blocks, enable_prefix_caching=caching),
+        256,
+        connector=connector,
+        event_hook=lambda kind, fields: events.append((kind, fields)),
+    )
     return sched, FakeModelRunner(connector), events
 
 
@@ -28,14 +30,24 @@ def step(sched, runner):
 
 
 def d_params(n_blocks=2):
-    return {"do_remote_prefill": True, "do_remote_decode": False,
-            "remote_block_ids": list(range(n_blocks)), "remote_engine_id": "P",
-            "remote_host": "localhost", "remote_port": 5600, "remote_request_id": "x"}
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_block_ids": list(range(n_blocks)),
+        "remote_engine_id": "P",
+        "remote_host": "localhost",
+        "remote_port": 5600,
+        "remote_request_id": "x",
+    }
 
 
 def d_request(rid, n, max_tokens=3, start=0):
-    return Request(rid, [start + i for i in range(n)], SamplingParams(max_tokens=max_tokens),
-                   kv_transfer_params=d_params())
+    return Request(
+        rid,
+        [start + i for i in range(n)],
+        SamplingParams(max_tokens=max_tokens),
+        kv_transfer_params=d_params(),
+    )
 
 
 def events_of(events, kind):
@@ -47,7 +59,7 @@ def all_free(sched):
     return mgr.num_free_blocks == mgr.num_blocks and not mgr.req_to_blocks
 
 
-@pytest.mark.parametrize("n", [3, 8, 9, 1, 4, 5])   # below a block, k blocks, k blocks + 1
+@pytest.mark.parametrize("n", [3, 8, 9, 1, 4, 5])  # below a block, k blocks, k blocks + 1
 def test_decode_side_recomputes_exactly_the_last_prompt_token(n):
     conn = FakeKVConnector(recv_delay_steps=1)
     sched, runner, events = make(conn)
@@ -64,9 +76,9 @@ def test_decode_side_recomputes_exactly_the_last_prompt_token(n):
     assert conn.loaded[0].local_block_ids == block_ids
     assert conn.loaded[0].remote_block_ids == [0, 1]
 
-    so, _ = step(sched, runner)             # the receive completes during this step
+    so, _ = step(sched, runner)  # the receive completes during this step
     assert so.total_num_scheduled_tokens == 0
-    so, outs = step(sched, runner)          # now it runs: one token over N - 1 cached
+    so, outs = step(sched, runner)  # now it runs: one token over N - 1 cached
     assert so.num_scheduled_tokens == {"x": 1}
     new = so.scheduled_new_reqs[0]
     assert new.num_computed_tokens == n - 1 and new.block_ids == block_ids
@@ -87,7 +99,7 @@ def test_decode_side_with_a_local_prefix_hit():
     conn = FakeKVConnector()
     sched, runner, events = make(conn)
     sched.add_request(Request("warm", list(range(8)) + [50, 51], SamplingParams(max_tokens=1)))
-    step(sched, runner)                     # caches blocks [0..3], [4..7]
+    step(sched, runner)  # caches blocks [0..3], [4..7]
     sched.add_request(d_request("x", 14))
     step(sched, runner)
     wait = events_of(events, "waiting_for_remote_kvs")[0]
@@ -102,8 +114,14 @@ def test_decode_side_with_a_local_prefix_hit():
 def test_prefill_side_holds_blocks_until_sent():
     conn = FakeKVConnector(engine_id="P", send_delay_steps=2)
     sched, runner, events = make(conn)
-    sched.add_request(Request("x", list(range(10)), SamplingParams(max_tokens=8),
-                              kv_transfer_params={"do_remote_decode": True}))
+    sched.add_request(
+        Request(
+            "x",
+            list(range(10)),
+            SamplingParams(max_tokens=8),
+            kv_transfer_params={"do_remote_decode": True},
+        )
+    )
     so, outs = step(sched, runner)
     assert so.num_scheduled_tokens == {"x": 10}
     (out,) = outs
@@ -139,8 +157,14 @@ def test_prefill_side_frees_after_the_send_times_out():
 def test_prefill_side_stopped_on_first_token_sends_nothing():
     conn = FakeKVConnector()
     sched, runner, _ = make(conn)
-    sched.add_request(Request("x", [1, 2, 3], SamplingParams(stop_token_ids=[1]),
-                              kv_transfer_params={"do_remote_decode": True}))
+    sched.add_request(
+        Request(
+            "x",
+            [1, 2, 3],
+            SamplingParams(stop_token_ids=[1]),
+            kv_transfer_params={"do_remote_decode": True},
+        )
+    )
     _, (out,) = step(sched, runner)
     assert out.finish_reason == "stop" and out.kv_transfer_params is None
     assert all_free(sched) and not sched.has_unfinished_requests()
@@ -168,7 +192,7 @@ def test_abort_after_the_receive_finished_frees_at_once():
     conn = FakeKVConnector(recv_delay_steps=0)
     sched, runner, _ = make(conn)
     sched.add_request(d_request("x", 9))
-    step(sched, runner)                     # allocated, receive reported done
+    step(sched, runner)  # allocated, receive reported done
     assert "x" in sched.finished_recving_kv_req_ids
     sched.finish_requests("x", RequestStatus.FINISHED_ABORTED)
     assert all_free(sched) and sched.get_request("x") is None
@@ -262,24 +286,54 @@ def test_ready_requests_keep_their_place_in_the_queue():
     assert admitted.index("x1") < admitted.index("x2")
 
 
-@pytest.mark.parametrize("params, key", [
-    ({"do_remote_prefill": "yes"}, "do_remote_prefill"),
-    ({"do_remote_decode": 1}, "do_remote_decode"),
-    ({"do_remote_prefill": True, "remote_engine_id": "P"}, "remote_block_ids"),
-    ({"do_remote_prefill": True, "remote_block_ids": [], "remote_engine_id": "P"},
-     "remote_block_ids"),
-    ({"do_remote_prefill": True, "remote_block_ids": [0, -1], "remote_engine_id": "P"},
-     "remote_block_ids"),
-    ({"do_remote_prefill": True, "remote_block_ids": "0,1", "remote_engine_id": "P"},
-     "remote_block_ids"),
-    ({"do_remote_prefill": True, "remote_block_ids": [0]}, "remote_engine_id"),
-    ({"do_remote_prefill": True, "remote_block_ids": [0], "remote_engine_id": "P",
-      "remote_port": "80"}, "remote_port"),
-    ({"do_remote_prefill": True, "remote_block_ids": [0], "remote_engine_id": "P",
-      "remote_host": 1}, "remote_host"),
-    ({"do_remote_prefill": True, "do_remote_decode": True, "remote_block_ids": [0],
-      "remote_engine_id": "P"}, "do_remote_decode"),
-])
+@pytest.mark.parametrize(
+    "params, key",
+    [
+        ({"do_remote_prefill": "yes"}, "do_remote_prefill"),
+        ({"do_remote_decode": 1}, "do_remote_decode"),
+        ({"do_remote_prefill": True, "remote_engine_id": "P"}, "remote_block_ids"),
+        (
+            {"do_remote_prefill": True, "remote_block_ids": [], "remote_engine_id": "P"},
+            "remote_block_ids",
+        ),
+        (
+            {"do_remote_prefill": True, "remote_block_ids": [0, -1], "remote_engine_id": "P"},
+            "remote_block_ids",
+        ),
+        (
+            {"do_remote_prefill": True, "remote_block_ids": "0,1", "remote_engine_id": "P"},
+            "remote_block_ids",
+        ),
+        ({"do_remote_prefill": True, "remote_block_ids": [0]}, "remote_engine_id"),
+        (
+            {
+                "do_remote_prefill": True,
+                "remote_block_ids": [0],
+                "remote_engine_id": "P",
+                "remote_port": "80",
+            },
+            "remote_port",
+        ),
+        (
+            {
+                "do_remote_prefill": True,
+                "remote_block_ids": [0],
+                "remote_engine_id": "P",
+                "remote_host": 1,
+            },
+            "remote_host",
+        ),
+        (
+            {
+                "do_remote_prefill": True,
+                "do_remote_decode": True,
+                "remote_block_ids": [0],
+                "remote_engine_id": "P",
+            },
+            "do_remote_decode",
+        ),
+    ],
+)
 def test_malformed_kv_transfer_params_are_rejected(params, key):
     sched, runner, _ = make(FakeKVConnector())
     with pytest.raises(ValueError, match=f"kv_transfer_params\\[{key!r}\\]=.*expected"):

@@ -32,11 +32,19 @@ STOP = 3
 EXAMPLES = 60
 STEPS = 40
 
-settings.register_profile("pdlab-sched", max_examples=EXAMPLES, stateful_step_count=STEPS,
-                          deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile(
+    "pdlab-sched",
+    max_examples=EXAMPLES,
+    stateful_step_count=STEPS,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
-WAITING_STATES = (RequestStatus.WAITING, RequestStatus.PREEMPTED,
-                  RequestStatus.WAITING_FOR_REMOTE_KVS)
+WAITING_STATES = (
+    RequestStatus.WAITING,
+    RequestStatus.PREEMPTED,
+    RequestStatus.WAITING_FOR_REMOTE_KVS,
+)
 
 
 def check_invariants(sched: Scheduler) -> None:
@@ -73,7 +81,7 @@ def check_invariants(sched: Scheduler) -> None:
         for i, b in enumerate(blocks):
             if i < nc:
                 assert b.block_hash == r.block_hashes[i]
-                assert b.token_ids == tuple(r.all_token_ids[i * bs:(i + 1) * bs])
+                assert b.token_ids == tuple(r.all_token_ids[i * bs : (i + 1) * bs])
             else:
                 assert b.block_hash is None
         if not mgr.enable_caching:
@@ -97,20 +105,35 @@ def check_invariants(sched: Scheduler) -> None:
 
 
 class SchedulerMachine(RuleBasedStateMachine):
-    @initialize(block_size=st.sampled_from([2, 4]), num_blocks=st.integers(4, 14),
-                budget=st.integers(1, 16), threshold=st.sampled_from([0, 0, 3]),
-                max_seqs=st.integers(1, 4), caching=st.booleans(),
-                recv_delay=st.integers(0, 2), send_delay=st.sampled_from([0, 1, None]))
-    def setup(self, block_size, num_blocks, budget, threshold, max_seqs, caching, recv_delay,
-              send_delay):
-        self.conn = FakeKVConnector(recv_delay_steps=recv_delay, send_delay_steps=send_delay,
-                                    send_timeout_steps=3)
+    @initialize(
+        block_size=st.sampled_from([2, 4]),
+        num_blocks=st.integers(4, 14),
+        budget=st.integers(1, 16),
+        threshold=st.sampled_from([0, 0, 3]),
+        max_seqs=st.integers(1, 4),
+        caching=st.booleans(),
+        recv_delay=st.integers(0, 2),
+        send_delay=st.sampled_from([0, 1, None]),
+    )
+    def setup(
+        self, block_size, num_blocks, budget, threshold, max_seqs, caching, recv_delay, send_delay
+    ):
+        self.conn = FakeKVConnector(
+            recv_delay_steps=recv_delay, send_delay_steps=send_delay, send_timeout_steps=3
+        )
         self.sched = Scheduler(
-            SchedulerConfig(max_num_batched_tokens=budget, max_num_seqs=max_seqs,
-                            long_prefill_token_threshold=threshold),
-            CacheConfig(block_size=block_size, num_blocks=num_blocks,
-                        enable_prefix_caching=caching),
-            MAX_MODEL_LEN, connector=self.conn, event_hook=self.on_event)
+            SchedulerConfig(
+                max_num_batched_tokens=budget,
+                max_num_seqs=max_seqs,
+                long_prefill_token_threshold=threshold,
+            ),
+            CacheConfig(
+                block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching
+            ),
+            MAX_MODEL_LEN,
+            connector=self.conn,
+            event_hook=self.on_event,
+        )
         self.tokens: list[int] = []
         self.runner = FakeModelRunner(self.conn, sample=self.sample)
         self.outputs: dict[str, list[int]] = {}
@@ -125,12 +148,18 @@ class SchedulerMachine(RuleBasedStateMachine):
             # The D-side rule: everything but the last token is computed.
             assert fields["num_computed_tokens"] == fields["num_tokens"] - 1
 
-    @rule(specs=st.lists(st.tuples(
-        st.lists(st.integers(0, 3), min_size=1, max_size=16),      # prompt
-        st.integers(1, 8),                                          # max_tokens
-        st.sampled_from(["local", "local", "P", "D"]),              # kind
-        st.sampled_from([None, None, None, "request", "blocks"])),  # how a D receive fails
-        min_size=1, max_size=3))
+    @rule(
+        specs=st.lists(
+            st.tuples(
+                st.lists(st.integers(0, 3), min_size=1, max_size=16),  # prompt
+                st.integers(1, 8),  # max_tokens
+                st.sampled_from(["local", "local", "P", "D"]),  # kind
+                st.sampled_from([None, None, None, "request", "blocks"]),
+            ),  # how a D receive fails
+            min_size=1,
+            max_size=3,
+        )
+    )
     def add(self, specs):
         for prompt, max_tokens, kind, fail in specs:
             self.add_one(prompt, max_tokens, kind, fail)
@@ -142,14 +171,17 @@ class SchedulerMachine(RuleBasedStateMachine):
         if kind == "P":
             params = {"do_remote_decode": True}
         elif kind == "D":
-            params = {"do_remote_prefill": True, "remote_block_ids": [0],
-                      "remote_engine_id": "P"}
+            params = {"do_remote_prefill": True, "remote_block_ids": [0], "remote_engine_id": "P"}
             if fail == "request":
                 self.conn.fail_recv_req_ids.add(rid)
             elif fail == "blocks":
                 self.conn.invalid_block_from[rid] = 1
-        r = Request(rid, prompt, SamplingParams(max_tokens=max_tokens, stop_token_ids=[STOP]),
-                    kv_transfer_params=params)
+        r = Request(
+            rid,
+            prompt,
+            SamplingParams(max_tokens=max_tokens, stop_token_ids=[STOP]),
+            kv_transfer_params=params,
+        )
         mgr = self.sched.kv_cache_manager
         need = cdiv(min(len(prompt) + r.max_tokens - 1, MAX_MODEL_LEN), mgr.block_size)
         if need > mgr.num_blocks:
@@ -160,8 +192,7 @@ class SchedulerMachine(RuleBasedStateMachine):
         self.sched.add_request(r)
         self.outputs[rid] = []
 
-    @rule(tokens=st.lists(st.integers(0, 3), min_size=16, max_size=16),
-          num_steps=st.integers(1, 6))
+    @rule(tokens=st.lists(st.integers(0, 3), min_size=16, max_size=16), num_steps=st.integers(1, 6))
     def run(self, tokens, num_steps):
         self.tokens = list(tokens)
         for _ in range(num_steps):
@@ -178,8 +209,10 @@ class SchedulerMachine(RuleBasedStateMachine):
             if cfg.long_prefill_token_threshold:
                 assert n <= cfg.long_prefill_token_threshold
             r = sched.requests[rid]
-            assert r.num_computed_tokens <= len(
-                sched.kv_cache_manager.get_block_ids(rid)) * sched.block_size
+            assert (
+                r.num_computed_tokens
+                <= len(sched.kv_cache_manager.get_block_ids(rid)) * sched.block_size
+            )
         for rid in so.preempted_req_ids:
             assert sched.requests[rid].status == RequestStatus.PREEMPTED
         for out in sched.update_from_output(so, self.runner.execute_model(so)):

@@ -31,8 +31,7 @@ def _plain_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(var, raising=False)
 
 
-def run_tour(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str
-             ) -> tuple[str, Tracer]:
+def run_tour(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> tuple[str, Tracer]:
     path = tmp_path / "trace.json"
     assert main(["tour", *args, "--json", str(path)]) == 0
     out = capsys.readouterr().out
@@ -124,9 +123,17 @@ def test_chapter_4_alone_shows_both_rules(capsys, tmp_path) -> None:
     n = route["num_prompt_tokens"]
     assert f"query_len = 1, num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)
     assert f"{n - 1} < {n}: True" in flat(out) and "1 <= 1: True" in flat(out)
-    for name in ("_forward_prefill", "_forward_decode", "gather_cache", "kv_b_proj (context)",
-                 "flash_attn_varlen", "merge_attn_states", "q_nope @ W_UK_T", "mla_decode",
-                 "o_latent @ W_UV"):
+    for name in (
+        "_forward_prefill",
+        "_forward_decode",
+        "gather_cache",
+        "kv_b_proj (context)",
+        "flash_attn_varlen",
+        "merge_attn_states",
+        "q_nope @ W_UK_T",
+        "mla_decode",
+        "o_latent @ W_UV",
+    ):
         assert name in flat(out)
     tok = t.first("sample", "D")["token"]
     assert f"Both rules give token {tok}: the same token" in flat(out)
@@ -138,8 +145,10 @@ def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
     assert "deepseek-v2-lite dimensions (16 heads" in flat(out)
     for ctx in tour.COST_CONTEXTS:
         p, d = prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)
-        row = (f"{tour._ctx_label(ctx)} │ {tour._si(p.flops)} │ {tour._si(d.flops)} │ "
-               f"{tour._ratio(p.flops, d.flops)}")
+        row = (
+            f"{tour._ctx_label(ctx)} │ {tour._si(p.flops)} │ {tour._si(d.flops)} │ "
+            f"{tour._ratio(p.flops, d.flops)}"
+        )
         assert row in re.sub(r" +", " ", out)
     assert "split_decodes_and_prefills" in flat(out) and "vllm-ascend" in flat(out)
 
@@ -166,8 +175,18 @@ def test_max_tokens_option(capsys, tmp_path) -> None:
 
 
 def test_triton_backend_option(capsys, tmp_path) -> None:
-    out, t = run_tour(capsys, tmp_path, "--backend", "triton", "--prompt", "abcdef",
-                      "--max-tokens", "1", "--chapter", "4")
+    out, t = run_tour(
+        capsys,
+        tmp_path,
+        "--backend",
+        "triton",
+        "--prompt",
+        "abcdef",
+        "--max-tokens",
+        "1",
+        "--chapter",
+        "4",
+    )
     assert t.meta["backend"] == "triton"
     assert {k["backend"] for k in t.filter("kernel")} == {"triton"}
     assert "the same token" in flat(out)
@@ -189,28 +208,40 @@ def test_prompt_is_printed_as_typed(capsys, tmp_path) -> None:
 
 
 def test_piped_output_has_no_escape_codes(tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
+    }
     out = tmp_path / "tour.txt"
     with out.open("w") as f:
-        proc = subprocess.run([sys.executable, "-m", "pdlab.cli", "tour", "--chapter", "3"],
-                              stdout=f, stderr=subprocess.PIPE, text=True, env=env, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pdlab.cli", "tour", "--chapter", "3"],
+            stdout=f,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=120,
+        )
     assert proc.returncode == 0, proc.stderr
     text = out.read_text()
     assert "Chapter 3" in text and "\x1b" not in text
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--block-size", "0"], "--block-size"),
-    (["--chapter", "7"], "--chapter"),
-    (["--chapter", "0"], "--chapter"),
-    (["--prompt", ""], "--prompt must not be empty"),
-    (["--prompt", "x" * 5000], "max_model_len"),
-    (["--preset", "gpt-5"], "--preset"),
-    (["--lang", "fr"], "--lang"),
-    (["--rule", "length"], "--rule"),
-    (["--max-tokens", "0"], "--max-tokens"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--block-size", "0"], "--block-size"),
+        (["--chapter", "7"], "--chapter"),
+        (["--chapter", "0"], "--chapter"),
+        (["--prompt", ""], "--prompt must not be empty"),
+        (["--prompt", "x" * 5000], "max_model_len"),
+        (["--preset", "gpt-5"], "--preset"),
+        (["--lang", "fr"], "--lang"),
+        (["--rule", "length"], "--rule"),
+        (["--max-tokens", "0"], "--max-tokens"),
+    ],
+)
 def test_bad_tour_options_exit_2(capsys, args: list[str], needle: str) -> None:
     with pytest.raises(SystemExit) as e:
         main(["tour", *args])
@@ -221,8 +252,26 @@ def test_bad_tour_options_exit_2(capsys, args: list[str], needle: str) -> None:
 
 def test_trace_prints_the_step_table_and_saves_json(capsys, tmp_path) -> None:
     path = tmp_path / "t.json"
-    assert main(["trace", "--prompt", "hello world", "--prompt", "abc", "--block-size", "2",
-                 "--max-tokens", "2", "--max-num-batched-tokens", "8", "--json", str(path)]) == 0
+    assert (
+        main(
+            [
+                "trace",
+                "--prompt",
+                "hello world",
+                "--prompt",
+                "abc",
+                "--block-size",
+                "2",
+                "--max-tokens",
+                "2",
+                "--max-num-batched-tokens",
+                "8",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert ESC not in out
     t = Tracer.load(path)
@@ -230,17 +279,20 @@ def test_trace_prints_the_step_table_and_saves_json(capsys, tmp_path) -> None:
     assert "computed before" in flat(out) and "routed to" in flat(out)
     for ev in t.filter("step"):
         for r in ev["scheduled"]:
-            assert re.search(rf"│ local │\s+{ev['step']} │ {r['req_id']}\s+│\s+"
-                             rf"{r['num_prompt_tokens']} │\s+{r['num_computed_tokens_before']} │",
-                             out)
+            assert re.search(
+                rf"│ local │\s+{ev['step']} │ {r['req_id']}\s+│\s+"
+                rf"{r['num_prompt_tokens']} │\s+{r['num_computed_tokens_before']} │",
+                out,
+            )
     assert max(r["num_scheduled_tokens"] for e in t.filter("step") for r in e["scheduled"]) <= 8
     assert f"wrote {path}" in flat(out)
 
 
 def test_trace_pd(capsys, tmp_path) -> None:
     path = tmp_path / "t.json"
-    assert main(["trace", "--pd", "--rule", "prompt", "--max-tokens", "2",
-                 "--json", str(path)]) == 0
+    assert (
+        main(["trace", "--pd", "--rule", "prompt", "--max-tokens", "2", "--json", str(path)]) == 0
+    )
     out = capsys.readouterr().out
     t = Tracer.load(path)
     assert {e["instance"] for e in t.filter("step")} == {"P", "D"}

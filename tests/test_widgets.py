@@ -14,8 +14,12 @@ from pdlab.ui import widgets as w
 
 
 def _text(html: str) -> str:
-    return re.sub(r"<[^>]+>", "", html).replace("&lt;", "<").replace("&gt;", ">").replace(
-        "&#x27;", "'")
+    return (
+        re.sub(r"<[^>]+>", "", html)
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&#x27;", "'")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -25,8 +29,9 @@ def explorer() -> w.PDExplorer:
 
 def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens(explorer) -> None:
     assert explorer.error.value == ""
-    assert ("query_len = 1, num_computed_tokens = N-1 = 10, num_prompt_tokens = N = 11"
-            in _text(explorer.d_step.value))
+    assert "query_len = 1, num_computed_tokens = N-1 = 10, num_prompt_tokens = N = 11" in _text(
+        explorer.d_step.value
+    )
     route = _text(explorer.route.value)
     assert "rule='prompt'" in route and "10 < num_prompt_tokens = 11" in route
     assert route.endswith("_forward_prefill")
@@ -53,7 +58,8 @@ def test_pd_explorer_follows_rule_prompt_length_block_size_preset(explorer) -> N
 
     explorer.prompt_len.value = 40
     assert "num_computed_tokens = N-1 = 39, num_prompt_tokens = N = 40" in _text(
-        explorer.d_step.value)
+        explorer.d_step.value
+    )
     assert "N-1 = 39" in _text(explorer.cost.value)
 
     explorer.block_size.value = 16
@@ -95,8 +101,12 @@ def test_run_pd_and_route_text() -> None:
 
 
 def test_step_player_shows_each_step() -> None:
-    eng = LLMEngine(ModelConfig.tiny(), CacheConfig(block_size=4),
-                    SchedulerConfig(max_num_batched_tokens=8), backend="torch")
+    eng = LLMEngine(
+        ModelConfig.tiny(),
+        CacheConfig(block_size=4),
+        SchedulerConfig(max_num_batched_tokens=8),
+        backend="torch",
+    )
     eng.generate(["twelve chars", "hi"], SamplingParams(max_tokens=2))
     player = w.StepPlayer(eng.tracer)
     assert player.instance == "local" and player.slider.min == 1

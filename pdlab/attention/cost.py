@@ -49,8 +49,9 @@ def attention_pairs(q_lens: list[int], k_lens: list[int], causal: bool) -> int:
     return total
 
 
-def flash_attn_cost(q_lens: list[int], k_lens: list[int], heads: int, d_qk: int, d_v: int,
-                    causal: bool, e: int = 2) -> tuple[float, float]:
+def flash_attn_cost(
+    q_lens: list[int], k_lens: list[int], heads: int, d_qk: int, d_v: int, causal: bool, e: int = 2
+) -> tuple[float, float]:
     pairs = attention_pairs(q_lens, k_lens, causal)
     tq, tk = sum(q_lens), sum(k_lens)
     flops = 2.0 * heads * (d_qk + d_v) * pairs
@@ -58,8 +59,9 @@ def flash_attn_cost(q_lens: list[int], k_lens: list[int], heads: int, d_qk: int,
     return flops, nbytes
 
 
-def mla_decode_cost(seq_lens: list[int], heads: int, width: int, v_width: int,
-                    e: int = 2) -> tuple[float, float]:
+def mla_decode_cost(
+    seq_lens: list[int], heads: int, width: int, v_width: int, e: int = 2
+) -> tuple[float, float]:
     """Absorbed MQA: every head reads the same latent rows, so bytes do not scale with H."""
     s = sum(seq_lens)
     flops = 2.0 * heads * (width + v_width) * s
@@ -67,24 +69,31 @@ def mla_decode_cost(seq_lens: list[int], heads: int, width: int, v_width: int,
     return flops, nbytes
 
 
-def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1,
-                      e: int = 2) -> Cost:
+def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e: int = 2) -> Cost:
     """``_forward_prefill`` for one request with ``context_len`` cached tokens, one layer."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     c = Cost()
     c.add("reshape_and_cache_mla", 0, 2.0 * e * query_len * (L + R))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
-    c.add("flash_attn_varlen (new tokens, causal)",
-          *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e))
+    c.add(
+        "flash_attn_varlen (new tokens, causal)",
+        *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
+    )
     if context_len > 0:
         c.add("gather_cache (context)", 0, 2.0 * e * context_len * (L + R))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
-        c.add("flash_attn_varlen (context, no mask)",
-              *flash_attn_cost([query_len], [context_len], h, cfg.qk_head_dim, cfg.v_head_dim,
-                               False, e))
-        c.add("merge_attn_states", 5.0 * query_len * h * cfg.v_head_dim,
-              3.0 * e * query_len * h * cfg.v_head_dim)
+        c.add(
+            "flash_attn_varlen (context, no mask)",
+            *flash_attn_cost(
+                [query_len], [context_len], h, cfg.qk_head_dim, cfg.v_head_dim, False, e
+            ),
+        )
+        c.add(
+            "merge_attn_states",
+            5.0 * query_len * h * cfg.v_head_dim,
+            3.0 * e * query_len * h * cfg.v_head_dim,
+        )
     return c
 
 
@@ -93,11 +102,17 @@ def decode_path_cost(cfg: ModelConfig, context_len: int, e: int = 2) -> Cost:
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     c = Cost()
     c.add("reshape_and_cache_mla", 0, 2.0 * e * (L + R))
-    c.add("q_nope @ W_UK (absorb)", 2.0 * h * cfg.qk_nope_head_dim * L,
-          e * (h * cfg.qk_nope_head_dim * L + h * (cfg.qk_nope_head_dim + L)))
+    c.add(
+        "q_nope @ W_UK (absorb)",
+        2.0 * h * cfg.qk_nope_head_dim * L,
+        e * (h * cfg.qk_nope_head_dim * L + h * (cfg.qk_nope_head_dim + L)),
+    )
     c.add("mla_decode", *mla_decode_cost([context_len + 1], h, L + R, L, e))
-    c.add("out @ W_UV", 2.0 * h * L * cfg.v_head_dim,
-          e * (h * L * cfg.v_head_dim + h * (L + cfg.v_head_dim)))
+    c.add(
+        "out @ W_UV",
+        2.0 * h * L * cfg.v_head_dim,
+        e * (h * L * cfg.v_head_dim + h * (L + cfg.v_head_dim)),
+    )
     return c
 
 

@@ -21,8 +21,13 @@ import torch
 from pdlab.config import ROUTING_RULES
 
 
-def is_decode(query_len: int, num_computed_tokens: int, num_prompt_tokens: int,
-              rule: str = "query_len", decode_threshold: int = 1) -> bool:
+def is_decode(
+    query_len: int,
+    num_computed_tokens: int,
+    num_prompt_tokens: int,
+    rule: str = "query_len",
+    decode_threshold: int = 1,
+) -> bool:
     """Routing of one request. ``num_computed_tokens`` is counted before this step."""
     if rule == "query_len":
         return query_len <= decode_threshold
@@ -40,12 +45,12 @@ class MLAMetadata:
     """
 
     req_ids: list[str]
-    query_start_loc: torch.Tensor     # int32[B + 1]
-    seq_lens: torch.Tensor            # int32[B]
+    query_start_loc: torch.Tensor  # int32[B + 1]
+    seq_lens: torch.Tensor  # int32[B]
     num_computed_tokens: torch.Tensor  # int32[B]
-    num_prompt_tokens: torch.Tensor   # int32[B]
-    block_table: torch.Tensor         # int32[B, max_blocks]
-    slot_mapping: torch.Tensor        # int64[T]
+    num_prompt_tokens: torch.Tensor  # int32[B]
+    block_table: torch.Tensor  # int32[B, max_blocks]
+    slot_mapping: torch.Tensor  # int64[T]
     block_size: int
     rule: str = "query_len"
     decode_threshold: int = 1
@@ -53,9 +58,9 @@ class MLAMetadata:
     def __post_init__(self) -> None:
         if self.rule not in ROUTING_RULES:
             raise ValueError(f"rule={self.rule!r} is invalid: expected one of {ROUTING_RULES}")
-        (self.num_decodes, self.num_prefills, self.num_decode_tokens,
-         self.num_prefill_tokens) = split_decodes_and_prefills(self, self.decode_threshold,
-                                                               self.rule)
+        (self.num_decodes, self.num_prefills, self.num_decode_tokens, self.num_prefill_tokens) = (
+            split_decodes_and_prefills(self, self.decode_threshold, self.rule)
+        )
 
     @property
     def num_reqs(self) -> int:
@@ -73,12 +78,15 @@ class MLAMetadata:
         q = self.query_lens.tolist()
         c = self.num_computed_tokens.tolist()
         p = self.num_prompt_tokens.tolist()
-        return [is_decode(q[i], c[i], p[i], self.rule, self.decode_threshold)
-                for i in range(self.num_reqs)]
+        return [
+            is_decode(q[i], c[i], p[i], self.rule, self.decode_threshold)
+            for i in range(self.num_reqs)
+        ]
 
 
-def split_decodes_and_prefills(metadata: MLAMetadata, decode_threshold: int = 1,
-                               rule: str = "query_len") -> tuple[int, int, int, int]:
+def split_decodes_and_prefills(
+    metadata: MLAMetadata, decode_threshold: int = 1, rule: str = "query_len"
+) -> tuple[int, int, int, int]:
     """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)``.
 
     Like upstream, it assumes the batch is already ordered decodes first (the model runner's
@@ -90,17 +98,24 @@ def split_decodes_and_prefills(metadata: MLAMetadata, decode_threshold: int = 1,
     flags = [is_decode(q[i], c[i], p[i], rule, decode_threshold) for i in range(len(q))]
     num_decodes = flags.index(False) if False in flags else len(flags)
     if any(flags[num_decodes:]):
-        raise ValueError("batch is not ordered decodes first; run "
-                         "reorder_batch_to_split_decodes_and_prefills before splitting")
+        raise ValueError(
+            "batch is not ordered decodes first; run "
+            "reorder_batch_to_split_decodes_and_prefills before splitting"
+        )
     num_decode_tokens = sum(q[:num_decodes])
     return num_decodes, len(q) - num_decodes, num_decode_tokens, sum(q) - num_decode_tokens
 
 
 def reorder_batch_to_split_decodes_and_prefills(
-        query_lens: list[int], num_computed_tokens: list[int], num_prompt_tokens: list[int],
-        rule: str = "query_len", decode_threshold: int = 1) -> list[int]:
+    query_lens: list[int],
+    num_computed_tokens: list[int],
+    num_prompt_tokens: list[int],
+    rule: str = "query_len",
+    decode_threshold: int = 1,
+) -> list[int]:
     """A stable order of request indices with every decode before every prefill."""
-    flags = [is_decode(q, c, p, rule, decode_threshold)
-             for q, c, p in zip(query_lens, num_computed_tokens, num_prompt_tokens)]
-    return ([i for i, d in enumerate(flags) if d]
-            + [i for i, d in enumerate(flags) if not d])
+    flags = [
+        is_decode(q, c, p, rule, decode_threshold)
+        for q, c, p in zip(query_lens, num_computed_tokens, num_prompt_tokens)
+    ]
+    return [i for i, d in enumerate(flags) if d] + [i for i, d in enumerate(flags) if not d]

@@ -43,7 +43,7 @@ class ForwardContext:
     backend: str | None = None
     num_kv_splits: int = 4
     workspace_tokens: int = 2048
-    emit: Any = None                  # callable(kind, **fields) or None
+    emit: Any = None  # callable(kind, **fields) or None
 
 
 class MLAAttention:
@@ -60,41 +60,68 @@ class MLAAttention:
         cached = self._absorbed.get(layer.layer_idx)
         if cached is None or cached[0] != w._version:
             cfg = layer.cfg
-            wv = w.detach().view(cfg.num_attention_heads, cfg.qk_nope_head_dim + cfg.v_head_dim,
-                                 cfg.kv_lora_rank)
-            w_uk_t = wv[:, :cfg.qk_nope_head_dim].contiguous()
-            w_uv = wv[:, cfg.qk_nope_head_dim:].transpose(1, 2).contiguous()
+            wv = w.detach().view(
+                cfg.num_attention_heads, cfg.qk_nope_head_dim + cfg.v_head_dim, cfg.kv_lora_rank
+            )
+            w_uk_t = wv[:, : cfg.qk_nope_head_dim].contiguous()
+            w_uv = wv[:, cfg.qk_nope_head_dim :].transpose(1, 2).contiguous()
             cached = (w._version, w_uk_t, w_uv)
             self._absorbed[layer.layer_idx] = cached
         return cached[1], cached[2]
 
     # ---- entry -----------------------------------------------------------------------
-    def __call__(self, layer: Any, q: torch.Tensor, kv_c_normed: torch.Tensor,
-                 k_pe: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+    def __call__(
+        self,
+        layer: Any,
+        q: torch.Tensor,
+        kv_c_normed: torch.Tensor,
+        k_pe: torch.Tensor,
+        ctx: ForwardContext,
+    ) -> torch.Tensor:
         return self.forward(layer, q, kv_c_normed, k_pe, ctx)
 
-    def forward(self, layer: Any, q: torch.Tensor, kv_c_normed: torch.Tensor,
-                k_pe: torch.Tensor, ctx: ForwardContext) -> torch.Tensor:
+    def forward(
+        self,
+        layer: Any,
+        q: torch.Tensor,
+        kv_c_normed: torch.Tensor,
+        k_pe: torch.Tensor,
+        ctx: ForwardContext,
+    ) -> torch.Tensor:
         m, cfg = ctx.attn_metadata, layer.cfg
         kv_cache = ctx.kv_caches[layer.layer_idx]
         t = q.shape[0]
-        self._record(ctx, layer, "reshape_and_cache_mla", "write",
-                     {"kv_c": kv_c_normed.shape, "k_pe": k_pe.shape, "kv_cache": kv_cache.shape},
-                     0.0, 2.0 * kv_c_normed.element_size() * t * cfg.kv_cache_dim)
-        kernels.reshape_and_cache_mla(kv_c_normed, k_pe, kv_cache, m.slot_mapping,
-                                      backend=ctx.backend)
+        self._record(
+            ctx,
+            layer,
+            "reshape_and_cache_mla",
+            "write",
+            {"kv_c": kv_c_normed.shape, "k_pe": k_pe.shape, "kv_cache": kv_cache.shape},
+            0.0,
+            2.0 * kv_c_normed.element_size() * t * cfg.kv_cache_dim,
+        )
+        kernels.reshape_and_cache_mla(
+            kv_c_normed, k_pe, kv_cache, m.slot_mapping, backend=ctx.backend
+        )
         out = q.new_empty(t, cfg.num_attention_heads, cfg.v_head_dim)
         nd = m.num_decode_tokens
         if m.num_decodes:
             out[:nd] = self._forward_decode(layer, q[:nd], kv_cache, m, ctx)
         if m.num_prefills:
-            out[nd:] = self._forward_prefill(layer, q[nd:], kv_c_normed[nd:], k_pe[nd:],
-                                             kv_cache, m, ctx)
+            out[nd:] = self._forward_prefill(
+                layer, q[nd:], kv_c_normed[nd:], k_pe[nd:], kv_cache, m, ctx
+            )
         return out
 
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
-    def _forward_decode(self, layer: Any, q: torch.Tensor, kv_cache: torch.Tensor,
-                        m: MLAMetadata, ctx: ForwardContext) -> torch.Tensor:
+    def _forward_decode(
+        self,
+        layer: Any,
+        q: torch.Tensor,
+        kv_cache: torch.Tensor,
+        m: MLAMetadata,
+        ctx: ForwardContext,
+    ) -> torch.Tensor:
         cfg = layer.cfg
         nreq = m.num_decodes
         w_uk_t, w_uv = self.absorbed_weights(layer)
@@ -113,57 +140,138 @@ class MLAAttention:
 
         q_nope, q_pe = q[..., :n], q[..., n:]
         rows = q.shape[0]
-        self._record(ctx, layer, "q_nope @ W_UK_T", "decode",
-                     {"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
-                     2.0 * rows * h * n * L, e * (rows * h * (n + L) + h * n * L))
+        self._record(
+            ctx,
+            layer,
+            "q_nope @ W_UK_T",
+            "decode",
+            {"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
+            2.0 * rows * h * n * L,
+            e * (rows * h * (n + L) + h * n * L),
+        )
         q_latent = torch.einsum("bhn,hnl->bhl", q_nope, w_uk_t.to(q.dtype))
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
         fl, by = cost.mla_decode_cost(row_seq_lens.tolist(), h, cfg.kv_cache_dim, L, e)
-        self._record(ctx, layer, "mla_decode", "decode",
-                     {"q": q_mqa.shape, "kv_cache": kv_cache.shape,
-                      "block_table": row_block_table.shape, "seq_lens": row_seq_lens.tolist(),
-                      "num_kv_splits": ctx.num_kv_splits}, fl, by)
-        o_latent, _ = kernels.mla_decode(q_mqa, kv_cache, row_block_table, row_seq_lens,
-                                         cfg.softmax_scale, num_kv_splits=ctx.num_kv_splits,
-                                         kv_lora_rank=L, backend=ctx.backend)
-        self._record(ctx, layer, "o_latent @ W_UV", "decode",
-                     {"o_latent": o_latent.shape, "W_UV": w_uv.shape},
-                     2.0 * rows * h * L * cfg.v_head_dim,
-                     e * (rows * h * (L + cfg.v_head_dim) + h * L * cfg.v_head_dim))
+        self._record(
+            ctx,
+            layer,
+            "mla_decode",
+            "decode",
+            {
+                "q": q_mqa.shape,
+                "kv_cache": kv_cache.shape,
+                "block_table": row_block_table.shape,
+                "seq_lens": row_seq_lens.tolist(),
+                "num_kv_splits": ctx.num_kv_splits,
+            },
+            fl,
+            by,
+        )
+        o_latent, _ = kernels.mla_decode(
+            q_mqa,
+            kv_cache,
+            row_block_table,
+            row_seq_lens,
+            cfg.softmax_scale,
+            num_kv_splits=ctx.num_kv_splits,
+            kv_lora_rank=L,
+            backend=ctx.backend,
+        )
+        self._record(
+            ctx,
+            layer,
+            "o_latent @ W_UV",
+            "decode",
+            {"o_latent": o_latent.shape, "W_UV": w_uv.shape},
+            2.0 * rows * h * L * cfg.v_head_dim,
+            e * (rows * h * (L + cfg.v_head_dim) + h * L * cfg.v_head_dim),
+        )
         return torch.einsum("bhl,hlv->bhv", o_latent.to(q.dtype), w_uv.to(q.dtype))
 
     # ---- prefill: up-project and run flash attention ---------------------------------
-    def _up_project(self, layer: Any, kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: Any,
-                    what: str) -> tuple[torch.Tensor, torch.Tensor]:
+    def _up_project(
+        self, layer: Any, kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: Any, what: str
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = layer.cfg
         h, n = cfg.num_attention_heads, cfg.qk_nope_head_dim
         s = kv_c.shape[0]
-        self._record(ctx, layer, f"kv_b_proj ({what})", "prefill",
-                     {"kv_c": kv_c.shape, "kv_b_proj": layer.kv_b_proj.weight.shape},
-                     *cost.gemm(s, h * (n + cfg.v_head_dim), cfg.kv_lora_rank,
-                                kv_c.element_size()))
+        self._record(
+            ctx,
+            layer,
+            f"kv_b_proj ({what})",
+            "prefill",
+            {"kv_c": kv_c.shape, "kv_b_proj": layer.kv_b_proj.weight.shape},
+            *cost.gemm(s, h * (n + cfg.v_head_dim), cfg.kv_lora_rank, kv_c.element_size()),
+        )
         kv = layer.kv_b_proj(kv_c).view(s, h, n + cfg.v_head_dim)
         k_nope, v = kv.split([n, cfg.v_head_dim], dim=-1)
         k = torch.cat([k_nope, k_pe[:, None, :].expand(-1, h, -1)], dim=-1)
         return k.contiguous(), v.contiguous()
 
-    def _flash(self, layer: Any, ctx: Any, what: str, q: torch.Tensor, k: torch.Tensor,
-               v: torch.Tensor, cu_q: torch.Tensor, cu_k: torch.Tensor, causal: bool
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _flash(
+        self,
+        layer: Any,
+        ctx: Any,
+        what: str,
+        q: torch.Tensor,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        cu_q: torch.Tensor,
+        cu_k: torch.Tensor,
+        causal: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = layer.cfg
         q_lens = (cu_q[1:] - cu_q[:-1]).tolist()
         k_lens = (cu_k[1:] - cu_k[:-1]).tolist()
-        fl, by = cost.flash_attn_cost(q_lens, k_lens, cfg.num_attention_heads, cfg.qk_head_dim,
-                                      cfg.v_head_dim, causal, q.element_size())
-        self._record(ctx, layer, "flash_attn_varlen", "prefill",
-                     {"q": q.shape, "k": k.shape, "v": v.shape, "q_lens": q_lens,
-                      "k_lens": k_lens, "causal": causal, "part": what}, fl, by)
-        return kernels.flash_attn_varlen(q, k, v, cu_q, cu_k, max(q_lens), max(k_lens),
-                                         cfg.softmax_scale, causal, backend=ctx.backend)
+        fl, by = cost.flash_attn_cost(
+            q_lens,
+            k_lens,
+            cfg.num_attention_heads,
+            cfg.qk_head_dim,
+            cfg.v_head_dim,
+            causal,
+            q.element_size(),
+        )
+        self._record(
+            ctx,
+            layer,
+            "flash_attn_varlen",
+            "prefill",
+            {
+                "q": q.shape,
+                "k": k.shape,
+                "v": v.shape,
+                "q_lens": q_lens,
+                "k_lens": k_lens,
+                "causal": causal,
+                "part": what,
+            },
+            fl,
+            by,
+        )
+        return kernels.flash_attn_varlen(
+            q,
+            k,
+            v,
+            cu_q,
+            cu_k,
+            max(q_lens),
+            max(k_lens),
+            cfg.softmax_scale,
+            causal,
+            backend=ctx.backend,
+        )
 
-    def _forward_prefill(self, layer: Any, q: torch.Tensor, kv_c: torch.Tensor,
-                         k_pe: torch.Tensor, kv_cache: torch.Tensor, m: MLAMetadata,
-                         ctx: ForwardContext) -> torch.Tensor:
+    def _forward_prefill(
+        self,
+        layer: Any,
+        q: torch.Tensor,
+        kv_c: torch.Tensor,
+        k_pe: torch.Tensor,
+        kv_cache: torch.Tensor,
+        m: MLAMetadata,
+        ctx: ForwardContext,
+    ) -> torch.Tensor:
         nd = m.num_decodes
         qsl = m.query_start_loc[nd:]
         cu_q = (qsl - qsl[0]).to(torch.int32)
@@ -172,15 +280,27 @@ class MLAAttention:
         context_lens = m.num_computed_tokens[nd:]
         if int(context_lens.max()) > 0:
             ctx_out, ctx_lse = self._compute_prefill_context(layer, q, kv_cache, m, cu_q, ctx)
-            self._record(ctx, layer, "merge_attn_states", "prefill",
-                         {"out": out.shape, "lse": lse.shape},
-                         5.0 * out.numel(), 3.0 * out.numel() * out.element_size())
+            self._record(
+                ctx,
+                layer,
+                "merge_attn_states",
+                "prefill",
+                {"out": out.shape, "lse": lse.shape},
+                5.0 * out.numel(),
+                3.0 * out.numel() * out.element_size(),
+            )
             out, lse = kernels.merge_attn_states(ctx_out, ctx_lse, out, lse, backend=ctx.backend)
         return out.to(q.dtype)
 
-    def _compute_prefill_context(self, layer: Any, q: torch.Tensor, kv_cache: torch.Tensor,
-                                 m: MLAMetadata, cu_q: torch.Tensor, ctx: ForwardContext
-                                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    def _compute_prefill_context(
+        self,
+        layer: Any,
+        q: torch.Tensor,
+        kv_cache: torch.Tensor,
+        m: MLAMetadata,
+        cu_q: torch.Tensor,
+        ctx: ForwardContext,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Attention of the new tokens over the cached context, in chunks of at most
         ``workspace_tokens`` gathered rows (vLLM bounds this by its workspace buffer)."""
         nd, bs = m.num_decodes, m.block_size
@@ -192,38 +312,69 @@ class MLAAttention:
         L = layer.cfg.kv_lora_rank
         acc: tuple[torch.Tensor, torch.Tensor] | None = None
         for i in range(num_chunks):
-            starts = torch.full((num_prefills,), i * chunk, dtype=torch.int64,
-                                device=q.device)
+            starts = torch.full((num_prefills,), i * chunk, dtype=torch.int64, device=q.device)
             lens = (context_lens - starts).clamp(0, chunk)
             cu = torch.zeros(num_prefills + 1, dtype=torch.int32, device=q.device)
             cu[1:] = torch.cumsum(lens, 0)
-            self._record(ctx, layer, "gather_cache", "prefill",
-                         {"kv_cache": kv_cache.shape, "block_table": block_table.shape,
-                          "rows": int(cu[-1]), "chunk": i, "seq_starts": starts.tolist()},
-                         0.0, 2.0 * kv_cache.element_size() * int(cu[-1]) * kv_cache.shape[-1])
-            rows = kernels.gather_cache(kv_cache, block_table, cu, starts.to(torch.int32),
-                                        backend=ctx.backend)
-            k, v = self._up_project(layer, rows[:, :L].to(q.dtype), rows[:, L:].to(q.dtype),
-                                    ctx, "context")
+            self._record(
+                ctx,
+                layer,
+                "gather_cache",
+                "prefill",
+                {
+                    "kv_cache": kv_cache.shape,
+                    "block_table": block_table.shape,
+                    "rows": int(cu[-1]),
+                    "chunk": i,
+                    "seq_starts": starts.tolist(),
+                },
+                0.0,
+                2.0 * kv_cache.element_size() * int(cu[-1]) * kv_cache.shape[-1],
+            )
+            rows = kernels.gather_cache(
+                kv_cache, block_table, cu, starts.to(torch.int32), backend=ctx.backend
+            )
+            k, v = self._up_project(
+                layer, rows[:, :L].to(q.dtype), rows[:, L:].to(q.dtype), ctx, "context"
+            )
             part = self._flash(layer, ctx, f"context chunk {i}", q, k, v, cu_q, cu, causal=False)
             if acc is None:
                 acc = part
             else:
-                self._record(ctx, layer, "merge_attn_states", "prefill",
-                             {"out": part[0].shape, "lse": part[1].shape},
-                             5.0 * part[0].numel(), 3.0 * part[0].numel() * part[0].element_size())
-                acc = kernels.merge_attn_states(acc[0], acc[1], part[0], part[1],
-                                                backend=ctx.backend)
+                self._record(
+                    ctx,
+                    layer,
+                    "merge_attn_states",
+                    "prefill",
+                    {"out": part[0].shape, "lse": part[1].shape},
+                    5.0 * part[0].numel(),
+                    3.0 * part[0].numel() * part[0].element_size(),
+                )
+                acc = kernels.merge_attn_states(
+                    acc[0], acc[1], part[0], part[1], backend=ctx.backend
+                )
         assert acc is not None
         return acc
 
     # ---- trace -----------------------------------------------------------------------
     @staticmethod
-    def _record(ctx: ForwardContext, layer: Any, name: str, path: str,
-                shapes: dict[str, Any], flops: float, nbytes: float) -> None:
+    def _record(
+        ctx: ForwardContext,
+        layer: Any,
+        name: str,
+        path: str,
+        shapes: dict[str, Any],
+        flops: float,
+        nbytes: float,
+    ) -> None:
         if ctx.emit is not None:
-            ctx.emit("kernel", name=name, path=path, layer=layer.layer_idx,
-                     backend=kernels.backend.resolve(ctx.backend),
-                     shapes={k: list(v) if isinstance(v, torch.Size) else v
-                             for k, v in shapes.items()},
-                     flops=float(flops), bytes=float(nbytes))
+            ctx.emit(
+                "kernel",
+                name=name,
+                path=path,
+                layer=layer.layer_idx,
+                backend=kernels.backend.resolve(ctx.backend),
+                shapes={k: list(v) if isinstance(v, torch.Size) else v for k, v in shapes.items()},
+                flops=float(flops),
+                bytes=float(nbytes),
+            )

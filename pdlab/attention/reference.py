@@ -27,8 +27,9 @@ def causal_mask(q_len: int, k_len: int, device: torch.device | None = None) -> t
     return j < (k_len - q_len + i + 1)
 
 
-def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
-                    causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def naive_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, causal: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of one sequence: ``q[Tq, H, D]``, ``k[Tk, Hk, D]``, ``v[Tk, Hk, Dv]`` with
     ``H % Hk == 0`` (``Hk = 1`` is MQA, as in absorbed MLA).
 
@@ -36,13 +37,16 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     (only possible with ``causal`` and ``Tq > Tk``) gets ``out = 0`` and ``lse = -inf``.
     """
     if q.dim() != 3 or k.dim() != 3 or v.dim() != 3:
-        raise ValueError(f"q, k, v must be [tokens, heads, dim]; got {tuple(q.shape)}, "
-                         f"{tuple(k.shape)}, {tuple(v.shape)}")
+        raise ValueError(
+            f"q, k, v must be [tokens, heads, dim]; got {tuple(q.shape)}, "
+            f"{tuple(k.shape)}, {tuple(v.shape)}"
+        )
     tq, h, _ = q.shape
     tk, hk, _ = k.shape
     if h % hk or v.shape[:2] != k.shape[:2] or q.shape[-1] != k.shape[-1]:
-        raise ValueError(f"incompatible shapes q={tuple(q.shape)} k={tuple(k.shape)} "
-                         f"v={tuple(v.shape)}")
+        raise ValueError(
+            f"incompatible shapes q={tuple(q.shape)} k={tuple(k.shape)} v={tuple(v.shape)}"
+        )
     qf, kf, vf = q.float(), k.float(), v.float()
     if hk != h:
         kf = kf.repeat_interleave(h // hk, dim=1)
@@ -57,17 +61,25 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     return out, lse.transpose(0, 1).contiguous()
 
 
-def split_kv_b_proj(w_kv_b: torch.Tensor, num_heads: int, qk_nope_head_dim: int,
-                    v_head_dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+def split_kv_b_proj(
+    w_kv_b: torch.Tensor, num_heads: int, qk_nope_head_dim: int, v_head_dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Split ``kv_b_proj.weight[H * (nope + v), L]`` into ``W_UK[H, nope, L]`` and
     ``W_UV[H, v, L]`` (DeepSeek's ``wkv_b.view(n_heads, -1, kv_lora_rank)``)."""
     w = w_kv_b.view(num_heads, qk_nope_head_dim + v_head_dim, w_kv_b.shape[-1])
     return w[:, :qk_nope_head_dim], w[:, qk_nope_head_dim:]
 
 
-def mla_naive(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor, w_kv_b: torch.Tensor,
-              qk_nope_head_dim: int, v_head_dim: int, scale: float,
-              causal: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_naive(
+    q: torch.Tensor,
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    w_kv_b: torch.Tensor,
+    qk_nope_head_dim: int,
+    v_head_dim: int,
+    scale: float,
+    causal: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """MLA, un-absorbed. ``q[T, H, nope + rope]`` (RoPE applied), latent ``kv_c[S, L]``
     (after ``kv_a_layernorm``), ``k_pe[S, R]`` (RoPE applied), ``w_kv_b[H*(nope+v), L]``.
 
@@ -83,9 +95,16 @@ def mla_naive(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor, w_kv_b: t
     return naive_attention(q.float(), k, v, scale, causal)
 
 
-def mla_absorbed(q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor, w_kv_b: torch.Tensor,
-                 qk_nope_head_dim: int, v_head_dim: int, scale: float,
-                 causal: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def mla_absorbed(
+    q: torch.Tensor,
+    kv_c: torch.Tensor,
+    k_pe: torch.Tensor,
+    w_kv_b: torch.Tensor,
+    qk_nope_head_dim: int,
+    v_head_dim: int,
+    scale: float,
+    causal: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """MLA, absorbed: same arguments and result as :func:`mla_naive`.
 
     ``q_nope @ W_UK`` turns each head's query into a latent query ``[T, H, L]``; attention is

@@ -54,7 +54,8 @@ def rope_cos_sin(cfg: ModelConfig, positions: torch.Tensor) -> tuple[torch.Tenso
         # for every published DeepSeek config (mscale == mscale_all_dim).
         f = float(rs["factor"])
         ratio = _yarn_get_mscale(f, float(rs.get("mscale", 1.0))) / _yarn_get_mscale(
-            f, float(rs.get("mscale_all_dim", 0.0) or 0.0))
+            f, float(rs.get("mscale_all_dim", 0.0) or 0.0)
+        )
         cos, sin = cos * ratio, sin * ratio
     return cos, sin
 

@@ -25,17 +25,21 @@ BlockHash = bytes
 NONE_HASH: BlockHash = bytes(32)
 
 
-def hash_block_tokens(parent_block_hash: BlockHash | None,
-                      block_token_ids: Sequence[int]) -> BlockHash:
+def hash_block_tokens(
+    parent_block_hash: BlockHash | None, block_token_ids: Sequence[int]
+) -> BlockHash:
     """SHA-256 of ``parent_block_hash`` followed by the block's token ids."""
     h = hashlib.sha256(NONE_HASH if parent_block_hash is None else parent_block_hash)
     h.update(struct.pack(f"<{len(block_token_ids)}q", *block_token_ids))
     return h.digest()
 
 
-def hash_request_tokens(block_size: int, token_ids: Sequence[int],
-                        block_hashes: list[BlockHash], num_blocks: int | None = None
-                        ) -> list[BlockHash]:
+def hash_request_tokens(
+    block_size: int,
+    token_ids: Sequence[int],
+    block_hashes: list[BlockHash],
+    num_blocks: int | None = None,
+) -> list[BlockHash]:
     """Extend ``block_hashes`` in place with the hashes of the next full blocks of
     ``token_ids`` (up to ``num_blocks`` blocks if given) and return it.
 
@@ -48,5 +52,6 @@ def hash_request_tokens(block_size: int, token_ids: Sequence[int],
     for i in range(len(block_hashes), num_full):
         parent = block_hashes[i - 1] if i > 0 else None
         block_hashes.append(
-            hash_block_tokens(parent, token_ids[i * block_size:(i + 1) * block_size]))
+            hash_block_tokens(parent, token_ids[i * block_size : (i + 1) * block_size])
+        )
     return block_hashes

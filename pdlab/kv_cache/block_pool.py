@@ -48,8 +48,7 @@ class FreeKVCacheBlockQueue:
     """
 
     def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
-        self._blocks: OrderedDict[int, KVCacheBlock] = OrderedDict(
-            (b.block_id, b) for b in blocks)
+        self._blocks: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in blocks)
 
     def popleft(self) -> KVCacheBlock:
         if not self._blocks:
@@ -85,8 +84,9 @@ class BlockPool:
         # still cached), so a hash maps to the blocks that carry it, by block id.
         self.cached_block_hash_to_block: dict[BlockHash, dict[int, KVCacheBlock]] = {}
 
-    def get_cached_block(self, block_hash: BlockHash,
-                         token_ids: Sequence[int]) -> KVCacheBlock | None:
+    def get_cached_block(
+        self, block_hash: BlockHash, token_ids: Sequence[int]
+    ) -> KVCacheBlock | None:
         """A cached block with this hash whose stored tokens equal ``token_ids``, or None."""
         token_ids = tuple(token_ids)
         for block in self.cached_block_hash_to_block.get(block_hash, {}).values():
@@ -94,26 +94,31 @@ class BlockPool:
                 return block
         return None
 
-    def cache_full_blocks(self, blocks: Sequence[KVCacheBlock],
-                          block_hashes: Sequence[BlockHash],
-                          token_ids: Sequence[int], block_size: int,
-                          num_cached_blocks: int, num_full_blocks: int) -> None:
+    def cache_full_blocks(
+        self,
+        blocks: Sequence[KVCacheBlock],
+        block_hashes: Sequence[BlockHash],
+        token_ids: Sequence[int],
+        block_size: int,
+        num_cached_blocks: int,
+        num_full_blocks: int,
+    ) -> None:
         """Cache ``blocks[num_cached_blocks:num_full_blocks]``, now full, under their
         hashes. ``token_ids`` are the request's tokens, block ``i`` holding
         ``token_ids[i*block_size:(i+1)*block_size]``."""
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             block.block_hash = block_hashes[i]
-            block.token_ids = tuple(token_ids[i * block_size:(i + 1) * block_size])
-            self.cached_block_hash_to_block.setdefault(block.block_hash, {})[
-                block.block_id] = block
+            block.token_ids = tuple(token_ids[i * block_size : (i + 1) * block_size])
+            self.cached_block_hash_to_block.setdefault(block.block_hash, {})[block.block_id] = block
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
         """Take ``num_blocks`` blocks from the front of the free queue (evicting any that
         were cached) with ``ref_cnt = 1``."""
         if num_blocks > len(self.free_block_queue):
-            raise ValueError(f"num_blocks={num_blocks} is invalid: only "
-                             f"{len(self.free_block_queue)} free blocks")
+            raise ValueError(
+                f"num_blocks={num_blocks} is invalid: only {len(self.free_block_queue)} free blocks"
+            )
         blocks = []
         for _ in range(num_blocks):
             block = self.free_block_queue.popleft()

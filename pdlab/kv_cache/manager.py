@@ -50,10 +50,14 @@ def cdiv(a: int, b: int) -> int:
 
 class KVCacheManager:
     def __init__(self, cache_config: CacheConfig, max_model_len: int) -> None:
-        if (isinstance(max_model_len, bool) or not isinstance(max_model_len, int)
-                or max_model_len < 1):
-            raise ValueError(f"max_model_len={max_model_len!r} is invalid: "
-                             "expected an integer >= 1")
+        if (
+            isinstance(max_model_len, bool)
+            or not isinstance(max_model_len, int)
+            or max_model_len < 1
+        ):
+            raise ValueError(
+                f"max_model_len={max_model_len!r} is invalid: expected an integer >= 1"
+            )
         self.block_size = cache_config.block_size
         self.num_blocks = cache_config.num_blocks
         self.enable_caching = cache_config.enable_prefix_caching
@@ -88,12 +92,13 @@ class KVCacheManager:
         max_cache_hit_length = request.num_tokens - 1
         max_num_blocks = max_cache_hit_length // self.block_size
         token_ids = request.all_token_ids
-        hashes = hash_request_tokens(self.block_size, token_ids, request.block_hashes,
-                                     max_num_blocks)
+        hashes = hash_request_tokens(
+            self.block_size, token_ids, request.block_hashes, max_num_blocks
+        )
         bs = self.block_size
         blocks: list[KVCacheBlock] = []
         for i in range(max_num_blocks):
-            block = self.block_pool.get_cached_block(hashes[i], token_ids[i * bs:(i + 1) * bs])
+            block = self.block_pool.get_cached_block(hashes[i], token_ids[i * bs : (i + 1) * bs])
             if block is None:
                 break
             blocks.append(block)
@@ -104,12 +109,16 @@ class KVCacheManager:
         if self.enable_caching:
             self.prefix_cache_stats.record(request.num_tokens, num_hits)
 
-    def allocate_slots(self, request: Request, num_new_tokens: int,
-                       num_new_computed_tokens: int = 0,
-                       new_computed_blocks: Sequence[KVCacheBlock] | None = None,
-                       num_lookahead_tokens: int = 0,
-                       num_external_computed_tokens: int = 0,
-                       delay_cache_blocks: bool = False) -> list[KVCacheBlock] | None:
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] | None = None,
+        num_lookahead_tokens: int = 0,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+    ) -> list[KVCacheBlock] | None:
         """Give ``request`` slots for the tokens it is about to compute.
 
         Layout of the request's tokens (as in vLLM's docstring)::
@@ -127,19 +136,27 @@ class KVCacheManager:
         K/V are written during this step's forward before attention reads them.
         """
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
-            raise ValueError("num_new_tokens=0 is invalid when there are no external "
-                             "computed tokens: expected at least one token to allocate for")
+            raise ValueError(
+                "num_new_tokens=0 is invalid when there are no external "
+                "computed tokens: expected at least one token to allocate for"
+            )
         new_computed_blocks = list(new_computed_blocks or ())
         req_id = request.request_id
         req_blocks = self.req_to_blocks.get(req_id, [])
 
         num_local_computed_tokens = request.num_computed_tokens + num_new_computed_tokens
-        total_computed_tokens = min(num_local_computed_tokens + num_external_computed_tokens,
-                                    self.max_model_len)
-        num_tokens_need_slot = min(total_computed_tokens + num_new_tokens
-                                   + num_lookahead_tokens, self.max_model_len)
-        num_new_blocks = max(0, cdiv(num_tokens_need_slot, self.block_size)
-                             - len(req_blocks) - len(new_computed_blocks))
+        total_computed_tokens = min(
+            num_local_computed_tokens + num_external_computed_tokens, self.max_model_len
+        )
+        num_tokens_need_slot = min(
+            total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len
+        )
+        num_new_blocks = max(
+            0,
+            cdiv(num_tokens_need_slot, self.block_size)
+            - len(req_blocks)
+            - len(new_computed_blocks),
+        )
         # A hit block nobody holds sits in the free queue: touching it uses a free block.
         num_evictable_computed = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
         if num_new_blocks + num_evictable_computed > self.block_pool.get_num_free_blocks():
@@ -155,8 +172,7 @@ class KVCacheManager:
 
         if not self.enable_caching or delay_cache_blocks:
             return new_blocks
-        self.cache_blocks(request, min(total_computed_tokens + num_new_tokens,
-                                       request.num_tokens))
+        self.cache_blocks(request, min(total_computed_tokens + num_new_tokens, request.num_tokens))
         return new_blocks
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
@@ -169,11 +185,17 @@ class KVCacheManager:
         num_cached_blocks = self.num_cached_block.get(req_id, 0)
         if num_full_blocks <= num_cached_blocks:
             return
-        hash_request_tokens(self.block_size, request.all_token_ids, request.block_hashes,
-                            num_full_blocks)
-        self.block_pool.cache_full_blocks(self.req_to_blocks[req_id], request.block_hashes,
-                                          request.all_token_ids, self.block_size,
-                                          num_cached_blocks, num_full_blocks)
+        hash_request_tokens(
+            self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks
+        )
+        self.block_pool.cache_full_blocks(
+            self.req_to_blocks[req_id],
+            request.block_hashes,
+            request.all_token_ids,
+            self.block_size,
+            num_cached_blocks,
+            num_full_blocks,
+        )
         self.num_cached_block[req_id] = num_full_blocks
 
     def free(self, request: Request) -> None:

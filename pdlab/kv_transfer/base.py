@@ -49,8 +49,9 @@ class KVConnectorBase(ABC):
     """Scheduler side of a KV connector."""
 
     @abstractmethod
-    def get_num_new_matched_tokens(self, request: Request,
-                                   num_computed_tokens: int) -> tuple[int | None, bool]:
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int | None, bool]:
         """How many tokens past the ``num_computed_tokens`` found in the local prefix cache
         the connector can supply, and whether it loads them asynchronously.
 
@@ -62,8 +63,9 @@ class KVConnectorBase(ABC):
         """
 
     @abstractmethod
-    def update_state_after_alloc(self, request: Request, blocks: list[KVCacheBlock],
-                                 num_external_tokens: int) -> None:
+    def update_state_after_alloc(
+        self, request: Request, blocks: list[KVCacheBlock], num_external_tokens: int
+    ) -> None:
         """Called once the request's blocks are allocated (``blocks`` are all of them),
         so the connector can note where the external tokens must be written."""
 
@@ -73,8 +75,9 @@ class KVConnectorBase(ABC):
         gathered since the previous call."""
 
     @abstractmethod
-    def request_finished(self, request: Request,
-                         block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
         """Called when a request finishes (or is aborted), before its blocks are freed.
 
         Returns ``(delay_free, kv_transfer_params)``. With ``delay_free`` the scheduler
@@ -94,8 +97,9 @@ class KVConnectorWorkerBase(ABC):
         self.kv_caches = list(kv_caches)
 
     @abstractmethod
-    def start_load_kv(self, metadata: KVConnectorMetadata,
-                      kv_caches: Sequence[Any] | None = None) -> None:
+    def start_load_kv(
+        self, metadata: KVConnectorMetadata, kv_caches: Sequence[Any] | None = None
+    ) -> None:
         """Start this step's loads (and note the blocks to send), before the forward.
         ``kv_caches`` defaults to the caches given to ``register_kv_caches``."""
 
@@ -104,8 +108,7 @@ class KVConnectorWorkerBase(ABC):
         """Block until this step's saves are written (P side); after the forward."""
 
     @abstractmethod
-    def get_finished(self, finished_req_ids: set[str]
-                     ) -> tuple[set[str] | None, set[str] | None]:
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         """``(finished_sending, finished_recving)``: requests whose send (P: D has read
         the blocks, or the send timed out) or asynchronous receive (D) completed since the
         last call. ``finished_req_ids`` are the requests the scheduler finished."""
@@ -121,13 +124,20 @@ class KVConnectorWorkerBase(ABC):
         return set()
 
 
-def remote_prefill_params(block_ids: list[int], engine_id: str, request_id: str,
-                          host: str = "localhost", port: int = 0) -> dict[str, Any]:
+def remote_prefill_params(
+    block_ids: list[int], engine_id: str, request_id: str, host: str = "localhost", port: int = 0
+) -> dict[str, Any]:
     """The ``kv_transfer_params`` P returns for a finished prefill (NixlConnector's keys),
     which the proxy forwards to D."""
-    return {"do_remote_prefill": True, "do_remote_decode": False,
-            "remote_block_ids": list(block_ids), "remote_engine_id": engine_id,
-            "remote_request_id": request_id, "remote_host": host, "remote_port": port}
+    return {
+        "do_remote_prefill": True,
+        "do_remote_decode": False,
+        "remote_block_ids": list(block_ids),
+        "remote_engine_id": engine_id,
+        "remote_request_id": request_id,
+        "remote_host": host,
+        "remote_port": port,
+    }
 
 
 def validate_kv_transfer_params(params: Any) -> None:
@@ -138,28 +148,36 @@ def validate_kv_transfer_params(params: Any) -> None:
         raise ValueError(f"kv_transfer_params={params!r} is invalid: expected None or a dict")
 
     def bad(key: str, allowed: str) -> ValueError:
-        return ValueError(f"kv_transfer_params[{key!r}]={params.get(key)!r} is invalid: "
-                          f"expected {allowed}")
+        return ValueError(
+            f"kv_transfer_params[{key!r}]={params.get(key)!r} is invalid: expected {allowed}"
+        )
 
     for key in ("do_remote_prefill", "do_remote_decode"):
         if key in params and not isinstance(params[key], bool):
             raise bad(key, "True or False")
     if params.get("do_remote_prefill") and params.get("do_remote_decode"):
-        raise bad("do_remote_decode", "False when do_remote_prefill is True (a request is "
-                  "either P's prefill or D's decode)")
+        raise bad(
+            "do_remote_decode",
+            "False when do_remote_prefill is True (a request is either P's prefill or D's decode)",
+        )
     if not params.get("do_remote_prefill"):
         return
     ids = params.get("remote_block_ids")
-    if (not isinstance(ids, (list, tuple)) or not ids
-            or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0
-                       for b in ids)):
-        raise bad("remote_block_ids", "a non-empty list of block ids (integers >= 0) when "
-                  "do_remote_prefill is True")
+    if (
+        not isinstance(ids, (list, tuple))
+        or not ids
+        or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in ids)
+    ):
+        raise bad(
+            "remote_block_ids",
+            "a non-empty list of block ids (integers >= 0) when do_remote_prefill is True",
+        )
     if not isinstance(params.get("remote_engine_id"), str):
-        raise bad("remote_engine_id", "a string naming P's engine when do_remote_prefill "
-                  "is True")
-    for key, kind, allowed in (("remote_host", str, "a string"),
-                               ("remote_request_id", str, "a string")):
+        raise bad("remote_engine_id", "a string naming P's engine when do_remote_prefill is True")
+    for key, kind, allowed in (
+        ("remote_host", str, "a string"),
+        ("remote_request_id", str, "a string"),
+    ):
         if key in params and not isinstance(params[key], kind):
             raise bad(key, allowed)
     port = params.get("remote_port", 0)

@@ -66,34 +66,48 @@ class DistTransport:
         self._next_key = 0
         self.bytes_sent = 0
         self.peer_failed: str | None = None
-        self._receiver = threading.Thread(target=self._receive_loop, name="pdlab-kv-recv",
-                                          daemon=True)
+        self._receiver = threading.Thread(
+            target=self._receive_loop, name="pdlab-kv-recv", daemon=True
+        )
         self._receiver.start()
 
     # ---- the engine side -------------------------------------------------------------
     def register(self, engine_id: str, kv_caches: list[torch.Tensor]) -> None:
         self._caches = kv_caches
 
-    def start_read(self, engine_id: str, req_id: str, remote_engine_id: str,
-                   remote_block_ids: list[int], local_caches: list[torch.Tensor],
-                   local_block_ids: list[int], remote_request_id: str | None = None) -> None:
+    def start_read(
+        self,
+        engine_id: str,
+        req_id: str,
+        remote_engine_id: str,
+        remote_block_ids: list[int],
+        local_caches: list[torch.Tensor],
+        local_block_ids: list[int],
+        remote_request_id: str | None = None,
+    ) -> None:
         key = self._next_key
         self._next_key += 1
         self._pending[key] = (req_id, list(local_block_ids))
-        self.send_json(READ, {"remote_request_id": remote_request_id or req_id,
-                              "remote_block_ids": list(remote_block_ids)}, key)
+        self.send_json(
+            READ,
+            {
+                "remote_request_id": remote_request_id or req_id,
+                "remote_block_ids": list(remote_block_ids),
+            },
+            key,
+        )
 
     def release(self, remote_engine_id: str | None, remote_request_id: str) -> None:
         """D will not read this request: an empty READ lets P free its blocks now."""
-        self.send_json(READ, {"remote_request_id": remote_request_id, "remote_block_ids": []},
-                       -1)
+        self.send_json(READ, {"remote_request_id": remote_request_id, "remote_block_ids": []}, -1)
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         self.pump()
         done, self._results = self._results, []
         if self.peer_failed:
-            done += [ReadResult(r, False, len(b), 0, self.peer_failed)
-                     for r, b in self._pending.values()]
+            done += [
+                ReadResult(r, False, len(b), 0, self.peer_failed) for r, b in self._pending.values()
+            ]
             self._pending.clear()
         return done
 
@@ -161,9 +175,11 @@ class DistTransport:
             idx = torch.tensor(ids, dtype=torch.long)
             # Staged through host memory: gloo sends CPU tensors (NCCL would send device
             # memory directly, as NIXL reads it).
-            rows = torch.stack([c.index_select(0, idx.to(c.device)).cpu()
-                                for c in self._caches]) if ids else \
-                torch.empty(0, dtype=self.kv_dtype)
+            rows = (
+                torch.stack([c.index_select(0, idx.to(c.device)).cpu() for c in self._caches])
+                if ids
+                else torch.empty(0, dtype=self.kv_dtype)
+            )
             checksum = blocks_checksum(self._caches, ids) if ids else 0.0
             self._send(BLOCKS, key, rows.reshape(-1), _f2i(checksum))
             self._served.append(req["remote_request_id"])
@@ -179,12 +195,12 @@ class DistTransport:
                     c.index_copy_(0, idx.to(c.device), rows[layer].to(c.device))
                 if blocks_checksum(self._caches, local) != _i2f(extra):
                     ok, why = False, "checksum mismatch"
-            self._results.append(ReadResult(req_id, ok, len(local),
-                                            payload.numel() * payload.element_size(), why))
+            self._results.append(
+                ReadResult(req_id, ok, len(local), payload.numel() * payload.element_size(), why)
+            )
         else:
             obj = json.loads(bytes(payload.tolist()).decode()) if payload.numel() else None
             self.inbox.append(Message(type_, key, obj))
 
     def describe(self) -> dict[str, Any]:
-        return {"transport": "torch.distributed", "backend": dist.get_backend(),
-                "rank": self.rank}
+        return {"transport": "torch.distributed", "backend": dist.get_backend(), "rank": self.rank}

@@ -52,11 +52,17 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
       from index ``i`` on failed to load (``get_block_ids_with_load_errors``).
     """
 
-    def __init__(self, num_matched_tokens: int | None = None, load_async: bool = True,
-                 recv_delay_steps: int = 0, send_delay_steps: int | None = 0,
-                 send_timeout_steps: int = 8, fail_recv_req_ids: Iterable[str] = (),
-                 invalid_block_from: dict[str, int] | None = None,
-                 engine_id: str = "fake-engine") -> None:
+    def __init__(
+        self,
+        num_matched_tokens: int | None = None,
+        load_async: bool = True,
+        recv_delay_steps: int = 0,
+        send_delay_steps: int | None = 0,
+        send_timeout_steps: int = 8,
+        fail_recv_req_ids: Iterable[str] = (),
+        invalid_block_from: dict[str, int] | None = None,
+        engine_id: str = "fake-engine",
+    ) -> None:
         self.num_matched_tokens = num_matched_tokens
         self.load_async = load_async
         self.recv_delay_steps = recv_delay_steps
@@ -80,8 +86,9 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
         self.timed_out: set[str] = set()
 
     # ---- scheduler side ----------------------------------------------------------------
-    def get_num_new_matched_tokens(self, request: Request,
-                                   num_computed_tokens: int) -> tuple[int | None, bool]:
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int | None, bool]:
         params = request.kv_transfer_params or {}
         if not params.get("do_remote_prefill"):
             return 0, False
@@ -91,15 +98,19 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
         n = max(n, 0)
         return n, self.load_async and n > 0
 
-    def update_state_after_alloc(self, request: Request, blocks: list[KVCacheBlock],
-                                 num_external_tokens: int) -> None:
+    def update_state_after_alloc(
+        self, request: Request, blocks: list[KVCacheBlock], num_external_tokens: int
+    ) -> None:
         params = request.kv_transfer_params
         if not params or not params.get("do_remote_prefill"):
             return
         if num_external_tokens > 0:
             self._reqs_need_recv[request.request_id] = FakeRecv(
-                request.request_id, [b.block_id for b in blocks],
-                list(params["remote_block_ids"]), self.load_async)
+                request.request_id,
+                [b.block_id for b in blocks],
+                list(params["remote_block_ids"]),
+                self.load_async,
+            )
         # Load once: a request recomputed after a failure or a preemption loads nothing.
         params["do_remote_prefill"] = False
 
@@ -108,22 +119,25 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
         self._reqs_need_recv, self._reqs_need_send = {}, {}
         return meta
 
-    def request_finished(self, request: Request,
-                         block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
         self.finished.append((request.request_id, request.status))
         params = request.kv_transfer_params or {}
-        if (not params.get("do_remote_decode")
-                or request.status != RequestStatus.FINISHED_LENGTH_CAPPED):
+        if (
+            not params.get("do_remote_decode")
+            or request.status != RequestStatus.FINISHED_LENGTH_CAPPED
+        ):
             return False, None
         delay_free = len(block_ids) > 0
         if delay_free:
             self._reqs_need_send[request.request_id] = list(block_ids)
-        return delay_free, remote_prefill_params(block_ids, self.engine_id,
-                                                 request.request_id)
+        return delay_free, remote_prefill_params(block_ids, self.engine_id, request.request_id)
 
     # ---- worker side -------------------------------------------------------------------
-    def start_load_kv(self, metadata: KVConnectorMetadata,
-                      kv_caches: Sequence[Any] | None = None) -> None:
+    def start_load_kv(
+        self, metadata: KVConnectorMetadata, kv_caches: Sequence[Any] | None = None
+    ) -> None:
         assert isinstance(metadata, FakeConnectorMetadata)
         for rid, recv in metadata.reqs_to_recv.items():
             self.loaded.append(recv)
@@ -138,8 +152,7 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
     def wait_for_save(self) -> None:
         """Nothing to save: as with NixlConnector, D reads P's blocks."""
 
-    def get_finished(self, finished_req_ids: set[str]
-                     ) -> tuple[set[str] | None, set[str] | None]:
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         done_recving: set[str] = set()
         for rid, (steps, recv) in list(self._recving.items()):
             if steps > 0:
@@ -150,7 +163,7 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
                 self._failed.add(rid)
                 continue
             if rid in self.invalid_block_from:
-                self._invalid.update(recv.local_block_ids[self.invalid_block_from[rid]:])
+                self._invalid.update(recv.local_block_ids[self.invalid_block_from[rid] :])
             done_recving.add(rid)
         done_sending: set[str] = set()
         for rid, (steps, by_timeout) in list(self._sending.items()):

@@ -60,8 +60,16 @@ class PDConnectorMetadata(KVConnectorMetadata):
 
 
 class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
-    def __init__(self, role: str, engine_id: str, transport: Any, block_size: int,
-                 timeout_s: float = 30.0, host: str = "localhost", port: int = 0) -> None:
+    def __init__(
+        self,
+        role: str,
+        engine_id: str,
+        transport: Any,
+        block_size: int,
+        timeout_s: float = 30.0,
+        host: str = "localhost",
+        port: int = 0,
+    ) -> None:
         if role not in ROLES:
             raise ValueError(f"role={role!r} is invalid: expected one of {ROLES}")
         self.role, self.engine_id, self.transport = role, engine_id, transport
@@ -81,8 +89,9 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
             self.emit(kind, **fields)
 
     # ---- scheduler side --------------------------------------------------------------
-    def get_num_new_matched_tokens(self, request: Request,
-                                   num_computed_tokens: int) -> tuple[int | None, bool]:
+    def get_num_new_matched_tokens(
+        self, request: Request, num_computed_tokens: int
+    ) -> tuple[int | None, bool]:
         params = request.kv_transfer_params
         if self.role == "decode" and params and params.get("do_remote_prefill"):
             count = request.num_prompt_tokens - num_computed_tokens
@@ -90,8 +99,9 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
                 return count, True
         return 0, False
 
-    def update_state_after_alloc(self, request: Request, blocks: list[KVCacheBlock],
-                                 num_external_tokens: int) -> None:
+    def update_state_after_alloc(
+        self, request: Request, blocks: list[KVCacheBlock], num_external_tokens: int
+    ) -> None:
         params = request.kv_transfer_params
         if not (self.role == "decode" and params and params.get("do_remote_prefill")):
             return
@@ -103,28 +113,39 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         remote = list(params["remote_block_ids"])
         first = len(remote) - n  # blocks before it are D's local prefix-cache hit
         if first < 0:
-            raise ValueError(f"request {request.request_id}: P sent {len(remote)} block ids "
-                             f"for {num_external_tokens} external tokens")
-        local = [b.block_id for b in blocks][first:first + n]
+            raise ValueError(
+                f"request {request.request_id}: P sent {len(remote)} block ids "
+                f"for {num_external_tokens} external tokens"
+            )
+        local = [b.block_id for b in blocks][first : first + n]
         self._need_recv[request.request_id] = ReqToRecv(
-            request.request_id, local, remote[first:], params["remote_engine_id"],
-            params.get("remote_request_id", request.request_id))
+            request.request_id,
+            local,
+            remote[first:],
+            params["remote_engine_id"],
+            params.get("remote_request_id", request.request_id),
+        )
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> PDConnectorMetadata:
         meta = PDConnectorMetadata(self._need_recv, self._need_send)
         self._need_recv, self._need_send = {}, {}
         return meta
 
-    def request_finished(self, request: Request,
-                         block_ids: list[int]) -> tuple[bool, dict[str, Any] | None]:
+    def request_finished(
+        self, request: Request, block_ids: list[int]
+    ) -> tuple[bool, dict[str, Any] | None]:
         params = request.kv_transfer_params or {}
         rid = request.request_id
         if self.role == "prefill":
-            if (params.get("do_remote_decode")
-                    and request.status == RequestStatus.FINISHED_LENGTH_CAPPED and block_ids):
+            if (
+                params.get("do_remote_decode")
+                and request.status == RequestStatus.FINISHED_LENGTH_CAPPED
+                and block_ids
+            ):
                 self._need_send[rid] = time.monotonic() + self.timeout_s
-                return True, remote_prefill_params(block_ids, self.engine_id, rid, self.host,
-                                                   self.port)
+                return True, remote_prefill_params(
+                    block_ids, self.engine_id, rid, self.host, self.port
+                )
             return False, None
         # D: a read in flight still writes into these blocks; keep them until it lands.
         if rid in self._recving:
@@ -148,32 +169,44 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self.kv_caches = list(kv_caches)
         self.transport.register(self.engine_id, self.kv_caches)
 
-    def start_load_kv(self, metadata: KVConnectorMetadata | None,
-                      kv_caches: Sequence[Any] | None = None) -> None:
+    def start_load_kv(
+        self, metadata: KVConnectorMetadata | None, kv_caches: Sequence[Any] | None = None
+    ) -> None:
         if not isinstance(metadata, PDConnectorMetadata):
             return
         caches = list(kv_caches) if kv_caches is not None else self.kv_caches
         self._sending.update(metadata.reqs_to_send)
         for rid, r in metadata.reqs_to_recv.items():
             self._recving[rid] = r
-            self.transport.start_read(self.engine_id, rid, r.remote_engine_id,
-                                      r.remote_block_ids, caches, r.local_block_ids,
-                                      r.remote_request_id)
+            self.transport.start_read(
+                self.engine_id,
+                rid,
+                r.remote_engine_id,
+                r.remote_block_ids,
+                caches,
+                r.local_block_ids,
+                r.remote_request_id,
+            )
 
     def wait_for_save(self) -> None:
         """P's K/V is written by the forward itself; nothing to flush."""
 
-    def get_finished(self, finished_req_ids: set[str]
-                     ) -> tuple[set[str] | None, set[str] | None]:
+    def get_finished(self, finished_req_ids: set[str]) -> tuple[set[str] | None, set[str] | None]:
         recving: set[str] = set()
         for res in self.transport.poll_reads(self.engine_id):
             r = self._recving.pop(res.req_id, None)
             if r is None:
                 continue
-            self._trace("kv_transfer", req_id=res.req_id, ok=res.ok, reason=res.reason,
-                        remote_engine_id=r.remote_engine_id,
-                        remote_block_ids=r.remote_block_ids, local_block_ids=r.local_block_ids,
-                        nbytes=res.nbytes)
+            self._trace(
+                "kv_transfer",
+                req_id=res.req_id,
+                ok=res.ok,
+                reason=res.reason,
+                remote_engine_id=r.remote_engine_id,
+                remote_block_ids=r.remote_block_ids,
+                local_block_ids=r.local_block_ids,
+                nbytes=res.nbytes,
+            )
             if res.ok:
                 recving.add(res.req_id)
             else:

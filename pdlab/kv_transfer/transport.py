@@ -29,8 +29,9 @@ def blocks_checksum(kv_caches: list[torch.Tensor], block_ids: list[int]) -> floa
     total = 0.0
     for layer, cache in enumerate(kv_caches):
         rows = cache.index_select(0, idx).double().nan_to_num(0.0)
-        weights = torch.arange(1, rows[0].numel() + 1, dtype=torch.float64,
-                               device=rows.device).view(rows.shape[1:])
+        weights = torch.arange(
+            1, rows[0].numel() + 1, dtype=torch.float64, device=rows.device
+        ).view(rows.shape[1:])
         total += float((rows * weights).sum()) * (layer + 1)
     return total
 
@@ -68,13 +69,30 @@ class InProcessTransport:
     def unregister(self, engine_id: str) -> None:
         self._engines.pop(engine_id, None)
 
-    def start_read(self, engine_id: str, req_id: str, remote_engine_id: str,
-                   remote_block_ids: list[int], local_caches: list[torch.Tensor],
-                   local_block_ids: list[int], remote_request_id: str | None = None) -> None:
+    def start_read(
+        self,
+        engine_id: str,
+        req_id: str,
+        remote_engine_id: str,
+        remote_block_ids: list[int],
+        local_caches: list[torch.Tensor],
+        local_block_ids: list[int],
+        remote_request_id: str | None = None,
+    ) -> None:
         """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
         self._in_flight.setdefault(engine_id, []).append(
-            [self.delay_polls, (req_id, remote_engine_id, remote_block_ids, local_caches,
-                                local_block_ids, remote_request_id)])
+            [
+                self.delay_polls,
+                (
+                    req_id,
+                    remote_engine_id,
+                    remote_block_ids,
+                    local_caches,
+                    local_block_ids,
+                    remote_request_id,
+                ),
+            ]
+        )
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         done, waiting = [], []
@@ -87,13 +105,21 @@ class InProcessTransport:
         self._in_flight[engine_id] = waiting
         return done
 
-    def read_blocks(self, req_id: str, remote_engine_id: str, remote_block_ids: list[int],
-                    local_caches: list[torch.Tensor], local_block_ids: list[int],
-                    remote_request_id: str | None = None) -> ReadResult:
+    def read_blocks(
+        self,
+        req_id: str,
+        remote_engine_id: str,
+        remote_block_ids: list[int],
+        local_caches: list[torch.Tensor],
+        local_block_ids: list[int],
+        remote_request_id: str | None = None,
+    ) -> ReadResult:
         """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
         if len(remote_block_ids) != len(local_block_ids):
-            raise ValueError(f"read of {req_id}: {len(remote_block_ids)} remote blocks for "
-                             f"{len(local_block_ids)} local blocks")
+            raise ValueError(
+                f"read of {req_id}: {len(remote_block_ids)} remote blocks for "
+                f"{len(local_block_ids)} local blocks"
+            )
         fault, self.fault_once = self.fault_once or self.fault, None
         src = self._engines.get(remote_engine_id)
         n = len(local_block_ids)

@@ -50,12 +50,14 @@ class DeepseekV2MLAAttention(nn.Module):
             self.q_b_proj = nn.Linear(cfg.q_lora_rank, h * cfg.qk_head_dim, bias=False)
         self.kv_a_proj_with_mqa = nn.Linear(d, cfg.kv_cache_dim, bias=False)
         self.kv_a_layernorm = RMSNorm(cfg.kv_lora_rank, cfg.rms_norm_eps)
-        self.kv_b_proj = nn.Linear(cfg.kv_lora_rank,
-                                   h * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False)
+        self.kv_b_proj = nn.Linear(
+            cfg.kv_lora_rank, h * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False
+        )
         self.o_proj = nn.Linear(h * cfg.v_head_dim, d, bias=False)
 
-    def project(self, positions: torch.Tensor, x: torch.Tensor
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def project(
+        self, positions: torch.Tensor, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """``q[T, H, nope + rope]``, ``kv_c_normed[T, L]``, ``k_pe[T, R]``, RoPE applied."""
         cfg = self.cfg
         if cfg.q_lora_rank is None:
@@ -63,22 +65,32 @@ class DeepseekV2MLAAttention(nn.Module):
         else:
             q = self.q_b_proj(self.q_a_layernorm(self.q_a_proj(x)))
         q = q.view(x.shape[0], cfg.num_attention_heads, cfg.qk_head_dim)
-        kv_c, k_pe = self.kv_a_proj_with_mqa(x).split([cfg.kv_lora_rank, cfg.qk_rope_head_dim],
-                                                      dim=-1)
+        kv_c, k_pe = self.kv_a_proj_with_mqa(x).split(
+            [cfg.kv_lora_rank, cfg.qk_rope_head_dim], dim=-1
+        )
         cos, sin = rope_cos_sin(cfg, positions)
-        q_pe = apply_rope(q[..., cfg.qk_nope_head_dim:], cos, sin)
-        q = torch.cat([q[..., :cfg.qk_nope_head_dim], q_pe], dim=-1)
+        q_pe = apply_rope(q[..., cfg.qk_nope_head_dim :], cos, sin)
+        q = torch.cat([q[..., : cfg.qk_nope_head_dim], q_pe], dim=-1)
         k_pe = apply_rope(k_pe.contiguous(), cos, sin)
         return q, self.kv_a_layernorm(kv_c.contiguous()), k_pe
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None,
-                attn_impl: str = "absorb") -> torch.Tensor:
+    def forward(
+        self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None, attn_impl: str = "absorb"
+    ) -> torch.Tensor:
         cfg = self.cfg
         q, kv_c, k_pe = self.project(positions, x)
         if ctx is None:
             fn = {"naive": mla_naive, "absorb": mla_absorbed}[attn_impl]
-            out, _ = fn(q, kv_c, k_pe, self.kv_b_proj.weight, cfg.qk_nope_head_dim,
-                        cfg.v_head_dim, cfg.softmax_scale, causal=True)
+            out, _ = fn(
+                q,
+                kv_c,
+                k_pe,
+                self.kv_b_proj.weight,
+                cfg.qk_nope_head_dim,
+                cfg.v_head_dim,
+                cfg.softmax_scale,
+                causal=True,
+            )
         else:
             out = ctx.attention(self, q, kv_c, k_pe, ctx)
         return self.o_proj(out.to(x.dtype).reshape(x.shape[0], -1))
@@ -103,8 +115,9 @@ class DeepseekV2DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None,
-                attn_impl: str = "absorb") -> torch.Tensor:
+    def forward(
+        self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None, attn_impl: str = "absorb"
+    ) -> torch.Tensor:
         x = x + self.self_attn(positions, self.input_layernorm(x), ctx, attn_impl)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -113,12 +126,18 @@ class DeepseekV2Model(nn.Module):
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(DeepseekV2DecoderLayer(cfg, i)
-                                    for i in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(
+            DeepseekV2DecoderLayer(cfg, i) for i in range(cfg.num_hidden_layers)
+        )
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: Any = None,
-                attn_impl: str = "absorb") -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        ctx: Any = None,
+        attn_impl: str = "absorb",
+    ) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
         for layer in self.layers:
             x = layer(positions, x, ctx, attn_impl)
@@ -130,8 +149,12 @@ class DeepseekV2ForCausalLM(nn.Module):
     applies ``lm_head``: the first output token needs the hidden state of the last prompt
     position, which is why that position must run through every layer."""
 
-    def __init__(self, cfg: ModelConfig, dtype: torch.dtype = torch.float32,
-                 device: str | torch.device = "cpu") -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        dtype: torch.dtype = torch.float32,
+        device: str | torch.device = "cpu",
+    ) -> None:
         super().__init__()
         self.config = cfg
         self.model = DeepseekV2Model(cfg)
@@ -151,21 +174,28 @@ class DeepseekV2ForCausalLM(nn.Module):
             else:
                 p.copy_(torch.randn(p.shape, generator=g))
 
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor, ctx: Any = None,
-                attn_impl: str = "absorb") -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        ctx: Any = None,
+        attn_impl: str = "absorb",
+    ) -> torch.Tensor:
         return self.model(input_ids, positions, ctx, attn_impl)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden_states).float()
 
     @torch.no_grad()
-    def forward_full(self, token_ids: list[int] | torch.Tensor,
-                     attn_impl: str = "absorb") -> torch.Tensor:
+    def forward_full(
+        self, token_ids: list[int] | torch.Tensor, attn_impl: str = "absorb"
+    ) -> torch.Tensor:
         """Logits ``[T, vocab]`` of one sequence, no cache: the model-level oracle."""
         ids = torch.as_tensor(token_ids, dtype=torch.long, device=self.lm_head.weight.device)
         if ids.dim() != 1 or ids.numel() == 0:
-            raise ValueError(f"token_ids must be a non-empty 1-D sequence; got shape "
-                             f"{tuple(ids.shape)}")
+            raise ValueError(
+                f"token_ids must be a non-empty 1-D sequence; got shape {tuple(ids.shape)}"
+            )
         positions = torch.arange(ids.numel(), device=ids.device)
         return self.compute_logits(self.forward(ids, positions, None, attn_impl))
 
@@ -188,8 +218,11 @@ class DeepseekV2ForCausalLM(nn.Module):
         given = {k: v for k, v in state_dict.items() if not k.endswith("rotary_emb.inv_freq")}
         missing = sorted(set(own) - set(given))
         unexpected = sorted(set(given) - set(own))
-        misshaped = sorted(f"{k}: expected {tuple(own[k].shape)}, got {tuple(given[k].shape)}"
-                           for k in set(own) & set(given) if own[k].shape != given[k].shape)
+        misshaped = sorted(
+            f"{k}: expected {tuple(own[k].shape)}, got {tuple(given[k].shape)}"
+            for k in set(own) & set(given)
+            if own[k].shape != given[k].shape
+        )
         if missing or unexpected or misshaped:
             parts = []
             if missing:
@@ -200,8 +233,9 @@ class DeepseekV2ForCausalLM(nn.Module):
                 parts.append(f"unexpected keys {_clip(unexpected)}{hint}")
             if misshaped:
                 parts.append(f"misshaped keys {_clip(misshaped)}")
-            raise ValueError("state_dict does not match this DeepSeek model config: "
-                             + "; ".join(parts))
+            raise ValueError(
+                "state_dict does not match this DeepSeek model config: " + "; ".join(parts)
+            )
         for k, v in own.items():
             v.copy_(given[k])
 

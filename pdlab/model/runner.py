@@ -45,10 +45,18 @@ class CachedRequestState:
 
 
 class ModelRunner:
-    def __init__(self, model: Any, cache_config: CacheConfig, scheduler_config: SchedulerConfig,
-                 backend: str | None = None, seed: int = 0, emit: Any = None,
-                 num_kv_splits: int = 4, workspace_tokens: int = 2048,
-                 connector_worker: Any = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        cache_config: CacheConfig,
+        scheduler_config: SchedulerConfig,
+        backend: str | None = None,
+        seed: int = 0,
+        emit: Any = None,
+        num_kv_splits: int = 4,
+        workspace_tokens: int = 2048,
+        connector_worker: Any = None,
+    ) -> None:
         self.model = model
         self.cfg = model.config
         self.cache_config = cache_config
@@ -62,10 +70,15 @@ class ModelRunner:
         self.attention = MLAAttention()
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
-        self.kv_caches = [torch.full((cache_config.num_blocks, cache_config.block_size,
-                                      self.cfg.kv_cache_dim), float("nan"), dtype=p.dtype,
-                                     device=p.device)
-                          for _ in range(self.cfg.num_hidden_layers)]
+        self.kv_caches = [
+            torch.full(
+                (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim),
+                float("nan"),
+                dtype=p.dtype,
+                device=p.device,
+            )
+            for _ in range(self.cfg.num_hidden_layers)
+        ]
         self.requests: dict[str, CachedRequestState] = {}
         self._num_generators = 0
         # Set keep_logits to keep every sampled row's logits (tests compare them).
@@ -84,18 +97,21 @@ class ModelRunner:
             sp = new.sampling_params
             gen = None
             if getattr(sp, "temperature", 0.0) > 0:
-                seed = sp.seed if getattr(sp, "seed", None) is not None else (
-                    self.seed * 1_000_003 + self._num_generators)
+                seed = (
+                    sp.seed
+                    if getattr(sp, "seed", None) is not None
+                    else (self.seed * 1_000_003 + self._num_generators)
+                )
                 self._num_generators += 1
                 gen = torch.Generator().manual_seed(int(seed))
             prompt = list(new.prompt_token_ids)
             outputs: list[int] = []
             all_ids = getattr(new, "all_token_ids", None)
             if all_ids is not None and len(all_ids) > len(prompt):
-                outputs = list(all_ids[len(prompt):])
+                outputs = list(all_ids[len(prompt) :])
             self.requests[new.req_id] = CachedRequestState(
-                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens,
-                outputs, gen)
+                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens, outputs, gen
+            )
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
             st = self.requests[rid]
@@ -121,13 +137,17 @@ class ModelRunner:
             conn.wait_for_save()
             sending, recving = conn.get_finished(so.finished_req_ids)
             kv_out = KVConnectorOutput(
-                finished_sending=set(sending or ()), finished_recving=set(recving or ()),
+                finished_sending=set(sending or ()),
+                finished_recving=set(recving or ()),
                 failed_recving=set(conn.get_failed_recving() or ()),
-                invalid_block_ids=set(conn.get_block_ids_with_load_errors() or ()))
+                invalid_block_ids=set(conn.get_block_ids_with_load_errors() or ()),
+            )
         req_ids = list(so.num_scheduled_tokens)
-        return ModelRunnerOutput(req_ids=req_ids,
-                                 sampled_token_ids=[sampled.get(r, []) for r in req_ids],
-                                 kv_connector_output=kv_out)
+        return ModelRunnerOutput(
+            req_ids=req_ids,
+            sampled_token_ids=[sampled.get(r, []) for r in req_ids],
+            kv_connector_output=kv_out,
+        )
 
     def _run_batch(self, so: SchedulerOutput) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
@@ -137,8 +157,9 @@ class ModelRunner:
         q_lens = [so.num_scheduled_tokens[r] for r in rids]
         computed = [s.num_computed_tokens for s in states]
         prompts = [len(s.prompt_token_ids) for s in states]
-        order = reorder_batch_to_split_decodes_and_prefills(q_lens, computed, prompts, sc.rule,
-                                                            sc.decode_threshold)
+        order = reorder_batch_to_split_decodes_and_prefills(
+            q_lens, computed, prompts, sc.rule, sc.decode_threshold
+        )
         rids = [rids[i] for i in order]
         states = [states[i] for i in order]
         q_lens = [q_lens[i] for i in order]
@@ -147,10 +168,12 @@ class ModelRunner:
 
         ids, pos, slots = [], [], []
         for s, n, c in zip(states, q_lens, computed):
-            toks = s.all_token_ids[c:c + n]
+            toks = s.all_token_ids[c : c + n]
             if len(toks) != n:
-                raise RuntimeError(f"request {s.req_id}: scheduled {n} tokens from {c} but only "
-                                   f"{s.num_tokens} are known")
+                raise RuntimeError(
+                    f"request {s.req_id}: scheduled {n} tokens from {c} but only "
+                    f"{s.num_tokens} are known"
+                )
             ids.extend(toks)
             for p in range(c, c + n):
                 pos.append(p)
@@ -158,31 +181,52 @@ class ModelRunner:
         max_blocks = max(len(s.block_ids) for s in states)
         block_table = torch.zeros(len(states), max_blocks, dtype=torch.int32)
         for i, s in enumerate(states):
-            block_table[i, :len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
+            block_table[i, : len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
         qsl = torch.zeros(len(states) + 1, dtype=torch.int32)
         qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
         device = self.kv_caches[0].device
         meta = MLAMetadata(
-            req_ids=rids, query_start_loc=qsl.to(device),
-            seq_lens=torch.tensor([c + n for c, n in zip(computed, q_lens)],
-                                  dtype=torch.int32, device=device),
+            req_ids=rids,
+            query_start_loc=qsl.to(device),
+            seq_lens=torch.tensor(
+                [c + n for c, n in zip(computed, q_lens)], dtype=torch.int32, device=device
+            ),
             num_computed_tokens=torch.tensor(computed, dtype=torch.int32, device=device),
             num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32, device=device),
             block_table=block_table.to(device),
             slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
-            block_size=bs, rule=sc.rule, decode_threshold=sc.decode_threshold)
+            block_size=bs,
+            rule=sc.rule,
+            decode_threshold=sc.decode_threshold,
+        )
         if self.emit is not None:
             decode_flags = meta.is_decode()
             for i, r in enumerate(rids):
-                self.emit("route", req_id=r, rule=sc.rule, decode_threshold=sc.decode_threshold,
-                          query_len=q_lens[i], num_computed_tokens=computed[i],
-                          num_prompt_tokens=prompts[i],
-                          path="decode" if decode_flags[i] else "prefill",
-                          forward="_forward_decode" if decode_flags[i] else "_forward_prefill")
-        ctx = ForwardContext(meta, self.kv_caches, self.attention, self.backend,
-                             self.num_kv_splits, self.workspace_tokens, self.emit)
-        hidden = self.model(torch.tensor(ids, dtype=torch.long, device=device),
-                            torch.tensor(pos, dtype=torch.long, device=device), ctx)
+                self.emit(
+                    "route",
+                    req_id=r,
+                    rule=sc.rule,
+                    decode_threshold=sc.decode_threshold,
+                    query_len=q_lens[i],
+                    num_computed_tokens=computed[i],
+                    num_prompt_tokens=prompts[i],
+                    path="decode" if decode_flags[i] else "prefill",
+                    forward="_forward_decode" if decode_flags[i] else "_forward_prefill",
+                )
+        ctx = ForwardContext(
+            meta,
+            self.kv_caches,
+            self.attention,
+            self.backend,
+            self.num_kv_splits,
+            self.workspace_tokens,
+            self.emit,
+        )
+        hidden = self.model(
+            torch.tensor(ids, dtype=torch.long, device=device),
+            torch.tensor(pos, dtype=torch.long, device=device),
+            ctx,
+        )
 
         # Sample only where every known token is now computed: the last position's hidden
         # state is what the logits need.
@@ -202,8 +246,13 @@ class ModelRunner:
                 s.output_token_ids.append(tok)
                 sampled[s.req_id] = [tok]
                 if self.emit is not None:
-                    self.emit("sample", req_id=s.req_id, token=tok,
-                              position=s.num_tokens - 1, logit=float(row[tok]))
+                    self.emit(
+                        "sample",
+                        req_id=s.req_id,
+                        token=tok,
+                        position=s.num_tokens - 1,
+                        logit=float(row[tok]),
+                    )
         return sampled
 
     @staticmethod

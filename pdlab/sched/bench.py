@@ -19,20 +19,31 @@ from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
 
 
-def bench_scheduler(num_requests: int = 256, steps: int = 200, block_size: int = 16,
-                    prompt_len: int = 64, seed: int = 0) -> dict[str, Any]:
+def bench_scheduler(
+    num_requests: int = 256,
+    steps: int = 200,
+    block_size: int = 16,
+    prompt_len: int = 64,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Admit ``num_requests`` prompts, prefill them in one step, then time ``steps`` decode
     steps. Times exclude the fake runner; blocks fill (and are hashed) as tokens arrive."""
-    for name, value in (("num_requests", num_requests), ("steps", steps),
-                        ("block_size", block_size), ("prompt_len", prompt_len)):
+    for name, value in (
+        ("num_requests", num_requests),
+        ("steps", steps),
+        ("block_size", block_size),
+        ("prompt_len", prompt_len),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}={value!r} is invalid: expected an integer >= 1")
     max_len = prompt_len + steps + 2
     sched = Scheduler(
-        SchedulerConfig(max_num_batched_tokens=num_requests * prompt_len,
-                        max_num_seqs=num_requests),
+        SchedulerConfig(
+            max_num_batched_tokens=num_requests * prompt_len, max_num_seqs=num_requests
+        ),
         CacheConfig(block_size=block_size, num_blocks=num_requests * cdiv(max_len, block_size)),
-        max_model_len=max_len)
+        max_model_len=max_len,
+    )
     rng = random.Random(seed)
     runner = FakeModelRunner(sample=lambda req_id, position: rng.randrange(1000))
     for i in range(num_requests):
@@ -51,10 +62,18 @@ def bench_scheduler(num_requests: int = 256, steps: int = 200, block_size: int =
         sched.update_from_output(so, out)
         t3 = time.perf_counter()
         if so.total_num_scheduled_tokens != num_requests:
-            raise RuntimeError(f"expected {num_requests} decoding requests, scheduled "
-                               f"{so.total_num_scheduled_tokens} tokens")
+            raise RuntimeError(
+                f"expected {num_requests} decoding requests, scheduled "
+                f"{so.total_num_scheduled_tokens} tokens"
+            )
         times_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
-    return {"num_requests": num_requests, "steps": steps, "block_size": block_size,
-            "prompt_len": prompt_len, "mean_us": statistics.fmean(times_us),
-            "median_us": statistics.median(times_us), "min_us": min(times_us),
-            "us_per_request": statistics.median(times_us) / num_requests}
+    return {
+        "num_requests": num_requests,
+        "steps": steps,
+        "block_size": block_size,
+        "prompt_len": prompt_len,
+        "mean_us": statistics.fmean(times_us),
+        "median_us": statistics.median(times_us),
+        "min_us": min(times_us),
+        "us_per_request": statistics.median(times_us) / num_requests,
+    }

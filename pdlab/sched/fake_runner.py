@@ -16,8 +16,11 @@ from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOu
 
 
 class FakeModelRunner:
-    def __init__(self, connector_worker: KVConnectorWorkerBase | None = None,
-                 sample: Callable[[str, int], int] | None = None) -> None:
+    def __init__(
+        self,
+        connector_worker: KVConnectorWorkerBase | None = None,
+        sample: Callable[[str, int], int] | None = None,
+    ) -> None:
         self.connector_worker = connector_worker
         self.sample = sample if sample is not None else (lambda req_id, position: 1)
         self.num_tokens: dict[str, int] = {}
@@ -49,8 +52,12 @@ class FakeModelRunner:
         if conn is not None:
             conn.wait_for_save()
             sending, recving = conn.get_finished(so.finished_req_ids)
-            kv_out = KVConnectorOutput(finished_sending=sending, finished_recving=recving,
-                                       failed_recving=conn.get_failed_recving(),
-                                       invalid_block_ids=conn.get_block_ids_with_load_errors())
-        return ModelRunnerOutput(req_ids=req_ids, sampled_token_ids=sampled,
-                                 kv_connector_output=kv_out)
+            kv_out = KVConnectorOutput(
+                finished_sending=sending,
+                finished_recving=recving,
+                failed_recving=conn.get_failed_recving(),
+                invalid_block_ids=conn.get_block_ids_with_load_errors(),
+            )
+        return ModelRunnerOutput(
+            req_ids=req_ids, sampled_token_ids=sampled, kv_connector_output=kv_out
+        )

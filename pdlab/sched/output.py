@@ -90,8 +90,10 @@ class ModelRunnerOutput:
 
     def __post_init__(self) -> None:
         if len(self.req_ids) != len(self.sampled_token_ids):
-            raise ValueError(f"sampled_token_ids has {len(self.sampled_token_ids)} entries "
-                             f"for {len(self.req_ids)} req_ids: expected one per request")
+            raise ValueError(
+                f"sampled_token_ids has {len(self.sampled_token_ids)} entries "
+                f"for {len(self.req_ids)} req_ids: expected one per request"
+            )
         if not self.req_id_to_index:
             self.req_id_to_index = {r: i for i, r in enumerate(self.req_ids)}
 

@@ -45,12 +45,18 @@ EventHook = Callable[[str, dict[str, Any]], None]
 
 
 class Scheduler:
-    def __init__(self, scheduler_config: SchedulerConfig, cache_config: CacheConfig,
-                 max_model_len: int, connector: KVConnectorBase | None = None,
-                 event_hook: EventHook | None = None) -> None:
+    def __init__(
+        self,
+        scheduler_config: SchedulerConfig,
+        cache_config: CacheConfig,
+        max_model_len: int,
+        connector: KVConnectorBase | None = None,
+        event_hook: EventHook | None = None,
+    ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
-            raise ValueError(f"connector={connector!r} is invalid: expected None or a "
-                             "KVConnectorBase")
+            raise ValueError(
+                f"connector={connector!r} is invalid: expected None or a KVConnectorBase"
+            )
         self.scheduler_config = scheduler_config
         self.cache_config = cache_config
         self.max_num_running_reqs = scheduler_config.max_num_seqs
@@ -79,15 +85,24 @@ class Scheduler:
             raise ValueError(f"request={request!r} is invalid: expected a Request")
         rid = request.request_id
         if rid in self.requests:
-            raise ValueError(f"request_id={rid!r} is invalid: a request with this id is "
-                             "already in the scheduler; expected a unique id")
-        if (request.status != RequestStatus.WAITING or request.num_computed_tokens
-                or request.num_output_tokens):
-            raise ValueError(f"request={request!r} is invalid: expected a fresh Request "
-                             "that no scheduler has run")
+            raise ValueError(
+                f"request_id={rid!r} is invalid: a request with this id is "
+                "already in the scheduler; expected a unique id"
+            )
+        if (
+            request.status != RequestStatus.WAITING
+            or request.num_computed_tokens
+            or request.num_output_tokens
+        ):
+            raise ValueError(
+                f"request={request!r} is invalid: expected a fresh Request "
+                "that no scheduler has run"
+            )
         if request.num_prompt_tokens > self.max_model_len:
-            raise ValueError(f"prompt_token_ids has {request.num_prompt_tokens} tokens: "
-                             f"expected at most max_model_len={self.max_model_len}")
+            raise ValueError(
+                f"prompt_token_ids has {request.num_prompt_tokens} tokens: "
+                f"expected at most max_model_len={self.max_model_len}"
+            )
         # The longest sequence whose K/V the request will hold (the last sampled token is
         # never fed back), which must fit the whole pool or the request could never finish.
         max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
@@ -97,23 +112,28 @@ class Scheduler:
                 f"the KV cache is too small for request {rid!r}: {max_len} tokens "
                 f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
                 f"at most max_model_len) need {need} blocks of {self.block_size}; expected "
-                f"at most num_blocks={self.kv_cache_manager.num_blocks}")
+                f"at most num_blocks={self.kv_cache_manager.num_blocks}"
+            )
         params = request.kv_transfer_params
         validate_kv_transfer_params(params)
         if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
             if self.connector is None:
-                raise ValueError(f"kv_transfer_params={params!r} is invalid here: expected "
-                                 "a scheduler with a KV connector for P/D requests")
+                raise ValueError(
+                    f"kv_transfer_params={params!r} is invalid here: expected "
+                    "a scheduler with a KV connector for P/D requests"
+                )
         self.waiting.append(request)
         self.requests[rid] = request
 
-    def finish_requests(self, request_ids: str | Iterable[str],
-                        finished_status: RequestStatus) -> list[str]:
+    def finish_requests(
+        self, request_ids: str | Iterable[str], finished_status: RequestStatus
+    ) -> list[str]:
         """Finish requests from outside (an abort). Unknown or finished ids are skipped;
         returns the ids that were finished."""
         if not RequestStatus.is_finished(finished_status):
-            raise ValueError(f"finished_status={finished_status!r} is invalid: expected a "
-                             "FINISHED_* status")
+            raise ValueError(
+                f"finished_status={finished_status!r} is invalid: expected a FINISHED_* status"
+            )
         if isinstance(request_ids, str):
             request_ids = (request_ids,)
         finished = []
@@ -171,7 +191,9 @@ class Scheduler:
             request = self.running[req_index]
             num_new_tokens = self._cap_new_tokens(
                 request.num_tokens - request.num_computed_tokens,
-                request.num_computed_tokens, token_budget)
+                request.num_computed_tokens,
+                token_budget,
+            )
             while True:
                 new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
                 if new_blocks is not None:
@@ -199,34 +221,46 @@ class Scheduler:
         assert len(self.running) <= self.max_num_running_reqs
 
         new_reqs_data = [
-            NewRequestData(req_id=r.request_id, prompt_token_ids=list(r.prompt_token_ids),
-                           sampling_params=r.sampling_params,
-                           block_ids=self.kv_cache_manager.get_block_ids(r.request_id),
-                           num_computed_tokens=r.num_computed_tokens,
-                           all_token_ids=list(r.all_token_ids))
-            for r in scheduled_new_reqs]
+            NewRequestData(
+                req_id=r.request_id,
+                prompt_token_ids=list(r.prompt_token_ids),
+                sampling_params=r.sampling_params,
+                block_ids=self.kv_cache_manager.get_block_ids(r.request_id),
+                num_computed_tokens=r.num_computed_tokens,
+                all_token_ids=list(r.all_token_ids),
+            )
+            for r in scheduled_new_reqs
+        ]
         cached = CachedRequestData()
         for r in scheduled_running_reqs:
             rid, c = r.request_id, r.num_computed_tokens
             cached.req_ids.append(rid)
             cached.resumed_from_preemption.append(False)
-            cached.new_token_ids.append(r.all_token_ids[c:c + num_scheduled_tokens[rid]])
+            cached.new_token_ids.append(r.all_token_ids[c : c + num_scheduled_tokens[rid]])
             cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
             cached.num_computed_tokens.append(c)
 
         scheduler_output = SchedulerOutput(
-            scheduled_new_reqs=new_reqs_data, scheduled_cached_reqs=cached,
-            num_scheduled_tokens=num_scheduled_tokens, total_num_scheduled_tokens=total,
+            scheduled_new_reqs=new_reqs_data,
+            scheduled_cached_reqs=cached,
+            num_scheduled_tokens=num_scheduled_tokens,
+            total_num_scheduled_tokens=total,
             finished_req_ids=self.finished_req_ids,
-            preempted_req_ids={r.request_id for r in preempted_reqs})
+            preempted_req_ids={r.request_id for r in preempted_reqs},
+        )
         if self.connector is not None:
             scheduler_output.kv_connector_metadata = self.connector.build_connector_meta(
-                scheduler_output)
+                scheduler_output
+            )
         self._update_after_schedule(scheduler_output)
         return scheduler_output
 
-    def _schedule_waiting(self, token_budget: int, scheduled_new_reqs: list[Request],
-                          num_scheduled_tokens: dict[str, int]) -> None:
+    def _schedule_waiting(
+        self,
+        token_budget: int,
+        scheduled_new_reqs: list[Request],
+        num_scheduled_tokens: dict[str, int],
+    ) -> None:
         # Requests passed over this step keep their place at the head of their queue.
         skipped: list[Request] = []
         while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
@@ -241,16 +275,19 @@ class Scheduler:
                 if not self._update_waiting_for_remote_kv(request):
                     skipped.append(queue.popleft())
                     continue
-                request.status = (RequestStatus.PREEMPTED if request.num_preemptions
-                                  else RequestStatus.WAITING)
+                request.status = (
+                    RequestStatus.PREEMPTED if request.num_preemptions else RequestStatus.WAITING
+                )
 
             num_external_tokens, load_kv_async = 0, False
             if request.num_computed_tokens == 0:
-                new_computed_blocks, num_local_tokens = (
-                    self.kv_cache_manager.get_computed_blocks(request))
+                new_computed_blocks, num_local_tokens = self.kv_cache_manager.get_computed_blocks(
+                    request
+                )
                 if self.connector is not None:
                     ext, load_kv_async = self.connector.get_num_new_matched_tokens(
-                        request, num_local_tokens)
+                        request, num_local_tokens
+                    )
                     if ext is None:
                         skipped.append(queue.popleft())
                         continue
@@ -265,41 +302,54 @@ class Scheduler:
             if load_kv_async:
                 num_new_tokens = 0
             else:
-                num_new_tokens = self._cap_new_tokens(request.num_tokens - num_computed_tokens,
-                                                      num_computed_tokens, token_budget)
+                num_new_tokens = self._cap_new_tokens(
+                    request.num_tokens - num_computed_tokens, num_computed_tokens, token_budget
+                )
                 if num_new_tokens <= 0:
                     raise RuntimeError(
                         f"connector returned num_external_tokens={num_external_tokens} for "
                         f"request {rid!r} with {request.num_tokens} tokens and "
                         f"{num_local_tokens} cached locally: a synchronous load must leave "
-                        "the last token to compute")
+                        "the last token to compute"
+                    )
 
             new_blocks = self.kv_cache_manager.allocate_slots(
-                request, num_new_tokens, num_new_computed_tokens=num_local_tokens,
+                request,
+                num_new_tokens,
+                num_new_computed_tokens=num_local_tokens,
                 new_computed_blocks=new_computed_blocks,
                 num_external_computed_tokens=num_external_tokens,
-                delay_cache_blocks=load_kv_async)
+                delay_cache_blocks=load_kv_async,
+            )
             if new_blocks is None:
                 break  # not enough blocks: it waits, and so does everything behind it
 
             if self.connector is not None:
                 self.connector.update_state_after_alloc(
-                    request, self.kv_cache_manager.get_blocks(rid), num_external_tokens)
+                    request, self.kv_cache_manager.get_blocks(rid), num_external_tokens
+                )
             queue.popleft()
             if num_local_tokens:
-                self._emit("prefix_hit", req_id=rid, num_hit_tokens=num_local_tokens,
-                           num_tokens=request.num_tokens,
-                           block_ids=[b.block_id for b in new_computed_blocks])
+                self._emit(
+                    "prefix_hit",
+                    req_id=rid,
+                    num_hit_tokens=num_local_tokens,
+                    num_tokens=request.num_tokens,
+                    block_ids=[b.block_id for b in new_computed_blocks],
+                )
             if request.num_computed_tokens == 0:
                 self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
 
             if load_kv_async:
                 request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
                 skipped.append(request)
-                self._emit("waiting_for_remote_kvs", req_id=rid,
-                           num_external_tokens=num_external_tokens,
-                           num_local_tokens=num_local_tokens,
-                           block_ids=self.kv_cache_manager.get_block_ids(rid))
+                self._emit(
+                    "waiting_for_remote_kvs",
+                    req_id=rid,
+                    num_external_tokens=num_external_tokens,
+                    num_local_tokens=num_local_tokens,
+                    block_ids=self.kv_cache_manager.get_block_ids(rid),
+                )
                 continue
 
             resumed = request.status == RequestStatus.PREEMPTED
@@ -313,18 +363,24 @@ class Scheduler:
                 request.num_external_computed_tokens = num_external_tokens
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_computed_tokens
-            self._emit("admit", req_id=rid, num_computed_tokens=num_computed_tokens,
-                       num_cached_tokens=request.num_cached_tokens,
-                       num_new_tokens=num_new_tokens, resumed=resumed,
-                       num_prompt_tokens=request.num_prompt_tokens,
-                       num_tokens=request.num_tokens,
-                       block_ids=self.kv_cache_manager.get_block_ids(rid))
+            self._emit(
+                "admit",
+                req_id=rid,
+                num_computed_tokens=num_computed_tokens,
+                num_cached_tokens=request.num_cached_tokens,
+                num_new_tokens=num_new_tokens,
+                resumed=resumed,
+                num_prompt_tokens=request.num_prompt_tokens,
+                num_tokens=request.num_tokens,
+                block_ids=self.kv_cache_manager.get_block_ids(rid),
+            )
         for request in reversed(skipped):
             blocked = request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
             (self.skipped_waiting if blocked else self.waiting).appendleft(request)
 
-    def _cap_new_tokens(self, num_new_tokens: int, num_computed_tokens: int,
-                        token_budget: int) -> int:
+    def _cap_new_tokens(
+        self, num_new_tokens: int, num_computed_tokens: int, token_budget: int
+    ) -> int:
         threshold = self.scheduler_config.long_prefill_token_threshold
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
@@ -337,10 +393,13 @@ class Scheduler:
         output tokens are kept: it will be recomputed (prompt and outputs) when it
         resumes, reusing whatever of its blocks is still in the prefix cache."""
         assert request.status == RequestStatus.RUNNING
-        self._emit("preempt", req_id=request.request_id,
-                   num_computed_tokens=request.num_computed_tokens,
-                   num_output_tokens=request.num_output_tokens,
-                   num_preemptions=request.num_preemptions + 1)
+        self._emit(
+            "preempt",
+            req_id=request.request_id,
+            num_computed_tokens=request.num_computed_tokens,
+            num_output_tokens=request.num_output_tokens,
+            num_preemptions=request.num_preemptions + 1,
+        )
         self._free_kv(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
@@ -355,8 +414,9 @@ class Scheduler:
         self.finished_req_ids = set()
 
     # ---- one step: results -------------------------------------------------------------
-    def update_from_output(self, scheduler_output: SchedulerOutput,
-                           model_runner_output: ModelRunnerOutput) -> list[EngineCoreOutput]:
+    def update_from_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> list[EngineCoreOutput]:
         """Append sampled tokens, stop finished requests, and apply the KV connector's
         report. Returns one ``EngineCoreOutput`` per request with news."""
         active = self._check_runner_output(scheduler_output, model_runner_output)
@@ -377,19 +437,24 @@ class Scheduler:
                 kv_transfer_params = self._free_request(request)
                 stopped.add(request)
             if new_token_ids or stop:
-                outputs.append(EngineCoreOutput(
-                    req_id=request.request_id, new_token_ids=new_token_ids,
-                    finish_reason=finish_reason, kv_transfer_params=kv_transfer_params,
-                    num_cached_tokens=request.num_cached_tokens))
+                outputs.append(
+                    EngineCoreOutput(
+                        req_id=request.request_id,
+                        new_token_ids=new_token_ids,
+                        finish_reason=finish_reason,
+                        kv_transfer_params=kv_transfer_params,
+                        num_cached_tokens=request.num_cached_tokens,
+                    )
+                )
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
         if kv_out is not None:
             self._update_from_kv_xfer_finished(kv_out)
         return outputs
 
-    def _check_runner_output(self, scheduler_output: SchedulerOutput,
-                             model_runner_output: ModelRunnerOutput
-                             ) -> list[tuple[Request, list[int]]]:
+    def _check_runner_output(
+        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
+    ) -> list[tuple[Request, list[int]]]:
         """Pair each scheduled, still-running request with its sampled tokens, checking the
         runner's answer before anything changes."""
         index = model_runner_output.req_id_to_index
@@ -400,20 +465,24 @@ class Scheduler:
             if request is None or request.is_finished():
                 continue  # aborted while the step ran
             if rid not in index:
-                raise ValueError(f"model_runner_output has no entry for scheduled request "
-                                 f"{rid!r}: expected one per scheduled request")
+                raise ValueError(
+                    f"model_runner_output has no entry for scheduled request "
+                    f"{rid!r}: expected one per scheduled request"
+                )
             tokens = list(sampled[index[rid]])
             complete = request.num_computed_tokens >= request.num_tokens
             if len(tokens) != int(complete):
                 raise ValueError(
                     f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
                     f"{'one token' if complete else '[] (its prompt is not complete)'} after "
-                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed")
+                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed"
+                )
             active.append((request, tokens))
         return active
 
-    def _update_request_with_output(self, request: Request,
-                                    new_token_ids: list[int]) -> tuple[list[int], bool]:
+    def _update_request_with_output(
+        self, request: Request, new_token_ids: list[int]
+    ) -> tuple[list[int], bool]:
         for n, token_id in enumerate(new_token_ids, 1):
             request.append_output_token_ids(token_id)
             if self._check_stop(request):
@@ -427,27 +496,36 @@ class Scheduler:
             request.status = RequestStatus.FINISHED_STOPPED
             request.stop_reason = last
             return True
-        if (request.num_tokens >= self.max_model_len
-                or request.num_output_tokens >= request.max_tokens):
+        if (
+            request.num_tokens >= self.max_model_len
+            or request.num_output_tokens >= request.max_tokens
+        ):
             request.status = RequestStatus.FINISHED_LENGTH_CAPPED
             return True
         return False
 
-    def _free_request(self, request: Request,
-                      delay_free_blocks: bool = False) -> dict[str, Any] | None:
+    def _free_request(
+        self, request: Request, delay_free_blocks: bool = False
+    ) -> dict[str, Any] | None:
         """A request finished: tell the connector, then free its blocks unless the
         connector (a P-side send) or an in-flight receive needs them a while longer."""
         assert request.is_finished()
         delay_by_connector, kv_transfer_params = False, None
         if self.connector is not None:
             delay_by_connector, kv_transfer_params = self.connector.request_finished(
-                request, self.kv_cache_manager.get_block_ids(request.request_id))
+                request, self.kv_cache_manager.get_block_ids(request.request_id)
+            )
         self.finished_req_ids.add(request.request_id)
         delay = delay_free_blocks or delay_by_connector
-        self._emit("finish", req_id=request.request_id, status=request.status.name,
-                   finish_reason=request.get_finished_reason(), delay_free=delay,
-                   num_output_tokens=request.num_output_tokens,
-                   kv_transfer_params=kv_transfer_params)
+        self._emit(
+            "finish",
+            req_id=request.request_id,
+            status=request.status.name,
+            finish_reason=request.get_finished_reason(),
+            delay_free=delay,
+            num_output_tokens=request.num_output_tokens,
+            kv_transfer_params=kv_transfer_params,
+        )
         if not delay:
             self._free_blocks(request)
         return kv_transfer_params
@@ -490,9 +568,13 @@ class Scheduler:
                 self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
             else:
                 self._free_kv(request)
-            self._emit("remote_kv_failed", req_id=rid,
-                       num_computed_tokens=request.num_computed_tokens,
-                       num_tokens=request.num_tokens, block_ids=block_ids)
+            self._emit(
+                "remote_kv_failed",
+                req_id=rid,
+                num_computed_tokens=request.num_computed_tokens,
+                num_tokens=request.num_tokens,
+                block_ids=block_ids,
+            )
             return True
         num_computed_tokens = min(len(block_ids) * self.block_size, request.num_tokens)
         before_adjust = num_computed_tokens
@@ -500,10 +582,15 @@ class Scheduler:
             num_computed_tokens -= 1
         self.kv_cache_manager.cache_blocks(request, num_computed_tokens)
         request.num_computed_tokens = num_computed_tokens
-        self._emit("remote_kv_ready", req_id=rid,
-                   num_computed_tokens_before_adjust=before_adjust,
-                   num_computed_tokens=num_computed_tokens, num_tokens=request.num_tokens,
-                   num_prompt_tokens=request.num_prompt_tokens, block_ids=block_ids)
+        self._emit(
+            "remote_kv_ready",
+            req_id=rid,
+            num_computed_tokens_before_adjust=before_adjust,
+            num_computed_tokens=num_computed_tokens,
+            num_tokens=request.num_tokens,
+            num_prompt_tokens=request.num_prompt_tokens,
+            block_ids=block_ids,
+        )
         return True
 
     def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> None:
@@ -522,9 +609,12 @@ class Scheduler:
                 continue
             rid = request.request_id
             block_ids = self.kv_cache_manager.get_block_ids(rid)
-            num_loaded = (request.num_computed_tokens if rid in self.failed_recving_kv_req_ids
-                          else len(block_ids) * self.block_size)
-            for i, block_id in enumerate(block_ids[:cdiv(num_loaded, self.block_size)]):
+            num_loaded = (
+                request.num_computed_tokens
+                if rid in self.failed_recving_kv_req_ids
+                else len(block_ids) * self.block_size
+            )
+            for i, block_id in enumerate(block_ids[: cdiv(num_loaded, self.block_size)]):
                 if block_id in kv_out.invalid_block_ids:
                     request.num_computed_tokens = i * self.block_size
                     self.failed_recving_kv_req_ids.add(rid)

@@ -26,28 +26,51 @@ def step_table(trace: Tracer, instance: str | None = None, title: str | None = N
     routes = {(e["instance"], e["step"], e["req_id"]): e for e in trace.filter("route")}
     samples = {(e["instance"], e["step"], e["req_id"]): e["token"] for e in trace.filter("sample")}
     t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
-    for col, just in (("inst", "left"), ("step", "right"), ("request", "left"),
-                      ("prompt N", "right"), ("computed before", "right"),
-                      ("scheduled", "right"), ("computed after", "right"),
-                      ("routed to", "left"), ("sampled", "right")):
+    for col, just in (
+        ("inst", "left"),
+        ("step", "right"),
+        ("request", "left"),
+        ("prompt N", "right"),
+        ("computed before", "right"),
+        ("scheduled", "right"),
+        ("computed after", "right"),
+        ("routed to", "left"),
+        ("sampled", "right"),
+    ):
         t.add_column(col, justify=just)
     for ev in trace.filter("step", instance):
         for r in ev["scheduled"]:
             key = (ev["instance"], ev["step"], r["req_id"])
             route = routes.get(key)
             path = route["forward"] if route else "-"
-            if route and route["path"] == "prefill" and r["num_scheduled_tokens"] == 1 \
-                    and r["num_computed_tokens_before"] > 0:
+            if (
+                route
+                and route["path"] == "prefill"
+                and r["num_scheduled_tokens"] == 1
+                and r["num_computed_tokens_before"] > 0
+            ):
                 path = f"[bold yellow]{path}[/]"
-            t.add_row(ev["instance"], str(ev["step"]), r["req_id"], str(r["num_prompt_tokens"]),
-                      str(r["num_computed_tokens_before"]), str(r["num_scheduled_tokens"]),
-                      str(r["num_computed_tokens_after"]), path,
-                      str(samples.get(key, "")))
+            t.add_row(
+                ev["instance"],
+                str(ev["step"]),
+                r["req_id"],
+                str(r["num_prompt_tokens"]),
+                str(r["num_computed_tokens_before"]),
+                str(r["num_scheduled_tokens"]),
+                str(r["num_computed_tokens_after"]),
+                path,
+                str(samples.get(key, "")),
+            )
     return t
 
 
-def render_pd_result(trace: Tracer, prompts: list[str], outputs: dict[str, dict[str, Any]],
-                     errors: dict[str, str], console: Console | None = None) -> int:
+def render_pd_result(
+    trace: Tracer,
+    prompts: list[str],
+    outputs: dict[str, dict[str, Any]],
+    errors: dict[str, str],
+    console: Console | None = None,
+) -> int:
     """Print what P and D each did, the blocks moved and the outputs; exit code 0 or 1."""
     console = console or make_console()
     console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
@@ -59,13 +82,20 @@ def render_pd_result(trace: Tracer, prompts: list[str], outputs: dict[str, dict[
         for col in ("request", "P blocks", "D blocks", "bytes", "ok"):
             t.add_column(col)
         for m in moved:
-            t.add_row(m["req_id"], str(m["remote_block_ids"]), str(m["local_block_ids"]),
-                      str(m["nbytes"]), "yes" if m["ok"] else f"no: {m['reason']}")
+            t.add_row(
+                m["req_id"],
+                str(m["remote_block_ids"]),
+                str(m["local_block_ids"]),
+                str(m["nbytes"]),
+                "yes" if m["ok"] else f"no: {m['reason']}",
+            )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
-        console.print(f"D {ev['req_id']}: K/V for {ev['num_computed_tokens_before_adjust']} "
-                      f"tokens arrived; num_computed_tokens = {ev['num_computed_tokens']} "
-                      f"(N - 1, N = {ev['num_tokens']})")
+        console.print(
+            f"D {ev['req_id']}: K/V for {ev['num_computed_tokens_before_adjust']} "
+            f"tokens arrived; num_computed_tokens = {ev['num_computed_tokens']} "
+            f"(N - 1, N = {ev['num_tokens']})"
+        )
     for i, p in enumerate(prompts):
         out = outputs.get(f"req-{i}")
         shown = repr(out["text"]) if out else "[red]missing[/]"

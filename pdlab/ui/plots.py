@@ -31,8 +31,9 @@ def _steps(trace: Tracer, instance: str | None) -> list[dict[str, Any]]:
     return [e for e in trace.filter("step", instance) if e.get("scheduled")]
 
 
-def plot_block_table(trace: Tracer, instance: str, step: int | None = None,
-                     block_size: int | None = None) -> Figure:
+def plot_block_table(
+    trace: Tracer, instance: str, step: int | None = None, block_size: int | None = None
+) -> Figure:
     """Each scheduled request's block table at one step (default: the instance's first
     step that scheduled work): one row per request, one cell per block, labelled with the
     block id and shaded by how many of its slots hold tokens."""
@@ -72,17 +73,25 @@ def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figu
         for r in ev["scheduled"]:
             path = routes.get((ev["instance"], ev["step"], r["req_id"]), "prefill")
             series.setdefault((ev["instance"], r["req_id"]), []).append(
-                (ev["step"], r["num_computed_tokens_after"], path))
+                (ev["step"], r["num_computed_tokens_after"], path)
+            )
     for (inst, rid), pts in series.items():
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        line, = ax.plot(xs, ys, "-", label=f"{inst}:{rid}")
+        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}")
         for x, y, path in pts:
-            ax.plot([x], [y], "o", color=line.get_color(),
-                    fillstyle="full" if path == "decode" else "none")
+            ax.plot(
+                [x],
+                [y],
+                "o",
+                color=line.get_color(),
+                fillstyle="full" if path == "decode" else "none",
+            )
     ax.set_xlabel("engine step")
     ax.set_ylabel("num_computed_tokens (after the step)")
-    ax.set_title("num_computed_tokens per step\n"
-                 "(hollow: _forward_prefill, filled: _forward_decode)", fontsize=10)
+    ax.set_title(
+        "num_computed_tokens per step\n(hollow: _forward_prefill, filled: _forward_decode)",
+        fontsize=10,
+    )
     if series:
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -91,15 +100,15 @@ def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figu
 
 def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figure:
     """Modelled FLOPs and bytes of D's one-token step, per layer, through both paths."""
-    contexts = contexts or [2 ** k for k in range(6, 18)]
+    contexts = contexts or [2**k for k in range(6, 18)]
     pre = [prefill_path_cost(cfg, c) for c in contexts]
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-",
-              label="path _forward_prefill (rule='prompt')")
-    a1.loglog(contexts, [d.flops for d in dec], "s-",
-              label="path _forward_decode (rule='query_len')")
+    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path _forward_prefill (rule='prompt')")
+    a1.loglog(
+        contexts, [d.flops for d in dec], "s-", label="path _forward_decode (rule='query_len')"
+    )
     a1.set_xlabel("context length (tokens cached before the step)")
     a1.set_ylabel("FLOPs per layer")
     a1.set_title(f"{cfg.name}: one token, FLOPs")
@@ -114,14 +123,17 @@ def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figu
     return fig
 
 
-def save_all(trace: Tracer, cfg: ModelConfig, out_dir: str | Path,
-             instance: str = "D") -> list[Path]:
+def save_all(
+    trace: Tracer, cfg: ModelConfig, out_dir: str | Path, instance: str = "D"
+) -> list[Path]:
     """Write the three views as PNG files; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    figs = {"block_table.png": plot_block_table(trace, instance),
-            "num_computed_tokens.png": plot_num_computed_tokens(trace),
-            "path_costs.png": plot_path_costs(cfg)}
+    figs = {
+        "block_table.png": plot_block_table(trace, instance),
+        "num_computed_tokens.png": plot_num_computed_tokens(trace),
+        "path_costs.png": plot_path_costs(cfg),
+    }
     paths = []
     for name, fig in figs.items():
         fig.savefig(out / name, dpi=110)

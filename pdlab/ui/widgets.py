@@ -44,47 +44,93 @@ from pdlab.trace import Tracer
 
 LABELS: dict[str, dict[str, str]] = {
     "en": {
-        "prompt_len": "prompt length", "block_size": "block size", "rule": "rule",
-        "preset": "preset", "d_first": "D's first step", "route": "routing decision",
-        "kernels": "kernels", "kernels_note": "D's first step, layer 0 of {layers}",
-        "cost": "modelled cost", "tokens": "tokens", "p_trace": "P: the prefill instance",
+        "prompt_len": "prompt length",
+        "block_size": "block size",
+        "rule": "rule",
+        "preset": "preset",
+        "d_first": "D's first step",
+        "route": "routing decision",
+        "kernels": "kernels",
+        "kernels_note": "D's first step, layer 0 of {layers}",
+        "cost": "modelled cost",
+        "tokens": "tokens",
+        "p_trace": "P: the prefill instance",
         "d_trace": "D: the decode instance",
         "ran": "ran a P/D pair and a colocated engine ({model} model, backend {backend}) "
-               "in {s:.2f} s",
-        "equal": "equal", "differ": "DIFFER", "colocated": "colocated", "step": "step",
-        "event": "event", "details": "details", "path": "path", "per_layer": "per layer",
-        "all_layers": "all {n} layers", "ratio": "_forward_prefill costs {f:.3g}x the FLOPs "
+        "in {s:.2f} s",
+        "equal": "equal",
+        "differ": "DIFFER",
+        "colocated": "colocated",
+        "step": "step",
+        "event": "event",
+        "details": "details",
+        "path": "path",
+        "per_layer": "per layer",
+        "all_layers": "all {n} layers",
+        "ratio": "_forward_prefill costs {f:.3g}x the FLOPs "
         "and {b:.3g}x the bytes of _forward_decode",
         "context": "{preset}, one token over context N-1 = {ctx}",
-        "error": "error", "free": "free", "used": "in use", "cached": "cached, free",
-        "queue": "free queue, evicted first on the left", "none": "(none)",
-        "prompt": "prompt", "add": "add request", "do_step": "step", "request": "request",
-        "do_free": "free", "reset": "reset", "no_requests": "no requests yet",
+        "error": "error",
+        "free": "free",
+        "used": "in use",
+        "cached": "cached, free",
+        "queue": "free queue, evicted first on the left",
+        "none": "(none)",
+        "prompt": "prompt",
+        "add": "add request",
+        "do_step": "step",
+        "request": "request",
+        "do_free": "free",
+        "reset": "reset",
+        "no_requests": "no requests yet",
     },
     "zh": {
-        "prompt_len": "提示长度", "block_size": "块大小", "rule": "路由规则",
-        "preset": "预设模型", "d_first": "D 的第一步", "route": "路由结果",
-        "kernels": "调用的算子", "kernels_note": "D 的第一步，第 0 层（共 {layers} 层）",
-        "cost": "成本模型", "tokens": "生成的 token", "p_trace": "P：prefill 实例",
+        "prompt_len": "提示长度",
+        "block_size": "块大小",
+        "rule": "路由规则",
+        "preset": "预设模型",
+        "d_first": "D 的第一步",
+        "route": "路由结果",
+        "kernels": "调用的算子",
+        "kernels_note": "D 的第一步，第 0 层（共 {layers} 层）",
+        "cost": "成本模型",
+        "tokens": "生成的 token",
+        "p_trace": "P：prefill 实例",
         "d_trace": "D：decode 实例",
-        "ran": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），"
-               "用时 {s:.2f} 秒",
-        "equal": "一致", "differ": "不一致", "colocated": "单机", "step": "步",
-        "event": "事件", "details": "内容", "path": "路径", "per_layer": "每层",
-        "all_layers": "全部 {n} 层", "ratio": "_forward_prefill 的 FLOPs 是 _forward_decode 的 "
+        "ran": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
+        "equal": "一致",
+        "differ": "不一致",
+        "colocated": "单机",
+        "step": "步",
+        "event": "事件",
+        "details": "内容",
+        "path": "路径",
+        "per_layer": "每层",
+        "all_layers": "全部 {n} 层",
+        "ratio": "_forward_prefill 的 FLOPs 是 _forward_decode 的 "
         "{f:.3g} 倍，访存字节是 {b:.3g} 倍",
         "context": "{preset}，一个 token，上下文 N-1 = {ctx}",
-        "error": "错误", "free": "空闲", "used": "使用中", "cached": "已缓存、空闲",
-        "queue": "空闲队列（左边最先被驱逐）", "none": "（无）",
-        "prompt": "提示", "add": "添加请求", "do_step": "执行一步", "request": "请求",
-        "do_free": "释放", "reset": "重置", "no_requests": "还没有请求",
+        "error": "错误",
+        "free": "空闲",
+        "used": "使用中",
+        "cached": "已缓存、空闲",
+        "queue": "空闲队列（左边最先被驱逐）",
+        "none": "（无）",
+        "prompt": "提示",
+        "add": "添加请求",
+        "do_step": "执行一步",
+        "request": "请求",
+        "do_free": "释放",
+        "reset": "重置",
+        "no_requests": "还没有请求",
     },
 }
 
-_TABLE = ("border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);"
-          "font-size:12px;margin:4px 0")
-_CELL = ("border:1px solid #ccc;padding:1px 6px;text-align:left;vertical-align:top;"
-         "line-height:1.35;")
+_TABLE = (
+    "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);"
+    "font-size:12px;margin:4px 0"
+)
+_CELL = "border:1px solid #ccc;padding:1px 6px;text-align:left;vertical-align:top;line-height:1.35;"
 # Short columns stay on one line; the last (the long one) may break anywhere.
 _NOWRAP, _WRAP = _CELL + "white-space:nowrap", _CELL + "overflow-wrap:anywhere"
 
@@ -105,8 +151,10 @@ def html_table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> 
     n = len(headers)
     styles = [_NOWRAP] * (n - 1) + [_WRAP]
     head = "".join(f"<th style='{st}'>{_esc(h)}</th>" for st, h in zip(styles, headers))
-    body = "".join("<tr>" + "".join(f"<td style='{st}'>{fmt(c)}</td>"
-                                    for st, c in zip(styles, r)) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{st}'>{fmt(c)}</td>" for st, c in zip(styles, r)) + "</tr>"
+        for r in rows
+    )
     return f"<table style='{_TABLE}'><tr>{head}</tr>{body}</table>"
 
 
@@ -164,9 +212,14 @@ def step_rows(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]]:
     rows = []
     for r in ev[0]["scheduled"]:
         route = routes.get(r["req_id"], {})
-        rows.append({**r, "forward": route.get("forward", ""),
-                     "query_len": route.get("query_len", r["num_scheduled_tokens"]),
-                     "sampled": samples.get(r["req_id"])})
+        rows.append(
+            {
+                **r,
+                "forward": route.get("forward", ""),
+                "query_len": route.get("query_len", r["num_scheduled_tokens"]),
+                "sampled": samples.get(r["req_id"]),
+            }
+        )
     return rows
 
 
@@ -179,8 +232,16 @@ def step_events(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]
 
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
-_NOISE = {"kind", "instance", "step", "remote_host", "remote_port", "remote_request_id",
-          "remote_engine_id", "reason"}
+_NOISE = {
+    "kind",
+    "instance",
+    "step",
+    "remote_host",
+    "remote_port",
+    "remote_request_id",
+    "remote_engine_id",
+    "reason",
+}
 
 
 def _event_details(e: dict[str, Any]) -> str:
@@ -189,8 +250,11 @@ def _event_details(e: dict[str, Any]) -> str:
         if k in _NOISE or v is None or v == "" or v is False:
             continue
         if isinstance(v, dict):
-            v = "{" + ", ".join(f"{a}: {b}" for a, b in v.items()
-                                if a not in _NOISE and b is not False) + "}"
+            v = (
+                "{"
+                + ", ".join(f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False)
+                + "}"
+            )
         parts.append(f"{k}={v}")
     return ", ".join(parts)
 
@@ -211,20 +275,32 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
             if not e["scheduled"]:
                 continue
             for r in e["scheduled"]:
-                rows.append([step, "schedule",
-                             f"{r['req_id']}: num_computed_tokens {r['num_computed_tokens_before']}"
-                             f" → {r['num_computed_tokens_after']} "
-                             f"(+{r['num_scheduled_tokens']}), num_prompt_tokens "
-                             f"{r['num_prompt_tokens']}, blocks {r['block_ids']}"])
+                rows.append(
+                    [
+                        step,
+                        "schedule",
+                        f"{r['req_id']}: num_computed_tokens {r['num_computed_tokens_before']}"
+                        f" → {r['num_computed_tokens_after']} "
+                        f"(+{r['num_scheduled_tokens']}), num_prompt_tokens "
+                        f"{r['num_prompt_tokens']}, blocks {r['block_ids']}",
+                    ]
+                )
         elif kind == "route":
-            rows.append([step, "route", f"{e['req_id']}: query_len={e['query_len']}, "
-                         f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
-                         f"{e['num_prompt_tokens']}, rule={e['rule']!r} → {e['forward']}"])
+            rows.append(
+                [
+                    step,
+                    "route",
+                    f"{e['req_id']}: query_len={e['query_len']}, "
+                    f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
+                    f"{e['num_prompt_tokens']}, rule={e['rule']!r} → {e['forward']}",
+                ]
+            )
             if step in kernels:
                 rows.append([step, f"kernels (layer {layer})", " → ".join(kernels.pop(step))])
         elif kind == "sample":
-            rows.append([step, "sample", f"{e['req_id']}: token {e['token']} at position "
-                         f"{e['position']}"])
+            rows.append(
+                [step, "sample", f"{e['req_id']}: token {e['token']} at position {e['position']}"]
+            )
         else:
             rows.append([step, kind, _event_details(e)])
     return rows
@@ -235,15 +311,18 @@ def trace_html(tracer: Tracer, instance: str, title: str = "", layer: int = 0) -
     return head + html_table(["step", "event", "details"], trace_rows(tracer, instance, layer))
 
 
-def trace_panels(tracer: Tracer, instances: tuple[str, ...] = ("P", "D"),
-                 lang: str = "en") -> widgets.HBox:
+def trace_panels(
+    tracer: Tracer, instances: tuple[str, ...] = ("P", "D"), lang: str = "en"
+) -> widgets.HBox:
     """The traces of several instances side by side (P and D by default)."""
     lab = _labels(lang)
     titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
     boxes = []
     for inst in instances:
-        w = widgets.HTML(trace_html(tracer, inst, titles.get(inst, inst)),
-                         layout=widgets.Layout(flex="1 1 0", min_width="0"))
+        w = widgets.HTML(
+            trace_html(tracer, inst, titles.get(inst, inst)),
+            layout=widgets.Layout(flex="1 1 0", min_width="0"),
+        )
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
 
@@ -259,8 +338,9 @@ class StepPlayer(widgets.VBox):
         self.instance = instance or steps[0]["instance"]
         self.steps = [e["step"] for e in tracer.filter("step", self.instance)]
         self.lab = _labels(lang)
-        self.slider = widgets.IntSlider(value=self.steps[0], min=self.steps[0],
-                                        max=self.steps[-1], description=self.lab["step"])
+        self.slider = widgets.IntSlider(
+            value=self.steps[0], min=self.steps[0], max=self.steps[-1], description=self.lab["step"]
+        )
         self.title = widgets.HTML().add_class("pdlab-step-title")
         self.table = widgets.HTML().add_class("pdlab-step-table")
         self.events = widgets.HTML().add_class("pdlab-step-events")
@@ -273,21 +353,42 @@ class StepPlayer(widgets.VBox):
         ev = self.tracer.filter("step", self.instance, step=step)
         total = ev[0]["total_num_scheduled_tokens"] if ev else 0
         usage = ev[0]["kv_cache_usage"] if ev else 0.0
-        self.title.value = (f"<b>instance {_esc(self.instance)}, engine step {step}</b>: "
-                            f"{total} tokens scheduled, KV cache usage {usage:.0%}")
-        rows = [[r["req_id"], r["num_prompt_tokens"], r["num_tokens"],
-                 f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}",
-                 r["num_scheduled_tokens"], r["forward"], r["block_ids"],
-                 "" if r["sampled"] is None else r["sampled"]]
-                for r in step_rows(self.tracer, self.instance, step)]
+        self.title.value = (
+            f"<b>instance {_esc(self.instance)}, engine step {step}</b>: "
+            f"{total} tokens scheduled, KV cache usage {usage:.0%}"
+        )
+        rows = [
+            [
+                r["req_id"],
+                r["num_prompt_tokens"],
+                r["num_tokens"],
+                f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}",
+                r["num_scheduled_tokens"],
+                r["forward"],
+                r["block_ids"],
+                "" if r["sampled"] is None else r["sampled"],
+            ]
+            for r in step_rows(self.tracer, self.instance, step)
+        ]
         self.table.value = html_table(
-            ["req_id", "num_prompt_tokens", "num_tokens", "num_computed_tokens",
-             "num_scheduled_tokens", "path", "block_ids", "sampled"],
-            rows or [[self.lab["none"]] + [""] * 7])
-        evs = [[e["kind"], _event_details(e)]
-               for e in step_events(self.tracer, self.instance, step)]
-        self.events.value = html_table([self.lab["event"], self.lab["details"]],
-                                       evs or [[self.lab["none"], ""]])
+            [
+                "req_id",
+                "num_prompt_tokens",
+                "num_tokens",
+                "num_computed_tokens",
+                "num_scheduled_tokens",
+                "path",
+                "block_ids",
+                "sampled",
+            ],
+            rows or [[self.lab["none"]] + [""] * 7],
+        )
+        evs = [
+            [e["kind"], _event_details(e)] for e in step_events(self.tracer, self.instance, step)
+        ]
+        self.events.value = html_table(
+            [self.lab["event"], self.lab["details"]], evs or [[self.lab["none"], ""]]
+        )
 
 
 # ---- the block pool ------------------------------------------------------------------------
@@ -314,11 +415,18 @@ def pool_state(scheduler: Scheduler) -> list[dict[str, Any]]:
         if not tokens and held:
             rid, j = held[0]
             req = scheduler.requests[rid]
-            tokens = req.all_token_ids[j * bs:min((j + 1) * bs, req.num_computed_tokens)]
-        out.append({"block_id": b.block_id, "state": state, "ref_cnt": b.ref_cnt,
-                    "hash": None if b.block_hash is None else b.block_hash.hex()[:6],
-                    "owners": [rid for rid, _ in held], "queue_pos": queue.get(b.block_id),
-                    "tokens": tokens})
+            tokens = req.all_token_ids[j * bs : min((j + 1) * bs, req.num_computed_tokens)]
+        out.append(
+            {
+                "block_id": b.block_id,
+                "state": state,
+                "ref_cnt": b.ref_cnt,
+                "hash": None if b.block_hash is None else b.block_hash.hex()[:6],
+                "owners": [rid for rid, _ in held],
+                "queue_pos": queue.get(b.block_id),
+                "tokens": tokens,
+            }
+        )
     return out
 
 
@@ -334,8 +442,14 @@ class BlockPoolExplorer(widgets.VBox):
     same methods. Each request generates ``max_tokens`` tokens (all ``'.'``) and then finishes.
     """
 
-    def __init__(self, block_size: int = 4, num_blocks: int = 12, max_tokens: int = 6,
-                 max_num_batched_tokens: int = 64, lang: str = "en") -> None:
+    def __init__(
+        self,
+        block_size: int = 4,
+        num_blocks: int = 12,
+        max_tokens: int = 6,
+        max_num_batched_tokens: int = 64,
+        lang: str = "en",
+    ) -> None:
         self.lab = _labels(lang)
         self.block_size, self.num_blocks, self.max_tokens = block_size, num_blocks, max_tokens
         self.max_num_batched_tokens = max_num_batched_tokens
@@ -353,10 +467,16 @@ class BlockPoolExplorer(widgets.VBox):
         self.step_button.on_click(lambda _: self._guard(self.step))
         self.free_button.on_click(lambda _: self._guard(lambda: self.free(self.request.value)))
         self.reset_button.on_click(lambda _: self._guard(self.reset))
-        super().__init__([
-            widgets.HBox([self.prompt, self.add_button, self.step_button]),
-            widgets.HBox([self.request, self.free_button, self.reset_button]),
-            self.error_html, self.pool_html, self.tables_html, self.log_html])
+        super().__init__(
+            [
+                widgets.HBox([self.prompt, self.add_button, self.step_button]),
+                widgets.HBox([self.request, self.free_button, self.reset_button]),
+                self.error_html,
+                self.pool_html,
+                self.tables_html,
+                self.log_html,
+            ]
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -364,15 +484,18 @@ class BlockPoolExplorer(widgets.VBox):
         self.scheduler = Scheduler(
             SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens),
             CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks),
-            max_model_len=4096, event_hook=lambda kind, f: self.events.append((kind, f)))
+            max_model_len=4096,
+            event_hook=lambda kind, f: self.events.append((kind, f)),
+        )
         self.runner = FakeModelRunner(sample=lambda rid, pos: ord("."))
         self._ids = 0
         self.render()
 
     def add(self, prompt: str) -> str:
         rid = f"r{self._ids}"
-        self.scheduler.add_request(Request(rid, list(prompt.encode("utf-8")),
-                                           SamplingParams(max_tokens=self.max_tokens)))
+        self.scheduler.add_request(
+            Request(rid, list(prompt.encode("utf-8")), SamplingParams(max_tokens=self.max_tokens))
+        )
         self._ids += 1
         self.events.append(("add_request", {"req_id": rid, "num_prompt_tokens": len(prompt)}))
         self.render()
@@ -394,8 +517,9 @@ class BlockPoolExplorer(widgets.VBox):
             self.error_html.value = ""
             fn()
         except Exception as exc:  # shown in the widget: an observer's exception is invisible
-            self.error_html.value = (f"<pre style='color:#b00'>{self.lab['error']}: "
-                                     f"{_esc(exc)}</pre>")
+            self.error_html.value = (
+                f"<pre style='color:#b00'>{self.lab['error']}: {_esc(exc)}</pre>"
+            )
 
     def render(self) -> None:
         sched, bs = self.scheduler, self.block_size
@@ -411,29 +535,54 @@ class BlockPoolExplorer(widgets.VBox):
                 f"<div style='display:inline-block;width:92px;margin:2px;padding:3px;"
                 f"background:{_COLORS[b['state']]};border:1px solid #999;font-size:11px;"
                 f"font-family:monospace'><b>block {b['block_id']}</b><br>{_esc(' '.join(sub))}"
-                f"<br>{_esc(text) or '&nbsp;'}<br>{_esc(','.join(b['owners'])) or '&nbsp;'}</div>")
-        legend = " ".join(f"<span style='background:{c};padding:0 6px'>{_esc(self.lab[s])}</span>"
-                          for s, c in _COLORS.items())
-        queue = [f"{b.block_id}{'*' if b.block_hash else ''}"
-                 for b in sched.kv_cache_manager.block_pool.free_block_queue]
-        self.pool_html.value = (f"<div>{legend} &nbsp; block_size={bs}, "
-                                f"num_blocks={self.num_blocks}</div><div>{''.join(cells)}</div>"
-                                f"<div style='font-size:12px'>{_esc(self.lab['queue'])}: "
-                                f"{_esc(' '.join(queue))} (* = cached)</div>")
+                f"<br>{_esc(text) or '&nbsp;'}<br>{_esc(','.join(b['owners'])) or '&nbsp;'}</div>"
+            )
+        legend = " ".join(
+            f"<span style='background:{c};padding:0 6px'>{_esc(self.lab[s])}</span>"
+            for s, c in _COLORS.items()
+        )
+        queue = [
+            f"{b.block_id}{'*' if b.block_hash else ''}"
+            for b in sched.kv_cache_manager.block_pool.free_block_queue
+        ]
+        self.pool_html.value = (
+            f"<div>{legend} &nbsp; block_size={bs}, "
+            f"num_blocks={self.num_blocks}</div><div>{''.join(cells)}</div>"
+            f"<div style='font-size:12px'>{_esc(self.lab['queue'])}: "
+            f"{_esc(' '.join(queue))} (* = cached)</div>"
+        )
         rows = []
         for rid, req in sched.requests.items():
             ids = sched.kv_cache_manager.get_block_ids(rid)
-            slots = [ids[p // bs] * bs + p % bs for p in range(req.num_computed_tokens)
-                     if p // bs < len(ids)]
-            rows.append([rid, req.status.name, f"{req.num_computed_tokens}/{req.num_tokens}",
-                         ids, slots[-bs:]])
+            slots = [
+                ids[p // bs] * bs + p % bs
+                for p in range(req.num_computed_tokens)
+                if p // bs < len(ids)
+            ]
+            rows.append(
+                [
+                    rid,
+                    req.status.name,
+                    f"{req.num_computed_tokens}/{req.num_tokens}",
+                    ids,
+                    slots[-bs:],
+                ]
+            )
         self.tables_html.value = html_table(
-            ["req_id", "status", "num_computed_tokens/num_tokens", "block table",
-             "slot_mapping (last computed tokens)"], rows or [[self.lab["no_requests"]] + [""] * 4])
+            [
+                "req_id",
+                "status",
+                "num_computed_tokens/num_tokens",
+                "block table",
+                "slot_mapping (last computed tokens)",
+            ],
+            rows or [[self.lab["no_requests"]] + [""] * 4],
+        )
         self.request.options = [r for r, q in sched.requests.items() if not q.is_finished()]
         self.log_html.value = html_table(
             [self.lab["event"], self.lab["details"]],
-            [[k, _event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]])
+            [[k, _event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]],
+        )
 
 
 # ---- the P/D explorer ----------------------------------------------------------------------
@@ -474,8 +623,10 @@ class PDRun:
     def kernels(self, instance: str = "D", layer: int = 0) -> list[str]:
         """Kernels of the instance's first computing step, one layer."""
         step = self.tracer.first("route", instance)["step"]
-        return [e["name"] + (f" ({e['shapes']['part']})" if "part" in e["shapes"] else "")
-                for e in self.tracer.filter("kernel", instance, step=step, layer=layer)]
+        return [
+            e["name"] + (f" ({e['shapes']['part']})" if "part" in e["shapes"] else "")
+            for e in self.tracer.filter("kernel", instance, step=step, layer=layer)
+        ]
 
     def traced_cost(self, instance: str = "D") -> Cost:
         """FLOPs and bytes of the instance's first computing step, summed over its kernels."""
@@ -490,8 +641,14 @@ class PDRun:
         return self.pd_tokens == self.colocated_tokens
 
 
-def run_pd(prompt_len: int, block_size: int = 4, rule: str = "prompt", max_tokens: int = 3,
-           backend: str = "torch", model_config: ModelConfig | None = None) -> PDRun:
+def run_pd(
+    prompt_len: int,
+    block_size: int = 4,
+    rule: str = "prompt",
+    max_tokens: int = 3,
+    backend: str = "torch",
+    model_config: ModelConfig | None = None,
+) -> PDRun:
     """Run a prompt of ``prompt_len`` tokens through a P/D pair and a colocated engine."""
     from pdlab.engine import LLMEngine, one_thread
     from pdlab.pd import PDPair
@@ -506,8 +663,17 @@ def run_pd(prompt_len: int, block_size: int = 4, rule: str = "prompt", max_token
         pair = PDPair(cfg, cache, sched, backend=backend)
         pd_out = pair.generate(prompt, sp)[0]
         colocated = LLMEngine(cfg, cache, sched, backend=backend).generate(prompt, sp)[0]
-    return PDRun(prompt_len, block_size, rule, pair.tracer, list(pd_out.output_token_ids),
-                 list(colocated.output_token_ids), time.perf_counter() - t0, backend, cfg.name)
+    return PDRun(
+        prompt_len,
+        block_size,
+        rule,
+        pair.tracer,
+        list(pd_out.output_token_ids),
+        list(colocated.output_token_ids),
+        time.perf_counter() - t0,
+        backend,
+        cfg.name,
+    )
 
 
 def route_text(route: dict[str, Any], lang: str = "en") -> str:
@@ -537,21 +703,39 @@ def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> 
     rows = []
     for name, c in (("_forward_prefill", pre), ("_forward_decode", dec)):
         mark = "▶ " if name == forward else ""
-        rows.append([f"{mark}{name}", fmt_flops(c.flops), fmt_bytes(c.bytes),
-                     fmt_flops(n * c.flops), fmt_bytes(n * c.bytes)])
+        rows.append(
+            [
+                f"{mark}{name}",
+                fmt_flops(c.flops),
+                fmt_bytes(c.bytes),
+                fmt_flops(n * c.flops),
+                fmt_bytes(n * c.bytes),
+            ]
+        )
     ratio = lab["ratio"].format(f=pre.flops / dec.flops, b=pre.bytes / dec.bytes)
-    table = html_table([lab["path"], f"FLOPs, {lab['per_layer']}", f"bytes, {lab['per_layer']}",
-                        f"FLOPs, {lab['all_layers'].format(n=n)}",
-                        f"bytes, {lab['all_layers'].format(n=n)}"], rows)
-    return (f"<div>{_esc(lab['context'].format(preset=cfg.name, ctx=context_len))}</div>"
-            f"{table}<div>{_esc(ratio)}</div>")
+    table = html_table(
+        [
+            lab["path"],
+            f"FLOPs, {lab['per_layer']}",
+            f"bytes, {lab['per_layer']}",
+            f"FLOPs, {lab['all_layers'].format(n=n)}",
+            f"bytes, {lab['all_layers'].format(n=n)}",
+        ],
+        rows,
+    )
+    return (
+        f"<div>{_esc(lab['context'].format(preset=cfg.name, ctx=context_len))}</div>"
+        f"{table}<div>{_esc(ratio)}</div>"
+    )
 
 
 def tokens_text(run: PDRun, lang: str = "en") -> str:
     lab = _labels(lang)
     verdict = lab["equal"] + " ✓" if run.tokens_equal else lab["differ"] + " ✗"
-    return (f"P/D: {run.pd_tokens} {decode(run.pd_tokens)!r} | {lab['colocated']}: "
-            f"{run.colocated_tokens} {decode(run.colocated_tokens)!r} → {verdict}")
+    return (
+        f"P/D: {run.pd_tokens} {decode(run.pd_tokens)!r} | {lab['colocated']}: "
+        f"{run.colocated_tokens} {decode(run.colocated_tokens)!r} → {verdict}"
+    )
 
 
 class PDExplorer(widgets.VBox):
@@ -559,25 +743,50 @@ class PDExplorer(widgets.VBox):
     show D's first step, its routing decision, its kernels, the modelled cost for a preset
     at context ``N - 1``, and whether P/D's tokens equal a colocated run's."""
 
-    def __init__(self, prompt_len: int = 11, block_size: int = 4, rule: str = "prompt",
-                 preset: str = "deepseek-v3", lang: str = "en", max_tokens: int = 3,
-                 backend: str = "torch") -> None:
+    def __init__(
+        self,
+        prompt_len: int = 11,
+        block_size: int = 4,
+        rule: str = "prompt",
+        preset: str = "deepseek-v3",
+        lang: str = "en",
+        max_tokens: int = 3,
+        backend: str = "torch",
+    ) -> None:
         self.lang, self.lab = lang, _labels(lang)
         self.max_tokens, self.backend = max_tokens, backend
         style = {"description_width": "initial"}
-        self.prompt_len = widgets.IntSlider(value=prompt_len, min=2, max=96,
-                                            description=self.lab["prompt_len"],
-                                            continuous_update=False, style=style,
-                                            layout=widgets.Layout(width="360px"))
+        self.prompt_len = widgets.IntSlider(
+            value=prompt_len,
+            min=2,
+            max=96,
+            description=self.lab["prompt_len"],
+            continuous_update=False,
+            style=style,
+            layout=widgets.Layout(width="360px"),
+        )
         small = widgets.Layout(width="170px")
-        self.block_size = widgets.Dropdown(options=[1, 2, 4, 8, 16, 64], value=block_size,
-                                           description=self.lab["block_size"], style=style,
-                                           layout=small)
-        self.rule = widgets.Dropdown(options=["prompt", "query_len"], value=rule,
-                                     description=self.lab["rule"], style=style, layout=small)
-        self.preset = widgets.Dropdown(options=list(PRESETS), value=preset,
-                                       description=self.lab["preset"], style=style,
-                                       layout=widgets.Layout(width="240px"))
+        self.block_size = widgets.Dropdown(
+            options=[1, 2, 4, 8, 16, 64],
+            value=block_size,
+            description=self.lab["block_size"],
+            style=style,
+            layout=small,
+        )
+        self.rule = widgets.Dropdown(
+            options=["prompt", "query_len"],
+            value=rule,
+            description=self.lab["rule"],
+            style=style,
+            layout=small,
+        )
+        self.preset = widgets.Dropdown(
+            options=list(PRESETS),
+            value=preset,
+            description=self.lab["preset"],
+            style=style,
+            layout=widgets.Layout(width="240px"),
+        )
         self.status = widgets.HTML().add_class("pdlab-status")
         self.error = widgets.HTML().add_class("pdlab-error")
         self.d_step = widgets.HTML().add_class("pdlab-d-step")
@@ -592,16 +801,27 @@ class PDExplorer(widgets.VBox):
         self.preset.observe(lambda _: self._guard(self.render_cost), names="value")
 
         def row(key: str, w: widgets.Widget) -> widgets.HBox:
-            label = widgets.HTML(f"<b>{_esc(self.lab[key])}</b>",
-                                 layout=widgets.Layout(min_width="130px"))
+            label = widgets.HTML(
+                f"<b>{_esc(self.lab[key])}</b>", layout=widgets.Layout(min_width="130px")
+            )
             return widgets.HBox([label, w])
 
         wrap = widgets.Layout(flex_flow="row wrap")
-        super().__init__([
-            widgets.HBox([self.prompt_len, self.block_size, self.rule, self.preset], layout=wrap),
-            self.status, self.error, row("d_first", self.d_step), row("route", self.route),
-            row("kernels", self.kernels), row("cost", self.cost), row("tokens", self.tokens),
-            self.traces])
+        super().__init__(
+            [
+                widgets.HBox(
+                    [self.prompt_len, self.block_size, self.rule, self.preset], layout=wrap
+                ),
+                self.status,
+                self.error,
+                row("d_first", self.d_step),
+                row("route", self.route),
+                row("kernels", self.kernels),
+                row("cost", self.cost),
+                row("tokens", self.tokens),
+                self.traces,
+            ]
+        )
         self.rerun()
 
     def _guard(self, fn: Callable[[], Any]) -> None:
@@ -615,22 +835,32 @@ class PDExplorer(widgets.VBox):
         self._guard(self._rerun)
 
     def _rerun(self) -> None:
-        run = run_pd(self.prompt_len.value, self.block_size.value, self.rule.value,
-                     self.max_tokens, self.backend)
+        run = run_pd(
+            self.prompt_len.value,
+            self.block_size.value,
+            self.rule.value,
+            self.max_tokens,
+            self.backend,
+        )
         self.run = run
         lab = self.lab
-        self.status.value = _esc(lab["ran"].format(model=run.model, backend=run.backend,
-                                                   s=run.seconds))
+        self.status.value = _esc(
+            lab["ran"].format(model=run.model, backend=run.backend, s=run.seconds)
+        )
         r = run.d_first_step
         n = r["num_prompt_tokens"]
         n1 = "N-1" if r["num_computed_tokens"] == n - 1 else "≠ N-1"
-        self.d_step.value = (f"<code>query_len = {r['query_len']}, num_computed_tokens = {n1} = "
-                             f"{r['num_computed_tokens']}, num_prompt_tokens = N = {n}</code>")
+        self.d_step.value = (
+            f"<code>query_len = {r['query_len']}, num_computed_tokens = {n1} = "
+            f"{r['num_computed_tokens']}, num_prompt_tokens = N = {n}</code>"
+        )
         self.route.value = f"<code>{_esc(route_text(r, self.lang))}</code>"
         layers = len({e["layer"] for e in run.tracer.filter("kernel", "D")})
-        self.kernels.value = (f"<code>{_esc(' → '.join(run.kernels('D')))}</code>"
-                              f"<div style='font-size:11px'>"
-                              f"{_esc(lab['kernels_note'].format(layers=layers))}</div>")
+        self.kernels.value = (
+            f"<code>{_esc(' → '.join(run.kernels('D')))}</code>"
+            f"<div style='font-size:11px'>"
+            f"{_esc(lab['kernels_note'].format(layers=layers))}</div>"
+        )
         self.render_cost()
         self.tokens.value = f"<code>{_esc(tokens_text(run, self.lang))}</code>"
         self.traces.children = trace_panels(run.tracer, ("P", "D"), self.lang).children
@@ -639,5 +869,6 @@ class PDExplorer(widgets.VBox):
         if self.run is None:
             return
         r = self.run.d_first_step
-        self.cost.value = cost_html(self.preset.value, r["num_computed_tokens"], r["forward"],
-                                    self.lang)
+        self.cost.value = cost_html(
+            self.preset.value, r["num_computed_tokens"], r["forward"], self.lang
+        )
