@@ -67,6 +67,7 @@ class RequestStatus(enum.IntEnum):
     FINISHED_LENGTH_CAPPED = enum.auto()
     FINISHED_ABORTED = enum.auto()
     FINISHED_IGNORED = enum.auto()
+    FINISHED_ERROR = enum.auto()  # a failed KV load ("fail" policy) or a model-runner error
 
     @staticmethod
     def is_finished(status: RequestStatus) -> bool:
@@ -74,7 +75,8 @@ class RequestStatus(enum.IntEnum):
 
     @staticmethod
     def get_finished_reason(status: RequestStatus) -> str | None:
-        """The OpenAI-style finish reason: ``"stop"``, ``"length"``, ``"abort"`` or None."""
+        """The OpenAI-style finish reason: ``"stop"``, ``"length"``, ``"abort"``,
+        ``"error"`` or None."""
         return _FINISHED_REASON.get(status)
 
 
@@ -84,6 +86,7 @@ _FINISHED_REASON = {
     RequestStatus.FINISHED_LENGTH_CAPPED: "length",
     RequestStatus.FINISHED_ABORTED: "abort",
     RequestStatus.FINISHED_IGNORED: "length",
+    RequestStatus.FINISHED_ERROR: "error",
 }
 
 
