@@ -609,12 +609,13 @@ def _chapter4(c: Console, run: TourRun, lang: str) -> None:
     tab.add_column("")
     for size in sizes:
         mark = tr(lang, "main_run") if size == run.pcp else ""
-        tab.add_column(f"prefill_context_parallel_size = {size}{mark}")
+        tab.add_column(f"PCP {size}{mark}")
     cells: dict[str, list[str]] = {}
     for size in sizes:
         d = by_pcp[size]
         rt = d["route"]
         for key, val in (
+            ("prefill_context_parallel_size", rt["prefill_context_parallel_size"]),
             ("query_len", rt["query_len"]),
             ("num_computed_tokens", rt["num_computed_tokens"]),
             ("num_prompt_tokens", rt["num_prompt_tokens"]),

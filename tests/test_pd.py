@@ -16,12 +16,13 @@ MODEL = DeepseekV2ForCausalLM(CFG)
 BS = 4
 
 
-def _pair(pcp="query_len", **kw):
+def _pair(pcp=1, **kw):
     return PDPair(
         CFG,
         CacheConfig(block_size=BS, num_blocks=64),
         SchedulerConfig(),
         backend="torch",
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
         **kw,
     )
 
