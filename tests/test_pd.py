@@ -89,7 +89,7 @@ def test_local_prefix_hit_on_d_reads_only_the_tail(pcp):
 
 def test_several_prompts_interleaved():
     prompts = ["The cache holds K and V.", "Logits need h[N-1].", "x", "abcdefgh"]
-    pair = _pair("prompt")
+    pair = _pair(2)
     outs = pair.generate(prompts, SamplingParams(max_tokens=4))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == _colocated(p, 4)
@@ -99,7 +99,7 @@ def test_several_prompts_interleaved():
 @pytest.mark.parametrize("fault", ["fail", "corrupt"])
 def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     prompt = list(range(30, 30 + 2 * BS + 3))
-    pair = _pair("prompt")
+    pair = _pair(2)
     pair.transport.fault_once = fault
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
     assert out.output_token_ids == _colocated(prompt, 4)
