@@ -26,7 +26,7 @@
 #   directly over the latent rows, as multi-query attention (MQA) with 576-wide keys.
 #
 # You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
-# find the query length (about 170 for DeepSeek-V3) below which absorbing wins, and place
+# find the query length (about 171 for DeepSeek-V3) below which absorbing wins, and place
 # both on a roofline with published GPU numbers and this machine's measured ones. That is
 # why vLLM's `_forward_decode` absorbs and `_forward_prefill` does not.
 
@@ -216,8 +216,11 @@ fig
 # A decode step has `q = 1` (or a few with speculative decoding): absorbing does about 120
 # times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
 # tokens: up-projecting once per key is cheaper, and the per-head form runs on
-# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows exactly this:
-# `_forward_decode` absorbs, `_forward_prefill` up-projects.
+# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows this:
+# `forward_mqa` (pdlab's `_forward_decode`) absorbs, `forward_mha` (`_forward_prefill`)
+# up-projects. The crossover is also why some backends send *short* prompts down the
+# absorbed path: in vLLM 0.33.0 FlashMLA's `reorder_batch_threshold` is 128 and
+# FlashAttnMLA's 512 (notebook 5 runs them).
 
 # %%
 rows = []
