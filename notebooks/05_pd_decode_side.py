@@ -13,7 +13,6 @@
 #     name: python3
 # ---
 
-
 # %% [markdown]
 # # 5. The decode side of P/D: why D computes the last prompt token again
 #

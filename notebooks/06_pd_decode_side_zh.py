@@ -13,7 +13,6 @@
 #     name: python3
 # ---
 
-
 # %% [markdown]
 # # 6. P/D 分离的 decode 侧：D 为什么要把最后一个 prompt token 再算一遍
 #
