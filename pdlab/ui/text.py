@@ -1,15 +1,14 @@
-"""The words of ``pdlab tour``, in English and Simplified Chinese, side by side per key.
+"""The words every view shows, in English and Simplified Chinese, side by side per key:
+the tour, the widgets and the step table read one table through one function, :func:`text`.
 
-Only words live here: every number is computed from the run's trace (or the cost model) in
-``pdlab/tour.py`` and passed in as a placeholder. vLLM identifiers (``num_computed_tokens``,
-``_forward_prefill``, ...) stay in English in both languages, as a Chinese-speaking engineer
-reads them in the code. The text carries no rich markup and is escaped whole, so brackets
-(``h[28]``, a prompt such as ``[b]``) print as written.
+Only words live here: every number is computed from a trace (or the cost model) and passed
+in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``_forward_prefill``, ...)
+stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
+Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
+table's column headers, none for the tour.
 """
 
 from __future__ import annotations
-
-from rich.markup import escape
 
 LANGS = ("en", "zh")
 
@@ -382,25 +381,78 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "wrote {n} plots to {dir}: {names}",
         "zh": "已写入 {n} 张图到 {dir}：{names}",
     },
+    # ---- widgets -----------------------------------------------------------------------
+    "w_prompt_len": {"en": "prompt length", "zh": "提示长度"},
+    "w_block_size": {"en": "block size", "zh": "块大小"},
+    "w_pcp": {"en": "prefill_context_parallel_size", "zh": "prefill_context_parallel_size"},
+    "w_mla_backend": {"en": "MLA backend", "zh": "MLA 后端"},
+    "w_preset": {"en": "preset", "zh": "预设模型"},
+    "w_d_first": {"en": "D's first step", "zh": "D 的第一步"},
+    "w_route": {"en": "routing decision", "zh": "路由结果"},
+    "w_kernels": {"en": "kernels", "zh": "调用的算子"},
+    "w_kernels_note": {
+        "en": "D's first step, layer 0 of {layers}",
+        "zh": "D 的第一步，第 0 层（共 {layers} 层）",
+    },
+    "w_cost": {"en": "modelled cost", "zh": "成本模型"},
+    "w_tokens": {"en": "tokens", "zh": "生成的 token"},
+    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：prefill 实例"},
+    "w_d_trace": {"en": "D: the decode instance", "zh": "D：decode 实例"},
+    "w_ran": {
+        "en": "ran a P/D pair and a colocated engine ({model} model, backend {backend}) in "
+        "{s:.2f} s",
+        "zh": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
+    },
+    "w_equal": {"en": "equal", "zh": "一致"},
+    "w_differ": {"en": "DIFFER", "zh": "不一致"},
+    "w_colocated": {"en": "colocated", "zh": "单机"},
+    "w_step": {"en": "step", "zh": "步"},
+    "w_event": {"en": "event", "zh": "事件"},
+    "w_details": {"en": "details", "zh": "内容"},
+    "w_path": {"en": "path", "zh": "路径"},
+    "w_per_layer": {"en": "per layer", "zh": "每层"},
+    "w_all_layers": {"en": "all {n} layers", "zh": "全部 {n} 层"},
+    "w_ratio": {
+        "en": "_forward_prefill costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of _forward_decode",
+        "zh": "_forward_prefill 的 FLOPs 是 _forward_decode 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
+    },
+    "w_context": {
+        "en": "{preset}, one token over context N-1 = {ctx}",
+        "zh": "{preset}，一个 token，上下文 N-1 = {ctx}",
+    },
+    "w_error": {"en": "error", "zh": "错误"},
+    "w_free": {"en": "free", "zh": "空闲"},
+    "w_used": {"en": "in use", "zh": "使用中"},
+    "w_cached": {"en": "cached, free", "zh": "已缓存、空闲"},
+    "w_queue": {"en": "free queue, evicted first on the left", "zh": "空闲队列（左边最先被驱逐）"},
+    "w_none": {"en": "(none)", "zh": "（无）"},
+    "w_prompt": {"en": "prompt", "zh": "提示"},
+    "w_add": {"en": "add request", "zh": "添加请求"},
+    "w_do_step": {"en": "step", "zh": "执行一步"},
+    "w_request": {"en": "request", "zh": "请求"},
+    "w_do_free": {"en": "free", "zh": "释放"},
+    "w_reset": {"en": "reset", "zh": "重置"},
+    "w_no_requests": {"en": "no requests yet", "zh": "还没有请求"},
+    # ---- step table headers ------------------------------------------------------------
+    "st_inst": {"en": "inst", "zh": "实例"},
+    "st_step": {"en": "step", "zh": "步"},
+    "st_request": {"en": "request", "zh": "请求"},
+    "st_prompt_N": {"en": "prompt N", "zh": "提示词 N"},
+    "st_computed_before": {"en": "computed before", "zh": "本步前已算"},
+    "st_scheduled": {"en": "scheduled", "zh": "本步调度"},
+    "st_computed_after": {"en": "computed after", "zh": "本步后已算"},
+    "st_routed_to": {"en": "routed to", "zh": "路由到"},
+    "st_sampled": {"en": "sampled", "zh": "采样"},
 }
 
-# Column headers of pdlab.ui.console.step_table, for the Chinese tour (a header missing
-# here, say one added later, stays as it is).
-STEP_TABLE_HEADERS_ZH = {
-    "inst": "实例",
-    "step": "步",
-    "request": "请求",
-    "prompt N": "提示词 N",
-    "computed before": "本步前已算",
-    "scheduled": "本步调度",
-    "computed after": "本步后已算",
-    "routed to": "路由到",
-    "sampled": "采样",
-}
 
-
-def tr(lang: str, key: str, **values: object) -> str:
-    """The text for ``key`` in ``lang`` with ``values`` filled in, escaped for rich."""
+def check_lang(lang: str) -> str:
     if lang not in LANGS:
         raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
-    return escape(TEXT[key][lang].format(**values))
+    return lang
+
+
+def text(lang: str, key: str, **values: object) -> str:
+    """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
+    escapes for its medium, rich markup or HTML)."""
+    return TEXT[key][check_lang(lang)].format(**values)
