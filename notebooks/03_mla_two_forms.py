@@ -46,7 +46,7 @@ from pdlab.attention.cost import (
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
-from pdlab.ui.widgets import fmt_bytes, fmt_flops, html_table, show_source
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 
 PRESETS = [
     ModelConfig.tiny(),
@@ -134,8 +134,8 @@ for cfg in PRESETS:
             cfg.kv_cache_dim,
             mha,
             f"{mha / cfg.kv_cache_dim:.0f}x",
-            fmt_bytes(cfg.kv_cache_bytes_per_token),
-            fmt_bytes(mha * cfg.num_hidden_layers * 2),
+            nbytes(cfg.kv_cache_bytes_per_token),
+            nbytes(mha * cfg.num_hidden_layers * 2),
         ]
     )
 display(
@@ -226,7 +226,7 @@ fig
 rows = []
 for q in (1, 16, 170, 1024, 8192):
     nv, ab = flops_per_key(V3, q)
-    rows.append([q, fmt_flops(nv), fmt_flops(ab), "absorbed" if ab < nv else "naive"])
+    rows.append([q, flops(nv), flops(ab), "absorbed" if ab < nv else "naive"])
 display(HTML(html_table(["q", "naive FLOPs / key", "absorbed FLOPs / key", "cheaper"], rows)))
 assert flops_per_key(V3, 1)[1] * 100 < flops_per_key(V3, 1)[0]
 assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
@@ -255,7 +255,7 @@ def measure_cpu():
         t = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t)
-    flops = 2 * 768**3 / best
+    matmul_rate = 2 * 768**3 / best
     x = torch.empty(16 * 2**20)  # 64 MiB
     x.fill_(1.0)
     best = float("inf")
@@ -263,7 +263,7 @@ def measure_cpu():
         t = time.perf_counter()
         x.clone()
         best = min(best, time.perf_counter() - t)
-    return flops, 2 * x.numel() * 4 / best  # read + write
+    return matmul_rate, 2 * x.numel() * 4 / best  # read + write
 
 
 cpu_flops, cpu_bw = measure_cpu()

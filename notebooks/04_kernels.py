@@ -49,7 +49,7 @@ from pdlab.kernels.backend import triton_installed
 from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
-from pdlab.ui.widgets import html_table, show_source
+from pdlab.ui.fmt import html_table, show_source
 
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]

@@ -95,23 +95,15 @@ from pdlab.attention.metadata import (
 )
 from pdlab.attention.mla import MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
-from pdlab.ui.widgets import (
-    PDExplorer,
-    fmt_bytes,
-    fmt_flops,
-    html_table,
-    prompt_of_length,
-    route_text,
-    run_pd,
-    show_source,
-    trace_panels,
-)
+from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "en"  # the language of the widgets' labels
 BACKEND = "torch"  # pdlab.kernels backend for every engine below
@@ -452,8 +444,8 @@ for parallel in (ParallelConfig(), PCP2):
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            fmt_flops(e["flops"]),
-            fmt_bytes(e["bytes"]),
+            flops(e["flops"]),
+            nbytes(e["bytes"]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
@@ -603,8 +595,8 @@ for size, (tracer, _) in runs.items():
             size,
             tracer.first("route", "D")["forward"],
             len(ks),
-            fmt_flops(sum(e["flops"] for e in ks)),
-            fmt_bytes(sum(e["bytes"] for e in ks)),
+            flops(sum(e["flops"] for e in ks)),
+            nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
 display(
@@ -655,11 +647,11 @@ for ctx in (1024, 4096, 16384, 65536):
     cost_rows.append(
         [
             ctx,
-            fmt_flops(pre.flops),
-            fmt_flops(dec.flops),
+            flops(pre.flops),
+            flops(dec.flops),
             f"{pre.flops / dec.flops:.0f}x",
-            fmt_bytes(pre.bytes),
-            fmt_bytes(dec.bytes),
+            nbytes(pre.bytes),
+            nbytes(dec.bytes),
             f"{pre.bytes / dec.bytes:.1f}x",
             f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
             f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
@@ -755,18 +747,18 @@ explorer
 
 # %%
 N2, B2 = 37, 16
-check = run_pd(N2, block_size=B2, pcp=2)
+check = run_demo(N2, block_size=B2, pcp=2, max_tokens=3)
 step = check.d_first_step
 gathered = [
     e["shapes"]["rows"]
-    for e in check.tracer.filter("kernel", "D", step=step["step"], layer=0)
+    for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
     if e["name"] == "gather_cache"
 ]
 local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
 local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
 reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
-flash = run_pd(N2, block_size=B2, mla_backend="flashmla")
-p_first = flash.tracer.first("route", "P")
+flash = run_demo(N2, block_size=B2, mla_backend="flashmla", max_tokens=3)
+p_first = flash.trace.first("route", "P")
 print(
     f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
     f"(d) {reused[1]}  (e) {p_first['forward']}"

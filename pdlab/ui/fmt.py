@@ -66,9 +66,7 @@ def elided(n: int, head: int, tail: int) -> list[int | None]:
 
 
 # ---- tables ------------------------------------------------------------------------------
-_TABLE = (
-    "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
-)
+_TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
 _CELL = "border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;"
 _NOWRAP = _CELL + "white-space:nowrap;"
 _WRAP = _CELL + "white-space:pre-wrap;word-break:break-word;"

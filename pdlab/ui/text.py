@@ -456,3 +456,9 @@ def text(lang: str, key: str, **values: object) -> str:
     """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
     escapes for its medium, rich markup or HTML)."""
     return TEXT[key][check_lang(lang)].format(**values)
+
+
+def labels(lang: str) -> dict[str, str]:
+    """Every widget label (the ``w_`` keys, without the prefix) in ``lang``."""
+    check_lang(lang)
+    return {k[2:]: v[lang] for k, v in TEXT.items() if k.startswith("w_")}
