@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
 from pdlab.request import Request, SamplingParams
@@ -57,6 +57,7 @@ class LLMEngine:
         device: str | torch.device = "cpu",
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
+        kv_transfer_config: KVTransferConfig | None = None,
     ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config or CacheConfig()
@@ -81,6 +82,7 @@ class LLMEngine:
             self.max_model_len,
             connector=kv_connector,
             event_hook=self._on_sched_event,
+            kv_transfer_config=kv_transfer_config,
         )
         self.runner = ModelRunner(
             self.model,

@@ -122,10 +122,12 @@ def test_shared_prefix_refcounts_and_free_order():
     assert [x.ref_cnt for x in shared] == [1, 1]
     mgr.free(a)
     assert mgr.get_block_ids("a") == [] and [x.ref_cnt for x in shared] == [0, 0]
-    # b held [0, 1, 3] and a [0, 1, 2]; each was freed tail first, and the shared prefix
-    # joined the queue only when its last holder let go: it will be evicted last.
+    # b held [0, 1, 3] and a [0, 1, 2]; each was freed tail first. a's block 2 holds one
+    # token, carries no hash and can never be hit: it goes to the front, reused first.
+    # The cached blocks go to the back, and the shared prefix joined the queue only when
+    # its last holder let go: it will be evicted last.
     order = [x.block_id for x in mgr.block_pool.free_block_queue]
-    assert order == [4, 5, 6, 7, 3, 2, 1, 0]
+    assert order == [2, 4, 5, 6, 7, 3, 1, 0]
 
 
 def test_cache_blocks_hashes_full_blocks_only_and_is_incremental():
