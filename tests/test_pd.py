@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.pd import PDPair
@@ -98,7 +98,7 @@ def test_several_prompts_interleaved():
 @pytest.mark.parametrize("fault", ["fail", "corrupt"])
 def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     prompt = list(range(30, 30 + 2 * BS + 3))
-    pair = _pair("prompt")
+    pair = _pair("prompt", kv_transfer_config=KVTransferConfig(kv_load_failure_policy="recompute"))
     pair.transport.fault_once = fault
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
     assert out.output_token_ids == _colocated(prompt, 4)
