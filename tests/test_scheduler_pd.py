@@ -334,3 +334,34 @@ def test_malformed_kv_transfer_params_are_rejected(params, key):
 def test_connector_type_is_checked():
     with pytest.raises(ValueError, match="connector=.*KVConnectorBase"):
         Scheduler(SchedulerConfig(), CacheConfig(), 64, connector=object())
+
+
+def test_pd_pair_whose_p_token_is_a_stop_token_still_hands_off():
+    """End to end on the tiny model: P's one token is a stop token; D still reads P's blocks
+    (no recompute of the prompt), samples that token itself and stops, as colocated."""
+    from pdlab.config import ModelConfig
+    from pdlab.engine import LLMEngine
+    from pdlab.pd import PDPair
+
+    cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=B, num_blocks=32)
+    prompt = [(5 * i + 3) % 256 for i in range(2 * B + 3)]
+    local = LLMEngine(cfg, cache, backend="torch")
+    first = local.generate(prompt, SamplingParams(max_tokens=1))[0].output_token_ids[0]
+    sp = SamplingParams(max_tokens=6, stop_token_ids=[first])
+    colocated = LLMEngine(cfg, cache, backend="torch").generate(prompt, sp)[0]
+    pair = PDPair(cfg, cache, backend="torch")
+    out = pair.generate(prompt, sp)[0]
+    assert (out.output_token_ids, out.finish_reason) == ([first], "stop")
+    assert (colocated.output_token_ids, colocated.finish_reason) == ([first], "stop")
+    t = pair.tracer
+    assert t.first("finish", "P")["status"] == "FINISHED_STOPPED"
+    assert t.first("kv_transfer", "D")["ok"]
+    ready = t.first("remote_kv_ready", "D")
+    assert (ready["num_computed_tokens_before_adjust"], ready["num_computed_tokens"]) == (
+        len(prompt),
+        len(prompt) - 1,
+    )
+    scheduled = [r for e in t.filter("step", "D") for r in e["scheduled"]]
+    assert sum(r["num_scheduled_tokens"] for r in scheduled) == 1  # no prompt recompute
+    for eng in (pair.prefill, pair.decode):
+        assert eng.scheduler.kv_cache_manager.num_free_blocks == cache.num_blocks
