@@ -116,7 +116,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py`; the `-= 1` is near the end:
+# `vllm/v1/core/sched/scheduler.py`; the `- 1` is at the end (vLLM 0.33.0 writes it as
+# `num_computed_tokens = num_tokens - 1`):
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -201,7 +202,7 @@ print(
 # (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
 # itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
-# written again on the way (the same values P wrote). That is the `-= 1`: it leaves
+# written again on the way (the same values P wrote). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
 # `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
 #

@@ -117,7 +117,7 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻，`-= 1` 在接近末尾的地方：
+# 的复刻，`- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -198,7 +198,7 @@ print(
 # vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
 # KV block。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的 attention 从传过来的 cache 里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
-# （值和 P 写的一样）。这就是那句 `-= 1`：恰好留下一个 token 要算。本地 prefix cache 命中
+# （值和 P 写的一样）。这就是那个 `- 1`：恰好留下一个 token 要算。本地 prefix cache 命中
 # 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #

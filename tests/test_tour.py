@@ -99,7 +99,7 @@ def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
     ready = t.first("remote_kv_ready", "D")
     assert ready["num_computed_tokens"] == n - 1
     assert f"num_computed_tokens = {n - 1} (N - 1)" in flat(out)
-    assert "num_computed_tokens -= 1" in flat(out)  # the real source line
+    assert "request.num_computed_tokens = request.num_tokens - 1" in flat(out)  # real source
     hit = t.filter("admit", "local")[1]["num_cached_tokens"]
     assert f"{hit} cached tokens" in flat(out)
     d_tok = t.first("sample", "D")["token"]

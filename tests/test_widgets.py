@@ -172,7 +172,7 @@ def test_show_source_reads_the_package() -> None:
 
     code = fmt.show_source(Scheduler._update_waiting_for_remote_kv)
     assert code.data.startswith("# pdlab/sched/scheduler.py, line ")
-    assert "num_computed_tokens -= 1" in code.data
+    assert "request.num_computed_tokens = request.num_tokens - 1" in code.data
     part = fmt.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
     assert part.data.splitlines()[1] == "# First the RUNNING requests."
     assert part.data.rstrip().endswith("req_index += 1")

@@ -228,7 +228,9 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
     from pdlab.sched.scheduler import Scheduler
 
     fn = Scheduler._update_waiting_for_remote_kv
-    ex = source_excerpt(fn, "num_computed_tokens = min(", "request.num_computed_tokens =", "-= 1")
+    ex = source_excerpt(
+        fn, "before_adjust = request", "request.num_tokens - 1", "request.num_tokens - 1"
+    )
     c.print(say(lang, "ch3_src", path=ex.path, qualname=ex.qualname))
     c.print(source_rich(ex))
     fn = KVCacheManager.get_computed_blocks
