@@ -356,10 +356,7 @@ class Scheduler:
                 )
                 if num_new_tokens <= 0:
                     raise RuntimeError(
-                        f"connector returned num_external_tokens={num_external_tokens} for "
-                        f"request {rid!r} with {request.num_tokens} tokens and "
-                        f"{num_local_tokens} cached locally: a synchronous load must leave "
-                        "the last token to compute"
+                        self._nothing_to_compute(request, num_local_tokens, num_external_tokens)
                     )
 
             new_blocks = self.kv_cache_manager.allocate_slots(
@@ -437,6 +434,26 @@ class Scheduler:
         for request in reversed(skipped):
             queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
             queue.appendleft(request)
+
+    @staticmethod
+    def _nothing_to_compute(
+        request: Request, num_local_tokens: int, num_external_tokens: int
+    ) -> str:
+        """Why a waiting request would be admitted with no token to compute: no step would
+        produce the logits of its next token, so it could never finish."""
+        rid = request.request_id
+        if num_external_tokens:
+            return (
+                f"connector returned num_external_tokens={num_external_tokens} for request "
+                f"{rid!r} with {request.num_tokens} tokens and {num_local_tokens} cached "
+                "locally: a synchronous load must leave the last token to compute"
+            )
+        return (
+            f"request {rid!r} resumes with num_computed_tokens={request.num_computed_tokens} "
+            f"of num_tokens={request.num_tokens}: nothing is left to compute, so no step would "
+            "give the logits of its next token. After its K/V arrive, a request must leave "
+            "its last token to compute (the one subtracted in _update_waiting_for_remote_kv)"
+        )
 
     @staticmethod
     def _holds_kv_blocks(request: Request) -> bool:
