@@ -41,7 +41,8 @@ from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.request import Request, SamplingParams
 from pdlab.tokenizer import encode
-from pdlab.ui.widgets import BlockPoolExplorer, html_table, show_source
+from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.widgets import BlockPoolExplorer
 
 BACKEND = "torch"
 

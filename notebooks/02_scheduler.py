@@ -45,8 +45,9 @@ from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import html_table, show_source
 from pdlab.ui.plots import plot_num_computed_tokens
-from pdlab.ui.widgets import StepPlayer, html_table, show_source, step_rows
+from pdlab.ui.widgets import StepPlayer, step_rows
 
 BACKEND = "torch"
 TINY = ModelConfig.tiny()

@@ -25,7 +25,13 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -60,6 +66,7 @@ def _build(
     port: int,
     seed: int,
     timeout_s: float,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Any]:
     """Join the two-process group as ``rank``, then build this side's engine."""
     import torch.distributed as dist
@@ -94,6 +101,7 @@ def _build(
         seed,
         instance="P" if rank == 0 else "D",
         backend=backend,
+        **(engine_kwargs or {}),
     )
     return engine, conn, transport
 
@@ -110,6 +118,7 @@ def run_prefill(
     seed: int = 0,
     timeout_s: float = 120.0,
     max_in_flight: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
@@ -128,6 +137,7 @@ def run_prefill(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("prefill")
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
@@ -179,6 +189,7 @@ def run_decode(
     seed: int = 0,
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
@@ -196,6 +207,7 @@ def run_decode(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
@@ -291,6 +303,8 @@ def run_pd_procs(
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
     max_in_flight: int | None = None,
+    attention_config: AttentionConfig | None = None,
+    parallel_config: ParallelConfig | None = None,
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait (bounded) for both."""
     t0 = time.monotonic()
@@ -307,6 +321,7 @@ def run_pd_procs(
         backend=backend,
         seed=seed,
         timeout_s=timeout_s,
+        engine_kwargs={"attention_config": attention_config, "parallel_config": parallel_config},
     )
     ctx = mp.get_context("spawn")
     results = ctx.Queue()

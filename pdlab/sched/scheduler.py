@@ -354,6 +354,14 @@ class Scheduler:
                 num_new_tokens = self._cap_new_tokens(
                     request.num_tokens - num_computed_tokens, token_budget
                 )
+                if num_new_tokens <= 0 and not did_prefix_cache_lookup:
+                    raise RuntimeError(
+                        f"request {rid!r} resumed after its KV transfer with "
+                        f"num_computed_tokens={num_computed_tokens} = num_tokens: nothing is "
+                        "left to run, yet the first output token needs the hidden state of "
+                        "the last prompt position, which KV transfer does not carry; "
+                        "_update_waiting_for_remote_kv must leave num_tokens - 1 computed"
+                    )
                 if num_new_tokens <= 0:
                     raise RuntimeError(
                         self._nothing_to_compute(request, num_local_tokens, num_external_tokens)
