@@ -30,8 +30,8 @@ Deliberate differences from vLLM 0.33.0, which has many features pdlab does not 
 no speculative decoding, structured output, encoders, LoRA, priority policy, async
 scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
 and no watermark (vLLM's default watermark is 0). ``finish_requests`` returns the ids it
-finished rather than the requests, and a connector that offers every token of a
-synchronous load gets a clear ``RuntimeError`` where vLLM asserts.
+finished rather than the requests, and a request admitted with nothing to compute gets a
+``RuntimeError`` naming the cause where vLLM asserts.
 """
 
 from __future__ import annotations
@@ -364,7 +364,10 @@ class Scheduler:
                     )
                 if num_new_tokens <= 0:
                     raise RuntimeError(
-                        self._nothing_to_compute(request, num_local_tokens, num_external_tokens)
+                        f"connector returned num_external_tokens={num_external_tokens} for "
+                        f"request {rid!r} with {request.num_tokens} tokens and "
+                        f"{num_local_tokens} cached locally: a synchronous load must leave "
+                        "the last token to compute"
                     )
 
             new_blocks = self.kv_cache_manager.allocate_slots(
@@ -442,26 +445,6 @@ class Scheduler:
         for request in reversed(skipped):
             queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
             queue.appendleft(request)
-
-    @staticmethod
-    def _nothing_to_compute(
-        request: Request, num_local_tokens: int, num_external_tokens: int
-    ) -> str:
-        """Why a waiting request would be admitted with no token to compute: no step would
-        produce the logits of its next token, so it could never finish."""
-        rid = request.request_id
-        if num_external_tokens:
-            return (
-                f"connector returned num_external_tokens={num_external_tokens} for request "
-                f"{rid!r} with {request.num_tokens} tokens and {num_local_tokens} cached "
-                "locally: a synchronous load must leave the last token to compute"
-            )
-        return (
-            f"request {rid!r} resumes with num_computed_tokens={request.num_computed_tokens} "
-            f"of num_tokens={request.num_tokens}: nothing is left to compute, so no step would "
-            "give the logits of its next token. After its K/V arrive, a request must leave "
-            "its last token to compute (the one subtracted in _update_waiting_for_remote_kv)"
-        )
 
     @staticmethod
     def _holds_kv_blocks(request: Request) -> bool:
@@ -714,11 +697,8 @@ class Scheduler:
                 num_prompt_tokens=request.num_prompt_tokens,
                 block_ids=block_ids,
             )
-        # The count held while waiting covers every token: leave the last one to compute.
-        num_computed_tokens = request.num_computed_tokens
-        if num_computed_tokens == request.num_tokens:
-            num_computed_tokens -= 1
-        request.num_computed_tokens = num_computed_tokens
+        if request.num_computed_tokens == request.num_tokens:
+            request.num_computed_tokens = request.num_tokens - 1
         return True
 
     def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> set[str]:
