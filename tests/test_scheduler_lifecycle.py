@@ -275,3 +275,38 @@ def test_prefix_cache_stats_count_resumed_lookups_apart():
     assert (stats.requests, stats.queries, stats.hits) == (2, 16, 0)
     assert stats.preempted_requests >= 1
     assert stats.preempted_queries > 0 and stats.preempted_hits > 0
+
+
+def test_removing_the_minus_one_names_the_real_cause(monkeypatch):
+    # What the learner sees if the "- 1" after a receive is taken out: a clear error about
+    # the resumed request, not about the connector.
+    from pdlab.sched.scheduler import Scheduler
+
+    def no_minus_one(self, request):
+        rid = request.request_id
+        if rid not in self.finished_recving_kv_req_ids:
+            return False
+        self.finished_recving_kv_req_ids.remove(rid)
+        self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+        return True
+
+    monkeypatch.setattr(Scheduler, "_update_waiting_for_remote_kv", no_minus_one)
+    sched, runner, _ = make(FakeKVConnector())
+    sched.add_request(remote_prefill_request("x", 20))
+    step(sched, runner)
+    with pytest.raises(RuntimeError, match=r"num_computed_tokens=20 = num_tokens: nothing"):
+        sched.schedule()
+
+
+def test_kv_transfer_config_and_admission_switch_are_validated():
+    from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+    from pdlab.sched.scheduler import Scheduler
+
+    with pytest.raises(ValueError, match=r"kv_load_failure_policy='retry' is invalid: expected"):
+        KVTransferConfig(kv_load_failure_policy="retry")
+    with pytest.raises(ValueError, match=r"scheduler_reserve_full_isl=1 is invalid: expected"):
+        SchedulerConfig(scheduler_reserve_full_isl=1)
+    with pytest.raises(ValueError, match=r"kv_transfer_config='fail' is invalid"):
+        Scheduler(SchedulerConfig(), CacheConfig(), 64, kv_transfer_config="fail")
+    assert KVTransferConfig().kv_load_failure_policy == "fail"
+    assert SchedulerConfig().scheduler_reserve_full_isl is True

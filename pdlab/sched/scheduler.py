@@ -17,17 +17,21 @@ admitted only if its whole sequence fits in the free blocks
 runs out of blocks, the most recently admitted running request is preempted: its blocks
 are freed and it is recomputed later (prompt and outputs), as vLLM does.
 
-Requests passed over because they were blocked (D side: K/V still arriving) wait in
-``skipped_waiting``, which is served before ``waiting`` (upstream's
-``_select_waiting_queue_for_scheduling``). They already hold blocks, so letting newer or
-preempted requests overtake them could starve everyone: a request that needs the blocks
-they hold would preempt itself forever.
+Waiting requests that already hold blocks (D side: K/V still arriving, or arrived and
+not yet scheduled) wait in ``skipped_waiting`` (upstream's ``kv_holding_waiting``), which
+is served before ``waiting``. Letting newer or preempted requests overtake them could
+starve everyone: a request that needs the blocks they hold would preempt itself forever.
+An asynchronous KV load is admitted only if its blocks fit beside what the prefills in
+flight still need (``_inflight_prefill_reserved_blocks``). A failed load follows
+``KVTransferConfig.kv_load_failure_policy``: ``"fail"`` (the default) ends the request
+with ``FINISHED_ERROR``, ``"recompute"`` computes the missing tokens locally.
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
 no speculative decoding, structured output, encoders, LoRA, priority policy, async
 scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
 and no watermark (vLLM's default watermark is 0). ``finish_requests`` returns the ids it
-finished rather than the requests.
+finished rather than the requests, and a request admitted with nothing to compute gets a
+``RuntimeError`` naming the cause where vLLM asserts.
 """
 
 from __future__ import annotations
@@ -230,7 +234,8 @@ class Scheduler:
                 self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
             )
             if num_new_tokens <= 0:
-                req_index += 1  # nothing to compute this step; the others may go on
+                # Nothing to compute this step; the requests behind it may still go on.
+                req_index += 1
                 continue
             while True:
                 new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
