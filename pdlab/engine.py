@@ -20,7 +20,8 @@ import torch
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
-from pdlab.request import Request, SamplingParams
+from pdlab.request import Request, RequestStatus, SamplingParams
+from pdlab.sched.output import ModelRunnerOutput
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import ByteTokenizer
 from pdlab.trace import Tracer
@@ -38,6 +39,7 @@ class RequestOutput:
     finish_reason: str | None = None
     kv_transfer_params: dict[str, Any] | None = None
     num_cached_tokens: int = 0
+    error: str | None = None  # why, when finish_reason is "error"
 
 
 class LLMEngine:
@@ -57,6 +59,7 @@ class LLMEngine:
         device: str | torch.device = "cpu",
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
+        kv_transfer_config: Any = None,
     ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config or CacheConfig()
@@ -72,6 +75,13 @@ class LLMEngine:
         self.max_model_len = (
             self.scheduler_config.max_model_len or model_config.max_position_embeddings
         )
+        if self.max_model_len > model_config.max_position_embeddings:
+            raise ValueError(
+                f"SchedulerConfig.max_model_len={self.max_model_len} is invalid: expected at "
+                f"most max_position_embeddings={model_config.max_position_embeddings} of "
+                f"model {model_config.name!r} (RoPE has no positions beyond it)"
+            )
+        self.kv_transfer_config = kv_transfer_config
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
@@ -116,8 +126,30 @@ class LLMEngine:
         request_id: str | None = None,
         kv_transfer_params: dict[str, Any] | None = None,
     ) -> str:
-        """Queue a prompt (text or token ids); returns its request id."""
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        """Queue a prompt (text or token ids); returns its request id. Raises ``ValueError``
+        or ``TypeError`` naming the argument, and queues nothing, when the request could
+        never run: checked here, not inside ``step()``, where one bad request would fail
+        a whole batch."""
+        ids = self._prompt_ids(prompt)
+        if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
+            raise TypeError(
+                f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
+            )
+        vocab = self.model_config.vocab_size
+        stops = [
+            t for t in (sampling_params.stop_token_ids if sampling_params else ()) if t >= vocab
+        ]
+        if stops:
+            raise ValueError(
+                f"sampling_params.stop_token_ids contains {stops[0]}: expected token ids "
+                f"in [0, {vocab}) (vocab_size of model {self.model_config.name!r})"
+            )
+        if request_id is not None and (not isinstance(request_id, str) or not request_id):
+            raise TypeError(f"request_id={request_id!r} is invalid: expected a non-empty string")
+        if kv_transfer_params is not None and not isinstance(kv_transfer_params, dict):
+            raise TypeError(
+                f"kv_transfer_params={kv_transfer_params!r} is invalid: expected None or a dict"
+            )
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
             rid,
@@ -136,9 +168,37 @@ class LLMEngine:
         )
         return rid
 
-    def abort_request(self, request_ids: str | Sequence[str]) -> None:
-        from pdlab.request import RequestStatus
+    def _prompt_ids(self, prompt: Any) -> list[int]:
+        if isinstance(prompt, str):
+            if not prompt:
+                raise ValueError("prompt='' is invalid: expected a non-empty string")
+            ids = self.tokenizer.encode(prompt)
+        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Sequence):
+            raise TypeError(
+                f"prompt={prompt!r} is invalid: expected a string or a list of token ids"
+            )
+        else:
+            ids = list(prompt)
+        if not ids:
+            raise ValueError("prompt=[] is invalid: expected at least one token id")
+        vocab = self.model_config.vocab_size
+        for i, t in enumerate(ids):
+            if isinstance(t, bool) or not isinstance(t, int):
+                raise TypeError(
+                    f"prompt[{i}]={t!r} is invalid: expected an integer token id in [0, {vocab})"
+                )
+            if not 0 <= t < vocab:
+                raise ValueError(
+                    f"prompt[{i}]={t} is invalid: expected a token id in [0, {vocab}) "
+                    f"(vocab_size of model {self.model_config.name!r})"
+                )
+        if len(ids) > self.max_model_len:
+            raise ValueError(
+                f"prompt has {len(ids)} tokens: expected at most max_model_len={self.max_model_len}"
+            )
+        return ids
 
+    def abort_request(self, request_ids: str | Sequence[str]) -> None:
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
@@ -155,8 +215,15 @@ class LLMEngine:
         self.step_count += 1
         so = self.scheduler.schedule()
         self._emit_step(so)
-        mro = self.runner.execute_model(so, self.step_count)
-        changed = []
+        try:
+            mro = self.runner.execute_model(so, self.step_count)
+            errors = dict(self.runner.req_errors)
+        except Exception as e:  # noqa: BLE001 - outside any one request: fail the batch
+            why = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            rids = list(so.num_scheduled_tokens)
+            mro = ModelRunnerOutput(req_ids=rids, sampled_token_ids=[[] for _ in rids])
+            errors = dict.fromkeys(rids, why)
+        changed = self._finish_errored(errors)
         for eco in self.scheduler.update_from_output(so, mro):
             out = self._outputs.get(eco.req_id)
             if out is None:
@@ -168,6 +235,18 @@ class LLMEngine:
                 out.kv_transfer_params = eco.kv_transfer_params
                 out.num_cached_tokens = max(eco.num_cached_tokens, 0)
             changed.append(out)
+        return changed
+
+    def _finish_errored(self, errors: dict[str, str]) -> list[RequestOutput]:
+        """Requests whose step raised end with ``FINISHED_ERROR`` and give their blocks
+        back; the others carry on (``update_from_output`` skips finished requests)."""
+        changed = []
+        for rid in self.scheduler.finish_requests(list(errors), RequestStatus.FINISHED_ERROR):
+            self._emit("request_error", req_id=rid, error=errors[rid])
+            out = self._outputs.get(rid)
+            if out is not None:
+                out.finished, out.finish_reason, out.error = True, "error", errors[rid]
+                changed.append(out)
         return changed
 
     def _emit_step(self, so: Any) -> None:
