@@ -53,8 +53,8 @@ def _port(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from pdlab.config import PRESETS, ROUTING_RULES
-    from pdlab.tour import positive_int
+    from pdlab.config import PRESETS
+    from pdlab.tour import add_routing_arguments, positive_int
 
     p = argparse.ArgumentParser(
         prog="pdlab",
@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="a prompt (repeat for a batch)",
     )
     pd.add_argument("--max-tokens", type=positive_int, default=8)
-    pd.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
+    add_routing_arguments(pd)
     pd.add_argument("--block-size", type=positive_int, default=4)
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=_port, default=0, help="0 picks a free port")
@@ -222,7 +222,10 @@ def _pd(args: argparse.Namespace) -> int:
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
     cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=args.block_size)
-    sched = SchedulerConfig(rule=args.rule, kv_transfer_timeout_s=min(args.timeout, 30.0))
+    from pdlab.tour import routing_configs
+
+    sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
+    routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
     if args.role is not None:
         from pdlab import pd_procs
@@ -245,10 +248,18 @@ def _pd(args: argparse.Namespace) -> int:
                     args.port,
                     args.backend,
                     timeout_s=args.timeout,
+                    engine_kwargs=routing,
                 )
             else:
                 s = pd_procs.run_decode(
-                    cfg, cache, sched, args.host, args.port, args.backend, timeout_s=args.timeout
+                    cfg,
+                    cache,
+                    sched,
+                    args.host,
+                    args.port,
+                    args.backend,
+                    timeout_s=args.timeout,
+                    engine_kwargs=routing,
                 )
         except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
             print(f"pdlab pd: error: {_one_line(e)}", file=sys.stderr, flush=True)
@@ -280,7 +291,7 @@ def _pd(args: argparse.Namespace) -> int:
     if args.procs == 1:
         from pdlab.pd import PDPair
 
-        pair = PDPair(cfg, cache, sched, backend=args.backend)
+        pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
         outs = pair.generate(ids, sp)
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
@@ -289,7 +300,16 @@ def _pd(args: argparse.Namespace) -> int:
     from pdlab.pd_procs import run_pd_procs
 
     res = run_pd_procs(
-        ids, cfg, cache, sched, sp, args.host, args.port, args.backend, timeout_s=args.timeout
+        ids,
+        cfg,
+        cache,
+        sched,
+        sp,
+        args.host,
+        args.port,
+        args.backend,
+        timeout_s=args.timeout,
+        **routing,
     )
     if res.errors:
         why = "; ".join(f"{role}: {err}" for role, err in sorted(res.errors.items()))

@@ -17,7 +17,13 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
 from pdlab.request import Request, RequestStatus, SamplingParams
@@ -60,8 +66,12 @@ class LLMEngine:
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
         kv_transfer_config: Any = None,
+        attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None,
     ) -> None:
         self.model_config = model_config
+        self.attention_config = attention_config or AttentionConfig()
+        self.parallel_config = parallel_config or ParallelConfig()
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
@@ -102,13 +112,23 @@ class LLMEngine:
             num_kv_splits=num_kv_splits,
             workspace_tokens=workspace_tokens,
             connector_worker=kv_connector,
+            attention_config=self.attention_config,
+            parallel_config=self.parallel_config,
         )
         if kv_connector is not None and hasattr(kv_connector, "emit"):
             kv_connector.emit = self._emit
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
-        self.tracer.meta.setdefault("rules", {})[instance] = self.scheduler_config.rule
+        self.tracer.meta.setdefault("dtype", str(next(self.model.parameters()).dtype)[6:])
+        builder = self.runner.attn_metadata_builder
+        self.tracer.meta.setdefault("routing", {})[instance] = {
+            "mla_backend": self.attention_config.backend,
+            "reorder_batch_threshold": builder.reorder_batch_threshold,
+            "require_uniform": builder.require_uniform,
+            "prefill_context_parallel_size": self.parallel_config.prefill_context_parallel_size,
+            "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
+        }
         self.tracer.meta.setdefault("backend", backend or _default_backend())
 
     # ---- trace -----------------------------------------------------------------------

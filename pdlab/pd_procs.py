@@ -28,7 +28,13 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -84,6 +90,7 @@ def _build(
     port: int,
     seed: int,
     timeout_s: float,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Any]:
     """Join the two-process group (P is rank 0), agree on block size and model with the
     peer, then build this side's engine."""
@@ -132,6 +139,7 @@ def _build(
         seed,
         instance="P" if rank == 0 else "D",
         backend=backend,
+        **(engine_kwargs or {}),
     )
     return engine, conn, transport
 
@@ -161,6 +169,7 @@ def run_prefill(
     seed: int = 0,
     timeout_s: float = 120.0,
     max_in_flight: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
@@ -178,6 +187,7 @@ def run_prefill(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("prefill")
     p_params = SamplingParams(
@@ -235,6 +245,7 @@ def run_decode(
     seed: int = 0,
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
@@ -251,6 +262,7 @@ def run_decode(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
@@ -354,6 +366,8 @@ def run_pd_procs(
     die_after_requests: int | None = None,
     max_in_flight: int | None = None,
     grace_s: float = 15.0,
+    attention_config: AttentionConfig | None = None,
+    parallel_config: ParallelConfig | None = None,
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait for both, on events: a
     result, or a process exiting. When one side dies, the other notices at once (its
@@ -375,6 +389,7 @@ def run_pd_procs(
         backend=backend,
         seed=seed,
         timeout_s=timeout_s,
+        engine_kwargs={"attention_config": attention_config, "parallel_config": parallel_config},
     )
     kwargs = {
         "prefill": dict(

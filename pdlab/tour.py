@@ -1,18 +1,23 @@
 """``pdlab tour`` and ``pdlab trace``: views of a real run's trace.
 
-The tour runs one prompt through a P/D pair under each routing rule and through one
-colocated engine, then prints six chapters: P prefills the prompt; its blocks move to D; D
-sets ``num_computed_tokens = N - 1`` and why (the cache holds K/V, the logits need the last
-hidden state); the one-token step under both rules; what the two MLA paths cost at
-DeepSeek scale; the rest of the generation, next to the colocated output. Every number is
+The tour runs one prompt through a P/D pair with upstream's default routing, through a
+second P/D pair with ``prefill_context_parallel_size = 2``, through one colocated engine,
+and once more under the FlashMLA backend profile. Then it prints six chapters: P prefills
+the prompt; its blocks move to D; D sets ``num_computed_tokens = N - 1`` and why (the cache
+holds K/V, the logits need the last hidden state); the one-token step, a short extend with
+``is_prefilling`` true, under both settings of ``treat_short_extends_as_decodes``, and a
+short fresh prompt under FlashMLA's ``reorder_batch_threshold``; what the two MLA paths cost
+at DeepSeek scale; the rest of the generation, next to the colocated output. Every number is
 read from the trace (or the cost model, ``pdlab/attention/cost.py``); the words are in
 ``pdlab/ui/tour_text.py``, in English or Chinese. ``pdlab trace`` runs any prompts with any
 settings and prints the step table.
 
-The upstream story it follows: ``vllm/v1/core/sched/scheduler.py``
+The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``
 (``_update_waiting_for_remote_kv``), ``vllm/v1/core/kv_cache_manager.py``
-(``get_computed_blocks``), ``vllm/v1/attention/backends/utils.py``
-(``split_decodes_and_prefills``) and ``vllm/v1/attention/backends/mla/common.py``.
+(``get_computed_blocks``), ``vllm/v1/worker/gpu_model_runner.py`` (``is_prefilling``),
+``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
+``vllm/model_executor/layers/attention/mla_attention.py`` (the MLA builder and the two
+paths).
 """
 
 from __future__ import annotations
@@ -30,7 +35,15 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from pdlab.config import PRESETS, ROUTING_RULES, CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    MLA_BACKENDS,
+    PRESETS,
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.engine import one_thread
 from pdlab.trace import Tracer
 from pdlab.ui.console import make_console
@@ -39,7 +52,6 @@ from pdlab.ui.tour_text import LANGS, STEP_TABLE_HEADERS_ZH, tr
 DEFAULT_PROMPT = "Why run the last token twice?"
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
 BACKENDS = ("torch", "triton")
-RID = "req-0"  # the pair's first request id
 
 
 # ---- arguments ---------------------------------------------------------------------------
@@ -61,17 +73,42 @@ def _preset(text: str) -> str:
     return text
 
 
+def add_routing_arguments(p: argparse.ArgumentParser) -> None:
+    """The two switches upstream's MLA routing depends on, under upstream's names."""
+    p.add_argument(
+        "--pcp",
+        "--prefill-context-parallel-size",
+        dest="pcp",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="prefill_context_parallel_size; above 1 the MLA builder passes "
+        "treat_short_extends_as_decodes=False (pdlab reproduces only this routing "
+        "consequence, not context parallelism itself)",
+    )
+    p.add_argument(
+        "--mla-backend",
+        type=str.lower,
+        choices=sorted(MLA_BACKENDS),
+        default="triton_mla",
+        help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
+    )
+
+
+def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """``attention_config`` and ``parallel_config`` for an engine, from the arguments."""
+    return {
+        "attention_config": AttentionConfig(args.mla_backend),
+        "parallel_config": ParallelConfig(args.pcp),
+    }
+
+
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
     )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
-    p.add_argument(
-        "--rule",
-        choices=ROUTING_RULES,
-        default="query_len",
-        help="routing rule of the main P/D run (chapter 4 shows both)",
-    )
+    add_routing_arguments(p)
     p.add_argument(
         "--preset",
         type=_preset,
@@ -104,7 +141,7 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--block-size", type=positive_int, default=4)
     p.add_argument("--num-blocks", type=positive_int, default=256)
-    p.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
+    add_routing_arguments(p)
     p.add_argument("--max-tokens", type=positive_int, default=8)
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
     p.add_argument(
@@ -121,32 +158,38 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
 # ---- the runs ----------------------------------------------------------------------------
 @dataclass
 class TourRun:
-    """One prompt, run three ways. ``trace`` holds the main P/D pair (instances P and D) and
+    """One prompt, run four ways. ``trace`` holds the main P/D pair (instances P and D) and
     the colocated engine (instance ``local``, the prompt run twice); ``other_trace`` holds
-    the P/D pair under the other routing rule."""
+    a P/D pair whose ``prefill_context_parallel_size`` is the other side of 1;
+    ``fresh_trace`` holds one engine under the FlashMLA profile (threshold 128)."""
 
     prompt: str
     cfg: ModelConfig
-    rule: str
-    other_rule: str
+    mla_backend: str
+    pcp: int
+    other_pcp: int
     backend: str
     trace: Tracer
     other_trace: Tracer
+    fresh_trace: Tracer
     prompt_ids: list[int]
     outputs: dict[str, list[int]]  # "pd", "other", "local"
     texts: dict[str, str]
     local_ids: tuple[str, str]  # the colocated request, then the same prompt again
+    request_id: str  # the P/D pairs' request
 
 
 def run_requests(
     prompt: str,
     block_size: int = 4,
-    rule: str = "query_len",
+    pcp: int = 1,
     max_tokens: int = 8,
     backend: str = "torch",
+    mla_backend: str = "triton_mla",
 ) -> TourRun:
-    """Run ``prompt`` through a P/D pair under ``rule``, a P/D pair under the other rule,
-    and a colocated engine (twice, the second time hitting the prefix cache)."""
+    """Run ``prompt`` through a P/D pair with the given routing settings, a P/D pair with
+    ``prefill_context_parallel_size`` on the other side of 1, a colocated engine (twice, the
+    second time hitting the prefix cache) and one engine under the FlashMLA profile."""
     from pdlab.engine import LLMEngine
     from pdlab.pd import PDPair
     from pdlab.request import SamplingParams
@@ -157,31 +200,54 @@ def run_requests(
     need = -(-(len(prompt.encode("utf-8")) + max_tokens) // block_size)
     cfg, sp = ModelConfig.tiny(), SamplingParams(max_tokens=max_tokens)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
-    other = next(r for r in ROUTING_RULES if r != rule)
+    other_pcp = 2 if pcp == 1 else 1
+    attn = AttentionConfig(mla_backend)
+
+    def routing(size: int) -> dict[str, Any]:
+        return {"attention_config": attn, "parallel_config": ParallelConfig(size)}
+
     with one_thread():
-        pair = PDPair(cfg, cache, SchedulerConfig(rule=rule), backend=backend)
+        pair = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(pcp))
         pd_out = pair.generate(prompt, sp)[0]
-        other_pair = PDPair(cfg, cache, SchedulerConfig(rule=other), backend=backend)
+        other_pair = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(other_pcp))
         other_out = other_pair.generate(prompt, sp)[0]
+        model = pair.prefill.model
         local = LLMEngine(
             cfg,
             cache,
-            SchedulerConfig(rule=rule),
+            SchedulerConfig(),
             tracer=pair.tracer,
             backend=backend,
-            model=pair.prefill.model,
+            model=model,
+            **routing(pcp),
         )
         first = local.generate(prompt, sp)[0]
         again = local.generate(prompt, sp)[0]  # a prefix-cache hit: capped at N - 1
-    pair.tracer.meta["tour"] = {"prompt": prompt, "rule": rule, "max_tokens": max_tokens}
+        fresh = LLMEngine(
+            cfg,
+            cache,
+            SchedulerConfig(),
+            backend=backend,
+            model=model,
+            attention_config=AttentionConfig("flashmla"),
+        )
+        fresh.generate(prompt, SamplingParams(max_tokens=1))
+    pair.tracer.meta["tour"] = {
+        "prompt": prompt,
+        "prefill_context_parallel_size": pcp,
+        "mla_backend": attn.backend,
+        "max_tokens": max_tokens,
+    }
     return TourRun(
         prompt,
         cfg,
-        rule,
-        other,
+        attn.backend,
+        pcp,
+        other_pcp,
         backend,
         pair.tracer,
         other_pair.tracer,
+        fresh.tracer,
         list(pd_out.prompt_token_ids),
         {
             "pd": pd_out.output_token_ids,
@@ -190,11 +256,12 @@ def run_requests(
         },
         {"pd": pd_out.text, "other": other_out.text, "local": first.text},
         (first.request_id, again.request_id),
+        pd_out.request_id,
     )
 
 
 # ---- reading the trace -------------------------------------------------------------------
-def _steps(trace: Tracer, inst: str, rid: str = RID) -> list[tuple[dict, dict]]:
+def _steps(trace: Tracer, inst: str, rid: str) -> list[tuple[dict, dict]]:
     """(step event, that request's scheduled row) for every step that scheduled ``rid``."""
     return [
         (e, r) for e in trace.filter("step", inst) for r in e["scheduled"] if r["req_id"] == rid
@@ -280,14 +347,14 @@ def _where(func: Any) -> tuple[str, str]:
 
 # ---- chapters ----------------------------------------------------------------------------
 def _chapter1(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    n = t.first("add_request", "P", req_id=RID)["num_prompt_tokens"]
+    t, rid = run.trace, run.request_id
+    n = t.first("add_request", "P", req_id=rid)["num_prompt_tokens"]
     c.print(tr(lang, "ch1_tokens", prompt=_shown(run.prompt), n=n))
-    steps = _steps(t, "P")
+    steps = _steps(t, "P", rid)
     if len(steps) == 1:
         c.print(tr(lang, "ch1_whole"))
     for ev, r in steps:
-        route = t.first("route", "P", step=ev["step"], req_id=RID)
+        route = t.first("route", "P", step=ev["step"], req_id=rid)
         c.print(
             tr(
                 lang,
@@ -326,8 +393,8 @@ def _chapter1(c: Console, run: TourRun, lang: str) -> None:
             " ".join(map(str, ids)),
         )
     c.print(tab)
-    s = t.first("sample", "P", req_id=RID)
-    fin = t.first("finish", "P", req_id=RID)
+    s = t.first("sample", "P", req_id=rid)
+    fin = t.first("finish", "P", req_id=rid)
     c.print(
         tr(
             lang,
@@ -341,20 +408,20 @@ def _chapter1(c: Console, run: TourRun, lang: str) -> None:
     if fin.get("kv_transfer_params"):
         c.print(tr(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
         c.print(escape(json.dumps(fin["kv_transfer_params"])))
-    freed = t.filter("free", "P", req_id=RID)
+    freed = t.filter("free", "P", req_id=rid)
     if freed:
         c.print(tr(lang, "ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"]))
 
 
 def _chapter2(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    wait = t.first("waiting_for_remote_kvs", "D", req_id=RID)
+    t, rid = run.trace, run.request_id
+    wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
     c.print(tr(lang, "ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"]))
-    x = t.first("kv_transfer", "D", req_id=RID)
+    x = t.first("kv_transfer", "D", req_id=rid)
     if not x["ok"]:
         c.print(tr(lang, "ch2_failed", reason=x["reason"]))
     bs = t.meta["block_size"]
-    n = t.first("add_request", "D", req_id=RID)["num_prompt_tokens"]
+    n = t.first("add_request", "D", req_id=rid)["num_prompt_tokens"]
     tab = Table(title=tr(lang, "ch2_table"))
     for key in ("col_p_block", "col_d_block", "col_positions", "col_rows"):
         tab.add_column(tr(lang, key), justify="right")
@@ -386,10 +453,10 @@ def _chapter2(c: Console, run: TourRun, lang: str) -> None:
 
 
 def _chapter3(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    wait = t.first("waiting_for_remote_kvs", "D", req_id=RID)
+    t, rid = run.trace, run.request_id
+    wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
     c.print(tr(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
-    ready = t.first("remote_kv_ready", "D", req_id=RID)
+    ready = t.first("remote_kv_ready", "D", req_id=rid)
     n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
     c.print(
         tr(
@@ -401,7 +468,7 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
             nct=nct,
         )
     )
-    ev, r = _steps(t, "D")[0]
+    ev, r = _steps(t, "D", rid)[0]
     c.print(
         tr(
             lang,
@@ -415,7 +482,7 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
     )
     # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
     layers, L, R = _row_shape(_kernels(t, "D", ev["step"]))
-    bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=RID)["local_block_ids"]
+    bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=rid)["local_block_ids"]
     last = n - 1
     tab = Table(title=tr(lang, "ch3_table"))
     tab.add_column(tr(lang, "col_pos"), justify="right")
@@ -454,8 +521,8 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
             H=run.cfg.hidden_size,
         )
     )
-    d_tok = t.first("sample", "D", req_id=RID)["token"]
-    p_tok = t.first("sample", "P", req_id=RID)["token"]
+    d_tok = t.first("sample", "D", req_id=rid)["token"]
+    p_tok = t.first("sample", "P", req_id=rid)["token"]
     c.print(
         tr(
             lang,
@@ -490,25 +557,43 @@ def _chapter3(c: Console, run: TourRun, lang: str) -> None:
     )
 
 
-def _first_d_step(trace: Tracer) -> dict[str, Any]:
+def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     """What D's first step did: its route, kernels, cost and sampled token."""
-    ev, _ = _steps(trace, "D")[0]
+    ev, _ = _steps(trace, "D", rid)[0]
     ks = _kernels(trace, "D", ev["step"])
     return {
-        "route": trace.first("route", "D", step=ev["step"], req_id=RID),
+        "route": trace.first("route", "D", step=ev["step"], req_id=rid),
         "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
         "flops": sum(k["flops"] for k in ks),
         "bytes": sum(k["bytes"] for k in ks),
-        "sample": trace.first("sample", "D", req_id=RID),
+        "sample": trace.first("sample", "D", req_id=rid),
     }
+
+
+def _split_test(rt: dict[str, Any]) -> str:
+    """The test ``split_decodes_and_prefills`` applied to this request (alone in its batch,
+    so ``require_uniform`` changes nothing), with the values the trace recorded."""
+    q, t = rt["query_len"], rt["decode_threshold"]
+    lines = [f"query_len > decode_threshold\n{q} > {t}: {q > t}"]
+    if rt["treat_short_extends_as_decodes"]:
+        lines.append("treat_short_extends_as_decodes = True:\nis_prefilling not read")
+    else:
+        lines.append(
+            f"treat_short_extends_as_decodes = False:\nOR is_prefilling = {rt['is_prefilling']}"
+        )
+    return "\n".join(lines)
 
 
 def _chapter4(c: Console, run: TourRun, lang: str) -> None:
     from pdlab.ui.console import kernel_brief
 
-    by_rule = {run.rule: _first_d_step(run.trace), run.other_rule: _first_d_step(run.other_trace)}
-    rules = ["prompt", "query_len"]  # the question's rule first
-    r0 = by_rule[rules[0]]["route"]
+    rid = run.request_id
+    by_pcp = {
+        run.pcp: _first_d_step(run.trace, rid),
+        run.other_pcp: _first_d_step(run.other_trace, rid),
+    }
+    sizes = sorted(by_pcp)  # 1 (upstream's default) first
+    r0 = by_pcp[1]["route"]
     c.print(
         tr(
             lang,
@@ -516,28 +601,29 @@ def _chapter4(c: Console, run: TourRun, lang: str) -> None:
             q=r0["query_len"],
             nct=r0["num_computed_tokens"],
             n=r0["num_prompt_tokens"],
+            prefilling=r0["is_prefilling"],
+            region=r0["region"],
         )
     )
     tab = Table(title=tr(lang, "ch4_table"))
     tab.add_column("")
-    for rule in rules:
-        mark = tr(lang, "main_run") if rule == run.rule else ""
-        tab.add_column(f'rule="{rule}"{mark}')
+    for size in sizes:
+        mark = tr(lang, "main_run") if size == run.pcp else ""
+        tab.add_column(f"PCP {size}{mark}")
     cells: dict[str, list[str]] = {}
-    for rule in rules:
-        d = by_rule[rule]
+    for size in sizes:
+        d = by_pcp[size]
         rt = d["route"]
-        if rule == "prompt":
-            a, b = rt["num_computed_tokens"], rt["num_prompt_tokens"]
-            test = f"num_computed_tokens < num_prompt_tokens\n{a} < {b}: {a < b}"
-        else:
-            a, b = rt["query_len"], rt["decode_threshold"]
-            test = f"query_len <= decode_threshold\n{a} <= {b}: {a <= b}"
         for key, val in (
+            ("prefill_context_parallel_size", rt["prefill_context_parallel_size"]),
             ("query_len", rt["query_len"]),
             ("num_computed_tokens", rt["num_computed_tokens"]),
             ("num_prompt_tokens", rt["num_prompt_tokens"]),
-            ("row_test", test),
+            ("is_prefilling", rt["is_prefilling"]),
+            ("region", rt["region"]),
+            ("decode_threshold", rt["decode_threshold"]),
+            ("treat_short_extends_as_decodes", rt["treat_short_extends_as_decodes"]),
+            ("row_test", _split_test(rt)),
             ("row_path", f"{rt['path']} → {rt['forward']}"),
             ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
             ("row_flops", _si(d["flops"])),
@@ -548,19 +634,29 @@ def _chapter4(c: Console, run: TourRun, lang: str) -> None:
             cells.setdefault(key, []).append(escape(str(val)))
     for key, vals in cells.items():
         label = key if not key.startswith("row_") else tr(lang, key)
-        tab.add_row(label, *vals, end_section=key in ("num_prompt_tokens", "row_kernels"))
+        tab.add_row(label, *vals, end_section=key in ("is_prefilling", "row_path", "row_kernels"))
     c.print(tab)
-    gathered = [
-        k["shapes"]["rows"] for k in by_rule["prompt"]["kernels"] if k["name"] == "gather_cache"
-    ]
+    c.print(tr(lang, "ch4_dtype", dtype=run.trace.meta.get("dtype", "float32")))
+    gathered = [k["shapes"]["rows"] for k in by_pcp[2]["kernels"] if k["name"] == "gather_cache"]
     ctx_rows = sum(gathered)
     c.print(tr(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else tr(lang, "ch4_paths_no_context"))
-    sa, sb = (by_rule[r]["sample"] for r in rules)
+    sa, sb = (by_pcp[size]["sample"] for size in sizes)
     delta = f"{abs(sa['logit'] - sb['logit']):.1e}"
     if sa["token"] == sb["token"]:
         c.print(tr(lang, "ch4_same", tok=sa["token"], d=delta))
     else:
         c.print(tr(lang, "ch4_diff", a=sa["token"], b=sb["token"], d=delta))
+    fresh = run.fresh_trace.filter("route")[0]
+    c.print(
+        tr(
+            lang,
+            "ch4_fresh_decode" if fresh["path"] == "decode" else "ch4_fresh_prefill",
+            q=fresh["query_len"],
+            t=fresh["decode_threshold"],
+            region=fresh["region"],
+            forward=fresh["forward"],
+        )
+    )
 
 
 def _chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
@@ -612,22 +708,23 @@ def _chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     )
     c.print(tr(lang, "ch5_cross", x=f"{absorb_crossover_query_len(cfg):.0f}"))
     c.print(tr(lang, "ch5_upstream"))
-    c.print(tr(lang, "ch5_ascend"))
+    c.print(tr(lang, "ch5_others"))
 
 
 def _chapter6(c: Console, run: TourRun, lang: str) -> None:
     from pdlab.ui.console import step_table
 
-    t = run.trace
+    t, rid = run.trace, run.request_id
     tab = step_table(t, "D", title=tr(lang, "ch6_steps"))
     if lang == "zh":
         for col in tab.columns:
             col.header = STEP_TABLE_HEADERS_ZH.get(str(col.header), col.header)
     c.print(tab)
-    later = t.filter("route", "D", req_id=RID)[1:]
+    later = t.filter("route", "D", req_id=rid)[1:]
     if later and all(
         e["query_len"] == 1
-        and e["num_computed_tokens"] >= e["num_prompt_tokens"]
+        and not e["is_prefilling"]
+        and e["region"] == "decode"
         and e["path"] == "decode"
         for e in later
     ):
@@ -636,9 +733,9 @@ def _chapter6(c: Console, run: TourRun, lang: str) -> None:
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(tr(lang, key))
     for key, label in (
-        ("pd", tr(lang, "run_pd", rule=run.rule)),
-        ("other", tr(lang, "run_pd", rule=run.other_rule)),
-        ("local", tr(lang, "run_local", rule=run.rule)),
+        ("pd", tr(lang, "run_pd", pcp=run.pcp)),
+        ("other", tr(lang, "run_pd", pcp=run.other_pcp)),
+        ("local", tr(lang, "run_local", pcp=run.pcp)),
     ):
         tab.add_row(label, escape(str(run.outputs[key])), escape(repr(run.texts[key])))
     c.print(tab)
@@ -651,7 +748,7 @@ def _chapter6(c: Console, run: TourRun, lang: str) -> None:
             n=len(run.outputs["local"]),
         )
     )
-    freed = t.filter("free", "D", req_id=RID)
+    freed = t.filter("free", "D", req_id=rid)
     if freed:
         c.print(tr(lang, "ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"]))
 
@@ -661,7 +758,9 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab tour``: run the requests, print the chapters, save what was asked for."""
     c = console or make_console()
     lang = args.lang
-    run = run_requests(args.prompt, args.block_size, args.rule, args.max_tokens, args.backend)
+    run = run_requests(
+        args.prompt, args.block_size, args.pcp, args.max_tokens, args.backend, args.mla_backend
+    )
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = _row_shape(run.trace.filter("kernel", "P"))
@@ -677,7 +776,8 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
                 L=L,
                 R=R,
                 bs=run.trace.meta["block_size"],
-                rule=run.rule,
+                pcp=run.pcp,
+                mla=run.mla_backend,
                 backend=run.trace.meta["backend"],
             )
         )
@@ -725,7 +825,6 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         raise ValueError("--prompt must not be empty")
     cache = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
     sched = SchedulerConfig(
-        rule=args.rule,
         max_num_batched_tokens=args.max_num_batched_tokens,
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
@@ -733,13 +832,17 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     cfg = ModelConfig.tiny()
     with one_thread():
         if args.pd:
-            pair = PDPair(cfg, cache, sched, backend=args.backend)
+            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = pair.generate(prompts, sp), pair.tracer
         else:
-            engine = LLMEngine(cfg, cache, sched, backend=args.backend)
+            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
     kind = "P/D" if args.pd else "one engine"
-    c.print(step_table(trace, title=f"{kind}, block_size={args.block_size}, rule={args.rule}"))
+    title = (
+        f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
+        f"prefill_context_parallel_size={args.pcp}"
+    )
+    c.print(step_table(trace, title=title))
     for p, o in zip(prompts, outs):
         c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
     if args.json is not None:

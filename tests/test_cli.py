@@ -11,10 +11,7 @@ from pdlab.cli import main
 
 def test_pd_in_one_process(capsys):
     assert (
-        main(
-            ["pd", "--procs", "1", "--prompt", "abcdefgh", "--max-tokens", "3", "--rule", "prompt"]
-        )
-        == 0
+        main(["pd", "--procs", "1", "--prompt", "abcdefgh", "--max-tokens", "3", "--pcp", "2"]) == 0
     )
     out = capsys.readouterr().out
     assert "num_computed_tokens = 7 (N - 1, N = 8)" in out

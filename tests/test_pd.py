@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.pd import PDPair
@@ -16,12 +16,13 @@ MODEL = DeepseekV2ForCausalLM(CFG)
 BS = 4
 
 
-def _pair(rule="query_len", **kw):
+def _pair(pcp=1, **kw):
     return PDPair(
         CFG,
         CacheConfig(block_size=BS, num_blocks=64),
-        SchedulerConfig(rule=rule),
+        SchedulerConfig(),
         backend="torch",
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
         **kw,
     )
 
@@ -38,11 +39,11 @@ def _all_free(pair):
     assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+@pytest.mark.parametrize("pcp", [1, 2])
 @pytest.mark.parametrize("n", [3, BS, 3 * BS, 3 * BS + 1])
-def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
+def test_pd_equals_colocated_and_routes_the_short_extend(pcp, n):
     prompt = [(7 * i + n) % 256 for i in range(n)]
-    pair = _pair(rule)
+    pair = _pair(pcp)
     out = pair.generate(prompt, SamplingParams(max_tokens=5))[0]
     assert out.output_token_ids == _colocated(prompt, 5)
     t = pair.tracer
@@ -57,7 +58,7 @@ def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
         n,
     )
     kernels = t.filter("kernel", "D", step=route["step"])
-    if rule == "prompt":
+    if pcp > 1:
         assert route["forward"] == "_forward_prefill"
         gathered = [k for k in kernels if k["name"] == "gather_cache"]
         assert [k["shapes"]["rows"] for k in gathered] == [n - 1] * CFG.num_hidden_layers
@@ -72,10 +73,10 @@ def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
     _all_free(pair)
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
-def test_local_prefix_hit_on_d_reads_only_the_tail(rule):
+@pytest.mark.parametrize("pcp", [1, 2])
+def test_local_prefix_hit_on_d_reads_only_the_tail(pcp):
     prompt = list(range(100, 100 + 3 * BS + 2))
-    pair = _pair(rule)
+    pair = _pair(pcp)
     # warm D's prefix cache with the first two blocks of the prompt
     pair.decode.generate(prompt[: 2 * BS + 1], SamplingParams(max_tokens=1))
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]

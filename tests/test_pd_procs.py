@@ -6,7 +6,7 @@ import time
 import psutil
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.pd_procs import run_pd_procs
 from pdlab.request import SamplingParams
@@ -32,16 +32,17 @@ def _no_children_left():
     assert not alive, f"processes left behind: {alive}"
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
-def test_two_processes_equal_colocated(rule):
+@pytest.mark.parametrize("pcp", [1, 2])
+def test_two_processes_equal_colocated(pcp):
     t0 = time.monotonic()
     r = run_pd_procs(
         PROMPTS,
         CFG,
         CacheConfig(block_size=4, num_blocks=64),
-        SchedulerConfig(rule=rule),
+        SchedulerConfig(),
         SamplingParams(max_tokens=4),
         timeout_s=60,
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
     )
     assert time.monotonic() - t0 < 90
     assert r.errors == {} and r.exitcodes == {"prefill": 0, "decode": 0}
@@ -55,7 +56,7 @@ def test_two_processes_equal_colocated(rule):
     for i, p in enumerate(PROMPTS):
         e = firsts[f"req-{i}"]
         assert (e["query_len"], e["num_computed_tokens"]) == (1, len(p) - 1)
-        assert e["forward"] == ("_forward_prefill" if rule == "prompt" else "_forward_decode")
+        assert e["forward"] == ("_forward_prefill" if pcp > 1 else "_forward_decode")
     moved = r.tracer.filter("kv_transfer", "D")
     assert len(moved) == len(PROMPTS) and all(m["ok"] for m in moved)
     _no_children_left()

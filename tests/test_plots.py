@@ -15,7 +15,7 @@ from pdlab.ui.plots import plot_block_table, plot_num_computed_tokens, plot_path
 
 @pytest.fixture(scope="module")
 def run() -> TourRun:
-    # Main run under rule="query_len"; other_trace holds the same request under "prompt".
+    # Main run with the default routing; other_trace holds the same request under PCP = 2.
     return run_requests("hello block table", block_size=4, max_tokens=3)
 
 
@@ -60,7 +60,7 @@ def test_num_computed_tokens_has_a_line_per_request(run: TourRun) -> None:
 
 
 def test_markers_show_the_path_of_ds_first_step(run: TourRun) -> None:
-    # Under rule="prompt" D's one-token step goes to _forward_prefill: a hollow marker.
+    # Under PCP = 2 D's one-token step goes to _forward_prefill: a hollow marker.
     for trace, fill in ((run.other_trace, "none"), (run.trace, "full")):
         ax = plot_num_computed_tokens(trace, "D").axes[0]
         markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]

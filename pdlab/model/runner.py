@@ -7,8 +7,10 @@ scheduler's deltas, and owns the paged latent caches, one tensor per layer.
 
 Per step it builds the flattened token ids, positions, ``slot_mapping``,
 ``query_start_loc``, ``seq_lens``, ``block_table``, and each request's
-``num_computed_tokens`` and ``num_prompt_tokens``; orders decodes first (vLLM's
-``reorder_batch_to_split_decodes_and_prefills``) under the configured rule; runs the model;
+``num_computed_tokens`` and ``num_prompt_tokens`` and ``is_prefilling =
+num_computed_tokens < num_prompt_tokens``; orders the batch decode, short_extend,
+long_extend, prefill (vLLM's ``reorder_batch_to_split_decodes_and_prefills``); lets the MLA
+metadata builder split it (``pdlab/attention/builder.py``); runs the model;
 and samples only for requests whose known tokens are all computed after this step.
 """
 
@@ -20,9 +22,14 @@ from typing import Any
 
 import torch
 
-from pdlab.attention.metadata import MLAMetadata, reorder_batch_to_split_decodes_and_prefills
+from pdlab.attention.builder import MLAMetadataBuilder
+from pdlab.attention.metadata import (
+    CommonAttentionMetadata,
+    batch_region,
+    reorder_batch_to_split_decodes_and_prefills,
+)
 from pdlab.attention.mla import ForwardContext, MLAAttention
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 
 
@@ -57,8 +64,12 @@ class ModelRunner:
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
         connector_worker: Any = None,
+        attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None,
     ) -> None:
         self.model = model
+        self.attention_config = attention_config or AttentionConfig()
+        self.parallel_config = parallel_config or ParallelConfig()
         self.cfg = model.config
         self.cache_config = cache_config
         self.scheduler_config = scheduler_config
@@ -69,6 +80,12 @@ class ModelRunner:
         self.workspace_tokens = workspace_tokens
         self.connector_worker = connector_worker
         self.attention = MLAAttention()
+        self.attn_metadata_builder = MLAMetadataBuilder(
+            cache_config.block_size,
+            self.attention_config,
+            self.parallel_config,
+            workspace_tokens,
+        )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
         shape = (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim)
@@ -218,14 +235,13 @@ class ModelRunner:
 
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
-        sc = self.scheduler_config
         states = [self.requests[r] for r in rids]
         q_lens = [so.num_scheduled_tokens[r] for r in rids]
         computed = [s.num_computed_tokens for s in states]
         prompts = [len(s.prompt_token_ids) for s in states]
-        order = reorder_batch_to_split_decodes_and_prefills(
-            q_lens, computed, prompts, sc.rule, sc.decode_threshold
-        )
+        builder = self.attn_metadata_builder
+        threshold = builder.reorder_batch_threshold
+        order = reorder_batch_to_split_decodes_and_prefills(q_lens, computed, prompts, threshold)
         rids = [rids[i] for i in order]
         states = [states[i] for i in order]
         q_lens = [q_lens[i] for i in order]
@@ -251,33 +267,45 @@ class ModelRunner:
         qsl = torch.zeros(len(states) + 1, dtype=torch.int32)
         qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
         device = self.kv_caches[0].device
-        meta = MLAMetadata(
-            req_ids=rids,
+        seq_lens = [c + n for c, n in zip(computed, q_lens)]
+        computed_cpu = torch.tensor(computed, dtype=torch.int32)
+        # The learner's expression, computed for every request as upstream's runner does.
+        is_prefilling = computed_cpu < torch.tensor(prompts, dtype=torch.int32)
+        common = CommonAttentionMetadata(
             query_start_loc=qsl.to(device),
-            seq_lens=torch.tensor(
-                [c + n for c, n in zip(computed, q_lens)], dtype=torch.int32, device=device
-            ),
-            num_computed_tokens=torch.tensor(computed, dtype=torch.int32, device=device),
-            num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32, device=device),
-            block_table=block_table.to(device),
+            query_start_loc_cpu=qsl,
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+            num_reqs=len(rids),
+            num_actual_tokens=int(qsl[-1]),
+            max_query_len=max(q_lens),
+            max_seq_len=max(seq_lens),
+            block_table_tensor=block_table.to(device),
             slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
-            block_size=bs,
-            rule=sc.rule,
-            decode_threshold=sc.decode_threshold,
+            is_prefilling=is_prefilling,
+            req_ids=rids,
+            num_computed_tokens_cpu=computed_cpu,
         )
+        meta = builder.build(common)
         if self.emit is not None:
-            decode_flags = meta.is_decode()
             for i, r in enumerate(rids):
+                decode = i < meta.num_decodes
                 self.emit(
                     "route",
                     req_id=r,
-                    rule=sc.rule,
-                    decode_threshold=sc.decode_threshold,
                     query_len=q_lens[i],
                     num_computed_tokens=computed[i],
                     num_prompt_tokens=prompts[i],
-                    path="decode" if decode_flags[i] else "prefill",
-                    forward="_forward_decode" if decode_flags[i] else "_forward_prefill",
+                    is_prefilling=bool(is_prefilling[i]),
+                    region=batch_region(q_lens[i], computed[i], prompts[i], threshold),
+                    decode_threshold=threshold,
+                    require_uniform=builder.require_uniform,
+                    treat_short_extends_as_decodes=builder.treat_short_extends_as_decodes,
+                    prefill_context_parallel_size=(
+                        self.parallel_config.prefill_context_parallel_size
+                    ),
+                    mla_backend=self.attention_config.backend,
+                    path="decode" if decode else "prefill",
+                    forward="_forward_decode" if decode else "_forward_prefill",
                 )
         ctx = ForwardContext(
             meta,

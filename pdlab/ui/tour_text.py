@@ -20,21 +20,23 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "pdlab 导览：为什么解码实例要把最后一个提示词 token 再算一遍",
     },
     "question": {
-        "en": "A user asked on the vLLM forum (and in vllm-project/vllm#28566): on the decode "
-        "instance D, why does the scheduler set num_computed_tokens to N - 1? DeepSeek's "
-        "MLA code calls a request a prefill while num_computed_tokens < "
-        "num_prompt_tokens, so does D then run _forward_prefill for that one token? "
-        "This tour runs such a request and shows what the trace recorded.",
-        "zh": "有人在 vLLM 论坛（以及 vllm-project/vllm#28566）问：在解码实例 D 上，调度器为什么"
-        "把 num_computed_tokens 设成 N - 1？DeepSeek 的 MLA 代码以 num_computed_tokens < "
-        "num_prompt_tokens 判定 prefill，那 D 上这一个 token 岂不是要走 _forward_prefill？"
-        "下面真实地跑一遍这样的请求，逐章展示 trace 记下的内容。",
+        "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D "
+        "pair, why does the scheduler set num_computed_tokens to N - 1? And since "
+        "num_computed_tokens < num_prompt_tokens then holds, does D run a prefill "
+        "(_forward_prefill) for that one token? This tour runs such a request and shows"
+        " what the trace recorded.",
+        "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
+        "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_toke"
+        "ns 成立，D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地"
+        "跑一遍这样的请求，逐章展示 trace 记下的内容。",
     },
     "settings": {
         "en": "Run: prompt {prompt} · model {model} ({layers} layers, kv_lora_rank {L}, "
-        "qk_rope_head_dim {R}) · block_size {bs} · rule {rule} · kernels {backend}",
-        "zh": "本次运行：提示词 {prompt} · 模型 {model}（{layers} 层，kv_lora_rank {L}，"
-        "qk_rope_head_dim {R}）· block_size {bs} · 路由规则 {rule} · 算子后端 {backend}",
+        "qk_rope_head_dim {R}) · block_size {bs} · MLA backend profile {mla} · "
+        "prefill_context_parallel_size {pcp} · kernels {backend}",
+        "zh": "本次运行：提示词 {prompt} · 模型 {model}（{layers} 层，kv_lora_rank {L}，qk_ro"
+        "pe_head_dim {R}）· block_size {bs} · MLA 后端配置 {mla} · prefill_context_para"
+        "llel_size {pcp} · 算子后端 {backend}",
     },
     # ---- chapter titles --------------------------------------------------------------
     "ch1": {"en": "Chapter 1 · P: the prompt is prefilled", "zh": "第 1 章 · P：预填充提示词"},
@@ -47,8 +49,8 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "第 3 章 · D：num_computed_tokens = N - 1 从何而来",
     },
     "ch4": {
-        "en": "Chapter 4 · The one-token step under both routing rules",
-        "zh": "第 4 章 · 两种路由规则下的这一步",
+        "en": "Chapter 4 · The one-token step: a short extend, routed two ways",
+        "zh": "第 4 章 · 这一步是“短 extend”：两种路由",
     },
     "ch5": {
         "en": "Chapter 5 · What each path costs at DeepSeek scale",
@@ -202,12 +204,24 @@ TEXT: dict[str, dict[str, str]] = {
     },
     # ---- chapter 4: routing ----------------------------------------------------------
     "ch4_intro": {
-        "en": "D's step is a short extend: query_len = {q}, num_computed_tokens = {nct}, "
-        "num_prompt_tokens = {n}. The two rules read the same values and disagree. The "
-        "P/D run was made once under each rule:",
-        "zh": "D 的这一步是一次“短 extend”：query_len = {q}，num_computed_tokens = {nct}，"
-        "num_prompt_tokens = {n}。两种规则读的是同样的值，结论却不同。P/D 在两种规则下"
-        "各跑了一次：",
+        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = "
+        "{n}. The learner's expression is real: vLLM's model runner computes "
+        "is_prefilling = num_computed_tokens < num_prompt_tokens for every request "
+        "(here {prefilling}) and passes it to the attention builders; the batch reorder"
+        " puts the request in the {region} region (context, a query within the "
+        "threshold, still in its prompt). split_decodes_and_prefills reads "
+        "is_prefilling only when the MLA builder passes treat_short_extends_as_decodes "
+        "= not use_pcp as False, that is under prefill context parallelism. The P/D run"
+        " was made with each setting (pdlab reproduces only this routing consequence of"
+        " PCP, not context parallelism itself):",
+        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = "
+        "{n}。提问里的表达式确实存在：vLLM 的 model runner 为每个请求计算 is_prefilling"
+        " = num_computed_tokens < num_prompt_tokens（这里为 {prefilling}），并交给各注"
+        "意力元数据构建器；批次重排把这个请求放进 {region} 区（有上下文、query 不超过阈"
+        "值、仍在提示词内）。只有当 MLA 构建器传入的 treat_short_extends_as_decodes = n"
+        "ot use_pcp 为 False，也就是开启 prefill 上下文并行（PCP）时，split_decodes_and"
+        "_prefills 才会读 is_prefilling。P/D 在两种设置下各跑了一次（pdlab 只复现 PCP "
+        "对路由的这一影响，并不实现上下文并行本身）：",
     },
     "ch4_table": {
         "en": "D's first step, from each run's trace",
@@ -221,40 +235,64 @@ TEXT: dict[str, dict[str, str]] = {
     "row_bytes": {"en": "bytes, all layers", "zh": "访存字节（全部层）"},
     "row_token": {"en": "first token on D", "zh": "D 的第一个 token"},
     "row_logit": {"en": "its logit", "zh": "对应 logit"},
+    "ch4_dtype": {
+        "en": "FLOPs and bytes above are the tiny model's, at its own dtype ({dtype}); "
+        "chapter 5 models DeepSeek's widths in bf16.",
+        "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
+        "DeepSeek 的维度、bf16 建模。",
+    },
     "ch4_paths": {
-        "en": 'Under rule "prompt" the token takes _forward_prefill: gather_cache collects '
-        "the {ctx} cached latent rows, kv_b_proj up-projects every one of them to per-head "
-        "K and V, flash_attn_varlen attends, and merge_attn_states joins the context part "
-        'with the new-token part. Under rule "query_len" it takes _forward_decode: '
-        "q_nope absorbs W_UK, mla_decode reads the latent rows as they are, and W_UV maps "
-        "the result back.",
-        "zh": '规则 "prompt" 下这个 token 走 _forward_prefill：gather_cache 取出 {ctx} 行已'
-        "缓存的潜向量，kv_b_proj 把每一行都上投影成各个头的 K 和 V，flash_attn_varlen "
-        "做注意力，merge_attn_states 再把上下文部分和新 token 部分合并。规则 "
-        '"query_len" 下它走 _forward_decode：q_nope 吸收 W_UK，mla_decode 直接读潜向量'
-        "行，最后由 W_UV 映射回来。",
+        "en": "With prefill_context_parallel_size = 2 the token takes _forward_prefill "
+        "(upstream: forward_mha): gather_cache collects the {ctx} cached latent rows, "
+        "kv_b_proj up-projects every one of them to per-head K and V, flash_attn_varlen"
+        " attends, and merge_attn_states joins the context part with the new-token "
+        "part. By default it takes _forward_decode (upstream: forward_mqa): q_nope "
+        "absorbs W_UK, mla_decode reads the latent rows as they are, and W_UV maps the "
+        "result back.",
+        "zh": "prefill_context_parallel_size = 2 时，这个 token 走 _forward_prefill（上游叫 f"
+        "orward_mha）：gather_cache 取出 {ctx} 行已缓存的潜向量，kv_b_proj 把每一行都上"
+        "投影成各个头的 K 和 V，flash_attn_varlen 做注意力，merge_attn_states 再把上下"
+        "文部分和新 token 部分合并。默认设置下它走 _forward_decode（上游叫 forward_mqa"
+        "）：q_nope 吸收 W_UK，mla_decode 直接读潜向量行，最后由 W_UV 映射回来。",
     },
     "ch4_paths_no_context": {
-        "en": 'With N = 1 there is no cached context: under rule "prompt" _forward_prefill '
-        "runs flash_attn_varlen over the token alone (nothing to gather or merge), and "
-        'under rule "query_len" _forward_decode runs mla_decode over one latent row. '
-        "Try a longer --prompt to see the context gathered and up-projected.",
-        "zh": 'N = 1 时没有已缓存的上下文：规则 "prompt" 下 _forward_prefill 只对这个 token '
-        '自身做 flash_attn_varlen（无需 gather，也无需合并）；规则 "query_len" 下 '
-        "_forward_decode 用 mla_decode 读一行潜向量。换一个更长的 --prompt，就能看到上下文"
-        "被取出并上投影。",
+        "en": "With N = 1 there is no cached context and is_prefilling is false on D: both "
+        "settings take _forward_decode. Try a longer --prompt to see the context "
+        "gathered and up-projected under prefill context parallelism.",
+        "zh": "N = 1 时没有已缓存的上下文，D 上的 is_prefilling 为假：两种设置都走 _forward_d"
+        "ecode。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
     },
     "ch4_same": {
-        "en": "Both rules give token {tok}: the same token (|Δ logit| = {d}). MLA's two forms "
-        "are algebraically equal; only the rounding differs. The cost does not.",
-        "zh": "两种规则得到的 token 都是 {tok}，完全相同（|Δ logit| = {d}）。MLA 的两种写法在"
+        "en": "Both settings give token {tok}: the same token (|Δ logit| = {d}). MLA's two "
+        "forms are algebraically equal; only the rounding differs. The cost does not.",
+        "zh": "两种设置得到的 token 都是 {tok}，完全相同（|Δ logit| = {d}）。MLA 的两种写法在"
         "代数上相等，只有舍入不同；开销却大不相同。",
     },
     "ch4_diff": {
-        "en": "The rules gave different tokens, {a} and {b} (|Δ logit| = {d}).",
-        "zh": "两种规则得到了不同的 token：{a} 和 {b}（|Δ logit| = {d}）。",
+        "en": "The two settings gave different tokens, {a} and {b} (|Δ logit| = {d}).",
+        "zh": "两种设置得到了不同的 token：{a} 和 {b}（|Δ logit| = {d}）。",
     },
     # ---- chapter 5: cost -------------------------------------------------------------
+    "ch4_fresh_decode": {
+        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold "
+        "= {t}), the same prompt as a fresh request (query_len = {q}, no context, "
+        "region {region}) took {forward}: a backend whose threshold is above the query "
+        "length sends a short prompt down the absorbed decode path, because below about"
+        " 171 query tokens absorbing costs fewer FLOPs (chapter 5).",
+        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作"
+        "为新请求（query_len = {q}，没有上下文，处于 {region} 区）走了 {forward}：阈值"
+        "大于 query 长度的后端会把短提示词送进权重吸收的 decode 路径，因为 query 少于约"
+        " 171 个 token 时吸收的 FLOPs 更少（见第 5 章）。",
+    },
+    "ch4_fresh_prefill": {
+        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold "
+        "= {t}), the same prompt as a fresh request (query_len = {q}, no context, "
+        "region {region}) is longer than the threshold and took {forward}. A prompt of "
+        "at most {t} tokens, alone in its batch, would take the absorbed decode path.",
+        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作"
+        "为新请求（query_len = {q}，没有上下文，处于 {region} 区）超过了阈值，走了 {for"
+        "ward}。不超过 {t} 个 token、独占一个批次的提示词会走权重吸收的 decode 路径。",
+    },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
         "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 "
@@ -277,53 +315,68 @@ TEXT: dict[str, dict[str, str]] = {
         "MFLOP；decode 路径每个上下文 token 只读 {W} 个值，不做任何上投影。",
     },
     "ch5_model": {
-        "en": "Whole model ({layers} layers), {ctx} tokens of context: {pf} FLOPs through "
-        "_forward_prefill against {df} through _forward_decode, for one token.",
-        "zh": "整个模型（{layers} 层）、上下文 {ctx} 个 token：这一个 token 走 _forward_prefill "
-        "要 {pf} FLOPs，走 _forward_decode 只要 {df}。",
+        "en": "Whole model ({layers} layers), {ctx} tokens of context, attention only (the "
+        "projections, norms and MLP/MoE are the same on both paths and are not "
+        "counted): {pf} FLOPs through _forward_prefill against {df} through "
+        "_forward_decode, for one token.",
+        "zh": "整个模型（{layers} 层）、上下文 {ctx} 个 token，只计注意力部分（各投影、归一化"
+        "和 MLP/MoE 两条路径相同，未计入）：这一个 token 走 _forward_prefill 要 {pf} FL"
+        "OPs，走 _forward_decode 只要 {df}。",
     },
     "ch5_cross": {
-        "en": "Absorbing costs more FLOPs per (query, key) pair but reads far fewer bytes; it "
-        "also needs fewer FLOPs overall below about {x} query tokens per request, which "
-        "is why decode absorbs and prefill does not.",
-        "zh": "权重吸收让每个 (query, key) 对的 FLOPs 更多，但访存少得多；一个请求的 query "
-        "token 少于约 {x} 个时，它的总 FLOPs 也更少。所以 decode 用吸收，prefill 不用。",
+        "en": "Absorbing costs more FLOPs per (query, key) pair but reads far fewer bytes; it"
+        " also needs fewer FLOPs overall below about {x} query tokens per request, "
+        "which is why decode absorbs, prefill does not, and FlashMLA and FlashAttnMLA "
+        "send prompts of up to 128 and 512 tokens down the decode path.",
+        "zh": "权重吸收让每个 (query, key) 对的 FLOPs 更多，但访存少得多；一个请求的 query to"
+        "ken 少于约 {x} 个时，它的总 FLOPs 也更少。所以 decode 用吸收，prefill 不用，而"
+        " FlashMLA 和 FlashAttnMLA 会把不超过 128 和 512 个 token 的提示词也送进 decode"
+        " 路径。",
     },
     "ch5_upstream": {
-        "en": "Upstream vLLM: the MLA metadata builder splits a batch with "
-        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) by query "
-        "length, with decode_threshold = reorder_batch_threshold = 1 by default. A short "
-        "extend like D's step counts as a decode and takes the absorbed MQA path "
-        "(_forward_decode).",
-        "zh": "上游 vLLM：MLA 元数据构建器用 split_decodes_and_prefills"
-        "（vllm/v1/attention/backends/utils.py）按 query 长度划分批次，默认 "
-        "decode_threshold = reorder_batch_threshold = 1。像 D 这一步这样的短 extend 被算作 "
-        "decode，走权重吸收的 MQA 路径（_forward_decode）。",
+        "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
+        "(vllm/model_executor/layers/attention/mla_attention.py) calls "
+        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) with "
+        "decode_threshold = its backend's reorder_batch_threshold (1 for TRITON_MLA, "
+        "128 for FLASHMLA, 512 for FLASH_ATTN_MLA) and treat_short_extends_as_decodes ="
+        " not use_pcp. By default D's short extend is a decode (forward_mqa); with "
+        "prefill_context_parallel_size > 1 it is a prefill (forward_mha), at the cost "
+        "above.",
+        "zh": "上游 vLLM 0.33.0：MLA 元数据构建器（vllm/model_executor/layers/attention/mla_a"
+        "ttention.py）调用 split_decodes_and_prefills（vllm/v1/attention/backends/utils"
+        ".py）时，decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA 为 1，F"
+        "LASHMLA 为 128，FLASH_ATTN_MLA 为 512），treat_short_extends_as_decodes = not "
+        "use_pcp。默认情况下 D 的短 extend 算作 decode（forward_mqa）；prefill_context_"
+        "parallel_size > 1 时它算作 prefill（forward_mha），付出上表的代价。",
     },
-    "ch5_ascend": {
-        "en": "vllm-ascend: its context-parallel MLA metadata builders classified requests by "
-        "num_computed_tokens < num_prompt_tokens, which sends D's first step down the "
-        "prefill path at the cost above; it later forced decode classification for these "
-        "requests on D nodes (vllm-project/vllm-ascend#16435).",
-        "zh": "vllm-ascend：它的上下文并行（context parallel）MLA 元数据构建器曾按 "
-        "num_computed_tokens < num_prompt_tokens 分类，D 的第一步因此以上表的代价走 "
-        "prefill 路径；后来改为在 D 节点上把这类请求强制归为 decode"
-        "（vllm-project/vllm-ascend#16435）。",
+    "ch5_others": {
+        "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA "
+        "indexer pass not use_pcp as well; the Mamba and GDN builders always pass "
+        "False, so for them every request still in its prompt is a prefill.",
+        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp"
+        "；Mamba 和 GDN 构建器总是传 False，对它们来说凡是仍在提示词内的请求都是 prefil"
+        "l。",
     },
     # ---- chapter 6: the rest ---------------------------------------------------------
     "ch6_steps": {"en": "D, step by step", "zh": "D 的逐步记录"},
     "ch6_agree": {
-        "en": "After the short extend every step on D has query_len = 1 and "
-        "num_computed_tokens ≥ num_prompt_tokens: both rules call it a decode.",
-        "zh": "短 extend 之后，D 上每一步都是 query_len = 1 且 num_computed_tokens ≥ "
-        "num_prompt_tokens：两种规则都判为 decode。",
+        "en": "After the short extend every step on D has query_len = 1 and is_prefilling "
+        "false (region decode): a decode under either setting.",
+        "zh": "短 extend 之后，D 上每一步都是 query_len = 1 且 is_prefilling 为假（decode 区"
+        "）：两种设置下都是 decode。",
     },
     "ch6_outputs": {"en": "Outputs", "zh": "输出对比"},
     "col_run": {"en": "run", "zh": "运行"},
     "col_token_ids": {"en": "token ids", "zh": "token id"},
     "col_text": {"en": "text", "zh": "文本"},
-    "run_pd": {"en": "P/D, rule {rule}", "zh": "P/D，规则 {rule}"},
-    "run_local": {"en": "colocated, rule {rule}", "zh": "同机不分离，规则 {rule}"},
+    "run_pd": {
+        "en": "P/D, prefill_context_parallel_size = {pcp}",
+        "zh": "P/D，prefill_context_parallel_size = {pcp}",
+    },
+    "run_local": {
+        "en": "colocated, prefill_context_parallel_size = {pcp}",
+        "zh": "同机不分离，prefill_context_parallel_size = {pcp}",
+    },
     "ch6_equal": {
         "en": "P/D against colocated: {verdict} ({n} tokens).",
         "zh": "P/D 与同机运行相比：{verdict}（{n} 个 token）。",

@@ -10,10 +10,11 @@ vLLM has no such views; each one renders pdlab objects that mirror vLLM files:
   what ``Scheduler.schedule()`` gave each request (``num_computed_tokens`` before and after,
   tokens scheduled) and how the attention layer routed it.
 * :class:`PDExplorer`: reruns a small :class:`~pdlab.pd.PDPair` (vLLM's P/D proxy flow with
-  ``NixlConnector``) whenever the prompt length, block size or routing rule changes, and shows
-  D's first step, the path it took (``_forward_prefill``/``_forward_decode`` of
-  ``vllm/v1/attention/backends/mla/common.py``), the kernels it called, the modelled cost for
-  a DeepSeek preset, and whether the tokens equal a colocated run.
+  ``NixlConnector``) whenever the prompt length, block size, ``prefill_context_parallel_size``
+  or MLA backend profile changes, and shows D's first step, the path it took
+  (``_forward_prefill``/``_forward_decode``, upstream ``forward_mha``/``forward_mqa`` in
+  ``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it called, the
+  modelled cost for a DeepSeek preset, and whether the tokens equal a colocated run.
 
 Everything shown is read from a trace or from pdlab objects, never typed in. Each widget that
 shows a result carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-cost``,
@@ -35,7 +36,15 @@ from typing import Any
 import ipywidgets as widgets
 
 from pdlab.attention.cost import Cost, decode_path_cost, prefill_path_cost
-from pdlab.config import PRESETS, CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    MLA_BACKENDS,
+    PRESETS,
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
@@ -46,7 +55,8 @@ LABELS: dict[str, dict[str, str]] = {
     "en": {
         "prompt_len": "prompt length",
         "block_size": "block size",
-        "rule": "rule",
+        "pcp": "prefill_context_parallel_size",
+        "mla_backend": "MLA backend",
         "preset": "preset",
         "d_first": "D's first step",
         "route": "routing decision",
@@ -87,7 +97,8 @@ LABELS: dict[str, dict[str, str]] = {
     "zh": {
         "prompt_len": "提示长度",
         "block_size": "块大小",
-        "rule": "路由规则",
+        "pcp": "prefill_context_parallel_size",
+        "mla_backend": "MLA 后端",
         "preset": "预设模型",
         "d_first": "D 的第一步",
         "route": "路由结果",
@@ -292,7 +303,8 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
                     "route",
                     f"{e['req_id']}: query_len={e['query_len']}, "
                     f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
-                    f"{e['num_prompt_tokens']}, rule={e['rule']!r} → {e['forward']}",
+                    f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
+                    f"region={e['region']} → {e['forward']}",
                 ]
             )
             if step in kernels:
@@ -602,7 +614,8 @@ class PDRun:
 
     prompt_len: int
     block_size: int
-    rule: str
+    pcp: int
+    mla_backend: str
     tracer: Tracer
     pd_tokens: list[int]
     colocated_tokens: list[int]
@@ -613,7 +626,8 @@ class PDRun:
     @property
     def d_first_step(self) -> dict[str, Any]:
         """D's first step that computed tokens: ``route`` event fields (query_len,
-        num_computed_tokens before the step, num_prompt_tokens, rule, path, forward)."""
+        num_computed_tokens before the step, num_prompt_tokens, is_prefilling, region,
+        decode_threshold, treat_short_extends_as_decodes, path, forward)."""
         return self.tracer.first("route", "D")
 
     @property
@@ -644,10 +658,11 @@ class PDRun:
 def run_pd(
     prompt_len: int,
     block_size: int = 4,
-    rule: str = "prompt",
+    pcp: int = 1,
     max_tokens: int = 3,
     backend: str = "torch",
     model_config: ModelConfig | None = None,
+    mla_backend: str = "triton_mla",
 ) -> PDRun:
     """Run a prompt of ``prompt_len`` tokens through a P/D pair and a colocated engine."""
     from pdlab.engine import LLMEngine, one_thread
@@ -655,21 +670,27 @@ def run_pd(
 
     cfg = model_config or ModelConfig.tiny()
     cache = CacheConfig(block_size=block_size)
-    sched = SchedulerConfig(rule=rule)
+    sched = SchedulerConfig()
+    routing = {
+        "attention_config": AttentionConfig(mla_backend),
+        "parallel_config": ParallelConfig(pcp),
+    }
     prompt = prompt_of_length(prompt_len)
     sp = SamplingParams(max_tokens=max_tokens)
     t0 = time.perf_counter()
     with one_thread():
-        pair = PDPair(cfg, cache, sched, backend=backend)
+        pair = PDPair(cfg, cache, sched, backend=backend, **routing)
         pd_out = pair.generate(prompt, sp)[0]
-        colocated = LLMEngine(cfg, cache, sched, backend=backend).generate(prompt, sp)[0]
+        colocated = LLMEngine(cfg, cache, sched, backend=backend, **routing)
+        colocated_out = colocated.generate(prompt, sp)[0]
     return PDRun(
         prompt_len,
         block_size,
-        rule,
+        pcp,
+        routing["attention_config"].backend,
         pair.tracer,
         list(pd_out.output_token_ids),
-        list(colocated.output_token_ids),
+        list(colocated_out.output_token_ids),
         time.perf_counter() - t0,
         backend,
         cfg.name,
@@ -677,16 +698,17 @@ def run_pd(
 
 
 def route_text(route: dict[str, Any], lang: str = "en") -> str:
-    """The routing decision in one line, with the values the rule read."""
+    """The routing decision in one line, with the values ``split_decodes_and_prefills`` read
+    (upstream's test: ``query_len > decode_threshold``, OR-ed with ``is_prefilling`` when
+    ``treat_short_extends_as_decodes`` is False)."""
     c, p, q = route["num_computed_tokens"], route["num_prompt_tokens"], route["query_len"]
-    if route["rule"] == "prompt":
-        cmp = f"num_computed_tokens = {c} {'<' if c < p else '>='} num_prompt_tokens = {p}"
-    else:
-        t = route.get("decode_threshold", 1)
-        cmp = f"query_len = {q} {'<=' if q <= t else '>'} decode_threshold = {t}"
+    t, treat = route["decode_threshold"], route["treat_short_extends_as_decodes"]
+    prefilling = f"is_prefilling = {c} {'<' if c < p else '>='} {p} = {route['is_prefilling']}"
+    threshold = f"query_len = {q} {'>' if q > t else '<='} decode_threshold = {t}"
+    switch = f"treat_short_extends_as_decodes = {treat}"
+    region = {"en": f"region {route['region']}", "zh": f"{route['region']} 区"}[lang]
     kind = {"en": f"a {route['path']}", "zh": f"按 {route['path']} 处理"}[lang]
-    head = {"en": f"rule={route['rule']!r}: ", "zh": f"规则 {route['rule']!r}："}[lang]
-    return f"{head}{cmp} → {kind} → {route['forward']}"
+    return f"{prefilling}; {region}; {threshold}; {switch} → {kind} → {route['forward']}"
 
 
 def path_costs(preset: str, context_len: int) -> tuple[ModelConfig, Cost, Cost]:
@@ -747,11 +769,12 @@ class PDExplorer(widgets.VBox):
         self,
         prompt_len: int = 11,
         block_size: int = 4,
-        rule: str = "prompt",
+        pcp: int = 1,
         preset: str = "deepseek-v3",
         lang: str = "en",
         max_tokens: int = 3,
         backend: str = "torch",
+        mla_backend: str = "triton_mla",
     ) -> None:
         self.lang, self.lab = lang, _labels(lang)
         self.max_tokens, self.backend = max_tokens, backend
@@ -773,12 +796,19 @@ class PDExplorer(widgets.VBox):
             style=style,
             layout=small,
         )
-        self.rule = widgets.Dropdown(
-            options=["prompt", "query_len"],
-            value=rule,
-            description=self.lab["rule"],
+        self.pcp = widgets.Dropdown(
+            options=[1, 2],
+            value=pcp,
+            description=self.lab["pcp"],
             style=style,
-            layout=small,
+            layout=widgets.Layout(width="260px"),
+        )
+        self.mla_backend = widgets.Dropdown(
+            options=list(MLA_BACKENDS),
+            value=AttentionConfig(mla_backend).backend,
+            description=self.lab["mla_backend"],
+            style=style,
+            layout=widgets.Layout(width="240px"),
         )
         self.preset = widgets.Dropdown(
             options=list(PRESETS),
@@ -796,7 +826,7 @@ class PDExplorer(widgets.VBox):
         self.tokens = widgets.HTML().add_class("pdlab-tokens")
         self.traces = widgets.HBox()
         self.run: PDRun | None = None
-        for w in (self.prompt_len, self.block_size, self.rule):
+        for w in (self.prompt_len, self.block_size, self.pcp, self.mla_backend):
             w.observe(lambda _: self.rerun(), names="value")
         self.preset.observe(lambda _: self._guard(self.render_cost), names="value")
 
@@ -810,7 +840,8 @@ class PDExplorer(widgets.VBox):
         super().__init__(
             [
                 widgets.HBox(
-                    [self.prompt_len, self.block_size, self.rule, self.preset], layout=wrap
+                    [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset],
+                    layout=wrap,
                 ),
                 self.status,
                 self.error,
@@ -838,9 +869,10 @@ class PDExplorer(widgets.VBox):
         run = run_pd(
             self.prompt_len.value,
             self.block_size.value,
-            self.rule.value,
+            self.pcp.value,
             self.max_tokens,
             self.backend,
+            mla_backend=self.mla_backend.value,
         )
         self.run = run
         lab = self.lab
