@@ -125,7 +125,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         n = _cdiv(num_external_tokens, self.block_size)
         remote = list(params["remote_block_ids"])
         first = len(remote) - n  # blocks before it are D's local prefix-cache hit
-        local = [b.block_id for b in blocks][first : first + n]
+        local = [b.block_id for b in blocks][max(first, 0) : max(first, 0) + n]
         recv = ReqToRecv(
             request.request_id,
             local,
