@@ -92,6 +92,7 @@ class LLMEngine:
                 f"model {model_config.name!r} (RoPE has no positions beyond it)"
             )
         self.kv_transfer_config = kv_transfer_config
+        check_kv_cache_fits(model_config, self.cache_config, self.model)
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
@@ -315,6 +316,48 @@ class LLMEngine:
 
     def get_output(self, request_id: str) -> RequestOutput:
         return self._outputs[request_id]
+
+
+# Python bookkeeping per block (a KVCacheBlock in the pool), measured with tracemalloc.
+_BLOCK_OBJECT_BYTES = 250
+
+
+def _available_bytes(device: torch.device) -> int | None:
+    """Memory free for new allocations on ``device``, or None where it cannot be told."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, model: Any) -> None:
+    """Refuse a cache that cannot fit, before allocating it: the OS would grant a huge
+    ``torch.full`` lazily and then kill the process while NaN is written into it, and a
+    pool of 10**12 block objects exhausts memory before any tensor is made."""
+    p = next(model.parameters())
+    cache = (
+        cache_config.num_blocks
+        * cache_config.block_size
+        * model_config.kv_cache_dim
+        * model_config.num_hidden_layers
+        * p.element_size()
+    )
+    host = cache_config.num_blocks * _BLOCK_OBJECT_BYTES + (cache if p.device.type == "cpu" else 0)
+    for device, need in ((p.device, cache), (torch.device("cpu"), host)):
+        free = _available_bytes(device)
+        if free is not None and need > 0.9 * free:
+            raise ValueError(
+                f"CacheConfig(num_blocks={cache_config.num_blocks}, "
+                f"block_size={cache_config.block_size}) is too large: it needs "
+                f"{need / 2**30:.1f} GiB on {device.type} and {free / 2**30:.1f} GiB is "
+                "available; expected fewer blocks or a smaller block_size"
+            )
 
 
 def prompt_list(
