@@ -65,9 +65,13 @@ def index_checks(enabled: bool) -> Iterator[None]:
 
 
 def _tensor(t: object, ndim: int) -> bool:
-    """Only well-formed index tensors are range-checked; the kernel's own shape checks
+    """Only well-formed tensors are range-checked; the kernel's own shape and dtype checks
     report the rest with their sentence."""
-    return isinstance(t, torch.Tensor) and t.dim() == ndim and not t.is_floating_point()
+    return isinstance(t, torch.Tensor) and t.dim() == ndim
+
+
+def _index(t: object, ndim: int) -> bool:
+    return _tensor(t, ndim) and not t.is_floating_point() and not t.is_complex()
 
 
 def _bad(name: str, index: object, value: int, allowed: str) -> None:
@@ -98,7 +102,7 @@ def reshape_and_cache_mla(
     kv_c: object, k_pe: object, kv_cache: object, slot_mapping: object
 ) -> None:
     """``slot_mapping`` names slots of ``kv_cache`` (negative: skip the token)."""
-    if not index_checks_enabled() or not (_tensor(slot_mapping, 1) and _tensor(kv_cache, 3)):
+    if not index_checks_enabled() or not (_index(slot_mapping, 1) and _tensor(kv_cache, 3)):
         return
     num_slots = kv_cache.shape[0] * kv_cache.shape[1]
     bad = slot_mapping >= num_slots
@@ -118,15 +122,15 @@ def gather_cache(
 ) -> None:
     """``cu_seq_lens`` monotone from 0; each request's range of positions inside its
     block table's capacity; the blocks it reads inside the cache."""
-    if not index_checks_enabled() or not (_tensor(block_table, 2) and _tensor(kv_cache, 3)):
+    if not index_checks_enabled() or not (_index(block_table, 2) and _tensor(kv_cache, 3)):
         return
-    if not _tensor(cu_seq_lens, 1) or cu_seq_lens.shape[0] != block_table.shape[0] + 1:
+    if not _index(cu_seq_lens, 1) or cu_seq_lens.shape[0] != block_table.shape[0] + 1:
         return
     cu = torch.tensor(_cu_seqlens("cu_seq_lens", cu_seq_lens), dtype=torch.long)
     lens = cu[1:] - cu[:-1]
     starts = torch.zeros_like(lens)
     if seq_starts is not None:
-        if not _tensor(seq_starts, 1) or seq_starts.shape[0] != lens.shape[0]:
+        if not _index(seq_starts, 1) or seq_starts.shape[0] != lens.shape[0]:
             return
         starts = seq_starts.cpu().long()
         if bool((starts < 0).any()):
@@ -181,7 +185,7 @@ def flash_attn_varlen(
     no sequence longer than ``max_seqlen_q``/``max_seqlen_k`` (the grid is sized by them)."""
     if not index_checks_enabled():
         return
-    if not (_tensor(cu_seqlens_q, 1) and _tensor(cu_seqlens_k, 1)):
+    if not (_index(cu_seqlens_q, 1) and _index(cu_seqlens_k, 1)):
         return
     if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (q, k)):
         return
@@ -205,7 +209,7 @@ def mla_decode(q: object, kv_cache: object, block_table: object, seq_lens: objec
     """``seq_lens`` in ``[0, block table capacity]``; the blocks they cover in the cache."""
     if not index_checks_enabled():
         return
-    if not (_tensor(block_table, 2) and _tensor(seq_lens, 1) and _tensor(kv_cache, 3)):
+    if not (_index(block_table, 2) and _index(seq_lens, 1) and _tensor(kv_cache, 3)):
         return
     if seq_lens.shape[0] != block_table.shape[0]:
         return
