@@ -163,6 +163,14 @@ def _check_outputs(args: argparse.Namespace) -> None:
     check_output_path("--plots", getattr(args, "plots", None), is_dir=True)
 
 
+def _check_env() -> None:
+    """A bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES`` is one line before any work."""
+    from pdlab.kernels import backend, checks
+
+    backend.get_backend()
+    checks.index_checks_enabled()
+
+
 def _write_json(path: Path | None, data: Any) -> None:
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -323,7 +331,7 @@ def _pd(args: argparse.Namespace) -> int:
 
 def _one_line(e: BaseException) -> str:
     text = str(e).strip().splitlines()
-    if isinstance(e, (ValueError, TypeError)) and text:
+    if (isinstance(e, (ValueError, TypeError)) or getattr(e, "one_line", False)) and text:
         return text[0]
     return f"{text[0]} ({type(e).__name__})" if text else type(e).__name__
 
@@ -333,6 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         _check_outputs(args)
+        if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
+            _check_env()
         if args.command == "doctor":
             from pdlab import doctor
 

@@ -16,13 +16,16 @@ another block size or model are each one line (``PeerUnreachable``, ``ValueError
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
 import socket
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,8 +62,25 @@ def check_port_free(host: str, port: int) -> None:
             ) from None
 
 
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while joining: torch's C++ store logs every retry with a
+    stack trace, and the failure is reported as one line anyway."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
 class PeerUnreachable(RuntimeError):
     """The other side never joined: one line for the launcher and the CLI."""
+
+    one_line = True  # the message is the whole story; the CLI prints it as it is
 
 
 @dataclass
@@ -104,13 +124,14 @@ def _build(
     if rank == 0:
         check_port_free(host, port)
     try:
-        dist.init_process_group(
-            "gloo",
-            init_method=f"tcp://{host}:{port}",
-            rank=rank,
-            world_size=2,
-            timeout=datetime.timedelta(seconds=timeout_s),
-        )
+        with _quiet_stderr():
+            dist.init_process_group(
+                "gloo",
+                init_method=f"tcp://{host}:{port}",
+                rank=rank,
+                world_size=2,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
     except Exception:  # noqa: BLE001 - torch's DistNetworkError and friends: one line
         peer = "decode" if rank == 0 else "prefill"
         raise PeerUnreachable(
