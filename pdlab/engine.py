@@ -24,6 +24,7 @@ from pdlab.config import (
     ParallelConfig,
     SchedulerConfig,
 )
+from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
 from pdlab.request import Request, RequestStatus, SamplingParams
@@ -151,26 +152,8 @@ class LLMEngine:
         or ``TypeError`` naming the argument, and queues nothing, when the request could
         never run: checked here, not inside ``step()``, where one bad request would fail
         a whole batch."""
-        ids = self._prompt_ids(prompt)
-        if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
-            raise TypeError(
-                f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
-            )
-        vocab = self.model_config.vocab_size
-        stops = [
-            t for t in (sampling_params.stop_token_ids if sampling_params else ()) if t >= vocab
-        ]
-        if stops:
-            raise ValueError(
-                f"sampling_params.stop_token_ids contains {stops[0]}: expected token ids "
-                f"in [0, {vocab}) (vocab_size of model {self.model_config.name!r})"
-            )
-        if request_id is not None and (not isinstance(request_id, str) or not request_id):
-            raise TypeError(f"request_id={request_id!r} is invalid: expected a non-empty string")
-        if kv_transfer_params is not None and not isinstance(kv_transfer_params, dict):
-            raise TypeError(
-                f"kv_transfer_params={kv_transfer_params!r} is invalid: expected None or a dict"
-            )
+        ids = process_prompt(prompt, self.tokenizer, self.model_config, self.max_model_len)
+        validate_params(sampling_params, request_id, kv_transfer_params, self.model_config)
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
             rid,
@@ -189,37 +172,14 @@ class LLMEngine:
         )
         return rid
 
-    def _prompt_ids(self, prompt: Any) -> list[int]:
-        if isinstance(prompt, str):
-            if not prompt:
-                raise ValueError("prompt='' is invalid: expected a non-empty string")
-            ids = self.tokenizer.encode(prompt)
-        elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Sequence):
-            raise TypeError(
-                f"prompt={prompt!r} is invalid: expected a string or a list of token ids"
-            )
-        else:
-            ids = list(prompt)
-        if not ids:
-            raise ValueError("prompt=[] is invalid: expected at least one token id")
-        vocab = self.model_config.vocab_size
-        for i, t in enumerate(ids):
-            if isinstance(t, bool) or not isinstance(t, int):
-                raise TypeError(
-                    f"prompt[{i}]={t!r} is invalid: expected an integer token id in [0, {vocab})"
-                )
-            if not 0 <= t < vocab:
-                raise ValueError(
-                    f"prompt[{i}]={t} is invalid: expected a token id in [0, {vocab}) "
-                    f"(vocab_size of model {self.model_config.name!r})"
-                )
-        if len(ids) > self.max_model_len:
-            raise ValueError(
-                f"prompt has {len(ids)} tokens: expected at most max_model_len={self.max_model_len}"
-            )
-        return ids
-
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
+        if not isinstance(request_ids, str) and (
+            not isinstance(request_ids, Sequence)
+            or not all(isinstance(r, str) for r in request_ids)
+        ):
+            raise TypeError(
+                f"request_ids={request_ids!r} is invalid: expected a request id or a list of them"
+            )
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
@@ -303,11 +263,15 @@ class LLMEngine:
         max_steps: int = 100_000,
     ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
     def run_until_done(self, max_steps: int = 100_000) -> None:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 return
@@ -315,49 +279,11 @@ class LLMEngine:
         raise RuntimeError(f"requests still unfinished after {max_steps} steps")
 
     def get_output(self, request_id: str) -> RequestOutput:
-        return self._outputs[request_id]
-
-
-# Python bookkeeping per block (a KVCacheBlock in the pool), measured with tracemalloc.
-_BLOCK_OBJECT_BYTES = 250
-
-
-def _available_bytes(device: torch.device) -> int | None:
-    """Memory free for new allocations on ``device``, or None where it cannot be told."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
-
-
-def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, model: Any) -> None:
-    """Refuse a cache that cannot fit, before allocating it: the OS would grant a huge
-    ``torch.full`` lazily and then kill the process while NaN is written into it, and a
-    pool of 10**12 block objects exhausts memory before any tensor is made."""
-    p = next(model.parameters())
-    cache = (
-        cache_config.num_blocks
-        * cache_config.block_size
-        * model_config.kv_cache_dim
-        * model_config.num_hidden_layers
-        * p.element_size()
-    )
-    host = cache_config.num_blocks * _BLOCK_OBJECT_BYTES + (cache if p.device.type == "cpu" else 0)
-    for device, need in ((p.device, cache), (torch.device("cpu"), host)):
-        free = _available_bytes(device)
-        if free is not None and need > 0.9 * free:
+        if request_id not in self._outputs:
             raise ValueError(
-                f"CacheConfig(num_blocks={cache_config.num_blocks}, "
-                f"block_size={cache_config.block_size}) is too large: it needs "
-                f"{need / 2**30:.1f} GiB on {device.type} and {free / 2**30:.1f} GiB is "
-                "available; expected fewer blocks or a smaller block_size"
+                f"request_id={request_id!r} is unknown: expected an id add_request returned"
             )
+        return self._outputs[request_id]
 
 
 def prompt_list(

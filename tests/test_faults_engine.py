@@ -83,9 +83,8 @@ def test_max_model_len_beyond_the_models_positions_is_refused():
 
 
 def test_a_cache_that_cannot_be_allocated_is_one_clear_error():
-    with pytest.raises(
-        ValueError, match=re.escape("CacheConfig(num_blocks=1000000000000, block_size=4) is too large")
-    ):
+    needle = "CacheConfig(num_blocks=1000000000000, block_size=4) is too large"
+    with pytest.raises(ValueError, match=re.escape(needle)):
         LLMEngine(CFG, CacheConfig(block_size=4, num_blocks=10**12), model=MODEL, backend="torch")
 
 
