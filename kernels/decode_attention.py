@@ -56,6 +56,7 @@ from __future__ import annotations
 import torch
 
 from pdlab.kernels import backend as _backend
+from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
     block,
@@ -249,6 +250,7 @@ def mla_decode_triton(
     num_kv_splits: int = DEFAULT_NUM_KV_SPLITS,
     kv_lora_rank: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    checks.mla_decode(q, kv_cache, block_table, seq_lens)
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, D = q.shape
     R = D - L
@@ -322,6 +324,7 @@ def mla_decode_torch(
     """The same two stages in torch: per request and split, walk the split's tokens
     ``BLOCK_N`` at a time through the block table, folding each tile into the split's
     partial result; then fold the splits together. Every fold is ``merge_attn_states``."""
+    checks.mla_decode(q, kv_cache, block_table, seq_lens)
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, _ = q.shape
     block_size = kv_cache.shape[1]

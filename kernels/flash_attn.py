@@ -42,6 +42,7 @@ from __future__ import annotations
 import torch
 
 from pdlab.kernels import backend as _backend
+from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
     block,
@@ -198,6 +199,7 @@ def flash_attn_varlen_triton(
     scale: float,
     causal: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     Tq, H, d_qk = q.shape
@@ -253,6 +255,7 @@ def flash_attn_varlen_torch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The same algorithm in torch: per sequence, walk the keys ``BLOCK_N`` at a time and fold
     each tile in with the LSE merge (the online-softmax update, normalised at every step)."""
+    checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     Tq, H, _ = q.shape
     out = torch.zeros((Tq, H, v.shape[2]), dtype=torch.float32, device=q.device)

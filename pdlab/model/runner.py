@@ -16,6 +16,7 @@ and samples only for requests whose known tokens are all computed after this ste
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -87,16 +88,23 @@ class ModelRunner:
         )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
-        self.kv_caches = [
-            torch.full(
-                (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim),
-                float("nan"),
-                dtype=p.dtype,
-                device=p.device,
-            )
-            for _ in range(self.cfg.num_hidden_layers)
-        ]
+        shape = (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim)
+        try:
+            self.kv_caches = [
+                torch.full(shape, float("nan"), dtype=p.dtype, device=p.device)
+                for _ in range(self.cfg.num_hidden_layers)
+            ]
+        except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+            gib = math.prod(shape) * p.element_size() * self.cfg.num_hidden_layers / 2**30
+            raise ValueError(
+                f"CacheConfig(num_blocks={cache_config.num_blocks}, "
+                f"block_size={cache_config.block_size}) is too large: the latent cache needs "
+                f"{gib:.1f} GiB on {p.device} and allocating it failed ({_one_line(e)}); "
+                "expected fewer blocks or a smaller block_size"
+            ) from None
         self.requests: dict[str, CachedRequestState] = {}
+        # Requests whose step raised, with the reason; the engine finishes them.
+        self.req_errors: dict[str, str] = {}
         self._num_generators = 0
         # Set keep_logits to keep every sampled row's logits (tests compare them).
         self.keep_logits = False
@@ -147,8 +155,9 @@ class ModelRunner:
         if conn is not None:
             conn.start_load_kv(so.kv_connector_metadata)
         sampled: dict[str, list[int]] = {}
+        self.req_errors = {}
         if so.total_num_scheduled_tokens > 0:
-            sampled = self._run_batch(so)
+            sampled = self._run_guarded(so)
         kv_out = None
         if conn is not None:
             conn.wait_for_save()
@@ -166,9 +175,66 @@ class ModelRunner:
             kv_connector_output=kv_out,
         )
 
-    def _run_batch(self, so: SchedulerOutput) -> dict[str, list[int]]:
-        bs = self.cache_config.block_size
+    # ---- faults ----------------------------------------------------------------------
+    def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
+        """Run the batch so that one bad request cannot take the others down.
+
+        vLLM lets an exception in ``execute_model`` kill the engine core; pdlab keeps
+        serving: a request whose inputs are out of range is left out before the forward,
+        and if the batched forward still raises, each request runs alone once to find the
+        ones that fail. Those land in ``req_errors``; the engine finishes them with
+        ``FINISHED_ERROR`` and frees their blocks."""
         rids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
+        for r in rids:
+            why = self._input_error(r, so.num_scheduled_tokens[r])
+            if why:
+                self.req_errors[r] = why
+        good = [r for r in rids if r not in self.req_errors]
+        if not good:
+            return {}
+        try:
+            return self._run_batch(so, good)
+        except Exception as e:  # noqa: BLE001 - isolated below, reported per request
+            if len(good) == 1:
+                self.req_errors[good[0]] = _one_line(e)
+                return {}
+        sampled: dict[str, list[int]] = {}
+        for r in good:
+            try:
+                sampled.update(self._run_batch(so, [r]))
+            except Exception as e:  # noqa: BLE001
+                self.req_errors[r] = _one_line(e)
+        return sampled
+
+    def _input_error(self, rid: str, n: int) -> str | None:
+        """Why this request's inputs cannot run (token ids, positions, block ids), or None."""
+        s = self.requests.get(rid)
+        if s is None:
+            return f"the runner has no state for request {rid!r}"
+        c, bs = s.num_computed_tokens, self.cache_config.block_size
+        toks = s.all_token_ids[c : c + n]
+        if len(toks) != n:
+            return f"scheduled {n} tokens from {c} but only {s.num_tokens} are known"
+        vocab = self.cfg.vocab_size
+        bad = [t for t in toks if not 0 <= t < vocab]
+        if bad:
+            return f"token id {bad[0]} is out of range: expected [0, {vocab}) (vocab_size)"
+        if c + n > self.cfg.max_position_embeddings:
+            return (
+                f"position {c + n - 1} is out of range: expected < "
+                f"{self.cfg.max_position_embeddings} (max_position_embeddings)"
+            )
+        need = -(-(c + n) // bs)
+        if len(s.block_ids) < need:
+            return f"{len(s.block_ids)} blocks hold {c + n} tokens: expected {need}"
+        nb = self.cache_config.num_blocks
+        wild = [b for b in s.block_ids[:need] if not 0 <= b < nb]
+        if wild:
+            return f"block id {wild[0]} is out of range: expected [0, {nb}) (num_blocks)"
+        return None
+
+    def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
+        bs = self.cache_config.block_size
         states = [self.requests[r] for r in rids]
         q_lens = [so.num_scheduled_tokens[r] for r in rids]
         computed = [s.num_computed_tokens for s in states]
@@ -291,3 +357,8 @@ class ModelRunner:
         # Sample on the CPU, where the request's seeded generator lives.
         probs = torch.softmax(logits.float().cpu() / t, dim=-1)
         return int(torch.multinomial(probs, 1, generator=s.generator))
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
