@@ -67,7 +67,6 @@ class LLMEngine:
         device: str | torch.device = "cpu",
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
-        kv_transfer_config: Any = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
