@@ -27,9 +27,8 @@ EXPECTED = [
     "05_pd_decode_side",
     "06_pd_decode_side_zh",
 ]
-# Seconds for the whole notebook, kernel start included. Each takes well under 60 s on a
-# 2-core CPU; the bound leaves room for a loaded machine.
-BOUND_S = 120
+# A cell that runs this long is stuck (each notebook takes well under a minute on a 2-core
+# CPU); how long a notebook takes is printed, never asserted (a loaded machine is slower).
 CELL_TIMEOUT_S = 180
 OPENINGS = ("**What you will learn.**", "**你会学到什么。**")
 CHECKS = ("## Check yourself", "## 自测")
@@ -73,11 +72,11 @@ def test_opens_with_goals_and_ends_with_a_computed_check(name: str) -> None:
 
 
 @pytest.mark.notebooks
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPECTED)
 def test_executes_top_to_bottom(name: str) -> None:
     nb, seconds = execute_notebook(_path(name), timeout=CELL_TIMEOUT_S)
     print(f"{name}.ipynb executed in {seconds:.1f} s")
-    assert seconds < BOUND_S
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
     ]
