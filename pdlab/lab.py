@@ -101,7 +101,7 @@ def lab_command(
     """The ``jupyter lab`` command line for :func:`run_lab` (this interpreter's JupyterLab)."""
     if port is not None and not 0 <= port <= 65535:
         raise ValueError(f"--port={port} is out of range; expected 0..65535 (0 picks a free one)")
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--ServerApp.root_dir={folder.resolve()}"]
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
     if port is not None:
         cmd += [f"--ServerApp.port={port}"]
     if ip is not None:

@@ -297,8 +297,7 @@ def running_jupyterlab(
             cmd = [
                 sys.executable,
                 "-m",
-                "jupyter",
-                "lab",
+                "jupyterlab",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.port={port}",
