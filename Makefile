@@ -14,6 +14,9 @@ BIN     = $(VENV)/bin
 # avoids the multi-GB CUDA build. Unset, torch resolves from pyproject.toml as usual.
 PDLAB_TORCH ?=
 LAB_ARGS    ?=
+# pytest-xdist workers: one per core (at most 4; each loads torch). JOBS=0 runs in-process.
+JOBS        ?= auto
+PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4
 FAST_MARKERS = not slow and not browser and not notebooks
 
 .PHONY: tour test test-fast lint lab doctor bench env clean
@@ -42,10 +45,10 @@ doctor: env
 	$(BIN)/pdlab doctor
 
 test: env
-	$(BIN)/python -m pytest
+	$(PYTEST)
 
 test-fast: env
-	$(BIN)/python -m pytest -m "$(FAST_MARKERS)"
+	$(PYTEST) -m "$(FAST_MARKERS)"
 
 lint: env
 	$(BIN)/python -m ruff check .
