@@ -72,6 +72,7 @@ def cpu_note() -> str:
 
     return CPU_NOTE if triton_installed() else CPU_NOTE_NO_TRITON
 
+
 Progress = Callable[[int, int, str], None]
 
 
