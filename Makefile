@@ -15,8 +15,9 @@ BIN     = $(VENV)/bin
 PDLAB_TORCH ?=
 LAB_ARGS    ?=
 # pytest-xdist workers: one per core (at most 4; each loads torch). JOBS=0 runs in-process.
+# loadgroup keeps the browser tests on one worker, one JupyterLab + Chromium at a time.
 JOBS        ?= auto
-PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4
+PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup
 FAST_MARKERS = not slow and not browser and not notebooks
 
 .PHONY: tour test test-fast lint lab doctor bench env clean

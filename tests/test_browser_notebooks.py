@@ -95,6 +95,7 @@ def drive_pd_explorer(page) -> None:
 
 @pytest.mark.browser
 @pytest.mark.slow
+@pytest.mark.xdist_group("browser")  # one JupyterLab + Chromium at a time under `make test`
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[Path(n).stem for n in NOTEBOOKS])
 def test_notebook_runs_and_renders_its_widgets(notebook: str, tmp_path: Path) -> None:
     viewport = (1400, 1800) if notebook == PD_EXPLORER else (1280, 1000)
