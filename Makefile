@@ -29,7 +29,7 @@ $(BIN)/pdlab: pyproject.toml
 	if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
 	  PIP="$(BIN)/python -m pip"; $$PIP install --upgrade pip; \
 	elif command -v uv >/dev/null 2>&1; then \
-	  PIP="uv pip --python $(BIN)/python"; \
+	  PIP="env VIRTUAL_ENV=$(abspath $(VENV)) uv pip"; \
 	else \
 	  $(BIN)/python -m ensurepip --upgrade && PIP="$(BIN)/python -m pip"; \
 	fi; \
