@@ -24,6 +24,11 @@ from pdlab.kernels.backend import triton_installed
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
+if "PYTEST_XDIST_WORKER" in os.environ:
+    # xdist's workers start with COLUMNS=80 and LINES=24, which a plain run does not have
+    # (pdlab's consoles take COLUMNS as "a terminal of that width" and narrow their tables).
+    for _var in ("COLUMNS", "LINES"):
+        os.environ.pop(_var, None)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -51,10 +51,10 @@ _FROM_CHECKOUT = """
 import sys
 sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
 sys.path.insert(0, sys.argv[1])
-import pdlab, pdlab.kernels, pdlab.kernels.aot
+import pdlab, pdlab.kernels, pdlab.kernels.backend
 print(pdlab.__file__)
 print(pdlab.kernels.__file__)
-print(pdlab.kernels.aot.__file__)
+print(pdlab.kernels.backend.__file__)
 """
 
 
@@ -62,9 +62,10 @@ def test_kernels_import_from_a_checkout_without_an_editable_install(tmp_path) ->
     assert not (ROOT / "pdlab" / "kernels").exists()  # the layout the finder is for
     r = _run("-c", _FROM_CHECKOUT, str(ROOT), cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    init, kernels, aot = (Path(line) for line in r.stdout.split())
+    init, kernels, backend = (Path(line) for line in r.stdout.split())
     assert init == ROOT / "pdlab" / "__init__.py"
-    assert kernels == ROOT / "kernels" / "__init__.py" and aot == ROOT / "kernels" / "aot.py"
+    assert kernels == ROOT / "kernels" / "__init__.py"
+    assert backend == ROOT / "kernels" / "backend.py"
 
 
 def _copy_tree(dest: Path) -> Path:
