@@ -48,13 +48,16 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
             f"DIR={str(dest)!r} already has edited copies of {names}; pass --force to "
             "overwrite them, or choose another folder"
         )
-    dest.mkdir(parents=True, exist_ok=True)
     out = []
-    for s in sources:
-        target = dest / s.name
-        if not target.exists() or target in changed:
-            shutil.copyfile(s, target)
-        out.append(target)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for s in sources:
+            target = dest / s.name
+            if not target.exists() or target in changed:
+                shutil.copyfile(s, target)
+            out.append(target)
+    except OSError as e:
+        raise ValueError(f"DIR={str(dest)!r} cannot be written: {e.strerror or e}") from None
     return out
 
 

@@ -46,6 +46,9 @@ def test_pdlab_notebooks_refuses_a_file(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         main(["notebooks", str(tmp_path / "f")])
     assert "is a file; expected a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["notebooks", str(tmp_path / "f" / "below")])  # a folder inside a file
+    assert f"DIR='{tmp_path / 'f' / 'below'}' cannot be written" in capsys.readouterr().err
 
 
 def test_lab_command_line(tmp_path, monkeypatch) -> None:
