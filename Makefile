@@ -3,6 +3,7 @@
 #   make test        the whole test suite (what CI runs)
 #   make test-fast   the suite without the slow, browser and notebook tests (a minute or two)
 #   make lint        ruff check and ruff format --check
+#   make notebooks   notebooks 05/06 from their bilingual source, then every .ipynb from its .py
 #   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
 #   make doctor      what works on this machine
 PYTHON ?= python3
@@ -20,7 +21,7 @@ JOBS        ?= auto
 PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup
 FAST_MARKERS = not slow and not browser and not notebooks
 
-.PHONY: tour test test-fast lint lab doctor bench env clean
+.PHONY: tour test test-fast lint notebooks lab doctor bench env clean
 
 # A venv made by `uv venv` has no pip: install with uv's pip when uv is on PATH, else
 # bootstrap pip into the venv (ensurepip ships with Python).
@@ -50,6 +51,10 @@ test: env
 
 test-fast: env
 	$(PYTEST) -m "$(FAST_MARKERS)"
+
+notebooks: env
+	$(BIN)/python -m pdlab.ui.bilingual
+	$(BIN)/jupytext --sync notebooks/0*.py
 
 lint: env
 	$(BIN)/python -m ruff check .
