@@ -74,8 +74,9 @@ from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
-from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.fmt import show_source
 from pdlab.ui.plots import plot_num_computed_tokens
+from pdlab.ui.trace_views import timeline_html
 from pdlab.ui.widgets import StepPlayer, step_rows
 
 BACKEND = "torch"
@@ -118,26 +119,10 @@ def run(cache: CacheConfig, sched: SchedulerConfig) -> tuple[LLMEngine, list[lis
     return engine, [o.output_token_ids for o in engine.generate(PROMPTS, SP)]
 
 
-def timeline(tracer, instance="local"):
-    steps = [e["step"] for e in tracer.filter("step", instance) if e["scheduled"]]
-    req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
-    rows = []
-    for s in steps:
-        cells = {
-            r["req_id"]: f"{r['num_computed_tokens_before']} → "
-            f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
-            + (" *" if r["sampled"] is not None else "")
-            for r in step_rows(tracer, instance, s)
-        }
-        total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
-        rows.append([s, total] + [cells.get(r, "") for r in req_ids])
-    return HTML(html_table(["step", "tokens"] + req_ids, rows))
-
-
 chunked, chunked_tokens = run(
     CacheConfig(block_size=4, num_blocks=64), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(timeline(chunked.tracer))
+display(HTML(timeline_html(chunked.tracer)))
 
 # %% [markdown]
 # Read it row by row. Step 1 spends the whole budget on the first prompt's first 16
@@ -213,7 +198,7 @@ for threshold in (0, 8):
 tight, tight_tokens = run(
     CacheConfig(block_size=4, num_blocks=11), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(timeline(tight.tracer))
+display(HTML(timeline_html(tight.tracer)))
 for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
     print(
         f"step {e['step']}: {e['kind']} {e['req_id']} "
