@@ -1,7 +1,7 @@
 # pdlab: every target creates the environment it needs, so a fresh clone needs one command.
 #   make tour        the guided walkthrough (the project's main job)
 #   make test        the whole test suite (what CI runs)
-#   make test-fast   the suite without the slow, browser and notebook tests (a minute or two)
+#   make test-fast   the suite without the slow, browser and notebook tests
 #   make lint        ruff check and ruff format --check
 #   make notebooks   notebooks 05/06 from their bilingual source, then every .ipynb from its .py
 #   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
