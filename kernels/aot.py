@@ -101,9 +101,9 @@ def _split_options(cfg: dict) -> tuple[dict, dict]:
     )
 
 
-def specs(widths: dict, dtype: str) -> list[KernelSpec]:
+def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
     """Every Triton kernel of pdlab.kernels, configured as its launcher configures it for
-    :data:`SAMPLE`, with the strides of the tensors the launcher passes."""
+    :data:`SAMPLE` on ``sm_<target>``, with the strides of the tensors it passes."""
     L, R, d_qk, d_v, H = (widths[k] for k in ("L", "R", "d_qk", "d_v", "heads"))
     B, page, ctx, T = (SAMPLE[k] for k in ("batch", "page", "context", "tokens"))
     e = ELEM_BYTES[dtype]
@@ -168,41 +168,51 @@ def specs(widths: dict, dtype: str) -> list[KernelSpec]:
             {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")},
         )
     )
-    out += _decode_specs(L, R, H, B, page, ctx, e)
+    out += _decode_specs(L, R, H, B, page, ctx, dtype, target)
     return out
 
 
-def _decode_specs(L: int, R: int, H: int, B: int, page: int, ctx: int, e: int) -> list:
-    S = decode_attention.DEFAULT_NUM_KV_SPLITS
-    cfg = decode_attention.mla_decode_config(L, R, e)
-    mid = {"stride_mid_b": H * S * L, "stride_mid_h": S * L, "stride_mid_s": L}
+def _decode_specs(
+    L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int
+) -> list:
+    """Stage 1 as the automatic split count launches it for the sample batch; stage 2 runs
+    only when requests are split, so its sample is one request (split as far as allowed)."""
+    da = decode_attention
+    S = da.num_kv_splits_auto(B, H, ctx, da.CPU_NUM_SMS, L, R)
+    S2 = max(2, da.num_kv_splits_auto(1, H, ctx, da.CPU_NUM_SMS, L, R))
+    cfg = da.mla_decode_config(L, R, ELEM_BYTES[dtype], target)
     c, o = _split_options(cfg["stage1"])
     ints = {"stride_q_b": H * (L + R), "stride_q_h": L + R, "stride_cache_block": page * (L + R)}
-    ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page, **mid}
+    ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page}
+    ints |= {"stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "L": L}
+    mid = {"stride_mid_b": H * S * L, "stride_mid_h": S * L, "stride_mid_s": L}
+    f32 = "*fp32"
     stage1 = KernelSpec(
         "mla_decode stage 1",
-        f"L+R={L}+{R}",
-        decode_attention.mla_decode_stage1_kernel,
-        {**c, "UPCAST": False},
+        f"L+R={L}+{R} splits={S}",
+        da.mla_decode_stage1_kernel,
+        {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R},
         o,
-        {**ints, "num_heads": H, "num_kv_splits": S, "block_size": page, "L": L, "R": R},
+        {**ints, **mid, "num_kv_splits": S},
         {
             "block_table_ptr": "*i32",
             "seq_lens_ptr": "*i32",
-            "mid_out_ptr": "*fp32",
-            "mid_lse_ptr": "*fp32",
+            "lse_ptr": f32,
+            "mid_out_ptr": f32 if S > 1 else f"*{dtype}",  # S = 1: stage 1 writes out
+            "mid_lse_ptr": f32,
         },
         uses_dot=True,
     )
+    mid = {"stride_mid_b": H * S2 * L, "stride_mid_h": S2 * L, "stride_mid_s": L}
     c, o = _split_options(cfg["stage2"])
     stage2 = KernelSpec(
         "mla_decode stage 2",
-        f"L={L}",
-        decode_attention.mla_decode_stage2_kernel,
+        f"L={L} splits={S2}",
+        da.mla_decode_stage2_kernel,
         c,
         o,
-        {**mid, "stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "num_kv_splits": S, "L": L},
-        {"mid_out_ptr": "*fp32", "mid_lse_ptr": "*fp32", "lse_ptr": "*fp32"},
+        {**ints, **mid, "num_kv_splits": S2},
+        {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32},
     )
     return [stage1, stage2]
 
@@ -336,8 +346,8 @@ def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
     results = []
     for w in widths:
         for dtype in dtypes:
-            for spec in specs(WIDTHS[w], dtype):
-                for target in targets:
+            for target in targets:
+                for spec in specs(WIDTHS[w], dtype, target):
                     result = compile_one(spec, target, dtype, f"{w} {spec.widths}")
                     results.append(result)
                     if progress is not None:

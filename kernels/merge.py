@@ -176,6 +176,24 @@ def merge_attn_states_torch(
     return out.to(out_a.dtype), lse
 
 
+def merge_splits_torch(
+    out_s: torch.Tensor, lse_s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`merge_attn_states_torch` over any number of parts at once: ``out_s[..., S, D]``
+    with ``lse_s[..., S]`` (fp32) folded along ``S``, the same algebra (the max subtracted
+    first, an empty part weighing 0 and never read, all parts empty giving ``0, -inf``)."""
+    inf = float("inf")
+    lse_s = lse_s.float().masked_fill(lse_s == inf, -inf)
+    m = lse_s.amax(dim=-1, keepdim=True)
+    m = m.masked_fill(m == -inf, 0.0)
+    w = torch.exp(lse_s - m)  # [..., S]
+    total = w.sum(dim=-1)
+    lse = m[..., 0] + torch.log(total)
+    c = w / torch.where(total > 0, total, torch.ones_like(total))[..., None]
+    out = torch.where(c[..., None] > 0, c[..., None] * out_s.float(), 0.0).sum(dim=-2)
+    return out, lse
+
+
 def partial_attention(
     q: torch.Tensor,
     k: torch.Tensor,

@@ -41,7 +41,7 @@ class ForwardContext:
     kv_caches: list[torch.Tensor]
     attention: MLAAttention
     backend: str | None = None
-    num_kv_splits: int = 4
+    num_kv_splits: int | None = None  # None: chosen per step by mla_decode (automatic)
     workspace_tokens: int = 2048
     emit: Any = None  # callable(kind, **fields) or None
 
