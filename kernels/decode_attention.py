@@ -68,6 +68,8 @@ online-softmax update, in fp32.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from pdlab.kernels import backend as _backend
@@ -93,6 +95,7 @@ BLOCK_N = 64  # tokens per tile: wgmma's M
 MIN_TILES_PER_SPLIT = 4
 MAX_NUM_KV_SPLITS = 64
 CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT build targets
+TWIN_ROWS = 4096  # cached rows the torch twin gathers at once (9 MiB of fp32 at 576 wide)
 
 
 # %% Stage 1 (Triton): one split of one request, for a group of heads
@@ -414,9 +417,10 @@ def mla_decode_torch(
     num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
     kv_lora_rank: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same two stages as tensor operations: the same splits of whole tiles, each
-    gathered through the block table as ``rows[B, S, per_split, L + R]``, attended to in one
-    batched product (stage 1), then folded together by their LSE (stage 2)."""
+    """The same two stages as tensor operations. Stage 1: the same splits of whole tiles,
+    each gathered through the block table as ``rows[per_split, L + R]`` and attended to in
+    one batched product, a bounded number of splits (``TWIN_ROWS`` rows) at a time; stage 2:
+    the splits folded together by their LSE (:func:`merge_splits_torch`)."""
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, D = q.shape
     if B == 0 or H == 0 or int(seq_lens.max()) == 0:
@@ -427,18 +431,34 @@ def mla_decode_torch(
     per_split = ((seq + S - 1) // S + tile - 1).div(tile, rounding_mode="floor").clamp(min=1) * tile
     n = torch.arange(int(per_split.max()), device=q.device)
     pos = torch.arange(S, device=q.device)[None, :, None] * per_split[:, None, None] + n
-    valid = (n < per_split[:, None, None]) & (pos < seq[:, None, None])  # [B, S, P]
+    valid = ((n < per_split[:, None, None]) & (pos < seq[:, None, None])).view(B * S, -1)
+    # Copy whole runs of rows: splits start on tile boundaries, so positions come in runs of
+    # gcd(block_size, tile) rows that sit together in one page.
     block_size = kv_cache.shape[1]
-    pos = torch.where(valid, pos, 0)
-    page = torch.gather(block_table.long(), 1, (pos // block_size).view(B, -1)).view(pos.shape)
-    rows = kv_cache[page, pos % block_size].float()  # [B, S, P, L + R]
-    rows = rows.masked_fill(~valid[..., None], 0.0)  # never let an unused slot's NaN in
-    scores = torch.einsum("bhd,bspd->bhsp", q.float(), rows) * scale
-    scores = scores.masked_fill(~valid[:, None], float("-inf"))
-    lse_s = torch.logsumexp(scores, dim=-1)  # [B, H, S]
-    probs = torch.exp(scores - lse_s.nan_to_num(neginf=0.0)[..., None])
-    out_s = torch.einsum("bhsp,bspl->bhsl", probs, rows[..., :L])
-    out, lse = merge_splits_torch(out_s, lse_s)
+    run = math.gcd(block_size, tile)
+    first = torch.where(valid.view(B, S, -1), pos, 0)[..., ::run]  # each run's first row
+    page = torch.gather(block_table.long(), 1, (first // block_size).view(B, -1))
+    ids = (page * (block_size // run) + (first % block_size).view(B, -1) // run).view(B * S, -1)
+    runs = kv_cache.reshape(-1, run, D)  # a page is block_size / run consecutive runs
+    q_jobs = (q.float() * scale).repeat_interleave(S, dim=0)  # one (request, split) a job
+    out_s = torch.zeros((B * S, H, L), dtype=torch.float32, device=q.device)
+    lse_s = torch.full((B * S, H), float("-inf"), dtype=torch.float32, device=q.device)
+    live = valid.any(dim=1).nonzero()[:, 0]  # an empty split stays 0, -inf
+    step = max(1, TWIN_ROWS // valid.shape[1])  # bounded buffers are reused, not faulted in
+    for chunk in live.split(step):
+        rows = runs.index_select(0, ids[chunk].view(-1)).view(len(chunk), -1, run, D).float()
+        ok = valid[chunk]
+        part = ~ok.view(len(chunk), -1, run).all(dim=-1)  # runs with a row past the end:
+        rows[part] = rows[part].masked_fill(~ok.view(len(chunk), -1, run)[part][..., None], 0)
+        rows = rows.view(len(chunk), -1, D)  # zeroed, as 0 * NaN (an unused slot) is NaN
+        scores = torch.bmm(q_jobs[chunk], rows.transpose(1, 2))  # [jobs, H, per_split]
+        scores.masked_fill_(~ok[:, None], float("-inf"))
+        lse_s[chunk] = torch.logsumexp(scores, dim=-1)
+        probs = scores.sub_(lse_s[chunk][..., None]).exp_()
+        out_s[chunk] = torch.bmm(probs, rows[..., :L])
+    out, lse = merge_splits_torch(
+        out_s.view(B, S, H, L).transpose(1, 2), lse_s.view(B, S, H).transpose(1, 2)
+    )
     return out.to(q.dtype), lse
 
 

@@ -56,9 +56,10 @@ from pdlab.kernels.common import (
     triton,
     upcast,
 )
-from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
+from pdlab.kernels.merge import partial_attention
 
 BLOCK_N = 64
+TWIN_SCORES = 1 << 24  # scores the torch twin holds at once (64 MiB in fp32)
 
 
 # %% Triton
@@ -251,26 +252,28 @@ def flash_attn_varlen_torch(
     scale: float,
     causal: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same algorithm in torch: per sequence, walk the keys ``BLOCK_N`` at a time and fold
-    each tile in with the LSE merge (the online-softmax update, normalised at every step)."""
+    """The same result as tensor operations: per sequence, all its keys at once (the online
+    softmax over tiles only matters where scores do not fit in registers), queries in
+    chunks of ``TWIN_SCORES // (H * k_len)`` so the score tensor stays bounded."""
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     Tq, H, _ = q.shape
     out = torch.zeros((Tq, H, v.shape[2]), dtype=torch.float32, device=q.device)
     lse = torch.full((Tq, H), float("-inf"), dtype=torch.float32, device=q.device)
     cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     for i in range(len(cu_q) - 1):
-        q_i = q[cu_q[i] : cu_q[i + 1]]
+        q_len, k_len = cu_q[i + 1] - cu_q[i], cu_k[i + 1] - cu_k[i]
+        if q_len == 0 or k_len == 0:
+            continue
         k_i, v_i = k[cu_k[i] : cu_k[i + 1]], v[cu_k[i] : cu_k[i + 1]]
-        q_len, k_len = q_i.shape[0], k_i.shape[0]
-        last_visible = torch.arange(q_len, device=q.device) + (k_len - q_len)  # causal bound
-        o_i, l_i = out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]]
-        for start in range(0, k_len, BLOCK_N):
-            end = min(start + BLOCK_N, k_len)
-            keys = torch.arange(start, end, device=q.device)
-            mask = keys[None, :] <= last_visible[:, None] if causal else None
-            o_t, l_t = partial_attention(q_i, k_i[start:end], v_i[start:end], scale, mask)
-            o_i, l_i = merge_attn_states_torch(o_i, l_i, o_t, l_t)
-        out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]] = o_i, l_i
+        keys = torch.arange(k_len, device=q.device)
+        step = max(1, TWIN_SCORES // (H * k_len))
+        for a in range(0, q_len, step):
+            b = min(a + step, q_len)
+            rows = slice(cu_q[i] + a, cu_q[i] + b)
+            # causal, bottom-right: query j of the sequence sees keys <= k_len - q_len + j
+            last = torch.arange(a, b, device=q.device) + (k_len - q_len)
+            mask = keys[None, :] <= last[:, None] if causal else None
+            out[rows], lse[rows] = partial_attention(q[rows], k_i, v_i, scale, mask)
     return out.to(q.dtype), lse
 
 

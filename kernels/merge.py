@@ -208,21 +208,20 @@ def partial_attention(
     """
     Tq, H, _ = q.shape
     Tk = k.shape[0]
-    q, k, v = q.float(), k.float(), v.float()
+    q, k, v = q.float() * scale, k.float(), v.float()  # the scale on the smallest operand
     mqa = k.shape[1] == 1  # one KV head shared by all: one plain matrix product
     if mqa:
         scores = (q.reshape(Tq * H, -1) @ k[:, 0].T).view(Tq, H, Tk)
     else:
-        scores = torch.einsum("qhd,khd->qhk", q, k)
-    scores = scores * scale
+        scores = torch.einsum("qhd,khd->hqk", q, k)  # heads first: batched products
     if mask is not None:
-        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        scores.masked_fill_(~(mask[:, None, :] if mqa else mask[None]), float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     finite = lse.masked_fill(lse == float("-inf"), 0.0)
-    probs = torch.exp(scores - finite[..., None])
+    probs = scores.sub_(finite[..., None]).exp_()  # in place: scores are not needed again
     if mqa:
         return (probs.view(Tq * H, Tk) @ v[:, 0]).view(Tq, H, -1), lse
-    return torch.einsum("qhk,khd->qhd", probs, v), lse
+    return torch.einsum("hqk,khd->qhd", probs, v), lse.T
 
 
 def merge_attn_states(

@@ -24,12 +24,20 @@ def test_cpu_benchmark_times_the_twins_and_says_so():
         "flash_attn_varlen",
         "merge_attn_states",
         "mla_decode",
+        "mla_decode",
+        "mla_decode",
     ]
     assert all(r["impl"] == "torch" and r["ms"] > 0 and "error" not in r for r in result["rows"])
-    assert seen[0] == (0, 5) and seen[-1] == (5, 5)
+    # The two attentions stand beside a dense torch version of the same math.
+    for r in result["rows"]:
+        has_dense = r["kernel"] in ("flash_attn_varlen", "mla_decode")
+        assert ("dense_ms" in r) == has_dense
+        if has_dense:
+            assert r["dense_ms"] > 0 and r["vs_dense"] == r["ms"] / r["dense_ms"]
+    assert seen[0] == (0, 7) and seen[-1] == (7, 7)
     json.dumps(result)
     table = render_table(result)
-    assert isinstance(table, Table) and table.row_count == 5
+    assert isinstance(table, Table) and table.row_count == 7
 
 
 _NO_TRITON = """
