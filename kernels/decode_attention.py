@@ -321,6 +321,13 @@ def num_kv_splits_auto(
     return max(1, min(fill, by_length, by_workspace, MAX_NUM_KV_SPLITS))
 
 
+def used_splits(seq_len: int, num_kv_splits: int, tile: int) -> int:
+    """Splits a request of ``seq_len`` tokens really uses (the kernels' rule): tile-aligned
+    parts of ``cdiv(cdiv(seq_len, S), tile) * tile`` tokens; 1 or 0 means not split."""
+    per_split = max(1, triton.cdiv(triton.cdiv(seq_len, num_kv_splits), tile)) * tile
+    return triton.cdiv(seq_len, per_split)
+
+
 def _resolve_splits(
     num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int
 ) -> int:
@@ -329,6 +336,13 @@ def _resolve_splits(
     B, H, D = q.shape
     max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
     return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L)
+
+
+def plan_num_kv_splits(
+    q: torch.Tensor, seq_lens: torch.Tensor, num_kv_splits: int | None = None, L: int = 512
+) -> int:
+    """The split count ``mla_decode`` will use for this call (``None``: automatic)."""
+    return _resolve_splits(num_kv_splits, q, seq_lens, L)
 
 
 def mla_decode_triton(

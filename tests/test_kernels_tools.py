@@ -66,3 +66,26 @@ def test_kernels_import_and_run_without_triton():
         [sys.executable, "-c", _NO_TRITON], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_bench_paths_reports_each_path_beside_this_machines_floor():
+    """The floor is max(FLOPs / matmul rate, bytes / copy rate), both rates measured in the
+    same run; the cost model gives FLOPs and bytes."""
+    from pdlab.attention import cost
+    from pdlab.bench import bench_paths, render_paths_table
+    from pdlab.config import ModelConfig
+
+    res = bench_paths("deepseek-v3", contexts=[48], num_heads=2, repeats=1)
+    c = res["ceilings"]
+    assert c["matmul_tflops"] > 0 and c["copy_gbps"] > 0
+    cfg = ModelConfig.preset("deepseek-v3").replace(num_attention_heads=2)
+    (r,) = res["rows"]
+    for path, model in (
+        ("prefill", cost.prefill_path_cost(cfg, 48, e=4)),
+        ("decode", cost.decode_path_cost(cfg, 48, e=4)),
+    ):
+        floor = max(model.flops / (c["matmul_tflops"] * 1e9), model.bytes / (c["copy_gbps"] * 1e6))
+        assert r[f"{path}_floor_ms"] == floor
+        assert r[f"{path}_vs_floor"] == r[f"{path}_ms"] / floor
+    assert r["max_abs_diff"] < 1e-4
+    assert render_paths_table(res).row_count == 1
