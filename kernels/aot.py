@@ -138,7 +138,7 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
                 {p: i32 for p in ("block_table_ptr", "cu_seq_lens_ptr", "seq_starts_ptr")},
             )
         )
-    c, o = _split_options(flash_attn.flash_attn_varlen_config(T, d_qk, d_v, e))
+    c, o = _split_options(flash_attn.flash_attn_varlen_config(T, d_qk, d_v, e, target))
     ints = {f"stride_{t}_t": H * w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
     ints |= {f"stride_{t}_h": w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
     for causal in (True, False):
@@ -147,9 +147,9 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
                 "flash_attn_varlen",
                 f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
                 flash_attn.flash_attn_varlen_kernel,
-                {**c, "CAUSAL": causal, "UPCAST": False},
+                {**c, "CAUSAL": causal, "UPCAST": False, "D_QK": d_qk, "D_V": d_v},
                 o,
-                {**ints, "num_heads": H, "D_QK": d_qk, "D_V": d_v},
+                {**ints, "num_heads": H},
                 {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": i32, "cu_seqlens_k_ptr": i32},
                 uses_dot=True,
             )

@@ -80,6 +80,7 @@ from pdlab.kernels.common import (
     check_launchable,
     check_same_device,
     check_tensor,
+    device_target,
     fail,
     guard_interpreter_dtype,
     out_buffer,
@@ -286,14 +287,6 @@ def mla_decode_config(L: int, R: int, elem_bytes: int = 2, target: int = 90) -> 
         },
         "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
-
-
-def device_target(device: torch.device) -> int:
-    """Compute capability as an int (90 for sm_90); 90 without a GPU, as the AOT build."""
-    if device.type == "cuda":
-        major, minor = torch.cuda.get_device_capability(device)
-        return 10 * major + minor
-    return 90
 
 
 def device_num_sms(device: torch.device) -> int:

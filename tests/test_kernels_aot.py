@@ -44,12 +44,11 @@ def test_fp32_tiles_fit_too():
 
 def test_matrix_products_use_tensor_cores(results):
     for r in results:
-        if r.kernel == "flash_attn_varlen":
-            # 64-row query tiles: Hopper's warp-group MMA on sm_90, mma.sync on sm_80.
+        if r.kernel in ("flash_attn_varlen", "mla_decode stage 1"):
+            # 128 query rows, or 64 cached tokens on M (swap-AB): Hopper's warp-group MMA
+            # on sm_90, mma.sync on sm_80; the tiles reach shared memory by cp.async.
             assert r.tensor_cores and r.mma == ("wgmma" if r.target == 90 else "mma"), r
-        elif r.kernel == "mla_decode stage 1":
-            # 16-head tiles are below wgmma's 64 rows: mma.sync on both targets.
-            assert r.mma == "mma", r
+            assert r.copy == "cp.async", r
         else:
             assert r.mma == "-", r
 
