@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import torch
 from rich.table import Table
 
 from pdlab.kernels.bench import CPU_NOTE, bench_kernels, render_table
@@ -89,3 +90,31 @@ def test_bench_paths_reports_each_path_beside_this_machines_floor():
         assert r[f"{path}_vs_floor"] == r[f"{path}_ms"] / floor
     assert r["max_abs_diff"] < 1e-4
     assert render_paths_table(res).row_count == 1
+
+
+def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
+    """gpu_check needs a GPU to mean anything, but its table is built by plain code: run
+    it on the CPU at small shapes (CPU timer, torch twins where triton would be compiled)
+    so that the GPU run does not meet its first bug."""
+    from pdlab.kernels import bench, decode_attention, flash_attn, gpu_check
+
+    monkeypatch.setattr(bench, "_time_cuda", bench._time_cpu)
+    monkeypatch.setattr(
+        gpu_check, "DECODE", {"batch": (2,), "heads": (4,), "context": (128,), "splits": (None, 4)}
+    )
+    monkeypatch.setattr(gpu_check, "PREFILL", {"heads": 2, "seqlen": (64,)})
+    for mod, name in ((decode_attention, "mla_decode"), (flash_attn, "flash_attn_varlen")):
+        real = getattr(mod, name)  # gpu_check asks for backend="triton": give it the twin
+        monkeypatch.setattr(mod, name, lambda *a, _f=real, **k: _f(*a, **{**k, "backend": "torch"}))
+    cpu = torch.device("cpu")
+    ceilings = bench.measure_ceilings(cpu, torch.float32)
+    rows = gpu_check._decode_rows(cpu, ceilings, 3) + gpu_check._prefill_rows(cpu, ceilings, 3)
+    assert [r["splits"] for r in rows] == ["auto", 4, "-"]
+    for r in rows[:2]:
+        useful = 2.0 * (2 * 128 * 576 + 2 * 4 * 576 + 2 * 4 * 512)
+        assert r["gbps"] == useful / r["ms"] / 1e6
+        assert r["of_ceiling"] == r["gbps"] / ceilings["copy_gbps"]
+    flops = 2.0 * 2 * 64 * 65 / 2 * (192 + 128)
+    assert rows[2]["tflops"] == flops / rows[2]["ms"] / 1e9
+    table = gpu_check.render({"device": "cpu", "ceilings": ceilings, "rows": rows})
+    assert table.row_count == 3
