@@ -175,8 +175,8 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
 def _decode_specs(
     L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int
 ) -> list:
-    """Stage 1 as the automatic split count launches it for the sample batch; stage 2 runs
-    only when requests are split, so its sample is one request (split as far as allowed)."""
+    """Stage 1 as the automatic split count launches it for the sample batch, and for one
+    request (split as far as allowed, at least 2), which stage 2 then merges."""
     da = decode_attention
     S = da.num_kv_splits_auto(B, H, ctx, da.CPU_NUM_SMS, L, R)
     S2 = max(2, da.num_kv_splits_auto(1, H, ctx, da.CPU_NUM_SMS, L, R))
@@ -185,24 +185,24 @@ def _decode_specs(
     ints = {"stride_q_b": H * (L + R), "stride_q_h": L + R, "stride_cache_block": page * (L + R)}
     ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page}
     ints |= {"stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "L": L}
-    mid = {"stride_mid_b": H * S * L, "stride_mid_h": S * L, "stride_mid_s": L}
     f32 = "*fp32"
-    stage1 = KernelSpec(
-        "mla_decode stage 1",
-        f"L+R={L}+{R} splits={S}",
-        da.mla_decode_stage1_kernel,
-        {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R},
-        o,
-        {**ints, **mid, "num_kv_splits": S},
-        {
-            "block_table_ptr": "*i32",
-            "seq_lens_ptr": "*i32",
-            "lse_ptr": f32,
-            "mid_out_ptr": f32 if S > 1 else f"*{dtype}",  # S = 1: stage 1 writes out
-            "mid_lse_ptr": f32,
-        },
-        uses_dot=True,
-    )
+    out = []
+    for s in sorted({S, S2}):  # not split (S = 1 writes out directly) and split, if both
+        mid = {"stride_mid_b": H * s * L, "stride_mid_h": s * L, "stride_mid_s": L}
+        pointers = {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32", "lse_ptr": f32}
+        pointers |= {"mid_out_ptr": f32 if s > 1 else f"*{dtype}", "mid_lse_ptr": f32}
+        out.append(
+            KernelSpec(
+                "mla_decode stage 1",
+                f"L+R={L}+{R} splits={s}",
+                da.mla_decode_stage1_kernel,
+                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R},
+                o,
+                {**ints, **mid, "num_kv_splits": s},
+                pointers,
+                uses_dot=True,
+            )
+        )
     mid = {"stride_mid_b": H * S2 * L, "stride_mid_h": S2 * L, "stride_mid_s": L}
     c, o = _split_options(cfg["stage2"])
     stage2 = KernelSpec(
@@ -214,7 +214,7 @@ def _decode_specs(
         {**ints, **mid, "num_kv_splits": S2},
         {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32},
     )
-    return [stage1, stage2]
+    return [*out, stage2]
 
 
 def _source(spec: KernelSpec, dtype: str) -> ASTSource:
