@@ -8,12 +8,15 @@ public function takes ``backend=None`` ("triton" or "torch"; None = the one in f
 * ``flash_attn.py``: ``flash_attn_varlen``, the prefill path's attention;
 * ``merge.py``: ``merge_attn_states``, joining partial results by their LSE;
 * ``decode_attention.py``: ``mla_decode``, absorbed MQA decode with split KV;
+* ``checks.py``: index-range checks every kernel runs before launch (on by default; off
+  with ``PDLAB_CHECK_INDICES=0`` or ``set_index_checks(False)`` for benchmarking);
 * ``aot.py``: compile every kernel for sm_80/sm_90 without a GPU;
 * ``bench.py`` and ``gpu_check.py``: measurements, and the one command for GPU owners.
 """
 
 from pdlab.kernels import backend as backend  # noqa: I001  (must come before any kernel)
 from pdlab.kernels.backend import get_backend, set_backend, use_backend
+from pdlab.kernels.checks import index_checks, index_checks_enabled, set_index_checks
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
@@ -24,9 +27,12 @@ __all__ = [
     "flash_attn_varlen",
     "gather_cache",
     "get_backend",
+    "index_checks",
+    "index_checks_enabled",
     "merge_attn_states",
     "mla_decode",
     "reshape_and_cache_mla",
     "set_backend",
+    "set_index_checks",
     "use_backend",
 ]

@@ -58,7 +58,10 @@ def _from_env() -> str:
     return value
 
 
-_default = _from_env()
+# Read on first use, not at import: a bad PDLAB_BACKEND must not stop ``import pdlab`` (and
+# with it ``pdlab --help`` and ``pdlab doctor``, which reports it); the first kernel call or
+# ``get_backend()`` raises the ValueError instead.
+_default: str | None = None
 # Interpret on a machine without a CUDA device, unless the user already chose.
 if triton_installed() and not cuda_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
@@ -80,8 +83,14 @@ def _check(name: str) -> str:
 
 
 def get_backend() -> str:
-    """The backend in force: a ``use_backend`` block, else the process default."""
-    return _override.get() or _default
+    """The backend in force: a ``use_backend`` block, else the process default
+    (``PDLAB_BACKEND`` on first use; a bad value raises ``ValueError`` naming it)."""
+    global _default
+    if _override.get():
+        return _override.get()  # type: ignore[return-value]
+    if _default is None:
+        _default = _from_env()
+    return _default
 
 
 def set_backend(name: str) -> None:
@@ -111,7 +120,11 @@ def triton_interpreting() -> bool:
 
 
 def describe() -> str:
-    """One line for ``pdlab doctor`` and the tour's header."""
+    """One line for ``pdlab doctor`` and the tour's header. Raises ``ValueError`` naming a
+    bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES``, which the doctor reports."""
+    from pdlab.kernels.checks import index_checks_enabled
+
+    index_checks_enabled()
     name = get_backend()
     if name == "torch":
         why = "triton not installed" if not triton_installed() else f"chosen via {ENV_VAR}"

@@ -35,6 +35,7 @@ from __future__ import annotations
 import torch
 
 from pdlab.kernels import backend as _backend
+from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
     block,
@@ -94,6 +95,7 @@ def reshape_and_cache_mla_config(L: int, R: int) -> dict:
 def reshape_and_cache_mla_triton(
     kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
+    checks.reshape_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping)
     L, R = _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     kv_c, k_pe = kv_c.contiguous(), k_pe.contiguous()
     if kv_cache.stride(2) != 1:
@@ -123,6 +125,7 @@ def reshape_and_cache_mla_triton(
 def reshape_and_cache_mla_torch(
     kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
+    checks.reshape_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping)
     _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     valid = slot_mapping >= 0
     slots = slot_mapping[valid]
@@ -228,6 +231,7 @@ def gather_cache_triton(
     cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     if kv_cache.stride(2) != 1:
         fail("kv_cache", f"strides {kv_cache.stride()}", "contiguous rows (stride 1 last)")
@@ -270,6 +274,7 @@ def gather_cache_torch(
     cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:
+    checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     cu = cu_seq_lens.long()
     lens = cu[1:] - cu[:-1]

@@ -73,6 +73,7 @@ import math
 import torch
 
 from pdlab.kernels import backend as _backend
+from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
     block,
@@ -347,6 +348,7 @@ def mla_decode_triton(
     num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
     kv_lora_rank: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    checks.mla_decode(q, kv_cache, block_table, seq_lens)
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, D = q.shape
     R = D - L
@@ -428,6 +430,7 @@ def mla_decode_torch(
     each gathered through the block table as ``rows[per_split, L + R]`` and attended to in
     one batched product, a bounded number of splits (``TWIN_ROWS`` rows) at a time; stage 2:
     the splits folded together by their LSE (:func:`merge_splits_torch`)."""
+    checks.mla_decode(q, kv_cache, block_table, seq_lens)
     L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
     B, H, D = q.shape
     if B == 0 or H == 0 or int(seq_lens.max()) == 0:

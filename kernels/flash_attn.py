@@ -52,6 +52,7 @@ from __future__ import annotations
 import torch
 
 from pdlab.kernels import backend as _backend
+from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
     block,
@@ -301,6 +302,7 @@ def flash_attn_varlen_triton(
     scale: float,
     causal: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     Tq, H, d_qk = q.shape
@@ -359,6 +361,7 @@ def flash_attn_varlen_torch(
     """The same result as tensor operations: per sequence, all its keys at once (the online
     softmax over tiles only matters where scores do not fit in registers), queries in
     chunks of ``TWIN_SCORES // (H * k_len)`` so the score tensor stays bounded."""
+    checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     Tq, H, _ = q.shape
     out = torch.zeros((Tq, H, v.shape[2]), dtype=torch.float32, device=q.device)

@@ -3,8 +3,9 @@
 * ``paths``: D's one-token step (one query over ``N - 1`` cached tokens) through
   ``_forward_prefill`` and through ``_forward_decode``, one attention layer at a preset's
   real widths, timed on the current backend, beside the cost model's FLOPs and bytes of
-  each path and their ratio (``vllm/v1/attention/backends/mla/common.py`` is what it runs),
-  and beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
+  each path and their ratio (``forward_mha`` and ``forward_mqa`` in
+  ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors), and
+  beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
   rate)`` with both rates measured in the same run (``pdlab/kernels/bench.py``). A path far
   above its floor is spending its time on something the model does not count;
 * ``kernels``: each kernel (``pdlab/kernels/bench.py``);
@@ -22,9 +23,9 @@ from typing import Any
 import torch
 
 from pdlab.attention import cost
-from pdlab.attention.metadata import MLAMetadata
+from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
-from pdlab.config import ModelConfig
+from pdlab.config import ModelConfig, ParallelConfig
 
 
 def _time(fn: Any, repeats: int, device: torch.device) -> float:
@@ -42,7 +43,7 @@ def _time(fn: Any, repeats: int, device: torch.device) -> float:
 
 
 def _short_extend(
-    rule: str,
+    pcp: int,
     layer: Any,
     attn: MLAAttention,
     cache: torch.Tensor,
@@ -55,22 +56,20 @@ def _short_extend(
     backend: str,
     workspace_tokens: int,
 ) -> torch.Tensor:
-    """One attention layer's step for one query token over ``n_ctx`` cached tokens."""
+    """One attention layer's step for one query token over ``n_ctx`` cached tokens, still
+    in its prompt: ``_forward_decode`` with ``pcp=1``, ``_forward_prefill`` with ``pcp=2``
+    (``treat_short_extends_as_decodes = not use_pcp``)."""
     dev, bs = cache.device, cache.shape[1]
 
-    def i32(*v: int) -> torch.Tensor:
-        return torch.tensor(v, dtype=torch.int32, device=dev)
-
-    meta = MLAMetadata(
-        req_ids=["r"],
-        query_start_loc=i32(0, 1),
-        seq_lens=i32(n_ctx + 1),
-        num_computed_tokens=i32(n_ctx),
-        num_prompt_tokens=i32(n_ctx + 1),
-        block_table=block_table[None].to(dev),
-        slot_mapping=torch.tensor([slot], dtype=torch.int64, device=dev),
-        block_size=bs,
-        rule=rule,
+    meta = build_mla_metadata(
+        [1],
+        [n_ctx],
+        [n_ctx + 1],
+        block_table[None].to(dev),
+        torch.tensor([slot], dtype=torch.int64, device=dev),
+        bs,
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+        workspace_size=workspace_tokens,
     )
     ctx = ForwardContext(meta, [cache], attn, backend, workspace_tokens=workspace_tokens)
     return attn.forward(layer, q, kv_c, k_pe, ctx)
@@ -172,10 +171,10 @@ def _path_row(
         backend=run.backend,
         workspace_tokens=workspace_tokens,
     )
-    out_p, out_d = step("prompt"), step("query_len")
+    out_p, out_d = step(2), step(1)  # pcp = 2: _forward_prefill; 1: _forward_decode
     err = float((out_p.float() - out_d.float()).abs().max())
-    t_pre = _time(functools.partial(step, "prompt"), repeats, dev)
-    t_dec = _time(functools.partial(step, "query_len"), repeats, dev)
+    t_pre = _time(functools.partial(step, 2), repeats, dev)
+    t_dec = _time(functools.partial(step, 1), repeats, dev)
     e = 2 if dtype == torch.bfloat16 else 4
     cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
     f_pre, f_dec = floor_ms(cp.flops, cp.bytes, ceilings), floor_ms(cd.flops, cd.bytes, ceilings)

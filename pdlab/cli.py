@@ -3,7 +3,10 @@
 Subcommands: ``tour`` (the guided walkthrough), ``trace`` (any prompt, any settings, its step
 table and trace), ``pd`` (prefill/decode disaggregation, in one process or two), ``bench``
 (``paths``, ``kernels``, ``sched``) and ``doctor`` (what works on this machine). Bad options
-exit with code 2 and a message naming the option.
+exit with code 2 and a message naming the option; so does every other error (a bad
+environment variable, an unwritable output path, an allocation that fails, a peer that never
+comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are checked
+before any work starts.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +32,29 @@ def _int_list(text: str) -> list[int]:
     return vals
 
 
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number > 0")
+    return v
+
+
+def _port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is not a port in [0, 65535]")
+    return v
+
+
 def build_parser() -> argparse.ArgumentParser:
-    from pdlab.config import PRESETS, ROUTING_RULES
-    from pdlab.tour import positive_int
+    from pdlab.config import PRESETS
+    from pdlab.tour import add_routing_arguments, positive_int
 
     p = argparse.ArgumentParser(
         prog="pdlab",
@@ -58,7 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--procs",
         type=int,
         choices=(1, 2),
-        default=2,
         help="1: both engines in this process; 2: two processes over torch.distributed (default)",
     )
     pd.add_argument(
@@ -74,12 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="a prompt (repeat for a batch)",
     )
     pd.add_argument("--max-tokens", type=positive_int, default=8)
-    pd.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
+    add_routing_arguments(pd)
     pd.add_argument("--block-size", type=positive_int, default=4)
     pd.add_argument("--host", default="127.0.0.1")
-    pd.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    pd.add_argument("--port", type=_port, default=0, help="0 picks a free port")
     pd.add_argument("--backend", choices=("torch", "triton"), default="torch")
-    pd.add_argument("--timeout", type=float, default=120.0, help="seconds, for every wait")
+    pd.add_argument(
+        "--timeout", type=_positive_float, default=120.0, help="seconds, for every wait"
+    )
 
     b = sub.add_parser("bench", help="measurements: paths, kernels, sched")
     bsub = b.add_subparsers(dest="bench", required=True, metavar="WHAT")
@@ -107,6 +132,43 @@ def build_parser() -> argparse.ArgumentParser:
         "--aot", action="store_true", help="also compile every Triton kernel for sm_80 and sm_90"
     )
     return p
+
+
+def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> None:
+    """Raise ``ValueError`` unless ``path`` can be written (a file, or a directory to write
+    files into): checked before the work, so a long run never ends in a failed save."""
+    if path is None:
+        return
+    if path.exists():
+        if is_dir and not path.is_dir():
+            raise ValueError(f"{option} {path} is a file: expected a directory")
+        if not is_dir and path.is_dir():
+            raise ValueError(f"{option} {path} is a directory: expected a file path")
+    base = path if is_dir else path.parent
+    while not base.exists():  # the first folder that exists must take new entries
+        base = base.parent
+    if not base.is_dir():
+        raise ValueError(f"{option} {path} is not writable: {base} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as e:
+        raise ValueError(f"{option} {path} is not writable: {e.strerror} in {base}") from None
+    if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
+        raise ValueError(f"{option} {path} is not writable: permission denied")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    check_output_path("--json", getattr(args, "json", None))
+    check_output_path("--plots", getattr(args, "plots", None), is_dir=True)
+
+
+def _check_env() -> None:
+    """A bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES`` is one line before any work."""
+    from pdlab.kernels import backend, checks
+
+    backend.get_backend()
+    checks.index_checks_enabled()
 
 
 def _write_json(path: Path | None, data: Any) -> None:
@@ -168,32 +230,48 @@ def _pd(args: argparse.Namespace) -> int:
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
     cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=args.block_size)
-    sched = SchedulerConfig(rule=args.rule, kv_transfer_timeout_s=min(args.timeout, 30.0))
+    from pdlab.tour import routing_configs
+
+    sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
+    routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
     if args.role is not None:
         from pdlab import pd_procs
 
         if args.port == 0:
-            print(
-                "pdlab pd: error: --role needs --port (the same on both machines)", file=sys.stderr
-            )
-            return 2
-        if args.role == "prefill":
-            s = pd_procs.run_prefill(
-                ids,
-                sp,
-                cfg,
-                cache,
-                sched,
-                args.host,
-                args.port,
-                args.backend,
-                timeout_s=args.timeout,
-            )
-        else:
-            s = pd_procs.run_decode(
-                cfg, cache, sched, args.host, args.port, args.backend, timeout_s=args.timeout
-            )
+            raise ValueError("--role needs --port (the same on both machines)")
+        if args.procs is not None:
+            raise ValueError("--procs does not go with --role (each command runs one side)")
+        if args.role == "decode" and args.prompts:
+            raise ValueError("--prompt goes to --role prefill, which holds the prompts")
+        try:
+            if args.role == "prefill":
+                s = pd_procs.run_prefill(
+                    ids,
+                    sp,
+                    cfg,
+                    cache,
+                    sched,
+                    args.host,
+                    args.port,
+                    args.backend,
+                    timeout_s=args.timeout,
+                    engine_kwargs=routing,
+                )
+            else:
+                s = pd_procs.run_decode(
+                    cfg,
+                    cache,
+                    sched,
+                    args.host,
+                    args.port,
+                    args.backend,
+                    timeout_s=args.timeout,
+                    engine_kwargs=routing,
+                )
+        except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
+            print(f"pdlab pd: error: {_one_line(e)}", file=sys.stderr, flush=True)
+            os._exit(2)
         print(
             json.dumps(
                 {
@@ -207,14 +285,21 @@ def _pd(args: argparse.Namespace) -> int:
             ),
             flush=True,
         )
+        if s.peer_failed:
+            peer = "decode" if args.role == "prefill" else "prefill"
+            print(
+                f"pdlab pd: error: the {peer} peer failed ({s.peer_failed}); this side "
+                "stopped and freed its blocks",
+                file=sys.stderr,
+            )
         sys.stderr.flush()
         # Leave without interpreter teardown: the transport's receiver thread is blocked in
         # a gloo recv that teardown would abort ("terminate called ...").
-        os._exit(0 if not s.peer_failed else 1)
+        os._exit(0 if not s.peer_failed else 2)
     if args.procs == 1:
         from pdlab.pd import PDPair
 
-        pair = PDPair(cfg, cache, sched, backend=args.backend)
+        pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
         outs = pair.generate(ids, sp)
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
@@ -223,16 +308,41 @@ def _pd(args: argparse.Namespace) -> int:
     from pdlab.pd_procs import run_pd_procs
 
     res = run_pd_procs(
-        ids, cfg, cache, sched, sp, args.host, args.port, args.backend, timeout_s=args.timeout
+        ids,
+        cfg,
+        cache,
+        sched,
+        sp,
+        args.host,
+        args.port,
+        args.backend,
+        timeout_s=args.timeout,
+        **routing,
     )
+    if res.errors:
+        why = "; ".join(f"{role}: {err}" for role, err in sorted(res.errors.items()))
+        for side in (res.prefill, res.decode):
+            if side is not None and side.peer_failed:
+                why += f"; {side.role} stopped and freed its blocks ({side.peer_failed})"
+        raise ValueError(why)
     outputs = res.prefill.outputs if res.prefill else {}
     return render_pd_result(res.tracer, prompts, outputs, errors=res.errors)
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    if (isinstance(e, (ValueError, TypeError)) or getattr(e, "one_line", False)) and text:
+        return text[0]
+    return f"{text[0]} ({type(e).__name__})" if text else type(e).__name__
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_outputs(args)
+        if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
+            _check_env()
         if args.command == "doctor":
             from pdlab import doctor
 
@@ -246,8 +356,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "tour":
             return tour.run_tour(args)
         return tour.run_trace(args)
-    except ValueError as e:
-        parser.exit(2, f"pdlab {args.command}: error: {e}\n")
+    except KeyboardInterrupt:
+        parser.exit(130, f"pdlab {args.command}: interrupted\n")
+    except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
+        parser.exit(2, f"pdlab {args.command}: error: {_one_line(e)}\n")
 
 
 if __name__ == "__main__":

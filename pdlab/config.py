@@ -1,10 +1,10 @@
 """Configuration: the model's shape, the paged cache, the scheduler.
 
 Mirrors the configs vLLM threads through its v1 engine (``vllm/config/model.py``,
-``vllm/config/cache.py``, ``vllm/config/scheduler.py``) and the fields of a DeepSeek-V2/V3
-``config.json`` (``DeepseekV2Config`` / ``DeepseekV3Config`` in transformers). Every config
-validates itself on construction: a bad value raises ``ValueError`` naming the field, the
-value and what is allowed.
+``vllm/config/cache.py``, ``vllm/config/scheduler.py``, ``vllm/config/kv_transfer.py``)
+and the fields of a DeepSeek-V2/V3 ``config.json`` (``DeepseekV2Config`` /
+``DeepseekV3Config`` in transformers). Every config validates itself on construction: a
+bad value raises ``ValueError`` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
-
-ROUTING_RULES = ("query_len", "prompt")
 
 
 def _fail(cls: str, name: str, value: Any, allowed: str) -> None:
@@ -313,33 +311,137 @@ class CacheConfig:
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """vLLM v1's unified token budget, plus how the attention layer routes a batch.
-
-    ``rule="query_len"`` is upstream vLLM (``split_decodes_and_prefills``: a request whose
-    query has at most ``decode_threshold`` tokens is a decode); ``rule="prompt"`` is the
-    ``num_computed_tokens < num_prompt_tokens`` rule that sends D's one-token step to
-    ``_forward_prefill``.
-    """
+    """vLLM v1's unified token budget (``vllm/config/scheduler.py``)."""
 
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 64
     long_prefill_token_threshold: int = 0  # 0 disables the cap, as in vLLM
-    rule: str = "query_len"
-    decode_threshold: int = 1
     max_model_len: int | None = None
     kv_transfer_timeout_s: float = 30.0
+    # vLLM's default: admit a waiting request only if its whole prompt fits in the free
+    # blocks, not just its first chunk (``vllm/config/scheduler.py``).
+    scheduler_reserve_full_isl: bool = True
 
     def __post_init__(self) -> None:
         c = "SchedulerConfig"
+        if not isinstance(self.scheduler_reserve_full_isl, bool):
+            _fail(c, "scheduler_reserve_full_isl", self.scheduler_reserve_full_isl, "True or False")
         _check_int(c, "max_num_batched_tokens", self.max_num_batched_tokens)
         _check_int(c, "max_num_seqs", self.max_num_seqs)
         _check_int(c, "long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
-        _check_int(c, "decode_threshold", self.decode_threshold)
-        if self.rule not in ROUTING_RULES:
-            _fail(c, "rule", self.rule, f"one of {ROUTING_RULES}")
         if self.max_model_len is not None:
             _check_int(c, "max_model_len", self.max_model_len)
         _check_positive_float(c, "kv_transfer_timeout_s", self.kv_transfer_timeout_s)
 
     def replace(self, **changes: Any) -> SchedulerConfig:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ParallelConfig:
+    """The one parallelism setting pdlab models: ``prefill_context_parallel_size``
+    (``vllm/config/parallel.py``).
+
+    pdlab does not implement context parallelism (it runs on one device). It reproduces only
+    the routing consequence: with a size above 1 the MLA metadata builder sets
+    ``use_pcp`` and passes ``treat_short_extends_as_decodes = not use_pcp`` to
+    ``split_decodes_and_prefills``, so a request that is still in its prompt
+    (``is_prefilling``) runs ``_forward_prefill`` even for a one-token query.
+    """
+
+    prefill_context_parallel_size: int = 1
+
+    def __post_init__(self) -> None:
+        _check_int(
+            "ParallelConfig", "prefill_context_parallel_size", self.prefill_context_parallel_size
+        )
+
+    @property
+    def use_pcp(self) -> bool:
+        return self.prefill_context_parallel_size > 1
+
+
+@dataclass(frozen=True)
+class MLABackendProfile:
+    """What routing needs from one upstream MLA backend's metadata builder: its
+    ``reorder_batch_threshold`` and its ``query_len_support`` (``require_uniform`` is
+    ``query_len_support != VARLEN`` in ``MLACommonMetadataBuilder.build``)."""
+
+    name: str  # the backend's get_name() upstream
+    reorder_batch_threshold: int
+    query_len_support: str  # "single_only", "uniform" or "varlen"
+    upstream: str  # the file that sets the two values in vLLM 0.33.0
+
+    @property
+    def require_uniform(self) -> bool:
+        return self.query_len_support != "varlen"
+
+
+# The builders' class attributes in vLLM 0.33.0. pdlab's kernels are the same whichever
+# profile is chosen; a profile changes only which requests take which path.
+MLA_BACKENDS: dict[str, MLABackendProfile] = {
+    "triton_mla": MLABackendProfile(
+        "TRITON_MLA", 1, "uniform", "vllm/v1/attention/backends/mla/triton_mla.py"
+    ),
+    "flashmla": MLABackendProfile(
+        "FLASHMLA", 128, "uniform", "vllm/v1/attention/backends/mla/flashmla.py"
+    ),
+    "flash_attn_mla": MLABackendProfile(
+        "FLASH_ATTN_MLA", 512, "varlen", "vllm/v1/attention/backends/mla/flashattn_mla.py"
+    ),
+}
+
+
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Which MLA backend's routing to follow (``vllm/config/attention.py``'s ``backend``).
+
+    ``"triton_mla"`` (default) has ``reorder_batch_threshold = 1``, like the common MLA
+    builder; ``"flashmla"`` (128) and ``"flash_attn_mla"`` (512) send short fresh prompts
+    down the absorbed decode path too. Upstream names (``"FLASHMLA"``) are accepted.
+    """
+
+    backend: str = "triton_mla"
+
+    def __post_init__(self) -> None:
+        key = self.backend.lower().replace("-", "_") if isinstance(self.backend, str) else None
+        aliases = {p.name.lower(): k for k, p in MLA_BACKENDS.items()}
+        aliases["flashattn_mla"] = "flash_attn_mla"
+        key = aliases.get(key, key)
+        if key not in MLA_BACKENDS:
+            _fail("AttentionConfig", "backend", self.backend, f"one of {tuple(MLA_BACKENDS)}")
+        object.__setattr__(self, "backend", key)
+
+    @property
+    def profile(self) -> MLABackendProfile:
+        return MLA_BACKENDS[self.backend]
+
+
+KV_LOAD_FAILURE_POLICIES = ("fail", "recompute")
+
+
+@dataclass(frozen=True)
+class KVTransferConfig:
+    """How a P/D instance treats KV transfers (vLLM's ``KVTransferConfig`` in
+    ``vllm/config/kv_transfer.py``; pdlab keeps only the fields its scheduler reads).
+
+    ``kv_load_failure_policy`` says what happens when K/V a request was waiting for fail
+    to arrive: ``"fail"`` (vLLM's default) ends the request with
+    ``RequestStatus.FINISHED_ERROR`` (finish reason ``"error"``) and frees its blocks;
+    ``"recompute"`` keeps the tokens before the first failed block and computes the rest
+    locally.
+    """
+
+    kv_load_failure_policy: str = "fail"
+
+    def __post_init__(self) -> None:
+        if self.kv_load_failure_policy not in KV_LOAD_FAILURE_POLICIES:
+            _fail(
+                "KVTransferConfig",
+                "kv_load_failure_policy",
+                self.kv_load_failure_policy,
+                f"one of {KV_LOAD_FAILURE_POLICIES}",
+            )
+
+    def replace(self, **changes: Any) -> KVTransferConfig:
         return dataclasses.replace(self, **changes)

@@ -17,10 +17,19 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
+from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
-from pdlab.request import Request, SamplingParams
+from pdlab.request import Request, RequestStatus, SamplingParams
+from pdlab.sched.output import ModelRunnerOutput
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import ByteTokenizer
 from pdlab.trace import Tracer
@@ -38,6 +47,7 @@ class RequestOutput:
     finish_reason: str | None = None
     kv_transfer_params: dict[str, Any] | None = None
     num_cached_tokens: int = 0
+    error: str | None = None  # why, when finish_reason is "error"
 
 
 class LLMEngine:
@@ -57,8 +67,13 @@ class LLMEngine:
         device: str | torch.device = "cpu",
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
+        attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None,
+        kv_transfer_config: KVTransferConfig | None = None,
     ) -> None:
         self.model_config = model_config
+        self.attention_config = attention_config or AttentionConfig()
+        self.parallel_config = parallel_config or ParallelConfig()
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
@@ -72,6 +87,14 @@ class LLMEngine:
         self.max_model_len = (
             self.scheduler_config.max_model_len or model_config.max_position_embeddings
         )
+        if self.max_model_len > model_config.max_position_embeddings:
+            raise ValueError(
+                f"SchedulerConfig.max_model_len={self.max_model_len} is invalid: expected at "
+                f"most max_position_embeddings={model_config.max_position_embeddings} of "
+                f"model {model_config.name!r} (RoPE has no positions beyond it)"
+            )
+        self.kv_transfer_config = kv_transfer_config
+        check_kv_cache_fits(model_config, self.cache_config, self.model)
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
@@ -81,6 +104,7 @@ class LLMEngine:
             self.max_model_len,
             connector=kv_connector,
             event_hook=self._on_sched_event,
+            kv_transfer_config=kv_transfer_config,
         )
         self.runner = ModelRunner(
             self.model,
@@ -92,13 +116,23 @@ class LLMEngine:
             num_kv_splits=num_kv_splits,
             workspace_tokens=workspace_tokens,
             connector_worker=kv_connector,
+            attention_config=self.attention_config,
+            parallel_config=self.parallel_config,
         )
         if kv_connector is not None and hasattr(kv_connector, "emit"):
             kv_connector.emit = self._emit
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
-        self.tracer.meta.setdefault("rules", {})[instance] = self.scheduler_config.rule
+        self.tracer.meta.setdefault("dtype", str(next(self.model.parameters()).dtype)[6:])
+        builder = self.runner.attn_metadata_builder
+        self.tracer.meta.setdefault("routing", {})[instance] = {
+            "mla_backend": self.attention_config.backend,
+            "reorder_batch_threshold": builder.reorder_batch_threshold,
+            "require_uniform": builder.require_uniform,
+            "prefill_context_parallel_size": self.parallel_config.prefill_context_parallel_size,
+            "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
+        }
         self.tracer.meta.setdefault("backend", backend or _default_backend())
 
     # ---- trace -----------------------------------------------------------------------
@@ -116,8 +150,12 @@ class LLMEngine:
         request_id: str | None = None,
         kv_transfer_params: dict[str, Any] | None = None,
     ) -> str:
-        """Queue a prompt (text or token ids); returns its request id."""
-        ids = self.tokenizer.encode(prompt) if isinstance(prompt, str) else list(prompt)
+        """Queue a prompt (text or token ids); returns its request id. Raises ``ValueError``
+        or ``TypeError`` naming the argument, and queues nothing, when the request could
+        never run: checked here, not inside ``step()``, where one bad request would fail
+        a whole batch."""
+        ids = process_prompt(prompt, self.tokenizer, self.model_config, self.max_model_len)
+        validate_params(sampling_params, request_id, kv_transfer_params, self.model_config)
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
             rid,
@@ -137,8 +175,13 @@ class LLMEngine:
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
-        from pdlab.request import RequestStatus
-
+        if not isinstance(request_ids, str) and (
+            not isinstance(request_ids, Sequence)
+            or not all(isinstance(r, str) for r in request_ids)
+        ):
+            raise TypeError(
+                f"request_ids={request_ids!r} is invalid: expected a request id or a list of them"
+            )
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
@@ -155,8 +198,15 @@ class LLMEngine:
         self.step_count += 1
         so = self.scheduler.schedule()
         self._emit_step(so)
-        mro = self.runner.execute_model(so, self.step_count)
-        changed = []
+        try:
+            mro = self.runner.execute_model(so, self.step_count)
+            errors = dict(self.runner.req_errors)
+        except Exception as e:  # noqa: BLE001 - outside any one request: fail the batch
+            why = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            rids = list(so.num_scheduled_tokens)
+            mro = ModelRunnerOutput(req_ids=rids, sampled_token_ids=[[] for _ in rids])
+            errors = dict.fromkeys(rids, why)
+        changed = self._finish_errored(errors)
         for eco in self.scheduler.update_from_output(so, mro):
             out = self._outputs.get(eco.req_id)
             if out is None:
@@ -168,6 +218,18 @@ class LLMEngine:
                 out.kv_transfer_params = eco.kv_transfer_params
                 out.num_cached_tokens = max(eco.num_cached_tokens, 0)
             changed.append(out)
+        return changed
+
+    def _finish_errored(self, errors: dict[str, str]) -> list[RequestOutput]:
+        """Requests whose step raised end with ``FINISHED_ERROR`` and give their blocks
+        back; the others carry on (``update_from_output`` skips finished requests)."""
+        changed = []
+        for rid in self.scheduler.finish_requests(list(errors), RequestStatus.FINISHED_ERROR):
+            self._emit("request_error", req_id=rid, error=errors[rid])
+            out = self._outputs.get(rid)
+            if out is not None:
+                out.finished, out.finish_reason, out.error = True, "error", errors[rid]
+                changed.append(out)
         return changed
 
     def _emit_step(self, so: Any) -> None:
@@ -203,11 +265,15 @@ class LLMEngine:
         max_steps: int = 100_000,
     ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
     def run_until_done(self, max_steps: int = 100_000) -> None:
+        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 return
@@ -215,6 +281,10 @@ class LLMEngine:
         raise RuntimeError(f"requests still unfinished after {max_steps} steps")
 
     def get_output(self, request_id: str) -> RequestOutput:
+        if request_id not in self._outputs:
+            raise ValueError(
+                f"request_id={request_id!r} is unknown: expected an id add_request returned"
+            )
         return self._outputs[request_id]
 
 

@@ -15,6 +15,7 @@ The cross-process version is in ``pdlab/pd_procs.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -45,10 +46,19 @@ class PDPair:
         backend: str | None = None,
         dtype: torch.dtype = torch.float32,
         transport: InProcessTransport | None = None,
+        kv_transfer_config: Any = None,
         **engine_kwargs: Any,
     ) -> None:
         cache_config = cache_config or CacheConfig()
         scheduler_config = scheduler_config or SchedulerConfig()
+        d_cache = decode_cache_config or cache_config
+        # Checked before the first request: D writes P's blocks row for row, so a block of
+        # P must be a block of D (vLLM's NIXL handshake compares the same).
+        if d_cache.block_size != cache_config.block_size:
+            raise ValueError(
+                f"decode_cache_config.block_size={d_cache.block_size} is invalid: expected "
+                f"{cache_config.block_size}, P's block size (both sides must share it)"
+            )
         self.tracer = tracer if tracer is not None else Tracer()
         self.transport = transport or InProcessTransport()
         model = DeepseekV2ForCausalLM(model_config, dtype=dtype)  # shared: same weights
@@ -56,7 +66,6 @@ class PDPair:
         self.p_connector = PDConnector(
             "prefill", "P", self.transport, cache_config.block_size, timeout
         )
-        d_cache = decode_cache_config or cache_config
         self.d_connector = PDConnector("decode", "D", self.transport, d_cache.block_size, timeout)
         self.prefill = LLMEngine(
             model_config,
@@ -68,6 +77,7 @@ class PDPair:
             instance="P",
             backend=backend,
             model=model,
+            kv_transfer_config=kv_transfer_config,
             **engine_kwargs,
         )
         self.decode = LLMEngine(
@@ -80,6 +90,7 @@ class PDPair:
             instance="D",
             backend=backend,
             model=model,
+            kv_transfer_config=kv_transfer_config,
             **engine_kwargs,
         )
         self.tracer.meta["transport"] = "in-process"
@@ -94,8 +105,18 @@ class PDPair:
     ) -> str:
         """Send the prompt to P (step 1 of the proxy); D gets it when P finishes."""
         rid = request_id or f"req-{next(self._ids)}"
+        if rid in self._pending or self.decode.scheduler.get_request(rid) is not None:
+            raise ValueError(
+                f"request_id={rid!r} is invalid: a request with this id is still in the "
+                "pair; expected a unique id"
+            )
+        if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
+            raise TypeError(
+                f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
+            )
         sp = sampling_params or SamplingParams()
-        p_params = SamplingParams(max_tokens=1, temperature=sp.temperature, seed=sp.seed)
+        # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
+        p_params = dataclasses.replace(sp, max_tokens=1)
         self.prefill.add_request(prompt, p_params, rid, {"do_remote_decode": True})
         self._pending[rid] = (prompt, sp)
         return rid

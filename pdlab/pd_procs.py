@@ -7,25 +7,37 @@ proxy: it holds the prompts, forwards each finished prefill to D with its
 both run on this machine on 127.0.0.1 and a free port; ``host``/``port`` let them run on two
 machines (``pdlab pd --role prefill`` on one, ``pdlab pd --role decode`` on the other).
 
-Every wait is bounded: a D that dies does not hang P; P's held blocks come back after
-``kv_transfer_timeout_s`` at the latest, and the launcher kills what does not exit.
+Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's pending
+``recv`` at once, so P ends its hand-offs and frees the blocks it held for D right away
+(``kv_transfer_timeout_s`` only covers a D that is alive but never reads), and stops; the
+launcher kills what does not exit. A peer that never comes, a port in use and a peer with
+another block size or model are each one line (``PeerUnreachable``, ``ValueError``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import multiprocessing as mp
+import multiprocessing.connection as mp_connection
 import os
-import queue
 import socket
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -34,6 +46,41 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise ``ValueError`` when P could not listen on ``host:port`` (checked before any
+    work, so a port in use is one line, not a traceback from deep inside torch)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ValueError(
+                f"port={port} on {host} is not available ({e.strerror}): expected a free "
+                "port, or 0 to pick one"
+            ) from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while joining: torch's C++ store logs every retry with a
+    stack trace, and the failure is reported as one line anyway."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class PeerUnreachable(RuntimeError):
+    """The other side never joined: one line for the launcher and the CLI."""
+
+    one_line = True  # the message is the whole story; the CLI prints it as it is
 
 
 @dataclass
@@ -47,11 +94,14 @@ class InstanceSummary:
     bytes_sent: int = 0
     peer_failed: str | None = None
     seconds: float = 0.0
+    # time.monotonic() (one clock for every process of this machine) when this side
+    # noticed the peer's death, and when every block it held was free again
+    peer_failed_at: float | None = None
+    blocks_freed_at: float | None = None
 
 
 def _build(
     role: str,
-    rank: int,
     model_config: ModelConfig,
     cache_config: CacheConfig,
     scheduler_config: SchedulerConfig,
@@ -60,22 +110,38 @@ def _build(
     port: int,
     seed: int,
     timeout_s: float,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> tuple[Any, Any, Any]:
-    """Join the two-process group as ``rank``, then build this side's engine."""
+    """Join the two-process group (P is rank 0), agree on block size and model with the
+    peer, then build this side's engine."""
     import torch.distributed as dist
 
     from pdlab.engine import LLMEngine
     from pdlab.kv_transfer.dist import DistTransport
     from pdlab.kv_transfer.pd_connector import PDConnector
 
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://{host}:{port}",
-        rank=rank,
-        world_size=2,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
+    rank = 0 if role == "prefill" else 1
+    if rank == 0:
+        check_port_free(host, port)
+    try:
+        with _quiet_stderr():
+            dist.init_process_group(
+                "gloo",
+                init_method=f"tcp://{host}:{port}",
+                rank=rank,
+                world_size=2,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
+    except Exception:  # noqa: BLE001 - torch's DistNetworkError and friends: one line
+        peer = "decode" if rank == 0 else "prefill"
+        raise PeerUnreachable(
+            f"could not reach the {peer} peer at {host}:{port} within {timeout_s:g} s"
+        ) from None
     transport = DistTransport(rank, torch.float32)
+    transport.handshake(
+        {"block_size": cache_config.block_size, "model": dataclasses.asdict(model_config)},
+        timeout_s,
+    )
     conn = PDConnector(
         role,
         "P" if rank == 0 else "D",
@@ -94,8 +160,22 @@ def _build(
         seed,
         instance="P" if rank == 0 else "D",
         backend=backend,
+        **(engine_kwargs or {}),
     )
     return engine, conn, transport
+
+
+def _stop_after_peer_failure(engine: Any, conn: Any, transport: Any, summary: Any) -> None:
+    """The peer is gone: end every hand-off and request at once and free their blocks,
+    instead of holding them until ``kv_transfer_timeout_s``."""
+    summary.peer_failed_at = time.monotonic()
+    conn.fail_all_sends(transport.peer_failed)
+    engine.abort_request([r for r, q in engine.scheduler.requests.items() if not q.is_finished()])
+    for _ in range(3):  # the finished sends are reported (and freed) by the next step
+        if not (engine.scheduler.has_requests() or conn.num_pending):
+            break
+        engine.step()
+    summary.blocks_freed_at = time.monotonic()
 
 
 def run_prefill(
@@ -110,6 +190,7 @@ def run_prefill(
     seed: int = 0,
     timeout_s: float = 120.0,
     max_in_flight: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
@@ -119,7 +200,6 @@ def run_prefill(
     t0 = time.monotonic()
     engine, conn, transport = _build(
         "prefill",
-        0,
         model_config,
         cache_config,
         scheduler_config,
@@ -128,22 +208,25 @@ def run_prefill(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("prefill")
-    p_params = SamplingParams(
-        max_tokens=1, temperature=sampling_params.temperature, seed=sampling_params.seed
-    )
+    # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
+    p_params = dataclasses.replace(sampling_params, max_tokens=1)
     rids = [f"req-{i}" for i in range(len(prompts))]
     next_prompt = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
+        if transport.peer_failed:
+            _stop_after_peer_failure(engine, conn, transport, summary)
+            break
         limit = len(prompts) if max_in_flight is None else len(summary.outputs) + max_in_flight
         while next_prompt < min(limit, len(prompts)):
             engine.add_request(
                 prompts[next_prompt], p_params, rids[next_prompt], {"do_remote_decode": True}
             )
             next_prompt += 1
-        waiting_for_d = len(summary.outputs) < len(rids) and not transport.peer_failed
+        waiting_for_d = len(summary.outputs) < len(rids)
         if not (waiting_for_d or engine.has_unfinished_requests() or conn.num_pending):
             break
         if engine.has_unfinished_requests() or conn.num_pending:
@@ -164,7 +247,9 @@ def run_prefill(
                 summary.outputs[msg.payload["request_id"]] = msg.payload
         transport.inbox.clear()
         if not engine.has_unfinished_requests():
-            time.sleep(0.002)
+            # Idle until D's next message (a READ, a RESULT) or its death, not a fixed sleep;
+            # a held send still needs a step now and then to notice its timeout.
+            transport.wait(0.05 if conn.num_pending else 1.0)
     if not transport.peer_failed:
         transport.send_json(SHUTDOWN, {})
     return _summarize(summary, engine, transport, t0)
@@ -180,6 +265,7 @@ def run_decode(
     seed: int = 0,
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
+    engine_kwargs: dict[str, Any] | None = None,
 ) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
@@ -188,7 +274,6 @@ def run_decode(
     t0 = time.monotonic()
     engine, conn, transport = _build(
         "decode",
-        1,
         model_config,
         cache_config,
         scheduler_config,
@@ -197,12 +282,16 @@ def run_decode(
         port,
         seed,
         timeout_s,
+        engine_kwargs,
     )
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
     deadline = t0 + timeout_s
-    while time.monotonic() < deadline and not transport.peer_failed:
+    while time.monotonic() < deadline:
         transport.pump()
+        if transport.peer_failed:
+            _stop_after_peer_failure(engine, conn, transport, summary)
+            break
         for msg in transport.inbox:
             if msg.type == REQUEST:
                 received += 1
@@ -234,12 +323,13 @@ def run_decode(
                             "output_token_ids": out.output_token_ids,
                             "text": out.text,
                             "finish_reason": out.finish_reason,
+                            "error": out.error,
                         },
                     )
         elif shutdown:
             break
         else:
-            time.sleep(0.002)
+            transport.wait(1.0)  # until P's next message, or its death
     return _summarize(summary, engine, transport, t0)
 
 
@@ -255,16 +345,17 @@ def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float)
     return summary
 
 
-def _entry(role: str, kwargs: dict[str, Any], results: Any) -> None:
+def _entry(role: str, kwargs: dict[str, Any], conn: Any) -> None:
     torch.set_num_threads(1)
     try:
         fn = run_prefill if role == "prefill" else run_decode
-        results.put((role, fn(**kwargs), None))
+        conn.send((role, fn(**kwargs), None))
+    except (PeerUnreachable, ValueError) as e:  # already one line naming what was wrong
+        conn.send((role, None, str(e)))
     except BaseException as e:  # noqa: BLE001 - reported to the launcher
-        results.put((role, None, f"{type(e).__name__}: {e}"))
+        conn.send((role, None, f"{type(e).__name__}: {e}".splitlines()[0][:300]))
     finally:
-        results.close()
-        results.join_thread()  # flush the result to the launcher before leaving
+        conn.close()
         # Skip interpreter teardown: a gloo group whose peer vanished can block in it.
         os._exit(0)
 
@@ -277,6 +368,8 @@ class PDProcsResult:
     exitcodes: dict[str, int | None]
     tracer: Tracer
     seconds: float
+    # time.monotonic() when the launcher saw a side exit without a result
+    died_at: dict[str, float] = field(default_factory=dict)
 
 
 def run_pd_procs(
@@ -292,12 +385,20 @@ def run_pd_procs(
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
     max_in_flight: int | None = None,
+    grace_s: float = 15.0,
+    attention_config: AttentionConfig | None = None,
+    parallel_config: ParallelConfig | None = None,
 ) -> PDProcsResult:
-    """Launch P and D as two processes on this machine and wait (bounded) for both."""
+    """Launch P and D as two processes on this machine and wait for both, on events: a
+    result, or a process exiting. When one side dies, the other notices at once (its
+    transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
+    so before it is killed."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
     scheduler_config = scheduler_config or SchedulerConfig()
     sampling_params = sampling_params or SamplingParams()
+    if port:
+        check_port_free(host, port)
     port = port or free_port(host)
     common = dict(
         model_config=model_config,
@@ -308,60 +409,62 @@ def run_pd_procs(
         backend=backend,
         seed=seed,
         timeout_s=timeout_s,
+        engine_kwargs={"attention_config": attention_config, "parallel_config": parallel_config},
     )
-    ctx = mp.get_context("spawn")
-    results = ctx.Queue()
-    procs = {
-        "prefill": ctx.Process(
-            target=_entry,
-            name="pdlab-P",
-            args=(
-                "prefill",
-                dict(
-                    common,
-                    prompts=prompts,
-                    sampling_params=sampling_params,
-                    max_in_flight=max_in_flight,
-                ),
-                results,
-            ),
+    kwargs = {
+        "prefill": dict(
+            common, prompts=prompts, sampling_params=sampling_params, max_in_flight=max_in_flight
         ),
-        "decode": ctx.Process(
-            target=_entry,
-            name="pdlab-D",
-            args=("decode", dict(common, die_after_requests=die_after_requests), results),
-        ),
+        "decode": dict(common, die_after_requests=die_after_requests),
     }
-    for p in procs.values():
-        p.start()
-    got: dict[str, Any] = {}
+    ctx = mp.get_context("spawn")
+    readers, procs = {}, {}
+    for role in ("prefill", "decode"):
+        reader, writer = ctx.Pipe(duplex=False)
+        procs[role] = ctx.Process(
+            target=_entry, name=f"pdlab-{role[0].upper()}", args=(role, kwargs[role], writer)
+        )
+        procs[role].start()
+        writer.close()  # the child holds its end; EOF here then means the child is gone
+        readers[role] = reader
+    got: dict[str, InstanceSummary] = {}
     errors: dict[str, str] = {}
+    died_at: dict[str, float] = {}
+    # Spawning and importing torch count against no side's timeout_s: allow for them.
     deadline = t0 + timeout_s + 30
+    pending = set(procs)
     try:
-        while len(got) + len(errors) < 2 and time.monotonic() < deadline:
-            try:
-                role, summary, err = results.get(timeout=0.5)
-            except queue.Empty:
-                dead = [
-                    r
-                    for r, p in procs.items()
-                    if not p.is_alive() and r not in got and r not in errors
-                ]
-                for r in dead:
-                    errors[r] = f"process exited with code {procs[r].exitcode} and no result"
-                continue
-            if err:
-                errors[role] = err
-            else:
-                got[role] = summary
+        while pending:
+            limit = min([deadline] + [t + grace_s for t in died_at.values()])
+            if time.monotonic() >= limit:
+                break
+            handles = [readers[r] for r in pending] + [procs[r].sentinel for r in pending]
+            mp_connection.wait(handles, timeout=limit - time.monotonic())
+            for role in list(pending):
+                proc, reader = procs[role], readers[role]
+                if not (reader.poll() or not proc.is_alive()):
+                    continue
+                try:
+                    _, summary, err = reader.recv()
+                except (EOFError, OSError):  # it exited without a word: it died
+                    proc.join(timeout=5)
+                    died_at[role] = time.monotonic()
+                    summary, err = None, f"process exited with code {proc.exitcode} and no result"
+                if summary is not None:
+                    got[role] = summary
+                else:
+                    errors[role] = err
+                pending.discard(role)
+        for role in pending:
+            errors[role] = f"no result within {time.monotonic() - t0:.0f} s; killed"
     finally:
         for p in procs.values():
-            p.join(timeout=10)
+            p.join(timeout=5)
             if p.is_alive():
                 p.kill()
                 p.join(timeout=5)
-        results.close()
-        results.join_thread()
+        for reader in readers.values():
+            reader.close()
     tracer = Tracer()
     tracer.meta.update(
         {
@@ -381,4 +484,5 @@ def run_pd_procs(
         {r: p.exitcode for r, p in procs.items()},
         tracer,
         time.monotonic() - t0,
+        died_at,
     )

@@ -1,45 +1,44 @@
-"""``pdlab tour`` and ``pdlab trace``: views of a real run's trace.
+"""``pdlab tour`` and ``pdlab trace``: the commands, and their arguments.
 
-The tour runs one prompt through a P/D pair under each routing rule and through one
-colocated engine, then prints six chapters: P prefills the prompt; its blocks move to D; D
-sets ``num_computed_tokens = N - 1`` and why (the cache holds K/V, the logits need the last
-hidden state); the one-token step under both rules; what the two MLA paths cost at
-DeepSeek scale; the rest of the generation, next to the colocated output. Every number is
-read from the trace (or the cost model, ``pdlab/attention/cost.py``); the words are in
-``pdlab/ui/tour_text.py``, in English or Chinese. ``pdlab trace`` runs any prompts with any
+The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
+pair with the chosen routing settings, a second pair with ``prefill_context_parallel_size``
+on the other side of 1, a colocated engine, and the prompt under the FlashMLA profile) and
+prints six chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
+the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
+:mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
+at DeepSeek's widths; the rest of the generation). ``pdlab trace`` runs any prompts with any
 settings and prints the step table.
 
-The upstream story it follows: ``vllm/v1/core/sched/scheduler.py``
-(``_update_waiting_for_remote_kv``), ``vllm/v1/core/kv_cache_manager.py``
-(``get_computed_blocks``), ``vllm/v1/attention/backends/utils.py``
-(``split_decodes_and_prefills``) and ``vllm/v1/attention/backends/mla/common.py``.
+The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
+``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu_model_runner.py``,
+``vllm/v1/attention/backends/utils.py`` and
+``vllm/model_executor/layers/attention/mla_attention.py``.
 """
 
 from __future__ import annotations
 
 import argparse
-import inspect
-import json
-import textwrap
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.syntax import Syntax
-from rich.table import Table
 
-from pdlab.config import PRESETS, ROUTING_RULES, CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    MLA_BACKENDS,
+    PRESETS,
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.engine import one_thread
-from pdlab.trace import Tracer
 from pdlab.ui.console import make_console
-from pdlab.ui.tour_text import LANGS, STEP_TABLE_HEADERS_ZH, tr
+from pdlab.ui.text import LANGS
 
 DEFAULT_PROMPT = "Why run the last token twice?"
-COST_CONTEXTS = (1024, 4096, 16384, 65536)
 BACKENDS = ("torch", "triton")
-RID = "req-0"  # the pair's first request id
 
 
 # ---- arguments ---------------------------------------------------------------------------
@@ -61,17 +60,42 @@ def _preset(text: str) -> str:
     return text
 
 
+def add_routing_arguments(p: argparse.ArgumentParser) -> None:
+    """The two switches upstream's MLA routing depends on, under upstream's names."""
+    p.add_argument(
+        "--pcp",
+        "--prefill-context-parallel-size",
+        dest="pcp",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="prefill_context_parallel_size; above 1 the MLA builder passes "
+        "treat_short_extends_as_decodes=False (pdlab reproduces only this routing "
+        "consequence, not context parallelism itself)",
+    )
+    p.add_argument(
+        "--mla-backend",
+        type=str.lower,
+        choices=sorted(MLA_BACKENDS),
+        default="triton_mla",
+        help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
+    )
+
+
+def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """``attention_config`` and ``parallel_config`` for an engine, from the arguments."""
+    return {
+        "attention_config": AttentionConfig(args.mla_backend),
+        "parallel_config": ParallelConfig(args.pcp),
+    }
+
+
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
     )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
-    p.add_argument(
-        "--rule",
-        choices=ROUTING_RULES,
-        default="query_len",
-        help="routing rule of the main P/D run (chapter 4 shows both)",
-    )
+    add_routing_arguments(p)
     p.add_argument(
         "--preset",
         type=_preset,
@@ -104,7 +128,7 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--block-size", type=positive_int, default=4)
     p.add_argument("--num-blocks", type=positive_int, default=256)
-    p.add_argument("--rule", choices=ROUTING_RULES, default="query_len")
+    add_routing_arguments(p)
     p.add_argument("--max-tokens", type=positive_int, default=8)
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
     p.add_argument(
@@ -118,590 +142,67 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
 
 
-# ---- the runs ----------------------------------------------------------------------------
-@dataclass
-class TourRun:
-    """One prompt, run three ways. ``trace`` holds the main P/D pair (instances P and D) and
-    the colocated engine (instance ``local``, the prompt run twice); ``other_trace`` holds
-    the P/D pair under the other routing rule."""
-
-    prompt: str
-    cfg: ModelConfig
-    rule: str
-    other_rule: str
-    backend: str
-    trace: Tracer
-    other_trace: Tracer
-    prompt_ids: list[int]
-    outputs: dict[str, list[int]]  # "pd", "other", "local"
-    texts: dict[str, str]
-    local_ids: tuple[str, str]  # the colocated request, then the same prompt again
-
-
-def run_requests(
-    prompt: str,
-    block_size: int = 4,
-    rule: str = "query_len",
-    max_tokens: int = 8,
-    backend: str = "torch",
-) -> TourRun:
-    """Run ``prompt`` through a P/D pair under ``rule``, a P/D pair under the other rule,
-    and a colocated engine (twice, the second time hitting the prefix cache)."""
-    from pdlab.engine import LLMEngine
-    from pdlab.pd import PDPair
-    from pdlab.request import SamplingParams
-
-    if not prompt:
-        raise ValueError("--prompt must not be empty")
-    # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
-    need = -(-(len(prompt.encode("utf-8")) + max_tokens) // block_size)
-    cfg, sp = ModelConfig.tiny(), SamplingParams(max_tokens=max_tokens)
-    cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
-    other = next(r for r in ROUTING_RULES if r != rule)
-    with one_thread():
-        pair = PDPair(cfg, cache, SchedulerConfig(rule=rule), backend=backend)
-        pd_out = pair.generate(prompt, sp)[0]
-        other_pair = PDPair(cfg, cache, SchedulerConfig(rule=other), backend=backend)
-        other_out = other_pair.generate(prompt, sp)[0]
-        local = LLMEngine(
-            cfg,
-            cache,
-            SchedulerConfig(rule=rule),
-            tracer=pair.tracer,
-            backend=backend,
-            model=pair.prefill.model,
-        )
-        first = local.generate(prompt, sp)[0]
-        again = local.generate(prompt, sp)[0]  # a prefix-cache hit: capped at N - 1
-    pair.tracer.meta["tour"] = {"prompt": prompt, "rule": rule, "max_tokens": max_tokens}
-    return TourRun(
-        prompt,
-        cfg,
-        rule,
-        other,
-        backend,
-        pair.tracer,
-        other_pair.tracer,
-        list(pd_out.prompt_token_ids),
-        {
-            "pd": pd_out.output_token_ids,
-            "other": other_out.output_token_ids,
-            "local": first.output_token_ids,
-        },
-        {"pd": pd_out.text, "other": other_out.text, "local": first.text},
-        (first.request_id, again.request_id),
-    )
-
-
-# ---- reading the trace -------------------------------------------------------------------
-def _steps(trace: Tracer, inst: str, rid: str = RID) -> list[tuple[dict, dict]]:
-    """(step event, that request's scheduled row) for every step that scheduled ``rid``."""
-    return [
-        (e, r) for e in trace.filter("step", inst) for r in e["scheduled"] if r["req_id"] == rid
-    ]
-
-
-def _kernels(trace: Tracer, inst: str, step: int) -> list[dict[str, Any]]:
-    return trace.filter("kernel", inst, step=step)
-
-
-def _row_shape(kernels: list[dict[str, Any]]) -> tuple[int, int, int]:
-    """(layers, kv_lora_rank, qk_rope_head_dim) read off reshape_and_cache_mla calls."""
-    writes = [k for k in kernels if k["name"] == "reshape_and_cache_mla"]
-    s = writes[0]["shapes"]
-    return 1 + max(k["layer"] for k in writes), s["kv_c"][-1], s["k_pe"][-1]
-
-
-def _tok(i: int) -> str:
-    if i == 32:
-        return "␣"
-    if 32 < i < 127:
-        return chr(i)
-    return f"\\x{i:02x}" if 0 <= i < 256 else f"<{i}>"
-
-
-def _shown(prompt: str, limit: int = 60) -> str:
-    return repr(prompt if len(prompt) <= limit else prompt[: limit - 1] + "…")
-
-
-def _si(x: float) -> str:
-    for unit, div in (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(x) >= div:
-            return f"{x / div:.3g} {unit}"
-    return f"{x:.0f}"
-
-
-def _ratio(a: float, b: float) -> str:
-    r = a / b if b else float("inf")
-    return f"{r:.0f}×" if r >= 10 else f"{r:.2g}×"
-
-
-def _ctx_label(n: int) -> str:
-    return f"{n // 1024}K" if n % 1024 == 0 else str(n)
-
-
-def _span(lo: int, hi: int) -> str:
-    return str(lo) if lo == hi else f"{lo}–{hi}"
-
-
-def _elided(n: int, head: int, tail: int) -> list[int | None]:
-    """Indices 0..n-1, with ``None`` standing for a run left out when n is long."""
-    if n <= head + tail + 1:
-        return list(range(n))
-    return [*range(head), None, *range(n - tail, n)]
-
-
-def _source(func: Any, first: str, last: str, mark: str) -> Syntax:
-    """The real source of ``func`` from the line starting with ``first`` to the one starting
-    with ``last`` (to the function's end if missing), the lines containing ``mark``
-    highlighted, with the file's line numbers."""
-    lines, start = inspect.getsourcelines(func)
-    i0 = next((i for i, s in enumerate(lines) if s.strip().startswith(first)), 0)
-    i1 = next(
-        (i for i, s in enumerate(lines) if s.strip().startswith(last) and i >= i0), len(lines) - 1
-    )
-    chunk = lines[i0 : i1 + 1]
-    marked = {start + i0 + j for j, s in enumerate(chunk) if mark in s}
-    return Syntax(
-        textwrap.dedent("".join(chunk)).rstrip("\n"),
-        "python",
-        line_numbers=True,
-        start_line=start + i0,
-        highlight_lines=marked,
-        theme="ansi_dark",
-        background_color="default",
-        word_wrap=True,
-    )
-
-
-def _where(func: Any) -> tuple[str, str]:
-    return func.__module__.replace(".", "/") + ".py", func.__qualname__
-
-
-# ---- chapters ----------------------------------------------------------------------------
-def _chapter1(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    n = t.first("add_request", "P", req_id=RID)["num_prompt_tokens"]
-    c.print(tr(lang, "ch1_tokens", prompt=_shown(run.prompt), n=n))
-    steps = _steps(t, "P")
-    if len(steps) == 1:
-        c.print(tr(lang, "ch1_whole"))
-    for ev, r in steps:
-        route = t.first("route", "P", step=ev["step"], req_id=RID)
-        c.print(
-            tr(
-                lang,
-                "ch1_step",
-                step=ev["step"],
-                sched=r["num_scheduled_tokens"],
-                before=r["num_computed_tokens_before"],
-                after=r["num_computed_tokens_after"],
-                q=route["query_len"],
-                forward=route["forward"],
-            )
-        )
-    layers, L, R = _row_shape(_kernels(t, "P", steps[0][0]["step"]))
-    c.print(tr(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
-    bs = t.meta["block_size"]
-    blocks = steps[-1][1]["block_ids"]
-    tab = Table(title=tr(lang, "ch1_table"))
-    for key, just in (
-        ("col_logical", "right"),
-        ("col_p_block", "right"),
-        ("col_positions", "right"),
-        ("col_tokens", "left"),
-        ("col_ids", "left"),
-    ):
-        tab.add_column(tr(lang, key), justify=just)
-    for j in _elided(len(blocks), 8, 3):
-        if j is None:
-            tab.add_row("…", "…", "…", "…", "…")
-            continue
-        ids = run.prompt_ids[j * bs : (j + 1) * bs]
-        tab.add_row(
-            str(j),
-            str(blocks[j]),
-            _span(j * bs, j * bs + len(ids) - 1),
-            escape(" ".join(_tok(i) for i in ids)),
-            " ".join(map(str, ids)),
-        )
-    c.print(tab)
-    s = t.first("sample", "P", req_id=RID)
-    fin = t.first("finish", "P", req_id=RID)
-    c.print(
-        tr(
-            lang,
-            "ch1_sample",
-            tok=s["token"],
-            ch=_tok(s["token"]),
-            pos=s["position"],
-            reason=fin["finish_reason"],
-        )
-    )
-    if fin.get("kv_transfer_params"):
-        c.print(tr(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
-        c.print(escape(json.dumps(fin["kv_transfer_params"])))
-    freed = t.filter("free", "P", req_id=RID)
-    if freed:
-        c.print(tr(lang, "ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"]))
-
-
-def _chapter2(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    wait = t.first("waiting_for_remote_kvs", "D", req_id=RID)
-    c.print(tr(lang, "ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"]))
-    x = t.first("kv_transfer", "D", req_id=RID)
-    if not x["ok"]:
-        c.print(tr(lang, "ch2_failed", reason=x["reason"]))
-    bs = t.meta["block_size"]
-    n = t.first("add_request", "D", req_id=RID)["num_prompt_tokens"]
-    tab = Table(title=tr(lang, "ch2_table"))
-    for key in ("col_p_block", "col_d_block", "col_positions", "col_rows"):
-        tab.add_column(tr(lang, key), justify="right")
-    pairs = list(zip(x["remote_block_ids"], x["local_block_ids"]))
-    for j in _elided(len(pairs), 8, 3):
-        if j is None:
-            tab.add_row("…", "…", "…", "…")
-            continue
-        lo, hi = j * bs, min((j + 1) * bs, n) - 1
-        tab.add_row(str(pairs[j][0]), f"→ {pairs[j][1]}", _span(lo, hi), str(hi - lo + 1))
-    c.print(tab)
-    layers, L, R = _row_shape(t.filter("kernel", "P"))
-    rows = len(pairs) * bs * layers * (L + R)
-    if rows and x["nbytes"] % rows == 0:
-        c.print(
-            tr(
-                lang,
-                "ch2_bytes",
-                nbytes=x["nbytes"],
-                nb=len(pairs),
-                bs=bs,
-                layers=layers,
-                W=L + R,
-                e=x["nbytes"] // rows,
-            )
-        )
-    else:
-        c.print(tr(lang, "ch2_bytes_plain", nbytes=x["nbytes"]))
-
-
-def _chapter3(c: Console, run: TourRun, lang: str) -> None:
-    t = run.trace
-    wait = t.first("waiting_for_remote_kvs", "D", req_id=RID)
-    c.print(tr(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
-    ready = t.first("remote_kv_ready", "D", req_id=RID)
-    n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
-    c.print(
-        tr(
-            lang,
-            "ch3_ready",
-            step=ready["step"],
-            before=ready["num_computed_tokens_before_adjust"],
-            n=n,
-            nct=nct,
-        )
-    )
-    ev, r = _steps(t, "D")[0]
-    c.print(
-        tr(
-            lang,
-            "ch3_sched",
-            step=ev["step"],
-            sched=r["num_scheduled_tokens"],
-            pos=r["num_computed_tokens_before"],
-            before=r["num_computed_tokens_before"],
-            after=r["num_computed_tokens_after"],
-        )
-    )
-    # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
-    layers, L, R = _row_shape(_kernels(t, "D", ev["step"]))
-    bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=RID)["local_block_ids"]
-    last = n - 1
-    tab = Table(title=tr(lang, "ch3_table"))
-    tab.add_column(tr(lang, "col_pos"), justify="right")
-    tab.add_column(tr(lang, "col_token"))
-    tab.add_column(tr(lang, "col_d_slot"), justify="right")
-    per_layer = layers <= 3
-    for layer in range(layers) if per_layer else [None]:
-        tab.add_column(
-            tr(lang, "col_layer_kv", l=layer)
-            if per_layer
-            else tr(lang, "col_layers_kv", a=0, b=layers - 1)
-        )
-    tab.add_column(tr(lang, "col_h", l=layers - 1))
-    for pos in _elided(n, 3, 3):
-        if pos is None:
-            tab.add_row(*["…"] * (4 + (layers if per_layer else 1)))
-            continue
-        kv = tr(lang, "cell_rewritten") if pos == last else f"✓ {L}|{R}"
-        tab.add_row(
-            str(pos),
-            escape(_tok(run.prompt_ids[pos])),
-            f"{d_blocks[pos // bs]}[{pos % bs}]",
-            *[kv] * (layers if per_layer else 1),
-            tr(lang, "cell_needed") if pos == last else "—",
-        )
-    c.print(tab)
-    c.print(
-        tr(
-            lang,
-            "ch3_explain",
-            n=n,
-            layers=layers,
-            W=L + R,
-            last=last,
-            reused=f"0..{last - 1}" if last else "—",
-            H=run.cfg.hidden_size,
-        )
-    )
-    d_tok = t.first("sample", "D", req_id=RID)["token"]
-    p_tok = t.first("sample", "P", req_id=RID)["token"]
-    c.print(
-        tr(
-            lang,
-            "ch3_check",
-            d=d_tok,
-            p=p_tok,
-            verdict=tr(lang, "same" if d_tok == p_tok else "different"),
-        )
-    )
-    from pdlab.kv_cache.manager import KVCacheManager
-    from pdlab.sched.scheduler import Scheduler
-
-    fn = Scheduler._update_waiting_for_remote_kv
-    path, name = _where(fn)
-    c.print(tr(lang, "ch3_src", path=path, qualname=name))
-    c.print(_source(fn, "num_computed_tokens = min(", "request.num_computed_tokens =", "-= 1"))
-    fn = KVCacheManager.get_computed_blocks
-    path, name = _where(fn)
-    c.print(tr(lang, "ch3_local", path=path, qualname=name))
-    c.print(_source(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1"))
-    again = t.first("admit", "local", req_id=run.local_ids[1])
-    c.print(
-        tr(
-            lang,
-            "ch3_local_hit",
-            hit=again["num_cached_tokens"],
-            bs=bs,
-            nm1=n - 1,
-            expect=(n - 1) // bs * bs,
-            n=n,
-        )
-    )
-
-
-def _first_d_step(trace: Tracer) -> dict[str, Any]:
-    """What D's first step did: its route, kernels, cost and sampled token."""
-    ev, _ = _steps(trace, "D")[0]
-    ks = _kernels(trace, "D", ev["step"])
-    return {
-        "route": trace.first("route", "D", step=ev["step"], req_id=RID),
-        "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
-        "flops": sum(k["flops"] for k in ks),
-        "bytes": sum(k["bytes"] for k in ks),
-        "sample": trace.first("sample", "D", req_id=RID),
-    }
-
-
-def _chapter4(c: Console, run: TourRun, lang: str) -> None:
-    from pdlab.ui.console import kernel_brief
-
-    by_rule = {run.rule: _first_d_step(run.trace), run.other_rule: _first_d_step(run.other_trace)}
-    rules = ["prompt", "query_len"]  # the question's rule first
-    r0 = by_rule[rules[0]]["route"]
-    c.print(
-        tr(
-            lang,
-            "ch4_intro",
-            q=r0["query_len"],
-            nct=r0["num_computed_tokens"],
-            n=r0["num_prompt_tokens"],
-        )
-    )
-    tab = Table(title=tr(lang, "ch4_table"))
-    tab.add_column("")
-    for rule in rules:
-        mark = tr(lang, "main_run") if rule == run.rule else ""
-        tab.add_column(f'rule="{rule}"{mark}')
-    cells: dict[str, list[str]] = {}
-    for rule in rules:
-        d = by_rule[rule]
-        rt = d["route"]
-        if rule == "prompt":
-            a, b = rt["num_computed_tokens"], rt["num_prompt_tokens"]
-            test = f"num_computed_tokens < num_prompt_tokens\n{a} < {b}: {a < b}"
-        else:
-            a, b = rt["query_len"], rt["decode_threshold"]
-            test = f"query_len <= decode_threshold\n{a} <= {b}: {a <= b}"
-        for key, val in (
-            ("query_len", rt["query_len"]),
-            ("num_computed_tokens", rt["num_computed_tokens"]),
-            ("num_prompt_tokens", rt["num_prompt_tokens"]),
-            ("row_test", test),
-            ("row_path", f"{rt['path']} → {rt['forward']}"),
-            ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
-            ("row_flops", _si(d["flops"])),
-            ("row_bytes", _si(d["bytes"])),
-            ("row_token", f"{d['sample']['token']} ({_tok(d['sample']['token'])})"),
-            ("row_logit", f"{d['sample']['logit']:.6f}"),
-        ):
-            cells.setdefault(key, []).append(escape(str(val)))
-    for key, vals in cells.items():
-        label = key if not key.startswith("row_") else tr(lang, key)
-        tab.add_row(label, *vals, end_section=key in ("num_prompt_tokens", "row_kernels"))
-    c.print(tab)
-    gathered = [
-        k["shapes"]["rows"] for k in by_rule["prompt"]["kernels"] if k["name"] == "gather_cache"
-    ]
-    ctx_rows = sum(gathered)
-    c.print(tr(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else tr(lang, "ch4_paths_no_context"))
-    sa, sb = (by_rule[r]["sample"] for r in rules)
-    delta = f"{abs(sa['logit'] - sb['logit']):.1e}"
-    if sa["token"] == sb["token"]:
-        c.print(tr(lang, "ch4_same", tok=sa["token"], d=delta))
-    else:
-        c.print(tr(lang, "ch4_diff", a=sa["token"], b=sb["token"], d=delta))
-
-
-def _chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
-    from pdlab.attention.cost import (
-        absorb_crossover_query_len,
-        decode_path_cost,
-        prefill_path_cost,
-    )
-
-    H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    c.print(tr(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
-    tab = Table(title=tr(lang, "ch5_table"))
-    for key in (
-        "col_context",
-        "col_pf_flops",
-        "col_dc_flops",
-        "col_ratio",
-        "col_pf_bytes",
-        "col_dc_bytes",
-        "col_ratio",
-    ):
-        tab.add_column(tr(lang, key), justify="right")
-    costs = [
-        (ctx, prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)) for ctx in COST_CONTEXTS
-    ]
-    for ctx, p, d in costs:
-        tab.add_row(
-            _ctx_label(ctx),
-            _si(p.flops),
-            _si(d.flops),
-            _ratio(p.flops, d.flops),
-            _si(p.bytes) + "B",
-            _si(d.bytes) + "B",
-            _ratio(p.bytes, d.bytes),
-        )
-    c.print(tab)
-    ctx, p, d = costs[-1]
-    upproj = sum(f for name, f, _ in p.parts if "context up-projection" in name)
-    c.print(tr(lang, "ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R))
-    c.print(
-        tr(
-            lang,
-            "ch5_model",
-            layers=cfg.num_hidden_layers,
-            ctx=_ctx_label(ctx),
-            pf=_si(p.flops * cfg.num_hidden_layers),
-            df=_si(d.flops * cfg.num_hidden_layers),
-        )
-    )
-    c.print(tr(lang, "ch5_cross", x=f"{absorb_crossover_query_len(cfg):.0f}"))
-    c.print(tr(lang, "ch5_upstream"))
-    c.print(tr(lang, "ch5_ascend"))
-
-
-def _chapter6(c: Console, run: TourRun, lang: str) -> None:
-    from pdlab.ui.console import step_table
-
-    t = run.trace
-    tab = step_table(t, "D", title=tr(lang, "ch6_steps"))
-    if lang == "zh":
-        for col in tab.columns:
-            col.header = STEP_TABLE_HEADERS_ZH.get(str(col.header), col.header)
-    c.print(tab)
-    later = t.filter("route", "D", req_id=RID)[1:]
-    if later and all(
-        e["query_len"] == 1
-        and e["num_computed_tokens"] >= e["num_prompt_tokens"]
-        and e["path"] == "decode"
-        for e in later
-    ):
-        c.print(tr(lang, "ch6_agree"))
-    tab = Table(title=tr(lang, "ch6_outputs"))
-    for key in ("col_run", "col_token_ids", "col_text"):
-        tab.add_column(tr(lang, key))
-    for key, label in (
-        ("pd", tr(lang, "run_pd", rule=run.rule)),
-        ("other", tr(lang, "run_pd", rule=run.other_rule)),
-        ("local", tr(lang, "run_local", rule=run.rule)),
-    ):
-        tab.add_row(label, escape(str(run.outputs[key])), escape(repr(run.texts[key])))
-    c.print(tab)
-    equal = run.outputs["pd"] == run.outputs["local"] == run.outputs["other"]
-    c.print(
-        tr(
-            lang,
-            "ch6_equal",
-            verdict=tr(lang, "equal" if equal else "not_equal"),
-            n=len(run.outputs["local"]),
-        )
-    )
-    freed = t.filter("free", "D", req_id=RID)
-    if freed:
-        c.print(tr(lang, "ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"]))
-
-
 # ---- commands ----------------------------------------------------------------------------
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour``: run the requests, print the chapters, save what was asked for."""
+    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for."""
+    from pdlab.demo import run_demo
+    from pdlab.ui import tour_kv, tour_route
+    from pdlab.ui.tour_kv import say
+
     c = console or make_console()
     lang = args.lang
-    run = run_requests(args.prompt, args.block_size, args.rule, args.max_tokens, args.backend)
+    if not args.prompt:
+        raise ValueError("--prompt must not be empty")
+    demo = run_demo(
+        args.prompt,
+        block_size=args.block_size,
+        pcp=args.pcp,
+        mla_backend=args.mla_backend,
+        max_tokens=args.max_tokens,
+        backend=args.backend,
+        compare=True,
+    )
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
-        layers, L, R = _row_shape(run.trace.filter("kernel", "P"))
-        c.rule(f"[bold]{tr(lang, 'title')}[/]")
-        c.print(tr(lang, "question"))
+        layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
+        c.rule(f"[bold]{say(lang, 'title')}[/]")
+        c.print(say(lang, "question"))
         c.print(
-            tr(
+            say(
                 lang,
                 "settings",
-                prompt=_shown(run.prompt),
-                model=run.trace.meta["model"],
+                prompt=tour_kv.shown(demo.prompt),
+                model=demo.trace.meta["model"],
                 layers=layers,
                 L=L,
                 R=R,
-                bs=run.trace.meta["block_size"],
-                rule=run.rule,
-                backend=run.trace.meta["backend"],
+                bs=demo.block_size,
+                pcp=demo.pcp,
+                mla=demo.mla_backend,
+                backend=demo.trace.meta["backend"],
             )
         )
     chapters = {
-        1: lambda: _chapter1(c, run, lang),
-        2: lambda: _chapter2(c, run, lang),
-        3: lambda: _chapter3(c, run, lang),
-        4: lambda: _chapter4(c, run, lang),
-        5: lambda: _chapter5(c, preset, lang),
-        6: lambda: _chapter6(c, run, lang),
+        1: lambda: tour_kv.chapter1(c, demo, lang),
+        2: lambda: tour_kv.chapter2(c, demo, lang),
+        3: lambda: tour_kv.chapter3(c, demo, lang),
+        4: lambda: tour_route.chapter4(c, demo, lang),
+        5: lambda: tour_route.chapter5(c, preset, lang),
+        6: lambda: tour_route.chapter6(c, demo, lang),
     }
     for number, show in chapters.items():
         if args.chapter in (None, number):
             c.print()
-            c.rule(f"[bold]{tr(lang, f'ch{number}')}[/]")
+            c.rule(f"[bold]{say(lang, f'ch{number}')}[/]")
             show()
     if args.json is not None:
-        c.print(tr(lang, "wrote", path=run.trace.save(args.json)))
+        c.print(say(lang, "wrote", path=demo.trace.save(args.json)))
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
-        paths = save_all(run.trace, preset, args.plots, instance="D")
+        paths = save_all(demo.trace, preset, args.plots, instance="D")
         c.print(
-            tr(
+            say(
                 lang,
                 "wrote_plots",
                 n=len(paths),
@@ -725,7 +226,6 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         raise ValueError("--prompt must not be empty")
     cache = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
     sched = SchedulerConfig(
-        rule=args.rule,
         max_num_batched_tokens=args.max_num_batched_tokens,
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
@@ -733,13 +233,17 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     cfg = ModelConfig.tiny()
     with one_thread():
         if args.pd:
-            pair = PDPair(cfg, cache, sched, backend=args.backend)
+            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = pair.generate(prompts, sp), pair.tracer
         else:
-            engine = LLMEngine(cfg, cache, sched, backend=args.backend)
+            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
     kind = "P/D" if args.pd else "one engine"
-    c.print(step_table(trace, title=f"{kind}, block_size={args.block_size}, rule={args.rule}"))
+    title = (
+        f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
+        f"prefill_context_parallel_size={args.pcp}"
+    )
+    c.print(step_table(trace, title=title))
     for p, o in zip(prompts, outs):
         c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
     if args.json is not None:

@@ -1,8 +1,8 @@
 """Notebook 5's P/D explorer in a real browser: JupyterLab 4 + ipywidgets 8 + headless Chromium.
 
 Opens ``notebooks/05_pd_decode_side.ipynb`` in a throwaway JupyterLab (``tests/nbtools.py``),
-runs every cell, checks that every widget rendered, then changes the routing rule and the
-prompt length through the widgets, the way a reader would, and checks that the displayed
+runs every cell, checks that every widget rendered, then changes prefill_context_parallel_size
+and the prompt length through the widgets, the way a reader would, and checks that the displayed
 routing decision and ``N - 1`` follow. A screenshot of the explorer is saved outside the repo
 (``$PDLAB_SCREENSHOT_DIR`` or ``$TMPDIR/pdlab-screenshots``) and its path printed.
 """
@@ -47,7 +47,7 @@ def _d_step_re(n: int) -> re.Pattern:
 
 
 @pytest.mark.browser
-def test_pd_explorer_follows_rule_and_prompt_length() -> None:
+def test_pd_explorer_follows_pcp_and_prompt_length() -> None:
     t0 = time.monotonic()
     with lab_page(ROOT, viewport=(1400, 1800), timeout=90) as lp:
         page = lp.page
@@ -56,36 +56,36 @@ def test_pd_explorer_follows_rule_and_prompt_length() -> None:
         assert widget_errors(page) == []
         assert read_output_text(page, "pdlab-error") == ""
 
-        # The notebook opens the explorer at N = 11, block size 4, rule "prompt".
+        # The notebook opens the explorer at N = 11, block size 4, upstream's defaults.
         assert _d_step_re(11).search(read_output_text(page, "pdlab-d-step"))
         route = read_output_text(page, "pdlab-route")
-        assert "num_computed_tokens = 10 < num_prompt_tokens = 11" in route
-        assert route.endswith("_forward_prefill")
-        assert "gather_cache" in read_output_text(page, "pdlab-kernels")
+        assert "is_prefilling = 10 < 11 = True" in route
+        assert "treat_short_extends_as_decodes = True" in route
+        assert route.endswith("_forward_decode")
+        kernels = read_output_text(page, "pdlab-kernels")
+        assert "mla_decode" in kernels and "gather_cache" not in kernels
         assert "N-1 = 10" in read_output_text(page, "pdlab-cost")
         assert "equal ✓" in read_output_text(page, "pdlab-tokens")
 
-        set_dropdown(page, "rule", "query_len")
+        set_dropdown(page, "prefill_context_parallel_size", "2")
         wait_for_output_text(
             page,
             "pdlab-route",
-            re.compile(
-                r"rule='query_len': query_len = 1 <= decode_threshold = 1 .*_forward_decode$"
-            ),
+            re.compile(r"treat_short_extends_as_decodes = False .*_forward_prefill$"),
         )
-        kernels = read_output_text(page, "pdlab-kernels")
-        assert "mla_decode" in kernels and "gather_cache" not in kernels
+        assert "gather_cache" in read_output_text(page, "pdlab-kernels")
 
         set_slider(page, "prompt length", 40)
         wait_for_output_text(page, "pdlab-d-step", _d_step_re(40))
         assert "N-1 = 39" in read_output_text(page, "pdlab-cost")
         assert "equal ✓" in read_output_text(page, "pdlab-tokens")
 
-        set_dropdown(page, "rule", "prompt")
+        assert read_output_text(page, "pdlab-route").endswith("_forward_prefill")
+        set_dropdown(page, "prefill_context_parallel_size", "1")
         wait_for_output_text(
             page,
             "pdlab-route",
-            re.compile(r"num_computed_tokens = 39 < num_prompt_tokens = 40 .*_forward_prefill$"),
+            re.compile(r"is_prefilling = 39 < 40 = True.*_forward_decode$"),
         )
         assert widget_errors(page) == []
         assert read_output_text(page, "pdlab-error") == ""

@@ -11,10 +11,7 @@ from pdlab.cli import main
 
 def test_pd_in_one_process(capsys):
     assert (
-        main(
-            ["pd", "--procs", "1", "--prompt", "abcdefgh", "--max-tokens", "3", "--rule", "prompt"]
-        )
-        == 0
+        main(["pd", "--procs", "1", "--prompt", "abcdefgh", "--max-tokens", "3", "--pcp", "2"]) == 0
     )
     out = capsys.readouterr().out
     assert "num_computed_tokens = 7 (N - 1, N = 8)" in out
@@ -129,3 +126,118 @@ def test_pd_roles_as_two_commands():
     assert res["role"] == "prefill" and len(res["outputs"]["req-0"]["output_token_ids"]) == 2
     assert res["free_blocks"].split("/")[0] == res["free_blocks"].split("/")[1]
     assert json.loads(d_out)["role"] == "decode"
+
+
+# ---- every error is one line, exit code 2, never a traceback -----------------------------
+def _pdlab(*argv, env=None, timeout=180):
+    import os
+
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "pdlab.cli", *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+    )
+
+
+def _one_error_line(r, command, needle):
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"pdlab {command}: error: ") and needle in lines[0], lines[0]
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_bad_environment_variables_are_one_line_and_doctor_reports_them():
+    env = {"PDLAB_BACKEND": "bogus"}
+    assert _pdlab("--help", env=env).returncode == 0
+    _one_error_line(
+        _pdlab("trace", "--prompt", "hi", env=env), "trace", "PDLAB_BACKEND='bogus' is invalid"
+    )
+    doc = _pdlab("doctor", env=env)
+    assert "Traceback" not in doc.stderr and "PDLAB_BACKEND='bogus'" in doc.stdout
+    r = _pdlab("trace", "--prompt", "hi", env={"PDLAB_CHECK_INDICES": "maybe"})
+    _one_error_line(r, "trace", "PDLAB_CHECK_INDICES='maybe' is invalid")
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["trace", "--prompt", "hi", "--json", "{file}/out.json"], "is a file, not a directory"),
+        (["trace", "--prompt", "hi", "--json", "{dir}"], "is a directory: expected a file path"),
+        (["tour", "--chapter", "1", "--plots", "{file}"], "is a file: expected a directory"),
+        (["bench", "sched", "--requests", "4", "--steps", "2", "--json", "{file}/x"], "--json"),
+    ],
+)
+def test_unwritable_outputs_are_refused_before_any_work(argv, needle, tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("not a directory")
+    argv = [x.format(file=a_file, dir=tmp_path) for x in argv]
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith(f"pdlab {argv[0]}: error: ") and needle in captured.err
+    assert len(captured.err.strip().splitlines()) == 1
+
+
+def test_a_cache_too_large_for_memory_is_one_line(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "--prompt", "hi", "--block-size", "1000000000"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "pdlab trace: error: CacheConfig(num_blocks=" in err and "is too large" in err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["--role", "decode", "--port", "1", "--prompt", "x"], "--prompt goes to --role prefill"),
+        (["--role", "decode", "--port", "1", "--procs", "1"], "--procs does not go with --role"),
+        (["--role", "prefill"], "--role needs --port"),
+    ],
+)
+def test_pd_role_errors_are_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["pd", *argv])
+    assert e.value.code == 2 and needle in capsys.readouterr().err
+
+
+def test_pd_role_without_a_peer_is_one_line():
+    from pdlab.pd_procs import free_port
+
+    port = str(free_port())
+    r = _pdlab("pd", "--role", "prefill", "--port", port, "--timeout", "2")
+    _one_error_line(r, "pd", f"could not reach the decode peer at 127.0.0.1:{port} within 2 s")
+    r = _pdlab("pd", "--role", "decode", "--port", port, "--timeout", "2")
+    _one_error_line(r, "pd", f"could not reach the prefill peer at 127.0.0.1:{port} within 2 s")
+
+
+def test_pd_roles_with_different_block_sizes_stop_at_the_handshake():
+    from pdlab.pd_procs import free_port
+
+    port = str(free_port())
+    base = [sys.executable, "-m", "pdlab.cli", "pd", "--port", port, "--timeout", "60"]
+    d = subprocess.Popen(
+        base + ["--role", "decode", "--block-size", "8"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        p = subprocess.run(
+            base + ["--role", "prefill", "--block-size", "4"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        d_out, d_err = d.communicate(timeout=60)
+    finally:
+        if d.poll() is None:
+            d.kill()
+            d.wait()
+    _one_error_line(p, "pd", "block_size differs between the two sides: P has 4, D has 8")
+    assert d.returncode == 2 and "block_size differs" in d_err and "Traceback" not in d_err

@@ -4,7 +4,13 @@ import math
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 
 
 def test_v3_derived_numbers():
@@ -130,8 +136,13 @@ def test_preset_by_name_and_from_hf():
             r"enable_prefix_caching='yes' .*True or False",
         ),
         (
-            lambda: SchedulerConfig(rule="fast"),
-            r"SchedulerConfig.rule='fast' is invalid: expected one of \('query_len', 'prompt'\)",
+            lambda: ParallelConfig(prefill_context_parallel_size=0),
+            r"ParallelConfig.prefill_context_parallel_size=0 is invalid: expected an integer >= 1",
+        ),
+        (
+            lambda: AttentionConfig(backend="fast"),
+            r"AttentionConfig.backend='fast' is invalid: expected one of \('triton_mla', "
+            r"'flashmla', 'flash_attn_mla'\)",
         ),
         (lambda: SchedulerConfig(max_num_batched_tokens=0), r"max_num_batched_tokens=0"),
         (lambda: SchedulerConfig(max_num_seqs=0), r"max_num_seqs=0"),
@@ -139,7 +150,6 @@ def test_preset_by_name_and_from_hf():
             lambda: SchedulerConfig(long_prefill_token_threshold=-1),
             r"long_prefill_token_threshold=-1 .*>= 0",
         ),
-        (lambda: SchedulerConfig(decode_threshold=0), r"decode_threshold=0"),
         (lambda: SchedulerConfig(kv_transfer_timeout_s=0), r"kv_transfer_timeout_s=0 .*number > 0"),
     ],
 )

@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
@@ -32,7 +32,12 @@ def _free_everything(engine):
     assert m.num_free_blocks == engine.cache_config.num_blocks, "blocks leaked"
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+# (MLA backend profile, prefill_context_parallel_size): the default; short extends as
+# prefills; short prompts on the decode path with uniform (FlashMLA) and varlen queries.
+ROUTINGS = [("triton_mla", 1), ("triton_mla", 2), ("flashmla", 1), ("flash_attn_mla", 1)]
+
+
+@pytest.mark.parametrize("routing", ROUTINGS, ids=[f"{b}-pcp{p}" for b, p in ROUTINGS])
 @pytest.mark.parametrize(
     "sched",
     [
@@ -42,16 +47,19 @@ def _free_everything(engine):
     ],
     ids=["plain", "budget7", "threshold5"],
 )
-def test_greedy_equals_full_forward(rule, sched):
+def test_greedy_equals_full_forward(routing, sched):
+    backend, pcp = routing
     engine = LLMEngine(
         CFG,
         CacheConfig(block_size=4, num_blocks=128),
-        sched.replace(rule=rule),
+        sched,
         model=MODEL,
         backend="torch",
+        attention_config=AttentionConfig(backend),
+        parallel_config=ParallelConfig(pcp),
     )
     engine.runner.keep_logits = True
-    prompts = _prompts(hash((rule, sched.max_num_batched_tokens)) % 1000, 4)
+    prompts = _prompts(1000 * ROUTINGS.index(routing) + sched.max_num_batched_tokens, 4)
     outs = engine.generate(prompts, SamplingParams(max_tokens=6))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == _oracle(p, 6)
@@ -60,17 +68,18 @@ def test_greedy_equals_full_forward(rule, sched):
     _free_everything(engine)
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
-def test_prefix_hits_and_the_local_short_extend(rule):
+@pytest.mark.parametrize("pcp", [1, 2])
+def test_prefix_hits_and_the_local_short_extend(pcp):
     """A prompt of k*B + 1 tokens whose blocks are all cached: the hit is capped at N - 1,
     so the step is one token over N - 1 cached tokens, the same short extend as D's."""
     bs = 4
     engine = LLMEngine(
         CFG,
         CacheConfig(block_size=bs, num_blocks=64),
-        SchedulerConfig(rule=rule),
+        SchedulerConfig(),
         model=MODEL,
         backend="torch",
+        parallel_config=ParallelConfig(pcp),
     )
     prompt = list(range(50, 50 + 3 * bs + 1))
     first = engine.generate(prompt, SamplingParams(max_tokens=3))[0]
@@ -80,9 +89,10 @@ def test_prefix_hits_and_the_local_short_extend(rule):
     rid = second.request_id
     r = engine.tracer.first("route", "local", req_id=rid)
     assert (r["query_len"], r["num_computed_tokens"], r["num_prompt_tokens"]) == (1, 12, 13)
-    assert r["forward"] == ("_forward_prefill" if rule == "prompt" else "_forward_decode")
+    assert r["is_prefilling"] and r["region"] == "short_extend"
+    assert r["forward"] == ("_forward_prefill" if pcp > 1 else "_forward_decode")
     kernels = [k["name"] for k in engine.tracer.filter("kernel", "local", step=r["step"])]
-    if rule == "prompt":
+    if pcp > 1:
         assert "gather_cache" in kernels and "mla_decode" not in kernels
     else:
         assert "mla_decode" in kernels and "gather_cache" not in kernels
@@ -110,18 +120,22 @@ def test_preemption_by_a_tiny_pool_gives_the_same_tokens():
     _free_everything(engine)
 
 
-def test_decode_threshold_two_and_stop_tokens():
+def test_flashmla_threshold_and_stop_tokens():
+    """A 20-token prompt, alone in its batch, is a decode under FlashMLA's threshold (128)."""
     engine = LLMEngine(
         CFG,
         CacheConfig(block_size=4),
-        SchedulerConfig(decode_threshold=2),
+        SchedulerConfig(),
         model=MODEL,
         backend="torch",
+        attention_config=AttentionConfig("flashmla"),
     )
     prompt = list(range(10, 30))
     want = _oracle(prompt, 6)
     out = engine.generate(prompt, SamplingParams(max_tokens=6, stop_token_ids=[want[2]]))[0]
     assert out.output_token_ids == want[:3] and out.finish_reason == "stop"
+    first = engine.tracer.filter("route", "local")[0]
+    assert (first["query_len"], first["region"], first["path"]) == (20, "prefill", "decode")
 
 
 def test_text_prompt_and_seeded_sampling():

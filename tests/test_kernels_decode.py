@@ -23,10 +23,10 @@ from kernel_utils import (
     randn,
 )
 
-from pdlab.attention.metadata import MLAMetadata
+from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
-from pdlab.config import ModelConfig
+from pdlab.config import ModelConfig, ParallelConfig
 from pdlab.kernels import decode_attention, mla_decode, reshape_and_cache_mla
 from pdlab.kernels.backend import triton_interpreting
 
@@ -234,28 +234,26 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     last = torch.stack([r[-1] for r in p.rows]).to(DEVICE)
     slots = torch.cat([p.slot_mapping(b, torch.tensor([n - 1])) for b, n in enumerate(lens)])
 
-    def step(rule: str) -> torch.Tensor:
-        def i32(values):
-            return torch.tensor(values, dtype=torch.int32, device=DEVICE)
-
-        meta = MLAMetadata(
-            req_ids=[str(b) for b in range(B)],
-            query_start_loc=i32(list(range(B + 1))),
-            seq_lens=i32(lens),
-            num_computed_tokens=i32([n - 1 for n in lens]),
-            num_prompt_tokens=i32(lens),
-            block_table=p.block_table,
-            slot_mapping=slots.to(DEVICE),
-            block_size=block_size,
-            rule=rule,
+    def step(pcp: int) -> torch.Tensor:
+        # Still in their prompts, the one-token steps are decodes unless prefill context
+        # parallelism is on (treat_short_extends_as_decodes = not use_pcp).
+        meta = build_mla_metadata(
+            [1] * B,
+            [n - 1 for n in lens],
+            lens,
+            p.block_table,
+            slots.to(DEVICE),
+            block_size,
+            parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+            workspace_size=16,
         )
         attn = MLAAttention()
         ctx = ForwardContext(meta, [p.kv_cache.clone()], attn, backend, workspace_tokens=16)
         out = attn.forward(layer, q.to(DEVICE), last[:, :L], last[:, L:], ctx)
-        assert (meta.num_decodes, meta.num_prefills) == ((B, 0) if rule == "query_len" else (0, B))
+        assert (meta.num_decodes, meta.num_prefills) == ((B, 0) if pcp == 1 else (0, B))
         return out.float().cpu()
 
-    out_decode, out_prefill = step("query_len"), step("prompt")
+    out_decode, out_prefill = step(1), step(2)
     # Rounding the up-projected K/V (prefill) or the absorbed query (decode) to a half type
     # costs more than one rounding: hold both paths to the bf16 tolerance then.
     tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16

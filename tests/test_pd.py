@@ -5,7 +5,13 @@ import time
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.pd import PDPair
@@ -16,12 +22,13 @@ MODEL = DeepseekV2ForCausalLM(CFG)
 BS = 4
 
 
-def _pair(rule="query_len", **kw):
+def _pair(pcp=1, **kw):
     return PDPair(
         CFG,
         CacheConfig(block_size=BS, num_blocks=64),
-        SchedulerConfig(rule=rule),
+        SchedulerConfig(),
         backend="torch",
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
         **kw,
     )
 
@@ -38,11 +45,11 @@ def _all_free(pair):
     assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
+@pytest.mark.parametrize("pcp", [1, 2])
 @pytest.mark.parametrize("n", [3, BS, 3 * BS, 3 * BS + 1])
-def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
+def test_pd_equals_colocated_and_routes_the_short_extend(pcp, n):
     prompt = [(7 * i + n) % 256 for i in range(n)]
-    pair = _pair(rule)
+    pair = _pair(pcp)
     out = pair.generate(prompt, SamplingParams(max_tokens=5))[0]
     assert out.output_token_ids == _colocated(prompt, 5)
     t = pair.tracer
@@ -57,7 +64,7 @@ def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
         n,
     )
     kernels = t.filter("kernel", "D", step=route["step"])
-    if rule == "prompt":
+    if pcp > 1:
         assert route["forward"] == "_forward_prefill"
         gathered = [k for k in kernels if k["name"] == "gather_cache"]
         assert [k["shapes"]["rows"] for k in gathered] == [n - 1] * CFG.num_hidden_layers
@@ -72,10 +79,10 @@ def test_pd_equals_colocated_and_routes_the_short_extend(rule, n):
     _all_free(pair)
 
 
-@pytest.mark.parametrize("rule", ["query_len", "prompt"])
-def test_local_prefix_hit_on_d_reads_only_the_tail(rule):
+@pytest.mark.parametrize("pcp", [1, 2])
+def test_local_prefix_hit_on_d_reads_only_the_tail(pcp):
     prompt = list(range(100, 100 + 3 * BS + 2))
-    pair = _pair(rule)
+    pair = _pair(pcp)
     # warm D's prefix cache with the first two blocks of the prompt
     pair.decode.generate(prompt[: 2 * BS + 1], SamplingParams(max_tokens=1))
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
@@ -88,7 +95,7 @@ def test_local_prefix_hit_on_d_reads_only_the_tail(rule):
 
 def test_several_prompts_interleaved():
     prompts = ["The cache holds K and V.", "Logits need h[N-1].", "x", "abcdefgh"]
-    pair = _pair("prompt")
+    pair = _pair(2)
     outs = pair.generate(prompts, SamplingParams(max_tokens=4))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == _colocated(p, 4)
@@ -98,7 +105,7 @@ def test_several_prompts_interleaved():
 @pytest.mark.parametrize("fault", ["fail", "corrupt"])
 def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     prompt = list(range(30, 30 + 2 * BS + 3))
-    pair = _pair("prompt")
+    pair = _pair(2, kv_transfer_config=KVTransferConfig(kv_load_failure_policy="recompute"))
     pair.transport.fault_once = fault
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
     assert out.output_token_ids == _colocated(prompt, 4)
@@ -181,3 +188,22 @@ def test_p_requests_hold_blocks_until_read():
         pair.step()
     assert pair.decode.get_output(rid).finished
     _all_free(pair)
+
+
+def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
+    """Removing the ``- 1`` (a learner's experiment) must fail with the reason, not with a
+    message about the connector."""
+    from pdlab.sched.scheduler import Scheduler
+
+    orig = Scheduler._update_waiting_for_remote_kv
+
+    def keep_every_token(self, request):
+        n = request.num_computed_tokens
+        ready = orig(self, request)
+        if ready and n == request.num_tokens:
+            request.num_computed_tokens = n
+        return ready
+
+    monkeypatch.setattr(Scheduler, "_update_waiting_for_remote_kv", keep_every_token)
+    with pytest.raises(RuntimeError, match="which KV transfer does not carry"):
+        _pair().generate(list(range(40, 51)), SamplingParams(max_tokens=2))

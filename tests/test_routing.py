@@ -1,66 +1,204 @@
-"""The routing rule, and the cost model behind the question."""
+"""Routing as vLLM 0.33.0 has it (``split_decodes_and_prefills``, the four-region reorder,
+the MLA builder's switches), and the cost model behind the question."""
 
 import pytest
 import torch
 
 from pdlab.attention import cost
+from pdlab.attention.builder import (
+    MLAMetadataBuilder,
+    build_mla_metadata,
+    plan_context_chunks,
+)
 from pdlab.attention.metadata import (
-    MLAMetadata,
-    is_decode,
+    CommonAttentionMetadata,
+    batch_region,
     reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
+    split_prefill_chunks,
 )
-from pdlab.config import ModelConfig
+from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
 
 
-def _meta(q_lens, computed, prompts, rule="query_len", threshold=1):
-    qsl = torch.zeros(len(q_lens) + 1, dtype=torch.int32)
-    qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
-    return MLAMetadata(
-        req_ids=[f"r{i}" for i in range(len(q_lens))],
+def _common(query_lens, seq_lens=None, is_prefilling=None, padded_num_tokens=None):
+    """Common metadata for a batch (seq lens 10, 20, ... as in upstream's helper)."""
+    seq_lens = seq_lens or [10 * (i + 1) for i in range(len(query_lens))]
+    qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
+    qsl[1:] = torch.cumsum(torch.tensor(query_lens, dtype=torch.int32), 0)
+    return CommonAttentionMetadata(
         query_start_loc=qsl,
-        seq_lens=torch.tensor([c + q for c, q in zip(computed, q_lens)], dtype=torch.int32),
-        num_computed_tokens=torch.tensor(computed, dtype=torch.int32),
-        num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32),
-        block_table=torch.zeros(len(q_lens), 1, dtype=torch.int32),
-        slot_mapping=torch.zeros(sum(q_lens), dtype=torch.int64),
-        block_size=4,
-        rule=rule,
-        decode_threshold=threshold,
+        query_start_loc_cpu=qsl,
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32),
+        num_reqs=len(query_lens),
+        num_actual_tokens=padded_num_tokens or int(qsl[-1]),
+        max_query_len=max(query_lens),
+        max_seq_len=max(seq_lens),
+        block_table_tensor=torch.zeros(len(query_lens), 1, dtype=torch.int32),
+        slot_mapping=torch.zeros(int(qsl[-1]), dtype=torch.int64),
+        is_prefilling=None if is_prefilling is None else torch.tensor(is_prefilling),
     )
 
 
-@pytest.mark.parametrize("n", [2, 5, 17, 300])
-def test_short_extend_routes_differently_under_the_two_rules(n):
-    # D's first step: one token, N-1 computed, N prompt tokens.
-    assert is_decode(1, n - 1, n, "query_len") is True
-    assert is_decode(1, n - 1, n, "prompt") is False
-    # an ordinary decode step is a decode under both
-    assert is_decode(1, n + 3, n, "query_len") and is_decode(1, n + 3, n, "prompt")
-    # a full prefill is a prefill under both
-    assert not is_decode(n, 0, n, "query_len") and not is_decode(n, 0, n, "prompt")
+# (query_lens, decode_threshold, require_uniform, padded tokens) -> split, the cases of
+# upstream's tests/v1/attention/test_attention_splitting.py.
+UPSTREAM_CASES = [
+    ([1, 1, 1], 1, False, None, (3, 0, 3, 0)),
+    ([1, 2, 1, 3, 2, 1, 2], 3, False, None, (7, 0, 12, 0)),
+    ([4, 5, 6, 7], 3, False, None, (0, 4, 0, 22)),
+    ([2, 1, 3, 4, 5, 6, 7, 8], 4, False, None, (4, 4, 10, 26)),
+    ([1, 1, 1], 1, True, None, (3, 0, 3, 0)),
+    ([2, 2, 1, 3, 2, 1, 2], 3, True, None, (2, 5, 4, 9)),
+    ([4, 5, 6, 7], 3, True, None, (0, 4, 0, 22)),
+    ([2, 2, 2, 4, 5, 6, 7, 8], 4, True, None, (3, 5, 6, 30)),
+    ([2, 1, 2, 4, 5, 6, 7, 8], 4, True, None, (1, 7, 2, 33)),
+    ([2, 2, 2, 0], 3, True, 8, (4, 0, 8, 0)),
+]
 
 
-def test_split_counts_and_order():
-    q, c, p = [1, 1, 7, 1], [9, 3, 0, 4], [5, 4, 7, 5]
-    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, "query_len")
-    assert order == [0, 1, 3, 2]
-    m = _meta([q[i] for i in order], [c[i] for i in order], [p[i] for i in order])
-    assert split_decodes_and_prefills(m, 1, "query_len") == (3, 1, 3, 7)
-    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, "prompt")
-    assert order == [0, 1, 2, 3]  # r1 (3 < 4) and r3 (4 < 5) are prefills, r2 too
-    m = _meta(q, c, p, rule="prompt")
-    split = (m.num_decodes, m.num_prefills, m.num_decode_tokens, m.num_prefill_tokens)
-    assert split == (1, 3, 1, 9)
+@pytest.mark.parametrize("q, threshold, uniform, padded, expected", UPSTREAM_CASES)
+def test_split_matches_upstream_cases(q, threshold, uniform, padded, expected):
+    m = _common(q, padded_num_tokens=padded)
+    assert split_decodes_and_prefills(m, threshold, uniform) == expected
+    # is_prefilling is not read when short extends count as decodes
+    assert split_decodes_and_prefills(m, threshold, uniform, True) == expected
 
 
-def test_threshold_and_unordered_batch():
-    m = _meta([2, 1], [5, 5], [3, 3], threshold=2)
-    assert (m.num_decodes, m.num_decode_tokens) == (2, 3)
-    with pytest.raises(ValueError, match="not ordered decodes first"):
-        _meta([5, 1], [0, 5], [5, 3])
-    with pytest.raises(ValueError, match="rule='x' is invalid"):
-        _meta([1], [1], [1], rule="x")
+@pytest.mark.parametrize("uniform", [False, True])
+def test_short_extend_is_a_decode_unless_pcp(uniform):
+    # D's first step after a transfer: one token over N-1 cached tokens, N in the prompt.
+    n = 17
+    m = _common([1], seq_lens=[n], is_prefilling=[True])
+    assert split_decodes_and_prefills(m, 1, uniform, True) == (1, 0, 1, 0)
+    assert split_decodes_and_prefills(m, 1, uniform, False) == (0, 1, 0, 1)
+    # a real decode (past the prompt) is a decode either way
+    m = _common([1], seq_lens=[n + 3], is_prefilling=[False])
+    assert split_decodes_and_prefills(m, 1, uniform, False) == (1, 0, 1, 0)
+
+
+@pytest.mark.parametrize("uniform", [False, True])
+def test_treat_short_extends_as_prefills_in_a_mixed_batch(uniform):
+    # decode, decode, short extend, long extend, prefill (already in upstream's order)
+    q = [1, 1, 1, 9, 5]
+    prefilling = [False, False, True, True, True]
+    m = _common(q, is_prefilling=prefilling)
+    assert split_decodes_and_prefills(m, 1, uniform, True) == (3, 2, 3, 14)
+    assert split_decodes_and_prefills(m, 1, uniform, False) == (2, 3, 2, 15)
+    # all one-token queries: the early return must not hide is_prefilling
+    m = _common([1, 1, 1], is_prefilling=[False, True, True])
+    assert split_decodes_and_prefills(m, 1, uniform, False) == (1, 2, 1, 2)
+    m = _common([1, 1], is_prefilling=[True, False])
+    assert split_decodes_and_prefills(m, 1, uniform, False) == (0, 2, 0, 2)
+
+
+def test_without_is_prefilling_the_pcp_split_says_what_is_missing():
+    with pytest.raises(ValueError, match="is_prefilling"):
+        split_decodes_and_prefills(_common([1, 3]), 1, False, False)
+
+
+def test_four_regions_and_their_order():
+    assert batch_region(1, 9, 5, 1) == "decode"
+    assert batch_region(1, 4, 5, 1) == "short_extend"
+    assert batch_region(7, 4, 50, 1) == "long_extend"
+    assert batch_region(7, 0, 7, 1) == "prefill"
+    assert batch_region(1, 0, 1, 1) == "prefill"  # no context: a prefill at any length
+    assert batch_region(100, 30, 200, 128) == "short_extend"
+    # slots: prefill, decode, long_extend, short_extend, decode
+    q, c, p = [7, 1, 9, 1, 1], [0, 9, 3, 4, 12], [7, 5, 40, 5, 8]
+    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, 1)
+    regions = [batch_region(q[i], c[i], p[i], 1) for i in order]
+    assert regions == ["decode", "decode", "short_extend", "long_extend", "prefill"]
+    assert sorted(order) == list(range(5))
+    # Only misplaced requests move; the swaps follow the cycles of the permutation.
+    assert order == [4, 1, 3, 2, 0]
+    # an ordered batch stays as it is
+    assert reorder_batch_to_split_decodes_and_prefills([1, 1, 5], [3, 2, 0], [2, 4, 5]) == [
+        0,
+        1,
+        2,
+    ]
+
+
+def _routes(q, c, p, backend="triton_mla", pcp=1):
+    order = reorder_batch_to_split_decodes_and_prefills(
+        q, c, p, AttentionConfig(backend).profile.reorder_batch_threshold
+    )
+    m = build_mla_metadata(
+        [q[i] for i in order],
+        [c[i] for i in order],
+        [p[i] for i in order],
+        torch.zeros(len(q), 64, dtype=torch.int32),
+        torch.zeros(sum(q), dtype=torch.int64),
+        4,
+        attention_config=AttentionConfig(backend),
+        parallel_config=ParallelConfig(pcp),
+    )
+    return {order[i]: ("decode" if i < m.num_decodes else "prefill") for i in range(len(q))}
+
+
+def test_builder_switches():
+    # D's short extend: decode by default, prefill under prefill context parallelism
+    assert _routes([1], [40], [41]) == {0: "decode"}
+    assert _routes([1], [40], [41], pcp=2) == {0: "prefill"}
+    # FlashMLA (threshold 128) sends a short fresh prompt down the decode path, alone...
+    assert _routes([100], [0], [100], "flashmla") == {0: "decode"}
+    assert _routes([100], [0], [100], "triton_mla") == {0: "prefill"}
+    assert _routes([200], [0], [200], "flashmla") == {0: "prefill"}
+    # ...but it requires uniform decodes: beside one-token decodes it is a prefill
+    assert _routes([1, 100], [9, 0], [5, 100], "flashmla") == {0: "decode", 1: "prefill"}
+    # FlashAttnMLA (512, variable lengths) keeps both on the decode path
+    assert _routes([1, 100], [9, 0], [5, 100], "flash_attn_mla") == {0: "decode", 1: "decode"}
+    # and under PCP any request still in its prompt is a prefill, whatever the backend
+    assert _routes([1, 100], [9, 0], [5, 100], "flash_attn_mla", 2) == {
+        0: "decode",
+        1: "prefill",
+    }
+
+
+def test_builder_reads_the_profiles():
+    b = MLAMetadataBuilder(16, AttentionConfig("FLASHMLA"), ParallelConfig(2))
+    assert (b.reorder_batch_threshold, b.require_uniform) == (128, True)
+    assert b.treat_short_extends_as_decodes is False
+    b = MLAMetadataBuilder(16, AttentionConfig("flash-attn-mla"))
+    assert (b.reorder_batch_threshold, b.require_uniform, b.use_pcp) == (512, False, False)
+    with pytest.raises(ValueError, match="AttentionConfig.backend='x' is invalid"):
+        AttentionConfig("x")
+    with pytest.raises(ValueError, match="prefill_context_parallel_size=0 is invalid"):
+        ParallelConfig(0)
+
+
+def test_split_prefill_chunks():
+    assert split_prefill_chunks(torch.tensor([3, 4, 2, 6]), 7) == [(0, 2), (2, 3), (3, 4)]
+    assert split_prefill_chunks([7, 7], 7, request_offset=3) == [(3, 4), (4, 5)]
+    assert split_prefill_chunks([], 7) == []
+    with pytest.raises(ValueError, match="seq_lens_cpu=9"):
+        split_prefill_chunks([1, 9], 8)
+
+
+def test_context_chunks_fill_the_workspace_and_split_on_pages():
+    # three contexts, a 16-row workspace, 4-row pages
+    plans = plan_context_chunks([6, 0, 21, 3], 16, 4)
+    covered: dict[int, int] = {}
+    for p in plans:
+        assert sum(p.seq_lens) <= 16
+        for i, (start, n) in enumerate(zip(p.starts, p.seq_lens)):
+            r = p.request_start + i
+            assert start == covered.get(r, 0)  # contiguous, in order
+            covered[r] = start + n
+            if start + n < [6, 0, 21, 3][r]:
+                assert n % 4 == 0  # a split ends on a page boundary
+    assert covered == {0: 6, 2: 21, 3: 3}
+    assert [(p.request_start, p.request_end, p.starts, p.seq_lens) for p in plans] == [
+        (0, 1, [0], [6]),  # a request with no context ends a chunk
+        (2, 3, [0], [16]),
+        (2, 4, [16, 0], [5, 3]),
+    ]
+    # what is left after a context that fills most of the workspace is not split further
+    assert [p.seq_lens for p in plan_context_chunks([13, 5], 16, 4)] == [[13], [5]]
+    # a context longer than the workspace is cut at a page boundary that fills it
+    assert [p.seq_lens for p in plan_context_chunks([17], 16, 4)] == [[16], [1]]
+    assert plans[2].is_continuation and not plans[0].is_continuation
+    with pytest.raises(ValueError, match="workspace_size=3"):
+        plan_context_chunks([5], 3, 4)
 
 
 def test_cost_model_figures_for_deepseek_v3():

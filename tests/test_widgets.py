@@ -8,8 +8,10 @@ import re
 import pytest
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
+from pdlab.ui import fmt
 from pdlab.ui import widgets as w
 
 
@@ -22,18 +24,20 @@ def _text(html: str) -> str:
     )
 
 
-@pytest.fixture(scope="module")
-def explorer() -> w.PDExplorer:
-    return w.PDExplorer(prompt_len=11, block_size=4, rule="prompt", preset="deepseek-v3")
+def _explorer(**kw) -> w.PDExplorer:
+    """A fresh explorer per test: tests never share a mutated widget."""
+    return w.PDExplorer(**{"prompt_len": 11, "block_size": 4, "preset": "deepseek-v3", **kw})
 
 
-def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens(explorer) -> None:
+def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens() -> None:
+    explorer = _explorer(pcp=2)
     assert explorer.error.value == ""
     assert "query_len = 1, num_computed_tokens = N-1 = 10, num_prompt_tokens = N = 11" in _text(
         explorer.d_step.value
     )
     route = _text(explorer.route.value)
-    assert "rule='prompt'" in route and "10 < num_prompt_tokens = 11" in route
+    assert "is_prefilling = 10 < 11 = True" in route and "short_extend" in route
+    assert "treat_short_extends_as_decodes = False" in route
     assert route.endswith("_forward_prefill")
     kernels = _text(explorer.kernels.value)
     for name in ("gather_cache", "kv_b_proj (context)", "merge_attn_states"):
@@ -43,14 +47,16 @@ def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens(explorer) -> N
     assert "▶ _forward_prefill" in cost
     assert "equal ✓" in _text(explorer.tokens.value)
     assert "backend torch" in explorer.status.value
-    # the rerun stays interactive (the budget is "well under a second or two"; slack for load)
-    assert explorer.run is not None and explorer.run.seconds < 5
+    # What the view shows is what the run's trace recorded.
+    r = explorer.run.d_first_step
+    assert (r["forward"], r["treat_short_extends_as_decodes"]) == ("_forward_prefill", False)
 
 
-def test_pd_explorer_follows_rule_prompt_length_block_size_preset(explorer) -> None:
-    explorer.rule.value = "query_len"
+def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> None:
+    explorer = _explorer()
     route = _text(explorer.route.value)
-    assert "rule='query_len': query_len = 1 <= decode_threshold = 1" in route
+    assert "query_len = 1 <= decode_threshold = 1" in route
+    assert "treat_short_extends_as_decodes = True" in route
     assert route.endswith("_forward_decode")
     kernels = _text(explorer.kernels.value)
     assert "mla_decode" in kernels and "gather_cache" not in kernels
@@ -71,33 +77,47 @@ def test_pd_explorer_follows_rule_prompt_length_block_size_preset(explorer) -> N
     assert explorer.run is before  # the preset changes only the cost model
     assert "tiny" in _text(explorer.cost.value) and "all 2 layers" in _text(explorer.cost.value)
 
-    explorer.rule.value = "prompt"
-    assert "num_computed_tokens = 39 < num_prompt_tokens = 40" in _text(explorer.route.value)
+    explorer.pcp.value = 2
+    assert "is_prefilling = 39 < 40 = True" in _text(explorer.route.value)
+    assert _text(explorer.route.value).endswith("_forward_prefill")
     assert "equal ✓" in _text(explorer.tokens.value)
+
+    # FlashMLA's threshold changes nothing for D's one-token step...
+    explorer.pcp.value = 1
+    explorer.mla_backend.value = "flashmla"
+    assert "decode_threshold = 128" in _text(explorer.route.value)
+    assert explorer.run.mla_backend == "flashmla"
+    # ...but P's fresh 40-token prompt now takes the decode path too.
+    p_first = explorer.run.trace.first("route", "P")
+    assert (p_first["query_len"], p_first["forward"]) == (40, "_forward_decode")
     assert explorer.error.value == ""
     traces = [c.value for c in explorer.traces.children]
     assert len(traces) == 2 and "remote_kv_ready" in traces[1] and "admit" in traces[0]
 
 
 def test_pd_explorer_in_chinese() -> None:
-    ex = w.PDExplorer(prompt_len=5, lang="zh")
-    assert ex.prompt_len.description == "提示长度" and ex.rule.description == "路由规则"
-    assert "规则 'prompt'" in _text(ex.route.value) and "_forward_prefill" in ex.route.value
+    ex = w.PDExplorer(prompt_len=5, lang="zh", pcp=2)
+    assert ex.prompt_len.description == "提示长度" and ex.mla_backend.description == "MLA 后端"
+    assert ex.pcp.description == "prefill_context_parallel_size"
+    assert "short_extend 区" in _text(ex.route.value) and "_forward_prefill" in ex.route.value
     assert "一致 ✓" in _text(ex.tokens.value)
     with pytest.raises(ValueError, match="lang"):
         w.PDExplorer(lang="fr")
 
 
-def test_run_pd_and_route_text() -> None:
-    run = w.run_pd(9, block_size=2, rule="query_len")
+def test_run_demo_and_route_text() -> None:
+    run = run_demo(9, block_size=2, max_tokens=3)
     r = run.d_first_step
     assert (r["query_len"], r["num_computed_tokens"], r["num_prompt_tokens"]) == (1, 8, 9)
     assert r["forward"] == "_forward_decode" and run.tokens_equal
     assert run.remote_kv_ready["num_computed_tokens_before_adjust"] == 9
     assert run.kernels("D")[1:] == ["q_nope @ W_UK_T", "mla_decode", "o_latent @ W_UV"]
     assert run.traced_cost("D").flops > 0
-    assert len(w.prompt_of_length(50)) == 50
-    assert w.prompt_of_length(50) == w.prompt_of_length(60)[:50]
+    assert run.d_first_step["forward"] in w.route_text(run.d_first_step)
+    assert len(prompt_of_length(50)) == 50
+    assert prompt_of_length(50) == prompt_of_length(60)[:50]
+    with pytest.raises(ValueError, match="n=0"):
+        prompt_of_length(0)
 
 
 def test_step_player_shows_each_step() -> None:
@@ -150,16 +170,17 @@ def test_block_pool_explorer_add_step_free() -> None:
 def test_show_source_reads_the_package() -> None:
     from pdlab.sched.scheduler import Scheduler
 
-    code = w.show_source(Scheduler._update_waiting_for_remote_kv)
+    code = fmt.show_source(Scheduler._update_waiting_for_remote_kv)
     assert code.data.startswith("# pdlab/sched/scheduler.py, line ")
-    assert "num_computed_tokens -= 1" in code.data
-    part = w.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
+    assert "request.num_computed_tokens = request.num_tokens - 1" in code.data
+    part = fmt.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
     assert part.data.splitlines()[1] == "# First the RUNNING requests."
-    assert part.data.rstrip().endswith("req_index += 1")
+    assert "req_index += 1" in part.data.rstrip().splitlines()[-1]
     with pytest.raises(ValueError, match="start"):
-        w.show_source(Scheduler.schedule, start="no such line")
+        fmt.show_source(Scheduler.schedule, start="no such line")
 
 
 def test_formatting_helpers() -> None:
-    assert w.fmt_flops(33.554e6) == "33.6 MFLOP" and w.fmt_bytes(1152) == "1.15 kB"
-    assert "&lt;b&gt;" in w.html_table(["x"], [["<b>"]])
+    assert fmt.flops(33.554e6) == "33.6 MFLOP" and fmt.nbytes(1152) == "1.15 kB"
+    assert fmt.nbytes(512) == "512 B" and fmt.ratio(120.4, 1) == "120×" and fmt.tokens(4096) == "4K"
+    assert "&lt;b&gt;" in fmt.html_table(["x"], [["<b>"]])

@@ -1,121 +1,183 @@
-"""Per-step attention metadata, and the rule that splits a batch into decodes and prefills.
+"""Per-step attention metadata, and how a batch splits into decodes and prefills.
 
-Mirrors ``CommonAttentionMetadata`` and ``split_decodes_and_prefills`` in
-``vllm/v1/attention/backends/utils.py``, and the MLA metadata builder in
-``vllm/v1/attention/backends/mla/common.py``. Two routing rules are implemented:
+Mirrors, in vLLM 0.33.0:
 
-* ``rule="query_len"`` (upstream vLLM): a request whose query has at most
-  ``decode_threshold`` tokens is a decode. D's first step after a KV transfer, one token
-  over ``N - 1`` cached tokens, is therefore a decode (absorbed MQA).
-* ``rule="prompt"`` (the ``num_computed_tokens < num_prompt_tokens`` test of vllm-ascend's
-  context-parallel MLA builders and some forks): a request that has not finished its prompt
-  is a prefill, so the same one-token step runs ``_forward_prefill``.
+* ``CommonAttentionMetadata`` (``vllm/v1/attention/backend.py``), with ``is_prefilling``,
+  which the model runner (``vllm/v1/worker/gpu_model_runner.py``) sets for every request as
+  ``num_computed_tokens < num_prompt_tokens``;
+* ``split_decodes_and_prefills``, ``reorder_batch_to_split_decodes_and_prefills`` and
+  ``split_prefill_chunks`` (``vllm/v1/attention/backends/utils.py``).
+
+A request is routed by two facts: its query length against ``decode_threshold`` (the
+backend's ``reorder_batch_threshold``), and whether it is still in its prompt
+(``is_prefilling``). The four kinds of request, in the order the batch is sorted:
+
+=============  ====================  =================  ==========================
+region         query_len             context            is_prefilling
+=============  ====================  =================  ==========================
+decode         <= threshold          > 0                False
+short_extend   <= threshold          > 0                True  (D's first step: 1, N-1)
+long_extend    > threshold           > 0                any   (a later chunk of a prompt)
+prefill        any                   0                  True  (a first chunk)
+=============  ====================  =================  ==========================
+
+``split_decodes_and_prefills`` counts a request as a prefill when ``query_len >
+decode_threshold``, OR-ed with ``is_prefilling`` when ``treat_short_extends_as_decodes`` is
+False. The MLA builder passes ``not use_pcp``: by default a short extend is a decode.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
-from pdlab.config import ROUTING_RULES
-
-
-def is_decode(
-    query_len: int,
-    num_computed_tokens: int,
-    num_prompt_tokens: int,
-    rule: str = "query_len",
-    decode_threshold: int = 1,
-) -> bool:
-    """Routing of one request. ``num_computed_tokens`` is counted before this step."""
-    if rule == "query_len":
-        return query_len <= decode_threshold
-    if rule == "prompt":
-        return num_computed_tokens >= num_prompt_tokens
-    raise ValueError(f"rule={rule!r} is invalid: expected one of {ROUTING_RULES}")
+REGIONS = ("decode", "short_extend", "long_extend", "prefill")
 
 
 @dataclass
-class MLAMetadata:
-    """What one step's attention needs. Requests are ordered decodes first.
+class CommonAttentionMetadata:
+    """One step's batch, shared by every layer (the fields of upstream's class that pdlab
+    uses, plus ``req_ids`` and ``num_computed_tokens_cpu`` for the trace).
 
-    ``seq_lens`` counts the tokens in the cache after this step's write;
-    ``num_computed_tokens`` counts them before it, so ``query_len = seq_len - computed``.
+    ``seq_lens`` counts the tokens in the cache after this step's write, so a request's
+    context (tokens cached before the step) is ``seq_lens - query_lens``.
     """
 
-    req_ids: list[str]
-    query_start_loc: torch.Tensor  # int32[B + 1]
+    query_start_loc: torch.Tensor  # int32[B + 1], on the model's device
+    query_start_loc_cpu: torch.Tensor  # int32[B + 1]
     seq_lens: torch.Tensor  # int32[B]
-    num_computed_tokens: torch.Tensor  # int32[B]
-    num_prompt_tokens: torch.Tensor  # int32[B]
-    block_table: torch.Tensor  # int32[B, max_blocks]
+    num_reqs: int
+    num_actual_tokens: int
+    max_query_len: int
+    max_seq_len: int
+    block_table_tensor: torch.Tensor  # int32[B, max_blocks]
     slot_mapping: torch.Tensor  # int64[T]
-    block_size: int
-    rule: str = "query_len"
-    decode_threshold: int = 1
-
-    def __post_init__(self) -> None:
-        if self.rule not in ROUTING_RULES:
-            raise ValueError(f"rule={self.rule!r} is invalid: expected one of {ROUTING_RULES}")
-        (self.num_decodes, self.num_prefills, self.num_decode_tokens, self.num_prefill_tokens) = (
-            split_decodes_and_prefills(self, self.decode_threshold, self.rule)
-        )
+    is_prefilling: torch.Tensor | None = None  # bool[B], on the CPU
+    req_ids: Sequence[str] = ()
+    num_computed_tokens_cpu: torch.Tensor | None = None  # int32[B]
 
     @property
-    def num_reqs(self) -> int:
-        return len(self.req_ids)
-
-    @property
-    def num_actual_tokens(self) -> int:
-        return int(self.query_start_loc[-1])
-
-    @property
-    def query_lens(self) -> torch.Tensor:
-        return self.query_start_loc[1:] - self.query_start_loc[:-1]
-
-    def is_decode(self) -> list[bool]:
-        q = self.query_lens.tolist()
-        c = self.num_computed_tokens.tolist()
-        p = self.num_prompt_tokens.tolist()
-        return [
-            is_decode(q[i], c[i], p[i], self.rule, self.decode_threshold)
-            for i in range(self.num_reqs)
-        ]
+    def query_lens_cpu(self) -> torch.Tensor:
+        return self.query_start_loc_cpu[1:] - self.query_start_loc_cpu[:-1]
 
 
 def split_decodes_and_prefills(
-    metadata: MLAMetadata, decode_threshold: int = 1, rule: str = "query_len"
+    common_attn_metadata: CommonAttentionMetadata,
+    decode_threshold: int = 1,
+    require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True,
 ) -> tuple[int, int, int, int]:
-    """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)``.
+    """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)`` for a batch
+    already sorted by :func:`reorder_batch_to_split_decodes_and_prefills`.
 
-    Like upstream, it assumes the batch is already ordered decodes first (the model runner's
-    ``reorder_batch_to_split_decodes_and_prefills``) and checks that it is.
+    The decodes are the requests before the first one that counts as a prefill:
+
+    * ``query_len > decode_threshold`` is a prefill;
+    * with ``require_uniform``, a request is a prefill when its query length differs from
+      the first request's (a query of length 0 is padding and never counts), so that every
+      decode has the same query length;
+    * with ``treat_short_extends_as_decodes=False``, a request still in its prompt
+      (``is_prefilling``) is a prefill whatever its query length.
     """
-    q = metadata.query_lens.tolist()
-    c = metadata.num_computed_tokens.tolist()
-    p = metadata.num_prompt_tokens.tolist()
-    flags = [is_decode(q[i], c[i], p[i], rule, decode_threshold) for i in range(len(q))]
-    num_decodes = flags.index(False) if False in flags else len(flags)
-    if any(flags[num_decodes:]):
-        raise ValueError(
-            "batch is not ordered decodes first; run "
-            "reorder_batch_to_split_decodes_and_prefills before splitting"
-        )
-    num_decode_tokens = sum(q[:num_decodes])
-    return num_decodes, len(q) - num_decodes, num_decode_tokens, sum(q) - num_decode_tokens
+    m = common_attn_metadata
+    num_reqs, num_tokens = m.num_reqs, m.num_actual_tokens
+    everything_decodes = (num_reqs, 0, num_tokens, 0)
+    if (
+        m.max_query_len <= decode_threshold
+        and (not require_uniform or decode_threshold <= 1)
+        and treat_short_extends_as_decodes
+    ):
+        return everything_decodes
+    qsl = m.query_start_loc_cpu
+    query_lens = qsl[1:] - qsl[:-1]
+    if int(query_lens[0]) > decode_threshold:
+        return 0, num_reqs, 0, num_tokens
+    if require_uniform:
+        padding = query_lens == 0
+        same_as_first = query_lens == query_lens[0]
+        if treat_short_extends_as_decodes and bool(torch.all(same_as_first | padding)):
+            return everything_decodes
+        is_prefill = ~same_as_first & ~padding
+    else:
+        is_prefill = query_lens > decode_threshold
+    if not treat_short_extends_as_decodes:
+        if m.is_prefilling is None:
+            raise ValueError(
+                "is_prefilling is None: treat_short_extends_as_decodes=False needs "
+                "CommonAttentionMetadata.is_prefilling"
+            )
+        is_prefill = is_prefill | m.is_prefilling.to(torch.bool)
+    if not bool(torch.any(is_prefill)):
+        return everything_decodes
+    num_decodes = int(torch.nonzero(is_prefill)[0, 0])
+    num_decode_tokens = int(qsl[num_decodes])
+    return num_decodes, num_reqs - num_decodes, num_decode_tokens, num_tokens - num_decode_tokens
+
+
+def batch_region(
+    num_scheduled_tokens: int, num_computed_tokens: int, num_prompt_tokens: int, threshold: int
+) -> str:
+    """Which of the four regions (:data:`REGIONS`) a request belongs to this step."""
+    if num_computed_tokens == 0:
+        return "prefill"
+    if num_scheduled_tokens > threshold:
+        return "long_extend"
+    return "short_extend" if num_computed_tokens < num_prompt_tokens else "decode"
 
 
 def reorder_batch_to_split_decodes_and_prefills(
-    query_lens: list[int],
-    num_computed_tokens: list[int],
-    num_prompt_tokens: list[int],
-    rule: str = "query_len",
+    num_scheduled_tokens: Sequence[int],
+    num_computed_tokens: Sequence[int],
+    num_prompt_tokens: Sequence[int],
     decode_threshold: int = 1,
 ) -> list[int]:
-    """A stable order of request indices with every decode before every prefill."""
-    flags = [
-        is_decode(q, c, p, rule, decode_threshold)
-        for q, c, p in zip(query_lens, num_computed_tokens, num_prompt_tokens)
+    """The batch order upstream's model runner produces: decode, short_extend, long_extend,
+    prefill (:func:`batch_region`). Returns the request indices in their new slots.
+
+    Upstream reorders its persistent batch in place and moves only the requests that sit in
+    the wrong region: they are sorted by region (stably) and swapped into the misplaced
+    slots, following each swap's cycle. A request already in its region keeps its slot, so
+    the order within a region is not always the arrival order; this function reproduces that.
+    """
+    regions = [
+        REGIONS.index(batch_region(q, c, p, decode_threshold))
+        for q, c, p in zip(num_scheduled_tokens, num_computed_tokens, num_prompt_tokens)
     ]
-    return [i for i, d in enumerate(flags) if d] + [i for i, d in enumerate(flags) if not d]
+    target = sorted(regions)
+    slots = list(range(len(regions)))  # slots[i] = the request now in slot i
+    misplaced = [i for i in range(len(regions)) if regions[i] != target[i]]
+    # The misplaced requests, ordered by region, go to the misplaced slots in slot order.
+    movers = sorted(misplaced, key=lambda i: regions[i])
+    goes_to = dict(zip(movers, misplaced))
+    for src in list(goes_to):
+        dst = goes_to[src]
+        while src != dst:
+            slots[src], slots[dst] = slots[dst], slots[src]
+            nxt = goes_to.get(dst, dst)
+            goes_to[dst] = dst
+            dst = nxt
+    return slots
+
+
+def split_prefill_chunks(
+    seq_lens_cpu: torch.Tensor | Sequence[int], workspace_size: int, request_offset: int = 0
+) -> list[tuple[int, int]]:
+    """Group consecutive requests into ``(start, end)`` ranges whose total length fits in
+    ``workspace_size`` rows, filling each range greedily. Every single length must fit."""
+    lens = [int(x) for x in seq_lens_cpu]
+    too_long = [x for x in lens if x > workspace_size]
+    if too_long:
+        raise ValueError(
+            f"seq_lens_cpu={too_long[0]} is invalid: every length must be <= "
+            f"workspace_size={workspace_size}"
+        )
+    bounds, i = [], 0
+    while i < len(lens):
+        start, total = i, 0
+        while i < len(lens) and total + lens[i] <= workspace_size:
+            total += lens[i]
+            i += 1
+        bounds.append((start + request_offset, i + request_offset))
+    return bounds

@@ -1,13 +1,15 @@
 """MLAAttention: the attention of one step, routed to ``_forward_decode`` or
 ``_forward_prefill``.
 
-Mirrors ``MLACommonImpl`` in ``vllm/v1/attention/backends/mla/common.py`` (moved in 2026 to
-``vllm/model_executor/layers/attention/mla_attention.py``, where the two paths are called
-``forward_mqa`` and ``forward_mha``). ``forward``:
+Mirrors ``MLACommonImpl`` in ``vllm/model_executor/layers/attention/mla_attention.py``
+(vLLM 0.33.0), where the two paths are called ``forward_mqa`` (absorbed decode, pdlab's
+``_forward_decode``) and ``forward_mha`` (pdlab's ``_forward_prefill``). ``forward``:
 
 1. writes this step's latent rows ``[kv_c_normed | k_pe]`` into the paged cache
    (``reshape_and_cache_mla``);
-2. splits the batch, decodes first, by the configured rule (``split_decodes_and_prefills``);
+2. reads the split the metadata builder made (``pdlab/attention/builder.py``: decodes first,
+   by ``split_decodes_and_prefills`` with the backend's threshold and
+   ``treat_short_extends_as_decodes = not use_pcp``);
 3. decodes: absorbs ``W_UK`` into the query, runs ``mla_decode`` (MQA over latent rows),
    maps the latent output back with ``W_UV``;
 4. prefills: up-projects the new tokens through ``kv_b_proj`` and attends causally with
@@ -21,7 +23,6 @@ in cost, which every kernel call records in the trace.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,7 +30,7 @@ import torch
 
 from pdlab import kernels
 from pdlab.attention import cost
-from pdlab.attention.metadata import MLAMetadata
+from pdlab.attention.builder import MLAMetadata
 
 
 @dataclass
@@ -127,9 +128,9 @@ class MLAAttention:
         w_uk_t, w_uv = self.absorbed_weights(layer)
         h, n, L = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank
         e = q.element_size()
-        # A decode may carry more than one query token (decode_threshold > 1, or the
-        # "prompt" rule after a preemption): each token becomes its own row that sees the
-        # cache up to and including itself.
+        # A decode may carry more than one query token (a backend whose
+        # reorder_batch_threshold is above 1 sends short prompts here): each token becomes
+        # its own row that sees the cache up to and including itself (causal).
         q_lens = m.query_lens[:nreq].long()
         seq_lens = m.seq_lens[:nreq].long()
         row_req = torch.repeat_interleave(torch.arange(nreq, device=q.device), q_lens)
@@ -290,8 +291,7 @@ class MLAAttention:
         cu_q = (qsl - qsl[0]).to(torch.int32)
         k, v = self._up_project(layer, kv_c, k_pe, ctx, "new tokens")
         out, lse = self._flash(layer, ctx, "new tokens", q, k, v, cu_q, cu_q, causal=True)
-        context_lens = m.num_computed_tokens[nd:]
-        if int(context_lens.max()) > 0:
+        if m.context_chunks:
             ctx_out, ctx_lse = self._compute_prefill_context(layer, q, kv_cache, m, cu_q, ctx)
             self._record(
                 ctx,
@@ -314,21 +314,25 @@ class MLAAttention:
         cu_q: torch.Tensor,
         ctx: ForwardContext,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Attention of the new tokens over the cached context, in chunks of at most
-        ``workspace_tokens`` gathered rows (vLLM bounds this by its workspace buffer)."""
-        nd, bs = m.num_decodes, m.block_size
-        context_lens = m.num_computed_tokens[nd:].long()
+        """Attention of the new tokens over their cached context, one workspace-sized chunk
+        at a time (``m.context_chunks``, planned by the builder as upstream does). A chunk
+        covers consecutive prefills; a context too long for what is left continues in the
+        next chunk, whose result is merged into the first by LSE. Tokens of a request with
+        no context keep ``lse = -inf`` (weight 0 in the final merge)."""
+        nd = m.num_decodes
         block_table = m.block_table[nd:]
-        num_prefills = context_lens.numel()
-        chunk = max(bs, (ctx.workspace_tokens // num_prefills) // bs * bs)
-        num_chunks = math.ceil(int(context_lens.max()) / chunk)
         L = layer.cfg.kv_lora_rank
-        acc: tuple[torch.Tensor, torch.Tensor] | None = None
-        for i in range(num_chunks):
-            starts = torch.full((num_prefills,), i * chunk, dtype=torch.int64, device=q.device)
-            lens = (context_lens - starts).clamp(0, chunk)
-            cu = torch.zeros(num_prefills + 1, dtype=torch.int32, device=q.device)
+        h, dv = layer.cfg.num_attention_heads, layer.cfg.v_head_dim
+        acc_out: torch.Tensor | None = None
+        acc_lse: torch.Tensor | None = None
+        q_bounds = cu_q.tolist()
+        for i, chunk in enumerate(m.context_chunks):
+            rs, re = chunk.request_start, chunk.request_end
+            t0, t1 = q_bounds[rs], q_bounds[re]
+            lens = torch.tensor(chunk.seq_lens, dtype=torch.int32, device=q.device)
+            cu = torch.zeros(re - rs + 1, dtype=torch.int32, device=q.device)
             cu[1:] = torch.cumsum(lens, 0)
+            starts = torch.tensor(chunk.starts, dtype=torch.int32, device=q.device)
             self._record(
                 ctx,
                 layer,
@@ -336,38 +340,49 @@ class MLAAttention:
                 "prefill",
                 {
                     "kv_cache": kv_cache.shape,
-                    "block_table": block_table.shape,
+                    "block_table": block_table[rs:re].shape,
                     "rows": int(cu[-1]),
                     "chunk": i,
-                    "seq_starts": starts.tolist(),
+                    "seq_starts": chunk.starts,
                 },
                 0.0,
                 2.0 * kv_cache.element_size() * int(cu[-1]) * kv_cache.shape[-1],
             )
             rows = kernels.gather_cache(
-                kv_cache, block_table, cu, starts.to(torch.int32), backend=ctx.backend
+                kv_cache, block_table[rs:re], cu, starts, backend=ctx.backend
             )
             k, v = self._up_project(
                 layer, rows[:, :L].to(q.dtype), rows[:, L:].to(q.dtype), ctx, "context"
             )
-            part = self._flash(layer, ctx, f"context chunk {i}", q, k, v, cu_q, cu, causal=False)
-            if acc is None:
-                acc = part
-            else:
+            cu_q_chunk = (cu_q[rs : re + 1] - cu_q[rs]).to(torch.int32)
+            out, lse = self._flash(
+                layer, ctx, f"context chunk {i}", q[t0:t1], k, v, cu_q_chunk, cu, causal=False
+            )
+            if acc_out is None or acc_lse is None:
+                acc_out = out.new_zeros(q.shape[0], h, dv)
+                acc_lse = lse.new_full((q.shape[0], h), float("-inf"))
+            if chunk.is_continuation:
+                # The first request already has a part from the previous chunk.
+                t_end = q_bounds[rs + 1]
+                n = t_end - t0
                 self._record(
                     ctx,
                     layer,
                     "merge_attn_states",
                     "prefill",
-                    {"out": part[0].shape, "lse": part[1].shape},
-                    5.0 * part[0].numel(),
-                    3.0 * part[0].numel() * part[0].element_size(),
+                    {"out": out[:n].shape, "lse": lse[:n].shape},
+                    5.0 * out[:n].numel(),
+                    3.0 * out[:n].numel() * out.element_size(),
                 )
-                acc = kernels.merge_attn_states(
-                    acc[0], acc[1], part[0], part[1], backend=ctx.backend
+                merged = kernels.merge_attn_states(
+                    acc_out[t0:t_end], acc_lse[t0:t_end], out[:n], lse[:n], backend=ctx.backend
                 )
-        assert acc is not None
-        return acc
+                out, lse = out.clone(), lse.clone()
+                out[:n], lse[:n] = merged
+            acc_out[t0:t1] = out
+            acc_lse[t0:t1] = lse
+        assert acc_out is not None and acc_lse is not None
+        return acc_out, acc_lse
 
     # ---- trace -----------------------------------------------------------------------
     @staticmethod

@@ -125,11 +125,18 @@ class KVConnectorWorkerBase(ABC):
 
 
 def remote_prefill_params(
-    block_ids: list[int], engine_id: str, request_id: str, host: str = "localhost", port: int = 0
+    block_ids: list[int],
+    engine_id: str,
+    request_id: str,
+    host: str = "localhost",
+    port: int = 0,
+    *,
+    transfer_id: str | None = None,
 ) -> dict[str, Any]:
     """The ``kv_transfer_params`` P returns for a finished prefill (NixlConnector's keys),
-    which the proxy forwards to D."""
-    return {
+    which the proxy forwards to D. pdlab adds ``remote_transfer_id``: D's read names it,
+    and P serves only the transfer it still holds."""
+    params = {
         "do_remote_prefill": True,
         "do_remote_decode": False,
         "remote_block_ids": list(block_ids),
@@ -138,6 +145,9 @@ def remote_prefill_params(
         "remote_host": host,
         "remote_port": port,
     }
+    if transfer_id is not None:
+        params["remote_transfer_id"] = transfer_id
+    return params
 
 
 def validate_kv_transfer_params(params: Any) -> None:
@@ -177,6 +187,7 @@ def validate_kv_transfer_params(params: Any) -> None:
     for key, kind, allowed in (
         ("remote_host", str, "a string"),
         ("remote_request_id", str, "a string"),
+        ("remote_transfer_id", str, "a string"),
     ):
         if key in params and not isinstance(params[key], kind):
             raise bad(key, allowed)

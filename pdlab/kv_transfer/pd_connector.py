@@ -1,7 +1,8 @@
 """PDConnector: the KV connector of a prefill (P) or decode (D) instance.
 
-Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``)
-with one object for both halves (its ``NixlConnectorScheduler`` and ``NixlConnectorWorker``):
+Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``:
+``connector.py``, ``pull_scheduler.py``, ``worker.py``) with one object for both halves
+(its scheduler and worker sides):
 
 * **D, scheduler side.** ``get_num_new_matched_tokens`` offers every prompt token not
   cached locally, loaded asynchronously; ``update_state_after_alloc`` notes which local
@@ -10,11 +11,18 @@ with one object for both halves (its ``NixlConnectorScheduler`` and ``NixlConnec
 * **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
   that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
   match P's checksum, which the scheduler recomputes locally.
-* **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request holds its
-  blocks (``delay_free=True``) and returns the ``kv_transfer_params`` D needs.
+* **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request that ended
+  by its length cap or a stop token holds its blocks (``delay_free=True``) and returns the
+  ``kv_transfer_params`` D needs.
 * **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
   read its blocks, or when ``timeout_s`` passed without a read (vLLM's
   ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
+* **P, serving a read.** Each hand-off gets a transfer id (``remote_transfer_id`` in the
+  params). The transport asks :meth:`PDConnector.claim_read` before it copies anything, and
+  P refuses a read whose request, transfer id or block ids it no longer holds: after the
+  timeout, after D released it, or after one read already took it. NIXL lets D read P's
+  memory unchecked, so a late read there copies whatever the reused blocks now hold; here
+  it fails, and D recomputes (or fails the request, by ``kv_load_failure_policy``).
 
 The transport (``pdlab/kv_transfer/transport.py`` in one process, ``dist.py`` across two)
 moves the bytes.
@@ -38,6 +46,10 @@ from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import SchedulerOutput
 
 ROLES = ("prefill", "decode")
+# P hands its blocks to D when its one token ended the request normally: by the length
+# cap (max_tokens=1) or by a stop token, as NixlConnector accepts both. D then samples
+# the same first token itself and stops on it too; an aborted or failed P hands nothing.
+_HANDS_OFF = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -51,6 +63,7 @@ class ReqToRecv:
     remote_block_ids: list[int]
     remote_engine_id: str
     remote_request_id: str
+    transfer_id: str | None = None
 
 
 @dataclass
@@ -83,6 +96,12 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self._sending: dict[str, float] = {}
         self._failed: set[str] = set()
         self._released: set[str] = set()
+        # P: req_id -> (transfer id, block ids) of each hand-off not yet finished_sending;
+        # a read is served at most once, while its entry is here and not expired.
+        self._transfers: dict[str, tuple[str, frozenset[int]]] = {}
+        self._claimed: set[str] = set()
+        self._num_transfers = 0
+        self.clock = time.monotonic  # tests drive time through this
 
     def _trace(self, kind: str, **fields: Any) -> None:
         if self.emit is not None:
@@ -112,19 +131,19 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         n = _cdiv(num_external_tokens, self.block_size)
         remote = list(params["remote_block_ids"])
         first = len(remote) - n  # blocks before it are D's local prefix-cache hit
-        if first < 0:
-            raise ValueError(
-                f"request {request.request_id}: P sent {len(remote)} block ids "
-                f"for {num_external_tokens} external tokens"
-            )
-        local = [b.block_id for b in blocks][first : first + n]
-        self._need_recv[request.request_id] = ReqToRecv(
+        local = [b.block_id for b in blocks][max(first, 0) : max(first, 0) + n]
+        recv = ReqToRecv(
             request.request_id,
             local,
-            remote[first:],
+            remote[max(first, 0) :],
             params["remote_engine_id"],
             params.get("remote_request_id", request.request_id),
+            params.get("remote_transfer_id"),
         )
+        if first < 0:
+            # More tokens than P's block ids cover: fail this receive once, cleanly.
+            recv.remote_block_ids = []
+        self._need_recv[request.request_id] = recv
 
     def build_connector_meta(self, scheduler_output: SchedulerOutput) -> PDConnectorMetadata:
         meta = PDConnectorMetadata(self._need_recv, self._need_send)
@@ -137,14 +156,14 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         params = request.kv_transfer_params or {}
         rid = request.request_id
         if self.role == "prefill":
-            if (
-                params.get("do_remote_decode")
-                and request.status == RequestStatus.FINISHED_LENGTH_CAPPED
-                and block_ids
-            ):
-                self._need_send[rid] = time.monotonic() + self.timeout_s
+            if params.get("do_remote_decode") and request.status in _HANDS_OFF and block_ids:
+                self._need_send[rid] = self.clock() + self.timeout_s
+                self._num_transfers += 1
+                tid = f"{self.engine_id}-{self._num_transfers}"
+                self._transfers[rid] = (tid, frozenset(block_ids))
+                self._claimed.discard(rid)
                 return True, remote_prefill_params(
-                    block_ids, self.engine_id, rid, self.host, self.port
+                    block_ids, self.engine_id, rid, self.host, self.port, transfer_id=tid
                 )
             return False, None
         # D: a read in flight still writes into these blocks; keep them until it lands.
@@ -161,13 +180,41 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         """Tell P that D will not read this request's blocks, so P frees them now."""
         params = request.kv_transfer_params or {}
         remote_rid = params.get("remote_request_id", request.request_id)
-        self.transport.release(params.get("remote_engine_id"), remote_rid)
+        self.transport.release(
+            params.get("remote_engine_id"), remote_rid, params.get("remote_transfer_id")
+        )
         self._trace("kv_release", req_id=request.request_id, remote_request_id=remote_rid)
 
     # ---- worker side -----------------------------------------------------------------
     def register_kv_caches(self, kv_caches: Sequence[Any]) -> None:
         self.kv_caches = list(kv_caches)
-        self.transport.register(self.engine_id, self.kv_caches)
+        self.transport.register(self.engine_id, self.kv_caches, claim=self.claim_read)
+
+    def claim_read(
+        self, remote_request_id: str, transfer_id: str | None, block_ids: Sequence[int]
+    ) -> str | None:
+        """P side, called by the transport before it serves a read: None to serve it, else
+        why not. A read is served once, only while P still holds the request's blocks for
+        that transfer, and only for those blocks (D may read a tail of them)."""
+        held = self._transfers.get(remote_request_id)
+        if held is None:
+            return f"P holds no blocks for request {remote_request_id!r} (released or timed out)"
+        tid, ids = held
+        if transfer_id != tid:
+            return (
+                f"transfer_id={transfer_id!r} is stale: P's current transfer of "
+                f"{remote_request_id!r} is {tid!r}"
+            )
+        if remote_request_id in self._claimed:
+            return f"transfer {tid!r} was already read"
+        deadline = self._need_send.get(remote_request_id, self._sending.get(remote_request_id))
+        if deadline is not None and self.clock() > deadline:
+            return f"transfer {tid!r} expired after kv_transfer_timeout_s={self.timeout_s}"
+        foreign = [b for b in block_ids if b not in ids]
+        if foreign:
+            return f"block {foreign[0]} is not one of the blocks P holds for {tid!r}"
+        self._claimed.add(remote_request_id)
+        return None
 
     def start_load_kv(
         self, metadata: KVConnectorMetadata | None, kv_caches: Sequence[Any] | None = None
@@ -186,6 +233,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
                 caches,
                 r.local_block_ids,
                 r.remote_request_id,
+                transfer_id=r.transfer_id,
             )
 
     def wait_for_save(self) -> None:
@@ -211,11 +259,17 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
                 recving.add(res.req_id)
             else:
                 # D will recompute; tell P it can free the blocks instead of waiting.
-                self.transport.release(r.remote_engine_id, r.remote_request_id)
+                self.transport.release(r.remote_engine_id, r.remote_request_id, r.transfer_id)
                 self._failed.add(res.req_id)
         sending: set[str] = set()
-        served = set(self.transport.take_served(self.engine_id))
-        now = time.monotonic()
+        # A notice names a transfer; one for an older transfer of a reused request id
+        # must not free the blocks of the current one.
+        served = {
+            rid
+            for rid, tid in self.transport.take_served(self.engine_id)
+            if tid is None or tid == self._transfers.get(rid, ("",))[0]
+        }
+        now = self.clock()
         for rid, deadline in list(self._sending.items()):
             if rid in served:
                 sending.add(rid)
@@ -223,8 +277,24 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
             elif now > deadline:
                 sending.add(rid)
                 del self._sending[rid]
-                self._trace("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
+                if deadline != float("-inf"):  # -inf: ended by fail_all_sends, traced there
+                    self._trace("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
+        for rid in sending:
+            # From here the scheduler frees the blocks: no read may be served any more.
+            self._transfers.pop(rid, None)
+            self._claimed.discard(rid)
         return sending, recving
+
+    def fail_all_sends(self, reason: str) -> set[str]:
+        """P side, when D is gone: every held hand-off ends now, so the scheduler frees
+        the blocks at once instead of after ``timeout_s``. Returns the request ids."""
+        ended = set(self._sending) | set(self._need_send)
+        for rid in ended:
+            self._sending[rid] = float("-inf")  # reported by the next get_finished
+            self._need_send.pop(rid, None)
+            self._transfers.pop(rid, None)
+            self._trace("kv_send_aborted", req_id=rid, reason=reason)
+        return ended
 
     def get_failed_recving(self) -> set[str]:
         failed, self._failed = self._failed, set()

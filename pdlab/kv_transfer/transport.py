@@ -11,11 +11,15 @@ transports:
   messages over ``torch.distributed`` (gloo on CPU).
 
 Both verify what arrived with a checksum computed at the source; a mismatch or a failed read
-is reported as failed, and D falls back to computing the prompt itself.
+is reported as failed, and D falls back to computing the prompt itself. Before serving, both
+ask the source engine's ``claim`` callback (``PDConnector.claim_read``) whether it still holds
+the blocks of that request and transfer id: a checksum alone cannot catch a late read, since
+it is computed over whatever the reused blocks hold by then.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +38,25 @@ def blocks_checksum(kv_caches: list[torch.Tensor], block_ids: list[int]) -> floa
         ).view(rows.shape[1:])
         total += float((rows * weights).sum()) * (layer + 1)
     return total
+
+
+# claim(remote_request_id, transfer_id, block_ids) -> None to serve, or the reason not to.
+Claim = Callable[[str, "str | None", Sequence[int]], "str | None"]
+
+
+def check_block_ids(name: str, block_ids: Any, num_blocks: int) -> list[int]:
+    """``block_ids`` as a list of ints in ``[0, num_blocks)``, or ``ValueError`` naming it."""
+    if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Sequence):
+        raise ValueError(f"{name}={block_ids!r} is invalid: expected a list of block ids")
+    for b in block_ids:
+        if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < num_blocks:
+            raise ValueError(f"{name} contains {b!r}: expected block ids in [0, {num_blocks})")
+    return list(block_ids)
+
+
+def one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
 
 
 @dataclass
@@ -56,18 +79,23 @@ class InProcessTransport:
 
     def __init__(self) -> None:
         self._engines: dict[str, list[torch.Tensor]] = {}
-        self._served: dict[str, list[str]] = {}
+        self._claims: dict[str, Claim | None] = {}
+        self._served: dict[str, list[tuple[str, str | None]]] = {}
         self.fault: str | None = None
         self.fault_once: str | None = None
         self.delay_polls = 0
         self._in_flight: dict[str, list[list[Any]]] = {}
 
-    def register(self, engine_id: str, kv_caches: list[torch.Tensor]) -> None:
+    def register(
+        self, engine_id: str, kv_caches: list[torch.Tensor], claim: Claim | None = None
+    ) -> None:
         self._engines[engine_id] = kv_caches
+        self._claims[engine_id] = claim
         self._served.setdefault(engine_id, [])
 
     def unregister(self, engine_id: str) -> None:
         self._engines.pop(engine_id, None)
+        self._claims.pop(engine_id, None)
 
     def start_read(
         self,
@@ -78,6 +106,8 @@ class InProcessTransport:
         local_caches: list[torch.Tensor],
         local_block_ids: list[int],
         remote_request_id: str | None = None,
+        *,
+        transfer_id: str | None = None,
     ) -> None:
         """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
         self._in_flight.setdefault(engine_id, []).append(
@@ -90,6 +120,7 @@ class InProcessTransport:
                     local_caches,
                     local_block_ids,
                     remote_request_id,
+                    transfer_id,
                 ),
             ]
         )
@@ -113,18 +144,52 @@ class InProcessTransport:
         local_caches: list[torch.Tensor],
         local_block_ids: list[int],
         remote_request_id: str | None = None,
+        transfer_id: str | None = None,
     ) -> ReadResult:
-        """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
-        if len(remote_block_ids) != len(local_block_ids):
-            raise ValueError(
-                f"read of {req_id}: {len(remote_block_ids)} remote blocks for "
-                f"{len(local_block_ids)} local blocks"
+        """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's. Any
+        problem (P no longer holds the blocks, bad ids, mismatched caches, an injected
+        fault) is a failed read, reported once; nothing raises into the engine."""
+        n = len(local_block_ids) if isinstance(local_block_ids, Sequence) else 0
+        try:
+            return self._read(
+                req_id,
+                remote_engine_id,
+                remote_block_ids,
+                local_caches,
+                local_block_ids,
+                remote_request_id or req_id,
+                transfer_id,
             )
+        except Exception as e:  # noqa: BLE001 - a failed read, never a failed step
+            return ReadResult(req_id, False, n, 0, one_line(e))
+
+    def _read(
+        self,
+        req_id: str,
+        remote_engine_id: str,
+        remote_block_ids: list[int],
+        local_caches: list[torch.Tensor],
+        local_block_ids: list[int],
+        remote_request_id: str,
+        transfer_id: str | None,
+    ) -> ReadResult:
         fault, self.fault_once = self.fault_once or self.fault, None
         src = self._engines.get(remote_engine_id)
         n = len(local_block_ids)
         if src is None or fault == "fail":
             why = "injected failure" if fault == "fail" else f"unknown engine {remote_engine_id}"
+            return ReadResult(req_id, False, n, 0, why)
+        if len(remote_block_ids) != n:
+            return ReadResult(
+                req_id, False, n, 0, f"{len(remote_block_ids)} remote blocks for {n} local blocks"
+            )
+        check_block_ids("remote_block_ids", remote_block_ids, src[0].shape[0])
+        check_block_ids("local_block_ids", local_block_ids, local_caches[0].shape[0])
+        if [c.shape[1:] for c in src] != [c.shape[1:] for c in local_caches]:
+            return ReadResult(req_id, False, n, 0, "P's and D's caches differ in shape")
+        claim = self._claims.get(remote_engine_id)
+        why = claim(remote_request_id, transfer_id, remote_block_ids) if claim else None
+        if why:
             return ReadResult(req_id, False, n, 0, why)
         expected = blocks_checksum(src, remote_block_ids)
         s_idx = torch.tensor(remote_block_ids, dtype=torch.long)
@@ -137,18 +202,21 @@ class InProcessTransport:
                 rows.view(-1)[:8] = 12345.0  # a flipped range of values
             d.index_copy_(0, d_idx.to(d.device), rows.to(d.device, d.dtype))
             nbytes += rows.numel() * rows.element_size()
+        self._served[remote_engine_id].append((remote_request_id, transfer_id))
         if n and blocks_checksum(local_caches, local_block_ids) != expected:
             return ReadResult(req_id, False, n, nbytes, "checksum mismatch")
-        self._served[remote_engine_id].append(remote_request_id or req_id)
         return ReadResult(req_id, True, n, nbytes)
 
-    def release(self, remote_engine_id: str | None, remote_request_id: str) -> None:
+    def release(
+        self, remote_engine_id: str | None, remote_request_id: str, transfer_id: str | None = None
+    ) -> None:
         """D will not read this request: P may free its blocks now."""
         if remote_engine_id in self._served:
-            self._served[remote_engine_id].append(remote_request_id)
+            self._served[remote_engine_id].append((remote_request_id, transfer_id))
 
-    def take_served(self, engine_id: str) -> list[str]:
-        """Requests whose blocks D has read from ``engine_id`` (NIXL's notification)."""
+    def take_served(self, engine_id: str) -> list[tuple[str, str | None]]:
+        """``(request id, transfer id)`` of each hand-off of ``engine_id`` that D has read
+        or released (NIXL's notification)."""
         served, self._served[engine_id] = self._served.get(engine_id, []), []
         return served
 

@@ -7,21 +7,29 @@ scheduler's deltas, and owns the paged latent caches, one tensor per layer.
 
 Per step it builds the flattened token ids, positions, ``slot_mapping``,
 ``query_start_loc``, ``seq_lens``, ``block_table``, and each request's
-``num_computed_tokens`` and ``num_prompt_tokens``; orders decodes first (vLLM's
-``reorder_batch_to_split_decodes_and_prefills``) under the configured rule; runs the model;
+``num_computed_tokens`` and ``num_prompt_tokens`` and ``is_prefilling =
+num_computed_tokens < num_prompt_tokens``; orders the batch decode, short_extend,
+long_extend, prefill (vLLM's ``reorder_batch_to_split_decodes_and_prefills``); lets the MLA
+metadata builder split it (``pdlab/attention/builder.py``); runs the model;
 and samples only for requests whose known tokens are all computed after this step.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from pdlab.attention.metadata import MLAMetadata, reorder_batch_to_split_decodes_and_prefills
+from pdlab.attention.builder import MLAMetadataBuilder
+from pdlab.attention.metadata import (
+    CommonAttentionMetadata,
+    batch_region,
+    reorder_batch_to_split_decodes_and_prefills,
+)
 from pdlab.attention.mla import ForwardContext, MLAAttention
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 
 
@@ -56,8 +64,12 @@ class ModelRunner:
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
         connector_worker: Any = None,
+        attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None,
     ) -> None:
         self.model = model
+        self.attention_config = attention_config or AttentionConfig()
+        self.parallel_config = parallel_config or ParallelConfig()
         self.cfg = model.config
         self.cache_config = cache_config
         self.scheduler_config = scheduler_config
@@ -68,18 +80,31 @@ class ModelRunner:
         self.workspace_tokens = workspace_tokens
         self.connector_worker = connector_worker
         self.attention = MLAAttention()
+        self.attn_metadata_builder = MLAMetadataBuilder(
+            cache_config.block_size,
+            self.attention_config,
+            self.parallel_config,
+            workspace_tokens,
+        )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
-        self.kv_caches = [
-            torch.full(
-                (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim),
-                float("nan"),
-                dtype=p.dtype,
-                device=p.device,
-            )
-            for _ in range(self.cfg.num_hidden_layers)
-        ]
+        shape = (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim)
+        try:
+            self.kv_caches = [
+                torch.full(shape, float("nan"), dtype=p.dtype, device=p.device)
+                for _ in range(self.cfg.num_hidden_layers)
+            ]
+        except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
+            gib = math.prod(shape) * p.element_size() * self.cfg.num_hidden_layers / 2**30
+            raise ValueError(
+                f"CacheConfig(num_blocks={cache_config.num_blocks}, "
+                f"block_size={cache_config.block_size}) is too large: the latent cache needs "
+                f"{gib:.1f} GiB on {p.device} and allocating it failed ({_one_line(e)}); "
+                "expected fewer blocks or a smaller block_size"
+            ) from None
         self.requests: dict[str, CachedRequestState] = {}
+        # Requests whose step raised, with the reason; the engine finishes them.
+        self.req_errors: dict[str, str] = {}
         self._num_generators = 0
         # Set keep_logits to keep every sampled row's logits (tests compare them).
         self.keep_logits = False
@@ -130,8 +155,9 @@ class ModelRunner:
         if conn is not None:
             conn.start_load_kv(so.kv_connector_metadata)
         sampled: dict[str, list[int]] = {}
+        self.req_errors = {}
         if so.total_num_scheduled_tokens > 0:
-            sampled = self._run_batch(so)
+            sampled = self._run_guarded(so)
         kv_out = None
         if conn is not None:
             conn.wait_for_save()
@@ -149,17 +175,73 @@ class ModelRunner:
             kv_connector_output=kv_out,
         )
 
-    def _run_batch(self, so: SchedulerOutput) -> dict[str, list[int]]:
-        bs = self.cache_config.block_size
-        sc = self.scheduler_config
+    # ---- faults ----------------------------------------------------------------------
+    def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
+        """Run the batch so that one bad request cannot take the others down.
+
+        vLLM lets an exception in ``execute_model`` kill the engine core; pdlab keeps
+        serving: a request whose inputs are out of range is left out before the forward,
+        and if the batched forward still raises, each request runs alone once to find the
+        ones that fail. Those land in ``req_errors``; the engine finishes them with
+        ``FINISHED_ERROR`` and frees their blocks."""
         rids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
+        for r in rids:
+            why = self._input_error(r, so.num_scheduled_tokens[r])
+            if why:
+                self.req_errors[r] = why
+        good = [r for r in rids if r not in self.req_errors]
+        if not good:
+            return {}
+        try:
+            return self._run_batch(so, good)
+        except Exception as e:  # noqa: BLE001 - isolated below, reported per request
+            if len(good) == 1:
+                self.req_errors[good[0]] = _one_line(e)
+                return {}
+        sampled: dict[str, list[int]] = {}
+        for r in good:
+            try:
+                sampled.update(self._run_batch(so, [r]))
+            except Exception as e:  # noqa: BLE001
+                self.req_errors[r] = _one_line(e)
+        return sampled
+
+    def _input_error(self, rid: str, n: int) -> str | None:
+        """Why this request's inputs cannot run (token ids, positions, block ids), or None."""
+        s = self.requests.get(rid)
+        if s is None:
+            return f"the runner has no state for request {rid!r}"
+        c, bs = s.num_computed_tokens, self.cache_config.block_size
+        toks = s.all_token_ids[c : c + n]
+        if len(toks) != n:
+            return f"scheduled {n} tokens from {c} but only {s.num_tokens} are known"
+        vocab = self.cfg.vocab_size
+        bad = [t for t in toks if not 0 <= t < vocab]
+        if bad:
+            return f"token id {bad[0]} is out of range: expected [0, {vocab}) (vocab_size)"
+        if c + n > self.cfg.max_position_embeddings:
+            return (
+                f"position {c + n - 1} is out of range: expected < "
+                f"{self.cfg.max_position_embeddings} (max_position_embeddings)"
+            )
+        need = -(-(c + n) // bs)
+        if len(s.block_ids) < need:
+            return f"{len(s.block_ids)} blocks hold {c + n} tokens: expected {need}"
+        nb = self.cache_config.num_blocks
+        wild = [b for b in s.block_ids[:need] if not 0 <= b < nb]
+        if wild:
+            return f"block id {wild[0]} is out of range: expected [0, {nb}) (num_blocks)"
+        return None
+
+    def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
+        bs = self.cache_config.block_size
         states = [self.requests[r] for r in rids]
         q_lens = [so.num_scheduled_tokens[r] for r in rids]
         computed = [s.num_computed_tokens for s in states]
         prompts = [len(s.prompt_token_ids) for s in states]
-        order = reorder_batch_to_split_decodes_and_prefills(
-            q_lens, computed, prompts, sc.rule, sc.decode_threshold
-        )
+        builder = self.attn_metadata_builder
+        threshold = builder.reorder_batch_threshold
+        order = reorder_batch_to_split_decodes_and_prefills(q_lens, computed, prompts, threshold)
         rids = [rids[i] for i in order]
         states = [states[i] for i in order]
         q_lens = [q_lens[i] for i in order]
@@ -185,33 +267,45 @@ class ModelRunner:
         qsl = torch.zeros(len(states) + 1, dtype=torch.int32)
         qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
         device = self.kv_caches[0].device
-        meta = MLAMetadata(
-            req_ids=rids,
+        seq_lens = [c + n for c, n in zip(computed, q_lens)]
+        computed_cpu = torch.tensor(computed, dtype=torch.int32)
+        # The learner's expression, computed for every request as upstream's runner does.
+        is_prefilling = computed_cpu < torch.tensor(prompts, dtype=torch.int32)
+        common = CommonAttentionMetadata(
             query_start_loc=qsl.to(device),
-            seq_lens=torch.tensor(
-                [c + n for c, n in zip(computed, q_lens)], dtype=torch.int32, device=device
-            ),
-            num_computed_tokens=torch.tensor(computed, dtype=torch.int32, device=device),
-            num_prompt_tokens=torch.tensor(prompts, dtype=torch.int32, device=device),
-            block_table=block_table.to(device),
+            query_start_loc_cpu=qsl,
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+            num_reqs=len(rids),
+            num_actual_tokens=int(qsl[-1]),
+            max_query_len=max(q_lens),
+            max_seq_len=max(seq_lens),
+            block_table_tensor=block_table.to(device),
             slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
-            block_size=bs,
-            rule=sc.rule,
-            decode_threshold=sc.decode_threshold,
+            is_prefilling=is_prefilling,
+            req_ids=rids,
+            num_computed_tokens_cpu=computed_cpu,
         )
+        meta = builder.build(common)
         if self.emit is not None:
-            decode_flags = meta.is_decode()
             for i, r in enumerate(rids):
+                decode = i < meta.num_decodes
                 self.emit(
                     "route",
                     req_id=r,
-                    rule=sc.rule,
-                    decode_threshold=sc.decode_threshold,
                     query_len=q_lens[i],
                     num_computed_tokens=computed[i],
                     num_prompt_tokens=prompts[i],
-                    path="decode" if decode_flags[i] else "prefill",
-                    forward="_forward_decode" if decode_flags[i] else "_forward_prefill",
+                    is_prefilling=bool(is_prefilling[i]),
+                    region=batch_region(q_lens[i], computed[i], prompts[i], threshold),
+                    decode_threshold=threshold,
+                    require_uniform=builder.require_uniform,
+                    treat_short_extends_as_decodes=builder.treat_short_extends_as_decodes,
+                    prefill_context_parallel_size=(
+                        self.parallel_config.prefill_context_parallel_size
+                    ),
+                    mla_backend=self.attention_config.backend,
+                    path="decode" if decode else "prefill",
+                    forward="_forward_decode" if decode else "_forward_prefill",
                 )
         ctx = ForwardContext(
             meta,
@@ -263,3 +357,8 @@ class ModelRunner:
         # Sample on the CPU, where the request's seeded generator lives.
         probs = torch.softmax(logits.float().cpu() / t, dim=-1)
         return int(torch.multinomial(probs, 1, generator=s.generator))
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

@@ -105,10 +105,8 @@ def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figu
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path _forward_prefill (rule='prompt')")
-    a1.loglog(
-        contexts, [d.flops for d in dec], "s-", label="path _forward_decode (rule='query_len')"
-    )
+    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path _forward_prefill (PCP > 1)")
+    a1.loglog(contexts, [d.flops for d in dec], "s-", label="path _forward_decode (default)")
     a1.set_xlabel("context length (tokens cached before the step)")
     a1.set_ylabel("FLOPs per layer")
     a1.set_title(f"{cfg.name}: one token, FLOPs")

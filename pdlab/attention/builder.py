@@ -1,0 +1,213 @@
+"""The MLA metadata builder: one step's batch, split into decodes and prefills, with the
+prefills' cached context planned in workspace-sized chunks.
+
+Mirrors ``MLACommonMetadataBuilder.build`` and ``plan_mla_context_chunks`` in
+``vllm/model_executor/layers/attention/mla_attention.py`` (vLLM 0.33.0), without decode
+context parallelism. Two settings decide the routing:
+
+* the backend profile (:class:`pdlab.config.MLABackendProfile`): ``decode_threshold`` is
+  its ``reorder_batch_threshold`` and ``require_uniform`` is ``query_len_support != VARLEN``;
+* ``use_pcp`` (``prefill_context_parallel_size > 1``): the builder passes
+  ``treat_short_extends_as_decodes = not use_pcp``.
+
+So D's first step after a KV transfer (one query token over ``N - 1`` cached tokens, still
+``is_prefilling``) is a decode by default and a prefill under prefill context parallelism.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
+from pdlab.config import AttentionConfig, ParallelConfig
+
+
+@dataclass(frozen=True)
+class ContextChunk:
+    """A group of consecutive prefills whose cached context is gathered together:
+    prefill ``request_start + i`` reads ``seq_lens[i]`` rows from position ``starts[i]``."""
+
+    request_start: int
+    request_end: int
+    starts: list[int]
+    seq_lens: list[int]
+
+    @property
+    def is_continuation(self) -> bool:
+        """The first request's context began in an earlier chunk."""
+        return self.starts[0] > 0
+
+
+def plan_context_chunks(
+    context_lens: list[int], workspace_size: int, block_size: int
+) -> list[ContextChunk]:
+    """Pack the prefills' contexts, in batch order, into chunks of at most
+    ``workspace_size`` rows. A context that does not fit in what is left is split at a
+    multiple of ``block_size`` (the gather starts on a page boundary) and continues in the
+    next chunk. A request with no context ends the current chunk and is skipped."""
+    max_chunk = workspace_size // block_size * block_size
+    if max_chunk <= 0:
+        raise ValueError(
+            f"workspace_size={workspace_size} is invalid: it must hold at least one "
+            f"block of {block_size} rows"
+        )
+    plans: list[ContextChunk] = []
+    req, start, n = 0, 0, len(context_lens)
+    while req < n:
+        if context_lens[req] == 0:
+            req += 1
+            continue
+        first, starts, lens, rows = req, [], [], 0
+        while req < n and context_lens[req] > 0:
+            remaining = context_lens[req] - start
+            if rows + remaining > workspace_size:
+                room = (workspace_size - rows) // block_size * block_size
+                piece = min(max_chunk, (remaining - 1) // block_size * block_size, room)
+                if piece > 0:
+                    starts.append(start)
+                    lens.append(piece)
+                    start += piece
+                break
+            rows += remaining
+            starts.append(start)
+            lens.append(remaining)
+            req, start = req + 1, 0
+        plans.append(ContextChunk(first, first + len(lens), starts, lens))
+    return plans
+
+
+@dataclass
+class MLAMetadata:
+    """What one step's MLA attention needs, decodes first.
+
+    ``seq_lens`` counts the tokens in the cache after this step's write;
+    ``num_computed_tokens`` counts them before it (the context), so
+    ``query_len = seq_len - num_computed_tokens``.
+    """
+
+    req_ids: list[str]
+    query_start_loc: torch.Tensor  # int32[B + 1]
+    seq_lens: torch.Tensor  # int32[B]
+    num_computed_tokens: torch.Tensor  # int32[B]
+    is_prefilling: torch.Tensor  # bool[B]
+    block_table: torch.Tensor  # int32[B, max_blocks]
+    slot_mapping: torch.Tensor  # int64[T]
+    block_size: int
+    num_decodes: int
+    num_prefills: int
+    num_decode_tokens: int
+    num_prefill_tokens: int
+    decode_threshold: int = 1
+    require_uniform: bool = False
+    treat_short_extends_as_decodes: bool = True
+    context_chunks: list[ContextChunk] = field(default_factory=list)
+
+    @property
+    def num_reqs(self) -> int:
+        return len(self.req_ids)
+
+    @property
+    def num_actual_tokens(self) -> int:
+        return int(self.query_start_loc[-1])
+
+    @property
+    def query_lens(self) -> torch.Tensor:
+        return self.query_start_loc[1:] - self.query_start_loc[:-1]
+
+    def is_decode(self) -> list[bool]:
+        return [i < self.num_decodes for i in range(self.num_reqs)]
+
+
+class MLAMetadataBuilder:
+    """Builds :class:`MLAMetadata` from a :class:`CommonAttentionMetadata`."""
+
+    def __init__(
+        self,
+        block_size: int,
+        attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None,
+        workspace_size: int = 2048,
+    ) -> None:
+        profile = (attention_config or AttentionConfig()).profile
+        self.block_size = block_size
+        self.reorder_batch_threshold = profile.reorder_batch_threshold
+        self.require_uniform = profile.require_uniform
+        self.use_pcp = (parallel_config or ParallelConfig()).use_pcp
+        self.workspace_size = workspace_size
+
+    @property
+    def treat_short_extends_as_decodes(self) -> bool:
+        return not self.use_pcp
+
+    def build(self, cm: CommonAttentionMetadata) -> MLAMetadata:
+        nd, np_, ndt, npt = split_decodes_and_prefills(
+            cm,
+            decode_threshold=self.reorder_batch_threshold,
+            require_uniform=self.require_uniform,
+            treat_short_extends_as_decodes=self.treat_short_extends_as_decodes,
+        )
+        device = cm.query_start_loc.device
+        context = (cm.seq_lens.cpu() - cm.query_lens_cpu.to(cm.seq_lens.dtype)).to(torch.int32)
+        chunks = plan_context_chunks(context[nd:].tolist(), self.workspace_size, self.block_size)
+        is_prefilling = cm.is_prefilling
+        if is_prefilling is None:
+            is_prefilling = torch.zeros(cm.num_reqs, dtype=torch.bool)
+        return MLAMetadata(
+            req_ids=list(cm.req_ids),
+            query_start_loc=cm.query_start_loc,
+            seq_lens=cm.seq_lens,
+            num_computed_tokens=context.to(device),
+            is_prefilling=is_prefilling,
+            block_table=cm.block_table_tensor,
+            slot_mapping=cm.slot_mapping,
+            block_size=self.block_size,
+            num_decodes=nd,
+            num_prefills=np_,
+            num_decode_tokens=ndt,
+            num_prefill_tokens=npt,
+            decode_threshold=self.reorder_batch_threshold,
+            require_uniform=self.require_uniform,
+            treat_short_extends_as_decodes=self.treat_short_extends_as_decodes,
+            context_chunks=chunks,
+        )
+
+
+def build_mla_metadata(
+    query_lens: list[int],
+    num_computed_tokens: list[int],
+    num_prompt_tokens: list[int],
+    block_table: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    block_size: int,
+    *,
+    req_ids: list[str] | None = None,
+    attention_config: AttentionConfig | None = None,
+    parallel_config: ParallelConfig | None = None,
+    workspace_size: int = 2048,
+) -> MLAMetadata:
+    """The model runner's two steps in one call, for a batch already in order: the common
+    metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``), then the
+    MLA builder's split. Tensors go to ``block_table``'s device."""
+    device = block_table.device
+    qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
+    qsl[1:] = torch.cumsum(torch.tensor(query_lens, dtype=torch.int32), 0)
+    seq_lens = [c + q for c, q in zip(num_computed_tokens, query_lens)]
+    computed = torch.tensor(num_computed_tokens, dtype=torch.int32)
+    cm = CommonAttentionMetadata(
+        query_start_loc=qsl.to(device),
+        query_start_loc_cpu=qsl,
+        seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+        num_reqs=len(query_lens),
+        num_actual_tokens=int(qsl[-1]),
+        max_query_len=max(query_lens, default=0),
+        max_seq_len=max(seq_lens, default=0),
+        block_table_tensor=block_table,
+        slot_mapping=slot_mapping,
+        is_prefilling=computed < torch.tensor(num_prompt_tokens, dtype=torch.int32),
+        req_ids=req_ids if req_ids is not None else [f"r{i}" for i in range(len(query_lens))],
+        num_computed_tokens_cpu=computed,
+    )
+    builder = MLAMetadataBuilder(block_size, attention_config, parallel_config, workspace_size)
+    return builder.build(cm)
