@@ -79,6 +79,14 @@ def cpu_note() -> str:
 Progress = Callable[[int, int, str], None]
 
 
+def published_peak(name: str) -> tuple[float, float]:
+    """(dense bf16 FLOP/s, HBM bytes/s) of a GPU named in :data:`PEAKS`, e.g. ``"H800"``."""
+    for key, tflops, gbps in PEAKS:
+        if key == name:
+            return tflops * 1e12, gbps * 1e9
+    raise ValueError(f"name={name!r} is invalid: expected one of {[k for k, _, _ in PEAKS]}")
+
+
 def device_peaks(device: torch.device) -> tuple[float | None, float | None]:
     """(bf16 TFLOP/s, GB/s) of a CUDA device, from its name, else from its memory clock."""
     name = torch.cuda.get_device_name(device)

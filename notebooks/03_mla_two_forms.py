@@ -61,7 +61,6 @@ ensure_pdlab()
 
 # %%
 # %matplotlib inline
-import time
 
 import torch
 from IPython.display import HTML, display
@@ -69,12 +68,14 @@ from matplotlib.figure import Figure
 
 from pdlab.attention.cost import (
     absorb_crossover_query_len,
+    absorb_flops_per_key,
     decode_path_cost,
     mla_decode_cost,
     prefill_path_cost,
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
+from pdlab.kernels.bench import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 
 PRESETS = [
@@ -219,13 +220,7 @@ assert 165 < x_v3 < 175
 
 
 # %%
-def flops_per_key(cfg, q):
-    """Per layer, per cached token, for q query tokens of one request."""
-    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
-    naive = 2 * L * h * (n + v) + q * 2 * h * (n + R + v)
-    absorbed = q * 2 * h * ((L + R) + L)
-    return naive, absorbed
+flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
 
 
 qs = [2**k for k in range(0, 14)]
@@ -275,29 +270,10 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 
 
 # %%
-def measure_cpu():
-    torch.manual_seed(0)
-    a, b = torch.randn(768, 768), torch.randn(768, 768)
-    a @ b
-    best = float("inf")
-    for _ in range(5):
-        t = time.perf_counter()
-        a @ b
-        best = min(best, time.perf_counter() - t)
-    matmul_rate = 2 * 768**3 / best
-    x = torch.empty(16 * 2**20)  # 64 MiB
-    x.fill_(1.0)
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        x.clone()
-        best = min(best, time.perf_counter() - t)
-    return matmul_rate, 2 * x.numel() * 4 / best  # read + write
-
-
-cpu_flops, cpu_bw = measure_cpu()
+ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/kernels/bench.py
+cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
 DEVICES = {  # name: (peak FLOP/s, bytes/s)
-    "H100/H800 SXM, bf16 peak": (989e12, 3.35e12),
+    "H100/H800 SXM, bf16 peak": published_peak("H800"),
     "FlashMLA on H800, reported": (660e12, 3.0e12),
     f"this CPU, measured ({torch.get_num_threads()} threads, fp32)": (cpu_flops, cpu_bw),
 }

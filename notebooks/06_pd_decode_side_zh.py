@@ -85,7 +85,7 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
+from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     reorder_batch_to_split_decodes_and_prefills,
@@ -96,6 +96,7 @@ from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConf
 from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
+from pdlab.kernels.bench import published_peak
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
@@ -493,7 +494,7 @@ per_ctx_token = gemm(
 print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
 assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
 
-PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
+PEAK_FLOPS, PEAK_BW = published_peak("H800")  # dense bf16 and HBM3 (NVIDIA's datasheets)
 
 
 def roofline_us(c, layers):
@@ -503,6 +504,10 @@ def roofline_us(c, layers):
 cost_rows = []
 for ctx in (1024, 4096, 16384, 65536):
     pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
+    # What one more request adds in a batch: the weights are read once for all of them.
+    marginal = (pre.bytes - shared_weight_bytes(V3, "prefill", ctx)) / (
+        dec.bytes - shared_weight_bytes(V3, "decode", ctx)
+    )
     cost_rows.append(
         [
             ctx,
@@ -512,6 +517,7 @@ for ctx in (1024, 4096, 16384, 65536):
             nbytes(pre.bytes),
             nbytes(dec.bytes),
             f"{pre.bytes / dec.bytes:.1f}x",
+            f"{marginal:.0f}x",
             f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
             f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
         ]
@@ -528,6 +534,7 @@ display(
                 "bytes _forward_prefill",
                 "bytes _forward_decode",
                 "ratio",
+                "ratio per request in a batch",
                 "H800 bound, _forward_prefill",
                 "H800 bound, _forward_decode",
             ],
@@ -540,10 +547,12 @@ display(
 plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown]
-# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。随着上下文变长，它的字节数
-# 从几倍涨到约 90 倍，但这个比值把 decode 路径的吸收权重（`W_UK`、`W_UV`，V3 维度下约 33 MB）
-# 算在了一个请求头上。批处理时这些权重对所有 decode 只读一次，每多一个请求真正多出的只是它的
-# latent 行；上表仍按单个请求计。无论如何，它都是用昂贵的方式算出正确的 token；而开启 prefill
+# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。字节数之比随上下文增长，
+# 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
+# `W_UV`，V3 维度下约 33 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
+# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
+# `shared_weight_bytes`）：decode 路径只是它的 latent 行，prefill 路径则是取出、上投影并重新
+# 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启 prefill
 # 上下文并行时，D 上*每个*请求都从这一步开始。
 #
 # ## 7. 动手试试

@@ -116,7 +116,7 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
+from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     reorder_batch_to_split_decodes_and_prefills,
@@ -127,6 +127,7 @@ from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConf
 from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
+from pdlab.kernels.bench import published_peak
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
@@ -664,7 +665,7 @@ per_ctx_token = gemm(
 print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
 assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
 
-PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
+PEAK_FLOPS, PEAK_BW = published_peak("H800")  # dense bf16 and HBM3 (NVIDIA's datasheets)
 
 
 def roofline_us(c, layers):
@@ -674,6 +675,10 @@ def roofline_us(c, layers):
 cost_rows = []
 for ctx in (1024, 4096, 16384, 65536):
     pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
+    # What one more request adds in a batch: the weights are read once for all of them.
+    marginal = (pre.bytes - shared_weight_bytes(V3, "prefill", ctx)) / (
+        dec.bytes - shared_weight_bytes(V3, "decode", ctx)
+    )
     cost_rows.append(
         [
             ctx,
@@ -683,6 +688,7 @@ for ctx in (1024, 4096, 16384, 65536):
             nbytes(pre.bytes),
             nbytes(dec.bytes),
             f"{pre.bytes / dec.bytes:.1f}x",
+            f"{marginal:.0f}x",
             f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
             f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
         ]
@@ -699,6 +705,7 @@ display(
                 "bytes _forward_prefill",
                 "bytes _forward_decode",
                 "ratio",
+                "ratio per request in a batch",
                 "H800 bound, _forward_prefill",
                 "H800 bound, _forward_decode",
             ],
@@ -712,12 +719,14 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown] en
 # For one token, the prefill path does more than 100 times the FLOPs of the decode path.
-# Its bytes grow from a few times to about 90 times the decode path's as the context grows,
-# but that ratio counts the decode path's absorbed weights (`W_UK`, `W_UV`, about 33 MB at
-# V3 widths) against one request. In a batch those weights are read once for every decode,
-# so what each extra request costs is its latent rows; the table above stays per request.
-# Either way it computes the right token the expensive way, and under prefill context
-# parallelism *every* request on D starts with this step.
+# Its bytes ratio grows with the context, but for a lone request it counts the weights both
+# paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 33 MB at V3
+# widths, on the other) against that one request. In a batch the weights are read once for
+# all requests, so the column "per request in a batch" compares what one more request adds
+# (`shared_weight_bytes` in `pdlab/attention/cost.py`): its latent rows on the decode path,
+# against the gathered, up-projected and reassembled context on the prefill path. Either
+# way the prefill path computes the right token the expensive way, and under prefill
+# context parallelism *every* request on D starts with this step.
 #
 # ## 7. Explore
 #
@@ -734,10 +743,12 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # - switch the preset to see the cost at `N - 1` for real dimensions; the tokens stay equal.
 
 # %% [markdown] zh
-# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。随着上下文变长，它的字节数
-# 从几倍涨到约 90 倍，但这个比值把 decode 路径的吸收权重（`W_UK`、`W_UV`，V3 维度下约 33 MB）
-# 算在了一个请求头上。批处理时这些权重对所有 decode 只读一次，每多一个请求真正多出的只是它的
-# latent 行；上表仍按单个请求计。无论如何，它都是用昂贵的方式算出正确的 token；而开启 prefill
+# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。字节数之比随上下文增长，
+# 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
+# `W_UV`，V3 维度下约 33 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
+# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
+# `shared_weight_bytes`）：decode 路径只是它的 latent 行，prefill 路径则是取出、上投影并重新
+# 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启 prefill
 # 上下文并行时，D 上*每个*请求都从这一步开始。
 #
 # ## 7. 动手试试

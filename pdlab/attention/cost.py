@@ -3,9 +3,9 @@ through either MLA path (for the tour, the notebooks and ``pdlab bench paths``).
 
 A matrix product ``[M, K] @ [K, N]`` costs ``2 M N K`` FLOPs; bytes count each operand read
 once and each result written once, at ``elem_bytes`` per value (2 for bf16). These are the
-numbers a roofline reads, not measurements. The two paths mirror ``_forward_prefill`` /
-``_compute_prefill_context`` and ``_forward_decode`` of vLLM's MLA
-(``vllm/v1/attention/backends/mla/common.py``).
+numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (pdlab's
+``_forward_prefill`` / ``_compute_prefill_context``) and ``forward_mqa`` (``_forward_decode``)
+of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``).
 """
 
 from __future__ import annotations
@@ -166,7 +166,33 @@ def decode_path_cost(
 def absorb_crossover_query_len(cfg: ModelConfig) -> float:
     """Query length below which the absorbed form needs fewer FLOPs than up-projecting the
     keys: per key, up-projection costs ``2 L H (nope + v)`` once, while absorbing costs
-    ``2 H ((L + R + L) - (qk + v))`` more per query. About 170 for DeepSeek-V3."""
+    ``2 H ((L + R + L) - (qk + v))`` more per query. About 171 for DeepSeek-V3."""
     L = cfg.kv_lora_rank
     extra_per_query = (2 * L + cfg.qk_rope_head_dim) - (cfg.qk_head_dim + cfg.v_head_dim)
     return L * (cfg.qk_nope_head_dim + cfg.v_head_dim) / extra_per_query
+
+
+def absorb_flops_per_key(cfg: ModelConfig, query_len: int) -> tuple[float, float]:
+    """``(naive, absorbed)`` FLOPs per cached token and layer for ``query_len`` query tokens
+    of one request: the naive form up-projects the key once (``2 L H (nope + v)``) and then
+    attends at ``qk + v`` per head and query; the absorbed form attends over the latent row
+    at ``(L + R) + L`` per head and query."""
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
+    naive = 2.0 * L * h * (n + v) + query_len * 2.0 * h * (n + R + v)
+    absorbed = query_len * 2.0 * h * ((L + R) + L)
+    return naive, absorbed
+
+
+def shared_weight_bytes(cfg: ModelConfig, path: str, context_len: int, e: int = 2) -> float:
+    """Bytes of weights a path's cost counts that a batch reads once for all its requests:
+    ``kv_b_proj`` on the prefill path (once for the new tokens, once more for the context),
+    the absorbed ``W_UK`` and ``W_UV`` on the decode path. ``cost.bytes`` minus this is what
+    one more request in a batch adds (its marginal bytes)."""
+    h, L = cfg.num_attention_heads, cfg.kv_lora_rank
+    n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
+    if path == "prefill":
+        return float(e) * L * h * (n + v) * (2 if context_len > 0 else 1)
+    if path == "decode":
+        return float(e) * h * (n * L + L * v)
+    raise ValueError(f"path={path!r} is invalid: expected 'prefill' or 'decode'")
