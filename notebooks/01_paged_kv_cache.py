@@ -41,7 +41,8 @@ from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.request import Request, SamplingParams
 from pdlab.tokenizer import encode
-from pdlab.ui.widgets import BlockPoolExplorer, html_table, show_source
+from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.widgets import BlockPoolExplorer
 
 BACKEND = "torch"
 
@@ -51,7 +52,10 @@ BACKEND = "torch"
 # Every layer's cache is one tensor allocated up front, `[num_blocks, block_size, row]`
 # (for DeepSeek's MLA a row is the 576-value latent `[kv_c | k_pe]`; notebook 3). A block is
 # an index into the first dimension. The pool only deals in block ids: it hands them out
-# from the front of a free queue and takes them back at the end.
+# from the front of a free queue. Where a freed block goes back depends on whether it
+# still holds a cached prefix (section 5): these three hold nothing anyone could reuse, so
+# they go back to the *front*, to be handed out again first. A request gives its blocks
+# back tail first, so its last block is the next one out.
 
 # %%
 pool = BlockPool(num_blocks=8)
@@ -60,7 +64,9 @@ print("taken:", taken)
 print("free queue:", [b.block_id for b in pool.free_block_queue])
 pool.free_blocks(reversed(taken))  # a request gives its blocks back tail first
 print("after freeing:", [b.block_id for b in pool.free_block_queue])
-assert [b.block_id for b in pool.free_block_queue] == [3, 4, 5, 6, 7, 2, 1, 0]
+never_used = [3, 4, 5, 6, 7]
+assert [b.block_id for b in pool.free_block_queue] == [2, 1, 0] + never_used
+assert [b.block_id for b in pool.get_new_blocks(2)] == [2, 1]
 
 # %% [markdown]
 # ## 2. Block tables and slot mapping
@@ -194,9 +200,10 @@ display(
 #
 # A freed block that holds a cached prefix keeps its contents and its hash: it can still
 # be hit until the pool hands it out again. Blocks are handed out from the front of the
-# free queue and freed blocks join the back, so the least recently freed is evicted first.
-# A request frees its blocks tail first, so its last blocks (least likely to be shared) go
-# before its prefix.
+# free queue; freed cached blocks join the back, so the least recently freed is evicted
+# first (a freed block with no hash, like a half-filled last block, goes to the front
+# instead: nobody can hit it, so it is reused first, as in section 1). A request frees its
+# blocks tail first, so its last blocks (least likely to be shared) go before its prefix.
 
 # %%
 mgr = KVCacheManager(CacheConfig(block_size=B, num_blocks=6), max_model_len=64)

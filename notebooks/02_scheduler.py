@@ -24,6 +24,8 @@
 # - **chunked prefill**: a long prompt takes several steps, and a token is sampled only
 #   when the last chunk is done;
 # - **mixed batches**: decodes (one token each) and prompt chunks share a step;
+# - **admission**: a waiting request is admitted only when its whole prompt fits in the
+#   free blocks (`scheduler_reserve_full_isl`, on by default in vLLM 0.33.0);
 # - **preemption**: when blocks run out, the newest running request gives its blocks back
 #   and is recomputed later (helped by the prefix cache).
 #
@@ -43,8 +45,9 @@ from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import html_table, show_source
 from pdlab.ui.plots import plot_num_computed_tokens
-from pdlab.ui.widgets import StepPlayer, html_table, show_source, step_rows
+from pdlab.ui.widgets import StepPlayer, step_rows
 
 BACKEND = "torch"
 TINY = ModelConfig.tiny()
@@ -53,7 +56,8 @@ TINY = ModelConfig.tiny()
 # ## 1. `num_computed_tokens` is the single source of truth
 #
 # For each running request, `schedule()` asks for `num_tokens - num_computed_tokens` new
-# tokens, cut by the budget left in this step (and by `long_prefill_token_threshold`):
+# tokens, cut by the budget left in this step (and by `long_prefill_token_threshold` when
+# more than one request is running or waiting), and below `max_model_len`:
 
 # %%
 show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
@@ -138,7 +142,9 @@ plot_num_computed_tokens(chunked.tracer)
 #
 # A 50-token prompt under a 16-token budget is computed in chunks of 16, 16, 16 and 2.
 # `long_prefill_token_threshold` caps a single request's share of a step even when the
-# budget has room, so one long prompt cannot crowd out the others:
+# budget has room, so one long prompt cannot crowd out the others. When the long prompt is
+# the only request there is nobody to crowd out, and vLLM lifts the cap: below, a short
+# prompt arrives with the long one, and the cap holds only while both are there.
 
 # %%
 long_prompt = "a long prompt is prefilled in chunks, step by step"
@@ -150,15 +156,25 @@ for threshold in (0, 8):
         SchedulerConfig(max_num_batched_tokens=16, long_prefill_token_threshold=threshold),
         backend=BACKEND,
     )
-    eng.generate(long_prompt, SamplingParams(max_tokens=1))
-    chunks = [r["num_scheduled_tokens"] for e in eng.tracer.filter("step") for r in e["scheduled"]]
-    print(f"long_prefill_token_threshold={threshold}: chunks {chunks}")
-    assert sum(chunks) == 50 and max(chunks) == (16 if threshold == 0 else threshold)
+    long_out, short_out = eng.generate([long_prompt, "a short one"], SamplingParams(max_tokens=1))
+    short_done = eng.tracer.first("finish", req_id=short_out.request_id)["step"]
+    chunks = [
+        (e["step"], r["num_scheduled_tokens"])
+        for e in eng.tracer.filter("step")
+        for r in e["scheduled"]
+        if r["req_id"] == long_out.request_id
+    ]
+    print(f"long_prefill_token_threshold={threshold}: chunks {[n for _, n in chunks]}", end="")
+    print(f" (the short prompt finished at step {short_done})")
+    assert sum(n for _, n in chunks) == 50
+    if threshold:
+        assert all(n <= threshold for s, n in chunks if s <= short_done)
+        assert max(n for s, n in chunks if s > short_done) > threshold  # alone: no cap
 
 # %% [markdown]
 # ## 4. Preemption
 #
-# Now the same three prompts with only 10 blocks of 4 slots. As the requests grow, the
+# Now the same three prompts with only 11 blocks of 4 slots. As the requests grow, the
 # pool runs out; `schedule()` then preempts the most recently admitted running request:
 # its blocks are freed, its `num_computed_tokens` drops to 0, and it goes back to the
 # front of the waiting queue. When it is admitted again, the prefix cache may still hold
@@ -166,7 +182,7 @@ for threshold in (0, 8):
 
 # %%
 tight, tight_tokens = run(
-    CacheConfig(block_size=4, num_blocks=10), SchedulerConfig(max_num_batched_tokens=16)
+    CacheConfig(block_size=4, num_blocks=11), SchedulerConfig(max_num_batched_tokens=16)
 )
 display(timeline(tight.tracer))
 for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
@@ -176,7 +192,7 @@ for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
             f"{k}={v}" for k, v in e.items() if k not in ("kind", "instance", "step", "req_id")
         )
     )
-assert tight.tracer.filter("preempt"), "expected at least one preemption with 10 blocks"
+assert tight.tracer.filter("preempt"), "expected at least one preemption with 11 blocks"
 
 # %% [markdown]
 # Preemption costs time, not correctness: greedy decoding gives the same tokens as the run
@@ -186,6 +202,25 @@ assert tight.tracer.filter("preempt"), "expected at least one preemption with 10
 print("with preemption   :", tight_tokens)
 print("without preemption:", chunked_tokens)
 assert tight_tokens == chunked_tokens
+
+# %% [markdown]
+# Admission decides how often this happens. With one block fewer (10), the second prompt
+# (24 tokens, 6 blocks) does not fit beside the first while that one runs, so by default
+# it waits and nothing is preempted. Turn `scheduler_reserve_full_isl` off (an older vLLM
+# admitted a request as soon as its *first chunk* fit) and it is admitted early, only to be
+# preempted and recomputed:
+
+# %%
+for reserve in (True, False):
+    eng, tokens = run(
+        CacheConfig(block_size=4, num_blocks=10),
+        SchedulerConfig(max_num_batched_tokens=16, scheduler_reserve_full_isl=reserve),
+    )
+    admitted = [(e["step"], e["req_id"]) for e in eng.tracer.filter("admit")]
+    preempted = len(eng.tracer.filter("preempt"))
+    print(f"scheduler_reserve_full_isl={reserve}: admits {admitted}, {preempted} preemption(s)")
+    assert tokens == chunked_tokens
+    assert (preempted == 0) == reserve
 
 # %% [markdown]
 # ## 5. Step through it

@@ -26,7 +26,7 @@
 #   directly over the latent rows, as multi-query attention (MQA) with 576-wide keys.
 #
 # You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
-# find the query length (about 170 for DeepSeek-V3) below which absorbing wins, and place
+# find the query length (about 171 for DeepSeek-V3) below which absorbing wins, and place
 # both on a roofline with published GPU numbers and this machine's measured ones. That is
 # why vLLM's `_forward_decode` absorbs and `_forward_prefill` does not.
 
@@ -46,7 +46,7 @@ from pdlab.attention.cost import (
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
-from pdlab.ui.widgets import fmt_bytes, fmt_flops, html_table, show_source
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 
 PRESETS = [
     ModelConfig.tiny(),
@@ -134,8 +134,8 @@ for cfg in PRESETS:
             cfg.kv_cache_dim,
             mha,
             f"{mha / cfg.kv_cache_dim:.0f}x",
-            fmt_bytes(cfg.kv_cache_bytes_per_token),
-            fmt_bytes(mha * cfg.num_hidden_layers * 2),
+            nbytes(cfg.kv_cache_bytes_per_token),
+            nbytes(mha * cfg.num_hidden_layers * 2),
         ]
     )
 display(
@@ -216,14 +216,17 @@ fig
 # A decode step has `q = 1` (or a few with speculative decoding): absorbing does about 120
 # times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
 # tokens: up-projecting once per key is cheaper, and the per-head form runs on
-# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows exactly this:
-# `_forward_decode` absorbs, `_forward_prefill` up-projects.
+# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows this:
+# `forward_mqa` (pdlab's `_forward_decode`) absorbs, `forward_mha` (`_forward_prefill`)
+# up-projects. The crossover is also why some backends send *short* prompts down the
+# absorbed path: in vLLM 0.33.0 FlashMLA's `reorder_batch_threshold` is 128 and
+# FlashAttnMLA's 512 (notebook 5 runs them).
 
 # %%
 rows = []
 for q in (1, 16, 170, 1024, 8192):
     nv, ab = flops_per_key(V3, q)
-    rows.append([q, fmt_flops(nv), fmt_flops(ab), "absorbed" if ab < nv else "naive"])
+    rows.append([q, flops(nv), flops(ab), "absorbed" if ab < nv else "naive"])
 display(HTML(html_table(["q", "naive FLOPs / key", "absorbed FLOPs / key", "cheaper"], rows)))
 assert flops_per_key(V3, 1)[1] * 100 < flops_per_key(V3, 1)[0]
 assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
@@ -252,7 +255,7 @@ def measure_cpu():
         t = time.perf_counter()
         a @ b
         best = min(best, time.perf_counter() - t)
-    flops = 2 * 768**3 / best
+    matmul_rate = 2 * 768**3 / best
     x = torch.empty(16 * 2**20)  # 64 MiB
     x.fill_(1.0)
     best = float("inf")
@@ -260,7 +263,7 @@ def measure_cpu():
         t = time.perf_counter()
         x.clone()
         best = min(best, time.perf_counter() - t)
-    return flops, 2 * x.numel() * 4 / best  # read + write
+    return matmul_rate, 2 * x.numel() * 4 / best  # read + write
 
 
 cpu_flops, cpu_bw = measure_cpu()

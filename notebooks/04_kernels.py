@@ -21,15 +21,15 @@
 # (`pdlab.attention.reference.naive_attention`: fp32, scores materialised, no paging).
 #
 # - `reshape_and_cache_mla` (both paths): write this step's latent rows into their slots;
-#   vLLM's `csrc/cache_kernels.cu`.
+#   vLLM's `concat_and_cache_mla` (`vllm/_custom_ops.py`).
 # - `gather_cache` (`_forward_prefill`): read a request's cached rows through its block
 #   table into one contiguous tensor; vLLM's `gather_and_maybe_dequant_cache`, same file.
 # - `flash_attn_varlen` (`_forward_prefill`): attention over packed sequences of any
 #   length; the `flash_attn_varlen_func` vLLM calls.
 # - `merge_attn_states` (`_forward_prefill`): join attention over the new tokens with
-#   attention over the cached context; vLLM's `vllm/attention/ops/merge_attn_states.py`.
+#   attention over the cached context; vLLM's `vllm/v1/attention/ops/merge_attn_states.py`.
 # - `mla_decode` (`_forward_decode`): absorbed MQA over the paged latent cache with split
-#   KV; vLLM's `triton_decode_attention.py`, and the idea of FlashMLA.
+#   KV; vLLM's `vllm/v1/attention/ops/triton_decode_attention.py`, and the idea of FlashMLA.
 #
 # Every kernel has a Triton implementation and a torch twin of the same signature. Each
 # check below runs on every backend available here; on a machine without a GPU Triton runs
@@ -49,7 +49,7 @@ from pdlab.kernels.backend import triton_installed
 from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
-from pdlab.ui.widgets import html_table, show_source
+from pdlab.ui.fmt import html_table, show_source
 
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]

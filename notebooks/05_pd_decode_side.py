@@ -16,25 +16,28 @@
 # %% [markdown]
 # # 5. The decode side of P/D: why D computes the last prompt token again
 #
-# On the vLLM forum a user asked about prefill/decode (P/D) disaggregation:
+# A user asked about prefill/decode (P/D) disaggregation (vllm-project/vllm#28566):
 #
 # 1. On the decode instance (D), why does the scheduler set `num_computed_tokens` to
 #    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
-# 2. For DeepSeek (MLA), the code decides "prefill" by
-#    `num_computed_tokens < num_prompt_tokens`. Isn't that then true on D?
-# 3. So won't D run `_forward_prefill` for that one token?
+# 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
+#    Isn't that then true on D?
+# 3. So does D run `_forward_prefill` for that one token?
 # 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
 #
 # **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
-# reading its trace:
+# reading its trace, next to the source of vLLM 0.33.0:
 #
 # - what P sends D (each layer's K/V for positions `0..N-1`) and what it does not (the
 #   final hidden state of position `N-1`, the only thing the first logits depend on);
 # - why that makes D's first step a *short extend*: `query_len = 1`,
 #   `num_computed_tokens = N-1`, `num_prompt_tokens = N`;
-# - how the `num_computed_tokens < num_prompt_tokens` rule sends it to `_forward_prefill`,
-#   and how upstream vLLM (`split_decodes_and_prefills` by query length) sends it to
-#   `_forward_decode` instead;
+# - that the expression in question 2 is real: vLLM's model runner computes
+#   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
+#   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
+#   False, which the MLA builder sets under prefill context parallelism. So by default D's
+#   step takes `_forward_decode`; with `prefill_context_parallel_size > 1` it takes
+#   `_forward_prefill`;
 # - that both give the same token, and what each costs for DeepSeek-V3.
 #
 # Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
@@ -50,30 +53,29 @@ torch.set_num_threads(1)
 
 from IPython.display import HTML, display
 
+from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
-from pdlab.attention.metadata import is_decode, split_decodes_and_prefills
+from pdlab.attention.metadata import (
+    batch_region,
+    reorder_batch_to_split_decodes_and_prefills,
+    split_decodes_and_prefills,
+)
 from pdlab.attention.mla import MLAAttention
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
-from pdlab.ui.widgets import (
-    PDExplorer,
-    fmt_bytes,
-    fmt_flops,
-    html_table,
-    prompt_of_length,
-    route_text,
-    run_pd,
-    show_source,
-    trace_panels,
-)
+from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
+LANG = "en"  # the language of the widgets' labels
 BACKEND = "torch"  # pdlab.kernels backend for every engine below
 TINY = ModelConfig.tiny()
+PCP2 = ParallelConfig(prefill_context_parallel_size=2)
 print(
     f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
     f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
@@ -87,15 +89,16 @@ print(
 # to P with `max_tokens=1` and `do_remote_decode`; P prefills, samples one token (which the
 # proxy throws away), keeps its blocks and returns `kv_transfer_params`; then the original
 # request goes to D with those params. Both engines write into one trace, with `instance`
-# `"P"` or `"D"`. Read the two columns top to bottom.
+# `"P"` or `"D"`. Read the two columns top to bottom. The pair runs with upstream's
+# defaults (the `TRITON_MLA` backend profile, no prefill context parallelism).
 
 # %%
 N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
 prompt = prompt_of_length(N)
-pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(rule="prompt"), backend=BACKEND)
+pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND)
 out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
-print(f"prompt {prompt!r} ({N} tokens) -> output tokens {out.output_token_ids}")
-trace_panels(pair.tracer)
+print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}")
+trace_panels(pair.tracer, lang=LANG)
 
 # %% [markdown]
 # P computed all `N` tokens in one step. D allocated blocks, waited for P's K/V
@@ -105,15 +108,16 @@ trace_panels(pair.tracer)
 # %%
 ready = pair.tracer.first("remote_kv_ready", "D")
 print(
-    f"K/V received for {ready['num_computed_tokens_before_adjust']} tokens; "
-    f"num_computed_tokens set to {ready['num_computed_tokens']} (N = {N})"
+    f"num_computed_tokens_before_adjust = {ready['num_computed_tokens_before_adjust']}, "
+    f"num_computed_tokens = {ready['num_computed_tokens']}, N = {N}"
 )
 assert ready["num_computed_tokens_before_adjust"] == N
 assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py`; the `-= 1` is near the end:
+# `vllm/v1/core/sched/scheduler.py`; the `- 1` is at the end (vLLM 0.33.0 writes it as
+# `num_computed_tokens = num_tokens - 1`):
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -129,7 +133,7 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 
 # %%
 BS = 4
-pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule="prompt"), backend=BACKEND)
+pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 pair.decode.runner.keep_logits = True
 pair.add_request(prompt, SamplingParams(max_tokens=4))
 while not pair.tracer.filter("kv_transfer", "D"):
@@ -157,16 +161,9 @@ for layer in range(TINY.num_hidden_layers):
         ]
     )
     assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
-display(
-    HTML(
-        html_table(
-            ["layer", "D's rows for positions 0..N-1", "all present (finite)", "equal to P's rows"],
-            rows,
-        )
-    )
-)
+display(HTML(html_table(["layer", "D rows 0..N-1", "finite", "== P rows"], rows)))
 print(
-    f"{xfer['nbytes']} bytes moved = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
+    f"{xfer['nbytes']} bytes = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
     f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers"
 )
 
@@ -191,8 +188,8 @@ print(
     f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})"
 )
 print(
-    f"h_last[N-1]: {tuple(h_last[-1].shape)} values, the output of layer "
-    f"{TINY.num_hidden_layers - 1} (the last); logits {tuple(logits_ref.shape)}"
+    f"h_last[N-1]: {tuple(h_last[-1].shape)}, output of layer {TINY.num_hidden_layers - 1}; "
+    f"logits {tuple(logits_ref.shape)}"
 )
 V3 = ModelConfig.deepseek_v3()
 print(
@@ -205,7 +202,7 @@ print(
 # (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
 # itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
-# written again on the way (the same values P wrote). That is the `-= 1`: it leaves
+# written again on the way (the same values P wrote). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
 # `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
 #
@@ -225,8 +222,8 @@ assert diff < 1e-5
 first = pair.tracer.first("route", "D")
 d_logits = pair.decode.runner.logits[first["req_id"]][0]
 print(
-    f"D's first logits vs lm_head(norm(h_last[N-1])) without any cache: "
-    f"max |diff| = {float((d_logits - logits_ref).abs().max()):.1e}"
+    f"max |D's first logits - lm_head(norm(h_last[N-1]))| = "
+    f"{float((d_logits - logits_ref).abs().max()):.1e}"
 )
 assert torch.allclose(d_logits, logits_ref, atol=1e-4)
 assert (
@@ -234,40 +231,75 @@ assert (
 )
 
 # %% [markdown]
-# ## 3. The one-token step, and the rule that routes it
+# ## 3. The one-token step, and what routes it
 #
-# D's first computing step therefore looks like this in the trace:
+# D's first computing step therefore looks like this in the trace. Alongside the three
+# counts, the model runner recorded `is_prefilling = num_computed_tokens <
+# num_prompt_tokens`, exactly as vLLM's `gpu_model_runner.py` computes it for every
+# request, and the region the batch reorder put the request in:
 
 # %%
-print(route_text(first))
+print(route_text(first, LANG))
 print(
     f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
-    f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N)"
+    f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
+    f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
 )
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
     1,
     N - 1,
     N,
 )
+assert first["is_prefilling"] and first["region"] == "short_extend"
+assert first["forward"] == "_forward_decode"
 
 # %% [markdown]
-# One new token, like a decode. But the prompt is not finished, like a prefill. Which path
-# it takes is only a matter of the rule. pdlab implements both in one function:
+# One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
+# a *short extend*. The model runner sorts every batch into four regions, decode →
+# short_extend → long_extend → prefill (`reorder_batch_to_split_decodes_and_prefills`),
+# and the MLA metadata builder then calls `split_decodes_and_prefills` to find where the
+# decodes end. pdlab's version of that function, with upstream's arguments:
 
 # %%
-show_source(is_decode)
+show_source(split_decodes_and_prefills)
+
+# %% [markdown]
+# `is_prefilling` is read only when `treat_short_extends_as_decodes` is False. Who decides
+# that? The MLA builder (`vllm/model_executor/layers/attention/mla_attention.py`) passes
+# `treat_short_extends_as_decodes = not use_pcp`, where `use_pcp` means
+# `prefill_context_parallel_size > 1`, and `decode_threshold` = its backend's
+# `reorder_batch_threshold`. pdlab's builder makes the same two choices:
 
 # %%
-for rule in ("prompt", "query_len"):
-    d = is_decode(
-        first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"], rule=rule
+show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
+
+# %% [markdown]
+# So the answer to question 3 depends on one setting. Build the metadata of D's step both
+# ways (pdlab does not implement context parallelism; it reproduces only this routing
+# consequence of `prefill_context_parallel_size`):
+
+# %%
+for parallel in (ParallelConfig(), PCP2):
+    meta = build_mla_metadata(
+        [1],
+        [N - 1],
+        [N],
+        torch.zeros(1, 4, dtype=torch.int32),
+        torch.zeros(1).long(),
+        BS,
+        parallel_config=parallel,
     )
-    print(f"rule={rule!r:12} -> {'_forward_decode' if d else '_forward_prefill'}")
-assert not is_decode(1, N - 1, N, rule="prompt") and is_decode(1, N - 1, N, rule="query_len")
+    print(
+        f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
+        f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
+        f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
+        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+    )
 
 # %% [markdown]
-# With `rule="prompt"` (the `num_computed_tokens < num_prompt_tokens` test) the answer to
-# question 3 is yes: D runs `_forward_prefill` for that one token. Here is the path, as
+# With prefill context parallelism the answer to question 3 is yes: D runs
+# `_forward_prefill` (upstream: `forward_mha`) for that one token. Here is the path, as
 # pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %%
@@ -278,91 +310,116 @@ show_source(MLAAttention._forward_prefill)
 # (`kv_b_proj`), attend to itself, then `_compute_prefill_context`: gather all `N-1`
 # latent rows from the paged cache, up-project every one of them through `kv_b_proj` into
 # per-head keys and values, attend without a mask, and merge the two partial results by
-# their log-sum-exp. Run both rules and compare D's first step, kernel by kernel
+# their log-sum-exp. Run the pair both ways and compare D's first step, kernel by kernel
 # (layer 0; the other layers call the same):
 
 # %%
 runs = {}
-for rule in ("prompt", "query_len"):
-    p = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule=rule), backend=BACKEND)
+for parallel in (ParallelConfig(), PCP2):
+    size = parallel.prefill_context_parallel_size
+    p = PDPair(
+        TINY,
+        CacheConfig(block_size=BS),
+        SchedulerConfig(),
+        backend=BACKEND,
+        parallel_config=parallel,
+    )
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
-    runs[rule] = (p.tracer, o.output_token_ids)
+    runs[size] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
     krows = [
         [
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            fmt_flops(e["flops"]),
-            fmt_bytes(e["bytes"]),
+            flops(e["flops"]),
+            nbytes(e["bytes"]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
     display(
         HTML(
-            f"<b>rule={rule!r}: {p.tracer.first('route', 'D')['forward']}</b>"
+            f"<b>prefill_context_parallel_size = {size}: "
+            f"{p.tracer.first('route', 'D')['forward']}</b>"
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
+assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
+assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
 
 # %% [markdown]
-# ## 4. What upstream vLLM does instead
+# ## 4. Four kinds of request, three backends
 #
-# Upstream vLLM's MLA backend does not look at the prompt at all. Its metadata builder
-# splits the batch by query length (`split_decodes_and_prefills` in
-# `vllm/v1/attention/backends/utils.py`) with `decode_threshold = reorder_batch_threshold
-# = 1` by default, after the model runner has reordered the batch decodes first. A short
-# extend such as D's step has `query_len = 1`, so it counts as a decode and takes the
-# weight-absorbed MQA path, `_forward_decode`. pdlab's version:
-
-# %%
-show_source(split_decodes_and_prefills)
-
-# %% [markdown]
-# The same function under both rules, on a batch with three kinds of request: D's short
-# extend, an ordinary decode, and a prompt being prefilled in a chunk:
+# The same split on a batch with one request of each region: an ordinary decode, D's
+# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt. The
+# backend matters too: its `reorder_batch_threshold` is the `decode_threshold` (1 for
+# `TRITON_MLA` and the common builder, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose
+# comment says it processes small prefills with the decode pathway), and `require_uniform`
+# is set unless the backend takes variable-length queries:
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
-    "D's first step": (1, N - 1, N),
+    "fresh prompt": (100, 0, 100),
     "ordinary decode": (1, 20, 12),
-    "prefill chunk": (8, 0, 30),
+    "long extend": (200, 300, 900),
+    "D's short extend": (1, N - 1, N),
 }
-table = []
-for name, (q, c, p) in batch.items():
-    table.append(
-        [name, q, c, p]
-        + [
-            "_forward_decode" if is_decode(q, c, p, rule=r) else "_forward_prefill"
-            for r in ("query_len", "prompt")
-        ]
+names = list(batch)
+q, c, p = (list(x) for x in zip(*batch.values()))
+settings = [
+    ("triton_mla", 1),
+    ("triton_mla", 2),
+    ("flashmla", 1),
+    ("flash_attn_mla", 1),
+]
+table = {name: [*batch[name]] for name in names}
+for backend, size in settings:
+    threshold = AttentionConfig(backend).profile.reorder_batch_threshold
+    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    meta = build_mla_metadata(
+        [q[i] for i in order],
+        [c[i] for i in order],
+        [p[i] for i in order],
+        torch.zeros(4, 1, dtype=torch.int32),
+        torch.zeros(sum(q)).long(),
+        BS,
+        attention_config=AttentionConfig(backend),
+        parallel_config=ParallelConfig(size),
     )
+    for slot, i in enumerate(order):
+        region = batch_region(q[i], c[i], p[i], threshold)
+        path = "decode" if slot < meta.num_decodes else "prefill"
+        table[names[i]].append(f"{slot}: {region} -> {path}")
 display(
     HTML(
         html_table(
-            [
-                "request",
-                "query_len",
-                "num_computed_tokens",
-                "num_prompt_tokens",
-                "rule='query_len' (upstream)",
-                "rule='prompt'",
-            ],
-            table,
+            ["request", "query_len", "num_computed_tokens", "num_prompt_tokens"]
+            + [f"{b}, PCP {s}" for b, s in settings],
+            [[name, *row] for name, row in table.items()],
         )
     )
 )
+assert table["D's short extend"][3].endswith("decode")
+assert table["D's short extend"][4].endswith("prefill")
 
 # %% [markdown]
-# Where does the `num_computed_tokens < num_prompt_tokens` rule come from, then? Upstream
-# uses it only for Mamba layers; vllm-ascend's context-parallel MLA metadata builders and
-# some vendor forks used it for MLA. Those are the code paths the forum question was
-# about, and for exactly this reason vllm-ascend later forced decode classification on D
-# nodes.
+# Read the columns: the short extend is a decode everywhere except under PCP; the fresh
+# 100-token prompt is a prefill under `TRITON_MLA`; under `FLASHMLA` it is a prefill too
+# here, because `require_uniform` wants every decode to have the first decode's query
+# length (a 100-token prompt alone in its batch would be a decode); under
+# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path. That is the
+# absorb crossover of notebook 3 (about 171 query tokens for V3) seen from the other side:
+# below it, the absorbed form costs fewer FLOPs even for a prompt.
 #
+# Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
+# `not use_pcp` as well, while the Mamba and GDN builders always pass
+# `treat_short_extends_as_decodes=False`: for them every request still in its prompt is a
+# prefill.
+
+# %% [markdown]
 # ## 5. Both paths give the same token
 #
-# MLA's two forms are algebraically equal (notebook 3), so the choice changes the cost,
+# MLA's two forms are algebraically equal (notebook 3), so the setting changes the cost,
 # not the answer. Compare both P/D runs with a colocated engine and with the model's own
 # slow oracle (a full forward from scratch for every token):
 
@@ -370,51 +427,57 @@ display(
 colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
-print(f"P/D, rule='prompt'   : {runs['prompt'][1]}")
-print(f"P/D, rule='query_len': {runs['query_len'][1]}")
-print(f"colocated engine     : {col_tokens}")
-print(f"oracle (no cache)    : {oracle}")
-assert runs["prompt"][1] == runs["query_len"][1] == col_tokens == oracle
+print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
+print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
+print(f"colocated engine                      : {col_tokens}")
+print(f"oracle (no cache)                     : {oracle}")
+assert runs[1][1] == runs[2][1] == col_tokens == oracle
 
 # %% [markdown]
 # ## 6. What each costs
 #
 # Each kernel in the trace carries modelled FLOPs and bytes (matrix products at `2MNK`
-# FLOPs; each operand read once, each result written once, bf16 on a GPU). Summed over
-# D's first step, for the tiny model:
+# FLOPs; each operand read once, each result written once, at the tensors' own dtype:
+# fp32 for the tiny model here). Summed over D's first step:
 
 # %%
 summary = []
-for rule, (tracer, _) in runs.items():
+for size, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
     summary.append(
         [
-            rule,
+            size,
             tracer.first("route", "D")["forward"],
             len(ks),
-            fmt_flops(sum(e["flops"] for e in ks)),
-            fmt_bytes(sum(e["bytes"] for e in ks)),
+            flops(sum(e["flops"] for e in ks)),
+            nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(HTML(html_table(["rule", "path", "kernel calls", "FLOPs", "bytes"], summary)))
+display(
+    HTML(
+        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
+    )
+)
 
 # %% [markdown]
 # The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions
-# (128 heads, `kv_lora_rank` 512, nope/rope/v 128/64/128, 61 layers) for D's one token at a
-# few context lengths. The prefill path up-projects every context token through
-# `kv_b_proj`: that is `2 x 1 x (128 x 256) x 512` FLOPs, about 33.5 MFLOP, per context
+# (128 heads, `kv_lora_rank` 512, nope/rope/v 128/64/128, 61 layers), in bf16, for D's one
+# token at a few context lengths. The prefill path up-projects every context token through
+# `kv_b_proj`: that is `2 x 1 x (128 x 256) x 512` FLOPs, about 33.6 MFLOP, per context
 # token per layer. The absorbed decode path instead reads each context token's 576 latent
 # values once, for all heads. The last two columns turn the numbers into a lower bound on
-# time for all 61 layers on an H800 (the same 989 TFLOP/s dense bf16 and 3.35 TB/s HBM3
-# as an H100 SXM, per NVIDIA's datasheets): `max(FLOPs / peak, bytes / bandwidth)`.
+# time for the attention of all 61 layers on an H800 (the same 989 TFLOP/s dense bf16 and
+# 3.35 TB/s HBM3 as an H100 SXM, per NVIDIA's datasheets): `max(FLOPs / peak, bytes /
+# bandwidth)`. Only attention is counted: the projections, norms and MoE layers are the
+# same on both paths.
 
 # %%
 per_ctx_token = gemm(
     1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
 )[0]
-print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.2f} MFLOP per context token per layer")
-assert abs(per_ctx_token / 1e6 - 33.5) < 0.1
+print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
+assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
 
 PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
 
@@ -429,11 +492,11 @@ for ctx in (1024, 4096, 16384, 65536):
     cost_rows.append(
         [
             ctx,
-            fmt_flops(pre.flops),
-            fmt_flops(dec.flops),
+            flops(pre.flops),
+            flops(dec.flops),
             f"{pre.flops / dec.flops:.0f}x",
-            fmt_bytes(pre.bytes),
-            fmt_bytes(dec.bytes),
+            nbytes(pre.bytes),
+            nbytes(dec.bytes),
             f"{pre.bytes / dec.bytes:.1f}x",
             f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
             f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
@@ -451,8 +514,8 @@ display(
                 "bytes _forward_prefill",
                 "bytes _forward_decode",
                 "ratio",
-                "H800 bound, prefill path",
-                "H800 bound, decode path",
+                "H800 bound, _forward_prefill",
+                "H800 bound, _forward_decode",
             ],
             cost_rows,
         )
@@ -463,54 +526,62 @@ display(
 plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown]
-# For one token, the prefill path does more than 100 times the FLOPs of the decode path,
-# and moves from about 6 to about 90 times the bytes as the context grows: it writes and
-# reads per-head keys and values for every context token (128 x 320 values instead of
-# 576). It computes the right token, but it is the expensive way to compute one token,
-# and on D *every* request starts with this step. That is why the rule matters there.
+# For one token, the prefill path does more than 100 times the FLOPs of the decode path.
+# Its bytes grow from a few times to about 90 times the decode path's as the context grows,
+# but that ratio counts the decode path's absorbed weights (`W_UK`, `W_UV`, about 33 MB at
+# V3 widths) against one request. In a batch those weights are read once for every decode,
+# so what each extra request costs is its latent rows; the table above stays per request.
+# Either way it computes the right token the expensive way, and under prefill context
+# parallelism *every* request on D starts with this step.
 #
 # ## 7. Explore
 #
 # The explorer reruns a small P/D pair (tiny model, torch backend) and a colocated engine
-# whenever you change the prompt length, the block size or the rule; the preset only
-# changes the cost model. Things to try:
+# whenever you change the prompt length, the block size, `prefill_context_parallel_size`
+# or the MLA backend profile; the preset only changes the cost model. Things to try:
 #
-# - switch the rule between `prompt` and `query_len` and watch the path and the kernels;
+# - set `prefill_context_parallel_size` to 2 and back, and watch the path and the kernels;
 # - change the prompt length: `num_computed_tokens` follows `N - 1`;
 # - change the block size: D still starts at `N - 1`, because P sends every block the
 #   prompt touches, including a partial last block;
+# - pick `flashmla`: D's one-token step does not change, but P's fresh prompt (shorter than
+#   128 tokens) now takes the decode path on P;
 # - switch the preset to see the cost at `N - 1` for real dimensions; the tokens stay equal.
 
 # %%
-explorer = PDExplorer(prompt_len=N, block_size=BS, rule="prompt", preset="deepseek-v3")
+explorer = PDExplorer(prompt_len=N, block_size=BS, pcp=1, preset="deepseek-v3", lang=LANG)
 explorer
 
 # %% [markdown]
 # ## Check yourself
 #
-# Predict, then run: a 37-token prompt, block size 16, `rule="prompt"`.
+# Predict, then run: a 37-token prompt, block size 16, `prefill_context_parallel_size = 2`.
 # (a) What is D's `num_computed_tokens` when it first computes? (b) Which forward runs?
 # (c) How many latent rows does that step gather per layer? (d) If instead the same prompt
-# were fully in a *local* prefix cache, how many of its tokens would be reused?
+# were fully in a *local* prefix cache, how many of its tokens would be reused? (e) Under
+# the `flashmla` profile without PCP, which forward does P's first step take?
 
 # %%
 N2, B2 = 37, 16
-check = run_pd(N2, block_size=B2, rule="prompt")
+check = run_demo(N2, block_size=B2, pcp=2, max_tokens=3)
 step = check.d_first_step
 gathered = [
     e["shapes"]["rows"]
-    for e in check.tracer.filter("kernel", "D", step=step["step"], layer=0)
+    for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
     if e["name"] == "gather_cache"
 ]
 local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
 local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
 reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
+flash = run_demo(N2, block_size=B2, mla_backend="flashmla", max_tokens=3)
+p_first = flash.trace.first("route", "P")
 print(
     f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
-    f"(d) {reused[1]}"
+    f"(d) {reused[1]}  (e) {p_first['forward']}"
 )
 assert step["num_computed_tokens"] == N2 - 1
 assert step["forward"] == "_forward_prefill"
 assert sum(gathered) == N2 - 1
 assert reused == [0, (N2 - 1) // B2 * B2]
+assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
 assert check.tokens_equal

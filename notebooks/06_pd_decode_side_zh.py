@@ -16,27 +16,30 @@
 # %% [markdown]
 # # 6. P/D 分离的 decode 侧：D 为什么要把最后一个 prompt token 再算一遍
 #
-# （本篇是第 5 篇的中文版，内容相同，代码相同。）
+# （本篇是第 5 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
 #
-# vLLM 论坛上有人问过 prefill/decode（P/D）分离的几个问题：
+# 有人问过 prefill/decode（P/D）分离的几个问题（vllm-project/vllm#28566）：
 #
 # 1. 在 decode 实例（D）上，scheduler 为什么把 `num_computed_tokens` 设成
 #    `prompt_len - 1`？也就是当它等于 `request.num_tokens` 时那句
 #    `num_computed_tokens -= 1`。
-# 2. DeepSeek（MLA）的代码用 `num_computed_tokens < num_prompt_tokens` 判断是不是 prefill。
-#    那在 D 上这个条件不就成立了吗？
-# 3. 这样一来，D 岂不是要为这一个 token 跑一遍 `_forward_prefill`？
+# 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在 prefill。那在 D 上这个
+#    条件不就成立了吗？
+# 3. 这样一来，D 是否要为这一个 token 跑一遍 `_forward_prefill`？
 # 4. “最后一个 token 必须重算才能得到 logits，用不了 cache”——为什么？
 #
-# **你会学到什么。** 我们不靠讲，而是运行 pdlab 的 P/D 对、读它的 trace，把四个问题逐一回答：
+# **你会学到什么。** 我们运行 pdlab 的 P/D 对、读它的 trace，并对照 vLLM 0.33.0 的源码，
+# 把四个问题逐一回答：
 #
 # - P 传给 D 的是什么：每一层在位置 `0..N-1` 的 K/V；没有传的是什么：位置 `N-1` 在最后
 #   一层之后的 hidden state，而第一个输出 token 的 logits 恰恰只取决于它；
 # - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
 #   `num_prompt_tokens = N`；
-# - 按 `num_computed_tokens < num_prompt_tokens` 规则，这一步会走 `_forward_prefill`；
-#   而上游 vLLM 按 query 长度切分 batch（`split_decodes_and_prefills`），它会走
-#   `_forward_decode`；
+# - 问题 2 里的表达式确实存在：vLLM 的 model runner 为每个请求计算
+#   `is_prefilling = num_computed_tokens < num_prompt_tokens`；但 `split_decodes_and_prefills`
+#   只在 `treat_short_extends_as_decodes` 为 False 时才读它，而 MLA builder 只在开启 prefill
+#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `_forward_decode`；
+#   `prefill_context_parallel_size > 1` 时走 `_forward_prefill`；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
 #
 # 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
@@ -47,39 +50,38 @@
 # %matplotlib inline
 import torch
 
-# tiny 模型的矩阵太小，多线程反而更慢：用一个线程。
+# The tiny model's matrices are too small to split across threads; one thread is faster.
 torch.set_num_threads(1)
 
 from IPython.display import HTML, display
 
+from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
-from pdlab.attention.metadata import is_decode, split_decodes_and_prefills
+from pdlab.attention.metadata import (
+    batch_region,
+    reorder_batch_to_split_decodes_and_prefills,
+    split_decodes_and_prefills,
+)
 from pdlab.attention.mla import MLAAttention
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
-from pdlab.ui.widgets import (
-    PDExplorer,
-    fmt_bytes,
-    fmt_flops,
-    html_table,
-    prompt_of_length,
-    route_text,
-    run_pd,
-    show_source,
-    trace_panels,
-)
+from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
-BACKEND = "torch"  # 下面所有引擎的 pdlab.kernels 后端
+LANG = "zh"  # the language of the widgets' labels
+BACKEND = "torch"  # pdlab.kernels backend for every engine below
 TINY = ModelConfig.tiny()
+PCP2 = ParallelConfig(prefill_context_parallel_size=2)
 print(
-    f"算子后端 {BACKEND!r}；模型 {TINY.name}：{TINY.num_hidden_layers} 层，"
-    f"{TINY.num_attention_heads} 个头，latent 行宽 {TINY.kv_lora_rank} + "
-    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim}"
+    f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
+    f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
+    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values"
 )
 
 # %% [markdown]
@@ -88,15 +90,16 @@ print(
 # `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D proxy 驱动两台服务器一样：prompt 先发给 P，
 # 带 `max_tokens=1` 和 `do_remote_decode`；P 做完 prefill，采样一个 token（proxy 会丢掉它），
 # 保留自己的 block，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
-# trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。
+# trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎用上游的默认设置
+# （`TRITON_MLA` 后端配置，不开 prefill 上下文并行）。
 
 # %%
-N = 11  # prompt 长度（字节级 tokenizer：一个 ASCII 字符就是一个 token）
+N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
 prompt = prompt_of_length(N)
-pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(rule="prompt"), backend=BACKEND)
+pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND)
 out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
-print(f"prompt {prompt!r}（{N} 个 token）-> 输出 token {out.output_token_ids}")
-trace_panels(pair.tracer, lang="zh")
+print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}")
+trace_panels(pair.tracer, lang=LANG)
 
 # %% [markdown]
 # P 一步就把 `N` 个 token 全算完了。D 先分配 block，等 P 的 K/V 到达（`waiting_for_remote_kvs`，
@@ -106,15 +109,15 @@ trace_panels(pair.tracer, lang="zh")
 # %%
 ready = pair.tracer.first("remote_kv_ready", "D")
 print(
-    f"收到了 {ready['num_computed_tokens_before_adjust']} 个 token 的 K/V；"
-    f"num_computed_tokens 被设为 {ready['num_computed_tokens']}（N = {N}）"
+    f"num_computed_tokens_before_adjust = {ready['num_computed_tokens_before_adjust']}, "
+    f"num_computed_tokens = {ready['num_computed_tokens']}, N = {N}"
 )
 assert ready["num_computed_tokens_before_adjust"] == N
 assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻，`-= 1` 在接近末尾的地方：
+# 的复刻，`- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -129,7 +132,7 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 
 # %%
 BS = 4
-pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule="prompt"), backend=BACKEND)
+pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 pair.decode.runner.keep_logits = True
 pair.add_request(prompt, SamplingParams(max_tokens=4))
 while not pair.tracer.filter("kv_transfer", "D"):
@@ -138,7 +141,7 @@ xfer = pair.tracer.first("kv_transfer", "D")
 
 
 def cached_rows(kv_cache, block_ids, n):
-    """按 block table 读出一个请求在位置 0..n-1 的 cache 行。"""
+    """Rows of positions 0..n-1 of one request, read through its block table."""
     table = torch.tensor([block_ids], dtype=torch.int32)
     cu = torch.tensor([0, n], dtype=torch.int32)
     return gather_cache(kv_cache, table, cu, backend=BACKEND)
@@ -157,12 +160,10 @@ for layer in range(TINY.num_hidden_layers):
         ]
     )
     assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
-display(
-    HTML(html_table(["层", "D 上位置 0..N-1 的行", "全部就位（无 NaN）", "与 P 的逐位相同"], rows))
-)
+display(HTML(html_table(["layer", "D rows 0..N-1", "finite", "== P rows"], rows)))
 print(
-    f"传输了 {xfer['nbytes']} 字节 = {len(xfer['local_block_ids'])} 个 block × {BS} 个 slot × "
-    f"{TINY.kv_cache_dim} 个值 × 4 字节（fp32）× {TINY.num_hidden_layers} 层"
+    f"{xfer['nbytes']} bytes = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
+    f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers"
 )
 
 # %% [markdown]
@@ -177,27 +178,27 @@ print(
 model = pair.decode.model
 ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
 with torch.no_grad():
-    h_last = model(ids, torch.arange(N))  # 不用任何 cache，完整前向得到最终 hidden state
-    logits_ref = model.compute_logits(h_last[-1])  # 第一个输出 token 就从这里来
+    h_last = model(ids, torch.arange(N))  # final hidden states, no cache at all
+    logits_ref = model.compute_logits(h_last[-1])  # what the first output token comes from
 print(
-    f"每个 token 每层的 cache 行：{TINY.kv_cache_dim} 个值"
-    f"（kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim}）"
+    f"cache row per token per layer: {TINY.kv_cache_dim} values "
+    f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})"
 )
 print(
-    f"h_last[N-1]：{tuple(h_last[-1].shape)}，是第 {TINY.num_hidden_layers - 1} 层"
-    f"（最后一层）的输出；logits {tuple(logits_ref.shape)}"
+    f"h_last[N-1]: {tuple(h_last[-1].shape)}, output of layer {TINY.num_hidden_layers - 1}; "
+    f"logits {tuple(logits_ref.shape)}"
 )
 V3 = ModelConfig.deepseek_v3()
 print(
-    f"{V3.name}：每个 token 每层 cache {V3.kv_cache_dim} 个值（共 {V3.num_hidden_layers} 层）；"
-    f"h_last {V3.hidden_size} 个值"
+    f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
+    f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values"
 )
 
 # %% [markdown]
 # vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
 # KV block。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的 attention 从传过来的 cache 里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
-# （值和 P 写的一样）。这就是那句 `-= 1`：恰好留下一个 token 要算。本地 prefix cache 命中
+# （值和 P 写的一样）。这就是那个 `- 1`：恰好留下一个 token 要算。本地 prefix cache 命中
 # 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #
@@ -211,14 +212,14 @@ while pair.has_unfinished_requests():
     pair.step()
 after = [kv[slot] for kv in pair.decode.runner.kv_caches]
 diff = max(float((a - b).abs().max()) for a, b in zip(after, before))
-print(f"位置 N-1 = {last} 被 D 重写，各层新旧值的最大差 = {diff:.1e}")
+print(f"position N-1 = {last}: rewritten by D, max |new - old| over layers = {diff:.1e}")
 assert diff < 1e-5
 
 first = pair.tracer.first("route", "D")
 d_logits = pair.decode.runner.logits[first["req_id"]][0]
 print(
-    f"D 的第一组 logits 与不用 cache 算出的 lm_head(norm(h_last[N-1])) 相比，"
-    f"最大差 = {float((d_logits - logits_ref).abs().max()):.1e}"
+    f"max |D's first logits - lm_head(norm(h_last[N-1]))| = "
+    f"{float((d_logits - logits_ref).abs().max()):.1e}"
 )
 assert torch.allclose(d_logits, logits_ref, atol=1e-4)
 assert (
@@ -226,41 +227,73 @@ assert (
 )
 
 # %% [markdown]
-# ## 3. 这一个 token 的一步，和决定它走哪条路的规则
+# ## 3. 这一个 token 的一步，以及决定它走哪条路的是什么
 #
-# 于是 D 第一次真正计算的那一步，在 trace 里是这样的：
+# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。除了三个计数，model runner 还记下了
+# `is_prefilling = num_computed_tokens < num_prompt_tokens`（和 vLLM 的
+# `gpu_model_runner.py` 对每个请求的算法一样），以及批次重排把这个请求放进的区域：
 
 # %%
-print(route_text(first, lang="zh"))
+print(route_text(first, LANG))
 print(
-    f"query_len = {first['query_len']}，num_computed_tokens = {first['num_computed_tokens']}"
-    f"（N-1），num_prompt_tokens = {first['num_prompt_tokens']}（N）"
+    f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
+    f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
+    f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
 )
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
     1,
     N - 1,
     N,
 )
+assert first["is_prefilling"] and first["region"] == "short_extend"
+assert first["forward"] == "_forward_decode"
 
 # %% [markdown]
-# 只有一个新 token，像 decode；可 prompt 还没算完，又像 prefill。它走哪条路，完全取决于规则。
-# pdlab 把两种规则写在同一个函数里：
+# 只有一个新 token，像 decode；prompt 还没算完，又像 prefill：上游把它叫作*短 extend*。
+# model runner 把每个批次排成四个区：decode → short_extend → long_extend → prefill
+# （`reorder_batch_to_split_decodes_and_prefills`），MLA metadata builder 再调用
+# `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
 
 # %%
-show_source(is_decode)
+show_source(split_decodes_and_prefills)
+
+# %% [markdown]
+# 只有 `treat_short_extends_as_decodes` 为 False 时才会读 `is_prefilling`。这由谁决定？
+# MLA builder（`vllm/model_executor/layers/attention/mla_attention.py`）传入
+# `treat_short_extends_as_decodes = not use_pcp`，其中 `use_pcp` 即
+# `prefill_context_parallel_size > 1`；`decode_threshold` 取后端的 `reorder_batch_threshold`。
+# pdlab 的 builder 做同样的两个选择：
 
 # %%
-for rule in ("prompt", "query_len"):
-    d = is_decode(
-        first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"], rule=rule
+show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
+
+# %% [markdown]
+# 所以第 3 个问题的答案取决于一个设置。把 D 这一步的 metadata 按两种设置各建一次（pdlab 并不
+# 实现上下文并行，只复现 `prefill_context_parallel_size` 对路由的这一影响）：
+
+# %%
+for parallel in (ParallelConfig(), PCP2):
+    meta = build_mla_metadata(
+        [1],
+        [N - 1],
+        [N],
+        torch.zeros(1, 4, dtype=torch.int32),
+        torch.zeros(1).long(),
+        BS,
+        parallel_config=parallel,
     )
-    print(f"rule={rule!r:12} -> {'_forward_decode' if d else '_forward_prefill'}")
-assert not is_decode(1, N - 1, N, rule="prompt") and is_decode(1, N - 1, N, rule="query_len")
+    print(
+        f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
+        f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
+        f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
+        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+    )
 
 # %% [markdown]
-# 在 `rule="prompt"`（即 `num_computed_tokens < num_prompt_tokens`）下，第 3 个问题的答案是
-# “是的”：D 会为这一个 token 跑 `_forward_prefill`。下面是 pdlab 的 `MLAAttention`
-# （对应 vLLM 的 `MLACommonImpl`）里这条路径的写法：
+# 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
+# `_forward_prefill`（上游叫 `forward_mha`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
+# `MLACommonImpl`）里这条路径的写法：
 
 # %%
 show_source(MLAAttention._forward_prefill)
@@ -269,140 +302,169 @@ show_source(MLAAttention._forward_prefill)
 # 对“一个 query token、`N-1` 个已缓存 token”来说，这意味着：先把新 token 经 `kv_b_proj`
 # 升维，对自己做 attention；再进 `_compute_prefill_context`：从 paged cache 里 gather 全部
 # `N-1` 行 latent，把每一行都经 `kv_b_proj` 升维成逐头的 K 和 V，做不带 mask 的 attention，
-# 最后按 log-sum-exp 把两部分结果合并。下面把两种规则各跑一遍，逐个算子对比 D 的第一步
+# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 按两种设置各跑一遍，逐个算子对比 D 的第一步
 # （第 0 层；其他层调用的算子相同）：
 
 # %%
 runs = {}
-for rule in ("prompt", "query_len"):
-    p = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(rule=rule), backend=BACKEND)
+for parallel in (ParallelConfig(), PCP2):
+    size = parallel.prefill_context_parallel_size
+    p = PDPair(
+        TINY,
+        CacheConfig(block_size=BS),
+        SchedulerConfig(),
+        backend=BACKEND,
+        parallel_config=parallel,
+    )
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
-    runs[rule] = (p.tracer, o.output_token_ids)
+    runs[size] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
     krows = [
         [
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            fmt_flops(e["flops"]),
-            fmt_bytes(e["bytes"]),
+            flops(e["flops"]),
+            nbytes(e["bytes"]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
     display(
         HTML(
-            f"<b>rule={rule!r}：{p.tracer.first('route', 'D')['forward']}</b>"
-            + html_table(["算子", "部分", "形状", "FLOPs（模型）", "字节（模型）"], krows)
+            f"<b>prefill_context_parallel_size = {size}: "
+            f"{p.tracer.first('route', 'D')['forward']}</b>"
+            + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
+assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
+assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
 
 # %% [markdown]
-# ## 4. 上游 vLLM 的做法
+# ## 4. 四类请求，三种后端
 #
-# 上游 vLLM 的 MLA 后端根本不看 prompt。它的 metadata builder 按 query 长度切分 batch
-# （`vllm/v1/attention/backends/utils.py` 里的 `split_decodes_and_prefills`），默认
-# `decode_threshold = reorder_batch_threshold = 1`，前提是 model runner 已经把 batch 重排成
-# decode 在前。D 这样的短 extend `query_len = 1`，于是算作 decode，走 weight-absorbed 的 MQA
-# 路径 `_forward_decode`。pdlab 的实现：
+# 在一个每个区各有一个请求的批次上做同样的切分：一个普通 decode、D 的短 extend、一个长
+# prompt 的后续分块（长 extend），以及一个新 prompt。后端也有影响：它的
+# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA` 和通用 builder 为 1，
+# `FLASHMLA` 为 128，`FLASH_ATTN_MLA` 为 512，其注释说这是让短 prefill 走 decode 路径），
+# 除非后端支持变长 query，否则还会设置 `require_uniform`：
 
 # %%
-show_source(split_decodes_and_prefills)
-
-# %% [markdown]
-# 同一个函数在两种规则下，对一个混合 batch 的判断：D 的短 extend、一个普通 decode、一个正在
-# 分块 prefill 的 prompt：
-
-# %%
-batch = {  # 名称: (query_len, 本步之前的 num_computed_tokens, num_prompt_tokens)
-    "D 的第一步": (1, N - 1, N),
-    "普通 decode": (1, 20, 12),
-    "prefill 分块": (8, 0, 30),
+batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
+    "fresh prompt": (100, 0, 100),
+    "ordinary decode": (1, 20, 12),
+    "long extend": (200, 300, 900),
+    "D's short extend": (1, N - 1, N),
 }
-table = []
-for name, (q, c, p) in batch.items():
-    table.append(
-        [name, q, c, p]
-        + [
-            "_forward_decode" if is_decode(q, c, p, rule=r) else "_forward_prefill"
-            for r in ("query_len", "prompt")
-        ]
+names = list(batch)
+q, c, p = (list(x) for x in zip(*batch.values()))
+settings = [
+    ("triton_mla", 1),
+    ("triton_mla", 2),
+    ("flashmla", 1),
+    ("flash_attn_mla", 1),
+]
+table = {name: [*batch[name]] for name in names}
+for backend, size in settings:
+    threshold = AttentionConfig(backend).profile.reorder_batch_threshold
+    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    meta = build_mla_metadata(
+        [q[i] for i in order],
+        [c[i] for i in order],
+        [p[i] for i in order],
+        torch.zeros(4, 1, dtype=torch.int32),
+        torch.zeros(sum(q)).long(),
+        BS,
+        attention_config=AttentionConfig(backend),
+        parallel_config=ParallelConfig(size),
     )
+    for slot, i in enumerate(order):
+        region = batch_region(q[i], c[i], p[i], threshold)
+        path = "decode" if slot < meta.num_decodes else "prefill"
+        table[names[i]].append(f"{slot}: {region} -> {path}")
 display(
     HTML(
         html_table(
-            [
-                "请求",
-                "query_len",
-                "num_computed_tokens",
-                "num_prompt_tokens",
-                "rule='query_len'（上游）",
-                "rule='prompt'",
-            ],
-            table,
+            ["request", "query_len", "num_computed_tokens", "num_prompt_tokens"]
+            + [f"{b}, PCP {s}" for b, s in settings],
+            [[name, *row] for name, row in table.items()],
         )
     )
 )
+assert table["D's short extend"][3].endswith("decode")
+assert table["D's short extend"][4].endswith("prefill")
 
 # %% [markdown]
-# 那 `num_computed_tokens < num_prompt_tokens` 这条规则是哪来的？上游只在 Mamba 层上用它；
-# 在 MLA 上用它的是 vllm-ascend 的 context-parallel MLA metadata builder 和一些厂商分支。
-# 论坛里问的正是这些代码路径，也正因为这个问题，vllm-ascend 后来在 D 节点上强制把这类请求
-# 归为 decode。
+# 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新 prompt 在 `TRITON_MLA`
+# 下是 prefill；在 `FLASHMLA` 下这里也是 prefill，因为 `require_uniform` 要求所有 decode 的
+# query 长度都和第一个 decode 相同（如果这个 100 token 的 prompt 独占一个批次，它就会是
+# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径。这就是第 3 篇里权重吸收的
+# 临界点（V3 约 171 个 query token）从另一面看：低于它时，即使是 prompt，吸收形式的 FLOPs 也更少。
 #
+# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`；而 Mamba 和
+# GDN 的 builder 总是传 `treat_short_extends_as_decodes=False`：对它们来说，凡是仍在 prompt 内的
+# 请求都是 prefill。
+
+# %% [markdown]
 # ## 5. 两条路径，同一个 token
 #
-# MLA 的两种形式在代数上相等（第 3 篇），所以规则只改变代价，不改变结果。把两次 P/D 运行
+# MLA 的两种形式在代数上相等（第 3 篇），所以这个设置只改变代价，不改变结果。把两次 P/D 运行
 # 和单机引擎、以及模型自带的慢速 oracle（每个 token 都从头完整前向一次）放在一起比：
 
 # %%
 colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
-print(f"P/D，rule='prompt'   ：{runs['prompt'][1]}")
-print(f"P/D，rule='query_len'：{runs['query_len'][1]}")
-print(f"单机引擎             ：{col_tokens}")
-print(f"oracle（不用 cache） ：{oracle}")
-assert runs["prompt"][1] == runs["query_len"][1] == col_tokens == oracle
+print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
+print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
+print(f"colocated engine                      : {col_tokens}")
+print(f"oracle (no cache)                     : {oracle}")
+assert runs[1][1] == runs[2][1] == col_tokens == oracle
 
 # %% [markdown]
 # ## 6. 各自的代价
 #
 # trace 里的每个算子都带着模型估算的 FLOPs 和字节数（矩阵乘按 `2MNK` FLOPs 计；每个操作数读
-# 一次、每个结果写一次；GPU 上按 bf16 计）。把 D 第一步的所有算子加起来，tiny 模型下：
+# 一次、每个结果写一次，按张量自己的精度计：这里的 tiny 模型是 fp32）。把 D 第一步的所有算子
+# 加起来：
 
 # %%
 summary = []
-for rule, (tracer, _) in runs.items():
+for size, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
     summary.append(
         [
-            rule,
+            size,
             tracer.first("route", "D")["forward"],
             len(ks),
-            fmt_flops(sum(e["flops"] for e in ks)),
-            fmt_bytes(sum(e["bytes"] for e in ks)),
+            flops(sum(e["flops"] for e in ks)),
+            nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(HTML(html_table(["规则", "路径", "算子调用次数", "FLOPs", "字节"], summary)))
+display(
+    HTML(
+        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
+    )
+)
 
 # %% [markdown]
 # tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
-# 为 128/64/128，61 层），用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
+# 为 128/64/128，61 层），按 bf16，用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
 # prefill 路径要把每个上下文 token 经 `kv_b_proj` 升维：`2 × 1 × (128 × 256) × 512` FLOPs，
-# 也就是每个上下文 token、每层约 33.5 MFLOP。absorbed 的 decode 路径则只把每个上下文 token
-# 的 576 个 latent 值读一次，所有头共用。最后两列换算成 61 层在 H800 上的时间下界
+# 也就是每个上下文 token、每层约 33.6 MFLOP。absorbed 的 decode 路径则只把每个上下文 token
+# 的 576 个 latent 值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
 # `max(FLOPs / 峰值, 字节 / 带宽)`（H800 与 H100 SXM 一样是 989 TFLOP/s 稠密 bf16、
-# 3.35 TB/s HBM3，数据来自 NVIDIA 的产品手册）。
+# 3.35 TB/s HBM3，数据来自 NVIDIA 的产品手册）。只计注意力：各投影、归一化和 MoE 层在两条
+# 路径上相同。
 
 # %%
 per_ctx_token = gemm(
     1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
 )[0]
-print(f"kv_b_proj 升维：每个上下文 token、每层 {per_ctx_token / 1e6:.2f} MFLOP")
-assert abs(per_ctx_token / 1e6 - 33.5) < 0.1
+print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
+assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
 
-PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM：稠密 bf16 与 HBM3（产品手册）
+PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
 
 
 def roofline_us(c, layers):
@@ -415,11 +477,11 @@ for ctx in (1024, 4096, 16384, 65536):
     cost_rows.append(
         [
             ctx,
-            fmt_flops(pre.flops),
-            fmt_flops(dec.flops),
+            flops(pre.flops),
+            flops(dec.flops),
             f"{pre.flops / dec.flops:.0f}x",
-            fmt_bytes(pre.bytes),
-            fmt_bytes(dec.bytes),
+            nbytes(pre.bytes),
+            nbytes(dec.bytes),
             f"{pre.bytes / dec.bytes:.1f}x",
             f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
             f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
@@ -430,15 +492,15 @@ display(
     HTML(
         html_table(
             [
-                "上下文 N-1",
+                "context N-1",
                 "FLOPs _forward_prefill",
                 "FLOPs _forward_decode",
-                "倍数",
-                "字节 _forward_prefill",
-                "字节 _forward_decode",
-                "倍数",
-                "H800 下界，prefill 路径",
-                "H800 下界，decode 路径",
+                "ratio",
+                "bytes _forward_prefill",
+                "bytes _forward_decode",
+                "ratio",
+                "H800 bound, _forward_prefill",
+                "H800 bound, _forward_decode",
             ],
             cost_rows,
         )
@@ -449,52 +511,59 @@ display(
 plot_path_costs(V3, [2**k for k in range(8, 18)])
 
 # %% [markdown]
-# 对一个 token 而言，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上；访存字节随上下文增长，
-# 从约 6 倍涨到约 90 倍：它要为每个上下文 token 写出再读回逐头的 K 和 V（128 × 320 个值，
-# 而不是 576 个）。它算出的 token 没错，但用它来算一个 token 太贵了；而在 D 上，*每一个*
-# 请求都从这一步开始。所以在 D 上，规则选哪条很要紧。
+# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。随着上下文变长，它的字节数
+# 从几倍涨到约 90 倍，但这个比值把 decode 路径的吸收权重（`W_UK`、`W_UV`，V3 维度下约 33 MB）
+# 算在了一个请求头上。批处理时这些权重对所有 decode 只读一次，每多一个请求真正多出的只是它的
+# latent 行；上表仍按单个请求计。无论如何，它都是用昂贵的方式算出正确的 token；而开启 prefill
+# 上下文并行时，D 上*每个*请求都从这一步开始。
 #
 # ## 7. 动手试试
 #
-# 下面的交互面板在你改动 prompt 长度、块大小或路由规则时，重新跑一个小的 P/D 对和一个单机引擎
-# （tiny 模型，torch 后端）；预设模型只影响成本模型那一栏。可以试试：
+# 每当你改变 prompt 长度、block 大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
+# 下面的 explorer 都会重新跑一对小的 P/D 引擎（tiny 模型，torch 后端）和一个单机引擎；
+# preset 只影响成本模型。可以试试：
 #
-# - 在 `prompt` 和 `query_len` 之间切换规则，看路径和算子怎么变；
-# - 改 prompt 长度：`num_computed_tokens` 始终跟着 `N - 1` 走；
-# - 改块大小：D 仍然从 `N - 1` 开始，因为 P 会把 prompt 占到的所有 block（包括最后那个没填满的）
-#   都发过去；
-# - 切换预设模型，看真实维度下上下文 `N - 1` 的代价；生成的 token 始终一致。
+# - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
+# - 改 prompt 长度：`num_computed_tokens` 始终是 `N - 1`；
+# - 改 block 大小：D 仍从 `N - 1` 开始，因为 P 会把 prompt 涉及的每个 block（包括最后一个
+#   不满的 block）都传过来；
+# - 选 `flashmla`：D 的这一步不变，但 P 上那个新 prompt（短于 128 个 token）在 P 上走了
+#   decode 路径；
+# - 切换 preset，看真实维度下 `N - 1` 处的代价；token 始终一致。
 
 # %%
-explorer = PDExplorer(prompt_len=N, block_size=BS, rule="prompt", preset="deepseek-v3", lang="zh")
+explorer = PDExplorer(prompt_len=N, block_size=BS, pcp=1, preset="deepseek-v3", lang=LANG)
 explorer
 
 # %% [markdown]
 # ## 自测
 #
-# 先预测，再运行：37 个 token 的 prompt，块大小 16，`rule="prompt"`。
-# (a) D 第一次计算时的 `num_computed_tokens` 是多少？(b) 走哪个 forward？
-# (c) 这一步每层 gather 多少行 latent？(d) 如果同一个 prompt 已经完整地在*本地* prefix cache
-# 里，能复用其中多少个 token？
+# 先预测，再运行：37 个 token 的 prompt，block 大小 16，`prefill_context_parallel_size = 2`。
+# (a) D 第一次计算时 `num_computed_tokens` 是多少？(b) 跑的是哪个 forward？
+# (c) 这一步每层 gather 多少行 latent？(d) 如果这个 prompt 完整地在*本地* prefix cache 里，
+# 会复用多少个 token？(e) 在 `flashmla` 配置、不开 PCP 时，P 的第一步走哪个 forward？
 
 # %%
 N2, B2 = 37, 16
-check = run_pd(N2, block_size=B2, rule="prompt")
+check = run_demo(N2, block_size=B2, pcp=2, max_tokens=3)
 step = check.d_first_step
 gathered = [
     e["shapes"]["rows"]
-    for e in check.tracer.filter("kernel", "D", step=step["step"], layer=0)
+    for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
     if e["name"] == "gather_cache"
 ]
 local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
 local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
 reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
+flash = run_demo(N2, block_size=B2, mla_backend="flashmla", max_tokens=3)
+p_first = flash.trace.first("route", "P")
 print(
     f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
-    f"(d) {reused[1]}"
+    f"(d) {reused[1]}  (e) {p_first['forward']}"
 )
 assert step["num_computed_tokens"] == N2 - 1
 assert step["forward"] == "_forward_prefill"
 assert sum(gathered) == N2 - 1
 assert reused == [0, (N2 - 1) // B2 * B2]
+assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
 assert check.tokens_equal

@@ -1,10 +1,10 @@
 """Configuration: the model's shape, the paged cache, the scheduler.
 
 Mirrors the configs vLLM threads through its v1 engine (``vllm/config/model.py``,
-``vllm/config/cache.py``, ``vllm/config/scheduler.py``) and the fields of a DeepSeek-V2/V3
-``config.json`` (``DeepseekV2Config`` / ``DeepseekV3Config`` in transformers). Every config
-validates itself on construction: a bad value raises ``ValueError`` naming the field, the
-value and what is allowed.
+``vllm/config/cache.py``, ``vllm/config/scheduler.py``, ``vllm/config/kv_transfer.py``)
+and the fields of a DeepSeek-V2/V3 ``config.json`` (``DeepseekV2Config`` /
+``DeepseekV3Config`` in transformers). Every config validates itself on construction: a
+bad value raises ``ValueError`` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -318,9 +318,14 @@ class SchedulerConfig:
     long_prefill_token_threshold: int = 0  # 0 disables the cap, as in vLLM
     max_model_len: int | None = None
     kv_transfer_timeout_s: float = 30.0
+    # vLLM's default: admit a waiting request only if its whole prompt fits in the free
+    # blocks, not just its first chunk (``vllm/config/scheduler.py``).
+    scheduler_reserve_full_isl: bool = True
 
     def __post_init__(self) -> None:
         c = "SchedulerConfig"
+        if not isinstance(self.scheduler_reserve_full_isl, bool):
+            _fail(c, "scheduler_reserve_full_isl", self.scheduler_reserve_full_isl, "True or False")
         _check_int(c, "max_num_batched_tokens", self.max_num_batched_tokens)
         _check_int(c, "max_num_seqs", self.max_num_seqs)
         _check_int(c, "long_prefill_token_threshold", self.long_prefill_token_threshold, 0)
@@ -410,3 +415,33 @@ class AttentionConfig:
     @property
     def profile(self) -> MLABackendProfile:
         return MLA_BACKENDS[self.backend]
+
+
+KV_LOAD_FAILURE_POLICIES = ("fail", "recompute")
+
+
+@dataclass(frozen=True)
+class KVTransferConfig:
+    """How a P/D instance treats KV transfers (vLLM's ``KVTransferConfig`` in
+    ``vllm/config/kv_transfer.py``; pdlab keeps only the fields its scheduler reads).
+
+    ``kv_load_failure_policy`` says what happens when K/V a request was waiting for fail
+    to arrive: ``"fail"`` (vLLM's default) ends the request with
+    ``RequestStatus.FINISHED_ERROR`` (finish reason ``"error"``) and frees its blocks;
+    ``"recompute"`` keeps the tokens before the first failed block and computes the rest
+    locally.
+    """
+
+    kv_load_failure_policy: str = "fail"
+
+    def __post_init__(self) -> None:
+        if self.kv_load_failure_policy not in KV_LOAD_FAILURE_POLICIES:
+            _fail(
+                "KVTransferConfig",
+                "kv_load_failure_policy",
+                self.kv_load_failure_policy,
+                f"one of {KV_LOAD_FAILURE_POLICIES}",
+            )
+
+    def replace(self, **changes: Any) -> KVTransferConfig:
+        return dataclasses.replace(self, **changes)

@@ -20,6 +20,7 @@ import torch
 from pdlab.config import (
     AttentionConfig,
     CacheConfig,
+    KVTransferConfig,
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
@@ -66,9 +67,9 @@ class LLMEngine:
         device: str | torch.device = "cpu",
         num_kv_splits: int = 4,
         workspace_tokens: int = 2048,
-        kv_transfer_config: Any = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
+        kv_transfer_config: KVTransferConfig | None = None,
     ) -> None:
         self.model_config = model_config
         self.attention_config = attention_config or AttentionConfig()
@@ -103,6 +104,7 @@ class LLMEngine:
             self.max_model_len,
             connector=kv_connector,
             event_hook=self._on_sched_event,
+            kv_transfer_config=kv_transfer_config,
         )
         self.runner = ModelRunner(
             self.model,

@@ -15,6 +15,7 @@ The cross-process version is in ``pdlab/pd_procs.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -114,7 +115,8 @@ class PDPair:
                 f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
             )
         sp = sampling_params or SamplingParams()
-        p_params = SamplingParams(max_tokens=1, temperature=sp.temperature, seed=sp.seed)
+        # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
+        p_params = dataclasses.replace(sp, max_tokens=1)
         self.prefill.add_request(prompt, p_params, rid, {"do_remote_decode": True})
         self._pending[rid] = (prompt, sp)
         return rid

@@ -207,9 +207,8 @@ def run_prefill(
         engine_kwargs,
     )
     summary = InstanceSummary("prefill")
-    p_params = SamplingParams(
-        max_tokens=1, temperature=sampling_params.temperature, seed=sampling_params.seed
-    )
+    # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
+    p_params = dataclasses.replace(sampling_params, max_tokens=1)
     rids = [f"req-{i}" for i in range(len(prompts))]
     next_prompt = 0
     deadline = t0 + timeout_s

@@ -141,6 +141,8 @@ class Request:
         self.num_prompt_tokens = len(self.prompt_token_ids)
         self._output_token_ids: list[int] = []
         self._all_token_ids: list[int] = list(self.prompt_token_ids)
+        # Tokens whose K/V are in the cache. While WAITING_FOR_REMOTE_KVS it already counts
+        # the K/V on their way (as vLLM 0.33.0), and is cut back if the load fails.
         self.num_computed_tokens = 0
         # Prefix hit (local + external) when first scheduled; -1 until then.
         self.num_cached_tokens = -1

@@ -79,6 +79,24 @@ class Tracer:
             raise LookupError(f"no {kind!r} event for instance={instance!r} {match}")
         return found[0]
 
+    def steps(self, instance: str, req_id: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """``(step event, the request's row in it)`` for every step that scheduled
+        ``req_id`` on ``instance``, in order."""
+        return [
+            (e, r)
+            for e in self.filter("step", instance)
+            for r in e["scheduled"]
+            if r["req_id"] == req_id
+        ]
+
+    def kernels(self, instance: str, step: int, layer: int | None = None) -> list[dict[str, Any]]:
+        """The kernel calls of one step of one instance (of one layer, if given)."""
+        return [
+            e
+            for e in self.filter("kernel", instance, step=step)
+            if layer is None or e["layer"] == layer
+        ]
+
     def __iter__(self) -> Iterator[dict[str, Any]]:
         return iter(self.events)
 

@@ -2,3 +2,80 @@
 TRITON_INTERPRET on a machine without a GPU, and triton reads it when it is first imported."""
 
 import pdlab.kernels  # noqa: F401
+
+# ---- scheduler test helpers (sched) ------------------------------------------------------
+# Shared by tests/test_scheduler*.py: build a Scheduler with a fake runner, step it, and
+# check that every block came back. Import them with ``from conftest import ...``. pdlab
+# is imported inside the functions so that this block stays apart from the imports above.
+
+
+def make_scheduler(
+    connector=None,
+    *,
+    budget=64,
+    max_seqs=8,
+    threshold=0,
+    block_size=4,
+    num_blocks=64,
+    caching=True,
+    max_model_len=256,
+    sample=None,
+    reserve_full_isl=True,
+    kv_load_failure_policy="fail",
+):
+    """A Scheduler, a FakeModelRunner driving ``connector``'s worker side, and the list
+    the scheduler's events are appended to as ``(kind, fields)``."""
+    from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+    from pdlab.sched.fake_runner import FakeModelRunner
+    from pdlab.sched.scheduler import Scheduler
+
+    events = []
+    sched = Scheduler(
+        SchedulerConfig(
+            max_num_batched_tokens=budget,
+            max_num_seqs=max_seqs,
+            long_prefill_token_threshold=threshold,
+            scheduler_reserve_full_isl=reserve_full_isl,
+        ),
+        CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching),
+        max_model_len,
+        connector=connector,
+        event_hook=lambda kind, fields: events.append((kind, fields)),
+        kv_transfer_config=KVTransferConfig(kv_load_failure_policy=kv_load_failure_policy),
+    )
+    return sched, FakeModelRunner(connector, sample=sample), events
+
+
+def step(sched, runner):
+    """One schedule / execute / update round; returns the SchedulerOutput and outputs."""
+    so = sched.schedule()
+    return so, sched.update_from_output(so, runner.execute_model(so))
+
+
+def req(rid, n, max_tokens=4, start=0, **sp):
+    """A request whose prompt is ``start, start + 1, ..., start + n - 1``."""
+    from pdlab.request import Request, SamplingParams
+
+    return Request(rid, [start + i for i in range(n)], SamplingParams(max_tokens=max_tokens, **sp))
+
+
+def all_free(sched):
+    """Every block is back in the pool and no request holds any."""
+    mgr = sched.kv_cache_manager
+    return (
+        mgr.num_free_blocks == mgr.num_blocks
+        and not mgr.req_to_blocks
+        and all(b.ref_cnt == 0 for b in mgr.block_pool.blocks)
+    )
+
+
+def events_of(events, kind):
+    return [f for k, f in events if k == kind]
+
+
+def free_queue_ids(sched):
+    """Block ids in the free queue, next handed out first."""
+    return [b.block_id for b in sched.kv_cache_manager.block_pool.free_block_queue]
+
+
+# ---- end of scheduler test helpers (sched) -------------------------------------------------

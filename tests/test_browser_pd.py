@@ -1,8 +1,8 @@
 """Notebook 5's P/D explorer in a real browser: JupyterLab 4 + ipywidgets 8 + headless Chromium.
 
 Opens ``notebooks/05_pd_decode_side.ipynb`` in a throwaway JupyterLab (``tests/nbtools.py``),
-runs every cell, checks that every widget rendered, then changes prefill_context_parallel_size and the
-prompt length through the widgets, the way a reader would, and checks that the displayed
+runs every cell, checks that every widget rendered, then changes prefill_context_parallel_size
+and the prompt length through the widgets, the way a reader would, and checks that the displayed
 routing decision and ``N - 1`` follow. A screenshot of the explorer is saved outside the repo
 (``$PDLAB_SCREENSHOT_DIR`` or ``$TMPDIR/pdlab-screenshots``) and its path printed.
 """

@@ -122,10 +122,12 @@ def test_shared_prefix_refcounts_and_free_order():
     assert [x.ref_cnt for x in shared] == [1, 1]
     mgr.free(a)
     assert mgr.get_block_ids("a") == [] and [x.ref_cnt for x in shared] == [0, 0]
-    # b held [0, 1, 3] and a [0, 1, 2]; each was freed tail first, and the shared prefix
-    # joined the queue only when its last holder let go: it will be evicted last.
+    # b held [0, 1, 3] and a [0, 1, 2]; each was freed tail first. a's block 2 holds one
+    # token, carries no hash and can never be hit: it goes to the front, reused first.
+    # The cached blocks go to the back, and the shared prefix joined the queue only when
+    # its last holder let go: it will be evicted last.
     order = [x.block_id for x in mgr.block_pool.free_block_queue]
-    assert order == [4, 5, 6, 7, 3, 2, 1, 0]
+    assert order == [2, 4, 5, 6, 7, 3, 1, 0]
 
 
 def test_cache_blocks_hashes_full_blocks_only_and_is_incremental():
@@ -170,3 +172,35 @@ def test_stats_and_max_model_len():
     assert (s.requests, s.queries, s.hits) == (1, 9, 8) and s.hit_rate == pytest.approx(8 / 9)
     with pytest.raises(ValueError, match="max_model_len=0"):
         make(max_model_len=0)
+
+
+def test_free_queue_order_after_free_and_realloc_as_vllm():
+    # vLLM 0.33.0's prefix-caching walk-through, shifted by its null block (its block i+1
+    # is pdlab's block i): 16-token blocks, two requests sharing a 3-block prefix.
+    mgr = make(block_size=16, num_blocks=10)
+    common = list(range(48))
+    r0 = Request("r0", common + [100] * 7)  # 55 tokens: 3 full blocks + 7
+    prefill(mgr, r0)
+    assert mgr.get_block_ids("r0") == [0, 1, 2, 3]
+    r1 = Request("r1", common + [200] * 5)  # hits the 3 shared blocks
+    blocks, n = mgr.get_computed_blocks(r1)
+    assert n == 48 and [b.block_id for b in blocks] == [0, 1, 2]
+    prefill(mgr, r1)
+    assert mgr.get_block_ids("r1") == [0, 1, 2, 4]
+    mgr.free(r0)  # its partial block 3 has no hash: to the front
+    assert [b.block_id for b in mgr.block_pool.free_block_queue] == [3, 5, 6, 7, 8, 9]
+    mgr.free(r1)  # block 4 to the front; the shared prefix, tail first, to the back
+    assert [b.block_id for b in mgr.block_pool.free_block_queue] == [4, 3, 5, 6, 7, 8, 9, 2, 1, 0]
+    # A new request with no hit takes the unhashed blocks first, then the never used.
+    r2 = Request("r2", list(range(500, 548)))
+    prefill(mgr, r2)
+    assert mgr.get_block_ids("r2") == [4, 3, 5]
+    assert mgr.get_computed_blocks(Request("again", common + [1]))[1] == 48  # still cached
+
+
+def test_uncached_blocks_all_go_to_the_front_without_prefix_caching():
+    mgr = make(block_size=4, num_blocks=6, caching=False)
+    a = Request("a", list(range(8)))
+    prefill(mgr, a)
+    mgr.free(a)
+    assert [b.block_id for b in mgr.block_pool.free_block_queue] == [1, 0, 2, 3, 4, 5]

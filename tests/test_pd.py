@@ -5,7 +5,13 @@ import time
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.config import (
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.pd import PDPair
@@ -89,7 +95,7 @@ def test_local_prefix_hit_on_d_reads_only_the_tail(pcp):
 
 def test_several_prompts_interleaved():
     prompts = ["The cache holds K and V.", "Logits need h[N-1].", "x", "abcdefgh"]
-    pair = _pair("prompt")
+    pair = _pair(2)
     outs = pair.generate(prompts, SamplingParams(max_tokens=4))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == _colocated(p, 4)
@@ -99,7 +105,7 @@ def test_several_prompts_interleaved():
 @pytest.mark.parametrize("fault", ["fail", "corrupt"])
 def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     prompt = list(range(30, 30 + 2 * BS + 3))
-    pair = _pair("prompt")
+    pair = _pair(2, kv_transfer_config=KVTransferConfig(kv_load_failure_policy="recompute"))
     pair.transport.fault_once = fault
     out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
     assert out.output_token_ids == _colocated(prompt, 4)
@@ -182,3 +188,22 @@ def test_p_requests_hold_blocks_until_read():
         pair.step()
     assert pair.decode.get_output(rid).finished
     _all_free(pair)
+
+
+def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
+    """Removing the ``- 1`` (a learner's experiment) must fail with the reason, not with a
+    message about the connector."""
+    from pdlab.sched.scheduler import Scheduler
+
+    orig = Scheduler._update_waiting_for_remote_kv
+
+    def keep_every_token(self, request):
+        n = request.num_computed_tokens
+        ready = orig(self, request)
+        if ready and n == request.num_tokens:
+            request.num_computed_tokens = n
+        return ready
+
+    monkeypatch.setattr(Scheduler, "_update_waiting_for_remote_kv", keep_every_token)
+    with pytest.raises(RuntimeError, match="which KV transfer does not carry"):
+        _pair().generate(list(range(40, 51)), SamplingParams(max_tokens=2))

@@ -9,17 +9,17 @@ from matplotlib.patches import Rectangle
 
 from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.config import ModelConfig
-from pdlab.tour import TourRun, run_requests
+from pdlab.demo import Demo, run_demo
 from pdlab.ui.plots import plot_block_table, plot_num_computed_tokens, plot_path_costs, save_all
 
 
 @pytest.fixture(scope="module")
-def run() -> TourRun:
+def run() -> Demo:
     # Main run with the default routing; other_trace holds the same request under PCP = 2.
-    return run_requests("hello block table", block_size=4, max_tokens=3)
+    return run_demo("hello block table", block_size=4, max_tokens=3, compare=True)
 
 
-def test_block_table_draws_ds_blocks(run: TourRun) -> None:
+def test_block_table_draws_ds_blocks(run: Demo) -> None:
     fig = plot_block_table(run.trace, "D")
     ax = fig.axes[0]
     first = next(e for e in run.trace.filter("step", "D") if e["scheduled"])
@@ -31,14 +31,14 @@ def test_block_table_draws_ds_blocks(run: TourRun) -> None:
     assert [t.get_text() for t in ax.get_yticklabels()] == ["req-0"]
 
 
-def test_block_table_of_p(run: TourRun) -> None:
+def test_block_table_of_p(run: Demo) -> None:
     ax = plot_block_table(run.trace, "P").axes[0]
     n = run.trace.first("add_request", "P")["num_prompt_tokens"]
     assert "instance P" in ax.get_title()
     assert len(ax.patches) == -(-n // 4)
 
 
-def test_num_computed_tokens_has_a_line_per_request(run: TourRun) -> None:
+def test_num_computed_tokens_has_a_line_per_request(run: Demo) -> None:
     fig = plot_num_computed_tokens(run.trace)
     ax = fig.axes[0]
     assert ax.get_xlabel() == "engine step"
@@ -59,7 +59,7 @@ def test_num_computed_tokens_has_a_line_per_request(run: TourRun) -> None:
     assert [t.get_text() for t in ax.get_legend().get_texts()] == list(series)
 
 
-def test_markers_show_the_path_of_ds_first_step(run: TourRun) -> None:
+def test_markers_show_the_path_of_ds_first_step(run: Demo) -> None:
     # Under PCP = 2 D's one-token step goes to _forward_prefill: a hollow marker.
     for trace, fill in ((run.other_trace, "none"), (run.trace, "full")):
         ax = plot_num_computed_tokens(trace, "D").axes[0]
@@ -90,7 +90,7 @@ def test_path_costs_follow_the_cost_model() -> None:
         assert "_forward_prefill" in pre.get_label() and "_forward_decode" in dec.get_label()
 
 
-def test_save_all_writes_three_pngs(run: TourRun, tmp_path) -> None:
+def test_save_all_writes_three_pngs(run: Demo, tmp_path) -> None:
     paths = save_all(run.trace, ModelConfig.deepseek_v3(), tmp_path / "out")
     assert [p.name for p in paths] == [
         "block_table.png",

@@ -1,54 +1,14 @@
 """Scheduler without P/D (pdlab/sched/scheduler.py): budget, chunking, preemption, stops."""
 
 import pytest
+from conftest import all_free, make_scheduler, req, step
 
-from pdlab.config import CacheConfig, SchedulerConfig
 from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.output import ModelRunnerOutput
-from pdlab.sched.scheduler import Scheduler
 
 
-def make(
-    budget=64,
-    max_seqs=8,
-    threshold=0,
-    block_size=4,
-    num_blocks=64,
-    caching=True,
-    max_model_len=256,
-    sample=None,
-):
-    events = []
-    sched = Scheduler(
-        SchedulerConfig(
-            max_num_batched_tokens=budget,
-            max_num_seqs=max_seqs,
-            long_prefill_token_threshold=threshold,
-        ),
-        CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching),
-        max_model_len,
-        event_hook=lambda kind, fields: events.append((kind, fields)),
-    )
-    return sched, FakeModelRunner(sample=sample), events
-
-
-def step(sched, runner):
-    so = sched.schedule()
-    return so, sched.update_from_output(so, runner.execute_model(so))
-
-
-def req(rid, n, max_tokens=4, start=0, **sp):
-    return Request(rid, [start + i for i in range(n)], SamplingParams(max_tokens=max_tokens, **sp))
-
-
-def all_free(sched):
-    mgr = sched.kv_cache_manager
-    return (
-        mgr.num_free_blocks == mgr.num_blocks
-        and not mgr.req_to_blocks
-        and all(b.ref_cnt == 0 for b in mgr.block_pool.blocks)
-    )
+def make(**kw):
+    return make_scheduler(**kw)
 
 
 def test_chunked_prefill_under_a_small_budget():
@@ -79,14 +39,23 @@ def test_first_output_carries_old_num_computed_and_new_blocks():
     assert sched.get_request("a").num_computed_tokens == 10
 
 
-def test_long_prefill_token_threshold_caps_each_chunk():
+def test_long_prefill_token_threshold_caps_each_chunk_while_others_wait():
     sched, runner, _ = make(budget=100, threshold=3)
     sched.add_request(req("a", 10, max_tokens=1))
+    sched.add_request(req("b", 4, max_tokens=1, start=50))
     sizes = []
     while sched.has_unfinished_requests():
         so, _ = step(sched, runner)
-        sizes.append(so.num_scheduled_tokens["a"])
-    assert sizes == [3, 3, 3, 1]
+        sizes.append(so.num_scheduled_tokens)
+    # Capped while both are there; once b has finished, a alone takes all it needs.
+    assert sizes == [{"a": 3, "b": 3}, {"a": 3, "b": 1}, {"a": 4}]
+
+
+def test_long_prefill_token_threshold_spares_a_lone_request():
+    sched, runner, _ = make(budget=100, threshold=3)
+    sched.add_request(req("a", 10, max_tokens=2))
+    so, _ = step(sched, runner)
+    assert so.num_scheduled_tokens == {"a": 10}
 
 
 def test_running_first_then_waiting_within_the_budget():

@@ -1,32 +1,19 @@
 """Scheduler with a KV connector: the P and D sides of a prefill/decode pair."""
 
 import pytest
+from conftest import all_free, events_of, make_scheduler, step
 
 from pdlab.config import CacheConfig, SchedulerConfig
 from pdlab.kv_transfer.base import validate_kv_transfer_params
 from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
 
 B = 4
 
 
-def make(connector, num_blocks=32, budget=64, caching=True):
-    events = []
-    sched = Scheduler(
-        SchedulerConfig(max_num_batched_tokens=budget),
-        CacheConfig(block_size=B, num_blocks=num_blocks, enable_prefix_caching=caching),
-        256,
-        connector=connector,
-        event_hook=lambda kind, fields: events.append((kind, fields)),
-    )
-    return sched, FakeModelRunner(connector), events
-
-
-def step(sched, runner):
-    so = sched.schedule()
-    return so, sched.update_from_output(so, runner.execute_model(so))
+def make(connector, num_blocks=32, budget=64, caching=True, **kw):
+    return make_scheduler(connector, num_blocks=num_blocks, budget=budget, caching=caching, **kw)
 
 
 def d_params(n_blocks=2):
@@ -48,15 +35,6 @@ def d_request(rid, n, max_tokens=3, start=0):
         SamplingParams(max_tokens=max_tokens),
         kv_transfer_params=d_params(),
     )
-
-
-def events_of(events, kind):
-    return [f for k, f in events if k == kind]
-
-
-def all_free(sched):
-    mgr = sched.kv_cache_manager
-    return mgr.num_free_blocks == mgr.num_blocks and not mgr.req_to_blocks
 
 
 @pytest.mark.parametrize("n", [3, 8, 9, 1, 4, 5])  # below a block, k blocks, k blocks + 1
@@ -154,20 +132,32 @@ def test_prefill_side_frees_after_the_send_times_out():
     assert conn.timed_out == {"x"} and steps == 5 and all_free(sched)
 
 
-def test_prefill_side_stopped_on_first_token_sends_nothing():
-    conn = FakeKVConnector()
-    sched, runner, _ = make(conn)
+@pytest.mark.parametrize("stop", [True, False])
+def test_prefill_side_hands_off_after_a_stop_token_as_after_the_length_cap(stop):
+    # NixlConnector hands P's blocks to D for FINISHED_STOPPED as for FINISHED_LENGTH_CAPPED.
+    conn = FakeKVConnector(engine_id="P")
+    sched, runner, events = make(conn)
+    sp = SamplingParams(stop_token_ids=[1] if stop else [])
     sched.add_request(
-        Request(
-            "x",
-            [1, 2, 3],
-            SamplingParams(stop_token_ids=[1]),
-            kv_transfer_params={"do_remote_decode": True},
-        )
+        Request("x", [1, 2, 3, 4, 5], sp, kv_transfer_params={"do_remote_decode": True})
     )
     _, (out,) = step(sched, runner)
-    assert out.finish_reason == "stop" and out.kv_transfer_params is None
-    assert all_free(sched) and not sched.has_unfinished_requests()
+    assert out.finish_reason == ("stop" if stop else "length")
+    assert out.kv_transfer_params["remote_block_ids"] == [0, 1]
+    assert events_of(events, "finish")[0]["delay_free"] is True
+    assert sched.kv_cache_manager.get_block_ids("x") == [0, 1]
+    while sched.has_requests():
+        step(sched, runner)
+    assert all_free(sched)
+
+
+def test_prefill_side_aborted_hands_off_nothing():
+    conn = FakeKVConnector(engine_id="P")
+    sched, runner, _ = make(conn)
+    sched.add_request(Request("x", list(range(9)), kv_transfer_params={"do_remote_decode": True}))
+    sched.schedule()
+    assert sched.finish_requests("x", RequestStatus.FINISHED_ABORTED) == ["x"]
+    assert all_free(sched) and sched.get_request("x") is None and not conn._reqs_need_send
 
 
 def test_abort_while_waiting_for_kvs_frees_blocks_once_the_receive_ends():
@@ -201,7 +191,7 @@ def test_abort_after_the_receive_finished_frees_at_once():
 
 def test_failed_receive_falls_back_to_local_recompute():
     conn = FakeKVConnector(fail_recv_req_ids={"x"})
-    sched, runner, events = make(conn)
+    sched, runner, events = make(conn, kv_load_failure_policy="recompute")
     sched.add_request(d_request("x", 9))
     step(sched, runner)
     so, outs = step(sched, runner)
@@ -218,7 +208,7 @@ def test_failed_receive_falls_back_to_local_recompute():
 
 def test_partly_failed_receive_keeps_the_blocks_before_the_first_bad_one():
     conn = FakeKVConnector(invalid_block_from={"x": 1})
-    sched, runner, events = make(conn)
+    sched, runner, events = make(conn, kv_load_failure_policy="recompute")
     sched.add_request(d_request("x", 10))
     step(sched, runner)
     so, _ = step(sched, runner)
@@ -344,3 +334,34 @@ def test_malformed_kv_transfer_params_are_rejected(params, key):
 def test_connector_type_is_checked():
     with pytest.raises(ValueError, match="connector=.*KVConnectorBase"):
         Scheduler(SchedulerConfig(), CacheConfig(), 64, connector=object())
+
+
+def test_pd_pair_whose_p_token_is_a_stop_token_still_hands_off():
+    """End to end on the tiny model: P's one token is a stop token; D still reads P's blocks
+    (no recompute of the prompt), samples that token itself and stops, as colocated."""
+    from pdlab.config import ModelConfig
+    from pdlab.engine import LLMEngine
+    from pdlab.pd import PDPair
+
+    cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=B, num_blocks=32)
+    prompt = [(5 * i + 3) % 256 for i in range(2 * B + 3)]
+    local = LLMEngine(cfg, cache, backend="torch")
+    first = local.generate(prompt, SamplingParams(max_tokens=1))[0].output_token_ids[0]
+    sp = SamplingParams(max_tokens=6, stop_token_ids=[first])
+    colocated = LLMEngine(cfg, cache, backend="torch").generate(prompt, sp)[0]
+    pair = PDPair(cfg, cache, backend="torch")
+    out = pair.generate(prompt, sp)[0]
+    assert (out.output_token_ids, out.finish_reason) == ([first], "stop")
+    assert (colocated.output_token_ids, colocated.finish_reason) == ([first], "stop")
+    t = pair.tracer
+    assert t.first("finish", "P")["status"] == "FINISHED_STOPPED"
+    assert t.first("kv_transfer", "D")["ok"]
+    ready = t.first("remote_kv_ready", "D")
+    assert (ready["num_computed_tokens_before_adjust"], ready["num_computed_tokens"]) == (
+        len(prompt),
+        len(prompt) - 1,
+    )
+    scheduled = [r for e in t.filter("step", "D") for r in e["scheduled"]]
+    assert sum(r["num_scheduled_tokens"] for r in scheduled) == 1  # no prompt recompute
+    for eng in (pair.prefill, pair.decode):
+        assert eng.scheduler.kv_cache_manager.num_free_blocks == cache.num_blocks

@@ -20,7 +20,7 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.config import KV_LOAD_FAILURE_POLICIES, CacheConfig, KVTransferConfig, SchedulerConfig
 from pdlab.kv_cache.manager import cdiv
 from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
@@ -114,10 +114,23 @@ class SchedulerMachine(RuleBasedStateMachine):
         caching=st.booleans(),
         recv_delay=st.integers(0, 2),
         send_delay=st.sampled_from([0, 1, None]),
+        policy=st.sampled_from(KV_LOAD_FAILURE_POLICIES),
+        reserve_full_isl=st.sampled_from([True, True, False]),
     )
     def setup(
-        self, block_size, num_blocks, budget, threshold, max_seqs, caching, recv_delay, send_delay
+        self,
+        block_size,
+        num_blocks,
+        budget,
+        threshold,
+        max_seqs,
+        caching,
+        recv_delay,
+        send_delay,
+        policy,
+        reserve_full_isl,
     ):
+        self.policy = policy
         self.conn = FakeKVConnector(
             recv_delay_steps=recv_delay, send_delay_steps=send_delay, send_timeout_steps=3
         )
@@ -126,6 +139,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                 max_num_batched_tokens=budget,
                 max_num_seqs=max_seqs,
                 long_prefill_token_threshold=threshold,
+                scheduler_reserve_full_isl=reserve_full_isl,
             ),
             CacheConfig(
                 block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching
@@ -133,10 +147,12 @@ class SchedulerMachine(RuleBasedStateMachine):
             MAX_MODEL_LEN,
             connector=self.conn,
             event_hook=self.on_event,
+            kv_transfer_config=KVTransferConfig(kv_load_failure_policy=policy),
         )
         self.tokens: list[int] = []
         self.runner = FakeModelRunner(self.conn, sample=self.sample)
         self.outputs: dict[str, list[int]] = {}
+        self.failing: set[str] = set()  # D requests whose receive is made to fail
         self.count = 0
 
     def sample(self, req_id: str, position: int) -> int:
@@ -176,6 +192,8 @@ class SchedulerMachine(RuleBasedStateMachine):
                 self.conn.fail_recv_req_ids.add(rid)
             elif fail == "blocks":
                 self.conn.invalid_block_from[rid] = 1
+            if fail:
+                self.failing.add(rid)
         r = Request(
             rid,
             prompt,
@@ -200,13 +218,15 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     def step(self):
         sched = self.sched
+        # The long-prefill cap applies only when more than one request could run.
+        capped = sched.get_num_unfinished_requests() > 1
         so = sched.schedule()
         cfg = sched.scheduler_config
         assert so.total_num_scheduled_tokens == sum(so.num_scheduled_tokens.values())
         assert so.total_num_scheduled_tokens <= cfg.max_num_batched_tokens
         for rid, n in so.num_scheduled_tokens.items():
             assert n >= 1
-            if cfg.long_prefill_token_threshold:
+            if cfg.long_prefill_token_threshold and capped:
                 assert n <= cfg.long_prefill_token_threshold
             r = sched.requests[rid]
             assert (
@@ -217,7 +237,11 @@ class SchedulerMachine(RuleBasedStateMachine):
             assert sched.requests[rid].status == RequestStatus.PREEMPTED
         for out in sched.update_from_output(so, self.runner.execute_model(so)):
             self.outputs[out.req_id] += out.new_token_ids
-            if out.finish_reason is not None:
+            if out.finish_reason == "error":
+                # Only a failed load ends in an error, and only under the "fail" policy.
+                assert self.policy == "fail" and out.req_id in self.failing
+                assert not self.outputs[out.req_id]
+            elif out.finish_reason is not None:
                 assert out.finish_reason in ("stop", "length")
                 assert out.finish_reason == "length" or self.outputs[out.req_id][-1] == STOP
                 assert self.outputs[out.req_id]

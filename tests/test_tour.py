@@ -19,6 +19,8 @@ from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.trace import Tracer
+from pdlab.ui.fmt import token_char
+from pdlab.ui.tour_route import COST_CONTEXTS
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
 ESC = "\x1b["
@@ -97,7 +99,7 @@ def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
     ready = t.first("remote_kv_ready", "D")
     assert ready["num_computed_tokens"] == n - 1
     assert f"num_computed_tokens = {n - 1} (N - 1)" in flat(out)
-    assert "num_computed_tokens -= 1" in flat(out)  # the real source line
+    assert "request.num_computed_tokens = request.num_tokens - 1" in flat(out)  # real source
     hit = t.filter("admit", "local")[1]["num_cached_tokens"]
     assert f"{hit} cached tokens" in flat(out)
     d_tok = t.first("sample", "D")["token"]
@@ -165,7 +167,7 @@ def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_pa
         assert name in flat(out)
     tok = t.first("sample", "D")["token"]
     assert has_row(
-        out, "first token on D", f"{tok} ({tour._tok(tok)})", f"{tok} ({tour._tok(tok)})"
+        out, "first token on D", f"{tok} ({token_char(tok)})", f"{tok} ({token_char(tok)})"
     )
     # the default prompt is shorter than FlashMLA's threshold: a fresh prompt on the decode path
     assert n <= 128 and "reorder_batch_threshold = 128" in flat(out)
@@ -184,9 +186,9 @@ def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
     assert "deepseek-v2-lite dimensions (16 heads" in flat(out)
     table = [r for r in rows(out) if len(r) == 7 and r[0][0].isdigit()]
     assert [int(r[0].rstrip("K")) * (1024 if r[0].endswith("K") else 1) for r in table] == list(
-        tour.COST_CONTEXTS
+        COST_CONTEXTS
     )
-    for ctx, r in zip(tour.COST_CONTEXTS, table):
+    for ctx, r in zip(COST_CONTEXTS, table):
         p, d = prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)
         # the printed ratios, rounded for print, agree with the cost model's
         for printed, want in ((r[3], p.flops / d.flops), (r[6], p.bytes / d.bytes)):
@@ -250,7 +252,7 @@ def test_triton_backend_option(capsys, tmp_path) -> None:
 def test_json_and_plots_options(capsys, tmp_path) -> None:
     out, t = run_tour(capsys, tmp_path, "--plots", str(tmp_path / "png"), "--chapter", "1")
     assert {e["instance"] for e in t} == {"P", "D", "local"}
-    assert t.meta["tour"]["prompt"] == tour.DEFAULT_PROMPT
+    assert t.meta["demo"]["prompt"] == tour.DEFAULT_PROMPT
     names = ["block_table.png", "num_computed_tokens.png", "path_costs.png"]
     for name in names:
         assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -8,8 +8,10 @@ import re
 import pytest
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
+from pdlab.ui import fmt
 from pdlab.ui import widgets as w
 
 
@@ -86,7 +88,7 @@ def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> No
     assert "decode_threshold = 128" in _text(explorer.route.value)
     assert explorer.run.mla_backend == "flashmla"
     # ...but P's fresh 40-token prompt now takes the decode path too.
-    p_first = explorer.run.tracer.first("route", "P")
+    p_first = explorer.run.trace.first("route", "P")
     assert (p_first["query_len"], p_first["forward"]) == (40, "_forward_decode")
     assert explorer.error.value == ""
     traces = [c.value for c in explorer.traces.children]
@@ -103,16 +105,19 @@ def test_pd_explorer_in_chinese() -> None:
         w.PDExplorer(lang="fr")
 
 
-def test_run_pd_and_route_text() -> None:
-    run = w.run_pd(9, block_size=2)
+def test_run_demo_and_route_text() -> None:
+    run = run_demo(9, block_size=2, max_tokens=3)
     r = run.d_first_step
     assert (r["query_len"], r["num_computed_tokens"], r["num_prompt_tokens"]) == (1, 8, 9)
     assert r["forward"] == "_forward_decode" and run.tokens_equal
     assert run.remote_kv_ready["num_computed_tokens_before_adjust"] == 9
     assert run.kernels("D")[1:] == ["q_nope @ W_UK_T", "mla_decode", "o_latent @ W_UV"]
     assert run.traced_cost("D").flops > 0
-    assert len(w.prompt_of_length(50)) == 50
-    assert w.prompt_of_length(50) == w.prompt_of_length(60)[:50]
+    assert run.d_first_step["forward"] in w.route_text(run.d_first_step)
+    assert len(prompt_of_length(50)) == 50
+    assert prompt_of_length(50) == prompt_of_length(60)[:50]
+    with pytest.raises(ValueError, match="n=0"):
+        prompt_of_length(0)
 
 
 def test_step_player_shows_each_step() -> None:
@@ -165,16 +170,17 @@ def test_block_pool_explorer_add_step_free() -> None:
 def test_show_source_reads_the_package() -> None:
     from pdlab.sched.scheduler import Scheduler
 
-    code = w.show_source(Scheduler._update_waiting_for_remote_kv)
+    code = fmt.show_source(Scheduler._update_waiting_for_remote_kv)
     assert code.data.startswith("# pdlab/sched/scheduler.py, line ")
-    assert "num_computed_tokens -= 1" in code.data
-    part = w.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
+    assert "request.num_computed_tokens = request.num_tokens - 1" in code.data
+    part = fmt.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
     assert part.data.splitlines()[1] == "# First the RUNNING requests."
-    assert part.data.rstrip().endswith("req_index += 1")
+    assert "req_index += 1" in part.data.rstrip().splitlines()[-1]
     with pytest.raises(ValueError, match="start"):
-        w.show_source(Scheduler.schedule, start="no such line")
+        fmt.show_source(Scheduler.schedule, start="no such line")
 
 
 def test_formatting_helpers() -> None:
-    assert w.fmt_flops(33.554e6) == "33.6 MFLOP" and w.fmt_bytes(1152) == "1.15 kB"
-    assert "&lt;b&gt;" in w.html_table(["x"], [["<b>"]])
+    assert fmt.flops(33.554e6) == "33.6 MFLOP" and fmt.nbytes(1152) == "1.15 kB"
+    assert fmt.nbytes(512) == "512 B" and fmt.ratio(120.4, 1) == "120×" and fmt.tokens(4096) == "4K"
+    assert "&lt;b&gt;" in fmt.html_table(["x"], [["<b>"]])

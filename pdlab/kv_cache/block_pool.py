@@ -7,9 +7,13 @@ Mirrors ``vllm/v1/core/block_pool.py`` (``BlockPool``) and ``KVCacheBlock`` /
 * A block with ``ref_cnt == 0`` sits in the free queue. If it was cached (it has a
   ``block_hash``) it keeps its contents and can still be hit until it is handed out
   again; handing it out evicts it (its hash is dropped from the cache map).
-* New blocks come from the front of the free queue, freed blocks go to the back: least
-  recently used first. The manager frees a request's blocks tail first, so among one
-  request's blocks the last (least shareable) is evicted first and a shared prefix last.
+* New blocks come from the front of the free queue. A freed block that carries no hash
+  (a partial block, or any block when prefix caching is off) can never be hit, so it goes
+  to the *front* and is reused first; a freed cached block goes to the *back*, so cached
+  blocks are evicted least recently used first. The manager frees a request's blocks tail
+  first: the uncached tail lands at the front in that order (its last block first), and
+  among its cached blocks the last (least shareable) is evicted first and a shared prefix
+  last. This is ``BlockPool.free_blocks`` in vLLM 0.33.0 (``prepend_n`` / ``append_n``).
 
 Unlike vLLM, pdlab reserves no "null block" (vLLM keeps block 0 as a placeholder for
 sliding-window and Mamba layers, which pdlab does not have): all ``num_blocks`` are usable.
@@ -55,8 +59,22 @@ class FreeKVCacheBlockQueue:
             raise ValueError("no free blocks left")
         return self._blocks.popitem(last=False)[1]
 
+    def popleft_n(self, n: int) -> list[KVCacheBlock]:
+        return [self.popleft() for _ in range(n)]
+
     def append(self, block: KVCacheBlock) -> None:
         self._blocks[block.block_id] = block
+
+    def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the back, in order (the first given is evicted first)."""
+        for block in blocks:
+            self._blocks[block.block_id] = block
+
+    def prepend_n(self, blocks: Sequence[KVCacheBlock]) -> None:
+        """Put ``blocks`` at the front, in order: ``blocks[0]`` becomes the next handed out."""
+        for block in reversed(blocks):
+            self._blocks[block.block_id] = block
+            self._blocks.move_to_end(block.block_id, last=False)
 
     def remove(self, block: KVCacheBlock) -> None:
         del self._blocks[block.block_id]
@@ -74,10 +92,11 @@ class FreeKVCacheBlockQueue:
 class BlockPool:
     """All blocks of the cache, the free queue, and the map from block hash to block."""
 
-    def __init__(self, num_blocks: int) -> None:
+    def __init__(self, num_blocks: int, enable_caching: bool = True) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
             raise ValueError(f"num_blocks={num_blocks!r} is invalid: expected an integer >= 1")
         self.num_blocks = num_blocks
+        self.enable_caching = enable_caching
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
         self.free_block_queue = FreeKVCacheBlockQueue(self.blocks)
         # Several blocks may hold the same prefix (a request recomputed a block that was
@@ -148,12 +167,21 @@ class BlockPool:
             block.ref_cnt += 1
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """Drop one reference from each block; blocks no one holds join the back of the
-        free queue in the given order (so the first given is evicted first)."""
+        """Drop one reference from each block, given in eviction order (first given,
+        first evicted). Blocks no one holds any more go back to the free queue: those
+        without a hash (never a prefix hit) to the front, so they are reused first; cached
+        ones to the back, where they wait as LRU eviction candidates."""
+        evict_first: list[KVCacheBlock] = []
+        evict_last: list[KVCacheBlock] = []
         for block in ordered_blocks:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                self.free_block_queue.append(block)
+                if block.block_hash is None or not self.enable_caching:
+                    evict_first.append(block)
+                else:
+                    evict_last.append(block)
+        self.free_block_queue.prepend_n(evict_first)
+        self.free_block_queue.append_n(evict_last)
 
     def get_num_free_blocks(self) -> int:
         return len(self.free_block_queue)

@@ -28,13 +28,23 @@ from pdlab.request import Request
 
 @dataclass
 class PrefixCacheStats:
-    """Prefix-cache lookups, counted in tokens (vLLM's ``PrefixCacheStats``)."""
+    """Prefix-cache lookups, counted in tokens (vLLM's ``PrefixCacheStats`` in
+    ``vllm/v1/metrics/stats.py``). Lookups of requests resuming after a preemption are
+    counted apart, so recomputation does not inflate the hit rate."""
 
     requests: int = 0
     queries: int = 0
     hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
 
-    def record(self, num_tokens: int, num_hits: int) -> None:
+    def record(self, num_tokens: int, num_hits: int, preempted: bool = False) -> None:
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += num_tokens
+            self.preempted_hits += num_hits
+            return
         self.requests += 1
         self.queries += num_tokens
         self.hits += num_hits
@@ -62,7 +72,7 @@ class KVCacheManager:
         self.num_blocks = cache_config.num_blocks
         self.enable_caching = cache_config.enable_prefix_caching
         self.max_model_len = max_model_len
-        self.block_pool = BlockPool(cache_config.num_blocks)
+        self.block_pool = BlockPool(cache_config.num_blocks, self.enable_caching)
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # How many leading blocks of each request are cached (hashed) already.
         self.num_cached_block: dict[str, int] = {}
@@ -107,7 +117,22 @@ class KVCacheManager:
     def record_prefix_cache_stats(self, request: Request, num_hits: int) -> None:
         """Count one lookup of ``request`` that found ``num_hits`` tokens."""
         if self.enable_caching:
-            self.prefix_cache_stats.record(request.num_tokens, num_hits)
+            self.prefix_cache_stats.record(
+                request.num_tokens, num_hits, preempted=request.num_preemptions > 0
+            )
+
+    def get_num_blocks_to_allocate(
+        self,
+        request_id: str,
+        num_tokens: int,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+    ) -> int:
+        """Free blocks the request would use to hold ``num_tokens`` slots: the blocks it
+        lacks, plus the prefix hits that sit in the free queue (touching one takes it out
+        of the queue, so it costs a free block too)."""
+        num_held = len(self.req_to_blocks.get(request_id, ())) + len(new_computed_blocks)
+        num_new_blocks = max(cdiv(num_tokens, self.block_size) - num_held, 0)
+        return num_new_blocks + sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
 
     def allocate_slots(
         self,
@@ -118,6 +143,8 @@ class KVCacheManager:
         num_lookahead_tokens: int = 0,
         num_external_computed_tokens: int = 0,
         delay_cache_blocks: bool = False,
+        full_sequence_must_fit: bool = False,
+        reserved_blocks: int = 0,
     ) -> list[KVCacheBlock] | None:
         """Give ``request`` slots for the tokens it is about to compute.
 
@@ -129,6 +156,12 @@ class KVCacheManager:
         ``computed`` is ``request.num_computed_tokens``; ``new_computed`` are prefix-cache
         hits (``new_computed_blocks``, from ``get_computed_blocks``); ``external`` are
         tokens a KV connector will load; ``new`` are the tokens computed this step.
+
+        ``full_sequence_must_fit`` (the scheduler's ``scheduler_reserve_full_isl``) first
+        checks that the free blocks could hold the request's whole sequence, not only this
+        chunk: an admission gate, so chunked prefill does not admit requests it will have
+        to preempt. ``reserved_blocks`` are free blocks this allocation must leave alone
+        (what in-flight prefills still need, when an asynchronous KV load is admitted).
 
         Returns the newly allocated blocks, or None if the pool cannot supply them (then
         nothing has changed). Unless ``delay_cache_blocks`` (the K/V of a P/D receive are
@@ -142,32 +175,34 @@ class KVCacheManager:
             )
         new_computed_blocks = list(new_computed_blocks or ())
         req_id = request.request_id
-        req_blocks = self.req_to_blocks.get(req_id, [])
 
         num_local_computed_tokens = request.num_computed_tokens + num_new_computed_tokens
         total_computed_tokens = min(
             num_local_computed_tokens + num_external_computed_tokens, self.max_model_len
         )
+        num_free = self.block_pool.get_num_free_blocks()
+        if full_sequence_must_fit:
+            full_num_tokens = min(request.num_tokens, self.max_model_len)
+            if self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks) > (
+                num_free
+            ):
+                return None
         num_tokens_need_slot = min(
             total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len
         )
-        num_new_blocks = max(
-            0,
-            cdiv(num_tokens_need_slot, self.block_size)
-            - len(req_blocks)
-            - len(new_computed_blocks),
+        num_blocks_to_allocate = self.get_num_blocks_to_allocate(
+            req_id, num_tokens_need_slot, new_computed_blocks
         )
-        # A hit block nobody holds sits in the free queue: touching it uses a free block.
-        num_evictable_computed = sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
-        if num_new_blocks + num_evictable_computed > self.block_pool.get_num_free_blocks():
+        if num_blocks_to_allocate > num_free - reserved_blocks:
             return None
 
         self.block_pool.touch(new_computed_blocks)
-        new_blocks = self.block_pool.get_new_blocks(num_new_blocks)
         req_blocks = self.req_to_blocks.setdefault(req_id, [])
         if new_computed_blocks:
             req_blocks.extend(new_computed_blocks)
             self.num_cached_block.setdefault(req_id, len(new_computed_blocks))
+        num_new_blocks = max(cdiv(num_tokens_need_slot, self.block_size) - len(req_blocks), 0)
+        new_blocks = self.block_pool.get_new_blocks(num_new_blocks)
         req_blocks.extend(new_blocks)
 
         if not self.enable_caching or delay_cache_blocks:

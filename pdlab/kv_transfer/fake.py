@@ -124,9 +124,9 @@ class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
     ) -> tuple[bool, dict[str, Any] | None]:
         self.finished.append((request.request_id, request.status))
         params = request.kv_transfer_params or {}
-        if (
-            not params.get("do_remote_decode")
-            or request.status != RequestStatus.FINISHED_LENGTH_CAPPED
+        if not params.get("do_remote_decode") or request.status not in (
+            RequestStatus.FINISHED_LENGTH_CAPPED,
+            RequestStatus.FINISHED_STOPPED,
         ):
             return False, None
         delay_free = len(block_ids) > 0

@@ -1,7 +1,8 @@
 """PDConnector: the KV connector of a prefill (P) or decode (D) instance.
 
-Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``)
-with one object for both halves (its ``NixlConnectorScheduler`` and ``NixlConnectorWorker``):
+Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``:
+``connector.py``, ``pull_scheduler.py``, ``worker.py``) with one object for both halves
+(its scheduler and worker sides):
 
 * **D, scheduler side.** ``get_num_new_matched_tokens`` offers every prompt token not
   cached locally, loaded asynchronously; ``update_state_after_alloc`` notes which local
@@ -10,8 +11,9 @@ with one object for both halves (its ``NixlConnectorScheduler`` and ``NixlConnec
 * **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
   that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
   match P's checksum, which the scheduler recomputes locally.
-* **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request holds its
-  blocks (``delay_free=True``) and returns the ``kv_transfer_params`` D needs.
+* **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request that ended
+  by its length cap or a stop token holds its blocks (``delay_free=True``) and returns the
+  ``kv_transfer_params`` D needs.
 * **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
   read its blocks, or when ``timeout_s`` passed without a read (vLLM's
   ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
@@ -44,6 +46,10 @@ from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import SchedulerOutput
 
 ROLES = ("prefill", "decode")
+# P hands its blocks to D when its one token ended the request normally: by the length
+# cap (max_tokens=1) or by a stop token, as NixlConnector accepts both. D then samples
+# the same first token itself and stops on it too; an aborted or failed P hands nothing.
+_HANDS_OFF = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -150,11 +156,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         params = request.kv_transfer_params or {}
         rid = request.request_id
         if self.role == "prefill":
-            if (
-                params.get("do_remote_decode")
-                and request.status == RequestStatus.FINISHED_LENGTH_CAPPED
-                and block_ids
-            ):
+            if params.get("do_remote_decode") and request.status in _HANDS_OFF and block_ids:
                 self._need_send[rid] = self.clock() + self.timeout_s
                 self._num_transfers += 1
                 tid = f"{self.engine_id}-{self._num_transfers}"

@@ -8,17 +8,30 @@ Mirrors ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``,
 There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
 ``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
 the step's token budget (``max_num_batched_tokens``) and to
-``long_prefill_token_threshold``. A long prompt is thus prefilled in chunks, a decoding
+``long_prefill_token_threshold`` (only when more than one request is running or waiting:
+a lone request starves nobody). A long prompt is thus prefilled in chunks, a decoding
 request gets one token, and D's first step after a KV transfer gets one prompt token.
-Running requests go first, then waiting ones in arrival order. When the pool runs out of
-blocks, the most recently admitted running request is preempted: its blocks are freed and
-it is recomputed later (prompt and outputs), as vLLM does.
+Running requests go first, then waiting ones in arrival order. A waiting request is
+admitted only if its whole sequence fits in the free blocks
+(``scheduler_reserve_full_isl``, vLLM's default), not just its first chunk. When the pool
+runs out of blocks, the most recently admitted running request is preempted: its blocks
+are freed and it is recomputed later (prompt and outputs), as vLLM does.
 
-Requests passed over because they were blocked (D side: K/V still arriving) wait in
-``skipped_waiting``, which is served before ``waiting`` (upstream's
-``_select_waiting_queue_for_scheduling``). They already hold blocks, so letting newer or
-preempted requests overtake them could starve everyone: a request that needs the blocks
-they hold would preempt itself forever.
+Waiting requests that already hold blocks (D side: K/V still arriving, or arrived and
+not yet scheduled) wait in ``skipped_waiting`` (upstream's ``kv_holding_waiting``), which
+is served before ``waiting``. Letting newer or preempted requests overtake them could
+starve everyone: a request that needs the blocks they hold would preempt itself forever.
+An asynchronous KV load is admitted only if its blocks fit beside what the prefills in
+flight still need (``_inflight_prefill_reserved_blocks``). A failed load follows
+``KVTransferConfig.kv_load_failure_policy``: ``"fail"`` (the default) ends the request
+with ``FINISHED_ERROR``, ``"recompute"`` computes the missing tokens locally.
+
+Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
+no speculative decoding, structured output, encoders, LoRA, priority policy, async
+scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
+and no watermark (vLLM's default watermark is 0). ``finish_requests`` returns the ids it
+finished rather than the requests, and a request admitted with nothing to compute gets a
+``RuntimeError`` naming the cause where vLLM asserts.
 """
 
 from __future__ import annotations
@@ -27,7 +40,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager, cdiv
 from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
@@ -52,16 +65,28 @@ class Scheduler:
         max_model_len: int,
         connector: KVConnectorBase | None = None,
         event_hook: EventHook | None = None,
+        kv_transfer_config: KVTransferConfig | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
             raise ValueError(
                 f"connector={connector!r} is invalid: expected None or a KVConnectorBase"
             )
+        if kv_transfer_config is None:
+            kv_transfer_config = KVTransferConfig()
+        if not isinstance(kv_transfer_config, KVTransferConfig):
+            raise ValueError(
+                f"kv_transfer_config={kv_transfer_config!r} is invalid: "
+                "expected None or a KVTransferConfig"
+            )
+        self.kv_transfer_config = kv_transfer_config
+        self.recompute_kv_load_failures = kv_transfer_config.kv_load_failure_policy == "recompute"
         self.scheduler_config = scheduler_config
         self.cache_config = cache_config
         self.max_num_running_reqs = scheduler_config.max_num_seqs
         self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
         self.max_model_len = max_model_len
+        # One sampled token per step keeps one position free below max_model_len.
+        self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
         self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
         self.connector = connector
@@ -76,6 +101,10 @@ class Scheduler:
         # KV connector: receives reported done (or failed) by the worker.
         self.finished_recving_kv_req_ids: set[str] = set()
         self.failed_recving_kv_req_ids: set[str] = set()
+        # Requests still prefilling (a chunked prefill in progress, or an asynchronous KV
+        # load): what they still need is kept back when a new async load is admitted.
+        self._inflight_prefills: set[Request] = set()
+        self._long_prefill_token_threshold = 0  # this step's cap, set by schedule()
 
     # ---- requests in and out -----------------------------------------------------------
     def add_request(self, request: Request) -> None:
@@ -98,10 +127,12 @@ class Scheduler:
                 f"request={request!r} is invalid: expected a fresh Request "
                 "that no scheduler has run"
             )
-        if request.num_prompt_tokens > self.max_model_len:
+        if request.num_prompt_tokens >= self.max_model_len:
+            # As vLLM's input processor: the prompt plus at least one output token must fit.
             raise ValueError(
-                f"prompt_token_ids has {request.num_prompt_tokens} tokens: "
-                f"expected at most max_model_len={self.max_model_len}"
+                f"prompt_token_ids has {request.num_prompt_tokens} tokens: expected fewer "
+                f"than max_model_len={self.max_model_len} (one position is left for the "
+                "first output token)"
             )
         # The longest sequence whose K/V the request will hold (the last sampled token is
         # never fed back), which must fit the whole pool or the request could never finish.
@@ -145,7 +176,7 @@ class Scheduler:
                 self.running.remove(request)
             elif request in self.skipped_waiting:
                 self.skipped_waiting.remove(request)
-            else:
+            elif request in self.waiting:
                 self.waiting.remove(request)
             delay_free = False
             if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
@@ -184,16 +215,28 @@ class Scheduler:
         req_to_new_blocks: dict[str, list[KVCacheBlock]] = {}
         num_scheduled_tokens: dict[str, int] = {}
         token_budget = self.max_num_scheduled_tokens
+        # The long-prefill cap keeps one long prompt from starving the others; with a
+        # single request there is nobody to starve, so it may use the whole budget.
+        num_eligible_reqs = self.get_num_unfinished_requests()
+        threshold = self.scheduler_config.long_prefill_token_threshold
+        self._long_prefill_token_threshold = threshold if num_eligible_reqs > 1 else 0
 
         # First the RUNNING requests.
         req_index = 0
         while req_index < len(self.running) and token_budget > 0:
             request = self.running[req_index]
             num_new_tokens = self._cap_new_tokens(
-                request.num_tokens - request.num_computed_tokens,
-                request.num_computed_tokens,
-                token_budget,
+                request.num_tokens - request.num_computed_tokens, token_budget
             )
+            # Positions stay below max_model_len, with room for the token sampled.
+            num_new_tokens = min(
+                num_new_tokens,
+                self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
+            )
+            if num_new_tokens <= 0:
+                # Nothing to compute this step; the requests behind it may still go on.
+                req_index += 1
+                continue
             while True:
                 new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
                 if new_blocks is not None:
@@ -280,7 +323,8 @@ class Scheduler:
                 )
 
             num_external_tokens, load_kv_async = 0, False
-            if request.num_computed_tokens == 0:
+            did_prefix_cache_lookup = request.num_computed_tokens == 0
+            if did_prefix_cache_lookup:
                 new_computed_blocks, num_local_tokens = self.kv_cache_manager.get_computed_blocks(
                     request
                 )
@@ -299,12 +343,25 @@ class Scheduler:
                 new_computed_blocks, num_local_tokens = [], 0
                 num_computed_tokens = request.num_computed_tokens
 
+            reserved_blocks = 0
             if load_kv_async:
                 num_new_tokens = 0
+                # The load holds its blocks for the whole transfer and cannot be
+                # preempted meanwhile: admit it only if it fits beside what the prefills
+                # already in flight still need, or they could deadlock on each other.
+                reserved_blocks = self._inflight_prefill_reserved_blocks()
             else:
                 num_new_tokens = self._cap_new_tokens(
-                    request.num_tokens - num_computed_tokens, num_computed_tokens, token_budget
+                    request.num_tokens - num_computed_tokens, token_budget
                 )
+                if num_new_tokens <= 0 and not did_prefix_cache_lookup:
+                    raise RuntimeError(
+                        f"request {rid!r} resumed after its KV transfer with "
+                        f"num_computed_tokens={num_computed_tokens} = num_tokens: nothing is "
+                        "left to run, yet the first output token needs the hidden state of "
+                        "the last prompt position, which KV transfer does not carry; "
+                        "_update_waiting_for_remote_kv must leave num_tokens - 1 computed"
+                    )
                 if num_new_tokens <= 0:
                     raise RuntimeError(
                         f"connector returned num_external_tokens={num_external_tokens} for "
@@ -320,6 +377,8 @@ class Scheduler:
                 new_computed_blocks=new_computed_blocks,
                 num_external_computed_tokens=num_external_tokens,
                 delay_cache_blocks=load_kv_async,
+                full_sequence_must_fit=self.scheduler_config.scheduler_reserve_full_isl,
+                reserved_blocks=reserved_blocks,
             )
             if new_blocks is None:
                 break  # not enough blocks: it waits, and so does everything behind it
@@ -337,17 +396,24 @@ class Scheduler:
                     num_tokens=request.num_tokens,
                     block_ids=[b.block_id for b in new_computed_blocks],
                 )
-            if request.num_computed_tokens == 0:
+            if did_prefix_cache_lookup:
                 self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
 
             if load_kv_async:
+                # As vLLM 0.33.0: while the K/V arrive the request already counts them as
+                # computed (local hit + external tokens); a failed load resets the count,
+                # and _update_waiting_for_remote_kv caches the blocks once they hold data.
                 request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                request.num_computed_tokens = num_computed_tokens
+                request.num_external_computed_tokens = num_external_tokens
+                self._inflight_prefills.add(request)
                 skipped.append(request)
                 self._emit(
                     "waiting_for_remote_kvs",
                     req_id=rid,
                     num_external_tokens=num_external_tokens,
                     num_local_tokens=num_local_tokens,
+                    num_computed_tokens=num_computed_tokens,
                     block_ids=self.kv_cache_manager.get_block_ids(rid),
                 )
                 continue
@@ -363,6 +429,8 @@ class Scheduler:
                 request.num_external_computed_tokens = num_external_tokens
             if request.num_cached_tokens < 0:
                 request.num_cached_tokens = num_computed_tokens
+            if num_computed_tokens + num_new_tokens < request.num_tokens:
+                self._inflight_prefills.add(request)  # more chunks to come
             self._emit(
                 "admit",
                 req_id=rid,
@@ -375,18 +443,32 @@ class Scheduler:
                 block_ids=self.kv_cache_manager.get_block_ids(rid),
             )
         for request in reversed(skipped):
-            blocked = request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
-            (self.skipped_waiting if blocked else self.waiting).appendleft(request)
+            queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
+            queue.appendleft(request)
 
-    def _cap_new_tokens(
-        self, num_new_tokens: int, num_computed_tokens: int, token_budget: int
-    ) -> int:
-        threshold = self.scheduler_config.long_prefill_token_threshold
+    @staticmethod
+    def _holds_kv_blocks(request: Request) -> bool:
+        """Whether a waiting request holds blocks (vLLM's ``_holds_kv_blocks``): K/V
+        arriving, or arrived and not yet scheduled."""
+        return (
+            request.num_computed_tokens > 0
+            or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+        )
+
+    def _request_remaining_blocks(self, request: Request) -> int:
+        """Blocks ``request`` still lacks to hold its whole sequence."""
+        num_tokens = min(request.num_tokens, self.max_model_len)
+        return self.kv_cache_manager.get_num_blocks_to_allocate(request.request_id, num_tokens)
+
+    def _inflight_prefill_reserved_blocks(self) -> int:
+        """Blocks the prefills in flight still need to finish (their reservation)."""
+        return sum(self._request_remaining_blocks(r) for r in self._inflight_prefills)
+
+    def _cap_new_tokens(self, num_new_tokens: int, token_budget: int) -> int:
+        threshold = self._long_prefill_token_threshold
         if 0 < threshold < num_new_tokens:
             num_new_tokens = threshold
-        num_new_tokens = min(num_new_tokens, token_budget)
-        # Positions must stay below max_model_len.
-        return min(num_new_tokens, self.max_model_len - num_computed_tokens)
+        return min(num_new_tokens, token_budget)
 
     def _preempt_request(self, request: Request) -> None:
         """Free a running request's blocks and put it back at the head of the queue. Its
@@ -401,6 +483,7 @@ class Scheduler:
             num_preemptions=request.num_preemptions + 1,
         )
         self._free_kv(request)
+        self._inflight_prefills.discard(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         request.num_preemptions += 1
@@ -410,7 +493,10 @@ class Scheduler:
         # Advance num_computed_tokens now, so a chunked prefill can be scheduled again next
         # step; the output above still carries the values from before this step.
         for rid, n in scheduler_output.num_scheduled_tokens.items():
-            self.requests[rid].num_computed_tokens += n
+            request = self.requests[rid]
+            request.num_computed_tokens += n
+            if request.num_computed_tokens >= request.num_tokens:
+                self._inflight_prefills.discard(request)  # its prefill is complete
         self.finished_req_ids = set()
 
     # ---- one step: results -------------------------------------------------------------
@@ -421,12 +507,15 @@ class Scheduler:
         report. Returns one ``EngineCoreOutput`` per request with news."""
         active = self._check_runner_output(scheduler_output, model_runner_output)
         kv_out = model_runner_output.kv_connector_output
+        failed_kv_load_req_ids: set[str] = set()
         if kv_out is not None:
-            self._handle_failed_recvs(kv_out)
+            failed_kv_load_req_ids = self._handle_failed_recvs(kv_out)
 
         outputs: list[EngineCoreOutput] = []
         stopped: set[Request] = set()
         for request, new_token_ids in active:
+            if request.request_id in failed_kv_load_req_ids:
+                continue
             stop = False
             if new_token_ids:
                 new_token_ids, stop = self._update_request_with_output(request, new_token_ids)
@@ -448,6 +537,19 @@ class Scheduler:
                 )
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
+        if failed_kv_load_req_ids and not self.recompute_kv_load_failures:
+            # kv_load_failure_policy="fail": the request ends with an error. Its blocks
+            # are freed below, once the worker has reported the receive over.
+            failed = {rid: self.requests[rid] for rid in failed_kv_load_req_ids}
+            for rid in self.finish_requests(failed, RequestStatus.FINISHED_ERROR):
+                outputs.append(
+                    EngineCoreOutput(
+                        req_id=rid,
+                        new_token_ids=[],
+                        finish_reason=failed[rid].get_finished_reason(),
+                        num_cached_tokens=failed[rid].num_cached_tokens,
+                    )
+                )
         if kv_out is not None:
             self._update_from_kv_xfer_finished(kv_out)
         return outputs
@@ -510,10 +612,15 @@ class Scheduler:
         """A request finished: tell the connector, then free its blocks unless the
         connector (a P-side send) or an in-flight receive needs them a while longer."""
         assert request.is_finished()
+        self._inflight_prefills.discard(request)
         delay_by_connector, kv_transfer_params = False, None
         if self.connector is not None:
+            # The blocks that hold computed tokens (vLLM's
+            # get_block_ids_for_computed_tokens).
+            num_blocks = cdiv(request.num_computed_tokens, self.block_size)
+            block_ids = self.kv_cache_manager.get_block_ids(request.request_id)[:num_blocks]
             delay_by_connector, kv_transfer_params = self.connector.request_finished(
-                request, self.kv_cache_manager.get_block_ids(request.request_id)
+                request, block_ids
             )
         self.finished_req_ids.add(request.request_id)
         delay = delay_free_blocks or delay_by_connector
@@ -546,16 +653,19 @@ class Scheduler:
         """D side: if the worker reported the request's K/V received, make it schedulable.
         Returns whether it is ready.
 
-        On success, ``num_computed_tokens = min(len(block_ids) * block_size, num_tokens)``,
-        minus one when that equals ``num_tokens``. The transfer brought each layer's keys
-        and values for every prompt token, but not the final hidden state of the last
-        one, and the logits for the first output token are computed from that hidden
-        state. So the last prompt token is scheduled again: a one-token step over
-        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and
-        yields the logits. The blocks are cached (hashed) only now that they hold data.
+        While the K/V arrive, ``num_computed_tokens`` already counts them (local hit plus
+        external tokens, ``N`` for a whole prompt), as in vLLM 0.33.0. Once they have
+        arrived the blocks are cached (hashed), only now that they hold data, and then,
+        when the count equals ``num_tokens``, one is subtracted. The transfer brought each
+        layer's keys and values for every prompt token, but not the final hidden state of
+        the last one, and the logits for the first output token are computed from that
+        hidden state. So the last prompt token is scheduled again: a one-token step over
+        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and yields
+        the logits.
 
-        On failure (vLLM's "recompute" policy) the request keeps the blocks before the
-        first failed one, or frees them all, and computes the rest locally.
+        After a failed load (``kv_load_failure_policy="recompute"``) the count was already
+        cut to the tokens before the first failed block: those blocks are cached, or, if
+        none is left, all blocks are freed, and the rest is computed locally.
         """
         rid = request.request_id
         if rid not in self.finished_recving_kv_req_ids:
@@ -575,50 +685,53 @@ class Scheduler:
                 num_tokens=request.num_tokens,
                 block_ids=block_ids,
             )
-            return True
-        num_computed_tokens = min(len(block_ids) * self.block_size, request.num_tokens)
-        before_adjust = num_computed_tokens
-        if num_computed_tokens == request.num_tokens:
-            num_computed_tokens -= 1
-        self.kv_cache_manager.cache_blocks(request, num_computed_tokens)
-        request.num_computed_tokens = num_computed_tokens
-        self._emit(
-            "remote_kv_ready",
-            req_id=rid,
-            num_computed_tokens_before_adjust=before_adjust,
-            num_computed_tokens=num_computed_tokens,
-            num_tokens=request.num_tokens,
-            num_prompt_tokens=request.num_prompt_tokens,
-            block_ids=block_ids,
-        )
+        else:
+            before_adjust = request.num_computed_tokens
+            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+            self._emit(
+                "remote_kv_ready",
+                req_id=rid,
+                num_computed_tokens_before_adjust=before_adjust,
+                num_computed_tokens=before_adjust - (before_adjust == request.num_tokens),
+                num_tokens=request.num_tokens,
+                num_prompt_tokens=request.num_prompt_tokens,
+                block_ids=block_ids,
+            )
+        if request.num_computed_tokens == request.num_tokens:
+            request.num_computed_tokens = request.num_tokens - 1
         return True
 
-    def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> None:
-        """Mark asynchronous receives that failed, keeping the computed tokens before the
-        first failed block (vLLM's ``_update_requests_with_invalid_blocks`` for async
-        loads). pdlab's connectors report failures of asynchronous loads only."""
+    def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> set[str]:
+        """Apply failed asynchronous receives (vLLM's ``_handle_failed_recving`` and the
+        async half of ``_handle_invalid_blocks``): a request whose whole receive failed
+        keeps no token; one whose blocks partly failed keeps the tokens before the first
+        failed block. Under the "recompute" policy they are marked for local recompute
+        and none is returned; under "fail" nothing is marked and the affected ids are
+        returned, to be finished with an error. pdlab's connectors report failures of
+        asynchronous loads only."""
+        affected: set[str] = set()
         for rid in kv_out.failed_recving:
             request = self.requests.get(rid)
             if request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                request.num_computed_tokens = 0
-                self.failed_recving_kv_req_ids.add(rid)
-        if not kv_out.invalid_block_ids:
-            return
-        for request in self.skipped_waiting:
-            if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
-                continue
-            rid = request.request_id
-            block_ids = self.kv_cache_manager.get_block_ids(rid)
-            num_loaded = (
-                request.num_computed_tokens
-                if rid in self.failed_recving_kv_req_ids
-                else len(block_ids) * self.block_size
-            )
-            for i, block_id in enumerate(block_ids[: cdiv(num_loaded, self.block_size)]):
-                if block_id in kv_out.invalid_block_ids:
-                    request.num_computed_tokens = i * self.block_size
+                affected.add(rid)
+                if self.recompute_kv_load_failures:
+                    request.num_computed_tokens = 0
                     self.failed_recving_kv_req_ids.add(rid)
-                    break
+        if kv_out.invalid_block_ids:
+            for request in self.skipped_waiting:
+                if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
+                    continue
+                rid = request.request_id
+                block_ids = self.kv_cache_manager.get_block_ids(rid)
+                num_blocks = cdiv(request.num_computed_tokens, self.block_size)
+                for i, block_id in enumerate(block_ids[:num_blocks]):
+                    if block_id in kv_out.invalid_block_ids:
+                        affected.add(rid)
+                        if self.recompute_kv_load_failures:
+                            request.num_computed_tokens = i * self.block_size
+                            self.failed_recving_kv_req_ids.add(rid)
+                        break
+        return set() if self.recompute_kv_load_failures else affected
 
     def _update_from_kv_xfer_finished(self, kv_out: KVConnectorOutput) -> None:
         """Receives done: the request becomes schedulable (or, if it was aborted meanwhile,

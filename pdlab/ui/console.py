@@ -8,9 +8,11 @@ import sys
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pdlab.trace import Tracer
+from pdlab.ui.text import text
 
 
 def make_console() -> Console:
@@ -20,24 +22,26 @@ def make_console() -> Console:
     return Console(highlight=False, width=None if wide else 120)
 
 
-def step_table(trace: Tracer, instance: str | None = None, title: str | None = None) -> Table:
+def step_table(
+    trace: Tracer, instance: str | None = None, title: str | None = None, lang: str = "en"
+) -> Table:
     """One row per (step, request): ``num_computed_tokens`` before and after, tokens
-    scheduled, the routing decision and the token sampled."""
+    scheduled, the routing decision and the token sampled. Headers in ``lang``."""
     routes = {(e["instance"], e["step"], e["req_id"]): e for e in trace.filter("route")}
     samples = {(e["instance"], e["step"], e["req_id"]): e["token"] for e in trace.filter("sample")}
     t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
-    for col, just in (
-        ("inst", "left"),
-        ("step", "right"),
-        ("request", "left"),
-        ("prompt N", "right"),
-        ("computed before", "right"),
-        ("scheduled", "right"),
-        ("computed after", "right"),
-        ("routed to", "left"),
-        ("sampled", "right"),
+    for key, just in (
+        ("st_inst", "left"),
+        ("st_step", "right"),
+        ("st_request", "left"),
+        ("st_prompt_N", "right"),
+        ("st_computed_before", "right"),
+        ("st_scheduled", "right"),
+        ("st_computed_after", "right"),
+        ("st_routed_to", "left"),
+        ("st_sampled", "right"),
     ):
-        t.add_column(col, justify=just)
+        t.add_column(escape(text(lang, key)), justify=just)
     for ev in trace.filter("step", instance):
         for r in ev["scheduled"]:
             key = (ev["instance"], ev["step"], r["req_id"])

@@ -1,0 +1,772 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown] en
+# # 5. The decode side of P/D: why D computes the last prompt token again
+#
+# A user asked about prefill/decode (P/D) disaggregation (vllm-project/vllm#28566):
+#
+# 1. On the decode instance (D), why does the scheduler set `num_computed_tokens` to
+#    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
+# 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
+#    Isn't that then true on D?
+# 3. So does D run `_forward_prefill` for that one token?
+# 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
+#
+# **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
+# reading its trace, next to the source of vLLM 0.33.0:
+#
+# - what P sends D (each layer's K/V for positions `0..N-1`) and what it does not (the
+#   final hidden state of position `N-1`, the only thing the first logits depend on);
+# - why that makes D's first step a *short extend*: `query_len = 1`,
+#   `num_computed_tokens = N-1`, `num_prompt_tokens = N`;
+# - that the expression in question 2 is real: vLLM's model runner computes
+#   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
+#   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
+#   False, which the MLA builder sets under prefill context parallelism. So by default D's
+#   step takes `_forward_decode`; with `prefill_context_parallel_size > 1` it takes
+#   `_forward_prefill`;
+# - that both give the same token, and what each costs for DeepSeek-V3.
+#
+# Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
+# 4 heads, latent rank 64, RoPE 16), with the kernels on pdlab's `torch` backend (the
+# Triton interpreter computes the same numbers, more slowly; notebook 4 checks both).
+
+# %% [markdown] zh
+# # 6. P/D 分离的 decode 侧：D 为什么要把最后一个 prompt token 再算一遍
+#
+# （本篇是第 5 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
+#
+# 有人问过 prefill/decode（P/D）分离的几个问题（vllm-project/vllm#28566）：
+#
+# 1. 在 decode 实例（D）上，scheduler 为什么把 `num_computed_tokens` 设成
+#    `prompt_len - 1`？也就是当它等于 `request.num_tokens` 时那句
+#    `num_computed_tokens -= 1`。
+# 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在 prefill。那在 D 上这个
+#    条件不就成立了吗？
+# 3. 这样一来，D 是否要为这一个 token 跑一遍 `_forward_prefill`？
+# 4. “最后一个 token 必须重算才能得到 logits，用不了 cache”——为什么？
+#
+# **你会学到什么。** 我们运行 pdlab 的 P/D 对、读它的 trace，并对照 vLLM 0.33.0 的源码，
+# 把四个问题逐一回答：
+#
+# - P 传给 D 的是什么：每一层在位置 `0..N-1` 的 K/V；没有传的是什么：位置 `N-1` 在最后
+#   一层之后的 hidden state，而第一个输出 token 的 logits 恰恰只取决于它；
+# - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
+#   `num_prompt_tokens = N`；
+# - 问题 2 里的表达式确实存在：vLLM 的 model runner 为每个请求计算
+#   `is_prefilling = num_computed_tokens < num_prompt_tokens`；但 `split_decodes_and_prefills`
+#   只在 `treat_short_extends_as_decodes` 为 False 时才读它，而 MLA builder 只在开启 prefill
+#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `_forward_decode`；
+#   `prefill_context_parallel_size > 1` 时走 `_forward_prefill`；
+# - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
+#
+# 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
+# latent 秩 64、RoPE 16），算子用 pdlab 的 `torch` 后端（Triton 解释器算出的数一样，只是更慢；
+# 第 4 篇把两个后端都对过一遍）。
+
+# %%
+# %matplotlib inline
+import torch
+
+# The tiny model's matrices are too small to split across threads; one thread is faster.
+torch.set_num_threads(1)
+
+from IPython.display import HTML, display
+
+from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
+from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost
+from pdlab.attention.metadata import (
+    batch_region,
+    reorder_batch_to_split_decodes_and_prefills,
+    split_decodes_and_prefills,
+)
+from pdlab.attention.mla import MLAAttention
+from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.demo import prompt_of_length, run_demo
+from pdlab.engine import LLMEngine
+from pdlab.kernels import gather_cache
+from pdlab.pd import PDPair
+from pdlab.request import SamplingParams
+from pdlab.sched.scheduler import Scheduler
+from pdlab.ui.fmt import flops, html_table, nbytes, show_source
+from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
+
+LANG = "en"  # the language of the widgets' labels
+BACKEND = "torch"  # pdlab.kernels backend for every engine below
+TINY = ModelConfig.tiny()
+PCP2 = ParallelConfig(prefill_context_parallel_size=2)
+print(
+    f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
+    f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
+    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values"
+)
+
+# %% [markdown] en
+# ## 1. One request through P and D
+#
+# `PDPair` drives two engines the way vLLM's P/D proxy drives two servers: the prompt goes
+# to P with `max_tokens=1` and `do_remote_decode`; P prefills, samples one token (which the
+# proxy throws away), keeps its blocks and returns `kv_transfer_params`; then the original
+# request goes to D with those params. Both engines write into one trace, with `instance`
+# `"P"` or `"D"`. Read the two columns top to bottom. The pair runs with upstream's
+# defaults (the `TRITON_MLA` backend profile, no prefill context parallelism).
+
+# %% [markdown] zh
+# ## 1. 一个请求走一遍 P 和 D
+#
+# `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D proxy 驱动两台服务器一样：prompt 先发给 P，
+# 带 `max_tokens=1` 和 `do_remote_decode`；P 做完 prefill，采样一个 token（proxy 会丢掉它），
+# 保留自己的 block，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
+# trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎用上游的默认设置
+# （`TRITON_MLA` 后端配置，不开 prefill 上下文并行）。
+
+# %%
+N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
+prompt = prompt_of_length(N)
+pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND)
+out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
+print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}")
+trace_panels(pair.tracer, lang=LANG)
+
+# %% [markdown] en
+# P computed all `N` tokens in one step. D allocated blocks, waited for P's K/V
+# (`waiting_for_remote_kvs`, then `kv_transfer`), and when they had landed
+# (`remote_kv_ready`) it set `num_computed_tokens` to `N - 1`, not `N`:
+
+# %% [markdown] zh
+# P 一步就把 `N` 个 token 全算完了。D 先分配 block，等 P 的 K/V 到达（`waiting_for_remote_kvs`，
+# 然后是 `kv_transfer`）；数据到齐后（`remote_kv_ready`），它把 `num_computed_tokens` 设成了
+# `N - 1`，而不是 `N`：
+
+# %%
+ready = pair.tracer.first("remote_kv_ready", "D")
+print(
+    f"num_computed_tokens_before_adjust = {ready['num_computed_tokens_before_adjust']}, "
+    f"num_computed_tokens = {ready['num_computed_tokens']}, N = {N}"
+)
+assert ready["num_computed_tokens_before_adjust"] == N
+assert ready["num_computed_tokens"] == N - 1
+
+# %% [markdown] en
+# This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
+# `vllm/v1/core/sched/scheduler.py`; the `- 1` is at the end (vLLM 0.33.0 writes it as
+# `num_computed_tokens = num_tokens - 1`):
+
+# %% [markdown] zh
+# 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
+# 的复刻，`- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
+
+# %%
+show_source(Scheduler._update_waiting_for_remote_kv)
+
+# %% [markdown] en
+# ## 2. What crossed the wire, and what did not
+#
+# Step the pair by hand and stop right after D received P's blocks, before D has computed
+# anything. D's paged cache (one tensor per layer, `[num_blocks, block_size, 80]`, unused
+# slots hold NaN) now holds a latent row `[kv_c_normed | k_pe]` for every prompt position
+# in every layer. Read them through D's block table with the same `gather_cache` kernel
+# `_forward_prefill` uses.
+
+# %% [markdown] zh
+# ## 2. 传过去了什么，没传什么
+#
+# 手动一步步推进这对引擎，在 D 刚收到 P 的 block、还没做任何计算时停下。此时 D 的 paged cache
+# （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的 slot 是 NaN）里，每一层、
+# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `_forward_prefill` 里
+# 同一个 `gather_cache` 算子，按 D 的 block table 把它们读出来。
+
+# %%
+BS = 4
+pair = PDPair(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
+pair.decode.runner.keep_logits = True
+pair.add_request(prompt, SamplingParams(max_tokens=4))
+while not pair.tracer.filter("kv_transfer", "D"):
+    pair.step()
+xfer = pair.tracer.first("kv_transfer", "D")
+
+
+def cached_rows(kv_cache, block_ids, n):
+    """Rows of positions 0..n-1 of one request, read through its block table."""
+    table = torch.tensor([block_ids], dtype=torch.int32)
+    cu = torch.tensor([0, n], dtype=torch.int32)
+    return gather_cache(kv_cache, table, cu, backend=BACKEND)
+
+
+rows = []
+for layer in range(TINY.num_hidden_layers):
+    d_rows = cached_rows(pair.decode.runner.kv_caches[layer], xfer["local_block_ids"], N)
+    p_rows = cached_rows(pair.prefill.runner.kv_caches[layer], xfer["remote_block_ids"], N)
+    rows.append(
+        [
+            layer,
+            tuple(d_rows.shape),
+            bool(torch.isfinite(d_rows).all()),
+            bool(torch.equal(d_rows, p_rows)),
+        ]
+    )
+    assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
+display(HTML(html_table(["layer", "D rows 0..N-1", "finite", "== P rows"], rows)))
+print(
+    f"{xfer['nbytes']} bytes = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
+    f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers"
+)
+
+# %% [markdown] en
+# So the cache has *everything* about position `N-1` that attention will ever need: its
+# latent K/V in every layer. What it does not have is the thing the first output token is
+# computed from. The logits are `lm_head(norm(h_last[N-1]))`, where `h_last` is the output
+# of the **last** layer (attention, then MLP, then the final norm). A cache row of layer
+# `l` is computed from the *input* of layer `l`'s attention, before that layer's attention
+# and MLP run, and it is a projection down to 80 values (576 for DeepSeek), not the
+# 128-wide (7168) hidden state. No row of any layer is, or can be turned back into,
+# `h_last[N-1]`.
+
+# %% [markdown] zh
+# 可见，关于位置 `N-1`，attention 将来需要的东西 cache 里**全都有**：它在每一层的 latent K/V。
+# 缺的是第一个输出 token 真正依赖的那样东西。logits 是 `lm_head(norm(h_last[N-1]))`，
+# 其中 `h_last` 是**最后一层**的输出（先 attention，再 MLP，再最终的 norm）。第 `l` 层的
+# cache 行是由第 `l` 层 attention 的*输入*算出来的，那时这一层的 attention 和 MLP 都还没跑；
+# 而且它是降维到 80 个值（DeepSeek 是 576）的投影，不是 128 维（DeepSeek 是 7168 维）的
+# hidden state。任何一层的任何一行都不是 `h_last[N-1]`，也还原不出它。
+
+# %%
+model = pair.decode.model
+ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
+with torch.no_grad():
+    h_last = model(ids, torch.arange(N))  # final hidden states, no cache at all
+    logits_ref = model.compute_logits(h_last[-1])  # what the first output token comes from
+print(
+    f"cache row per token per layer: {TINY.kv_cache_dim} values "
+    f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})"
+)
+print(
+    f"h_last[N-1]: {tuple(h_last[-1].shape)}, output of layer {TINY.num_hidden_layers - 1}; "
+    f"logits {tuple(logits_ref.shape)}"
+)
+V3 = ModelConfig.deepseek_v3()
+print(
+    f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
+    f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values"
+)
+
+# %% [markdown] en
+# vLLM V0 once shipped hidden states along with the cache; v1's KV connectors
+# (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
+# itself, and the only way is to run position `N-1` through every layer. Its attention
+# reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
+# written again on the way (the same values P wrote). That is the `- 1`: it leaves
+# exactly one token to compute. The same rule caps a *local* prefix-cache hit at
+# `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
+#
+# Let D take that step now. First, keep the rows of position `N-1` as P wrote them:
+
+# %% [markdown] zh
+# vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
+# KV block。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
+# 它的 attention 从传过来的 cache 里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
+# （值和 P 写的一样）。这就是那个 `- 1`：恰好留下一个 token 要算。本地 prefix cache 命中
+# 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
+# （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
+#
+# 现在让 D 走这一步。先把 P 写下的位置 `N-1` 那一行存起来：
+
+# %%
+last = N - 1
+slot = (xfer["local_block_ids"][last // BS], last % BS)
+before = [kv[slot].clone() for kv in pair.decode.runner.kv_caches]
+while pair.has_unfinished_requests():
+    pair.step()
+after = [kv[slot] for kv in pair.decode.runner.kv_caches]
+diff = max(float((a - b).abs().max()) for a, b in zip(after, before))
+print(f"position N-1 = {last}: rewritten by D, max |new - old| over layers = {diff:.1e}")
+assert diff < 1e-5
+
+first = pair.tracer.first("route", "D")
+d_logits = pair.decode.runner.logits[first["req_id"]][0]
+print(
+    f"max |D's first logits - lm_head(norm(h_last[N-1]))| = "
+    f"{float((d_logits - logits_ref).abs().max()):.1e}"
+)
+assert torch.allclose(d_logits, logits_ref, atol=1e-4)
+assert (
+    int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")["token"]
+)
+
+# %% [markdown] en
+# ## 3. The one-token step, and what routes it
+#
+# D's first computing step therefore looks like this in the trace. Alongside the three
+# counts, the model runner recorded `is_prefilling = num_computed_tokens <
+# num_prompt_tokens`, exactly as vLLM's `gpu_model_runner.py` computes it for every
+# request, and the region the batch reorder put the request in:
+
+# %% [markdown] zh
+# ## 3. 这一个 token 的一步，以及决定它走哪条路的是什么
+#
+# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。除了三个计数，model runner 还记下了
+# `is_prefilling = num_computed_tokens < num_prompt_tokens`（和 vLLM 的
+# `gpu_model_runner.py` 对每个请求的算法一样），以及批次重排把这个请求放进的区域：
+
+# %%
+print(route_text(first, LANG))
+print(
+    f"query_len = {first['query_len']}, num_computed_tokens = {first['num_computed_tokens']}"
+    f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
+    f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
+)
+assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
+    1,
+    N - 1,
+    N,
+)
+assert first["is_prefilling"] and first["region"] == "short_extend"
+assert first["forward"] == "_forward_decode"
+
+# %% [markdown] en
+# One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
+# a *short extend*. The model runner sorts every batch into four regions, decode →
+# short_extend → long_extend → prefill (`reorder_batch_to_split_decodes_and_prefills`),
+# and the MLA metadata builder then calls `split_decodes_and_prefills` to find where the
+# decodes end. pdlab's version of that function, with upstream's arguments:
+
+# %% [markdown] zh
+# 只有一个新 token，像 decode；prompt 还没算完，又像 prefill：上游把它叫作*短 extend*。
+# model runner 把每个批次排成四个区：decode → short_extend → long_extend → prefill
+# （`reorder_batch_to_split_decodes_and_prefills`），MLA metadata builder 再调用
+# `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
+
+# %%
+show_source(split_decodes_and_prefills)
+
+# %% [markdown] en
+# `is_prefilling` is read only when `treat_short_extends_as_decodes` is False. Who decides
+# that? The MLA builder (`vllm/model_executor/layers/attention/mla_attention.py`) passes
+# `treat_short_extends_as_decodes = not use_pcp`, where `use_pcp` means
+# `prefill_context_parallel_size > 1`, and `decode_threshold` = its backend's
+# `reorder_batch_threshold`. pdlab's builder makes the same two choices:
+
+# %% [markdown] zh
+# 只有 `treat_short_extends_as_decodes` 为 False 时才会读 `is_prefilling`。这由谁决定？
+# MLA builder（`vllm/model_executor/layers/attention/mla_attention.py`）传入
+# `treat_short_extends_as_decodes = not use_pcp`，其中 `use_pcp` 即
+# `prefill_context_parallel_size > 1`；`decode_threshold` 取后端的 `reorder_batch_threshold`。
+# pdlab 的 builder 做同样的两个选择：
+
+# %%
+show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
+
+# %% [markdown] en
+# So the answer to question 3 depends on one setting. Build the metadata of D's step both
+# ways (pdlab does not implement context parallelism; it reproduces only this routing
+# consequence of `prefill_context_parallel_size`):
+
+# %% [markdown] zh
+# 所以第 3 个问题的答案取决于一个设置。把 D 这一步的 metadata 按两种设置各建一次（pdlab 并不
+# 实现上下文并行，只复现 `prefill_context_parallel_size` 对路由的这一影响）：
+
+# %%
+for parallel in (ParallelConfig(), PCP2):
+    meta = build_mla_metadata(
+        [1],
+        [N - 1],
+        [N],
+        torch.zeros(1, 4, dtype=torch.int32),
+        torch.zeros(1).long(),
+        BS,
+        parallel_config=parallel,
+    )
+    print(
+        f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
+        f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
+        f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
+        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+    )
+
+# %% [markdown] en
+# With prefill context parallelism the answer to question 3 is yes: D runs
+# `_forward_prefill` (upstream: `forward_mha`) for that one token. Here is the path, as
+# pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
+
+# %% [markdown] zh
+# 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
+# `_forward_prefill`（上游叫 `forward_mha`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
+# `MLACommonImpl`）里这条路径的写法：
+
+# %%
+show_source(MLAAttention._forward_prefill)
+
+# %% [markdown] en
+# For one query token over `N-1` cached tokens that means: up-project the new token
+# (`kv_b_proj`), attend to itself, then `_compute_prefill_context`: gather all `N-1`
+# latent rows from the paged cache, up-project every one of them through `kv_b_proj` into
+# per-head keys and values, attend without a mask, and merge the two partial results by
+# their log-sum-exp. Run the pair both ways and compare D's first step, kernel by kernel
+# (layer 0; the other layers call the same):
+
+# %% [markdown] zh
+# 对“一个 query token、`N-1` 个已缓存 token”来说，这意味着：先把新 token 经 `kv_b_proj`
+# 升维，对自己做 attention；再进 `_compute_prefill_context`：从 paged cache 里 gather 全部
+# `N-1` 行 latent，把每一行都经 `kv_b_proj` 升维成逐头的 K 和 V，做不带 mask 的 attention，
+# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 按两种设置各跑一遍，逐个算子对比 D 的第一步
+# （第 0 层；其他层调用的算子相同）：
+
+# %%
+runs = {}
+for parallel in (ParallelConfig(), PCP2):
+    size = parallel.prefill_context_parallel_size
+    p = PDPair(
+        TINY,
+        CacheConfig(block_size=BS),
+        SchedulerConfig(),
+        backend=BACKEND,
+        parallel_config=parallel,
+    )
+    o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
+    runs[size] = (p.tracer, o.output_token_ids)
+    step = p.tracer.first("route", "D")["step"]
+    krows = [
+        [
+            e["name"],
+            e["shapes"].get("part", ""),
+            ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
+            flops(e["flops"]),
+            nbytes(e["bytes"]),
+        ]
+        for e in p.tracer.filter("kernel", "D", step=step, layer=0)
+    ]
+    display(
+        HTML(
+            f"<b>prefill_context_parallel_size = {size}: "
+            f"{p.tracer.first('route', 'D')['forward']}</b>"
+            + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
+        )
+    )
+assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
+assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
+
+# %% [markdown] en
+# ## 4. Four kinds of request, three backends
+#
+# The same split on a batch with one request of each region: an ordinary decode, D's
+# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt. The
+# backend matters too: its `reorder_batch_threshold` is the `decode_threshold` (1 for
+# `TRITON_MLA` and the common builder, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose
+# comment says it processes small prefills with the decode pathway), and `require_uniform`
+# is set unless the backend takes variable-length queries:
+
+# %% [markdown] zh
+# ## 4. 四类请求，三种后端
+#
+# 在一个每个区各有一个请求的批次上做同样的切分：一个普通 decode、D 的短 extend、一个长
+# prompt 的后续分块（长 extend），以及一个新 prompt。后端也有影响：它的
+# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA` 和通用 builder 为 1，
+# `FLASHMLA` 为 128，`FLASH_ATTN_MLA` 为 512，其注释说这是让短 prefill 走 decode 路径），
+# 除非后端支持变长 query，否则还会设置 `require_uniform`：
+
+# %%
+batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
+    "fresh prompt": (100, 0, 100),
+    "ordinary decode": (1, 20, 12),
+    "long extend": (200, 300, 900),
+    "D's short extend": (1, N - 1, N),
+}
+names = list(batch)
+q, c, p = (list(x) for x in zip(*batch.values()))
+settings = [
+    ("triton_mla", 1),
+    ("triton_mla", 2),
+    ("flashmla", 1),
+    ("flash_attn_mla", 1),
+]
+table = {name: [*batch[name]] for name in names}
+for backend, size in settings:
+    threshold = AttentionConfig(backend).profile.reorder_batch_threshold
+    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    meta = build_mla_metadata(
+        [q[i] for i in order],
+        [c[i] for i in order],
+        [p[i] for i in order],
+        torch.zeros(4, 1, dtype=torch.int32),
+        torch.zeros(sum(q)).long(),
+        BS,
+        attention_config=AttentionConfig(backend),
+        parallel_config=ParallelConfig(size),
+    )
+    for slot, i in enumerate(order):
+        region = batch_region(q[i], c[i], p[i], threshold)
+        path = "decode" if slot < meta.num_decodes else "prefill"
+        table[names[i]].append(f"{slot}: {region} -> {path}")
+display(
+    HTML(
+        html_table(
+            ["request", "query_len", "num_computed_tokens", "num_prompt_tokens"]
+            + [f"{b}, PCP {s}" for b, s in settings],
+            [[name, *row] for name, row in table.items()],
+        )
+    )
+)
+assert table["D's short extend"][3].endswith("decode")
+assert table["D's short extend"][4].endswith("prefill")
+
+# %% [markdown] en
+# Read the columns: the short extend is a decode everywhere except under PCP; the fresh
+# 100-token prompt is a prefill under `TRITON_MLA`; under `FLASHMLA` it is a prefill too
+# here, because `require_uniform` wants every decode to have the first decode's query
+# length (a 100-token prompt alone in its batch would be a decode); under
+# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path. That is the
+# absorb crossover of notebook 3 (about 171 query tokens for V3) seen from the other side:
+# below it, the absorbed form costs fewer FLOPs even for a prompt.
+#
+# Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
+# `not use_pcp` as well, while the Mamba and GDN builders always pass
+# `treat_short_extends_as_decodes=False`: for them every request still in its prompt is a
+# prefill.
+
+# %% [markdown] zh
+# 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新 prompt 在 `TRITON_MLA`
+# 下是 prefill；在 `FLASHMLA` 下这里也是 prefill，因为 `require_uniform` 要求所有 decode 的
+# query 长度都和第一个 decode 相同（如果这个 100 token 的 prompt 独占一个批次，它就会是
+# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径。这就是第 3 篇里权重吸收的
+# 临界点（V3 约 171 个 query token）从另一面看：低于它时，即使是 prompt，吸收形式的 FLOPs 也更少。
+#
+# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`；而 Mamba 和
+# GDN 的 builder 总是传 `treat_short_extends_as_decodes=False`：对它们来说，凡是仍在 prompt 内的
+# 请求都是 prefill。
+
+# %% [markdown] en
+# ## 5. Both paths give the same token
+#
+# MLA's two forms are algebraically equal (notebook 3), so the setting changes the cost,
+# not the answer. Compare both P/D runs with a colocated engine and with the model's own
+# slow oracle (a full forward from scratch for every token):
+
+# %% [markdown] zh
+# ## 5. 两条路径，同一个 token
+#
+# MLA 的两种形式在代数上相等（第 3 篇），所以这个设置只改变代价，不改变结果。把两次 P/D 运行
+# 和单机引擎、以及模型自带的慢速 oracle（每个 token 都从头完整前向一次）放在一起比：
+
+# %%
+colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
+col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
+oracle = model.greedy_generate(ids.tolist(), 4)
+print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
+print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
+print(f"colocated engine                      : {col_tokens}")
+print(f"oracle (no cache)                     : {oracle}")
+assert runs[1][1] == runs[2][1] == col_tokens == oracle
+
+# %% [markdown] en
+# ## 6. What each costs
+#
+# Each kernel in the trace carries modelled FLOPs and bytes (matrix products at `2MNK`
+# FLOPs; each operand read once, each result written once, at the tensors' own dtype:
+# fp32 for the tiny model here). Summed over D's first step:
+
+# %% [markdown] zh
+# ## 6. 各自的代价
+#
+# trace 里的每个算子都带着模型估算的 FLOPs 和字节数（矩阵乘按 `2MNK` FLOPs 计；每个操作数读
+# 一次、每个结果写一次，按张量自己的精度计：这里的 tiny 模型是 fp32）。把 D 第一步的所有算子
+# 加起来：
+
+# %%
+summary = []
+for size, (tracer, _) in runs.items():
+    step = tracer.first("route", "D")["step"]
+    ks = tracer.filter("kernel", "D", step=step)
+    summary.append(
+        [
+            size,
+            tracer.first("route", "D")["forward"],
+            len(ks),
+            flops(sum(e["flops"] for e in ks)),
+            nbytes(sum(e["bytes"] for e in ks)),
+        ]
+    )
+display(
+    HTML(
+        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
+    )
+)
+
+# %% [markdown] en
+# The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions
+# (128 heads, `kv_lora_rank` 512, nope/rope/v 128/64/128, 61 layers), in bf16, for D's one
+# token at a few context lengths. The prefill path up-projects every context token through
+# `kv_b_proj`: that is `2 x 1 x (128 x 256) x 512` FLOPs, about 33.6 MFLOP, per context
+# token per layer. The absorbed decode path instead reads each context token's 576 latent
+# values once, for all heads. The last two columns turn the numbers into a lower bound on
+# time for the attention of all 61 layers on an H800 (the same 989 TFLOP/s dense bf16 and
+# 3.35 TB/s HBM3 as an H100 SXM, per NVIDIA's datasheets): `max(FLOPs / peak, bytes /
+# bandwidth)`. Only attention is counted: the projections, norms and MoE layers are the
+# same on both paths.
+
+# %% [markdown] zh
+# tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
+# 为 128/64/128，61 层），按 bf16，用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
+# prefill 路径要把每个上下文 token 经 `kv_b_proj` 升维：`2 × 1 × (128 × 256) × 512` FLOPs，
+# 也就是每个上下文 token、每层约 33.6 MFLOP。absorbed 的 decode 路径则只把每个上下文 token
+# 的 576 个 latent 值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
+# `max(FLOPs / 峰值, 字节 / 带宽)`（H800 与 H100 SXM 一样是 989 TFLOP/s 稠密 bf16、
+# 3.35 TB/s HBM3，数据来自 NVIDIA 的产品手册）。只计注意力：各投影、归一化和 MoE 层在两条
+# 路径上相同。
+
+# %%
+per_ctx_token = gemm(
+    1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
+)[0]
+print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
+assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
+
+PEAK_FLOPS, PEAK_BW = 989e12, 3.35e12  # H800 / H100 SXM, dense bf16 and HBM3 (datasheets)
+
+
+def roofline_us(c, layers):
+    return layers * max(c.flops / PEAK_FLOPS, c.bytes / PEAK_BW) * 1e6
+
+
+cost_rows = []
+for ctx in (1024, 4096, 16384, 65536):
+    pre, dec = prefill_path_cost(V3, ctx), decode_path_cost(V3, ctx)
+    cost_rows.append(
+        [
+            ctx,
+            flops(pre.flops),
+            flops(dec.flops),
+            f"{pre.flops / dec.flops:.0f}x",
+            nbytes(pre.bytes),
+            nbytes(dec.bytes),
+            f"{pre.bytes / dec.bytes:.1f}x",
+            f"{roofline_us(pre, V3.num_hidden_layers):.0f} us",
+            f"{roofline_us(dec, V3.num_hidden_layers):.0f} us",
+        ]
+    )
+    assert pre.flops > 100 * dec.flops and pre.bytes > 5 * dec.bytes
+display(
+    HTML(
+        html_table(
+            [
+                "context N-1",
+                "FLOPs _forward_prefill",
+                "FLOPs _forward_decode",
+                "ratio",
+                "bytes _forward_prefill",
+                "bytes _forward_decode",
+                "ratio",
+                "H800 bound, _forward_prefill",
+                "H800 bound, _forward_decode",
+            ],
+            cost_rows,
+        )
+    )
+)
+
+# %%
+plot_path_costs(V3, [2**k for k in range(8, 18)])
+
+# %% [markdown] en
+# For one token, the prefill path does more than 100 times the FLOPs of the decode path.
+# Its bytes grow from a few times to about 90 times the decode path's as the context grows,
+# but that ratio counts the decode path's absorbed weights (`W_UK`, `W_UV`, about 33 MB at
+# V3 widths) against one request. In a batch those weights are read once for every decode,
+# so what each extra request costs is its latent rows; the table above stays per request.
+# Either way it computes the right token the expensive way, and under prefill context
+# parallelism *every* request on D starts with this step.
+#
+# ## 7. Explore
+#
+# The explorer reruns a small P/D pair (tiny model, torch backend) and a colocated engine
+# whenever you change the prompt length, the block size, `prefill_context_parallel_size`
+# or the MLA backend profile; the preset only changes the cost model. Things to try:
+#
+# - set `prefill_context_parallel_size` to 2 and back, and watch the path and the kernels;
+# - change the prompt length: `num_computed_tokens` follows `N - 1`;
+# - change the block size: D still starts at `N - 1`, because P sends every block the
+#   prompt touches, including a partial last block;
+# - pick `flashmla`: D's one-token step does not change, but P's fresh prompt (shorter than
+#   128 tokens) now takes the decode path on P;
+# - switch the preset to see the cost at `N - 1` for real dimensions; the tokens stay equal.
+
+# %% [markdown] zh
+# 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。随着上下文变长，它的字节数
+# 从几倍涨到约 90 倍，但这个比值把 decode 路径的吸收权重（`W_UK`、`W_UV`，V3 维度下约 33 MB）
+# 算在了一个请求头上。批处理时这些权重对所有 decode 只读一次，每多一个请求真正多出的只是它的
+# latent 行；上表仍按单个请求计。无论如何，它都是用昂贵的方式算出正确的 token；而开启 prefill
+# 上下文并行时，D 上*每个*请求都从这一步开始。
+#
+# ## 7. 动手试试
+#
+# 每当你改变 prompt 长度、block 大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
+# 下面的 explorer 都会重新跑一对小的 P/D 引擎（tiny 模型，torch 后端）和一个单机引擎；
+# preset 只影响成本模型。可以试试：
+#
+# - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
+# - 改 prompt 长度：`num_computed_tokens` 始终是 `N - 1`；
+# - 改 block 大小：D 仍从 `N - 1` 开始，因为 P 会把 prompt 涉及的每个 block（包括最后一个
+#   不满的 block）都传过来；
+# - 选 `flashmla`：D 的这一步不变，但 P 上那个新 prompt（短于 128 个 token）在 P 上走了
+#   decode 路径；
+# - 切换 preset，看真实维度下 `N - 1` 处的代价；token 始终一致。
+
+# %%
+explorer = PDExplorer(prompt_len=N, block_size=BS, pcp=1, preset="deepseek-v3", lang=LANG)
+explorer
+
+# %% [markdown] en
+# ## Check yourself
+#
+# Predict, then run: a 37-token prompt, block size 16, `prefill_context_parallel_size = 2`.
+# (a) What is D's `num_computed_tokens` when it first computes? (b) Which forward runs?
+# (c) How many latent rows does that step gather per layer? (d) If instead the same prompt
+# were fully in a *local* prefix cache, how many of its tokens would be reused? (e) Under
+# the `flashmla` profile without PCP, which forward does P's first step take?
+
+# %% [markdown] zh
+# ## 自测
+#
+# 先预测，再运行：37 个 token 的 prompt，block 大小 16，`prefill_context_parallel_size = 2`。
+# (a) D 第一次计算时 `num_computed_tokens` 是多少？(b) 跑的是哪个 forward？
+# (c) 这一步每层 gather 多少行 latent？(d) 如果这个 prompt 完整地在*本地* prefix cache 里，
+# 会复用多少个 token？(e) 在 `flashmla` 配置、不开 PCP 时，P 的第一步走哪个 forward？
+
+# %%
+N2, B2 = 37, 16
+check = run_demo(N2, block_size=B2, pcp=2, max_tokens=3)
+step = check.d_first_step
+gathered = [
+    e["shapes"]["rows"]
+    for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
+    if e["name"] == "gather_cache"
+]
+local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
+local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
+reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
+flash = run_demo(N2, block_size=B2, mla_backend="flashmla", max_tokens=3)
+p_first = flash.trace.first("route", "P")
+print(
+    f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
+    f"(d) {reused[1]}  (e) {p_first['forward']}"
+)
+assert step["num_computed_tokens"] == N2 - 1
+assert step["forward"] == "_forward_prefill"
+assert sum(gathered) == N2 - 1
+assert reused == [0, (N2 - 1) // B2 * B2]
+assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
+assert check.tokens_equal

@@ -1,0 +1,185 @@
+"""The demonstration every view shows: one prompt through a P/D pair and through a colocated
+engine, recorded in one trace, returned as one :class:`Demo`.
+
+The tour, the notebooks' P/D explorer and ``pdlab trace --pd`` all run it. With
+``compare=True`` it also runs what the tour puts side by side: a second P/D pair with
+``prefill_context_parallel_size`` on the other side of 1, the same prompt again on the
+colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a fresh request
+under the FlashMLA profile (``reorder_batch_threshold = 128``).
+
+It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
+vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
+with P's ``kv_transfer_params``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlab.attention.cost import Cost
+from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.engine import LLMEngine, one_thread
+from pdlab.pd import PDPair
+from pdlab.request import SamplingParams
+from pdlab.trace import Tracer
+
+_TEXT = "The quick brown fox jumps over the lazy dog. "
+
+
+def prompt_of_length(n: int) -> str:
+    """An ASCII prompt of exactly ``n`` tokens under the byte tokenizer."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"n={n!r} is invalid: expected a prompt length >= 1")
+    return (_TEXT * (n // len(_TEXT) + 1))[:n]
+
+
+@dataclass
+class Demo:
+    """What one demonstration did. ``trace`` holds instances ``P``, ``D`` and ``local`` (the
+    colocated engine); with ``compare``, ``other_trace`` holds the pair run with the other
+    ``prefill_context_parallel_size`` and ``fresh_trace`` the FlashMLA engine."""
+
+    prompt: str
+    prompt_ids: list[int]
+    request_id: str  # the pair's request (the same id on P and D)
+    cfg: ModelConfig
+    block_size: int
+    pcp: int
+    mla_backend: str
+    backend: str
+    trace: Tracer
+    pd_tokens: list[int]
+    colocated_tokens: list[int]
+    texts: dict[str, str]  # "pd", "colocated" (and "other" with compare)
+    seconds: float
+    local_ids: list[str] = field(default_factory=list)  # colocated requests, in order
+    other_pcp: int | None = None
+    other_trace: Tracer | None = None
+    other_tokens: list[int] | None = None
+    fresh_trace: Tracer | None = None
+
+    @property
+    def tokens_equal(self) -> bool:
+        """P/D equals colocated (and the other pair, when it ran), token for token."""
+        same = self.pd_tokens == self.colocated_tokens
+        return same and (self.other_tokens is None or self.other_tokens == self.pd_tokens)
+
+    @property
+    def d_first_step(self) -> dict[str, Any]:
+        """The ``route`` event of D's first computing step (query_len, num_computed_tokens
+        before the step, num_prompt_tokens, is_prefilling, region, decode_threshold,
+        treat_short_extends_as_decodes, path, forward)."""
+        return self.trace.first("route", "D", req_id=self.request_id)
+
+    @property
+    def remote_kv_ready(self) -> dict[str, Any]:
+        return self.trace.first("remote_kv_ready", "D", req_id=self.request_id)
+
+    def kernels(self, instance: str = "D", layer: int = 0) -> list[str]:
+        """Kernels of the instance's first computing step, one layer."""
+        step = self.trace.first("route", instance, req_id=self.request_id)["step"]
+        return [
+            e["name"] + (f" ({e['shapes']['part']})" if "part" in e["shapes"] else "")
+            for e in self.trace.kernels(instance, step, layer=layer)
+        ]
+
+    def traced_cost(self, instance: str = "D") -> Cost:
+        """FLOPs and bytes of the instance's first computing step, summed over its kernels."""
+        step = self.trace.first("route", instance, req_id=self.request_id)["step"]
+        c = Cost()
+        for e in self.trace.kernels(instance, step):
+            c.add(f"{e['name']} (layer {e['layer']})", e["flops"], e["bytes"])
+        return c
+
+
+def run_demo(
+    prompt: str | int,
+    *,
+    block_size: int = 4,
+    pcp: int = 1,
+    mla_backend: str = "triton_mla",
+    max_tokens: int = 8,
+    backend: str = "torch",
+    model_config: ModelConfig | None = None,
+    compare: bool = False,
+) -> Demo:
+    """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair
+    and a colocated engine with the given routing settings; see the module docstring for
+    what ``compare`` adds."""
+    text = prompt_of_length(prompt) if isinstance(prompt, int) else prompt
+    if not text:
+        raise ValueError("prompt='' is invalid: expected at least one token")
+    cfg = model_config or ModelConfig.tiny()
+    # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
+    need = -(-(len(text.encode("utf-8")) + max_tokens) // block_size)
+    cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
+    sp = SamplingParams(max_tokens=max_tokens)
+    attn = AttentionConfig(mla_backend)
+
+    def routing(size: int) -> dict[str, Any]:
+        return {"attention_config": attn, "parallel_config": ParallelConfig(size)}
+
+    t0 = time.perf_counter()
+    with one_thread():
+        pair = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(pcp))
+        pd_out = pair.generate(text, sp)[0]
+        model = pair.prefill.model
+        local = LLMEngine(
+            cfg,
+            cache,
+            SchedulerConfig(),
+            tracer=pair.tracer,
+            backend=backend,
+            model=model,
+            **routing(pcp),
+        )
+        outs = [local.generate(text, sp)[0]]
+        extra: dict[str, Any] = {}
+        if compare:
+            outs.append(local.generate(text, sp)[0])  # a prefix-cache hit: capped at N - 1
+            other_pcp = 2 if pcp == 1 else 1
+            other = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(other_pcp))
+            other_out = other.generate(text, sp)[0]
+            fresh = LLMEngine(
+                cfg,
+                cache,
+                SchedulerConfig(),
+                backend=backend,
+                model=model,
+                attention_config=AttentionConfig("flashmla"),
+            )
+            fresh.generate(text, SamplingParams(max_tokens=1))
+            extra = {
+                "other_pcp": other_pcp,
+                "other_trace": other.tracer,
+                "other_tokens": list(other_out.output_token_ids),
+                "fresh_trace": fresh.tracer,
+            }
+    pair.tracer.meta["demo"] = {
+        "prompt": text,
+        "prefill_context_parallel_size": pcp,
+        "mla_backend": attn.backend,
+        "max_tokens": max_tokens,
+    }
+    texts = {"pd": pd_out.text, "colocated": outs[0].text}
+    if compare:
+        texts["other"] = other_out.text
+    return Demo(
+        prompt=text,
+        prompt_ids=list(pd_out.prompt_token_ids),
+        request_id=pd_out.request_id,
+        cfg=cfg,
+        block_size=block_size,
+        pcp=pcp,
+        mla_backend=attn.backend,
+        backend=backend,
+        trace=pair.tracer,
+        pd_tokens=list(pd_out.output_token_ids),
+        colocated_tokens=list(outs[0].output_token_ids),
+        texts=texts,
+        seconds=time.perf_counter() - t0,
+        local_ids=[o.request_id for o in outs],
+        **extra,
+    )

@@ -1,0 +1,176 @@
+"""Formatting for every view: numbers, tables (rich and HTML), and excerpts of the real source
+(rich and notebook). The tour, the console views, the widgets and the notebooks all format
+through here, so a number reads the same wherever it is shown.
+
+vLLM has no equivalent; this is presentation only.
+"""
+
+from __future__ import annotations
+
+import html
+import inspect
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+# ---- numbers -----------------------------------------------------------------------------
+_SI = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
+
+
+def si(x: float, unit: str = "", digits: int = 3) -> str:
+    """``x`` with an SI prefix and ``digits`` significant digits: ``si(3.4e10, "FLOP")`` is
+    ``"34 GFLOP"``."""
+    for prefix, scale in _SI:
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g} {prefix}{unit}"
+    return f"{x:.{digits}g} {unit}".rstrip()
+
+
+def flops(x: float) -> str:
+    return si(x, "FLOP")
+
+
+def nbytes(x: float) -> str:
+    return si(x, "B")
+
+
+def ratio(a: float, b: float) -> str:
+    """``a / b`` as ``"120×"`` (two significant digits below 10)."""
+    r = a / b if b else float("inf")
+    return f"{r:.0f}×" if r >= 10 else f"{r:.2g}×"
+
+
+def tokens(n: int) -> str:
+    """A context length as people say it: ``4096`` is ``"4K"``."""
+    return f"{n // 1024}K" if n and n % 1024 == 0 else str(n)
+
+
+def token_char(i: int) -> str:
+    """A byte-tokenizer id as a printable character (``␣`` for a space, escapes otherwise)."""
+    if i == 32:
+        return "␣"
+    if 32 < i < 127:
+        return chr(i)
+    return f"\\x{i:02x}" if 0 <= i < 256 else f"<{i}>"
+
+
+def span(lo: int, hi: int) -> str:
+    return str(lo) if lo == hi else f"{lo}–{hi}"
+
+
+def elided(n: int, head: int, tail: int) -> list[int | None]:
+    """Indices ``0..n-1``, with ``None`` standing for a run left out when ``n`` is long."""
+    if n <= head + tail + 1:
+        return list(range(n))
+    return [*range(head), None, *range(n - tail, n)]
+
+
+# ---- tables ------------------------------------------------------------------------------
+_TABLE = "border-collapse:collapse;font-family:var(--jp-code-font-family,monospace);font-size:12px"
+_CELL = "border:1px solid #ccc;padding:2px 6px;text-align:left;vertical-align:top;"
+_NOWRAP = _CELL + "white-space:nowrap;"
+_WRAP = _CELL + "white-space:pre-wrap;word-break:break-word;"
+
+
+def esc(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def html_table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> str:
+    """A small HTML table; cells are escaped unless ``raw``. The last column wraps."""
+    cell = (lambda c: str(c)) if raw else esc
+    styles = [_NOWRAP] * (len(headers) - 1) + [_WRAP]
+    head = "".join(f"<th style='{st}'>{esc(h)}</th>" for st, h in zip(styles, headers))
+    body = "".join(
+        "<tr>" + "".join(f"<td style='{st}'>{cell(c)}</td>" for st, c in zip(styles, r)) + "</tr>"
+        for r in rows
+    )
+    return f"<table style='{_TABLE}'><tr>{head}</tr>{body}</table>"
+
+
+def rich_table(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> Any:
+    """A rich table; ``headers`` are ``(text, justify)`` pairs; cells are printed as given
+    (escape them first if they may hold rich markup)."""
+    from rich.table import Table
+
+    tab = Table(title=title)
+    for text, justify in headers:
+        tab.add_column(text, justify=justify)  # type: ignore[arg-type]
+    for r in rows:
+        tab.add_row(*r)
+    return tab
+
+
+# ---- the real source ---------------------------------------------------------------------
+@dataclass
+class SourceExcerpt:
+    """Lines of a function's real source, with where they live."""
+
+    path: str  # the module as imported, e.g. pdlab/sched/scheduler.py
+    qualname: str
+    first_line: int  # line number of the first line shown
+    text: str  # dedented
+    marked: set[int]  # line numbers holding the mark
+
+    @property
+    def header(self) -> str:
+        return f"# {self.path}, line {self.first_line}"
+
+
+def source_excerpt(
+    obj: Any, start: str | None = None, end: str | None = None, mark: str | None = None
+) -> SourceExcerpt:
+    """The source of ``obj`` from the first line containing ``start`` through the first
+    line after it containing ``end`` (the whole of it when they are None). Read from the
+    package with ``inspect``, so what a reader sees cannot drift from what runs."""
+    lines, first = inspect.getsourcelines(obj)
+    lo, hi = 0, len(lines)
+    if start is not None:
+        found = next((i for i, s in enumerate(lines) if start in s), None)
+        if found is None:
+            raise ValueError(f"start={start!r} is not in the source of {obj!r}")
+        lo = found
+    if end is not None:
+        found = next((i for i in range(lo, len(lines)) if end in lines[i]), None)
+        if found is None:
+            raise ValueError(f"end={end!r} is not in the source of {obj!r} after start")
+        hi = found + 1
+    chunk = lines[lo:hi]
+    module = inspect.getmodule(obj)
+    path = module.__name__.replace(".", "/") + ".py" if module else "?"
+    marked = {first + lo + j for j, s in enumerate(chunk) if mark and mark in s}
+    return SourceExcerpt(
+        path,
+        getattr(obj, "__qualname__", str(obj)),
+        first + lo,
+        textwrap.dedent("".join(chunk)).rstrip("\n"),
+        marked,
+    )
+
+
+def source_rich(ex: SourceExcerpt) -> Any:
+    """The excerpt for a terminal: rich syntax with the file's line numbers."""
+    from rich.syntax import Syntax
+
+    return Syntax(
+        ex.text,
+        "python",
+        line_numbers=True,
+        start_line=ex.first_line,
+        highlight_lines=ex.marked,
+        theme="ansi_dark",
+        background_color="default",
+        word_wrap=True,
+    )
+
+
+def source_notebook(ex: SourceExcerpt) -> Any:
+    """The excerpt for a notebook: highlighted code under a header naming file and line."""
+    from IPython.display import Code
+
+    return Code(f"{ex.header}\n{ex.text}\n", language="python")
+
+
+def show_source(obj: Any, start: str | None = None, end: str | None = None) -> Any:
+    """The real source of ``obj`` in a notebook (see :func:`source_excerpt`)."""
+    return source_notebook(source_excerpt(obj, start, end))

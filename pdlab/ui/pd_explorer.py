@@ -1,0 +1,235 @@
+"""The P/D explorer for notebooks: reruns a small P/D pair and a colocated engine
+(:func:`pdlab.demo.run_demo`) whenever the prompt length, block size,
+``prefill_context_parallel_size`` or MLA backend profile changes, and shows D's first step,
+the path it took (``_forward_prefill``/``_forward_decode``; upstream ``forward_mha`` /
+``forward_mqa`` in ``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it
+called, the modelled cost for a DeepSeek preset, and whether the tokens equal a colocated run.
+
+Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-cost``,
+``pdlab-tokens``, ...) so a browser test can read it.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as widgets
+
+from pdlab.attention.cost import Cost, decode_path_cost, prefill_path_cost
+from pdlab.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
+from pdlab.demo import Demo, run_demo
+from pdlab.tokenizer import decode
+from pdlab.ui.fmt import esc, flops, html_table, nbytes
+from pdlab.ui.text import labels
+from pdlab.ui.trace_views import trace_panels
+
+
+def route_text(route: dict[str, Any], lang: str = "en") -> str:
+    """The routing decision in one line, with the values ``split_decodes_and_prefills`` read
+    (upstream's test: ``query_len > decode_threshold``, OR-ed with ``is_prefilling`` when
+    ``treat_short_extends_as_decodes`` is False)."""
+    c, p, q = route["num_computed_tokens"], route["num_prompt_tokens"], route["query_len"]
+    t, treat = route["decode_threshold"], route["treat_short_extends_as_decodes"]
+    prefilling = f"is_prefilling = {c} {'<' if c < p else '>='} {p} = {route['is_prefilling']}"
+    threshold = f"query_len = {q} {'>' if q > t else '<='} decode_threshold = {t}"
+    switch = f"treat_short_extends_as_decodes = {treat}"
+    region = {"en": f"region {route['region']}", "zh": f"{route['region']} 区"}[lang]
+    kind = {"en": f"a {route['path']}", "zh": f"按 {route['path']} 处理"}[lang]
+    return f"{prefilling}; {region}; {threshold}; {switch} → {kind} → {route['forward']}"
+
+
+def path_costs(preset: str, context_len: int) -> tuple[ModelConfig, Cost, Cost]:
+    """The preset's config and the modelled cost, per layer, of one token over
+    ``context_len`` cached tokens through ``_forward_prefill`` and ``_forward_decode``."""
+    cfg = ModelConfig.preset(preset)
+    return cfg, prefill_path_cost(cfg, context_len), decode_path_cost(cfg, context_len)
+
+
+def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> str:
+    lab = labels(lang)
+    cfg, pre, dec = path_costs(preset, context_len)
+    n = cfg.num_hidden_layers
+    rows = []
+    for name, c in (("_forward_prefill", pre), ("_forward_decode", dec)):
+        mark = "▶ " if name == forward else ""
+        rows.append(
+            [
+                f"{mark}{name}",
+                flops(c.flops),
+                nbytes(c.bytes),
+                flops(n * c.flops),
+                nbytes(n * c.bytes),
+            ]
+        )
+    ratio = lab["ratio"].format(f=pre.flops / dec.flops, b=pre.bytes / dec.bytes)
+    table = html_table(
+        [
+            lab["path"],
+            f"FLOPs, {lab['per_layer']}",
+            f"bytes, {lab['per_layer']}",
+            f"FLOPs, {lab['all_layers'].format(n=n)}",
+            f"bytes, {lab['all_layers'].format(n=n)}",
+        ],
+        rows,
+    )
+    return (
+        f"<div>{esc(lab['context'].format(preset=cfg.name, ctx=context_len))}</div>"
+        f"{table}<div>{esc(ratio)}</div>"
+    )
+
+
+def tokens_text(run: Demo, lang: str = "en") -> str:
+    lab = labels(lang)
+    verdict = lab["equal"] + " ✓" if run.tokens_equal else lab["differ"] + " ✗"
+    return (
+        f"P/D: {run.pd_tokens} {decode(run.pd_tokens)!r} | {lab['colocated']}: "
+        f"{run.colocated_tokens} {decode(run.colocated_tokens)!r} → {verdict}"
+    )
+
+
+class PDExplorer(widgets.VBox):
+    """Rerun a small P/D pair (tiny model, torch backend) whenever a control changes, and
+    show D's first step, its routing decision, its kernels, the modelled cost for a preset
+    at context ``N - 1``, and whether P/D's tokens equal a colocated run's."""
+
+    def __init__(
+        self,
+        prompt_len: int = 11,
+        block_size: int = 4,
+        pcp: int = 1,
+        preset: str = "deepseek-v3",
+        lang: str = "en",
+        max_tokens: int = 3,
+        backend: str = "torch",
+        mla_backend: str = "triton_mla",
+    ) -> None:
+        self.lang, self.lab = lang, labels(lang)
+        self.max_tokens, self.backend = max_tokens, backend
+        style = {"description_width": "initial"}
+        self.prompt_len = widgets.IntSlider(
+            value=prompt_len,
+            min=2,
+            max=96,
+            description=self.lab["prompt_len"],
+            continuous_update=False,
+            style=style,
+            layout=widgets.Layout(width="360px"),
+        )
+        small = widgets.Layout(width="170px")
+        self.block_size = widgets.Dropdown(
+            options=[1, 2, 4, 8, 16, 64],
+            value=block_size,
+            description=self.lab["block_size"],
+            style=style,
+            layout=small,
+        )
+        self.pcp = widgets.Dropdown(
+            options=[1, 2],
+            value=pcp,
+            description=self.lab["pcp"],
+            style=style,
+            layout=widgets.Layout(width="260px"),
+        )
+        self.mla_backend = widgets.Dropdown(
+            options=list(MLA_BACKENDS),
+            value=AttentionConfig(mla_backend).backend,
+            description=self.lab["mla_backend"],
+            style=style,
+            layout=widgets.Layout(width="240px"),
+        )
+        self.preset = widgets.Dropdown(
+            options=list(PRESETS),
+            value=preset,
+            description=self.lab["preset"],
+            style=style,
+            layout=widgets.Layout(width="240px"),
+        )
+        self.status = widgets.HTML().add_class("pdlab-status")
+        self.error = widgets.HTML().add_class("pdlab-error")
+        self.d_step = widgets.HTML().add_class("pdlab-d-step")
+        self.route = widgets.HTML().add_class("pdlab-route")
+        self.kernels = widgets.HTML().add_class("pdlab-kernels")
+        self.cost = widgets.HTML().add_class("pdlab-cost")
+        self.tokens = widgets.HTML().add_class("pdlab-tokens")
+        self.traces = widgets.HBox()
+        self.run: Demo | None = None
+        for w in (self.prompt_len, self.block_size, self.pcp, self.mla_backend):
+            w.observe(lambda _: self.rerun(), names="value")
+        self.preset.observe(lambda _: self._guard(self.render_cost), names="value")
+
+        def row(key: str, w: widgets.Widget) -> widgets.HBox:
+            label = widgets.HTML(
+                f"<b>{esc(self.lab[key])}</b>", layout=widgets.Layout(min_width="130px")
+            )
+            return widgets.HBox([label, w])
+
+        wrap = widgets.Layout(flex_flow="row wrap")
+        super().__init__(
+            [
+                widgets.HBox(
+                    [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset],
+                    layout=wrap,
+                ),
+                self.status,
+                self.error,
+                row("d_first", self.d_step),
+                row("route", self.route),
+                row("kernels", self.kernels),
+                row("cost", self.cost),
+                row("tokens", self.tokens),
+                self.traces,
+            ]
+        )
+        self.rerun()
+
+    def _guard(self, fn: Callable[[], Any]) -> None:
+        try:
+            fn()
+            self.error.value = ""
+        except Exception:  # shown in the widget: an observer's exception is invisible
+            self.error.value = f"<pre style='color:#b00'>{esc(traceback.format_exc())}</pre>"
+
+    def rerun(self) -> None:
+        self._guard(self._rerun)
+
+    def _rerun(self) -> None:
+        run = run_demo(
+            self.prompt_len.value,
+            block_size=self.block_size.value,
+            pcp=self.pcp.value,
+            mla_backend=self.mla_backend.value,
+            max_tokens=self.max_tokens,
+            backend=self.backend,
+        )
+        self.run = run
+        lab = self.lab
+        self.status.value = esc(
+            lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
+        )
+        r = run.d_first_step
+        n = r["num_prompt_tokens"]
+        n1 = "N-1" if r["num_computed_tokens"] == n - 1 else "≠ N-1"
+        self.d_step.value = (
+            f"<code>query_len = {r['query_len']}, num_computed_tokens = {n1} = "
+            f"{r['num_computed_tokens']}, num_prompt_tokens = N = {n}</code>"
+        )
+        self.route.value = f"<code>{esc(route_text(r, self.lang))}</code>"
+        layers = len({e["layer"] for e in run.trace.filter("kernel", "D")})
+        self.kernels.value = (
+            f"<code>{esc(' → '.join(run.kernels('D')))}</code>"
+            f"<div style='font-size:11px'>"
+            f"{esc(lab['kernels_note'].format(layers=layers))}</div>"
+        )
+        self.render_cost()
+        self.tokens.value = f"<code>{esc(tokens_text(run, self.lang))}</code>"
+        self.traces.children = trace_panels(run.trace, ("P", "D"), self.lang).children
+
+    def render_cost(self) -> None:
+        if self.run is None:
+            return
+        r = self.run.d_first_step
+        self.cost.value = cost_html(
+            self.preset.value, r["num_computed_tokens"], r["forward"], self.lang
+        )

@@ -1,0 +1,464 @@
+"""The words every view shows, in English and Simplified Chinese, side by side per key:
+the tour, the widgets and the step table read one table through one function, :func:`text`.
+
+Only words live here: every number is computed from a trace (or the cost model) and passed
+in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``_forward_prefill``, ...)
+stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
+Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
+table's column headers, none for the tour.
+"""
+
+from __future__ import annotations
+
+LANGS = ("en", "zh")
+
+TEXT: dict[str, dict[str, str]] = {
+    # ---- opening ---------------------------------------------------------------------
+    "title": {
+        "en": "pdlab tour: why the decode instance runs the last prompt token again",
+        "zh": "pdlab 导览：为什么解码实例要把最后一个提示词 token 再算一遍",
+    },
+    "question": {
+        "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D pair, "
+        "why does the scheduler set num_computed_tokens to N - 1? And since num_computed_tokens "
+        "< num_prompt_tokens then holds, does D run a prefill (_forward_prefill) for that one "
+        "token? This tour runs such a request and shows what the trace recorded.",
+        "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
+        "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
+        "D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地跑一遍这样的请求，"
+        "逐章展示 trace 记下的内容。",
+    },
+    "settings": {
+        "en": "Run: prompt {prompt} · model {model} ({layers} layers, kv_lora_rank {L}, "
+        "qk_rope_head_dim {R}) · block_size {bs} · MLA backend profile {mla} · "
+        "prefill_context_parallel_size {pcp} · kernels {backend}",
+        "zh": "本次运行：提示词 {prompt} · 模型 {model}（{layers} 层，kv_lora_rank {L}，"
+        "qk_rope_head_dim {R}）· block_size {bs} · MLA 后端配置 {mla} · "
+        "prefill_context_parallel_size {pcp} · 算子后端 {backend}",
+    },
+    # ---- chapter titles --------------------------------------------------------------
+    "ch1": {"en": "Chapter 1 · P: the prompt is prefilled", "zh": "第 1 章 · P：预填充提示词"},
+    "ch2": {
+        "en": "Chapter 2 · Transfer: P's blocks into D's blocks",
+        "zh": "第 2 章 · 传输：P 的块搬进 D 的块",
+    },
+    "ch3": {
+        "en": "Chapter 3 · D: num_computed_tokens = N - 1, and why",
+        "zh": "第 3 章 · D：num_computed_tokens = N - 1 从何而来",
+    },
+    "ch4": {
+        "en": "Chapter 4 · The one-token step: a short extend, routed two ways",
+        "zh": "第 4 章 · 这一步是“短 extend”：两种路由",
+    },
+    "ch5": {
+        "en": "Chapter 5 · What each path costs at DeepSeek scale",
+        "zh": "第 5 章 · 两条路径在 DeepSeek 规模下的开销",
+    },
+    "ch6": {"en": "Chapter 6 · The rest of the generation on D", "zh": "第 6 章 · D 上余下的生成"},
+    # ---- chapter 1: P ----------------------------------------------------------------
+    "ch1_tokens": {
+        "en": "The prompt {prompt} is N = {n} tokens: the byte tokenizer gives one id per UTF-8 "
+        "byte.",
+        "zh": "提示词 {prompt} 共 N = {n} 个 token：字节级分词器把每个 UTF-8 字节映射为一个 id。",
+    },
+    "ch1_whole": {
+        "en": "There is no prefill phase: each step gives a request num_tokens - "
+        "num_computed_tokens tokens, up to the step's token budget.",
+        "zh": "调度器里没有“prefill 阶段”：每一步给请求 num_tokens - num_computed_tokens 个 token"
+        "，上限是这一步的 token 预算。",
+    },
+    "ch1_step": {
+        "en": "P step {step}: {sched} tokens scheduled, num_computed_tokens {before} → {after} "
+        "(query_len = {q}, routed to {forward}).",
+        "zh": "P 第 {step} 步：调度 {sched} 个 token，num_computed_tokens 从 {before} 变为 "
+        "{after}（query_len = {q}，走 {forward}）。",
+    },
+    "ch1_write": {
+        "en": "In each of the {layers} layers, reshape_and_cache_mla writes one latent row per "
+        "token, [kv_c_normed ({L}) | k_pe ({R})] = {W} values, into P's blocks:",
+        "zh": "{layers} 层中的每一层，reshape_and_cache_mla 为每个 token 写一行潜向量 "
+        "[kv_c_normed ({L}) | k_pe ({R})]，共 {W} 个值，写进 P 的块：",
+    },
+    "ch1_table": {"en": "P's block table (from the trace)", "zh": "P 的块表（取自 trace）"},
+    "col_logical": {"en": "logical block", "zh": "逻辑块"},
+    "col_p_block": {"en": "P block", "zh": "P 物理块"},
+    "col_positions": {"en": "positions", "zh": "位置"},
+    "col_tokens": {"en": "tokens", "zh": "token"},
+    "col_ids": {"en": "ids", "zh": "id"},
+    "ch1_sample": {
+        "en": "P samples token {tok} ({ch}) at position {pos}. The proxy sent the prompt to P "
+        "with max_tokens = 1, so P's request ends here ({reason}).",
+        "zh": "P 在位置 {pos} 采样出 token {tok}（{ch}）。代理发给 P 的请求带 max_tokens = 1，所"
+        "以 P 上的请求到此结束（{reason}）。",
+    },
+    "ch1_hold": {
+        "en": "request_finished returns delay_free = {delay}: P holds blocks {blocks} until D "
+        "has read them, and hands the proxy these kv_transfer_params:",
+        "zh": "request_finished 返回 delay_free = {delay}：P 保留块 {blocks} 直到 D 读完，并把下"
+        "面的 kv_transfer_params 交给代理：",
+    },
+    "ch1_freed": {
+        "en": "P frees blocks {blocks} at its step {step}, once D has read them.",
+        "zh": "D 读完之后，P 在它的第 {step} 步释放块 {blocks}。",
+    },
+    # ---- chapter 2: transfer ---------------------------------------------------------
+    "ch2_admit": {
+        "en": "D gets the original request with those params. get_num_new_matched_tokens reports "
+        "{ext} external tokens (computed on P), loaded asynchronously; D allocates blocks "
+        "{blocks} for them and computes nothing yet.",
+        "zh": "D 收到带着这些参数的原始请求。get_num_new_matched_tokens 报告 {ext} 个外部 token（"
+        "已在 P 上算好），异步加载；D 为它们分配块 {blocks}，此时什么也不算。",
+    },
+    "ch2_table": {
+        "en": "KV blocks read from P into D (kv_transfer event)",
+        "zh": "从 P 读进 D 的 KV 块（kv_transfer 事件）",
+    },
+    "col_d_block": {"en": "D block", "zh": "D 物理块"},
+    "col_rows": {"en": "rows per layer", "zh": "每层行数"},
+    "ch2_bytes": {
+        "en": "{nbytes} bytes = {nb} blocks × {bs} slots × {layers} layers × {W} values × {e} "
+        "bytes: each layer's latent rows and nothing else, no hidden state.",
+        "zh": "{nbytes} 字节 = {nb} 块 × {bs} 槽 × {layers} 层 × {W} 个值 × {e} 字节：只有各层的"
+        "潜向量行，没有隐藏状态。",
+    },
+    "ch2_bytes_plain": {"en": "{nbytes} bytes moved.", "zh": "共搬运 {nbytes} 字节。"},
+    "ch2_failed": {
+        "en": "The read failed ({reason}); D computes the missing tokens itself.",
+        "zh": "读取失败（{reason}）；D 在本地计算缺失的 token。",
+    },
+    # ---- chapter 3: D ----------------------------------------------------------------
+    "ch3_wait": {
+        "en": "D step {step}: the request is WAITING_FOR_REMOTE_KVS; nothing is scheduled while "
+        "the K/V of {ext} tokens arrive.",
+        "zh": "D 第 {step} 步：请求处于 WAITING_FOR_REMOTE_KVS；{ext} 个 token 的 K/V 到达之前，"
+        "不调度任何计算。",
+    },
+    "ch3_ready": {
+        "en": "D step {step}: K/V for {before} of the N = {n} prompt tokens arrived. "
+        "_update_waiting_for_remote_kv sets num_computed_tokens = {nct} (N - 1).",
+        "zh": "D 第 {step} 步：N = {n} 个提示词 token 中已有 {before} 个的 K/V 到达。"
+        "_update_waiting_for_remote_kv 把它设为 num_computed_tokens = {nct}（即 N - 1）。",
+    },
+    "ch3_sched": {
+        "en": "D step {step} schedules {sched} token, position {pos}: num_computed_tokens "
+        "{before} → {after}.",
+        "zh": "D 第 {step} 步调度 {sched} 个 token（位置 {pos}）：num_computed_tokens 从 "
+        "{before} 变为 {after}。",
+    },
+    "ch3_table": {
+        "en": "What D's cache holds, and what the first output token needs",
+        "zh": "D 的缓存里有什么，第一个输出 token 又需要什么",
+    },
+    "col_pos": {"en": "pos", "zh": "位置"},
+    "col_token": {"en": "token", "zh": "token"},
+    "col_d_slot": {"en": "D block[slot]", "zh": "D 块[槽]"},
+    "col_layer_kv": {"en": "layer {l} K/V row", "zh": "第 {l} 层 K/V 行"},
+    "col_layers_kv": {"en": "layers {a}–{b} K/V rows", "zh": "第 {a}–{b} 层 K/V 行"},
+    "col_h": {"en": "h after layer {l}", "zh": "第 {l} 层输出 h"},
+    "cell_rewritten": {"en": "✓ rewritten", "zh": "✓ 重写"},
+    "cell_needed": {"en": "needed → logits", "zh": "需要 → logits"},
+    "ch3_explain": {
+        "en": "The cache holds each layer's keys and values: {n} positions × {layers} layers × "
+        "{W} values. The logits of the first output token are lm_head(norm(h[{last}])), where "
+        "h[{last}] is the last layer's {H}-wide output at position {last}. No cache holds it and "
+        "the connector did not move it (vLLM v1 connectors move KV only), so D runs position "
+        "{last} through all {layers} layers again: it reuses the cached K/V of positions "
+        "{reused}, writes row {last} once more (same values), and gets h[{last}].",
+        "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出"
+        " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
+        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（vLLM v1 的 connector 只搬 KV）"
+        "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
+        "第 {last} 行再写一次（值不变），得到 h[{last}]。",
+    },
+    "ch3_check": {
+        "en": "Checked in the trace: D's first token is {d}, P's discarded token was {p}: "
+        "{verdict}.",
+        "zh": "用 trace 核对：D 的第一个 token 是 {d}，P 丢弃的那个 token 是 {p}：{verdict}。",
+    },
+    "same": {"en": "the same", "zh": "相同"},
+    "different": {"en": "different", "zh": "不同"},
+    "ch3_src": {
+        "en": "The line that subtracts one: {path}, {qualname} (upstream: "
+        "vllm/v1/core/sched/scheduler.py, the same method)",
+        "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
+        "的同名方法）",
+    },
+    "ch3_local": {
+        "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
+        "vllm/v1/core/kv_cache_manager.py, the same method)",
+        "zh": "本地前缀缓存的命中也受同一规则限制：{path} 的 {qualname}（上游："
+        "vllm/v1/core/kv_cache_manager.py 中的同名方法）",
+    },
+    "ch3_local_hit": {
+        "en": "The colocated engine ran the prompt a second time and reused {hit} cached tokens: "
+        "floor((N - 1) / {bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}, not N = {n}. Hits "
+        "are whole blocks and stop at N - 1.",
+        "zh": "同机引擎把这段提示词又跑了一次，复用了 {hit} 个已缓存 token：floor((N - 1) / "
+        "{bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}，而不是 N = {n}。命中按整块计，且最"
+        "多到 N - 1。",
+    },
+    # ---- chapter 4: routing ----------------------------------------------------------
+    "ch4_intro": {
+        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = {n}. "
+        "The learner's expression is real: vLLM's model runner computes is_prefilling = "
+        "num_computed_tokens < num_prompt_tokens for every request (here {prefilling}) and "
+        "passes it to the attention builders; the batch reorder puts the request in the {region} "
+        "region (context, a query within the threshold, still in its prompt). "
+        "split_decodes_and_prefills reads is_prefilling only when the MLA builder passes "
+        "treat_short_extends_as_decodes = not use_pcp as False, that is under prefill context "
+        "parallelism. The P/D run was made with each setting (pdlab reproduces only this routing "
+        "consequence of PCP, not context parallelism itself):",
+        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = {n}"
+        "。提问里的表达式确实存在：vLLM 的 model runner 为每个请求计算 is_prefilling = "
+        "num_computed_tokens < num_prompt_tokens（这里为 {prefilling}），并交给各注意力元数据构建"
+        "器；批次重排把这个请求放进 {region} 区（有上下文、query 不超过阈值、仍在提示词内）。只有"
+        "当 MLA 构建器传入的 treat_short_extends_as_decodes = not use_pcp 为 False，也就是开启 "
+        "prefill 上下文并行（PCP）时，split_decodes_and_prefills 才会读 is_prefilling。P/D 在两种"
+        "设置下各跑了一次（pdlab 只复现 PCP 对路由的这一影响，并不实现上下文并行本身）：",
+    },
+    "ch4_table": {
+        "en": "D's first step, from each run's trace",
+        "zh": "D 的第一步（取自各自运行的 trace）",
+    },
+    "main_run": {"en": " (main run)", "zh": "（主运行）"},
+    "row_test": {"en": "test", "zh": "判定"},
+    "row_path": {"en": "path", "zh": "路径"},
+    "row_kernels": {"en": "kernels, layer 0", "zh": "算子（第 0 层）"},
+    "row_flops": {"en": "FLOPs, all layers", "zh": "FLOPs（全部层）"},
+    "row_bytes": {"en": "bytes, all layers", "zh": "访存字节（全部层）"},
+    "row_token": {"en": "first token on D", "zh": "D 的第一个 token"},
+    "row_logit": {"en": "its logit", "zh": "对应 logit"},
+    "ch4_dtype": {
+        "en": "FLOPs and bytes above are the tiny model's, at its own dtype ({dtype}); chapter 5 "
+        "models DeepSeek's widths in bf16.",
+        "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
+        "DeepSeek 的维度、bf16 建模。",
+    },
+    "ch4_paths": {
+        "en": "With prefill_context_parallel_size = 2 the token takes _forward_prefill "
+        "(upstream: forward_mha): gather_cache collects the {ctx} cached latent rows, kv_b_proj "
+        "up-projects every one of them to per-head K and V, flash_attn_varlen attends, and "
+        "merge_attn_states joins the context part with the new-token part. By default it takes "
+        "_forward_decode (upstream: forward_mqa): q_nope absorbs W_UK, mla_decode reads the "
+        "latent rows as they are, and W_UV maps the result back.",
+        "zh": "prefill_context_parallel_size = 2 时，这个 token 走 _forward_prefill（上游叫 "
+        "forward_mha）：gather_cache 取出 {ctx} 行已缓存的潜向量，kv_b_proj 把每一行都上投影成各"
+        "个头的 K 和 V，flash_attn_varlen 做注意力，merge_attn_states 再把上下文部分和新 token 部"
+        "分合并。默认设置下它走 _forward_decode（上游叫 forward_mqa）：q_nope 吸收 W_UK，"
+        "mla_decode 直接读潜向量行，最后由 W_UV 映射回来。",
+    },
+    "ch4_paths_no_context": {
+        "en": "With N = 1 there is no cached context and is_prefilling is false on D: both "
+        "settings take _forward_decode. Try a longer --prompt to see the context gathered and "
+        "up-projected under prefill context parallelism.",
+        "zh": "N = 1 时没有已缓存的上下文，D 上的 is_prefilling 为假：两种设置都走 "
+        "_forward_decode。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
+    },
+    "ch4_same": {
+        "en": "Both settings give token {tok}: the same token (|Δ logit| = {d}). MLA's two forms "
+        "are algebraically equal; only the rounding differs. The cost does not.",
+        "zh": "两种设置得到的 token 都是 {tok}，完全相同（|Δ logit| = {d}）。MLA 的两种写法在代数"
+        "上相等，只有舍入不同；开销却大不相同。",
+    },
+    "ch4_diff": {
+        "en": "The two settings gave different tokens, {a} and {b} (|Δ logit| = {d}).",
+        "zh": "两种设置得到了不同的 token：{a} 和 {b}（|Δ logit| = {d}）。",
+    },
+    # ---- chapter 5: cost -------------------------------------------------------------
+    "ch4_fresh_decode": {
+        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold = "
+        "{t}), the same prompt as a fresh request (query_len = {q}, no context, region {region}) "
+        "took {forward}: a backend whose threshold is above the query length sends a short "
+        "prompt down the absorbed decode path, because below about 171 query tokens absorbing "
+        "costs fewer FLOPs (chapter 5).",
+        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作为新"
+        "请求（query_len = {q}，没有上下文，处于 {region} 区）走了 {forward}：阈值大于 query 长度"
+        "的后端会把短提示词送进权重吸收的 decode 路径，因为 query 少于约 171 个 token 时吸收的 "
+        "FLOPs 更少（见第 5 章）。",
+    },
+    "ch4_fresh_prefill": {
+        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold = "
+        "{t}), the same prompt as a fresh request (query_len = {q}, no context, region {region}) "
+        "is longer than the threshold and took {forward}. A prompt of at most {t} tokens, alone "
+        "in its batch, would take the absorbed decode path.",
+        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作为新"
+        "请求（query_len = {q}，没有上下文，处于 {region} 区）超过了阈值，走了 {forward}。不超过 "
+        "{t} 个 token、独占一个批次的提示词会走权重吸收的 decode 路径。",
+    },
+    "ch5_intro": {
+        "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
+        "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 (pdlab/attention/cost.py):",
+        "zh": "按 {model} 的维度（{H} 个头，kv_lora_rank {L}，qk_rope_head_dim {R}）估算 D 这一个"
+        " token 的开销，单层、bf16（pdlab/attention/cost.py）：",
+    },
+    "ch5_table": {"en": "one token, one layer", "zh": "一个 token，单层"},
+    "col_context": {"en": "context", "zh": "上下文长度"},
+    "col_ratio": {"en": "ratio", "zh": "倍数"},
+    "col_pf_flops": {"en": "prefill path FLOPs", "zh": "prefill 路径 FLOPs"},
+    "col_dc_flops": {"en": "decode path FLOPs", "zh": "decode 路径 FLOPs"},
+    "col_pf_bytes": {"en": "prefill path bytes", "zh": "prefill 路径字节"},
+    "col_dc_bytes": {"en": "decode path bytes", "zh": "decode 路径字节"},
+    "ch5_upproj": {
+        "en": "The context up-projection (kv_b_proj over every cached latent) alone is {mf} "
+        "MFLOP per context token per layer; the decode path reads {W} values per context token "
+        "and up-projects nothing.",
+        "zh": "仅上下文上投影（对每个已缓存潜向量做 kv_b_proj）就要每个上下文 token、每层 {mf} "
+        "MFLOP；decode 路径每个上下文 token 只读 {W} 个值，不做任何上投影。",
+    },
+    "ch5_model": {
+        "en": "Whole model ({layers} layers), {ctx} tokens of context, attention only (the "
+        "projections, norms and MLP/MoE are the same on both paths and are not counted): {pf} "
+        "FLOPs through _forward_prefill against {df} through _forward_decode, for one token.",
+        "zh": "整个模型（{layers} 层）、上下文 {ctx} 个 token，只计注意力部分（各投影、归一化和 "
+        "MLP/MoE 两条路径相同，未计入）：这一个 token 走 _forward_prefill 要 {pf} FLOPs，走 "
+        "_forward_decode 只要 {df}。",
+    },
+    "ch5_cross": {
+        "en": "Absorbing costs more FLOPs per (query, key) pair but reads far fewer bytes; it "
+        "also needs fewer FLOPs overall below about {x} query tokens per request, which is why "
+        "decode absorbs, prefill does not, and FlashMLA and FlashAttnMLA send prompts of up to "
+        "128 and 512 tokens down the decode path.",
+        "zh": "权重吸收让每个 (query, key) 对的 FLOPs 更多，但访存少得多；一个请求的 query token "
+        "少于约 {x} 个时，它的总 FLOPs 也更少。所以 decode 用吸收，prefill 不用，而 FlashMLA 和 "
+        "FlashAttnMLA 会把不超过 128 和 512 个 token 的提示词也送进 decode 路径。",
+    },
+    "ch5_upstream": {
+        "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
+        "(vllm/model_executor/layers/attention/mla_attention.py) calls "
+        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) with decode_threshold "
+        "= its backend's reorder_batch_threshold (1 for TRITON_MLA, 128 for FLASHMLA, 512 for "
+        "FLASH_ATTN_MLA) and treat_short_extends_as_decodes = not use_pcp. By default D's short "
+        "extend is a decode (forward_mqa); with prefill_context_parallel_size > 1 it is a "
+        "prefill (forward_mha), at the cost above.",
+        "zh": "上游 vLLM 0.33.0：MLA 元数据构建器（"
+        "vllm/model_executor/layers/attention/mla_attention.py）调用 split_decodes_and_prefills（"
+        "vllm/v1/attention/backends/utils.py）时，decode_threshold 取后端的 "
+        "reorder_batch_threshold（TRITON_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512），"
+        "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 decode（"
+        "forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill（forward_mha），付出上"
+        "表的代价。",
+    },
+    "ch5_others": {
+        "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA indexer "
+        "pass not use_pcp as well; the Mamba and GDN builders always pass False, so for them "
+        "every request still in its prompt is a prefill.",
+        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp；"
+        "Mamba 和 GDN 构建器总是传 False，对它们来说凡是仍在提示词内的请求都是 prefill。",
+    },
+    # ---- chapter 6: the rest ---------------------------------------------------------
+    "ch6_steps": {"en": "D, step by step", "zh": "D 的逐步记录"},
+    "ch6_agree": {
+        "en": "After the short extend every step on D has query_len = 1 and is_prefilling false "
+        "(region decode): a decode under either setting.",
+        "zh": "短 extend 之后，D 上每一步都是 query_len = 1 且 is_prefilling 为假（decode 区）："
+        "两种设置下都是 decode。",
+    },
+    "ch6_outputs": {"en": "Outputs", "zh": "输出对比"},
+    "col_run": {"en": "run", "zh": "运行"},
+    "col_token_ids": {"en": "token ids", "zh": "token id"},
+    "col_text": {"en": "text", "zh": "文本"},
+    "run_pd": {
+        "en": "P/D, prefill_context_parallel_size = {pcp}",
+        "zh": "P/D，prefill_context_parallel_size = {pcp}",
+    },
+    "run_local": {
+        "en": "colocated, prefill_context_parallel_size = {pcp}",
+        "zh": "同机不分离，prefill_context_parallel_size = {pcp}",
+    },
+    "ch6_equal": {
+        "en": "P/D against colocated: {verdict} ({n} tokens).",
+        "zh": "P/D 与同机运行相比：{verdict}（{n} 个 token）。",
+    },
+    "equal": {"en": "equal, token for token", "zh": "逐 token 相同"},
+    "not_equal": {"en": "NOT equal", "zh": "不相同"},
+    "ch6_freed": {
+        "en": "D frees blocks {blocks} at step {step}.",
+        "zh": "D 在第 {step} 步释放块 {blocks}。",
+    },
+    # ---- files -----------------------------------------------------------------------
+    "wrote": {"en": "wrote {path}", "zh": "已写入 {path}"},
+    "wrote_plots": {
+        "en": "wrote {n} plots to {dir}: {names}",
+        "zh": "已写入 {n} 张图到 {dir}：{names}",
+    },
+    # ---- widgets -----------------------------------------------------------------------
+    "w_prompt_len": {"en": "prompt length", "zh": "提示长度"},
+    "w_block_size": {"en": "block size", "zh": "块大小"},
+    "w_pcp": {"en": "prefill_context_parallel_size", "zh": "prefill_context_parallel_size"},
+    "w_mla_backend": {"en": "MLA backend", "zh": "MLA 后端"},
+    "w_preset": {"en": "preset", "zh": "预设模型"},
+    "w_d_first": {"en": "D's first step", "zh": "D 的第一步"},
+    "w_route": {"en": "routing decision", "zh": "路由结果"},
+    "w_kernels": {"en": "kernels", "zh": "调用的算子"},
+    "w_kernels_note": {
+        "en": "D's first step, layer 0 of {layers}",
+        "zh": "D 的第一步，第 0 层（共 {layers} 层）",
+    },
+    "w_cost": {"en": "modelled cost", "zh": "成本模型"},
+    "w_tokens": {"en": "tokens", "zh": "生成的 token"},
+    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：prefill 实例"},
+    "w_d_trace": {"en": "D: the decode instance", "zh": "D：decode 实例"},
+    "w_ran": {
+        "en": "ran a P/D pair and a colocated engine ({model} model, backend {backend}) in "
+        "{s:.2f} s",
+        "zh": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
+    },
+    "w_equal": {"en": "equal", "zh": "一致"},
+    "w_differ": {"en": "DIFFER", "zh": "不一致"},
+    "w_colocated": {"en": "colocated", "zh": "单机"},
+    "w_step": {"en": "step", "zh": "步"},
+    "w_event": {"en": "event", "zh": "事件"},
+    "w_details": {"en": "details", "zh": "内容"},
+    "w_path": {"en": "path", "zh": "路径"},
+    "w_per_layer": {"en": "per layer", "zh": "每层"},
+    "w_all_layers": {"en": "all {n} layers", "zh": "全部 {n} 层"},
+    "w_ratio": {
+        "en": "_forward_prefill costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of _forward_decode",
+        "zh": "_forward_prefill 的 FLOPs 是 _forward_decode 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
+    },
+    "w_context": {
+        "en": "{preset}, one token over context N-1 = {ctx}",
+        "zh": "{preset}，一个 token，上下文 N-1 = {ctx}",
+    },
+    "w_error": {"en": "error", "zh": "错误"},
+    "w_free": {"en": "free", "zh": "空闲"},
+    "w_used": {"en": "in use", "zh": "使用中"},
+    "w_cached": {"en": "cached, free", "zh": "已缓存、空闲"},
+    "w_queue": {"en": "free queue, evicted first on the left", "zh": "空闲队列（左边最先被驱逐）"},
+    "w_none": {"en": "(none)", "zh": "（无）"},
+    "w_prompt": {"en": "prompt", "zh": "提示"},
+    "w_add": {"en": "add request", "zh": "添加请求"},
+    "w_do_step": {"en": "step", "zh": "执行一步"},
+    "w_request": {"en": "request", "zh": "请求"},
+    "w_do_free": {"en": "free", "zh": "释放"},
+    "w_reset": {"en": "reset", "zh": "重置"},
+    "w_no_requests": {"en": "no requests yet", "zh": "还没有请求"},
+    # ---- step table headers ------------------------------------------------------------
+    "st_inst": {"en": "inst", "zh": "实例"},
+    "st_step": {"en": "step", "zh": "步"},
+    "st_request": {"en": "request", "zh": "请求"},
+    "st_prompt_N": {"en": "prompt N", "zh": "提示词 N"},
+    "st_computed_before": {"en": "computed before", "zh": "本步前已算"},
+    "st_scheduled": {"en": "scheduled", "zh": "本步调度"},
+    "st_computed_after": {"en": "computed after", "zh": "本步后已算"},
+    "st_routed_to": {"en": "routed to", "zh": "路由到"},
+    "st_sampled": {"en": "sampled", "zh": "采样"},
+}
+
+
+def check_lang(lang: str) -> str:
+    if lang not in LANGS:
+        raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
+    return lang
+
+
+def text(lang: str, key: str, **values: object) -> str:
+    """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
+    escapes for its medium, rich markup or HTML)."""
+    return TEXT[key][check_lang(lang)].format(**values)
+
+
+def labels(lang: str) -> dict[str, str]:
+    """Every widget label (the ``w_`` keys, without the prefix) in ``lang``."""
+    check_lang(lang)
+    return {k[2:]: v[lang] for k, v in TEXT.items() if k.startswith("w_")}

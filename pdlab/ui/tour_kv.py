@@ -1,0 +1,251 @@
+"""The tour's chapters 1-3: the KV cache's journey. P prefills the prompt and writes each
+layer's latent rows; its blocks move into D's; D sets ``num_computed_tokens = N - 1`` and the
+tour shows why (the cache holds K/V, the logits need the last hidden state).
+
+Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
+:mod:`pdlab.ui.text`. Upstream: ``vllm/v1/core/sched/scheduler.py``
+(``_update_waiting_for_remote_kv``) and ``vllm/v1/core/kv_cache_manager.py``
+(``get_computed_blocks``), vLLM 0.33.0.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from pdlab.demo import Demo
+from pdlab.ui.fmt import elided, source_excerpt, source_rich, span, token_char
+from pdlab.ui.text import text
+
+
+def say(lang: str, key: str, **values: object) -> str:
+    """The words for ``key``, escaped for rich (a prompt such as ``[b]`` prints as typed)."""
+    return escape(text(lang, key, **values))
+
+
+def row_shape(kernels: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(layers, kv_lora_rank, qk_rope_head_dim) read off reshape_and_cache_mla calls."""
+    writes = [k for k in kernels if k["name"] == "reshape_and_cache_mla"]
+    s = writes[0]["shapes"]
+    return 1 + max(k["layer"] for k in writes), s["kv_c"][-1], s["k_pe"][-1]
+
+
+def shown(prompt: str, limit: int = 60) -> str:
+    return repr(prompt if len(prompt) <= limit else prompt[: limit - 1] + "…")
+
+
+def chapter1(c: Console, demo: Demo, lang: str) -> None:
+    t, rid = demo.trace, demo.request_id
+    n = t.first("add_request", "P", req_id=rid)["num_prompt_tokens"]
+    c.print(say(lang, "ch1_tokens", prompt=shown(demo.prompt), n=n))
+    steps = t.steps("P", rid)
+    if len(steps) == 1:
+        c.print(say(lang, "ch1_whole"))
+    for ev, r in steps:
+        route = t.first("route", "P", step=ev["step"], req_id=rid)
+        c.print(
+            say(
+                lang,
+                "ch1_step",
+                step=ev["step"],
+                sched=r["num_scheduled_tokens"],
+                before=r["num_computed_tokens_before"],
+                after=r["num_computed_tokens_after"],
+                q=route["query_len"],
+                forward=route["forward"],
+            )
+        )
+    layers, L, R = row_shape(t.kernels("P", steps[0][0]["step"]))
+    c.print(say(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
+    bs = t.meta["block_size"]
+    blocks = steps[-1][1]["block_ids"]
+    tab = Table(title=say(lang, "ch1_table"))
+    for key, just in (
+        ("col_logical", "right"),
+        ("col_p_block", "right"),
+        ("col_positions", "right"),
+        ("col_tokens", "left"),
+        ("col_ids", "left"),
+    ):
+        tab.add_column(say(lang, key), justify=just)
+    for j in elided(len(blocks), 8, 3):
+        if j is None:
+            tab.add_row("…", "…", "…", "…", "…")
+            continue
+        ids = demo.prompt_ids[j * bs : (j + 1) * bs]
+        tab.add_row(
+            str(j),
+            str(blocks[j]),
+            span(j * bs, j * bs + len(ids) - 1),
+            escape(" ".join(token_char(i) for i in ids)),
+            " ".join(map(str, ids)),
+        )
+    c.print(tab)
+    s = t.first("sample", "P", req_id=rid)
+    fin = t.first("finish", "P", req_id=rid)
+    c.print(
+        say(
+            lang,
+            "ch1_sample",
+            tok=s["token"],
+            ch=token_char(s["token"]),
+            pos=s["position"],
+            reason=fin["finish_reason"],
+        )
+    )
+    if fin.get("kv_transfer_params"):
+        c.print(say(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
+        c.print(escape(json.dumps(fin["kv_transfer_params"])))
+    freed = t.filter("free", "P", req_id=rid)
+    if freed:
+        c.print(say(lang, "ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"]))
+
+
+def chapter2(c: Console, demo: Demo, lang: str) -> None:
+    t, rid = demo.trace, demo.request_id
+    wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
+    c.print(say(lang, "ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"]))
+    x = t.first("kv_transfer", "D", req_id=rid)
+    if not x["ok"]:
+        c.print(say(lang, "ch2_failed", reason=x["reason"]))
+    bs = t.meta["block_size"]
+    n = t.first("add_request", "D", req_id=rid)["num_prompt_tokens"]
+    tab = Table(title=say(lang, "ch2_table"))
+    for key in ("col_p_block", "col_d_block", "col_positions", "col_rows"):
+        tab.add_column(say(lang, key), justify="right")
+    pairs = list(zip(x["remote_block_ids"], x["local_block_ids"]))
+    for j in elided(len(pairs), 8, 3):
+        if j is None:
+            tab.add_row("…", "…", "…", "…")
+            continue
+        lo, hi = j * bs, min((j + 1) * bs, n) - 1
+        tab.add_row(str(pairs[j][0]), f"→ {pairs[j][1]}", span(lo, hi), str(hi - lo + 1))
+    c.print(tab)
+    layers, L, R = row_shape(t.filter("kernel", "P"))
+    rows = len(pairs) * bs * layers * (L + R)
+    if rows and x["nbytes"] % rows == 0:
+        c.print(
+            say(
+                lang,
+                "ch2_bytes",
+                nbytes=x["nbytes"],
+                nb=len(pairs),
+                bs=bs,
+                layers=layers,
+                W=L + R,
+                e=x["nbytes"] // rows,
+            )
+        )
+    else:
+        c.print(say(lang, "ch2_bytes_plain", nbytes=x["nbytes"]))
+
+
+def chapter3(c: Console, demo: Demo, lang: str) -> None:
+    t, rid = demo.trace, demo.request_id
+    wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
+    c.print(say(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
+    ready = t.first("remote_kv_ready", "D", req_id=rid)
+    n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
+    c.print(
+        say(
+            lang,
+            "ch3_ready",
+            step=ready["step"],
+            before=ready["num_computed_tokens_before_adjust"],
+            n=n,
+            nct=nct,
+        )
+    )
+    ev, r = t.steps("D", rid)[0]
+    c.print(
+        say(
+            lang,
+            "ch3_sched",
+            step=ev["step"],
+            sched=r["num_scheduled_tokens"],
+            pos=r["num_computed_tokens_before"],
+            before=r["num_computed_tokens_before"],
+            after=r["num_computed_tokens_after"],
+        )
+    )
+    # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
+    layers, L, R = row_shape(t.kernels("D", ev["step"]))
+    bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=rid)["local_block_ids"]
+    last = n - 1
+    tab = Table(title=say(lang, "ch3_table"))
+    tab.add_column(say(lang, "col_pos"), justify="right")
+    tab.add_column(say(lang, "col_token"))
+    tab.add_column(say(lang, "col_d_slot"), justify="right")
+    per_layer = layers <= 3
+    for layer in range(layers) if per_layer else [None]:
+        tab.add_column(
+            say(lang, "col_layer_kv", l=layer)
+            if per_layer
+            else say(lang, "col_layers_kv", a=0, b=layers - 1)
+        )
+    tab.add_column(say(lang, "col_h", l=layers - 1))
+    for pos in elided(n, 3, 3):
+        if pos is None:
+            tab.add_row(*["…"] * (4 + (layers if per_layer else 1)))
+            continue
+        kv = say(lang, "cell_rewritten") if pos == last else f"✓ {L}|{R}"
+        tab.add_row(
+            str(pos),
+            escape(token_char(demo.prompt_ids[pos])),
+            f"{d_blocks[pos // bs]}[{pos % bs}]",
+            *[kv] * (layers if per_layer else 1),
+            say(lang, "cell_needed") if pos == last else "—",
+        )
+    c.print(tab)
+    c.print(
+        say(
+            lang,
+            "ch3_explain",
+            n=n,
+            layers=layers,
+            W=L + R,
+            last=last,
+            reused=f"0..{last - 1}" if last else "—",
+            H=demo.cfg.hidden_size,
+        )
+    )
+    d_tok = t.first("sample", "D", req_id=rid)["token"]
+    p_tok = t.first("sample", "P", req_id=rid)["token"]
+    c.print(
+        say(
+            lang,
+            "ch3_check",
+            d=d_tok,
+            p=p_tok,
+            verdict=say(lang, "same" if d_tok == p_tok else "different"),
+        )
+    )
+    from pdlab.kv_cache.manager import KVCacheManager
+    from pdlab.sched.scheduler import Scheduler
+
+    fn = Scheduler._update_waiting_for_remote_kv
+    ex = source_excerpt(
+        fn, "before_adjust = request", "request.num_tokens - 1", "request.num_tokens - 1"
+    )
+    c.print(say(lang, "ch3_src", path=ex.path, qualname=ex.qualname))
+    c.print(source_rich(ex))
+    fn = KVCacheManager.get_computed_blocks
+    ex = source_excerpt(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1")
+    c.print(say(lang, "ch3_local", path=ex.path, qualname=ex.qualname))
+    c.print(source_rich(ex))
+    again = t.first("admit", "local", req_id=demo.local_ids[1])
+    c.print(
+        say(
+            lang,
+            "ch3_local_hit",
+            hit=again["num_cached_tokens"],
+            bs=bs,
+            nm1=n - 1,
+            expect=(n - 1) // bs * bs,
+            n=n,
+        )
+    )

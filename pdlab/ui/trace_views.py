@@ -1,0 +1,203 @@
+"""Views of a trace for notebooks: an instance's events as rows and HTML tables, several
+instances side by side, and a slider over the steps (:class:`StepPlayer`). Every value is
+read from the trace. vLLM has no equivalent; the closest are its ``SchedulerStats``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import ipywidgets as widgets
+
+from pdlab.trace import Tracer
+from pdlab.ui.fmt import esc, html_table
+from pdlab.ui.text import labels
+
+
+def step_rows(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]]:
+    """What the scheduler gave each request at one step of one instance, with the path the
+    attention layer took and the token sampled (if any)."""
+    ev = tracer.filter("step", instance, step=step)
+    if not ev:
+        return []
+    routes = {e["req_id"]: e for e in tracer.filter("route", instance, step=step)}
+    samples = {e["req_id"]: e["token"] for e in tracer.filter("sample", instance, step=step)}
+    rows = []
+    for r in ev[0]["scheduled"]:
+        route = routes.get(r["req_id"], {})
+        rows.append(
+            {
+                **r,
+                "forward": route.get("forward", ""),
+                "query_len": route.get("query_len", r["num_scheduled_tokens"]),
+                "sampled": samples.get(r["req_id"]),
+            }
+        )
+    return rows
+
+
+_QUIET = ("step", "route", "kernel", "sample")
+
+
+def step_events(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]]:
+    """The scheduler and connector events of one step (admit, preempt, finish, ...)."""
+    return [e for e in tracer.filter(None, instance, step=step) if e["kind"] not in _QUIET]
+
+
+# Fields of an event not worth a reader's attention in a table (where to connect, etc.).
+_NOISE = {
+    "kind",
+    "instance",
+    "step",
+    "remote_host",
+    "remote_port",
+    "remote_request_id",
+    "remote_engine_id",
+    "reason",
+}
+
+
+def event_details(e: dict[str, Any]) -> str:
+    parts = []
+    for k, v in e.items():
+        if k in _NOISE or v is None or v == "" or v is False:
+            continue
+        if isinstance(v, dict):
+            v = (
+                "{"
+                + ", ".join(f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False)
+                + "}"
+            )
+        parts.append(f"{k}={v}")
+    return ", ".join(parts)
+
+
+def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]:
+    """One instance's trace as ``[step, event, details]`` rows: every scheduler, connector,
+    route and sample event, each step's schedule, and its kernels of one ``layer`` (the
+    other layers call the same ones)."""
+    rows: list[list[Any]] = []
+    kernels: dict[int, list[str]] = {}
+    for e in tracer.filter("kernel", instance, layer=layer):
+        kernels.setdefault(e["step"], []).append(e["name"])
+    for e in tracer.filter(None, instance):
+        kind, step = e["kind"], e["step"]
+        if kind == "kernel":
+            continue
+        if kind == "step":
+            if not e["scheduled"]:
+                continue
+            for r in e["scheduled"]:
+                rows.append(
+                    [
+                        step,
+                        "schedule",
+                        f"{r['req_id']}: num_computed_tokens {r['num_computed_tokens_before']}"
+                        f" → {r['num_computed_tokens_after']} "
+                        f"(+{r['num_scheduled_tokens']}), num_prompt_tokens "
+                        f"{r['num_prompt_tokens']}, blocks {r['block_ids']}",
+                    ]
+                )
+        elif kind == "route":
+            rows.append(
+                [
+                    step,
+                    "route",
+                    f"{e['req_id']}: query_len={e['query_len']}, "
+                    f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
+                    f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
+                    f"region={e['region']} → {e['forward']}",
+                ]
+            )
+            if step in kernels:
+                rows.append([step, f"kernels (layer {layer})", " → ".join(kernels.pop(step))])
+        elif kind == "sample":
+            rows.append(
+                [step, "sample", f"{e['req_id']}: token {e['token']} at position {e['position']}"]
+            )
+        else:
+            rows.append([step, kind, event_details(e)])
+    return rows
+
+
+def trace_html(tracer: Tracer, instance: str, title: str = "", layer: int = 0) -> str:
+    head = f"<b>{esc(title or instance)}</b>"
+    return head + html_table(["step", "event", "details"], trace_rows(tracer, instance, layer))
+
+
+def trace_panels(
+    tracer: Tracer, instances: tuple[str, ...] = ("P", "D"), lang: str = "en"
+) -> widgets.HBox:
+    """The traces of several instances side by side (P and D by default)."""
+    lab = labels(lang)
+    titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
+    boxes = []
+    for inst in instances:
+        w = widgets.HTML(
+            trace_html(tracer, inst, titles.get(inst, inst)),
+            layout=widgets.Layout(flex="1 1 0", min_width="0"),
+        )
+        boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
+    return widgets.HBox(boxes)
+
+
+class StepPlayer(widgets.VBox):
+    """A slider over the steps of one instance of a trace, showing the step table."""
+
+    def __init__(self, tracer: Tracer, instance: str | None = None, lang: str = "en") -> None:
+        steps = tracer.filter("step", instance)
+        if not steps:
+            raise ValueError(f"the trace has no step events for instance={instance!r}")
+        self.tracer = tracer
+        self.instance = instance or steps[0]["instance"]
+        self.steps = [e["step"] for e in tracer.filter("step", self.instance)]
+        self.lab = labels(lang)
+        self.slider = widgets.IntSlider(
+            value=self.steps[0], min=self.steps[0], max=self.steps[-1], description=self.lab["step"]
+        )
+        self.title = widgets.HTML().add_class("pdlab-step-title")
+        self.table = widgets.HTML().add_class("pdlab-step-table")
+        self.events = widgets.HTML().add_class("pdlab-step-events")
+        self.slider.observe(lambda _: self.render(), names="value")
+        super().__init__([self.slider, self.title, self.table, self.events])
+        self.render()
+
+    def render(self) -> None:
+        step = self.slider.value
+        ev = self.tracer.filter("step", self.instance, step=step)
+        total = ev[0]["total_num_scheduled_tokens"] if ev else 0
+        usage = ev[0]["kv_cache_usage"] if ev else 0.0
+        self.title.value = (
+            f"<b>instance {esc(self.instance)}, engine step {step}</b>: "
+            f"{total} tokens scheduled, KV cache usage {usage:.0%}"
+        )
+        rows = [
+            [
+                r["req_id"],
+                r["num_prompt_tokens"],
+                r["num_tokens"],
+                f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}",
+                r["num_scheduled_tokens"],
+                r["forward"],
+                r["block_ids"],
+                "" if r["sampled"] is None else r["sampled"],
+            ]
+            for r in step_rows(self.tracer, self.instance, step)
+        ]
+        self.table.value = html_table(
+            [
+                "req_id",
+                "num_prompt_tokens",
+                "num_tokens",
+                "num_computed_tokens",
+                "num_scheduled_tokens",
+                "path",
+                "block_ids",
+                "sampled",
+            ],
+            rows or [[self.lab["none"]] + [""] * 7],
+        )
+        evs = [[e["kind"], event_details(e)] for e in step_events(self.tracer, self.instance, step)]
+        self.events.value = html_table(
+            [self.lab["event"], self.lab["details"]], evs or [[self.lab["none"], ""]]
+        )

@@ -1,0 +1,45 @@
+"""Notebooks 05 and 06 come from one bilingual source (``pdlab/ui/bilingual.py``): the
+committed ``.py`` twins are exactly what the source renders to, and they share every code
+cell but the language line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pdlab.ui import bilingual
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("lang", bilingual.LANGS)
+def test_committed_notebooks_are_rendered_from_the_source(lang: str) -> None:
+    source = (ROOT / bilingual.SOURCE).read_text(encoding="utf-8")
+    committed = (ROOT / bilingual.TARGETS[lang]).read_text(encoding="utf-8")
+    assert committed == bilingual.render(source, lang), (
+        f"{bilingual.TARGETS[lang]} is stale: run `python -m pdlab.ui.bilingual` "
+        "then `jupytext --sync notebooks/*.py`"
+    )
+
+
+def test_code_cells_are_shared_and_markdown_is_per_language() -> None:
+    source = (ROOT / bilingual.SOURCE).read_text(encoding="utf-8")
+    _, en = bilingual.split_cells(bilingual.render(source, "en"))
+    _, zh = bilingual.split_cells(bilingual.render(source, "zh"))
+    assert len(en) == len(zh)
+    for (m_en, b_en), (m_zh, b_zh) in zip(en, zh):
+        assert m_en == m_zh
+        if "[markdown]" in m_en:
+            assert any("\u4e00" <= ch <= "\u9fff" for ch in b_zh)
+        else:
+            assert b_en.replace('LANG = "en"', 'LANG = "zh"') == b_zh
+
+
+def test_bad_sources_are_refused() -> None:
+    with pytest.raises(ValueError, match="lang='fr'"):
+        bilingual.render("# %%\nx = 1\n", "fr")
+    with pytest.raises(ValueError, match="without a language tag"):
+        bilingual.render("# %% [markdown]\n# hi\n", "en")
+    with pytest.raises(ValueError, match="no '# %%' cell markers"):
+        bilingual.render("x = 1\n", "en")
