@@ -72,6 +72,7 @@ def run_pd_procs(
     timeout_s: float = 120.0,
     die_after_requests: int | None = None,
     max_in_flight: int | None = None,
+    die_after_handoffs: int | None = None,
     grace_s: float = 15.0,
     attention_config: AttentionConfig | None = None,
     parallel_config: ParallelConfig | None = None,
@@ -100,7 +101,11 @@ def run_pd_procs(
     )
     kwargs = {
         "prefill": dict(
-            common, prompts=prompts, sampling_params=sampling_params, max_in_flight=max_in_flight
+            common,
+            prompts=prompts,
+            sampling_params=sampling_params,
+            max_in_flight=max_in_flight,
+            die_after_handoffs=die_after_handoffs,
         ),
         "decode": dict(common, die_after_requests=die_after_requests),
     }

@@ -187,10 +187,13 @@ def run_prefill(
     timeout_s: float = 120.0,
     max_in_flight: int | None = None,
     engine_kwargs: dict[str, Any] | None = None,
+    die_after_handoffs: int | None = None,
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
-    waiting for each answer would (so D's prefix cache sees the earlier prompts)."""
+    waiting for each answer would (so D's prefix cache sees the earlier prompts).
+    ``die_after_handoffs`` kills this process abruptly after that many hand-offs to D (a
+    fault test: D is then waiting to read blocks from a P that is gone)."""
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     t0 = time.monotonic()
@@ -210,7 +213,7 @@ def run_prefill(
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
     rids = [f"req-{i}" for i in range(len(prompts))]
-    next_prompt = 0
+    next_prompt = handed = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
         if transport.peer_failed:
@@ -237,6 +240,9 @@ def run_prefill(
                             "kv_transfer_params": out.kv_transfer_params,
                         },
                     )
+                    handed += 1
+                    if die_after_handoffs is not None and handed >= die_after_handoffs:
+                        os._exit(17)
         transport.pump()
         for msg in transport.inbox:
             if msg.type == RESULT:
