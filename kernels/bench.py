@@ -59,6 +59,19 @@ CPU_NOTE = (
     "here only through the interpreter, whose timings mean nothing, so they are not "
     "timed; run `python -m pdlab.kernels.gpu_check` on a CUDA machine."
 )
+CPU_NOTE_NO_TRITON = (
+    "CPU: the torch twins on small shapes (tiny model widths). Triton is not installed "
+    "here (it has Linux wheels only), so only the torch twins run; on a CUDA machine, "
+    "`pip install triton` and run `python -m pdlab.kernels.gpu_check`."
+)
+
+
+def cpu_note() -> str:
+    """The table's caption on a CPU, true to whether triton is installed."""
+    from pdlab.kernels.backend import triton_installed
+
+    return CPU_NOTE if triton_installed() else CPU_NOTE_NO_TRITON
+
 
 Progress = Callable[[int, int, str], None]
 
@@ -281,7 +294,7 @@ def bench_kernels(
             "prefill share = FLOP/s / peak dense bf16."
         )
     else:
-        peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", CPU_NOTE
+        peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", cpu_note()
     rows = []
     if progress is not None:
         progress(0, len(cases), "starting")

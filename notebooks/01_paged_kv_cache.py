@@ -28,6 +28,35 @@
 # pdlab's kernels on the `torch` backend.
 
 # %%
+# Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
+# from the checkout this notebook was opened from, or says in one line how to install it.
+def ensure_pdlab(start=None):
+    import importlib
+    import importlib.util
+    import os
+    import site
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    if importlib.util.find_spec("pdlab") is not None:
+        return
+    here = Path(start or os.getcwd()).resolve()
+    roots = [p for p in (here, *here.parents) if (p / "pdlab" / "__init__.py").is_file()]
+    root = next((p for p in roots if (p / "pyproject.toml").is_file()), None)
+    if root is None or importlib.util.find_spec("pip") is None:
+        how = f"pip install -e {root}" if root else "pip install /path/to/pdlab (a clone or wheel)"
+        sys.exit(f"pdlab is not installed in {sys.executable}: run `{how}`, then restart.")
+    print(f"pdlab is not installed here: installing it from {root} (pip install -e)")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "-e", str(root)])
+    site.addsitedir(sysconfig.get_paths()["purelib"])  # runs the editable install's .pth hook
+    importlib.invalidate_caches()
+
+
+ensure_pdlab()
+
+# %%
 import torch
 
 torch.set_num_threads(1)  # tiny tensors: one thread avoids thread-pool overhead

@@ -34,6 +34,35 @@
 # you see is read from the engine's trace.
 
 # %%
+# Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
+# from the checkout this notebook was opened from, or says in one line how to install it.
+def ensure_pdlab(start=None):
+    import importlib
+    import importlib.util
+    import os
+    import site
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    if importlib.util.find_spec("pdlab") is not None:
+        return
+    here = Path(start or os.getcwd()).resolve()
+    roots = [p for p in (here, *here.parents) if (p / "pdlab" / "__init__.py").is_file()]
+    root = next((p for p in roots if (p / "pyproject.toml").is_file()), None)
+    if root is None or importlib.util.find_spec("pip") is None:
+        how = f"pip install -e {root}" if root else "pip install /path/to/pdlab (a clone or wheel)"
+        sys.exit(f"pdlab is not installed in {sys.executable}: run `{how}`, then restart.")
+    print(f"pdlab is not installed here: installing it from {root} (pip install -e)")
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", "-e", str(root)])
+    site.addsitedir(sysconfig.get_paths()["purelib"])  # runs the editable install's .pth hook
+    importlib.invalidate_caches()
+
+
+ensure_pdlab()
+
+# %%
 # %matplotlib inline
 import torch
 
@@ -45,8 +74,9 @@ from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
-from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.fmt import show_source
 from pdlab.ui.plots import plot_num_computed_tokens
+from pdlab.ui.trace_views import timeline_html
 from pdlab.ui.widgets import StepPlayer, step_rows
 
 BACKEND = "torch"
@@ -89,26 +119,10 @@ def run(cache: CacheConfig, sched: SchedulerConfig) -> tuple[LLMEngine, list[lis
     return engine, [o.output_token_ids for o in engine.generate(PROMPTS, SP)]
 
 
-def timeline(tracer, instance="local"):
-    steps = [e["step"] for e in tracer.filter("step", instance) if e["scheduled"]]
-    req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
-    rows = []
-    for s in steps:
-        cells = {
-            r["req_id"]: f"{r['num_computed_tokens_before']} → "
-            f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
-            + (" *" if r["sampled"] is not None else "")
-            for r in step_rows(tracer, instance, s)
-        }
-        total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
-        rows.append([s, total] + [cells.get(r, "") for r in req_ids])
-    return HTML(html_table(["step", "tokens"] + req_ids, rows))
-
-
 chunked, chunked_tokens = run(
     CacheConfig(block_size=4, num_blocks=64), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(timeline(chunked.tracer))
+display(HTML(timeline_html(chunked.tracer)))
 
 # %% [markdown]
 # Read it row by row. Step 1 spends the whole budget on the first prompt's first 16
@@ -184,7 +198,7 @@ for threshold in (0, 8):
 tight, tight_tokens = run(
     CacheConfig(block_size=4, num_blocks=11), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(timeline(tight.tracer))
+display(HTML(timeline_html(tight.tracer)))
 for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
     print(
         f"step {e['step']}: {e['kind']} {e['req_id']} "

@@ -2,8 +2,9 @@
 
 Subcommands: ``tour`` (the guided walkthrough), ``trace`` (any prompt, any settings, its step
 table and trace), ``pd`` (prefill/decode disaggregation, in one process or two), ``bench``
-(``paths``, ``kernels``, ``sched``) and ``doctor`` (what works on this machine). Bad options
-exit with code 2 and a message naming the option; so does every other error (a bad
+(``paths``, ``kernels``, ``sched``), ``doctor`` (what works on this machine), ``notebooks``
+(copy the shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/lab.py``). Bad
+options exit with code 2 and a message naming the option; so does every other error (a bad
 environment variable, an unwritable output path, an allocation that fails, a peer that never
 comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are checked
 before any work starts.
@@ -63,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
             "scheduler, MLA kernels, P/D disaggregation."
         ),
     )
+    from pdlab import __version__
+
+    p.add_argument("--version", action="version", version=f"pdlab {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # -- tour and trace (pdlab/tour.py) --
@@ -131,6 +135,25 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument(
         "--aot", action="store_true", help="also compile every Triton kernel for sm_80 and sm_90"
     )
+
+    nb = sub.add_parser(
+        "notebooks", help="copy the notebooks into a folder (default ./pdlab-notebooks)"
+    )
+    nb.add_argument("dir", nargs="?", type=Path, default=Path("pdlab-notebooks"), metavar="DIR")
+    nb.add_argument("--force", action="store_true", help="overwrite copies you have edited")
+    lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
+    lab.add_argument(
+        "--dir",
+        type=Path,
+        help="serve this folder (the notebooks are copied in if missing); default: the "
+        "checkout's notebooks/, or ./pdlab-notebooks",
+    )
+    lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
+    lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
+    lab.add_argument(
+        "--notebook", metavar="NAME", help="open this one, e.g. 05 or 05_pd_decode_side"
+    )
+    lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     return p
 
 
@@ -161,6 +184,8 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
 def _check_outputs(args: argparse.Namespace) -> None:
     check_output_path("--json", getattr(args, "json", None))
     check_output_path("--plots", getattr(args, "plots", None), is_dir=True)
+    if args.command == "notebooks":  # the folder the notebooks are copied into
+        check_output_path("--dir", Path(args.dir), is_dir=True)
 
 
 def _check_env() -> None:
@@ -198,6 +223,16 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
             f"with {h} heads and {free / 2**30:.1f} GiB is free: expected a shorter context "
             "or fewer --heads"
         )
+
+
+def _notebooks(args: argparse.Namespace) -> int:
+    from pdlab.lab import copy_notebooks
+
+    paths = copy_notebooks(args.dir, force=args.force)
+    for path in paths:
+        print(path)
+    print(f"{len(paths)} notebooks in {args.dir}; open them with: pdlab lab --dir {args.dir}")
+    return 0
 
 
 def _write_json(path: Path | None, data: Any) -> None:
@@ -381,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
             return _bench(args)
         if args.command == "pd":
             return _pd(args)
+        if args.command == "notebooks":
+            return _notebooks(args)
+        if args.command == "lab":
+            from pdlab.lab import run_lab
+
+            return run_lab(args.dir, args.port, args.ip, args.notebook, args.no_browser)
         from pdlab import tour
 
         if args.command == "tour":

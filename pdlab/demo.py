@@ -21,6 +21,7 @@ from typing import Any
 from pdlab.attention.cost import Cost
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine, one_thread
+from pdlab.math_utils import cdiv
 from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
@@ -113,7 +114,7 @@ def run_demo(
         raise ValueError("prompt='' is invalid: expected at least one token")
     cfg = model_config or ModelConfig.tiny()
     # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
-    need = -(-(len(text.encode("utf-8")) + max_tokens) // block_size)
+    need = cdiv(len(text.encode("utf-8")) + max_tokens, block_size)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
     sp = SamplingParams(max_tokens=max_tokens)
     attn = AttentionConfig(mla_backend)

@@ -46,14 +46,27 @@ def _package(name: str, dist: str | None = None, required: bool = True) -> Check
     return Check(name, True, v, required=required)
 
 
+def _pdlab_check() -> Check:
+    """pdlab's version, where it is imported from, and whether its notebooks are there."""
+    import pdlab
+
+    where = os.path.dirname(pdlab.__file__)
+    try:
+        notebooks = f"notebooks in {pdlab.notebooks_dir()}"
+    except FileNotFoundError as e:
+        return Check("pdlab", False, f"{pdlab.__version__} at {where}; {e}", "reinstall pdlab")
+    return Check("pdlab", True, f"{pdlab.__version__} at {where}; {notebooks}")
+
+
 def run_checks() -> list[Check]:
     checks = [
+        _pdlab_check(),
         Check(
             "python",
             sys.version_info >= (3, 10),
             f"{platform.python_version()} ({platform.system()} {platform.machine()})",
             "pdlab needs Python 3.10 or newer",
-        )
+        ),
     ]
     try:
         import torch
@@ -103,10 +116,20 @@ def _widgets_check() -> Check:
     if v is None:
         return Check("ipywidgets", False, "not installed", "pip install 'ipywidgets>=8'")
     ext = _version("jupyterlab_widgets")
-    prefix_ext = os.path.join(
-        sys.prefix, "share", "jupyter", "labextensions", "@jupyter-widgets", "jupyterlab-manager"
-    )
-    if ext is None or not os.path.isdir(prefix_ext):
+    # JupyterLab loads prebuilt extensions from the "labextensions" folder of each Jupyter
+    # data path (this environment's share/jupyter among them): look where it will look.
+    try:
+        from jupyter_core.paths import jupyter_path
+
+        folders = jupyter_path("labextensions")
+    except ImportError:
+        folders = [os.path.join(sys.prefix, "share", "jupyter", "labextensions")]
+    found = [
+        f
+        for f in folders
+        if os.path.isdir(os.path.join(f, "@jupyter-widgets", "jupyterlab-manager"))
+    ]
+    if ext is None or not found:
         return Check(
             "ipywidgets",
             False,

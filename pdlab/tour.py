@@ -113,8 +113,8 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         "--backend",
         choices=BACKENDS,
         default="torch",
-        help="kernel implementation (default torch; triton runs the interpreter "
-        "on a CPU and is slow)",
+        help="kernel implementation (default torch; triton needs the triton package, "
+        "and without a GPU it runs through Triton's interpreter, slowly)",
     )
 
 

@@ -1,7 +1,7 @@
 """Test machinery for pdlab's notebooks.
 
 Headless execution (nbclient), ``.ipynb``/jupytext ``.py`` sync checks, a throwaway JupyterLab
-server, and playwright helpers that drive ipywidgets in a real (Debian) Chromium.
+server, and playwright helpers that drive ipywidgets in a real Chromium or Chrome.
 
 Tests import it as ``from nbtools import ...``: ``tests/`` has no ``__init__.py``, so pytest's
 default ``prepend`` import mode puts ``tests/`` on ``sys.path``.
@@ -37,7 +37,20 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ENV = "PDLAB_CHROMIUM"
+# Looked up on PATH in this order: Debian/Ubuntu/Fedora/Arch names, then Google Chrome's.
+CHROMIUM_NAMES = (
+    "chromium",
+    "chromium-browser",
+    "google-chrome",
+    "google-chrome-stable",
+    "chrome",
+)
+# Where macOS keeps them (not on PATH).
+CHROMIUM_APPS = (
+    "/Applications/Chromium.app/Contents/MacOS/Chromium",
+    "/Applications/Google Chrome.app/Contents/MacOS/Google Chrome",
+)
 CHROMIUM_ARGS = (
     "--no-sandbox",
     "--disable-gpu",
@@ -284,8 +297,7 @@ def running_jupyterlab(
             cmd = [
                 sys.executable,
                 "-m",
-                "jupyter",
-                "lab",
+                "jupyterlab",
                 "--no-browser",
                 "--ServerApp.ip=127.0.0.1",
                 f"--ServerApp.port={port}",
@@ -374,18 +386,55 @@ def _stop_server(proc, base_url: str, token: str) -> None:
 # --------------------------------------------------------------------------------------------
 
 
+def _executable(path: str) -> bool:
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def find_chromium(env=None, which=shutil.which, apps=CHROMIUM_APPS) -> str | None:
+    """The browser to drive: ``$PDLAB_CHROMIUM`` (a path, or a name on PATH), else the first
+    of :data:`CHROMIUM_NAMES` on PATH, else a macOS app; None when there is none.
+
+    Raises ValueError when ``$PDLAB_CHROMIUM`` is set to something that is not an executable:
+    a browser the user named explicitly must not be silently replaced or skipped.
+    """
+    env = os.environ if env is None else env
+    named = env.get(CHROMIUM_ENV, "").strip()
+    if named:
+        found = named if _executable(named) else which(named)
+        if not found:
+            raise ValueError(
+                f"{CHROMIUM_ENV}={named!r} is not an executable file or a command on PATH; "
+                "expected the path of Chromium or Google Chrome"
+            )
+        return found
+    for name in CHROMIUM_NAMES:
+        found = which(name)
+        if found:
+            return found
+    return next((app for app in apps if _executable(app)), None)
+
+
 def require_chromium() -> str:
-    """Path of Debian's chromium; skip the test if missing, or FAIL if PDLAB_REQUIRE_BROWSER."""
-    if os.path.isfile(CHROMIUM) and os.access(CHROMIUM, os.X_OK):
-        return CHROMIUM
-    msg = f"{CHROMIUM} not found (apt-get install chromium)"
+    """The browser's path (:func:`find_chromium`); skip the test when there is none, or FAIL
+    when ``PDLAB_REQUIRE_BROWSER`` is set."""
+    try:
+        exe = find_chromium()
+    except ValueError as e:
+        pytest.fail(str(e), pytrace=False)
+    if exe is not None:
+        return exe
+    msg = (
+        f"no Chromium or Chrome found (PATH: {', '.join(CHROMIUM_NAMES)}; or set "
+        f"{CHROMIUM_ENV}=/path/to/chrome; Debian: apt-get install chromium)"
+    )
     if os.environ.get("PDLAB_REQUIRE_BROWSER", "") not in ("", "0"):
         pytest.fail(f"{msg}, and PDLAB_REQUIRE_BROWSER is set", pytrace=False)
     pytest.skip(msg)
 
 
 def launch_chromium(playwright, **kwargs):
-    """``playwright.chromium.launch`` on /usr/bin/chromium, headless, offline-friendly flags."""
+    """``playwright.chromium.launch`` on :func:`require_chromium`'s browser, headless, with
+    offline-friendly flags."""
     exe = require_chromium()
     args = [*CHROMIUM_ARGS, *kwargs.pop("args", [])]
     return playwright.chromium.launch(executable_path=exe, headless=True, args=args, **kwargs)

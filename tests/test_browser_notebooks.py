@@ -1,30 +1,112 @@
-"""Every notebook in a real browser: JupyterLab 4 + ipywidgets 8 + headless Chromium.
+"""Every notebook in a real browser, once: JupyterLab 4 + ipywidgets 8 + headless Chromium.
 
 Each notebook is opened in a throwaway JupyterLab, run top to bottom through JupyterLab's own
 "Run All Cells", and checked for errors and for widgets that failed to render ("Error
-displaying widget", a model not found, a widget stuck loading). Notebook 5's widgets are
-also driven by hand in ``test_browser_pd.py``.
+displaying widget", a model not found, a widget stuck loading). In the same run, notebook 5's
+P/D explorer is then driven by hand, the way a reader would: ``prefill_context_parallel_size``
+and the prompt length change through the widgets, and the displayed routing decision and
+``N - 1`` follow.
+A screenshot of the explorer is saved outside the repo (``$PDLAB_SCREENSHOT_DIR`` or
+``$TMPDIR/pdlab-screenshots``) and its path printed.
 """
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
 from pathlib import Path
 
 import pytest
-from nbtools import lab_page, run_all_cells, widget_errors
+from nbtools import (
+    lab_page,
+    read_output_text,
+    run_all_cells,
+    set_dropdown,
+    set_slider,
+    wait_for_output_text,
+    widget_errors,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
+PD_EXPLORER = "notebooks/05_pd_decode_side.ipynb"
 
 
 def test_all_six_notebooks_are_covered() -> None:
-    assert len(NOTEBOOKS) >= 6
+    assert len(NOTEBOOKS) >= 6 and PD_EXPLORER in NOTEBOOKS
+
+
+def _screenshot_path() -> Path:
+    folder = Path(
+        os.environ.get("PDLAB_SCREENSHOT_DIR") or Path(tempfile.gettempdir()) / "pdlab-screenshots"
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / "05_pd_explorer.png"
+
+
+def _d_step_re(n: int) -> re.Pattern:
+    return re.compile(
+        rf"query_len = 1, num_computed_tokens = N-1 = {n - 1}, "
+        rf"num_prompt_tokens = N = {n}\b"
+    )
+
+
+def drive_pd_explorer(page) -> None:
+    """Notebook 5's explorer follows its prefill_context_parallel_size and prompt length."""
+    assert read_output_text(page, "pdlab-error") == ""
+
+    # The notebook opens the explorer at N = 11, block size 4, upstream's defaults.
+    assert _d_step_re(11).search(read_output_text(page, "pdlab-d-step"))
+    route = read_output_text(page, "pdlab-route")
+    assert "is_prefilling = 10 < 11 = True" in route
+    assert "treat_short_extends_as_decodes = True" in route
+    assert route.endswith("_forward_decode")
+    kernels = read_output_text(page, "pdlab-kernels")
+    assert "mla_decode" in kernels and "gather_cache" not in kernels
+    assert "N-1 = 10" in read_output_text(page, "pdlab-cost")
+    assert "equal ✓" in read_output_text(page, "pdlab-tokens")
+
+    set_dropdown(page, "prefill_context_parallel_size", "2")
+    wait_for_output_text(
+        page,
+        "pdlab-route",
+        re.compile(r"treat_short_extends_as_decodes = False .*_forward_prefill$"),
+    )
+    assert "gather_cache" in read_output_text(page, "pdlab-kernels")
+
+    set_slider(page, "prompt length", 40)
+    wait_for_output_text(page, "pdlab-d-step", _d_step_re(40))
+    assert "N-1 = 39" in read_output_text(page, "pdlab-cost")
+    assert "equal ✓" in read_output_text(page, "pdlab-tokens")
+    assert read_output_text(page, "pdlab-route").endswith("_forward_prefill")
+
+    set_dropdown(page, "prefill_context_parallel_size", "1")
+    wait_for_output_text(
+        page,
+        "pdlab-route",
+        re.compile(r"is_prefilling = 39 < 40 = True.*_forward_decode$"),
+    )
+    assert widget_errors(page) == []
+    assert read_output_text(page, "pdlab-error") == ""
+
+    explorer = page.locator(".jp-OutputArea-output").filter(has=page.locator(".pdlab-route"))
+    shot = _screenshot_path()
+    explorer.screenshot(path=str(shot))
+    print(f"screenshot of notebook 5's explorer: {shot}")
 
 
 @pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.xdist_group("browser")  # one JupyterLab + Chromium at a time under `make test`
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[Path(n).stem for n in NOTEBOOKS])
 def test_notebook_runs_and_renders_its_widgets(notebook: str, tmp_path: Path) -> None:
-    with lab_page(ROOT, failure_screenshot=tmp_path / "failure.png", timeout=90) as lp:
+    viewport = (1400, 1800) if notebook == PD_EXPLORER else (1280, 1000)
+    with lab_page(
+        ROOT, failure_screenshot=tmp_path / "failure.png", viewport=viewport, timeout=90
+    ) as lp:
         lp.open(notebook, timeout=90)
         run_all_cells(lp.page, timeout=240)
         assert widget_errors(lp.page) == []
+        if notebook == PD_EXPLORER:
+            drive_pd_explorer(lp.page)

@@ -1,33 +1,23 @@
-"""Tests of the notebook test machinery (tests/nbtools.py), on throwaway notebooks."""
+"""Tests of the notebook test machinery (tests/nbtools.py), on throwaway notebooks, without a
+browser: the browser helpers are exercised by the real browser run of every notebook
+(tests/test_browser_notebooks.py), which is where they matter."""
 
 import json
 import os
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import jupytext
 import nbformat
+import nbtools
 import psutil
 import pytest
 from nbtools import (
     NotebookExecutionError,
     check_in_sync,
-    click_button,
     execute_notebook,
-    lab_page,
-    read_output_text,
-    run_all_cells,
     running_jupyterlab,
-    screenshot,
-    set_checkbox,
-    set_dropdown,
-    set_slider,
-    set_text,
-    set_toggle_buttons,
-    wait_for_output_text,
-    widget_errors,
 )
 
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
@@ -133,6 +123,7 @@ def _servers_for(root: Path):
     ]
 
 
+@pytest.mark.slow  # a JupyterLab server and a kernel, no browser: the cleanup is checked here
 def test_running_jupyterlab_starts_and_cleans_up(tmp_path):
     root = tmp_path.resolve()
     with running_jupyterlab(root) as (base_url, token):
@@ -161,141 +152,67 @@ def test_running_jupyterlab_starts_and_cleans_up(tmp_path):
     assert not _servers_for(root)
 
 
-WIDGET_NB = [
-    ("markdown", "# widget demo"),
-    """\
-import ipywidgets as W
-
-n = W.IntSlider(value=3, min=1, max=20, description="n")
-rule = W.Dropdown(options=["query_len", "prompt"], value="query_len", description="rule")
-out = W.HTML()
-out.add_class("pdlab-demo")
+def _fake_exe(path: Path) -> str:
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return str(path)
 
 
-def render(*_):
-    out.value = f"n={n.value} rule={rule.value}"
+def test_find_chromium_env_then_path_then_apps(tmp_path):
+    exe = _fake_exe(tmp_path / "my-chrome")
+    on_path = {"google-chrome": "/opt/google/chrome/google-chrome"}
+    which = on_path.get
+    # the env var wins, as a path or as a name on PATH
+    assert nbtools.find_chromium({"PDLAB_CHROMIUM": exe}, which, ()) == exe
+    env = {"PDLAB_CHROMIUM": "google-chrome"}
+    assert nbtools.find_chromium(env, which, ()) == on_path["google-chrome"]
+    # else PATH, Debian's name first
+    both = {**on_path, "chromium": "/usr/bin/chromium"}
+    assert nbtools.find_chromium({}, both.get, ()) == "/usr/bin/chromium"
+    assert nbtools.find_chromium({}, which, ()) == on_path["google-chrome"]
+    # else a macOS app bundle's binary; else none
+    assert nbtools.find_chromium({}, {}.get, (str(tmp_path / "none"), exe)) == exe
+    assert nbtools.find_chromium({}, {}.get, (str(tmp_path / "none"),)) is None
 
 
-n.observe(render, names="value")
-rule.observe(render, names="value")
-render()
-W.VBox([n, rule, out])""",
-    """mode = W.ToggleButtons(options=["fast", "exact"], description="mode")
-verbose = W.Checkbox(value=False, description="verbose")
-name = W.Text(value="", description="name")
-go = W.Button(description="go")
-pick = W.SelectionSlider(options=["a", "b", "c"], value="a", description="pick")
-temp = W.FloatSlider(value=0.5, min=0, max=2, step=0.1, description="temp")
-clicks = [0]
-extra = W.HTML()
-extra.add_class("pdlab-extra")
-
-
-def show(*_):
-    extra.value = (f"{mode.value} {verbose.value} {name.value!r} {clicks[0]} {pick.value}"
-                   f" {temp.value:.1f}")
-
-
-def on_go(_):
-    clicks[0] += 1
-    show()
-
-
-for w in (mode, verbose, name, pick, temp):
-    w.observe(show, names="value")
-go.on_click(on_go)
-show()
-W.VBox([mode, verbose, name, go, pick, temp, extra])""",
-    "print('done')",
-]
-
-
-@pytest.mark.browser
-def test_widgets_in_real_jupyterlab(tmp_path):
-    t0 = time.monotonic()
-    nb_bytes = make_nb(tmp_path / "demo.ipynb", *WIDGET_NB).read_bytes()
-    with lab_page(tmp_path, failure_screenshot=tmp_path / "failure.png") as lab:
-        lab.open("demo.ipynb")
-        run_all_cells(lab.page, timeout=120)
-        assert widget_errors(lab.page) == []
-        assert read_output_text(lab.page, "pdlab-demo") == "n=3 rule=query_len"
-
-        set_slider(lab.page, "n", 7)
-        assert read_output_text(lab.page, ".pdlab-demo") == "n=7 rule=query_len"
-        set_dropdown(lab.page, "rule", "prompt")
-        wait_for_output_text(lab.page, "pdlab-demo", "n=7 rule=prompt")
-        set_slider(lab.page, "n", 20)
-        wait_for_output_text(lab.page, "pdlab-demo", "n=20 rule=prompt")
-
-        assert read_output_text(lab.page, "pdlab-extra") == "fast False '' 0 a 0.5"
-        set_toggle_buttons(lab.page, "mode", "exact")
-        set_checkbox(lab.page, "verbose", True)
-        set_text(lab.page, "name", "abc")
-        click_button(lab.page, "go")
-        click_button(lab.page, "go")
-        set_slider(lab.page, "pick", "c")
-        set_slider(lab.page, "temp", 1.3)
-        assert read_output_text(lab.page, "pdlab-extra") == "exact True 'abc' 2 c 1.3"
-        assert read_output_text(lab.page, "pdlab-demo") == "n=20 rule=prompt"
-
-        assert widget_errors(lab.page) == []
-        shot = screenshot(lab.page, tmp_path / "shots" / "demo.png")
-        assert shot.stat().st_size > 10_000
-    # the server wrote nothing next to the notebook and did not save it
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["demo.ipynb", "shots"]
-    assert (tmp_path / "demo.ipynb").read_bytes() == nb_bytes
-    assert time.monotonic() - t0 < 60
-
-
-@pytest.mark.browser
-def test_widget_errors_reports_failures(tmp_path):
-    make_nb(
-        tmp_path / "err.ipynb",
-        "import traceback\ntry:\n    1 / 0\nexcept ZeroDivisionError:\n    traceback.print_exc()",
-        # a view of a model that does not exist never renders
-        "from IPython.display import display\n"
-        "display({'application/vnd.jupyter.widget-view+json': {'model_id': 'deadbeef',"
-        " 'version_major': 2, 'version_minor': 0}}, raw=True)",
-        # an Output widget showing a callback's exception
-        "import ipywidgets as W\nlog = W.Output()\nb = W.Button(description='fail')\n"
-        "@log.capture()\ndef on_click(_):\n    raise KeyError('from callback')\n"
-        "b.on_click(on_click)\nW.VBox([b, log])",
-        "raise ValueError('boom in cell')",
-        "print('unreached')",
-    )
-    shot = tmp_path / "shots" / "failure.png"
-    with (
-        pytest.raises(RuntimeError, match="sentinel"),
-        lab_page(tmp_path, failure_screenshot=shot) as lab,
-    ):
-        lab.open("err.ipynb")
-        assert run_all_cells(lab.page, timeout=120, raise_on_error=False, widget_timeout=3) is False
-        errs = widget_errors(lab.page)
-        assert len(errs) == 3, errs
-        assert errs[0].startswith("Traceback (most recent") and "ZeroDivisionError" in errs[0]
-        assert errs[1].startswith("ValueError: boom in cell") and "Traceback" in errs[1]
-        # which one depends on whether the widget manager had finished restoring
-        assert errs[2] in (
-            "widget never rendered (Loading widget...)",
-            "Error displaying widget: model not found",
-        )
-        click_button(lab.page, "fail")
-        errs2 = widget_errors(lab.page)
-        new = [e for e in errs2 if e not in errs]
-        assert len(new) == 1 and "KeyError: 'from callback'" in new[0], errs2
-        with pytest.raises(AssertionError, match="boom in cell"):
-            run_all_cells(lab.page, timeout=120, widget_timeout=3)
-        raise RuntimeError("sentinel: lab_page saves a screenshot when its block fails")
-    assert shot.stat().st_size > 10_000
+def test_find_chromium_rejects_a_bad_env_var(tmp_path):
+    bad = str(tmp_path / "no-such-chrome")
+    with pytest.raises(ValueError, match="PDLAB_CHROMIUM='.*no-such-chrome' is not an exec"):
+        nbtools.find_chromium({"PDLAB_CHROMIUM": bad}, {}.get, ())
 
 
 def test_missing_chromium_skips_or_fails(monkeypatch, tmp_path):
-    import nbtools
-
-    monkeypatch.setattr(nbtools, "CHROMIUM", str(tmp_path / "no-chromium"))
+    monkeypatch.setattr(nbtools, "find_chromium", lambda: None)
     monkeypatch.delenv("PDLAB_REQUIRE_BROWSER", raising=False)
-    with pytest.raises(pytest.skip.Exception, match="no-chromium"):
+    with pytest.raises(pytest.skip.Exception, match="PDLAB_CHROMIUM"):
         nbtools.require_chromium()
     monkeypatch.setenv("PDLAB_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match="PDLAB_REQUIRE_BROWSER"):
         nbtools.require_chromium()
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "ok"),
+    [
+        ("40", 40, True),
+        ("1,024", 1024, True),
+        ("0.30", 0.3, True),
+        ("41", 40, False),
+        ("prompt", "prompt", True),
+        ("prompt", "query_len", False),
+        ("n/a", 3, False),
+    ],
+)
+def test_slider_readout_matching(text, value, ok):
+    assert nbtools._readout_matches(text, value) is ok
+
+
+def test_selectors_and_labels():
+    assert nbtools._css("pdlab-route") == ".pdlab-route"
+    assert nbtools._css(".a .b") == ".a .b" and nbtools._css("#x") == "#x"
+    assert nbtools._label_re("rule").match("  rule ") and not nbtools._label_re("rule").match(
+        "rules"
+    )
+    assert nbtools._is_number("3.5") and not nbtools._is_number(True)
+    assert nbtools._is_number(7) and not nbtools._is_number("seven")
+    assert nbtools.strip_ansi("\x1b[31mred\x1b[0m") == "red"

@@ -1,12 +1,17 @@
 """The notebooks: each runs top to bottom in a real Jupyter kernel within its time bound, each
 ``.ipynb`` is in sync with its jupytext ``.py`` twin and committed without outputs, and each
-opens with what the reader will learn and ends with a computed "check yourself" cell.
+opens with what the reader will learn, then the same setup cell (pdlab imported, or installed
+from the checkout, or one line saying how), and ends with a computed "check yourself" cell.
 
 Execution uses ``tests/nbtools.py`` (nbclient, this venv's kernel, cwd = ``notebooks/``).
 """
 
 from __future__ import annotations
 
+import importlib.util
+import site
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -22,9 +27,8 @@ EXPECTED = [
     "05_pd_decode_side",
     "06_pd_decode_side_zh",
 ]
-# Seconds for the whole notebook, kernel start included. Each takes well under 60 s on a
-# 2-core CPU; the bound leaves room for a loaded machine.
-BOUND_S = 120
+# A cell that runs this long is stuck (each notebook takes well under a minute on a 2-core
+# CPU); how long a notebook takes is printed, never asserted (a loaded machine is slower).
 CELL_TIMEOUT_S = 180
 OPENINGS = ("**What you will learn.**", "**你会学到什么。**")
 CHECKS = ("## Check yourself", "## 自测")
@@ -68,12 +72,79 @@ def test_opens_with_goals_and_ends_with_a_computed_check(name: str) -> None:
 
 
 @pytest.mark.notebooks
+@pytest.mark.slow
 @pytest.mark.parametrize("name", EXPECTED)
 def test_executes_top_to_bottom(name: str) -> None:
     nb, seconds = execute_notebook(_path(name), timeout=CELL_TIMEOUT_S)
     print(f"{name}.ipynb executed in {seconds:.1f} s")
-    assert seconds < BOUND_S
     errors = [
         o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"
     ]
     assert errors == []
+
+
+def _setup_cell(name: str) -> str:
+    nb = nbformat.read(_path(name), as_version=4)
+    return next(c.source for c in nb.cells if c.cell_type == "code")
+
+
+def test_every_notebook_opens_with_the_same_setup_cell() -> None:
+    sources = {name: _setup_cell(name) for name in EXPECTED}
+    assert len(set(sources.values())) == 1, "the setup cells differ: copy one to all"
+    cell = sources[EXPECTED[0]]
+    assert "def ensure_pdlab(" in cell and cell.rstrip().endswith("ensure_pdlab()")
+    # it must run where pdlab is missing, so it cannot import pdlab itself
+    assert "import pdlab" not in cell and "from pdlab" not in cell
+
+
+def _ensure_pdlab():
+    """The setup cell's function, defined without running the cell's final call."""
+    namespace: dict = {}
+    exec(_setup_cell(EXPECTED[0]).rstrip().removesuffix("ensure_pdlab()"), namespace)
+    return namespace["ensure_pdlab"]
+
+
+@pytest.fixture
+def calls(monkeypatch) -> list:
+    """Records pip runs and site-dir additions instead of doing them."""
+    seen: list = []
+    monkeypatch.setattr(subprocess, "check_call", lambda cmd: seen.append(("run", cmd)))
+    monkeypatch.setattr(site, "addsitedir", lambda d: seen.append(("addsitedir", d)))
+    return seen
+
+
+def _without_pdlab(monkeypatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pdlab" else real(name, *a)
+    )
+
+
+def test_setup_cell_is_a_no_op_where_pdlab_imports(calls, tmp_path) -> None:
+    namespace: dict = {}
+    exec(_setup_cell(EXPECTED[0]), namespace)  # the whole cell, its call included
+    _ensure_pdlab()(start=tmp_path)
+    assert calls == []
+
+
+def test_setup_cell_installs_from_the_checkout_it_was_opened_from(
+    calls, monkeypatch, tmp_path
+) -> None:
+    (tmp_path / "pdlab").mkdir()
+    (tmp_path / "pdlab" / "__init__.py").write_text("")
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "notebooks").mkdir()
+    _without_pdlab(monkeypatch)
+    _ensure_pdlab()(start=tmp_path / "notebooks")
+    cmd = [sys.executable, "-m", "pip", "install", "-q", "-e", str(tmp_path.resolve())]
+    assert calls[0] == ("run", cmd)
+    assert [kind for kind, _ in calls] == ["run", "addsitedir"]
+
+
+def test_setup_cell_says_in_one_line_how_to_install_elsewhere(calls, monkeypatch, tmp_path):
+    _without_pdlab(monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        _ensure_pdlab()(start=tmp_path)  # like Colab's /content: no checkout above
+    message = str(exc.value.code)
+    assert "\n" not in message and "pip install /path/to/pdlab" in message
+    assert sys.executable in message and calls == []

@@ -227,6 +227,7 @@ def test_max_tokens_option(capsys, tmp_path) -> None:
     assert "(3 tokens)" in flat(out)
 
 
+@pytest.mark.triton
 def test_triton_backend_option(capsys, tmp_path) -> None:
     from pdlab.kernels import backend
 

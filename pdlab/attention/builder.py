@@ -22,6 +22,7 @@ import torch
 
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ParallelConfig
+from pdlab.math_utils import round_down
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def plan_context_chunks(
     ``workspace_size`` rows. A context that does not fit in what is left is split at a
     multiple of ``block_size`` (the gather starts on a page boundary) and continues in the
     next chunk. A request with no context ends the current chunk and is skipped."""
-    max_chunk = workspace_size // block_size * block_size
+    max_chunk = round_down(workspace_size, block_size)
     if max_chunk <= 0:
         raise ValueError(
             f"workspace_size={workspace_size} is invalid: it must hold at least one "
@@ -63,8 +64,8 @@ def plan_context_chunks(
         while req < n and context_lens[req] > 0:
             remaining = context_lens[req] - start
             if rows + remaining > workspace_size:
-                room = (workspace_size - rows) // block_size * block_size
-                piece = min(max_chunk, (remaining - 1) // block_size * block_size, room)
+                room = round_down(workspace_size - rows, block_size)
+                piece = min(max_chunk, round_down(remaining - 1, block_size), room)
                 if piece > 0:
                     starts.append(start)
                     lens.append(piece)

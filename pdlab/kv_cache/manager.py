@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pdlab.config import CacheConfig
 from pdlab.kv_cache.block_hash import hash_request_tokens
 from pdlab.kv_cache.block_pool import BlockPool, KVCacheBlock
+from pdlab.math_utils import cdiv
 from pdlab.request import Request
 
 
@@ -52,10 +53,6 @@ class PrefixCacheStats:
     @property
     def hit_rate(self) -> float:
         return self.hits / self.queries if self.queries else 0.0
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class KVCacheManager:

@@ -42,6 +42,7 @@ from pdlab.kv_transfer.base import (
     KVConnectorWorkerBase,
     remote_prefill_params,
 )
+from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import SchedulerOutput
 
@@ -50,10 +51,6 @@ ROLES = ("prefill", "decode")
 # cap (max_tokens=1) or by a stop token, as NixlConnector accepts both. D then samples
 # the same first token itself and stops on it too; an aborted or failed P hands nothing.
 _HANDS_OFF = (RequestStatus.FINISHED_LENGTH_CAPPED, RequestStatus.FINISHED_STOPPED)
-
-
-def _cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass
@@ -128,7 +125,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         if num_external_tokens == 0:
             self._release(request)  # a full local hit: P's blocks are not needed
             return
-        n = _cdiv(num_external_tokens, self.block_size)
+        n = cdiv(num_external_tokens, self.block_size)
         remote = list(params["remote_block_ids"])
         first = len(remote) - n  # blocks before it are D's local prefix-cache hit
         local = [b.block_id for b in blocks][max(first, 0) : max(first, 0) + n]

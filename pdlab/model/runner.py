@@ -30,6 +30,7 @@ from pdlab.attention.metadata import (
 )
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
+from pdlab.math_utils import cdiv
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 
 
@@ -224,7 +225,7 @@ class ModelRunner:
                 f"position {c + n - 1} is out of range: expected < "
                 f"{self.cfg.max_position_embeddings} (max_position_embeddings)"
             )
-        need = -(-(c + n) // bs)
+        need = cdiv(c + n, bs)
         if len(s.block_ids) < need:
             return f"{len(s.block_ids)} blocks hold {c + n} tokens: expected {need}"
         nb = self.cache_config.num_blocks

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from pdlab.config import CacheConfig, SchedulerConfig
-from pdlab.kv_cache.manager import cdiv
+from pdlab.math_utils import cdiv
 from pdlab.request import Request, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler

@@ -42,8 +42,9 @@ from typing import Any
 
 from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
 from pdlab.kv_cache.block_pool import KVCacheBlock
-from pdlab.kv_cache.manager import KVCacheManager, cdiv
+from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
+from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import (
     CachedRequestData,

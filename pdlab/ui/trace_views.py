@@ -120,6 +120,24 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
     return rows
 
 
+def timeline_html(tracer: Tracer, instance: str = "local") -> str:
+    """A step-by-request grid: each cell is ``before → after (+scheduled)``, ``*`` where a
+    token was sampled; the second column is the step's total of scheduled tokens."""
+    steps = [e["step"] for e in tracer.filter("step", instance) if e["scheduled"]]
+    req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
+    rows = []
+    for s in steps:
+        cells = {
+            r["req_id"]: f"{r['num_computed_tokens_before']} → "
+            f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
+            + (" *" if r["sampled"] is not None else "")
+            for r in step_rows(tracer, instance, s)
+        }
+        total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
+        rows.append([s, total] + [cells.get(r, "") for r in req_ids])
+    return html_table(["step", "tokens", *req_ids], rows)
+
+
 def trace_html(tracer: Tracer, instance: str, title: str = "", layer: int = 0) -> str:
     head = f"<b>{esc(title or instance)}</b>"
     return head + html_table(["step", "event", "details"], trace_rows(tracer, instance, layer))

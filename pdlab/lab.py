@@ -1,0 +1,138 @@
+"""``pdlab notebooks [DIR]`` and ``pdlab lab``: the notebooks wherever pdlab is installed.
+
+The notebooks ship inside the package (``pdlab/notebooks`` in a wheel; ``notebooks/`` beside
+``pdlab/`` in a checkout, see :func:`pdlab.notebooks_dir`). ``pdlab notebooks`` copies them
+into a folder of the reader's; ``pdlab lab`` opens JupyterLab on them: on the checkout's own
+``notebooks/`` when run from a checkout, otherwise on a copy (an installed package's files are
+not the place for a reader's edits). vLLM has no counterpart; its CLI entry point is
+``vllm/entrypoints/cli/main.py``.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pdlab import notebooks_dir
+
+DEFAULT_DIR = Path("pdlab-notebooks")
+
+
+def shipped_notebooks() -> list[Path]:
+    """The shipped ``NN_*.ipynb`` files, in order."""
+    return sorted(notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
+
+
+def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
+    """Copy the shipped notebooks into ``dest`` (created if missing); returns the new paths.
+
+    A file already there with the same content is left as it is; one that differs (a reader's
+    edits) is kept unless ``force``: a ValueError names it and says how to overwrite.
+    """
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"DIR={str(dest)!r} is a file; expected a folder (new or existing)")
+    sources = shipped_notebooks()
+    changed = [
+        dest / s.name
+        for s in sources
+        if (dest / s.name).exists() and not filecmp.cmp(s, dest / s.name, shallow=False)
+    ]
+    if changed and not force:
+        names = ", ".join(p.name for p in changed)
+        raise ValueError(
+            f"DIR={str(dest)!r} already has edited copies of {names}; pass --force to "
+            "overwrite them, or choose another folder"
+        )
+    out = []
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for s in sources:
+            target = dest / s.name
+            if not target.exists() or target in changed:
+                shutil.copyfile(s, target)
+            out.append(target)
+    except OSError as e:
+        raise ValueError(f"DIR={str(dest)!r} cannot be written: {e.strerror or e}") from None
+    return out
+
+
+def resolve_notebook(name: str, folder: Path) -> str:
+    """The file name in ``folder`` that ``name`` means: ``05``, ``05_pd_decode_side`` or
+    ``05_pd_decode_side.ipynb``."""
+    names = sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb"))
+    stem = name.removesuffix(".ipynb")
+    hits = [n for n in names if n.removesuffix(".ipynb") == stem or n.split("_", 1)[0] == stem]
+    if len(hits) != 1:
+        raise ValueError(
+            f"--notebook={name!r} matches no notebook; expected a number or a name among: "
+            + ", ".join(n.removesuffix(".ipynb") for n in names)
+        )
+    return hits[0]
+
+
+def _in_checkout(folder: Path) -> bool:
+    # notebooks/ beside pdlab/ and pyproject.toml: a clone or an editable install.
+    return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "pdlab").is_dir()
+
+
+def lab_folder(directory: Path | None) -> Path:
+    """The folder JupyterLab serves: ``directory`` (given the notebooks if it lacks them), the
+    checkout's ``notebooks/``, or ``./pdlab-notebooks`` (a copy, made once)."""
+    if directory is None:
+        shipped = notebooks_dir()
+        if _in_checkout(shipped):
+            return shipped
+        directory = DEFAULT_DIR
+    directory = Path(directory)
+    if not any(directory.glob("[0-9][0-9]_*.ipynb")):
+        copy_notebooks(directory)
+    return directory
+
+
+def lab_command(
+    folder: Path,
+    port: int | None = None,
+    ip: str | None = None,
+    notebook: str | None = None,
+    no_browser: bool = False,
+) -> list[str]:
+    """The ``jupyter lab`` command line for :func:`run_lab` (this interpreter's JupyterLab)."""
+    if port is not None and not 0 <= port <= 65535:
+        raise ValueError(f"--port={port} is out of range; expected 0..65535 (0 picks a free one)")
+    cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
+    if port is not None:
+        cmd += [f"--ServerApp.port={port}"]
+    if ip is not None:
+        cmd += [f"--ServerApp.ip={ip}"]
+    if no_browser:
+        cmd += ["--no-browser"]
+    # Jupyter refuses to start as root unless told; containers and workshop VMs run as root.
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd += ["--allow-root"]
+    if notebook is not None:
+        cmd += [str((folder / resolve_notebook(notebook, folder)).resolve())]
+    return cmd
+
+
+def run_lab(
+    directory: Path | None = None,
+    port: int | None = None,
+    ip: str | None = None,
+    notebook: str | None = None,
+    no_browser: bool = False,
+) -> int:
+    """Start JupyterLab on the notebooks (see :func:`lab_folder`); returns its exit status."""
+    folder = lab_folder(directory)
+    cmd = lab_command(folder, port=port, ip=ip, notebook=notebook, no_browser=no_browser)
+    print(f"JupyterLab on {folder.resolve()} (Ctrl-C to stop)", flush=True)
+    if os.name == "posix":
+        # Become the server: Ctrl-C and SIGTERM reach JupyterLab itself, which stops its
+        # kernels; a parent waiting on it could be killed first and leave them running.
+        os.chdir(folder)
+        os.execv(sys.executable, cmd)
+    return subprocess.call(cmd, cwd=folder)

@@ -1,0 +1,137 @@
+"""``pdlab notebooks [DIR]`` and ``pdlab lab`` (``pdlab/lab.py``): the copies, the refusals, the
+JupyterLab command line, and one real JupyterLab started the way ``make lab`` starts it."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from pdlab import lab, notebooks_dir
+from pdlab.cli import main
+
+SHIPPED = sorted(p.name for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_pdlab_notebooks_copies_them_and_keeps_edits(tmp_path, capsys) -> None:
+    dest = tmp_path / "mine"
+    assert main(["notebooks", str(dest)]) == 0
+    assert sorted(p.name for p in dest.iterdir()) == SHIPPED
+    for name in SHIPPED:
+        assert (dest / name).read_bytes() == (notebooks_dir() / name).read_bytes()
+    assert f"{len(SHIPPED)} notebooks in {dest}" in capsys.readouterr().out
+
+    assert main(["notebooks", str(dest)]) == 0  # again: identical files, nothing to do
+    edited = dest / SHIPPED[1]
+    edited.write_text("{}")
+    with pytest.raises(SystemExit) as exc:
+        main(["notebooks", str(dest)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"edited copies of {SHIPPED[1]}" in err and "--force" in err
+    assert edited.read_text() == "{}"  # the reader's edits survive
+    assert main(["notebooks", str(dest), "--force"]) == 0
+    assert edited.read_bytes() == (notebooks_dir() / SHIPPED[1]).read_bytes()
+
+
+def test_pdlab_notebooks_refuses_a_file(tmp_path, capsys) -> None:
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SystemExit):
+        main(["notebooks", str(tmp_path / "f")])
+    assert "is a file; expected a folder" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["notebooks", str(tmp_path / "f" / "below")])  # a folder inside a file
+    assert f"DIR='{tmp_path / 'f' / 'below'}' cannot be written" in capsys.readouterr().err
+
+
+def test_lab_command_line(tmp_path, monkeypatch) -> None:
+    folder = lab.lab_folder(tmp_path / "nb")  # a new folder gets the notebooks
+    assert sorted(p.name for p in folder.iterdir()) == SHIPPED
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    cmd = lab.lab_command(folder, port=8890, ip="0.0.0.0", notebook="05", no_browser=True)
+    assert cmd[:3] == [sys.executable, "-m", "jupyterlab"]
+    assert f"--ServerApp.root_dir={folder.resolve()}" in cmd
+    assert {"--ServerApp.port=8890", "--ServerApp.ip=0.0.0.0", "--no-browser"} <= set(cmd)
+    assert "--allow-root" in cmd  # root in a container or a workshop VM
+    five = next(n for n in SHIPPED if n.startswith("05_"))
+    assert cmd[-1] == str((folder / five).resolve())
+    assert lab.resolve_notebook(five.removesuffix(".ipynb"), folder) == five
+    assert lab.resolve_notebook(five, folder) == five
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert "--allow-root" not in lab.lab_command(folder)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["lab", "--notebook", "99"], "--notebook='99' matches no notebook; expected"),
+        (["lab", "--port", "70000"], "--port=70000 is out of range; expected 0..65535"),
+    ],
+)
+def test_lab_bad_options(argv, needle, capsys, tmp_path) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main([*argv, "--dir", str(tmp_path)])
+    assert exc.value.code == 2 and needle in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
+def test_pdlab_lab_serves_the_notebooks_and_stops_on_sigterm(tmp_path) -> None:
+    port = _free_port()
+    env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
+    env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "cfg")
+    cmd = [sys.executable, "-m", "pdlab", "lab", "--dir", str(tmp_path / "nb"), "--no-browser"]
+    proc = subprocess.Popen(
+        [*cmd, "--port", str(port), "--ip", "127.0.0.1"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        # JupyterLab prints its URL, token included, once it serves.
+        token = None
+        for line in proc.stdout:
+            m = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", line)
+            if m:
+                token = m.group(1)
+                break
+        assert token, "JupyterLab never printed its URL"
+        # the URL can be printed just before the socket listens: retry a refused connection
+        url = f"http://127.0.0.1:{port}/api/contents?token={token}"
+        listing = None
+        for _ in range(300):
+            try:
+                with urllib.request.urlopen(url, timeout=30) as r:
+                    listing = r.read().decode()
+                break
+            except urllib.error.URLError:
+                assert proc.poll() is None, "pdlab lab exited"
+                time.sleep(0.2)
+        assert listing is not None, "JupyterLab never answered"
+        for name in SHIPPED:
+            assert f'"name": "{name}"' in listing or f'"name":"{name}"' in listing
+    finally:
+        proc.send_signal(signal.SIGTERM)  # pdlab became the server: it stops itself
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+    assert proc.returncode is not None
+    with pytest.raises((urllib.error.URLError, OSError)):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status", timeout=5)

@@ -1,0 +1,121 @@
+"""pdlab as users install it: the metadata, the wheel and sdist contents, ``pdlab --version``,
+``python -m pdlab``, and ``pdlab.kernels`` found from a checkout whatever the install."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import pdlab
+
+ROOT = Path(__file__).resolve().parents[1]
+tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_license_is_an_spdx_string_with_its_text_shipped() -> None:
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    text = (ROOT / "LICENSE").read_text()
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "END OF TERMS AND CONDITIONS" in text
+
+
+def test_dev_extra_and_dev_group_list_the_same_tools() -> None:
+    extra = PYPROJECT["project"]["optional-dependencies"]["dev"]
+    assert PYPROJECT["dependency-groups"]["dev"] == extra
+
+
+def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_version_and_python_m_pdlab(tmp_path) -> None:
+    r = _run("-m", "pdlab", "--version", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"pdlab {pdlab.__version__}"
+    r = _run("-m", "pdlab", "no-such-command", cwd=tmp_path)
+    assert r.returncode == 2 and "invalid choice: 'no-such-command'" in r.stderr
+
+
+# As with a non-editable install run from the repository root: the checkout's pdlab/ comes
+# first on sys.path and no editable finder maps kernels/ to pdlab.kernels.
+_FROM_CHECKOUT = """
+import sys
+sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+sys.path.insert(0, sys.argv[1])
+import pdlab, pdlab.kernels, pdlab.kernels.backend
+print(pdlab.__file__)
+print(pdlab.kernels.__file__)
+print(pdlab.kernels.backend.__file__)
+"""
+
+
+def test_kernels_import_from_a_checkout_without_an_editable_install(tmp_path) -> None:
+    assert not (ROOT / "pdlab" / "kernels").exists()  # the layout the finder is for
+    r = _run("-c", _FROM_CHECKOUT, str(ROOT), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    init, kernels, backend = (Path(line) for line in r.stdout.split())
+    assert init == ROOT / "pdlab" / "__init__.py"
+    assert kernels == ROOT / "kernels" / "__init__.py"
+    assert backend == ROOT / "kernels" / "backend.py"
+
+
+def _copy_tree(dest: Path) -> Path:
+    junk = shutil.ignore_patterns(
+        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+    )
+    return Path(shutil.copytree(ROOT, dest, ignore=junk))
+
+
+# One build per process: setuptools keeps state between builds in one interpreter.
+_BUILD = """
+import sys
+from setuptools import build_meta
+print("BUILT", getattr(build_meta, sys.argv[1])(sys.argv[2]))
+"""
+
+
+def _build(kind: str, src: Path, out: Path) -> Path:
+    r = _run("-c", _BUILD, kind, str(out), cwd=src)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return out / r.stdout.split("BUILT ")[-1].strip()
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(tmp_path) -> None:
+    import setuptools
+
+    if int(setuptools.__version__.split(".")[0]) < 77:
+        pytest.skip(f"setuptools {setuptools.__version__} < 77 cannot build an SPDX license")
+    src = _copy_tree(tmp_path / "src")
+    sdist = _build("build_sdist", src, tmp_path / "dist")
+    wheel = _build("build_wheel", src, tmp_path / "dist")
+    notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert len(notebooks) >= 6
+
+    with zipfile.ZipFile(wheel) as whl:
+        names = set(whl.namelist())
+    assert {f"pdlab/notebooks/{n}" for n in notebooks} <= names
+    assert "pdlab/kernels/__init__.py" in names and "pdlab/__main__.py" in names
+    assert not any(n.startswith(("kernels/", "notebooks/", "tests/")) for n in names)
+
+    with tarfile.open(sdist) as sdist:
+        members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
+    tracked = {"LICENSE", "Makefile", "environment.yml", ".ci/run", "pyproject.toml"}
+    tests = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*.py")}
+    assert tracked | tests | {f"notebooks/{n}" for n in notebooks} <= members
+
+
+def test_notebooks_dir_holds_the_notebooks() -> None:
+    folder = pdlab.notebooks_dir()
+    assert sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb")) == sorted(
+        p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+    )
