@@ -184,8 +184,6 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
 def _check_outputs(args: argparse.Namespace) -> None:
     check_output_path("--json", getattr(args, "json", None))
     check_output_path("--plots", getattr(args, "plots", None), is_dir=True)
-    if args.command == "notebooks":  # the folder the notebooks are copied into
-        check_output_path("DIR", Path(args.dir), is_dir=True)
 
 
 def _check_env() -> None:
