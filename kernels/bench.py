@@ -55,13 +55,16 @@ PEAKS = [
     ("RTX 3090", 71.0, 936.0),
 ]
 CPU_NOTE = (
-    "CPU: the torch twins on small shapes (tiny model widths). The Triton kernels run "
+    "CPU: the torch twins (tiny widths for the copies, DeepSeek's for attention, beside a "
+    "dense torch version of the same math: vs dense = twin / dense), on one thread: on a "
+    "shared machine, two threads' barriers measure the neighbours' load. The Triton kernels run "
     "here only through the interpreter, whose timings mean nothing, so they are not "
     "timed; run `python -m pdlab.kernels.gpu_check` on a CUDA machine."
 )
 CPU_NOTE_NO_TRITON = (
-    "CPU: the torch twins on small shapes (tiny model widths). Triton is not installed "
-    "here (it has Linux wheels only), so only the torch twins run; on a CUDA machine, "
+    "CPU: the torch twins, each beside a dense torch version of the same math, on one "
+    "thread. Triton is not installed here (it has Linux wheels only), so only the torch "
+    "twins run; on a CUDA machine, "
     "`pip install triton` and run `python -m pdlab.kernels.gpu_check`."
 )
 
@@ -113,6 +116,45 @@ def _time_cpu(fn: Callable[[], Any], quick: bool) -> float:
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def _time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[float, float]:
+    """Fastest milliseconds of ``a`` and of ``b``, run alternately (CPU)."""
+    a(), b()
+    ta, tb = [], []
+    for _ in range(3 if quick else 7):
+        for fn, times in ((a, ta), (b, tb)):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return min(ta), min(tb)
+
+
+def measure_ceilings(device: torch.device, dtype: torch.dtype, quick: bool = True) -> dict:
+    """This machine's floor, measured now: matmul FLOP/s (a square product of 2048 on a
+    CPU, 8192 on a GPU) and copy GB/s (a 256 MiB tensor copied, bytes read + written).
+    A kernel's floor is ``max(FLOPs / matmul rate, bytes / copy rate)``."""
+    gpu = device.type == "cuda"
+    timer = _time_cuda if gpu else _time_cpu
+    n = 8192 if gpu else 2048
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    ms = timer(lambda: a @ b, quick)
+    src = torch.empty(64 << 20 if gpu else 16 << 20, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    src.normal_()
+    copy_ms = timer(lambda: dst.copy_(src), quick)
+    return {
+        "matmul_tflops": 2.0 * n**3 / ms / 1e9,
+        "copy_gbps": 2.0 * src.numel() * src.element_size() / copy_ms / 1e6,
+        "matmul_shape": f"{n}x{n}x{n} {str(dtype).removeprefix('torch.')}",
+        "copy_bytes": 2 * src.numel() * src.element_size(),
+    }
+
+
+def floor_ms(flops: float, nbytes: float, ceilings: dict) -> float:
+    """The roofline floor of a kernel that does ``flops`` and moves ``nbytes``."""
+    return max(flops / (ceilings["matmul_tflops"] * 1e9), nbytes / (ceilings["copy_gbps"] * 1e6))
 
 
 def _paged(
@@ -196,19 +238,36 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
     return cases
 
 
+def _dense_decode(q: torch.Tensor, keys: torch.Tensor, L: int, scale: float) -> torch.Tensor:
+    """The same math as ``mla_decode`` with the rows already contiguous: ``[B, ctx, L + R]``."""
+    scores = torch.einsum("bhd,bnd->bhn", q, keys) * scale
+    return torch.einsum("bhn,bnl->bhl", torch.softmax(scores, dim=-1), keys[..., :L])
+
+
+def _dense_causal(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Causal attention of equal-length sequences ``[B, S, H, D]`` as plain batched matmuls."""
+    s = torch.einsum("bqhd,bkhd->bhqk", q, k) * scale
+    S = q.shape[1]
+    s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.einsum("bhqk,bkhd->bqhd", torch.softmax(s, dim=-1), v)
+
+
 def _cpu_cases(quick: bool) -> list[Case]:
-    L, R, H, d_qk, d_v, bs = 64, 16, 4, 48, 32, 4
+    """The twins, tiny widths for the copies; DeepSeek widths for the two attentions, each
+    beside a dense torch implementation of the same math (``dense_ms``, ``vs_dense``)."""
+    L, R, H, d_v, bs = 64, 16, 4, 32, 4
     n = 128 if quick else 256
     dtype, cpu = torch.float32, torch.device("cpu")
 
-    def row(kernel: str, shape: str, fn: Callable[[], Any]) -> dict:
-        return {
-            "kernel": kernel,
-            "impl": "torch",
-            "dtype": "fp32",
-            "shape": shape,
-            "ms": _time_cpu(fn, quick),
-        }
+    def row(kernel: str, shape: str, fn: Callable[[], Any], dense: Any = None) -> dict:
+        if dense is None:
+            ms = _time_cpu(fn, quick)
+        else:  # interleaved, fastest of each: the ratio survives a busy machine best
+            ms, dense_ms = _time_pair(fn, dense, quick)
+        r = {"kernel": kernel, "impl": "torch", "dtype": "fp32", "shape": shape, "ms": ms}
+        if dense is not None:
+            r["dense_ms"], r["vs_dense"] = dense_ms, ms / dense_ms
+        return r
 
     def cache_write() -> dict:
         cache, _, _ = _paged(1, n, bs, L + R, dtype, cpu)
@@ -230,13 +289,17 @@ def _cpu_cases(quick: bool) -> list[Case]:
         )
 
     def flash() -> dict:
-        q, k = torch.randn(2 * n, H, d_qk), torch.randn(2 * n, H, d_qk)
-        v = torch.randn(2 * n, H, d_v)
-        cu = torch.tensor([0, n, 2 * n], dtype=torch.int32)
+        B, S, Hf, d_qk, dv = 2, 256 if quick else 512, 16, 192, 128
+        q, k = torch.randn(B * S, Hf, d_qk), torch.randn(B * S, Hf, d_qk)
+        v = torch.randn(B * S, Hf, dv)
+        cu = torch.arange(0, B * S + 1, S, dtype=torch.int32)
+        sc = d_qk**-0.5
+        qb, kb, vb = (t.view(B, S, Hf, -1) for t in (q, k, v))
         return row(
             "flash_attn_varlen",
-            f"B=2 S={n} H={H} QK={d_qk} V={d_v} causal",
-            lambda: flash_attn_varlen(q, k, v, cu, cu, n, n, d_qk**-0.5, True, backend="torch"),
+            f"B={B} S={S} H={Hf} QK={d_qk} V={dv} causal",
+            lambda: flash_attn_varlen(q, k, v, cu, cu, S, S, sc, True, backend="torch"),
+            lambda: _dense_causal(qb, kb, vb, sc),
         )
 
     def merge() -> dict:
@@ -248,13 +311,18 @@ def _cpu_cases(quick: bool) -> list[Case]:
             lambda: merge_attn_states(a, la, b, lb, backend="torch"),
         )
 
-    def decode() -> dict:
-        cache, table, seq_lens = _paged(8, n, bs, L + R, dtype, cpu)
-        q = torch.randn(8, H, L + R)
+    def decode(splits: int | None, B: int = 1, Hd: int = 128) -> dict:
+        ctx, Ld, Rd = 1024 if quick else 4096, 512, 64
+        cache, table, seq_lens = _paged(B, ctx, 64, Ld + Rd, dtype, cpu)
+        q = torch.randn(B, Hd, Ld + Rd)
+        keys = cache[table.long()].view(B, -1, Ld + Rd)[:, :ctx].contiguous()
         return row(
             "mla_decode",
-            f"B=8 ctx={n} H={H} L+R={L}+{R} page={bs} splits=4",
-            lambda: mla_decode(q, cache, table, seq_lens, 0.1, 4, kv_lora_rank=L, backend="torch"),
+            f"B={B} ctx={ctx} H={Hd} L+R={Ld}+{Rd} page=64 splits={splits or 'auto'}",
+            lambda: mla_decode(
+                q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=Ld, backend="torch"
+            ),
+            lambda: _dense_decode(q, keys, Ld, 0.1),
         )
 
     return [
@@ -262,7 +330,9 @@ def _cpu_cases(quick: bool) -> list[Case]:
         ("gather_cache", gather),
         ("flash_attn_varlen", flash),
         ("merge_attn_states", merge),
-        ("mla_decode", decode),
+        ("mla_decode", lambda: decode(None)),
+        ("mla_decode", lambda: decode(4)),
+        ("mla_decode", lambda: decode(None, B=4, Hd=16)),
     ]
 
 
@@ -295,6 +365,25 @@ def bench_kernels(
         )
     else:
         peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", cpu_note()
+    threads = torch.get_num_threads()
+    if not gpu:  # see CPU_NOTE: one thread measures this process, not the neighbours
+        torch.set_num_threads(1)
+    try:
+        rows = _run_cases(cases, progress)
+    finally:
+        torch.set_num_threads(threads)
+    return {
+        "device": name,
+        "gpu": gpu,
+        "note": note,
+        "peak_tflops": peaks[0],
+        "peak_gbps": peaks[1],
+        "torch": torch.__version__,
+        "rows": rows,
+    }
+
+
+def _run_cases(cases: list[Case], progress: Progress | None) -> list[dict]:
     rows = []
     if progress is not None:
         progress(0, len(cases), "starting")
@@ -315,15 +404,7 @@ def bench_kernels(
                 )
             if progress is not None:
                 progress(i + 1, len(cases), label)
-    return {
-        "device": name,
-        "gpu": gpu,
-        "note": note,
-        "peak_tflops": peaks[0],
-        "peak_gbps": peaks[1],
-        "torch": torch.__version__,
-        "rows": rows,
-    }
+    return rows
 
 
 def render_table(results: dict) -> Table:
@@ -333,7 +414,7 @@ def render_table(results: dict) -> Table:
     table = Table(title=f"pdlab kernels on {results['device']}", caption=results["note"])
     for col in ("kernel", "impl", "dtype", "shape"):
         table.add_column(col)
-    for col in ("ms", "GB/s", "TFLOP/s", "of peak"):
+    for col in ("ms", "GB/s", "TFLOP/s", "of peak", "dense ms", "vs dense"):
         table.add_column(col, justify="right")
 
     def fmt(x: float | None, spec: str) -> str:
@@ -341,7 +422,7 @@ def render_table(results: dict) -> Table:
 
     for r in results["rows"]:
         if r.get("error"):
-            table.add_row(r["kernel"], "[red]error[/]", "-", r["error"][:80], "-", "-", "-", "-")
+            table.add_row(r["kernel"], "[red]error[/]", "-", r["error"][:80], *["-"] * 6)
             continue
         table.add_row(
             r["kernel"],
@@ -352,5 +433,7 @@ def render_table(results: dict) -> Table:
             fmt(r.get("gbps"), ".0f"),
             fmt(r.get("tflops"), ".1f"),
             fmt(r.get("share_of_peak"), ".0%"),
+            fmt(r.get("dense_ms"), ".3f"),
+            "-" if r.get("vs_dense") is None else f"{r['vs_dense']:.2f}x",
         )
     return table

@@ -48,6 +48,14 @@ def block(n: int, minimum: int = 16) -> int:
     return width
 
 
+def device_target(device: torch.device) -> int:
+    """Compute capability as an int (90 for sm_90); 90 without a GPU, as the AOT build."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return 10 * major + minor
+    return 90
+
+
 def upcast(dtype: torch.dtype) -> bool:
     """Whether kernels must convert loads to fp32 before any math (bf16 on the interpreter)."""
     return dtype == torch.bfloat16 and triton_interpreting()

@@ -1,4 +1,4 @@
-"""Variable-length FlashAttention: ``flash_attn_varlen``, the prefill path's attention.
+r"""Variable-length FlashAttention: ``flash_attn_varlen``, the prefill path's attention.
 
 Mirrors the call vLLM's MLA prefill makes to ``flash_attn_varlen_func`` (``vllm_flash_attn``,
 with ``return_softmax_lse=True``) in ``_forward_prefill`` / ``_compute_prefill_context``:
@@ -20,18 +20,28 @@ Online softmax: the keys are visited in tiles of ``BLOCK_N``. Each query row kee
 running maximum ``m``, a running sum ``l = sum exp(s_j - m)`` and an unnormalised output
 ``acc = sum exp(s_j - m) v_j``. A new tile with maximum ``m'`` rescales both by
 ``exp(m - m')`` before adding its own terms; at the end ``out = acc / l`` and
-``lse = m + log(l)``. Nothing of size ``k_len`` is ever stored.
+``lse = m + log(l)``. Nothing of size ``k_len`` is ever stored. The kernel works in base 2
+(``exp(x) = exp2(x log2 e)``, ``log2 e`` folded into the scale once), one ``ex2`` each.
 
 The tiling
 ----------
 Grid ``(cdiv(max_seqlen_q, BLOCK_M), num_seqs, num_heads)``: one program owns ``BLOCK_M``
-queries of one sequence and one head. Its query tile ``[BLOCK_M, D_QK]``, the running
-``m`` and ``l`` ``[BLOCK_M]`` and ``acc [BLOCK_M, D_V]`` stay in registers while it walks
-the key/value tiles ``[BLOCK_N, D_QK]``, ``[BLOCK_N, D_V]`` of its sequence. A causal
-program stops at the last key its last query can see. Widths that are not powers of two
-(192, 48) are padded to the next one (256, 64): padded columns load as zeros, which add
-nothing to ``q . k``, and padded output columns are never stored. ``tl.dot`` needs every
-dimension >= 16 on a GPU, so ``BLOCK_M`` is at least 16 even for a one-token query.
+queries of one sequence and one head (128 on Hopper: two warp groups of wgmma's 64 rows;
+64 on Ampere). Its query tile, the running ``m`` and ``l`` and ``acc [BLOCK_M, D_V]`` stay
+on chip while it walks the key/value tiles of its sequence::
+
+              keys ->  | full tiles: no mask | diagonal band: masked | (not visited)
+    queries   tile_m   |#####################|####\                  |
+    (BLOCK_M)          |#####################|######\                |
+
+A causal program stops at the last key its last query can see; the tiles every one of its
+queries sees entirely are loaded and scored without any mask, and only the band across the
+diagonal (and a ragged last tile) pays for the test. QK 192 is not a power of two: rather
+than padding it to 256 (a quarter more tensor-core work and K bytes), the product is split
+into its 128 and 64 parts, ``s = q[:, :128] k[:, :128]^T + q[:, 128:] k[:, 128:]^T``
+(48 = 32 + 16 for the tiny model). ``tl.dot`` needs every dimension >= 16 on a GPU, so
+``BLOCK_M`` is at least 16 even for a one-token query. K/V tiles are copied two deep
+(``tl.range(..., num_stages=2)``, ``cp.async``) while the current one is multiplied.
 
 Output: ``out`` in the input dtype, ``lse`` in fp32, laid out ``[tokens, heads]``
 (FlashAttention returns ``[heads, tokens]``).
@@ -50,6 +60,7 @@ from pdlab.kernels.common import (
     check_launchable,
     check_same_device,
     check_tensor,
+    device_target,
     fail,
     guard_interpreter_dtype,
     out_buffer,
@@ -57,12 +68,90 @@ from pdlab.kernels.common import (
     triton,
     upcast,
 )
-from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
+from pdlab.kernels.merge import partial_attention
 
 BLOCK_N = 64
+TWIN_SCORES = 1 << 24  # scores the torch twin holds at once (64 MiB in fp32)
 
 
 # %% Triton
+@triton.jit
+def _attend_tiles(
+    acc,
+    l_i,
+    m_i,
+    q_a,
+    q_b,
+    k_base,
+    v_base,
+    stride_k_t,
+    stride_v_t,
+    offs_m,
+    k_len,
+    diag,
+    lo,
+    hi,
+    qk_scale,
+    MASKED: tl.constexpr,
+    CAUSAL: tl.constexpr,
+    UPCAST: tl.constexpr,
+    HAS_TAIL: tl.constexpr,
+    D_QK: tl.constexpr,
+    D_V: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_A: tl.constexpr,
+    BLOCK_B: tl.constexpr,
+    BLOCK_DV: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
+):
+    """Fold the key tiles ``[lo, hi)`` into (acc, l, m). ``MASKED`` tiles check each key
+    against ``k_len`` and, if ``CAUSAL``, against the diagonal (query ``i`` sees keys
+    ``<= diag + i``); the tiles before the diagonal need neither test."""
+    d_a = tl.arange(0, BLOCK_A)
+    d_b = BLOCK_A + tl.arange(0, BLOCK_B)
+    d_v = tl.arange(0, BLOCK_DV)
+    for start_n in tl.range(lo, hi, BLOCK_N, num_stages=NUM_STAGES):
+        offs_n = start_n + tl.arange(0, BLOCK_N)
+        mask_n = offs_n < k_len
+        k_rows = k_base + offs_n.to(tl.int64)[:, None] * stride_k_t
+        if MASKED:
+            k_a = tl.load(k_rows + d_a[None, :], mask=mask_n[:, None], other=0.0)
+        else:  # every key of the tile exists: no predicate on the copy
+            k_a = tl.load(k_rows + d_a[None, :])
+        if UPCAST:
+            k_a = k_a.to(tl.float32)
+        s = tl.dot(q_a, tl.trans(k_a))  # the power-of-two part of QK (128 of 192)
+        if HAS_TAIL:  # the rest (64 of 192), instead of padding QK to 256
+            mask_b = mask_n[:, None] & (d_b < D_QK)[None, :]
+            k_b = tl.load(k_rows + d_b[None, :], mask=mask_b, other=0.0)
+            if UPCAST:
+                k_b = k_b.to(tl.float32)
+            s += tl.dot(q_b, tl.trans(k_b))
+        s = s * qk_scale  # base 2: log2(e) is in qk_scale
+        if MASKED:
+            visible = mask_n[None, :]
+            if CAUSAL:
+                visible = visible & (offs_n[None, :] <= (diag + offs_m)[:, None])
+            s = tl.where(visible, s, float("-inf"))
+
+        m_new = tl.maximum(m_i, tl.max(s, axis=1))
+        # A row that has seen no key yet keeps m = -inf; subtract 0 instead (no inf - inf).
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)  # rescales what came before
+        p = tl.exp2(s - m_safe[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+        v_rows = v_base + offs_n.to(tl.int64)[:, None] * stride_v_t + d_v[None, :]
+        if MASKED:
+            v = tl.load(v_rows, mask=mask_n[:, None] & (d_v < D_V)[None, :], other=0.0)
+        else:
+            v = tl.load(v_rows, mask=(d_v < D_V)[None, :], other=0.0)
+        if UPCAST:
+            v = v.to(tl.float32)
+        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+        m_i = m_new
+    return acc, l_i, m_i
+
+
 @triton.jit
 def flash_attn_varlen_kernel(
     q_ptr,
@@ -82,14 +171,16 @@ def flash_attn_varlen_kernel(
     stride_o_h,
     num_heads,
     scale,
-    D_QK,
-    D_V,
+    D_QK: tl.constexpr,
+    D_V: tl.constexpr,
     CAUSAL: tl.constexpr,
     UPCAST: tl.constexpr,
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
-    BLOCK_DQK: tl.constexpr,
+    BLOCK_A: tl.constexpr,
+    BLOCK_B: tl.constexpr,
     BLOCK_DV: tl.constexpr,
+    NUM_STAGES: tl.constexpr,
 ):
     tile_m = tl.program_id(0)
     seq = tl.program_id(1)
@@ -100,91 +191,103 @@ def flash_attn_varlen_kernel(
     k_len = tl.load(cu_seqlens_k_ptr + seq + 1) - k_begin
     if tile_m * BLOCK_M >= q_len:  # the grid is sized for the longest
         return
+    HAS_TAIL: tl.constexpr = BLOCK_A < D_QK
 
     offs_m = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)  # query rows of this tile
     mask_m = offs_m < q_len
-    d_qk = tl.arange(0, BLOCK_DQK)
-    d_v = tl.arange(0, BLOCK_DV)
-    mask_dqk = d_qk < D_QK
-    mask_dv = d_v < D_V
-
-    q_rows = (q_begin + offs_m).to(tl.int64)
-    q = tl.load(
-        q_ptr + q_rows[:, None] * stride_q_t + head * stride_q_h + d_qk[None, :],
-        mask=mask_m[:, None] & mask_dqk[None, :],
-        other=0.0,
-    )
+    q_rows = q_ptr + (q_begin + offs_m).to(tl.int64)[:, None] * stride_q_t + head * stride_q_h
+    d_a = tl.arange(0, BLOCK_A)
+    q_a = tl.load(q_rows + d_a[None, :], mask=mask_m[:, None], other=0.0)
+    d_b = BLOCK_A + tl.arange(0, BLOCK_B)
+    q_b = tl.load(q_rows + d_b[None, :], mask=mask_m[:, None] & (d_b < D_QK)[None, :], other=0.0)
     if UPCAST:  # bf16 on the interpreter: fp32 math
-        q = q.to(tl.float32)
+        q_a = q_a.to(tl.float32)
+        q_b = q_b.to(tl.float32)
+    qk_scale = scale * 1.4426950408889634  # log2(e): exp2 in the loop
 
-    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max
-    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp
-    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # running sum of exp * v
+    m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)  # running max, base 2
+    l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running sum of exp2
+    acc = tl.zeros([BLOCK_M, BLOCK_DV], dtype=tl.float32)  # running sum of exp2 * v
 
-    # Query i sees keys < k_len - q_len + i + 1; this tile's last query bounds the loop.
+    # Query i sees keys <= diag + i (bottom-right causal). Tiles wholly before the first
+    # row's bound need no mask; the band up to the last row's bound, and a ragged last
+    # tile, do.
+    diag = k_len - q_len
     if CAUSAL:
-        hi = tl.minimum(k_len, tl.maximum(0, k_len - q_len + (tile_m + 1) * BLOCK_M))
+        hi = tl.minimum(k_len, tl.maximum(0, diag + (tile_m + 1) * BLOCK_M))
+        full = tl.minimum(hi, tl.maximum(0, diag + tile_m * BLOCK_M + 1))
     else:
         hi = k_len
-    for start_n in range(0, hi, BLOCK_N):
-        offs_n = start_n + tl.arange(0, BLOCK_N)
-        mask_n = offs_n < k_len
-        k_rows = (k_begin + offs_n).to(tl.int64)
-        k = tl.load(
-            k_ptr + k_rows[:, None] * stride_k_t + head * stride_k_h + d_qk[None, :],
-            mask=mask_n[:, None] & mask_dqk[None, :],
-            other=0.0,
+        full = k_len
+    full = full // BLOCK_N * BLOCK_N
+    k_base = k_ptr + k_begin.to(tl.int64) * stride_k_t + head * stride_k_h
+    v_base = v_ptr + k_begin.to(tl.int64) * stride_v_t + head * stride_v_h
+    for masked in tl.static_range(2):  # the unmasked tiles, then the diagonal band
+        acc, l_i, m_i = _attend_tiles(
+            acc,
+            l_i,
+            m_i,
+            q_a,
+            q_b,
+            k_base,
+            v_base,
+            stride_k_t,
+            stride_v_t,
+            offs_m,
+            k_len,
+            diag,
+            full if masked else 0,
+            hi if masked else full,
+            qk_scale,
+            masked == 1,
+            CAUSAL,
+            UPCAST,
+            HAS_TAIL,
+            D_QK,
+            D_V,
+            BLOCK_N,
+            BLOCK_A,
+            BLOCK_B,
+            BLOCK_DV,
+            NUM_STAGES,
         )
-        if UPCAST:
-            k = k.to(tl.float32)
-        s = tl.dot(q, tl.trans(k)) * scale  # [BLOCK_M, BLOCK_N], fp32
-        visible = mask_n[None, :]
-        if CAUSAL:
-            visible = visible & (offs_n[None, :] < (k_len - q_len + offs_m + 1)[:, None])
-        s = tl.where(visible, s, float("-inf"))
-
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        # A row that has seen no key yet keeps m = -inf; subtract 0 instead (no inf - inf).
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp(m_i - m_safe)  # rescales what came before
-        p = tl.exp(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-
-        v = tl.load(
-            v_ptr + k_rows[:, None] * stride_v_t + head * stride_v_h + d_v[None, :],
-            mask=mask_n[:, None] & mask_dv[None, :],
-            other=0.0,
-        )
-        if UPCAST:
-            v = v.to(tl.float32)
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-        m_i = m_new
 
     seen = l_i > 0  # False: this query saw no key
     l_safe = tl.where(seen, l_i, 1.0)
     out = acc / l_safe[:, None]
-    lse = tl.where(seen, m_i + tl.log(l_safe), float("-inf"))
+    lse = tl.where(seen, (m_i + tl.log2(l_safe)) * 0.6931471805599453, float("-inf"))
+    out_rows = (q_begin + offs_m).to(tl.int64)
+    d_v = tl.arange(0, BLOCK_DV)
     tl.store(
-        out_ptr + q_rows[:, None] * stride_o_t + head * stride_o_h + d_v[None, :],
+        out_ptr + out_rows[:, None] * stride_o_t + head * stride_o_h + d_v[None, :],
         out.to(out_ptr.dtype.element_ty),
-        mask=mask_m[:, None] & mask_dv[None, :],
+        mask=mask_m[:, None] & (d_v < D_V)[None, :],
     )
-    tl.store(lse_ptr + q_rows * num_heads + head, lse, mask=mask_m)
+    tl.store(lse_ptr + out_rows * num_heads + head, lse, mask=mask_m)
 
 
-def flash_attn_varlen_config(max_seqlen_q: int, d_qk: int, d_v: int, elem_bytes: int = 2) -> dict:
-    """Tiles chosen in plain Python: ``BLOCK_M`` covers a short query in one tile (at least
-    16 for ``tl.dot``, at most 64), ``BLOCK_N = 64`` keys per step (32 in fp32, so two
-    stages of K/V tiles fit an A100's shared memory); 8 warps once the padded QK width
-    reaches 256 (DeepSeek's 192) to keep the tiles in registers."""
-    block_dqk = block(d_qk)
+def flash_attn_varlen_config(
+    max_seqlen_q: int, d_qk: int, d_v: int, elem_bytes: int = 2, target: int = 90
+) -> dict:
+    """Tiles chosen in plain Python for compute capability ``target`` (90 = sm_90).
+
+    ``BLOCK_M`` query rows: 128 on Hopper (two warp groups of wgmma's 64 rows, 8 warps), 64
+    on Ampere (mma.sync), fewer for a short query (at least 16 for ``tl.dot``).
+    QK is split into its largest power of two ``BLOCK_A`` (128 of 192) and a tail tile
+    ``BLOCK_B`` (64), so no product pads 192 to 256. ``BLOCK_N = 64`` keys per step (32 in
+    fp32, so that two stages of K/V tiles fit an A100's shared memory)."""
+    block_a = max(16, 1 << (d_qk.bit_length() - 1)) if d_qk >= 16 else 16
+    block_m = 128 if target >= 90 else 64
     return {
-        "BLOCK_M": min(64, block(max_seqlen_q)),
+        "BLOCK_M": min(block_m, block(max_seqlen_q)),
         "BLOCK_N": BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2,
-        "BLOCK_DQK": block_dqk,
+        "BLOCK_A": block_a,
+        "BLOCK_B": block(max(d_qk - block_a, 1)),
         "BLOCK_DV": block(d_v),
-        "num_warps": 8 if block_dqk >= 256 else 4,
-        "num_stages": 2,
+        "NUM_STAGES": 2,
+        # 8 warps: two warp groups for 128 rows; on Ampere, room in registers (4 spill,
+        # measured with `pdlab doctor --aot`)
+        "num_warps": 8,
     }
 
 
@@ -211,7 +314,9 @@ def flash_attn_varlen_triton(
     num_seqs = cu_seqlens_q.shape[0] - 1
     if Tq == 0 or num_seqs == 0 or max_seqlen_q == 0:
         return out.to(q.dtype), lse
-    cfg = flash_attn_varlen_config(max_seqlen_q, d_qk, d_v, q.element_size())
+    cfg = flash_attn_varlen_config(
+        max_seqlen_q, d_qk, d_v, q.element_size(), device_target(q.device)
+    )
     grid = (triton.cdiv(max_seqlen_q, cfg["BLOCK_M"]), num_seqs, H)
     check_launchable(flash_attn_varlen_kernel)
     flash_attn_varlen_kernel[grid](
@@ -232,8 +337,8 @@ def flash_attn_varlen_triton(
         out.stride(1),
         H,
         float(scale),
-        d_qk,
-        d_v,
+        D_QK=d_qk,
+        D_V=d_v,
         CAUSAL=bool(causal),
         UPCAST=up,
         **cfg,
@@ -253,8 +358,9 @@ def flash_attn_varlen_torch(
     scale: float,
     causal: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same algorithm in torch: per sequence, walk the keys ``BLOCK_N`` at a time and fold
-    each tile in with the LSE merge (the online-softmax update, normalised at every step)."""
+    """The same result as tensor operations: per sequence, all its keys at once (the online
+    softmax over tiles only matters where scores do not fit in registers), queries in
+    chunks of ``TWIN_SCORES // (H * k_len)`` so the score tensor stays bounded."""
     checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     Tq, H, _ = q.shape
@@ -262,18 +368,19 @@ def flash_attn_varlen_torch(
     lse = torch.full((Tq, H), float("-inf"), dtype=torch.float32, device=q.device)
     cu_q, cu_k = cu_seqlens_q.tolist(), cu_seqlens_k.tolist()
     for i in range(len(cu_q) - 1):
-        q_i = q[cu_q[i] : cu_q[i + 1]]
+        q_len, k_len = cu_q[i + 1] - cu_q[i], cu_k[i + 1] - cu_k[i]
+        if q_len == 0 or k_len == 0:
+            continue
         k_i, v_i = k[cu_k[i] : cu_k[i + 1]], v[cu_k[i] : cu_k[i + 1]]
-        q_len, k_len = q_i.shape[0], k_i.shape[0]
-        last_visible = torch.arange(q_len, device=q.device) + (k_len - q_len)  # causal bound
-        o_i, l_i = out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]]
-        for start in range(0, k_len, BLOCK_N):
-            end = min(start + BLOCK_N, k_len)
-            keys = torch.arange(start, end, device=q.device)
-            mask = keys[None, :] <= last_visible[:, None] if causal else None
-            o_t, l_t = partial_attention(q_i, k_i[start:end], v_i[start:end], scale, mask)
-            o_i, l_i = merge_attn_states_torch(o_i, l_i, o_t, l_t)
-        out[cu_q[i] : cu_q[i + 1]], lse[cu_q[i] : cu_q[i + 1]] = o_i, l_i
+        keys = torch.arange(k_len, device=q.device)
+        step = max(1, TWIN_SCORES // (H * k_len))
+        for a in range(0, q_len, step):
+            b = min(a + step, q_len)
+            rows = slice(cu_q[i] + a, cu_q[i] + b)
+            # causal, bottom-right: query j of the sequence sees keys <= k_len - q_len + j
+            last = torch.arange(a, b, device=q.device) + (k_len - q_len)
+            mask = keys[None, :] <= last[:, None] if causal else None
+            out[rows], lse[rows] = partial_attention(q[rows], k_i, v_i, scale, mask)
     return out.to(q.dtype), lse
 
 

@@ -176,6 +176,24 @@ def merge_attn_states_torch(
     return out.to(out_a.dtype), lse
 
 
+def merge_splits_torch(
+    out_s: torch.Tensor, lse_s: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`merge_attn_states_torch` over any number of parts at once: ``out_s[..., S, D]``
+    with ``lse_s[..., S]`` (fp32) folded along ``S``, the same algebra (the max subtracted
+    first, an empty part weighing 0 and never read, all parts empty giving ``0, -inf``)."""
+    inf = float("inf")
+    lse_s = lse_s.float().masked_fill(lse_s == inf, -inf)
+    m = lse_s.amax(dim=-1, keepdim=True)
+    m = m.masked_fill(m == -inf, 0.0)
+    w = torch.exp(lse_s - m)  # [..., S]
+    total = w.sum(dim=-1)
+    lse = m[..., 0] + torch.log(total)
+    c = w / torch.where(total > 0, total, torch.ones_like(total))[..., None]
+    out = torch.where(c[..., None] > 0, c[..., None] * out_s.float(), 0.0).sum(dim=-2)
+    return out, lse
+
+
 def partial_attention(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -190,21 +208,20 @@ def partial_attention(
     """
     Tq, H, _ = q.shape
     Tk = k.shape[0]
-    q, k, v = q.float(), k.float(), v.float()
+    q, k, v = q.float() * scale, k.float(), v.float()  # the scale on the smallest operand
     mqa = k.shape[1] == 1  # one KV head shared by all: one plain matrix product
     if mqa:
         scores = (q.reshape(Tq * H, -1) @ k[:, 0].T).view(Tq, H, Tk)
     else:
-        scores = torch.einsum("qhd,khd->qhk", q, k)
-    scores = scores * scale
+        scores = torch.einsum("qhd,khd->hqk", q, k)  # heads first: batched products
     if mask is not None:
-        scores = scores.masked_fill(~mask[:, None, :], float("-inf"))
+        scores.masked_fill_(~(mask[:, None, :] if mqa else mask[None]), float("-inf"))
     lse = torch.logsumexp(scores, dim=-1)
     finite = lse.masked_fill(lse == float("-inf"), 0.0)
-    probs = torch.exp(scores - finite[..., None])
+    probs = scores.sub_(finite[..., None]).exp_()  # in place: scores are not needed again
     if mqa:
         return (probs.view(Tq * H, Tk) @ v[:, 0]).view(Tq, H, -1), lse
-    return torch.einsum("qhk,khd->qhd", probs, v), lse
+    return torch.einsum("hqk,khd->qhd", probs, v), lse.T
 
 
 def merge_attn_states(

@@ -4,7 +4,10 @@
   ``_forward_prefill`` and through ``_forward_decode``, one attention layer at a preset's
   real widths, timed on the current backend, beside the cost model's FLOPs and bytes of
   each path and their ratio (``forward_mha`` and ``forward_mqa`` in
-  ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors);
+  ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors), and
+  beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
+  rate)`` with both rates measured in the same run (``pdlab/kernels/bench.py``). A path far
+  above its floor is spending its time on something the model does not count;
 * ``kernels``: each kernel (``pdlab/kernels/bench.py``);
 * ``sched``: the scheduler's own time per step (``pdlab/sched/bench.py``).
 """
@@ -99,56 +102,24 @@ def bench_paths(
 
     be = kb.resolve(backend) if backend else ("torch" if dev.type == "cpu" else kb.get_backend())
     g = torch.Generator(device="cpu").manual_seed(seed)
-    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    h, L = cfg.num_attention_heads, cfg.kv_lora_rank
     kv_b = torch.nn.Linear(L, h * (cfg.qk_nope_head_dim + cfg.v_head_dim), bias=False)
     kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L**-0.5)
     layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(dev, dtype))
     attn = MLAAttention()
-    rows = []
-    for n_ctx in contexts:
-        nblocks = -(-(n_ctx + 1) // block_size)
-        cache = torch.randn(nblocks, block_size, L + R, generator=g).to(dev, dtype)
-        q = (torch.randn(1, h, cfg.qk_head_dim, generator=g) * 0.5).to(dev, dtype)
-        kv_c = torch.randn(1, L, generator=g).to(dev, dtype)
-        k_pe = torch.randn(1, R, generator=g).to(dev, dtype)
-        perm = torch.randperm(nblocks, generator=g).to(torch.int32)
-        slot = int(perm[n_ctx // block_size]) * block_size + n_ctx % block_size
+    from pdlab.kernels.bench import measure_ceilings
 
-        run = functools.partial(
-            _short_extend,
-            layer=layer,
-            attn=attn,
-            cache=cache,
-            q=q,
-            kv_c=kv_c,
-            k_pe=k_pe,
-            block_table=perm,
-            slot=slot,
-            n_ctx=n_ctx,
-            backend=be,
-            workspace_tokens=workspace_tokens,
-        )
-        out_p, out_d = run(2), run(1)
-        err = float((out_p.float() - out_d.float()).abs().max())
-        t_pre = _time(functools.partial(run, 2), repeats, dev)
-        t_dec = _time(functools.partial(run, 1), repeats, dev)
-        e = 2 if dtype == torch.bfloat16 else 4
-        cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
-        rows.append(
-            {
-                "context": n_ctx,
-                "prefill_ms": t_pre,
-                "decode_ms": t_dec,
-                "measured_ratio": t_pre / t_dec,
-                "prefill_gflop": cp.flops / 1e9,
-                "decode_gflop": cd.flops / 1e9,
-                "flop_ratio": cp.flops / cd.flops,
-                "prefill_mb": cp.bytes / 1e6,
-                "decode_mb": cd.bytes / 1e6,
-                "bytes_ratio": cp.bytes / cd.bytes,
-                "max_abs_diff": err,
-            }
-        )
+    threads = torch.get_num_threads()
+    if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
+        torch.set_num_threads(1)
+    try:
+        ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
+        run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
+        rows = [
+            _path_row(run, n, block_size, repeats, workspace_tokens, ceilings) for n in contexts
+        ]
+    finally:
+        torch.set_num_threads(threads)
     return {
         "preset": cfg.name,
         "num_heads": h,
@@ -156,24 +127,94 @@ def bench_paths(
         "dtype": str(dtype),
         "backend": be,
         "block_size": block_size,
+        "threads": 1 if dev.type == "cpu" else None,
+        "ceilings": ceilings,
         "rows": rows,
         "note": "one attention layer, one query token over the context; times are medians "
-        f"of {repeats}; ratios are prefill path / decode path",
+        f"of {repeats}; ratios are prefill path / decode path; floor = max(modelled FLOPs / "
+        "measured matmul rate, modelled bytes / measured copy rate), measured in this run",
+    }
+
+
+def _path_row(
+    run: SimpleNamespace,
+    n_ctx: int,
+    block_size: int,
+    repeats: int,
+    workspace_tokens: int,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """One context length: both paths timed, their modelled cost and this machine's floor."""
+    from pdlab.kernels.bench import floor_ms
+
+    cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    nblocks = -(-(n_ctx + 1) // block_size)
+    cache = torch.randn(nblocks, block_size, L + R, generator=g).to(dev, dtype)
+    q = (torch.randn(1, h, cfg.qk_head_dim, generator=g) * 0.5).to(dev, dtype)
+    kv_c = torch.randn(1, L, generator=g).to(dev, dtype)
+    k_pe = torch.randn(1, R, generator=g).to(dev, dtype)
+    perm = torch.randperm(nblocks, generator=g).to(torch.int32)
+    slot = int(perm[n_ctx // block_size]) * block_size + n_ctx % block_size
+
+    step = functools.partial(
+        _short_extend,
+        layer=run.layer,
+        attn=run.attn,
+        cache=cache,
+        q=q,
+        kv_c=kv_c,
+        k_pe=k_pe,
+        block_table=perm,
+        slot=slot,
+        n_ctx=n_ctx,
+        backend=run.backend,
+        workspace_tokens=workspace_tokens,
+    )
+    out_p, out_d = step(2), step(1)  # pcp = 2: _forward_prefill; 1: _forward_decode
+    err = float((out_p.float() - out_d.float()).abs().max())
+    t_pre = _time(functools.partial(step, 2), repeats, dev)
+    t_dec = _time(functools.partial(step, 1), repeats, dev)
+    e = 2 if dtype == torch.bfloat16 else 4
+    cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
+    f_pre, f_dec = floor_ms(cp.flops, cp.bytes, ceilings), floor_ms(cd.flops, cd.bytes, ceilings)
+    return {
+        "context": n_ctx,
+        "prefill_ms": t_pre,
+        "decode_ms": t_dec,
+        "measured_ratio": t_pre / t_dec,
+        "prefill_gflop": cp.flops / 1e9,
+        "decode_gflop": cd.flops / 1e9,
+        "flop_ratio": cp.flops / cd.flops,
+        "prefill_mb": cp.bytes / 1e6,
+        "decode_mb": cd.bytes / 1e6,
+        "bytes_ratio": cp.bytes / cd.bytes,
+        "max_abs_diff": err,
+        "prefill_floor_ms": f_pre,
+        "decode_floor_ms": f_dec,
+        "prefill_vs_floor": t_pre / f_pre,
+        "decode_vs_floor": t_dec / f_dec,
     }
 
 
 def render_paths_table(res: dict[str, Any]) -> Any:
     from rich.table import Table
 
+    c = res["ceilings"]
     t = Table(
         title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
-        f"{res['device']} {res['dtype']}, backend {res['backend']}",
+        f"{res['device']} {res['dtype']}, backend {res['backend']}; this run's ceilings: "
+        f"matmul {c['matmul_tflops'] * 1e3:.0f} GFLOP/s, copy {c['copy_gbps']:.1f} GB/s",
         caption=res["note"],
     )
     for col in (
         "context",
         "_forward_prefill ms",
+        "floor ms",
+        "x floor",
         "_forward_decode ms",
+        "floor ms",
+        "x floor",
         "measured ratio",
         "modelled FLOP ratio",
         "modelled bytes ratio",
@@ -184,7 +225,11 @@ def render_paths_table(res: dict[str, Any]) -> Any:
         t.add_row(
             str(r["context"]),
             f"{r['prefill_ms']:.2f}",
+            f"{r['prefill_floor_ms']:.2f}",
+            f"{r['prefill_vs_floor']:.1f}x",
             f"{r['decode_ms']:.2f}",
+            f"{r['decode_floor_ms']:.2f}",
+            f"{r['decode_vs_floor']:.1f}x",
             f"{r['measured_ratio']:.1f}x",
             f"{r['flop_ratio']:.1f}x",
             f"{r['bytes_ratio']:.1f}x",

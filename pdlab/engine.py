@@ -65,7 +65,7 @@ class LLMEngine:
         model: DeepseekV2ForCausalLM | None = None,
         dtype: torch.dtype = torch.float32,
         device: str | torch.device = "cpu",
-        num_kv_splits: int = 4,
+        num_kv_splits: int | None = None,
         workspace_tokens: int = 2048,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,

@@ -44,14 +44,38 @@ def test_fp32_tiles_fit_too():
 
 def test_matrix_products_use_tensor_cores(results):
     for r in results:
-        if r.kernel == "flash_attn_varlen":
-            # 64-row query tiles: Hopper's warp-group MMA on sm_90, mma.sync on sm_80.
+        if r.kernel in ("flash_attn_varlen", "mla_decode stage 1"):
+            # 128 query rows, or 64 cached tokens on M (swap-AB): Hopper's warp-group MMA
+            # on sm_90, mma.sync on sm_80; the tiles reach shared memory by cp.async.
             assert r.tensor_cores and r.mma == ("wgmma" if r.target == 90 else "mma"), r
-        elif r.kernel == "mla_decode stage 1":
-            # 16-head tiles are below wgmma's 64 rows: mma.sync on both targets.
-            assert r.mma == "mma", r
+            assert r.copy == "cp.async", r
         else:
             assert r.mma == "-", r
+
+
+def test_resources_read_from_the_cubin(results):
+    """Registers and spills come from the SASS (cuobjdump); no kernel spills to local memory."""
+    for r in results:
+        assert r.registers is not None and 0 < r.registers <= 255, r
+        assert r.spills == 0, r
+        assert r.copy in ("-", "cp.async", "TMA"), r
+
+
+def test_build_is_specialised_like_the_jit():
+    """Multiples of 16 carry tt.divisibility (the JIT's rule), a 1 becomes a constant, and
+    every integer argument of every kernel has a sample value."""
+    from triton.runtime.jit import native_specialize_impl  # noqa: PLC0415
+
+    for spec in aot.specs(aot.WIDTHS["deepseek"], "bf16"):
+        src = aot._source(spec, "bf16")
+        for i, name in enumerate(spec.kernel.arg_names):
+            if name in spec.ints and name not in spec.constexprs:
+                kind, desc = native_specialize_impl(
+                    aot.CUDABackend, spec.ints[name], False, True, True
+                )
+                has_attr = bool(src.attrs.get((i,)))
+                assert has_attr == (desc == "D"), (spec.name, name)
+                assert (src.signature[name] == "constexpr") == (kind == "constexpr")
 
 
 def test_shared_memory_fits(results):

@@ -9,6 +9,8 @@ Tolerances (see ``kernel_utils``): out fp32 1e-5 (5e-3 on a GPU), fp16 3e-3, bf1
 LSE fp32 1e-5 (5e-3 on a GPU), fp16/bf16 2e-3 (bf16 5e-3 on a GPU).
 """
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 from kernel_utils import (
@@ -17,20 +19,15 @@ from kernel_utils import (
     HAS_TRITON,
     MAIN_IMPLS,
     assert_close,
-    cu_seqlens,
     paged_cache,
     randn,
 )
 
+from pdlab.attention.builder import build_mla_metadata
+from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
-from pdlab.config import ModelConfig
-from pdlab.kernels import (
-    flash_attn_varlen,
-    gather_cache,
-    merge_attn_states,
-    mla_decode,
-    reshape_and_cache_mla,
-)
+from pdlab.config import ModelConfig, ParallelConfig
+from pdlab.kernels import decode_attention, mla_decode, reshape_and_cache_mla
 from pdlab.kernels.backend import triton_interpreting
 
 
@@ -76,12 +73,14 @@ def _run_decode(backend, dtype, lens, block_size, splits, L, R, H, seed):
 
 @pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
 @pytest.mark.parametrize("block_size", [1, 4, 16, 64])
-@pytest.mark.parametrize("splits", ["1", "4", "more-than-pages"])
+@pytest.mark.parametrize("splits", ["auto", "1", "4", "more-than-tiles"])
 def test_mla_decode_ragged_paged(backend, dtype, block_size, splits):
     """Tiny widths (64 + 16, 4 heads); lengths 1, one block, one block plus one, 37, 150,
-    and an empty request, in shuffled order."""
+    and an empty request, in shuffled order. With 4 splits the long request is split and the
+    short ones are not (stage 1 writes them); past the tiles, the extra splits are empty."""
     lens = [block_size + 1, 1, 150, 0, block_size, 37]
-    num_splits = {"1": 1, "4": 4}.get(splits, -(-150 // block_size) + 3)
+    tile = decode_attention.mla_decode_config(64, 16, dtype.itemsize)["stage1"]["BLOCK_N"]
+    num_splits = {"auto": None, "1": 1, "4": 4}.get(splits, -(-150 // tile) + 3)
     _run_decode(backend, dtype, lens, block_size, num_splits, 64, 16, 4, seed=block_size)
 
 
@@ -111,6 +110,40 @@ def test_mla_decode_empty_requests(backend, splits):
         q, p.kv_cache, p.block_table, p.seq_lens, 0.2, num_kv_splits=splits, backend=backend
     )
     assert (out == 0).all() and torch.isneginf(lse).all()
+
+
+def test_num_kv_splits_auto_follows_its_formula():
+    """One wave over the device, at least MIN_TILES_PER_SPLIT tiles per split, workspace at
+    most 1/8 of the cache bytes; a big batch or a short context is not split."""
+    auto, da = decode_attention.num_kv_splits_auto, decode_attention
+    tiles = da.MIN_TILES_PER_SPLIT * da.BLOCK_N
+    assert auto(64, 128, 4096, 132) == 1  # 512 programs already fill 132 SMs
+    assert auto(1, 16, tiles - 1, 132) == 1  # shorter than one split's minimum
+    assert auto(1, 16, 1 << 20, 132) == min(132, da.MAX_NUM_KV_SPLITS)
+    for batch, heads, ctx in [(1, 128, 32768), (8, 16, 4096), (2, 128, 8192), (1, 4, 700)]:
+        s = auto(batch, heads, ctx, 132)
+        groups = -(-heads // da.BLOCK_H)
+        assert 1 <= s <= -(-132 // (batch * groups))
+        assert s == 1 or s * tiles <= ctx + da.BLOCK_N - 1  # at least 4 whole tiles each
+        assert s == 1 or 8 * 512 * 4 * 2 * heads * s <= ctx * 576 * 2  # workspace <= 1/8
+
+
+@pytest.mark.skipif(not HAS_TRITON, reason="needs triton")
+def test_stage2_is_skipped_when_nothing_is_split(monkeypatch):
+    """S = 1 (automatic, for a short context): no workspace, no second launch."""
+
+    class NoLaunch:
+        def __getitem__(self, grid):
+            raise AssertionError("stage 2 launched although nothing was split")
+
+    monkeypatch.setattr(decode_attention, "mla_decode_stage2_kernel", NoLaunch())
+    g = torch.Generator().manual_seed(3)
+    p = paged_cache([5, 60], 16, 80, torch.float32, g)
+    q = randn(2, 4, 80, g=g, dtype=torch.float32)
+    out, lse = mla_decode(q, p.kv_cache, p.block_table, p.seq_lens, 0.2, backend="triton")
+    exp_out, exp_lse = _oracle(q, p.rows, 64, 0.2)
+    assert_close(out, exp_out, torch.float32, what="out")
+    assert_close(lse, exp_lse, torch.float32, lse=True, what="lse")
 
 
 def _weights(cfg: ModelConfig, g: torch.Generator) -> torch.Tensor:
@@ -173,83 +206,58 @@ def test_mla_decode_equals_mla_absorbed_and_naive(backend, dtype):
 @pytest.mark.parametrize("preset", ["tiny", "deepseek-v3"])
 def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     """The P/D question: on D, the last prompt token (position N-1) runs again over N-1 cached
-    tokens. As a decode (absorbed ``mla_decode`` over all N rows) or as a short prefill
-    (gather the N-1 context rows, up-project through kv_b_proj, ``flash_attn_varlen`` over the
-    context, attend to the token itself, ``merge_attn_states``), the result is the same, and
-    both equal ``mla_naive``."""
+    tokens. Routed as a decode (``_forward_decode``: absorbed ``mla_decode`` over all N rows)
+    or as a prefill (``_forward_prefill``: gather the context, up-project, flash attention,
+    merge) by the real ``MLAAttention``, the result is the same, and equals ``mla_naive``."""
     cfg = ModelConfig.preset(preset, num_attention_heads=2 if preset != "tiny" else 4)
     g = torch.Generator().manual_seed(8)
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    nope, dv, scale = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale
     lens, block_size = [1, 6, 17, 40], 4  # N per request (1: no context at all)
     B = len(lens)
     w = _weights(cfg, g)
-    w_uk, w_uv = split_kv_b_proj(w, H, nope, dv)
+    kv_b = torch.nn.Linear(L, w.shape[0], bias=False)
+    kv_b.weight.data.copy_(w)
+    layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(DEVICE, dtype))
     q = torch.randn(B, H, cfg.qk_head_dim, generator=g).to(dtype)  # the token at position N-1
 
-    # Both paths start from the same cache: the transferred N-1 rows, then the token's own
-    # row written by this step (seq_lens = N).
+    # The cache holds the transferred N-1 rows; this step writes the token's own row.
     p = paged_cache(lens, block_size, L + R, dtype, g, fill=False)
-    cache = p.kv_cache.clone()
     for b, n in enumerate(lens):
-        rows = p.rows[b]
+        rows = p.rows[b][: n - 1]
         reshape_and_cache_mla(
             rows[:, :L].contiguous(),
             rows[:, L:].contiguous(),
-            cache,
-            p.slot_mapping(b, torch.arange(n)),
+            p.kv_cache,
+            p.slot_mapping(b, torch.arange(n - 1)),
             backend=backend,
         )
+    last = torch.stack([r[-1] for r in p.rows]).to(DEVICE)
+    slots = torch.cat([p.slot_mapping(b, torch.tensor([n - 1])) for b, n in enumerate(lens)])
 
-    # Decode: absorbed MQA over all N rows.
-    q_mqa = torch.cat(
-        [torch.einsum("bhd,hdl->bhl", q[..., :nope].float(), w_uk), q[..., nope:].float()], dim=-1
-    )
-    lat, _ = mla_decode(
-        q_mqa.to(dtype).to(DEVICE),
-        cache,
-        p.block_table,
-        p.seq_lens,
-        scale,
-        kv_lora_rank=L,
-        backend=backend,
-    )
-    out_decode = torch.einsum("bhl,hdl->bhd", lat.float().cpu(), w_uv)
+    def step(pcp: int) -> torch.Tensor:
+        # Still in their prompts, the one-token steps are decodes unless prefill context
+        # parallelism is on (treat_short_extends_as_decodes = not use_pcp).
+        meta = build_mla_metadata(
+            [1] * B,
+            [n - 1 for n in lens],
+            lens,
+            p.block_table,
+            slots.to(DEVICE),
+            block_size,
+            parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+            workspace_size=16,
+        )
+        attn = MLAAttention()
+        ctx = ForwardContext(meta, [p.kv_cache.clone()], attn, backend, workspace_tokens=16)
+        out = attn.forward(layer, q.to(DEVICE), last[:, :L], last[:, L:], ctx)
+        assert (meta.num_decodes, meta.num_prefills) == ((B, 0) if pcp == 1 else (0, B))
+        return out.float().cpu()
 
-    # Prefill: up-project the context and the token's own row, attend, merge.
-    def up_project(rows):  # rows [S, L + R] -> k [S, H, 192], v
-        c = rows[:, :L].float().cpu()
-        k_nope = torch.einsum("sl,hdl->shd", c, w_uk)
-        k_pe = rows[:, None, L:].float().cpu().expand(-1, H, -1)
-        v = torch.einsum("sl,hdl->shd", c, w_uv)
-        return (torch.cat([k_nope, k_pe], -1).to(dtype).to(DEVICE), v.to(dtype).to(DEVICE))
-
-    ctx_lens = [n - 1 for n in lens]
-    ctx = gather_cache(cache, p.block_table, cu_seqlens(ctx_lens), backend=backend)
-    k_ctx, v_ctx = up_project(ctx)
-    one = [1] * B
-    q_dev = q.to(DEVICE)
-    o_ctx, lse_ctx = flash_attn_varlen(
-        q_dev,
-        k_ctx,
-        v_ctx,
-        cu_seqlens(one),
-        cu_seqlens(ctx_lens),
-        1,
-        max(ctx_lens),
-        scale,
-        False,
-        backend=backend,
-    )
-    k_new, v_new = up_project(torch.stack([r[-1] for r in p.rows]))
-    o_new, lse_new = flash_attn_varlen(
-        q_dev, k_new, v_new, cu_seqlens(one), cu_seqlens(one), 1, 1, scale, True, backend=backend
-    )
-    out_prefill, _ = merge_attn_states(o_ctx, lse_ctx, o_new, lse_new, backend=backend)
-
+    out_decode, out_prefill = step(1), step(2)
     # Rounding the up-projected K/V (prefill) or the absorbed query (decode) to a half type
     # costs more than one rounding: hold both paths to the bf16 tolerance then.
     tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
+    nope, dv, scale = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale
     for b, rows in enumerate(p.rows):
         rows = rows.float().cpu()
         exp, _ = mla_naive(q[b : b + 1], rows[:, :L], rows[:, L:], w, nope, dv, scale, causal=True)

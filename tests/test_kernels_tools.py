@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import torch
 from rich.table import Table
 
 from pdlab.kernels.backend import triton_installed
@@ -27,12 +28,20 @@ def test_cpu_benchmark_times_the_twins_and_says_so():
         "flash_attn_varlen",
         "merge_attn_states",
         "mla_decode",
+        "mla_decode",
+        "mla_decode",
     ]
     assert all(r["impl"] == "torch" and r["ms"] > 0 and "error" not in r for r in result["rows"])
-    assert seen[0] == (0, 5) and seen[-1] == (5, 5)
+    # The two attentions stand beside a dense torch version of the same math.
+    for r in result["rows"]:
+        has_dense = r["kernel"] in ("flash_attn_varlen", "mla_decode")
+        assert ("dense_ms" in r) == has_dense
+        if has_dense:
+            assert r["dense_ms"] > 0 and r["vs_dense"] == r["ms"] / r["dense_ms"]
+    assert seen[0] == (0, 7) and seen[-1] == (7, 7)
     json.dumps(result)
     table = render_table(result)
-    assert isinstance(table, Table) and table.row_count == 5
+    assert isinstance(table, Table) and table.row_count == 7
 
 
 _NO_TRITON = """
@@ -61,3 +70,54 @@ def test_kernels_import_and_run_without_triton():
         [sys.executable, "-c", _NO_TRITON], capture_output=True, text=True, env=env, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_bench_paths_reports_each_path_beside_this_machines_floor():
+    """The floor is max(FLOPs / matmul rate, bytes / copy rate), both rates measured in the
+    same run; the cost model gives FLOPs and bytes."""
+    from pdlab.attention import cost
+    from pdlab.bench import bench_paths, render_paths_table
+    from pdlab.config import ModelConfig
+
+    res = bench_paths("deepseek-v3", contexts=[48], num_heads=2, repeats=1)
+    c = res["ceilings"]
+    assert c["matmul_tflops"] > 0 and c["copy_gbps"] > 0
+    cfg = ModelConfig.preset("deepseek-v3").replace(num_attention_heads=2)
+    (r,) = res["rows"]
+    for path, model in (
+        ("prefill", cost.prefill_path_cost(cfg, 48, e=4)),
+        ("decode", cost.decode_path_cost(cfg, 48, e=4)),
+    ):
+        floor = max(model.flops / (c["matmul_tflops"] * 1e9), model.bytes / (c["copy_gbps"] * 1e6))
+        assert r[f"{path}_floor_ms"] == floor
+        assert r[f"{path}_vs_floor"] == r[f"{path}_ms"] / floor
+    assert r["max_abs_diff"] < 1e-4
+    assert render_paths_table(res).row_count == 1
+
+
+def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
+    """gpu_check needs a GPU to mean anything, but its table is built by plain code: run
+    it on the CPU at small shapes (CPU timer, torch twins where triton would be compiled)
+    so that the GPU run does not meet its first bug."""
+    from pdlab.kernels import bench, decode_attention, flash_attn, gpu_check
+
+    monkeypatch.setattr(bench, "_time_cuda", bench._time_cpu)
+    monkeypatch.setattr(
+        gpu_check, "DECODE", {"batch": (2,), "heads": (4,), "context": (128,), "splits": (None, 4)}
+    )
+    monkeypatch.setattr(gpu_check, "PREFILL", {"heads": 2, "seqlen": (64,)})
+    for mod, name in ((decode_attention, "mla_decode"), (flash_attn, "flash_attn_varlen")):
+        real = getattr(mod, name)  # gpu_check asks for backend="triton": give it the twin
+        monkeypatch.setattr(mod, name, lambda *a, _f=real, **k: _f(*a, **{**k, "backend": "torch"}))
+    cpu = torch.device("cpu")
+    ceilings = bench.measure_ceilings(cpu, torch.float32)
+    rows = gpu_check._decode_rows(cpu, ceilings, 3) + gpu_check._prefill_rows(cpu, ceilings, 3)
+    assert [r["splits"] for r in rows] == ["auto", 4, "-"]
+    for r in rows[:2]:
+        useful = 2.0 * (2 * 128 * 576 + 2 * 4 * 576 + 2 * 4 * 512)
+        assert r["gbps"] == useful / r["ms"] / 1e6
+        assert r["of_ceiling"] == r["gbps"] / ceilings["copy_gbps"]
+    flops = 2.0 * 2 * 64 * 65 / 2 * (192 + 128)
+    assert rows[2]["tflops"] == flops / rows[2]["ms"] / 1e9
+    table = gpu_check.render({"device": "cpu", "ceilings": ceilings, "rows": rows})
+    assert table.row_count == 3

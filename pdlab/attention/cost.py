@@ -37,6 +37,48 @@ def gemm(m: int, n: int, k: int, e: int = 2) -> tuple[float, float]:
     return 2.0 * m * n * k, float(e) * (m * k + k * n + m * n)
 
 
+def per_head_gemm(m: int, heads: int, n: int, k: int, e: int = 2) -> tuple[float, float]:
+    """``heads`` products ``[m, k] @ [k, n]``, one weight per head (the absorbed ``W_UK`` and
+    ``W_UV`` of the decode path)."""
+    flops, nbytes = gemm(m, n, k, e)
+    return heads * flops, heads * nbytes
+
+
+def k_assembly_cost(
+    tokens: int, heads: int, nope: int, rope: int, v_dim: int, e: int = 2
+) -> tuple[float, float]:
+    """The prefill path's copies after ``kv_b_proj``, which move bytes and compute nothing:
+
+    * ``torch.cat([k_nope, k_pe.expand(H)])`` reads ``k_nope`` (``H nope`` values per token,
+      a strided view of ``kv_b_proj``'s output) and ``k_pe`` (``rope`` values, broadcast to
+      every head), and writes K (``H (nope + rope)``);
+    * ``v.contiguous()`` reads V out of the same output and writes it packed (``2 H v``).
+
+    About 147 KB per token and layer for DeepSeek-V3 in bf16, more than the 1.2 KB its
+    latent row takes in the cache: it scales with the context on the prefill path.
+    """
+    k_bytes = heads * nope + rope + heads * (nope + rope)
+    return 0.0, float(e) * tokens * (k_bytes + 2 * heads * v_dim)
+
+
+def split_workspace_cost(
+    seq_lens: list[int], heads: int, L: int, num_kv_splits: int, tile: int
+) -> tuple[float, float]:
+    """``mla_decode``'s fp32 workspace: a request whose tokens span ``n > 1`` splits has
+    stage 1 write, per head and split, a normalised partial output (``L`` fp32) and its LSE
+    (1 fp32), and stage 2 read them back and merge them (about 5 FLOPs per value): ``8 H n
+    (L + 1)`` bytes. An unsplit request (``n <= 1``) writes its result directly: nothing."""
+    from pdlab.kernels.decode_attention import used_splits
+
+    n = sum(u for u in (used_splits(s, num_kv_splits, tile) for s in seq_lens) if u > 1)
+    return 5.0 * heads * n * L, 8.0 * heads * n * (L + 1)
+
+
+def merge_attn_states_cost(tokens: int, heads: int, d_v: int, e: int = 2) -> tuple[float, float]:
+    """Two partial outputs read, one written; about 5 FLOPs per output value."""
+    return 5.0 * tokens * heads * d_v, 3.0 * e * tokens * heads * d_v
+
+
 def attention_pairs(q_lens: list[int], k_lens: list[int], causal: bool) -> int:
     """(query, key) pairs a varlen attention visits, bottom-right causal or full."""
     total = 0
@@ -73,9 +115,11 @@ def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e:
     """``_forward_prefill`` for one request with ``context_len`` cached tokens, one layer."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
+    nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
     c = Cost()
     c.add("reshape_and_cache_mla", 0, 2.0 * e * query_len * (L + R))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
+    c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e))
     c.add(
         "flash_attn_varlen (new tokens, causal)",
         *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
@@ -83,36 +127,39 @@ def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e:
     if context_len > 0:
         c.add("gather_cache (context)", 0, 2.0 * e * context_len * (L + R))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
+        c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e))
         c.add(
             "flash_attn_varlen (context, no mask)",
             *flash_attn_cost(
                 [query_len], [context_len], h, cfg.qk_head_dim, cfg.v_head_dim, False, e
             ),
         )
-        c.add(
-            "merge_attn_states",
-            5.0 * query_len * h * cfg.v_head_dim,
-            3.0 * e * query_len * h * cfg.v_head_dim,
-        )
+        c.add("merge_attn_states", *merge_attn_states_cost(query_len, h, dv, e))
     return c
 
 
-def decode_path_cost(cfg: ModelConfig, context_len: int, e: int = 2) -> Cost:
-    """``_forward_decode`` for one token over ``context_len`` cached tokens, one layer."""
+def decode_path_cost(
+    cfg: ModelConfig,
+    context_len: int,
+    e: int = 2,
+    num_kv_splits: int | None = None,
+    num_sms: int | None = None,
+) -> Cost:
+    """``_forward_decode`` for one token over ``context_len`` cached tokens, one layer, with
+    ``mla_decode``'s split count (``None``: automatic for one request on ``num_sms`` SMs,
+    by default the CPU stand-in of ``pdlab/kernels/decode_attention.py``)."""
+    from pdlab.kernels import decode_attention as da
+
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, dv, seq = cfg.qk_nope_head_dim, cfg.v_head_dim, context_len + 1
+    splits = num_kv_splits or da.num_kv_splits_auto(1, h, seq, num_sms or da.CPU_NUM_SMS, L, R)
+    tile = da.mla_decode_config(L, R, e)["stage1"]["BLOCK_N"]
     c = Cost()
     c.add("reshape_and_cache_mla", 0, 2.0 * e * (L + R))
-    c.add(
-        "q_nope @ W_UK (absorb)",
-        2.0 * h * cfg.qk_nope_head_dim * L,
-        e * (h * cfg.qk_nope_head_dim * L + h * (cfg.qk_nope_head_dim + L)),
-    )
-    c.add("mla_decode", *mla_decode_cost([context_len + 1], h, L + R, L, e))
-    c.add(
-        "out @ W_UV",
-        2.0 * h * L * cfg.v_head_dim,
-        e * (h * L * cfg.v_head_dim + h * (L + cfg.v_head_dim)),
-    )
+    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(1, h, L, n, e))
+    c.add("mla_decode", *mla_decode_cost([seq], h, L + R, L, e))
+    c.add("mla_decode split workspace", *split_workspace_cost([seq], h, L, splits, tile))
+    c.add("out @ W_UV", *per_head_gemm(1, h, dv, L, e))
     return c
 
 

@@ -42,7 +42,7 @@ class ForwardContext:
     kv_caches: list[torch.Tensor]
     attention: MLAAttention
     backend: str | None = None
-    num_kv_splits: int = 4
+    num_kv_splits: int | None = None  # None: chosen per step by mla_decode (automatic)
     workspace_tokens: int = 2048
     emit: Any = None  # callable(kind, **fields) or None
 
@@ -147,12 +147,18 @@ class MLAAttention:
             "q_nope @ W_UK_T",
             "decode",
             {"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
-            2.0 * rows * h * n * L,
-            e * (rows * h * (n + L) + h * n * L),
+            *cost.per_head_gemm(rows, h, L, n, e),
         )
         q_latent = torch.einsum("bhn,hnl->bhl", q_nope, w_uk_t.to(q.dtype))
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
-        fl, by = cost.mla_decode_cost(row_seq_lens.tolist(), h, cfg.kv_cache_dim, L, e)
+        # The split count is fixed here, so that the trace and the kernel agree on it.
+        splits = kernels.decode_attention.plan_num_kv_splits(
+            q_mqa, row_seq_lens, ctx.num_kv_splits, L
+        )
+        seq_list = row_seq_lens.tolist()
+        fl, by = cost.mla_decode_cost(seq_list, h, cfg.kv_cache_dim, L, e)
+        tile = kernels.decode_attention.mla_decode_config(L, cfg.qk_rope_head_dim, e)
+        wf, wb = cost.split_workspace_cost(seq_list, h, L, splits, tile["stage1"]["BLOCK_N"])
         self._record(
             ctx,
             layer,
@@ -162,11 +168,11 @@ class MLAAttention:
                 "q": q_mqa.shape,
                 "kv_cache": kv_cache.shape,
                 "block_table": row_block_table.shape,
-                "seq_lens": row_seq_lens.tolist(),
-                "num_kv_splits": ctx.num_kv_splits,
+                "seq_lens": seq_list,
+                "num_kv_splits": splits,
             },
-            fl,
-            by,
+            fl + wf,
+            by + wb,
         )
         o_latent, _ = kernels.mla_decode(
             q_mqa,
@@ -174,7 +180,7 @@ class MLAAttention:
             row_block_table,
             row_seq_lens,
             cfg.softmax_scale,
-            num_kv_splits=ctx.num_kv_splits,
+            num_kv_splits=splits,
             kv_lora_rank=L,
             backend=ctx.backend,
         )
@@ -184,8 +190,7 @@ class MLAAttention:
             "o_latent @ W_UV",
             "decode",
             {"o_latent": o_latent.shape, "W_UV": w_uv.shape},
-            2.0 * rows * h * L * cfg.v_head_dim,
-            e * (rows * h * (L + cfg.v_head_dim) + h * L * cfg.v_head_dim),
+            *cost.per_head_gemm(rows, h, cfg.v_head_dim, L, e),
         )
         return torch.einsum("bhl,hlv->bhv", o_latent.to(q.dtype), w_uv.to(q.dtype))
 
@@ -206,6 +211,14 @@ class MLAAttention:
         )
         kv = layer.kv_b_proj(kv_c).view(s, h, n + cfg.v_head_dim)
         k_nope, v = kv.split([n, cfg.v_head_dim], dim=-1)
+        self._record(
+            ctx,
+            layer,
+            f"K/V assembly ({what})",
+            "prefill",
+            {"k_nope": k_nope.shape, "k_pe": k_pe.shape, "v": v.shape},
+            *cost.k_assembly_cost(s, h, n, k_pe.shape[-1], cfg.v_head_dim, kv_c.element_size()),
+        )
         k = torch.cat([k_nope, k_pe[:, None, :].expand(-1, h, -1)], dim=-1)
         return k.contiguous(), v.contiguous()
 

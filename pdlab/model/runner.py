@@ -62,7 +62,7 @@ class ModelRunner:
         backend: str | None = None,
         seed: int = 0,
         emit: Any = None,
-        num_kv_splits: int = 4,
+        num_kv_splits: int | None = None,
         workspace_tokens: int = 2048,
         connector_worker: Any = None,
         attention_config: AttentionConfig | None = None,
