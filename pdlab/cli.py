@@ -194,6 +194,35 @@ def _check_env() -> None:
     checks.index_checks_enabled()
 
 
+def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> None:
+    """``--context`` within the model's positions, and the prefill path's up-projected
+    context (one chunk of at most 65536 tokens, per head K and V, about three copies)
+    within free memory: the OS would grant more and then kill the process mid-run."""
+    import torch
+
+    from pdlab.config import ModelConfig
+    from pdlab.input_processor import available_bytes
+
+    cfg = ModelConfig.preset(preset)
+    longest = max(contexts)
+    if longest > cfg.max_position_embeddings:
+        raise ValueError(
+            f"--context {longest} is invalid: expected at most max_position_embeddings="
+            f"{cfg.max_position_embeddings} of {preset}"
+        )
+    h = heads or cfg.num_attention_heads
+    elem = 2 if torch.cuda.is_available() else 4
+    need = 3 * min(longest, 65536) * h * (cfg.qk_nope_head_dim + cfg.v_head_dim) * elem
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    free = available_bytes(dev)
+    if free is not None and need > 0.8 * free:
+        raise ValueError(
+            f"--context {longest} needs about {need / 2**30:.1f} GiB for the prefill path "
+            f"with {h} heads and {free / 2**30:.1f} GiB is free: expected a shorter context "
+            "or fewer --heads"
+        )
+
+
 def _notebooks(args: argparse.Namespace) -> int:
     from pdlab.lab import copy_notebooks
 
@@ -220,6 +249,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.bench == "paths":
         from pdlab.bench import bench_paths, render_paths_table
 
+        _check_paths_fit(args.preset, args.context, args.heads)
         res = bench_paths(
             args.preset, args.context, args.heads, repeats=args.repeats, backend=args.backend
         )

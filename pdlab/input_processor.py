@@ -78,7 +78,7 @@ def validate_params(
 _BLOCK_OBJECT_BYTES = 250
 
 
-def _available_bytes(device: torch.device) -> int | None:
+def available_bytes(device: torch.device) -> int | None:
     """Memory free for new allocations on ``device``, or None where it cannot be told."""
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0]
@@ -106,7 +106,7 @@ def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, mo
     )
     host = cache_config.num_blocks * _BLOCK_OBJECT_BYTES + (cache if p.device.type == "cpu" else 0)
     for device, need in ((p.device, cache), (torch.device("cpu"), host)):
-        free = _available_bytes(device)
+        free = available_bytes(device)
         if free is not None and need > 0.9 * free:
             raise ValueError(
                 f"CacheConfig(num_blocks={cache_config.num_blocks}, "

@@ -19,8 +19,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
-import multiprocessing as mp
-import multiprocessing.connection as mp_connection
 import os
 import socket
 import sys
@@ -32,10 +30,8 @@ from typing import Any
 import torch
 
 from pdlab.config import (
-    AttentionConfig,
     CacheConfig,
     ModelConfig,
-    ParallelConfig,
     SchedulerConfig,
 )
 from pdlab.request import SamplingParams
@@ -191,10 +187,13 @@ def run_prefill(
     timeout_s: float = 120.0,
     max_in_flight: int | None = None,
     engine_kwargs: dict[str, Any] | None = None,
+    die_after_handoffs: int | None = None,
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
-    waiting for each answer would (so D's prefix cache sees the earlier prompts)."""
+    waiting for each answer would (so D's prefix cache sees the earlier prompts).
+    ``die_after_handoffs`` kills this process abruptly after that many hand-offs to D (a
+    fault test: D is then waiting to read blocks from a P that is gone)."""
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     t0 = time.monotonic()
@@ -214,7 +213,7 @@ def run_prefill(
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
     rids = [f"req-{i}" for i in range(len(prompts))]
-    next_prompt = 0
+    next_prompt = handed = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
         if transport.peer_failed:
@@ -241,6 +240,9 @@ def run_prefill(
                             "kv_transfer_params": out.kv_transfer_params,
                         },
                     )
+                    handed += 1
+                    if die_after_handoffs is not None and handed >= die_after_handoffs:
+                        os._exit(17)
         transport.pump()
         for msg in transport.inbox:
             if msg.type == RESULT:
@@ -345,144 +347,11 @@ def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float)
     return summary
 
 
-def _entry(role: str, kwargs: dict[str, Any], conn: Any) -> None:
-    torch.set_num_threads(1)
-    try:
-        fn = run_prefill if role == "prefill" else run_decode
-        conn.send((role, fn(**kwargs), None))
-    except (PeerUnreachable, ValueError) as e:  # already one line naming what was wrong
-        conn.send((role, None, str(e)))
-    except BaseException as e:  # noqa: BLE001 - reported to the launcher
-        conn.send((role, None, f"{type(e).__name__}: {e}".splitlines()[0][:300]))
-    finally:
-        conn.close()
-        # Skip interpreter teardown: a gloo group whose peer vanished can block in it.
-        os._exit(0)
+def __getattr__(name: str) -> Any:
+    """``run_pd_procs`` and ``PDProcsResult`` live in ``pdlab/pd_launch.py``; imported here
+    on first use, since the launcher's children import this module themselves."""
+    if name in ("run_pd_procs", "PDProcsResult"):
+        from pdlab import pd_launch
 
-
-@dataclass
-class PDProcsResult:
-    prefill: InstanceSummary | None
-    decode: InstanceSummary | None
-    errors: dict[str, str]
-    exitcodes: dict[str, int | None]
-    tracer: Tracer
-    seconds: float
-    # time.monotonic() when the launcher saw a side exit without a result
-    died_at: dict[str, float] = field(default_factory=dict)
-
-
-def run_pd_procs(
-    prompts: list[list[int]],
-    model_config: ModelConfig,
-    cache_config: CacheConfig | None = None,
-    scheduler_config: SchedulerConfig | None = None,
-    sampling_params: SamplingParams | None = None,
-    host: str = "127.0.0.1",
-    port: int = 0,
-    backend: str | None = "torch",
-    seed: int = 0,
-    timeout_s: float = 120.0,
-    die_after_requests: int | None = None,
-    max_in_flight: int | None = None,
-    grace_s: float = 15.0,
-    attention_config: AttentionConfig | None = None,
-    parallel_config: ParallelConfig | None = None,
-) -> PDProcsResult:
-    """Launch P and D as two processes on this machine and wait for both, on events: a
-    result, or a process exiting. When one side dies, the other notices at once (its
-    transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
-    so before it is killed."""
-    t0 = time.monotonic()
-    cache_config = cache_config or CacheConfig()
-    scheduler_config = scheduler_config or SchedulerConfig()
-    sampling_params = sampling_params or SamplingParams()
-    if port:
-        check_port_free(host, port)
-    port = port or free_port(host)
-    common = dict(
-        model_config=model_config,
-        cache_config=cache_config,
-        scheduler_config=scheduler_config,
-        host=host,
-        port=port,
-        backend=backend,
-        seed=seed,
-        timeout_s=timeout_s,
-        engine_kwargs={"attention_config": attention_config, "parallel_config": parallel_config},
-    )
-    kwargs = {
-        "prefill": dict(
-            common, prompts=prompts, sampling_params=sampling_params, max_in_flight=max_in_flight
-        ),
-        "decode": dict(common, die_after_requests=die_after_requests),
-    }
-    ctx = mp.get_context("spawn")
-    readers, procs = {}, {}
-    for role in ("prefill", "decode"):
-        reader, writer = ctx.Pipe(duplex=False)
-        procs[role] = ctx.Process(
-            target=_entry, name=f"pdlab-{role[0].upper()}", args=(role, kwargs[role], writer)
-        )
-        procs[role].start()
-        writer.close()  # the child holds its end; EOF here then means the child is gone
-        readers[role] = reader
-    got: dict[str, InstanceSummary] = {}
-    errors: dict[str, str] = {}
-    died_at: dict[str, float] = {}
-    # Spawning and importing torch count against no side's timeout_s: allow for them.
-    deadline = t0 + timeout_s + 30
-    pending = set(procs)
-    try:
-        while pending:
-            limit = min([deadline] + [t + grace_s for t in died_at.values()])
-            if time.monotonic() >= limit:
-                break
-            handles = [readers[r] for r in pending] + [procs[r].sentinel for r in pending]
-            mp_connection.wait(handles, timeout=limit - time.monotonic())
-            for role in list(pending):
-                proc, reader = procs[role], readers[role]
-                if not (reader.poll() or not proc.is_alive()):
-                    continue
-                try:
-                    _, summary, err = reader.recv()
-                except (EOFError, OSError):  # it exited without a word: it died
-                    proc.join(timeout=5)
-                    died_at[role] = time.monotonic()
-                    summary, err = None, f"process exited with code {proc.exitcode} and no result"
-                if summary is not None:
-                    got[role] = summary
-                else:
-                    errors[role] = err
-                pending.discard(role)
-        for role in pending:
-            errors[role] = f"no result within {time.monotonic() - t0:.0f} s; killed"
-    finally:
-        for p in procs.values():
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
-        for reader in readers.values():
-            reader.close()
-    tracer = Tracer()
-    tracer.meta.update(
-        {
-            "transport": "torch.distributed (gloo)",
-            "host": host,
-            "port": port,
-            "block_size": cache_config.block_size,
-        }
-    )
-    for role in ("prefill", "decode"):
-        if role in got:
-            tracer.extend(got[role].events)
-    return PDProcsResult(
-        got.get("prefill"),
-        got.get("decode"),
-        errors,
-        {r: p.exitcode for r, p in procs.items()},
-        tracer,
-        time.monotonic() - t0,
-        died_at,
-    )
+        return getattr(pd_launch, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

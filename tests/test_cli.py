@@ -241,3 +241,20 @@ def test_pd_roles_with_different_block_sizes_stop_at_the_handshake():
             d.wait()
     _one_error_line(p, "pd", "block_size differs between the two sides: P has 4, D has 8")
     assert d.returncode == 2 and "block_size differs" in d_err and "Traceback" not in d_err
+
+
+@pytest.mark.parametrize(
+    "context, needle",
+    [("1000000", "expected at most max_position_embeddings=163840"), ("163840", "GiB")],
+)
+def test_bench_paths_context_beyond_the_model_or_memory_is_one_line(context, needle, capsys):
+    import pdlab.input_processor as ip
+
+    # 1 GiB free, whatever this machine has: the check, not the machine, is under test
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ip, "available_bytes", lambda device: 2**30)
+        with pytest.raises(SystemExit) as e:
+            main(["bench", "paths", "--context", context])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("pdlab bench: error: --context") and needle in err

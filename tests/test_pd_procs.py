@@ -111,6 +111,24 @@ def test_dead_decode_frees_prefill_blocks_at_once_not_by_timeout():
     _no_children_left()
 
 
+def test_dead_prefill_frees_decode_blocks_and_decode_stops():
+    """P dies right after handing its first request to D, which has allocated blocks and
+    sent its read to a P that is gone: the read fails, D frees everything and stops."""
+    r = run_pd_procs(
+        PROMPTS[:2],
+        CFG,
+        CacheConfig(block_size=4, num_blocks=32),
+        SchedulerConfig(kv_transfer_timeout_s=3600.0),
+        SamplingParams(max_tokens=4),
+        timeout_s=120,
+        die_after_handoffs=1,
+    )
+    assert r.exitcodes["prefill"] == 17 and "exited with code 17" in r.errors["prefill"]
+    assert "decode" not in r.errors and r.exitcodes["decode"] == 0
+    assert r.decode.peer_failed and r.decode.num_free_blocks == r.decode.num_blocks
+    _no_children_left()
+
+
 def test_port_in_use_is_one_line_before_any_process_starts():
     import socket
 
