@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 
 def _jsonable(v: Any) -> Any:
@@ -37,6 +37,14 @@ def _jsonable(v: Any) -> Any:
     if hasattr(v, "name"):
         return v.name
     return str(v)
+
+
+class EventSink(Protocol):
+    """Where a component reports what it did: ``emit(kind, **fields)``. An engine passes its
+    own sink (which adds the instance and the step) to its runner, its attention and its
+    connector, so every event lands in one :class:`Tracer`."""
+
+    def __call__(self, kind: str, **fields: Any) -> None: ...
 
 
 class Tracer:

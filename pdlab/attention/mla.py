@@ -24,13 +24,25 @@ in cost, which every kernel call records in the trace.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from pdlab import kernels
 from pdlab.attention import cost
 from pdlab.attention.builder import MLAMetadata
+from pdlab.config import ModelConfig
+from pdlab.trace import EventSink
+
+
+class MLALayer(Protocol):
+    """What the attention reads from a layer (``DeepseekV2MLAAttention`` in
+    ``pdlab/model/deepseek.py``, or a stand-in in a benchmark): its config, its index in the
+    model (which cache and absorbed weights are its), and ``kv_b_proj``."""
+
+    cfg: ModelConfig
+    layer_idx: int
+    kv_b_proj: torch.nn.Linear
 
 
 @dataclass
@@ -44,7 +56,7 @@ class ForwardContext:
     backend: str | None = None
     num_kv_splits: int | None = None  # None: chosen per step by mla_decode (automatic)
     workspace_tokens: int = 2048
-    emit: Any = None  # callable(kind, **fields) or None
+    emit: EventSink | None = None
 
 
 class MLAAttention:
@@ -54,7 +66,7 @@ class MLAAttention:
         self._absorbed: dict[int, tuple[int, torch.Tensor, torch.Tensor]] = {}
 
     # ---- weights ---------------------------------------------------------------------
-    def absorbed_weights(self, layer: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def absorbed_weights(self, layer: MLALayer) -> tuple[torch.Tensor, torch.Tensor]:
         """``W_UK_T[H, nope, L]`` and ``W_UV[H, L, v]`` from ``kv_b_proj`` (vLLM's
         ``process_weights_after_loading``), recomputed if the weight changed."""
         w = layer.kv_b_proj.weight
@@ -73,7 +85,7 @@ class MLAAttention:
     # ---- entry -----------------------------------------------------------------------
     def __call__(
         self,
-        layer: Any,
+        layer: MLALayer,
         q: torch.Tensor,
         kv_c_normed: torch.Tensor,
         k_pe: torch.Tensor,
@@ -83,7 +95,7 @@ class MLAAttention:
 
     def forward(
         self,
-        layer: Any,
+        layer: MLALayer,
         q: torch.Tensor,
         kv_c_normed: torch.Tensor,
         k_pe: torch.Tensor,
@@ -117,7 +129,7 @@ class MLAAttention:
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
     def _forward_decode(
         self,
-        layer: Any,
+        layer: MLALayer,
         q: torch.Tensor,
         kv_cache: torch.Tensor,
         m: MLAMetadata,
@@ -196,7 +208,12 @@ class MLAAttention:
 
     # ---- prefill: up-project and run flash attention ---------------------------------
     def _up_project(
-        self, layer: Any, kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: Any, what: str
+        self,
+        layer: MLALayer,
+        kv_c: torch.Tensor,
+        k_pe: torch.Tensor,
+        ctx: ForwardContext,
+        what: str,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         cfg = layer.cfg
         h, n = cfg.num_attention_heads, cfg.qk_nope_head_dim
@@ -224,8 +241,8 @@ class MLAAttention:
 
     def _flash(
         self,
-        layer: Any,
-        ctx: Any,
+        layer: MLALayer,
+        ctx: ForwardContext,
         what: str,
         q: torch.Tensor,
         k: torch.Tensor,
@@ -278,7 +295,7 @@ class MLAAttention:
 
     def _forward_prefill(
         self,
-        layer: Any,
+        layer: MLALayer,
         q: torch.Tensor,
         kv_c: torch.Tensor,
         k_pe: torch.Tensor,
@@ -307,7 +324,7 @@ class MLAAttention:
 
     def _compute_prefill_context(
         self,
-        layer: Any,
+        layer: MLALayer,
         q: torch.Tensor,
         kv_cache: torch.Tensor,
         m: MLAMetadata,
@@ -388,7 +405,7 @@ class MLAAttention:
     @staticmethod
     def _record(
         ctx: ForwardContext,
-        layer: Any,
+        layer: MLALayer,
         name: str,
         path: str,
         shapes: dict[str, Any],

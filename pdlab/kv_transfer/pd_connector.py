@@ -42,9 +42,11 @@ from pdlab.kv_transfer.base import (
     KVConnectorWorkerBase,
     remote_prefill_params,
 )
+from pdlab.kv_transfer.transport import KVTransport
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import SchedulerOutput
+from pdlab.trace import EventSink
 
 ROLES = ("prefill", "decode")
 # P hands its blocks to D when its one token ended the request normally: by the length
@@ -74,7 +76,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self,
         role: str,
         engine_id: str,
-        transport: Any,
+        transport: KVTransport,
         block_size: int,
         timeout_s: float = 30.0,
         host: str = "localhost",
@@ -85,7 +87,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self.role, self.engine_id, self.transport = role, engine_id, transport
         self.block_size, self.timeout_s = block_size, timeout_s
         self.host, self.port = host, port
-        self.emit: Any = None  # set by the engine: emit(kind, **fields)
+        self.emit: EventSink | None = None  # set by the engine that owns this connector
         self.kv_caches: list[Any] = []
         self._need_recv: dict[str, ReqToRecv] = {}
         self._need_send: dict[str, float] = {}

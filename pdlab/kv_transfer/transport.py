@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -66,6 +66,48 @@ class ReadResult:
     num_blocks: int
     nbytes: int
     reason: str = ""
+
+
+class KVTransport(Protocol):
+    """What :class:`~pdlab.kv_transfer.pd_connector.PDConnector` needs from a transport,
+    the role NIXL plays for vLLM's ``NixlConnectorWorker``. Two implement it:
+    :class:`InProcessTransport` (both engines in one process) and
+    :class:`~pdlab.kv_transfer.dist.DistTransport` (two processes over ``torch.distributed``).
+    """
+
+    def register(
+        self, engine_id: str, kv_caches: list[torch.Tensor], claim: Claim | None = None
+    ) -> None:
+        """Make ``engine_id``'s caches readable; ``claim`` vets each read before it is served."""
+
+    def start_read(
+        self,
+        engine_id: str,
+        req_id: str,
+        remote_engine_id: str,
+        remote_block_ids: list[int],
+        local_caches: list[torch.Tensor],
+        local_block_ids: list[int],
+        remote_request_id: str | None = None,
+        *,
+        transfer_id: str | None = None,
+    ) -> None:
+        """D: begin copying the remote blocks into the local ones."""
+
+    def poll_reads(self, engine_id: str) -> list[ReadResult]:
+        """D: the reads that finished (or failed) since the last poll."""
+
+    def release(
+        self, remote_engine_id: str | None, remote_request_id: str, transfer_id: str | None = None
+    ) -> None:
+        """D will not read this hand-off: P may free its blocks."""
+
+    def take_served(self, engine_id: str) -> list[tuple[str, str | None]]:
+        """P: ``(request id, transfer id)`` of each hand-off read or released since the
+        last call."""
+
+    def describe(self) -> dict[str, Any]:
+        """A summary for the trace's metadata."""
 
 
 class InProcessTransport:

@@ -30,8 +30,11 @@ from pdlab.attention.metadata import (
 )
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
+from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.math_utils import cdiv
+from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
+from pdlab.trace import EventSink
 
 
 @dataclass
@@ -56,15 +59,15 @@ class CachedRequestState:
 class ModelRunner:
     def __init__(
         self,
-        model: Any,
+        model: DeepseekV2ForCausalLM,
         cache_config: CacheConfig,
         scheduler_config: SchedulerConfig,
         backend: str | None = None,
         seed: int = 0,
-        emit: Any = None,
+        emit: EventSink | None = None,
         num_kv_splits: int | None = None,
         workspace_tokens: int = 2048,
-        connector_worker: Any = None,
+        connector_worker: KVConnectorWorkerBase | None = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
     ) -> None:
