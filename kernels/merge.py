@@ -1,6 +1,6 @@
 """Merging two partial attention results by their log-sum-exp: ``merge_attn_states``.
 
-Mirrors vLLM's ``vllm/attention/ops/merge_attn_states.py`` and its Triton version
+Mirrors vLLM's ``vllm/v1/attention/ops/merge_attn_states.py`` and its Triton version
 ``triton_merge_attn_states.py`` (vLLM calls it with ``prefix_output, prefix_lse,
 suffix_output, suffix_lse``; its LSE is ``[heads, tokens]``, pdlab's is ``[tokens, heads]``).
 MLA's prefill path uses it to join attention over the cached context (computed chunk by

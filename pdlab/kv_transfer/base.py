@@ -1,7 +1,8 @@
 """The KV connector interface: how two engine instances hand a request's K/V to each other.
 
 Mirrors ``vllm/distributed/kv_transfer/kv_connector/v1/base.py`` (``KVConnectorBase_V1``,
-``KVConnectorMetadata``), with the P/D behaviour of ``nixl_connector.py`` as the model.
+``KVConnectorMetadata``), with the P/D behaviour of NixlConnector
+(``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``) as the model.
 In vLLM one class plays both roles (``KVConnectorRole.SCHEDULER`` in the scheduler process,
 ``KVConnectorRole.WORKER`` in each worker) and a concrete connector delegates to two halves
 (``NixlConnectorScheduler``, ``NixlConnectorWorker``). pdlab writes the two halves as two

@@ -1,7 +1,7 @@
 """A pretend KV connector, both roles in one object, for scheduler tests.
 
-It follows NixlConnector's protocol (``vllm/distributed/kv_transfer/kv_connector/v1/
-nixl_connector.py``) but moves no data: a receive or a send simply completes after a set
+It follows NixlConnector's protocol (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``,
+a package in vLLM 0.33.0) but moves no data: a receive or a send simply completes after a set
 number of steps (calls to ``get_finished``), or fails, as configured. The scheduler cannot
 tell the difference, which is the point: it sees only the interface in ``base.py``.
 """

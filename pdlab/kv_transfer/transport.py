@@ -1,6 +1,6 @@
 """How KV blocks travel from the prefill (P) instance to the decode (D) instance.
 
-vLLM's ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py``)
+vLLM's ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``)
 has D *read* P's registered cache memory: D asks for P's block ids, writes them into its own
 block ids, then notifies P, which may free its blocks. pdlab keeps that protocol with two
 transports:
