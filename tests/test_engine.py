@@ -177,3 +177,30 @@ def test_trace_records_steps_and_kernel_costs():
     ks = engine.tracer.filter("kernel")
     assert all(k["flops"] >= 0 and k["bytes"] > 0 for k in ks)
     assert {"reshape_and_cache_mla", "flash_attn_varlen", "mla_decode"} <= {k["name"] for k in ks}
+
+
+@pytest.mark.parametrize("workspace", [4, 8, 12])
+def test_context_chunks_smaller_than_the_context_give_the_same_tokens(workspace):
+    """Chunked prefill with a workspace of a few blocks: every later chunk's context is
+    gathered in several workspace-sized pieces (split on page boundaries, continued in the
+    next piece and merged by LSE), several requests share a piece, and the tokens still
+    equal the cacheless forward."""
+    engine = LLMEngine(
+        CFG,
+        CacheConfig(block_size=4, num_blocks=128),
+        SchedulerConfig(max_num_batched_tokens=9),
+        model=MODEL,
+        backend="torch",
+        workspace_tokens=workspace,
+        parallel_config=ParallelConfig(2),
+    )
+    prompts = _prompts(200 + workspace, 3, lo=10, hi=30)
+    outs = engine.generate(prompts, SamplingParams(max_tokens=3))
+    for p, o in zip(prompts, outs):
+        assert o.output_token_ids == _oracle(p, 3)
+    gathers = [
+        k for k in engine.tracer.filter("kernel", "local", layer=0) if k["name"] == "gather_cache"
+    ]
+    assert gathers and max(k["shapes"]["rows"] for k in gathers) <= workspace
+    assert any(k["shapes"]["seq_starts"][0] > 0 for k in gathers)  # a continued context
+    _free_everything(engine)
