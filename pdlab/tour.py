@@ -52,6 +52,19 @@ def positive_int(text: str) -> int:
     return v
 
 
+TOUR_MAX_TOKENS = 512
+
+
+def _tour_max_tokens(text: str) -> int:
+    v = positive_int(text)
+    if v > TOUR_MAX_TOKENS:
+        raise argparse.ArgumentTypeError(
+            f"{v} is more than the tour shows: expected 1 to {TOUR_MAX_TOKENS} "
+            "(`pdlab trace --max-tokens` runs longer generations)"
+        )
+    return v
+
+
 def _preset(text: str) -> str:
     try:
         ModelConfig.preset(text)
@@ -108,7 +121,12 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
-    p.add_argument("--max-tokens", type=positive_int, default=8, help="tokens to generate")
+    p.add_argument(
+        "--max-tokens",
+        type=_tour_max_tokens,
+        default=8,
+        help=f"tokens to generate (1 to {TOUR_MAX_TOKENS}; the tour runs the prompt four ways)",
+    )
     p.add_argument(
         "--backend",
         choices=BACKENDS,

@@ -299,6 +299,7 @@ def test_piped_output_has_no_escape_codes(tmp_path) -> None:
         (["--pcp", "0"], "--pcp"),
         (["--mla-backend", "cutlass"], "--mla-backend"),
         (["--max-tokens", "0"], "--max-tokens"),
+        (["--max-tokens", "100000"], "--max-tokens"),
     ],
 )
 def test_bad_tour_options_exit_2(capsys, args: list[str], needle: str) -> None:
