@@ -94,14 +94,14 @@ def run_checks() -> list[Check]:
 
         checks.append(Check("backend", True, backend.describe()))
     except Exception as e:  # noqa: BLE001
-        checks.append(
-            Check(
-                "backend",
-                False,
-                f"selection failed: {e}",
-                "set PDLAB_BACKEND=torch or reinstall triton",
-            )
-        )
+        msg = str(e)
+        if "PDLAB_CHECK_INDICES" in msg:
+            advice = "unset PDLAB_CHECK_INDICES, or set it to 1 (check) or 0 (skip)"
+        elif "PDLAB_BACKEND" in msg:
+            advice = "unset PDLAB_BACKEND, or set it to auto, triton or torch"
+        else:
+            advice = "set PDLAB_BACKEND=torch or reinstall triton"
+        checks.append(Check("backend", False, f"selection failed: {msg}", advice))
     checks.append(_package("numpy"))
     checks.append(_package("rich"))
     checks.append(_package("matplotlib"))
