@@ -22,7 +22,7 @@ def process_prompt(
     prompt: Any, tokenizer: Any, model_config: ModelConfig, max_model_len: int
 ) -> list[int]:
     """The prompt as token ids, or ``TypeError``/``ValueError`` naming what is wrong: text
-    or a list of ints, each a token id of the model, at most ``max_model_len`` of them."""
+    or a list of ints, each a token id of the model, fewer than ``max_model_len`` of them."""
     if isinstance(prompt, str):
         if not prompt:
             raise ValueError("prompt='' is invalid: expected a non-empty string")
@@ -44,9 +44,11 @@ def process_prompt(
                 f"prompt[{i}]={t} is invalid: expected a token id in [0, {vocab}) "
                 f"(vocab_size of model {model_config.name!r})"
             )
-    if len(ids) > max_model_len:
+    if len(ids) >= max_model_len:
+        # As vLLM's input processor: the prompt plus at least one output token must fit.
         raise ValueError(
-            f"prompt has {len(ids)} tokens: expected at most max_model_len={max_model_len}"
+            f"prompt has {len(ids)} tokens: expected fewer than max_model_len={max_model_len} "
+            "(one position is left for the first output token)"
         )
     return ids
 

@@ -38,7 +38,7 @@ def _engine(**kw):
         (
             {"prompt": list(range(10)) * 5},
             ValueError,
-            "prompt has 50 tokens: expected at most max_model_len=32",
+            "prompt has 50 tokens: expected fewer than max_model_len=32",
         ),
         ({"prompt": [1], "sampling_params": {"max_tokens": 2}}, TypeError, "sampling_params="),
         (
