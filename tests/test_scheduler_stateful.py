@@ -38,6 +38,10 @@ settings.register_profile(
     stateful_step_count=STEPS,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
+    # The same examples on every run and machine, so a failure reproduces; the long
+    # exploratory runs (thousands of examples) are done by hand with another profile.
+    derandomize=True,
+    database=None,
 )
 
 WAITING_STATES = (
