@@ -91,10 +91,13 @@ def _build(kind: str, src: Path, out: Path) -> Path:
 
 @pytest.mark.slow
 def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(tmp_path) -> None:
-    import setuptools
+    # The version from the metadata: importing setuptools here would fail its distutils
+    # check whenever an earlier test in this worker imported the standard library's one.
+    from importlib.metadata import version
 
-    if int(setuptools.__version__.split(".")[0]) < 77:
-        pytest.skip(f"setuptools {setuptools.__version__} < 77 cannot build an SPDX license")
+    setuptools_version = version("setuptools")
+    if int(setuptools_version.split(".")[0]) < 77:
+        pytest.skip(f"setuptools {setuptools_version} < 77 cannot build an SPDX license")
     src = _copy_tree(tmp_path / "src")
     sdist = _build("build_sdist", src, tmp_path / "dist")
     wheel = _build("build_wheel", src, tmp_path / "dist")
