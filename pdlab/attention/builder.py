@@ -191,24 +191,13 @@ def build_mla_metadata(
     """The model runner's two steps in one call, for a batch already in order: the common
     metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``), then the
     MLA builder's split. Tensors go to ``block_table``'s device."""
-    device = block_table.device
-    qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
-    qsl[1:] = torch.cumsum(torch.tensor(query_lens, dtype=torch.int32), 0)
-    seq_lens = [c + q for c, q in zip(num_computed_tokens, query_lens)]
-    computed = torch.tensor(num_computed_tokens, dtype=torch.int32)
-    cm = CommonAttentionMetadata(
-        query_start_loc=qsl.to(device),
-        query_start_loc_cpu=qsl,
-        seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-        num_reqs=len(query_lens),
-        num_actual_tokens=int(qsl[-1]),
-        max_query_len=max(query_lens, default=0),
-        max_seq_len=max(seq_lens, default=0),
-        block_table_tensor=block_table,
-        slot_mapping=slot_mapping,
-        is_prefilling=computed < torch.tensor(num_prompt_tokens, dtype=torch.int32),
-        req_ids=req_ids if req_ids is not None else [f"r{i}" for i in range(len(query_lens))],
-        num_computed_tokens_cpu=computed,
+    cm = CommonAttentionMetadata.from_batch(
+        query_lens,
+        num_computed_tokens,
+        num_prompt_tokens,
+        block_table,
+        slot_mapping,
+        req_ids if req_ids is not None else [f"r{i}" for i in range(len(query_lens))],
     )
     builder = MLAMetadataBuilder(block_size, attention_config, parallel_config, workspace_size)
     return builder.build(cm)

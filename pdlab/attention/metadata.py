@@ -62,6 +62,39 @@ class CommonAttentionMetadata:
     def query_lens_cpu(self) -> torch.Tensor:
         return self.query_start_loc_cpu[1:] - self.query_start_loc_cpu[:-1]
 
+    @classmethod
+    def from_batch(
+        cls,
+        query_lens: Sequence[int],
+        num_computed_tokens: Sequence[int],
+        num_prompt_tokens: Sequence[int],
+        block_table: torch.Tensor,
+        slot_mapping: torch.Tensor,
+        req_ids: Sequence[str],
+    ) -> CommonAttentionMetadata:
+        """The metadata of a batch already in order, as upstream's model runner builds it,
+        ``is_prefilling = num_computed_tokens < num_prompt_tokens`` included. Tensors go to
+        ``block_table``'s device; the ``_cpu`` ones stay on the CPU."""
+        device = block_table.device
+        qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
+        qsl[1:] = torch.cumsum(torch.tensor(list(query_lens), dtype=torch.int32), 0)
+        seq_lens = [c + q for c, q in zip(num_computed_tokens, query_lens)]
+        computed = torch.tensor(list(num_computed_tokens), dtype=torch.int32)
+        return cls(
+            query_start_loc=qsl.to(device),
+            query_start_loc_cpu=qsl,
+            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
+            num_reqs=len(query_lens),
+            num_actual_tokens=int(qsl[-1]),
+            max_query_len=max(query_lens, default=0),
+            max_seq_len=max(seq_lens, default=0),
+            block_table_tensor=block_table,
+            slot_mapping=slot_mapping.to(device),
+            is_prefilling=computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32),
+            req_ids=list(req_ids),
+            num_computed_tokens_cpu=computed,
+        )
+
 
 def split_decodes_and_prefills(
     common_attn_metadata: CommonAttentionMetadata,

@@ -268,27 +268,18 @@ class ModelRunner:
         block_table = torch.zeros(len(states), max_blocks, dtype=torch.int32)
         for i, s in enumerate(states):
             block_table[i, : len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
-        qsl = torch.zeros(len(states) + 1, dtype=torch.int32)
-        qsl[1:] = torch.cumsum(torch.tensor(q_lens), 0)
         device = self.kv_caches[0].device
-        seq_lens = [c + n for c, n in zip(computed, q_lens)]
-        computed_cpu = torch.tensor(computed, dtype=torch.int32)
-        # The learner's expression, computed for every request as upstream's runner does.
-        is_prefilling = computed_cpu < torch.tensor(prompts, dtype=torch.int32)
-        common = CommonAttentionMetadata(
-            query_start_loc=qsl.to(device),
-            query_start_loc_cpu=qsl,
-            seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-            num_reqs=len(rids),
-            num_actual_tokens=int(qsl[-1]),
-            max_query_len=max(q_lens),
-            max_seq_len=max(seq_lens),
-            block_table_tensor=block_table.to(device),
-            slot_mapping=torch.tensor(slots, dtype=torch.int64, device=device),
-            is_prefilling=is_prefilling,
-            req_ids=rids,
-            num_computed_tokens_cpu=computed_cpu,
+        common = CommonAttentionMetadata.from_batch(
+            q_lens,
+            computed,
+            prompts,
+            block_table.to(device),
+            torch.tensor(slots, dtype=torch.int64),
+            rids,
         )
+        # The learner's expression, computed for every request as upstream's runner does.
+        is_prefilling = common.is_prefilling
+        qsl = common.query_start_loc_cpu
         meta = builder.build(common)
         if self.emit is not None:
             for i, r in enumerate(rids):
