@@ -116,3 +116,12 @@ def free_queue_ids(sched):
 
 
 # ---- end of scheduler test helpers (sched) -------------------------------------------------
+
+
+# ---- P/D test helpers ---------------------------------------------------------------
+def pair_all_free(pair):
+    """Every block of both engines of a P/D pair is free and no transfer is pending."""
+    for eng in (pair.prefill, pair.decode):
+        m = eng.scheduler.kv_cache_manager
+        assert m.num_free_blocks == eng.cache_config.num_blocks, f"{eng.instance} leaked blocks"
+    assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0

@@ -3,6 +3,7 @@ mismatched pair. Each ends in correct tokens (recompute) or a clear error, with 
 held. Time is driven through the connector's clock, never slept."""
 
 import pytest
+from conftest import pair_all_free
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine
@@ -40,13 +41,6 @@ def _pair(num_blocks=64, timeout_s=5.0, **kw):
 def _colocated(prompt, n):
     e = LLMEngine(CFG, CacheConfig(block_size=BS, num_blocks=64), model=MODEL, backend="torch")
     return e.generate(prompt, SamplingParams(max_tokens=n))[0].output_token_ids
-
-
-def _all_free(pair):
-    for eng in (pair.prefill, pair.decode):
-        m = eng.scheduler.kv_cache_manager
-        assert m.num_free_blocks == eng.cache_config.num_blocks, f"{eng.instance} leaked blocks"
-    assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
 
 
 class Clock:
@@ -91,7 +85,7 @@ def test_read_after_p_timeout_with_blocks_reused_recomputes_same_tokens():
     assert pair.tracer.first("remote_kv_failed", "D", req_id=rid_a)
     assert pair.decode.get_output(rid_a).output_token_ids == _colocated(a, 4)
     assert pair.decode.get_output(rid_b).output_token_ids == _colocated(b, 2)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 @pytest.mark.skipif(KVTransferConfig is None, reason="needs KVTransferConfig (scheduler work)")
@@ -101,7 +95,7 @@ def test_read_after_p_timeout_fails_the_request_under_fail_policy():
     out = pair.decode.get_output(rid_a)
     assert out.finished and out.finish_reason == "error" and out.output_token_ids == []
     assert pair.decode.get_output(rid_b).output_token_ids == _colocated(b, 2)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_second_read_of_one_transfer_is_refused():
@@ -146,7 +140,7 @@ def test_read_with_bad_remote_block_ids_fails_once_and_recomputes(remote_block_i
     moved = pair.tracer.filter("kv_transfer", "D")
     assert len(moved) == 1 and not moved[0]["ok"] and needle in moved[0]["reason"]
     assert pair.decode.get_output("x").output_token_ids == _colocated(prompt, 3)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_pair_with_different_block_sizes_is_refused_before_any_request():

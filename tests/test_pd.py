@@ -4,6 +4,7 @@ the one-token short extend, and faults lose nothing."""
 import time
 
 import pytest
+from conftest import pair_all_free
 
 from pdlab.config import (
     CacheConfig,
@@ -38,13 +39,6 @@ def _colocated(prompt, n):
     return e.generate(prompt, SamplingParams(max_tokens=n))[0].output_token_ids
 
 
-def _all_free(pair):
-    for eng in (pair.prefill, pair.decode):
-        m = eng.scheduler.kv_cache_manager
-        assert m.num_free_blocks == eng.cache_config.num_blocks, f"{eng.instance} leaked blocks"
-    assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
-
-
 @pytest.mark.parametrize("pcp", [1, 2])
 @pytest.mark.parametrize("n", [3, BS, 3 * BS, 3 * BS + 1])
 def test_pd_equals_colocated_and_routes_the_short_extend(pcp, n):
@@ -76,7 +70,7 @@ def test_pd_equals_colocated_and_routes_the_short_extend(pcp, n):
         assert dec and dec[0]["shapes"]["seq_lens"] == [n]
     moved = t.first("kv_transfer", "D")
     assert moved["ok"] and len(moved["local_block_ids"]) == -(-n // BS)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 @pytest.mark.parametrize("pcp", [1, 2])
@@ -90,7 +84,7 @@ def test_local_prefix_hit_on_d_reads_only_the_tail(pcp):
     moved = pair.tracer.first("kv_transfer", "D")
     assert len(moved["remote_block_ids"]) == 2  # blocks 2 and 3 of 4; 0 and 1 were cached
     assert pair.tracer.first("remote_kv_ready", "D")["num_computed_tokens"] == len(prompt) - 1
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_several_prompts_interleaved():
@@ -99,7 +93,7 @@ def test_several_prompts_interleaved():
     outs = pair.generate(prompts, SamplingParams(max_tokens=4))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == _colocated(p, 4)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 @pytest.mark.parametrize("fault", ["fail", "corrupt"])
@@ -117,7 +111,7 @@ def test_failed_or_corrupt_transfer_falls_back_to_recompute(fault):
     assert sum(
         s["num_scheduled_tokens"] for s in steps if s["num_computed_tokens_before"] < len(prompt)
     ) == len(prompt)
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_abort_while_d_reads_frees_both_sides():
@@ -134,7 +128,7 @@ def test_abort_while_d_reads_frees_both_sides():
     for _ in range(6):
         pair.step()
     assert pair.decode.get_output(rid).finish_reason == "abort"
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_abort_before_d_reads_releases_p():
@@ -150,7 +144,7 @@ def test_abort_before_d_reads_releases_p():
     pair.decode.abort_request("r")
     pair.prefill.step()
     assert pair.tracer.filter("kv_release", "D")
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_d_that_never_reads_does_not_leak_p_blocks():
@@ -187,7 +181,7 @@ def test_p_requests_hold_blocks_until_read():
     while pair.has_unfinished_requests():
         pair.step()
     assert pair.decode.get_output(rid).finished
-    _all_free(pair)
+    pair_all_free(pair)
 
 
 def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
