@@ -117,9 +117,6 @@ class MLAMetadata:
     def query_lens(self) -> torch.Tensor:
         return self.query_start_loc[1:] - self.query_start_loc[:-1]
 
-    def is_decode(self) -> list[bool]:
-        return [i < self.num_decodes for i in range(self.num_reqs)]
-
 
 class MLAMetadataBuilder:
     """Builds :class:`MLAMetadata` from a :class:`CommonAttentionMetadata`."""

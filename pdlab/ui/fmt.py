@@ -88,19 +88,6 @@ def html_table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> 
     return f"<table style='{_TABLE}'><tr>{head}</tr>{body}</table>"
 
 
-def rich_table(title: str, headers: list[tuple[str, str]], rows: list[list[str]]) -> Any:
-    """A rich table; ``headers`` are ``(text, justify)`` pairs; cells are printed as given
-    (escape them first if they may hold rich markup)."""
-    from rich.table import Table
-
-    tab = Table(title=title)
-    for text, justify in headers:
-        tab.add_column(text, justify=justify)  # type: ignore[arg-type]
-    for r in rows:
-        tab.add_row(*r)
-    return tab
-
-
 # ---- the real source ---------------------------------------------------------------------
 @dataclass
 class SourceExcerpt:
