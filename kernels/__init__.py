@@ -10,8 +10,9 @@ public function takes ``backend=None`` ("triton" or "torch"; None = the one in f
 * ``decode_attention.py``: ``mla_decode``, absorbed MQA decode with split KV;
 * ``checks.py``: index-range checks every kernel runs before launch (on by default; off
   with ``PDLAB_CHECK_INDICES=0`` or ``set_index_checks(False)`` for benchmarking);
-* ``aot.py``: compile every kernel for sm_80/sm_90 without a GPU;
-* ``bench.py`` and ``gpu_check.py``: measurements, and the one command for GPU owners.
+
+Tools that measure or compile these kernels (``bench_kernels.py``, ``aot.py``,
+``gpu_check.py``) live in ``pdlab/tools/``.
 """
 
 from pdlab.kernels import backend as backend  # noqa: I001  (must come before any kernel)

@@ -59,7 +59,7 @@ def notebooks_dir() -> Path:
 # version or its notebooks does not import torch.
 _EXPORTS = {
     "LLMEngine": "pdlab.engine",
-    "PDPair": "pdlab.pd",
+    "PDPair": "pdlab.disagg.pair",
     "SamplingParams": "pdlab.request",
     "ModelConfig": "pdlab.config",
     "CacheConfig": "pdlab.config",

@@ -3,7 +3,7 @@
 Subcommands: ``tour`` (the guided walkthrough), ``trace`` (any prompt, any settings, its step
 table and trace), ``pd`` (prefill/decode disaggregation, in one process or two), ``bench``
 (``paths``, ``kernels``, ``sched``), ``doctor`` (what works on this machine), ``notebooks``
-(copy the shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/lab.py``). Bad
+(copy the shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``). Bad
 options exit with code 2 and a message naming the option; so does every other error (a bad
 environment variable, an unwritable output path, an allocation that fails, a peer that never
 comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are checked
@@ -55,7 +55,7 @@ def _port(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     from pdlab.config import PRESETS
-    from pdlab.tour import add_routing_arguments, positive_int
+    from pdlab.ui.tour import add_routing_arguments, positive_int
 
     p = argparse.ArgumentParser(
         prog="pdlab",
@@ -69,8 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"pdlab {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    # -- tour and trace (pdlab/tour.py) --
-    from pdlab import tour
+    # -- tour and trace (pdlab/ui/tour.py) --
+    from pdlab.ui import tour
 
     tour.add_tour_arguments(
         sub.add_parser("tour", help="guided walkthrough: why D runs the last prompt token again")
@@ -224,7 +224,7 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from pdlab.lab import copy_notebooks
+    from pdlab.tools.lab import copy_notebooks
 
     paths = copy_notebooks(args.dir, force=args.force)
     for path in paths:
@@ -247,7 +247,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     console = make_console()
     if args.bench == "paths":
-        from pdlab.bench import bench_paths, render_paths_table
+        from pdlab.tools.bench import bench_paths, render_paths_table
 
         _check_paths_fit(args.preset, args.context, args.heads)
         res = bench_paths(
@@ -255,7 +255,7 @@ def _bench(args: argparse.Namespace) -> int:
         )
         console.print(render_paths_table(res))
     elif args.bench == "kernels":
-        from pdlab.kernels.bench import bench_kernels, render_table
+        from pdlab.tools.bench_kernels import bench_kernels, render_table
 
         with Progress(console=console, transient=True) as prog:
             task = prog.add_task("kernels", total=None)
@@ -266,7 +266,7 @@ def _bench(args: argparse.Namespace) -> int:
             res = bench_kernels(quick=args.quick, progress=progress)
         console.print(render_table(res))
     else:
-        from pdlab.sched.bench import bench_scheduler
+        from pdlab.tools.bench_sched import bench_scheduler
 
         res = bench_scheduler(num_requests=args.requests, steps=args.steps)
         console.print(
@@ -293,13 +293,13 @@ def _pd(args: argparse.Namespace) -> int:
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
     cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=args.block_size)
-    from pdlab.tour import routing_configs
+    from pdlab.ui.tour import routing_configs
 
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
     if args.role is not None:
-        from pdlab import pd_procs
+        from pdlab.disagg import procs as pd_procs
 
         if args.port == 0:
             raise ValueError("--role needs --port (the same on both machines)")
@@ -360,7 +360,7 @@ def _pd(args: argparse.Namespace) -> int:
         # a gloo recv that teardown would abort ("terminate called ...").
         os._exit(0 if not s.peer_failed else 2)
     if args.procs == 1:
-        from pdlab.pd import PDPair
+        from pdlab.disagg.pair import PDPair
 
         pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
         outs = pair.generate(ids, sp)
@@ -368,7 +368,7 @@ def _pd(args: argparse.Namespace) -> int:
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
         }
         return render_pd_result(pair.tracer, prompts, outputs, errors={})
-    from pdlab.pd_procs import run_pd_procs
+    from pdlab.disagg.procs import run_pd_procs
 
     res = run_pd_procs(
         ids,
@@ -407,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
             _check_env()
         if args.command == "doctor":
-            from pdlab import doctor
+            from pdlab.tools import doctor
 
             return doctor.main(aot=args.aot)
         if args.command == "bench":
@@ -417,10 +417,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":
-            from pdlab.lab import run_lab
+            from pdlab.tools.lab import run_lab
 
             return run_lab(args.dir, args.port, args.ip, args.notebook, args.no_browser)
-        from pdlab import tour
+        from pdlab.ui import tour
 
         if args.command == "tour":
             return tour.run_tour(args)

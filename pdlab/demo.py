@@ -20,9 +20,9 @@ from typing import Any
 
 from pdlab.attention.cost import Cost
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine, one_thread
 from pdlab.math_utils import cdiv
-from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 

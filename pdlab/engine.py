@@ -4,7 +4,7 @@ Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/v1/engine/core.py`` (``Engin
 in one small class: text in through the byte tokenizer, tokens out, greedy by default so
 runs compare token for token. Every step is recorded in the tracer: what was scheduled,
 ``num_computed_tokens`` before and after, the routing decision, each kernel with its
-modelled cost, and each sampled token. The P/D pair lives in ``pdlab/pd.py``.
+modelled cost, and each sampled token. The P/D pair lives in ``pdlab/disagg/pair.py``.
 """
 
 from __future__ import annotations

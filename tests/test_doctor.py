@@ -3,8 +3,8 @@
 import subprocess
 import sys
 
-from pdlab import doctor
 from pdlab.kernels import backend
+from pdlab.tools import doctor
 
 
 def test_doctor_reports_backend(capsys):

@@ -6,9 +6,9 @@ import pytest
 from conftest import pair_all_free
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 
 try:  # added by the scheduler's kv_load_failure_policy work; until it lands D recomputes

@@ -10,7 +10,7 @@ from kernel_utils import HAS_TRITON  # imports pdlab.kernels (and its backend) b
 if not HAS_TRITON:
     pytest.skip("needs triton", allow_module_level=True)
 
-from pdlab.kernels import aot  # noqa: E402
+from pdlab.tools import aot  # noqa: E402
 
 
 @pytest.fixture(scope="module")

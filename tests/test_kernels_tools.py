@@ -9,7 +9,7 @@ import torch
 from rich.table import Table
 
 from pdlab.kernels.backend import triton_installed
-from pdlab.kernels.bench import bench_kernels, render_table
+from pdlab.tools.bench_kernels import bench_kernels, render_table
 
 
 def test_cpu_benchmark_times_the_twins_and_says_so():
@@ -76,8 +76,8 @@ def test_bench_paths_reports_each_path_beside_this_machines_floor():
     """The floor is max(FLOPs / matmul rate, bytes / copy rate), both rates measured in the
     same run; the cost model gives FLOPs and bytes."""
     from pdlab.attention import cost
-    from pdlab.bench import bench_paths, render_paths_table
     from pdlab.config import ModelConfig
+    from pdlab.tools.bench import bench_paths, render_paths_table
 
     res = bench_paths("deepseek-v3", contexts=[48], num_heads=2, repeats=1)
     c = res["ceilings"]
@@ -99,7 +99,9 @@ def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
     """gpu_check needs a GPU to mean anything, but its table is built by plain code: run
     it on the CPU at small shapes (CPU timer, torch twins where triton would be compiled)
     so that the GPU run does not meet its first bug."""
-    from pdlab.kernels import bench, decode_attention, flash_attn, gpu_check
+    from pdlab.kernels import decode_attention, flash_attn
+    from pdlab.tools import bench_kernels as bench
+    from pdlab.tools import gpu_check
 
     monkeypatch.setattr(bench, "_time_cuda", bench._time_cpu)
     monkeypatch.setattr(

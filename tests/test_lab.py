@@ -1,4 +1,5 @@
-"""``pdlab notebooks [DIR]`` and ``pdlab lab`` (``pdlab/lab.py``): the copies, the refusals, the
+"""``pdlab notebooks [DIR]`` and ``pdlab lab`` (``pdlab/tools/lab.py``): the copies, the refusals,
+the
 JupyterLab command line, and one real JupyterLab started the way ``make lab`` starts it."""
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import urllib.request
 
 import pytest
 
-from pdlab import lab, notebooks_dir
+from pdlab import notebooks_dir
 from pdlab.cli import main
+from pdlab.tools import lab
 
 SHIPPED = sorted(p.name for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
 

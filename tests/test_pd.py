@@ -13,9 +13,9 @@ from pdlab.config import (
     ParallelConfig,
     SchedulerConfig,
 )
+from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 
 CFG = ModelConfig.tiny()

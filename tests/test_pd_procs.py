@@ -7,8 +7,8 @@ import psutil
 import pytest
 
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.disagg.procs import run_pd_procs
 from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.pd_procs import run_pd_procs
 from pdlab.request import SamplingParams
 
 CFG = ModelConfig.tiny()

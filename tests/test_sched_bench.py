@@ -1,8 +1,8 @@
-"""The scheduler benchmark (pdlab/sched/bench.py) and the fake runner it drives."""
+"""The scheduler benchmark (pdlab/tools/bench_sched.py) and the fake runner it drives."""
 
 import pytest
 
-from pdlab.sched.bench import bench_scheduler
+from pdlab.tools.bench_sched import bench_scheduler
 
 
 def test_bench_scheduler_small():

@@ -340,8 +340,8 @@ def test_pd_pair_whose_p_token_is_a_stop_token_still_hands_off():
     """End to end on the tiny model: P's one token is a stop token; D still reads P's blocks
     (no recompute of the prompt), samples that token itself and stops, as colocated."""
     from pdlab.config import ModelConfig
+    from pdlab.disagg.pair import PDPair
     from pdlab.engine import LLMEngine
-    from pdlab.pd import PDPair
 
     cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=B, num_blocks=32)
     prompt = [(5 * i + 3) % 256 for i in range(2 * B + 3)]

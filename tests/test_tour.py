@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from pdlab import tour
 from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.trace import Tracer
+from pdlab.ui import tour
 from pdlab.ui.fmt import token_char
 from pdlab.ui.tour_route import COST_CONTEXTS
 

@@ -125,12 +125,12 @@ from pdlab.attention.metadata import (
 from pdlab.attention.mla import MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.demo import prompt_of_length, run_demo
+from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
-from pdlab.kernels.bench import published_peak
-from pdlab.pd import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.tools.bench_kernels import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels

@@ -20,7 +20,7 @@ plain ``send``, which completes at once because the peer's receiver is always wa
 Serving a READ is what tells P that D has its blocks, so P frees them then (vLLM: NIXL's
 notification), or after ``kv_transfer_timeout_s`` if no READ ever comes. A dead peer ends
 the receiver's ``recv`` with an error at once; ``peer_failed`` says so, and the engine loop
-in ``pdlab/pd_procs.py`` stops and frees what it held.
+in ``pdlab/disagg/procs.py`` stops and frees what it held.
 """
 
 from __future__ import annotations

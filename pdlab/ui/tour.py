@@ -233,8 +233,8 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
 
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab trace``: any prompts, any settings; print the step table, save the trace."""
+    from pdlab.disagg.pair import PDPair
     from pdlab.engine import LLMEngine
-    from pdlab.pd import PDPair
     from pdlab.request import SamplingParams
     from pdlab.ui.console import step_table
 

@@ -5,7 +5,7 @@ engine processes and waits on their sentinels so that the first one to die is no
 once. Here the launcher waits on two events per side, with no polling sleep: its result
 arriving through a pipe, or its process exiting. When one side dies, the other notices by
 itself (its transport's receive fails), frees what it held and reports; it gets ``grace_s``
-to do so before it is killed. The two sides are in ``pdlab/pd_procs.py``.
+to do so before it is killed. The two sides are in ``pdlab/disagg/procs.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.pd_procs import (
+from pdlab.disagg.procs import (
     InstanceSummary,
     PeerUnreachable,
     check_port_free,

@@ -1,6 +1,6 @@
 """P and D as two processes that exchange K/V over ``torch.distributed``.
 
-The same engines and connector as ``pdlab/pd.py``, with :class:`~pdlab.kv_transfer.dist.
+The same engines and connector as ``pdlab/disagg/pair.py``, with :class:`~pdlab.kv_transfer.dist.
 DistTransport` between them: rank 0 is the prefill instance (which here also plays vLLM's
 proxy: it holds the prompts, forwards each finished prefill to D with its
 ``kv_transfer_params`` and collects D's answers), rank 1 is the decode instance. By default
@@ -348,10 +348,10 @@ def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float)
 
 
 def __getattr__(name: str) -> Any:
-    """``run_pd_procs`` and ``PDProcsResult`` live in ``pdlab/pd_launch.py``; imported here
+    """``run_pd_procs`` and ``PDProcsResult`` live in ``pdlab/disagg/launch.py``; imported here
     on first use, since the launcher's children import this module themselves."""
     if name in ("run_pd_procs", "PDProcsResult"):
-        from pdlab import pd_launch
+        from pdlab.disagg import launch as pd_launch
 
         return getattr(pd_launch, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -165,13 +165,13 @@ def _smoke_check() -> Check:
 
 def run_aot() -> bool:
     """Compile every Triton kernel for sm_80 and sm_90 and print a row per kernel, target,
-    dtype and widths (``pdlab/kernels/aot.py``); True when all compiled."""
+    dtype and widths (``pdlab/tools/aot.py``); True when all compiled."""
     if _version("triton") is None:
         print("[FAIL] aot          triton is not installed: nothing to compile")
         return False
     from rich.console import Console
 
-    aot = importlib.import_module("pdlab.kernels.aot")
+    aot = importlib.import_module("pdlab.tools.aot")
     results = aot.run_aot_check()
     Console().print(aot.render_table(results))
     bad = [r for r in results if not r.ok]

@@ -12,7 +12,7 @@ which Hopper also runs). ``pdlab doctor --aot`` renders :func:`run_aot_check`.
 decorates: every kernel, and Triton's own ``@jit`` library functions such as ``tl.max`` and
 ``tl.cdiv``, become ``InterpretedFunction`` objects that the compiler cannot lower. That is
 decided at import, for the whole process, so when this process interprets, the check runs
-in a child Python with ``TRITON_INTERPRET=0`` (``python -m pdlab.kernels.aot``), which
+in a child Python with ``TRITON_INTERPRET=0`` (``python -m pdlab.tools.aot``), which
 streams one JSON line per build back. Run directly, the module prints the same lines.
 """
 
@@ -360,7 +360,7 @@ def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
     cmd = [
         sys.executable,
         "-m",
-        "pdlab.kernels.aot",
+        "pdlab.tools.aot",
         "--targets",
         *map(str, targets),
         "--dtypes",

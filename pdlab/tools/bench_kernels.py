@@ -59,13 +59,13 @@ CPU_NOTE = (
     "dense torch version of the same math: vs dense = twin / dense), on one thread: on a "
     "shared machine, two threads' barriers measure the neighbours' load. The Triton kernels run "
     "here only through the interpreter, whose timings mean nothing, so they are not "
-    "timed; run `python -m pdlab.kernels.gpu_check` on a CUDA machine."
+    "timed; run `python -m pdlab.tools.gpu_check` on a CUDA machine."
 )
 CPU_NOTE_NO_TRITON = (
     "CPU: the torch twins, each beside a dense torch version of the same math, on one "
     "thread. Triton is not installed here (it has Linux wheels only), so only the torch "
     "twins run; on a CUDA machine, "
-    "`pip install triton` and run `python -m pdlab.kernels.gpu_check`."
+    "`pip install triton` and run `python -m pdlab.tools.gpu_check`."
 )
 
 

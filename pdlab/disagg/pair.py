@@ -10,7 +10,7 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
    logits, and generates the whole answer.
 
 Both instances load the same weights (same seed), so the output equals a colocated run's.
-The cross-process version is in ``pdlab/pd_procs.py``.
+The cross-process version is in ``pdlab/disagg/procs.py``.
 """
 
 from __future__ import annotations

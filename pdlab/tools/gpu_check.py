@@ -1,4 +1,4 @@
-"""The one command for GPU owners: ``python -m pdlab.kernels.gpu_check``.
+"""The one command for GPU owners: ``python -m pdlab.tools.gpu_check``.
 
 On a CUDA machine it prints one table, in bf16 at DeepSeek-V3's widths, and writes it as
 JSON (``--json PATH``, default ``gpu_check.json``):
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 # kernels/ is installed as pdlab.kernels (editable), so the tests sit next to it in a checkout.
-TESTS = Path(__file__).resolve().parent.parent / "tests"
+TESTS = Path(__file__).resolve().parents[2] / "tests"
 
 
 def run_tests(extra: list[str] | None = None) -> dict:
@@ -99,8 +99,8 @@ L, R, D_QK, D_V, PAGE = 512, 64, 192, 128, 64
 
 
 def _decode_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
-    from pdlab.kernels.bench import _paged, _time_cuda
     from pdlab.kernels.decode_attention import mla_decode
+    from pdlab.tools.bench_kernels import _paged, _time_cuda
 
     rows = []
     dtype = torch.bfloat16
@@ -134,7 +134,7 @@ def _decode_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
 
 def _sdpa_decode(q, cache, table, ctx: int, reps: int) -> float | None:
     """torch SDPA on the same math, the rows gathered once beforehand (one KV head)."""
-    from pdlab.kernels.bench import _time_cuda
+    from pdlab.tools.bench_kernels import _time_cuda
 
     B, H, _ = q.shape
     try:
@@ -148,8 +148,8 @@ def _sdpa_decode(q, cache, table, ctx: int, reps: int) -> float | None:
 
 
 def _prefill_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
-    from pdlab.kernels.bench import _time_cuda
     from pdlab.kernels.flash_attn import flash_attn_varlen
+    from pdlab.tools.bench_kernels import _time_cuda
 
     H, dtype, rows = PREFILL["heads"], torch.bfloat16, []
     f = torch.nn.functional.scaled_dot_product_attention
@@ -211,7 +211,7 @@ def render(result: dict) -> Table:
 
 def run_benchmark(reps: int = 10) -> dict:
     """Measure the ceilings, then every case; a JSON-ready dict."""
-    from pdlab.kernels.bench import measure_ceilings
+    from pdlab.tools.bench_kernels import measure_ceilings
 
     device = torch.device("cuda")
     t0 = time.perf_counter()

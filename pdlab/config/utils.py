@@ -1,0 +1,22 @@
+"""Validation helpers shared by the configs: a bad value raises ``ValueError`` naming the
+config, the field, the value and what is allowed (vLLM's configs live in ``vllm/config/``;
+its ``utils.py`` holds their shared helpers).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fail(cls: str, name: str, value: Any, allowed: str) -> None:
+    raise ValueError(f"{cls}.{name}={value!r} is invalid: expected {allowed}")
+
+
+def _check_int(cls: str, name: str, value: Any, minimum: int = 1) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        _fail(cls, name, value, f"an integer >= {minimum}")
+
+
+def _check_positive_float(cls: str, name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        _fail(cls, name, value, "a number > 0")

@@ -1,0 +1,9 @@
+"""Prefill/decode disaggregation: a P engine and a D engine joined by a KV connector.
+
+* ``pair.py``: :class:`PDPair`, both engines in one process over an in-memory transport;
+* ``procs.py``: the same pair as two processes over ``torch.distributed`` (``pdlab pd``);
+* ``launch.py``: starts and watches those two processes, and reports a fault in one line.
+
+The connector and transports they use are in ``pdlab/kv_transfer/`` (vLLM's
+``vllm/distributed/kv_transfer/``).
+"""
