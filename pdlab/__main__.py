@@ -1,4 +1,4 @@
-"""``python -m pdlab``: the ``pdlab`` command (``pdlab/cli.py``), for environments whose
+"""``python -m pdlab``: the ``pdlab`` command (``pdlab/cli/``), for environments whose
 scripts folder is not on ``PATH``. Mirrors ``vllm/entrypoints/cli/main.py``'s role."""
 
 import sys

@@ -38,12 +38,12 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from pdlab.errors import one_line
 from pdlab.kv_transfer.transport import (
     Claim,
     ReadResult,
     blocks_checksum,
     check_block_ids,
-    one_line,
 )
 
 REQUEST, READ, BLOCKS, RESULT, SHUTDOWN, FAILED, HELLO = 1, 2, 3, 4, 5, 6, 7

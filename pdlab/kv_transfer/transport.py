@@ -25,6 +25,8 @@ from typing import Any, Protocol
 
 import torch
 
+from pdlab.errors import one_line
+
 
 def blocks_checksum(kv_caches: list[torch.Tensor], block_ids: list[int]) -> float:
     """A cheap integrity check over the rows of ``block_ids`` in every layer. NaN (unused
@@ -52,11 +54,6 @@ def check_block_ids(name: str, block_ids: Any, num_blocks: int) -> list[int]:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < num_blocks:
             raise ValueError(f"{name} contains {b!r}: expected block ids in [0, {num_blocks})")
     return list(block_ids)
-
-
-def one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]
 
 
 @dataclass

@@ -30,6 +30,7 @@ from pdlab.attention.metadata import (
 )
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
+from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.math_utils import cdiv
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -103,7 +104,7 @@ class ModelRunner:
             raise ValueError(
                 f"CacheConfig(num_blocks={cache_config.num_blocks}, "
                 f"block_size={cache_config.block_size}) is too large: the latent cache needs "
-                f"{gib:.1f} GiB on {p.device} and allocating it failed ({_one_line(e)}); "
+                f"{gib:.1f} GiB on {p.device} and allocating it failed ({one_line(e)}); "
                 "expected fewer blocks or a smaller block_size"
             ) from None
         self.requests: dict[str, CachedRequestState] = {}
@@ -200,14 +201,14 @@ class ModelRunner:
             return self._run_batch(so, good)
         except Exception as e:  # noqa: BLE001 - isolated below, reported per request
             if len(good) == 1:
-                self.req_errors[good[0]] = _one_line(e)
+                self.req_errors[good[0]] = one_line(e)
                 return {}
         sampled: dict[str, list[int]] = {}
         for r in good:
             try:
                 sampled.update(self._run_batch(so, [r]))
             except Exception as e:  # noqa: BLE001
-                self.req_errors[r] = _one_line(e)
+                self.req_errors[r] = one_line(e)
         return sampled
 
     def _input_error(self, rid: str, n: int) -> str | None:
@@ -352,8 +353,3 @@ class ModelRunner:
         # Sample on the CPU, where the request's seeded generator lives.
         probs = torch.softmax(logits.float().cpu() / t, dim=-1)
         return int(torch.multinomial(probs, 1, generator=s.generator))
-
-
-def _one_line(e: BaseException) -> str:
-    text = str(e).strip().splitlines()
-    return f"{type(e).__name__}: {text[0] if text else ''}"[:300]

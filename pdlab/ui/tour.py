@@ -19,18 +19,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.cli.args import add_routing_arguments, positive_int, routing_configs
 from pdlab.config import (
-    MLA_BACKENDS,
     PRESETS,
-    AttentionConfig,
     CacheConfig,
     ModelConfig,
-    ParallelConfig,
     SchedulerConfig,
 )
 from pdlab.engine import one_thread
@@ -42,16 +39,6 @@ BACKENDS = ("torch", "triton")
 
 
 # ---- arguments ---------------------------------------------------------------------------
-def positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
-    return v
-
-
 TOUR_MAX_TOKENS = 512
 
 
@@ -71,36 +58,6 @@ def _preset(text: str) -> str:
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
     return text
-
-
-def add_routing_arguments(p: argparse.ArgumentParser) -> None:
-    """The two switches upstream's MLA routing depends on, under upstream's names."""
-    p.add_argument(
-        "--pcp",
-        "--prefill-context-parallel-size",
-        dest="pcp",
-        type=positive_int,
-        default=1,
-        metavar="N",
-        help="prefill_context_parallel_size; above 1 the MLA builder passes "
-        "treat_short_extends_as_decodes=False (pdlab reproduces only this routing "
-        "consequence, not context parallelism itself)",
-    )
-    p.add_argument(
-        "--mla-backend",
-        type=str.lower,
-        choices=sorted(MLA_BACKENDS),
-        default="triton_mla",
-        help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
-    )
-
-
-def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """``attention_config`` and ``parallel_config`` for an engine, from the arguments."""
-    return {
-        "attention_config": AttentionConfig(args.mla_backend),
-        "parallel_config": ParallelConfig(args.pcp),
-    }
 
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:

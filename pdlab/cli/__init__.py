@@ -1,0 +1,130 @@
+"""The ``pdlab`` command (mirrors the role of ``vllm/entrypoints/cli/main.py``).
+
+Subcommands: ``tour`` (the guided walkthrough) and ``trace`` (any prompt, any settings, its
+step table; both in ``pdlab/ui/tour.py``), ``pd`` (prefill/decode disaggregation, in one
+process or two; ``pd.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
+``doctor`` (what works on this machine), ``notebooks`` (copy the shipped notebooks out) and
+``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``). Argument types and the shared options
+are in ``args.py``. Bad options exit with code 2 and a message naming the option; so does
+every other error (a bad environment variable, an unwritable output path, an allocation that
+fails, a peer that never comes): one line ``pdlab <command>: error: ...``, never a
+traceback. Output paths are checked before any work starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pdlab.cli.args import check_outputs
+from pdlab.errors import cli_message
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="pdlab",
+        description=(
+            "Run the prefill/decode path of an LLM inference engine: paged KV cache, vLLM-v1 "
+            "scheduler, MLA kernels, P/D disaggregation."
+        ),
+    )
+    from pdlab import __version__
+
+    p.add_argument("--version", action="version", version=f"pdlab {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    # -- tour and trace (pdlab/ui/tour.py) --
+    from pdlab.ui import tour
+
+    tour.add_tour_arguments(
+        sub.add_parser("tour", help="guided walkthrough: why D runs the last prompt token again")
+    )
+    tour.add_trace_arguments(
+        sub.add_parser(
+            "trace", help="run any prompt with any settings; print or save its step table"
+        )
+    )
+
+    from pdlab.cli import bench, pd
+
+    pd.add_arguments(sub)
+    bench.add_arguments(sub)
+
+    d = sub.add_parser("doctor", help="check what works on this machine")
+    d.add_argument(
+        "--aot", action="store_true", help="also compile every Triton kernel for sm_80 and sm_90"
+    )
+
+    nb = sub.add_parser(
+        "notebooks", help="copy the notebooks into a folder (default ./pdlab-notebooks)"
+    )
+    nb.add_argument("dir", nargs="?", type=Path, default=Path("pdlab-notebooks"), metavar="DIR")
+    nb.add_argument("--force", action="store_true", help="overwrite copies you have edited")
+    lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
+    lab.add_argument(
+        "--dir",
+        type=Path,
+        help="serve this folder (the notebooks are copied in if missing); default: the "
+        "checkout's notebooks/, or ./pdlab-notebooks",
+    )
+    lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
+    lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
+    lab.add_argument(
+        "--notebook", metavar="NAME", help="open this one, e.g. 05 or 05_pd_decode_side"
+    )
+    lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    return p
+
+
+def _check_env() -> None:
+    """A bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES`` is one line before any work."""
+    from pdlab.kernels import backend, checks
+
+    backend.get_backend()
+    checks.index_checks_enabled()
+
+
+def _notebooks(args: argparse.Namespace) -> int:
+    from pdlab.tools.lab import copy_notebooks
+
+    paths = copy_notebooks(args.dir, force=args.force)
+    for path in paths:
+        print(path)
+    print(f"{len(paths)} notebooks in {args.dir}; open them with: pdlab lab --dir {args.dir}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        check_outputs(args)
+        if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
+            _check_env()
+        if args.command == "doctor":
+            from pdlab.tools import doctor
+
+            return doctor.main(aot=args.aot)
+        if args.command == "bench":
+            from pdlab.cli import bench
+
+            return bench.run(args)
+        if args.command == "pd":
+            from pdlab.cli import pd
+
+            return pd.run(args)
+        if args.command == "notebooks":
+            return _notebooks(args)
+        if args.command == "lab":
+            from pdlab.tools.lab import run_lab
+
+            return run_lab(args.dir, args.port, args.ip, args.notebook, args.no_browser)
+        from pdlab.ui import tour
+
+        if args.command == "tour":
+            return tour.run_tour(args)
+        return tour.run_trace(args)
+    except KeyboardInterrupt:
+        parser.exit(130, f"pdlab {args.command}: interrupted\n")
+    except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
+        parser.exit(2, f"pdlab {args.command}: error: {cli_message(e)}\n")

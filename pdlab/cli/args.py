@@ -1,0 +1,119 @@
+"""The ``pdlab`` command's argument types and shared options.
+
+Each converter raises ``argparse.ArgumentTypeError`` with one line naming the value and what
+is allowed, so argparse prints ``pdlab <command>: error: argument --x: ...`` and exits 2.
+The routing switches (``--pcp``, ``--mla-backend``) carry upstream's names
+(``vllm/config/parallel.py``, ``vllm/config/attention.py``). Output paths are checked before
+any work starts, so a long run never ends in a failed save.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pdlab.config import MLA_BACKENDS, AttentionConfig, ParallelConfig
+
+
+def positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
+    return v
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a comma-separated list of integers"
+        ) from None
+    if not vals or min(vals) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1")
+    return vals
+
+
+def positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} is not a finite number > 0")
+    return v
+
+
+def port(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is not a port in [0, 65535]")
+    return v
+
+
+def add_routing_arguments(p: argparse.ArgumentParser) -> None:
+    """The two switches upstream's MLA routing depends on, under upstream's names."""
+    p.add_argument(
+        "--pcp",
+        "--prefill-context-parallel-size",
+        dest="pcp",
+        type=positive_int,
+        default=1,
+        metavar="N",
+        help="prefill_context_parallel_size; above 1 the MLA builder passes "
+        "treat_short_extends_as_decodes=False (pdlab reproduces only this routing "
+        "consequence, not context parallelism itself)",
+    )
+    p.add_argument(
+        "--mla-backend",
+        type=str.lower,
+        choices=sorted(MLA_BACKENDS),
+        default="triton_mla",
+        help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
+    )
+
+
+def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
+    """``attention_config`` and ``parallel_config`` for an engine, from the arguments."""
+    return {
+        "attention_config": AttentionConfig(args.mla_backend),
+        "parallel_config": ParallelConfig(args.pcp),
+    }
+
+
+def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> None:
+    """Raise ``ValueError`` unless ``path`` can be written (a file, or a directory to write
+    files into): checked before the work, so a long run never ends in a failed save."""
+    if path is None:
+        return
+    if path.exists():
+        if is_dir and not path.is_dir():
+            raise ValueError(f"{option} {path} is a file: expected a directory")
+        if not is_dir and path.is_dir():
+            raise ValueError(f"{option} {path} is a directory: expected a file path")
+    base = path if is_dir else path.parent
+    while not base.exists():  # the first folder that exists must take new entries
+        base = base.parent
+    if not base.is_dir():
+        raise ValueError(f"{option} {path} is not writable: {base} is a file, not a directory")
+    try:
+        with tempfile.TemporaryFile(dir=base):
+            pass
+    except OSError as e:
+        raise ValueError(f"{option} {path} is not writable: {e.strerror} in {base}") from None
+    if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
+        raise ValueError(f"{option} {path} is not writable: permission denied")
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    check_output_path("--json", getattr(args, "json", None))
+    check_output_path("--plots", getattr(args, "plots", None), is_dir=True)

@@ -1,0 +1,116 @@
+"""``pdlab bench paths|kernels|sched``: its arguments and what it runs.
+
+The measurements themselves are in ``pdlab/tools/bench.py`` (``paths``),
+``pdlab/tools/bench_kernels.py`` and ``pdlab/tools/bench_sched.py``; this module checks the
+request (a context the model cannot hold or the memory cannot fit is one line) and prints.
+Upstream's counterpart is ``vllm/entrypoints/cli/benchmark/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from pdlab.cli.args import int_list, positive_int
+from pdlab.config import PRESETS
+
+
+def add_arguments(sub: Any) -> None:
+    """``pdlab bench`` and its three subcommands, on the parser's subparsers."""
+    b = sub.add_parser("bench", help="measurements: paths, kernels, sched")
+    bsub = b.add_subparsers(dest="bench", required=True, metavar="WHAT")
+    bp = bsub.add_parser("paths", help="D's one-token step through both MLA paths")
+    bp.add_argument("--preset", choices=sorted(PRESETS), default="deepseek-v3")
+    bp.add_argument(
+        "--context",
+        type=int_list,
+        default=[1024, 4096, 16384],
+        help="comma-separated context lengths (default 1024,4096,16384)",
+    )
+    bp.add_argument("--heads", type=positive_int, help="override the preset's head count")
+    bp.add_argument("--repeats", type=positive_int, default=3)
+    bp.add_argument("--backend", choices=("torch", "triton"))
+    bk = bsub.add_parser("kernels", help="each kernel (GPU: GB/s and TFLOP/s vs peak)")
+    bk.add_argument("--quick", action="store_true")
+    bs = bsub.add_parser("sched", help="the scheduler's time per step")
+    bs.add_argument("--requests", type=positive_int, default=256)
+    bs.add_argument("--steps", type=positive_int, default=200)
+    for x in (bp, bk, bs):
+        x.add_argument("--json", type=Path, metavar="PATH", help="also write results as JSON")
+
+
+def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> None:
+    """``--context`` within the model's positions, and the prefill path's up-projected
+    context (one chunk of at most 65536 tokens, per head K and V, about three copies)
+    within free memory: the OS would grant more and then kill the process mid-run."""
+    import torch
+
+    from pdlab.config import ModelConfig
+    from pdlab.input_processor import available_bytes
+
+    cfg = ModelConfig.preset(preset)
+    longest = max(contexts)
+    if longest > cfg.max_position_embeddings:
+        raise ValueError(
+            f"--context {longest} is invalid: expected at most max_position_embeddings="
+            f"{cfg.max_position_embeddings} of {preset}"
+        )
+    h = heads or cfg.num_attention_heads
+    elem = 2 if torch.cuda.is_available() else 4
+    need = 3 * min(longest, 65536) * h * (cfg.qk_nope_head_dim + cfg.v_head_dim) * elem
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    free = available_bytes(dev)
+    if free is not None and need > 0.8 * free:
+        raise ValueError(
+            f"--context {longest} needs about {need / 2**30:.1f} GiB for the prefill path "
+            f"with {h} heads and {free / 2**30:.1f} GiB is free: expected a shorter context "
+            "or fewer --heads"
+        )
+
+
+def _write_json(path: Path | None, data: Any) -> None:
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(data, indent=1, default=str))
+        print(f"wrote {path}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.progress import Progress
+
+    from pdlab.ui.console import make_console
+
+    console = make_console()
+    if args.bench == "paths":
+        from pdlab.tools.bench import bench_paths, render_paths_table
+
+        _check_paths_fit(args.preset, args.context, args.heads)
+        res = bench_paths(
+            args.preset, args.context, args.heads, repeats=args.repeats, backend=args.backend
+        )
+        console.print(render_paths_table(res))
+    elif args.bench == "kernels":
+        from pdlab.tools.bench_kernels import bench_kernels, render_table
+
+        with Progress(console=console, transient=True) as prog:
+            task = prog.add_task("kernels", total=None)
+
+            def progress(done: int, total: int, label: str) -> None:
+                prog.update(task, completed=done, total=total, description=label)
+
+            res = bench_kernels(quick=args.quick, progress=progress)
+        console.print(render_table(res))
+    else:
+        from pdlab.tools.bench_sched import bench_scheduler
+
+        res = bench_scheduler(num_requests=args.requests, steps=args.steps)
+        console.print(
+            f"scheduler, {res['num_requests']} running requests decoding: "
+            f"median {res['median_us']:.0f} us per step "
+            f"({res['us_per_request']:.2f} us per request), mean "
+            f"{res['mean_us']:.0f} us over {res['steps']} steps"
+        )
+    _write_json(args.json, res)
+    return 0

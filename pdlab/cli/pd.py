@@ -1,0 +1,165 @@
+"""``pdlab pd``: prefill/decode disaggregation from the command line.
+
+``--procs 1`` runs :class:`pdlab.disagg.pair.PDPair` in this process; ``--procs 2`` (the
+default) starts P and D as two processes (``pdlab/disagg/launch.py``); ``--role`` runs one
+side, for two machines. Every fault is one line with exit 2. Upstream's counterpart is
+``vllm serve`` with a ``--kv-transfer-config`` (``vllm/entrypoints/cli/serve.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from pdlab.cli.args import (
+    add_routing_arguments,
+    port,
+    positive_float,
+    positive_int,
+    routing_configs,
+)
+from pdlab.errors import cli_message
+
+
+def add_arguments(sub: Any) -> None:
+    """``pdlab pd`` on the parser's subparsers."""
+    pd = sub.add_parser("pd", help="prefill/decode disaggregation: P and D in one process or two")
+    pd.add_argument(
+        "--procs",
+        type=int,
+        choices=(1, 2),
+        help="1: both engines in this process; 2: two processes over torch.distributed (default)",
+    )
+    pd.add_argument(
+        "--role",
+        choices=("prefill", "decode"),
+        help="run one side only (two machines): prefill holds the prompts",
+    )
+    pd.add_argument(
+        "--prompt",
+        action="append",
+        dest="prompts",
+        metavar="TEXT",
+        help="a prompt (repeat for a batch)",
+    )
+    pd.add_argument("--max-tokens", type=positive_int, default=8)
+    add_routing_arguments(pd)
+    pd.add_argument("--block-size", type=positive_int, default=4)
+    pd.add_argument("--host", default="127.0.0.1")
+    pd.add_argument("--port", type=port, default=0, help="0 picks a free port")
+    pd.add_argument("--backend", choices=("torch", "triton"), default="torch")
+    pd.add_argument("--timeout", type=positive_float, default=120.0, help="seconds, for every wait")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.request import SamplingParams
+    from pdlab.ui.console import render_pd_result
+
+    prompts = args.prompts or [
+        "Why does the decode instance run the last prompt token again?",
+        "The KV cache holds keys and values, not hidden states.",
+    ]
+    ids = [list(p.encode("utf-8")) for p in prompts]
+    if any(not i for i in ids):
+        print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
+        return 2
+    cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=args.block_size)
+    sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
+    routing = routing_configs(args)
+    sp = SamplingParams(max_tokens=args.max_tokens)
+    if args.role is not None:
+        from pdlab.disagg import procs as pd_procs
+
+        if args.port == 0:
+            raise ValueError("--role needs --port (the same on both machines)")
+        if args.procs is not None:
+            raise ValueError("--procs does not go with --role (each command runs one side)")
+        if args.role == "decode" and args.prompts:
+            raise ValueError("--prompt goes to --role prefill, which holds the prompts")
+        try:
+            if args.role == "prefill":
+                s = pd_procs.run_prefill(
+                    ids,
+                    sp,
+                    cfg,
+                    cache,
+                    sched,
+                    args.host,
+                    args.port,
+                    args.backend,
+                    timeout_s=args.timeout,
+                    engine_kwargs=routing,
+                )
+            else:
+                s = pd_procs.run_decode(
+                    cfg,
+                    cache,
+                    sched,
+                    args.host,
+                    args.port,
+                    args.backend,
+                    timeout_s=args.timeout,
+                    engine_kwargs=routing,
+                )
+        except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
+            print(f"pdlab pd: error: {cli_message(e)}", file=sys.stderr, flush=True)
+            os._exit(2)
+        print(
+            json.dumps(
+                {
+                    "role": s.role,
+                    "outputs": s.outputs,
+                    "steps": s.steps,
+                    "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",
+                    "peer_failed": s.peer_failed,
+                },
+                indent=1,
+            ),
+            flush=True,
+        )
+        if s.peer_failed:
+            peer = "decode" if args.role == "prefill" else "prefill"
+            print(
+                f"pdlab pd: error: the {peer} peer failed ({s.peer_failed}); this side "
+                "stopped and freed its blocks",
+                file=sys.stderr,
+            )
+        sys.stderr.flush()
+        # Leave without interpreter teardown: the transport's receiver thread is blocked in
+        # a gloo recv that teardown would abort ("terminate called ...").
+        os._exit(0 if not s.peer_failed else 2)
+    if args.procs == 1:
+        from pdlab.disagg.pair import PDPair
+
+        pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
+        outs = pair.generate(ids, sp)
+        outputs = {
+            o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
+        }
+        return render_pd_result(pair.tracer, prompts, outputs, errors={})
+    from pdlab.disagg.procs import run_pd_procs
+
+    res = run_pd_procs(
+        ids,
+        cfg,
+        cache,
+        sched,
+        sp,
+        args.host,
+        args.port,
+        args.backend,
+        timeout_s=args.timeout,
+        **routing,
+    )
+    if res.errors:
+        why = "; ".join(f"{role}: {err}" for role, err in sorted(res.errors.items()))
+        for side in (res.prefill, res.decode):
+            if side is not None and side.peer_failed:
+                why += f"; {side.role} stopped and freed its blocks ({side.peer_failed})"
+        raise ValueError(why)
+    outputs = res.prefill.outputs if res.prefill else {}
+    return render_pd_result(res.tracer, prompts, outputs, errors=res.errors)
