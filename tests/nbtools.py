@@ -22,7 +22,6 @@ import re
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pdlab.disagg.procs import free_port
 
 CHROMIUM_ENV = "PDLAB_CHROMIUM"
 # Looked up on PATH in this order: Debian/Ubuntu/Fedora/Arch names, then Google Chrome's.
@@ -209,12 +210,6 @@ def check_in_sync(ipynb_path, py_path=None) -> list[str]:
 # --------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _descendants(pid: int) -> list:
     import psutil
 
@@ -292,7 +287,7 @@ def running_jupyterlab(
     base_url = ""
     try:
         for _attempt in range(3):
-            port = _free_port()
+            port = free_port()
             base_url = f"http://127.0.0.1:{port}"
             cmd = [
                 sys.executable,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 
 from pdlab import notebooks_dir
 from pdlab.cli import main
+from pdlab.disagg.procs import free_port
 from pdlab.tools import lab
 
 SHIPPED = sorted(p.name for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))
@@ -83,16 +83,10 @@ def test_lab_bad_options(argv, needle, capsys, tmp_path) -> None:
     assert exc.value.code == 2 and needle in capsys.readouterr().err
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.skipif(os.name != "posix", reason="SIGTERM")
 def test_pdlab_lab_serves_the_notebooks_and_stops_on_sigterm(tmp_path) -> None:
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")}
     env["JUPYTER_CONFIG_DIR"] = str(tmp_path / "cfg")
     cmd = [sys.executable, "-m", "pdlab", "lab", "--dir", str(tmp_path / "nb"), "--no-browser"]

@@ -18,14 +18,28 @@ from typing import Any
 from pdlab.config import MLA_BACKENDS, AttentionConfig, ParallelConfig
 
 
-def positive_int(text: str) -> int:
+def _number(text: str, cast: type, ok: Any, allowed: str) -> Any:
+    """``cast(text)``, or one line saying what ``text`` is not."""
     try:
-        v = int(text)
+        v = cast(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not >= 1")
+        kind = "an integer" if cast is int else "a number"
+        raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+    if not ok(v):
+        raise argparse.ArgumentTypeError(f"{text} is not {allowed}")
     return v
+
+
+def positive_int(text: str) -> int:
+    return _number(text, int, lambda v: v >= 1, ">= 1")
+
+
+def positive_float(text: str) -> float:
+    return _number(text, float, lambda v: 0 < v < float("inf"), "a finite number > 0")
+
+
+def port(text: str) -> int:
+    return _number(text, int, lambda v: 0 <= v <= 65535, "a port in [0, 65535]")
 
 
 def int_list(text: str) -> list[int]:
@@ -38,26 +52,6 @@ def int_list(text: str) -> list[int]:
     if not vals or min(vals) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1")
     return vals
-
-
-def positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} is not a finite number > 0")
-    return v
-
-
-def port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"{v} is not a port in [0, 65535]")
-    return v
 
 
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:

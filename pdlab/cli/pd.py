@@ -81,30 +81,12 @@ def run(args: argparse.Namespace) -> int:
         if args.role == "decode" and args.prompts:
             raise ValueError("--prompt goes to --role prefill, which holds the prompts")
         try:
+            common = dict(timeout_s=args.timeout, engine_kwargs=routing)
+            where = (cfg, cache, sched, args.host, args.port, args.backend)
             if args.role == "prefill":
-                s = pd_procs.run_prefill(
-                    ids,
-                    sp,
-                    cfg,
-                    cache,
-                    sched,
-                    args.host,
-                    args.port,
-                    args.backend,
-                    timeout_s=args.timeout,
-                    engine_kwargs=routing,
-                )
+                s = pd_procs.run_prefill(ids, sp, *where, **common)
             else:
-                s = pd_procs.run_decode(
-                    cfg,
-                    cache,
-                    sched,
-                    args.host,
-                    args.port,
-                    args.backend,
-                    timeout_s=args.timeout,
-                    engine_kwargs=routing,
-                )
+                s = pd_procs.run_decode(*where, **common)
         except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
             print(f"pdlab pd: error: {cli_message(e)}", file=sys.stderr, flush=True)
             os._exit(2)

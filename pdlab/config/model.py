@@ -5,6 +5,7 @@ transformers).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from dataclasses import dataclass
@@ -128,93 +129,30 @@ class ModelConfig:
 
     # ---- presets ---------------------------------------------------------------------
     @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A preset by name: ``tiny``, ``deepseek-v2-lite``, ``deepseek-v2``, ``deepseek-v3``."""
+        key = name.lower().replace("_", "-") if isinstance(name, str) else name
+        if key not in PRESETS:
+            raise ValueError(f"preset={name!r} is invalid: expected one of {sorted(PRESETS)}")
+        return cls(**{"name": key, **copy.deepcopy(PRESETS[key]), **overrides})
+
+    @classmethod
     def tiny(cls, **overrides: Any) -> ModelConfig:
         """DeepSeek's structure with small numbers: a block table fits on a screen, and the
         latent row (64 + 16 = 80) is not a power of two, like the real 576 = 512 + 64."""
-        base = dict(
-            name="tiny",
-            vocab_size=258,
-            hidden_size=128,
-            intermediate_size=256,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            q_lora_rank=None,
-            kv_lora_rank=64,
-            qk_nope_head_dim=32,
-            qk_rope_head_dim=16,
-            v_head_dim=32,
-            max_position_embeddings=4096,
-        )
-        base.update(overrides)
-        return cls(**base)
+        return cls.preset("tiny", **overrides)
 
     @classmethod
     def deepseek_v2_lite(cls, **overrides: Any) -> ModelConfig:
-        base = dict(
-            name="deepseek-v2-lite",
-            vocab_size=102400,
-            hidden_size=2048,
-            intermediate_size=10944,
-            num_hidden_layers=27,
-            num_attention_heads=16,
-            q_lora_rank=None,
-            kv_lora_rank=512,
-            qk_nope_head_dim=128,
-            qk_rope_head_dim=64,
-            v_head_dim=128,
-            max_position_embeddings=163840,
-            rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
-        )
-        base.update(overrides)
-        return cls(**base)
+        return cls.preset("deepseek-v2-lite", **overrides)
 
     @classmethod
     def deepseek_v2(cls, **overrides: Any) -> ModelConfig:
-        base = dict(
-            name="deepseek-v2",
-            vocab_size=102400,
-            hidden_size=5120,
-            intermediate_size=12288,
-            num_hidden_layers=60,
-            num_attention_heads=128,
-            q_lora_rank=1536,
-            kv_lora_rank=512,
-            qk_nope_head_dim=128,
-            qk_rope_head_dim=64,
-            v_head_dim=128,
-            max_position_embeddings=163840,
-            rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
-        )
-        base.update(overrides)
-        return cls(**base)
+        return cls.preset("deepseek-v2", **overrides)
 
     @classmethod
     def deepseek_v3(cls, **overrides: Any) -> ModelConfig:
-        base = dict(
-            name="deepseek-v3",
-            vocab_size=129280,
-            hidden_size=7168,
-            intermediate_size=18432,
-            num_hidden_layers=61,
-            num_attention_heads=128,
-            q_lora_rank=1536,
-            kv_lora_rank=512,
-            qk_nope_head_dim=128,
-            qk_rope_head_dim=64,
-            v_head_dim=128,
-            max_position_embeddings=163840,
-            rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
-        )
-        base.update(overrides)
-        return cls(**base)
-
-    @classmethod
-    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """A preset by name: ``tiny``, ``deepseek-v2-lite``, ``deepseek-v2``, ``deepseek-v3``."""
-        key = name.lower().replace("_", "-")
-        if key not in PRESETS:
-            raise ValueError(f"preset={name!r} is invalid: expected one of {sorted(PRESETS)}")
-        return getattr(cls, PRESETS[key])(**overrides)
+        return cls.preset("deepseek-v3", **overrides)
 
     @classmethod
     def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
@@ -265,9 +203,58 @@ def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
     }
 
 
-PRESETS = {
-    "tiny": "tiny",
-    "deepseek-v2-lite": "deepseek_v2_lite",
-    "deepseek-v2": "deepseek_v2",
-    "deepseek-v3": "deepseek_v3",
+# DeepSeek's MLA widths, the same in V2-Lite, V2 and V3 (their config.json files).
+_DEEPSEEK_MLA: dict[str, Any] = dict(
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    max_position_embeddings=163840,
+)
+
+# Each preset's fields (the name is the key).
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        vocab_size=258,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        q_lora_rank=None,
+        kv_lora_rank=64,
+        qk_nope_head_dim=32,
+        qk_rope_head_dim=16,
+        v_head_dim=32,
+        max_position_embeddings=4096,
+    ),
+    "deepseek-v2-lite": dict(
+        vocab_size=102400,
+        hidden_size=2048,
+        intermediate_size=10944,
+        num_hidden_layers=27,
+        num_attention_heads=16,
+        q_lora_rank=None,
+        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        **_DEEPSEEK_MLA,
+    ),
+    "deepseek-v2": dict(
+        vocab_size=102400,
+        hidden_size=5120,
+        intermediate_size=12288,
+        num_hidden_layers=60,
+        num_attention_heads=128,
+        q_lora_rank=1536,
+        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        **_DEEPSEEK_MLA,
+    ),
+    "deepseek-v3": dict(
+        vocab_size=129280,
+        hidden_size=7168,
+        intermediate_size=18432,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+        q_lora_rank=1536,
+        rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
+        **_DEEPSEEK_MLA,
+    ),
 }

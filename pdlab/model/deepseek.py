@@ -12,7 +12,7 @@ the model-level oracle the engine is tested against. Called with a context (buil
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -20,6 +20,9 @@ from torch import nn
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.attention.rope import apply_rope, rope_cos_sin
 from pdlab.config import ModelConfig
+
+if TYPE_CHECKING:  # the paged path; the oracle path (ctx None) needs no kernels
+    from pdlab.attention.mla import ForwardContext
 
 
 class RMSNorm(nn.Module):
@@ -75,7 +78,11 @@ class DeepseekV2MLAAttention(nn.Module):
         return q, self.kv_a_layernorm(kv_c.contiguous()), k_pe
 
     def forward(
-        self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None, attn_impl: str = "absorb"
+        self,
+        positions: torch.Tensor,
+        x: torch.Tensor,
+        ctx: ForwardContext | None = None,
+        attn_impl: str = "absorb",
     ) -> torch.Tensor:
         cfg = self.cfg
         q, kv_c, k_pe = self.project(positions, x)
@@ -116,7 +123,11 @@ class DeepseekV2DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self, positions: torch.Tensor, x: torch.Tensor, ctx: Any = None, attn_impl: str = "absorb"
+        self,
+        positions: torch.Tensor,
+        x: torch.Tensor,
+        ctx: ForwardContext | None = None,
+        attn_impl: str = "absorb",
     ) -> torch.Tensor:
         x = x + self.self_attn(positions, self.input_layernorm(x), ctx, attn_impl)
         return x + self.mlp(self.post_attention_layernorm(x))
@@ -135,7 +146,7 @@ class DeepseekV2Model(nn.Module):
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        ctx: Any = None,
+        ctx: ForwardContext | None = None,
         attn_impl: str = "absorb",
     ) -> torch.Tensor:
         x = self.embed_tokens(input_ids)
@@ -178,7 +189,7 @@ class DeepseekV2ForCausalLM(nn.Module):
         self,
         input_ids: torch.Tensor,
         positions: torch.Tensor,
-        ctx: Any = None,
+        ctx: ForwardContext | None = None,
         attn_impl: str = "absorb",
     ) -> torch.Tensor:
         return self.model(input_ids, positions, ctx, attn_impl)
