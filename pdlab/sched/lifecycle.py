@@ -11,12 +11,10 @@ Upstream they are part of ``vllm/v1/core/sched/scheduler.py`` under the same nam
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
+from pdlab.kv_transfer.base import validate_kv_transfer_params
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import EngineCoreOutput, ModelRunnerOutput, SchedulerOutput
@@ -26,20 +24,6 @@ from pdlab.sched.utils import check_stop
 class RequestLifecycleMixin:
     """Requests in, results in, requests out: the methods of ``Scheduler`` outside
     ``schedule()``; they use its state, set in its ``__init__``."""
-
-    requests: dict[str, Request]
-    waiting: deque[Request]
-    skipped_waiting: deque[Request]
-    running: list[Request]
-    finished_req_ids: set[str]
-    finished_recving_kv_req_ids: set[str]
-    failed_recving_kv_req_ids: set[str]
-    _inflight_prefills: set[Request]
-    kv_cache_manager: KVCacheManager
-    connector: KVConnectorBase | None
-    max_model_len: int
-    block_size: int
-    recompute_kv_load_failures: bool
 
     # ---- requests in and out -----------------------------------------------------------
     def add_request(self, request: Request) -> None:

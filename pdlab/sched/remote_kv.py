@@ -20,11 +20,8 @@ with ``FINISHED_ERROR``, ``"recompute"`` computes the missing tokens locally.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.kv_transfer.base import KVConnectorBase
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
 from pdlab.sched.output import EngineCoreOutput, KVConnectorOutput
@@ -33,17 +30,6 @@ from pdlab.sched.output import EngineCoreOutput, KVConnectorOutput
 class RemoteKVMixin:
     """The KV-transfer methods of ``Scheduler``; they use its state, set in its
     ``__init__``."""
-
-    requests: dict[str, Request]
-    skipped_waiting: deque[Request]
-    kv_cache_manager: KVCacheManager
-    connector: KVConnectorBase | None
-    max_model_len: int
-    block_size: int
-    recompute_kv_load_failures: bool
-    finished_recving_kv_req_ids: set[str]
-    failed_recving_kv_req_ids: set[str]
-    _inflight_prefills: set[Request]
 
     # ---- admission ---------------------------------------------------------------------
     @staticmethod

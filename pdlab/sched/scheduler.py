@@ -1,10 +1,9 @@
 """The scheduler: which requests run this step, and how many tokens each computes.
 
-Mirrors ``vllm/v1/core/sched/scheduler.py``. This file holds ``Scheduler.schedule`` and
-``_update_after_schedule``; the rest of the class is in two files beside it:
-``lifecycle.py`` (``add_request``, ``update_from_output``, ``finish_requests``, with
-``check_stop`` in ``utils.py`` as upstream) and ``remote_kv.py`` (the KV connector's side:
-``_update_waiting_for_remote_kv``, ``_update_from_kv_xfer_finished``, failed loads).
+Mirrors ``vllm/v1/core/sched/scheduler.py``. ``schedule()`` is here; the rest of the
+class is in ``lifecycle.py`` (``add_request``, ``update_from_output``, ``finish_requests``;
+``check_stop`` is in ``utils.py``, as upstream) and ``remote_kv.py`` (the KV connector's
+side: ``_update_waiting_for_remote_kv``, finished transfers, failed loads).
 
 There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
 ``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
@@ -176,6 +175,8 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         scheduled_new_reqs: list[Request],
         num_scheduled_tokens: dict[str, int],
     ) -> None:
+        """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
+        order while the budget, the running slots and the blocks last."""
         # Requests passed over this step keep their place at the head of their queue.
         skipped: list[Request] = []
         while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
