@@ -146,7 +146,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py`; the `- 1` is at the end (vLLM 0.33.0 writes it as
+# `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
+# `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
 # `num_computed_tokens = num_tokens - 1`):
 
 # %%

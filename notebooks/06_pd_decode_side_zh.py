@@ -147,7 +147,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻，`- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
+# 的复刻（pdlab 把调度器中与 KV 传输相关的方法放在 `pdlab/sched/remote_kv.py`），`- 1` 在末尾
+# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)

@@ -103,7 +103,7 @@ class LLMEngine:
             self.cache_config,
             self.max_model_len,
             connector=kv_connector,
-            event_hook=self._on_sched_event,
+            emit=self._emit,
             kv_transfer_config=kv_transfer_config,
         )
         self.runner = ModelRunner(
@@ -138,9 +138,6 @@ class LLMEngine:
     # ---- trace -----------------------------------------------------------------------
     def _emit(self, kind: str, **fields: Any) -> None:
         self.tracer.emit(kind, self.instance, self.step_count, **fields)
-
-    def _on_sched_event(self, kind: str, fields: dict[str, Any]) -> None:
-        self._emit(kind, **fields)
 
     # ---- requests --------------------------------------------------------------------
     def add_request(

@@ -77,7 +77,7 @@ def make_scheduler(
         CacheConfig(block_size=block_size, num_blocks=num_blocks, enable_prefix_caching=caching),
         max_model_len,
         connector=connector,
-        event_hook=lambda kind, fields: events.append((kind, fields)),
+        emit=lambda kind, **fields: events.append((kind, fields)),
         kv_transfer_config=KVTransferConfig(kv_load_failure_policy=kv_load_failure_policy),
     )
     return sched, FakeModelRunner(connector, sample=sample), events

@@ -150,7 +150,7 @@ class SchedulerMachine(RuleBasedStateMachine):
             ),
             MAX_MODEL_LEN,
             connector=self.conn,
-            event_hook=self.on_event,
+            emit=self.on_event,
             kv_transfer_config=KVTransferConfig(kv_load_failure_policy=policy),
         )
         self.tokens: list[int] = []
@@ -162,7 +162,7 @@ class SchedulerMachine(RuleBasedStateMachine):
     def sample(self, req_id: str, position: int) -> int:
         return self.tokens.pop() if self.tokens else 0
 
-    def on_event(self, kind, fields):
+    def on_event(self, kind, **fields):
         hypothesis.event(kind)
         if kind == "remote_kv_ready":
             # The D-side rule: everything but the last token is computed.

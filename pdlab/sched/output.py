@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdlab.kv_transfer.base import KVConnectorMetadata
-from pdlab.request import SamplingParams
+from pdlab.request import Request, SamplingParams
 
 
 @dataclass
@@ -31,6 +31,17 @@ class NewRequestData:
     # Prompt and outputs so far. Equal to the prompt for a new request; longer for one
     # resumed after preemption, which is re-sent whole (as vLLM does for its V2 runner).
     all_token_ids: list[int] = field(default_factory=list)
+
+    @classmethod
+    def from_request(cls, request: Request, block_ids: list[int]) -> NewRequestData:
+        return cls(
+            req_id=request.request_id,
+            prompt_token_ids=list(request.prompt_token_ids),
+            sampling_params=request.sampling_params,
+            block_ids=block_ids,
+            num_computed_tokens=request.num_computed_tokens,
+            all_token_ids=list(request.all_token_ids),
+        )
 
 
 @dataclass

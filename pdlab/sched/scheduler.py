@@ -1,9 +1,9 @@
 """The scheduler: which requests run this step, and how many tokens each computes.
 
-Mirrors ``vllm/v1/core/sched/scheduler.py`` (``Scheduler.schedule``,
-``update_from_output``, ``_update_after_schedule``, ``_update_waiting_for_remote_kv``,
-``_update_from_kv_xfer_finished``, ``finish_requests``) and ``check_stop`` in
-``vllm/v1/core/sched/utils.py``.
+Mirrors ``vllm/v1/core/sched/scheduler.py``. ``schedule()`` is here; the rest of the
+class is in ``lifecycle.py`` (``add_request``, ``update_from_output``, ``finish_requests``;
+``check_stop`` is in ``utils.py``, as upstream) and ``remote_kv.py`` (the KV connector's
+side: ``_update_waiting_for_remote_kv``, finished transfers, failed loads).
 
 There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
 ``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
@@ -17,15 +17,6 @@ admitted only if its whole sequence fits in the free blocks
 runs out of blocks, the most recently admitted running request is preempted: its blocks
 are freed and it is recomputed later (prompt and outputs), as vLLM does.
 
-Waiting requests that already hold blocks (D side: K/V still arriving, or arrived and
-not yet scheduled) wait in ``skipped_waiting`` (upstream's ``kv_holding_waiting``), which
-is served before ``waiting``. Letting newer or preempted requests overtake them could
-starve everyone: a request that needs the blocks they hold would preempt itself forever.
-An asynchronous KV load is admitted only if its blocks fit beside what the prefills in
-flight still need (``_inflight_prefill_reserved_blocks``). A failed load follows
-``KVTransferConfig.kv_load_failure_policy``: ``"fail"`` (the default) ends the request
-with ``FINISHED_ERROR``, ``"recompute"`` computes the missing tokens locally.
-
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
 no speculative decoding, structured output, encoders, LoRA, priority policy, async
 scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
@@ -37,35 +28,28 @@ finished rather than the requests, and a request admitted with nothing to comput
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
 from typing import Any
 
 from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
-from pdlab.math_utils import cdiv
+from pdlab.kv_transfer.base import KVConnectorBase
 from pdlab.request import Request, RequestStatus
-from pdlab.sched.output import (
-    CachedRequestData,
-    EngineCoreOutput,
-    KVConnectorOutput,
-    ModelRunnerOutput,
-    NewRequestData,
-    SchedulerOutput,
-)
-
-EventHook = Callable[[str, dict[str, Any]], None]
+from pdlab.sched.lifecycle import RequestLifecycleMixin
+from pdlab.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from pdlab.sched.remote_kv import RemoteKVMixin
+from pdlab.trace import EventSink
 
 
-class Scheduler:
+class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
     def __init__(
         self,
         scheduler_config: SchedulerConfig,
         cache_config: CacheConfig,
         max_model_len: int,
         connector: KVConnectorBase | None = None,
-        event_hook: EventHook | None = None,
+        *,
+        emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
@@ -91,7 +75,7 @@ class Scheduler:
         self.block_size = cache_config.block_size
         self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
         self.connector = connector
-        self.event_hook = event_hook
+        self.emit = emit
 
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
@@ -106,107 +90,6 @@ class Scheduler:
         # load): what they still need is kept back when a new async load is admitted.
         self._inflight_prefills: set[Request] = set()
         self._long_prefill_token_threshold = 0  # this step's cap, set by schedule()
-
-    # ---- requests in and out -----------------------------------------------------------
-    def add_request(self, request: Request) -> None:
-        """Queue a new request. Raises ``ValueError`` (and queues nothing) when the request
-        can never run here."""
-        if not isinstance(request, Request):
-            raise ValueError(f"request={request!r} is invalid: expected a Request")
-        rid = request.request_id
-        if rid in self.requests:
-            raise ValueError(
-                f"request_id={rid!r} is invalid: a request with this id is "
-                "already in the scheduler; expected a unique id"
-            )
-        if (
-            request.status != RequestStatus.WAITING
-            or request.num_computed_tokens
-            or request.num_output_tokens
-        ):
-            raise ValueError(
-                f"request={request!r} is invalid: expected a fresh Request "
-                "that no scheduler has run"
-            )
-        if request.num_prompt_tokens >= self.max_model_len:
-            # As vLLM's input processor: the prompt plus at least one output token must fit.
-            raise ValueError(
-                f"prompt_token_ids has {request.num_prompt_tokens} tokens: expected fewer "
-                f"than max_model_len={self.max_model_len} (one position is left for the "
-                "first output token)"
-            )
-        # The longest sequence whose K/V the request will hold (the last sampled token is
-        # never fed back), which must fit the whole pool or the request could never finish.
-        max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
-        need = cdiv(max_len, self.block_size)
-        if need > self.kv_cache_manager.num_blocks:
-            raise ValueError(
-                f"the KV cache is too small for request {rid!r}: {max_len} tokens "
-                f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
-                f"at most max_model_len) need {need} blocks of {self.block_size}; expected "
-                f"at most num_blocks={self.kv_cache_manager.num_blocks}"
-            )
-        params = request.kv_transfer_params
-        validate_kv_transfer_params(params)
-        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
-            if self.connector is None:
-                raise ValueError(
-                    f"kv_transfer_params={params!r} is invalid here: expected "
-                    "a scheduler with a KV connector for P/D requests"
-                )
-        self.waiting.append(request)
-        self.requests[rid] = request
-
-    def finish_requests(
-        self, request_ids: str | Iterable[str], finished_status: RequestStatus
-    ) -> list[str]:
-        """Finish requests from outside (an abort). Unknown or finished ids are skipped;
-        returns the ids that were finished."""
-        if not RequestStatus.is_finished(finished_status):
-            raise ValueError(
-                f"finished_status={finished_status!r} is invalid: expected a FINISHED_* status"
-            )
-        if isinstance(request_ids, str):
-            request_ids = (request_ids,)
-        finished = []
-        for rid in dict.fromkeys(request_ids):
-            request = self.requests.get(rid)
-            if request is None or request.is_finished():
-                continue
-            if request.status == RequestStatus.RUNNING:
-                self.running.remove(request)
-            elif request in self.skipped_waiting:
-                self.skipped_waiting.remove(request)
-            elif request in self.waiting:
-                self.waiting.remove(request)
-            delay_free = False
-            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                # The worker may still be writing into the blocks: free them once it
-                # reports the receive finished, unless it already has.
-                delay_free = rid not in self.finished_recving_kv_req_ids
-                self.finished_recving_kv_req_ids.discard(rid)
-                self.failed_recving_kv_req_ids.discard(rid)
-            request.status = finished_status
-            self._free_request(request, delay_free_blocks=delay_free)
-            finished.append(rid)
-        return finished
-
-    def get_request(self, request_id: str) -> Request | None:
-        return self.requests.get(request_id)
-
-    def get_num_unfinished_requests(self) -> int:
-        return len(self.waiting) + len(self.skipped_waiting) + len(self.running)
-
-    def has_unfinished_requests(self) -> bool:
-        return self.get_num_unfinished_requests() > 0
-
-    def has_finished_requests(self) -> bool:
-        return len(self.finished_req_ids) > 0
-
-    def has_requests(self) -> bool:
-        """Anything left to step for: unfinished requests, finished ones the runner has not
-        been told about, or finished ones whose blocks wait for a KV send (P side)."""
-        return bool(self.requests) or self.has_finished_requests()
 
     # ---- one step: schedule ------------------------------------------------------------
     def schedule(self) -> SchedulerOutput:
@@ -265,28 +148,15 @@ class Scheduler:
         assert len(self.running) <= self.max_num_running_reqs
 
         new_reqs_data = [
-            NewRequestData(
-                req_id=r.request_id,
-                prompt_token_ids=list(r.prompt_token_ids),
-                sampling_params=r.sampling_params,
-                block_ids=self.kv_cache_manager.get_block_ids(r.request_id),
-                num_computed_tokens=r.num_computed_tokens,
-                all_token_ids=list(r.all_token_ids),
-            )
+            NewRequestData.from_request(r, self.kv_cache_manager.get_block_ids(r.request_id))
             for r in scheduled_new_reqs
         ]
-        cached = CachedRequestData()
-        for r in scheduled_running_reqs:
-            rid, c = r.request_id, r.num_computed_tokens
-            cached.req_ids.append(rid)
-            cached.resumed_from_preemption.append(False)
-            cached.new_token_ids.append(r.all_token_ids[c : c + num_scheduled_tokens[rid]])
-            cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
-            cached.num_computed_tokens.append(c)
-
+        cached_reqs_data = self._make_cached_request_data(
+            scheduled_running_reqs, num_scheduled_tokens, req_to_new_blocks
+        )
         scheduler_output = SchedulerOutput(
             scheduled_new_reqs=new_reqs_data,
-            scheduled_cached_reqs=cached,
+            scheduled_cached_reqs=cached_reqs_data,
             num_scheduled_tokens=num_scheduled_tokens,
             total_num_scheduled_tokens=total,
             finished_req_ids=self.finished_req_ids,
@@ -305,6 +175,8 @@ class Scheduler:
         scheduled_new_reqs: list[Request],
         num_scheduled_tokens: dict[str, int],
     ) -> None:
+        """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
+        order while the budget, the running slots and the blocks last."""
         # Requests passed over this step keep their place at the head of their queue.
         skipped: list[Request] = []
         while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
@@ -315,13 +187,9 @@ class Scheduler:
             rid = request.request_id
 
             # P/D: a request whose K/V are still arriving is passed over.
-            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                if not self._update_waiting_for_remote_kv(request):
-                    skipped.append(queue.popleft())
-                    continue
-                request.status = (
-                    RequestStatus.PREEMPTED if request.num_preemptions else RequestStatus.WAITING
-                )
+            if not self._handle_blocked_waiting_request(request):
+                skipped.append(queue.popleft())
+                continue
 
             num_external_tokens, load_kv_async = 0, False
             did_prefix_cache_lookup = request.num_computed_tokens == 0
@@ -401,22 +269,10 @@ class Scheduler:
                 self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
 
             if load_kv_async:
-                # As vLLM 0.33.0: while the K/V arrive the request already counts them as
-                # computed (local hit + external tokens); a failed load resets the count,
-                # and _update_waiting_for_remote_kv caches the blocks once they hold data.
-                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
-                request.num_computed_tokens = num_computed_tokens
-                request.num_external_computed_tokens = num_external_tokens
-                self._inflight_prefills.add(request)
-                skipped.append(request)
-                self._emit(
-                    "waiting_for_remote_kvs",
-                    req_id=rid,
-                    num_external_tokens=num_external_tokens,
-                    num_local_tokens=num_local_tokens,
-                    num_computed_tokens=num_computed_tokens,
-                    block_ids=self.kv_cache_manager.get_block_ids(rid),
+                self._start_async_kv_load(
+                    request, num_computed_tokens, num_external_tokens, num_local_tokens
                 )
+                skipped.append(request)
                 continue
 
             resumed = request.status == RequestStatus.PREEMPTED
@@ -446,24 +302,6 @@ class Scheduler:
         for request in reversed(skipped):
             queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
             queue.appendleft(request)
-
-    @staticmethod
-    def _holds_kv_blocks(request: Request) -> bool:
-        """Whether a waiting request holds blocks (vLLM's ``_holds_kv_blocks``): K/V
-        arriving, or arrived and not yet scheduled."""
-        return (
-            request.num_computed_tokens > 0
-            or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
-        )
-
-    def _request_remaining_blocks(self, request: Request) -> int:
-        """Blocks ``request`` still lacks to hold its whole sequence."""
-        num_tokens = min(request.num_tokens, self.max_model_len)
-        return self.kv_cache_manager.get_num_blocks_to_allocate(request.request_id, num_tokens)
-
-    def _inflight_prefill_reserved_blocks(self) -> int:
-        """Blocks the prefills in flight still need to finish (their reservation)."""
-        return sum(self._request_remaining_blocks(r) for r in self._inflight_prefills)
 
     def _cap_new_tokens(self, num_new_tokens: int, token_budget: int) -> int:
         threshold = self._long_prefill_token_threshold
@@ -500,256 +338,23 @@ class Scheduler:
                 self._inflight_prefills.discard(request)  # its prefill is complete
         self.finished_req_ids = set()
 
-    # ---- one step: results -------------------------------------------------------------
-    def update_from_output(
-        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
-    ) -> list[EngineCoreOutput]:
-        """Append sampled tokens, stop finished requests, and apply the KV connector's
-        report. Returns one ``EngineCoreOutput`` per request with news."""
-        active = self._check_runner_output(scheduler_output, model_runner_output)
-        kv_out = model_runner_output.kv_connector_output
-        failed_kv_load_req_ids: set[str] = set()
-        if kv_out is not None:
-            failed_kv_load_req_ids = self._handle_failed_recvs(kv_out)
-
-        outputs: list[EngineCoreOutput] = []
-        stopped: set[Request] = set()
-        for request, new_token_ids in active:
-            if request.request_id in failed_kv_load_req_ids:
-                continue
-            stop = False
-            if new_token_ids:
-                new_token_ids, stop = self._update_request_with_output(request, new_token_ids)
-            kv_transfer_params = None
-            finish_reason = None
-            if stop:
-                finish_reason = request.get_finished_reason()
-                kv_transfer_params = self._free_request(request)
-                stopped.add(request)
-            if new_token_ids or stop:
-                outputs.append(
-                    EngineCoreOutput(
-                        req_id=request.request_id,
-                        new_token_ids=new_token_ids,
-                        finish_reason=finish_reason,
-                        kv_transfer_params=kv_transfer_params,
-                        num_cached_tokens=request.num_cached_tokens,
-                    )
-                )
-        if stopped:
-            self.running = [r for r in self.running if r not in stopped]
-        if failed_kv_load_req_ids and not self.recompute_kv_load_failures:
-            # kv_load_failure_policy="fail": the request ends with an error. Its blocks
-            # are freed below, once the worker has reported the receive over.
-            failed = {rid: self.requests[rid] for rid in failed_kv_load_req_ids}
-            for rid in self.finish_requests(failed, RequestStatus.FINISHED_ERROR):
-                outputs.append(
-                    EngineCoreOutput(
-                        req_id=rid,
-                        new_token_ids=[],
-                        finish_reason=failed[rid].get_finished_reason(),
-                        num_cached_tokens=failed[rid].num_cached_tokens,
-                    )
-                )
-        if kv_out is not None:
-            self._update_from_kv_xfer_finished(kv_out)
-        return outputs
-
-    def _check_runner_output(
-        self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
-    ) -> list[tuple[Request, list[int]]]:
-        """Pair each scheduled, still-running request with its sampled tokens, checking the
-        runner's answer before anything changes."""
-        index = model_runner_output.req_id_to_index
-        sampled = model_runner_output.sampled_token_ids
-        active = []
-        for rid in scheduler_output.num_scheduled_tokens:
-            request = self.requests.get(rid)
-            if request is None or request.is_finished():
-                continue  # aborted while the step ran
-            if rid not in index:
-                raise ValueError(
-                    f"model_runner_output has no entry for scheduled request "
-                    f"{rid!r}: expected one per scheduled request"
-                )
-            tokens = list(sampled[index[rid]])
-            complete = request.num_computed_tokens >= request.num_tokens
-            if len(tokens) != int(complete):
-                raise ValueError(
-                    f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
-                    f"{'one token' if complete else '[] (its prompt is not complete)'} after "
-                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed"
-                )
-            active.append((request, tokens))
-        return active
-
-    def _update_request_with_output(
-        self, request: Request, new_token_ids: list[int]
-    ) -> tuple[list[int], bool]:
-        for n, token_id in enumerate(new_token_ids, 1):
-            request.append_output_token_ids(token_id)
-            if self._check_stop(request):
-                return new_token_ids[:n], True
-        return new_token_ids, False
-
-    def _check_stop(self, request: Request) -> bool:
-        """vLLM's ``check_stop``: a stop token first, then the length limits."""
-        last = request.output_token_ids[-1]
-        if last in request.sampling_params.stop_token_ids:
-            request.status = RequestStatus.FINISHED_STOPPED
-            request.stop_reason = last
-            return True
-        if (
-            request.num_tokens >= self.max_model_len
-            or request.num_output_tokens >= request.max_tokens
-        ):
-            request.status = RequestStatus.FINISHED_LENGTH_CAPPED
-            return True
-        return False
-
-    def _free_request(
-        self, request: Request, delay_free_blocks: bool = False
-    ) -> dict[str, Any] | None:
-        """A request finished: tell the connector, then free its blocks unless the
-        connector (a P-side send) or an in-flight receive needs them a while longer."""
-        assert request.is_finished()
-        self._inflight_prefills.discard(request)
-        delay_by_connector, kv_transfer_params = False, None
-        if self.connector is not None:
-            # The blocks that hold computed tokens (vLLM's
-            # get_block_ids_for_computed_tokens).
-            num_blocks = cdiv(request.num_computed_tokens, self.block_size)
-            block_ids = self.kv_cache_manager.get_block_ids(request.request_id)[:num_blocks]
-            delay_by_connector, kv_transfer_params = self.connector.request_finished(
-                request, block_ids
-            )
-        self.finished_req_ids.add(request.request_id)
-        delay = delay_free_blocks or delay_by_connector
-        self._emit(
-            "finish",
-            req_id=request.request_id,
-            status=request.status.name,
-            finish_reason=request.get_finished_reason(),
-            delay_free=delay,
-            num_output_tokens=request.num_output_tokens,
-            kv_transfer_params=kv_transfer_params,
-        )
-        if not delay:
-            self._free_blocks(request)
-        return kv_transfer_params
-
-    def _free_blocks(self, request: Request) -> None:
-        assert request.is_finished()
-        self._free_kv(request)
-        del self.requests[request.request_id]
-
-    def _free_kv(self, request: Request) -> None:
-        block_ids = self.kv_cache_manager.get_block_ids(request.request_id)
-        self.kv_cache_manager.free(request)
-        if block_ids:
-            self._emit("free", req_id=request.request_id, block_ids=block_ids)
-
-    # ---- KV connector ------------------------------------------------------------------
-    def _update_waiting_for_remote_kv(self, request: Request) -> bool:
-        """D side: if the worker reported the request's K/V received, make it schedulable.
-        Returns whether it is ready.
-
-        While the K/V arrive, ``num_computed_tokens`` already counts them (local hit plus
-        external tokens, ``N`` for a whole prompt), as in vLLM 0.33.0. Once they have
-        arrived the blocks are cached (hashed), only now that they hold data, and then,
-        when the count equals ``num_tokens``, one is subtracted. The transfer brought each
-        layer's keys and values for every prompt token, but not the final hidden state of
-        the last one, and the logits for the first output token are computed from that
-        hidden state. So the last prompt token is scheduled again: a one-token step over
-        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and yields
-        the logits.
-
-        After a failed load (``kv_load_failure_policy="recompute"``) the count was already
-        cut to the tokens before the first failed block: those blocks are cached, or, if
-        none is left, all blocks are freed, and the rest is computed locally.
-        """
-        rid = request.request_id
-        if rid not in self.finished_recving_kv_req_ids:
-            return False
-        self.finished_recving_kv_req_ids.remove(rid)
-        block_ids = self.kv_cache_manager.get_block_ids(rid)
-        if rid in self.failed_recving_kv_req_ids:
-            self.failed_recving_kv_req_ids.remove(rid)
-            if request.num_computed_tokens:
-                self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
-            else:
-                self._free_kv(request)
-            self._emit(
-                "remote_kv_failed",
-                req_id=rid,
-                num_computed_tokens=request.num_computed_tokens,
-                num_tokens=request.num_tokens,
-                block_ids=block_ids,
-            )
-        else:
-            before_adjust = request.num_computed_tokens
-            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
-            self._emit(
-                "remote_kv_ready",
-                req_id=rid,
-                num_computed_tokens_before_adjust=before_adjust,
-                num_computed_tokens=before_adjust - (before_adjust == request.num_tokens),
-                num_tokens=request.num_tokens,
-                num_prompt_tokens=request.num_prompt_tokens,
-                block_ids=block_ids,
-            )
-        if request.num_computed_tokens == request.num_tokens:
-            request.num_computed_tokens = request.num_tokens - 1
-        return True
-
-    def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> set[str]:
-        """Apply failed asynchronous receives (vLLM's ``_handle_failed_recving`` and the
-        async half of ``_handle_invalid_blocks``): a request whose whole receive failed
-        keeps no token; one whose blocks partly failed keeps the tokens before the first
-        failed block. Under the "recompute" policy they are marked for local recompute
-        and none is returned; under "fail" nothing is marked and the affected ids are
-        returned, to be finished with an error. pdlab's connectors report failures of
-        asynchronous loads only."""
-        affected: set[str] = set()
-        for rid in kv_out.failed_recving:
-            request = self.requests.get(rid)
-            if request is not None and request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                affected.add(rid)
-                if self.recompute_kv_load_failures:
-                    request.num_computed_tokens = 0
-                    self.failed_recving_kv_req_ids.add(rid)
-        if kv_out.invalid_block_ids:
-            for request in self.skipped_waiting:
-                if request.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
-                    continue
-                rid = request.request_id
-                block_ids = self.kv_cache_manager.get_block_ids(rid)
-                num_blocks = cdiv(request.num_computed_tokens, self.block_size)
-                for i, block_id in enumerate(block_ids[:num_blocks]):
-                    if block_id in kv_out.invalid_block_ids:
-                        affected.add(rid)
-                        if self.recompute_kv_load_failures:
-                            request.num_computed_tokens = i * self.block_size
-                            self.failed_recving_kv_req_ids.add(rid)
-                        break
-        return set() if self.recompute_kv_load_failures else affected
-
-    def _update_from_kv_xfer_finished(self, kv_out: KVConnectorOutput) -> None:
-        """Receives done: the request becomes schedulable (or, if it was aborted meanwhile,
-        its blocks are freed). Sends done: P frees the blocks it held for D."""
-        for rid in set(kv_out.finished_recving or ()) | kv_out.failed_recving:
-            request = self.requests.get(rid)
-            if request is None:
-                continue
-            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
-                self.finished_recving_kv_req_ids.add(rid)
-            elif request.is_finished():
-                self._free_blocks(request)
-        for rid in kv_out.finished_sending or ():
-            request = self.requests.get(rid)
-            if request is not None and request.is_finished():
-                self._free_blocks(request)
+    def _make_cached_request_data(
+        self,
+        running_reqs: list[Request],
+        num_scheduled_tokens: dict[str, int],
+        req_to_new_blocks: dict[str, list[KVCacheBlock]],
+    ) -> CachedRequestData:
+        """The running requests as deltas: the tokens and blocks added this step."""
+        cached = CachedRequestData()
+        for r in running_reqs:
+            rid, c = r.request_id, r.num_computed_tokens
+            cached.req_ids.append(rid)
+            cached.resumed_from_preemption.append(False)
+            cached.new_token_ids.append(r.all_token_ids[c : c + num_scheduled_tokens[rid]])
+            cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
+            cached.num_computed_tokens.append(c)
+        return cached
 
     def _emit(self, kind: str, **fields: Any) -> None:
-        if self.event_hook is not None:
-            self.event_hook(kind, fields)
+        if self.emit is not None:
+            self.emit(kind, **fields)

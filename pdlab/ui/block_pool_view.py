@@ -113,7 +113,7 @@ class BlockPoolExplorer(widgets.VBox):
             SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens),
             CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks),
             max_model_len=4096,
-            event_hook=lambda kind, f: self.events.append((kind, f)),
+            emit=lambda kind, **f: self.events.append((kind, f)),
         )
         self.runner = FakeModelRunner(sample=lambda rid, pos: ord("."))
         self._ids = 0

@@ -179,9 +179,9 @@ TEXT: dict[str, dict[str, str]] = {
     "different": {"en": "different", "zh": "不同"},
     "ch3_src": {
         "en": "The line that subtracts one: {path}, {qualname} (upstream: "
-        "vllm/v1/core/sched/scheduler.py, the same method)",
+        "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name)",
         "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
-        "的同名方法）",
+        "Scheduler 的同名方法）",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
