@@ -25,7 +25,7 @@ import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,8 +34,15 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.disagg.pair import PDPair
+from pdlab.events import TraceEvent
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
+
+if TYPE_CHECKING:
+    from pdlab.engine import LLMEngine
+    from pdlab.kv_transfer.dist import DistTransport
+    from pdlab.kv_transfer.pd_connector import PDConnector
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -83,7 +90,7 @@ class PeerUnreachable(RuntimeError):
 class InstanceSummary:
     role: str
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[TraceEvent] = field(default_factory=list)
     steps: int = 0
     num_free_blocks: int = 0
     num_blocks: int = 0
@@ -107,7 +114,7 @@ def _build(
     seed: int,
     timeout_s: float,
     engine_kwargs: dict[str, Any] | None = None,
-) -> tuple[Any, Any, Any]:
+) -> tuple[LLMEngine, PDConnector, DistTransport]:
     """Join the two-process group (P is rank 0), agree on block size and model with the
     peer, then build this side's engine."""
     import torch.distributed as dist
@@ -138,30 +145,34 @@ def _build(
         {"block_size": cache_config.block_size, "model": dataclasses.asdict(model_config)},
         timeout_s,
     )
+    instance, tracer = "P" if rank == 0 else "D", Tracer()
     conn = PDConnector(
         role,
-        "P" if rank == 0 else "D",
+        instance,
         transport,
         cache_config.block_size,
         scheduler_config.kv_transfer_timeout_s,
         host,
         port,
+        emit=tracer.sink(instance),
     )
     engine = LLMEngine(
         model_config,
         cache_config,
         scheduler_config,
         conn,
-        Tracer(),
+        tracer,
         seed,
-        instance="P" if rank == 0 else "D",
+        instance=instance,
         backend=backend,
         **(engine_kwargs or {}),
     )
     return engine, conn, transport
 
 
-def _stop_after_peer_failure(engine: Any, conn: Any, transport: Any, summary: Any) -> None:
+def _stop_after_peer_failure(
+    engine: LLMEngine, conn: PDConnector, transport: DistTransport, summary: InstanceSummary
+) -> None:
     """The peer is gone: end every hand-off and request at once and free their blocks,
     instead of holding them until ``kv_transfer_timeout_s``."""
     summary.peer_failed_at = time.monotonic()
@@ -212,7 +223,7 @@ def run_prefill(
     summary = InstanceSummary("prefill")
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
-    rids = [f"req-{i}" for i in range(len(prompts))]
+    rids = [PDPair.request_id(i) for i in range(len(prompts))]
     next_prompt = handed = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
@@ -335,7 +346,9 @@ def run_decode(
     return _summarize(summary, engine, transport, t0)
 
 
-def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float) -> InstanceSummary:
+def _summarize(
+    summary: InstanceSummary, engine: LLMEngine, transport: DistTransport, t0: float
+) -> InstanceSummary:
     """What this side did, read off its engine and transport when it stops."""
     summary.events = engine.tracer.events
     summary.steps = engine.step_count

@@ -125,6 +125,11 @@ class KVConnectorWorkerBase(ABC):
         return set()
 
 
+class KVConnector(KVConnectorBase, KVConnectorWorkerBase):
+    """A connector that plays both roles in one object, as an ``LLMEngine`` takes it (its
+    scheduler calls one side, its runner the other), like vLLM's ``KVConnectorBase_V1``."""
+
+
 def remote_prefill_params(
     block_ids: list[int],
     engine_id: str,
