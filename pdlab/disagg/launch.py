@@ -32,7 +32,7 @@ from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
 
-def _entry(role: str, kwargs: dict[str, Any], conn: Any) -> None:
+def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) -> None:
     torch.set_num_threads(1)
     try:
         fn = run_prefill if role == "prefill" else run_decode
