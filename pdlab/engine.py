@@ -82,6 +82,7 @@ class LLMEngine:
         # The sink this engine, its scheduler, runner and connector report to; step()
         # advances its step. A connector built first takes the same object from the tracer.
         self._emit = self.tracer.sink(instance)
+        self._emit.step = 0  # a tracer may outlive an earlier engine of this instance
         self.tokenizer = ByteTokenizer()
         if model is None:
             model = DeepseekV2ForCausalLM(model_config, dtype=dtype, device=device)

@@ -55,9 +55,11 @@ E = TypeVar("E", bound=type[TraceEvent])
 
 
 def event(kind: str) -> Callable[[E], E]:
-    """Register a frozen dataclass as the type of events of ``kind``."""
+    """Make the class a frozen dataclass (its annotations are the fields, in order) and
+    register it as the type of events of ``kind``."""
 
     def register(cls: E) -> E:
+        cls = dataclass(frozen=True, slots=True, eq=False)(cls)
         cls.kind = kind
         cls._keys = tuple(f.name for f in dataclasses.fields(cls))
         EVENT_TYPES[kind] = cls
@@ -94,7 +96,6 @@ def event_from_dict(record: Mapping[str, Any]) -> TraceEvent:
 
 # ---- the engine (pdlab/engine.py) --------------------------------------------------------
 @event("add_request")
-@dataclass(frozen=True, slots=True, eq=False)
 class AddRequest(TraceEvent):
     """A request queued on this instance."""
 
@@ -105,7 +106,6 @@ class AddRequest(TraceEvent):
 
 
 @event("step")
-@dataclass(frozen=True, slots=True, eq=False)
 class Step(TraceEvent):
     """One engine step that scheduled work. Each row of ``scheduled`` holds ``req_id``,
     ``num_prompt_tokens``, ``num_tokens``, ``num_computed_tokens_before``/``_after``,
@@ -117,7 +117,6 @@ class Step(TraceEvent):
 
 
 @event("request_error")
-@dataclass(frozen=True, slots=True, eq=False)
 class RequestError(TraceEvent):
     """A request whose step raised; it ends with ``FINISHED_ERROR``."""
 
@@ -127,7 +126,6 @@ class RequestError(TraceEvent):
 
 # ---- the model runner and the attention layer (pdlab/model, pdlab/attention) ------------
 @event("route")
-@dataclass(frozen=True, slots=True, eq=False)
 class Route(TraceEvent):
     """Where one request of a step went (``path`` ``"decode"`` or ``"prefill"``), with the
     values ``split_decodes_and_prefills`` read and the rule in force."""
@@ -148,7 +146,6 @@ class Route(TraceEvent):
 
 
 @event("kernel")
-@dataclass(frozen=True, slots=True, eq=False)
 class Kernel(TraceEvent):
     """One kernel call of one layer, with its shapes and modelled FLOPs and bytes."""
 
@@ -162,7 +159,6 @@ class Kernel(TraceEvent):
 
 
 @event("sample")
-@dataclass(frozen=True, slots=True, eq=False)
 class Sample(TraceEvent):
     """A token sampled for a request at ``position``, with its logit."""
 
@@ -174,7 +170,6 @@ class Sample(TraceEvent):
 
 # ---- the scheduler (pdlab/sched) ---------------------------------------------------------
 @event("admit")
-@dataclass(frozen=True, slots=True, eq=False)
 class Admit(TraceEvent):
     """A waiting (or preempted) request scheduled for the first time since it waited."""
 
@@ -189,7 +184,6 @@ class Admit(TraceEvent):
 
 
 @event("prefix_hit")
-@dataclass(frozen=True, slots=True, eq=False)
 class PrefixHit(TraceEvent):
     """Tokens found in the local prefix cache (capped at ``num_tokens - 1``)."""
 
@@ -200,7 +194,6 @@ class PrefixHit(TraceEvent):
 
 
 @event("preempt")
-@dataclass(frozen=True, slots=True, eq=False)
 class Preempt(TraceEvent):
     """A running request sent back to wait, its blocks freed (recomputed on resume)."""
 
@@ -211,7 +204,6 @@ class Preempt(TraceEvent):
 
 
 @event("finish")
-@dataclass(frozen=True, slots=True, eq=False)
 class Finish(TraceEvent):
     """A request finished; ``delay_free`` when the connector holds its blocks a while."""
 
@@ -224,7 +216,6 @@ class Finish(TraceEvent):
 
 
 @event("free")
-@dataclass(frozen=True, slots=True, eq=False)
 class Free(TraceEvent):
     """A request's blocks given back to the pool."""
 
@@ -233,7 +224,6 @@ class Free(TraceEvent):
 
 
 @event("waiting_for_remote_kvs")
-@dataclass(frozen=True, slots=True, eq=False)
 class WaitingForRemoteKVs(TraceEvent):
     """D allocated blocks for K/V that another instance will send."""
 
@@ -245,7 +235,6 @@ class WaitingForRemoteKVs(TraceEvent):
 
 
 @event("remote_kv_ready")
-@dataclass(frozen=True, slots=True, eq=False)
 class RemoteKVReady(TraceEvent):
     """The K/V arrived; ``num_computed_tokens`` is after the ``- 1`` for the last token."""
 
@@ -258,7 +247,6 @@ class RemoteKVReady(TraceEvent):
 
 
 @event("remote_kv_failed")
-@dataclass(frozen=True, slots=True, eq=False)
 class RemoteKVFailed(TraceEvent):
     """The K/V did not arrive (or partly): the rest is computed locally."""
 
@@ -270,7 +258,6 @@ class RemoteKVFailed(TraceEvent):
 
 # ---- the KV connector (pdlab/kv_transfer/pd_connector.py) --------------------------------
 @event("kv_transfer")
-@dataclass(frozen=True, slots=True, eq=False)
 class KVTransfer(TraceEvent):
     """D's read of P's blocks landed (``ok``) or failed (``reason``)."""
 
@@ -284,7 +271,6 @@ class KVTransfer(TraceEvent):
 
 
 @event("kv_release")
-@dataclass(frozen=True, slots=True, eq=False)
 class KVRelease(TraceEvent):
     """D will not read this request's blocks: P may free them now."""
 
@@ -293,7 +279,6 @@ class KVRelease(TraceEvent):
 
 
 @event("kv_send_timeout")
-@dataclass(frozen=True, slots=True, eq=False)
 class KVSendTimeout(TraceEvent):
     """P freed blocks that D did not read within ``timeout_s``."""
 
@@ -302,7 +287,6 @@ class KVSendTimeout(TraceEvent):
 
 
 @event("kv_send_aborted")
-@dataclass(frozen=True, slots=True, eq=False)
 class KVSendAborted(TraceEvent):
     """P ended a hand-off because D is gone."""
 

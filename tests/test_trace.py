@@ -158,3 +158,16 @@ def test_make_event_builds_the_registered_type() -> None:
 def test_the_two_transports_share_one_protocol() -> None:
     assert isinstance(InProcessTransport(), KVTransport)
     assert issubclass(DistTransport, KVTransport)
+
+
+def test_an_engine_on_a_used_tracer_counts_its_own_steps() -> None:
+    t = Tracer()
+    with one_thread():
+        LLMEngine(ModelConfig.tiny(), tracer=t, backend="torch").generate(
+            "hi", SamplingParams(max_tokens=2)
+        )
+        used = t.sink("local").step
+        eng = LLMEngine(ModelConfig.tiny(), tracer=t, backend="torch")
+        eng.add_request("hey")
+    assert used > 0 and t.events[-1].kind == "add_request"
+    assert t.events[-1].step == eng.step_count == 0
