@@ -7,8 +7,8 @@ In vLLM one class plays both roles (``KVConnectorRole.SCHEDULER`` in the schedul
 ``KVConnectorRole.WORKER`` in each worker) and a concrete connector delegates to two halves
 (``NixlConnectorScheduler``, ``NixlConnectorWorker``). pdlab writes the two halves as two
 interfaces: :class:`KVConnectorBase`, which the ``Scheduler`` calls, and
-:class:`KVConnectorWorkerBase`, which the model runner calls. A connector may implement
-both in one object.
+:class:`KVConnectorWorkerBase`, which the model runner calls. :class:`KVConnector` is both in
+one object, which is what an ``LLMEngine`` takes.
 
 The prefill/decode hand-off, as with NixlConnector (D pulls the blocks from P)::
 
