@@ -77,7 +77,7 @@ from pdlab.sched.scheduler import Scheduler
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots import plot_num_computed_tokens
 from pdlab.ui.trace_views import timeline_html
-from pdlab.ui.widgets import StepPlayer, step_rows
+from pdlab.ui.widgets import StepPlayer
 
 BACKEND = "torch"
 TINY = ModelConfig.tiny()
@@ -143,7 +143,7 @@ for ev in events:
         last_after[r["req_id"]] = r["num_computed_tokens_after"]
 for s in chunked.tracer.filter("sample", "local"):
     row = next(
-        r for r in step_rows(chunked.tracer, "local", s["step"]) if r["req_id"] == s["req_id"]
+        r for r in chunked.tracer.step_rows("local", s["step"]) if r["req_id"] == s["req_id"]
     )
     assert row["num_computed_tokens_after"] == row["num_tokens"]  # sample only when complete
 print("budget respected, num_computed_tokens continuous, samples only after the last chunk")

@@ -22,6 +22,7 @@ from pdlab.attention.cost import Cost
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine, one_thread
+from pdlab.events import TraceEvent
 from pdlab.math_utils import cdiv
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
@@ -68,19 +69,19 @@ class Demo:
         return same and (self.other_tokens is None or self.other_tokens == self.pd_tokens)
 
     @property
-    def d_first_step(self) -> dict[str, Any]:
+    def d_first_step(self) -> TraceEvent:
         """The ``route`` event of D's first computing step (query_len, num_computed_tokens
         before the step, num_prompt_tokens, is_prefilling, region, decode_threshold,
         treat_short_extends_as_decodes, path, forward)."""
-        return self.trace.first("route", "D", req_id=self.request_id)
+        return self.trace.route_of("D", self.request_id)
 
     @property
-    def remote_kv_ready(self) -> dict[str, Any]:
+    def remote_kv_ready(self) -> TraceEvent:
         return self.trace.first("remote_kv_ready", "D", req_id=self.request_id)
 
     def kernels(self, instance: str = "D", layer: int = 0) -> list[str]:
         """Kernels of the instance's first computing step, one layer."""
-        step = self.trace.first("route", instance, req_id=self.request_id)["step"]
+        step = self.trace.first_step(instance, self.request_id)
         return [
             e["name"] + (f" ({e['shapes']['part']})" if "part" in e["shapes"] else "")
             for e in self.trace.kernels(instance, step, layer=layer)
@@ -88,7 +89,7 @@ class Demo:
 
     def traced_cost(self, instance: str = "D") -> Cost:
         """FLOPs and bytes of the instance's first computing step, summed over its kernels."""
-        step = self.trace.first("route", instance, req_id=self.request_id)["step"]
+        step = self.trace.first_step(instance, self.request_id)
         c = Cost()
         for e in self.trace.kernels(instance, step):
             c.add(f"{e['name']} (layer {e['layer']})", e["flops"], e["bytes"])

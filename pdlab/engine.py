@@ -26,10 +26,11 @@ from pdlab.config import (
     SchedulerConfig,
 )
 from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
+from pdlab.kv_transfer.base import KVConnector
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
 from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.output import ModelRunnerOutput
+from pdlab.sched.output import ModelRunnerOutput, SchedulerOutput
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import ByteTokenizer
 from pdlab.trace import Tracer
@@ -56,7 +57,7 @@ class LLMEngine:
         model_config: ModelConfig,
         cache_config: CacheConfig | None = None,
         scheduler_config: SchedulerConfig | None = None,
-        kv_connector: Any = None,
+        kv_connector: KVConnector | None = None,
         tracer: Tracer | None = None,
         seed: int = 0,
         *,
@@ -78,6 +79,10 @@ class LLMEngine:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
         self.instance = instance
+        # The sink this engine, its scheduler, runner and connector report to; step()
+        # advances its step. A connector built first takes the same object from the tracer.
+        self._emit = self.tracer.sink(instance)
+        self._emit.step = 0  # a tracer may outlive an earlier engine of this instance
         self.tokenizer = ByteTokenizer()
         if model is None:
             model = DeepseekV2ForCausalLM(model_config, dtype=dtype, device=device)
@@ -119,8 +124,6 @@ class LLMEngine:
             attention_config=self.attention_config,
             parallel_config=self.parallel_config,
         )
-        if kv_connector is not None and hasattr(kv_connector, "emit"):
-            kv_connector.emit = self._emit
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
@@ -134,10 +137,6 @@ class LLMEngine:
             "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
         }
         self.tracer.meta.setdefault("backend", backend or _default_backend())
-
-    # ---- trace -----------------------------------------------------------------------
-    def _emit(self, kind: str, **fields: Any) -> None:
-        self.tracer.emit(kind, self.instance, self.step_count, **fields)
 
     # ---- requests --------------------------------------------------------------------
     def add_request(
@@ -193,6 +192,7 @@ class LLMEngine:
     def step(self) -> list[RequestOutput]:
         """One engine step; returns the outputs that changed."""
         self.step_count += 1
+        self._emit.step = self.step_count
         so = self.scheduler.schedule()
         self._emit_step(so)
         try:
@@ -229,7 +229,7 @@ class LLMEngine:
                 changed.append(out)
         return changed
 
-    def _emit_step(self, so: Any) -> None:
+    def _emit_step(self, so: SchedulerOutput) -> None:
         if so.total_num_scheduled_tokens == 0:
             return  # an idle step (waiting for K/V, or P waiting to free): nothing to show
         sched = []

@@ -1,7 +1,9 @@
 """Trace events: the single record of what an engine did, which every view renders.
 
 The console tour, the widgets, the plots and the notebooks all read a :class:`Tracer`, so
-what a learner sees is what the engine did. Each event is a flat dict with ``kind``,
+what a learner sees is what the engine did, and they ask it through its query methods
+(:meth:`Tracer.step_rows`, :meth:`Tracer.route_of`, ...), not by walking the events. Each
+event is a typed, read-only record (:mod:`pdlab.events`, one type per kind) with ``kind``,
 ``instance`` (``"P"``, ``"D"`` or ``"local"``) and ``step``, plus fields of its kind:
 
 * ``step``: the requests scheduled, each with ``num_prompt_tokens``,
@@ -11,7 +13,10 @@ what a learner sees is what the engine did. Each event is a flat dict with ``kin
 * ``kernel``: a kernel call with its layer, path, backend, shapes, modelled FLOPs and bytes;
 * ``sample``: a sampled token; ``kv_transfer``: blocks moved from P to D;
 * scheduler events (``admit``, ``waiting_for_remote_kvs``, ``remote_kv_ready``, ``preempt``,
-  ``finish``, ``free``, ...) forwarded from the scheduler's event hook.
+  ``finish``, ``free``, ...) and the connector's (``kv_transfer``, ``kv_release``, ...).
+
+Components report through an :class:`EventSink` given at construction; an engine's sink is
+:meth:`Tracer.sink`, which stamps the instance and the engine's current step.
 
 vLLM has no single equivalent; the closest are its ``SchedulerStats``/``IterationStats``
 (``vllm/v1/metrics/stats.py``) and the profiler's kernel records.
@@ -20,9 +25,11 @@ vLLM has no single equivalent; the closest are its ``SchedulerStats``/``Iteratio
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
+
+from pdlab.events import TraceEvent, event_from_dict, make_event
 
 
 def _jsonable(v: Any) -> Any:
@@ -40,11 +47,27 @@ def _jsonable(v: Any) -> Any:
 
 
 class EventSink(Protocol):
-    """Where a component reports what it did: ``emit(kind, **fields)``. An engine passes its
-    own sink (which adds the instance and the step) to its runner, its attention and its
-    connector, so every event lands in one :class:`Tracer`."""
+    """Where a component reports what it did: ``emit(kind, **fields)``. Each component
+    takes one at construction (``emit: EventSink | None = None``); an engine's is
+    :meth:`Tracer.sink`, shared with its runner, its attention and its connector, so every
+    event lands in one :class:`Tracer`."""
 
     def __call__(self, kind: str, **fields: Any) -> None: ...
+
+
+class InstanceSink:
+    """The :class:`EventSink` of one instance of a tracer: records each event with the
+    instance and ``step``, which the instance's engine advances as it steps."""
+
+    def __init__(self, tracer: Tracer, instance: str) -> None:
+        self.tracer, self.instance, self.step = tracer, instance, 0
+
+    def __call__(self, kind: str, **fields: Any) -> None:
+        self.tracer.emit(kind, self.instance, self.step, **fields)
+
+
+# Kinds that make up a step's schedule and compute; the rest are a request's lifecycle.
+_COMPUTE_KINDS = ("step", "route", "kernel", "sample")
 
 
 class Tracer:
@@ -52,42 +75,59 @@ class Tracer:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.events: list[dict[str, Any]] = []
+        self.events: list[TraceEvent] = []
         self.meta: dict[str, Any] = {}
+        self._sinks: dict[str, InstanceSink] = {}
+
+    def sink(self, instance: str) -> InstanceSink:
+        """The sink of ``instance``: one object per instance, so a connector built before
+        its engine (as :class:`~pdlab.disagg.pair.PDPair` does) shares the engine's step."""
+        if instance not in self._sinks:
+            self._sinks[instance] = InstanceSink(self, instance)
+        return self._sinks[instance]
 
     def emit(self, kind: str, instance: str, step: int, **fields: Any) -> None:
+        """Record one event; ``ValueError`` names an unknown kind or a missing or unknown
+        field (see :func:`pdlab.events.make_event`)."""
         if self.enabled:
-            self.events.append(
-                {
-                    "kind": kind,
-                    "instance": instance,
-                    "step": step,
-                    **{k: _jsonable(v) for k, v in fields.items()},
-                }
-            )
+            jsonable = {k: _jsonable(v) for k, v in fields.items()}
+            self.events.append(make_event(kind, instance, step, jsonable))
 
-    def extend(self, events: Iterable[dict[str, Any]]) -> None:
-        self.events.extend(events)
+    def extend(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """Append events (typed, or their flat records) from another tracer or process."""
+        self.events.extend(event_from_dict(e) for e in events)
 
     # ---- queries the views use ---------------------------------------------------------
     def filter(
         self, kind: str | None = None, instance: str | None = None, **match: Any
-    ) -> list[dict[str, Any]]:
+    ) -> list[TraceEvent]:
         return [
             e
             for e in self.events
-            if (kind is None or e["kind"] == kind)
-            and (instance is None or e["instance"] == instance)
+            if (kind is None or e.kind == kind)
+            and (instance is None or e.instance == instance)
             and all(e.get(k) == v for k, v in match.items())
         ]
 
-    def first(self, kind: str, instance: str | None = None, **match: Any) -> dict[str, Any]:
+    def first(self, kind: str, instance: str | None = None, **match: Any) -> TraceEvent:
         found = self.filter(kind, instance, **match)
         if not found:
             raise LookupError(f"no {kind!r} event for instance={instance!r} {match}")
         return found[0]
 
-    def steps(self, instance: str, req_id: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    def instances(self, kind: str | None = None) -> list[str]:
+        """The instances with events (of ``kind``, if given), in order of appearance."""
+        return list(dict.fromkeys(e.instance for e in self.filter(kind)))
+
+    def requests(self, instance: str | None = None) -> list[str]:
+        """The request ids added (on ``instance``, if given), in order, each once."""
+        return list(dict.fromkeys(e["req_id"] for e in self.filter("add_request", instance)))
+
+    def step_numbers(self, instance: str | None = None) -> list[int]:
+        """The steps that scheduled work (on ``instance``, if given), in order."""
+        return [e.step for e in self.filter("step", instance) if e["scheduled"]]
+
+    def steps(self, instance: str, req_id: str) -> list[tuple[TraceEvent, dict[str, Any]]]:
         """``(step event, the request's row in it)`` for every step that scheduled
         ``req_id`` on ``instance``, in order."""
         return [
@@ -97,7 +137,55 @@ class Tracer:
             if r["req_id"] == req_id
         ]
 
-    def kernels(self, instance: str, step: int, layer: int | None = None) -> list[dict[str, Any]]:
+    def step_rows(
+        self, instance: str | None = None, step: int | None = None
+    ) -> list[dict[str, Any]]:
+        """One row per (step, request scheduled in it), on ``instance`` and at ``step`` if
+        given: the step event's row (``num_computed_tokens_before``, ...) plus its
+        ``instance`` and ``step``, where attention sent it (``path`` and ``forward``, empty
+        when no route was recorded), its ``query_len`` and the token ``sampled`` (or None)."""
+        at = {} if step is None else {"step": step}
+        routes = {
+            (e.instance, e.step, e["req_id"]): e for e in self.filter("route", instance, **at)
+        }
+        samples = {
+            (e.instance, e.step, e["req_id"]): e["token"]
+            for e in self.filter("sample", instance, **at)
+        }
+        rows = []
+        for ev in self.filter("step", instance, **at):
+            for r in ev["scheduled"]:
+                key = (ev.instance, ev.step, r["req_id"])
+                route = routes.get(key, {})
+                rows.append(
+                    {
+                        **r,
+                        "instance": ev.instance,
+                        "step": ev.step,
+                        "path": route.get("path", ""),
+                        "forward": route.get("forward", ""),
+                        "query_len": route.get("query_len", r["num_scheduled_tokens"]),
+                        "sampled": samples.get(key),
+                    }
+                )
+        return rows
+
+    def lifecycle_events(self, instance: str, step: int) -> list[TraceEvent]:
+        """The scheduler's and connector's events of one step (add_request, admit,
+        preempt, finish, free, kv_transfer, ...): all but its schedule and compute."""
+        return [e for e in self.filter(None, instance, step=step) if e.kind not in _COMPUTE_KINDS]
+
+    def route_of(self, instance: str, req_id: str, step: int | None = None) -> TraceEvent:
+        """The routing decision for ``req_id`` at ``step`` (default: its first computing
+        step) on ``instance``."""
+        at = {} if step is None else {"step": step}
+        return self.first("route", instance, req_id=req_id, **at)
+
+    def first_step(self, instance: str, req_id: str) -> int:
+        """The step in which ``instance`` first computed tokens of ``req_id``."""
+        return self.route_of(instance, req_id).step
+
+    def kernels(self, instance: str, step: int, layer: int | None = None) -> list[TraceEvent]:
         """The kernel calls of one step of one instance (of one layer, if given)."""
         return [
             e
@@ -105,7 +193,11 @@ class Tracer:
             if layer is None or e["layer"] == layer
         ]
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def num_layers(self, instance: str) -> int:
+        """How many layers called kernels on ``instance``."""
+        return len({e["layer"] for e in self.filter("kernel", instance)})
+
+    def __iter__(self) -> Iterator[TraceEvent]:
         return iter(self.events)
 
     def __len__(self) -> int:
@@ -113,7 +205,7 @@ class Tracer:
 
     # ---- persistence ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        return {"meta": _jsonable(self.meta), "events": self.events}
+        return {"meta": _jsonable(self.meta), "events": [dict(e) for e in self.events]}
 
     def save(self, path: str | Path) -> Path:
         p = Path(path)
@@ -123,7 +215,9 @@ class Tracer:
 
     @classmethod
     def load(cls, path: str | Path) -> Tracer:
+        """A saved trace, its events back in their types."""
         data = json.loads(Path(path).read_text())
         t = cls()
-        t.meta, t.events = data.get("meta", {}), data["events"]
+        t.meta = data.get("meta", {})
+        t.extend(data["events"])
         return t

@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from pdlab.disagg.procs import free_port
+from pdlab.disagg.group import free_port
 
 CHROMIUM_ENV = "PDLAB_CHROMIUM"
 # Looked up on PATH in this order: Debian/Ubuntu/Fedora/Arch names, then Google Chrome's.

@@ -90,7 +90,7 @@ def test_bad_options_exit_2(argv, needle, capsys):
 
 def test_pd_roles_as_two_commands():
     """The two-machine form: one command per side, meeting at --host/--port."""
-    from pdlab.disagg.procs import free_port
+    from pdlab.disagg.group import free_port
 
     port = str(free_port())
     base = [
@@ -207,7 +207,7 @@ def test_pd_role_errors_are_one_line(argv, needle, capsys):
 
 
 def test_pd_role_without_a_peer_is_one_line():
-    from pdlab.disagg.procs import free_port
+    from pdlab.disagg.group import free_port
 
     port = str(free_port())
     r = _pdlab("pd", "--role", "prefill", "--port", port, "--timeout", "2")
@@ -217,7 +217,7 @@ def test_pd_role_without_a_peer_is_one_line():
 
 
 def test_pd_roles_with_different_block_sizes_stop_at_the_handshake():
-    from pdlab.disagg.procs import free_port
+    from pdlab.disagg.group import free_port
 
     port = str(free_port())
     base = [sys.executable, "-m", "pdlab.cli", "pd", "--port", port, "--timeout", "60"]

@@ -17,7 +17,7 @@ import pytest
 
 from pdlab import notebooks_dir
 from pdlab.cli import main
-from pdlab.disagg.procs import free_port
+from pdlab.disagg.group import free_port
 from pdlab.tools import lab
 
 SHIPPED = sorted(p.name for p in notebooks_dir().glob("[0-9][0-9]_*.ipynb"))

@@ -135,7 +135,7 @@ def test_step_player_shows_each_step() -> None:
     player.slider.value = 2
     second = _text(player.table.value)
     assert second != first and "8 → 12" in second
-    rows = w.step_rows(eng.tracer, "local", 2)
+    rows = eng.tracer.step_rows("local", 2)
     assert {r["req_id"] for r in rows} == {"local-0", "local-1"}
     with pytest.raises(ValueError):
         w.StepPlayer(eng.tracer, "D")

@@ -20,19 +20,13 @@ from typing import Any
 import torch
 
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.disagg.procs import (
-    InstanceSummary,
-    PeerUnreachable,
-    check_port_free,
-    free_port,
-    run_decode,
-    run_prefill,
-)
+from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
+from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
 
-def _entry(role: str, kwargs: dict[str, Any], conn: Any) -> None:
+def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) -> None:
     torch.set_num_threads(1)
     try:
         fn = run_prefill if role == "prefill" else run_decode

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig
 from pdlab.engine import LLMEngine, RequestOutput, prompt_list
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
@@ -46,7 +46,7 @@ class PDPair:
         backend: str | None = None,
         dtype: torch.dtype = torch.float32,
         transport: InProcessTransport | None = None,
-        kv_transfer_config: Any = None,
+        kv_transfer_config: KVTransferConfig | None = None,
         **engine_kwargs: Any,
     ) -> None:
         cache_config = cache_config or CacheConfig()
@@ -63,10 +63,18 @@ class PDPair:
         self.transport = transport or InProcessTransport()
         model = DeepseekV2ForCausalLM(model_config, dtype=dtype)  # shared: same weights
         timeout = scheduler_config.kv_transfer_timeout_s
+        # Each connector reports to its engine's sink, the tracer's one object per instance.
         self.p_connector = PDConnector(
-            "prefill", "P", self.transport, cache_config.block_size, timeout
+            "prefill",
+            "P",
+            self.transport,
+            cache_config.block_size,
+            timeout,
+            emit=self.tracer.sink("P"),
         )
-        self.d_connector = PDConnector("decode", "D", self.transport, d_cache.block_size, timeout)
+        self.d_connector = PDConnector(
+            "decode", "D", self.transport, d_cache.block_size, timeout, emit=self.tracer.sink("D")
+        )
         self.prefill = LLMEngine(
             model_config,
             cache_config,
@@ -95,7 +103,13 @@ class PDPair:
         )
         self.tracer.meta["transport"] = "in-process"
         self._ids = itertools.count()
-        self._pending: dict[str, tuple[Any, SamplingParams]] = {}
+        self._pending: dict[str, tuple[str | Sequence[int], SamplingParams]] = {}
+
+    @staticmethod
+    def request_id(index: int) -> str:
+        """The id the pair gives its ``index``-th request when the caller names none (and
+        ``pdlab/disagg/procs.py`` its ``index``-th prompt), the same on P and on D."""
+        return f"req-{index}"
 
     def add_request(
         self,
@@ -104,7 +118,7 @@ class PDPair:
         request_id: str | None = None,
     ) -> str:
         """Send the prompt to P (step 1 of the proxy); D gets it when P finishes."""
-        rid = request_id or f"req-{next(self._ids)}"
+        rid = request_id or self.request_id(next(self._ids))
         if rid in self._pending or self.decode.scheduler.get_request(rid) is not None:
             raise ValueError(
                 f"request_id={rid!r} is invalid: a request with this id is still in the "

@@ -11,21 +11,17 @@ Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's
 ``recv`` at once, so P ends its hand-offs and frees the blocks it held for D right away
 (``kv_transfer_timeout_s`` only covers a D that is alive but never reads), and stops; the
 launcher kills what does not exit. A peer that never comes, a port in use and a peer with
-another block size or model are each one line (``PeerUnreachable``, ``ValueError``).
+another block size or model are each one line (``PeerUnreachable``, ``ValueError``); joining
+the group is in ``pdlab/disagg/group.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import datetime
 import os
-import socket
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -34,56 +30,23 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.disagg.group import join_group
+from pdlab.disagg.pair import PDPair
+from pdlab.events import TraceEvent
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def check_port_free(host: str, port: int) -> None:
-    """Raise ``ValueError`` when P could not listen on ``host:port`` (checked before any
-    work, so a port in use is one line, not a traceback from deep inside torch)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError as e:
-            raise ValueError(
-                f"port={port} on {host} is not available ({e.strerror}): expected a free "
-                "port, or 0 to pick one"
-            ) from None
-
-
-@contextlib.contextmanager
-def _quiet_stderr() -> Iterator[None]:
-    """Silence file descriptor 2 while joining: torch's C++ store logs every retry with a
-    stack trace, and the failure is reported as one line anyway."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with open(os.devnull, "w") as null:
-        os.dup2(null.fileno(), 2)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-
-
-class PeerUnreachable(RuntimeError):
-    """The other side never joined: one line for the launcher and the CLI."""
-
-    one_line = True  # the message is the whole story; the CLI prints it as it is
+if TYPE_CHECKING:
+    from pdlab.engine import LLMEngine
+    from pdlab.kv_transfer.dist import DistTransport
+    from pdlab.kv_transfer.pd_connector import PDConnector
 
 
 @dataclass
 class InstanceSummary:
     role: str
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
-    events: list[dict[str, Any]] = field(default_factory=list)
+    events: list[TraceEvent] = field(default_factory=list)
     steps: int = 0
     num_free_blocks: int = 0
     num_blocks: int = 0
@@ -107,61 +70,48 @@ def _build(
     seed: int,
     timeout_s: float,
     engine_kwargs: dict[str, Any] | None = None,
-) -> tuple[Any, Any, Any]:
+) -> tuple[LLMEngine, PDConnector, DistTransport]:
     """Join the two-process group (P is rank 0), agree on block size and model with the
     peer, then build this side's engine."""
-    import torch.distributed as dist
-
     from pdlab.engine import LLMEngine
     from pdlab.kv_transfer.dist import DistTransport
     from pdlab.kv_transfer.pd_connector import PDConnector
 
     rank = 0 if role == "prefill" else 1
-    if rank == 0:
-        check_port_free(host, port)
-    try:
-        with _quiet_stderr():
-            dist.init_process_group(
-                "gloo",
-                init_method=f"tcp://{host}:{port}",
-                rank=rank,
-                world_size=2,
-                timeout=datetime.timedelta(seconds=timeout_s),
-            )
-    except Exception:  # noqa: BLE001 - torch's DistNetworkError and friends: one line
-        peer = "decode" if rank == 0 else "prefill"
-        raise PeerUnreachable(
-            f"could not reach the {peer} peer at {host}:{port} within {timeout_s:g} s"
-        ) from None
+    join_group(rank, host, port, timeout_s)
     transport = DistTransport(rank, torch.float32)
     transport.handshake(
         {"block_size": cache_config.block_size, "model": dataclasses.asdict(model_config)},
         timeout_s,
     )
+    instance, tracer = "P" if rank == 0 else "D", Tracer()
     conn = PDConnector(
         role,
-        "P" if rank == 0 else "D",
+        instance,
         transport,
         cache_config.block_size,
         scheduler_config.kv_transfer_timeout_s,
         host,
         port,
+        emit=tracer.sink(instance),
     )
     engine = LLMEngine(
         model_config,
         cache_config,
         scheduler_config,
         conn,
-        Tracer(),
+        tracer,
         seed,
-        instance="P" if rank == 0 else "D",
+        instance=instance,
         backend=backend,
         **(engine_kwargs or {}),
     )
     return engine, conn, transport
 
 
-def _stop_after_peer_failure(engine: Any, conn: Any, transport: Any, summary: Any) -> None:
+def _stop_after_peer_failure(
+    engine: LLMEngine, conn: PDConnector, transport: DistTransport, summary: InstanceSummary
+) -> None:
     """The peer is gone: end every hand-off and request at once and free their blocks,
     instead of holding them until ``kv_transfer_timeout_s``."""
     summary.peer_failed_at = time.monotonic()
@@ -212,7 +162,7 @@ def run_prefill(
     summary = InstanceSummary("prefill")
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
-    rids = [f"req-{i}" for i in range(len(prompts))]
+    rids = [PDPair.request_id(i) for i in range(len(prompts))]
     next_prompt = handed = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
@@ -335,7 +285,9 @@ def run_decode(
     return _summarize(summary, engine, transport, t0)
 
 
-def _summarize(summary: InstanceSummary, engine: Any, transport: Any, t0: float) -> InstanceSummary:
+def _summarize(
+    summary: InstanceSummary, engine: LLMEngine, transport: DistTransport, t0: float
+) -> InstanceSummary:
     """What this side did, read off its engine and transport when it stops."""
     summary.events = engine.tracer.events
     summary.steps = engine.step_count

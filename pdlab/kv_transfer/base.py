@@ -7,8 +7,8 @@ In vLLM one class plays both roles (``KVConnectorRole.SCHEDULER`` in the schedul
 ``KVConnectorRole.WORKER`` in each worker) and a concrete connector delegates to two halves
 (``NixlConnectorScheduler``, ``NixlConnectorWorker``). pdlab writes the two halves as two
 interfaces: :class:`KVConnectorBase`, which the ``Scheduler`` calls, and
-:class:`KVConnectorWorkerBase`, which the model runner calls. A connector may implement
-both in one object.
+:class:`KVConnectorWorkerBase`, which the model runner calls. :class:`KVConnector` is both in
+one object, which is what an ``LLMEngine`` takes.
 
 The prefill/decode hand-off, as with NixlConnector (D pulls the blocks from P)::
 
@@ -123,6 +123,11 @@ class KVConnectorWorkerBase(ABC):
         """Blocks whose asynchronous load failed since the last call (vLLM's name). The
         scheduler keeps the blocks before the first failed one and recomputes the rest."""
         return set()
+
+
+class KVConnector(KVConnectorBase, KVConnectorWorkerBase):
+    """A connector that plays both roles in one object, as an ``LLMEngine`` takes it (its
+    scheduler calls one side, its runner the other), like vLLM's ``KVConnectorBase_V1``."""
 
 
 def remote_prefill_params(

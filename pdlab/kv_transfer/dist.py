@@ -41,6 +41,7 @@ import torch.distributed as dist
 from pdlab.errors import one_line
 from pdlab.kv_transfer.transport import (
     Claim,
+    KVTransport,
     ReadResult,
     blocks_checksum,
     check_block_ids,
@@ -70,7 +71,7 @@ class Message:
     payload: Any
 
 
-class DistTransport:
+class DistTransport(KVTransport):
     """One side of a P/D pair of processes. ``rank`` 0 is P, 1 is D."""
 
     def __init__(self, rank: int, kv_dtype: torch.dtype) -> None:

@@ -14,9 +14,8 @@ from typing import Any
 
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_transfer.base import (
-    KVConnectorBase,
+    KVConnector,
     KVConnectorMetadata,
-    KVConnectorWorkerBase,
     remote_prefill_params,
 )
 from pdlab.request import Request, RequestStatus
@@ -37,7 +36,7 @@ class FakeConnectorMetadata(KVConnectorMetadata):
     reqs_to_send: dict[str, list[int]] = field(default_factory=dict)
 
 
-class FakeKVConnector(KVConnectorBase, KVConnectorWorkerBase):
+class FakeKVConnector(KVConnector):
     """Configurable fake.
 
     * ``num_matched_tokens``: external tokens offered for a ``do_remote_prefill`` request;

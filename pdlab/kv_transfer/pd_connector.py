@@ -37,9 +37,8 @@ from typing import Any
 
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_transfer.base import (
-    KVConnectorBase,
+    KVConnector,
     KVConnectorMetadata,
-    KVConnectorWorkerBase,
     remote_prefill_params,
 )
 from pdlab.kv_transfer.transport import KVTransport
@@ -71,7 +70,7 @@ class PDConnectorMetadata(KVConnectorMetadata):
     reqs_to_send: dict[str, float] = field(default_factory=dict)  # req_id -> deadline
 
 
-class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
+class PDConnector(KVConnector):
     def __init__(
         self,
         role: str,
@@ -81,13 +80,17 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         timeout_s: float = 30.0,
         host: str = "localhost",
         port: int = 0,
+        *,
+        emit: EventSink | None = None,
     ) -> None:
         if role not in ROLES:
             raise ValueError(f"role={role!r} is invalid: expected one of {ROLES}")
         self.role, self.engine_id, self.transport = role, engine_id, transport
         self.block_size, self.timeout_s = block_size, timeout_s
         self.host, self.port = host, port
-        self.emit: EventSink | None = None  # set by the engine that owns this connector
+        # The owning engine's sink (Tracer.sink of its instance), given before the engine
+        # exists: the engine advances its step.
+        self.emit = emit
         self.kv_caches: list[Any] = []
         self._need_recv: dict[str, ReqToRecv] = {}
         self._need_send: dict[str, float] = {}
@@ -102,7 +105,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self._num_transfers = 0
         self.clock = time.monotonic  # tests drive time through this
 
-    def _trace(self, kind: str, **fields: Any) -> None:
+    def _emit(self, kind: str, **fields: Any) -> None:
         if self.emit is not None:
             self.emit(kind, **fields)
 
@@ -182,7 +185,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
         self.transport.release(
             params.get("remote_engine_id"), remote_rid, params.get("remote_transfer_id")
         )
-        self._trace("kv_release", req_id=request.request_id, remote_request_id=remote_rid)
+        self._emit("kv_release", req_id=request.request_id, remote_request_id=remote_rid)
 
     # ---- worker side -----------------------------------------------------------------
     def register_kv_caches(self, kv_caches: Sequence[Any]) -> None:
@@ -244,7 +247,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
             r = self._recving.pop(res.req_id, None)
             if r is None:
                 continue
-            self._trace(
+            self._emit(
                 "kv_transfer",
                 req_id=res.req_id,
                 ok=res.ok,
@@ -277,7 +280,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
                 sending.add(rid)
                 del self._sending[rid]
                 if deadline != float("-inf"):  # -inf: ended by fail_all_sends, traced there
-                    self._trace("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
+                    self._emit("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
         for rid in sending:
             # From here the scheduler frees the blocks: no read may be served any more.
             self._transfers.pop(rid, None)
@@ -292,7 +295,7 @@ class PDConnector(KVConnectorBase, KVConnectorWorkerBase):
             self._sending[rid] = float("-inf")  # reported by the next get_finished
             self._need_send.pop(rid, None)
             self._transfers.pop(rid, None)
-            self._trace("kv_send_aborted", req_id=rid, reason=reason)
+            self._emit("kv_send_aborted", req_id=rid, reason=reason)
         return ended
 
     def get_failed_recving(self) -> set[str]:

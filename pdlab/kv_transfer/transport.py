@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 
@@ -65,9 +65,11 @@ class ReadResult:
     reason: str = ""
 
 
+@runtime_checkable
 class KVTransport(Protocol):
     """What :class:`~pdlab.kv_transfer.pd_connector.PDConnector` needs from a transport,
-    the role NIXL plays for vLLM's ``NixlConnectorWorker``. Two implement it:
+    the role NIXL plays for vLLM's ``NixlConnectorWorker``. Two implement it (and say so by
+    subclassing it):
     :class:`InProcessTransport` (both engines in one process) and
     :class:`~pdlab.kv_transfer.dist.DistTransport` (two processes over ``torch.distributed``).
     """
@@ -107,7 +109,7 @@ class KVTransport(Protocol):
         """A summary for the trace's metadata."""
 
 
-class InProcessTransport:
+class InProcessTransport(KVTransport):
     """A registry of engines living in this process, addressed by ``engine_id``.
 
     ``fault`` injects failures for tests and demos: ``"fail"`` (the read errors),

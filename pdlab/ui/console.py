@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -27,8 +28,6 @@ def step_table(
 ) -> Table:
     """One row per (step, request): ``num_computed_tokens`` before and after, tokens
     scheduled, the routing decision and the token sampled. Headers in ``lang``."""
-    routes = {(e["instance"], e["step"], e["req_id"]): e for e in trace.filter("route")}
-    samples = {(e["instance"], e["step"], e["req_id"]): e["token"] for e in trace.filter("sample")}
     t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
     for key, just in (
         ("st_inst", "left"),
@@ -42,29 +41,25 @@ def step_table(
         ("st_sampled", "right"),
     ):
         t.add_column(escape(text(lang, key)), justify=just)
-    for ev in trace.filter("step", instance):
-        for r in ev["scheduled"]:
-            key = (ev["instance"], ev["step"], r["req_id"])
-            route = routes.get(key)
-            path = route["forward"] if route else "-"
-            if (
-                route
-                and route["path"] == "prefill"
-                and r["num_scheduled_tokens"] == 1
-                and r["num_computed_tokens_before"] > 0
-            ):
-                path = f"[bold yellow]{path}[/]"
-            t.add_row(
-                ev["instance"],
-                str(ev["step"]),
-                r["req_id"],
-                str(r["num_prompt_tokens"]),
-                str(r["num_computed_tokens_before"]),
-                str(r["num_scheduled_tokens"]),
-                str(r["num_computed_tokens_after"]),
-                path,
-                str(samples.get(key, "")),
-            )
+    for r in trace.step_rows(instance):
+        path = r["forward"] or "-"
+        if (
+            r["path"] == "prefill"
+            and r["num_scheduled_tokens"] == 1
+            and r["num_computed_tokens_before"] > 0
+        ):
+            path = f"[bold yellow]{path}[/]"  # D's short extend, sent down _forward_prefill
+        t.add_row(
+            r["instance"],
+            str(r["step"]),
+            r["req_id"],
+            str(r["num_prompt_tokens"]),
+            str(r["num_computed_tokens_before"]),
+            str(r["num_scheduled_tokens"]),
+            str(r["num_computed_tokens_after"]),
+            path,
+            "" if r["sampled"] is None else str(r["sampled"]),
+        )
     return t
 
 
@@ -75,7 +70,10 @@ def render_pd_result(
     errors: dict[str, str],
     console: Console | None = None,
 ) -> int:
-    """Print what P and D each did, the blocks moved and the outputs; exit code 0 or 1."""
+    """Print what P and D each did, the blocks moved and the outputs (``outputs`` keyed by
+    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`); exit code 0 or 1."""
+    from pdlab.disagg.pair import PDPair  # the engines: only once there is a P/D result
+
     console = console or make_console()
     console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
     for inst in ("P", "D"):
@@ -101,15 +99,16 @@ def render_pd_result(
             f"(N - 1, N = {ev['num_tokens']})"
         )
     for i, p in enumerate(prompts):
-        out = outputs.get(f"req-{i}")
+        rid = PDPair.request_id(i)
+        out = outputs.get(rid)
         shown = repr(out["text"]) if out else "[red]missing[/]"
-        console.print(f"req-{i} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
+        console.print(f"{rid} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
     for role, err in errors.items():
         console.print(f"[red]{role} failed:[/] {err}")
     return 1 if errors or len(outputs) < len(prompts) else 0
 
 
-def kernel_brief(ev: dict[str, Any]) -> str:
+def kernel_brief(ev: Mapping[str, Any]) -> str:
     """A kernel event in one short line: its name and the shape that sets its cost (rows
     gathered, query and key lengths, keys read), written as identifiers so it reads the same
     in any language."""

@@ -12,7 +12,7 @@ Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-c
 from __future__ import annotations
 
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import ipywidgets as widgets
@@ -26,7 +26,7 @@ from pdlab.ui.text import labels
 from pdlab.ui.trace_views import trace_panels
 
 
-def route_text(route: dict[str, Any], lang: str = "en") -> str:
+def route_text(route: Mapping[str, Any], lang: str = "en") -> str:
     """The routing decision in one line, with the values ``split_decodes_and_prefills`` read
     (upstream's test: ``query_len > decode_threshold``, OR-ed with ``is_prefilling`` when
     ``treat_short_extends_as_decodes`` is False)."""
@@ -216,7 +216,7 @@ class PDExplorer(widgets.VBox):
             f"{r['num_computed_tokens']}, num_prompt_tokens = N = {n}</code>"
         )
         self.route.value = f"<code>{esc(route_text(r, self.lang))}</code>"
-        layers = len({e["layer"] for e in run.trace.filter("kernel", "D")})
+        layers = run.trace.num_layers("D")
         self.kernels.value = (
             f"<code>{esc(' → '.join(run.kernels('D')))}</code>"
             f"<div style='font-size:11px'>"

@@ -27,22 +27,22 @@ def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
     return fig, axes
 
 
-def _steps(trace: Tracer, instance: str | None) -> list[dict[str, Any]]:
-    return [e for e in trace.filter("step", instance) if e.get("scheduled")]
-
-
 def plot_block_table(
     trace: Tracer, instance: str, step: int | None = None, block_size: int | None = None
 ) -> Figure:
     """Each scheduled request's block table at one step (default: the instance's first
     step that scheduled work): one row per request, one cell per block, labelled with the
     block id and shaded by how many of its slots hold tokens."""
-    steps = _steps(trace, instance)
+    steps = trace.step_numbers(instance)
     if not steps:
         raise LookupError(f"the trace has no scheduled step for instance {instance!r}")
-    ev = steps[0] if step is None else next(e for e in steps if e["step"] == step)
+    if step is not None and step not in steps:
+        raise LookupError(
+            f"step={step} is invalid: expected one of {steps} for instance {instance!r}"
+        )
+    step = steps[0] if step is None else step
     bs = block_size or trace.meta.get("block_size") or 1
-    reqs = ev["scheduled"]
+    reqs = trace.step_rows(instance, step)
     width = max(len(r["block_ids"]) for r in reqs)
     blues = colormaps["Blues"]
     fig, ax = _figure(max(4.0, 0.6 * width + 2), 0.7 * len(reqs) + 1.2)
@@ -58,7 +58,7 @@ def plot_block_table(
     ax.set_yticklabels([r["req_id"] for r in reqs])
     ax.set_xlabel(f"logical block (block_size={bs}); cell = physical block id")
     ax.set_ylabel("request")
-    ax.set_title(f"block table, instance {instance}, step {ev['step']}")
+    ax.set_title(f"block table, instance {instance}, step {step}")
     fig.tight_layout()
     return fig
 
@@ -67,14 +67,11 @@ def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figu
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
     to ``_forward_prefill``, filled ones to ``_forward_decode``."""
     fig, ax = _figure(7, 4)
-    routes = {(e["instance"], e["step"], e["req_id"]): e["path"] for e in trace.filter("route")}
     series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
-    for ev in _steps(trace, instance):
-        for r in ev["scheduled"]:
-            path = routes.get((ev["instance"], ev["step"], r["req_id"]), "prefill")
-            series.setdefault((ev["instance"], r["req_id"]), []).append(
-                (ev["step"], r["num_computed_tokens_after"], path)
-            )
+    for r in trace.step_rows(instance):
+        series.setdefault((r["instance"], r["req_id"]), []).append(
+            (r["step"], r["num_computed_tokens_after"], r["path"])
+        )
     for (inst, rid), pts in series.items():
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}")

@@ -11,6 +11,7 @@ Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +28,7 @@ def say(lang: str, key: str, **values: object) -> str:
     return escape(text(lang, key, **values))
 
 
-def row_shape(kernels: list[dict[str, Any]]) -> tuple[int, int, int]:
+def row_shape(kernels: Sequence[Mapping[str, Any]]) -> tuple[int, int, int]:
     """(layers, kv_lora_rank, qk_rope_head_dim) read off reshape_and_cache_mla calls."""
     writes = [k for k in kernels if k["name"] == "reshape_and_cache_mla"]
     s = writes[0]["shapes"]
@@ -46,7 +47,7 @@ def chapter1(c: Console, demo: Demo, lang: str) -> None:
     if len(steps) == 1:
         c.print(say(lang, "ch1_whole"))
     for ev, r in steps:
-        route = t.first("route", "P", step=ev["step"], req_id=rid)
+        route = t.route_of("P", rid, ev["step"])
         c.print(
             say(
                 lang,

@@ -11,6 +11,7 @@ Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console
@@ -33,7 +34,7 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     ev, _ = trace.steps("D", rid)[0]
     ks = trace.kernels("D", ev["step"])
     return {
-        "route": trace.first("route", "D", step=ev["step"], req_id=rid),
+        "route": trace.route_of("D", rid, ev["step"]),
         "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
         "flops": sum(k["flops"] for k in ks),
         "bytes": sum(k["bytes"] for k in ks),
@@ -41,7 +42,7 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     }
 
 
-def _split_test(rt: dict[str, Any]) -> str:
+def _split_test(rt: Mapping[str, Any]) -> str:
     """The test ``split_decodes_and_prefills`` applied to this request (alone in its batch,
     so ``require_uniform`` changes nothing), with the values the trace recorded."""
     q, t = rt["query_len"], rt["decode_threshold"]

@@ -5,6 +5,7 @@ read from the trace. vLLM has no equivalent; the closest are its ``SchedulerStat
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import ipywidgets as widgets
@@ -12,37 +13,6 @@ import ipywidgets as widgets
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import esc, html_table
 from pdlab.ui.text import labels
-
-
-def step_rows(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]]:
-    """What the scheduler gave each request at one step of one instance, with the path the
-    attention layer took and the token sampled (if any)."""
-    ev = tracer.filter("step", instance, step=step)
-    if not ev:
-        return []
-    routes = {e["req_id"]: e for e in tracer.filter("route", instance, step=step)}
-    samples = {e["req_id"]: e["token"] for e in tracer.filter("sample", instance, step=step)}
-    rows = []
-    for r in ev[0]["scheduled"]:
-        route = routes.get(r["req_id"], {})
-        rows.append(
-            {
-                **r,
-                "forward": route.get("forward", ""),
-                "query_len": route.get("query_len", r["num_scheduled_tokens"]),
-                "sampled": samples.get(r["req_id"]),
-            }
-        )
-    return rows
-
-
-_QUIET = ("step", "route", "kernel", "sample")
-
-
-def step_events(tracer: Tracer, instance: str, step: int) -> list[dict[str, Any]]:
-    """The scheduler and connector events of one step (admit, preempt, finish, ...)."""
-    return [e for e in tracer.filter(None, instance, step=step) if e["kind"] not in _QUIET]
-
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
 _NOISE = {
@@ -57,7 +27,7 @@ _NOISE = {
 }
 
 
-def event_details(e: dict[str, Any]) -> str:
+def event_details(e: Mapping[str, Any]) -> str:
     parts = []
     for k, v in e.items():
         if k in _NOISE or v is None or v == "" or v is False:
@@ -123,15 +93,14 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
 def timeline_html(tracer: Tracer, instance: str = "local") -> str:
     """A step-by-request grid: each cell is ``before → after (+scheduled)``, ``*`` where a
     token was sampled; the second column is the step's total of scheduled tokens."""
-    steps = [e["step"] for e in tracer.filter("step", instance) if e["scheduled"]]
-    req_ids = [e["req_id"] for e in tracer.filter("add_request", instance)]
+    req_ids = tracer.requests(instance)
     rows = []
-    for s in steps:
+    for s in tracer.step_numbers(instance):
         cells = {
             r["req_id"]: f"{r['num_computed_tokens_before']} → "
             f"{r['num_computed_tokens_after']} (+{r['num_scheduled_tokens']})"
             + (" *" if r["sampled"] is not None else "")
-            for r in step_rows(tracer, instance, s)
+            for r in tracer.step_rows(instance, s)
         }
         total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
         rows.append([s, total] + [cells.get(r, "") for r in req_ids])
@@ -163,12 +132,12 @@ class StepPlayer(widgets.VBox):
     """A slider over the steps of one instance of a trace, showing the step table."""
 
     def __init__(self, tracer: Tracer, instance: str | None = None, lang: str = "en") -> None:
-        steps = tracer.filter("step", instance)
-        if not steps:
+        instances = tracer.instances("step")
+        if not (instance in instances if instance else instances):
             raise ValueError(f"the trace has no step events for instance={instance!r}")
         self.tracer = tracer
-        self.instance = instance or steps[0]["instance"]
-        self.steps = [e["step"] for e in tracer.filter("step", self.instance)]
+        self.instance = instance or instances[0]
+        self.steps = tracer.step_numbers(self.instance)
         self.lab = labels(lang)
         self.slider = widgets.IntSlider(
             value=self.steps[0], min=self.steps[0], max=self.steps[-1], description=self.lab["step"]
@@ -200,7 +169,7 @@ class StepPlayer(widgets.VBox):
                 r["block_ids"],
                 "" if r["sampled"] is None else r["sampled"],
             ]
-            for r in step_rows(self.tracer, self.instance, step)
+            for r in self.tracer.step_rows(self.instance, step)
         ]
         self.table.value = html_table(
             [
@@ -215,7 +184,9 @@ class StepPlayer(widgets.VBox):
             ],
             rows or [[self.lab["none"]] + [""] * 7],
         )
-        evs = [[e["kind"], event_details(e)] for e in step_events(self.tracer, self.instance, step)]
+        evs = [
+            [e.kind, event_details(e)] for e in self.tracer.lifecycle_events(self.instance, step)
+        ]
         self.events.value = html_table(
             [self.lab["event"], self.lab["details"]], evs or [[self.lab["none"], ""]]
         )

@@ -12,7 +12,7 @@ helpers live in :mod:`pdlab.ui.fmt`, the demonstration runner in :mod:`pdlab.dem
 
 from pdlab.ui.block_pool_view import BlockPoolExplorer, pool_state
 from pdlab.ui.pd_explorer import PDExplorer, route_text
-from pdlab.ui.trace_views import StepPlayer, step_rows, trace_panels
+from pdlab.ui.trace_views import StepPlayer, trace_panels
 
 __all__ = [
     "BlockPoolExplorer",
@@ -20,6 +20,5 @@ __all__ = [
     "StepPlayer",
     "pool_state",
     "route_text",
-    "step_rows",
     "trace_panels",
 ]

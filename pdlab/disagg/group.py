@@ -1,0 +1,81 @@
+"""Joining the two-process group of a P/D pair: a free port, a port check, and the join
+itself, each failure one line.
+
+Mirrors ``get_open_port`` (``vllm/utils/network_utils.py``) and the process-group setup of
+``vllm/distributed/utils.py`` (``stateless_init_torch_distributed_process_group``), cut down
+to the two ranks pdlab needs: P is rank 0, D rank 1 (``pdlab/disagg/procs.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import socket
+import sys
+from collections.abc import Iterator
+
+import torch.distributed as dist
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port on ``host`` that is free now (the OS picks it; vLLM's ``get_open_port``)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(host: str, port: int) -> None:
+    """Raise ``ValueError`` when P could not listen on ``host:port`` (checked before any
+    work, so a port in use is one line, not a traceback from deep inside torch)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ValueError(
+                f"port={port} on {host} is not available ({e.strerror}): expected a free "
+                "port, or 0 to pick one"
+            ) from None
+
+
+@contextlib.contextmanager
+def _quiet_stderr() -> Iterator[None]:
+    """Silence file descriptor 2 while joining: torch's C++ store logs every retry with a
+    stack trace, and the failure is reported as one line anyway."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+class PeerUnreachable(RuntimeError):
+    """The other side never joined: one line for the launcher and the CLI."""
+
+    one_line = True  # the message is the whole story; the CLI prints it as it is
+
+
+def join_group(rank: int, host: str, port: int, timeout_s: float) -> None:
+    """Join the gloo group of two at ``host:port`` as ``rank`` (0 is P, which listens there),
+    or raise ``PeerUnreachable`` within ``timeout_s`` (``ValueError`` if P's port is taken)."""
+    if rank == 0:
+        check_port_free(host, port)
+    try:
+        with _quiet_stderr():
+            dist.init_process_group(
+                "gloo",
+                init_method=f"tcp://{host}:{port}",
+                rank=rank,
+                world_size=2,
+                timeout=datetime.timedelta(seconds=timeout_s),
+            )
+    except Exception:  # noqa: BLE001 - torch's DistNetworkError and friends: one line
+        peer = "decode" if rank == 0 else "prefill"
+        raise PeerUnreachable(
+            f"could not reach the {peer} peer at {host}:{port} within {timeout_s:g} s"
+        ) from None

@@ -1,0 +1,294 @@
+"""The event types of a trace: one frozen dataclass per kind, found through one registry.
+
+Every component reports what it did through an :class:`~pdlab.trace.EventSink`,
+``emit(kind, **fields)``; the :class:`~pdlab.trace.Tracer` builds the event with
+:func:`make_event`, which looks ``kind`` up in :data:`EVENT_TYPES`. An unknown kind, a
+missing field or an unknown one is a ``ValueError`` at emit time, in one line naming the
+kind and the field, so a typo cannot silently start a new kind.
+
+An event still reads as the flat record the views and the JSON file use: every event is a
+read-only :class:`collections.abc.Mapping` whose keys are ``kind``, ``instance``, ``step``
+and then its own fields, in order (``e["req_id"]``, ``e.get("x")``, ``dict(e)``).
+
+vLLM has no single equivalent: the closest are its ``SchedulerStats`` and
+``IterationStats`` (``vllm/v1/metrics/stats.py``), and the profiler's kernel records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+_RESERVED = ("kind", "instance", "step")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TraceEvent(Mapping[str, Any]):
+    """What every event has: the instance that did it (``"P"``, ``"D"``, ``"local"``)
+    and the engine step it happened in. Equal to any mapping with the same items."""
+
+    kind: ClassVar[str] = ""
+    _keys: ClassVar[tuple[str, ...]] = ()
+
+    instance: str
+    step: int
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "kind":
+            return self.kind
+        if key in self._keys:
+            return getattr(self, key)
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        yield "kind"
+        yield from self._keys
+
+    def __len__(self) -> int:
+        return len(self._keys) + 1
+
+
+EVENT_TYPES: dict[str, type[TraceEvent]] = {}
+E = TypeVar("E", bound=type[TraceEvent])
+
+
+def event(kind: str) -> Callable[[E], E]:
+    """Make the class a frozen dataclass (its annotations are the fields, in order) and
+    register it as the type of events of ``kind``."""
+
+    def register(cls: E) -> E:
+        cls = dataclass(frozen=True, slots=True, eq=False)(cls)
+        cls.kind = kind
+        cls._keys = tuple(f.name for f in dataclasses.fields(cls))
+        EVENT_TYPES[kind] = cls
+        return cls
+
+    return register
+
+
+def make_event(kind: str, instance: str, step: int, fields: Mapping[str, Any]) -> TraceEvent:
+    """The event of ``kind`` with these fields, or ``ValueError`` naming the kind and the
+    first missing or unknown field."""
+    cls = EVENT_TYPES.get(kind)
+    if cls is None:
+        raise ValueError(f"event kind={kind!r} is unknown: expected one of {sorted(EVENT_TYPES)}")
+    own = cls._keys[2:]  # after instance and step
+    for name in fields:
+        if name not in own:
+            raise ValueError(
+                f"{kind!r} event: field {name!r} is unknown: expected the fields {list(own)}"
+            )
+    for name in own:
+        if name not in fields:
+            raise ValueError(f"{kind!r} event: field {name!r} is missing")
+    return cls(instance, step, **fields)
+
+
+def event_from_dict(record: Mapping[str, Any]) -> TraceEvent:
+    """An event from its flat record (``dict(e)``, or a line of a saved trace)."""
+    if isinstance(record, TraceEvent):
+        return record
+    fields = {k: v for k, v in record.items() if k not in _RESERVED}
+    return make_event(record["kind"], record["instance"], record["step"], fields)
+
+
+# ---- the engine (pdlab/engine.py) --------------------------------------------------------
+@event("add_request")
+class AddRequest(TraceEvent):
+    """A request queued on this instance."""
+
+    req_id: str
+    num_prompt_tokens: int
+    prompt_token_ids: list[int]
+    kv_transfer_params: dict[str, Any] | None
+
+
+@event("step")
+class Step(TraceEvent):
+    """One engine step that scheduled work. Each row of ``scheduled`` holds ``req_id``,
+    ``num_prompt_tokens``, ``num_tokens``, ``num_computed_tokens_before``/``_after``,
+    ``num_scheduled_tokens`` and ``block_ids``."""
+
+    scheduled: list[dict[str, Any]]
+    total_num_scheduled_tokens: int
+    kv_cache_usage: float
+
+
+@event("request_error")
+class RequestError(TraceEvent):
+    """A request whose step raised; it ends with ``FINISHED_ERROR``."""
+
+    req_id: str
+    error: str
+
+
+# ---- the model runner and the attention layer (pdlab/model, pdlab/attention) ------------
+@event("route")
+class Route(TraceEvent):
+    """Where one request of a step went (``path`` ``"decode"`` or ``"prefill"``), with the
+    values ``split_decodes_and_prefills`` read and the rule in force."""
+
+    req_id: str
+    query_len: int
+    num_computed_tokens: int
+    num_prompt_tokens: int
+    is_prefilling: bool
+    region: str
+    decode_threshold: int
+    require_uniform: bool
+    treat_short_extends_as_decodes: bool
+    prefill_context_parallel_size: int
+    mla_backend: str
+    path: str
+    forward: str
+
+
+@event("kernel")
+class Kernel(TraceEvent):
+    """One kernel call of one layer, with its shapes and modelled FLOPs and bytes."""
+
+    name: str
+    path: str
+    layer: int
+    backend: str
+    shapes: dict[str, Any]
+    flops: float
+    bytes: float
+
+
+@event("sample")
+class Sample(TraceEvent):
+    """A token sampled for a request at ``position``, with its logit."""
+
+    req_id: str
+    token: int
+    position: int
+    logit: float
+
+
+# ---- the scheduler (pdlab/sched) ---------------------------------------------------------
+@event("admit")
+class Admit(TraceEvent):
+    """A waiting (or preempted) request scheduled for the first time since it waited."""
+
+    req_id: str
+    num_computed_tokens: int
+    num_cached_tokens: int
+    num_new_tokens: int
+    resumed: bool
+    num_prompt_tokens: int
+    num_tokens: int
+    block_ids: list[int]
+
+
+@event("prefix_hit")
+class PrefixHit(TraceEvent):
+    """Tokens found in the local prefix cache (capped at ``num_tokens - 1``)."""
+
+    req_id: str
+    num_hit_tokens: int
+    num_tokens: int
+    block_ids: list[int]
+
+
+@event("preempt")
+class Preempt(TraceEvent):
+    """A running request sent back to wait, its blocks freed (recomputed on resume)."""
+
+    req_id: str
+    num_computed_tokens: int
+    num_output_tokens: int
+    num_preemptions: int
+
+
+@event("finish")
+class Finish(TraceEvent):
+    """A request finished; ``delay_free`` when the connector holds its blocks a while."""
+
+    req_id: str
+    status: str
+    finish_reason: str | None
+    delay_free: bool
+    num_output_tokens: int
+    kv_transfer_params: dict[str, Any] | None
+
+
+@event("free")
+class Free(TraceEvent):
+    """A request's blocks given back to the pool."""
+
+    req_id: str
+    block_ids: list[int]
+
+
+@event("waiting_for_remote_kvs")
+class WaitingForRemoteKVs(TraceEvent):
+    """D allocated blocks for K/V that another instance will send."""
+
+    req_id: str
+    num_external_tokens: int
+    num_local_tokens: int
+    num_computed_tokens: int
+    block_ids: list[int]
+
+
+@event("remote_kv_ready")
+class RemoteKVReady(TraceEvent):
+    """The K/V arrived; ``num_computed_tokens`` is after the ``- 1`` for the last token."""
+
+    req_id: str
+    num_computed_tokens_before_adjust: int
+    num_computed_tokens: int
+    num_tokens: int
+    num_prompt_tokens: int
+    block_ids: list[int]
+
+
+@event("remote_kv_failed")
+class RemoteKVFailed(TraceEvent):
+    """The K/V did not arrive (or partly): the rest is computed locally."""
+
+    req_id: str
+    num_computed_tokens: int
+    num_tokens: int
+    block_ids: list[int]
+
+
+# ---- the KV connector (pdlab/kv_transfer/pd_connector.py) --------------------------------
+@event("kv_transfer")
+class KVTransfer(TraceEvent):
+    """D's read of P's blocks landed (``ok``) or failed (``reason``)."""
+
+    req_id: str
+    ok: bool
+    reason: str
+    remote_engine_id: str
+    remote_block_ids: list[int]
+    local_block_ids: list[int]
+    nbytes: int
+
+
+@event("kv_release")
+class KVRelease(TraceEvent):
+    """D will not read this request's blocks: P may free them now."""
+
+    req_id: str
+    remote_request_id: str
+
+
+@event("kv_send_timeout")
+class KVSendTimeout(TraceEvent):
+    """P freed blocks that D did not read within ``timeout_s``."""
+
+    req_id: str
+    timeout_s: float
+
+
+@event("kv_send_aborted")
+class KVSendAborted(TraceEvent):
+    """P ended a hand-off because D is gone."""
+
+    req_id: str
+    reason: str
