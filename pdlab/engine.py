@@ -25,6 +25,7 @@ from pdlab.config import (
     ParallelConfig,
     SchedulerConfig,
 )
+from pdlab.errors import one_line
 from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
 from pdlab.kv_transfer.base import KVConnector
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -199,7 +200,7 @@ class LLMEngine:
             mro = self.runner.execute_model(so, self.step_count)
             errors = dict(self.runner.req_errors)
         except Exception as e:  # noqa: BLE001 - outside any one request: fail the batch
-            why = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            why = one_line(e)
             rids = list(so.num_scheduled_tokens)
             mro = ModelRunnerOutput(req_ids=rids, sampled_token_ids=[[] for _ in rids])
             errors = dict.fromkeys(rids, why)

@@ -22,6 +22,7 @@ import torch
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
 from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
+from pdlab.errors import one_line
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -34,7 +35,7 @@ def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) ->
     except (PeerUnreachable, ValueError) as e:  # already one line naming what was wrong
         conn.send((role, None, str(e)))
     except BaseException as e:  # noqa: BLE001 - reported to the launcher
-        conn.send((role, None, f"{type(e).__name__}: {e}".splitlines()[0][:300]))
+        conn.send((role, None, one_line(e)))
     finally:
         conn.close()
         # Skip interpreter teardown: a gloo group whose peer vanished can block in it.
