@@ -252,7 +252,8 @@ def _call(
 
     The event is ``kernel`` with the call's ``name``, its ``path`` ("write", "decode" or
     "prefill"), the layer, the backend in force, its ``shapes`` and its modelled
-    ``cost = (flops, bytes)`` (``pdlab/attention/cost.py``)."""
+    ``cost = (flops, bytes)`` (``pdlab/attention/cost.py``). Call sites keep one line per
+    part (what and where, the call, its cost, its shapes) with ``# fmt: skip``."""
     if ctx.emit is not None:
         ctx.emit(
             "kernel",
@@ -339,8 +340,7 @@ def _flash(
 
 
 def _merge(layer: MLALayer, ctx: ForwardContext, a: _Part, b: _Part) -> _Part:
-    """``merge_attn_states`` of an earlier part ``a = (out, lse)`` and a new part ``b``
-    (whose shapes the trace records)."""
+    """``merge_attn_states`` of parts ``a = (out, lse)`` and ``b`` (the trace shows b's)."""
     (out_a, lse_a), (out_b, lse_b) = a, b
     return _call(
         ctx, layer, "merge_attn_states", "prefill",
