@@ -5,9 +5,11 @@ public function takes ``backend=None`` ("triton" or "torch"; None = the one in f
 
 * ``cache.py``: ``reshape_and_cache_mla`` (write latent rows into their slots) and
   ``gather_cache`` (read a request's rows back through its block table);
-* ``flash_attn.py``: ``flash_attn_varlen``, the prefill path's attention;
+* ``flash_attn.py``: ``flash_attn_varlen``, the prefill path's attention (its Triton kernel,
+  with the math and the tiling, in ``flash_attn_kernels.py``);
 * ``merge.py``: ``merge_attn_states``, joining partial results by their LSE;
-* ``decode_attention.py``: ``mla_decode``, absorbed MQA decode with split KV;
+* ``decode_attention.py``: ``mla_decode``, absorbed MQA decode with split KV (its two Triton
+  kernels, with the math and the tiling, in ``decode_attention_kernels.py``);
 * ``checks.py``: index-range checks every kernel runs before launch (on by default; off
   with ``PDLAB_CHECK_INDICES=0`` or ``set_index_checks(False)`` for benchmarking);
 

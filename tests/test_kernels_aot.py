@@ -10,7 +10,7 @@ from kernel_utils import HAS_TRITON  # imports pdlab.kernels (and its backend) b
 if not HAS_TRITON:
     pytest.skip("needs triton", allow_module_level=True)
 
-from pdlab.tools import aot  # noqa: E402
+from pdlab.tools import aot, aot_specs  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def test_every_kernel_builds_for_every_target(results):
         f"{r.kernel} sm_{r.target} {r.dtype} {r.widths}: {r.error}" for r in results if not r.ok
     ]
     assert not failed, "\n".join(failed)
-    names = {s.name for s in aot.specs(aot.WIDTHS["tiny"], "fp16")}
+    names = {s.name for s in aot_specs.specs(aot_specs.WIDTHS["tiny"], "fp16")}
     assert len(names) == 6
     built = {(r.kernel, r.target, r.dtype, r.widths.split()[0]) for r in results}
     assert built == {
@@ -66,7 +66,7 @@ def test_build_is_specialised_like_the_jit():
     every integer argument of every kernel has a sample value."""
     from triton.runtime.jit import native_specialize_impl  # noqa: PLC0415
 
-    for spec in aot.specs(aot.WIDTHS["deepseek"], "bf16"):
+    for spec in aot_specs.specs(aot_specs.WIDTHS["deepseek"], "bf16"):
         src = aot._source(spec, "bf16")
         for i, name in enumerate(spec.kernel.arg_names):
             if name in spec.ints and name not in spec.constexprs:

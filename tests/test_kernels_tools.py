@@ -100,10 +100,9 @@ def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
     it on the CPU at small shapes (CPU timer, torch twins where triton would be compiled)
     so that the GPU run does not meet its first bug."""
     from pdlab.kernels import decode_attention, flash_attn
-    from pdlab.tools import bench_kernels as bench
-    from pdlab.tools import gpu_check
+    from pdlab.tools import gpu_check, measure
 
-    monkeypatch.setattr(bench, "_time_cuda", bench._time_cpu)
+    monkeypatch.setattr(measure, "time_cuda", measure.time_cpu)
     monkeypatch.setattr(
         gpu_check, "DECODE", {"batch": (2,), "heads": (4,), "context": (128,), "splits": (None, 4)}
     )
@@ -112,7 +111,7 @@ def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
         real = getattr(mod, name)  # gpu_check asks for backend="triton": give it the twin
         monkeypatch.setattr(mod, name, lambda *a, _f=real, **k: _f(*a, **{**k, "backend": "torch"}))
     cpu = torch.device("cpu")
-    ceilings = bench.measure_ceilings(cpu, torch.float32)
+    ceilings = measure.measure_ceilings(cpu, torch.float32)
     rows = gpu_check._decode_rows(cpu, ceilings, 3) + gpu_check._prefill_rows(cpu, ceilings, 3)
     assert [r["splits"] for r in rows] == ["auto", 4, "-"]
     for r in rows[:2]:

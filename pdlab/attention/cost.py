@@ -34,6 +34,7 @@ class Cost:
 
 
 def gemm(m: int, n: int, k: int, e: int = 2) -> tuple[float, float]:
+    """``[m, k] @ [k, n]``: ``2 m n k`` FLOPs; both operands read and the result written."""
     return 2.0 * m * n * k, float(e) * (m * k + k * n + m * n)
 
 
@@ -61,6 +62,18 @@ def k_assembly_cost(
     return 0.0, float(e) * tokens * (k_bytes + 2 * heads * v_dim)
 
 
+def reshape_and_cache_cost(tokens: int, width: int, e: int = 2) -> tuple[float, float]:
+    """``reshape_and_cache_mla``: each new token's latent row (``width = L + R`` values) read
+    from the projection and written into its cache slot. A copy: no FLOPs."""
+    return 0.0, 2.0 * e * tokens * width
+
+
+def gather_cache_cost(rows: int, width: int, e: int = 2) -> tuple[float, float]:
+    """``gather_cache``: ``rows`` cached latent rows (``width = L + R`` values) read through
+    the block table and written packed into the workspace. A copy: no FLOPs."""
+    return 0.0, 2.0 * e * rows * width
+
+
 def split_workspace_cost(
     seq_lens: list[int], heads: int, L: int, num_kv_splits: int, tile: int
 ) -> tuple[float, float]:
@@ -75,7 +88,8 @@ def split_workspace_cost(
 
 
 def merge_attn_states_cost(tokens: int, heads: int, d_v: int, e: int = 2) -> tuple[float, float]:
-    """Two partial outputs read, one written; about 5 FLOPs per output value."""
+    """``merge_attn_states`` of two partial outputs ``[tokens, heads, d_v]``: both read, one
+    written; about 5 FLOPs per output value (two weights from the LSEs, a blend)."""
     return 5.0 * tokens * heads * d_v, 3.0 * e * tokens * heads * d_v
 
 
@@ -94,6 +108,9 @@ def attention_pairs(q_lens: list[int], k_lens: list[int], causal: bool) -> int:
 def flash_attn_cost(
     q_lens: list[int], k_lens: list[int], heads: int, d_qk: int, d_v: int, causal: bool, e: int = 2
 ) -> tuple[float, float]:
+    """``flash_attn_varlen`` over packed sequences: ``2 (d_qk + d_v)`` FLOPs per head and
+    visible (query, key) pair (scores, then the weighted sum of values); Q, K and V read
+    once, the output written, and an fp32 LSE per query and head."""
     pairs = attention_pairs(q_lens, k_lens, causal)
     tq, tk = sum(q_lens), sum(k_lens)
     flops = 2.0 * heads * (d_qk + d_v) * pairs
@@ -111,13 +128,30 @@ def mla_decode_cost(
     return flops, nbytes
 
 
+def decode_tile(L: int, R: int, e: int = 2) -> int:
+    """Tokens per tile of ``mla_decode``'s stage 1 (its split granularity) at these widths."""
+    from pdlab.kernels.decode_attention import mla_decode_config
+
+    return mla_decode_config(L, R, e)["stage1"]["BLOCK_N"]
+
+
+def mla_decode_call_cost(
+    seq_lens: list[int], heads: int, L: int, R: int, num_kv_splits: int, e: int = 2
+) -> tuple[float, float]:
+    """One ``mla_decode`` call with ``num_kv_splits``: the attention (:func:`mla_decode_cost`)
+    plus its split workspace round trip (:func:`split_workspace_cost`)."""
+    fl, by = mla_decode_cost(seq_lens, heads, L + R, L, e)
+    wf, wb = split_workspace_cost(seq_lens, heads, L, num_kv_splits, decode_tile(L, R, e))
+    return fl + wf, by + wb
+
+
 def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e: int = 2) -> Cost:
     """``_forward_prefill`` for one request with ``context_len`` cached tokens, one layer."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
     c = Cost()
-    c.add("reshape_and_cache_mla", 0, 2.0 * e * query_len * (L + R))
+    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(query_len, L + R, e))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
     c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e))
     c.add(
@@ -125,7 +159,7 @@ def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e:
         *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
     )
     if context_len > 0:
-        c.add("gather_cache (context)", 0, 2.0 * e * context_len * (L + R))
+        c.add("gather_cache (context)", *gather_cache_cost(context_len, L + R, e))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
         c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e))
         c.add(
@@ -153,12 +187,14 @@ def decode_path_cost(
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     n, dv, seq = cfg.qk_nope_head_dim, cfg.v_head_dim, context_len + 1
     splits = num_kv_splits or da.num_kv_splits_auto(1, h, seq, num_sms or da.CPU_NUM_SMS, L, R)
-    tile = da.mla_decode_config(L, R, e)["stage1"]["BLOCK_N"]
     c = Cost()
-    c.add("reshape_and_cache_mla", 0, 2.0 * e * (L + R))
+    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(1, L + R, e))
     c.add("q_nope @ W_UK (absorb)", *per_head_gemm(1, h, L, n, e))
     c.add("mla_decode", *mla_decode_cost([seq], h, L + R, L, e))
-    c.add("mla_decode split workspace", *split_workspace_cost([seq], h, L, splits, tile))
+    c.add(
+        "mla_decode split workspace",
+        *split_workspace_cost([seq], h, L, splits, decode_tile(L, R, e)),
+    )
     c.add("out @ W_UV", *per_head_gemm(1, h, dv, L, e))
     return c
 

@@ -18,13 +18,17 @@ Mirrors ``MLACommonImpl`` in ``vllm/model_executor/layers/attention/mla_attentio
    mask and merges every part with ``merge_attn_states``.
 
 Both paths compute the same numbers (MLA's two forms are algebraically equal); they differ
-in cost, which every kernel call records in the trace.
+in cost, which every kernel call records in the trace: each step is one ``_call``, which
+emits a ``kernel`` event (name, path, shapes, and FLOPs and bytes from
+``pdlab/attention/cost.py``) and then makes the call.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from itertools import accumulate
+from typing import Any, Protocol, TypeVar
 
 import torch
 
@@ -33,6 +37,9 @@ from pdlab.attention import cost
 from pdlab.attention.builder import MLAMetadata
 from pdlab.config import ModelConfig
 from pdlab.trace import EventSink
+
+_T = TypeVar("_T")
+_Part = tuple[torch.Tensor, torch.Tensor]  # an attention output and its LSE
 
 
 class MLALayer(Protocol):
@@ -83,16 +90,6 @@ class MLAAttention:
         return cached[1], cached[2]
 
     # ---- entry -----------------------------------------------------------------------
-    def __call__(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_c_normed: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: ForwardContext,
-    ) -> torch.Tensor:
-        return self.forward(layer, q, kv_c_normed, k_pe, ctx)
-
     def forward(
         self,
         layer: MLALayer,
@@ -104,18 +101,13 @@ class MLAAttention:
         m, cfg = ctx.attn_metadata, layer.cfg
         kv_cache = ctx.kv_caches[layer.layer_idx]
         t = q.shape[0]
-        self._record(
-            ctx,
-            layer,
-            "reshape_and_cache_mla",
-            "write",
-            {"kv_c": kv_c_normed.shape, "k_pe": k_pe.shape, "kv_cache": kv_cache.shape},
-            0.0,
-            2.0 * kv_c_normed.element_size() * t * cfg.kv_cache_dim,
-        )
-        kernels.reshape_and_cache_mla(
-            kv_c_normed, k_pe, kv_cache, m.slot_mapping, backend=ctx.backend
-        )
+        _call(
+            ctx, layer, "reshape_and_cache_mla", "write",
+            kernels.reshape_and_cache_mla, kv_c_normed, k_pe, kv_cache, m.slot_mapping,
+            backend=ctx.backend,
+            cost=cost.reshape_and_cache_cost(t, cfg.kv_cache_dim, kv_c_normed.element_size()),
+            shapes={"kv_c": kv_c_normed.shape, "k_pe": k_pe.shape, "kv_cache": kv_cache.shape},
+        )  # fmt: skip
         out = q.new_empty(t, cfg.num_attention_heads, cfg.v_head_dim)
         nd = m.num_decode_tokens
         if m.num_decodes:
@@ -125,6 +117,8 @@ class MLAAttention:
                 layer, q[nd:], kv_c_normed[nd:], k_pe[nd:], kv_cache, m, ctx
             )
         return out
+
+    __call__ = forward
 
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
     def _forward_decode(
@@ -136,163 +130,40 @@ class MLAAttention:
         ctx: ForwardContext,
     ) -> torch.Tensor:
         cfg = layer.cfg
-        nreq = m.num_decodes
         w_uk_t, w_uv = self.absorbed_weights(layer)
-        h, n, L = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank
+        h, n, L, rows = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
         e = q.element_size()
-        # A decode may carry more than one query token (a backend whose
-        # reorder_batch_threshold is above 1 sends short prompts here): each token becomes
-        # its own row that sees the cache up to and including itself (causal).
-        q_lens = m.query_lens[:nreq].long()
-        seq_lens = m.seq_lens[:nreq].long()
-        row_req = torch.repeat_interleave(torch.arange(nreq, device=q.device), q_lens)
-        starts = m.query_start_loc[:nreq].long()
-        offset_in_q = torch.arange(q.shape[0], device=q.device) - starts[row_req]
-        row_seq_lens = (seq_lens[row_req] - q_lens[row_req] + offset_in_q + 1).to(torch.int32)
-        row_block_table = m.block_table[:nreq][row_req]
-
+        row_block_table, row_seq_lens = _decode_rows(m, rows, q.device)
         q_nope, q_pe = q[..., :n], q[..., n:]
-        rows = q.shape[0]
-        self._record(
-            ctx,
-            layer,
-            "q_nope @ W_UK_T",
-            "decode",
-            {"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
-            *cost.per_head_gemm(rows, h, L, n, e),
-        )
-        q_latent = torch.einsum("bhn,hnl->bhl", q_nope, w_uk_t.to(q.dtype))
+        q_latent = _call(
+            ctx, layer, "q_nope @ W_UK_T", "decode",
+            torch.einsum, "bhn,hnl->bhl", q_nope, w_uk_t.to(q.dtype),
+            cost=cost.per_head_gemm(rows, h, L, n, e),
+            shapes={"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
+        )  # fmt: skip
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
         # The split count is fixed here, so that the trace and the kernel agree on it.
         splits = kernels.decode_attention.plan_num_kv_splits(
             q_mqa, row_seq_lens, ctx.num_kv_splits, L
         )
         seq_list = row_seq_lens.tolist()
-        fl, by = cost.mla_decode_cost(seq_list, h, cfg.kv_cache_dim, L, e)
-        tile = kernels.decode_attention.mla_decode_config(L, cfg.qk_rope_head_dim, e)
-        wf, wb = cost.split_workspace_cost(seq_list, h, L, splits, tile["stage1"]["BLOCK_N"])
-        self._record(
-            ctx,
-            layer,
-            "mla_decode",
-            "decode",
-            {
-                "q": q_mqa.shape,
-                "kv_cache": kv_cache.shape,
-                "block_table": row_block_table.shape,
-                "seq_lens": seq_list,
-                "num_kv_splits": splits,
-            },
-            fl + wf,
-            by + wb,
-        )
-        o_latent, _ = kernels.mla_decode(
-            q_mqa,
-            kv_cache,
-            row_block_table,
-            row_seq_lens,
-            cfg.softmax_scale,
-            num_kv_splits=splits,
-            kv_lora_rank=L,
-            backend=ctx.backend,
-        )
-        self._record(
-            ctx,
-            layer,
-            "o_latent @ W_UV",
-            "decode",
-            {"o_latent": o_latent.shape, "W_UV": w_uv.shape},
-            *cost.per_head_gemm(rows, h, cfg.v_head_dim, L, e),
-        )
-        return torch.einsum("bhl,hlv->bhv", o_latent.to(q.dtype), w_uv.to(q.dtype))
+        o_latent, _ = _call(
+            ctx, layer, "mla_decode", "decode",
+            kernels.mla_decode, q_mqa, kv_cache, row_block_table, row_seq_lens, cfg.softmax_scale,
+            num_kv_splits=splits, kv_lora_rank=L, backend=ctx.backend,
+            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e),
+            shapes={"q": q_mqa.shape, "kv_cache": kv_cache.shape,
+                    "block_table": row_block_table.shape, "seq_lens": seq_list,
+                    "num_kv_splits": splits},
+        )  # fmt: skip
+        return _call(
+            ctx, layer, "o_latent @ W_UV", "decode",
+            torch.einsum, "bhl,hlv->bhv", o_latent.to(q.dtype), w_uv.to(q.dtype),
+            cost=cost.per_head_gemm(rows, h, cfg.v_head_dim, L, e),
+            shapes={"o_latent": o_latent.shape, "W_UV": w_uv.shape},
+        )  # fmt: skip
 
     # ---- prefill: up-project and run flash attention ---------------------------------
-    def _up_project(
-        self,
-        layer: MLALayer,
-        kv_c: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: ForwardContext,
-        what: str,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = layer.cfg
-        h, n = cfg.num_attention_heads, cfg.qk_nope_head_dim
-        s = kv_c.shape[0]
-        self._record(
-            ctx,
-            layer,
-            f"kv_b_proj ({what})",
-            "prefill",
-            {"kv_c": kv_c.shape, "kv_b_proj": layer.kv_b_proj.weight.shape},
-            *cost.gemm(s, h * (n + cfg.v_head_dim), cfg.kv_lora_rank, kv_c.element_size()),
-        )
-        kv = layer.kv_b_proj(kv_c).view(s, h, n + cfg.v_head_dim)
-        k_nope, v = kv.split([n, cfg.v_head_dim], dim=-1)
-        self._record(
-            ctx,
-            layer,
-            f"K/V assembly ({what})",
-            "prefill",
-            {"k_nope": k_nope.shape, "k_pe": k_pe.shape, "v": v.shape},
-            *cost.k_assembly_cost(s, h, n, k_pe.shape[-1], cfg.v_head_dim, kv_c.element_size()),
-        )
-        k = torch.cat([k_nope, k_pe[:, None, :].expand(-1, h, -1)], dim=-1)
-        return k.contiguous(), v.contiguous()
-
-    def _flash(
-        self,
-        layer: MLALayer,
-        ctx: ForwardContext,
-        what: str,
-        q: torch.Tensor,
-        k: torch.Tensor,
-        v: torch.Tensor,
-        cu_q: torch.Tensor,
-        cu_k: torch.Tensor,
-        causal: bool,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        cfg = layer.cfg
-        q_lens = (cu_q[1:] - cu_q[:-1]).tolist()
-        k_lens = (cu_k[1:] - cu_k[:-1]).tolist()
-        fl, by = cost.flash_attn_cost(
-            q_lens,
-            k_lens,
-            cfg.num_attention_heads,
-            cfg.qk_head_dim,
-            cfg.v_head_dim,
-            causal,
-            q.element_size(),
-        )
-        self._record(
-            ctx,
-            layer,
-            "flash_attn_varlen",
-            "prefill",
-            {
-                "q": q.shape,
-                "k": k.shape,
-                "v": v.shape,
-                "q_lens": q_lens,
-                "k_lens": k_lens,
-                "causal": causal,
-                "part": what,
-            },
-            fl,
-            by,
-        )
-        return kernels.flash_attn_varlen(
-            q,
-            k,
-            v,
-            cu_q,
-            cu_k,
-            max(q_lens),
-            max(k_lens),
-            cfg.softmax_scale,
-            causal,
-            backend=ctx.backend,
-        )
-
     def _forward_prefill(
         self,
         layer: MLALayer,
@@ -303,23 +174,13 @@ class MLAAttention:
         m: MLAMetadata,
         ctx: ForwardContext,
     ) -> torch.Tensor:
-        nd = m.num_decodes
-        qsl = m.query_start_loc[nd:]
+        qsl = m.query_start_loc[m.num_decodes :]
         cu_q = (qsl - qsl[0]).to(torch.int32)
-        k, v = self._up_project(layer, kv_c, k_pe, ctx, "new tokens")
-        out, lse = self._flash(layer, ctx, "new tokens", q, k, v, cu_q, cu_q, causal=True)
+        k, v = _up_project(layer, kv_c, k_pe, ctx, "new tokens")
+        out, lse = _flash(layer, ctx, "new tokens", q, k, v, cu_q, cu_q, causal=True)
         if m.context_chunks:
             ctx_out, ctx_lse = self._compute_prefill_context(layer, q, kv_cache, m, cu_q, ctx)
-            self._record(
-                ctx,
-                layer,
-                "merge_attn_states",
-                "prefill",
-                {"out": out.shape, "lse": lse.shape},
-                5.0 * out.numel(),
-                3.0 * out.numel() * out.element_size(),
-            )
-            out, lse = kernels.merge_attn_states(ctx_out, ctx_lse, out, lse, backend=ctx.backend)
+            out, lse = _merge(layer, ctx, (ctx_out, ctx_lse), (out, lse))
         return out.to(q.dtype)
 
     def _compute_prefill_context(
@@ -336,90 +197,154 @@ class MLAAttention:
         covers consecutive prefills; a context too long for what is left continues in the
         next chunk, whose result is merged into the first by LSE. Tokens of a request with
         no context keep ``lse = -inf`` (weight 0 in the final merge)."""
-        nd = m.num_decodes
-        block_table = m.block_table[nd:]
-        L = layer.cfg.kv_lora_rank
-        h, dv = layer.cfg.num_attention_heads, layer.cfg.v_head_dim
-        acc_out: torch.Tensor | None = None
-        acc_lse: torch.Tensor | None = None
+        block_table = m.block_table[m.num_decodes :]
+        L, width = layer.cfg.kv_lora_rank, kv_cache.shape[-1]
+        acc_out = q.new_zeros(q.shape[0], layer.cfg.num_attention_heads, layer.cfg.v_head_dim)
+        acc_lse = acc_out.new_full(acc_out.shape[:2], float("-inf"), dtype=torch.float32)
         q_bounds = cu_q.tolist()
         for i, chunk in enumerate(m.context_chunks):
             rs, re = chunk.request_start, chunk.request_end
             t0, t1 = q_bounds[rs], q_bounds[re]
-            lens = torch.tensor(chunk.seq_lens, dtype=torch.int32, device=q.device)
-            cu = torch.zeros(re - rs + 1, dtype=torch.int32, device=q.device)
-            cu[1:] = torch.cumsum(lens, 0)
+            cu = torch.tensor([0, *accumulate(chunk.seq_lens)], dtype=torch.int32, device=q.device)
             starts = torch.tensor(chunk.starts, dtype=torch.int32, device=q.device)
-            self._record(
-                ctx,
-                layer,
-                "gather_cache",
-                "prefill",
-                {
-                    "kv_cache": kv_cache.shape,
-                    "block_table": block_table[rs:re].shape,
-                    "rows": int(cu[-1]),
-                    "chunk": i,
-                    "seq_starts": chunk.starts,
-                },
-                0.0,
-                2.0 * kv_cache.element_size() * int(cu[-1]) * kv_cache.shape[-1],
-            )
-            rows = kernels.gather_cache(
-                kv_cache, block_table[rs:re], cu, starts, backend=ctx.backend
-            )
-            k, v = self._up_project(
+            rows = _call(
+                ctx, layer, "gather_cache", "prefill",
+                kernels.gather_cache, kv_cache, block_table[rs:re], cu, starts,
+                backend=ctx.backend,
+                cost=cost.gather_cache_cost(int(cu[-1]), width, kv_cache.element_size()),
+                shapes={"kv_cache": kv_cache.shape, "block_table": block_table[rs:re].shape,
+                        "rows": int(cu[-1]), "chunk": i, "seq_starts": chunk.starts},
+            )  # fmt: skip
+            k, v = _up_project(
                 layer, rows[:, :L].to(q.dtype), rows[:, L:].to(q.dtype), ctx, "context"
             )
             cu_q_chunk = (cu_q[rs : re + 1] - cu_q[rs]).to(torch.int32)
-            out, lse = self._flash(
+            out, lse = _flash(
                 layer, ctx, f"context chunk {i}", q[t0:t1], k, v, cu_q_chunk, cu, causal=False
             )
-            if acc_out is None or acc_lse is None:
-                acc_out = out.new_zeros(q.shape[0], h, dv)
-                acc_lse = lse.new_full((q.shape[0], h), float("-inf"))
             if chunk.is_continuation:
-                # The first request already has a part from the previous chunk.
+                # The first request already has a part from the previous chunk: merge it in.
                 t_end = q_bounds[rs + 1]
                 n = t_end - t0
-                self._record(
-                    ctx,
-                    layer,
-                    "merge_attn_states",
-                    "prefill",
-                    {"out": out[:n].shape, "lse": lse[:n].shape},
-                    5.0 * out[:n].numel(),
-                    3.0 * out[:n].numel() * out.element_size(),
-                )
-                merged = kernels.merge_attn_states(
-                    acc_out[t0:t_end], acc_lse[t0:t_end], out[:n], lse[:n], backend=ctx.backend
+                merged = _merge(
+                    layer, ctx, (acc_out[t0:t_end], acc_lse[t0:t_end]), (out[:n], lse[:n])
                 )
                 out, lse = out.clone(), lse.clone()
                 out[:n], lse[:n] = merged
             acc_out[t0:t1] = out
             acc_lse[t0:t1] = lse
-        assert acc_out is not None and acc_lse is not None
         return acc_out, acc_lse
 
-    # ---- trace -----------------------------------------------------------------------
-    @staticmethod
-    def _record(
-        ctx: ForwardContext,
-        layer: MLALayer,
-        name: str,
-        path: str,
-        shapes: dict[str, Any],
-        flops: float,
-        nbytes: float,
-    ) -> None:
-        if ctx.emit is not None:
-            ctx.emit(
-                "kernel",
-                name=name,
-                path=path,
-                layer=layer.layer_idx,
-                backend=kernels.backend.resolve(ctx.backend),
-                shapes={k: list(v) if isinstance(v, torch.Size) else v for k, v in shapes.items()},
-                flops=float(flops),
-                bytes=float(nbytes),
-            )
+
+# ---- the steps the two paths share ---------------------------------------------------
+def _call(
+    ctx: ForwardContext,
+    layer: MLALayer,
+    name: str,
+    path: str,
+    fn: Callable[..., _T],
+    *args: Any,
+    cost: tuple[float, float],
+    shapes: dict[str, Any],
+    **kwargs: Any,
+) -> _T:
+    """Record one kernel call in the trace, then make it: ``fn(*args, **kwargs)``.
+
+    The event is ``kernel`` with the call's ``name``, its ``path`` ("write", "decode" or
+    "prefill"), the layer, the backend in force, its ``shapes`` and its modelled
+    ``cost = (flops, bytes)`` (``pdlab/attention/cost.py``). Call sites keep one line per
+    part (what and where, the call, its cost, its shapes) with ``# fmt: skip``."""
+    if ctx.emit is not None:
+        ctx.emit(
+            "kernel",
+            name=name,
+            path=path,
+            layer=layer.layer_idx,
+            backend=kernels.backend.resolve(ctx.backend),
+            shapes={k: list(v) if isinstance(v, torch.Size) else v for k, v in shapes.items()},
+            flops=float(cost[0]),
+            bytes=float(cost[1]),
+        )
+    return fn(*args, **kwargs)
+
+
+def _decode_rows(
+    m: MLAMetadata, rows: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One row per decode query token: its request's block table and the cache length it
+    sees. A decode may carry more than one query token (a backend whose
+    ``reorder_batch_threshold`` is above 1 sends short prompts here); each token sees the
+    cache up to and including itself (causal)."""
+    nreq = m.num_decodes
+    q_lens = m.query_lens[:nreq].long()
+    seq_lens = m.seq_lens[:nreq].long()
+    row_req = torch.repeat_interleave(torch.arange(nreq, device=device), q_lens)
+    offset_in_q = torch.arange(rows, device=device) - m.query_start_loc[:nreq].long()[row_req]
+    row_seq_lens = (seq_lens[row_req] - q_lens[row_req] + offset_in_q + 1).to(torch.int32)
+    return m.block_table[:nreq][row_req], row_seq_lens
+
+
+def _assemble_kv(
+    k_nope: torch.Tensor, k_pe: torch.Tensor, v: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head K = ``[k_nope | k_pe]`` (``k_pe`` shared by every head) and V, packed."""
+    k = torch.cat([k_nope, k_pe[:, None, :].expand(-1, k_nope.shape[1], -1)], dim=-1)
+    return k.contiguous(), v.contiguous()
+
+
+def _up_project(
+    layer: MLALayer, kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: ForwardContext, what: str
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Latent rows to per-head K and V: ``kv_b_proj``, then the K/V assembly."""
+    cfg, e = layer.cfg, kv_c.element_size()
+    h, n, dv, s = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim, kv_c.shape[0]
+    kv = _call(
+        ctx, layer, f"kv_b_proj ({what})", "prefill",
+        layer.kv_b_proj, kv_c,
+        cost=cost.gemm(s, h * (n + dv), cfg.kv_lora_rank, e),
+        shapes={"kv_c": kv_c.shape, "kv_b_proj": layer.kv_b_proj.weight.shape},
+    )  # fmt: skip
+    k_nope, v = kv.view(s, h, n + dv).split([n, dv], dim=-1)
+    return _call(
+        ctx, layer, f"K/V assembly ({what})", "prefill",
+        _assemble_kv, k_nope, k_pe, v,
+        cost=cost.k_assembly_cost(s, h, n, k_pe.shape[-1], dv, e),
+        shapes={"k_nope": k_nope.shape, "k_pe": k_pe.shape, "v": v.shape},
+    )  # fmt: skip
+
+
+def _flash(
+    layer: MLALayer,
+    ctx: ForwardContext,
+    what: str,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    cu_q: torch.Tensor,
+    cu_k: torch.Tensor,
+    causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``flash_attn_varlen`` over packed sequences; ``what`` names the part in the trace."""
+    cfg = layer.cfg
+    q_lens = (cu_q[1:] - cu_q[:-1]).tolist()
+    k_lens = (cu_k[1:] - cu_k[:-1]).tolist()
+    h, d_qk, d_v = cfg.num_attention_heads, cfg.qk_head_dim, cfg.v_head_dim
+    return _call(
+        ctx, layer, "flash_attn_varlen", "prefill",
+        kernels.flash_attn_varlen, q, k, v, cu_q, cu_k, max(q_lens), max(k_lens),
+        cfg.softmax_scale, causal, backend=ctx.backend,
+        cost=cost.flash_attn_cost(q_lens, k_lens, h, d_qk, d_v, causal, q.element_size()),
+        shapes={"q": q.shape, "k": k.shape, "v": v.shape, "q_lens": q_lens, "k_lens": k_lens,
+                "causal": causal, "part": what},
+    )  # fmt: skip
+
+
+def _merge(layer: MLALayer, ctx: ForwardContext, a: _Part, b: _Part) -> _Part:
+    """``merge_attn_states`` of parts ``a = (out, lse)`` and ``b`` (the trace shows b's)."""
+    (out_a, lse_a), (out_b, lse_b) = a, b
+    return _call(
+        ctx, layer, "merge_attn_states", "prefill",
+        kernels.merge_attn_states, out_a, lse_a, out_b, lse_b, backend=ctx.backend,
+        cost=cost.merge_attn_states_cost(*out_b.shape, out_b.element_size()),
+        shapes={"out": out_b.shape, "lse": lse_b.shape},
+    )  # fmt: skip

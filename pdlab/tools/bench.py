@@ -6,7 +6,7 @@
   each path and their ratio (``forward_mha`` and ``forward_mqa`` in
   ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors), and
   beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
-  rate)`` with both rates measured in the same run (``pdlab/tools/bench_kernels.py``). A path far
+  rate)`` with both rates measured in the same run (``pdlab/tools/measure.py``). A path far
   above its floor is spending its time on something the model does not count;
 * ``kernels``: each kernel (``pdlab/tools/bench_kernels.py``);
 * ``sched``: the scheduler's own time per step (``pdlab/tools/bench_sched.py``).
@@ -107,7 +107,7 @@ def bench_paths(
     kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L**-0.5)
     layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(dev, dtype))
     attn = MLAAttention()
-    from pdlab.tools.bench_kernels import measure_ceilings
+    from pdlab.tools.measure import measure_ceilings
 
     threads = torch.get_num_threads()
     if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
@@ -145,7 +145,7 @@ def _path_row(
     ceilings: dict[str, Any],
 ) -> dict[str, Any]:
     """One context length: both paths timed, their modelled cost and this machine's floor."""
-    from pdlab.tools.bench_kernels import floor_ms
+    from pdlab.tools.measure import floor_ms
 
     cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim

@@ -13,47 +13,31 @@ On a CPU, the torch twins on small tiny-model shapes, so a laptop shows what eac
 Triton interpreter timings are not reported: the interpreter runs every program instance in
 Python through NumPy, so its speed says nothing about the kernel.
 
-``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`.
+``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`. The timers,
+the peaks and the test cache are in ``measure.py``; the bytes and FLOPs a case counts come
+from ``pdlab/attention/cost.py``. vLLM 0.33.0 has no counterpart in its package.
 """
 
 from __future__ import annotations
 
-import statistics
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
 
+from pdlab.attention import cost
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.decode_attention import mla_decode
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
+from pdlab.tools import measure
+from pdlab.tools.measure import measure_ceilings as measure_ceilings  # re-exported for notebooks
+from pdlab.tools.measure import published_peak as published_peak  # re-exported for notebooks
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-# Published peaks (dense bf16 tensor TFLOP/s, HBM GB/s), matched on the device name.
-PEAKS = [
-    ("H200", 989.0, 4800.0),
-    ("H100 PCIe", 756.0, 2000.0),
-    ("H100 NVL", 835.0, 3900.0),
-    ("H100", 989.0, 3350.0),
-    ("H800", 989.0, 3350.0),
-    ("H20", 148.0, 4000.0),
-    ("A100-SXM4-80GB", 312.0, 2039.0),
-    ("A100 80GB PCIe", 312.0, 1935.0),
-    ("A100", 312.0, 1555.0),
-    ("A800", 312.0, 2039.0),
-    ("L40S", 362.0, 864.0),
-    ("L40", 181.0, 864.0),
-    ("L4", 121.0, 300.0),
-    ("A10G", 70.0, 600.0),
-    ("A10", 125.0, 600.0),
-    ("RTX 4090", 165.0, 1008.0),
-    ("RTX 3090", 71.0, 936.0),
-]
 CPU_NOTE = (
     "CPU: the torch twins (tiny widths for the copies, DeepSeek's for attention, beside a "
     "dense torch version of the same math: vs dense = twin / dense), on one thread: on a "
@@ -77,105 +61,6 @@ def cpu_note() -> str:
 
 
 Progress = Callable[[int, int, str], None]
-
-
-def published_peak(name: str) -> tuple[float, float]:
-    """(dense bf16 FLOP/s, HBM bytes/s) of a GPU named in :data:`PEAKS`, e.g. ``"H800"``."""
-    for key, tflops, gbps in PEAKS:
-        if key == name:
-            return tflops * 1e12, gbps * 1e9
-    raise ValueError(f"name={name!r} is invalid: expected one of {[k for k, _, _ in PEAKS]}")
-
-
-def device_peaks(device: torch.device) -> tuple[float | None, float | None]:
-    """(bf16 TFLOP/s, GB/s) of a CUDA device, from its name, else from its memory clock."""
-    name = torch.cuda.get_device_name(device)
-    for key, tflops, gbps in PEAKS:
-        if key in name:
-            return tflops, gbps
-    props = torch.cuda.get_device_properties(device)
-    clock_khz = getattr(props, "memory_clock_rate", 0)
-    bus_bits = getattr(props, "memory_bus_width", 0)
-    gbps = 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9 if clock_khz and bus_bits else None
-    return None, gbps
-
-
-def _time_cuda(fn: Callable[[], Any], quick: bool) -> float:
-    """Median milliseconds of ``fn`` on the GPU, timed with CUDA events."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5 if quick else 20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
-
-
-def _time_cpu(fn: Callable[[], Any], quick: bool) -> float:
-    fn()
-    times = []
-    for _ in range(3 if quick else 10):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
-def _time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[float, float]:
-    """Fastest milliseconds of ``a`` and of ``b``, run alternately (CPU)."""
-    a(), b()
-    ta, tb = [], []
-    for _ in range(3 if quick else 7):
-        for fn, times in ((a, ta), (b, tb)):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-    return min(ta), min(tb)
-
-
-def measure_ceilings(device: torch.device, dtype: torch.dtype, quick: bool = True) -> dict:
-    """This machine's floor, measured now: matmul FLOP/s (a square product of 2048 on a
-    CPU, 8192 on a GPU) and copy GB/s (a 256 MiB tensor copied, bytes read + written).
-    A kernel's floor is ``max(FLOPs / matmul rate, bytes / copy rate)``."""
-    gpu = device.type == "cuda"
-    timer = _time_cuda if gpu else _time_cpu
-    n = 8192 if gpu else 2048
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    ms = timer(lambda: a @ b, quick)
-    src = torch.empty(64 << 20 if gpu else 16 << 20, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    src.normal_()
-    copy_ms = timer(lambda: dst.copy_(src), quick)
-    return {
-        "matmul_tflops": 2.0 * n**3 / ms / 1e9,
-        "copy_gbps": 2.0 * src.numel() * src.element_size() / copy_ms / 1e6,
-        "matmul_shape": f"{n}x{n}x{n} {str(dtype).removeprefix('torch.')}",
-        "copy_bytes": 2 * src.numel() * src.element_size(),
-    }
-
-
-def floor_ms(flops: float, nbytes: float, ceilings: dict) -> float:
-    """The roofline floor of a kernel that does ``flops`` and moves ``nbytes``."""
-    return max(flops / (ceilings["matmul_tflops"] * 1e9), nbytes / (ceilings["copy_gbps"] * 1e6))
-
-
-def _paged(
-    B: int, ctx: int, block_size: int, width: int, dtype: torch.dtype, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """A full cache with every request's pages shuffled, as after a while of serving."""
-    pages = -(-ctx // block_size)
-    cache = torch.randn(B * pages, block_size, width, device=device).to(dtype)
-    table = torch.randperm(B * pages, device=device).view(B, pages).to(torch.int32)
-    seq_lens = torch.full((B,), ctx, dtype=torch.int32, device=device)
-    return cache, table, seq_lens
-
-
 Case = tuple[str, Callable[[], dict]]
 
 
@@ -189,15 +74,15 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
 
         def decode(H: int = H) -> dict:
             B, ctx = 64, 1024 if quick else 4096
-            cache, table, seq_lens = _paged(B, ctx, 64, L + R, dtype, device)
+            cache, table, seq_lens = measure.shuffled_paged_cache(B, ctx, 64, L + R, dtype, device)
             q = torch.randn(B, H, L + R, device=device).to(dtype)
-            ms = _time_cuda(
+            ms = measure.time_cuda(
                 lambda: mla_decode(
                     q, cache, table, seq_lens, 0.1, kv_lora_rank=L, backend="triton"
                 ),
                 quick,
             )
-            nbytes = (B * ctx * (L + R) + B * H * (L + R) + B * H * L) * 2
+            _, nbytes = cost.mla_decode_cost([ctx] * B, H, L + R, L, 2)
             gbps = nbytes / ms / 1e6
             return {
                 "kernel": "mla_decode",
@@ -229,8 +114,8 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
                     fn = lambda: torch.nn.functional.scaled_dot_product_attention(
                         qb, kb, vb, is_causal=True, scale=d_qk**-0.5
                     )
-                ms = _time_cuda(fn, quick)
-                flops = B * H * S * (S + 1) / 2 * 2 * (d_qk + d_v)  # causal: half the pairs
+                ms = measure.time_cuda(fn, quick)
+                flops, _ = cost.flash_attn_cost([S] * B, [S] * B, H, d_qk, d_v, True)
                 tflops = flops / ms / 1e9
                 return {
                     "kernel": "flash_attn_varlen" if impl == "triton" else "sdpa",
@@ -269,16 +154,16 @@ def _cpu_cases(quick: bool) -> list[Case]:
 
     def row(kernel: str, shape: str, fn: Callable[[], Any], dense: Any = None) -> dict:
         if dense is None:
-            ms = _time_cpu(fn, quick)
+            ms = measure.time_cpu(fn, quick)
         else:  # interleaved, fastest of each: the ratio survives a busy machine best
-            ms, dense_ms = _time_pair(fn, dense, quick)
+            ms, dense_ms = measure.time_pair(fn, dense, quick)
         r = {"kernel": kernel, "impl": "torch", "dtype": "fp32", "shape": shape, "ms": ms}
         if dense is not None:
             r["dense_ms"], r["vs_dense"] = dense_ms, ms / dense_ms
         return r
 
     def cache_write() -> dict:
-        cache, _, _ = _paged(1, n, bs, L + R, dtype, cpu)
+        cache, _, _ = measure.shuffled_paged_cache(1, n, bs, L + R, dtype, cpu)
         kv_c, k_pe = torch.randn(n, L), torch.randn(n, R)
         slots = torch.randperm(n).long()
         return row(
@@ -288,7 +173,7 @@ def _cpu_cases(quick: bool) -> list[Case]:
         )
 
     def gather() -> dict:
-        cache, table, seq_lens = _paged(4, n, bs, L + R, dtype, cpu)
+        cache, table, seq_lens = measure.shuffled_paged_cache(4, n, bs, L + R, dtype, cpu)
         cu = torch.arange(0, 4 * n + 1, n, dtype=torch.int32)
         return row(
             "gather_cache",
@@ -321,7 +206,7 @@ def _cpu_cases(quick: bool) -> list[Case]:
 
     def decode(splits: int | None, B: int = 1, Hd: int = 128) -> dict:
         ctx, Ld, Rd = 1024 if quick else 4096, 512, 64
-        cache, table, seq_lens = _paged(B, ctx, 64, Ld + Rd, dtype, cpu)
+        cache, table, seq_lens = measure.shuffled_paged_cache(B, ctx, 64, Ld + Rd, dtype, cpu)
         q = torch.randn(B, Hd, Ld + Rd)
         keys = cache[table.long()].view(B, -1, Ld + Rd)[:, :ctx].contiguous()
         return row(
@@ -364,7 +249,7 @@ def bench_kernels(
     if gpu and not _backend.triton_installed():
         raise ValueError("device=cuda needs triton for the kernels under test")
     if gpu:
-        peaks = device_peaks(dev)
+        peaks = measure.device_peaks(dev)
         cases = _gpu_cases(dev, quick, peaks)
         name = torch.cuda.get_device_name(dev)
         note = (

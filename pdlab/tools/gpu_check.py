@@ -34,6 +34,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pdlab.attention import cost
+from pdlab.tools import measure
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -100,22 +103,23 @@ L, R, D_QK, D_V, PAGE = 512, 64, 192, 128, 64
 
 def _decode_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
     from pdlab.kernels.decode_attention import mla_decode
-    from pdlab.tools.bench_kernels import _paged, _time_cuda
 
     rows = []
     dtype = torch.bfloat16
     for B in DECODE["batch"]:
         for ctx in DECODE["context"]:
-            cache, table, seq_lens = _paged(B, ctx, PAGE, L + R, dtype, device)
+            cache, table, seq_lens = measure.shuffled_paged_cache(
+                B, ctx, PAGE, L + R, dtype, device
+            )
             for H in DECODE["heads"]:
                 q = torch.randn(B, H, L + R, device=device).to(dtype)
-                useful = 2.0 * (B * ctx * (L + R) + B * H * (L + R) + B * H * L)
+                _, useful = cost.mla_decode_cost([ctx] * B, H, L + R, L)  # bf16: 2 bytes
                 sdpa = _sdpa_decode(q, cache, table, ctx, reps)
                 for splits in DECODE["splits"]:
                     run = partial(
                         mla_decode, q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=L
                     )
-                    ms = _time_cuda(partial(run, backend="triton"), reps <= 5)
+                    ms = measure.time_cuda(partial(run, backend="triton"), reps <= 5)
                     gbps = useful / ms / 1e6
                     rows.append(
                         {
@@ -134,22 +138,19 @@ def _decode_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
 
 def _sdpa_decode(q, cache, table, ctx: int, reps: int) -> float | None:
     """torch SDPA on the same math, the rows gathered once beforehand (one KV head)."""
-    from pdlab.tools.bench_kernels import _time_cuda
-
     B, H, _ = q.shape
     try:
         keys = cache[table.long()].view(B, -1, L + R)[:, None, :ctx]  # [B, 1, ctx, L + R]
         keys = keys.contiguous()
         f = torch.nn.functional.scaled_dot_product_attention
         run = partial(f, q[:, :, None], keys, keys[..., :L], scale=0.1, enable_gqa=True)
-        return _time_cuda(run, reps <= 5)
+        return measure.time_cuda(run, reps <= 5)
     except Exception:  # an SDPA without enable_gqa or out of memory: leave the cell empty
         return None
 
 
 def _prefill_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
     from pdlab.kernels.flash_attn import flash_attn_varlen
-    from pdlab.tools.bench_kernels import _time_cuda
 
     H, dtype, rows = PREFILL["heads"], torch.bfloat16, []
     f = torch.nn.functional.scaled_dot_product_attention
@@ -158,12 +159,13 @@ def _prefill_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]
         k = torch.randn(S, H, D_QK, device=device).to(dtype)
         v = torch.randn(S, H, D_V, device=device).to(dtype)
         cu = torch.tensor([0, S], dtype=torch.int32, device=device)
-        flops = 2.0 * H * S * (S + 1) / 2 * (D_QK + D_V)  # causal: the visible pairs only
+        flops, _ = cost.flash_attn_cost([S], [S], H, D_QK, D_V, True)  # the visible pairs only
         run = partial(flash_attn_varlen, q, k, v, cu, cu, S, S, D_QK**-0.5, True)
-        ms = _time_cuda(partial(run, backend="triton"), reps <= 5)
+        ms = measure.time_cuda(partial(run, backend="triton"), reps <= 5)
         qb, kb, vb = (t.transpose(0, 1)[None] for t in (q, k, v))  # [1, H, S, D]
         try:
-            sdpa = _time_cuda(partial(f, qb, kb, vb, is_causal=True, scale=D_QK**-0.5), reps <= 5)
+            sdpa_run = partial(f, qb, kb, vb, is_causal=True, scale=D_QK**-0.5)
+            sdpa = measure.time_cuda(sdpa_run, reps <= 5)
         except Exception:  # no SDPA backend for these widths: leave the cell empty
             sdpa = None
         tflops = flops / ms / 1e9
@@ -211,11 +213,9 @@ def render(result: dict) -> Table:
 
 def run_benchmark(reps: int = 10) -> dict:
     """Measure the ceilings, then every case; a JSON-ready dict."""
-    from pdlab.tools.bench_kernels import measure_ceilings
-
     device = torch.device("cuda")
     t0 = time.perf_counter()
-    ceilings = measure_ceilings(device, torch.bfloat16, quick=reps <= 5)
+    ceilings = measure.measure_ceilings(device, torch.bfloat16, quick=reps <= 5)
     with torch.no_grad():
         rows = _decode_rows(device, ceilings, reps) + _prefill_rows(device, ceilings, reps)
     return {

@@ -1,0 +1,172 @@
+"""What ``pdlab doctor --aot`` compiles: every Triton kernel of ``pdlab.kernels``, configured
+as its launcher configures it for one sample launch, with the type of every argument.
+
+A :class:`KernelSpec` is what ``triton.compile`` needs besides the target: the kernel, its
+constexprs (the tiles from the kernel's ``*_config`` function, the same one the launcher
+calls), its launch options, and the integer arguments of a typical launch (:data:`SAMPLE`),
+on whose values the JIT specialises. ``aot.py`` compiles them and reports the builds.
+vLLM has no counterpart: its Triton kernels compile at their first launch on a GPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pdlab.kernels import cache, decode_attention, flash_attn, merge
+from pdlab.kernels.decode_attention_kernels import (
+    mla_decode_stage1_kernel,
+    mla_decode_stage2_kernel,
+)
+from pdlab.kernels.flash_attn_kernels import flash_attn_varlen_kernel
+
+# Widths: the tiny model, and DeepSeek-V2/V3 (latent 512 + rope 64, QK 192, V 128).
+WIDTHS = {
+    "tiny": {"L": 64, "R": 16, "d_qk": 48, "d_v": 32, "heads": 4},
+    "deepseek": {"L": 512, "R": 64, "d_qk": 192, "d_v": 128, "heads": 128},
+}
+ELEM_BYTES = {"fp16": 2, "bf16": 2, "fp32": 4}  # the dtypes a check may ask for
+OPTIONS = ("num_warps", "num_stages")
+
+# The launch the builds stand for: 64 requests of a 4K context in 64-token pages (decode),
+# 4K packed tokens (prefill). The JIT specialises on these values, so the build does too.
+SAMPLE = {"batch": 64, "page": 64, "context": 4096, "tokens": 4096}
+
+
+@dataclass
+class KernelSpec:
+    """What ``ASTSource`` needs: the kernel, the type of every argument, the constexprs, and
+    the integer arguments of a typical launch (the JIT specialises on their values)."""
+
+    name: str
+    widths: str
+    kernel: Callable
+    constexprs: dict
+    options: dict
+    ints: dict[str, int]
+    pointers: dict = field(default_factory=dict)  # pointer args not in the data dtype
+    floats: tuple[str, ...] = ("scale",)
+    uses_dot: bool = False
+
+
+def _split_options(cfg: dict) -> tuple[dict, dict]:
+    return (
+        {k: v for k, v in cfg.items() if k not in OPTIONS},
+        {k: v for k, v in cfg.items() if k in OPTIONS},
+    )
+
+
+def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
+    """Every Triton kernel of pdlab.kernels, configured as its launcher configures it for
+    :data:`SAMPLE` on ``sm_<target>``, with the strides of the tensors it passes."""
+    L, R, d_qk, d_v, H = (widths[k] for k in ("L", "R", "d_qk", "d_v", "heads"))
+    B, page, ctx, T = (SAMPLE[k] for k in ("batch", "page", "context", "tokens"))
+    e = ELEM_BYTES[dtype]
+    cache_strides = {"stride_cache_block": page * (L + R), "stride_cache_slot": L + R}
+    i32 = "*i32"
+    out: list[KernelSpec] = []
+
+    c, o = _split_options(cache.reshape_and_cache_mla_config(L, R))
+    ints = {"stride_kv_c": L, "stride_k_pe": R, **cache_strides, "block_size": page}
+    out.append(
+        KernelSpec(
+            "reshape_and_cache_mla",
+            f"L+R={L}+{R}",
+            cache.reshape_and_cache_mla_kernel,
+            c,
+            o,
+            {**ints, "L": L, "R": R},
+            {"slot_mapping_ptr": "*i64"},
+        )
+    )
+    c, o = _split_options(cache.gather_cache_config(L + R))
+    ints = {**cache_strides, "stride_block_table": ctx // page, "stride_out": L + R}
+    for starts in (True, False):
+        out.append(
+            KernelSpec(
+                "gather_cache",
+                f"L+R={L}+{R}{' seq_starts' if starts else ''}",
+                cache.gather_cache_kernel,
+                {**c, "HAS_SEQ_STARTS": starts},
+                o,
+                {**ints, "block_size": page, "D": L + R},
+                {p: i32 for p in ("block_table_ptr", "cu_seq_lens_ptr", "seq_starts_ptr")},
+            )
+        )
+    c, o = _split_options(flash_attn.flash_attn_varlen_config(T, d_qk, d_v, e, target))
+    ints = {f"stride_{t}_t": H * w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
+    ints |= {f"stride_{t}_h": w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
+    for causal in (True, False):
+        out.append(
+            KernelSpec(
+                "flash_attn_varlen",
+                f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
+                flash_attn_varlen_kernel,
+                {**c, "CAUSAL": causal, "UPCAST": False, "D_QK": d_qk, "D_V": d_v},
+                o,
+                {**ints, "num_heads": H},
+                {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": i32, "cu_seqlens_k_ptr": i32},
+                uses_dot=True,
+            )
+        )
+    c, o = _split_options(merge.merge_attn_states_config(H, d_v))
+    ints = {f"stride_{t}_t": H * d_v for t in ("out", "a", "b")}
+    ints |= {f"stride_{t}_h": d_v for t in ("out", "a", "b")}
+    out.append(
+        KernelSpec(
+            "merge_attn_states",
+            f"H={H} D={d_v}",
+            merge.merge_attn_states_kernel,
+            c,
+            o,
+            {**ints, "H": H, "D": d_v},
+            {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")},
+        )
+    )
+    out += _decode_specs(L, R, H, B, page, ctx, dtype, target)
+    return out
+
+
+def _decode_specs(
+    L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int
+) -> list:
+    """Stage 1 as the automatic split count launches it for the sample batch, and for one
+    request (split as far as allowed, at least 2), which stage 2 then merges."""
+    da = decode_attention
+    S = da.num_kv_splits_auto(B, H, ctx, da.CPU_NUM_SMS, L, R)
+    S2 = max(2, da.num_kv_splits_auto(1, H, ctx, da.CPU_NUM_SMS, L, R))
+    cfg = da.mla_decode_config(L, R, ELEM_BYTES[dtype], target)
+    c, o = _split_options(cfg["stage1"])
+    ints = {"stride_q_b": H * (L + R), "stride_q_h": L + R, "stride_cache_block": page * (L + R)}
+    ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page}
+    ints |= {"stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "L": L}
+    f32 = "*fp32"
+    out = []
+    for s in sorted({S, S2}):  # not split (S = 1 writes out directly) and split, if both
+        mid = {"stride_mid_b": H * s * L, "stride_mid_h": s * L, "stride_mid_s": L}
+        pointers = {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32", "lse_ptr": f32}
+        pointers |= {"mid_out_ptr": f32 if s > 1 else f"*{dtype}", "mid_lse_ptr": f32}
+        out.append(
+            KernelSpec(
+                "mla_decode stage 1",
+                f"L+R={L}+{R} splits={s}",
+                mla_decode_stage1_kernel,
+                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R},
+                o,
+                {**ints, **mid, "num_kv_splits": s},
+                pointers,
+                uses_dot=True,
+            )
+        )
+    mid = {"stride_mid_b": H * S2 * L, "stride_mid_h": S2 * L, "stride_mid_s": L}
+    c, o = _split_options(cfg["stage2"])
+    stage2 = KernelSpec(
+        "mla_decode stage 2",
+        f"L={L} splits={S2}",
+        mla_decode_stage2_kernel,
+        c,
+        o,
+        {**ints, **mid, "num_kv_splits": S2},
+        {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32},
+    )
+    return [*out, stage2]

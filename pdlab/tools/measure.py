@@ -1,0 +1,141 @@
+"""How the tools measure: timers, this machine's ceilings, published peaks, a test cache.
+
+* :func:`time_cuda` (CUDA events, median), :func:`time_cpu` (median) and :func:`time_pair`
+  (two functions run alternately, fastest of each: the ratio survives a busy machine);
+* :func:`measure_ceilings`: the matmul FLOP/s and copy GB/s of this machine, measured now,
+  and :func:`floor_ms`, a kernel's roofline floor from them;
+* :data:`PEAKS`: datasheet peaks of common GPUs (:func:`published_peak`,
+  :func:`device_peaks`);
+* :func:`shuffled_paged_cache`: a full latent cache whose pages are shuffled, as after a
+  while of serving.
+
+Used by ``bench_kernels.py``, ``gpu_check.py`` and ``bench.py``. vLLM 0.33.0 has no
+counterpart in its package (its kernel benchmarks are scripts outside it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+# Published peaks (dense bf16 tensor TFLOP/s, HBM GB/s), matched on the device name.
+PEAKS = [
+    ("H200", 989.0, 4800.0),
+    ("H100 PCIe", 756.0, 2000.0),
+    ("H100 NVL", 835.0, 3900.0),
+    ("H100", 989.0, 3350.0),
+    ("H800", 989.0, 3350.0),
+    ("H20", 148.0, 4000.0),
+    ("A100-SXM4-80GB", 312.0, 2039.0),
+    ("A100 80GB PCIe", 312.0, 1935.0),
+    ("A100", 312.0, 1555.0),
+    ("A800", 312.0, 2039.0),
+    ("L40S", 362.0, 864.0),
+    ("L40", 181.0, 864.0),
+    ("L4", 121.0, 300.0),
+    ("A10G", 70.0, 600.0),
+    ("A10", 125.0, 600.0),
+    ("RTX 4090", 165.0, 1008.0),
+    ("RTX 3090", 71.0, 936.0),
+]
+
+
+def published_peak(name: str) -> tuple[float, float]:
+    """(dense bf16 FLOP/s, HBM bytes/s) of a GPU named in :data:`PEAKS`, e.g. ``"H800"``."""
+    for key, tflops, gbps in PEAKS:
+        if key == name:
+            return tflops * 1e12, gbps * 1e9
+    raise ValueError(f"name={name!r} is invalid: expected one of {[k for k, _, _ in PEAKS]}")
+
+
+def device_peaks(device: torch.device) -> tuple[float | None, float | None]:
+    """(bf16 TFLOP/s, GB/s) of a CUDA device, from its name, else from its memory clock."""
+    name = torch.cuda.get_device_name(device)
+    for key, tflops, gbps in PEAKS:
+        if key in name:
+            return tflops, gbps
+    props = torch.cuda.get_device_properties(device)
+    clock_khz = getattr(props, "memory_clock_rate", 0)
+    bus_bits = getattr(props, "memory_bus_width", 0)
+    gbps = 2 * clock_khz * 1e3 * bus_bits / 8 / 1e9 if clock_khz and bus_bits else None
+    return None, gbps
+
+
+def time_cuda(fn: Callable[[], Any], quick: bool) -> float:
+    """Median milliseconds of ``fn`` on the GPU, timed with CUDA events."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(5 if quick else 20):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def time_cpu(fn: Callable[[], Any], quick: bool) -> float:
+    fn()
+    times = []
+    for _ in range(3 if quick else 10):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[float, float]:
+    """Fastest milliseconds of ``a`` and of ``b``, run alternately (CPU)."""
+    a(), b()
+    ta, tb = [], []
+    for _ in range(3 if quick else 7):
+        for fn, times in ((a, ta), (b, tb)):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return min(ta), min(tb)
+
+
+def measure_ceilings(device: torch.device, dtype: torch.dtype, quick: bool = True) -> dict:
+    """This machine's floor, measured now: matmul FLOP/s (a square product of 2048 on a
+    CPU, 8192 on a GPU) and copy GB/s (a 256 MiB tensor copied, bytes read + written).
+    A kernel's floor is ``max(FLOPs / matmul rate, bytes / copy rate)``."""
+    gpu = device.type == "cuda"
+    timer = time_cuda if gpu else time_cpu
+    n = 8192 if gpu else 2048
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    ms = timer(lambda: a @ b, quick)
+    src = torch.empty(64 << 20 if gpu else 16 << 20, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    src.normal_()
+    copy_ms = timer(lambda: dst.copy_(src), quick)
+    return {
+        "matmul_tflops": 2.0 * n**3 / ms / 1e9,
+        "copy_gbps": 2.0 * src.numel() * src.element_size() / copy_ms / 1e6,
+        "matmul_shape": f"{n}x{n}x{n} {str(dtype).removeprefix('torch.')}",
+        "copy_bytes": 2 * src.numel() * src.element_size(),
+    }
+
+
+def floor_ms(flops: float, nbytes: float, ceilings: dict) -> float:
+    """The roofline floor of a kernel that does ``flops`` and moves ``nbytes``."""
+    return max(flops / (ceilings["matmul_tflops"] * 1e9), nbytes / (ceilings["copy_gbps"] * 1e6))
+
+
+def shuffled_paged_cache(
+    B: int, ctx: int, block_size: int, width: int, dtype: torch.dtype, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A full cache with every request's pages shuffled, as after a while of serving."""
+    pages = -(-ctx // block_size)
+    cache = torch.randn(B * pages, block_size, width, device=device).to(dtype)
+    table = torch.randperm(B * pages, device=device).view(B, pages).to(torch.int32)
+    seq_lens = torch.full((B,), ctx, dtype=torch.int32, device=device)
+    return cache, table, seq_lens
