@@ -75,7 +75,7 @@ from pdlab.attention.cost import (
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
-from pdlab.tools.bench_kernels import measure_ceilings, published_peak
+from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 
 PRESETS = [
@@ -270,7 +270,7 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 
 
 # %%
-ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/bench_kernels.py
+ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/measure.py
 cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
 DEVICES = {  # name: (peak FLOP/s, bytes/s)
     "H100/H800 SXM, bf16 peak": published_peak("H800"),

@@ -97,7 +97,7 @@ from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
-from pdlab.tools.bench_kernels import published_peak
+from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels

@@ -32,8 +32,6 @@ from pdlab.kernels.decode_attention import mla_decode
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
 from pdlab.tools import measure
-from pdlab.tools.measure import measure_ceilings as measure_ceilings  # re-exported for notebooks
-from pdlab.tools.measure import published_peak as published_peak  # re-exported for notebooks
 
 if TYPE_CHECKING:
     from rich.table import Table
