@@ -15,8 +15,6 @@
 from __future__ import annotations
 
 import functools
-import statistics
-import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -26,20 +24,7 @@ from pdlab.attention import cost
 from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import ModelConfig, ParallelConfig
-
-
-def _time(fn: Any, repeats: int, device: torch.device) -> float:
-    fn()  # warm up (and compile, on a GPU)
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e3
+from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
 
 
 def _short_extend(
@@ -107,8 +92,6 @@ def bench_paths(
     kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L**-0.5)
     layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(dev, dtype))
     attn = MLAAttention()
-    from pdlab.tools.measure import measure_ceilings
-
     threads = torch.get_num_threads()
     if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
         torch.set_num_threads(1)
@@ -145,8 +128,6 @@ def _path_row(
     ceilings: dict[str, Any],
 ) -> dict[str, Any]:
     """One context length: both paths timed, their modelled cost and this machine's floor."""
-    from pdlab.tools.measure import floor_ms
-
     cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     nblocks = -(-(n_ctx + 1) // block_size)
@@ -173,8 +154,8 @@ def _path_row(
     )
     out_p, out_d = step(2), step(1)  # pcp = 2: _forward_prefill; 1: _forward_decode
     err = float((out_p.float() - out_d.float()).abs().max())
-    t_pre = _time(functools.partial(step, 2), repeats, dev)
-    t_dec = _time(functools.partial(step, 1), repeats, dev)
+    t_pre = median_ms(functools.partial(step, 2), dev, repeats)
+    t_dec = median_ms(functools.partial(step, 1), dev, repeats)
     e = 2 if dtype == torch.bfloat16 else 4
     cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
     f_pre, f_dec = floor_ms(cp.flops, cp.bytes, ceilings), floor_ms(cd.flops, cd.bytes, ceilings)

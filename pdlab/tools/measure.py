@@ -65,30 +65,37 @@ def device_peaks(device: torch.device) -> tuple[float | None, float | None]:
     return None, gbps
 
 
+def median_ms(fn: Callable[[], Any], device: torch.device, repeats: int) -> float:
+    """Median milliseconds of ``fn`` over ``repeats`` runs after a warm-up (which also
+    compiles, on a GPU): CUDA events on a GPU, the wall clock elsewhere."""
+    cuda = device.type == "cuda"
+    for _ in range(3 if cuda else 1):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if cuda:
+            torch.cuda.synchronize()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
 def time_cuda(fn: Callable[[], Any], quick: bool) -> float:
     """Median milliseconds of ``fn`` on the GPU, timed with CUDA events."""
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(5 if quick else 20):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return median_ms(fn, torch.device("cuda"), 5 if quick else 20)
 
 
 def time_cpu(fn: Callable[[], Any], quick: bool) -> float:
-    fn()
-    times = []
-    for _ in range(3 if quick else 10):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+    """Median milliseconds of ``fn`` on the CPU."""
+    return median_ms(fn, torch.device("cpu"), 3 if quick else 10)
 
 
 def time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[float, float]:
