@@ -17,6 +17,8 @@ from typing import Any
 
 from pdlab.config import MLA_BACKENDS, AttentionConfig, ParallelConfig
 
+BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
+
 
 def _number(text: str, cast: type, ok: Any, allowed: str) -> Any:
     """``cast(text)``, or one line saying what ``text`` is not."""
@@ -74,6 +76,22 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         default="triton_mla",
         help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
     )
+
+
+def add_run_arguments(p: argparse.ArgumentParser) -> None:
+    """What ``pdlab trace`` and ``pdlab pd`` share: the prompts, how many tokens to generate,
+    the cache's block size, the routing switches and which kernels run."""
+    p.add_argument(
+        "--prompt",
+        action="append",
+        dest="prompts",
+        metavar="TEXT",
+        help="a prompt (repeat for a batch)",
+    )
+    p.add_argument("--max-tokens", type=positive_int, default=8)
+    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
+    add_routing_arguments(p)
+    p.add_argument("--backend", choices=BACKENDS, default="torch")
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:

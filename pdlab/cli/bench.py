@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pdlab.cli.args import int_list, positive_int
+from pdlab.cli.args import BACKENDS, int_list, positive_int
 from pdlab.config import PRESETS
 
 
@@ -31,7 +31,7 @@ def add_arguments(sub: Any) -> None:
     )
     bp.add_argument("--heads", type=positive_int, help="override the preset's head count")
     bp.add_argument("--repeats", type=positive_int, default=3)
-    bp.add_argument("--backend", choices=("torch", "triton"))
+    bp.add_argument("--backend", choices=BACKENDS)
     bk = bsub.add_parser("kernels", help="each kernel (GPU: GB/s and TFLOP/s vs peak)")
     bk.add_argument("--quick", action="store_true")
     bs = bsub.add_parser("sched", help="the scheduler's time per step")

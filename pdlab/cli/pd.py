@@ -15,10 +15,9 @@ import sys
 from typing import Any
 
 from pdlab.cli.args import (
-    add_routing_arguments,
+    add_run_arguments,
     port,
     positive_float,
-    positive_int,
     routing_configs,
 )
 from pdlab.errors import cli_message
@@ -38,19 +37,9 @@ def add_arguments(sub: Any) -> None:
         choices=("prefill", "decode"),
         help="run one side only (two machines): prefill holds the prompts",
     )
-    pd.add_argument(
-        "--prompt",
-        action="append",
-        dest="prompts",
-        metavar="TEXT",
-        help="a prompt (repeat for a batch)",
-    )
-    pd.add_argument("--max-tokens", type=positive_int, default=8)
-    add_routing_arguments(pd)
-    pd.add_argument("--block-size", type=positive_int, default=4)
+    add_run_arguments(pd)
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=port, default=0, help="0 picks a free port")
-    pd.add_argument("--backend", choices=("torch", "triton"), default="torch")
     pd.add_argument("--timeout", type=positive_float, default=120.0, help="seconds, for every wait")
 
 

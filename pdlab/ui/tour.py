@@ -23,7 +23,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from pdlab.cli.args import add_routing_arguments, positive_int, routing_configs
+from pdlab.cli.args import (
+    BACKENDS,
+    add_routing_arguments,
+    add_run_arguments,
+    positive_int,
+    routing_configs,
+)
 from pdlab.config import (
     PRESETS,
     CacheConfig,
@@ -35,7 +41,6 @@ from pdlab.ui.console import make_console
 from pdlab.ui.text import LANGS
 
 DEFAULT_PROMPT = "Why run the last token twice?"
-BACKENDS = ("torch", "triton")
 
 
 # ---- arguments ---------------------------------------------------------------------------
@@ -94,17 +99,8 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--prompt",
-        action="append",
-        dest="prompts",
-        metavar="TEXT",
-        help="a prompt (repeat for a batch)",
-    )
-    p.add_argument("--block-size", type=positive_int, default=4)
+    add_run_arguments(p)
     p.add_argument("--num-blocks", type=positive_int, default=256)
-    add_routing_arguments(p)
-    p.add_argument("--max-tokens", type=positive_int, default=8)
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
     p.add_argument(
         "--long-prefill-token-threshold",
@@ -113,7 +109,6 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
         help="cap on a prefill chunk (0: no cap)",
     )
     p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
-    p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
 
 
