@@ -88,29 +88,24 @@ def test_bad_options_exit_2(argv, needle, capsys):
     assert needle in capsys.readouterr().err
 
 
-def test_pd_roles_as_two_commands():
-    """The two-machine form: one command per side, meeting at --host/--port."""
+def _two_roles(
+    extra: list[str], decode_args: list[str], prefill_args: list[str]
+) -> tuple[subprocess.CompletedProcess, int, str, str]:
+    """``pdlab pd --role decode`` started first, then ``--role prefill`` on the same free
+    port: P's completed process, and D's exit code, stdout and stderr."""
     from pdlab.disagg.group import free_port
 
-    port = str(free_port())
-    base = [
-        sys.executable,
-        "-m",
-        "pdlab.cli",
-        "pd",
-        "--port",
-        port,
-        "--timeout",
-        "60",
-        "--max-tokens",
-        "2",
-    ]
+    base = [sys.executable, "-m", "pdlab.cli", "pd", "--port", str(free_port())]
+    base += ["--timeout", "60", *extra]
     d = subprocess.Popen(
-        base + ["--role", "decode"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        base + ["--role", "decode", *decode_args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         p = subprocess.run(
-            base + ["--role", "prefill", "--prompt", "two machines"],
+            base + ["--role", "prefill", *prefill_args],
             capture_output=True,
             text=True,
             timeout=120,
@@ -120,8 +115,14 @@ def test_pd_roles_as_two_commands():
         if d.poll() is None:
             d.kill()
             d.wait()
+    return p, d.returncode, d_out, d_err
+
+
+def test_pd_roles_as_two_commands():
+    """The two-machine form: one command per side, meeting at --host/--port."""
+    p, d_code, d_out, d_err = _two_roles(["--max-tokens", "2"], [], ["--prompt", "two machines"])
     assert p.returncode == 0, p.stdout + p.stderr
-    assert d.returncode == 0, d_out + d_err
+    assert d_code == 0, d_out + d_err
     res = json.loads(p.stdout)
     assert res["role"] == "prefill" and len(res["outputs"]["req-0"]["output_token_ids"]) == 2
     assert res["free_blocks"].split("/")[0] == res["free_blocks"].split("/")[1]
@@ -217,30 +218,9 @@ def test_pd_role_without_a_peer_is_one_line():
 
 
 def test_pd_roles_with_different_block_sizes_stop_at_the_handshake():
-    from pdlab.disagg.group import free_port
-
-    port = str(free_port())
-    base = [sys.executable, "-m", "pdlab.cli", "pd", "--port", port, "--timeout", "60"]
-    d = subprocess.Popen(
-        base + ["--role", "decode", "--block-size", "8"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        p = subprocess.run(
-            base + ["--role", "prefill", "--block-size", "4"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        d_out, d_err = d.communicate(timeout=60)
-    finally:
-        if d.poll() is None:
-            d.kill()
-            d.wait()
+    p, d_code, _, d_err = _two_roles([], ["--block-size", "8"], ["--block-size", "4"])
     _one_error_line(p, "pd", "block_size differs between the two sides: P has 4, D has 8")
-    assert d.returncode == 2 and "block_size differs" in d_err and "Traceback" not in d_err
+    assert d_code == 2 and "block_size differs" in d_err and "Traceback" not in d_err
 
 
 @pytest.mark.parametrize(

@@ -88,19 +88,26 @@ def test_local_prefix_hit_on_d_over_two_processes():
     _no_children_left()
 
 
-def test_dead_decode_frees_prefill_blocks_at_once_not_by_timeout():
-    """D dies on its first request. P's receive fails at once: it ends its hand-offs, frees
-    every block it held and stops. The transfer timeout is an hour, so blocks that came
-    back can only have come back through the death being noticed; no clock is read."""
-    r = run_pd_procs(
+def _run_until_one_side_dies(**die: int):
+    """Two prompts over two processes, one side killed as ``die`` says. The transfer
+    timeout is an hour, so blocks that come back can only come back through the death
+    being noticed; no clock is read."""
+    return run_pd_procs(
         PROMPTS[:2],
         CFG,
         CacheConfig(block_size=4, num_blocks=32),
         SchedulerConfig(kv_transfer_timeout_s=3600.0),
         SamplingParams(max_tokens=4),
         timeout_s=120,
-        die_after_requests=0,
+        **die,
     )
+
+
+def test_dead_decode_frees_prefill_blocks_at_once_not_by_timeout():
+    """D dies on its first request. P's receive fails at once: it ends its hand-offs, frees
+    every block it held and stops. The transfer timeout is an hour, so blocks that came
+    back can only have come back through the death being noticed; no clock is read."""
+    r = _run_until_one_side_dies(die_after_requests=0)
     assert r.exitcodes["decode"] == 17 and "exited with code 17" in r.errors["decode"]
     assert "prefill" not in r.errors and r.exitcodes["prefill"] == 0
     assert r.prefill.peer_failed and "decode" in r.died_at
@@ -114,15 +121,7 @@ def test_dead_decode_frees_prefill_blocks_at_once_not_by_timeout():
 def test_dead_prefill_frees_decode_blocks_and_decode_stops():
     """P dies right after handing its first request to D, which has allocated blocks and
     sent its read to a P that is gone: the read fails, D frees everything and stops."""
-    r = run_pd_procs(
-        PROMPTS[:2],
-        CFG,
-        CacheConfig(block_size=4, num_blocks=32),
-        SchedulerConfig(kv_transfer_timeout_s=3600.0),
-        SamplingParams(max_tokens=4),
-        timeout_s=120,
-        die_after_handoffs=1,
-    )
+    r = _run_until_one_side_dies(die_after_handoffs=1)
     assert r.exitcodes["prefill"] == 17 and "exited with code 17" in r.errors["prefill"]
     assert "decode" not in r.errors and r.exitcodes["decode"] == 0
     assert r.decode.peer_failed and r.decode.num_free_blocks == r.decode.num_blocks

@@ -59,9 +59,6 @@ class FreeKVCacheBlockQueue:
             raise ValueError("no free blocks left")
         return self._blocks.popitem(last=False)[1]
 
-    def popleft_n(self, n: int) -> list[KVCacheBlock]:
-        return [self.popleft() for _ in range(n)]
-
     def append(self, block: KVCacheBlock) -> None:
         self._blocks[block.block_id] = block
 
