@@ -28,7 +28,7 @@
 # You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
 # find the query length (about 171 for DeepSeek-V3) below which absorbing wins, and place
 # both on a roofline with published GPU numbers and this machine's measured ones. That is
-# why vLLM's `_forward_decode` absorbs and `_forward_prefill` does not.
+# why vLLM's `forward_mqa` absorbs and `forward_mha` does not.
 
 # %%
 # Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
@@ -241,7 +241,7 @@ fig
 # times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
 # tokens: up-projecting once per key is cheaper, and the per-head form runs on
 # FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows this:
-# `forward_mqa` (pdlab's `_forward_decode`) absorbs, `forward_mha` (`_forward_prefill`)
+# `forward_mqa` (pdlab's `forward_mqa`) absorbs, `forward_mha` (`forward_mha`)
 # up-projects. The crossover is also why some backends send *short* prompts down the
 # absorbed path: in vLLM 0.33.0 FlashMLA's `reorder_batch_threshold` is 128 and
 # FlashAttnMLA's 512 (notebook 5 runs them).

@@ -22,7 +22,7 @@
 #    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
 # 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
 #    Isn't that then true on D?
-# 3. So does D run `_forward_prefill` for that one token?
+# 3. So does D run `forward_mha` for that one token?
 # 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
 #
 # **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
@@ -36,8 +36,8 @@
 #   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
 #   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
 #   False, which the MLA builder sets under prefill context parallelism. So by default D's
-#   step takes `_forward_decode`; with `prefill_context_parallel_size > 1` it takes
-#   `_forward_prefill`;
+#   step takes `forward_mqa`; with `prefill_context_parallel_size > 1` it takes
+#   `forward_mha`;
 # - that both give the same token, and what each costs for DeepSeek-V3.
 #
 # Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
@@ -160,7 +160,7 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 # anything. D's paged cache (one tensor per layer, `[num_blocks, block_size, 80]`, unused
 # slots hold NaN) now holds a latent row `[kv_c_normed | k_pe]` for every prompt position
 # in every layer. Read them through D's block table with the same `gather_cache` kernel
-# `_forward_prefill` uses.
+# `forward_mha` uses.
 
 # %%
 BS = 4
@@ -282,7 +282,7 @@ assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_toke
     N,
 )
 assert first["is_prefilling"] and first["region"] == "short_extend"
-assert first["forward"] == "_forward_decode"
+assert first["forward"] == "forward_mqa"
 
 # %% [markdown]
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
@@ -325,16 +325,16 @@ for parallel in (ParallelConfig(), PCP2):
         f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
         f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
         f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
-        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+        f"{'forward_mqa' if meta.num_decodes else 'forward_mha'}"
     )
 
 # %% [markdown]
 # With prefill context parallelism the answer to question 3 is yes: D runs
-# `_forward_prefill` (upstream: `forward_mha`) for that one token. Here is the path, as
+# `forward_mha` for that one token. Here is the path, as
 # pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %%
-show_source(MLAAttention._forward_prefill)
+show_source(MLAAttention.forward_mha)
 
 # %% [markdown]
 # For one query token over `N-1` cached tokens that means: up-project the new token
@@ -375,8 +375,8 @@ for parallel in (ParallelConfig(), PCP2):
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
-assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
-assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
+assert runs[1][0].first("route", "D")["forward"] == "forward_mqa"
+assert runs[2][0].first("route", "D")["forward"] == "forward_mha"
 
 # %% [markdown]
 # ## 4. Four kinds of request, three backends
@@ -544,15 +544,15 @@ display(
         html_table(
             [
                 "context N-1",
-                "FLOPs _forward_prefill",
-                "FLOPs _forward_decode",
+                "FLOPs forward_mha",
+                "FLOPs forward_mqa",
                 "ratio",
-                "bytes _forward_prefill",
-                "bytes _forward_decode",
+                "bytes forward_mha",
+                "bytes forward_mqa",
                 "ratio",
                 "ratio per request in a batch",
-                "H800 bound, _forward_prefill",
-                "H800 bound, _forward_decode",
+                "H800 bound, forward_mha",
+                "H800 bound, forward_mqa",
             ],
             cost_rows,
         )
@@ -619,8 +619,8 @@ print(
     f"(d) {reused[1]}  (e) {p_first['forward']}"
 )
 assert step["num_computed_tokens"] == N2 - 1
-assert step["forward"] == "_forward_prefill"
+assert step["forward"] == "forward_mha"
 assert sum(gathered) == N2 - 1
 assert reused == [0, (N2 - 1) // B2 * B2]
-assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
+assert p_first["forward"] == "forward_mqa" and flash.tokens_equal
 assert check.tokens_equal

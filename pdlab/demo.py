@@ -101,11 +101,13 @@ def run_demo(
     *,
     block_size: int = 4,
     pcp: int = 1,
-    mla_backend: str = "triton_mla",
+    mla_backend: str | None = None,
     max_tokens: int = 8,
     backend: str = "torch",
     model_config: ModelConfig | None = None,
     compare: bool = False,
+    gpu: str | None = None,
+    model_runner: str | None = None,
 ) -> Demo:
     """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair
     and a colocated engine with the given routing settings; see the module docstring for
@@ -118,10 +120,14 @@ def run_demo(
     need = cdiv(len(text.encode("utf-8")) + max_tokens, block_size)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
     sp = SamplingParams(max_tokens=max_tokens)
-    attn = AttentionConfig(mla_backend)
+    attn = AttentionConfig(mla_backend, gpu)
 
     def routing(size: int) -> dict[str, Any]:
-        return {"attention_config": attn, "parallel_config": ParallelConfig(size)}
+        return {
+            "attention_config": attn,
+            "parallel_config": ParallelConfig(size),
+            "model_runner": model_runner,
+        }
 
     t0 = time.perf_counter()
     with one_thread():

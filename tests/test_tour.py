@@ -133,7 +133,7 @@ def test_pcp_option_sets_the_main_run(capsys, tmp_path) -> None:
     assert {r["prefill_context_parallel_size"] for r in t.meta["routing"].values()} == {2}
     assert {r["treat_short_extends_as_decodes"] for r in t.meta["routing"].values()} == {False}
     first_d = t.filter("route", "D")[0]
-    assert first_d["forward"] == "_forward_prefill" and first_d["is_prefilling"]
+    assert first_d["forward"] == "forward_mha" and first_d["is_prefilling"]
     assert has_row(out, "prefill_context_parallel_size", "1", "2")
     assert "PCP 2 (main run)" in flat(out) and "PCP 1 (main run)" not in flat(out)
 
@@ -147,15 +147,15 @@ def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_pa
     n = route["num_prompt_tokens"]
     assert (route["query_len"], route["num_computed_tokens"]) == (1, n - 1)
     assert route["is_prefilling"] and route["region"] == "short_extend"
-    assert route["forward"] == "_forward_decode"  # upstream's default
+    assert route["forward"] == "forward_mqa"  # upstream's default
     assert f"query_len = 1, num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)
     assert has_row(out, "is_prefilling", "True", "True")
     assert has_row(out, "region", "short_extend", "short_extend")
     assert has_row(out, "treat_short_extends_as_decodes", "True", "False")
     assert "1 > 1: False" in flat(out) and "OR is_prefilling = True" in flat(out)
     for name in (
-        "_forward_prefill",
-        "_forward_decode",
+        "forward_mha",
+        "forward_mqa",
         "gather_cache",
         "kv_b_proj (context)",
         "flash_attn_varlen",
@@ -171,7 +171,7 @@ def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_pa
     )
     # the default prompt is shorter than FlashMLA's threshold: a fresh prompt on the decode path
     assert n <= 128 and "reorder_batch_threshold = 128" in flat(out)
-    assert f"query_len = {n}, no context, region prefill) took _forward_decode" in flat(out)
+    assert f"query_len = {n}, no context, region prefill) took forward_mqa" in flat(out)
 
 
 def test_a_prompt_longer_than_flashmla_threshold_is_a_prefill(capsys, tmp_path) -> None:
@@ -357,8 +357,8 @@ def test_trace_pd(capsys, tmp_path) -> None:
     out = capsys.readouterr().out
     t = Tracer.load(path)
     assert {e["instance"] for e in t.filter("step")} == {"P", "D"}
-    assert t.first("route", "D")["forward"] == "_forward_prefill"
-    assert "_forward_prefill" in flat(out) and "P/D" in flat(out)
+    assert t.first("route", "D")["forward"] == "forward_mha"
+    assert "forward_mha" in flat(out) and "P/D" in flat(out)
 
 
 def test_trace_too_few_blocks_exits_2(capsys) -> None:

@@ -22,7 +22,7 @@
 #    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
 # 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
 #    Isn't that then true on D?
-# 3. So does D run `_forward_prefill` for that one token?
+# 3. So does D run `forward_mha` for that one token?
 # 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
 #
 # **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
@@ -36,8 +36,8 @@
 #   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
 #   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
 #   False, which the MLA builder sets under prefill context parallelism. So by default D's
-#   step takes `_forward_decode`; with `prefill_context_parallel_size > 1` it takes
-#   `_forward_prefill`;
+#   step takes `forward_mqa`; with `prefill_context_parallel_size > 1` it takes
+#   `forward_mha`;
 # - that both give the same token, and what each costs for DeepSeek-V3.
 #
 # Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
@@ -56,7 +56,7 @@
 #    `num_computed_tokens -= 1`。
 # 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在 prefill。那在 D 上这个
 #    条件不就成立了吗？
-# 3. 这样一来，D 是否要为这一个 token 跑一遍 `_forward_prefill`？
+# 3. 这样一来，D 是否要为这一个 token 跑一遍 `forward_mha`？
 # 4. “最后一个 token 必须重算才能得到 logits，用不了 cache”——为什么？
 #
 # **你会学到什么。** 我们运行 pdlab 的 P/D 对、读它的 trace，并对照 vLLM 0.33.0 的源码，
@@ -69,8 +69,8 @@
 # - 问题 2 里的表达式确实存在：vLLM 的 model runner 为每个请求计算
 #   `is_prefilling = num_computed_tokens < num_prompt_tokens`；但 `split_decodes_and_prefills`
 #   只在 `treat_short_extends_as_decodes` 为 False 时才读它，而 MLA builder 只在开启 prefill
-#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `_forward_decode`；
-#   `prefill_context_parallel_size > 1` 时走 `_forward_prefill`；
+#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`；
+#   `prefill_context_parallel_size > 1` 时走 `forward_mha`；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
 #
 # 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
@@ -212,14 +212,14 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 # anything. D's paged cache (one tensor per layer, `[num_blocks, block_size, 80]`, unused
 # slots hold NaN) now holds a latent row `[kv_c_normed | k_pe]` for every prompt position
 # in every layer. Read them through D's block table with the same `gather_cache` kernel
-# `_forward_prefill` uses.
+# `forward_mha` uses.
 
 # %% [markdown] zh
 # ## 2. 传过去了什么，没传什么
 #
 # 手动一步步推进这对引擎，在 D 刚收到 P 的 block、还没做任何计算时停下。此时 D 的 paged cache
 # （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的 slot 是 NaN）里，每一层、
-# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `_forward_prefill` 里
+# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `forward_mha` 里
 # 同一个 `gather_cache` 算子，按 D 的 block table 把它们读出来。
 
 # %%
@@ -367,7 +367,7 @@ assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_toke
     N,
 )
 assert first["is_prefilling"] and first["region"] == "short_extend"
-assert first["forward"] == "_forward_decode"
+assert first["forward"] == "forward_mqa"
 
 # %% [markdown] en
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
@@ -427,21 +427,21 @@ for parallel in (ParallelConfig(), PCP2):
         f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
         f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
         f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
-        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+        f"{'forward_mqa' if meta.num_decodes else 'forward_mha'}"
     )
 
 # %% [markdown] en
 # With prefill context parallelism the answer to question 3 is yes: D runs
-# `_forward_prefill` (upstream: `forward_mha`) for that one token. Here is the path, as
+# `forward_mha` for that one token. Here is the path, as
 # pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %% [markdown] zh
 # 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
-# `_forward_prefill`（上游叫 `forward_mha`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
+# `forward_mha`。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
 # `MLACommonImpl`）里这条路径的写法：
 
 # %%
-show_source(MLAAttention._forward_prefill)
+show_source(MLAAttention.forward_mha)
 
 # %% [markdown] en
 # For one query token over `N-1` cached tokens that means: up-project the new token
@@ -489,8 +489,8 @@ for parallel in (ParallelConfig(), PCP2):
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
-assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
-assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
+assert runs[1][0].first("route", "D")["forward"] == "forward_mqa"
+assert runs[2][0].first("route", "D")["forward"] == "forward_mha"
 
 # %% [markdown] en
 # ## 4. Four kinds of request, three backends
@@ -701,15 +701,15 @@ display(
         html_table(
             [
                 "context N-1",
-                "FLOPs _forward_prefill",
-                "FLOPs _forward_decode",
+                "FLOPs forward_mha",
+                "FLOPs forward_mqa",
                 "ratio",
-                "bytes _forward_prefill",
-                "bytes _forward_decode",
+                "bytes forward_mha",
+                "bytes forward_mqa",
                 "ratio",
                 "ratio per request in a batch",
-                "H800 bound, _forward_prefill",
-                "H800 bound, _forward_decode",
+                "H800 bound, forward_mha",
+                "H800 bound, forward_mqa",
             ],
             cost_rows,
         )
@@ -807,8 +807,8 @@ print(
     f"(d) {reused[1]}  (e) {p_first['forward']}"
 )
 assert step["num_computed_tokens"] == N2 - 1
-assert step["forward"] == "_forward_prefill"
+assert step["forward"] == "forward_mha"
 assert sum(gathered) == N2 - 1
 assert reused == [0, (N2 - 1) // B2 * B2]
-assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
+assert p_first["forward"] == "forward_mqa" and flash.tokens_equal
 assert check.tokens_equal

@@ -3,8 +3,8 @@ through either MLA path (for the tour, the notebooks and ``pdlab bench paths``).
 
 A matrix product ``[M, K] @ [K, N]`` costs ``2 M N K`` FLOPs; bytes count each operand read
 once and each result written once, at ``elem_bytes`` per value (2 for bf16). These are the
-numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (pdlab's
-``_forward_prefill`` / ``_compute_prefill_context``) and ``forward_mqa`` (``_forward_decode``)
+numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (with
+``_compute_prefill_context``) and ``forward_mqa``
 of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``).
 """
 
@@ -146,7 +146,7 @@ def mla_decode_call_cost(
 
 
 def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e: int = 2) -> Cost:
-    """``_forward_prefill`` for one request with ``context_len`` cached tokens, one layer."""
+    """``forward_mha`` for one request with ``context_len`` cached tokens, one layer."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
@@ -179,7 +179,7 @@ def decode_path_cost(
     num_kv_splits: int | None = None,
     num_sms: int | None = None,
 ) -> Cost:
-    """``_forward_decode`` for one token over ``context_len`` cached tokens, one layer, with
+    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer, with
     ``mla_decode``'s split count (``None``: automatic for one request on ``num_sms`` SMs,
     by default the CPU stand-in of ``pdlab/kernels/decode_attention.py``)."""
     from pdlab.kernels import decode_attention as da

@@ -2,7 +2,7 @@
 the tour, the widgets and the step table read one table through one function, :func:`text`.
 
 Only words live here: every number is computed from a trace (or the cost model) and passed
-in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``_forward_prefill``, ...)
+in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``forward_mha``, ...)
 stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
 Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
 table's column headers, none for the tour.
@@ -21,11 +21,11 @@ TEXT: dict[str, dict[str, str]] = {
     "question": {
         "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D pair, "
         "why does the scheduler set num_computed_tokens to N - 1? And since num_computed_tokens "
-        "< num_prompt_tokens then holds, does D run a prefill (_forward_prefill) for that one "
+        "< num_prompt_tokens then holds, does D run a prefill (forward_mha) for that one "
         "token? This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
         "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地跑一遍这样的请求，"
+        "D 是否要为这一个 token 做一次 prefill（forward_mha）？下面真实地跑一遍这样的请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {
@@ -235,24 +235,24 @@ TEXT: dict[str, dict[str, str]] = {
         "DeepSeek 的维度、bf16 建模。",
     },
     "ch4_paths": {
-        "en": "With prefill_context_parallel_size = 2 the token takes _forward_prefill "
+        "en": "With prefill_context_parallel_size = 2 the token takes forward_mha "
         "(upstream: forward_mha): gather_cache collects the {ctx} cached latent rows, kv_b_proj "
         "up-projects every one of them to per-head K and V, flash_attn_varlen attends, and "
         "merge_attn_states joins the context part with the new-token part. By default it takes "
-        "_forward_decode (upstream: forward_mqa): q_nope absorbs W_UK, mla_decode reads the "
+        "forward_mqa: q_nope absorbs W_UK, mla_decode reads the "
         "latent rows as they are, and W_UV maps the result back.",
-        "zh": "prefill_context_parallel_size = 2 时，这个 token 走 _forward_prefill（上游叫 "
+        "zh": "prefill_context_parallel_size = 2 时，这个 token 走 forward_mha（上游叫 "
         "forward_mha）：gather_cache 取出 {ctx} 行已缓存的潜向量，kv_b_proj 把每一行都上投影成各"
         "个头的 K 和 V，flash_attn_varlen 做注意力，merge_attn_states 再把上下文部分和新 token 部"
-        "分合并。默认设置下它走 _forward_decode（上游叫 forward_mqa）：q_nope 吸收 W_UK，"
+        "分合并。默认设置下它走 forward_mqa：q_nope 吸收 W_UK，"
         "mla_decode 直接读潜向量行，最后由 W_UV 映射回来。",
     },
     "ch4_paths_no_context": {
         "en": "With N = 1 there is no cached context and is_prefilling is false on D: both "
-        "settings take _forward_decode. Try a longer --prompt to see the context gathered and "
+        "settings take forward_mqa. Try a longer --prompt to see the context gathered and "
         "up-projected under prefill context parallelism.",
         "zh": "N = 1 时没有已缓存的上下文，D 上的 is_prefilling 为假：两种设置都走 "
-        "_forward_decode。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
+        "forward_mqa。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
     },
     "ch4_same": {
         "en": "Both settings give token {tok}: the same token (|Δ logit| = {d}). MLA's two forms "
@@ -308,10 +308,10 @@ TEXT: dict[str, dict[str, str]] = {
     "ch5_model": {
         "en": "Whole model ({layers} layers), {ctx} tokens of context, attention only (the "
         "projections, norms and MLP/MoE are the same on both paths and are not counted): {pf} "
-        "FLOPs through _forward_prefill against {df} through _forward_decode, for one token.",
+        "FLOPs through forward_mha against {df} through forward_mqa, for one token.",
         "zh": "整个模型（{layers} 层）、上下文 {ctx} 个 token，只计注意力部分（各投影、归一化和 "
-        "MLP/MoE 两条路径相同，未计入）：这一个 token 走 _forward_prefill 要 {pf} FLOPs，走 "
-        "_forward_decode 只要 {df}。",
+        "MLP/MoE 两条路径相同，未计入）：这一个 token 走 forward_mha 要 {pf} FLOPs，走 "
+        "forward_mqa 只要 {df}。",
     },
     "ch5_cross": {
         "en": "Absorbing costs more FLOPs per (query, key) pair but reads far fewer bytes; it "
@@ -413,8 +413,8 @@ TEXT: dict[str, dict[str, str]] = {
     "w_per_layer": {"en": "per layer", "zh": "每层"},
     "w_all_layers": {"en": "all {n} layers", "zh": "全部 {n} 层"},
     "w_ratio": {
-        "en": "_forward_prefill costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of _forward_decode",
-        "zh": "_forward_prefill 的 FLOPs 是 _forward_decode 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
+        "en": "forward_mha costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of forward_mqa",
+        "zh": "forward_mha 的 FLOPs 是 forward_mqa 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
     },
     "w_context": {
         "en": "{preset}, one token over context N-1 = {ctx}",
