@@ -99,7 +99,7 @@ class RemoteKVMixin:
         layer's keys and values for every prompt token, but not the final hidden state of
         the last one, and the logits for the first output token are computed from that
         hidden state. So the last prompt token is scheduled again: a one-token step over
-        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and yields
+        ``N - 1`` cached tokens, which rewrites that token's K/V (equal up to rounding) and yields
         the logits.
 
         After a failed load (``kv_load_failure_policy="recompute"``) the count was already
