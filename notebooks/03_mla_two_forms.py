@@ -293,9 +293,7 @@ for q in (29, 128, 512):
     naive, absorbed = mla_forms_flops(V3, q, 0)
     rows.append([q, flops(naive), flops(absorbed), f"{absorbed / naive:.2f}x"])
 display(HTML(html_table(["fresh prompt tokens", "naive", "absorbed", "absorbed / naive"], rows)))
-assert all(
-    mla_forms_flops(V3, q, 0)[1] > mla_forms_flops(V3, q, 0)[0] for q in range(1, 4097)
-)
+assert all(mla_forms_flops(V3, q, 0)[1] > mla_forms_flops(V3, q, 0)[0] for q in range(1, 4097))
 assert mla_forms_flops(V3, 1, 32768)[1] * 50 < mla_forms_flops(V3, 1, 32768)[0]
 
 # %%
