@@ -77,7 +77,11 @@ from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
 from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
+from pdlab.ui.plots import lang_fonts
+from pdlab.ui.text import words
 
+LANG = "en"  # the language of the printed words and the plots
+t = words(LANG)
 PRESETS = [
     ModelConfig.tiny(),
     ModelConfig.deepseek_v2_lite(),
@@ -135,10 +139,10 @@ display(
     HTML(
         html_table(
             [
-                "model dims",
-                "out shape",
+                t("nb3_dims"),
+                t("nb3_shape"),
                 "max |naive - absorbed| / max |out|",
-                "max |LSE difference|",
+                t("nb3_lse_diff"),
             ],
             rows,
         )
@@ -172,13 +176,13 @@ display(
     HTML(
         html_table(
             [
-                "model",
-                "heads",
-                "MLA values / token / layer",
-                "per-head K+V values / token / layer",
-                "ratio",
-                "MLA bytes / token, all layers (bf16)",
-                "per-head K+V bytes / token, all layers",
+                t("nb_model"),
+                t("nb3_heads"),
+                t("nb3_mla_values"),
+                t("nb3_mha_values"),
+                t("nb3_ratio"),
+                t("nb3_mla_bytes"),
+                t("nb3_mha_bytes"),
             ],
             rows,
         )
@@ -214,7 +218,7 @@ for cfg in PRESETS:
     L, n, v, R = cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.qk_rope_head_dim
     assert abs(x - L * (n + v) / ((2 * L + R) - (n + R + v))) < 1e-9
     rows.append([cfg.name, f"{x:.1f}"])
-display(HTML(html_table(["model", "absorb wins below this many query tokens"], rows)))
+display(HTML(html_table([t("nb_model"), t("nb3_wins_below")], rows)))
 x_v3 = absorb_crossover_query_len(V3)
 assert 165 < x_v3 < 175
 
@@ -224,16 +228,17 @@ flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
 
 
 qs = [2**k for k in range(0, 14)]
-fig = Figure(figsize=(6.5, 4))
-ax = fig.subplots()
-ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label="naive (up-project keys)")
-ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label="absorbed (MQA on latents)")
-ax.axvline(x_v3, color="grey", ls="--", label=f"crossover {x_v3:.0f} query tokens")
-ax.set_xlabel("query tokens of one request in this step (q)")
-ax.set_ylabel("FLOPs per cached token, per layer")
-ax.set_title("DeepSeek-V3: decode (q = 1) absorbs, prefill (q in the thousands) does not")
-ax.legend(fontsize=8)
-fig.tight_layout()
+with lang_fonts(LANG):  # a font with Chinese glyphs for the Chinese notebook
+    fig = Figure(figsize=(6.5, 4))
+    ax = fig.subplots()
+    ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label=t("nb3_naive_line"))
+    ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label=t("nb3_absorbed_line"))
+    ax.axvline(x_v3, color="grey", ls="--", label=t("nb3_crossover", x=f"{x_v3:.0f}"))
+    ax.set_xlabel(t("nb3_q_axis"))
+    ax.set_ylabel(t("nb3_flops_axis"))
+    ax.set_title(t("nb3_flops_title"))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
 fig
 
 # %% [markdown]
@@ -250,8 +255,9 @@ fig
 rows = []
 for q in (1, 16, 170, 1024, 8192):
     nv, ab = flops_per_key(V3, q)
-    rows.append([q, flops(nv), flops(ab), "absorbed" if ab < nv else "naive"])
-display(HTML(html_table(["q", "naive FLOPs / key", "absorbed FLOPs / key", "cheaper"], rows)))
+    rows.append([q, flops(nv), flops(ab), t("nb3_absorbed") if ab < nv else t("nb3_naive")])
+headers = ["q", t("nb3_naive_per_key"), t("nb3_absorbed_per_key"), t("nb3_cheaper")]
+display(HTML(html_table(headers, rows)))
 assert flops_per_key(V3, 1)[1] * 100 < flops_per_key(V3, 1)[0]
 assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 
@@ -272,13 +278,14 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 # %%
 ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/measure.py
 cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
+H800 = t("nb3_dev_h800")
 DEVICES = {  # name: (peak FLOP/s, bytes/s)
-    "H100/H800 SXM, bf16 peak": published_peak("H800"),
-    "FlashMLA on H800, reported": (660e12, 3.0e12),
-    f"this CPU, measured ({torch.get_num_threads()} threads, fp32)": (cpu_flops, cpu_bw),
+    H800: published_peak("H800"),
+    t("nb3_dev_flashmla"): (660e12, 3.0e12),
+    t("nb3_dev_cpu", threads=torch.get_num_threads()): (cpu_flops, cpu_bw),
 }
 for name, (f, bw) in DEVICES.items():
-    print(f"{name:45} {f / 1e12:8.3f} TFLOP/s {bw / 1e9:8.1f} GB/s  ridge {f / bw:6.1f} FLOP/B")
+    print(t("nb3_device", name=name, tf=f / 1e12, gb=bw / 1e9, ridge=f / bw))
 
 # %% [markdown]
 # Where D's one-token step lands, per layer, for DeepSeek-V3 at a 32k context (the cost
@@ -288,8 +295,8 @@ for name, (f, bw) in DEVICES.items():
 # %%
 ctx = 32768
 points = {
-    "decode path, 1 token": decode_path_cost(V3, ctx),
-    "prefill path, 1 token": prefill_path_cost(V3, ctx),
+    t("nb3_decode_point"): decode_path_cost(V3, ctx),
+    t("nb3_prefill_point"): prefill_path_cost(V3, ctx),
 }
 intensity = {name: c.intensity for name, c in points.items()}
 for q in (1, 2, 4):
@@ -298,32 +305,33 @@ for q in (1, 2, 4):
     b = 2.0 * (
         ctx * V3.kv_cache_dim + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank)
     )
-    intensity[f"mla_decode kernel, {q} query token(s)"] = f / b
+    intensity[t("nb3_kernel_point", q=q)] = f / b
 
 xs = [10 ** (k / 10) for k in range(-10, 41)]
-fig = Figure(figsize=(8, 5))
-ax = fig.subplots()
-for name, (f, bw) in DEVICES.items():
-    ax.loglog(xs, [min(f, bw * x) for x in xs], label=name)
-peak_f, peak_bw = DEVICES["H100/H800 SXM, bf16 peak"]
-for (name, i), marker in zip(intensity.items(), "ovs^D"):
-    ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=name)
-ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-ax.set_ylabel("attainable FLOP/s")
-ax.set_title(f"Roofline, with DeepSeek-V3 at context {ctx} placed on the H100/H800 roof")
-ax.legend(fontsize=7, loc="lower right")
-fig.tight_layout()
+peak_f, peak_bw = DEVICES[H800]
+with lang_fonts(LANG):
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    for name, (f, bw) in DEVICES.items():
+        ax.loglog(xs, [min(f, bw * x) for x in xs], label=name)
+    for (name, i), marker in zip(intensity.items(), "ovs^D"):
+        ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=name)
+    ax.set_xlabel(t("nb3_intensity_axis"))
+    ax.set_ylabel(t("nb3_attainable_axis"))
+    ax.set_title(t("nb3_roofline_title", ctx=ctx))
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
 fig
 
 # %%
 rows = [
-    [name, f"{i:.1f}", "memory" if i < peak_f / peak_bw else "compute"]
+    [name, f"{i:.1f}", t("nb3_memory") if i < peak_f / peak_bw else t("nb3_compute")]
     for name, i in intensity.items()
 ]
-display(HTML(html_table(["what", "FLOP / byte", "bound on H100/H800"], rows)))
+display(HTML(html_table([t("nb3_what"), "FLOP / byte", t("nb3_bound")], rows)))
 ridge = peak_f / peak_bw
-assert intensity["mla_decode kernel, 1 query token(s)"] < ridge
-assert intensity["mla_decode kernel, 2 query token(s)"] > ridge
+assert intensity[t("nb3_kernel_point", q=1)] < ridge
+assert intensity[t("nb3_kernel_point", q=2)] > ridge
 
 # %% [markdown]
 # The `mla_decode` kernel for one query token reads each 576-value row once for all 128

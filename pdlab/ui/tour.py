@@ -38,7 +38,7 @@ from pdlab.config import (
 )
 from pdlab.engine import one_thread
 from pdlab.ui.console import make_console
-from pdlab.ui.text import LANGS
+from pdlab.ui.text import LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 
@@ -170,7 +170,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
-        paths = save_all(demo.trace, preset, args.plots, instance="D")
+        paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         c.print(
             say(
                 lang,
@@ -208,14 +208,14 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         else:
             engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
-    kind = "P/D" if args.pd else "one engine"
+    kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
     title = (
         f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
         f"prefill_context_parallel_size={args.pcp}"
     )
-    c.print(step_table(trace, title=title))
+    c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
         c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
     if args.json is not None:
-        c.print(escape(f"wrote {trace.save(args.json)}"))
+        c.print(escape(text(args.lang, "wrote", path=trace.save(args.json))))
     return 0
