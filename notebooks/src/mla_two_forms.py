@@ -281,15 +281,16 @@ flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
 
 
 qs = [2**k for k in range(0, 14)]
-with lang_fonts(LANG):  # a font with Chinese glyphs for the Chinese notebook
+with lang_fonts(LANG) as plot_lang:  # Chinese where a font has the glyphs, else English
+    tp = words(plot_lang)
     fig = Figure(figsize=(6.5, 4))
     ax = fig.subplots()
-    ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label=t("nb3_naive_line"))
-    ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label=t("nb3_absorbed_line"))
-    ax.axvline(x_v3, color="grey", ls="--", label=t("nb3_crossover", x=f"{x_v3:.0f}"))
-    ax.set_xlabel(t("nb3_q_axis"))
-    ax.set_ylabel(t("nb3_flops_axis"))
-    ax.set_title(t("nb3_flops_title"))
+    ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label=tp("nb3_naive_line"))
+    ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label=tp("nb3_absorbed_line"))
+    ax.axvline(x_v3, color="grey", ls="--", label=tp("nb3_crossover", x=f"{x_v3:.0f}"))
+    ax.set_xlabel(tp("nb3_q_axis"))
+    ax.set_ylabel(tp("nb3_flops_axis"))
+    ax.set_title(tp("nb3_flops_title"))
     ax.legend(fontsize=8)
     fig.tight_layout()
 fig
@@ -352,13 +353,14 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 # %%
 ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/measure.py
 cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
-H800 = t("nb3_dev_h800")
-DEVICES = {  # name: (peak FLOP/s, bytes/s)
-    H800: published_peak("H800"),
-    t("nb3_dev_flashmla"): (660e12, 3.0e12),
-    t("nb3_dev_cpu", threads=torch.get_num_threads()): (cpu_flops, cpu_bw),
+THREADS = torch.get_num_threads()
+DEVICES = {  # the device's name (a key of pdlab/ui/text_notebooks.py): (peak FLOP/s, bytes/s)
+    "nb3_dev_h800": published_peak("H800"),
+    "nb3_dev_flashmla": (660e12, 3.0e12),
+    "nb3_dev_cpu": (cpu_flops, cpu_bw),
 }
-for name, (f, bw) in DEVICES.items():
+for key, (f, bw) in DEVICES.items():
+    name = t(key, threads=THREADS)
     print(t("nb3_device", name=name, tf=f / 1e12, gb=bw / 1e9, ridge=f / bw))
 
 # %% [markdown] en
@@ -373,9 +375,9 @@ for name, (f, bw) in DEVICES.items():
 
 # %%
 ctx = 32768
-points = {
-    t("nb3_decode_point"): decode_path_cost(V3, ctx),
-    t("nb3_prefill_point"): prefill_path_cost(V3, ctx),
+points = {  # (name, query tokens): cost
+    ("nb3_decode_point", 1): decode_path_cost(V3, ctx),
+    ("nb3_prefill_point", 1): prefill_path_cost(V3, ctx),
 }
 intensity = {name: c.intensity for name, c in points.items()}
 for q in (1, 2, 4):
@@ -384,33 +386,34 @@ for q in (1, 2, 4):
     b = 2.0 * (
         ctx * V3.kv_cache_dim + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank)
     )
-    intensity[t("nb3_kernel_point", q=q)] = f / b
+    intensity[("nb3_kernel_point", q)] = f / b
 
 xs = [10 ** (k / 10) for k in range(-10, 41)]
-peak_f, peak_bw = DEVICES[H800]
-with lang_fonts(LANG):
+peak_f, peak_bw = DEVICES["nb3_dev_h800"]
+with lang_fonts(LANG) as plot_lang:
+    tp = words(plot_lang)
     fig = Figure(figsize=(8, 5))
     ax = fig.subplots()
-    for name, (f, bw) in DEVICES.items():
-        ax.loglog(xs, [min(f, bw * x) for x in xs], label=name)
-    for (name, i), marker in zip(intensity.items(), "ovs^D"):
-        ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=name)
-    ax.set_xlabel(t("nb3_intensity_axis"))
-    ax.set_ylabel(t("nb3_attainable_axis"))
-    ax.set_title(t("nb3_roofline_title", ctx=ctx))
+    for key, (f, bw) in DEVICES.items():
+        ax.loglog(xs, [min(f, bw * x) for x in xs], label=tp(key, threads=THREADS))
+    for ((key, q), i), marker in zip(intensity.items(), "ovs^D"):
+        ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=tp(key, q=q))
+    ax.set_xlabel(tp("nb3_intensity_axis"))
+    ax.set_ylabel(tp("nb3_attainable_axis"))
+    ax.set_title(tp("nb3_roofline_title", ctx=ctx))
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
 fig
 
 # %%
 rows = [
-    [name, f"{i:.1f}", t("nb3_memory") if i < peak_f / peak_bw else t("nb3_compute")]
-    for name, i in intensity.items()
+    [t(key, q=q), f"{i:.1f}", t("nb3_memory") if i < peak_f / peak_bw else t("nb3_compute")]
+    for (key, q), i in intensity.items()
 ]
 display(HTML(html_table([t("nb3_what"), "FLOP / byte", t("nb3_bound")], rows)))
 ridge = peak_f / peak_bw
-assert intensity[t("nb3_kernel_point", q=1)] < ridge
-assert intensity[t("nb3_kernel_point", q=2)] > ridge
+assert intensity[("nb3_kernel_point", 1)] < ridge
+assert intensity[("nb3_kernel_point", 2)] > ridge
 
 # %% [markdown] en
 # The `mla_decode` kernel for one query token reads each 576-value row once for all 128

@@ -4,7 +4,8 @@ cost of D's one-token step through either MLA path against context length.
 Every figure is drawn from a :class:`pdlab.trace.Tracer` (or from the cost model), never
 from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
 ``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
-(:mod:`pdlab.ui.text`); Chinese needs a CJK font, found by :func:`cjk_font`.
+(:mod:`pdlab.ui.text`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
+the figures are labelled in English).
 """
 
 from __future__ import annotations
@@ -58,16 +59,22 @@ def cjk_font() -> str | None:
     return hit
 
 
+def plot_lang(lang: str) -> str:
+    """The language a figure can be drawn in: ``lang``, except English for ``"zh"`` where no
+    font has Chinese glyphs (a title of empty boxes helps no one)."""
+    return "en" if check_lang(lang) == "zh" and cjk_font() is None else lang
+
+
 @contextmanager
-def lang_fonts(lang: str) -> Iterator[None]:
+def lang_fonts(lang: str) -> Iterator[str]:
     """Inside, new text uses a CJK font first when ``lang`` is ``"zh"`` and one is
-    installed (without one, Chinese glyphs draw as boxes; the figure is still made)."""
-    font = cjk_font() if check_lang(lang) == "zh" else None
-    if font is None:
-        yield
+    installed; yields the language to label the figure in (:func:`plot_lang`)."""
+    use = plot_lang(lang)
+    if use != "zh":
+        yield use
         return
-    with rc_context({"font.family": [font, "DejaVu Sans"], "axes.unicode_minus": False}):
-        yield
+    with rc_context({"font.family": [cjk_font(), "DejaVu Sans"], "axes.unicode_minus": False}):
+        yield use
 
 
 def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
@@ -95,7 +102,7 @@ def plot_block_table(
             f"step={step} is invalid: expected one of {steps} for instance {instance!r}"
         )
     step = steps[0] if step is None else step
-    with lang_fonts(lang):
+    with lang_fonts(lang) as lang:
         return _block_table(trace, instance, step, block_size, lang)
 
 
@@ -129,7 +136,7 @@ def plot_num_computed_tokens(
 ) -> Figure:
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
     to ``_forward_prefill``, filled ones to ``_forward_decode``."""
-    with lang_fonts(lang):
+    with lang_fonts(lang) as lang:
         return _num_computed_tokens(trace, instance, lang)
 
 
@@ -164,7 +171,7 @@ def plot_path_costs(
     cfg: ModelConfig, contexts: list[int] | None = None, lang: str = "en"
 ) -> Figure:
     """Modelled FLOPs and bytes of D's one-token step, per layer, through both paths."""
-    with lang_fonts(lang):
+    with lang_fonts(lang) as lang:
         return _path_costs(cfg, contexts or [2**k for k in range(6, 18)], lang)
 
 

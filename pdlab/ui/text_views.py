@@ -27,8 +27,8 @@ VIEWS: dict[str, dict[str, str]] = {
         "zh": "实例 {inst}，引擎第 {step} 步",
     },
     "v_player_sub": {
-        "en": "{total} tokens scheduled, KV cache usage {usage}",
-        "zh": "调度 {total} 个 token，KV 缓存占用 {usage}",
+        "en": ": {total} tokens scheduled, KV cache usage {usage}",
+        "zh": "：调度 {total} 个 token，KV 缓存占用 {usage}",
     },
     "v_path": {"en": "path", "zh": "路径"},
     "v_sampled": {"en": "sampled", "zh": "采样"},

@@ -162,7 +162,7 @@ class StepPlayer(widgets.VBox):
         usage = ev[0]["kv_cache_usage"] if ev else 0.0
         head = text(self.lang, "v_player_title", inst=self.instance, step=step)
         sub = text(self.lang, "v_player_sub", total=total, usage=f"{usage:.0%}")
-        self.title.value = f"<b>{esc(head)}</b>: {esc(sub)}"
+        self.title.value = f"<b>{esc(head)}</b>{esc(sub)}"
         rows = [
             [
                 r["req_id"],
