@@ -10,37 +10,62 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.trace import Tracer
-from pdlab.ui.text import text
+from pdlab.ui.fmt import FitTable
+from pdlab.ui.text import TEXT, text
 
 
 def make_console() -> Console:
     """A file or a pipe gets no colour (rich sees no terminal) and 120 columns, so the step
-    table's nine columns are not cut; a terminal gets its own width."""
+    table's nine columns show their full headers; a terminal gets its own width (every view
+    fits 80 columns: :class:`~pdlab.ui.fmt.FitTable`)."""
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
     return Console(highlight=False, width=None if wide else 120)
 
 
+_STEP_COLUMNS = (
+    ("st_inst", "left"),
+    ("st_step", "right"),
+    ("st_request", "left"),
+    ("st_prompt_N", "right"),
+    ("st_computed_before", "right"),
+    ("st_scheduled", "right"),
+    ("st_computed_after", "right"),
+    ("st_routed_to", "left"),
+    ("st_sampled", "right"),
+)
+
+
+def request_errors(trace: Tracer, instance: str | None = None) -> list[dict[str, Any]]:
+    """The requests that ended in error (on ``instance``, if given): ``req``, ``inst``,
+    ``step`` and ``error``, in the order they failed."""
+    return [
+        {"req": e["req_id"], "inst": e.instance, "step": e.step, "error": e["error"]}
+        for e in trace.filter("request_error", instance)
+    ]
+
+
 def step_table(
     trace: Tracer, instance: str | None = None, title: str | None = None, lang: str = "en"
-) -> Table:
+) -> FitTable:
     """One row per (step, request): ``num_computed_tokens`` before and after, tokens
-    scheduled, the routing decision and the token sampled. Headers in ``lang``."""
-    t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
-    for key, just in (
-        ("st_inst", "left"),
-        ("st_step", "right"),
-        ("st_request", "left"),
-        ("st_prompt_N", "right"),
-        ("st_computed_before", "right"),
-        ("st_scheduled", "right"),
-        ("st_computed_after", "right"),
-        ("st_routed_to", "left"),
-        ("st_sampled", "right"),
-    ):
-        t.add_column(escape(text(lang, key)), justify=just)
+    scheduled, the routing decision and the token sampled (``error`` where the request
+    failed in that step; each failure's reason is a line under the table). Headers in
+    ``lang``; under about 100 columns they are short, with a legend."""
+    t = FitTable(
+        title=title or "steps" + (f" on {instance}" if instance else ""),
+        legend=text(lang, "st_legend"),
+    )
+    for key, just in _STEP_COLUMNS:
+        short = f"{key}_s" if f"{key}_s" in TEXT else None
+        t.add_column(
+            escape(text(lang, key)),
+            justify=just,
+            short=escape(text(lang, short)) if short else None,
+            means=escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else "",
+        )
+    failed = {(e["inst"], e["step"], e["req"]) for e in request_errors(trace, instance)}
     for r in trace.step_rows(instance):
         path = r["forward"] or "-"
         if (
@@ -49,6 +74,9 @@ def step_table(
             and r["num_computed_tokens_before"] > 0
         ):
             path = f"[bold yellow]{path}[/]"  # D's short extend, sent down _forward_prefill
+        sampled = "" if r["sampled"] is None else str(r["sampled"])
+        if (r["instance"], r["step"], r["req_id"]) in failed:
+            sampled = f"[red]{escape(text(lang, 'st_error'))}[/]"
         t.add_row(
             r["instance"],
             str(r["step"]),
@@ -58,9 +86,22 @@ def step_table(
             str(r["num_scheduled_tokens"]),
             str(r["num_computed_tokens_after"]),
             path,
-            "" if r["sampled"] is None else str(r["sampled"]),
+            sampled,
         )
+    for e in request_errors(trace, instance):
+        t.notes.append(f"[red]✗[/] {escape(text(lang, 'st_failed', **e))}")
     return t
+
+
+def generation_line(rid: str, prompt: str, out: Mapping[str, Any] | None) -> str:
+    """How ``pdlab trace`` and ``pdlab pd`` print one request's generation (rich markup):
+    ``req-0 'prompt' -> [ids] 'text'``, or why there is none."""
+    head = escape(f"{rid} {prompt!r} ->")
+    if out is None:
+        return f"{head} [red]no output[/]"
+    if out.get("error"):
+        return f"{head} [red]error:[/] {escape(str(out['error']))}"
+    return f"{head} {escape(str(list(out['output_token_ids'])))} {escape(repr(out['text']))}"
 
 
 def render_pd_result(
@@ -71,7 +112,9 @@ def render_pd_result(
     console: Console | None = None,
 ) -> int:
     """Print what P and D each did, the blocks moved and the outputs (``outputs`` keyed by
-    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`); exit code 0 or 1."""
+    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`, each with
+    ``output_token_ids``, ``text`` and ``error``); exit code 0, or 1 when a side failed or
+    a request has no output or ended in error."""
     from pdlab.disagg.pair import PDPair  # the engines: only once there is a P/D result
 
     console = console or make_console()
@@ -80,7 +123,7 @@ def render_pd_result(
         console.print(step_table(trace, inst, title=f"instance {inst}"))
     moved = trace.filter("kv_transfer", "D")
     if moved:
-        t = Table(title="KV blocks moved P -> D")
+        t = FitTable(title="KV blocks moved P -> D")
         for col in ("request", "P blocks", "D blocks", "bytes", "ok"):
             t.add_column(col)
         for m in moved:
@@ -89,7 +132,7 @@ def render_pd_result(
                 str(m["remote_block_ids"]),
                 str(m["local_block_ids"]),
                 str(m["nbytes"]),
-                "yes" if m["ok"] else f"no: {m['reason']}",
+                "yes" if m["ok"] else escape(f"no: {m['reason']}"),
             )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
@@ -98,14 +141,15 @@ def render_pd_result(
             f"tokens arrived; num_computed_tokens = {ev['num_computed_tokens']} "
             f"(N - 1, N = {ev['num_tokens']})"
         )
+    bad = bool(errors)
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)
         out = outputs.get(rid)
-        shown = repr(out["text"]) if out else "[red]missing[/]"
-        console.print(f"{rid} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
+        bad = bad or out is None or bool(out.get("error"))
+        console.print(generation_line(rid, p, out))
     for role, err in errors.items():
-        console.print(f"[red]{role} failed:[/] {err}")
-    return 1 if errors or len(outputs) < len(prompts) else 0
+        console.print(f"[red]{role} failed:[/] {escape(err)}")
+    return 1 if bad else 0
 
 
 def kernel_brief(ev: Mapping[str, Any]) -> str:

@@ -16,14 +16,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.attention.cost import absorb_crossover_query_len, decode_path_cost, prefill_path_cost
 from pdlab.config import ModelConfig
 from pdlab.demo import Demo
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
-from pdlab.ui.fmt import flops, nbytes, ratio, token_char, tokens
+from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.tour_kv import say
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
@@ -75,7 +74,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             region=r0["region"],
         )
     )
-    tab = Table(title=say(lang, "ch4_table"))
+    tab = FitTable(title=say(lang, "ch4_table"), stack="columns")
     tab.add_column("")
     for size in sizes:
         mark = say(lang, "main_run") if size == demo.pcp else ""
@@ -132,7 +131,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     c.print(say(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
-    tab = Table(title=say(lang, "ch5_table"))
+    tab = FitTable(title=say(lang, "ch5_table"))
     for key in (
         "col_context",
         "col_pf_flops",
@@ -188,7 +187,7 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
         for e in later
     ):
         c.print(say(lang, "ch6_agree"))
-    tab = Table(title=say(lang, "ch6_outputs"))
+    tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
     for label, tokens_, key in (
