@@ -179,29 +179,32 @@ def _path_row(
 
 
 def render_paths_table(res: dict[str, Any]) -> Any:
-    from rich.table import Table
+    """The table ``pdlab bench paths`` prints (a :class:`~pdlab.ui.fmt.FitTable`: short
+    headers with a legend, or one block per context, where 11 columns do not fit)."""
+    from pdlab.ui.fmt import FitTable
 
     c = res["ceilings"]
-    t = Table(
+    t = FitTable(
         title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
         f"{res['device']} {res['dtype']}, backend {res['backend']}; this run's ceilings: "
         f"matmul {c['matmul_tflops'] * 1e3:.0f} GFLOP/s, copy {c['copy_gbps']:.1f} GB/s",
         caption=res["note"],
+        legend="Columns: ",
     )
-    for col in (
-        "context",
-        "_forward_prefill ms",
-        "floor ms",
-        "x floor",
-        "_forward_decode ms",
-        "floor ms",
-        "x floor",
-        "measured ratio",
-        "modelled FLOP ratio",
-        "modelled bytes ratio",
-        "max |diff|",
+    for col, short, means in (
+        ("context", "ctx", "context tokens"),
+        ("_forward_prefill ms", "pf ms", "_forward_prefill ms"),
+        ("floor ms", "floor", "its floor ms"),
+        ("x floor", "x", "times its floor"),
+        ("_forward_decode ms", "dc ms", "_forward_decode ms"),
+        ("floor ms", "floor", ""),
+        ("x floor", "x", ""),
+        ("measured ratio", "ratio", "measured pf / dc"),
+        ("modelled FLOP ratio", "FLOP", "modelled FLOP ratio"),
+        ("modelled bytes ratio", "bytes", "modelled bytes ratio"),
+        ("max |diff|", "diff", "max |diff| of the outputs"),
     ):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", short=short, means=means)
     for r in res["rows"]:
         t.add_row(
             str(r["context"]),

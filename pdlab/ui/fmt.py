@@ -193,13 +193,49 @@ class FitTable:
         self.notes: list[str] = []
 
     def add_column(
-        self, header: str, justify: str = "left", short: str | None = None, means: str = ""
+        self,
+        header: str,
+        justify: str = "left",
+        short: str | None = None,
+        means: str = "",
+        under: str | None = None,
     ) -> None:
         """A column; ``short`` is its narrow header, explained in the legend as ``means``
-        (default: the full header)."""
+        (default: the full header). ``under`` names an earlier column (by header): when
+        the short headers do not fit either, this column's cells go under that one's."""
         self.columns.append(
-            {"header": header, "justify": justify, "short": short, "means": means or header}
+            {
+                "header": header,
+                "justify": justify,
+                "short": short,
+                "means": means or header,
+                "under": under,
+            }
         )
+
+    def _merged(self) -> FitTable:
+        """This table with every ``under`` column moved beneath its host column."""
+        heads = [c["header"] for c in self.columns]
+        host = {j: heads.index(c["under"]) for j, c in enumerate(self.columns) if c["under"]}
+        out = FitTable(self.title, stack=self.stack, legend=self.legend, caption=self.caption)
+        for j, c in enumerate(self.columns):
+            if j in host:
+                continue
+            guests = [self.columns[g] for g, h in host.items() if h == j]
+            label = "/".join(x["short"] or x["header"] for x in [c, *guests])
+            out.add_column(c["header"], c["justify"], label if guests else c["short"], c["means"])
+        for cells, end in self.rows:
+            merged = [
+                "\n".join([cells[j], *(cells[g] for g, h in host.items() if h == j)])
+                for j in range(len(cells))
+                if j not in host
+            ]
+            out.add_row(*merged, end_section=end)
+        for c in self.columns:  # what the moved columns' short labels stand for
+            if c["under"] and c["short"]:
+                out.columns[-1].setdefault("extra", []).append((c["short"], c["means"]))
+        out.notes = self.notes
+        return out
 
     def add_row(self, *cells: str, end_section: bool = False) -> None:
         if len(cells) != len(self.columns):
@@ -221,6 +257,7 @@ class FitTable:
             box=box.SIMPLE_HEAD if bare else box.HEAVY_HEAD,
             show_edge=not bare,
             pad_edge=not bare,
+            collapse_padding=bare,  # two cells between columns, the box's space included
         )
         for j, col in enumerate(self.columns):
             widths = [
@@ -282,21 +319,29 @@ class FitTable:
                 col.width = widths[j] - table._get_padding_width(j)
         return True
 
+    def _legend(self) -> str:
+        said: dict[str, str] = {}
+        for c in self.columns:  # the first column to use a short label says it
+            for short, means in [(c["short"], c["means"]), *c.get("extra", [])]:
+                if short and short != means and "/" not in short:
+                    said.setdefault(short, means)
+        return self.legend + ", ".join(f"{k} = {v}" for k, v in said.items())
+
     def __rich_console__(self, console: Any, options: Any) -> Any:
         width = options.max_width
         has_short = any(c["short"] for c in self.columns)
-        for short, bare in ((False, False), (True, False), (True, True)):
-            if short and not has_short:
+        merged = self._merged() if any(c["under"] for c in self.columns) else None
+        layouts = [(self, False, False), (self, True, False), (self, True, True)]
+        if merged is not None:
+            layouts.append((merged, True, True))
+        for src, short, bare in layouts:
+            if short and not has_short and src is self:
                 continue
-            table = self._table(short, bare)
+            table = src._table(short, bare)
             if self._fit(table, console, options, width):
                 yield table
                 if short:
-                    yield self.legend + ", ".join(
-                        f"{c['short']} = {c['means']}"
-                        for c in self.columns
-                        if c["short"] and c["short"] != c["means"]
-                    )
+                    yield src._legend()
                 break
         else:
             yield self._stacked()
