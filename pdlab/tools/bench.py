@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -71,8 +72,10 @@ def bench_paths(
     device: str | None = None,
     workspace_tokens: int = 65536,
     seed: int = 0,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Time one layer's attention for D's short extend through both paths."""
+    """Time one layer's attention for D's short extend through both paths;
+    ``progress(done, total, label)`` is called before each measurement and at the end."""
     contexts = contexts or [1024, 4096, 16384]
     if not contexts or any(
         isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
@@ -96,11 +99,16 @@ def bench_paths(
     if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
         torch.set_num_threads(1)
     try:
+        tell = progress or (lambda done, total, label: None)
+        total = len(contexts) + 1
+        tell(0, total, "this machine's matmul and copy rates")
         ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
         run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
-        rows = [
-            _path_row(run, n, block_size, repeats, workspace_tokens, ceilings) for n in contexts
-        ]
+        rows = []
+        for i, n in enumerate(contexts):
+            tell(i + 1, total, f"context {n}: both paths, {repeats} repeats")
+            rows.append(_path_row(run, n, block_size, repeats, workspace_tokens, ceilings))
+        tell(total, total, "done")
     finally:
         torch.set_num_threads(threads)
     return {

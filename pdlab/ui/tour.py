@@ -31,6 +31,7 @@ from pdlab.cli.args import (
     add_routing_arguments,
     add_run_arguments,
     positive_int,
+    prompt_text,
     routing_configs,
 )
 from pdlab.config import (
@@ -39,7 +40,6 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.engine import one_thread
 from pdlab.ui.console import make_console, request_errors
 from pdlab.ui.text import LANGS
 
@@ -70,7 +70,10 @@ def _preset(text: str) -> str:
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
+        "--prompt",
+        type=prompt_text,
+        default=DEFAULT_PROMPT,
+        help="the text prompt (default: %(default)r)",
     )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
@@ -232,7 +235,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab trace``: any prompts, any settings; print the step table, save the trace."""
     from pdlab.disagg.pair import PDPair
-    from pdlab.engine import LLMEngine
+    from pdlab.engine import LLMEngine, one_thread
     from pdlab.request import SamplingParams
     from pdlab.ui.console import generation_line, step_table
 
