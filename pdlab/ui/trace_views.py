@@ -158,6 +158,10 @@ class StepPlayer(widgets.VBox):
             f"<b>instance {esc(self.instance)}, engine step {step}</b>: "
             f"{total} tokens scheduled, KV cache usage {usage:.0%}"
         )
+        failed = {
+            e["req_id"]: e["error"]
+            for e in self.tracer.filter("request_error", self.instance, step=step)
+        }
         rows = [
             [
                 r["req_id"],
@@ -167,7 +171,9 @@ class StepPlayer(widgets.VBox):
                 r["num_scheduled_tokens"],
                 r["forward"],
                 r["block_ids"],
-                "" if r["sampled"] is None else r["sampled"],
+                f"{self.lab['error']}: {failed[r['req_id']]}"
+                if r["req_id"] in failed
+                else ("" if r["sampled"] is None else r["sampled"]),
             ]
             for r in self.tracer.step_rows(self.instance, step)
         ]
