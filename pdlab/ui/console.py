@@ -17,10 +17,12 @@ from pdlab.ui.text import TEXT, text
 
 
 def make_console() -> Console:
-    """A file or a pipe gets no colour (rich sees no terminal) and 120 columns, so the step
-    table's nine columns show their full headers; a terminal gets its own width (every view
-    fits 80 columns: :class:`~pdlab.ui.fmt.FitTable`)."""
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    """A file or a pipe gets no colour (rich sees no terminal). Its width is the terminal's
+    when there is one on any standard stream (``pdlab trace | less`` in an 80-column
+    window gets 80) or ``COLUMNS``; with none at all (a log file, CI) 120 columns, so the
+    step table shows its full headers. Every view fits 80 (:class:`~pdlab.ui.fmt.FitTable`)."""
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    wide = any(s is not None and s.isatty() for s in streams) or "COLUMNS" in os.environ
     return Console(highlight=False, width=None if wide else 120)
 
 
