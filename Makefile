@@ -9,11 +9,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
-# Set PDLAB_TORCH to install a torch build first, with any pip options: CI uses
-# torch==2.13.0 (a CPU build on its disk); on Linux without a GPU,
-#   make test PDLAB_TORCH="torch --index-url https://download.pytorch.org/whl/cpu"
-# avoids the multi-GB CUDA build. Unset, torch resolves from pyproject.toml as usual.
+# Which torch goes in first. PDLAB_TORCH (any pip arguments; CI: torch==2.13.0, a CPU build
+# on its disk) wins. Otherwise, on Linux without an NVIDIA GPU (no nvidia-smi, no
+# /proc/driver/nvidia), the CPU build from CPU_INDEX, or, where that index cannot be
+# reached, the registry's default with one line saying so; elsewhere (macOS, whose PyPI
+# torch is the CPU build; a GPU machine) torch resolves from pyproject.toml as usual.
 PDLAB_TORCH ?=
+CPU_INDEX   ?= https://download.pytorch.org/whl/cpu
 LAB_ARGS    ?=
 TOUR_ARGS   ?=
 # pytest-xdist workers: one per core (at most 4; each loads torch). JOBS=0 runs in-process.
@@ -35,7 +37,19 @@ $(BIN)/pdlab: pyproject.toml
 	else \
 	  $(BIN)/python -m ensurepip --upgrade && PIP="$(BIN)/python -m pip"; \
 	fi; \
-	if [ -n "$(PDLAB_TORCH)" ]; then $$PIP install $(PDLAB_TORCH) || exit 1; fi; \
+	if [ -n "$(PDLAB_TORCH)" ]; then \
+	  $$PIP install $(PDLAB_TORCH) || exit 1; \
+	elif [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
+	    && [ ! -e /proc/driver/nvidia ] && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
+	  if $(BIN)/python -c "import sys, urllib.request as u; \
+	      u.urlopen(u.Request(sys.argv[1] + '/torch/', method='HEAD'), timeout=15)" \
+	      "$(CPU_INDEX)" >/dev/null 2>&1; then \
+	    echo "make: no NVIDIA GPU here: installing the CPU build of torch from $(CPU_INDEX)"; \
+	    $$PIP install torch --index-url "$(CPU_INDEX)" || exit 1; \
+	  else \
+	    echo "make: $(CPU_INDEX) cannot be reached: torch comes from the default index (on Linux the CUDA build, several GB)"; \
+	  fi; \
+	fi; \
 	$$PIP install -e ".[dev]"
 	touch $(BIN)/pdlab
 
