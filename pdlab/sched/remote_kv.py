@@ -145,9 +145,10 @@ class RemoteKVMixin:
         """Apply failed asynchronous receives (vLLM's ``_handle_failed_recving`` and the
         async half of ``_handle_invalid_blocks``): a request whose whole receive failed
         keeps no token; one whose blocks partly failed keeps the tokens before the first
-        failed block. Under the "recompute" policy they are marked for local recompute
-        and none is returned; under "fail" nothing is marked and the affected ids are
-        returned, to be finished with an error. pdlab's connectors report failures of
+        failed block (a whole failed receive keeps its count under "fail", as upstream).
+        Under the "recompute" policy they are marked for local recompute and none is
+        returned; under "fail" nothing is marked and the affected ids are returned, to be
+        finished with an error. pdlab's connectors report failures of
         asynchronous loads only."""
         affected: set[str] = set()
         for rid in kv_out.failed_recving:
@@ -167,8 +168,11 @@ class RemoteKVMixin:
                 for i, block_id in enumerate(block_ids[:num_blocks]):
                     if block_id in kv_out.invalid_block_ids:
                         affected.add(rid)
+                        # Under either policy, as vLLM's _update_requests_with_invalid_blocks:
+                        # the request keeps only the tokens before the failed block (under
+                        # "fail" it then ends, handing the connector those blocks only).
+                        request.num_computed_tokens = i * self.block_size
                         if self.recompute_kv_load_failures:
-                            request.num_computed_tokens = i * self.block_size
                             self.failed_recving_kv_req_ids.add(rid)
                         break
         return set() if self.recompute_kv_load_failures else affected
