@@ -9,12 +9,13 @@ let go of a request's blocks (``release``); the lockstep driver plays the worker
 
 from __future__ import annotations
 
+from workload import Config, KVReport, Scheduled, Spec
+
 from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput
 from pdlab.sched.scheduler import Scheduler
-from workload import Config, KVReport, Scheduled, Spec
 
 
 class ReleaseRecorder:
@@ -87,7 +88,9 @@ class PdlabTwin:
         rows = []
         for rid, n in so.num_scheduled_tokens.items():
             if rid in new:
-                rows.append((rid, n, "new", new[rid].num_computed_tokens, tuple(new[rid].block_ids)))
+                rows.append(
+                    (rid, n, "new", new[rid].num_computed_tokens, tuple(new[rid].block_ids))
+                )
             else:
                 c, ids = cached_rows[rid]
                 rows.append((rid, n, "running", c, tuple(ids)))

@@ -134,7 +134,9 @@ class VllmTwin:
         rows = []
         cached = so.scheduled_cached_reqs
         by_id = {r.req_id: r for r in so.scheduled_new_reqs}
-        cached_rows = dict(zip(cached.req_ids, zip(cached.num_computed_tokens, cached.new_block_ids)))
+        cached_rows = dict(
+            zip(cached.req_ids, zip(cached.num_computed_tokens, cached.new_block_ids))
+        )
         for rid, n in so.num_scheduled_tokens.items():
             if rid in by_id:
                 new = by_id[rid]
@@ -209,7 +211,9 @@ class VllmTwin:
             "waiting": tuple(r.request_id for r in s.waiting),
             "kv_holding_waiting": tuple(r.request_id for r in s.kv_holding_waiting),
             "num_free_blocks": self.pool.get_num_free_blocks(),
-            "free_queue": tuple(b.block_id - 1 for b in self.pool.free_block_queue.get_all_free_blocks()),
+            "free_queue": tuple(
+                b.block_id - 1 for b in self.pool.free_block_queue.get_all_free_blocks()
+            ),
             "cached_blocks": tuple(b.block_id - 1 for b in blocks if b.block_hash is not None),
             "ref_cnt": tuple(b.ref_cnt for b in blocks),
             "prefix_cache_stats": self.prefix_hits,
