@@ -92,13 +92,13 @@ $(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION): pyproject.toml
 	  $$PIP install $(PDLAB_TORCH) >>$$log 2>&1 || { echo "make test-upstream: pip could not install PDLAB_TORCH=$(PDLAB_TORCH); see $$log" >&2; exit 1; }; \
 	fi; \
 	$$PIP install --no-deps "vllm==$(VLLM_VERSION)" >>$$log 2>&1 || { \
-	  echo "make test-upstream: could not fetch the vllm==$(VLLM_VERSION) wheel (no PyPI, and none in PIP_FIND_LINKS); the reference check cannot run without it; see $$log" >&2; exit 1; }; \
+	  echo "make test-upstream: could not fetch the vllm==$(VLLM_VERSION) wheel from PyPI or PIP_FIND_LINKS, so vLLM's reference check cannot run (pip's log: $$log)" >&2; exit 1; }; \
 	$$PIP install -e ".[dev,upstream]" >>$$log 2>&1 || { echo "make test-upstream: pip could not install pdlab's dev and upstream extras; see $$log" >&2; exit 1; }; \
 	touch $@; \
 	echo "make test-upstream: installed in $$(( $$(date +%s) - start )) s"
 
 test-upstream: $(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION)
-	$(UPSTREAM_BIN)/python -m pytest -n 0 -m upstream tests/upstream
+	PDLAB_VLLM_VERSION=$(VLLM_VERSION) $(UPSTREAM_BIN)/python -m pytest -n 0 -m upstream tests/upstream
 
 clean:
 	rm -rf $(VENV) $(UPSTREAM_VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
