@@ -1,7 +1,7 @@
 """Absorbed MLA decode over the paged latent cache: ``mla_decode`` (split-KV, two stages).
 
 Mirrors ``decode_attention_fwd`` in vLLM's ``vllm/v1/attention/ops/triton_decode_attention.py``
-(called from the Triton MLA backend's ``_forward_decode``), and the idea of FlashMLA: tokens
+(called from the Triton MLA backend's ``forward_mqa``), and the idea of FlashMLA: tokens
 on the matrix product's M side, page-aligned tiles, a multi-buffered copy of the cache.
 
 The math (the absorbed form is MQA over the latent rows) and the tiling picture are in

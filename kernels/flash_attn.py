@@ -1,7 +1,7 @@
 r"""Variable-length FlashAttention: ``flash_attn_varlen``, the prefill path's attention.
 
 Mirrors the call vLLM's MLA prefill makes to ``flash_attn_varlen_func`` (``vllm_flash_attn``,
-with ``return_softmax_lse=True``) in ``_forward_prefill`` / ``_compute_prefill_context``:
+with ``return_softmax_lse=True``) in ``forward_mha`` / ``_compute_prefill_context``:
 after ``kv_b_proj`` has up-projected the latent rows into per-head keys and values, MLA's
 prefill is ordinary multi-head attention with QK width 192 (= 128 nope + 64 rope) and V
 width 128 for DeepSeek (48 = 32 + 16 and 32 for the tiny model). The algorithm is

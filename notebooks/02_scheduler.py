@@ -240,8 +240,8 @@ for reserve in (True, False):
 # ## 5. Step through it
 #
 # The step player reads the same trace: move the slider to see what each step scheduled,
-# the path the attention layer took for each request (`_forward_prefill` or
-# `_forward_decode`, notebook 5), the tokens sampled, and the scheduler's events (admit,
+# the path the attention layer took for each request (`forward_mha` or
+# `forward_mqa`, notebook 5), the tokens sampled, and the scheduler's events (admit,
 # prefix hit, preempt, finish, free).
 
 # %%

@@ -25,10 +25,12 @@
 # - **absorbed**: fold `W_UK` into the query and `W_UV` into the output, and attend
 #   directly over the latent rows, as multi-query attention (MQA) with 576-wide keys.
 #
-# You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
-# find the query length (about 171 for DeepSeek-V3) below which absorbing wins, and place
-# both on a roofline with published GPU numbers and this machine's measured ones. That is
-# why vLLM's `_forward_decode` absorbs and `_forward_prefill` does not.
+# You will check the equality numerically, compare cache sizes, count FLOPs against bytes
+# as a function of the query length *and* of the cached context (absorbing wins only for a
+# few queries over a long cached context, about 171 query tokens for DeepSeek-V3; for a
+# fresh prompt it never saves FLOPs), and place both on a roofline with published GPU
+# numbers and this machine's measured ones. That is why vLLM's `forward_mqa` absorbs and
+# `forward_mha` does not.
 
 # %%
 # Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
@@ -71,6 +73,7 @@ from pdlab.attention.cost import (
     absorb_flops_per_key,
     decode_path_cost,
     mla_decode_cost,
+    mla_forms_flops,
     prefill_path_cost,
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
@@ -201,8 +204,9 @@ assert V3.num_attention_heads * (V3.qk_head_dim + V3.v_head_dim) == 40960
 #
 # Per (query, key) pair absorbed attention costs more (576 + 512 against 192 + 128 per
 # head), but it never up-projects the keys. Up-projection costs `2LH(n+v)` per key
-# whatever `q` is, so absorbing wins when `q` is small:
-# `q < L(n+v) / ((2L+R) - (n+R+v))`.
+# whatever `q` is, so over a context much longer than the query absorbing wins when `q` is
+# small: `q < L(n+v) / ((2L+R) - (n+R+v))`. (Below, the whole count, new tokens included,
+# shows where that limit holds and where it does not.)
 
 # %%
 show_source(absorb_crossover_query_len)
@@ -214,7 +218,7 @@ for cfg in PRESETS:
     L, n, v, R = cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.qk_rope_head_dim
     assert abs(x - L * (n + v) / ((2 * L + R) - (n + R + v))) < 1e-9
     rows.append([cfg.name, f"{x:.1f}"])
-display(HTML(html_table(["model", "absorb wins below this many query tokens"], rows)))
+display(HTML(html_table(["model", "absorb wins below this many query tokens (S >> q)"], rows)))
 x_v3 = absorb_crossover_query_len(V3)
 assert 165 < x_v3 < 175
 
@@ -231,20 +235,66 @@ ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label="absorbed (MQA 
 ax.axvline(x_v3, color="grey", ls="--", label=f"crossover {x_v3:.0f} query tokens")
 ax.set_xlabel("query tokens of one request in this step (q)")
 ax.set_ylabel("FLOPs per cached token, per layer")
-ax.set_title("DeepSeek-V3: decode (q = 1) absorbs, prefill (q in the thousands) does not")
+ax.set_title("DeepSeek-V3, per cached key: long context (S >> q)")
 ax.legend(fontsize=8)
 fig.tight_layout()
 fig
 
 # %% [markdown]
-# A decode step has `q = 1` (or a few with speculative decoding): absorbing does about 120
-# times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
-# tokens: up-projecting once per key is cheaper, and the per-head form runs on
-# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows this:
-# `forward_mqa` (pdlab's `_forward_decode`) absorbs, `forward_mha` (`_forward_prefill`)
-# up-projects. The crossover is also why some backends send *short* prompts down the
-# absorbed path: in vLLM 0.33.0 FlashMLA's `reorder_batch_threshold` is 128 and
-# FlashAttnMLA's 512 (notebook 5 runs them).
+# Per cached key, a decode step (`q = 1`, or a few with speculative decoding) does about
+# 120 times fewer FLOPs absorbed. But the count above leaves two things out: the absorbed
+# form also pays `W_UK` and `W_UV` *per query* (exactly what `kv_b_proj` costs per key),
+# and the new tokens attend to each other. Counting everything for `q` new tokens of one
+# request over `S` cached ones (`mla_forms_flops`):
+#
+# - naive: `(S + q) * 2LH(n+v)` to up-project every key, plus `P * 2H((n+R) + v)`;
+# - absorbed: `q * 2LH(n+v)` for `W_UK`/`W_UV`, plus `P * 2H((L+R) + L)`,
+#
+# with `P = q*S + q(q+1)/2` (query, key) pairs. With no cached context (`S = 0`) the
+# projections cost the same and every pair costs more absorbed: **a fresh prompt is never
+# cheaper absorbed**. Absorbing wins only when `S * L(n+v)` outweighs the pairs' extra cost,
+# that is for few queries over a long context; as `S` grows the boundary tends to the 171
+# query tokens above.
+
+# %%
+show_source(mla_forms_flops)
+
+# %%
+qs = [2**k for k in range(0, 14)]  # query tokens of one request in the step
+ss = [0] + [2**k for k in range(6, 18)]  # cached context, 0 to 128K
+ratio_grid = [[mla_forms_flops(V3, q, s)[1] / mla_forms_flops(V3, q, s)[0] for q in qs] for s in ss]
+fig = Figure(figsize=(7, 4.5))
+ax = fig.subplots()
+im = ax.imshow(ratio_grid, origin="lower", aspect="auto", cmap="RdBu_r", vmin=0, vmax=2)
+ax.contour(ratio_grid, levels=[1.0], colors="black")
+ax.set_xticks(range(len(qs)), [str(q) for q in qs], fontsize=7, rotation=45)
+ax.set_yticks(range(len(ss)), [str(s) for s in ss], fontsize=7)
+ax.set_xlabel("query tokens of one request in this step (q)")
+ax.set_ylabel("cached context (S tokens)")
+ax.set_title("DeepSeek-V3: absorbed / naive FLOPs (blue: absorbing wins; line: equal)")
+fig.colorbar(im, ax=ax, label="absorbed / naive")
+fig.tight_layout()
+fig
+
+# %% [markdown]
+# The bottom row is a fresh prompt: never below 1 (just above it for a few tokens, where
+# the projections dominate, and growing with the prompt). D's first step after a KV transfer is
+# the other corner, `q = 1` over `S = N - 1`: deep blue. In between, absorbing wins for a
+# few queries over a long context. vLLM 0.33.0's FLASHMLA sends prompts of up to 128 tokens
+# down the absorbed path and FLASH_ATTN_MLA (the backend vLLM picks on H100/H200) up to 512,
+# and the table below costs such fresh prompts both ways: absorbing them costs *more*
+# FLOPs. Upstream gives no FLOP reason for those thresholds (the comment beside them says
+# only that small prefills use the decode pathway); whatever the reason, it is not this
+# count. Notebook 5 runs them.
+
+# %%
+rows = []
+for q in (29, 128, 512):
+    naive, absorbed = mla_forms_flops(V3, q, 0)
+    rows.append([q, flops(naive), flops(absorbed), f"{absorbed / naive:.2f}x"])
+display(HTML(html_table(["fresh prompt tokens", "naive", "absorbed", "absorbed / naive"], rows)))
+assert all(mla_forms_flops(V3, q, 0)[1] > mla_forms_flops(V3, q, 0)[0] for q in range(1, 4097))
+assert mla_forms_flops(V3, 1, 32768)[1] * 50 < mla_forms_flops(V3, 1, 32768)[0]
 
 # %%
 rows = []

@@ -22,13 +22,13 @@
 #
 # - `reshape_and_cache_mla` (both paths): write this step's latent rows into their slots;
 #   vLLM's `concat_and_cache_mla` (`vllm/_custom_ops.py`).
-# - `gather_cache` (`_forward_prefill`): read a request's cached rows through its block
+# - `gather_cache` (`forward_mha`): read a request's cached rows through its block
 #   table into one contiguous tensor; vLLM's `gather_and_maybe_dequant_cache`, same file.
-# - `flash_attn_varlen` (`_forward_prefill`): attention over packed sequences of any
+# - `flash_attn_varlen` (`forward_mha`): attention over packed sequences of any
 #   length; the `flash_attn_varlen_func` vLLM calls.
-# - `merge_attn_states` (`_forward_prefill`): join attention over the new tokens with
+# - `merge_attn_states` (`forward_mha`): join attention over the new tokens with
 #   attention over the cached context; vLLM's `vllm/v1/attention/ops/merge_attn_states.py`.
-# - `mla_decode` (`_forward_decode`): absorbed MQA over the paged latent cache with split
+# - `mla_decode` (`forward_mqa`): absorbed MQA over the paged latent cache with split
 #   KV; vLLM's `vllm/v1/attention/ops/triton_decode_attention.py`, and the idea of FlashMLA.
 #
 # Every kernel has a Triton implementation and a torch twin of the same signature. Each
@@ -200,7 +200,7 @@ display(HTML(html_table(["backend", "causal", "max |out - naive|", "max |lse - n
 # exactly, if each part also returns its log-sum-exp: with `m = max(lse_a, lse_b)`,
 # `w_a = exp(lse_a - m)`, `w_b = exp(lse_b - m)`,
 # `out = (w_a out_a + w_b out_b) / (w_a + w_b)` and `lse = m + log(w_a + w_b)`. That is how
-# `_forward_prefill` joins attention over the new tokens with attention over the cached
+# `forward_mha` joins attention over the new tokens with attention over the cached
 # context (gathered chunk by chunk), and how `mla_decode` joins its KV splits.
 
 # %%

@@ -35,11 +35,14 @@
 #   一层之后的 hidden state，而第一个输出 token 的 logits 恰恰只取决于它；
 # - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
 #   `num_prompt_tokens = N`；
-# - 问题 2 里的表达式确实存在：vLLM 的 model runner 为每个请求计算
-#   `is_prefilling = num_computed_tokens < num_prompt_tokens`；但 `split_decodes_and_prefills`
-#   只在 `treat_short_extends_as_decodes` 为 False 时才读它，而 MLA builder 只在开启 prefill
-#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `_forward_decode`；
-#   `prefill_context_parallel_size > 1` 时走 `_forward_prefill`；
+# - 问题 2 里的表达式确实存在：vLLM 0.33.0 默认的 model runner（Model Runner V2）为每个请求
+#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，而且亲自点名了 D 的这一行：
+#   在已缓存上下文之上只有一个新的 prompt token，就是 `prefill_runs_as_decode`，于是这一步仍是
+#   整齐的 decode 批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
+#   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
+#   prefill 上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
+#   vLLM 的 `_forward_decode`）；`prefill_context_parallel_size > 1` 时走 `forward_mha`（即提问
+#   里的 `_forward_prefill`），以及为什么；还有 V1 怎么做；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
 #
 # 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
@@ -88,7 +91,6 @@ from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
-    reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
 )
 from pdlab.attention.mla import MLAAttention
@@ -97,11 +99,14 @@ from pdlab.demo import prompt_of_length, run_demo
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
+from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.tour_route import RENAMES
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "zh"  # the language of the widgets' labels
@@ -158,7 +163,7 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 #
 # 手动一步步推进这对引擎，在 D 刚收到 P 的 block、还没做任何计算时停下。此时 D 的 paged cache
 # （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的 slot 是 NaN）里，每一层、
-# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `_forward_prefill` 里
+# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `forward_mha` 里
 # 同一个 `gather_cache` 算子，按 D 的 block table 把它们读出来。
 
 # %%
@@ -200,7 +205,8 @@ print(
 # %% [markdown]
 # 可见，关于位置 `N-1`，attention 将来需要的东西 cache 里**全都有**：它在每一层的 latent K/V。
 # 缺的是第一个输出 token 真正依赖的那样东西。logits 是 `lm_head(norm(h_last[N-1]))`，
-# 其中 `h_last` 是**最后一层**的输出（先 attention，再 MLP，再最终的 norm）。第 `l` 层的
+# 其中 `h_last` 是**最后一层**的输出（先 attention，再 MLP；最终的 `norm` 在求 logits
+# 时才做）。第 `l` 层的
 # cache 行是由第 `l` 层 attention 的*输入*算出来的，那时这一层的 attention 和 MLP 都还没跑；
 # 而且它是降维到 80 个值（DeepSeek 是 576）的投影，不是 128 维（DeepSeek 是 7168 维）的
 # hidden state。任何一层的任何一行都不是 `h_last[N-1]`，也还原不出它。
@@ -229,7 +235,8 @@ print(
 # vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
 # KV block。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的 attention 从传过来的 cache 里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
-# （值和 P 写的一样）。这就是那个 `- 1`：恰好留下一个 token 要算。本地 prefix cache 命中
+# （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。
+# 本地 prefix cache 命中
 # 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #
@@ -260,9 +267,11 @@ assert (
 # %% [markdown]
 # ## 3. 这一个 token 的一步，以及决定它走哪条路的是什么
 #
-# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。除了三个计数，model runner 还记下了
-# `is_prefilling = num_computed_tokens < num_prompt_tokens`（和 vLLM 的
-# `gpu_model_runner.py` 对每个请求的算法一样），以及批次重排把这个请求放进的区域：
+# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。vLLM 0.33.0 默认运行 Model Runner V2
+# （`vllm/v1/worker/gpu/model_runner.py`；`VLLM_USE_V2_MODEL_RUNNER=0` 才选 V1），pdlab 也一样。
+# 除了三个计数，runner 还记下了 V2 对这一行的看法：`prefill_len`（随请求交给它的全部 token：
+# prompt，被抢占后再加上已有的输出）、`is_prefilling = num_computed_prefill_tokens <
+# prefill_len`、`prefill_runs_as_decode`，以及这一步的 `decode_graph_eligible`：
 
 # %%
 print(route_text(first, LANG))
@@ -271,18 +280,33 @@ print(
     f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
     f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
 )
+print(
+    f"model_runner = {first['model_runner']}, prefill_len = {first['prefill_len']}, "
+    f"prefill_runs_as_decode = {first['prefill_runs_as_decode']}, "
+    f"decode_graph_eligible = {first['decode_graph_eligible']}"
+)
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
     1,
     N - 1,
     N,
 )
 assert first["is_prefilling"] and first["region"] == "short_extend"
-assert first["forward"] == "_forward_decode"
+assert first["model_runner"] == "v2" and first["prefill_runs_as_decode"]
+assert first["decode_graph_eligible"] and first["forward"] == "forward_mqa"
+
+# %% [markdown]
+# V2 在自己的代码里点名了这一行。它的注释说：在已有上下文之上只有一个新的 prompt token，
+# 就按 decode 运行；于是这一步仍是 `decode_graph_eligible`：一个整齐的 decode 批次，也就是完整
+# decode CUDA graph 能重放的那种（`get_uniform_decode_token_count`）。pdlab 里对应的规则
+# （上游：`GPUModelRunner.gather_batch_req_state`；pdlab 记录这个标志，但不捕获 CUDA graph）：
+
+# %%
+show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "eligible = all(")
 
 # %% [markdown]
 # 只有一个新 token，像 decode；prompt 还没算完，又像 prefill：上游把它叫作*短 extend*。
-# model runner 把每个批次排成四个区：decode → short_extend → long_extend → prefill
-# （`reorder_batch_to_split_decodes_and_prefills`），MLA metadata builder 再调用
+# V2 把只有一个 token 的行排在最前，其余按 query 长度排序（`sort_batch_req_ids`；V1 则排成
+# 四个区：decode → short_extend → long_extend → prefill），MLA metadata builder 再调用
 # `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
 
 # %%
@@ -296,7 +320,7 @@ show_source(split_decodes_and_prefills)
 # pdlab 的 builder 做同样的两个选择：
 
 # %%
-show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.__init__, "profile = attn.profile", "self.use_pcp")
 show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
 
 # %% [markdown]
@@ -318,37 +342,62 @@ for parallel in (ParallelConfig(), PCP2):
         f"prefill_context_parallel_size = {parallel.prefill_context_parallel_size}: "
         f"treat_short_extends_as_decodes = {meta.treat_short_extends_as_decodes} -> "
         f"num_decodes = {meta.num_decodes}, num_prefills = {meta.num_prefills} -> "
-        f"{'_forward_decode' if meta.num_decodes else '_forward_prefill'}"
+        f"{'forward_mqa' if meta.num_decodes else 'forward_mha'}"
     )
 
 # %% [markdown]
+# 为什么 PCP 会翻转它？上游的 PCP manager（`vllm/v1/worker/gpu/pcp_manager.py`）把每个仍在
+# 预填充的行切成 `2 x PCP` 块分给各个 rank，其他行保持完整（`replicated = ~is_prefilling`；
+# 只开 PCP 时，每个完整的行轮流交给一个 rank）。仍在预填充的行被分块计算，所以必须走 prefill
+# 路径；而且开启 PCP 时 V2 不计算 `prefill_runs_as_decode`，这一步也就失去了 decode graph
+# （`decode_graph_eligible = not has_prefill`）。下面是 D 的第一步和两个正在 decode 的请求一起、
+# 按 PCP 2 排布的样子（pdlab 在一个设备上计算每一行，这里只展示排布）：
+
+# %%
+show_source(pcp_rank_chunks)
+d_batch = {"dec-a": (1, False), "dec-b": (1, False), first["req_id"]: (1, True)}
+layout = pcp_rank_chunks([q for q, _ in d_batch.values()], [f for _, f in d_batch.values()], 2)
+names_ = list(d_batch)
+rows = [
+    [f"rank {r}", ", ".join(f"{names_[i]}[{o}:{o + n}]" for i, o, n in parts) or "—"]
+    for r, parts in enumerate(layout)
+]
+display(HTML(html_table(["PCP rank", "rows it computes (row[start:end])"], rows)))
+assert [i for i, _, _ in layout[0]] == [0, 2] and [i for i, _, _ in layout[1]] == [1]
+
+# %% [markdown]
 # 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
-# `_forward_prefill`（上游叫 `forward_mha`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
+# `forward_mha`（即提问里的 `_forward_prefill`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
 # `MLACommonImpl`）里这条路径的写法：
 
 # %%
-show_source(MLAAttention._forward_prefill)
+show_source(MLAAttention.forward_mha)
 
 # %% [markdown]
 # 对“一个 query token、`N-1` 个已缓存 token”来说，这意味着：先把新 token 经 `kv_b_proj`
 # 升维，对自己做 attention；再进 `_compute_prefill_context`：从 paged cache 里 gather 全部
 # `N-1` 行 latent，把每一行都经 `kv_b_proj` 升维成逐头的 K 和 V，做不带 mask 的 attention，
-# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 按两种设置各跑一遍，逐个算子对比 D 的第一步
-# （第 0 层；其他层调用的算子相同）：
+# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 分别在 V2、V2 + PCP 2 和 V1 下各跑一遍，
+# 逐个算子对比 D 的第一步（第 0 层；其他层调用的算子相同）：
 
 # %%
+SETUPS = {  # label: (model_runner, parallel_config)
+    "V2 (default)": ("v2", ParallelConfig()),
+    "V2 + PCP 2": ("v2", PCP2),
+    "V1": ("v1", ParallelConfig()),
+}
 runs = {}
-for parallel in (ParallelConfig(), PCP2):
-    size = parallel.prefill_context_parallel_size
+for label, (runner, parallel) in SETUPS.items():
     p = PDPair(
         TINY,
         CacheConfig(block_size=BS),
         SchedulerConfig(),
         backend=BACKEND,
         parallel_config=parallel,
+        model_runner=runner,
     )
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
-    runs[size] = (p.tracer, o.output_token_ids)
+    runs[label] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
     krows = [
         [
@@ -362,22 +411,35 @@ for parallel in (ParallelConfig(), PCP2):
     ]
     display(
         HTML(
-            f"<b>prefill_context_parallel_size = {size}: "
-            f"{p.tracer.first('route', 'D')['forward']}</b>"
+            f"<b>{label}: {p.tracer.first('route', 'D')['forward']}</b>"
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
-assert runs[1][0].first("route", "D")["forward"] == "_forward_decode"
-assert runs[2][0].first("route", "D")["forward"] == "_forward_prefill"
+routes = {label: t.first("route", "D") for label, (t, _) in runs.items()}
+assert routes["V2 (default)"]["forward"] == routes["V1"]["forward"] == "forward_mqa"
+assert routes["V2 + PCP 2"]["forward"] == "forward_mha"
+assert routes["V2 + PCP 2"]["prefill_runs_as_decode"] is None
+assert not routes["V2 + PCP 2"]["decode_graph_eligible"]
+assert routes["V1"]["prefill_runs_as_decode"] is None  # V1 has no such flag
+
+# %% [markdown]
+# 提问里的名字来自旧版 vLLM。它们在 0.33.0 中的位置（文件都在 `vllm/` 下；导览打印的是同一张表，
+# 来自 `pdlab/ui/tour_route.py`）：
+
+# %%
+display(HTML(html_table(["older vLLM", "vLLM 0.33.0", "file"], [list(r) for r in RENAMES])))
 
 # %% [markdown]
 # ## 4. 四类请求，三种后端
 #
-# 在一个每个区各有一个请求的批次上做同样的切分：一个普通 decode、D 的短 extend、一个长
-# prompt 的后续分块（长 extend），以及一个新 prompt。后端也有影响：它的
-# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA` 和通用 builder 为 1，
-# `FLASHMLA` 为 128，`FLASH_ATTN_MLA` 为 512，其注释说这是让短 prefill 走 decode 路径），
-# 除非后端支持变长 query，否则还会设置 `require_uniform`：
+# 在一个每个区各有一个请求的批次上（按 V2 的顺序）做同样的切分：一个普通 decode、D 的短
+# extend、一个长 prompt 的后续分块（长 extend），以及一个新 prompt。后端也有影响：它的
+# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA`、`FLASHINFER_MLA`、
+# `CUTLASS_MLA` 以及 `CPU_MLA` 所用的通用 builder 为 1，`FLASHMLA` 为 128，`FLASH_ATTN_MLA`
+# 为 512，其注释说这是让小的 prefill 走 decode 路径）；除非后端支持变长 query，否则还会设置
+# `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：H100/H200 上是
+# `FLASH_ATTN_MLA`，B200 上是 `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
+# （`pdlab.platforms.select_mla_backend`）：
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -395,9 +457,14 @@ settings = [
     ("flash_attn_mla", 1),
 ]
 table = {name: [*batch[name]] for name in names}
+for gpu in ("h200", "b200", "cpu"):
+    print(f"{gpu}: {select_mla_backend(gpu).reason}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
-    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    state = gather_batch_req_state(
+        dict(zip(names, q)), dict(zip(names, c)), dict(zip(names, p)), use_pcp=size > 1
+    )
+    order = [names.index(r) for r in state.req_ids]  # V2's order (decodes first under PCP)
     meta = build_mla_metadata(
         [q[i] for i in order],
         [c[i] for i in order],
@@ -428,12 +495,14 @@ assert table["D's short extend"][4].endswith("prefill")
 # 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新 prompt 在 `TRITON_MLA`
 # 下是 prefill；在 `FLASHMLA` 下这里也是 prefill，因为 `require_uniform` 要求所有 decode 的
 # query 长度都和第一个 decode 相同（如果这个 100 token 的 prompt 独占一个批次，它就会是
-# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径。这就是第 3 篇里权重吸收的
-# 临界点（V3 约 171 个 query token）从另一面看：低于它时，即使是 prompt，吸收形式的 FLOPs 也更少。
+# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径，200 个 token 的长 extend
+# 也一样。这并不省 FLOPs：对新 prompt，吸收形式的 FLOPs 总是更多（见第 3 篇：只有少量 query
+# 面对很长的已缓存上下文时，吸收才更省）。对 128 和 512，上游除了那句注释没有给出理由。
 #
-# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`；而 Mamba 和
-# GDN 的 builder 总是传 `treat_short_extends_as_decodes=False`：对它们来说，凡是仍在 prompt 内的
-# 请求都是 prefill。
+# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`。Mamba 和 GDN
+# 的 builder 传 `treat_short_extends_as_decodes=False`，但会先改写 `is_prefilling`：Mamba 把带有
+# 先前状态的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
+# 重算路径），GDN 只把没有先前状态的行算作 prefill。所以在那里 D 的第一步同样是 decode。
 
 # %% [markdown]
 # ## 5. 两条路径，同一个 token
@@ -445,11 +514,11 @@ assert table["D's short extend"][4].endswith("prefill")
 colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
-print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
-print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
-print(f"colocated engine                      : {col_tokens}")
-print(f"oracle (no cache)                     : {oracle}")
-assert runs[1][1] == runs[2][1] == col_tokens == oracle
+for label, (_, toks) in runs.items():
+    print(f"P/D, {label:14}: {toks}")
+print(f"colocated engine  : {col_tokens}")
+print(f"oracle (no cache) : {oracle}")
+assert all(toks == col_tokens == oracle for _, toks in runs.values())
 
 # %% [markdown]
 # ## 6. 各自的代价
@@ -460,23 +529,19 @@ assert runs[1][1] == runs[2][1] == col_tokens == oracle
 
 # %%
 summary = []
-for size, (tracer, _) in runs.items():
+for label, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
     summary.append(
         [
-            size,
+            label,
             tracer.first("route", "D")["forward"],
             len(ks),
             flops(sum(e["flops"] for e in ks)),
             nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(
-    HTML(
-        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
-    )
-)
+display(HTML(html_table(["set-up", "path", "kernels", "FLOPs", "bytes"], summary)))
 
 # %% [markdown]
 # tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
@@ -529,15 +594,15 @@ display(
         html_table(
             [
                 "context N-1",
-                "FLOPs _forward_prefill",
-                "FLOPs _forward_decode",
+                "FLOPs forward_mha",
+                "FLOPs forward_mqa",
                 "ratio",
-                "bytes _forward_prefill",
-                "bytes _forward_decode",
+                "bytes forward_mha",
+                "bytes forward_mqa",
                 "ratio",
                 "ratio per request in a batch",
-                "H800 bound, _forward_prefill",
-                "H800 bound, _forward_decode",
+                "H800 bound, forward_mha",
+                "H800 bound, forward_mqa",
             ],
             cost_rows,
         )
@@ -601,8 +666,8 @@ print(
     f"(d) {reused[1]}  (e) {p_first['forward']}"
 )
 assert step["num_computed_tokens"] == N2 - 1
-assert step["forward"] == "_forward_prefill"
+assert step["forward"] == "forward_mha"
 assert sum(gathered) == N2 - 1
 assert reused == [0, (N2 - 1) // B2 * B2]
-assert p_first["forward"] == "_forward_decode" and flash.tokens_equal
+assert p_first["forward"] == "forward_mqa" and flash.tokens_equal
 assert check.tokens_equal

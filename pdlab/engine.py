@@ -24,6 +24,7 @@ from pdlab.config import (
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
+    resolve_model_runner,
 )
 from pdlab.errors import one_line
 from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
@@ -72,10 +73,13 @@ class LLMEngine:
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
+        model_runner: str | None = None,
     ) -> None:
         self.model_config = model_config
         self.attention_config = attention_config or AttentionConfig()
         self.parallel_config = parallel_config or ParallelConfig()
+        # "v2" (vLLM 0.33.0's default) or "v1"; None reads VLLM_USE_V2_MODEL_RUNNER.
+        self.model_runner = resolve_model_runner(model_runner, self.parallel_config)
         self.cache_config = cache_config or CacheConfig()
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
@@ -124,6 +128,7 @@ class LLMEngine:
             connector_worker=kv_connector,
             attention_config=self.attention_config,
             parallel_config=self.parallel_config,
+            model_runner=self.model_runner,
         )
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
@@ -131,10 +136,14 @@ class LLMEngine:
         self.tracer.meta.setdefault("dtype", str(next(self.model.parameters()).dtype)[6:])
         builder = self.runner.attn_metadata_builder
         self.tracer.meta.setdefault("routing", {})[instance] = {
+            "model_runner": self.model_runner,
             "mla_backend": self.attention_config.backend,
+            "gpu": self.attention_config.gpu,
+            "selected_by": self.attention_config.selected_by,
             "reorder_batch_threshold": builder.reorder_batch_threshold,
             "require_uniform": builder.require_uniform,
             "prefill_context_parallel_size": self.parallel_config.prefill_context_parallel_size,
+            "decode_context_parallel_size": self.parallel_config.decode_context_parallel_size,
             "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
         }
         self.tracer.meta.setdefault("backend", backend or _default_backend())

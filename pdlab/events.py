@@ -127,8 +127,11 @@ class RequestError(TraceEvent):
 # ---- the model runner and the attention layer (pdlab/model, pdlab/attention) ------------
 @event("route")
 class Route(TraceEvent):
-    """Where one request of a step went (``path`` ``"decode"`` or ``"prefill"``), with the
-    values ``split_decodes_and_prefills`` read and the rule in force."""
+    """Where one request of a step went (``path`` ``"decode"`` or ``"prefill"``, ``forward``
+    ``"forward_mqa"`` or ``"forward_mha"``), with the values ``split_decodes_and_prefills``
+    read, the rule in force, and what the model runner decided about the row and the step
+    (``prefill_runs_as_decode`` is None where the runner computes none: V1, or V2 under
+    PCP; ``decode_graph_eligible`` is the step's)."""
 
     req_id: str
     query_len: int
@@ -141,6 +144,10 @@ class Route(TraceEvent):
     treat_short_extends_as_decodes: bool
     prefill_context_parallel_size: int
     mla_backend: str
+    model_runner: str
+    prefill_len: int
+    prefill_runs_as_decode: bool | None
+    decode_graph_eligible: bool
     path: str
     forward: str
 

@@ -24,6 +24,11 @@ from pdlab.kernels.backend import triton_installed
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
+# The MLA backend profile follows the GPU the platform sees (pdlab/platforms.py). Pin the
+# CPU platform (CPU_MLA) so the suite means the same on a laptop and on an H100; the tests
+# of the choice itself name their GPU. Subprocesses inherit it.
+os.environ["PDLAB_GPU"] = "cpu"
+os.environ.pop("VLLM_USE_V2_MODEL_RUNNER", None)
 if "PYTEST_XDIST_WORKER" in os.environ:
     # xdist's workers start with COLUMNS=80 and LINES=24, which a plain run does not have
     # (pdlab's consoles take COLUMNS as "a terminal of that width" and narrow their tables).

@@ -61,7 +61,7 @@ def drive_pd_explorer(page) -> None:
     route = read_output_text(page, "pdlab-route")
     assert "is_prefilling = 10 < 11 = True" in route
     assert "treat_short_extends_as_decodes = True" in route
-    assert route.endswith("_forward_decode")
+    assert route.endswith("forward_mqa")
     kernels = read_output_text(page, "pdlab-kernels")
     assert "mla_decode" in kernels and "gather_cache" not in kernels
     assert "N-1 = 10" in read_output_text(page, "pdlab-cost")
@@ -71,7 +71,7 @@ def drive_pd_explorer(page) -> None:
     wait_for_output_text(
         page,
         "pdlab-route",
-        re.compile(r"treat_short_extends_as_decodes = False .*_forward_prefill$"),
+        re.compile(r"treat_short_extends_as_decodes = False .*forward_mha$"),
     )
     assert "gather_cache" in read_output_text(page, "pdlab-kernels")
 
@@ -79,13 +79,13 @@ def drive_pd_explorer(page) -> None:
     wait_for_output_text(page, "pdlab-d-step", _d_step_re(40))
     assert "N-1 = 39" in read_output_text(page, "pdlab-cost")
     assert "equal ✓" in read_output_text(page, "pdlab-tokens")
-    assert read_output_text(page, "pdlab-route").endswith("_forward_prefill")
+    assert read_output_text(page, "pdlab-route").endswith("forward_mha")
 
     set_dropdown(page, "prefill_context_parallel_size", "1")
     wait_for_output_text(
         page,
         "pdlab-route",
-        re.compile(r"is_prefilling = 39 < 40 = True.*_forward_decode$"),
+        re.compile(r"is_prefilling = 39 < 40 = True.*forward_mqa$"),
     )
     assert widget_errors(page) == []
     assert read_output_text(page, "pdlab-error") == ""

@@ -15,7 +15,7 @@ def test_pd_in_one_process(capsys):
     )
     out = capsys.readouterr().out
     assert "num_computed_tokens = 7 (N - 1, N = 8)" in out
-    assert "_forward_prefill" in out and "KV blocks moved P -> D" in out
+    assert "forward_mha" in out and "KV blocks moved P -> D" in out
 
 
 def test_pd_in_two_processes():

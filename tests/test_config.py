@@ -141,8 +141,8 @@ def test_preset_by_name_and_from_hf():
         ),
         (
             lambda: AttentionConfig(backend="fast"),
-            r"AttentionConfig.backend='fast' is invalid: expected one of \('triton_mla', "
-            r"'flashmla', 'flash_attn_mla'\)",
+            r"AttentionConfig.backend='fast' is invalid: expected one of \('cpu_mla', "
+            r"'triton_mla', 'flashmla', 'flash_attn_mla', 'flashinfer_mla', 'cutlass_mla'\)",
         ),
         (lambda: SchedulerConfig(max_num_batched_tokens=0), r"max_num_batched_tokens=0"),
         (lambda: SchedulerConfig(max_num_seqs=0), r"max_num_seqs=0"),

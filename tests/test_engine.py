@@ -90,7 +90,7 @@ def test_prefix_hits_and_the_local_short_extend(pcp):
     r = engine.tracer.first("route", "local", req_id=rid)
     assert (r["query_len"], r["num_computed_tokens"], r["num_prompt_tokens"]) == (1, 12, 13)
     assert r["is_prefilling"] and r["region"] == "short_extend"
-    assert r["forward"] == ("_forward_prefill" if pcp > 1 else "_forward_decode")
+    assert r["forward"] == ("forward_mha" if pcp > 1 else "forward_mqa")
     kernels = [k["name"] for k in engine.tracer.filter("kernel", "local", step=r["step"])]
     if pcp > 1:
         assert "gather_cache" in kernels and "mla_decode" not in kernels

@@ -206,8 +206,8 @@ def test_mla_decode_equals_mla_absorbed_and_naive(backend, dtype):
 @pytest.mark.parametrize("preset", ["tiny", "deepseek-v3"])
 def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
     """The P/D question: on D, the last prompt token (position N-1) runs again over N-1 cached
-    tokens. Routed as a decode (``_forward_decode``: absorbed ``mla_decode`` over all N rows)
-    or as a prefill (``_forward_prefill``: gather the context, up-project, flash attention,
+    tokens. Routed as a decode (``forward_mqa``: absorbed ``mla_decode`` over all N rows)
+    or as a prefill (``forward_mha``: gather the context, up-project, flash attention,
     merge) by the real ``MLAAttention``, the result is the same, and equals ``mla_naive``."""
     cfg = ModelConfig.preset(preset, num_attention_heads=2 if preset != "tiny" else 4)
     g = torch.Generator().manual_seed(8)
@@ -249,7 +249,7 @@ def test_decode_equals_prefill_for_one_token(backend, dtype, preset):
         )
         attn = MLAAttention()
         ctx = ForwardContext(meta, [p.kv_cache.clone()], attn, backend, workspace_tokens=16)
-        out = attn.forward(layer, q.to(DEVICE), last[:, :L], last[:, L:], ctx)
+        out = attn.forward_impl(layer, q.to(DEVICE), last[:, :L], last[:, L:], ctx)
         assert (meta.num_decodes, meta.num_prefills) == ((B, 0) if pcp == 1 else (0, B))
         return out.float().cpu()
 

@@ -59,13 +59,13 @@ def test_pd_equals_colocated_and_routes_the_short_extend(pcp, n):
     )
     kernels = t.filter("kernel", "D", step=route["step"])
     if pcp > 1:
-        assert route["forward"] == "_forward_prefill"
+        assert route["forward"] == "forward_mha"
         gathered = [k for k in kernels if k["name"] == "gather_cache"]
         assert [k["shapes"]["rows"] for k in gathered] == [n - 1] * CFG.num_hidden_layers
         assert [k["layer"] for k in gathered] == list(range(CFG.num_hidden_layers))
         assert not [k for k in kernels if k["name"] == "mla_decode"]
     else:
-        assert route["forward"] == "_forward_decode"
+        assert route["forward"] == "forward_mqa"
         dec = [k for k in kernels if k["name"] == "mla_decode"]
         assert dec and dec[0]["shapes"]["seq_lens"] == [n]
     moved = t.first("kv_transfer", "D")

@@ -56,7 +56,7 @@ def test_two_processes_equal_colocated(pcp):
     for i, p in enumerate(PROMPTS):
         e = firsts[f"req-{i}"]
         assert (e["query_len"], e["num_computed_tokens"]) == (1, len(p) - 1)
-        assert e["forward"] == ("_forward_prefill" if pcp > 1 else "_forward_decode")
+        assert e["forward"] == ("forward_mha" if pcp > 1 else "forward_mqa")
     moved = r.tracer.filter("kv_transfer", "D")
     assert len(moved) == len(PROMPTS) and all(m["ok"] for m in moved)
     _no_children_left()

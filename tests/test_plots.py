@@ -60,7 +60,7 @@ def test_num_computed_tokens_has_a_line_per_request(run: Demo) -> None:
 
 
 def test_markers_show_the_path_of_ds_first_step(run: Demo) -> None:
-    # Under PCP = 2 D's one-token step goes to _forward_prefill: a hollow marker.
+    # Under PCP = 2 D's one-token step goes to forward_mha: a hollow marker.
     for trace, fill in ((run.other_trace, "none"), (run.trace, "full")):
         ax = plot_num_computed_tokens(trace, "D").axes[0]
         markers = [ln for ln in ax.get_lines() if ln.get_marker() == "o"]
@@ -87,7 +87,7 @@ def test_path_costs_follow_the_cost_model() -> None:
         np.testing.assert_allclose(
             dec.get_ydata(), [getattr(decode_path_cost(cfg, c), attr) for c in contexts]
         )
-        assert "_forward_prefill" in pre.get_label() and "_forward_decode" in dec.get_label()
+        assert "forward_mha" in pre.get_label() and "forward_mqa" in dec.get_label()
 
 
 def test_save_all_writes_three_pngs(run: Demo, tmp_path) -> None:

@@ -38,18 +38,18 @@ def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens() -> None:
     route = _text(explorer.route.value)
     assert "is_prefilling = 10 < 11 = True" in route and "short_extend" in route
     assert "treat_short_extends_as_decodes = False" in route
-    assert route.endswith("_forward_prefill")
+    assert route.endswith("forward_mha")
     kernels = _text(explorer.kernels.value)
     for name in ("gather_cache", "kv_b_proj (context)", "merge_attn_states"):
         assert name in kernels
     cost = _text(explorer.cost.value)
     assert "deepseek-v3" in cost and "N-1 = 10" in cost and "all 61 layers" in cost
-    assert "▶ _forward_prefill" in cost
+    assert "▶ forward_mha" in cost
     assert "equal ✓" in _text(explorer.tokens.value)
     assert "backend torch" in explorer.status.value
     # What the view shows is what the run's trace recorded.
     r = explorer.run.d_first_step
-    assert (r["forward"], r["treat_short_extends_as_decodes"]) == ("_forward_prefill", False)
+    assert (r["forward"], r["treat_short_extends_as_decodes"]) == ("forward_mha", False)
 
 
 def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> None:
@@ -57,10 +57,10 @@ def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> No
     route = _text(explorer.route.value)
     assert "query_len = 1 <= decode_threshold = 1" in route
     assert "treat_short_extends_as_decodes = True" in route
-    assert route.endswith("_forward_decode")
+    assert route.endswith("forward_mqa")
     kernels = _text(explorer.kernels.value)
     assert "mla_decode" in kernels and "gather_cache" not in kernels
-    assert "▶ _forward_decode" in _text(explorer.cost.value)
+    assert "▶ forward_mqa" in _text(explorer.cost.value)
 
     explorer.prompt_len.value = 40
     assert "num_computed_tokens = N-1 = 39, num_prompt_tokens = N = 40" in _text(
@@ -79,7 +79,7 @@ def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> No
 
     explorer.pcp.value = 2
     assert "is_prefilling = 39 < 40 = True" in _text(explorer.route.value)
-    assert _text(explorer.route.value).endswith("_forward_prefill")
+    assert _text(explorer.route.value).endswith("forward_mha")
     assert "equal ✓" in _text(explorer.tokens.value)
 
     # FlashMLA's threshold changes nothing for D's one-token step...
@@ -89,7 +89,7 @@ def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> No
     assert explorer.run.mla_backend == "flashmla"
     # ...but P's fresh 40-token prompt now takes the decode path too.
     p_first = explorer.run.trace.first("route", "P")
-    assert (p_first["query_len"], p_first["forward"]) == (40, "_forward_decode")
+    assert (p_first["query_len"], p_first["forward"]) == (40, "forward_mqa")
     assert explorer.error.value == ""
     traces = [c.value for c in explorer.traces.children]
     assert len(traces) == 2 and "remote_kv_ready" in traces[1] and "admit" in traces[0]
@@ -99,7 +99,7 @@ def test_pd_explorer_in_chinese() -> None:
     ex = w.PDExplorer(prompt_len=5, lang="zh", pcp=2)
     assert ex.prompt_len.description == "提示长度" and ex.mla_backend.description == "MLA 后端"
     assert ex.pcp.description == "prefill_context_parallel_size"
-    assert "short_extend 区" in _text(ex.route.value) and "_forward_prefill" in ex.route.value
+    assert "short_extend 区" in _text(ex.route.value) and "forward_mha" in ex.route.value
     assert "一致 ✓" in _text(ex.tokens.value)
     with pytest.raises(ValueError, match="lang"):
         w.PDExplorer(lang="fr")
@@ -109,7 +109,7 @@ def test_run_demo_and_route_text() -> None:
     run = run_demo(9, block_size=2, max_tokens=3)
     r = run.d_first_step
     assert (r["query_len"], r["num_computed_tokens"], r["num_prompt_tokens"]) == (1, 8, 9)
-    assert r["forward"] == "_forward_decode" and run.tokens_equal
+    assert r["forward"] == "forward_mqa" and run.tokens_equal
     assert run.remote_kv_ready["num_computed_tokens_before_adjust"] == 9
     assert run.kernels("D")[1:] == ["q_nope @ W_UK_T", "mla_decode", "o_latent @ W_UV"]
     assert run.traced_cost("D").flops > 0

@@ -2,11 +2,13 @@
 prefills' cached context planned in workspace-sized chunks.
 
 Mirrors ``MLACommonMetadataBuilder.build`` and ``plan_mla_context_chunks`` in
-``vllm/model_executor/layers/attention/mla_attention.py`` (vLLM 0.33.0), without decode
-context parallelism. Two settings decide the routing:
+``vllm/model_executor/layers/attention/mla_attention.py`` (vLLM 0.33.0). Two settings decide the
+routing:
 
 * the backend profile (:class:`pdlab.config.MLABackendProfile`): ``decode_threshold`` is
-  its ``reorder_batch_threshold`` and ``require_uniform`` is ``query_len_support != VARLEN``;
+  its ``reorder_batch_threshold`` (raised for speculative decoding, forced to 1 by decode
+  context parallelism where the backend cannot keep it, as ``_init_reorder_batch_threshold``
+  does) and ``require_uniform`` is ``query_len_support != VARLEN``;
 * ``use_pcp`` (``prefill_context_parallel_size > 1``): the builder passes
   ``treat_short_extends_as_decodes = not use_pcp``.
 
@@ -128,11 +130,17 @@ class MLAMetadataBuilder:
         parallel_config: ParallelConfig | None = None,
         workspace_size: int = 2048,
     ) -> None:
-        profile = (attention_config or AttentionConfig()).profile
+        attn = attention_config or AttentionConfig()
+        par = parallel_config or ParallelConfig()
+        profile = attn.profile
         self.block_size = block_size
-        self.reorder_batch_threshold = profile.reorder_batch_threshold
+        self.reorder_batch_threshold = profile.effective_threshold(
+            attn.num_speculative_tokens,
+            par.decode_context_parallel_size,
+            par.cp_kv_cache_interleave_size,
+        )
         self.require_uniform = profile.require_uniform
-        self.use_pcp = (parallel_config or ParallelConfig()).use_pcp
+        self.use_pcp = par.use_pcp
         self.workspace_size = workspace_size
 
     @property

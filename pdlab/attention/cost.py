@@ -3,8 +3,8 @@ through either MLA path (for the tour, the notebooks and ``pdlab bench paths``).
 
 A matrix product ``[M, K] @ [K, N]`` costs ``2 M N K`` FLOPs; bytes count each operand read
 once and each result written once, at ``elem_bytes`` per value (2 for bf16). These are the
-numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (pdlab's
-``_forward_prefill`` / ``_compute_prefill_context``) and ``forward_mqa`` (``_forward_decode``)
+numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (with
+``_compute_prefill_context``) and ``forward_mqa``
 of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``).
 """
 
@@ -146,7 +146,7 @@ def mla_decode_call_cost(
 
 
 def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e: int = 2) -> Cost:
-    """``_forward_prefill`` for one request with ``context_len`` cached tokens, one layer."""
+    """``forward_mha`` for one request with ``context_len`` cached tokens, one layer."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
@@ -179,7 +179,7 @@ def decode_path_cost(
     num_kv_splits: int | None = None,
     num_sms: int | None = None,
 ) -> Cost:
-    """``_forward_decode`` for one token over ``context_len`` cached tokens, one layer, with
+    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer, with
     ``mla_decode``'s split count (``None``: automatic for one request on ``num_sms`` SMs,
     by default the CPU stand-in of ``pdlab/kernels/decode_attention.py``)."""
     from pdlab.kernels import decode_attention as da
@@ -200,12 +200,36 @@ def decode_path_cost(
 
 
 def absorb_crossover_query_len(cfg: ModelConfig) -> float:
-    """Query length below which the absorbed form needs fewer FLOPs than up-projecting the
-    keys: per key, up-projection costs ``2 L H (nope + v)`` once, while absorbing costs
-    ``2 H ((L + R + L) - (qk + v))`` more per query. About 171 for DeepSeek-V3."""
+    """The query length below which absorbing needs fewer FLOPs, in the limit of a cached
+    context much longer than the query (about 171 for DeepSeek-V3). Absorbing moves the
+    up-projection from the keys to the queries: ``kv_b_proj`` costs ``2 L H (nope + v)``
+    per key in the naive form, ``W_UK`` and ``W_UV`` cost the same per query in the
+    absorbed one, and each (query, key) pair costs ``2 H ((L + R + L) - (qk + v))`` more.
+    For a fresh prompt (no cached context) there is no crossover: see :func:`mla_forms_flops`."""
     L = cfg.kv_lora_rank
     extra_per_query = (2 * L + cfg.qk_rope_head_dim) - (cfg.qk_head_dim + cfg.v_head_dim)
     return L * (cfg.qk_nope_head_dim + cfg.v_head_dim) / extra_per_query
+
+
+def mla_forms_flops(cfg: ModelConfig, query_len: int, context_len: int) -> tuple[float, float]:
+    """``(naive, absorbed)`` attention FLOPs, one layer, for ``query_len`` new tokens of one
+    request over ``context_len`` cached tokens, causal among the new tokens (the work both
+    forms share, such as ``q_proj`` and ``o_proj``, is left out).
+
+    * naive (``forward_mha``): ``kv_b_proj`` up-projects every key, cached and new
+      (``(S + q) 2 L H (nope + v)``), then each (query, key) pair costs ``2 H (qk + v)``;
+    * absorbed (``forward_mqa``): ``W_UK`` and ``W_UV`` cost ``q 2 L H (nope + v)``, then
+      each pair costs ``2 H ((L + R) + L)`` over the latent row.
+
+    The pairs are ``q S + q (q + 1) / 2``. With ``S = 0`` the projections are equal and every
+    pair costs more absorbed, so a fresh prompt is always cheaper in FLOPs the naive way."""
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, v, q, s = cfg.qk_nope_head_dim, cfg.v_head_dim, query_len, context_len
+    pairs = q * s + q * (q + 1) / 2
+    proj = 2.0 * L * h * (n + v)
+    naive = (s + q) * proj + pairs * 2.0 * h * (n + R + v)
+    absorbed = q * proj + pairs * 2.0 * h * ((L + R) + L)
+    return naive, absorbed
 
 
 def absorb_flops_per_key(cfg: ModelConfig, query_len: int) -> tuple[float, float]:

@@ -3,14 +3,17 @@
 Mirrors, in vLLM 0.33.0:
 
 * ``CommonAttentionMetadata`` (``vllm/v1/attention/backend.py``), with ``is_prefilling``,
-  which the model runner (``vllm/v1/worker/gpu_model_runner.py``) sets for every request as
-  ``num_computed_tokens < num_prompt_tokens``;
+  which the model runner sets for every request: Model Runner V2
+  (``vllm/v1/worker/gpu/model_runner.py``, the default) as ``num_computed_prefill_tokens <
+  prefill_len``, V1 (``vllm/v1/worker/gpu_model_runner.py``) as ``num_computed_tokens <
+  num_prompt_tokens`` (``pdlab/model/batch.py``);
 * ``split_decodes_and_prefills``, ``reorder_batch_to_split_decodes_and_prefills`` and
   ``split_prefill_chunks`` (``vllm/v1/attention/backends/utils.py``).
 
 A request is routed by two facts: its query length against ``decode_threshold`` (the
 backend's ``reorder_batch_threshold``), and whether it is still in its prompt
-(``is_prefilling``). The four kinds of request, in the order the batch is sorted:
+(``is_prefilling``). The four kinds of request, in the order V1 sorts the batch (V2 sorts
+by query length instead, ``sort_batch_req_ids``):
 
 =============  ====================  =================  ==========================
 region         query_len             context            is_prefilling
@@ -71,10 +74,12 @@ class CommonAttentionMetadata:
         block_table: torch.Tensor,
         slot_mapping: torch.Tensor,
         req_ids: Sequence[str],
+        is_prefilling: Sequence[bool] | None = None,
     ) -> CommonAttentionMetadata:
-        """The metadata of a batch already in order, as upstream's model runner builds it,
-        ``is_prefilling = num_computed_tokens < num_prompt_tokens`` included. Tensors go to
-        ``block_table``'s device; the ``_cpu`` ones stay on the CPU."""
+        """The metadata of a batch already in order, as upstream's model runner builds it.
+        ``is_prefilling`` is the runner's (``pdlab/model/batch.py``); left out, it is V1's
+        ``num_computed_tokens < num_prompt_tokens``. Tensors go to ``block_table``'s device;
+        the ``_cpu`` ones stay on the CPU."""
         device = block_table.device
         qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
         qsl[1:] = torch.cumsum(torch.tensor(list(query_lens), dtype=torch.int32), 0)
@@ -90,7 +95,11 @@ class CommonAttentionMetadata:
             max_seq_len=max(seq_lens, default=0),
             block_table_tensor=block_table,
             slot_mapping=slot_mapping.to(device),
-            is_prefilling=computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32),
+            is_prefilling=(
+                computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32)
+                if is_prefilling is None
+                else torch.tensor(list(is_prefilling), dtype=torch.bool)
+            ),
             req_ids=list(req_ids),
             num_computed_tokens_cpu=computed,
         )
@@ -103,7 +112,8 @@ def split_decodes_and_prefills(
     treat_short_extends_as_decodes: bool = True,
 ) -> tuple[int, int, int, int]:
     """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)`` for a batch
-    already sorted by :func:`reorder_batch_to_split_decodes_and_prefills`.
+    already in the runner's order (decode-like rows first: V1's four regions, or V2's
+    ``sort_batch_req_ids``).
 
     The decodes are the requests before the first one that counts as a prefill:
 

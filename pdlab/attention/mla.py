@@ -1,9 +1,10 @@
-"""MLAAttention: the attention of one step, routed to ``_forward_decode`` or
-``_forward_prefill``.
+"""MLAAttention: the attention of one step, routed to ``forward_mqa`` (the absorbed decode)
+or ``forward_mha`` (the prefill).
 
-Mirrors ``MLACommonImpl`` in ``vllm/model_executor/layers/attention/mla_attention.py``
-(vLLM 0.33.0), where the two paths are called ``forward_mqa`` (absorbed decode, pdlab's
-``_forward_decode``) and ``forward_mha`` (pdlab's ``_forward_prefill``). ``forward``:
+Mirrors ``MLAAttention.forward_impl`` and ``MLACommonImpl`` in
+``vllm/model_executor/layers/attention/mla_attention.py`` (vLLM 0.33.0), with the same
+method names (older releases, and the question pdlab answers, call the two paths
+``_forward_decode`` and ``_forward_prefill``). ``forward_impl``:
 
 1. writes this step's latent rows ``[kv_c_normed | k_pe]`` into the paged cache
    (``reshape_and_cache_mla``);
@@ -90,7 +91,7 @@ class MLAAttention:
         return cached[1], cached[2]
 
     # ---- entry -----------------------------------------------------------------------
-    def forward(
+    def forward_impl(
         self,
         layer: MLALayer,
         q: torch.Tensor,
@@ -111,17 +112,17 @@ class MLAAttention:
         out = q.new_empty(t, cfg.num_attention_heads, cfg.v_head_dim)
         nd = m.num_decode_tokens
         if m.num_decodes:
-            out[:nd] = self._forward_decode(layer, q[:nd], kv_cache, m, ctx)
+            out[:nd] = self.forward_mqa(layer, q[:nd], kv_cache, m, ctx)
         if m.num_prefills:
-            out[nd:] = self._forward_prefill(
+            out[nd:] = self.forward_mha(
                 layer, q[nd:], kv_c_normed[nd:], k_pe[nd:], kv_cache, m, ctx
             )
         return out
 
-    __call__ = forward
+    __call__ = forward_impl
 
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
-    def _forward_decode(
+    def forward_mqa(
         self,
         layer: MLALayer,
         q: torch.Tensor,
@@ -164,7 +165,7 @@ class MLAAttention:
         )  # fmt: skip
 
     # ---- prefill: up-project and run flash attention ---------------------------------
-    def _forward_prefill(
+    def forward_mha(
         self,
         layer: MLALayer,
         q: torch.Tensor,

@@ -8,7 +8,7 @@ and ``attn_impl="absorb"``), so the equality of the two forms is visible side by
   keys ``[k_nope | k_pe]`` (192 wide for DeepSeek) and values (128 wide), then attends.
 * ``mla_absorbed`` folds ``W_UK`` into the query and ``W_UV`` into the output, so attention
   runs as MQA directly over the latent rows ``[kv_c | k_pe]`` (576 wide), the form vLLM's
-  ``_forward_decode`` and FlashMLA use.
+  ``forward_mqa`` and FlashMLA use.
 
 LSE is the natural-log log-sum-exp of the scaled scores, shape ``[num_tokens, num_heads]``
 (vLLM and FlashAttention store it transposed, ``[num_heads, num_tokens]``).

@@ -15,7 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pdlab.config import MLA_BACKENDS, AttentionConfig, ParallelConfig
+from pdlab.config import MLA_BACKENDS, MODEL_RUNNERS, AttentionConfig, ParallelConfig
+from pdlab.platforms import GPUS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
@@ -57,7 +58,7 @@ def int_list(text: str) -> list[int]:
 
 
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:
-    """The two switches upstream's MLA routing depends on, under upstream's names."""
+    """The switches upstream's MLA routing depends on, under upstream's names."""
     p.add_argument(
         "--pcp",
         "--prefill-context-parallel-size",
@@ -70,11 +71,28 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         "consequence, not context parallelism itself)",
     )
     p.add_argument(
+        "--model-runner",
+        type=str.lower,
+        choices=MODEL_RUNNERS,
+        default=None,
+        help="v2 (vLLM 0.33.0's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); "
+        "unset: VLLM_USE_V2_MODEL_RUNNER, else v2",
+    )
+    p.add_argument(
+        "--gpu",
+        type=str.lower,
+        choices=tuple(GPUS),
+        default=None,
+        help="follow the MLA backend vLLM picks on this GPU (h100/h200: FLASH_ATTN_MLA, "
+        "b200: FLASHINFER_MLA, cpu: CPU_MLA); unset: PDLAB_GPU, this machine's GPU, else cpu",
+    )
+    p.add_argument(
         "--mla-backend",
         type=str.lower,
-        choices=sorted(MLA_BACKENDS),
-        default="triton_mla",
-        help="whose reorder_batch_threshold to use: triton_mla 1, flashmla 128, flash_attn_mla 512",
+        choices=tuple(MLA_BACKENDS),
+        default=None,
+        help="name the backend instead of the GPU: its reorder_batch_threshold and "
+        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
     )
 
 
@@ -95,10 +113,12 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """``attention_config`` and ``parallel_config`` for an engine, from the arguments."""
+    """``attention_config``, ``parallel_config`` and ``model_runner`` for an engine, from
+    the arguments."""
     return {
-        "attention_config": AttentionConfig(args.mla_backend),
+        "attention_config": AttentionConfig(args.mla_backend, getattr(args, "gpu", None)),
         "parallel_config": ParallelConfig(args.pcp),
+        "model_runner": getattr(args, "model_runner", None),
     }
 
 

@@ -9,22 +9,35 @@ from pdlab.config.utils import _check_int
 
 @dataclass(frozen=True)
 class ParallelConfig:
-    """The one parallelism setting pdlab models: ``prefill_context_parallel_size``
-    (``vllm/config/parallel.py``).
+    """The parallelism settings that change routing (``vllm/config/parallel.py``).
 
-    pdlab does not implement context parallelism (it runs on one device). It reproduces only
-    the routing consequence: with a size above 1 the MLA metadata builder sets
-    ``use_pcp`` and passes ``treat_short_extends_as_decodes = not use_pcp`` to
-    ``split_decodes_and_prefills``, so a request that is still in its prompt
-    (``is_prefilling``) runs ``_forward_prefill`` even for a one-token query.
+    pdlab runs on one device and implements no context parallelism. It reproduces only the
+    routing consequences:
+
+    * ``prefill_context_parallel_size > 1`` sets the MLA builder's ``use_pcp``, which
+      passes ``treat_short_extends_as_decodes = not use_pcp`` to
+      ``split_decodes_and_prefills``, so a request still in its prompt
+      (``is_prefilling``) runs ``forward_mha`` even for a one-token query; and Model Runner
+      V2 then computes no ``prefill_runs_as_decode``. Why upstream does it: its PCP manager
+      (``vllm/v1/worker/gpu/pcp_manager.py``) splits every row that is still prefilling
+      across the PCP ranks and gives the other rows whole to every rank
+      (``replicated = ~is_prefilling``), so a prefilling row must take the prefill path.
+      Model Runner V1 cannot run it.
+    * ``decode_context_parallel_size > 1`` forces a builder's ``reorder_batch_threshold``
+      to 1 unless it supports DCP with varlen queries (``MLABackendProfile``).
     """
 
     prefill_context_parallel_size: int = 1
+    decode_context_parallel_size: int = 1
+    cp_kv_cache_interleave_size: int = 1
 
     def __post_init__(self) -> None:
-        _check_int(
-            "ParallelConfig", "prefill_context_parallel_size", self.prefill_context_parallel_size
-        )
+        for name in (
+            "prefill_context_parallel_size",
+            "decode_context_parallel_size",
+            "cp_kv_cache_interleave_size",
+        ):
+            _check_int("ParallelConfig", name, getattr(self, name))
 
     @property
     def use_pcp(self) -> bool:

@@ -71,6 +71,7 @@ def run_pd_procs(
     grace_s: float = 15.0,
     attention_config: AttentionConfig | None = None,
     parallel_config: ParallelConfig | None = None,
+    model_runner: str | None = None,
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait for both, on events: a
     result, or a process exiting. When one side dies, the other notices at once (its
@@ -92,7 +93,11 @@ def run_pd_procs(
         backend=backend,
         seed=seed,
         timeout_s=timeout_s,
-        engine_kwargs={"attention_config": attention_config, "parallel_config": parallel_config},
+        engine_kwargs={
+            "attention_config": attention_config,
+            "parallel_config": parallel_config,
+            "model_runner": model_runner,
+        },
     )
     kwargs = {
         "prefill": dict(

@@ -1,17 +1,20 @@
 """ModelRunner: turns a ``SchedulerOutput`` into one batched forward and sampled tokens.
 
-Mirrors ``vllm/v1/worker/gpu_model_runner.py`` (``_update_states``, ``_prepare_inputs``,
-``execute_model``) and its persistent batch (``vllm/v1/worker/gpu_input_batch.py``). The
-runner keeps its own copy of each request's tokens and block ids, updated from the
-scheduler's deltas, and owns the paged latent caches, one tensor per layer.
+Mirrors Model Runner V2, vLLM 0.33.0's default (``vllm/v1/worker/gpu/model_runner.py``:
+``add_requests``, ``update_requests``, ``gather_batch_req_state``, ``prepare_inputs``,
+``execute_model``), with V1 (``vllm/v1/worker/gpu_model_runner.py``) as the other setting
+of the same switch (``model_runner``, upstream's ``VLLM_USE_V2_MODEL_RUNNER``). The runner
+keeps its own copy of each request's tokens and block ids, updated from the scheduler's
+deltas, and owns the paged latent caches, one tensor per layer.
 
-Per step it builds the flattened token ids, positions, ``slot_mapping``,
-``query_start_loc``, ``seq_lens``, ``block_table``, and each request's
-``num_computed_tokens`` and ``num_prompt_tokens`` and ``is_prefilling =
-num_computed_tokens < num_prompt_tokens``; orders the batch decode, short_extend,
-long_extend, prefill (vLLM's ``reorder_batch_to_split_decodes_and_prefills``); lets the MLA
-metadata builder split it (``pdlab/attention/builder.py``); runs the model;
-and samples only for requests whose known tokens are all computed after this step.
+Per step it orders the batch and computes each row's ``is_prefilling`` the way the chosen
+runner does (``pdlab/model/batch.py``: V2's ``sort_batch_req_ids``, ``prefill_len``,
+``prefill_runs_as_decode`` and ``decode_graph_eligible``; V1's four-region reorder and
+``num_computed_tokens < num_prompt_tokens``); builds the flattened token ids, positions,
+``slot_mapping``, ``query_start_loc``, ``seq_lens`` and ``block_table``; lets the MLA
+metadata builder split the batch (``pdlab/attention/builder.py``); runs the model; and
+samples only for requests whose known tokens are all computed after this step. pdlab
+captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
 """
 
 from __future__ import annotations
@@ -23,16 +26,13 @@ from typing import Any
 import torch
 
 from pdlab.attention.builder import MLAMetadataBuilder
-from pdlab.attention.metadata import (
-    CommonAttentionMetadata,
-    batch_region,
-    reorder_batch_to_split_decodes_and_prefills,
-)
+from pdlab.attention.metadata import CommonAttentionMetadata, batch_region
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.math_utils import cdiv
+from pdlab.model.batch import gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 from pdlab.trace import EventSink
@@ -47,6 +47,9 @@ class CachedRequestState:
     num_computed_tokens: int
     output_token_ids: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
+    # V2's prefill_len: every token id the runner was given with the request (the prompt,
+    # plus the outputs so far for a request resumed after preemption).
+    prefill_len: int = 0
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -71,8 +74,10 @@ class ModelRunner:
         connector_worker: KVConnectorWorkerBase | None = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
+        model_runner: str = "v2",
     ) -> None:
         self.model = model
+        self.model_runner = model_runner
         self.attention_config = attention_config or AttentionConfig()
         self.parallel_config = parallel_config or ParallelConfig()
         self.cfg = model.config
@@ -140,7 +145,14 @@ class ModelRunner:
             if all_ids is not None and len(all_ids) > len(prompt):
                 outputs = list(all_ids[len(prompt) :])
             self.requests[new.req_id] = CachedRequestState(
-                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens, outputs, gen
+                new.req_id,
+                prompt,
+                sp,
+                list(new.block_ids),
+                new.num_computed_tokens,
+                outputs,
+                gen,
+                prefill_len=len(prompt) + len(outputs),
             )
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
@@ -240,18 +252,21 @@ class ModelRunner:
 
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
-        states = [self.requests[r] for r in rids]
-        q_lens = [so.num_scheduled_tokens[r] for r in rids]
-        computed = [s.num_computed_tokens for s in states]
-        prompts = [len(s.prompt_token_ids) for s in states]
         builder = self.attn_metadata_builder
         threshold = builder.reorder_batch_threshold
-        order = reorder_batch_to_split_decodes_and_prefills(q_lens, computed, prompts, threshold)
-        rids = [rids[i] for i in order]
-        states = [states[i] for i in order]
-        q_lens = [q_lens[i] for i in order]
-        computed = [computed[i] for i in order]
-        prompts = [prompts[i] for i in order]
+        batch = gather_batch_req_state(
+            {r: so.num_scheduled_tokens[r] for r in rids},
+            {r: self.requests[r].num_computed_tokens for r in rids},
+            {r: len(self.requests[r].prompt_token_ids) for r in rids},
+            {r: self.requests[r].prefill_len for r in rids},
+            model_runner=self.model_runner,
+            use_pcp=self.parallel_config.use_pcp,
+            reorder_batch_threshold=threshold,
+        )
+        rids = batch.req_ids
+        states = [self.requests[r] for r in rids]
+        q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
+        prompts = batch.num_prompt_tokens
 
         ids, pos, slots = [], [], []
         for s, n, c in zip(states, q_lens, computed):
@@ -277,9 +292,11 @@ class ModelRunner:
             block_table.to(device),
             torch.tensor(slots, dtype=torch.int64),
             rids,
+            batch.is_prefilling,
         )
-        # The learner's expression, computed for every request as upstream's runner does.
+        # The learner's expression, computed for every request as the runner in force does.
         is_prefilling = common.is_prefilling
+        runs_as_decode = batch.prefill_runs_as_decode
         qsl = common.query_start_loc_cpu
         meta = builder.build(common)
         if self.emit is not None:
@@ -300,8 +317,14 @@ class ModelRunner:
                         self.parallel_config.prefill_context_parallel_size
                     ),
                     mla_backend=self.attention_config.backend,
+                    model_runner=self.model_runner,
+                    prefill_len=batch.prefill_len[i],
+                    prefill_runs_as_decode=(
+                        None if runs_as_decode is None else bool(runs_as_decode[i])
+                    ),
+                    decode_graph_eligible=batch.decode_graph_eligible,
                     path="decode" if decode else "prefill",
-                    forward="_forward_decode" if decode else "_forward_prefill",
+                    forward="forward_mqa" if decode else "forward_mha",
                 )
         ctx = ForwardContext(
             meta,

@@ -1,7 +1,7 @@
 """``pdlab bench``: measurements, reported as ratios from one run (these machines are noisy).
 
 * ``paths``: D's one-token step (one query over ``N - 1`` cached tokens) through
-  ``_forward_prefill`` and through ``_forward_decode``, one attention layer at a preset's
+  ``forward_mha`` and through ``forward_mqa``, one attention layer at a preset's
   real widths, timed on the current backend, beside the cost model's FLOPs and bytes of
   each path and their ratio (``forward_mha`` and ``forward_mqa`` in
   ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors), and
@@ -42,7 +42,7 @@ def _short_extend(
     workspace_tokens: int,
 ) -> torch.Tensor:
     """One attention layer's step for one query token over ``n_ctx`` cached tokens, still
-    in its prompt: ``_forward_decode`` with ``pcp=1``, ``_forward_prefill`` with ``pcp=2``
+    in its prompt: ``forward_mqa`` with ``pcp=1``, ``forward_mha`` with ``pcp=2``
     (``treat_short_extends_as_decodes = not use_pcp``)."""
     dev, bs = cache.device, cache.shape[1]
 
@@ -57,7 +57,7 @@ def _short_extend(
         workspace_size=workspace_tokens,
     )
     ctx = ForwardContext(meta, [cache], attn, backend, workspace_tokens=workspace_tokens)
-    return attn.forward(layer, q, kv_c, k_pe, ctx)
+    return attn.forward_impl(layer, q, kv_c, k_pe, ctx)
 
 
 @torch.no_grad()
@@ -152,7 +152,7 @@ def _path_row(
         backend=run.backend,
         workspace_tokens=workspace_tokens,
     )
-    out_p, out_d = step(2), step(1)  # pcp = 2: _forward_prefill; 1: _forward_decode
+    out_p, out_d = step(2), step(1)  # pcp = 2: forward_mha; 1: forward_mqa
     err = float((out_p.float() - out_d.float()).abs().max())
     t_pre = median_ms(functools.partial(step, 2), dev, repeats)
     t_dec = median_ms(functools.partial(step, 1), dev, repeats)
@@ -190,10 +190,10 @@ def render_paths_table(res: dict[str, Any]) -> Any:
     )
     for col in (
         "context",
-        "_forward_prefill ms",
+        "forward_mha ms",
         "floor ms",
         "x floor",
-        "_forward_decode ms",
+        "forward_mqa ms",
         "floor ms",
         "x floor",
         "measured ratio",

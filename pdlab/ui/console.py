@@ -48,7 +48,7 @@ def step_table(
             and r["num_scheduled_tokens"] == 1
             and r["num_computed_tokens_before"] > 0
         ):
-            path = f"[bold yellow]{path}[/]"  # D's short extend, sent down _forward_prefill
+            path = f"[bold yellow]{path}[/]"  # D's short extend, sent down forward_mha
         t.add_row(
             r["instance"],
             str(r["step"]),

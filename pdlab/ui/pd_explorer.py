@@ -1,8 +1,8 @@
 """The P/D explorer for notebooks: reruns a small P/D pair and a colocated engine
 (:func:`pdlab.demo.run_demo`) whenever the prompt length, block size,
 ``prefill_context_parallel_size`` or MLA backend profile changes, and shows D's first step,
-the path it took (``_forward_prefill``/``_forward_decode``; upstream ``forward_mha`` /
-``forward_mqa`` in ``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it
+the path it took (``forward_mha``/``forward_mqa``, named as in
+``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it
 called, the modelled cost for a DeepSeek preset, and whether the tokens equal a colocated run.
 
 Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-cost``,
@@ -42,7 +42,7 @@ def route_text(route: Mapping[str, Any], lang: str = "en") -> str:
 
 def path_costs(preset: str, context_len: int) -> tuple[ModelConfig, Cost, Cost]:
     """The preset's config and the modelled cost, per layer, of one token over
-    ``context_len`` cached tokens through ``_forward_prefill`` and ``_forward_decode``."""
+    ``context_len`` cached tokens through ``forward_mha`` and ``forward_mqa``."""
     cfg = ModelConfig.preset(preset)
     return cfg, prefill_path_cost(cfg, context_len), decode_path_cost(cfg, context_len)
 
@@ -52,7 +52,7 @@ def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> 
     cfg, pre, dec = path_costs(preset, context_len)
     n = cfg.num_hidden_layers
     rows = []
-    for name, c in (("_forward_prefill", pre), ("_forward_decode", dec)):
+    for name, c in (("forward_mha", pre), ("forward_mqa", dec)):
         mark = "▶ " if name == forward else ""
         rows.append(
             [

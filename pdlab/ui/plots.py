@@ -65,7 +65,7 @@ def plot_block_table(
 
 def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figure:
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
-    to ``_forward_prefill``, filled ones to ``_forward_decode``."""
+    to ``forward_mha``, filled ones to ``forward_mqa``."""
     fig, ax = _figure(7, 4)
     series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
     for r in trace.step_rows(instance):
@@ -86,7 +86,7 @@ def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figu
     ax.set_xlabel("engine step")
     ax.set_ylabel("num_computed_tokens (after the step)")
     ax.set_title(
-        "num_computed_tokens per step\n(hollow: _forward_prefill, filled: _forward_decode)",
+        "num_computed_tokens per step\n(hollow: forward_mha, filled: forward_mqa)",
         fontsize=10,
     )
     if series:
@@ -102,14 +102,14 @@ def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figu
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path _forward_prefill (PCP > 1)")
-    a1.loglog(contexts, [d.flops for d in dec], "s-", label="path _forward_decode (default)")
+    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path forward_mha (PCP > 1)")
+    a1.loglog(contexts, [d.flops for d in dec], "s-", label="path forward_mqa (default)")
     a1.set_xlabel("context length (tokens cached before the step)")
     a1.set_ylabel("FLOPs per layer")
     a1.set_title(f"{cfg.name}: one token, FLOPs")
     a1.legend(fontsize=8)
-    a2.loglog(contexts, [p.bytes for p in pre], "o-", label="path _forward_prefill")
-    a2.loglog(contexts, [d.bytes for d in dec], "s-", label="path _forward_decode")
+    a2.loglog(contexts, [p.bytes for p in pre], "o-", label="path forward_mha")
+    a2.loglog(contexts, [d.bytes for d in dec], "s-", label="path forward_mqa")
     a2.set_xlabel("context length (tokens cached before the step)")
     a2.set_ylabel("bytes moved per layer")
     a2.set_title(f"{cfg.name}: one token, bytes")

@@ -1,0 +1,125 @@
+"""Which MLA backend vLLM picks on a given machine, so pdlab can follow its routing.
+
+Mirrors ``_get_backend_priorities`` in ``vllm/platforms/cuda.py`` (vLLM 0.33.0, dense MLA
+with the default bf16 KV cache) and the MLA choice of ``vllm/platforms/cpu.py``: the
+platform walks a priority list for the GPU's compute capability and takes the first
+backend whose ``supports_compute_capability`` accepts it.
+
+=============  ==========================================================  ==============
+capability     priority list (dense MLA)                                    first usable
+=============  ==========================================================  ==============
+sm_90 (H100,   FLASH_ATTN_MLA, FLASHMLA, FLASHINFER_MLA, TRITON_MLA          FLASH_ATTN_MLA
+H200, H800)
+sm_100 (B200)  FLASHINFER_MLA, TOKENSPEED_MLA*, CUTLASS_MLA, FLASH_ATTN_MLA,  FLASHINFER_MLA
+               FLASHMLA, TRITON_MLA
+sm_120         TRITON_MLA                                                   TRITON_MLA
+sm_80 (A100)   the sm_90 list; only TRITON_MLA supports sm_80                TRITON_MLA
+CPU            CPU_MLA (AMX_MLA where the CPU has AMX)                      CPU_MLA
+=============  ==========================================================  ==============
+
+\\* TOKENSPEED_MLA takes only DeepSeek-R1 widths with an FP8 KV cache, so a bf16 cache
+skips it. pdlab checks the compute capability only, not the dtype, head size or block
+size checks each backend also makes (DeepSeek's widths pass them on these GPUs).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+# name -> (what the learner reads, compute capability; None for the CPU platform)
+GPUS: dict[str, tuple[str, tuple[int, int] | None]] = {
+    "cpu": ("CPU (no GPU)", None),
+    "a100": ("NVIDIA A100", (8, 0)),
+    "h100": ("NVIDIA H100", (9, 0)),
+    "h800": ("NVIDIA H800", (9, 0)),
+    "h200": ("NVIDIA H200", (9, 0)),
+    "b200": ("NVIDIA B200", (10, 0)),
+    "gb200": ("NVIDIA GB200", (10, 0)),
+    "rtx5090": ("NVIDIA GeForce RTX 5090", (12, 0)),
+}
+
+# What each backend's supports_compute_capability accepts (by major version).
+_SUPPORTS_MAJOR: dict[str, tuple[int, ...] | None] = {
+    "flash_attn_mla": (9,),
+    "flashmla": (9, 10),
+    "flashinfer_mla": (10,),
+    "cutlass_mla": (10,),
+    "triton_mla": None,  # any
+}
+
+
+def backend_priorities(capability: tuple[int, int] | None) -> list[str]:
+    """The platform's dense-MLA priority list for a compute capability (None: the CPU)."""
+    if capability is None:
+        return ["cpu_mla"]
+    major = capability[0]
+    if major == 10:
+        return ["flashinfer_mla", "cutlass_mla", "flash_attn_mla", "flashmla", "triton_mla"]
+    if major == 12:
+        return ["triton_mla"]
+    return ["flash_attn_mla", "flashmla", "flashinfer_mla", "triton_mla"]
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend the platform picks, for which GPU, and why (one line for the views)."""
+
+    backend: str
+    gpu: str
+    reason: str
+
+
+def _local_gpu() -> str | None:
+    """The name in :data:`GPUS` of this machine's first CUDA device, if it has one."""
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        name = torch.cuda.get_device_name(0).lower().replace(" ", "")
+    except Exception:  # noqa: BLE001 - no usable CUDA: treat as no GPU
+        return None
+    for key in GPUS:
+        if key != "cpu" and key in name:
+            return key
+    return None
+
+
+def check_gpu(gpu: str) -> str:
+    """``gpu`` as a key of :data:`GPUS`, or ``ValueError`` naming what is allowed."""
+    key = gpu.lower().replace(" ", "").replace("-", "").replace("_", "")
+    if key not in GPUS:
+        raise ValueError(f"gpu={gpu!r} is invalid: expected one of {tuple(GPUS)}")
+    return key
+
+
+def select_mla_backend(gpu: str | None = None) -> BackendChoice:
+    """The MLA backend vLLM 0.33.0 would run on ``gpu``.
+
+    ``gpu`` None means: the ``PDLAB_GPU`` environment variable if set, else this machine's
+    CUDA device if it has a known one, else the CPU platform."""
+    how = "named"
+    if gpu is None:
+        env = os.environ.get("PDLAB_GPU")
+        if env:
+            gpu, how = env, "PDLAB_GPU"
+        else:
+            gpu = _local_gpu()
+            how = "this machine's GPU" if gpu else "no GPU named and none here"
+            gpu = gpu or "cpu"
+    key = check_gpu(gpu) if how != "PDLAB_GPU" else _check_env_gpu(gpu)
+    label, cap = GPUS[key]
+    for b in backend_priorities(cap):
+        ok = _SUPPORTS_MAJOR.get(b)
+        if cap is None or ok is None or cap[0] in ok:
+            where = "the CPU platform" if cap is None else f"sm_{cap[0]}{cap[1]}"
+            return BackendChoice(b, key, f"{label} ({how}): {where} picks {b.upper()}")
+    raise AssertionError("every priority list ends in a backend that runs anywhere")
+
+
+def _check_env_gpu(gpu: str) -> str:
+    try:
+        return check_gpu(gpu)
+    except ValueError:
+        raise ValueError(f"PDLAB_GPU={gpu!r} is invalid: expected one of {tuple(GPUS)}") from None
