@@ -19,6 +19,7 @@ import textwrap
 import pytest
 from lockstep import Divergence, run
 
+import pdlab.model.batch as batch
 from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.sched.remote_kv import RemoteKVMixin
@@ -26,17 +27,20 @@ from pdlab.sched.remote_kv import RemoteKVMixin
 pytestmark = pytest.mark.upstream
 
 
-def plant(monkeypatch, cls: type, name: str, old: str, new: str) -> None:
-    """Replace ``cls.name`` by its own source with ``old`` changed to ``new``."""
-    source = textwrap.dedent(inspect.getsource(getattr(cls, name)))
+def plant(monkeypatch, owner, name: str, old: str, new: str):
+    """Replace ``owner.name`` (a method of a class, or a function of a module) by its own
+    source with ``old`` changed to ``new``; returns the planted function."""
+    real = getattr(owner, name)
+    source = textwrap.dedent(inspect.getsource(real))
     assert source.count(old) == 1, (
-        f"{cls.__name__}.{name} no longer contains {old!r} once: update this planted bug"
+        f"{real.__qualname__} no longer contains {old!r} once: update this planted bug"
     )
     flags = __future__.annotations.compiler_flag
     code = compile(source.replace(old, new), f"<planted bug in {name}>", "exec", flags=flags)
     namespace: dict = {}
-    exec(code, vars(sys.modules[cls.__module__]), namespace)
-    monkeypatch.setattr(cls, name, namespace[name])
+    exec(code, vars(sys.modules[real.__module__]), namespace)
+    monkeypatch.setattr(owner, name, namespace[name])
+    return namespace[name]
 
 
 def first_divergence(kind: str, seeds: range) -> str:
@@ -82,6 +86,22 @@ def test_freeing_a_request_head_first_is_caught(monkeypatch):
     plant(monkeypatch, KVCacheManager, "free", "reversed(blocks)", "blocks")
     message = first_divergence("local", range(200))
     assert_reported(message, "local")
+
+
+def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
+    import test_batch_v2
+
+    planted = plant(
+        monkeypatch, batch, "gather_batch_req_state", "pf and qi == 1 and ci > 0", "pf and qi == 1"
+    )
+    monkeypatch.setattr(test_batch_v2, "gather_batch_req_state", planted)
+    for seed in range(test_batch_v2.NUM_BATCHES):
+        try:
+            test_batch_v2.test_v2_batch_state_matches_upstream(seed, use_pcp=False)
+        except AssertionError as e:
+            assert f"seed={seed}" in str(e)
+            return
+    pytest.fail("no batch caught the planted bug")
 
 
 def test_an_unplanted_pdlab_passes_the_same_workloads():
