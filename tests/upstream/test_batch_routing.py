@@ -7,9 +7,10 @@
 * The V1 model runner's batch order: pdlab's ``reorder_batch_to_split_decodes_and_prefills``
   against upstream's, which reorders a persistent ``InputBatch`` in place by
   ``swap_states`` (a small stand-in batch gives it the three arrays it reads).
-* The MLA builder's switches: each pdlab backend profile against the upstream builder
-  class it names (its ``reorder_batch_threshold`` and ``query_len_support``; a module
-  that cannot be imported on a CPU, such as FlashAttention MLA's, is read with ``ast``),
+* The MLA builder's switches: each pdlab backend profile against the builder of the
+  upstream backend of that name (its ``reorder_batch_threshold`` and
+  ``query_len_support``; a module that cannot be imported on a CPU, such as FlashAttention
+  MLA's, is read with ``ast``),
   and pdlab's ``MLAMetadataBuilder.build`` against upstream's split called as
   ``MLACommonMetadataBuilder.build`` calls it (the test checks that call in upstream's
   source first).
@@ -140,43 +141,56 @@ def test_v1_batch_order_matches_upstream(seed):
         assert got == want, f"seed={seed} rows={rows} threshold={threshold}"
 
 
-def upstream_switches(path: str) -> tuple[int, str, str]:
-    """``(reorder_batch_threshold, query_len_support, class name)`` of the MLA metadata
-    builder defined in upstream ``path`` (relative to the vllm package's parent)."""
+def _returns(fn: ast.FunctionDef) -> str | None:
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Return) and stmt.value is not None:
+            return ast.unparse(stmt.value).strip("'\"")
+    return None
+
+
+def upstream_switches(name: str, path: str) -> tuple[int, str, str]:
+    """``(reorder_batch_threshold, query_len_support, builder class)`` of the upstream
+    backend whose ``get_name()`` is ``name`` in ``path`` (relative to the vllm package's
+    parent): its ``get_builder_cls()``, or the common builder it inherits."""
     tree = ast.parse((VLLM_ROOT / path).read_text())
-    builders = [
-        node
-        for node in tree.body
-        if isinstance(node, ast.ClassDef)
-        and any("MLACommonMetadataBuilder" in ast.unparse(b) for b in node.bases)
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    backends = [
+        cls
+        for cls in classes.values()
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name == "get_name" and _returns(fn) == name
     ]
-    assert builders, f"{path} defines no subclass of MLACommonMetadataBuilder"
-    cls = builders[0]
+    assert backends, f"{path} has no backend whose get_name() is {name!r}"
+    getters = [f for f in backends[0].body if getattr(f, "name", "") == "get_builder_cls"]
+    builder_name = _returns(getters[0]) if getters else "MLACommonMetadataBuilder"
+    common = upstream_mla.MLACommonMetadataBuilder
+    if builder_name not in classes:
+        assert builder_name == common.__name__, f"{path}: builder {builder_name} not found"
+        return common.reorder_batch_threshold, common.query_len_support.value, builder_name
     module = path.removesuffix(".py").replace("/", ".")
     try:
-        builder = getattr(importlib.import_module(module), cls.name)
-    except ImportError:  # CUDA-only imports: read the class body instead
-        base = upstream_mla.MLACommonMetadataBuilder
-        found = {"reorder_batch_threshold": base.reorder_batch_threshold}
-        found["query_len_support"] = base.query_len_support.value
-        for stmt in cls.body:
+        builder = getattr(importlib.import_module(module), builder_name)
+        return builder.reorder_batch_threshold, builder.query_len_support.value, builder_name
+    except Exception:  # CUDA-only imports (FlashAttention MLA, CUTLASS MLA): read the class
+        found = {"reorder_batch_threshold": common.reorder_batch_threshold}
+        found["query_len_support"] = common.query_len_support.value
+        for stmt in classes[builder_name].body:
             if isinstance(stmt, ast.AnnAssign | ast.Assign) and stmt.value is not None:
                 target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0]
-                name, value = ast.unparse(target), ast.unparse(stmt.value)
-                if name == "reorder_batch_threshold":
-                    found[name] = int(value)
-                elif name == "query_len_support":
-                    found[name] = upstream_mla.QueryLenSupport[value.split(".")[-1]].value
-        return found["reorder_batch_threshold"], found["query_len_support"], cls.name
-    return builder.reorder_batch_threshold, builder.query_len_support.value, cls.name
+                attr, value = ast.unparse(target), ast.unparse(stmt.value)
+                if attr == "reorder_batch_threshold":
+                    found[attr] = int(value)
+                elif attr == "query_len_support":
+                    found[attr] = upstream_mla.QueryLenSupport[value.split(".")[-1]].value
+        return found["reorder_batch_threshold"], found["query_len_support"], builder_name
 
 
 @pytest.mark.parametrize("key", sorted(MLA_BACKENDS))
 def test_mla_backend_profile_matches_its_upstream_builder(key):
     profile = MLA_BACKENDS[key]
-    threshold, support, name = upstream_switches(profile.upstream)
+    threshold, support, builder = upstream_switches(profile.name, profile.upstream)
     assert (profile.reorder_batch_threshold, profile.query_len_support) == (threshold, support), (
-        f"pdlab's {key} profile differs from {name} in {profile.upstream}"
+        f"pdlab's {key} profile differs from {builder} ({profile.upstream})"
     )
 
 
