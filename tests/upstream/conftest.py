@@ -2,13 +2,14 @@
 
 These tests import vLLM, which lives in ``.venv-upstream`` only. They are collected when
 the run selects them (``-m upstream``, as ``make test-upstream`` does, or a path inside
-this folder); any other run (``make test``) leaves the folder out and says so in its
-header. A selected run without vLLM stops with one line saying how to get it: a reference
-check that skips itself would check nothing.
+this folder); any other run (``make test``) leaves the folder out. A selected run without
+vLLM stops with one line saying how to get it: a reference check that skips itself would
+check nothing.
 """
 
 import importlib.util
 import os
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -36,18 +37,15 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     return None
 
 
-def pytest_report_header(config: pytest.Config) -> str:
-    if not selected(config):
-        return "tests/upstream: left out (vLLM's reference check; run make test-upstream)"
-    return f"tests/upstream: vLLM {_vllm_version()} beside pdlab"
-
-
-def _vllm_version() -> str:
-    if importlib.util.find_spec("vllm") is None:
+def pytest_configure(config: pytest.Config) -> None:
+    if selected(config) and importlib.util.find_spec("vllm") is None:
         raise pytest.UsageError(
             "tests/upstream needs vLLM, which this Python lacks: run make test-upstream "
             "(it installs vLLM into .venv-upstream)"
         )
-    from importlib.metadata import version
 
-    return version("vllm")
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    if selected(config):
+        return f"tests/upstream: vLLM {version('vllm')} beside pdlab"
+    return None
