@@ -5,10 +5,17 @@ Only words live here: every number is computed from a trace (or the cost model) 
 in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``forward_mha``, ...)
 stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
 Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
-table's column headers, none for the tour.
+table's column headers, none for the tour; the trace views' and plots' words are in
+:mod:`pdlab.ui.text_views`, the notebooks' in :mod:`pdlab.ui.text_notebooks`, both merged
+into :data:`TEXT` here. The Chinese follows the glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from pdlab.ui.text_notebooks import NOTEBOOKS
+from pdlab.ui.text_views import VIEWS
 
 LANGS = ("en", "zh")
 
@@ -65,7 +72,7 @@ TEXT: dict[str, dict[str, str]] = {
     "ch1_whole": {
         "en": "There is no prefill phase: each step gives a request num_tokens - "
         "num_computed_tokens tokens, up to the step's token budget.",
-        "zh": "调度器里没有“prefill 阶段”：每一步给请求 num_tokens - num_computed_tokens 个 token"
+        "zh": "调度器里没有“预填充阶段”：每一步给请求 num_tokens - num_computed_tokens 个 token"
         "，上限是这一步的 token 预算。",
     },
     "ch1_step": {
@@ -195,7 +202,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "The colocated engine ran the prompt a second time and reused {hit} cached tokens: "
         "floor((N - 1) / {bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}, not N = {n}. Hits "
         "are whole blocks and stop at N - 1.",
-        "zh": "同机引擎把这段提示词又跑了一次，复用了 {hit} 个已缓存 token：floor((N - 1) / "
+        "zh": "非分离引擎把这段提示词又跑了一次，复用了 {hit} 个已缓存 token：floor((N - 1) / "
         "{bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}，而不是 N = {n}。命中按整块计，且最"
         "多到 N - 1。",
     },
@@ -480,11 +487,11 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "run_local": {
         "en": "colocated, prefill_context_parallel_size = {pcp}",
-        "zh": "同机不分离，prefill_context_parallel_size = {pcp}",
+        "zh": "非分离，prefill_context_parallel_size = {pcp}",
     },
     "ch6_equal": {
         "en": "P/D against colocated: {verdict} ({n} tokens).",
-        "zh": "P/D 与同机运行相比：{verdict}（{n} 个 token）。",
+        "zh": "P/D 与非分离运行相比：{verdict}（{n} 个 token）。",
     },
     "equal": {"en": "equal, token for token", "zh": "逐 token 相同"},
     "not_equal": {"en": "NOT equal", "zh": "不相同"},
@@ -499,7 +506,7 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "已写入 {n} 张图到 {dir}：{names}",
     },
     # ---- widgets -----------------------------------------------------------------------
-    "w_prompt_len": {"en": "prompt length", "zh": "提示长度"},
+    "w_prompt_len": {"en": "prompt length", "zh": "提示词长度"},
     "w_block_size": {"en": "block size", "zh": "块大小"},
     "w_pcp": {"en": "prefill_context_parallel_size", "zh": "prefill_context_parallel_size"},
     "w_mla_backend": {"en": "MLA backend", "zh": "MLA 后端"},
@@ -513,22 +520,20 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "w_cost": {"en": "modelled cost", "zh": "成本模型"},
     "w_tokens": {"en": "tokens", "zh": "生成的 token"},
-    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：prefill 实例"},
-    "w_d_trace": {"en": "D: the decode instance", "zh": "D：decode 实例"},
+    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：预填充实例"},
+    "w_d_trace": {"en": "D: the decode instance", "zh": "D：解码实例"},
     "w_ran": {
         "en": "ran a P/D pair and a colocated engine ({model} model, backend {backend}) in "
         "{s:.2f} s",
-        "zh": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
+        "zh": "运行了一个 P/D 对和一个非分离引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
     },
     "w_equal": {"en": "equal", "zh": "一致"},
     "w_differ": {"en": "DIFFER", "zh": "不一致"},
-    "w_colocated": {"en": "colocated", "zh": "单机"},
+    "w_colocated": {"en": "colocated", "zh": "非分离"},
     "w_step": {"en": "step", "zh": "步"},
     "w_event": {"en": "event", "zh": "事件"},
     "w_details": {"en": "details", "zh": "内容"},
     "w_path": {"en": "path", "zh": "路径"},
-    "w_per_layer": {"en": "per layer", "zh": "每层"},
-    "w_all_layers": {"en": "all {n} layers", "zh": "全部 {n} 层"},
     "w_ratio": {
         "en": "forward_mha costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of forward_mqa",
         "zh": "forward_mha 的 FLOPs 是 forward_mqa 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
@@ -543,7 +548,7 @@ TEXT: dict[str, dict[str, str]] = {
     "w_cached": {"en": "cached, free", "zh": "已缓存、空闲"},
     "w_queue": {"en": "free queue, evicted first on the left", "zh": "空闲队列（左边最先被驱逐）"},
     "w_none": {"en": "(none)", "zh": "（无）"},
-    "w_prompt": {"en": "prompt", "zh": "提示"},
+    "w_prompt": {"en": "prompt", "zh": "提示词"},
     "w_add": {"en": "add request", "zh": "添加请求"},
     "w_do_step": {"en": "step", "zh": "执行一步"},
     "w_request": {"en": "request", "zh": "请求"},
@@ -563,6 +568,12 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
+for _table in (VIEWS, NOTEBOOKS):
+    if set(_table) & set(TEXT):
+        raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
+    TEXT.update(_table)
+
+
 def check_lang(lang: str) -> str:
     if lang not in LANGS:
         raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
@@ -573,6 +584,13 @@ def text(lang: str, key: str, **values: object) -> str:
     """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
     escapes for its medium, rich markup or HTML)."""
     return TEXT[key][check_lang(lang)].format(**values)
+
+
+def words(lang: str) -> Callable[..., str]:
+    """:func:`text` with ``lang`` bound, for a notebook: ``t = words(LANG)``, then
+    ``print(t("nb1_taken", ids=taken))``."""
+    check_lang(lang)
+    return lambda key, **values: text(lang, key, **values)
 
 
 def labels(lang: str) -> dict[str, str]:

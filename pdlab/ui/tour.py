@@ -40,7 +40,7 @@ from pdlab.config import (
 )
 from pdlab.engine import one_thread
 from pdlab.ui.console import make_console
-from pdlab.ui.text import LANGS
+from pdlab.ui.text import LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 
@@ -176,7 +176,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
-        paths = save_all(demo.trace, preset, args.plots, instance="D")
+        paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         c.print(
             say(
                 lang,
@@ -214,16 +214,16 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         else:
             engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
-    kind = "P/D" if args.pd else "one engine"
+    kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
     routing = next(iter(trace.meta["routing"].values()))
     title = (
         f"{kind}, model_runner={routing['model_runner']}, block_size={args.block_size}, "
         f"mla_backend={routing['mla_backend']} ({routing['selected_by']}), "
         f"prefill_context_parallel_size={args.pcp}"
     )
-    c.print(step_table(trace, title=title))
+    c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
         c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
     if args.json is not None:
-        c.print(escape(f"wrote {trace.save(args.json)}"))
+        c.print(escape(text(args.lang, "wrote", path=trace.save(args.json))))
     return 0
