@@ -6,6 +6,7 @@
 #   make notebooks   every notebook's .py in both languages from its bilingual source, then the .ipynb
 #   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
 #   make doctor      what works on this machine
+#   make test-upstream  pdlab's scheduler beside vLLM's own (its own venv, .venv-upstream)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -23,8 +24,15 @@ TOUR_ARGS   ?=
 JOBS        ?= auto
 PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup
 FAST_MARKERS = not slow and not browser and not notebooks
+# make test-upstream: vLLM's own scheduler beside pdlab's (tests/upstream, docs/upstream.md),
+# in a venv of its own so that vLLM never lands in the one above. vLLM goes in with
+# --no-deps (its pins want a CUDA torch); the pure-Python packages its scheduler imports
+# are pdlab's `upstream` extra in pyproject.toml.
+VLLM_VERSION  ?= 0.33.0
+UPSTREAM_VENV ?= .venv-upstream
+UPSTREAM_BIN   = $(UPSTREAM_VENV)/bin
 
-.PHONY: tour test test-fast lint notebooks lab doctor bench env clean
+.PHONY: tour test test-fast test-upstream lint notebooks lab doctor bench env clean
 
 # A venv made by `uv venv` has no pip: install with uv's pip when uv is on PATH, else
 # bootstrap pip into the venv (ensurepip ships with Python).
@@ -81,5 +89,31 @@ bench: env
 lab: env
 	$(BIN)/pdlab lab $(LAB_ARGS)
 
+# One stamp per vLLM version, so that VLLM_VERSION=0.34.0 reinstalls. The pip output goes to
+# a log; a vLLM wheel that cannot be fetched fails with one line naming the log.
+$(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION): pyproject.toml
+	@start=$$(date +%s); \
+	test -x $(UPSTREAM_BIN)/python || $(PYTHON) -m venv $(UPSTREAM_VENV) || exit 1; \
+	log=$(UPSTREAM_VENV)/install.log; : > $$log; \
+	if $(UPSTREAM_BIN)/python -m pip --version >/dev/null 2>&1; then \
+	  PIP="$(UPSTREAM_BIN)/python -m pip"; \
+	elif command -v uv >/dev/null 2>&1; then \
+	  PIP="env VIRTUAL_ENV=$(abspath $(UPSTREAM_VENV)) uv pip"; \
+	else \
+	  $(UPSTREAM_BIN)/python -m ensurepip --upgrade >>$$log 2>&1 && PIP="$(UPSTREAM_BIN)/python -m pip"; \
+	fi; \
+	echo "make test-upstream: installing vLLM $(VLLM_VERSION) into $(UPSTREAM_VENV) (log: $$log)"; \
+	if [ -n "$(PDLAB_TORCH)" ]; then \
+	  $$PIP install $(PDLAB_TORCH) >>$$log 2>&1 || { echo "make test-upstream: pip could not install PDLAB_TORCH=$(PDLAB_TORCH); see $$log" >&2; exit 1; }; \
+	fi; \
+	$$PIP install --no-deps "vllm==$(VLLM_VERSION)" >>$$log 2>&1 || { \
+	  echo "make test-upstream: could not fetch the vllm==$(VLLM_VERSION) wheel from PyPI or PIP_FIND_LINKS, so vLLM's reference check cannot run (pip's log: $$log)" >&2; exit 1; }; \
+	$$PIP install -e ".[dev,upstream]" >>$$log 2>&1 || { echo "make test-upstream: pip could not install pdlab's dev and upstream extras; see $$log" >&2; exit 1; }; \
+	touch $@; \
+	echo "make test-upstream: installed in $$(( $$(date +%s) - start )) s"
+
+test-upstream: $(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION)
+	PDLAB_VLLM_VERSION=$(VLLM_VERSION) $(UPSTREAM_BIN)/python -m pytest -n 0 -m upstream tests/upstream
+
 clean:
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(UPSTREAM_VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
