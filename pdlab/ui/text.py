@@ -267,6 +267,10 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
         "DeepSeek 的维度、bf16 建模。",
     },
+    "ch4_not_read": {
+        "en": "is_prefilling not read",
+        "zh": "不读 is_prefilling",
+    },
     "col_v2_pcp1": {
         "en": "V2 (default)",
         "zh": "V2（默认）",
