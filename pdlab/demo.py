@@ -27,7 +27,8 @@ from pdlab.math_utils import cdiv
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
-_TEXT = "The quick brown fox jumps over the lazy dog. "
+# A sentence of the trained model's corpus (pdlab/model/corpus.py): its continuations read.
+_TEXT = "The KV cache holds keys and values, not hidden states. "
 
 
 def prompt_of_length(n: int) -> str:

@@ -56,6 +56,30 @@ def int_list(text: str) -> list[int]:
     return vals
 
 
+def weights(text: str) -> str:
+    """``--weights``: ``trained``, ``random`` or an existing ``.safetensors`` file."""
+    if text in ("trained", "random"):
+        return text
+    if not text.endswith(".safetensors"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not trained, random or a path ending in .safetensors"
+        )
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file")
+    return text
+
+
+def add_weights_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--weights",
+        type=weights,
+        default="trained",
+        metavar="W",
+        help="trained (the shipped checkpoint, default), random (seeded random weights) or a "
+        ".safetensors file written by pdlab train",
+    )
+
+
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:
     """The two switches upstream's MLA routing depends on, under upstream's names."""
     p.add_argument(
@@ -92,6 +116,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
+    add_weights_argument(p)
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.text import text
 
@@ -21,6 +22,13 @@ def make_console() -> Console:
     table's nine columns are not cut; a terminal gets its own width."""
     wide = sys.stdout.isatty() or "COLUMNS" in os.environ
     return Console(highlight=False, width=None if wide else 120)
+
+
+def weights_line(trace: Tracer, lang: str = "en") -> str:
+    """One line naming the weights the run loaded, from ``trace.meta["weights"]``."""
+    w = trace.meta.get("weights", "random")
+    kind = text(lang, f"weights_{w}") if w in ("trained", "random") else None
+    return text(lang, "weights_line", weights=kind or text(lang, "weights_file", name=w))
 
 
 def step_table(
@@ -76,6 +84,7 @@ def render_pd_result(
 
     console = console or make_console()
     console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
+    console.print(escape(weights_line(trace)))
     for inst in ("P", "D"):
         console.print(step_table(trace, inst, title=f"instance {inst}"))
     moved = trace.filter("kv_transfer", "D")
@@ -101,8 +110,10 @@ def render_pd_result(
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)
         out = outputs.get(rid)
-        shown = repr(out["text"]) if out else "[red]missing[/]"
-        console.print(f"{rid} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
+        shown = escape(printable(out["output_token_ids"])) if out else "[red]missing[/]"
+        console.print(
+            f"{rid} {escape(repr(p))} -> {shown} {out['output_token_ids'] if out else ''}"
+        )
     for role, err in errors.items():
         console.print(f"[red]{role} failed:[/] {err}")
     return 1 if errors or len(outputs) < len(prompts) else 0

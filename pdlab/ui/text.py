@@ -443,6 +443,17 @@ TEXT: dict[str, dict[str, str]] = {
     "st_computed_after": {"en": "computed after", "zh": "本步后已算"},
     "st_routed_to": {"en": "routed to", "zh": "路由到"},
     "st_sampled": {"en": "sampled", "zh": "采样"},
+    # ---- which weights a run loaded (trace.meta["weights"]) ------------------------------
+    "weights_line": {"en": "Weights: {weights}", "zh": "权重：{weights}"},
+    "weights_trained": {
+        "en": "trained (the checkpoint pdlab ships, made by pdlab train)",
+        "zh": "训练所得（pdlab 附带的检查点，由 pdlab train 训练）",
+    },
+    "weights_random": {
+        "en": "random, seeded (--weights random): the output is noise, not text",
+        "zh": "随机，按种子生成（--weights random）：输出是噪声，不是文字",
+    },
+    "weights_file": {"en": "from {name}", "zh": "来自 {name}"},
 }
 
 

@@ -27,6 +27,7 @@ from pdlab.cli.args import (
     BACKENDS,
     add_routing_arguments,
     add_run_arguments,
+    add_weights_argument,
     positive_int,
     routing_configs,
 )
@@ -37,6 +38,7 @@ from pdlab.config import (
     SchedulerConfig,
 )
 from pdlab.engine import one_thread
+from pdlab.tokenizer import printable
 from pdlab.ui.console import make_console
 from pdlab.ui.text import LANGS
 
@@ -81,6 +83,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         "--chapter", type=int, choices=range(1, 7), metavar="N", help="show only chapter N (1-6)"
     )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
+    add_weights_argument(p)
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
     p.add_argument(
@@ -117,6 +120,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab tour``: run the demonstration, print the chapters, save what was asked for."""
     from pdlab.demo import run_demo
     from pdlab.ui import tour_kv, tour_route
+    from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
 
     c = console or make_console()
@@ -130,6 +134,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         mla_backend=args.mla_backend,
         max_tokens=args.max_tokens,
         backend=args.backend,
+        model_config=ModelConfig.tiny(weights=args.weights),
         compare=True,
     )
     preset = ModelConfig.preset(args.preset)
@@ -152,6 +157,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
                 backend=demo.trace.meta["backend"],
             )
         )
+        c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
         2: lambda: tour_kv.chapter2(c, demo, lang),
@@ -188,7 +194,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     from pdlab.disagg.pair import PDPair
     from pdlab.engine import LLMEngine
     from pdlab.request import SamplingParams
-    from pdlab.ui.console import step_table
+    from pdlab.ui.console import step_table, weights_line
 
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
@@ -200,7 +206,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = ModelConfig.tiny()
+    cfg = ModelConfig.tiny(weights=args.weights)
     with one_thread():
         if args.pd:
             pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
@@ -213,9 +219,12 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
         f"prefill_context_parallel_size={args.pcp}"
     )
+    c.print(escape(weights_line(trace)))
     c.print(step_table(trace, title=title))
     for p, o in zip(prompts, outs):
-        c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
+        c.print(
+            escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {printable(o.output_token_ids)}")
+        )
     if args.json is not None:
         c.print(escape(f"wrote {trace.save(args.json)}"))
     return 0
