@@ -85,7 +85,8 @@ def tokens_text(run: Demo, lang: str = "en") -> str:
     verdict = lab["equal"] + " ✓" if run.tokens_equal else lab["differ"] + " ✗"
     return (
         f"P/D: {run.pd_tokens} {printable(run.pd_tokens)} | {lab['colocated']}: "
-        f"{run.colocated_tokens} {printable(run.colocated_tokens)} → {verdict}"
+        f"{run.colocated_tokens} {printable(run.colocated_tokens)} → {verdict} "
+        f"({lab['weights']}: {run.trace.meta.get('weights', 'random')})"
     )
 
 

@@ -433,6 +433,7 @@ TEXT: dict[str, dict[str, str]] = {
     "w_do_free": {"en": "free", "zh": "释放"},
     "w_reset": {"en": "reset", "zh": "重置"},
     "w_no_requests": {"en": "no requests yet", "zh": "还没有请求"},
+    "w_weights": {"en": "weights", "zh": "权重"},
     # ---- step table headers ------------------------------------------------------------
     "st_inst": {"en": "inst", "zh": "实例"},
     "st_step": {"en": "step", "zh": "步"},
