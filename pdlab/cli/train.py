@@ -107,9 +107,10 @@ def run(args: argparse.Namespace) -> int:
     out = Console()
     err = Console(stderr=True)
     n = len(corpus.entries())
+    threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
+    out.print(f"pdlab train: the tiny model on {n} corpus lines (English and Chinese)")
     out.print(
-        f"pdlab train: tiny model, {n} corpus lines (English and Chinese), {cfg.steps} steps "
-        f"of {cfg.batch_size} x {cfg.seq_len} bytes, seed {cfg.seed}, {args.threads} threads"
+        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.seq_len} bytes, seed {cfg.seed}, {threads}"
     )
     columns = (
         TextColumn("[bold]train[/]"),
@@ -138,14 +139,16 @@ def run(args: argparse.Namespace) -> int:
         f"{result.tokens_per_step} bytes",
     )
     rate = cfg.steps * result.tokens_per_step / result.seconds
+    out.print(f"trained in {result.seconds:.0f} s ({rate:,.0f} bytes/s)")
     out.print(
-        f"trained in {result.seconds:.0f} s ({rate:,.0f} bytes/s); loss "
-        f"{meta['final_loss']} (last 20 steps), {meta['corpus_loss']} over the corpus"
+        f"loss {meta['final_loss']} nats/byte (the last {min(20, cfg.steps)} steps), "
+        f"{meta['corpus_loss']} over the corpus"
     )
-    out.print(escape(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB) and {plot}"))
+    out.print(escape(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)"))
+    out.print(escape(f"wrote {plot} (the loss curve)"))
     tok = ByteTokenizer()
     for prompt in corpus.DEFAULT_PROMPTS.values():
-        ids = result.model.greedy_generate(tok.encode(prompt), 48)
+        ids = result.model.greedy_generate(tok.encode(prompt), 32)
         out.print(escape(f"{prompt!r} -> {printable(ids)}"))
     out.print(escape(f"run it: pdlab trace --weights {path}"))
     sys.stdout.flush()

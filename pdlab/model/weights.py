@@ -30,10 +30,15 @@ def checkpoint_path(weights: str) -> Path:
 
 def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     """The state dict in a safetensors file; a missing or unreadable file is one line."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     path = Path(path)
+    try:
+        from safetensors import SafetensorError
+        from safetensors.torch import load_file
+    except ImportError:
+        raise ValueError(
+            f"weights={str(path)!r} needs the safetensors package (a pdlab dependency): "
+            "pip install safetensors, or run with weights='random'"
+        ) from None
     if not path.is_file():
         raise ValueError(f"weights={str(path)!r} is invalid: no such file")
     try:
