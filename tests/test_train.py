@@ -145,3 +145,32 @@ def test_bytes_that_are_not_utf8_show_one_way():
 
     assert decode(ids[:8]) == "块表\\xe7\\x9a"  # RequestOutput.text writes them the same way
     assert [token_char(i) for i in (0xE7, 32, 65, 3)] == ["\\xe7", "␣", "A", "\\x03"]
+
+
+def test_train_command_refuses_bad_output_in_one_line(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--out", str(tmp_path / "model.pt")])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"pdlab train: error: --out {tmp_path / 'model.pt'} is invalid: expected a path "
+        "ending in .safetensors"
+    ]
+    assert list(tmp_path.iterdir()) == []  # nothing written, nothing trained
+
+
+@pytest.mark.parametrize("weights", ["trained", "random"])
+def test_pd_equals_colocated_with_either_weights(weights):
+    from pdlab.config import CacheConfig
+    from pdlab.disagg.pair import PDPair
+
+    cfg, cache = ModelConfig.tiny(weights=weights), CacheConfig(block_size=4, num_blocks=64)
+    prompt = corpus.DEFAULT_PROMPTS["en"]
+    pair = PDPair(cfg, cache, backend="torch")
+    pd_out = pair.generate(prompt, SamplingParams(max_tokens=12))[0]
+    local = LLMEngine(cfg, cache, backend="torch", model=pair.decode.model)
+    assert (
+        pd_out.output_token_ids
+        == local.generate(prompt, SamplingParams(max_tokens=12))[0].output_token_ids
+    )
+    assert pair.tracer.meta["weights"] == weights
