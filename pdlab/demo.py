@@ -7,6 +7,10 @@ The tour, the notebooks' P/D explorer and ``pdlab trace --pd`` all run it. With
 colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a fresh request
 under the FlashMLA profile (``reorder_batch_threshold = 128``).
 
+The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained checkpoint pdlab
+ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
+which weights ran (``meta["weights"]``).
+
 It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
 vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
 with P's ``kv_transfer_params``.
