@@ -45,10 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    from pdlab.cli import bench, pd
+    from pdlab.cli import bench, exercises, pd
 
     pd.add_arguments(sub)
     bench.add_arguments(sub)
+    exercises.add_arguments(sub)
 
     d = sub.add_parser("doctor", help="check what works on this machine")
     d.add_argument(
@@ -113,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             return pd.run(args)
+        if args.command == "exercises":
+            from pdlab.cli import exercises
+
+            return exercises.run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":

@@ -1,0 +1,97 @@
+"""The words ``pdlab exercises`` shows around the exercises (headers, verdicts, prompts), in
+English and Simplified Chinese, read through :func:`word` as ``pdlab/ui/text.py`` does for
+the tour. Each exercise's own statement, hints and mistakes sit in its module.
+
+Chinese terms follow the project's glossary: colocated 同机部署, latent 潜向量, prefix caching
+前缀缓存, chunked prefill 分块预填充, block table 块表; vLLM identifiers stay in English.
+"""
+
+from __future__ import annotations
+
+from pdlab.ui.text import check_lang
+
+WORDS: dict[str, dict[str, str]] = {
+    "list_title": {"en": "pdlab exercises", "zh": "pdlab 练习"},
+    "col_n": {"en": "#", "zh": "#"},
+    "col_title": {"en": "exercise", "zh": "练习"},
+    "col_file": {"en": "file", "zh": "文件"},
+    "col_status": {"en": "status", "zh": "状态"},
+    "col_hints": {"en": "hints", "zh": "提示"},
+    "passed": {"en": "passed", "zh": "已通过"},
+    "started": {"en": "started", "zh": "已开始"},
+    "todo": {"en": "-", "zh": "-"},
+    "progress_in": {
+        "en": "Progress in {dir}: {passed} of {total} passed.",
+        "zh": "{dir} 中的进度：{total} 题中通过 {passed} 题。",
+    },
+    "started_file": {
+        "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n}",
+        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：pdlab exercises check {n}",
+    },
+    "exists": {
+        "en": "{path} exists already; it was left as it is (--force overwrites it)",
+        "zh": "{path} 已存在，未改动（用 --force 覆盖）",
+    },
+    "checking": {
+        "en": "Exercise {n}: {title} · {file} · seed {seed}",
+        "zh": "练习 {n}：{title} · {file} · 随机种子 {seed}",
+    },
+    "pass": {
+        "en": "PASS: {cases} cases, all as the engine does them.",
+        "zh": "通过：{cases} 个用例，全部与引擎一致。",
+    },
+    "fail": {
+        "en": "FAIL in case: {case} ({cases} cases passed before it)",
+        "zh": "未通过，用例：{case}（此前通过 {cases} 个用例）",
+    },
+    "expected": {"en": "  expected: {value}", "zh": "  期望：{value}"},
+    "got": {"en": "  got:      {value}", "zh": "  得到：{value}"},
+    "raised": {"en": "  your code raised {value}", "zh": "  你的代码抛出 {value}"},
+    "looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
+    "evidence": {
+        "en": "What the engine did with your function (its own step table):",
+        "zh": "引擎用你的函数做了什么（引擎自己的步骤表）：",
+    },
+    "rerun": {
+        "en": "Replay these cases with: pdlab exercises check {n} {file} --seed {seed}",
+        "zh": "用同样的用例重跑：pdlab exercises check {n} {file} --seed {seed}",
+    },
+    "engine_said": {"en": "The engine said: {message}", "zh": "引擎报错：{message}"},
+    "not_written": {
+        "en": "NotImplementedError: the stub is not written yet",
+        "zh": "NotImplementedError：桩函数还没有实现",
+    },
+    "hint": {"en": "Hint {i} of {total} for exercise {n}:", "zh": "练习 {n} 的提示 {i}/{total}："},
+    "no_more_hints": {
+        "en": "That was the last hint; `pdlab exercises solution {n}` shows the solution.",
+        "zh": "提示已经用完；`pdlab exercises solution {n}` 可查看参考答案。",
+    },
+    "confirm": {
+        "en": "Show the reference solution of exercise {n}? It is best read after trying. [y/N] ",
+        "zh": "显示练习 {n} 的参考答案吗？最好先自己试过再看。[y/N] ",
+    },
+    "not_shown": {"en": "Not shown.", "zh": "未显示。"},
+    "solution_of": {"en": "Reference solution of exercise {n}:", "zh": "练习 {n} 的参考答案："},
+    "no_file": {
+        "en": "{path} does not exist: run `pdlab exercises start {n}` first, or name the file",
+        "zh": "{path} 不存在：请先运行 `pdlab exercises start {n}`，或给出文件路径",
+    },
+    "syntax": {"en": "{path}:{line}: syntax error: {msg}", "zh": "{path}:{line}：语法错误：{msg}"},
+    "import_error": {
+        "en": "{path}: importing it raised {error}",
+        "zh": "{path}：导入时抛出 {error}",
+    },
+    "missing_function": {
+        "en": "{path}: no function named `{function}` (the stub defines it; keep its name)",
+        "zh": "{path}：没有名为 `{function}` 的函数（桩文件里定义了它，请保留这个名字）",
+    },
+    "not_callable": {
+        "en": "{path}: `{function}` is not a function",
+        "zh": "{path}：`{function}` 不是函数",
+    },
+}
+
+
+def word(lang: str, key: str, **values: object) -> str:
+    """The words for ``key`` in ``lang`` (``"en"`` or ``"zh"``), ``values`` filled in."""
+    return WORDS[key][check_lang(lang)].format(**values)
