@@ -172,9 +172,9 @@ def _same(a: object, b: object) -> bool:
 def _show(x: object) -> str:
     """A value in at most a few lines: a tensor by its shape and first values."""
     if isinstance(x, torch.Tensor):
-        flat = x.detach().flatten()[:6].tolist()
+        flat = x.detach().flatten()[:4].tolist()
         vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat)
-        more = ", ..." if x.numel() > 6 else ""
+        more = ", ..." if x.numel() > 4 else ""
         return f"tensor{list(x.shape)} [{vals}{more}]"
     if isinstance(x, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in x):
         return "(" + ", ".join(_show(v) for v in x) + ")"
