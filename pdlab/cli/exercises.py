@@ -91,7 +91,9 @@ def _list(folder: Path, lang: str) -> int:
         t.add_column(word(lang, key))
     items = ex.exercises()
     for e in items:
-        status = "passed" if e.number in p.passed else "started" if e.number in p.started else "todo"
+        status = (
+            "passed" if e.number in p.passed else "started" if e.number in p.started else "todo"
+        )
         hints = f"{p.hints_used(e.number)}/{len(e.hints[lang])}"
         t.add_row(str(e.number), escape(e.title[lang]), word(lang, status), hints)
     console = Console(highlight=False, width=80)

@@ -59,8 +59,10 @@ def get(n: int) -> Exercise:
 
 
 def _source(kind: str, ex: Exercise) -> str:
-    return importlib.resources.files(f"pdlab.exercises.{kind}").joinpath(ex.file_name).read_text(
-        encoding="utf-8"
+    return (
+        importlib.resources.files(f"pdlab.exercises.{kind}")
+        .joinpath(ex.file_name)
+        .read_text(encoding="utf-8")
     )
 
 

@@ -106,7 +106,10 @@ EXERCISE = Exercise(
     slug="ex02_computed_blocks",
     function="get_computed_blocks",
     notebook="01_paged_kv_cache",
-    title={"en": "Prefix cache hits: chained hashes, N - 1 cap", "zh": "前缀缓存命中：链式哈希与 N - 1 上限"},
+    title={
+        "en": "Prefix cache hits: chained hashes, N - 1 cap",
+        "zh": "前缀缓存命中：链式哈希与 N - 1 上限",
+    },
     statement={
         "en": """\
 Exercise 2: KVCacheManager.get_computed_blocks (pdlab/kv_cache/manager.py)

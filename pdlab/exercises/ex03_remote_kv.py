@@ -66,7 +66,9 @@ def grade(fn: Any, g: Grader) -> None:
                     f"num_computed_tokens = N - 1 = {n - 1}, then one token scheduled on D",
                     f"num_computed_tokens = {after} of num_tokens = {n}",
                     "no_minus_one" if after == n else None,
-                    er.said(got["error"], g.lang) + "\n" + er.table_text(got["trace"], None, g.lang),
+                    er.said(got["error"], g.lang)
+                    + "\n"
+                    + er.table_text(got["trace"], None, g.lang),
                 )
             if got["left_in_set"]:
                 g.fail("finished_recving_kv_req_ids empty after the run",

@@ -43,8 +43,8 @@ def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], s
         b = real(*args, **kw)
         if b.model_runner != "v2":
             return b
-        runs, eligible = g.call(fn, list(b.is_prefilling), list(b.num_scheduled_tokens),
-                                list(b.num_computed_prefill_tokens), bool(kw.get("use_pcp")))  # fmt: skip
+        args = (b.is_prefilling, b.num_scheduled_tokens, b.num_computed_prefill_tokens)
+        runs, eligible = g.call(fn, *(list(a) for a in args), bool(kw.get("use_pcp")))
         q = b.num_scheduled_tokens
         uniform = get_uniform_decode_token_count(len(q), sum(q), max(q), bool(eligible))
         return dataclasses.replace(b, prefill_runs_as_decode=None if runs is None else list(runs),
@@ -112,7 +112,10 @@ EXERCISE = Exercise(
     slug="ex04_runner_v2",
     function="decode_flags",
     notebook="05_pd_decode_side",
-    title={"en": "Model Runner V2: prefill_runs_as_decode", "zh": "Model Runner V2：prefill_runs_as_decode"},
+    title={
+        "en": "Model Runner V2: prefill_runs_as_decode",
+        "zh": "Model Runner V2：prefill_runs_as_decode",
+    },
     statement={
         "en": """\
 Exercise 4: Model Runner V2's prefill_runs_as_decode and decode_graph_eligible
@@ -150,7 +153,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "= every prefilling row runs as a decode. With PCP: (None, no row prefilling).",
         ),
         "zh": (
-            "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文：它不按解码运行。",
+            "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文："
+            "它不按解码运行。",
             "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；eligible = 每个预填充行"
             "都按解码运行。开 PCP：(None, 没有行在预填充)。",
         ),
@@ -159,7 +163,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "no_context_test": {
             "en": "leaving out num_computed > 0: a fresh one-token prompt has no context to "
             "decode over, so V2 does not run it as a decode",
-            "zh": "漏了 num_computed > 0：全新的一 token 提示词没有可以解码的上下文，V2 不会按解码运行它",
+            "zh": "漏了 num_computed > 0：全新的一 token 提示词没有可以解码的上下文，"
+            "V2 不会按解码运行它",
         },
         "eligible_any_prefill": {
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "

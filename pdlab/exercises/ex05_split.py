@@ -103,8 +103,11 @@ def grade(fn: Any, g: Grader) -> None:
                 wrong["ignore_uniform"] = split_decodes_and_prefills(m, thr, False, treat)
                 wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
             g.expect(got, want, wrong)
-    for what, label in (("pd1", "P/D pair, N = 13"), ("pd2", "P/D pair under PCP = 2, N = 13"),
-                        ("mixed", "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10")):  # fmt: skip
+    for what, label in (
+        ("pd1", "P/D pair, N = 13"),
+        ("pd2", "P/D pair under PCP = 2, N = 13"),
+        ("mixed", "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10"),
+    ):
         with g.case(f"inside the MLA builder: {label}"):
             want_out, want_routes = _reference(what)
             out, routes, tracer = _run(fn, g, what)
@@ -140,7 +143,10 @@ EXERCISE = Exercise(
     slug="ex05_split",
     function="split_decodes_and_prefills",
     notebook="05_pd_decode_side",
-    title={"en": "split_decodes_and_prefills and its switches", "zh": "split_decodes_and_prefills 及其开关"},
+    title={
+        "en": "split_decodes_and_prefills and its switches",
+        "zh": "split_decodes_and_prefills 及其开关",
+    },
     statement={
         "en": """\
 Exercise 5: split_decodes_and_prefills (pdlab/attention/metadata.py;

@@ -73,9 +73,9 @@ def grade(fn: Any, g: Grader) -> None:
         ("a colocated engine, chunked prefill (budget 5), N = 14", _chunked),
     ):
         with g.case(f"inside forward_mha: {label}"):
-            calls: list[tuple[Any, Any]] = []
+            calls: list[tuple[Any, Any, Any]] = []
 
-            def learner(out_a, lse_a, out_b, lse_b, *, backend=None):
+            def learner(out_a, lse_a, out_b, lse_b, *, backend=None, calls=calls):
                 got = g.call(fn, out_a, lse_a, out_b, lse_b)
                 right = merge_attn_states_torch(out_a, lse_a, out_b, lse_b)
                 calls.append((tuple(got), right, _base2(out_a, lse_a, out_b, lse_b)))
@@ -112,7 +112,10 @@ EXERCISE = Exercise(
     slug="ex06_merge",
     function="merge_attn_states",
     notebook="04_kernels",
-    title={"en": "merge_attn_states: two parts, one softmax", "zh": "merge_attn_states：两部分，一个 softmax"},
+    title={
+        "en": "merge_attn_states: two parts, one softmax",
+        "zh": "merge_attn_states：两部分，一个 softmax",
+    },
     statement={
         "en": """\
 Exercise 6: merge_attn_states (kernels/merge.py; vLLM's

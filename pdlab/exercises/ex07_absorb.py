@@ -61,9 +61,9 @@ def _engine(fn: Any, g: Grader, pd: bool):
 
 
 def grade(fn: Any, g: Grader) -> None:
-    s = g.rng.randrange(2, 30)
+    rand = g.rng.randrange(2, 30)
     for name, t, s in (
-        (f"random: one query over {s} cached rows", 1, s),
+        (f"random: one query over {rand} cached rows", 1, rand),
         ("one cached row", 1, 1),
         ("three queries over 9 rows", 3, 9),
     ):
@@ -141,7 +141,8 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
         "latent_scale": {
             "en": "scaling by the latent width ((L + R) ** -0.5): the softmax scale is "
             "qk_head_dim ** -0.5 in both forms",
-            "zh": "按潜向量宽度缩放（(L + R) ** -0.5）：两种形式的 softmax scale 都是 qk_head_dim ** -0.5",
+            "zh": "按潜向量宽度缩放（(L + R) ** -0.5）：两种形式的 softmax scale 都是 "
+            "qk_head_dim ** -0.5",
         },
         "no_rope": {
             "en": "leaving out the RoPE part: the score adds q_pe . k_pe to the latent term",

@@ -153,7 +153,8 @@ _HINTS = {
         "sum(p); acc = acc * alpha + sum(p * rows); m = m_new.",
     ),
     "zh": (
-        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽位是 NaN。给它们 -inf 的分数，加载时取 0。",
+        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽位是 NaN。给它们 -inf 的分数，"
+        "加载时取 0。",
         "m_new = max(m, max(s))；alpha = exp(m - m_new)；p = exp(s - m_new)；l = l * alpha + "
         "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。",
     ),
@@ -174,8 +175,10 @@ def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, st
         slug=slug,
         function=function,
         notebook="04_kernels",
-        title={"en": f"Paged decode, online softmax ({form['en']})",
-               "zh": f"分页解码的在线 softmax（{form['zh']}）"},  # fmt: skip
+        title={
+            "en": f"Paged decode, online softmax ({form['en']})",
+            "zh": f"分页解码的在线 softmax（{form['zh']}）",
+        },
         statement={k: _STATEMENT[k].format(form=form[k], task=task[k]) for k in ("en", "zh")},
         hints=_HINTS,
         mistakes=_MISTAKES,
