@@ -27,7 +27,7 @@ from typing import Any
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
 from pdlab.exercises.loader import LearnerFileError, load_function
-from pdlab.exercises.words import word
+from pdlab.exercises.words import reflow, word, wrap80
 from pdlab.ui.text import check_lang
 
 _MODULES = (
@@ -69,7 +69,7 @@ def _source(kind: str, ex: Exercise) -> str:
 def stub_text(n: int, lang: str = "en") -> str:
     """The file ``start`` writes: the statement as the module docstring, then the stub."""
     ex = get(n)
-    statement = ex.statement[check_lang(lang)].replace('"""', "'''")
+    statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
     return f'"""{statement}\n"""\n\n{_source("stubs", ex)}'
 
 
@@ -111,7 +111,7 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
     lines = [word(lang, "hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
     if shown == len(hints):
         lines.append(word(lang, "no_more_hints", n=n))
-    return "\n".join(lines)
+    return wrap80("\n".join(lines))
 
 
 def check(
@@ -141,7 +141,7 @@ def check(
     except Mismatch as m:
         failure = m
     result = Result(ex, failure is None, seed, lang, g.cases, failure)
-    result.lines = _verdict(result, source)
+    result.lines = wrap80("\n".join(_verdict(result, source))).splitlines()
     if result.passed and folder is not None:
         progress.update(folder, passed=n)
     if not quiet:
