@@ -1,9 +1,9 @@
 # pdlab: every target creates the environment it needs, so a fresh clone needs one command.
-#   make tour        the guided walkthrough (the project's main job)
+#   make tour        the guided walkthrough (the project's main job; TOUR_ARGS="--lang zh")
 #   make test        the whole test suite (what CI runs)
 #   make test-fast   the suite without the slow, browser and notebook tests
 #   make lint        ruff check and ruff format --check
-#   make notebooks   notebooks 05/06 from their bilingual source, then every .ipynb from its .py
+#   make notebooks   every notebook's .py in both languages from its bilingual source, then the .ipynb
 #   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
 #   make doctor      what works on this machine
 PYTHON ?= python3
@@ -15,6 +15,7 @@ BIN     = $(VENV)/bin
 # avoids the multi-GB CUDA build. Unset, torch resolves from pyproject.toml as usual.
 PDLAB_TORCH ?=
 LAB_ARGS    ?=
+TOUR_ARGS   ?=
 # pytest-xdist workers: one per core (at most 4; each loads torch). JOBS=0 runs in-process.
 # loadgroup keeps the browser tests on one worker, one JupyterLab + Chromium at a time.
 JOBS        ?= auto
@@ -41,7 +42,7 @@ $(BIN)/pdlab: pyproject.toml
 env: $(BIN)/pdlab
 
 tour: env
-	$(BIN)/pdlab tour
+	$(BIN)/pdlab tour $(TOUR_ARGS)
 
 doctor: env
 	$(BIN)/pdlab doctor

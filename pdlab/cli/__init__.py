@@ -71,7 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
     lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
     lab.add_argument(
-        "--notebook", metavar="NAME", help="open this one, e.g. 05 or 05_pd_decode_side"
+        "--notebook",
+        metavar="NAME",
+        help="open this one, e.g. 05, 05_pd_decode_side or 01_zh (Chinese)",
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     return p

@@ -17,6 +17,7 @@ from typing import Any
 
 from pdlab.config import MLA_BACKENDS, MODEL_RUNNERS, AttentionConfig, ParallelConfig
 from pdlab.platforms import GPUS
+from pdlab.ui.text import LANGS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
@@ -98,7 +99,8 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """What ``pdlab trace`` and ``pdlab pd`` share: the prompts, how many tokens to generate,
-    the cache's block size, the routing switches and which kernels run."""
+    the cache's block size, the routing switches, which kernels run and the language of the
+    tables."""
     p.add_argument(
         "--prompt",
         action="append",
@@ -110,6 +112,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
+    p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
         }
-        return render_pd_result(pair.tracer, prompts, outputs, errors={})
+        return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.procs import run_pd_procs
 
     res = run_pd_procs(
@@ -133,4 +133,4 @@ def run(args: argparse.Namespace) -> int:
                 why += f"; {side.role} stopped and freed its blocks ({side.peer_failed})"
         raise ValueError(why)
     outputs = res.prefill.outputs if res.prefill else {}
-    return render_pd_result(res.tracer, prompts, outputs, errors=res.errors)
+    return render_pd_result(res.tracer, prompts, outputs, errors=res.errors, lang=args.lang)

@@ -99,7 +99,7 @@ class RemoteKVMixin:
         layer's keys and values for every prompt token, but not the final hidden state of
         the last one, and the logits for the first output token are computed from that
         hidden state. So the last prompt token is scheduled again: a one-token step over
-        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and yields
+        ``N - 1`` cached tokens, which rewrites that token's K/V (equal up to rounding) and yields
         the logits.
 
         After a failed load (``kv_load_failure_policy="recompute"``) the count was already
@@ -146,10 +146,10 @@ class RemoteKVMixin:
         async half of ``_handle_invalid_blocks``): a request whose whole receive failed
         keeps no token under "recompute" (under "fail" its count is left as it was, as
         upstream leaves it); one whose blocks partly failed keeps the tokens before the
-        first failed block, under either policy. Under the "recompute" policy they are marked for local recompute
-        and none is returned; under "fail" nothing is marked and the affected ids are
-        returned, to be finished with an error. pdlab's connectors report failures of
-        asynchronous loads only."""
+        first failed block, under either policy. Under the "recompute" policy they are
+        marked for local recompute and none is returned; under "fail" nothing is marked
+        and the affected ids are returned, to be finished with an error. pdlab's
+        connectors report failures of asynchronous loads only."""
         affected: set[str] = set()
         for rid in kv_out.failed_recving:
             request = self.requests.get(rid)

@@ -28,7 +28,8 @@ def step_table(
 ) -> Table:
     """One row per (step, request): ``num_computed_tokens`` before and after, tokens
     scheduled, the routing decision and the token sampled. Headers in ``lang``."""
-    t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
+    default = text(lang, "v_steps_on", inst=instance) if instance else text(lang, "v_steps")
+    t = Table(title=title or default)
     for key, just in (
         ("st_inst", "left"),
         ("st_step", "right"),
@@ -69,42 +70,49 @@ def render_pd_result(
     outputs: dict[str, dict[str, Any]],
     errors: dict[str, str],
     console: Console | None = None,
+    lang: str = "en",
 ) -> int:
     """Print what P and D each did, the blocks moved and the outputs (``outputs`` keyed by
-    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`); exit code 0 or 1."""
+    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`), in ``lang``; exit
+    code 0 or 1."""
     from pdlab.disagg.pair import PDPair  # the engines: only once there is a P/D result
 
     console = console or make_console()
-    console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
+    transport = trace.meta.get("transport", "in-process")
+    console.print(f"[bold]{escape(text(lang, 'v_pd_run', transport=transport))}[/]")
     for inst in ("P", "D"):
-        console.print(step_table(trace, inst, title=f"instance {inst}"))
+        console.print(step_table(trace, inst, title=text(lang, "v_instance", inst=inst), lang=lang))
     moved = trace.filter("kv_transfer", "D")
     if moved:
-        t = Table(title="KV blocks moved P -> D")
-        for col in ("request", "P blocks", "D blocks", "bytes", "ok"):
-            t.add_column(col)
+        t = Table(title=text(lang, "v_moved"))
+        for col in ("v_col_request", "v_col_p_blocks", "v_col_d_blocks", "v_col_bytes", "v_col_ok"):
+            t.add_column(text(lang, col))
         for m in moved:
             t.add_row(
                 m["req_id"],
                 str(m["remote_block_ids"]),
                 str(m["local_block_ids"]),
                 str(m["nbytes"]),
-                "yes" if m["ok"] else f"no: {m['reason']}",
+                text(lang, "v_yes") if m["ok"] else text(lang, "v_no", reason=m["reason"]),
             )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
-        console.print(
-            f"D {ev['req_id']}: K/V for {ev['num_computed_tokens_before_adjust']} "
-            f"tokens arrived; num_computed_tokens = {ev['num_computed_tokens']} "
-            f"(N - 1, N = {ev['num_tokens']})"
+        arrived = text(
+            lang,
+            "v_arrived",
+            req=ev["req_id"],
+            n=ev["num_computed_tokens_before_adjust"],
+            nct=ev["num_computed_tokens"],
+            N=ev["num_tokens"],
         )
+        console.print(escape(arrived))
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)
         out = outputs.get(rid)
-        shown = repr(out["text"]) if out else "[red]missing[/]"
+        shown = escape(repr(out["text"])) if out else f"[red]{text(lang, 'v_missing')}[/]"
         console.print(f"{rid} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
     for role, err in errors.items():
-        console.print(f"[red]{role} failed:[/] {err}")
+        console.print(f"[red]{escape(text(lang, 'v_failed', role=role))}[/] {escape(err)}")
     return 1 if errors or len(outputs) < len(prompts) else 0
 
 

@@ -1,8 +1,9 @@
 """``pdlab tour`` and ``pdlab trace``: the commands, and their arguments.
 
 The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
-pair with the chosen routing settings, a second pair with ``prefill_context_parallel_size``
-on the other side of 1, a colocated engine, and the prompt under the FlashMLA profile) and
+pair with the chosen routing settings, pairs under the other set-ups that route D's step
+differently (Model Runner V2, V2 with prefill context parallelism, V1), a colocated engine,
+and the prompt under FLASH_ATTN_MLA, Hopper's backend) and
 prints six chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
 the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
 :mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
@@ -10,7 +11,8 @@ at DeepSeek's widths; the rest of the generation). ``pdlab trace`` runs any prom
 settings and prints the step table.
 
 The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
-``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu_model_runner.py``,
+``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu/model_runner.py`` (Model Runner
+V2, the default; ``vllm/v1/worker/gpu_model_runner.py`` is V1),
 ``vllm/v1/attention/backends/utils.py`` and
 ``vllm/model_executor/layers/attention/mla_attention.py``.
 """
@@ -38,7 +40,7 @@ from pdlab.config import (
 )
 from pdlab.engine import one_thread
 from pdlab.ui.console import make_console
-from pdlab.ui.text import LANGS
+from pdlab.ui.text import LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 
@@ -131,6 +133,8 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         max_tokens=args.max_tokens,
         backend=args.backend,
         compare=True,
+        gpu=args.gpu,
+        model_runner=args.model_runner,
     )
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
@@ -150,6 +154,8 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
                 pcp=demo.pcp,
                 mla=demo.mla_backend,
                 backend=demo.trace.meta["backend"],
+                runner=demo.model_runner,
+                why=demo.trace.meta["routing"]["D"]["selected_by"],
             )
         )
     chapters = {
@@ -170,7 +176,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
-        paths = save_all(demo.trace, preset, args.plots, instance="D")
+        paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         c.print(
             say(
                 lang,
@@ -208,14 +214,16 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         else:
             engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
-    kind = "P/D" if args.pd else "one engine"
+    kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
+    routing = next(iter(trace.meta["routing"].values()))
     title = (
-        f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
+        f"{kind}, model_runner={routing['model_runner']}, block_size={args.block_size}, "
+        f"mla_backend={routing['mla_backend']} ({routing['selected_by']}), "
         f"prefill_context_parallel_size={args.pcp}"
     )
-    c.print(step_table(trace, title=title))
+    c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
         c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
     if args.json is not None:
-        c.print(escape(f"wrote {trace.save(args.json)}"))
+        c.print(escape(text(args.lang, "wrote", path=trace.save(args.json))))
     return 0
