@@ -335,6 +335,23 @@ def test_every_exercise_has_both_languages_and_fits_80_columns():
             )
 
 
+def test_chinese_texts_use_the_glossary_terms():
+    from test_glossary import violations
+
+    from pdlab.exercises import ex10_quiz
+    from pdlab.exercises.words import WORDS
+
+    texts = {f"words[{k!r}]": v["zh"] for k, v in WORDS.items()}
+    texts |= {f"quiz {k}": v["zh"] for k, v in ex10_quiz._QUESTIONS.items()}
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
+        texts[f"{e.slug} title"] = e.title["zh"]
+        texts[f"{e.slug} statement"] = e.statement["zh"]
+        texts |= {f"{e.slug} hint {i}": h for i, h in enumerate(e.hints["zh"])}
+        texts |= {f"{e.slug} mistake {k}": m["zh"] for k, m in e.mistakes.items()}
+    bad = {where: v for where, t in texts.items() if (v := violations(t))}
+    assert not bad
+
+
 def test_bad_exercise_number_is_one_line(capsys):
     with pytest.raises(SystemExit) as info:
         main(["exercises", "hint", "11"])

@@ -107,7 +107,7 @@ EXERCISE = Exercise(
     slug="ex01_slot_mapping",
     function="slot_mapping",
     notebook="01_paged_kv_cache",
-    title={"en": "Slot mapping from a block table", "zh": "由块表计算 slot mapping"},
+    title={"en": "Slot mapping from a block table", "zh": "由块表计算槽映射"},
     statement={
         "en": """\
 Exercise 1: the slot mapping (pdlab/model/runner.py, prepare_inputs)
@@ -124,18 +124,18 @@ Write slot_mapping. The grader checks batches against the contract, then replace
 model runner's slots with yours inside a colocated engine running chunked prefill: every
 step must get the runner's slots, and the engine must generate the same tokens.""",
         "zh": """\
-练习 1：slot mapping（pdlab/model/runner.py 的 prepare_inputs）
+练习 1：槽映射 slot_mapping（pdlab/model/runner.py 的 prepare_inputs）
 
-分页 KV 缓存由 num_blocks 个块组成，每块 block_size 个槽位；槽位 s 是块 s // block_size 的
+分页 KV 缓存由 num_blocks 个块组成，每块 block_size 个槽；槽 s 是块 s // block_size 的
 第 s % block_size 行。一个请求按位置顺序持有一串块（它在块表中的那一行）：位置 p 位于它的
 第 p // block_size 个块。
 
 每一步，模型运行器要告诉写入 K/V 的算子每个新 token 写到哪里：slot_mapping，本步计算的每个
-token 一个槽位，按批内请求的顺序。请求 i 计算位置 num_computed_tokens[i] ..
+token 一个槽，按批内请求的顺序。请求 i 计算位置 num_computed_tokens[i] ..
 num_computed_tokens[i] + query_lens[i] - 1。
 
-请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的同机部署引擎里用你的
-槽位替换模型运行器算出的槽位：每一步都必须与运行器一致，生成的 token 也必须相同。""",
+请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的非分离引擎里用你的
+槽替换模型运行器算出的槽：每一步都必须与运行器一致，生成的 token 也必须相同。""",
     },
     hints={
         "en": (
@@ -146,7 +146,7 @@ num_computed_tokens[i] + query_lens[i] - 1。
         ),
         "zh": (
             "位置从 num_computed_tokens[i] 开始，而不是从 0：后续的分块或解码从缓存末尾接着写。",
-            "block_table[i][p // block_size] 是存放位置 p 的块的 id；槽位是该 id 乘以 "
+            "block_table[i][p // block_size] 是存放位置 p 的块的 id；槽是该 id 乘以 "
             "block_size，再加 p % block_size。",
         ),
     },
@@ -154,7 +154,7 @@ num_computed_tokens[i] + query_lens[i] - 1。
         key: {
             "en": "an off-by-one slot: every token lands one slot away from where attention "
             "will read it",
-            "zh": "槽位差一：每个 token 都写到了注意力读取位置旁边的槽位",
+            "zh": "槽差一：每个 token 都写到了注意力读取位置旁边的槽",
         }
         for key in ("off_by_one", "off_by_one_", "off_by_one__")
     }

@@ -124,7 +124,7 @@ vLLM 0.33.0 does.""",
 worker 接收完成后，会把请求 id 放进 self.finished_recving_kv_req_ids，随后 D 的调度器
 调用本方法。
 
-请把它写成 D 的 Scheduler 的方法：K/V 还在路上时返回 False；到达后，把 id 从该集合里
+请把它写成 D 的调度器类 `Scheduler` 的方法：K/V 还在路上时返回 False；到达后，把 id 从该集合里
 移除，缓存（哈希）该请求的块，把 request.num_computed_tokens 设成 D 应当视为已算完的
 数量，然后返回 True。
 
@@ -132,7 +132,7 @@ K/V 传输期间 request.num_computed_tokens 已经把它们算进去了（N 个
 想一想 P 传来了什么（每一层的 key 和 value），第一个输出 token 的 logits 又需要什么。
 
 评分时，你的方法被装进一个真实 P/D 对（tiny 模型）中 D 的调度器：生成的 token 必须与
-同机部署引擎一致，D 的第一步也必须与 vLLM 0.33.0 相同。""",
+非分离引擎一致，D 的第一步也必须与 vLLM 0.33.0 相同。""",
     },
     hints={
         "en": (

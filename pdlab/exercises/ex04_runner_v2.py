@@ -176,7 +176,7 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
-            "这样的行必须走预填充路径",
+            "这样的行必须走prefill 路径",
         },
     },
     grade=grade,

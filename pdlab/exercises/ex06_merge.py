@@ -140,7 +140,7 @@ vllm/v1/attention/ops/merge_attn_states.py）
 即缩放后分数的自然对数 log-sum-exp。把 K 分成不相交的 A、B 两部分分别计算注意力，
 由 (out_a, lse_a) 和 (out_b, lse_b) 可以精确恢复整体结果。
 
-MLA 的预填充路径（forward_mha）正是这样做的：对已缓存上下文逐块计算注意力，对新 token
+MLA 的prefill 路径（forward_mha）正是这样做的：对已缓存上下文逐块计算注意力，对新 token
 单独计算，再把各部分合并。
 
 请实现 merge_attn_states。注意很大的 LSE 和空的部分（lse = -inf）。评分先与一次性对全部

@@ -120,7 +120,7 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
 行上计算（V = kv_c），再由 W_UV 把每个头的潜向量输出映射成 v 个值。数值相同，缓存行一行都不用
 上投影。
 
-请实现 absorbed_decode。评分先与朴素形式比较，再让 forward_mqa 在一个 P/D 对和一个同机部署引擎
+请实现 absorbed_decode。评分先与朴素形式比较，再让 forward_mqa 在一个 P/D 对和一个非分离引擎
 的每个解码行上使用它。""",
     },
     hints={

@@ -143,7 +143,7 @@ out = sum_j softmax(s)_j row_j[:L]，lse = log sum_j exp(s_j)。
 同时持有全部分数：它维护运行最大值 m、exp(s - m) 的运行和 l、以及加权运行和 acc；当最大值
 增大时把两者都乘以 exp(m_old - m_new)（在线 softmax）。
 
-{task}评分先在“未用槽位填 NaN”的缓存上与朴素实现比较，再让同机部署引擎的解码步骤使用它。""",
+{task}评分先在“未用槽填 NaN”的缓存上与朴素实现比较，再让非分离引擎的解码步骤使用它。""",
 }
 _HINTS = {
     "en": (
@@ -153,7 +153,7 @@ _HINTS = {
         "sum(p); acc = acc * alpha + sum(p * rows); m = m_new.",
     ),
     "zh": (
-        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽位是 NaN。给它们 -inf 的分数，"
+        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽是 NaN。给它们 -inf 的分数，"
         "加载时取 0。",
         "m_new = max(m, max(s))；alpha = exp(m - m_new)；p = exp(s - m_new)；l = l * alpha + "
         "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。",
@@ -163,7 +163,7 @@ _MISTAKES = {
     "nan": {
         "en": "reading past seq_len: the slots after the request's last token are not its "
         "(here they hold NaN); mask them out of the load and the softmax",
-        "zh": "读过了 seq_len：请求最后一个 token 之后的槽位不属于它（这里是 NaN）；"
+        "zh": "读过了 seq_len：请求最后一个 token 之后的槽不属于它（这里是 NaN）；"
         "加载和 softmax 时都要屏蔽它们",
     },
 }

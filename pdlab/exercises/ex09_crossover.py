@@ -68,7 +68,7 @@ EXERCISE = Exercise(
     slug="ex09_crossover",
     function="mla_forms_flops",
     notebook="03_mla_two_forms",
-    title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：交叉点"},
+    title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={
         "en": """\
 Exercise 9: the absorb crossover (pdlab/attention/cost.py)
@@ -87,7 +87,7 @@ Return (naive, absorbed). The grader compares with the cost model, then reads fr
 numbers where absorbing stops winning over a long context, and checks that no fresh
 prompt is ever cheaper absorbed.""",
         "zh": """\
-练习 9：吸收的交叉点（pdlab/attention/cost.py）
+练习 9：吸收的临界点（pdlab/attention/cost.py）
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的
@@ -97,7 +97,7 @@ prompt is ever cheaper absorbed.""",
     每个对在每个头上要算宽度为 L + R 的分数和宽度为 L 的加权和。
 对数：每个 query 看见全部 S 个已缓存 key，新 token 之间是因果的。
 
-返回 (naive, absorbed)。评分先与开销模型比较，再从你的数字读出长上下文下吸收不再更省的位置，
+返回 `(naive, absorbed)`。评分先与开销模型比较，再从你的数字读出长上下文下吸收不再更省的位置，
 并检查全新的提示词吸收后永远不会更省。""",
     },
     hints={

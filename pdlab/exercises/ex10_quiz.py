@@ -109,7 +109,7 @@ _QUESTIONS = {
     },
     "same_tokens_as_colocated": {
         "en": "does the P/D pair generate the colocated engine's tokens?",
-        "zh": "P/D 对生成的 token 与同机部署引擎相同吗？",
+        "zh": "P/D 对生成的 token 与非分离引擎相同吗？",
     },
 }
 
@@ -151,8 +151,7 @@ _WHY = {
     "same_tokens_as_colocated": (
         "P and D load the same weights and decode greedily; MLA's two forms are equal up to "
         "rounding, so the tokens are the colocated engine's",
-        "P 和 D 加载相同权重、贪心解码；MLA 两种形式在舍入误差内相等，"
-        "所以 token 与同机部署引擎相同",
+        "P 和 D 加载相同权重、贪心解码；MLA 两种形式在舍入误差内相等，所以 token 与非分离引擎相同",
     ),
 }
 

@@ -2,8 +2,8 @@
 English and Simplified Chinese, read through :func:`word` as ``pdlab/ui/text.py`` does for
 the tour. Each exercise's own statement, hints and mistakes sit in its module.
 
-Chinese terms follow the project's glossary: colocated 同机部署, latent 潜向量, prefix caching
-前缀缓存, chunked prefill 分块预填充, block table 块表; vLLM identifiers stay in English.
+Chinese terms are the glossary's (``docs/glossary.md``; ``tests/test_exercises.py`` checks
+every Chinese text of the exercises against it); vLLM identifiers stay in English.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ WORDS: dict[str, dict[str, str]] = {
     "col_title": {"en": "exercise", "zh": "练习"},
     "col_file": {"en": "file", "zh": "文件"},
     "col_status": {"en": "status", "zh": "状态"},
-    "col_hints": {"en": "hints", "zh": "提示"},
+    "col_hints": {"en": "hints", "zh": "线索"},
     "passed": {"en": "passed", "zh": "已通过"},
     "started": {"en": "started", "zh": "已开始"},
     "todo": {"en": "-", "zh": "-"},
@@ -63,10 +63,10 @@ WORDS: dict[str, dict[str, str]] = {
         "en": "NotImplementedError: the stub is not written yet",
         "zh": "NotImplementedError：桩函数还没有实现",
     },
-    "hint": {"en": "Hint {i} of {total} for exercise {n}:", "zh": "练习 {n} 的提示 {i}/{total}："},
+    "hint": {"en": "Hint {i} of {total} for exercise {n}:", "zh": "练习 {n} 的线索 {i}/{total}："},
     "no_more_hints": {
         "en": "That was the last hint; `pdlab exercises solution {n}` shows the solution.",
-        "zh": "提示已经用完；`pdlab exercises solution {n}` 可查看参考答案。",
+        "zh": "线索已经用完；`pdlab exercises solution {n}` 可查看参考答案。",
     },
     "confirm": {
         "en": "Show the reference solution of exercise {n}? It is best read after trying. [y/N] ",
