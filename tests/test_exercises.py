@@ -192,6 +192,18 @@ def test_known_wrong_variant_fails_naming_its_mistake(n, tmp_path):
     assert _flat(ex.get(n).mistakes[key]["en"]) in _flat(str(r))
 
 
+def test_returning_ready_before_the_kv_arrived_is_named(tmp_path):
+    source = """
+        def _update_waiting_for_remote_kv(self, request):
+            self.finished_recving_kv_req_ids.discard(request.request_id)
+            request.num_computed_tokens = request.num_tokens - 1
+            return True
+        """
+    r = ex.check(3, _write(tmp_path, "mine.py", source), seed=SEED, quiet=True)
+    assert not r.passed and r.failure.mistake == "ready_too_early", str(r)
+    assert "slow transfer" in r.failure.case
+
+
 def test_decode_kernel_reading_past_seq_len_is_named(tmp_path):
     from pdlab.exercises.base import Grader, Mismatch
     from pdlab.exercises.loader import load_function

@@ -145,6 +145,13 @@ class Grader:
     ) -> None:
         raise Mismatch(self.case_name, _show(expected), _show(got), mistake, evidence)
 
+    def pair(self, got: object, what: str) -> tuple[Any, Any]:
+        """``got`` as the two results a function must return (``what`` names them)."""
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            shown = f"{len(got)} values" if isinstance(got, (tuple, list)) else _show(got)
+            self.fail(what, shown)
+        return got[0], got[1]
+
     def expect(self, got: object, expected: object, mistakes: dict[str, object] | None = None,
                evidence: str = "") -> None:  # fmt: skip
         """Fail unless ``got == expected``; name the first known mistake whose answer

@@ -68,7 +68,7 @@ def grade(fn: Any, g: Grader) -> None:
     for name, contexts, q_lens in cases:
         with g.case(name):
             table, computed, q = _batch(g, contexts, q_lens)
-            got = list(fn([list(row) for row in table], list(computed), list(q), BS))
+            got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
             g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
     with g.case("inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6"):
         seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
@@ -79,7 +79,8 @@ def grade(fn: Any, g: Grader) -> None:
             rows = block_table.tolist()
             mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
                           list(query_lens), BS)  # fmt: skip
-            seen.append((slot_mapping.tolist(), list(mine), rows, list(num_computed_tokens),
+            mine = [int(s) for s in mine]
+            seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
                          list(query_lens)))  # fmt: skip
             return original.__func__(
                 cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,

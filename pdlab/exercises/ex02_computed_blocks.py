@@ -86,7 +86,7 @@ def grade(fn: Any, g: Grader) -> None:
             want_blocks, want_n = mgr.get_computed_blocks(Request("q", query))
             want = ([b.block_id for b in want_blocks], want_n)
             blocks, num = fn(mgr, Request("q", query))
-            got = ([getattr(b, "block_id", b) for b in blocks], num)
+            got = ([getattr(b, "block_id", b) for b in blocks], int(num))
             g.expect(got, want, {
                 "no_cap": _lookup(mgr, query, len(query) // BS),
                 "one_block_short": _lookup(mgr, query, len(query) // BS - 1),

@@ -14,20 +14,29 @@ from typing import Any
 
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.request import SamplingParams
 
 BS = er.BLOCK_SIZE
 
 
-def _run(fn: Any, prompt: list[int], g: Grader, twice: bool = False) -> dict[str, Any]:
-    """Run ``prompt`` through a P/D pair with ``fn`` on D; what happened."""
-    pair = er.pair()
+def _run(
+    fn: Any, prompt: list[int], g: Grader, twice: bool = False, delay: int = 0
+) -> dict[str, Any]:
+    """Run ``prompt`` through a P/D pair with ``fn`` on D (each read landing ``delay`` polls
+    after it starts); what happened."""
+    transport = InProcessTransport()
+    transport.delay_polls = delay
+    pair = er.pair(transport=transport)
     sched = pair.decode.scheduler
     calls: list[tuple[int, int, int, bool]] = []
 
     def learner(self: Any, request: Any) -> bool:
         before = request.num_computed_tokens
+        arrived = request.request_id in self.finished_recving_kv_req_ids
         ready = g.call(fn, self, request)
+        if ready and not arrived:
+            g.fail("False while the K/V are still arriving", "True", "ready_too_early")
         calls.append((before, request.num_computed_tokens, request.num_tokens, bool(ready)))
         return ready
 
@@ -53,11 +62,11 @@ def grade(fn: Any, g: Grader) -> None:
         ("one-token prompt, N = 1", 1),
     ]
     n = g.rng.randrange(5, 24)
-    lengths.append((f"random length N = {n}", n))
+    lengths.append((f"random length N = {n}, a slow transfer (3 polls)", n))
     for name, n in lengths:
         prompt = er.prompt_of(n, salt=g.seed % 7)
         with g.case(f"{name}: P/D pair with your function on D"):
-            got = _run(fn, prompt, g)
+            got = _run(fn, prompt, g, delay=3 if "slow" in name else 0)
             table = er.table_text(got["trace"], "D", g.lang)
             arrived = [c for c in got["calls"] if c[3]]
             after = arrived[0][1] if arrived else None
@@ -170,6 +179,11 @@ K/V 传输期间 request.num_computed_tokens 已经把它们算进去了（N 个
             "vllm-project/vllm#26896)",
             "zh": "把 num_computed_tokens 置 0：D 丢掉传来的 K/V，把自己前缀缓存里没有的部分重新"
             "预填充（vllm-project/vllm#26896 报告的现象）",
+        },
+        "ready_too_early": {
+            "en": "returning True before the K/V arrived: D would compute over blocks that "
+            "do not hold P's keys and values yet",
+            "zh": "K/V 还没到就返回了 True：D 会在还没有装入 P 的 key 和 value 的块上计算",
         },
         "kept_in_set": {
             "en": "not removing the id from finished_recving_kv_req_ids",

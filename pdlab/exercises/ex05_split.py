@@ -94,7 +94,7 @@ def grade(fn: Any, g: Grader) -> None:
         q, pf = [x[0] for x in rows], [x[1] for x in rows]
         with g.case(f"{name} (threshold {thr}, require_uniform {uniform}, treat {treat})"):
             m = _meta(q, pf)
-            got = tuple(fn(list(q), list(pf), thr, uniform, treat))
+            got = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
             want = split_decodes_and_prefills(m, thr, uniform, treat)
             wrong = {}
             if q:

@@ -57,16 +57,16 @@ def grade(fn: Any, g: Grader) -> None:
     ):
         with g.case(name):
             a, b, whole = _parts(g, t, h, ka, kb, shift=shift)
-            got = tuple(fn(a[0], a[1], b[0], b[1]))
+            got = g.pair(fn(a[0], a[1], b[0], b[1]), "a pair (out, lse)")
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             g.expect(got, whole, {"base2": _base2(a[0], a[1], b[0], b[1])})
     with g.case("part B empty (lse = -inf, its output NaN): the result is part A"):
         a, _, _ = _parts(g, t, h, 4, 1)
-        got = fn(a[0], a[1], *_empty(t, h, 8, math.nan))
+        got = g.pair(fn(a[0], a[1], *_empty(t, h, 8, math.nan)), "a pair (out, lse)")
         g.expect(tuple(got), a)
     with g.case("both parts empty: out = 0, lse = -inf, no NaN"):
-        got = fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0))
+        got = g.pair(fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)), "a pair (out, lse)")
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
     for label, make in (
         ("D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13", _pd),

@@ -90,7 +90,7 @@ def _grader(launch: Any):
         ):
             with g.case(name + ", unused slots hold NaN"):
                 args, want = _case(g, lens)
-                got = launch(fn, *args)
+                got = g.pair(launch(fn, *args), "a pair (out, lse)")
                 if bool(torch.isnan(got[1]).any()):  # NaN in an LSE: a NaN slot was scored
                     g.fail(want, tuple(got), "nan")
                 g.expect(tuple(got), want)
