@@ -33,14 +33,14 @@ def _write(tmp_path, name, source):
     return path
 
 
-@pytest.mark.parametrize("n", range(1, 11))
+@pytest.mark.parametrize("n", range(1, 12))
 def test_reference_solution_passes(n):
     r = ex.check(n, ex.reference(n), seed=SEED, quiet=True)
     assert r.passed, str(r)
     assert r.cases >= 4
 
 
-@pytest.mark.parametrize("n", range(1, 11))
+@pytest.mark.parametrize("n", range(1, 12))
 def test_untouched_stub_fails(n, tmp_path):
     path = ex.start(n, tmp_path)
     r = ex.check(n, path, seed=SEED, quiet=True)
@@ -172,6 +172,15 @@ WRONG = {
                     "d_prompt_tokens_computed_without_params": 13}
         """,
     ),
+    11: (
+        "top_left",
+        """
+        import torch
+
+        def causal_mask(q_len, k_len):
+            return torch.ones(q_len, k_len, dtype=torch.bool).tril()
+        """,
+    ),
 }
 NOMASK_TORCH = """
     import torch
@@ -221,6 +230,7 @@ def test_seams_are_put_back_even_when_the_learner_raises(tmp_path):
         kernels_module.merge_attn_states,
         runner_module.gather_batch_req_state,
         MLAAttention.__dict__["forward_mqa"],
+        MLAAttention.__dict__["forward_mha"],
         kernels_module.mla_decode,
     )
     raising = {1: "slot_mapping", 4: "decode_flags", 5: "split_decodes_and_prefills"}
@@ -229,7 +239,7 @@ def test_seams_are_put_back_even_when_the_learner_raises(tmp_path):
         r = ex.check(n, path, seed=SEED, quiet=True)
         assert not r.passed and "KeyError" in r.failure.raised
         assert f"e{n}.py:2" in r.failure.raised  # the learner's file and line
-    for n in (6, 7, 8):
+    for n in (6, 7, 8, 11):
         ex.check(n, ex.start(n, tmp_path / str(n)), seed=SEED, quiet=True)
     after = (
         CommonAttentionMetadata.__dict__["from_batch"],
@@ -237,6 +247,7 @@ def test_seams_are_put_back_even_when_the_learner_raises(tmp_path):
         kernels_module.merge_attn_states,
         runner_module.gather_batch_req_state,
         MLAAttention.__dict__["forward_mqa"],
+        MLAAttention.__dict__["forward_mha"],
         kernels_module.mla_decode,
     )
     assert after == before
@@ -366,9 +377,9 @@ def test_chinese_texts_use_the_glossary_terms():
 
 def test_bad_exercise_number_is_one_line(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["exercises", "hint", "11"])
+        main(["exercises", "hint", "12"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "exercise=11 is invalid" in err
+    assert info.value.code == 2 and "exercise=12 is invalid" in err
 
 
 def test_damaged_progress_file_is_set_aside(tmp_path):

@@ -43,6 +43,7 @@ _MODULES = (
     "ex08_decode_kernel",
     "ex09_crossover",
     "ex10_quiz",
+    "ex11_causal_mask",
 )
 
 __all__ = ["Exercise", "LearnerFileError", "Result", "check", "exercises", "get", "hint"]
