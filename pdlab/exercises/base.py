@@ -102,9 +102,16 @@ class Grader:
         self.cases = 0
         self.case_name = ""
 
+    def t(self, text: str | tuple[str, str]) -> str:
+        """``text`` in the grader's language: a string as it is (numbers, identifiers), an
+        ``(english, chinese)`` pair by ``lang``."""
+        return text if isinstance(text, str) else text[self.lang == "zh"]
+
     @contextlib.contextmanager
-    def case(self, name: str) -> Iterator[None]:
-        """One named case: an exception from the learner's code becomes a Mismatch."""
+    def case(self, name: str | tuple[str, str]) -> Iterator[None]:
+        """One named case (``name`` as :meth:`t` takes it): an exception from the learner's
+        code becomes a Mismatch."""
+        name = self.t(name)
         self.case_name = name
         try:
             yield
@@ -143,9 +150,22 @@ class Grader:
         mistake: str | None = None,
         evidence: str = "",
     ) -> None:
-        raise Mismatch(self.case_name, _show(expected), _show(got), mistake, evidence)
+        raise Mismatch(
+            self.case_name, _show(self._lang(expected)), _show(self._lang(got)), mistake, evidence
+        )
 
-    def pair(self, got: object, what: str) -> tuple[Any, Any]:
+    def _lang(self, value: object) -> object:
+        """An ``(english, chinese)`` pair of strings in the grader's language."""
+        pair = isinstance(value, tuple) and len(value) == 2
+        if (
+            pair
+            and all(isinstance(v, str) for v in value)
+            and any(ord(c) > 0x2E80 for c in value[1])
+        ):
+            return self.t(value)
+        return value
+
+    def pair(self, got: object, what: str | tuple[str, str]) -> tuple[Any, Any]:
         """``got`` as the two results a function must return (``what`` names them)."""
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             shown = f"{len(got)} values" if isinstance(got, (tuple, list)) else _show(got)

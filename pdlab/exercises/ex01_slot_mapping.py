@@ -58,19 +58,46 @@ def _batch(g: Grader, contexts: list[int], q_lens: list[int]) -> tuple[list[list
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
-        ("one request, empty context, 5 new tokens", [0], [5]),
-        (f"exactly 2 blocks: empty context, {2 * BS} new tokens", [0], [2 * BS]),
-        (f"2 blocks + 1: context {2 * BS}, 1 new token (a decode)", [2 * BS], [1]),
-        ("a later chunk: context 6, 5 new tokens", [6], [5]),
-        ("one-token prompt", [0], [1]),
-        ("random batch of three", [r(0, 12), r(0, 12), r(0, 12)], [r(1, 9), 1, r(1, 9)]),
+        (
+            ("one request, empty context, 5 new tokens", "一个请求，空上下文，5 个新 token"),
+            [0],
+            [5],
+        ),
+        (
+            (
+                f"exactly 2 blocks: empty context, {2 * BS} new tokens",
+                f"正好 2 块：空上下文，{2 * BS} 个新 token",
+            ),
+            [0],
+            [2 * BS],
+        ),
+        (
+            (
+                f"2 blocks + 1: context {2 * BS}, 1 new token (a decode)",
+                f"2 块 + 1：上下文 {2 * BS}，1 个新 token（解码）",
+            ),
+            [2 * BS],
+            [1],
+        ),
+        (("a later chunk: context 6, 5 new tokens", "后续分块：上下文 6，5 个新 token"), [6], [5]),
+        (("one-token prompt", "只有一个 token 的提示词"), [0], [1]),
+        (
+            ("random batch of three", "随机的三请求批次"),
+            [r(0, 12), r(0, 12), r(0, 12)],
+            [r(1, 9), 1, r(1, 9)],
+        ),
     ]
     for name, contexts, q_lens in cases:
         with g.case(name):
             table, computed, q = _batch(g, contexts, q_lens)
             got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
             g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
-    with g.case("inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6"):
+    with g.case(
+        (
+            "inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
+            "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6",
+        )
+    ):
         seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
         original = CommonAttentionMetadata.__dict__["from_batch"]
 
@@ -97,7 +124,12 @@ def grade(fn: Any, g: Grader) -> None:
                 error, out = f"{type(e).__name__}: {e}", []
         for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
             if mine != right:
-                g.case_name = f"engine step {step}: contexts {computed}, new tokens {q}"
+                g.case_name = g.t(
+                    (
+                        f"engine step {step}: contexts {computed}, new tokens {q}",
+                        f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
+                    )
+                )
                 g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
         want = [er.colocated_tokens(tuple(p)) for p in prompts]
         g.expect(er.tokens(out), want, evidence=er.said(error, g.lang))

@@ -71,15 +71,42 @@ def grade(fn: Any, g: Grader) -> None:
     a = er.prompt_of(3 * BS + 1, salt=g.seed % 5)
     other = [(t + 101) % 256 for t in a]
     cases = [
-        (f"fully cached prompt of exactly 3 blocks (N = {3 * BS})", [a[: 3 * BS]], a[: 3 * BS]),
-        (f"fully cached prompt of 3 blocks + 1 (N = {3 * BS + 1})", [a], a),
-        ("one-token prompt, cached", [a[:1]], a[:1]),
-        ("empty cache", [], a),
-        ("second block equal, first block different", [a], other[:BS] + a[BS:]),
-        ("shares 5 tokens: one whole block", [a], a[:5] + other[5:]),
+        (
+            (
+                f"fully cached prompt of exactly 3 blocks (N = {3 * BS})",
+                f"全部已缓存、正好 3 块的提示词（N = {3 * BS}）",
+            ),
+            [a[: 3 * BS]],
+            a[: 3 * BS],
+        ),
+        (
+            (
+                f"fully cached prompt of 3 blocks + 1 (N = {3 * BS + 1})",
+                f"全部已缓存、3 块 + 1 的提示词（N = {3 * BS + 1}）",
+            ),
+            [a],
+            a,
+        ),
+        (("one-token prompt, cached", "已缓存的一 token 提示词"), [a[:1]], a[:1]),
+        (("empty cache", "空缓存"), [], a),
+        (
+            ("second block equal, first block different", "第二块相同、第一块不同"),
+            [a],
+            other[:BS] + a[BS:],
+        ),
+        (("shares 5 tokens: one whole block", "共享 5 个 token：一个整块"), [a], a[:5] + other[5:]),
     ]
     n = g.rng.randrange(2, 4 * BS)
-    cases.append((f"random: shares {n} of {3 * BS + 1} tokens", [a], a[:n] + other[n:]))
+    cases.append(
+        (
+            (
+                f"random: shares {n} of {3 * BS + 1} tokens",
+                f"随机：共享 {3 * BS + 1} 个 token 中的 {n} 个",
+            ),
+            [a],
+            a[:n] + other[n:],
+        )
+    )
     for name, cached, query in cases:
         with g.case(name):
             mgr = _warm(cached)
@@ -93,7 +120,12 @@ def grade(fn: Any, g: Grader) -> None:
                 "no_chain": _lookup(mgr, query, (len(query) - 1) // BS, chain=False),
             })  # fmt: skip
     prompts = [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]]
-    with g.case("inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12"):
+    with g.case(
+        (
+            "inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
+            "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个",
+        )
+    ):
         want_out, want_hits, _, _ = _engine_run(None, g, prompts)
         outs, hits, error, tracer = _engine_run(fn, g, prompts)
         evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)

@@ -36,7 +36,8 @@ def _run(
         arrived = request.request_id in self.finished_recving_kv_req_ids
         ready = g.call(fn, self, request)
         if ready and not arrived:
-            g.fail("False while the K/V are still arriving", "True", "ready_too_early")
+            g.fail(("False while the K/V are still arriving", "K/V 还在路上时返回 False"), "True",
+                   "ready_too_early")  # fmt: skip
         calls.append((before, request.num_computed_tokens, request.num_tokens, bool(ready)))
         return ready
 
@@ -56,46 +57,79 @@ def _run(
 
 def grade(fn: Any, g: Grader) -> None:
     lengths = [
-        (f"3 blocks + 1, N = {3 * BS + 1}", 3 * BS + 1),
-        (f"exactly 3 blocks, N = {3 * BS}", 3 * BS),
-        (f"exactly one block, N = {BS}", BS),
-        ("one-token prompt, N = 1", 1),
+        ((f"3 blocks + 1, N = {3 * BS + 1}", f"3 块 + 1，N = {3 * BS + 1}"), 3 * BS + 1, 0),
+        ((f"exactly 3 blocks, N = {3 * BS}", f"正好 3 块，N = {3 * BS}"), 3 * BS, 0),
+        ((f"exactly one block, N = {BS}", f"正好 1 块，N = {BS}"), BS, 0),
+        (("one-token prompt, N = 1", "一 token 提示词，N = 1"), 1, 0),
     ]
     n = g.rng.randrange(5, 24)
-    lengths.append((f"random length N = {n}, a slow transfer (3 polls)", n))
-    for name, n in lengths:
+    lengths.append(
+        (
+            (
+                f"random length N = {n}, a slow transfer (3 polls)",
+                f"随机长度 N = {n}，慢速传输（3 次轮询）",
+            ),
+            n,
+            3,
+        )
+    )
+    for name, n, delay in lengths:
         prompt = er.prompt_of(n, salt=g.seed % 7)
-        with g.case(f"{name}: P/D pair with your function on D"):
-            got = _run(fn, prompt, g, delay=3 if "slow" in name else 0)
+        with g.case(
+            (
+                f"{name[0]}: P/D pair with your function on D",
+                f"{name[1]}：D 上装着你的函数的 P/D 对",
+            )
+        ):
+            got = _run(fn, prompt, g, delay=delay)
             table = er.table_text(got["trace"], "D", g.lang)
             arrived = [c for c in got["calls"] if c[3]]
             after = arrived[0][1] if arrived else None
             if got["error"] is not None or after == n:
                 g.fail(
-                    f"num_computed_tokens = N - 1 = {n - 1}, then one token scheduled on D",
-                    f"num_computed_tokens = {after} of num_tokens = {n}",
+                    (
+                        f"num_computed_tokens = N - 1 = {n - 1}, then one token scheduled on D",
+                        f"num_computed_tokens = N - 1 = {n - 1}，然后 D 上调度 1 个 token",
+                    ),
+                    (
+                        f"num_computed_tokens = {after} of num_tokens = {n}",
+                        f"num_computed_tokens = {after}，num_tokens = {n}",
+                    ),
                     "no_minus_one" if after == n else None,
                     er.said(got["error"], g.lang)
                     + "\n"
                     + er.table_text(got["trace"], None, g.lang),
                 )
             if got["left_in_set"]:
-                g.fail("finished_recving_kv_req_ids empty after the run",
-                       f"still holds {got['left_in_set']}", "kept_in_set", table)  # fmt: skip
+                g.fail(("finished_recving_kv_req_ids empty after the run",
+                        "运行结束后 finished_recving_kv_req_ids 为空"),
+                       (f"still holds {got['left_in_set']}", f"仍有 {got['left_in_set']}"),
+                       "kept_in_set", table)  # fmt: skip
             first = er.first_d_step(got["trace"])
             want = (n - 1, 1)
             have = (first["num_computed_tokens_before"], first["num_scheduled_tokens"])
             if have != want:
                 mistake = {0: "recompute_all", n - 2: "minus_two"}.get(after) if n > 1 else None
                 g.fail(
-                    f"D's first step: {n - 1} computed before, 1 scheduled",
-                    f"{have[0]} computed before, {have[1]} scheduled",
+                    (
+                        f"D's first step: {n - 1} computed before, 1 scheduled",
+                        f"D 的第一步：之前已算 {n - 1}，调度 1",
+                    ),
+                    (
+                        f"{have[0]} computed before, {have[1]} scheduled",
+                        f"之前已算 {have[0]}，调度 {have[1]}",
+                    ),
                     mistake,
                     table,
                 )
             g.expect(got["tokens"], er.colocated_tokens(tuple(prompt)), evidence=table)
     n = 3 * BS + 2
-    with g.case(f"the same prompt twice, N = {n}: D's prefix cache holds the received blocks"):
+    with g.case(
+        (
+            f"the same prompt twice, N = {n}: D's prefix cache holds the received blocks",
+            f"同一提示词两次，N = {n}：D 的前缀缓存里有收到的块",
+        )
+    ):
         got = _run(fn, er.prompt_of(n, salt=1), g, twice=True)
         want_hit = (n - 1) // BS * BS
         g.expect(got["hits"], [want_hit], evidence=er.table_text(got["trace"], "D", g.lang))

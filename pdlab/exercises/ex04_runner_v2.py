@@ -69,22 +69,45 @@ def _reference_routes(pcp: int, n: int) -> list[tuple]:
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
-        ("D's first step: 1 token over N - 1 = 12 cached", [(1, 12, 13)], False),
-        ("D's first step under prefill context parallelism", [(1, 12, 13)], True),
-        ("one-token prompt, nothing cached", [(1, 0, 1)], False),
-        ("three decodes", [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
-        ("a decode, D's step and a fresh prompt", [(1, 20, 8), (1, 12, 13), (7, 0, 7)], False),
-        ("a decode and D's step, with PCP", [(1, 20, 8), (1, 12, 13)], True),
-        ("a later chunk of a prompt: 4 tokens over 8", [(4, 8, 20), (1, 9, 5)], False),
+        (
+            (
+                "D's first step: 1 token over N - 1 = 12 cached",
+                "D 的第一步：在 N - 1 = 12 个已缓存 token 之上算 1 个",
+            ),
+            [(1, 12, 13)],
+            False,
+        ),
+        (
+            ("D's first step under prefill context parallelism", "预填充上下文并行下 D 的第一步"),
+            [(1, 12, 13)],
+            True,
+        ),
+        (("one-token prompt, nothing cached", "一 token 提示词，无缓存"), [(1, 0, 1)], False),
+        (("three decodes", "三个解码行"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
+        (
+            ("a decode, D's step and a fresh prompt", "一个解码行、D 的那一步和一个新提示词"),
+            [(1, 20, 8), (1, 12, 13), (7, 0, 7)],
+            False,
+        ),
+        (
+            ("a decode and D's step, with PCP", "一个解码行和 D 的那一步，开启 PCP"),
+            [(1, 20, 8), (1, 12, 13)],
+            True,
+        ),
+        (
+            ("a later chunk of a prompt: 4 tokens over 8", "提示词的后续分块：在 8 个之上算 4 个"),
+            [(4, 8, 20), (1, 9, 5)],
+            False,
+        ),
     ]
     rows = []
     for _ in range(4):
         p = r(1, 20)
         c = r(0, p + 5)
         rows.append((1 if c >= p else r(1, p - c + 1), c, p))
-    cases.append((f"random batch {rows}", rows, bool(r(0, 2))))
+    cases.append(((f"random batch {rows}", f"随机批次 {rows}"), rows, bool(r(0, 2))))
     for name, rows, use_pcp in cases:
-        with g.case(name + (" (use_pcp)" if use_pcp else "")):
+        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
             b = _batch(rows, use_pcp)
             args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
                     list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
@@ -101,7 +124,12 @@ def grade(fn: Any, g: Grader) -> None:
                     (x and qi == 1 and ci > 0) or not x for x, qi, ci in zip(pf, q, c))),
             })  # fmt: skip
     for pcp in (1, 2):
-        with g.case(f"inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13"):
+        with g.case(
+            (
+                f"inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13",
+                f"在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
+            )
+        ):
             want = _reference_routes(pcp, 13)
             got, table = _routes(fn, g, pcp, 13)
             g.expect(got, want, evidence=table)

@@ -75,24 +75,76 @@ def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     D = (1, True)  # D's first step: one token, still prefilling
     cases = [
-        ("D's step alone, default switches", [D], 1, True, True),
-        ("D's step alone, treat_short_extends_as_decodes=False (PCP)", [D], 1, True, False),
-        ("decode, D's step, fresh prompt of 7", [(1, False), D, (7, True)], 1, False, True),
-        ("decode, D's step, fresh prompt, PCP", [(1, False), D, (7, True)], 1, False, False),
-        ("FlashMLA (128, uniform): decodes, prompt of 5", [(1, False), (1, False), (5, True)],
-         128, True, True),
-        ("FLASH_ATTN_MLA (512, varlen): decodes, prompt of 5",
-         [(1, False), (1, False), (5, True)], 512, False, True),
-        ("uniform with padding rows (query_len 0)", [(2, False), (0, False), (2, False)],
-         4, True, True),
-        ("first row above the threshold", [(9, True), (1, False)], 1, False, True),
-        ("empty batch", [], 1, False, True),
-    ]  # fmt: skip
+        (("D's step alone, default switches", "只有 D 的那一步，默认开关"), [D], 1, True, True),
+        (
+            (
+                "D's step alone, treat_short_extends_as_decodes=False (PCP)",
+                "只有 D 的那一步，treat_short_extends_as_decodes=False（PCP）",
+            ),
+            [D],
+            1,
+            True,
+            False,
+        ),
+        (
+            ("decode, D's step, fresh prompt of 7", "解码行、D 的那一步、7 个 token 的新提示词"),
+            [(1, False), D, (7, True)],
+            1,
+            False,
+            True,
+        ),
+        (
+            ("decode, D's step, fresh prompt, PCP", "解码行、D 的那一步、新提示词，PCP"),
+            [(1, False), D, (7, True)],
+            1,
+            False,
+            False,
+        ),
+        (
+            (
+                "FlashMLA (128, uniform): decodes, prompt of 5",
+                "FlashMLA（128，uniform）：解码行、5 个 token 的提示词",
+            ),
+            [(1, False), (1, False), (5, True)],
+            128,
+            True,
+            True,
+        ),
+        (
+            (
+                "FLASH_ATTN_MLA (512, varlen): decodes, prompt of 5",
+                "FLASH_ATTN_MLA（512，varlen）：解码行、5 个 token 的提示词",
+            ),
+            [(1, False), (1, False), (5, True)],
+            512,
+            False,
+            True,
+        ),
+        (
+            ("uniform with padding rows (query_len 0)", "uniform，带填充行（query_len 0）"),
+            [(2, False), (0, False), (2, False)],
+            4,
+            True,
+            True,
+        ),
+        (
+            ("first row above the threshold", "第一行超过阈值"),
+            [(9, True), (1, False)],
+            1,
+            False,
+            True,
+        ),
+        (("empty batch", "空批次"), [], 1, False, True),
+    ]
     rows = sorted(((r(1, 4), bool(r(0, 2))) for _ in range(5)), key=lambda x: x[0])
-    cases.append((f"random batch {rows}", rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2))))
+    cases.append(
+        ((f"random batch {rows}", f"随机批次 {rows}"), rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2)))
+    )
     for name, rows, thr, uniform, treat in cases:
         q, pf = [x[0] for x in rows], [x[1] for x in rows]
-        with g.case(f"{name} (threshold {thr}, require_uniform {uniform}, treat {treat})"):
+        with g.case(
+            tuple(f"{x} (threshold {thr}, require_uniform {uniform}, treat {treat})" for x in name)
+        ):
             m = _meta(q, pf)
             got = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
             want = split_decodes_and_prefills(m, thr, uniform, treat)
@@ -104,11 +156,17 @@ def grade(fn: Any, g: Grader) -> None:
                 wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
             g.expect(got, want, wrong)
     for what, label in (
-        ("pd1", "P/D pair, N = 13"),
-        ("pd2", "P/D pair under PCP = 2, N = 13"),
-        ("mixed", "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10"),
+        ("pd1", ("P/D pair, N = 13", "P/D 对，N = 13")),
+        ("pd2", ("P/D pair under PCP = 2, N = 13", "PCP = 2 下的 P/D 对，N = 13")),
+        (
+            "mixed",
+            (
+                "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10",
+                "非分离 FlashMLA 批次：3、9、14 个 token，预算 10",
+            ),
+        ),
     ):
-        with g.case(f"inside the MLA builder: {label}"):
+        with g.case((f"inside the MLA builder: {label[0]}", f"在 MLA builder 中：{label[1]}")):
             want_out, want_routes = _reference(what)
             out, routes, tracer = _run(fn, g, what)
             table = er.table_text(tracer, "D" if what.startswith("pd") else None, g.lang)

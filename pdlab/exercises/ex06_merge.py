@@ -51,28 +51,63 @@ def _empty(t: int, h: int, d: int, fill: float) -> tuple[torch.Tensor, torch.Ten
 def grade(fn: Any, g: Grader) -> None:
     t, h = g.rng.randrange(1, 6), g.rng.randrange(1, 5)
     for name, ka, kb, shift in (
-        (f"random: {t} tokens, {h} heads, 5 keys + 7 keys", 5, 7, 0.0),
-        ("one key in each part", 1, 1, 0.0),
-        ("large scores (LSEs in the hundreds)", 6, 3, 100.0),
+        (
+            (
+                f"random: {t} tokens, {h} heads, 5 keys + 7 keys",
+                f"随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
+            ),
+            5,
+            7,
+            0.0,
+        ),
+        (("one key in each part", "每部分一个 key"), 1, 1, 0.0),
+        (("large scores (LSEs in the hundreds)", "很大的分数（LSE 上百）"), 6, 3, 100.0),
     ):
         with g.case(name):
             a, b, whole = _parts(g, t, h, ka, kb, shift=shift)
-            got = g.pair(fn(a[0], a[1], b[0], b[1]), "a pair (out, lse)")
+            got = g.pair(fn(a[0], a[1], b[0], b[1]), ("a pair (out, lse)", "一对 (out, lse)"))
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             g.expect(got, whole, {"base2": _base2(a[0], a[1], b[0], b[1])})
-    with g.case("part B empty (lse = -inf, its output NaN): the result is part A"):
+    with g.case(
+        (
+            "part B empty (lse = -inf, its output NaN): the result is part A",
+            "B 部分为空（lse = -inf，输出为 NaN）：结果就是 A 部分",
+        )
+    ):
         a, _, _ = _parts(g, t, h, 4, 1)
-        got = g.pair(fn(a[0], a[1], *_empty(t, h, 8, math.nan)), "a pair (out, lse)")
+        got = g.pair(
+            fn(a[0], a[1], *_empty(t, h, 8, math.nan)), ("a pair (out, lse)", "一对 (out, lse)")
+        )
         g.expect(tuple(got), a)
-    with g.case("both parts empty: out = 0, lse = -inf, no NaN"):
-        got = g.pair(fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)), "a pair (out, lse)")
+    with g.case(
+        (
+            "both parts empty: out = 0, lse = -inf, no NaN",
+            "两部分都为空：out = 0，lse = -inf，不能有 NaN",
+        )
+    ):
+        got = g.pair(
+            fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)),
+            ("a pair (out, lse)", "一对 (out, lse)"),
+        )
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
     for label, make in (
-        ("D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13", _pd),
-        ("a colocated engine, chunked prefill (budget 5), N = 14", _chunked),
+        (
+            (
+                "D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13",
+                "PCP = 2 下 D 的一 token 步骤（forward_mha，12 个已缓存），N = 13",
+            ),
+            _pd,
+        ),
+        (
+            (
+                "a colocated engine, chunked prefill (budget 5), N = 14",
+                "非分离引擎，分块预填充（预算 5），N = 14",
+            ),
+            _chunked,
+        ),
     ):
-        with g.case(f"inside forward_mha: {label}"):
+        with g.case((f"inside forward_mha: {label[0]}", f"在 forward_mha 中：{label[1]}")):
             calls: list[tuple[Any, Any, Any]] = []
 
             def learner(out_a, lse_a, out_b, lse_b, *, backend=None, calls=calls):
@@ -87,7 +122,13 @@ def grade(fn: Any, g: Grader) -> None:
                 g.expect(got, right, {"base2": base2})
             g.expect(out, want, evidence=er.table_text(tracer, None, g.lang))
             if not calls:
-                g.fail("forward_mha merges its parts with merge_attn_states", "no call")
+                g.fail(
+                    (
+                        "forward_mha merges its parts with merge_attn_states",
+                        "forward_mha 用 merge_attn_states 合并各部分",
+                    ),
+                    ("no call", "没有调用"),
+                )
 
 
 def _pd():

@@ -63,9 +63,13 @@ def _engine(fn: Any, g: Grader, pd: bool):
 def grade(fn: Any, g: Grader) -> None:
     rand = g.rng.randrange(2, 30)
     for name, t, s in (
-        (f"random: one query over {rand} cached rows", 1, rand),
-        ("one cached row", 1, 1),
-        ("three queries over 9 rows", 3, 9),
+        (
+            (f"random: one query over {rand} cached rows", f"随机：一个 query，{rand} 行缓存"),
+            1,
+            rand,
+        ),
+        (("one cached row", "只有一行缓存"), 1, 1),
+        (("three queries over 9 rows", "三个 query，9 行缓存"), 3, 9),
     ):
         with g.case(name):
             q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s)
@@ -77,13 +81,20 @@ def grade(fn: Any, g: Grader) -> None:
             no_rope, _ = mla_naive(q0, kv_c, k_pe, w, n, v, scale, causal=False)
             g.expect(got, want, {"latent_scale": wrong_scale, "no_rope": no_rope})
     for pd in (True, False):
-        label = "D's steps of a P/D pair, N = 13" if pd else "a colocated engine, N = 13"
-        with g.case(f"inside forward_mqa: {label}"):
+        label = (
+            ("D's steps of a P/D pair, N = 13", "P/D 对中 D 的各步，N = 13")
+            if pd
+            else ("a colocated engine, N = 13", "非分离引擎，N = 13")
+        )
+        with g.case((f"inside forward_mqa: {label[0]}", f"在 forward_mqa 中：{label[1]}")):
             out, want, calls, tracer = _engine(fn, g, pd)
             table = er.table_text(tracer, "D", g.lang) if tracer is not None else ""
             g.expect(out, want, evidence=table)
             if not calls:
-                g.fail("forward_mqa runs the decode steps", "no decode step ran")
+                g.fail(
+                    ("forward_mqa runs the decode steps", "forward_mqa 运行解码步骤"),
+                    ("no decode step ran", "没有运行任何解码步骤"),
+                )
 
 
 EXERCISE = Exercise(

@@ -83,18 +83,35 @@ def _grader(launch: Any):
     def grade(fn: Any, g: Grader) -> None:
         n = g.rng.randrange(2, 4 * PAGE)
         for name, lens in (
-            ("one cached row (seq_len 1)", [1]),
-            (f"exactly 2 pages (seq_len {2 * PAGE})", [2 * PAGE]),
-            (f"2 pages + 1 (seq_len {2 * PAGE + 1})", [2 * PAGE + 1]),
-            (f"random batch: seq_lens [{n}, 3, {2 * PAGE - 1}]", [n, 3, 2 * PAGE - 1]),
+            (("one cached row (seq_len 1)", "只有一行缓存（seq_len 1）"), [1]),
+            (
+                (f"exactly 2 pages (seq_len {2 * PAGE})", f"正好 2 页（seq_len {2 * PAGE}）"),
+                [2 * PAGE],
+            ),
+            (
+                (f"2 pages + 1 (seq_len {2 * PAGE + 1})", f"2 页 + 1（seq_len {2 * PAGE + 1}）"),
+                [2 * PAGE + 1],
+            ),
+            (
+                (
+                    f"random batch: seq_lens [{n}, 3, {2 * PAGE - 1}]",
+                    f"随机批次：seq_lens [{n}, 3, {2 * PAGE - 1}]",
+                ),
+                [n, 3, 2 * PAGE - 1],
+            ),
         ):
-            with g.case(name + ", unused slots hold NaN"):
+            with g.case((name[0] + ", unused slots hold NaN", name[1] + "，未用的槽为 NaN")):
                 args, want = _case(g, lens)
-                got = g.pair(launch(fn, *args), "a pair (out, lse)")
+                got = g.pair(launch(fn, *args), ("a pair (out, lse)", "一对 (out, lse)"))
                 if bool(torch.isnan(got[1]).any()):  # NaN in an LSE: a NaN slot was scored
                     g.fail(want, tuple(got), "nan")
                 g.expect(tuple(got), want)
-        with g.case("inside a colocated engine: mla_decode is your kernel, N = 13"):
+        with g.case(
+            (
+                "inside a colocated engine: mla_decode is your kernel, N = 13",
+                "在非分离引擎中：mla_decode 换成你的算子，N = 13",
+            )
+        ):
             calls = []
 
             def mla_decode(q, kv_cache, block_table, seq_lens, scale, num_kv_splits=None,
@@ -108,7 +125,10 @@ def _grader(launch: Any):
                 out = er.colocated().generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS))
             g.expect(er.tokens(out), [er.colocated_tokens(tuple(prompt))])
             if not calls:
-                g.fail("the decode steps call mla_decode", "no call")
+                g.fail(
+                    ("the decode steps call mla_decode", "解码步骤调用 mla_decode"),
+                    ("no call", "没有调用"),
+                )
 
     return grade
 

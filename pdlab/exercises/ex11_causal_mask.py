@@ -80,19 +80,44 @@ def grade(fn: Any, g: Grader) -> None:
     q = g.rng.randrange(1, 6)
     k = q + g.rng.randrange(0, 9)
     for name, ql, kl in (
-        ("a fresh prompt: 5 queries, 5 keys", 5, 5),
-        ("a later chunk: 3 new tokens after 4 cached", 3, 7),
-        ("D's step: 1 query over 12 cached + itself", 1, 13),
-        (f"random: {q} queries, {k} keys", q, k),
+        (("a fresh prompt: 5 queries, 5 keys", "新提示词：5 个 query，5 个 key"), 5, 5),
+        (
+            ("a later chunk: 3 new tokens after 4 cached", "后续分块：4 个已缓存之后 3 个新 token"),
+            3,
+            7,
+        ),
+        (
+            (
+                "D's step: 1 query over 12 cached + itself",
+                "D 的那一步：1 个 query，12 个已缓存加它自己",
+            ),
+            1,
+            13,
+        ),
+        ((f"random: {q} queries, {k} keys", f"随机：{q} 个 query，{k} 个 key"), q, k),
     ):
         with g.case(name):
             got = torch.as_tensor(fn(ql, kl), dtype=torch.bool)
             g.expect(got, causal_mask(ql, kl), _wrong(ql, kl))
     for pd, label in (
-        (False, "a colocated engine, chunked prefill (budget 5), N = 14"),
-        (True, "D's one-token step under PCP = 2, N = 13"),
+        (
+            False,
+            (
+                "a colocated engine, chunked prefill (budget 5), N = 14",
+                "非分离引擎，分块预填充（预算 5），N = 14",
+            ),
+        ),
+        (
+            True,
+            ("D's one-token step under PCP = 2, N = 13", "PCP = 2 下 D 的一 token 步骤，N = 13"),
+        ),
     ):
-        with g.case(f"inside forward_mha (one attention with your mask): {label}"):
+        with g.case(
+            (
+                f"inside forward_mha (one attention with your mask): {label[0]}",
+                f"在 forward_mha 中（用你的掩码做一次注意力）：{label[1]}",
+            )
+        ):
             got, want, tracer, calls = _engine(fn, g, pd)
             table = er.table_text(tracer, "D" if pd else None, g.lang)
             for out, right in calls:  # each call's attention output, as the real path's
