@@ -128,7 +128,8 @@ def test_block_size_option(capsys, tmp_path) -> None:
     assert any("3–5" in r for r in rows(out))
 
 
-def test_pcp_option_sets_the_main_run(capsys, tmp_path) -> None:
+def test_pcp_option_sets_the_main_run(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the set-ups side by side
     out, t = run_tour(capsys, tmp_path, "--pcp", "2", "--chapter", "4")
     assert {r["prefill_context_parallel_size"] for r in t.meta["routing"].values()} == {2}
     assert {r["treat_short_extends_as_decodes"] for r in t.meta["routing"].values()} == {False}
@@ -139,7 +140,10 @@ def test_pcp_option_sets_the_main_run(capsys, tmp_path) -> None:
     assert "V2 + PCP 2 (main run)" in flat(out) and "V2 (default) (main run)" not in flat(out)
 
 
-def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_path) -> None:
+def test_chapter_4_alone_shows_every_set_up_and_the_fresh_prompt(
+    capsys, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the set-ups side by side
     out, t = run_tour(capsys, tmp_path, "--chapter", "4")
     assert len(headings(out)) == 1 and "Chapter 4" in headings(out)[0]
     for n in (1, 2, 3, 5, 6):

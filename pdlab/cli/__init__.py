@@ -79,12 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _check_env() -> None:
-    """A bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES`` is one line before any work."""
+def _check_env(args: argparse.Namespace) -> None:
+    """A bad ``PDLAB_BACKEND``, ``PDLAB_CHECK_INDICES`` or ``--backend`` (triton missing, or
+    ``TRITON_INTERPRET`` off without a GPU) is one line before any work."""
     from pdlab.kernels import backend, checks
 
     backend.get_backend()
     checks.index_checks_enabled()
+    if getattr(args, "backend", None) is not None:
+        backend.check(args.backend, "flag")
 
 
 def _notebooks(args: argparse.Namespace) -> int:
@@ -103,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_outputs(args)
         if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
-            _check_env()
+            _check_env(args)
         if args.command == "doctor":
             from pdlab.tools import doctor
 

@@ -46,6 +46,19 @@ def port(text: str) -> int:
     return _number(text, int, lambda v: 0 <= v <= 65535, "a port in [0, 65535]")
 
 
+def prompt_text(text: str) -> str:
+    """A prompt the byte tokenizer can read: text that encodes as UTF-8 (a shell passes
+    other bytes through as lone surrogates, which do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not UTF-8 text (characters {e.start}-{e.end - 1} are undecodable "
+            "bytes): expected text in UTF-8, as the byte tokenizer reads it"
+        ) from None
+    return text
+
+
 def int_list(text: str) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
@@ -104,6 +117,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--prompt",
         action="append",
+        type=prompt_text,
         dest="prompts",
         metavar="TEXT",
         help="a prompt (repeat for a batch)",

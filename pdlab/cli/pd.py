@@ -109,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
         outs = pair.generate(ids, sp)
         outputs = {
-            o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
+            o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text, "error": o.error}
+            for o in outs
         }
         return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.procs import run_pd_procs

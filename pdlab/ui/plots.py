@@ -147,16 +147,22 @@ def _num_computed_tokens(trace: Tracer, instance: str | None, lang: str) -> Figu
         series.setdefault((r["instance"], r["req_id"]), []).append(
             (r["step"], r["num_computed_tokens_after"], r["path"])
         )
-    for (inst, rid), pts in series.items():
+    # Two instances often share a point (P and the colocated engine both prefill the prompt
+    # in step 1): each later series gets a different, smaller marker drawn on top, so every
+    # point stays visible as a ring inside the one before it.
+    for k, ((inst, rid), pts) in enumerate(series.items()):
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}")
+        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
         for x, y, path in pts:
             ax.plot(
                 [x],
                 [y],
-                "o",
+                "osD^v"[k % 5],
                 color=line.get_color(),
                 fillstyle="full" if path == "decode" else "none",
+                markersize=max(3.0, 11.0 - 2.0 * k),
+                markeredgewidth=1.5,
+                zorder=2 + k,
             )
     ax.set_xlabel(text(lang, "plot_nct_x"))
     ax.set_ylabel(text(lang, "plot_nct_y"))

@@ -44,6 +44,17 @@ TEXT: dict[str, dict[str, str]] = {
         "qk_rope_head_dim {R}）· block_size {bs} · model runner {runner} · MLA 后端配置"
         " {mla}：{why} · prefill_context_parallel_size {pcp} · 算子后端 {backend}",
     },
+    "how_to_read": {
+        "en": "Six chapters. Read one at a time with pdlab tour --chapter N (1 to 6); in a "
+        "terminal the whole tour opens in a pager (arrows or space to move, q to quit; "
+        "--no-pager prints it straight through).",
+        "zh": "共六章。可以用 pdlab tour --chapter N（1 到 6）一次读一章；"
+        "在终端里完整导览会在分页器中打开（方向键或空格翻页，q 退出；--no-pager 直接全部打印）。",
+    },
+    "tour_failed": {
+        "en": "The tour stops here: its chapters read what these requests computed.",
+        "zh": "导览到此为止：各章读取的正是这些请求的计算结果。",
+    },
     # ---- chapter titles --------------------------------------------------------------
     "ch1": {"en": "Chapter 1 · P: the prompt is prefilled", "zh": "第 1 章 · P：预填充提示词"},
     "ch2": {
@@ -565,6 +576,30 @@ TEXT: dict[str, dict[str, str]] = {
     "st_computed_after": {"en": "computed after", "zh": "本步后已算"},
     "st_routed_to": {"en": "routed to", "zh": "路由到"},
     "st_sampled": {"en": "sampled", "zh": "采样"},
+    # narrow headers (under 100 columns or so) and what the legend says they stand for
+    "st_legend": {"en": "Columns: ", "zh": "列："},
+    "st_request_s": {"en": "req", "zh": "请求"},
+    "st_prompt_N_s": {"en": "N", "zh": "N"},
+    "st_prompt_N_m": {"en": "num_prompt_tokens", "zh": "num_prompt_tokens（提示词长度）"},
+    "st_computed_before_s": {"en": "before", "zh": "前"},
+    "st_computed_before_m": {
+        "en": "num_computed_tokens before",
+        "zh": "本步前的 num_computed_tokens",
+    },
+    "st_scheduled_s": {"en": "sched", "zh": "调度"},
+    "st_scheduled_m": {"en": "tokens scheduled", "zh": "本步调度的 token 数"},
+    "st_computed_after_s": {"en": "after", "zh": "后"},
+    "st_computed_after_m": {
+        "en": "num_computed_tokens after",
+        "zh": "本步后的 num_computed_tokens",
+    },
+    "st_sampled_s": {"en": "tok", "zh": "采样"},
+    "st_sampled_m": {"en": "token sampled", "zh": "采样出的 token"},
+    "st_error": {"en": "error", "zh": "出错"},
+    "st_failed": {
+        "en": "{req} failed on {inst} at step {step}: {error}",
+        "zh": "{req} 在 {inst} 的第 {step} 步出错：{error}",
+    },
 }
 
 

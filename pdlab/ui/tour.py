@@ -20,6 +20,9 @@ V2, the default; ``vllm/v1/worker/gpu_model_runner.py`` is V1),
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -30,6 +33,7 @@ from pdlab.cli.args import (
     add_routing_arguments,
     add_run_arguments,
     positive_int,
+    prompt_text,
     routing_configs,
 )
 from pdlab.config import (
@@ -38,8 +42,7 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.engine import one_thread
-from pdlab.ui.console import make_console
+from pdlab.ui.console import make_console, request_errors
 from pdlab.ui.text import LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
@@ -69,7 +72,10 @@ def _preset(text: str) -> str:
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
+        "--prompt",
+        type=prompt_text,
+        default=DEFAULT_PROMPT,
+        help="the text prompt (default: %(default)r)",
     )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
@@ -98,6 +104,13 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help="kernel implementation (default torch; triton needs the triton package, "
         "and without a GPU it runs through Triton's interpreter, slowly)",
     )
+    p.add_argument(
+        "--no-pager",
+        dest="pager",
+        action="store_false",
+        help="print straight through (a terminal otherwise gets a pager when the tour is "
+        "longer than the screen; a pipe or a file never does)",
+    )
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,13 +128,37 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # ---- commands ----------------------------------------------------------------------------
+def page(text: str, height: int) -> None:
+    """Print ``text`` (with its colours), through ``less -R`` when it is longer than
+    ``height`` lines and ``less`` is there; plainly otherwise."""
+    less = shutil.which("less")
+    if less is None or text.count("\n") < height:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        subprocess.run([less, "-R"], input=text, text=True, check=False)
+    except KeyboardInterrupt:
+        pass
+
+
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for."""
+    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for.
+    On a terminal (and without ``--no-pager``) the chapters go through :func:`page`."""
+    c = console or make_console()
+    if console is None and getattr(args, "pager", False) and sys.stdout.isatty():
+        with c.capture() as captured:
+            code = _tour(args, c)
+        page(captured.get(), c.height)
+        return code
+    return _tour(args, c)
+
+
+def _tour(args: argparse.Namespace, c: Console) -> int:
     from pdlab.demo import run_demo
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.tour_kv import say
 
-    c = console or make_console()
     lang = args.lang
     if not args.prompt:
         raise ValueError("--prompt must not be empty")
@@ -136,6 +173,17 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         gpu=args.gpu,
         model_runner=args.model_runner,
     )
+    failed = [
+        e
+        for t in (demo.trace, demo.other_trace, demo.fresh_trace)
+        if t is not None
+        for e in request_errors(t)
+    ]
+    if failed:  # the chapters read what the requests computed: there is nothing to show
+        for e in failed:
+            c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
+        c.print(say(lang, "tour_failed"))
+        return 1
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
@@ -158,6 +206,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
                 why=demo.trace.meta["routing"]["D"]["selected_by"],
             )
         )
+        c.print(say(lang, "how_to_read"))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
         2: lambda: tour_kv.chapter2(c, demo, lang),
@@ -192,9 +241,9 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab trace``: any prompts, any settings; print the step table, save the trace."""
     from pdlab.disagg.pair import PDPair
-    from pdlab.engine import LLMEngine
+    from pdlab.engine import LLMEngine, one_thread
     from pdlab.request import SamplingParams
-    from pdlab.ui.console import step_table
+    from pdlab.ui.console import generation_line, step_table
 
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
@@ -223,7 +272,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     )
     c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
-        c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
+        c.print(generation_line(o.request_id, p, vars(o), args.lang))
     if args.json is not None:
         c.print(escape(text(args.lang, "wrote", path=trace.save(args.json))))
-    return 0
+    return 1 if any(o.error for o in outs) else 0

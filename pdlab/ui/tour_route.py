@@ -19,7 +19,6 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.attention.cost import (
     absorb_crossover_query_len,
@@ -31,7 +30,7 @@ from pdlab.config import ModelConfig
 from pdlab.demo import VARIANTS, Demo
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
-from pdlab.ui.fmt import flops, nbytes, ratio, token_char, tokens
+from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.tour_kv import say
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
@@ -144,8 +143,8 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
     )
     c.print(say(lang, "ch4_src", path=ex.path, qualname=ex.qualname))
     c.print(source_rich(ex))
-    tab = Table(title=say(lang, "ch4_table"))
-    tab.add_column("", no_wrap=True)  # the identifiers must read whole
+    tab = FitTable(title=say(lang, "ch4_table"), stack="columns")
+    tab.add_column("")
     for key in runs:
         mark = say(lang, "main_run") if key == main else ""
         name = f"col_{key[0]}_pcp{key[1]}"
@@ -212,7 +211,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     c.print(say(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
-    tab = Table(title=say(lang, "ch5_table"))
+    tab = FitTable(title=say(lang, "ch5_table"))
     for key in (
         "col_context",
         "col_pf_flops",
@@ -261,7 +260,7 @@ def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
             x=f"{absorb_crossover_query_len(cfg):.0f}",
         )
     )
-    tab = Table(title=say(lang, "ch5_fresh_table"))
+    tab = FitTable(title=say(lang, "ch5_fresh_table"))
     for key in ("col_prompt_len", "col_naive_flops", "col_absorbed_flops", "col_ratio"):
         tab.add_column(say(lang, key), justify="right")
     for q in FRESH_PROMPTS:
@@ -285,7 +284,7 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
         for e in later
     ):
         c.print(say(lang, "ch6_agree"))
-    tab = Table(title=say(lang, "ch6_outputs"))
+    tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
     for label, tokens_, key in (

@@ -163,6 +163,10 @@ class StepPlayer(widgets.VBox):
         head = text(self.lang, "v_player_title", inst=self.instance, step=step)
         sub = text(self.lang, "v_player_sub", total=total, usage=f"{usage:.0%}")
         self.title.value = f"<b>{esc(head)}</b>{esc(sub)}"
+        failed = {
+            e["req_id"]: e["error"]
+            for e in self.tracer.filter("request_error", self.instance, step=step)
+        }
         rows = [
             [
                 r["req_id"],
@@ -172,7 +176,9 @@ class StepPlayer(widgets.VBox):
                 r["num_scheduled_tokens"],
                 r["forward"],
                 r["block_ids"],
-                "" if r["sampled"] is None else r["sampled"],
+                f"{self.lab['error']}: {failed[r['req_id']]}"
+                if r["req_id"] in failed
+                else ("" if r["sampled"] is None else r["sampled"]),
             ]
             for r in self.tracer.step_rows(self.instance, step)
         ]
