@@ -20,7 +20,6 @@ from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 from pdlab.ui.console import step_table
-from pdlab.ui.text import text
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 64
@@ -87,12 +86,7 @@ def table_text(trace: Tracer, instance: str | None, lang: str, rows: int = 6) ->
     for ev in trace.events:
         if ev.kind != "step" or (ev.instance, ev.step) in shown:
             kept.events.append(ev)
-    table = step_table(kept, instance, lang=lang)
-    if instance is not None:
-        table.columns.pop(0)  # the instance, named in the title already
-    for col in table.columns:
-        if col.header == text(lang, "st_routed_to"):
-            col.min_width, col.no_wrap = len("forward_mqa"), True
+    table = step_table(kept, instance, lang=lang)  # it picks a layout that fits 80 columns
     buf = io.StringIO()
     Console(file=buf, width=80, color_system=None, highlight=False).print(table)
     return buf.getvalue().rstrip()
