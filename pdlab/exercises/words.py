@@ -59,6 +59,25 @@ WORDS: dict[str, dict[str, str]] = {
         "zh": "用同样的用例重跑：pdlab exercises check {n} {file} --seed {seed}",
     },
     "engine_said": {"en": "The engine said: {message}", "zh": "引擎报错：{message}"},
+    "nb_fill_in": {
+        "en": "Write a prediction for each of: {keys}; then run this cell again. The answers "
+        "stay hidden until then (solution=True shows them).",
+        "zh": "请为以下每一项写下预测：{keys}；然后再运行本单元格。在此之前答案不会显示"
+        "（solution=True 可直接查看）。",
+    },
+    "nb_you_said": {"en": "you said {value}", "zh": "你的答案是 {value}"},
+    "nb_all_right": {
+        "en": "All right: the engine agrees with every prediction.",
+        "zh": "全部正确：引擎的结果与每一项预测一致。",
+    },
+    "nb_solution": {
+        "en": "These are pdlab's answers, computed just now.",
+        "zh": "以上是 pdlab 刚刚算出的答案。",
+    },
+    "nb_some_wrong": {
+        "en": "Not all right: the values above are what pdlab computed.",
+        "zh": "有预测不对：上面的值是 pdlab 算出的结果。",
+    },
     "not_written": {
         "en": "NotImplementedError: the stub is not written yet",
         "zh": "NotImplementedError：桩函数还没有实现",
