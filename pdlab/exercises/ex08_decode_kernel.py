@@ -10,6 +10,7 @@ the engine: the learner's kernel replaces ``pdlab.kernels.mla_decode`` (upstream
 
 from __future__ import annotations
 
+import os
 import warnings
 from typing import Any
 
@@ -26,13 +27,18 @@ PAGE, L, R = 4, 16, 8
 
 
 def _launch_triton(kernel: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
+    """Launch the learner's kernel: through the interpreter on the CPU tensors, or compiled
+    on a GPU (the tensors go there and the results come back), as pdlab's backend chose."""
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    dev = "cpu" if interpreting else "cuda"
+    q, cache, table, seq_lens = (x.to(dev) for x in (q, cache, table, seq_lens))
     b, h, w = q.shape
-    out = torch.empty(b, h, kv_lora_rank)
-    lse = torch.empty(b, h)
+    out = torch.empty(b, h, kv_lora_rank, device=dev)
+    lse = torch.empty(b, h, device=dev)
     with warnings.catch_warnings():  # the interpreter's numpy warns of 0/0 in a bad kernel
         warnings.simplefilter("ignore", RuntimeWarning)
         _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank)
-    return out, lse
+    return out.cpu(), lse.cpu()
 
 
 def _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank):
