@@ -9,7 +9,8 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
    blocks, sets ``num_computed_tokens = N - 1``, runs the last prompt token again for its
    logits, and generates the whole answer.
 
-Both instances load the same weights (same seed), so the output equals a colocated run's.
+Both instances run one model object, so the same weights (``ModelConfig.weights``: the
+shipped checkpoint by default), and the output equals a colocated run's.
 The cross-process version is in ``pdlab/disagg/procs.py``.
 """
 

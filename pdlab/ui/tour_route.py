@@ -28,6 +28,7 @@ from pdlab.attention.cost import (
 )
 from pdlab.config import ModelConfig
 from pdlab.demo import VARIANTS, Demo
+from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
@@ -54,13 +55,13 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     }
 
 
-def _split_test(rt: Mapping[str, Any]) -> str:
+def _split_test(rt: Mapping[str, Any], lang: str = "en") -> str:
     """The test ``split_decodes_and_prefills`` applied to this request (alone in its batch,
     so ``require_uniform`` changes nothing), with the values the trace recorded."""
     q, t = rt["query_len"], rt["decode_threshold"]
     lines = [f"query_len > decode_threshold\n{q} > {t}: {q > t}"]
     if rt["treat_short_extends_as_decodes"]:
-        lines.append("treat_short_extends_as_decodes = True:\nis_prefilling not read")
+        lines.append("treat_short_extends_as_decodes = True:\n" + say(lang, "ch4_not_read"))
     else:
         lines.append(
             f"treat_short_extends_as_decodes = False:\nOR is_prefilling = {rt['is_prefilling']}"
@@ -165,7 +166,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             ("region", rt["region"]),
             ("decode_threshold", rt["decode_threshold"]),
             ("treat_short_extends_as_decodes", rt["treat_short_extends_as_decodes"]),
-            ("row_test", _split_test(rt)),
+            ("row_test", _split_test(rt, lang)),
             ("row_path", f"{rt['path']} → {rt['forward']}"),
             ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
             ("row_flops", flops(d["flops"])),
@@ -287,12 +288,12 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
     tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
-    for label, tokens_, key in (
-        (say(lang, "run_pd", pcp=demo.pcp), demo.pd_tokens, "pd"),
-        (say(lang, "run_pd", pcp=demo.other_pcp), demo.other_tokens, "other"),
-        (say(lang, "run_local", pcp=demo.pcp), demo.colocated_tokens, "colocated"),
+    for label, tokens_ in (
+        (say(lang, "run_pd", pcp=demo.pcp), demo.pd_tokens),
+        (say(lang, "run_pd", pcp=demo.other_pcp), demo.other_tokens),
+        (say(lang, "run_local", pcp=demo.pcp), demo.colocated_tokens),
     ):
-        tab.add_row(label, escape(str(tokens_)), escape(repr(demo.texts[key])))
+        tab.add_row(label, escape(str(tokens_)), escape(printable(tokens_)))
     c.print(tab)
     equal = demo.tokens_equal
     c.print(
