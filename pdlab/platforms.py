@@ -114,7 +114,11 @@ def select_mla_backend(gpu: str | None = None) -> BackendChoice:
         ok = _SUPPORTS_MAJOR.get(b)
         if cap is None or ok is None or cap[0] in ok:
             where = "the CPU platform" if cap is None else f"sm_{cap[0]}{cap[1]}"
-            return BackendChoice(b, key, f"{label} ({how}): {where} picks {b.upper()}")
+            if how.startswith("no GPU"):
+                why = f"{how}: {where} picks {b.upper()} (--gpu h200 follows a Hopper deployment)"
+            else:
+                why = f"{label} ({how}): {where} picks {b.upper()}"
+            return BackendChoice(b, key, why)
     raise AssertionError("every priority list ends in a backend that runs anywhere")
 
 
