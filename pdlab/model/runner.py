@@ -152,7 +152,7 @@ class ModelRunner:
                 new.num_computed_tokens,
                 outputs,
                 gen,
-                prefill_len=len(prompt) + len(outputs),
+                prefill_len=getattr(new, "prefill_len", 0) or len(prompt) + len(outputs),
             )
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
@@ -184,6 +184,11 @@ class ModelRunner:
                 finished_recving=set(recving or ()),
                 failed_recving=set(conn.get_failed_recving() or ()),
                 invalid_block_ids=set(conn.get_block_ids_with_load_errors() or ()),
+                num_loaded_tokens=dict(conn.take_loaded_tokens()),
+                first_token_ids={
+                    **conn.take_first_tokens(),
+                    **self._tokens_from_hidden_states(conn.take_hidden_states()),
+                },
             )
         req_ids = list(so.num_scheduled_tokens)
         return ModelRunnerOutput(
@@ -191,6 +196,22 @@ class ModelRunner:
             sampled_token_ids=[sampled.get(r, []) for r in req_ids],
             kv_connector_output=kv_out,
         )
+
+    def _tokens_from_hidden_states(
+        self, hidden: dict[str, tuple[int, list[float]]]
+    ) -> dict[str, list[int]]:
+        """D side, the hidden_state design: the first token of each request whose K/V
+        landed with P's last hidden state, from ``compute_logits`` alone (greedy: the
+        pair refuses this design for sampled requests)."""
+        out: dict[str, list[int]] = {}
+        p = next(self.model.parameters())
+        for rid, (position, h) in hidden.items():
+            row = self.model.compute_logits(torch.tensor([h], dtype=p.dtype, device=p.device))[0]
+            tok = int(torch.argmax(row))
+            out[rid] = [tok]
+            if self.emit is not None:
+                self.emit("sample", req_id=rid, token=tok, position=position, logit=float(row[tok]))
+        return out
 
     # ---- faults ----------------------------------------------------------------------
     def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
@@ -352,6 +373,10 @@ class ModelRunner:
                 sample_states.append(s)
         if last_rows:
             logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
+            conn = self.connector_worker
+            for i, s in enumerate(sample_states):
+                if conn is not None and conn.wants_hidden_state(s.req_id):
+                    conn.save_hidden_state(s.req_id, hidden[last_rows[i]])
             for s, row in zip(sample_states, logits):
                 tok = self._sample(s, row)
                 if self.keep_logits:
