@@ -120,6 +120,16 @@ def hand_off(
     return HandOff([*prompt, t], rest, params, [t])
 
 
+def transfer_bytes(cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2) -> int:
+    """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
+    whole (every layer's latent rows, ``kv_cache_dim`` values each), plus the token id or
+    the hidden state (``e`` bytes per value)."""
+    blocks = -(-n // block_size)
+    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * e
+    extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
+    return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
+
+
 def _bytes_per_value(tracer: Tracer) -> int:
     return {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
 
