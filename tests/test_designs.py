@@ -186,3 +186,16 @@ def test_each_design_over_two_processes_equals_colocated():
             )
         assert r.prefill.num_free_blocks == r.prefill.num_blocks
         assert r.decode.num_free_blocks == r.decode.num_blocks
+
+
+def test_pd_compares_the_designs_and_runs_each_from_the_command_line(capsys):
+    from pdlab.cli import main
+
+    assert main(["pd", "--procs", "1", "--compare-designs", "--prompt", "abcdefgh"]) == 0
+    out = capsys.readouterr().out
+    assert all(m in out for m in MODES) and "NO" not in out
+    assert main(["pd", "--procs", "1", "--first-token", "append_prompt", "--prompt", "abc"]) == 0
+    assert "'abc' ->" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as e:
+        main(["pd", "--first-token", "guess"])
+    assert e.value.code == 2 and "invalid choice: 'guess'" in capsys.readouterr().err

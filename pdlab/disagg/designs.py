@@ -134,6 +134,27 @@ def _bytes_per_value(tracer: Tracer) -> int:
     return {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
 
 
+def design_point(
+    cfg: ModelConfig, mode: str, n: int, kv_bytes: int, forward: str, profile: DeviceProfile, e: int
+) -> tuple[int, float, float]:
+    """``(payload_bytes, d_flops, latency_s)`` of token 1 of an ``n``-token prompt under
+    ``mode``, given the K/V bytes that crossed and how D's first step was routed
+    (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
+    known, and the modelled latency after P's prefill (the transfer over the profile's
+    link, then D's compute at its roofline; 0 where P's token is the answer)."""
+    if mode in ("first_token", "append_prompt"):
+        return (TOKEN_ID_BYTES if kv_bytes else 0), 0.0, 0.0
+    payload, flops, compute_s = 0, 0.0, 0.0
+    if mode == "hidden_state" and kv_bytes:
+        payload = cfg.hidden_size * e
+        c = lm_head_cost(cfg, 1, e)
+        flops, compute_s = c.flops, profile.roofline_s(c.flops, c.bytes)
+    elif forward:
+        step = first_token_forward_cost(cfg, n - 1, forward, e)
+        flops, compute_s = step.flops, step.time_s(profile)
+    return payload, flops, profile.transfer_s(kv_bytes + payload) + compute_s
+
+
 def first_token_fields(
     tracer: Tracer,
     req_id: str,
@@ -141,30 +162,21 @@ def first_token_fields(
     cfg: ModelConfig,
     profile: DeviceProfile,
 ) -> dict[str, Any]:
-    """The ``first_token`` event of one request, read off the trace of its P/D run: the
-    bytes that crossed (K/V as measured, plus the token or hidden state), D's modelled
-    compute before token 1 was known, where and at which step it was known, and its
-    modelled latency after P's prefill (transfer over the profile's link plus D's compute
-    at its roofline; 0 when P's token is the answer)."""
+    """The ``first_token`` event of one request, read off the trace of its P/D run (the
+    K/V bytes as the transfer measured them, the step token 1 was known on, how D's first
+    step was routed), with :func:`design_point`'s modelled payload, FLOPs and latency."""
     n = tracer.first("add_request", "P", req_id=req_id)["num_prompt_tokens"]
     p_step = tracer.first("sample", "P", req_id=req_id).step
     kv = sum(e["nbytes"] for e in tracer.filter("kv_transfer", "D", req_id=req_id) if e["ok"])
     routes = tracer.filter("route", "D", req_id=req_id)
     samples = tracer.filter("sample", "D", req_id=req_id)
-    payload, flops, compute_s = 0, 0.0, 0.0
+    forward = routes[0]["forward"] if routes else ""
+    e = _bytes_per_value(tracer)
+    payload, flops, latency = design_point(cfg, mode, n, kv, forward, profile, e)
     if mode in ("first_token", "append_prompt"):
-        payload = TOKEN_ID_BYTES if kv else 0
         known_on, known_step = "P", p_step
     else:
         known_on, known_step = "D", samples[0].step if samples else -1
-        if mode == "hidden_state" and kv:
-            payload = cfg.hidden_size * _bytes_per_value(tracer)
-            c = lm_head_cost(cfg, 1, _bytes_per_value(tracer))
-            flops, compute_s = c.flops, profile.roofline_s(c.flops, c.bytes)
-        elif routes:
-            c = first_token_forward_cost(cfg, n - 1, routes[0]["forward"], _bytes_per_value(tracer))
-            flops, compute_s = c.flops, c.time_s(profile)
-    latency = 0.0 if known_on == "P" else profile.transfer_s(kv + payload) + compute_s
     return {
         "req_id": req_id,
         "mode": mode,
@@ -175,7 +187,7 @@ def first_token_fields(
         "known_on": known_on,
         "known_step": known_step,
         "d_first_step": routes[0].step if routes else -1,
-        "d_first_forward": routes[0]["forward"] if routes else "",
+        "d_first_forward": forward,
         "d_first_is_prefilling": bool(routes[0]["is_prefilling"]) if routes else False,
         "latency_s": latency,
         "profile": profile.name,

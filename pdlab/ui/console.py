@@ -93,10 +93,11 @@ def render_pd_result(
             )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
+        n, after = ev["num_tokens"], ev["num_computed_tokens"]
+        why = f"N - 1, N = {n}" if after == n - 1 else f"the first token came with them, N = {n}"
         console.print(
             f"D {ev['req_id']}: K/V for {ev['num_computed_tokens_before_adjust']} "
-            f"tokens arrived; num_computed_tokens = {ev['num_computed_tokens']} "
-            f"(N - 1, N = {ev['num_tokens']})"
+            f"tokens arrived; num_computed_tokens = {after} ({why})"
         )
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)

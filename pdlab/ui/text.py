@@ -10,6 +10,8 @@ table's column headers, none for the tour.
 
 from __future__ import annotations
 
+from pdlab.ui.text_designs import TEXT_DESIGNS
+
 LANGS = ("en", "zh")
 
 TEXT: dict[str, dict[str, str]] = {
@@ -444,6 +446,9 @@ TEXT: dict[str, dict[str, str]] = {
     "st_routed_to": {"en": "routed to", "zh": "路由到"},
     "st_sampled": {"en": "sampled", "zh": "采样"},
 }
+
+# The first-token designs and pdlab sim keep their words in their own table.
+TEXT.update(TEXT_DESIGNS)
 
 
 def check_lang(lang: str) -> str:
