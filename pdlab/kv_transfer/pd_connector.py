@@ -47,6 +47,7 @@ from pdlab.kv_transfer.base import (
     KVConnectorMetadata,
     remote_prefill_params,
 )
+from pdlab.kv_transfer.first_token import FirstTokenMixin
 from pdlab.kv_transfer.transport import KVTransport
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
@@ -82,7 +83,7 @@ class PDConnectorMetadata(KVConnectorMetadata):
     reqs_to_send: dict[str, float] = field(default_factory=dict)  # req_id -> deadline
 
 
-class PDConnector(KVConnector):
+class PDConnector(FirstTokenMixin, KVConnector):
     def __init__(
         self,
         role: str,
@@ -115,13 +116,7 @@ class PDConnector(KVConnector):
         self._transfers: dict[str, tuple[str, frozenset[int]]] = {}
         self._claimed: set[str] = set()
         self._num_transfers = 0
-        # P: requests of the hidden_state design and the last hidden state of each.
-        self._want_hidden: set[str] = set()
-        self._hidden: dict[str, Any] = {}
-        # D: what landed with each receive, until the runner takes it.
-        self._loaded: dict[str, int] = {}
-        self._first_tokens: dict[str, list[int]] = {}
-        self._hidden_in: dict[str, tuple[int, list[float]]] = {}
+        self._init_first_token_state()
         self.clock = time.monotonic  # tests drive time through this
 
     def _emit(self, kind: str, **fields: Any) -> None:
@@ -234,31 +229,6 @@ class PDConnector(KVConnector):
     def register_kv_caches(self, kv_caches: Sequence[Any]) -> None:
         self.kv_caches = list(kv_caches)
         self.transport.register(self.engine_id, self.kv_caches, claim=self.claim_read)
-
-    def wants_hidden_state(self, req_id: str) -> bool:
-        """P side: whether the runner should keep this request's last hidden state."""
-        return req_id in self._want_hidden
-
-    def save_hidden_state(self, req_id: str, hidden: Any) -> None:
-        """P side: the runner's last hidden state of ``req_id`` (after the final norm, the
-        input of ``compute_logits``), sent with the request's params."""
-        self._hidden[req_id] = hidden.detach().float().cpu()
-
-    def take_first_tokens(self) -> dict[str, list[int]]:
-        """D side: P's sampled tokens that arrived with a landed receive."""
-        out, self._first_tokens = self._first_tokens, {}
-        return out
-
-    def take_hidden_states(self) -> dict[str, tuple[int, list[float]]]:
-        """D side: ``(N - 1, h)`` for each P's last hidden state that arrived with a
-        landed receive."""
-        out, self._hidden_in = self._hidden_in, {}
-        return out
-
-    def take_loaded_tokens(self) -> dict[str, int]:
-        """D side: the tokens each landed receive wrote into D's cache."""
-        out, self._loaded = self._loaded, {}
-        return out
 
     def claim_read(
         self, remote_request_id: str, transfer_id: str | None, block_ids: Sequence[int]
