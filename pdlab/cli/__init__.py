@@ -2,7 +2,8 @@
 
 Subcommands: ``tour`` (the guided walkthrough) and ``trace`` (any prompt, any settings, its
 step table; both in ``pdlab/ui/tour.py``), ``pd`` (prefill/decode disaggregation, in one
-process or two; ``pd.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
+process or two; ``pd.py``), ``sim`` (D's decode batch as requests arrive, per first-token
+design and routing; ``sim.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
 ``doctor`` (what works on this machine), ``notebooks`` (copy the shipped notebooks out) and
 ``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``). Argument types and the shared options
 are in ``args.py``. Bad options exit with code 2 and a message naming the option; so does
@@ -45,9 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    from pdlab.cli import bench, pd
+    from pdlab.cli import bench, pd, sim
 
     pd.add_arguments(sub)
+    sim.add_arguments(sub)
     bench.add_arguments(sub)
 
     d = sub.add_parser("doctor", help="check what works on this machine")
@@ -113,6 +115,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             return pd.run(args)
+        if args.command == "sim":
+            from pdlab.cli import sim
+
+            return sim.run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":

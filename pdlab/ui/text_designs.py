@@ -40,4 +40,26 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/attention/cost.py，"
         "{gpu} 屋顶线，链路 {link} GB/s：{link_source}）。",
     },
+    # ---- pdlab sim ---------------------------------------------------------------------
+    "sim_title": {
+        "en": "D's decode batch as requests arrive ({gpu} profile)",
+        "zh": "请求陆续到达时 D 的解码批（{gpu} 配置）",
+    },
+    "sim_routing": {"en": "routing", "zh": "路由"},
+    "sim_design": {"en": "design", "zh": "设计"},
+    "sim_tpot": {"en": "TPOT p50 / p99", "zh": "TPOT p50 / p99"},
+    "sim_ttft": {"en": "D's TTFT p50 / p99", "zh": "D 的 TTFT p50 / p99"},
+    "sim_t2t": {"en": "D to token 2", "zh": "D 到第 2 个 token"},
+    "sim_mixed": {"en": "not uniform", "zh": "非均匀批"},
+    "sim_r_v2": {"en": "V2", "zh": "V2"},
+    "sim_r_pcp": {"en": "V2 + PCP", "zh": "V2 + PCP"},
+    "sim_r_v1": {"en": "V1", "zh": "V1"},
+    "sim_caption": {
+        "en": "Modelled: roofline per kernel group (pdlab/attention/cost.py) on {source}. "
+        "TTFT on D is from arrival at D (K/V landed) to token 1 known; 0 where P's token "
+        "is the answer. 'not uniform': steps that are not a uniform decode batch.",
+        "zh": "模型估算：每组算子按屋顶线计（pdlab/attention/cost.py），设备数据：{source}。"
+        "D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 token 即答案时为 0。"
+        "“非均匀批”：不是均匀解码批的步。",
+    },
 }
