@@ -20,7 +20,6 @@ from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
-from pdlab.ui import fmt
 from pdlab.ui.text import text
 
 
@@ -76,6 +75,10 @@ def run_grid(
     return rows, runs
 
 
+def _ms(p50: float, p99: float) -> str:
+    return f"{1e3 * p50:.3g} / {1e3 * p99:.3g}"
+
+
 def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "en") -> Table:
     t = Table(title=escape(text(lang, "sim_title", gpu=profile.name)))
     for key, just in (
@@ -91,9 +94,9 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
         t.add_row(
             text(lang, f"sim_r_{r['routing']}"),
             r["design"],
-            f"{fmt.seconds(r['tpot_p50_s'])} / {fmt.seconds(r['tpot_p99_s'])}",
-            f"{fmt.seconds(r['ttft_d_p50_s'])} / {fmt.seconds(r['ttft_d_p99_s'])}",
-            f"{fmt.seconds(r['t2t_d_p50_s'])} / {fmt.seconds(r['t2t_d_p99_s'])}",
+            _ms(r["tpot_p50_s"], r["tpot_p99_s"]),
+            _ms(r["ttft_d_p50_s"], r["ttft_d_p99_s"]),
+            _ms(r["t2t_d_p50_s"], r["t2t_d_p99_s"]),
             f"{100 * r['non_uniform_share']:.0f}%",
         )
     t.caption = escape(text(lang, "sim_caption", source=profile.source))

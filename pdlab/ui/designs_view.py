@@ -51,12 +51,14 @@ def compare_designs(
     procs: int = 1,
     gpu: str = "H200",
     v3_context: int = 4096,
+    traces: dict[str, Any] | None = None,
     **routing: Any,
 ) -> list[dict[str, Any]]:
     """One row per design: whether every prompt's tokens equal the colocated run's, the
     trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
     routed and the modelled latency after P (summed or listed over the prompts), and the
-    same design at DeepSeek-V3's widths for a ``v3_context``-token prompt on ``gpu``."""
+    same design at DeepSeek-V3's widths for a ``v3_context``-token prompt on ``gpu``.
+    ``traces``, if given, receives each design's trace."""
     cfg = model_config or ModelConfig.tiny()
     cache = cache_config or CacheConfig()
     sp = sampling_params or SamplingParams(max_tokens=4)
@@ -67,6 +69,8 @@ def compare_designs(
     rows = []
     for mode in MODES:
         outs, trace = _run(mode, ids, cfg, cache, SchedulerConfig(), sp, procs, routing)
+        if traces is not None:
+            traces[mode] = trace
         events = trace.filter("first_token")
         forwards = [e["d_first_forward"] for e in events if e["d_first_forward"]]
         forward = forwards[0] if forwards else "forward_mqa"

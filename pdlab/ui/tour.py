@@ -78,7 +78,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
     )
     p.add_argument(
-        "--chapter", type=int, choices=range(1, 7), metavar="N", help="show only chapter N (1-6)"
+        "--chapter", type=int, choices=range(1, 8), metavar="N", help="show only chapter N (1-7)"
     )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
@@ -116,7 +116,7 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab tour``: run the demonstration, print the chapters, save what was asked for."""
     from pdlab.demo import run_demo
-    from pdlab.ui import tour_kv, tour_route
+    from pdlab.ui import tour_designs, tour_kv, tour_route
     from pdlab.ui.tour_kv import say
 
     c = console or make_console()
@@ -159,6 +159,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         4: lambda: tour_route.chapter4(c, demo, lang),
         5: lambda: tour_route.chapter5(c, preset, lang),
         6: lambda: tour_route.chapter6(c, demo, lang),
+        7: lambda: tour_designs.chapter7(c, demo, lang),  # pdlab/ui/tour_designs.py
     }
     for number, show in chapters.items():
         if args.chapter in (None, number):
@@ -171,6 +172,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D")
+        paths += tour_designs.save_plots(demo, args.plots)
         c.print(
             say(
                 lang,
