@@ -3,7 +3,7 @@
 #   make test        the whole test suite (what CI runs)
 #   make test-fast   the suite without the slow, browser and notebook tests
 #   make lint        ruff check and ruff format --check
-#   make notebooks   notebooks 05/06 from their bilingual source, then every .ipynb from its .py
+#   make notebooks   notebooks 05-08 from their bilingual sources, then every .ipynb from its .py
 #   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
 #   make doctor      what works on this machine
 PYTHON ?= python3

@@ -1,6 +1,6 @@
-"""Notebooks 05 and 06 come from one bilingual source (``pdlab/ui/bilingual.py``): the
-committed ``.py`` twins are exactly what the source renders to, and they share every code
-cell but the language line."""
+"""Notebooks 05 and 06, and 07 and 08, each come from one bilingual source
+(``pdlab/ui/bilingual.py``): the committed ``.py`` twins are exactly what the source renders
+to, and they share every code cell but the language line."""
 
 from __future__ import annotations
 
@@ -13,18 +13,24 @@ from pdlab.ui import bilingual
 ROOT = Path(__file__).resolve().parents[1]
 
 
+SOURCES = list(bilingual.NOTEBOOKS)
+
+
+@pytest.mark.parametrize("src", SOURCES, ids=str)
 @pytest.mark.parametrize("lang", bilingual.LANGS)
-def test_committed_notebooks_are_rendered_from_the_source(lang: str) -> None:
-    source = (ROOT / bilingual.SOURCE).read_text(encoding="utf-8")
-    committed = (ROOT / bilingual.TARGETS[lang]).read_text(encoding="utf-8")
+def test_committed_notebooks_are_rendered_from_the_source(src: Path, lang: str) -> None:
+    source = (ROOT / src).read_text(encoding="utf-8")
+    target = bilingual.NOTEBOOKS[src][lang]
+    committed = (ROOT / target).read_text(encoding="utf-8")
     assert committed == bilingual.render(source, lang), (
-        f"{bilingual.TARGETS[lang]} is stale: run `python -m pdlab.ui.bilingual` "
+        f"{target} is stale: run `python -m pdlab.ui.bilingual` "
         "then `jupytext --sync notebooks/*.py`"
     )
 
 
-def test_code_cells_are_shared_and_markdown_is_per_language() -> None:
-    source = (ROOT / bilingual.SOURCE).read_text(encoding="utf-8")
+@pytest.mark.parametrize("src", SOURCES, ids=str)
+def test_code_cells_are_shared_and_markdown_is_per_language(src: Path) -> None:
+    source = (ROOT / src).read_text(encoding="utf-8")
     _, en = bilingual.split_cells(bilingual.render(source, "en"))
     _, zh = bilingual.split_cells(bilingual.render(source, "zh"))
     assert len(en) == len(zh)

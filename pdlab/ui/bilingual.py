@@ -1,5 +1,6 @@
 """One notebook source, two languages: notebooks 05 (English) and 06 (Chinese) are written
-from ``notebooks/src/pd_decode_side.py``, so their code cannot drift apart.
+from ``notebooks/src/pd_decode_side.py``, 07 and 08 from ``notebooks/src/pd_designs.py``,
+so their code cannot drift apart.
 
 The source is a jupytext percent-format file whose markdown cells carry a language tag
 (``# %% [markdown] en`` or ``# %% [markdown] zh``); code cells have no tag and are shared.
@@ -17,11 +18,18 @@ import re
 from pathlib import Path
 
 LANGS = ("en", "zh")
-SOURCE = Path("notebooks/src/pd_decode_side.py")
-TARGETS = {
-    "en": Path("notebooks/05_pd_decode_side.py"),
-    "zh": Path("notebooks/06_pd_decode_side_zh.py"),
+# Each bilingual source and the notebook it renders to in each language.
+NOTEBOOKS: dict[Path, dict[str, Path]] = {
+    Path("notebooks/src/pd_decode_side.py"): {
+        "en": Path("notebooks/05_pd_decode_side.py"),
+        "zh": Path("notebooks/06_pd_decode_side_zh.py"),
+    },
+    Path("notebooks/src/pd_designs.py"): {
+        "en": Path("notebooks/07_pd_designs.py"),
+        "zh": Path("notebooks/08_pd_designs_zh.py"),
+    },
 }
+SOURCE, TARGETS = next(iter(NOTEBOOKS.items()))  # notebooks 05 and 06
 _CELL = re.compile(r"^# %%(.*)$", re.MULTILINE)
 _TAG = re.compile(r"^\s*\[markdown\]\s+(en|zh)\s*$")
 
@@ -59,13 +67,14 @@ def render(text: str, lang: str) -> str:
 
 
 def write_all(root: Path = Path(".")) -> list[Path]:
-    """Write both ``.py`` notebooks from the source; returns the paths written."""
-    text = (root / SOURCE).read_text(encoding="utf-8")
+    """Write every ``.py`` notebook from its source; returns the paths written."""
     written = []
-    for lang, target in TARGETS.items():
-        path = root / target
-        path.write_text(render(text, lang), encoding="utf-8")
-        written.append(path)
+    for source, targets in NOTEBOOKS.items():
+        text = (root / source).read_text(encoding="utf-8")
+        for lang, target in targets.items():
+            path = root / target
+            path.write_text(render(text, lang), encoding="utf-8")
+            written.append(path)
     return written
 
 

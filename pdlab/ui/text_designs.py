@@ -170,4 +170,13 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "（PCP）且上下文很长时，它才要紧；在 V2 默认设置下，它只让到达的那个请求多等"
         "一步，对其余请求没有影响。",
     },
+    # ---- the simulator's widget (pdlab/ui/sim_widget.py) -------------------------------
+    "w_sim_context": {"en": "context log2 (tokens)", "zh": "上下文 log2（token）"},
+    "w_sim_batch": {"en": "running decodes", "zh": "运行中的解码数"},
+    "w_sim_rate": {"en": "arrivals/s", "zh": "每秒到达数"},
+    "w_sim_note": {
+        "en": "{steps} steps, {n} arrivals, DeepSeek-V3 widths, {gpu} profile; prompts as "
+        "long as the context.",
+        "zh": "共 {steps} 步、{n} 个到达请求，DeepSeek-V3 宽度，{gpu} 配置；提示词与上下文等长。",
+    },
 }
