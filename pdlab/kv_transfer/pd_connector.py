@@ -22,7 +22,7 @@ Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`
   (``hidden_state``); D reports them with the receive that lands
   (:meth:`PDConnector.take_first_tokens`, :meth:`PDConnector.take_hidden_states`), with the
   tokens its worker wrote (:meth:`PDConnector.take_loaded_tokens`), which the scheduler
-  checks against the tokens it counts as loaded.
+  checks against the tokens it counts as loaded (that state: ``first_token.py``).
 * **P, serving a read.** Each hand-off gets a transfer id (``remote_transfer_id`` in the
   params). The transport asks :meth:`PDConnector.claim_read` before it copies anything, and
   P refuses a read whose request, transfer id or block ids it no longer holds: after the

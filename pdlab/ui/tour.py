@@ -3,10 +3,11 @@
 The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
 pair with the chosen routing settings, a second pair with ``prefill_context_parallel_size``
 on the other side of 1, a colocated engine, and the prompt under the FlashMLA profile) and
-prints six chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
+prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
 the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
 :mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
-at DeepSeek's widths; the rest of the generation). ``pdlab trace`` runs any prompts with any
+at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.tour_designs`
+(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace`` runs any prompts with any
 settings and prints the step table.
 
 The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
