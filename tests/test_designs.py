@@ -199,3 +199,30 @@ def test_pd_compares_the_designs_and_runs_each_from_the_command_line(capsys):
     with pytest.raises(SystemExit) as e:
         main(["pd", "--first-token", "guess"])
     assert e.value.code == 2 and "invalid choice: 'guess'" in capsys.readouterr().err
+
+
+def test_the_pictures_are_drawn_from_the_trace():
+    from matplotlib.colors import to_rgb
+
+    from pdlab.ui.plots_designs import NOT_ELIGIBLE, _grid_cells, plot_cache_grid, plot_timeline
+
+    traces = {}
+    p = PROMPTS[3]  # 13 tokens
+    for mode in MODES:
+        pair = _pair(mode, pcp=2)
+        pair.generate([p], SamplingParams(max_tokens=3))
+        traces[mode] = pair.tracer
+    layers, n = CFG.num_hidden_layers, len(p)
+    for mode, trace in traces.items():
+        got_layers, got_n, cells = _grid_cells(trace, "req-0")
+        assert (got_layers, got_n) == (layers, n)
+        first = trace.filter("route", "D", req_id="req-0")[0]["num_computed_tokens"]
+        assert [q for (row, q), k in cells.items() if row == 0 and k == "computed"] == [first]
+        assert all(cells[0, q] == "held" for q in range(first))
+        top = cells.get((layers, n - 1))
+        assert top == {"hidden_state": "shipped", "recompute": "computed"}.get(mode, "token")
+    assert len(plot_cache_grid(traces).axes) >= len(MODES)
+    fig = plot_timeline(traces["recompute"])
+    d_routes = traces["recompute"].filter("route", "D", req_id="req-0")
+    red = [r for r in fig.axes[0].patches if r.get_facecolor()[:3] == to_rgb(NOT_ELIGIBLE)]
+    assert len(red) == sum(not e["decode_graph_eligible"] for e in d_routes) == 1

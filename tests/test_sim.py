@@ -136,3 +136,21 @@ def test_sim_command_prints_the_grid_and_writes_plots(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["sim", "--rate", "-1"])
     assert e.value.code == 2 and "--rate" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_sim_explorer_reruns_as_its_controls_change(lang):
+    from pdlab.ui.widgets import SimExplorer
+
+    w = SimExplorer(lang=lang, duration_s=0.3)
+    assert w.error.value == "" and w.result.config.routing == "v2"
+    before = w.summary.value
+    w.routing.value = "pcp"
+    w.context.value = 17  # 128K tokens
+    assert w.error.value == ""
+    assert w.result.config == dataclasses.replace(
+        w.config, routing="pcp", context=1 << 17, prompt_len=1 << 17
+    )
+    assert w.summary.value != before
+    assert summarize(w.result)["non_uniform_share"] > 0
+    assert ("运行中的解码数" in w.batch.description) == (lang == "zh")

@@ -26,6 +26,7 @@ COLORS = {
     "token": "#9e9ac8",  # token 1 itself came from P (sampled from P's h[N-1])
     "missing": "#f0f0f0",
 }
+ELIGIBLE, NOT_ELIGIBLE = "#74c476", "#fb6a4a"  # a D step's decode_graph_eligible
 
 
 def _grid_cells(trace: Tracer, req_id: str) -> tuple[int, int, dict[tuple[int, int], str]]:
@@ -116,7 +117,7 @@ def plot_timeline(trace: Tracer, req_id: str = "req-0") -> Figure:
         ax.text(x + 0.5, 3.55, "hand-off", fontsize=7)
     for e in trace.filter("route", "D", req_id=req_id):
         x = order["D", e.step]
-        color = "#74c476" if e["decode_graph_eligible"] else "#fb6a4a"
+        color = ELIGIBLE if e["decode_graph_eligible"] else NOT_ELIGIBLE
         ax.add_patch(Rectangle((x, 0.1), 0.9, 0.8, color=color))
         label = "mqa" if e["forward"] == "forward_mqa" else "mha"
         ax.text(x + 0.45, 0.45, f"D{e.step}\n{label}", ha="center", va="center", fontsize=6)

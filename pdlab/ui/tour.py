@@ -7,8 +7,8 @@ prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (
 the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
 :mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
 at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.tour_designs`
-(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace`` runs any prompts with any
-settings and prints the step table.
+(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace``
+runs any prompts with any settings and prints the step table.
 
 The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
 ``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu_model_runner.py``,
