@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 
 class FirstTokenMixin:
     """The first-token state of a connector; ``_init_first_token_state`` sets it."""
@@ -51,3 +53,20 @@ class FirstTokenMixin:
         """D side: the tokens each landed receive wrote into D's cache."""
         out, self._loaded = self._loaded, {}
         return out
+
+
+def tokens_from_hidden_states(
+    model: Any, hidden: dict[str, tuple[int, list[float]]], emit: Any = None
+) -> dict[str, list[int]]:
+    """D side, the hidden_state design, in the runner: the first token of each request
+    whose K/V landed with P's last hidden state, from ``compute_logits`` alone (greedy:
+    the pair refuses this design for sampled requests), each recorded as a ``sample``."""
+    out: dict[str, list[int]] = {}
+    p = next(model.parameters())
+    for rid, (position, h) in hidden.items():
+        row = model.compute_logits(torch.tensor([h], dtype=p.dtype, device=p.device))[0]
+        tok = int(torch.argmax(row))
+        out[rid] = [tok]
+        if emit is not None:
+            emit("sample", req_id=rid, token=tok, position=position, logit=float(row[tok]))
+    return out

@@ -31,6 +31,7 @@ from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
+from pdlab.kv_transfer.first_token import tokens_from_hidden_states
 from pdlab.math_utils import cdiv
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -187,7 +188,7 @@ class ModelRunner:
                 num_loaded_tokens=dict(conn.take_loaded_tokens()),
                 first_token_ids={
                     **conn.take_first_tokens(),
-                    **self._tokens_from_hidden_states(conn.take_hidden_states()),
+                    **tokens_from_hidden_states(self.model, conn.take_hidden_states(), self.emit),
                 },
             )
         req_ids = list(so.num_scheduled_tokens)
@@ -196,22 +197,6 @@ class ModelRunner:
             sampled_token_ids=[sampled.get(r, []) for r in req_ids],
             kv_connector_output=kv_out,
         )
-
-    def _tokens_from_hidden_states(
-        self, hidden: dict[str, tuple[int, list[float]]]
-    ) -> dict[str, list[int]]:
-        """D side, the hidden_state design: the first token of each request whose K/V
-        landed with P's last hidden state, from ``compute_logits`` alone (greedy: the
-        pair refuses this design for sampled requests)."""
-        out: dict[str, list[int]] = {}
-        p = next(self.model.parameters())
-        for rid, (position, h) in hidden.items():
-            row = self.model.compute_logits(torch.tensor([h], dtype=p.dtype, device=p.device))[0]
-            tok = int(torch.argmax(row))
-            out[rid] = [tok]
-            if self.emit is not None:
-                self.emit("sample", req_id=rid, token=tok, position=position, logit=float(row[tok]))
-        return out
 
     # ---- faults ----------------------------------------------------------------------
     def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
