@@ -7,6 +7,11 @@
 
 Override with the environment variable ``PDLAB_BACKEND`` (``auto``, ``triton``, ``torch``),
 with :func:`set_backend`, or for a block of code with ``with use_backend("torch"): ...``.
+Every way of choosing is checked by :func:`check` before any work, with one line naming the
+choice as it was given (``--backend triton``, ``PDLAB_BACKEND=triton``, ``backend='triton'``):
+triton must be installed, and without a CUDA device ``TRITON_INTERPRET`` must ask for the
+interpreter (Triton reads ``1``, ``true``, ``on``, ``yes`` as on and anything else as off, so
+a value that is neither on nor a plain off is refused rather than read as "compile").
 
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, so this module
 sets it before ``pdlab.kernels`` imports any kernel module (``pdlab/kernels/__init__.py``
@@ -39,7 +44,7 @@ def cuda_available() -> bool:
 def _auto() -> str:
     if not triton_installed():
         return "torch"
-    if cuda_available() or sys.platform.startswith("linux"):
+    if cuda_available() or (sys.platform.startswith("linux") and triton_interpreting()):
         return "triton"
     return "torch"
 
@@ -50,12 +55,7 @@ def _from_env() -> str:
         return _auto()
     if value not in BACKENDS:
         raise ValueError(f"{ENV_VAR}={value!r} is invalid: expected one of auto, triton, torch")
-    if value == "triton" and not triton_installed():
-        raise ValueError(
-            f"{ENV_VAR}=triton but triton is not installed "
-            "(it has Linux wheels only); use auto or torch"
-        )
-    return value
+    return check(value, "env")
 
 
 # Read on first use, not at import: a bad PDLAB_BACKEND must not stop ``import pdlab`` (and
@@ -71,13 +71,44 @@ _override: contextvars.ContextVar[str | None] = contextvars.ContextVar(
 )
 
 
-def _check(name: str) -> str:
+# How each way of choosing names the choice, and the way out, in its own words.
+_GIVEN = {
+    "api": ("backend={name!r}", "backend='torch'"),
+    "flag": ("--backend {name}", "--backend torch"),
+    "env": (ENV_VAR + "={name}", ENV_VAR + "=torch (or auto)"),
+}
+_ON, _OFF = ("1", "true", "on", "yes"), ("0", "false", "off", "no", "")
+
+
+def interpret_setting() -> str:
+    """``TRITON_INTERPRET`` as Triton will read it: ``"on"``, ``"off"`` or ``"invalid"`` (a
+    value Triton silently reads as off, such as ``maybe`` or ``2``)."""
+    v = os.environ.get("TRITON_INTERPRET", "0").strip().lower()
+    return "on" if v in _ON else "off" if v in _OFF else "invalid"
+
+
+def check(name: str, given: str = "api") -> str:
+    """``name`` if it can run here, else ``ValueError`` with one line naming the choice as
+    it was given (``given``: ``"api"``, ``"flag"`` or ``"env"``) and what to do instead."""
+    what, instead = (x.format(name=name) for x in _GIVEN[given])
     if name not in BACKENDS:
-        raise ValueError(f"backend={name!r} is invalid: expected one of {BACKENDS}")
-    if name == "triton" and not triton_installed():
+        raise ValueError(f"{what} is invalid: expected one of {', '.join(BACKENDS)}")
+    if name != "triton":
+        return name
+    if not triton_installed():
         raise ValueError(
-            "backend='triton' needs triton, which is not installed "
-            "(it has Linux wheels only); use backend='torch'"
+            f"{what} needs triton, which is not installed (it has Linux wheels only): use {instead}"
+        )
+    setting, raw = interpret_setting(), os.environ.get("TRITON_INTERPRET", "")
+    if setting == "invalid":
+        raise ValueError(
+            f"{what}: TRITON_INTERPRET={raw!r} is invalid: expected 1 (Triton's CPU "
+            "interpreter) or 0 (compile for the GPU)"
+        )
+    if setting == "off" and not cuda_available():
+        raise ValueError(
+            f"{what} with TRITON_INTERPRET={raw!r} compiles for a GPU and this machine has "
+            f"none: unset TRITON_INTERPRET (or set it to 1, the interpreter) or use {instead}"
         )
     return name
 
@@ -96,13 +127,13 @@ def get_backend() -> str:
 def set_backend(name: str) -> None:
     """Change the process default (``"triton"`` or ``"torch"``)."""
     global _default
-    _default = _check(name)
+    _default = check(name)
 
 
 @contextlib.contextmanager
 def use_backend(name: str) -> Iterator[str]:
     """Run a block of code on one backend: ``with use_backend("torch"): ...``."""
-    token = _override.set(_check(name))
+    token = _override.set(check(name))
     try:
         yield name
     finally:
@@ -111,23 +142,31 @@ def use_backend(name: str) -> Iterator[str]:
 
 def resolve(backend: str | None) -> str:
     """The backend for one call: an explicit argument wins over the one in force."""
-    return get_backend() if backend is None else _check(backend)
+    return get_backend() if backend is None else check(backend)
 
 
 def triton_interpreting() -> bool:
-    """True when Triton kernels run through the CPU interpreter."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    """True when Triton kernels run through the CPU interpreter (``TRITON_INTERPRET`` read
+    the way Triton reads it)."""
+    return interpret_setting() == "on"
 
 
 def describe() -> str:
-    """One line for ``pdlab doctor`` and the tour's header. Raises ``ValueError`` naming a
-    bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES``, which the doctor reports."""
+    """One line for ``pdlab doctor`` and notebook 04: the backend in force for Python code
+    (``PDLAB_BACKEND``, default ``auto``) and why. Raises ``ValueError`` naming a bad
+    ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES``, which the doctor reports."""
     from pdlab.kernels.checks import index_checks_enabled
 
     index_checks_enabled()
     name = get_backend()
+    chosen = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
     if name == "torch":
-        why = "triton not installed" if not triton_installed() else f"chosen via {ENV_VAR}"
+        if chosen == "torch":
+            why = f"chosen via {ENV_VAR}"
+        elif not triton_installed():
+            why = "auto: triton not installed"
+        else:
+            why = "auto: no GPU and TRITON_INTERPRET is not 1"
         return f"torch ({why})"
     if triton_interpreting():
         return "triton (interpreter, TRITON_INTERPRET=1, CPU)"

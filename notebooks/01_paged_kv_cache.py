@@ -71,9 +71,12 @@ from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.request import Request, SamplingParams
 from pdlab.tokenizer import encode
 from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.text import words
 from pdlab.ui.widgets import BlockPoolExplorer
 
 BACKEND = "torch"
+LANG = "en"  # the language of the printed words and the widgets' labels
+t = words(LANG)
 
 # %% [markdown]
 # ## 1. Blocks
@@ -89,10 +92,10 @@ BACKEND = "torch"
 # %%
 pool = BlockPool(num_blocks=8)
 taken = pool.get_new_blocks(3)
-print("taken:", taken)
-print("free queue:", [b.block_id for b in pool.free_block_queue])
+print(t("nb1_taken", ids=taken))
+print(t("nb1_free_queue", ids=[b.block_id for b in pool.free_block_queue]))
 pool.free_blocks(reversed(taken))  # a request gives its blocks back tail first
-print("after freeing:", [b.block_id for b in pool.free_block_queue])
+print(t("nb1_after_free", ids=[b.block_id for b in pool.free_block_queue]))
 never_used = [3, 4, 5, 6, 7]
 assert [b.block_id for b in pool.free_block_queue] == [2, 1, 0] + never_used
 assert [b.block_id for b in pool.get_new_blocks(2)] == [2, 1]
@@ -120,8 +123,8 @@ a.num_computed_tokens = a.num_tokens
 
 table_a = mgr.get_block_ids("a")
 slot_mapping = [table_a[p // B] * B + p % B for p in range(a.num_tokens)]
-print("block table a:", table_a, " block table b:", mgr.get_block_ids("b"))
-print("slot_mapping a:", slot_mapping)
+print(t("nb1_tables", a=table_a, b=mgr.get_block_ids("b")))
+print(t("nb1_slots", slots=slot_mapping))
 assert table_a == [0, 1, 4] and mgr.get_block_ids("b") == [2, 3]
 
 # %% [markdown]
@@ -138,14 +141,14 @@ grid = [
     [blk] + [int(cache[blk, s, 0]) if cache[blk, s, 0] >= 0 else "" for s in range(B)]
     for blk in range(6)
 ]
-display(HTML(html_table(["block"] + [f"slot {s}" for s in range(B)], grid)))
+display(HTML(html_table([t("nb_block")] + [t("nb_slot", s=s) for s in range(B)], grid)))
 back = gather_cache(
     cache,
     torch.tensor([table_a], dtype=torch.int32),
     torch.tensor([0, a.num_tokens], dtype=torch.int32),
     backend=BACKEND,
 )
-print("positions read back through the block table:", back[:, 0].int().tolist())
+print(t("nb1_read_back", pos=back[:, 0].int().tolist()))
 assert back[:, 0].int().tolist() == list(range(a.num_tokens))
 
 # %% [markdown]
@@ -162,13 +165,11 @@ show_source(hash_block_tokens)
 abcd = encode("abcd")
 first = hash_block_tokens(None, abcd)
 after_xxxx = hash_block_tokens(hash_block_tokens(None, encode("xxxx")), abcd)
-print(f"'abcd' as block 0: {first.hex()[:12]}...   'abcd' after 'xxxx': {after_xxxx.hex()[:12]}...")
+print(t("nb1_hashes", a=first.hex()[:12], b=after_xxxx.hex()[:12]))
 assert first != after_xxxx
-hashes = hash_request_tokens(B, encode("the cat sat on the mat"), [])
-print(
-    f"'the cat sat on the mat' ({len('the cat sat on the mat')} tokens): "
-    f"{len(hashes)} full blocks hashed; the partial last block is not"
-)
+cat = "the cat sat on the mat"
+hashes = hash_request_tokens(B, encode(cat), [])
+print(t("nb1_hashed", text=cat, n=len(cat), full=len(hashes)))
 
 # %% [markdown]
 # When a request arrives, `get_computed_blocks` walks its block hashes until the first
@@ -183,7 +184,7 @@ r1.num_computed_tokens = r1.num_tokens
 r2 = Request("r2", encode("the cat sat on the hat"))
 hit_blocks, hit_tokens = mgr.get_computed_blocks(r2)
 mgr.allocate_slots(r2, r2.num_tokens - hit_tokens, hit_tokens, hit_blocks)
-print(f"r2 reuses {hit_tokens} tokens in blocks {[blk.block_id for blk in hit_blocks]}")
+print(t("nb1_r2", n=hit_tokens, blocks=[blk.block_id for blk in hit_blocks]))
 print("r1:", mgr.get_block_ids("r1"), " r2:", mgr.get_block_ids("r2"))
 print("ref_cnt:", {blk.block_id: blk.ref_cnt for blk in mgr.block_pool.blocks if blk.ref_cnt})
 assert hit_tokens == 16 and all(blk.ref_cnt == 2 for blk in hit_blocks)
@@ -218,7 +219,7 @@ for n in range(1, 14):
 display(
     HTML(
         html_table(
-            ["N", "full blocks cached", "tokens reused", "floor((N-1)/B)*B", "tokens computed"],
+            ["N", t("nb1_h_full"), t("nb1_h_reused"), "floor((N-1)/B)*B", t("nb1_h_computed")],
             rows,
         )
     )
@@ -251,13 +252,13 @@ def queue(m):
     ]
 
 
-print("free queue (* = still cached):", queue(mgr))
+print(t("nb1_queue_cached", q=queue(mgr)))
 z = Request("z", encode("zzzzzzzzzz"))
 mgr.allocate_slots(z, z.num_tokens)  # needs 3 blocks: the two never used, then block 1
-print("z took", mgr.get_block_ids("z"), "-> free queue:", queue(mgr))
+print(t("nb1_z_took", ids=mgr.get_block_ids("z"), q=queue(mgr)))
 _, hit_x = mgr.get_computed_blocks(Request("x2", encode("aaaabbbb!")))
 _, hit_y = mgr.get_computed_blocks(Request("y2", encode("ccccdddd!")))
-print(f"x's prompt again: {hit_x} tokens hit (block 1 was evicted); y's again: {hit_y}")
+print(t("nb1_again", x=hit_x, y=hit_y))
 assert mgr.get_block_ids("z") == [4, 5, 1] and (hit_x, hit_y) == (4, 8)
 
 # %% [markdown]
@@ -274,7 +275,7 @@ assert mgr.get_block_ids("z") == [4, 5, 1] and (hit_x, hit_y) == (4, 8)
 # the pool runs out (a preemption appears in the event log).
 
 # %%
-explorer = BlockPoolExplorer(block_size=4, num_blocks=12)
+explorer = BlockPoolExplorer(block_size=4, num_blocks=12, lang=LANG)
 explorer.add("the cat sat on the mat")
 explorer.step()
 explorer.add("the cat sat on the hat")

@@ -76,10 +76,13 @@ from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots import plot_num_computed_tokens
+from pdlab.ui.text import words
 from pdlab.ui.trace_views import timeline_html
 from pdlab.ui.widgets import StepPlayer
 
 BACKEND = "torch"
+LANG = "en"  # the language of the printed words, the plots and the widgets' labels
+t = words(LANG)
 TINY = ModelConfig.tiny()
 
 # %% [markdown]
@@ -122,7 +125,7 @@ def run(cache: CacheConfig, sched: SchedulerConfig) -> tuple[LLMEngine, list[lis
 chunked, chunked_tokens = run(
     CacheConfig(block_size=4, num_blocks=64), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(HTML(timeline_html(chunked.tracer)))
+display(HTML(timeline_html(chunked.tracer, lang=LANG)))
 
 # %% [markdown]
 # Read it row by row. Step 1 spends the whole budget on the first prompt's first 16
@@ -146,10 +149,10 @@ for s in chunked.tracer.filter("sample", "local"):
         r for r in chunked.tracer.step_rows("local", s["step"]) if r["req_id"] == s["req_id"]
     )
     assert row["num_computed_tokens_after"] == row["num_tokens"]  # sample only when complete
-print("budget respected, num_computed_tokens continuous, samples only after the last chunk")
+print(t("nb2_rules_hold"))
 
 # %%
-plot_num_computed_tokens(chunked.tracer)
+plot_num_computed_tokens(chunked.tracer, lang=LANG)
 
 # %% [markdown]
 # ## 3. Chunked prefill and `long_prefill_token_threshold`
@@ -178,8 +181,7 @@ for threshold in (0, 8):
         for r in e["scheduled"]
         if r["req_id"] == long_out.request_id
     ]
-    print(f"long_prefill_token_threshold={threshold}: chunks {[n for _, n in chunks]}", end="")
-    print(f" (the short prompt finished at step {short_done})")
+    print(t("nb2_chunks", threshold=threshold, chunks=[n for _, n in chunks], step=short_done))
     assert sum(n for _, n in chunks) == 50
     if threshold:
         assert all(n <= threshold for s, n in chunks if s <= short_done)
@@ -198,14 +200,12 @@ for threshold in (0, 8):
 tight, tight_tokens = run(
     CacheConfig(block_size=4, num_blocks=11), SchedulerConfig(max_num_batched_tokens=16)
 )
-display(HTML(timeline_html(tight.tracer)))
+display(HTML(timeline_html(tight.tracer, lang=LANG)))
 for e in tight.tracer.filter("preempt") + tight.tracer.filter("prefix_hit"):
-    print(
-        f"step {e['step']}: {e['kind']} {e['req_id']} "
-        + ", ".join(
-            f"{k}={v}" for k, v in e.items() if k not in ("kind", "instance", "step", "req_id")
-        )
+    details = ", ".join(
+        f"{k}={v}" for k, v in e.items() if k not in ("kind", "instance", "step", "req_id")
     )
+    print(t("nb2_event", step=e["step"], kind=e["kind"], req=e["req_id"], details=details))
 assert tight.tracer.filter("preempt"), "expected at least one preemption with 11 blocks"
 
 # %% [markdown]
@@ -213,8 +213,8 @@ assert tight.tracer.filter("preempt"), "expected at least one preemption with 11
 # with plenty of blocks.
 
 # %%
-print("with preemption   :", tight_tokens)
-print("without preemption:", chunked_tokens)
+print(t("nb2_with", tokens=tight_tokens))
+print(t("nb2_without", tokens=chunked_tokens))
 assert tight_tokens == chunked_tokens
 
 # %% [markdown]
@@ -232,7 +232,7 @@ for reserve in (True, False):
     )
     admitted = [(e["step"], e["req_id"]) for e in eng.tracer.filter("admit")]
     preempted = len(eng.tracer.filter("preempt"))
-    print(f"scheduler_reserve_full_isl={reserve}: admits {admitted}, {preempted} preemption(s)")
+    print(t("nb2_admits", reserve=reserve, admitted=admitted, n=preempted))
     assert tokens == chunked_tokens
     assert (preempted == 0) == reserve
 
@@ -245,7 +245,7 @@ for reserve in (True, False):
 # prefix hit, preempt, finish, free).
 
 # %%
-player = StepPlayer(tight.tracer, "local")
+player = StepPlayer(tight.tracer, "local", lang=LANG)
 player
 
 # %% [markdown]
@@ -261,6 +261,6 @@ eng = LLMEngine(
 eng.generate(long_prompt, SamplingParams(max_tokens=3))
 first_sample = eng.tracer.first("sample")["step"]
 num_steps = len([e for e in eng.tracer.filter("step") if e["scheduled"]])
-print(f"first token at step {first_sample}, {num_steps} steps in all")
+print(t("nb2_first", step=first_sample, n=num_steps))
 assert first_sample == -(-50 // 16)  # ceil(50 / 16) prefill chunks
 assert num_steps == first_sample + 3 - 1  # then one step per further token

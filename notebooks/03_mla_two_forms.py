@@ -25,10 +25,12 @@
 # - **absorbed**: fold `W_UK` into the query and `W_UV` into the output, and attend
 #   directly over the latent rows, as multi-query attention (MQA) with 576-wide keys.
 #
-# You will check the equality numerically, compare cache sizes, count FLOPs against bytes,
-# find the query length (about 171 for DeepSeek-V3) below which absorbing wins, and place
-# both on a roofline with published GPU numbers and this machine's measured ones. That is
-# why vLLM's `forward_mqa` absorbs and `forward_mha` does not.
+# You will check the equality numerically, compare cache sizes, count FLOPs against bytes
+# as a function of the query length *and* of the cached context (absorbing wins only for a
+# few queries over a long cached context, about 171 query tokens for DeepSeek-V3; for a
+# fresh prompt it never saves FLOPs), and place both on a roofline with published GPU
+# numbers and this machine's measured ones. That is why vLLM's `forward_mqa` absorbs and
+# `forward_mha` does not.
 
 # %%
 # Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
@@ -71,13 +73,18 @@ from pdlab.attention.cost import (
     absorb_flops_per_key,
     decode_path_cost,
     mla_decode_cost,
+    mla_forms_flops,
     prefill_path_cost,
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.config import ModelConfig
 from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
+from pdlab.ui.plots import lang_fonts
+from pdlab.ui.text import words
 
+LANG = "en"  # the language of the printed words and the plots
+t = words(LANG)
 PRESETS = [
     ModelConfig.tiny(),
     ModelConfig.deepseek_v2_lite(),
@@ -135,10 +142,10 @@ display(
     HTML(
         html_table(
             [
-                "model dims",
-                "out shape",
+                t("nb3_dims"),
+                t("nb3_shape"),
                 "max |naive - absorbed| / max |out|",
-                "max |LSE difference|",
+                t("nb3_lse_diff"),
             ],
             rows,
         )
@@ -172,13 +179,13 @@ display(
     HTML(
         html_table(
             [
-                "model",
-                "heads",
-                "MLA values / token / layer",
-                "per-head K+V values / token / layer",
-                "ratio",
-                "MLA bytes / token, all layers (bf16)",
-                "per-head K+V bytes / token, all layers",
+                t("nb_model"),
+                t("nb3_heads"),
+                t("nb3_mla_values"),
+                t("nb3_mha_values"),
+                t("nb3_ratio"),
+                t("nb3_mla_bytes"),
+                t("nb3_mha_bytes"),
             ],
             rows,
         )
@@ -201,8 +208,9 @@ assert V3.num_attention_heads * (V3.qk_head_dim + V3.v_head_dim) == 40960
 #
 # Per (query, key) pair absorbed attention costs more (576 + 512 against 192 + 128 per
 # head), but it never up-projects the keys. Up-projection costs `2LH(n+v)` per key
-# whatever `q` is, so absorbing wins when `q` is small:
-# `q < L(n+v) / ((2L+R) - (n+R+v))`.
+# whatever `q` is, so over a context much longer than the query absorbing wins when `q` is
+# small: `q < L(n+v) / ((2L+R) - (n+R+v))`. (Below, the whole count, new tokens included,
+# shows where that limit holds and where it does not.)
 
 # %%
 show_source(absorb_crossover_query_len)
@@ -214,7 +222,7 @@ for cfg in PRESETS:
     L, n, v, R = cfg.kv_lora_rank, cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.qk_rope_head_dim
     assert abs(x - L * (n + v) / ((2 * L + R) - (n + R + v))) < 1e-9
     rows.append([cfg.name, f"{x:.1f}"])
-display(HTML(html_table(["model", "absorb wins below this many query tokens"], rows)))
+display(HTML(html_table([t("nb_model"), t("nb3_wins_below")], rows)))
 x_v3 = absorb_crossover_query_len(V3)
 assert 165 < x_v3 < 175
 
@@ -224,34 +232,86 @@ flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
 
 
 qs = [2**k for k in range(0, 14)]
-fig = Figure(figsize=(6.5, 4))
-ax = fig.subplots()
-ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label="naive (up-project keys)")
-ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label="absorbed (MQA on latents)")
-ax.axvline(x_v3, color="grey", ls="--", label=f"crossover {x_v3:.0f} query tokens")
-ax.set_xlabel("query tokens of one request in this step (q)")
-ax.set_ylabel("FLOPs per cached token, per layer")
-ax.set_title("DeepSeek-V3: decode (q = 1) absorbs, prefill (q in the thousands) does not")
-ax.legend(fontsize=8)
-fig.tight_layout()
+with lang_fonts(LANG) as plot_lang:  # Chinese where a font has the glyphs, else English
+    tp = words(plot_lang)
+    fig = Figure(figsize=(6.5, 4))
+    ax = fig.subplots()
+    ax.loglog(qs, [flops_per_key(V3, q)[0] for q in qs], "o-", label=tp("nb3_naive_line"))
+    ax.loglog(qs, [flops_per_key(V3, q)[1] for q in qs], "s-", label=tp("nb3_absorbed_line"))
+    ax.axvline(x_v3, color="grey", ls="--", label=tp("nb3_crossover", x=f"{x_v3:.0f}"))
+    ax.set_xlabel(tp("nb3_q_axis"))
+    ax.set_ylabel(tp("nb3_flops_axis"))
+    ax.set_title(tp("nb3_flops_title"))
+    ax.legend(fontsize=8)
+    fig.tight_layout()
 fig
 
 # %% [markdown]
-# A decode step has `q = 1` (or a few with speculative decoding): absorbing does about 120
-# times fewer FLOPs per cached token. A prefill chunk has hundreds or thousands of query
-# tokens: up-projecting once per key is cheaper, and the per-head form runs on
-# FlashAttention-style kernels with 192-wide heads. vLLM's MLA backend follows this:
-# `forward_mqa` (pdlab's `forward_mqa`) absorbs, `forward_mha` (`forward_mha`)
-# up-projects. The crossover is also why some backends send *short* prompts down the
-# absorbed path: in vLLM 0.33.0 FlashMLA's `reorder_batch_threshold` is 128 and
-# FlashAttnMLA's 512 (notebook 5 runs them).
+# Per cached key, a decode step (`q = 1`, or a few with speculative decoding) does about
+# 120 times fewer FLOPs absorbed. But the count above leaves two things out: the absorbed
+# form also pays `W_UK` and `W_UV` *per query* (exactly what `kv_b_proj` costs per key),
+# and the new tokens attend to each other. Counting everything for `q` new tokens of one
+# request over `S` cached ones (`mla_forms_flops`):
+#
+# - naive: `(S + q) * 2LH(n+v)` to up-project every key, plus `P * 2H((n+R) + v)`;
+# - absorbed: `q * 2LH(n+v)` for `W_UK`/`W_UV`, plus `P * 2H((L+R) + L)`,
+#
+# with `P = q*S + q(q+1)/2` (query, key) pairs. With no cached context (`S = 0`) the
+# projections cost the same and every pair costs more absorbed: **a fresh prompt is never
+# cheaper absorbed**. Absorbing wins only when `S * L(n+v)` outweighs the pairs' extra cost,
+# that is for few queries over a long context; as `S` grows the boundary tends to the 171
+# query tokens above.
+
+# %%
+show_source(mla_forms_flops)
+
+# %%
+qs = [2**k for k in range(0, 14)]  # query tokens of one request in the step
+ss = [0] + [2**k for k in range(6, 18)]  # cached context, 0 to 128K
+grid = [[mla_forms_flops(V3, q, s)[1] / mla_forms_flops(V3, q, s)[0] for q in qs] for s in ss]
+with lang_fonts(LANG) as plot_lang:  # Chinese where a font has the glyphs, else English
+    tp = words(plot_lang)
+    fig = Figure(figsize=(7, 4.5))
+    ax = fig.subplots()
+    im = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdBu_r", vmin=0, vmax=2)
+    ax.contour(grid, levels=[1.0], colors="black")
+    ax.set_xticks(range(len(qs)), [str(q) for q in qs], fontsize=7, rotation=45)
+    ax.set_yticks(range(len(ss)), [str(s) for s in ss], fontsize=7)
+    ax.set_xlabel(tp("nb3_q_axis"))
+    ax.set_ylabel(tp("nb3_context_axis"))
+    ax.set_title(tp("nb3_heat_title"), fontsize=10)
+    fig.colorbar(im, ax=ax, label=tp("nb3_ratio_bar"))
+    fig.tight_layout()
+fig
+
+# %% [markdown]
+# The bottom row is a fresh prompt: never below 1 (just above it for a few tokens, where
+# the projections dominate, and growing with the prompt). D's first step after a KV
+# transfer is the other corner, `q = 1` over `S = N - 1`: deep blue. In between, absorbing
+# wins for a few queries over a long context. vLLM 0.33.0's FLASHMLA sends prompts of up
+# to 128 tokens down the absorbed path and FLASH_ATTN_MLA (the backend vLLM picks on
+# H100/H200) up to 512, and the table below costs such fresh prompts both ways: absorbing
+# them costs *more* FLOPs. Upstream gives no FLOP reason for those thresholds (the comment
+# beside them says only that small prefills use the decode pathway); whatever the reason,
+# it is not this count. Notebook 5 runs them.
+
+# %%
+rows = []
+for q in (29, 128, 512):
+    naive, absorbed = mla_forms_flops(V3, q, 0)
+    rows.append([q, flops(naive), flops(absorbed), f"{absorbed / naive:.2f}x"])
+headers = [t("nb3_fresh_tokens"), t("nb3_naive"), t("nb3_absorbed"), t("nb3_ratio_bar")]
+display(HTML(html_table(headers, rows)))
+assert all(mla_forms_flops(V3, q, 0)[1] > mla_forms_flops(V3, q, 0)[0] for q in range(1, 4097))
+assert mla_forms_flops(V3, 1, 32768)[1] * 50 < mla_forms_flops(V3, 1, 32768)[0]
 
 # %%
 rows = []
 for q in (1, 16, 170, 1024, 8192):
     nv, ab = flops_per_key(V3, q)
-    rows.append([q, flops(nv), flops(ab), "absorbed" if ab < nv else "naive"])
-display(HTML(html_table(["q", "naive FLOPs / key", "absorbed FLOPs / key", "cheaper"], rows)))
+    rows.append([q, flops(nv), flops(ab), t("nb3_absorbed") if ab < nv else t("nb3_naive")])
+headers = ["q", t("nb3_naive_per_key"), t("nb3_absorbed_per_key"), t("nb3_cheaper")]
+display(HTML(html_table(headers, rows)))
 assert flops_per_key(V3, 1)[1] * 100 < flops_per_key(V3, 1)[0]
 assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 
@@ -272,13 +332,15 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 # %%
 ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/measure.py
 cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
-DEVICES = {  # name: (peak FLOP/s, bytes/s)
-    "H100/H800 SXM, bf16 peak": published_peak("H800"),
-    "FlashMLA on H800, reported": (660e12, 3.0e12),
-    f"this CPU, measured ({torch.get_num_threads()} threads, fp32)": (cpu_flops, cpu_bw),
+THREADS = torch.get_num_threads()
+DEVICES = {  # the device's name (a key of pdlab/ui/text_notebooks.py): (peak FLOP/s, bytes/s)
+    "nb3_dev_h800": published_peak("H800"),
+    "nb3_dev_flashmla": (660e12, 3.0e12),
+    "nb3_dev_cpu": (cpu_flops, cpu_bw),
 }
-for name, (f, bw) in DEVICES.items():
-    print(f"{name:45} {f / 1e12:8.3f} TFLOP/s {bw / 1e9:8.1f} GB/s  ridge {f / bw:6.1f} FLOP/B")
+for key, (f, bw) in DEVICES.items():
+    name = t(key, threads=THREADS)
+    print(t("nb3_device", name=name, tf=f / 1e12, gb=bw / 1e9, ridge=f / bw))
 
 # %% [markdown]
 # Where D's one-token step lands, per layer, for DeepSeek-V3 at a 32k context (the cost
@@ -287,9 +349,9 @@ for name, (f, bw) in DEVICES.items():
 
 # %%
 ctx = 32768
-points = {
-    "decode path, 1 token": decode_path_cost(V3, ctx),
-    "prefill path, 1 token": prefill_path_cost(V3, ctx),
+points = {  # (name, query tokens): cost
+    ("nb3_decode_point", 1): decode_path_cost(V3, ctx),
+    ("nb3_prefill_point", 1): prefill_path_cost(V3, ctx),
 }
 intensity = {name: c.intensity for name, c in points.items()}
 for q in (1, 2, 4):
@@ -298,32 +360,34 @@ for q in (1, 2, 4):
     b = 2.0 * (
         ctx * V3.kv_cache_dim + q * V3.num_attention_heads * (V3.kv_cache_dim + V3.kv_lora_rank)
     )
-    intensity[f"mla_decode kernel, {q} query token(s)"] = f / b
+    intensity[("nb3_kernel_point", q)] = f / b
 
 xs = [10 ** (k / 10) for k in range(-10, 41)]
-fig = Figure(figsize=(8, 5))
-ax = fig.subplots()
-for name, (f, bw) in DEVICES.items():
-    ax.loglog(xs, [min(f, bw * x) for x in xs], label=name)
-peak_f, peak_bw = DEVICES["H100/H800 SXM, bf16 peak"]
-for (name, i), marker in zip(intensity.items(), "ovs^D"):
-    ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=name)
-ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
-ax.set_ylabel("attainable FLOP/s")
-ax.set_title(f"Roofline, with DeepSeek-V3 at context {ctx} placed on the H100/H800 roof")
-ax.legend(fontsize=7, loc="lower right")
-fig.tight_layout()
+peak_f, peak_bw = DEVICES["nb3_dev_h800"]
+with lang_fonts(LANG) as plot_lang:
+    tp = words(plot_lang)
+    fig = Figure(figsize=(8, 5))
+    ax = fig.subplots()
+    for key, (f, bw) in DEVICES.items():
+        ax.loglog(xs, [min(f, bw * x) for x in xs], label=tp(key, threads=THREADS))
+    for ((key, q), i), marker in zip(intensity.items(), "ovs^D"):
+        ax.plot([i], [min(peak_f, peak_bw * i)], marker, ms=8, ls="none", label=tp(key, q=q))
+    ax.set_xlabel(tp("nb3_intensity_axis"))
+    ax.set_ylabel(tp("nb3_attainable_axis"))
+    ax.set_title(tp("nb3_roofline_title", ctx=ctx))
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
 fig
 
 # %%
 rows = [
-    [name, f"{i:.1f}", "memory" if i < peak_f / peak_bw else "compute"]
-    for name, i in intensity.items()
+    [t(key, q=q), f"{i:.1f}", t("nb3_memory") if i < peak_f / peak_bw else t("nb3_compute")]
+    for (key, q), i in intensity.items()
 ]
-display(HTML(html_table(["what", "FLOP / byte", "bound on H100/H800"], rows)))
+display(HTML(html_table([t("nb3_what"), "FLOP / byte", t("nb3_bound")], rows)))
 ridge = peak_f / peak_bw
-assert intensity["mla_decode kernel, 1 query token(s)"] < ridge
-assert intensity["mla_decode kernel, 2 query token(s)"] > ridge
+assert intensity[("nb3_kernel_point", 1)] < ridge
+assert intensity[("nb3_kernel_point", 2)] > ridge
 
 # %% [markdown]
 # The `mla_decode` kernel for one query token reads each 576-value row once for all 128

@@ -79,11 +79,14 @@ from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
 from pdlab.ui.fmt import html_table, show_source
+from pdlab.ui.text import words
 
+LANG = "en"  # the language of the printed words
+t = words(LANG)
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]
-print("default backend:", kernels.backend.describe())
-print("checked here on:", BACKENDS)
+print(t("nb4_default", backend=kernels.backend.describe()))
+print(t("nb4_checked", backends=BACKENDS))
 H, L, R = 4, 64, 16  # heads, kv_lora_rank, qk_rope_head_dim (the tiny model)
 D_QK, D_V = 48, 32  # un-absorbed head widths: nope 32 + rope 16, value 32
 SCALE = D_QK**-0.5
@@ -124,7 +127,7 @@ for backend in BACKENDS:
     )
     assert torch.equal(rows, torch.cat([kv_c, k_pe], dim=-1)[:n])
     assert int(torch.isfinite(cache[:, :, 0]).sum()) == n  # the -1 slot wrote nothing
-    print(f"{backend}: {n} rows written and read back exactly; the skipped token left no trace")
+    print(t("nb4_rows", backend=backend, n=n))
 
 # %% [markdown]
 # ## 2. `flash_attn_varlen`: attention over packed sequences
@@ -191,7 +194,8 @@ for causal in (True, False):
                 f"{float((lse - ref_lse).abs().max()):.1e}",
             ]
         )
-display(HTML(html_table(["backend", "causal", "max |out - naive|", "max |lse - naive|"], rows)))
+headers = [t("nb_backend"), "causal", "max |out - naive|", "max |lse - naive|"]
+display(HTML(html_table(headers, rows)))
 
 # %% [markdown]
 # ## 3. `merge_attn_states`: attention in parts
@@ -216,10 +220,7 @@ for backend in BACKENDS:
     out, lse = timed(kernels.merge_attn_states, out_a, lse_a, out_b, lse_b, backend=backend)
     torch.testing.assert_close(out, full_out, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(lse, full_lse, rtol=1e-5, atol=1e-5)
-    print(
-        f"{backend}: keys 0..6 and 7..19 merged = attention over all 20 keys "
-        f"(max |diff| {float((out - full_out).abs().max()):.1e})"
-    )
+    print(t("nb4_merged", backend=backend, d=f"{float((out - full_out).abs().max()):.1e}"))
 
 # %% [markdown]
 # ## 4. `mla_decode`: absorbed MQA with split KV
@@ -267,7 +268,7 @@ for backend in BACKENDS:
         torch.testing.assert_close(out, ref_out, rtol=1e-4, atol=1e-4)
         torch.testing.assert_close(lse, ref_lse, rtol=1e-4, atol=1e-4)
         rows.append([backend, splits, f"{float((out - ref_out).abs().max()):.1e}"])
-display(HTML(html_table(["backend", "num_kv_splits", "max |out - naive MQA|"], rows)))
+display(HTML(html_table([t("nb_backend"), "num_kv_splits", "max |out - naive MQA|"], rows)))
 
 # %% [markdown]
 # With 8 splits, the 3-token request has empty splits: they return `lse = -inf` and weigh
@@ -281,7 +282,7 @@ display(HTML(html_table(["backend", "num_kv_splits", "max |out - naive MQA|"], r
 # `pdlab bench kernels` (`make bench`).
 
 # %%
-display(HTML(html_table(["kernel", "backend", "wall time"], timings)))
+display(HTML(html_table([t("nb4_kernel"), t("nb_backend"), t("nb4_wall")], timings)))
 
 # %% [markdown]
 # ## Check yourself
@@ -299,4 +300,4 @@ d16 = kernels.mla_decode(qd, cache, tables, seq_lens, SCALE, num_kv_splits=16, b
 assert torch.equal(o1, out_a) and torch.equal(l1, lse_a)  # (a) unchanged
 torch.testing.assert_close(o2, full_out, rtol=1e-5, atol=1e-5)  # (b) order is free
 torch.testing.assert_close(d16[0], d1[0], rtol=1e-5, atol=1e-5)  # (c) same result
-print("(a) the other part, unchanged  (b) no  (c) yes")
+print(t("nb4_answers"))

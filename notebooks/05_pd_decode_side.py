@@ -22,7 +22,7 @@
 #    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
 # 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
 #    Isn't that then true on D?
-# 3. So does D run `forward_mha` for that one token?
+# 3. So does D run `_forward_prefill` for that one token?
 # 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
 #
 # **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
@@ -32,12 +32,15 @@
 #   final hidden state of position `N-1`, the only thing the first logits depend on);
 # - why that makes D's first step a *short extend*: `query_len = 1`,
 #   `num_computed_tokens = N-1`, `num_prompt_tokens = N`;
-# - that the expression in question 2 is real: vLLM's model runner computes
-#   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
-#   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
-#   False, which the MLA builder sets under prefill context parallelism. So by default D's
-#   step takes `forward_mqa`; with `prefill_context_parallel_size > 1` it takes
-#   `forward_mha`;
+# - that the expression in question 2 is real: vLLM 0.33.0's default model runner (Model
+#   Runner V2) computes `is_prefilling = num_computed_prefill_tokens < prefill_len` for
+#   every request, and names D's row itself: one new prompt token over cached context is
+#   `prefill_runs_as_decode`, so the step stays a uniform decode batch
+#   (`decode_graph_eligible`); that `split_decodes_and_prefills` reads `is_prefilling` only
+#   when `treat_short_extends_as_decodes` is False, which the MLA builder sets under prefill
+#   context parallelism (PCP). So by default D's step takes `forward_mqa` (older vLLM's
+#   `_forward_decode`); with `prefill_context_parallel_size > 1` it takes `forward_mha`
+#   (the `_forward_prefill` of the question), and why; and what V1 does;
 # - that both give the same token, and what each costs for DeepSeek-V3.
 #
 # Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
@@ -86,7 +89,6 @@ from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
-    reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
 )
 from pdlab.attention.mla import MLAAttention
@@ -95,11 +97,14 @@ from pdlab.demo import prompt_of_length, run_demo
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
+from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.tour_route import RENAMES
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "en"  # the language of the widgets' labels
@@ -202,7 +207,8 @@ print(
 # So the cache has *everything* about position `N-1` that attention will ever need: its
 # latent K/V in every layer. What it does not have is the thing the first output token is
 # computed from. The logits are `lm_head(norm(h_last[N-1]))`, where `h_last` is the output
-# of the **last** layer (attention, then MLP, then the final norm). A cache row of layer
+# of the **last** layer (its attention, then its MLP; the final `norm` is applied on the way
+# to the logits). A cache row of layer
 # `l` is computed from the *input* of layer `l`'s attention, before that layer's attention
 # and MLP run, and it is a projection down to 80 values (576 for DeepSeek), not the
 # 128-wide (7168) hidden state. No row of any layer is, or can be turned back into,
@@ -233,7 +239,7 @@ print(
 # (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
 # itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
-# written again on the way (the same values P wrote). That is the `- 1`: it leaves
+# written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
 # `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
 #
@@ -264,10 +270,12 @@ assert (
 # %% [markdown]
 # ## 3. The one-token step, and what routes it
 #
-# D's first computing step therefore looks like this in the trace. Alongside the three
-# counts, the model runner recorded `is_prefilling = num_computed_tokens <
-# num_prompt_tokens`, exactly as vLLM's `gpu_model_runner.py` computes it for every
-# request, and the region the batch reorder put the request in:
+# D's first computing step therefore looks like this in the trace. vLLM 0.33.0 runs Model
+# Runner V2 by default (`vllm/v1/worker/gpu/model_runner.py`; `VLLM_USE_V2_MODEL_RUNNER=0`
+# selects V1), and so does pdlab. Alongside the three counts, the runner recorded V2's
+# view of the row: `prefill_len` (every token it was given with the request: the prompt,
+# plus the outputs so far after a preemption), `is_prefilling = num_computed_prefill_tokens
+# < prefill_len`, `prefill_runs_as_decode` and the step's `decode_graph_eligible`:
 
 # %%
 print(route_text(first, LANG))
@@ -276,20 +284,37 @@ print(
     f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
     f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
 )
+print(
+    f"model_runner = {first['model_runner']}, prefill_len = {first['prefill_len']}, "
+    f"prefill_runs_as_decode = {first['prefill_runs_as_decode']}, "
+    f"decode_graph_eligible = {first['decode_graph_eligible']}"
+)
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
     1,
     N - 1,
     N,
 )
 assert first["is_prefilling"] and first["region"] == "short_extend"
-assert first["forward"] == "forward_mqa"
+assert first["model_runner"] == "v2" and first["prefill_runs_as_decode"]
+assert first["decode_graph_eligible"] and first["forward"] == "forward_mqa"
+
+# %% [markdown]
+# V2 names this row in its own code. Its comment says that one new prompt token over
+# existing context runs as a decode, and the step then stays `decode_graph_eligible`: a
+# uniform decode batch, the one a full decode CUDA graph replays
+# (`get_uniform_decode_token_count`). pdlab's copy of the rule (upstream:
+# `GPUModelRunner.gather_batch_req_state`; pdlab records the flag but captures no graphs):
+
+# %%
+show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "eligible = all(")
 
 # %% [markdown]
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
-# a *short extend*. The model runner sorts every batch into four regions, decode →
-# short_extend → long_extend → prefill (`reorder_batch_to_split_decodes_and_prefills`),
-# and the MLA metadata builder then calls `split_decodes_and_prefills` to find where the
-# decodes end. pdlab's version of that function, with upstream's arguments:
+# a *short extend*. V2 orders the batch with the one-token rows first, then by query
+# length (`sort_batch_req_ids`; V1 sorts into four regions, decode → short_extend →
+# long_extend → prefill), and the MLA metadata builder then calls
+# `split_decodes_and_prefills` to find where the decodes end. pdlab's version of that
+# function, with upstream's arguments:
 
 # %%
 show_source(split_decodes_and_prefills)
@@ -302,7 +327,7 @@ show_source(split_decodes_and_prefills)
 # `reorder_batch_threshold`. pdlab's builder makes the same two choices:
 
 # %%
-show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.__init__, "profile = attn.profile", "self.use_pcp")
 show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
 
 # %% [markdown]
@@ -329,9 +354,31 @@ for parallel in (ParallelConfig(), PCP2):
     )
 
 # %% [markdown]
+# Why does PCP flip it? Upstream's PCP manager (`vllm/v1/worker/gpu/pcp_manager.py`) cuts
+# every row that is still prefilling into `2 x PCP` chunks spread over the ranks, and keeps
+# every other row whole (`replicated = ~is_prefilling`; with PCP alone each whole row goes
+# to one rank in turn). A prefilling row is computed in pieces, so it must take the
+# prefill path; and under PCP V2 computes no `prefill_runs_as_decode`, and the step loses
+# the decode graph (`decode_graph_eligible = not has_prefill`). D's first step beside two
+# running decodes, laid out for PCP 2 (pdlab computes every row on one device; this only
+# shows the layout):
+
+# %%
+show_source(pcp_rank_chunks)
+d_batch = {"dec-a": (1, False), "dec-b": (1, False), first["req_id"]: (1, True)}
+layout = pcp_rank_chunks([q for q, _ in d_batch.values()], [f for _, f in d_batch.values()], 2)
+names_ = list(d_batch)
+rows = [
+    [f"rank {r}", ", ".join(f"{names_[i]}[{o}:{o + n}]" for i, o, n in parts) or "—"]
+    for r, parts in enumerate(layout)
+]
+display(HTML(html_table(["PCP rank", "rows it computes (row[start:end])"], rows)))
+assert [i for i, _, _ in layout[0]] == [0, 2] and [i for i, _, _ in layout[1]] == [1]
+
+# %% [markdown]
 # With prefill context parallelism the answer to question 3 is yes: D runs
-# `forward_mha` for that one token. Here is the path, as
-# pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
+# `forward_mha` (the question's `_forward_prefill`) for that one token. Here is the path,
+# as pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %%
 show_source(MLAAttention.forward_mha)
@@ -341,22 +388,27 @@ show_source(MLAAttention.forward_mha)
 # (`kv_b_proj`), attend to itself, then `_compute_prefill_context`: gather all `N-1`
 # latent rows from the paged cache, up-project every one of them through `kv_b_proj` into
 # per-head keys and values, attend without a mask, and merge the two partial results by
-# their log-sum-exp. Run the pair both ways and compare D's first step, kernel by kernel
-# (layer 0; the other layers call the same):
+# their log-sum-exp. Run the pair under V2, V2 with PCP 2, and V1, and compare D's first
+# step, kernel by kernel (layer 0; the other layers call the same):
 
 # %%
+SETUPS = {  # label: (model_runner, parallel_config)
+    "V2 (default)": ("v2", ParallelConfig()),
+    "V2 + PCP 2": ("v2", PCP2),
+    "V1": ("v1", ParallelConfig()),
+}
 runs = {}
-for parallel in (ParallelConfig(), PCP2):
-    size = parallel.prefill_context_parallel_size
+for label, (runner, parallel) in SETUPS.items():
     p = PDPair(
         TINY,
         CacheConfig(block_size=BS),
         SchedulerConfig(),
         backend=BACKEND,
         parallel_config=parallel,
+        model_runner=runner,
     )
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
-    runs[size] = (p.tracer, o.output_token_ids)
+    runs[label] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
     krows = [
         [
@@ -370,23 +422,36 @@ for parallel in (ParallelConfig(), PCP2):
     ]
     display(
         HTML(
-            f"<b>prefill_context_parallel_size = {size}: "
-            f"{p.tracer.first('route', 'D')['forward']}</b>"
+            f"<b>{label}: {p.tracer.first('route', 'D')['forward']}</b>"
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
-assert runs[1][0].first("route", "D")["forward"] == "forward_mqa"
-assert runs[2][0].first("route", "D")["forward"] == "forward_mha"
+routes = {label: t.first("route", "D") for label, (t, _) in runs.items()}
+assert routes["V2 (default)"]["forward"] == routes["V1"]["forward"] == "forward_mqa"
+assert routes["V2 + PCP 2"]["forward"] == "forward_mha"
+assert routes["V2 + PCP 2"]["prefill_runs_as_decode"] is None
+assert not routes["V2 + PCP 2"]["decode_graph_eligible"]
+assert routes["V1"]["prefill_runs_as_decode"] is None  # V1 has no such flag
+
+# %% [markdown]
+# The names in the question are older vLLM's. Where they live in 0.33.0 (files under
+# `vllm/`; the tour prints the same table, from `pdlab/ui/tour_route.py`):
+
+# %%
+display(HTML(html_table(["older vLLM", "vLLM 0.33.0", "file"], [list(r) for r in RENAMES])))
 
 # %% [markdown]
 # ## 4. Four kinds of request, three backends
 #
 # The same split on a batch with one request of each region: an ordinary decode, D's
-# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt. The
-# backend matters too: its `reorder_batch_threshold` is the `decode_threshold` (1 for
-# `TRITON_MLA` and the common builder, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose
-# comment says it processes small prefills with the decode pathway), and `require_uniform`
-# is set unless the backend takes variable-length queries:
+# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt, in
+# V2's order. The backend matters too: its `reorder_batch_threshold` is the
+# `decode_threshold` (1 for `TRITON_MLA`, `FLASHINFER_MLA`, `CUTLASS_MLA` and the common
+# builder `CPU_MLA` uses, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose comment says
+# it processes small prefills with the decode pathway), and `require_uniform` is set unless
+# the backend takes variable-length queries. Which backend runs is the platform's choice
+# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200, `FLASHINFER_MLA` on a B200,
+# `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -404,9 +469,14 @@ settings = [
     ("flash_attn_mla", 1),
 ]
 table = {name: [*batch[name]] for name in names}
+for gpu in ("h200", "b200", "cpu"):
+    print(f"{gpu}: {select_mla_backend(gpu).reason}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
-    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    state = gather_batch_req_state(
+        dict(zip(names, q)), dict(zip(names, c)), dict(zip(names, p)), use_pcp=size > 1
+    )
+    order = [names.index(r) for r in state.req_ids]  # V2's order (decodes first under PCP)
     meta = build_mla_metadata(
         [q[i] for i in order],
         [c[i] for i in order],
@@ -438,14 +508,17 @@ assert table["D's short extend"][4].endswith("prefill")
 # 100-token prompt is a prefill under `TRITON_MLA`; under `FLASHMLA` it is a prefill too
 # here, because `require_uniform` wants every decode to have the first decode's query
 # length (a 100-token prompt alone in its batch would be a decode); under
-# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path. That is the
-# absorb crossover of notebook 3 (about 171 query tokens for V3) seen from the other side:
-# below it, the absorbed form costs fewer FLOPs even for a prompt.
+# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path, and so does
+# the 200-token long extend. That saves no FLOPs: for a fresh prompt the absorbed form
+# always costs more (notebook 3, where absorbing wins only for a few queries over a long
+# cached context). Upstream gives no reason for the 128 and 512 beyond that comment.
 #
 # Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
-# `not use_pcp` as well, while the Mamba and GDN builders always pass
-# `treat_short_extends_as_decodes=False`: for them every request still in its prompt is a
-# prefill.
+# `not use_pcp` as well. The Mamba and GDN builders pass
+# `treat_short_extends_as_decodes=False`, but first rewrite `is_prefilling`: Mamba turns a
+# one-token prefill with prior state into a decode row (its comment names NIXL
+# disaggregation's `h(N-1) -> N` recompute path), and GDN counts as prefills only rows with
+# no prior state. So D's first step is a decode there too.
 
 # %% [markdown]
 # ## 5. Both paths give the same token
@@ -458,11 +531,11 @@ assert table["D's short extend"][4].endswith("prefill")
 colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
-print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
-print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
-print(f"colocated engine                      : {col_tokens}")
-print(f"oracle (no cache)                     : {oracle}")
-assert runs[1][1] == runs[2][1] == col_tokens == oracle
+for label, (_, toks) in runs.items():
+    print(f"P/D, {label:14}: {toks}")
+print(f"colocated engine  : {col_tokens}")
+print(f"oracle (no cache) : {oracle}")
+assert all(toks == col_tokens == oracle for _, toks in runs.values())
 
 # %% [markdown]
 # ## 6. What each costs
@@ -473,23 +546,19 @@ assert runs[1][1] == runs[2][1] == col_tokens == oracle
 
 # %%
 summary = []
-for size, (tracer, _) in runs.items():
+for label, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
     summary.append(
         [
-            size,
+            label,
             tracer.first("route", "D")["forward"],
             len(ks),
             flops(sum(e["flops"] for e in ks)),
             nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(
-    HTML(
-        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
-    )
-)
+display(HTML(html_table(["set-up", "path", "kernels", "FLOPs", "bytes"], summary)))
 
 # %% [markdown]
 # The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions

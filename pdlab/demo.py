@@ -2,10 +2,12 @@
 engine, recorded in one trace, returned as one :class:`Demo`.
 
 The tour, the notebooks' P/D explorer and ``pdlab trace --pd`` all run it. With
-``compare=True`` it also runs what the tour puts side by side: a second P/D pair with
-``prefill_context_parallel_size`` on the other side of 1, the same prompt again on the
+``compare=True`` it also runs what the tour puts side by side: D's first step under the
+three set-ups that route it differently (:data:`VARIANTS`: Model Runner V2, vLLM 0.33.0's
+default; V2 with ``prefill_context_parallel_size = 2``; V1), the same prompt again on the
 colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a fresh request
-under the FlashMLA profile (``reorder_batch_threshold = 128``).
+under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200 (``reorder_batch_threshold =
+512``, varlen), where P's own short prompt takes the absorbed decode path.
 
 It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
 vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
@@ -19,7 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdlab.attention.cost import Cost
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    resolve_model_runner,
+)
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine, one_thread
 from pdlab.events import TraceEvent
@@ -28,6 +37,9 @@ from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
 _TEXT = "The quick brown fox jumps over the lazy dog. "
+
+# (model_runner, prefill_context_parallel_size): the set-ups ``compare`` runs, default first.
+VARIANTS: tuple[tuple[str, int], ...] = (("v2", 1), ("v2", 2), ("v1", 1))
 
 
 def prompt_of_length(n: int) -> str:
@@ -41,7 +53,8 @@ def prompt_of_length(n: int) -> str:
 class Demo:
     """What one demonstration did. ``trace`` holds instances ``P``, ``D`` and ``local`` (the
     colocated engine); with ``compare``, ``other_trace`` holds the pair run with the other
-    ``prefill_context_parallel_size`` and ``fresh_trace`` the FlashMLA engine."""
+    ``prefill_context_parallel_size``, ``variant_traces`` one trace per :data:`VARIANTS`
+    entry (the main run's among them) and ``fresh_trace`` the FLASH_ATTN_MLA engine."""
 
     prompt: str
     prompt_ids: list[int]
@@ -61,12 +74,16 @@ class Demo:
     other_trace: Tracer | None = None
     other_tokens: list[int] | None = None
     fresh_trace: Tracer | None = None
+    model_runner: str = "v2"
+    variant_traces: dict[tuple[str, int], Tracer] = field(default_factory=dict)
+    variant_tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
     @property
     def tokens_equal(self) -> bool:
         """P/D equals colocated (and the other pair, when it ran), token for token."""
         same = self.pd_tokens == self.colocated_tokens
-        return same and (self.other_tokens is None or self.other_tokens == self.pd_tokens)
+        same = same and (self.other_tokens is None or self.other_tokens == self.pd_tokens)
+        return same and all(t == self.pd_tokens for t in self.variant_tokens.values())
 
     @property
     def d_first_step(self) -> TraceEvent:
@@ -122,11 +139,13 @@ def run_demo(
     sp = SamplingParams(max_tokens=max_tokens)
     attn = AttentionConfig(mla_backend, gpu)
 
-    def routing(size: int) -> dict[str, Any]:
+    runner = resolve_model_runner(model_runner, ParallelConfig(pcp))
+
+    def routing(size: int, run: str = runner) -> dict[str, Any]:
         return {
             "attention_config": attn,
             "parallel_config": ParallelConfig(size),
-            "model_runner": model_runner,
+            "model_runner": run,
         }
 
     t0 = time.perf_counter()
@@ -147,33 +166,48 @@ def run_demo(
         extra: dict[str, Any] = {}
         if compare:
             outs.append(local.generate(text, sp)[0])  # a prefix-cache hit: capped at N - 1
+            traces = {(runner, pcp): pair.tracer}
+            toks = {(runner, pcp): list(pd_out.output_token_ids)}
+            vtexts = {(runner, pcp): pd_out.text}
+            for run, size in VARIANTS:
+                if (run, size) not in traces:
+                    vp = PDPair(
+                        cfg, cache, SchedulerConfig(), backend=backend, **routing(size, run)
+                    )
+                    vo = vp.generate(text, sp)[0]
+                    toks[(run, size)] = list(vo.output_token_ids)
+                    vtexts[(run, size)] = vo.text
+                    traces[(run, size)] = vp.tracer
             other_pcp = 2 if pcp == 1 else 1
-            other = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(other_pcp))
-            other_out = other.generate(text, sp)[0]
+            other = ("v2", other_pcp)
             fresh = LLMEngine(
                 cfg,
                 cache,
                 SchedulerConfig(),
                 backend=backend,
                 model=model,
-                attention_config=AttentionConfig("flashmla"),
+                attention_config=AttentionConfig("flash_attn_mla", "h200"),
             )
             fresh.generate(text, SamplingParams(max_tokens=1))
             extra = {
                 "other_pcp": other_pcp,
-                "other_trace": other.tracer,
-                "other_tokens": list(other_out.output_token_ids),
+                "other_trace": traces.get(other, traces[("v2", 1)]),
+                "other_tokens": toks.get(other, toks[("v2", 1)]),
                 "fresh_trace": fresh.tracer,
+                "variant_traces": traces,
+                "variant_tokens": toks,
             }
     pair.tracer.meta["demo"] = {
         "prompt": text,
         "prefill_context_parallel_size": pcp,
         "mla_backend": attn.backend,
+        "model_runner": runner,
         "max_tokens": max_tokens,
     }
     texts = {"pd": pd_out.text, "colocated": outs[0].text}
     if compare:
-        texts["other"] = other_out.text
+        texts["other"] = vtexts.get(("v2", extra["other_pcp"]), vtexts[("v2", 1)])
+        texts.update({f"{run} pcp{size}": t for (run, size), t in vtexts.items()})
     return Demo(
         prompt=text,
         prompt_ids=list(pd_out.prompt_token_ids),
@@ -189,5 +223,6 @@ def run_demo(
         texts=texts,
         seconds=time.perf_counter() - t0,
         local_ids=[o.request_id for o in outs],
+        model_runner=runner,
         **extra,
     )

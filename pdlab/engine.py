@@ -28,6 +28,7 @@ from pdlab.config import (
 )
 from pdlab.errors import one_line
 from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
+from pdlab.kernels.backend import resolve
 from pdlab.kv_transfer.base import KVConnector
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
@@ -75,6 +76,7 @@ class LLMEngine:
         kv_transfer_config: KVTransferConfig | None = None,
         model_runner: str | None = None,
     ) -> None:
+        resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
         self.attention_config = attention_config or AttentionConfig()
         self.parallel_config = parallel_config or ParallelConfig()

@@ -1,4 +1,4 @@
-"""Notebooks 05 and 06, and 07 and 08, each come from one bilingual source
+"""Every notebook's English and Chinese versions come from one bilingual source
 (``pdlab/ui/bilingual.py``): the committed ``.py`` twins are exactly what the source renders
 to, and they share every code cell but the language line."""
 
@@ -13,14 +13,22 @@ from pdlab.ui import bilingual
 ROOT = Path(__file__).resolve().parents[1]
 
 
-SOURCES = list(bilingual.NOTEBOOKS)
+NAMES = sorted(bilingual.NOTEBOOKS)
 
 
-@pytest.mark.parametrize("src", SOURCES, ids=str)
+def test_every_notebook_has_a_source_and_both_languages() -> None:
+    notebooks = {p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.py")}
+    rendered = {t.name for targets in bilingual.NOTEBOOKS.values() for t in targets.values()}
+    assert notebooks == rendered, "a notebook is not rendered from a bilingual source"
+    sources = {p.stem for p in (ROOT / bilingual.SOURCE_DIR).glob("*.py")}
+    assert sources == set(bilingual.NOTEBOOKS)
+
+
 @pytest.mark.parametrize("lang", bilingual.LANGS)
-def test_committed_notebooks_are_rendered_from_the_source(src: Path, lang: str) -> None:
-    source = (ROOT / src).read_text(encoding="utf-8")
-    target = bilingual.NOTEBOOKS[src][lang]
+@pytest.mark.parametrize("name", NAMES)
+def test_committed_notebooks_are_rendered_from_the_source(name: str, lang: str) -> None:
+    source = (ROOT / bilingual.source_path(name)).read_text(encoding="utf-8")
+    target = bilingual.NOTEBOOKS[name][lang]
     committed = (ROOT / target).read_text(encoding="utf-8")
     assert committed == bilingual.render(source, lang), (
         f"{target} is stale: run `python -m pdlab.ui.bilingual` "
@@ -28,9 +36,9 @@ def test_committed_notebooks_are_rendered_from_the_source(src: Path, lang: str) 
     )
 
 
-@pytest.mark.parametrize("src", SOURCES, ids=str)
-def test_code_cells_are_shared_and_markdown_is_per_language(src: Path) -> None:
-    source = (ROOT / src).read_text(encoding="utf-8")
+@pytest.mark.parametrize("name", NAMES)
+def test_code_cells_are_shared_and_markdown_is_per_language(name: str) -> None:
+    source = (ROOT / bilingual.source_path(name)).read_text(encoding="utf-8")
     _, en = bilingual.split_cells(bilingual.render(source, "en"))
     _, zh = bilingual.split_cells(bilingual.render(source, "zh"))
     assert len(en) == len(zh)

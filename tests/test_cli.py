@@ -238,3 +238,42 @@ def test_bench_paths_context_beyond_the_model_or_memory_is_one_line(context, nee
     assert e.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("pdlab bench: error: --context") and needle in err
+
+
+def test_version_and_help_do_not_import_torch():
+    """``pdlab --version`` stays fast: building the parser imports no engine, no torch."""
+    code = (
+        "import sys\n"
+        "from pdlab.cli import build_parser\n"
+        "build_parser()\n"
+        "print(sorted(m for m in ('torch', 'pdlab.engine', 'pdlab.kernels') if m in sys.modules))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_a_prompt_that_is_not_utf8_is_one_line_naming_prompt():
+    for command in (["trace"], ["tour"], ["pd", "--procs", "1"]):
+        r = subprocess.run(
+            [sys.executable, "-m", "pdlab", *command, b"--prompt", b"ab\xff\xfe"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        last = r.stderr.strip().splitlines()[-1]
+        assert last.startswith(f"pdlab {command[0]}: error: argument --prompt: "), last
+        assert "is not UTF-8 text" in last
+
+
+def test_pd_decode_without_a_peer_reports_within_its_timeout(monkeypatch):
+    """D waits for P's port itself, up to --timeout, and hands torch only the time left:
+    c10d's store client, left to wait, retries once after its timeout (7.6 s for
+    --timeout 3). With no listener torch's join is never entered."""
+    import pdlab.disagg.group as group
+
+    calls = []
+    monkeypatch.setattr(group.dist, "init_process_group", lambda *a, **k: calls.append(k))
+    with pytest.raises(group.PeerUnreachable, match="prefill peer at 127.0.0.1:.* within 0.5 s"):
+        group.join_group(1, "127.0.0.1", group.free_port(), 0.5)
+    assert calls == []

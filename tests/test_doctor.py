@@ -1,5 +1,6 @@
 """``pdlab doctor`` runs, reports the chosen backend and exits 0 here."""
 
+import re
 import subprocess
 import sys
 
@@ -10,9 +11,9 @@ from pdlab.tools import doctor
 def test_doctor_reports_backend(capsys):
     assert doctor.main() == 0
     out = capsys.readouterr().out
-    assert "[OK] backend" in out and backend.get_backend() in out
+    assert re.search(r"^\[OK\] +backend +" + backend.get_backend(), out, re.M), out
     for name in ("python", "torch", "rich", "matplotlib", "jupyterlab", "ipywidgets", "model"):
-        assert f"] {name}" in out
+        assert re.search(rf"^\[(OK|WARN|FAIL)\] +{name} ", out, re.M), out
 
 
 def test_doctor_cli_exit_code():
@@ -40,3 +41,60 @@ def test_backend_override():
         assert "backend='cuda' is invalid" in str(e)
     else:
         raise AssertionError("expected ValueError")
+
+
+def test_doctor_reports_what_the_commands_run(monkeypatch):
+    from pdlab.cli import build_parser
+
+    default = build_parser().parse_args(["trace"]).backend  # what pdlab trace would run
+    kernels = [c for c in doctor.run_checks() if c.name == "kernels"][0]
+    assert kernels.detail.startswith(f"{default}: pdlab tour, trace and pd run it by default")
+
+
+def test_missing_optional_pieces_are_warnings_not_cannot_run(monkeypatch, capsys):
+    monkeypatch.setattr(backend, "triton_installed", lambda: False)
+    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
+    monkeypatch.setattr(doctor, "_widgets_check", lambda: doctor.Check("ipywidgets", True, "-"))
+    import webbrowser
+
+    def no_browser(*a, **k):
+        raise webbrowser.Error("none")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    assert doctor.main(aot=True) == 0
+    out = capsys.readouterr().out
+    for name in ("triton", "browser", "aot"):
+        assert any(ln.startswith("[WARN]") and f" {name} " in ln for ln in out.splitlines()), out
+    assert "cannot run here" not in out and "pdlab can run here" in out
+
+
+def test_a_cuda_torch_without_a_gpu_is_a_warning_with_its_size(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(doctor, "nvidia_gpu_present", lambda: False)
+    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
+    (build,) = [c for c in doctor.run_checks() if c.name == "torch build"]
+    assert not build.ok and not build.required  # a warning: everything still runs
+    size = doctor.installed_bytes(lambda n: n == "torch" or n.startswith("nvidia-"))
+    assert f"{size / 1e9:.1f} GB" in build.detail and doctor.CPU_INDEX in build.fix
+
+
+def test_installed_bytes_counts_the_files_on_disk():
+    import os
+
+    import rich
+
+    folder = os.path.dirname(rich.__file__)
+    sources = sum(
+        os.path.getsize(os.path.join(d, f))
+        for d, _, fs in os.walk(folder)
+        for f in fs
+        if f.endswith(".py")
+    )
+    everything = sum(
+        os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(folder) for f in fs
+    )
+    counted = doctor.installed_bytes(lambda n: n == "rich")
+    assert sources <= counted <= everything + 10**6  # + its dist-info

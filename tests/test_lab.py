@@ -70,6 +70,21 @@ def test_lab_command_line(tmp_path, monkeypatch) -> None:
     assert "--allow-root" not in lab.lab_command(folder)
 
 
+def test_a_number_means_the_english_notebook_and_zh_its_chinese_twin() -> None:
+    folder = notebooks_dir()
+    for name in SHIPPED:
+        number, stem = name.split("_", 1)[0], name.removesuffix(".ipynb")
+        twin = f"{stem}_zh.ipynb"
+        if not stem.endswith("_zh") and twin in SHIPPED:
+            assert lab.resolve_notebook(number, folder) == name
+            assert lab.resolve_notebook(f"{number}_zh", folder) == twin
+    # a number that has only a Chinese notebook opens it (06 is notebook 5 in Chinese)
+    only = [n for n in SHIPPED if n.startswith("06_")]
+    assert lab.resolve_notebook("06", folder) == only[0]
+    with pytest.raises(ValueError, match="--notebook='05_zh' matches no notebook"):
+        lab.resolve_notebook("05_zh", folder)
+
+
 @pytest.mark.parametrize(
     ("argv", "needle"),
     [

@@ -185,3 +185,21 @@ def test_threshold_under_speculation_and_decode_context_parallelism():
     dcp = {k: p.effective_threshold(0, 2) for k, p in MLA_BACKENDS.items()}
     assert dcp["flashmla"] == 1 and dcp["flash_attn_mla"] == 512
     assert MLA_BACKENDS["flash_attn_mla"].effective_threshold(0, 2, 4) == 1
+
+
+def test_pcp_splits_the_prefilling_rows_and_keeps_the_others_whole():
+    from pdlab.model.batch import pcp_rank_chunks
+
+    # Two decodes, D's one-token row (prefilling), a 10-token prefill, PCP 2.
+    ranks = pcp_rank_chunks([1, 1, 1, 10], [False, False, True, True], 2)
+    assert ranks == [
+        [(0, 0, 1), (2, 0, 1), (3, 0, 3), (3, 9, 1)],
+        [(1, 0, 1), (3, 3, 3), (3, 6, 3)],
+    ]
+    # Every token of every row is computed exactly once across the ranks.
+    for q_lens, pf, size in (([5, 1, 7], [True, False, True], 4), ([3], [True], 3)):
+        got = sorted((row, o + i) for rk in pcp_rank_chunks(q_lens, pf, size) for row, o, n in rk
+                     for i in range(n))  # fmt: skip
+        assert got == [(row, t) for row, q in enumerate(q_lens) for t in range(q)]
+    # Under DCP the rows that stay whole go to every rank.
+    assert pcp_rank_chunks([1], [False], 2, 2) == [[(0, 0, 1)], [(0, 0, 1)]]

@@ -86,6 +86,8 @@ print("BUILT", getattr(build_meta, sys.argv[1])(sys.argv[2]))
 def _build(kind: str, src: Path, out: Path) -> Path:
     r = _run("-c", _BUILD, kind, str(out), cwd=src)
     assert r.returncode == 0, r.stderr[-3000:]
+    # every folder Python could import from the package dirs is declared (pyproject.toml)
+    assert "Package would be ignored" not in r.stdout + r.stderr, r.stderr[-3000:]
     return out / r.stdout.split("BUILT ")[-1].strip()
 
 
@@ -108,6 +110,7 @@ def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(tmp_path) -> None:
         names = set(whl.namelist())
     assert {f"pdlab/notebooks/{n}" for n in notebooks} <= names
     assert "pdlab/kernels/__init__.py" in names and "pdlab/__main__.py" in names
+    assert "pdlab/notebooks/src/pd_decode_side.py" in names  # 05/06's bilingual source
     assert not any(n.startswith(("kernels/", "notebooks/", "tests/")) for n in names)
 
     with tarfile.open(sdist) as sdist:

@@ -99,3 +99,26 @@ def test_save_all_writes_three_pngs(run: Demo, tmp_path) -> None:
     ]
     for p in paths:
         assert p.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_point_two_instances_share_stays_visible(run: Demo) -> None:
+    """P and the colocated engine both reach num_computed_tokens = N in step 1: the marker
+    drawn later must be smaller (a ring inside the other), not the same size on top."""
+    ax = plot_num_computed_tokens(run.trace).axes[0]
+    at: dict[tuple[int, int], list[str]] = {}
+    for r in run.trace.step_rows():
+        at.setdefault((r["step"], r["num_computed_tokens_after"]), []).append(r["instance"])
+    shared = [xy for xy, insts in at.items() if len(set(insts)) > 1]
+    assert shared, "the demo should have a point two instances share"
+    for x, y in shared:
+        marks = [
+            ln
+            for ln in ax.get_lines()
+            if ln.get_label().startswith("_")
+            and list(ln.get_xdata()) == [x]
+            and list(ln.get_ydata()) == [y]
+        ]
+        marks.sort(key=lambda ln: ln.get_zorder())
+        sizes = [ln.get_markersize() for ln in marks]
+        assert len(marks) >= 2 and sizes == sorted(sizes, reverse=True), sizes
+        assert len(set(sizes)) == len(sizes), sizes

@@ -186,6 +186,28 @@ def test_failed_load_ends_the_request_with_an_error_by_default(how):
     assert free_queue_ids(sched)[:3] == [2, 1, 0] and all_free(sched)
 
 
+@pytest.mark.parametrize("policy", ["fail", "recompute"])
+@pytest.mark.parametrize("how,first_bad", [("request", None), ("blocks", 1), ("blocks", 2)])
+def test_failed_load_trims_the_count_as_upstream(policy, how, first_bad):
+    # vLLM 0.33.0: a block-level failure trims num_computed_tokens to the valid prefix
+    # under either policy (_update_requests_with_invalid_blocks); a failed receive as a
+    # whole resets it only under "recompute" (_handle_failed_recving).
+    n = int(BS * 2.5)
+    if how == "request":
+        conn = FakeKVConnector(fail_recv_req_ids={"x"})
+    else:
+        conn = FakeKVConnector(invalid_block_from={"x": first_bad})
+    sched, runner, _ = make(conn, kv_load_failure_policy=policy)
+    r = remote_prefill_request("x", n)
+    sched.add_request(r)
+    step(sched, runner)
+    if how == "blocks":
+        expect = first_bad * BS
+    else:
+        expect = 0 if policy == "recompute" else n
+    assert r.num_computed_tokens == expect
+
+
 def test_failed_load_under_recompute_computes_the_prompt_locally():
     n = int(BS * 2.5)
     conn = FakeKVConnector(fail_recv_req_ids={"x"})

@@ -218,6 +218,25 @@ def test_partly_failed_receive_keeps_the_blocks_before_the_first_bad_one():
     assert so.scheduled_new_reqs[0].block_ids == [0, 1, 2]
 
 
+def test_partly_failed_receive_under_fail_hands_on_only_the_blocks_before_the_bad_one():
+    """Under "fail", as vLLM 0.33.0 (``_update_requests_with_invalid_blocks`` trims the
+    count whatever the policy), the request keeps only the tokens before the first failed
+    block before it ends with an error, so the connector is given those blocks only.
+    tests/upstream found pdlab keeping all ten tokens here."""
+    given = []
+
+    class Recording(FakeKVConnector):
+        def request_finished(self, request, block_ids):
+            given.append((request.request_id, request.num_computed_tokens, list(block_ids)))
+            return super().request_finished(request, block_ids)
+
+    sched, runner, _ = make(Recording(invalid_block_from={"x": 1}))
+    sched.add_request(d_request("x", 10))
+    _, outs = step(sched, runner)
+    assert [(o.req_id, o.finish_reason) for o in outs] == [("x", "error")]
+    assert given == [("x", 4, [0])]
+
+
 def test_synchronous_load_schedules_the_rest_at_once():
     conn = FakeKVConnector(load_async=False)
     sched, runner, events = make(conn)

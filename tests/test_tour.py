@@ -129,17 +129,22 @@ def test_block_size_option(capsys, tmp_path) -> None:
     assert any("3–5" in r for r in rows(out))
 
 
-def test_pcp_option_sets_the_main_run(capsys, tmp_path) -> None:
+def test_pcp_option_sets_the_main_run(capsys, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the set-ups side by side
     out, t = run_tour(capsys, tmp_path, "--pcp", "2", "--chapter", "4")
     assert {r["prefill_context_parallel_size"] for r in t.meta["routing"].values()} == {2}
     assert {r["treat_short_extends_as_decodes"] for r in t.meta["routing"].values()} == {False}
     first_d = t.filter("route", "D")[0]
     assert first_d["forward"] == "forward_mha" and first_d["is_prefilling"]
-    assert has_row(out, "prefill_context_parallel_size", "1", "2")
-    assert "PCP 2 (main run)" in flat(out) and "PCP 1 (main run)" not in flat(out)
+    assert has_row(out, "model_runner", "v2", "v2", "v1")
+    assert has_row(out, "decode_graph_eligible", "True", "False", "True")
+    assert "V2 + PCP 2 (main run)" in flat(out) and "V2 (default) (main run)" not in flat(out)
 
 
-def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_path) -> None:
+def test_chapter_4_alone_shows_every_set_up_and_the_fresh_prompt(
+    capsys, tmp_path, monkeypatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough for the set-ups side by side
     out, t = run_tour(capsys, tmp_path, "--chapter", "4")
     assert len(headings(out)) == 1 and "Chapter 4" in headings(out)[0]
     for n in (1, 2, 3, 5, 6):
@@ -150,9 +155,14 @@ def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_pa
     assert route["is_prefilling"] and route["region"] == "short_extend"
     assert route["forward"] == "forward_mqa"  # upstream's default
     assert f"query_len = 1, num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)
-    assert has_row(out, "is_prefilling", "True", "True")
-    assert has_row(out, "region", "short_extend", "short_extend")
-    assert has_row(out, "treat_short_extends_as_decodes", "True", "False")
+    assert has_row(out, "is_prefilling", "True", "True", "True")
+    assert has_row(out, "region", "short_extend", "short_extend", "short_extend")
+    assert has_row(out, "treat_short_extends_as_decodes", "True", "False", "True")
+    # V2 names the row; under PCP and V1 there is no such flag.
+    assert has_row(out, "prefill_runs_as_decode", "True", "—", "—")
+    assert "prefill_runs_as_decode = is_prefilling" not in flat(out)  # pdlab's source, not prose
+    assert "runs_as_decode = [pf and qi == 1 and ci > 0" in flat(out)
+    assert "_forward_prefill" in flat(out) and "MLACommonBaseImpl.forward_mha" in flat(out)
     assert "1 > 1: False" in flat(out) and "OR is_prefilling = True" in flat(out)
     for name in (
         "forward_mha",
@@ -167,18 +177,18 @@ def test_chapter_4_alone_shows_both_settings_and_the_fresh_prompt(capsys, tmp_pa
     ):
         assert name in flat(out)
     tok = t.first("sample", "D")["token"]
-    assert has_row(
-        out, "first token on D", f"{tok} ({token_char(tok)})", f"{tok} ({token_char(tok)})"
-    )
-    # the default prompt is shorter than FlashMLA's threshold: a fresh prompt on the decode path
-    assert n <= 128 and "reorder_batch_threshold = 128" in flat(out)
+    shown = f"{tok} ({token_char(tok)})"
+    assert has_row(out, "first token on D", shown, shown, shown)
+    # the default prompt is shorter than FLASH_ATTN_MLA's threshold: a fresh prompt on the
+    # decode path, on P's side
+    assert n <= 512 and "reorder_batch_threshold = 512" in flat(out)
     assert f"query_len = {n}, no context, region prefill) took forward_mqa" in flat(out)
 
 
-def test_a_prompt_longer_than_flashmla_threshold_is_a_prefill(capsys, tmp_path) -> None:
-    prompt = "x" * 130
+def test_a_prompt_longer_than_flash_attn_mla_threshold_is_a_prefill(capsys, tmp_path) -> None:
+    prompt = "x" * 513
     out, _ = run_tour(capsys, tmp_path, "--prompt", prompt, "--chapter", "4", "--max-tokens", "1")
-    assert "query_len = 130, no context, region prefill) is longer than the threshold" in flat(out)
+    assert "query_len = 513, no context, region prefill) is longer than the threshold" in flat(out)
 
 
 def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
@@ -212,7 +222,7 @@ def test_lang_zh_is_chinese(capsys, tmp_path) -> None:
         "上下文长度",
         "本步调度",
         "输出对比",
-        "short_extend 区",
+        "仍在预填充",
     ):
         assert label in flat(out)
     for english in ("Chapter", "logical block", "first token on D", "computed before"):
@@ -248,7 +258,7 @@ def test_triton_backend_option(capsys, tmp_path) -> None:
     )
     assert t.meta["backend"] == "triton"
     assert {k["backend"] for k in t.filter("kernel")} == {"triton"}
-    assert "the same token" in flat(out)
+    assert "Every set-up gives token" in flat(out)
 
 
 def test_json_and_plots_options(capsys, tmp_path) -> None:

@@ -97,7 +97,7 @@ def test_pd_explorer_follows_pcp_prompt_length_block_size_preset_backend() -> No
 
 def test_pd_explorer_in_chinese() -> None:
     ex = w.PDExplorer(prompt_len=5, lang="zh", pcp=2)
-    assert ex.prompt_len.description == "提示长度" and ex.mla_backend.description == "MLA 后端"
+    assert ex.prompt_len.description == "提示词长度" and ex.mla_backend.description == "MLA 后端"
     assert ex.pcp.description == "prefill_context_parallel_size"
     assert "short_extend 区" in _text(ex.route.value) and "forward_mha" in ex.route.value
     assert "一致 ✓" in _text(ex.tokens.value)

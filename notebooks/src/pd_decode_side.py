@@ -22,7 +22,7 @@
 #    `prompt_len - 1` (the `num_computed_tokens -= 1` when it equals `request.num_tokens`)?
 # 2. A request counts as still prefilling while `num_computed_tokens < num_prompt_tokens`.
 #    Isn't that then true on D?
-# 3. So does D run `forward_mha` for that one token?
+# 3. So does D run `_forward_prefill` for that one token?
 # 4. "The last token must be recomputed to get logits, the cache cannot be used": why?
 #
 # **What you will learn.** This notebook answers all four by running pdlab's P/D pair and
@@ -32,12 +32,15 @@
 #   final hidden state of position `N-1`, the only thing the first logits depend on);
 # - why that makes D's first step a *short extend*: `query_len = 1`,
 #   `num_computed_tokens = N-1`, `num_prompt_tokens = N`;
-# - that the expression in question 2 is real: vLLM's model runner computes
-#   `is_prefilling = num_computed_tokens < num_prompt_tokens` for every request; and that
-#   `split_decodes_and_prefills` reads it only when `treat_short_extends_as_decodes` is
-#   False, which the MLA builder sets under prefill context parallelism. So by default D's
-#   step takes `forward_mqa`; with `prefill_context_parallel_size > 1` it takes
-#   `forward_mha`;
+# - that the expression in question 2 is real: vLLM 0.33.0's default model runner (Model
+#   Runner V2) computes `is_prefilling = num_computed_prefill_tokens < prefill_len` for
+#   every request, and names D's row itself: one new prompt token over cached context is
+#   `prefill_runs_as_decode`, so the step stays a uniform decode batch
+#   (`decode_graph_eligible`); that `split_decodes_and_prefills` reads `is_prefilling` only
+#   when `treat_short_extends_as_decodes` is False, which the MLA builder sets under prefill
+#   context parallelism (PCP). So by default D's step takes `forward_mqa` (older vLLM's
+#   `_forward_decode`); with `prefill_context_parallel_size > 1` it takes `forward_mha`
+#   (the `_forward_prefill` of the question), and why; and what V1 does;
 # - that both give the same token, and what each costs for DeepSeek-V3.
 #
 # Everything runs on a CPU in well under a minute: the tiny DeepSeek-style model (2 layers,
@@ -45,36 +48,39 @@
 # Triton interpreter computes the same numbers, more slowly; notebook 4 checks both).
 
 # %% [markdown] zh
-# # 6. P/D 分离的 decode 侧：D 为什么要把最后一个 prompt token 再算一遍
+# # 6. P/D 分离的 decode 侧：D 为什么要把最后一个提示词 token 再算一遍
 #
 # （本篇是第 5 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
 #
 # 有人问过 prefill/decode（P/D）分离的几个问题（vllm-project/vllm#28566）：
 #
-# 1. 在 decode 实例（D）上，scheduler 为什么把 `num_computed_tokens` 设成
+# 1. 在解码实例（D）上，调度器为什么把 `num_computed_tokens` 设成
 #    `prompt_len - 1`？也就是当它等于 `request.num_tokens` 时那句
 #    `num_computed_tokens -= 1`。
 # 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在 prefill。那在 D 上这个
 #    条件不就成立了吗？
-# 3. 这样一来，D 是否要为这一个 token 跑一遍 `forward_mha`？
-# 4. “最后一个 token 必须重算才能得到 logits，用不了 cache”——为什么？
+# 3. 这样一来，D 是否要为这一个 token 跑一遍 `_forward_prefill`？
+# 4. “最后一个 token 必须重算才能得到 logits，用不了缓存”——为什么？
 #
 # **你会学到什么。** 我们运行 pdlab 的 P/D 对、读它的 trace，并对照 vLLM 0.33.0 的源码，
 # 把四个问题逐一回答：
 #
 # - P 传给 D 的是什么：每一层在位置 `0..N-1` 的 K/V；没有传的是什么：位置 `N-1` 在最后
-#   一层之后的 hidden state，而第一个输出 token 的 logits 恰恰只取决于它；
+#   一层之后的隐藏状态，而第一个输出 token 的 logits 恰恰只取决于它；
 # - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
 #   `num_prompt_tokens = N`；
-# - 问题 2 里的表达式确实存在：vLLM 的 model runner 为每个请求计算
-#   `is_prefilling = num_computed_tokens < num_prompt_tokens`；但 `split_decodes_and_prefills`
-#   只在 `treat_short_extends_as_decodes` 为 False 时才读它，而 MLA builder 只在开启 prefill
-#   上下文并行时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`；
-#   `prefill_context_parallel_size > 1` 时走 `forward_mha`；
+# - 问题 2 里的表达式确实存在：vLLM 0.33.0 默认的 model runner（Model Runner V2）为每个请求
+#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，而且亲自点名了 D 的这一行：
+#   在已缓存上下文之上只有一个新的提示词 token，就是 `prefill_runs_as_decode`，于是这一步仍是
+#   整齐的 decode 批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
+#   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
+#   prefill 上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
+#   vLLM 的 `_forward_decode`）；`prefill_context_parallel_size > 1` 时走 `forward_mha`（即提问
+#   里的 `_forward_prefill`），以及为什么；还有 V1 怎么做；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
 #
 # 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
-# latent 秩 64、RoPE 16），算子用 pdlab 的 `torch` 后端（Triton 解释器算出的数一样，只是更慢；
+# 潜向量秩 64、RoPE 16），算子用 pdlab 的 `torch` 后端（Triton 解释器算出的数一样，只是更慢；
 # 第 4 篇把两个后端都对过一遍）。
 
 # %%
@@ -119,7 +125,6 @@ from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
-    reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
 )
 from pdlab.attention.mla import MLAAttention
@@ -128,11 +133,14 @@ from pdlab.demo import prompt_of_length, run_demo
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
+from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.tour_route import RENAMES
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "en"  # the language of the widgets' labels
@@ -158,9 +166,9 @@ print(
 # %% [markdown] zh
 # ## 1. 一个请求走一遍 P 和 D
 #
-# `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D proxy 驱动两台服务器一样：prompt 先发给 P，
+# `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D proxy 驱动两台服务器一样：提示词先发给 P，
 # 带 `max_tokens=1` 和 `do_remote_decode`；P 做完 prefill，采样一个 token（proxy 会丢掉它），
-# 保留自己的 block，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
+# 保留自己的块，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
 # trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎用上游的默认设置
 # （`TRITON_MLA` 后端配置，不开 prefill 上下文并行）。
 
@@ -178,7 +186,7 @@ trace_panels(pair.tracer, lang=LANG)
 # (`remote_kv_ready`) it set `num_computed_tokens` to `N - 1`, not `N`:
 
 # %% [markdown] zh
-# P 一步就把 `N` 个 token 全算完了。D 先分配 block，等 P 的 K/V 到达（`waiting_for_remote_kvs`，
+# P 一步就把 `N` 个 token 全算完了。D 先分配块，等 P 的 K/V 到达（`waiting_for_remote_kvs`，
 # 然后是 `kv_transfer`）；数据到齐后（`remote_kv_ready`），它把 `num_computed_tokens` 设成了
 # `N - 1`，而不是 `N`：
 
@@ -217,10 +225,10 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 # %% [markdown] zh
 # ## 2. 传过去了什么，没传什么
 #
-# 手动一步步推进这对引擎，在 D 刚收到 P 的 block、还没做任何计算时停下。此时 D 的 paged cache
+# 手动一步步推进这对引擎，在 D 刚收到 P 的块、还没做任何计算时停下。此时 D 的分页 KV 缓存
 # （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的 slot 是 NaN）里，每一层、
-# 每个 prompt 位置都已经有一行 latent `[kv_c_normed | k_pe]`。我们用 `forward_mha` 里
-# 同一个 `gather_cache` 算子，按 D 的 block table 把它们读出来。
+# 每个提示词位置都已经有一行潜向量 `[kv_c_normed | k_pe]`。我们用 `forward_mha` 里
+# 同一个 `gather_cache` 算子，按 D 的块表把它们读出来。
 
 # %%
 BS = 4
@@ -262,19 +270,21 @@ print(
 # So the cache has *everything* about position `N-1` that attention will ever need: its
 # latent K/V in every layer. What it does not have is the thing the first output token is
 # computed from. The logits are `lm_head(norm(h_last[N-1]))`, where `h_last` is the output
-# of the **last** layer (attention, then MLP, then the final norm). A cache row of layer
+# of the **last** layer (its attention, then its MLP; the final `norm` is applied on the way
+# to the logits). A cache row of layer
 # `l` is computed from the *input* of layer `l`'s attention, before that layer's attention
 # and MLP run, and it is a projection down to 80 values (576 for DeepSeek), not the
 # 128-wide (7168) hidden state. No row of any layer is, or can be turned back into,
 # `h_last[N-1]`.
 
 # %% [markdown] zh
-# 可见，关于位置 `N-1`，attention 将来需要的东西 cache 里**全都有**：它在每一层的 latent K/V。
+# 可见，关于位置 `N-1`，注意力将来需要的东西缓存里**全都有**：它在每一层的潜向量 K/V。
 # 缺的是第一个输出 token 真正依赖的那样东西。logits 是 `lm_head(norm(h_last[N-1]))`，
-# 其中 `h_last` 是**最后一层**的输出（先 attention，再 MLP，再最终的 norm）。第 `l` 层的
-# cache 行是由第 `l` 层 attention 的*输入*算出来的，那时这一层的 attention 和 MLP 都还没跑；
+# 其中 `h_last` 是**最后一层**的输出（先注意力，再 MLP；最终的 `norm` 在求 logits
+# 时才做）。第 `l` 层的
+# 缓存行是由第 `l` 层注意力的*输入*算出来的，那时这一层的注意力和 MLP 都还没跑；
 # 而且它是降维到 80 个值（DeepSeek 是 576）的投影，不是 128 维（DeepSeek 是 7168 维）的
-# hidden state。任何一层的任何一行都不是 `h_last[N-1]`，也还原不出它。
+# 隐藏状态。任何一层的任何一行都不是 `h_last[N-1]`，也还原不出它。
 
 # %%
 model = pair.decode.model
@@ -301,17 +311,18 @@ print(
 # (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
 # itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
-# written again on the way (the same values P wrote). That is the `- 1`: it leaves
+# written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
 # `num_tokens - 1` (`KVCacheManager.get_computed_blocks`, notebook 1).
 #
 # Let D take that step now. First, keep the rows of position `N-1` as P wrote them:
 
 # %% [markdown] zh
-# vLLM V0 曾经把 hidden state 跟 cache 一起传过；v1 的 KV connector（`NixlConnector` 等）只传
-# KV block。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
-# 它的 attention 从传过来的 cache 里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
-# （值和 P 写的一样）。这就是那个 `- 1`：恰好留下一个 token 要算。本地 prefix cache 命中
+# vLLM V0 曾经把隐藏状态跟缓存一起传过；v1 的 KV connector（`NixlConnector` 等）只传
+# KV 块。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
+# 它的注意力从传过来的缓存里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
+# （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。
+# 本地前缀缓存命中
 # 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #
@@ -342,17 +353,21 @@ assert (
 # %% [markdown] en
 # ## 3. The one-token step, and what routes it
 #
-# D's first computing step therefore looks like this in the trace. Alongside the three
-# counts, the model runner recorded `is_prefilling = num_computed_tokens <
-# num_prompt_tokens`, exactly as vLLM's `gpu_model_runner.py` computes it for every
-# request, and the region the batch reorder put the request in:
+# D's first computing step therefore looks like this in the trace. vLLM 0.33.0 runs Model
+# Runner V2 by default (`vllm/v1/worker/gpu/model_runner.py`; `VLLM_USE_V2_MODEL_RUNNER=0`
+# selects V1), and so does pdlab. Alongside the three counts, the runner recorded V2's
+# view of the row: `prefill_len` (every token it was given with the request: the prompt,
+# plus the outputs so far after a preemption), `is_prefilling = num_computed_prefill_tokens
+# < prefill_len`, `prefill_runs_as_decode` and the step's `decode_graph_eligible`:
 
 # %% [markdown] zh
 # ## 3. 这一个 token 的一步，以及决定它走哪条路的是什么
 #
-# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。除了三个计数，model runner 还记下了
-# `is_prefilling = num_computed_tokens < num_prompt_tokens`（和 vLLM 的
-# `gpu_model_runner.py` 对每个请求的算法一样），以及批次重排把这个请求放进的区域：
+# 于是 D 第一次真正计算的那一步，在 trace 里是这样的。vLLM 0.33.0 默认运行 Model Runner V2
+# （`vllm/v1/worker/gpu/model_runner.py`；`VLLM_USE_V2_MODEL_RUNNER=0` 才选 V1），pdlab 也一样。
+# 除了三个计数，runner 还记下了 V2 对这一行的看法：`prefill_len`（随请求交给它的全部 token：
+# 提示词，被抢占后再加上已有的输出）、`is_prefilling = num_computed_prefill_tokens <
+# prefill_len`、`prefill_runs_as_decode`，以及这一步的 `decode_graph_eligible`：
 
 # %%
 print(route_text(first, LANG))
@@ -361,25 +376,48 @@ print(
     f" (N-1), num_prompt_tokens = {first['num_prompt_tokens']} (N), "
     f"is_prefilling = {first['is_prefilling']}, region = {first['region']}"
 )
+print(
+    f"model_runner = {first['model_runner']}, prefill_len = {first['prefill_len']}, "
+    f"prefill_runs_as_decode = {first['prefill_runs_as_decode']}, "
+    f"decode_graph_eligible = {first['decode_graph_eligible']}"
+)
 assert (first["query_len"], first["num_computed_tokens"], first["num_prompt_tokens"]) == (
     1,
     N - 1,
     N,
 )
 assert first["is_prefilling"] and first["region"] == "short_extend"
-assert first["forward"] == "forward_mqa"
+assert first["model_runner"] == "v2" and first["prefill_runs_as_decode"]
+assert first["decode_graph_eligible"] and first["forward"] == "forward_mqa"
+
+# %% [markdown] en
+# V2 names this row in its own code. Its comment says that one new prompt token over
+# existing context runs as a decode, and the step then stays `decode_graph_eligible`: a
+# uniform decode batch, the one a full decode CUDA graph replays
+# (`get_uniform_decode_token_count`). pdlab's copy of the rule (upstream:
+# `GPUModelRunner.gather_batch_req_state`; pdlab records the flag but captures no graphs):
+
+# %% [markdown] zh
+# V2 在自己的代码里点名了这一行。它的注释说：在已有上下文之上只有一个新的提示词 token，
+# 就按 decode 运行；于是这一步仍是 `decode_graph_eligible`：一个整齐的 decode 批次，也就是完整
+# decode CUDA graph 能重放的那种（`get_uniform_decode_token_count`）。pdlab 里对应的规则
+# （上游：`GPUModelRunner.gather_batch_req_state`；pdlab 记录这个标志，但不捕获 CUDA graph）：
+
+# %%
+show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "eligible = all(")
 
 # %% [markdown] en
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
-# a *short extend*. The model runner sorts every batch into four regions, decode →
-# short_extend → long_extend → prefill (`reorder_batch_to_split_decodes_and_prefills`),
-# and the MLA metadata builder then calls `split_decodes_and_prefills` to find where the
-# decodes end. pdlab's version of that function, with upstream's arguments:
+# a *short extend*. V2 orders the batch with the one-token rows first, then by query
+# length (`sort_batch_req_ids`; V1 sorts into four regions, decode → short_extend →
+# long_extend → prefill), and the MLA metadata builder then calls
+# `split_decodes_and_prefills` to find where the decodes end. pdlab's version of that
+# function, with upstream's arguments:
 
 # %% [markdown] zh
-# 只有一个新 token，像 decode；prompt 还没算完，又像 prefill：上游把它叫作*短 extend*。
-# model runner 把每个批次排成四个区：decode → short_extend → long_extend → prefill
-# （`reorder_batch_to_split_decodes_and_prefills`），MLA metadata builder 再调用
+# 只有一个新 token，像 decode；提示词还没算完，又像 prefill：上游把它叫作*短 extend*。
+# V2 把只有一个 token 的行排在最前，其余按 query 长度排序（`sort_batch_req_ids`；V1 则排成
+# 四个区：decode → short_extend → long_extend → prefill），MLA metadata builder 再调用
 # `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
 
 # %%
@@ -400,7 +438,7 @@ show_source(split_decodes_and_prefills)
 # pdlab 的 builder 做同样的两个选择：
 
 # %%
-show_source(MLAMetadataBuilder.__init__, "profile =", "self.use_pcp")
+show_source(MLAMetadataBuilder.__init__, "profile = attn.profile", "self.use_pcp")
 show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
 
 # %% [markdown] en
@@ -431,13 +469,43 @@ for parallel in (ParallelConfig(), PCP2):
     )
 
 # %% [markdown] en
+# Why does PCP flip it? Upstream's PCP manager (`vllm/v1/worker/gpu/pcp_manager.py`) cuts
+# every row that is still prefilling into `2 x PCP` chunks spread over the ranks, and keeps
+# every other row whole (`replicated = ~is_prefilling`; with PCP alone each whole row goes
+# to one rank in turn). A prefilling row is computed in pieces, so it must take the
+# prefill path; and under PCP V2 computes no `prefill_runs_as_decode`, and the step loses
+# the decode graph (`decode_graph_eligible = not has_prefill`). D's first step beside two
+# running decodes, laid out for PCP 2 (pdlab computes every row on one device; this only
+# shows the layout):
+
+# %% [markdown] zh
+# 为什么 PCP 会翻转它？上游的 PCP manager（`vllm/v1/worker/gpu/pcp_manager.py`）把每个仍在
+# 预填充的行切成 `2 x PCP` 块分给各个 rank，其他行保持完整（`replicated = ~is_prefilling`；
+# 只开 PCP 时，每个完整的行轮流交给一个 rank）。仍在预填充的行被分块计算，所以必须走 prefill
+# 路径；而且开启 PCP 时 V2 不计算 `prefill_runs_as_decode`，这一步也就失去了 decode graph
+# （`decode_graph_eligible = not has_prefill`）。下面是 D 的第一步和两个正在 decode 的请求一起、
+# 按 PCP 2 排布的样子（pdlab 在一个设备上计算每一行，这里只展示排布）：
+
+# %%
+show_source(pcp_rank_chunks)
+d_batch = {"dec-a": (1, False), "dec-b": (1, False), first["req_id"]: (1, True)}
+layout = pcp_rank_chunks([q for q, _ in d_batch.values()], [f for _, f in d_batch.values()], 2)
+names_ = list(d_batch)
+rows = [
+    [f"rank {r}", ", ".join(f"{names_[i]}[{o}:{o + n}]" for i, o, n in parts) or "—"]
+    for r, parts in enumerate(layout)
+]
+display(HTML(html_table(["PCP rank", "rows it computes (row[start:end])"], rows)))
+assert [i for i, _, _ in layout[0]] == [0, 2] and [i for i, _, _ in layout[1]] == [1]
+
+# %% [markdown] en
 # With prefill context parallelism the answer to question 3 is yes: D runs
-# `forward_mha` for that one token. Here is the path, as
-# pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
+# `forward_mha` (the question's `_forward_prefill`) for that one token. Here is the path,
+# as pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %% [markdown] zh
 # 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
-# `forward_mha`。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
+# `forward_mha`（即提问里的 `_forward_prefill`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
 # `MLACommonImpl`）里这条路径的写法：
 
 # %%
@@ -448,29 +516,34 @@ show_source(MLAAttention.forward_mha)
 # (`kv_b_proj`), attend to itself, then `_compute_prefill_context`: gather all `N-1`
 # latent rows from the paged cache, up-project every one of them through `kv_b_proj` into
 # per-head keys and values, attend without a mask, and merge the two partial results by
-# their log-sum-exp. Run the pair both ways and compare D's first step, kernel by kernel
-# (layer 0; the other layers call the same):
+# their log-sum-exp. Run the pair under V2, V2 with PCP 2, and V1, and compare D's first
+# step, kernel by kernel (layer 0; the other layers call the same):
 
 # %% [markdown] zh
 # 对“一个 query token、`N-1` 个已缓存 token”来说，这意味着：先把新 token 经 `kv_b_proj`
-# 升维，对自己做 attention；再进 `_compute_prefill_context`：从 paged cache 里 gather 全部
-# `N-1` 行 latent，把每一行都经 `kv_b_proj` 升维成逐头的 K 和 V，做不带 mask 的 attention，
-# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 按两种设置各跑一遍，逐个算子对比 D 的第一步
-# （第 0 层；其他层调用的算子相同）：
+# 上投影，对自己做注意力；再进 `_compute_prefill_context`：从分页 KV 缓存里 gather 全部
+# `N-1` 行潜向量，把每一行都经 `kv_b_proj` 上投影成逐头的 K 和 V，做不带 mask 的注意力，
+# 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 分别在 V2、V2 + PCP 2 和 V1 下各跑一遍，
+# 逐个算子对比 D 的第一步（第 0 层；其他层调用的算子相同）：
 
 # %%
+SETUPS = {  # label: (model_runner, parallel_config)
+    "V2 (default)": ("v2", ParallelConfig()),
+    "V2 + PCP 2": ("v2", PCP2),
+    "V1": ("v1", ParallelConfig()),
+}
 runs = {}
-for parallel in (ParallelConfig(), PCP2):
-    size = parallel.prefill_context_parallel_size
+for label, (runner, parallel) in SETUPS.items():
     p = PDPair(
         TINY,
         CacheConfig(block_size=BS),
         SchedulerConfig(),
         backend=BACKEND,
         parallel_config=parallel,
+        model_runner=runner,
     )
     o = p.generate(prompt, SamplingParams(max_tokens=4))[0]
-    runs[size] = (p.tracer, o.output_token_ids)
+    runs[label] = (p.tracer, o.output_token_ids)
     step = p.tracer.first("route", "D")["step"]
     krows = [
         [
@@ -484,32 +557,52 @@ for parallel in (ParallelConfig(), PCP2):
     ]
     display(
         HTML(
-            f"<b>prefill_context_parallel_size = {size}: "
-            f"{p.tracer.first('route', 'D')['forward']}</b>"
+            f"<b>{label}: {p.tracer.first('route', 'D')['forward']}</b>"
             + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
         )
     )
-assert runs[1][0].first("route", "D")["forward"] == "forward_mqa"
-assert runs[2][0].first("route", "D")["forward"] == "forward_mha"
+routes = {label: t.first("route", "D") for label, (t, _) in runs.items()}
+assert routes["V2 (default)"]["forward"] == routes["V1"]["forward"] == "forward_mqa"
+assert routes["V2 + PCP 2"]["forward"] == "forward_mha"
+assert routes["V2 + PCP 2"]["prefill_runs_as_decode"] is None
+assert not routes["V2 + PCP 2"]["decode_graph_eligible"]
+assert routes["V1"]["prefill_runs_as_decode"] is None  # V1 has no such flag
+
+# %% [markdown] en
+# The names in the question are older vLLM's. Where they live in 0.33.0 (files under
+# `vllm/`; the tour prints the same table, from `pdlab/ui/tour_route.py`):
+
+# %% [markdown] zh
+# 提问里的名字来自旧版 vLLM。它们在 0.33.0 中的位置（文件都在 `vllm/` 下；导览打印的是同一张表，
+# 来自 `pdlab/ui/tour_route.py`）：
+
+# %%
+display(HTML(html_table(["older vLLM", "vLLM 0.33.0", "file"], [list(r) for r in RENAMES])))
 
 # %% [markdown] en
 # ## 4. Four kinds of request, three backends
 #
 # The same split on a batch with one request of each region: an ordinary decode, D's
-# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt. The
-# backend matters too: its `reorder_batch_threshold` is the `decode_threshold` (1 for
-# `TRITON_MLA` and the common builder, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose
-# comment says it processes small prefills with the decode pathway), and `require_uniform`
-# is set unless the backend takes variable-length queries:
+# short extend, a later chunk of a long prompt (a long extend), and a fresh prompt, in
+# V2's order. The backend matters too: its `reorder_batch_threshold` is the
+# `decode_threshold` (1 for `TRITON_MLA`, `FLASHINFER_MLA`, `CUTLASS_MLA` and the common
+# builder `CPU_MLA` uses, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose comment says
+# it processes small prefills with the decode pathway), and `require_uniform` is set unless
+# the backend takes variable-length queries. Which backend runs is the platform's choice
+# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200, `FLASHINFER_MLA` on a B200,
+# `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
 
 # %% [markdown] zh
 # ## 4. 四类请求，三种后端
 #
-# 在一个每个区各有一个请求的批次上做同样的切分：一个普通 decode、D 的短 extend、一个长
-# prompt 的后续分块（长 extend），以及一个新 prompt。后端也有影响：它的
-# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA` 和通用 builder 为 1，
-# `FLASHMLA` 为 128，`FLASH_ATTN_MLA` 为 512，其注释说这是让短 prefill 走 decode 路径），
-# 除非后端支持变长 query，否则还会设置 `require_uniform`：
+# 在一个每个区各有一个请求的批次上（按 V2 的顺序）做同样的切分：一个普通 decode、D 的短
+# extend、一个长提示词的后续分块（长 extend），以及一个新提示词。后端也有影响：它的
+# `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA`、`FLASHINFER_MLA`、
+# `CUTLASS_MLA` 以及 `CPU_MLA` 所用的通用 builder 为 1，`FLASHMLA` 为 128，`FLASH_ATTN_MLA`
+# 为 512，其注释说这是让小的 prefill 走 decode 路径）；除非后端支持变长 query，否则还会设置
+# `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：H100/H200 上是
+# `FLASH_ATTN_MLA`，B200 上是 `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
+# （`pdlab.platforms.select_mla_backend`）：
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -527,9 +620,14 @@ settings = [
     ("flash_attn_mla", 1),
 ]
 table = {name: [*batch[name]] for name in names}
+for gpu in ("h200", "b200", "cpu"):
+    print(f"{gpu}: {select_mla_backend(gpu).reason}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
-    order = reorder_batch_to_split_decodes_and_prefills(q, c, p, threshold)
+    state = gather_batch_req_state(
+        dict(zip(names, q)), dict(zip(names, c)), dict(zip(names, p)), use_pcp=size > 1
+    )
+    order = [names.index(r) for r in state.req_ids]  # V2's order (decodes first under PCP)
     meta = build_mla_metadata(
         [q[i] for i in order],
         [c[i] for i in order],
@@ -561,25 +659,30 @@ assert table["D's short extend"][4].endswith("prefill")
 # 100-token prompt is a prefill under `TRITON_MLA`; under `FLASHMLA` it is a prefill too
 # here, because `require_uniform` wants every decode to have the first decode's query
 # length (a 100-token prompt alone in its batch would be a decode); under
-# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path. That is the
-# absorb crossover of notebook 3 (about 171 query tokens for V3) seen from the other side:
-# below it, the absorbed form costs fewer FLOPs even for a prompt.
+# `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path, and so does
+# the 200-token long extend. That saves no FLOPs: for a fresh prompt the absorbed form
+# always costs more (notebook 3, where absorbing wins only for a few queries over a long
+# cached context). Upstream gives no reason for the 128 and 512 beyond that comment.
 #
 # Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
-# `not use_pcp` as well, while the Mamba and GDN builders always pass
-# `treat_short_extends_as_decodes=False`: for them every request still in its prompt is a
-# prefill.
+# `not use_pcp` as well. The Mamba and GDN builders pass
+# `treat_short_extends_as_decodes=False`, but first rewrite `is_prefilling`: Mamba turns a
+# one-token prefill with prior state into a decode row (its comment names NIXL
+# disaggregation's `h(N-1) -> N` recompute path), and GDN counts as prefills only rows with
+# no prior state. So D's first step is a decode there too.
 
 # %% [markdown] zh
-# 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新 prompt 在 `TRITON_MLA`
+# 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新提示词在 `TRITON_MLA`
 # 下是 prefill；在 `FLASHMLA` 下这里也是 prefill，因为 `require_uniform` 要求所有 decode 的
-# query 长度都和第一个 decode 相同（如果这个 100 token 的 prompt 独占一个批次，它就会是
-# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径。这就是第 3 篇里权重吸收的
-# 临界点（V3 约 171 个 query token）从另一面看：低于它时，即使是 prompt，吸收形式的 FLOPs 也更少。
+# query 长度都和第一个 decode 相同（如果这个 100 token 的提示词独占一个批次，它就会是
+# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径，200 个 token 的长 extend
+# 也一样。这并不省 FLOPs：对新提示词，吸收形式的 FLOPs 总是更多（见第 3 篇：只有少量 query
+# 面对很长的已缓存上下文时，吸收才更省）。对 128 和 512，上游除了那句注释没有给出理由。
 #
-# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`；而 Mamba 和
-# GDN 的 builder 总是传 `treat_short_extends_as_decodes=False`：对它们来说，凡是仍在 prompt 内的
-# 请求都是 prefill。
+# 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`。Mamba 和 GDN
+# 的 builder 传 `treat_short_extends_as_decodes=False`，但会先改写 `is_prefilling`：Mamba 把带有
+# 先前状态的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
+# 重算路径），GDN 只把没有先前状态的行算作 prefill。所以在那里 D 的第一步同样是 decode。
 
 # %% [markdown] en
 # ## 5. Both paths give the same token
@@ -592,17 +695,17 @@ assert table["D's short extend"][4].endswith("prefill")
 # ## 5. 两条路径，同一个 token
 #
 # MLA 的两种形式在代数上相等（第 3 篇），所以这个设置只改变代价，不改变结果。把两次 P/D 运行
-# 和单机引擎、以及模型自带的慢速 oracle（每个 token 都从头完整前向一次）放在一起比：
+# 和非分离引擎、以及模型自带的慢速参考实现（每个 token 都从头完整前向一次）放在一起比：
 
 # %%
 colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backend=BACKEND)
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
-print(f"P/D, prefill_context_parallel_size = 1: {runs[1][1]}")
-print(f"P/D, prefill_context_parallel_size = 2: {runs[2][1]}")
-print(f"colocated engine                      : {col_tokens}")
-print(f"oracle (no cache)                     : {oracle}")
-assert runs[1][1] == runs[2][1] == col_tokens == oracle
+for label, (_, toks) in runs.items():
+    print(f"P/D, {label:14}: {toks}")
+print(f"colocated engine  : {col_tokens}")
+print(f"oracle (no cache) : {oracle}")
+assert all(toks == col_tokens == oracle for _, toks in runs.values())
 
 # %% [markdown] en
 # ## 6. What each costs
@@ -620,23 +723,19 @@ assert runs[1][1] == runs[2][1] == col_tokens == oracle
 
 # %%
 summary = []
-for size, (tracer, _) in runs.items():
+for label, (tracer, _) in runs.items():
     step = tracer.first("route", "D")["step"]
     ks = tracer.filter("kernel", "D", step=step)
     summary.append(
         [
-            size,
+            label,
             tracer.first("route", "D")["forward"],
             len(ks),
             flops(sum(e["flops"] for e in ks)),
             nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(
-    HTML(
-        html_table(["prefill_context_parallel_size", "path", "kernels", "FLOPs", "bytes"], summary)
-    )
-)
+display(HTML(html_table(["set-up", "path", "kernels", "FLOPs", "bytes"], summary)))
 
 # %% [markdown] en
 # The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions
@@ -653,9 +752,9 @@ display(
 # %% [markdown] zh
 # tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
 # 为 128/64/128，61 层），按 bf16，用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
-# prefill 路径要把每个上下文 token 经 `kv_b_proj` 升维：`2 × 1 × (128 × 256) × 512` FLOPs，
-# 也就是每个上下文 token、每层约 33.6 MFLOP。absorbed 的 decode 路径则只把每个上下文 token
-# 的 576 个 latent 值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
+# prefill 路径要把每个上下文 token 经 `kv_b_proj` 上投影：`2 × 1 × (128 × 256) × 512` FLOPs，
+# 也就是每个上下文 token、每层约 33.6 MFLOP。吸收形式的 decode 路径则只把每个上下文 token
+# 的 576 个潜向量值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
 # `max(FLOPs / 峰值, 字节 / 带宽)`（H800 与 H100 SXM 一样是 989 TFLOP/s 稠密 bf16、
 # 3.35 TB/s HBM3，数据来自 NVIDIA 的产品手册）。只计注意力：各投影、归一化和 MoE 层在两条
 # 路径上相同。
@@ -749,21 +848,21 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
 # `W_UV`，V3 维度下约 33 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
 # “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
-# `shared_weight_bytes`）：decode 路径只是它的 latent 行，prefill 路径则是取出、上投影并重新
+# `shared_weight_bytes`）：decode 路径只是它的潜向量行，prefill 路径则是取出、上投影并重新
 # 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启 prefill
 # 上下文并行时，D 上*每个*请求都从这一步开始。
 #
 # ## 7. 动手试试
 #
-# 每当你改变 prompt 长度、block 大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
-# 下面的 explorer 都会重新跑一对小的 P/D 引擎（tiny 模型，torch 后端）和一个单机引擎；
+# 每当你改变提示词长度、块大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
+# 下面的探索器都会重新跑一对小的 P/D 引擎（tiny 模型，torch 后端）和一个非分离引擎；
 # preset 只影响成本模型。可以试试：
 #
 # - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
-# - 改 prompt 长度：`num_computed_tokens` 始终是 `N - 1`；
-# - 改 block 大小：D 仍从 `N - 1` 开始，因为 P 会把 prompt 涉及的每个 block（包括最后一个
-#   不满的 block）都传过来；
-# - 选 `flashmla`：D 的这一步不变，但 P 上那个新 prompt（短于 128 个 token）在 P 上走了
+# - 改提示词长度：`num_computed_tokens` 始终是 `N - 1`；
+# - 改块大小：D 仍从 `N - 1` 开始，因为 P 会把提示词涉及的每个块（包括最后一个
+#   不满的块）都传过来；
+# - 选 `flashmla`：D 的这一步不变，但 P 上那个新提示词（短于 128 个 token）在 P 上走了
 #   decode 路径；
 # - 切换 preset，看真实维度下 `N - 1` 处的代价；token 始终一致。
 
@@ -783,9 +882,9 @@ explorer
 # %% [markdown] zh
 # ## 自测
 #
-# 先预测，再运行：37 个 token 的 prompt，block 大小 16，`prefill_context_parallel_size = 2`。
+# 先预测，再运行：37 个 token 的提示词，块大小 16，`prefill_context_parallel_size = 2`。
 # (a) D 第一次计算时 `num_computed_tokens` 是多少？(b) 跑的是哪个 forward？
-# (c) 这一步每层 gather 多少行 latent？(d) 如果这个 prompt 完整地在*本地* prefix cache 里，
+# (c) 这一步每层 gather 多少行潜向量？(d) 如果这个提示词完整地在*本地*前缀缓存里，
 # 会复用多少个 token？(e) 在 `flashmla` 配置、不开 PCP 时，P 的第一步走哪个 forward？
 
 # %%

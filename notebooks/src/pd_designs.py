@@ -37,12 +37,12 @@
 # DeepSeek-V3's widths on an H200 profile. Everything runs on a CPU in seconds.
 
 # %% [markdown] zh
-# # 8. D 能省掉这一步吗？要紧吗？——D 的第一个 token 的四种设计
+# # 7. D 能省掉这一步吗？要紧吗？——D 的第一个 token 的四种设计
 #
 # （本篇是第 7 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
 #
 # 第 5/6 篇说明了 D 为什么要把位置 `N-1` 再算一遍：P 传来的 K/V 含有每一层的 key 和
-# value，却没有第一个 token 的 logits 所需要的最后一层 hidden state。各家引擎的处理并不相同，
+# value，却没有第一个 token 的 logits 所需要的最后一层 隐藏状态。各家引擎的处理并不相同，
 # 这正是本篇要讲的：
 #
 # - `recompute`（vLLM v1，默认）：P 不多传；D 的第一步在 `N-1` 个已缓存 token 上算位置
@@ -170,7 +170,7 @@ show_source(hand_off)
 #
 # 取最长的提示词，每种设计画一张“层 x 位置”格子图，全部从 trace 画出：蓝色是从 P 传来的
 # K/V，橙色是 D 的第一步算的，斜线是 token 1 需要的（`0..N-1` 每一层的 K/V，以及 `N-1` 的
-# 最后一层 hidden state，即最上面一行）。recompute 重写第 `N-1` 列，其余设计从第 `N` 列开始。
+# 最后一层 隐藏状态，即最上面一行）。recompute 重写第 `N-1` 列，其余设计从第 `N` 列开始。
 # 然后是这个请求的时间线：代理 -> P -> 传输 -> D，D 的每一步按 `decode_graph_eligible` 着色，
 # 分别是默认设置与 PCP。
 
@@ -228,7 +228,7 @@ for mode in MODES:
 # 在 D 上，每个到达请求的第一步都落进一批正在解码的请求里。`pdlab sim` 逐步重放：64 个解码
 # 请求、上下文 4K token，泊松到达的 4K token 提示词；每一步如何拆分由引擎自己的
 # `gather_batch_req_state` 与 `split_decodes_and_prefills` 决定，每一步的时间是各组算子在
-# 公开的 H200 参数上的屋顶线（`pdlab/attention/cost.py`），失去完整解码 CUDA graph 时再加上
+# 公开的 H200 参数上的roofline 模型（`pdlab/attention/cost.py`），失去完整解码 CUDA graph 时再加上
 # 一个具名的启动开销。V2 默认下到达的那一行是 `prefill_runs_as_decode`；PCP 下它变成
 # `forward_mha` 行。
 

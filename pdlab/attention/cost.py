@@ -200,12 +200,36 @@ def decode_path_cost(
 
 
 def absorb_crossover_query_len(cfg: ModelConfig) -> float:
-    """Query length below which the absorbed form needs fewer FLOPs than up-projecting the
-    keys: per key, up-projection costs ``2 L H (nope + v)`` once, while absorbing costs
-    ``2 H ((L + R + L) - (qk + v))`` more per query. About 171 for DeepSeek-V3."""
+    """The query length below which absorbing needs fewer FLOPs, in the limit of a cached
+    context much longer than the query (about 171 for DeepSeek-V3). Absorbing moves the
+    up-projection from the keys to the queries: ``kv_b_proj`` costs ``2 L H (nope + v)``
+    per key in the naive form, ``W_UK`` and ``W_UV`` cost the same per query in the
+    absorbed one, and each (query, key) pair costs ``2 H ((L + R + L) - (qk + v))`` more.
+    For a fresh prompt (no cached context) there is no crossover: see :func:`mla_forms_flops`."""
     L = cfg.kv_lora_rank
     extra_per_query = (2 * L + cfg.qk_rope_head_dim) - (cfg.qk_head_dim + cfg.v_head_dim)
     return L * (cfg.qk_nope_head_dim + cfg.v_head_dim) / extra_per_query
+
+
+def mla_forms_flops(cfg: ModelConfig, query_len: int, context_len: int) -> tuple[float, float]:
+    """``(naive, absorbed)`` attention FLOPs, one layer, for ``query_len`` new tokens of one
+    request over ``context_len`` cached tokens, causal among the new tokens (the work both
+    forms share, such as ``q_proj`` and ``o_proj``, is left out).
+
+    * naive (``forward_mha``): ``kv_b_proj`` up-projects every key, cached and new
+      (``(S + q) 2 L H (nope + v)``), then each (query, key) pair costs ``2 H (qk + v)``;
+    * absorbed (``forward_mqa``): ``W_UK`` and ``W_UV`` cost ``q 2 L H (nope + v)``, then
+      each pair costs ``2 H ((L + R) + L)`` over the latent row.
+
+    The pairs are ``q S + q (q + 1) / 2``. With ``S = 0`` the projections are equal and every
+    pair costs more absorbed, so a fresh prompt is always cheaper in FLOPs the naive way."""
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, v, q, s = cfg.qk_nope_head_dim, cfg.v_head_dim, query_len, context_len
+    pairs = q * s + q * (q + 1) / 2
+    proj = 2.0 * L * h * (n + v)
+    naive = (s + q) * proj + pairs * 2.0 * h * (n + R + v)
+    absorbed = q * proj + pairs * 2.0 * h * ((L + R) + L)
+    return naive, absorbed
 
 
 def absorb_flops_per_key(cfg: ModelConfig, query_len: int) -> tuple[float, float]:

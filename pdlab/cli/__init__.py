@@ -72,18 +72,23 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
     lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
     lab.add_argument(
-        "--notebook", metavar="NAME", help="open this one, e.g. 05 or 05_pd_decode_side"
+        "--notebook",
+        metavar="NAME",
+        help="open this one, e.g. 05, 05_pd_decode_side or 01_zh (Chinese)",
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
     return p
 
 
-def _check_env() -> None:
-    """A bad ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES`` is one line before any work."""
+def _check_env(args: argparse.Namespace) -> None:
+    """A bad ``PDLAB_BACKEND``, ``PDLAB_CHECK_INDICES`` or ``--backend`` (triton missing, or
+    ``TRITON_INTERPRET`` off without a GPU) is one line before any work."""
     from pdlab.kernels import backend, checks
 
     backend.get_backend()
     checks.index_checks_enabled()
+    if getattr(args, "backend", None) is not None:
+        backend.check(args.backend, "flag")
 
 
 def _notebooks(args: argparse.Namespace) -> int:
@@ -102,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_outputs(args)
         if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
-            _check_env()
+            _check_env(args)
         if args.command == "doctor":
             from pdlab.tools import doctor
 

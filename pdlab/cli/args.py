@@ -17,6 +17,7 @@ from typing import Any
 
 from pdlab.config import MLA_BACKENDS, MODEL_RUNNERS, AttentionConfig, ParallelConfig
 from pdlab.platforms import GPUS
+from pdlab.ui.text import LANGS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
@@ -43,6 +44,19 @@ def positive_float(text: str) -> float:
 
 def port(text: str) -> int:
     return _number(text, int, lambda v: 0 <= v <= 65535, "a port in [0, 65535]")
+
+
+def prompt_text(text: str) -> str:
+    """A prompt the byte tokenizer can read: text that encodes as UTF-8 (a shell passes
+    other bytes through as lone surrogates, which do not)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not UTF-8 text (characters {e.start}-{e.end - 1} are undecodable "
+            "bytes): expected text in UTF-8, as the byte tokenizer reads it"
+        ) from None
+    return text
 
 
 def int_list(text: str) -> list[int]:
@@ -98,10 +112,12 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
     """What ``pdlab trace`` and ``pdlab pd`` share: the prompts, how many tokens to generate,
-    the cache's block size, the routing switches and which kernels run."""
+    the cache's block size, the routing switches, which kernels run and the language of the
+    tables."""
     p.add_argument(
         "--prompt",
         action="append",
+        type=prompt_text,
         dest="prompts",
         metavar="TEXT",
         help="a prompt (repeat for a batch)",
@@ -110,6 +126,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
+    p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:

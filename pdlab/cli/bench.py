@@ -9,7 +9,9 @@ Upstream's counterpart is ``vllm/entrypoints/cli/benchmark/``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,9 +79,28 @@ def _write_json(path: Path | None, data: Any) -> None:
         print(f"wrote {path}")
 
 
-def run(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def progress_bar(what: str) -> Iterator[Callable[[int, int, str], None]]:
+    """A ``progress(done, total, label)`` callback: a rich progress bar on stderr when
+    stderr is a terminal (gone when done), nothing otherwise, so a pipe or a log file gets
+    only the results."""
+    from rich.console import Console
     from rich.progress import Progress
 
+    err = Console(stderr=True)
+    if not err.is_terminal:
+        yield lambda done, total, label: None
+        return
+    with Progress(console=err, transient=True) as prog:
+        task = prog.add_task(what, total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            prog.update(task, completed=done, total=total, description=f"{what}: {label}")
+
+        yield progress
+
+
+def run(args: argparse.Namespace) -> int:
     from pdlab.ui.console import make_console
 
     console = make_console()
@@ -87,19 +108,20 @@ def run(args: argparse.Namespace) -> int:
         from pdlab.tools.bench import bench_paths, render_paths_table
 
         _check_paths_fit(args.preset, args.context, args.heads)
-        res = bench_paths(
-            args.preset, args.context, args.heads, repeats=args.repeats, backend=args.backend
-        )
+        with progress_bar("bench paths") as progress:
+            res = bench_paths(
+                args.preset,
+                args.context,
+                args.heads,
+                repeats=args.repeats,
+                backend=args.backend,
+                progress=progress,
+            )
         console.print(render_paths_table(res))
     elif args.bench == "kernels":
         from pdlab.tools.bench_kernels import bench_kernels, render_table
 
-        with Progress(console=console, transient=True) as prog:
-            task = prog.add_task("kernels", total=None)
-
-            def progress(done: int, total: int, label: str) -> None:
-                prog.update(task, completed=done, total=total, description=label)
-
+        with progress_bar("bench kernels") as progress:
             res = bench_kernels(quick=args.quick, progress=progress)
         console.print(render_table(res))
     else:

@@ -20,8 +20,8 @@ from pdlab.cli.args import (
     positive_float,
     routing_configs,
 )
-from pdlab.disagg.designs import MODES, check_first_token_mode
 from pdlab.errors import cli_message
+from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 
 
 def add_arguments(sub: Any) -> None:
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
+    from pdlab.disagg.designs import check_first_token_mode
+
     check_first_token_mode(args.first_token, sp)
     if args.compare_designs:
         from pdlab.ui.console import make_console
@@ -137,9 +139,10 @@ def run(args: argparse.Namespace) -> int:
         )
         outs = pair.generate(ids, sp)
         outputs = {
-            o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text} for o in outs
+            o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text, "error": o.error}
+            for o in outs
         }
-        return render_pd_result(pair.tracer, prompts, outputs, errors={})
+        return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.procs import run_pd_procs
 
     res = run_pd_procs(
@@ -162,4 +165,4 @@ def run(args: argparse.Namespace) -> int:
                 why += f"; {side.role} stopped and freed its blocks ({side.peer_failed})"
         raise ValueError(why)
     outputs = res.prefill.outputs if res.prefill else {}
-    return render_pd_result(res.tracer, prompts, outputs, errors=res.errors)
+    return render_pd_result(res.tracer, prompts, outputs, errors=res.errors, lang=args.lang)

@@ -28,8 +28,8 @@ def _nonnegative_float(text: str) -> float:
 
 
 def add_arguments(sub: Any) -> None:
-    from pdlab.disagg.designs import MODES
-    from pdlab.sim.simulator import DISTRIBUTIONS, ROUTINGS
+    from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
+    from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 
     s = sub.add_parser(
         "sim", help="simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design"
@@ -69,9 +69,10 @@ def run(args: argparse.Namespace) -> int:
 
     from pdlab.config import ModelConfig
     from pdlab.disagg.designs import MODES
+    from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid, sim_table, write_plots
-    from pdlab.sim.simulator import ROUTINGS, SimConfig
+    from pdlab.sim.simulator import SimConfig
     from pdlab.ui.console import make_console
 
     if args.batch_size < 0:

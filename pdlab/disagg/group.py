@@ -13,6 +13,7 @@ import datetime
 import os
 import socket
 import sys
+import time
 from collections.abc import Iterator
 
 import torch.distributed as dist
@@ -60,11 +61,34 @@ class PeerUnreachable(RuntimeError):
     one_line = True  # the message is the whole story; the CLI prints it as it is
 
 
+def _wait_for_listener(host: str, port: int, deadline: float) -> bool:
+    """Until ``deadline`` (``time.monotonic``), try to open a TCP connection to
+    ``host:port``; True once something listens there. D waits here rather than in torch:
+    c10d's store client, after its first connect times out, retries once after a random
+    back-off of up to about the timeout again, so ``--timeout 3`` used to end after 6-8 s."""
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        try:
+            with socket.create_connection((host, port), timeout=min(left, 1.0)):
+                return True
+        except OSError:
+            time.sleep(min(0.05, max(deadline - time.monotonic(), 0)))
+
+
 def join_group(rank: int, host: str, port: int, timeout_s: float) -> None:
     """Join the gloo group of two at ``host:port`` as ``rank`` (0 is P, which listens there),
     or raise ``PeerUnreachable`` within ``timeout_s`` (``ValueError`` if P's port is taken)."""
+    peer = "decode" if rank == 0 else "prefill"
+    unreachable = PeerUnreachable(
+        f"could not reach the {peer} peer at {host}:{port} within {timeout_s:g} s"
+    )
+    deadline = time.monotonic() + timeout_s
     if rank == 0:
         check_port_free(host, port)
+    elif not _wait_for_listener(host, port, deadline):
+        raise unreachable
     try:
         with _quiet_stderr():
             dist.init_process_group(
@@ -72,10 +96,7 @@ def join_group(rank: int, host: str, port: int, timeout_s: float) -> None:
                 init_method=f"tcp://{host}:{port}",
                 rank=rank,
                 world_size=2,
-                timeout=datetime.timedelta(seconds=timeout_s),
+                timeout=datetime.timedelta(seconds=max(deadline - time.monotonic(), 1.0)),
             )
     except Exception:  # noqa: BLE001 - torch's DistNetworkError and friends: one line
-        peer = "decode" if rank == 0 else "prefill"
-        raise PeerUnreachable(
-            f"could not reach the {peer} peer at {host}:{port} within {timeout_s:g} s"
-        ) from None
+        raise unreachable from None

@@ -168,3 +168,42 @@ def gather_batch_req_state(
         decode_graph_eligible=eligible,
         uniform_decode_token_count=uniform,
     )
+
+
+def pcp_rank_chunks(
+    num_scheduled_tokens: Sequence[int],
+    is_prefilling: Sequence[bool],
+    pcp_size: int,
+    decode_context_parallel_size: int = 1,
+) -> list[list[tuple[int, int, int]]]:
+    """Which part of each row every PCP rank computes: per rank, ``(row, offset, length)``.
+
+    Mirrors ``PCPManager._iter_rank_chunks`` (``vllm/v1/worker/gpu/pcp_manager.py``, without
+    decode context parallelism's short-prefill rule): a row that is still prefilling is cut
+    into ``2 * pcp_size`` chunks and rank ``r`` takes chunks ``r`` and ``2 * pcp_size - 1 -
+    r``; any other row stays whole (``replicated = ~is_prefilling``) and goes to one rank,
+    in turn, when PCP runs alone (``pcp_shard_decode_requests``), or to every rank under
+    decode context parallelism. So D's one-token row, still prefilling, is split: rank 0
+    gets its one token and the others get nothing of it. pdlab computes every row on one
+    device; this only shows the layout."""
+    chunks = 2 * pcp_size
+    shard = decode_context_parallel_size == 1
+    ranks: list[list[tuple[int, int, int]]] = [[] for _ in range(pcp_size)]
+    ordinal = 0
+    for row, (q, pf) in enumerate(zip(num_scheduled_tokens, is_prefilling)):
+        if q == 0:
+            continue
+        if pf:
+            size = -(-q // chunks)
+            for r in range(pcp_size):
+                for idx in (r, chunks - 1 - r):
+                    n = min(size, q - idx * size)
+                    if n > 0:
+                        ranks[r].append((row, idx * size, n))
+        elif shard:
+            ranks[ordinal % pcp_size].append((row, 0, q))
+            ordinal += 1
+        else:
+            for r in range(pcp_size):
+                ranks[r].append((row, 0, q))
+    return ranks

@@ -99,7 +99,7 @@ class RemoteKVMixin:
         layer's keys and values for every prompt token, but not the final hidden state of
         the last one, and the logits for the first output token are computed from that
         hidden state. So the last prompt token is scheduled again: a one-token step over
-        ``N - 1`` cached tokens, which rewrites that token's K/V (same values) and yields
+        ``N - 1`` cached tokens, which rewrites that token's K/V (equal up to rounding) and yields
         the logits.
 
         After a failed load (``kv_load_failure_policy="recompute"``) the count was already
@@ -144,11 +144,12 @@ class RemoteKVMixin:
     def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> set[str]:
         """Apply failed asynchronous receives (vLLM's ``_handle_failed_recving`` and the
         async half of ``_handle_invalid_blocks``): a request whose whole receive failed
-        keeps no token; one whose blocks partly failed keeps the tokens before the first
-        failed block. Under the "recompute" policy they are marked for local recompute
-        and none is returned; under "fail" nothing is marked and the affected ids are
-        returned, to be finished with an error. pdlab's connectors report failures of
-        asynchronous loads only."""
+        keeps no token under "recompute" (under "fail" its count is left as it was, as
+        upstream leaves it); one whose blocks partly failed keeps the tokens before the
+        first failed block, under either policy. Under the "recompute" policy they are
+        marked for local recompute and none is returned; under "fail" nothing is marked
+        and the affected ids are returned, to be finished with an error. pdlab's
+        connectors report failures of asynchronous loads only."""
         affected: set[str] = set()
         for rid in kv_out.failed_recving:
             request = self.requests.get(rid)
@@ -167,8 +168,10 @@ class RemoteKVMixin:
                 for i, block_id in enumerate(block_ids[:num_blocks]):
                     if block_id in kv_out.invalid_block_ids:
                         affected.add(rid)
+                        # Trimmed to the valid prefix under either policy, as vLLM's
+                        # _update_requests_with_invalid_blocks does before "fail" ends it.
+                        request.num_computed_tokens = i * self.block_size
                         if self.recompute_kv_load_failures:
-                            request.num_computed_tokens = i * self.block_size
                             self.failed_recving_kv_req_ids.add(rid)
                         break
         return set() if self.recompute_kv_load_failures else affected

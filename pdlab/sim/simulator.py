@@ -35,11 +35,9 @@ from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.model.batch import gather_batch_req_state
+from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 from pdlab.sim.costs import Row, StepCost, lm_head_cost, step_cost
 from pdlab.sim.profiles import DeviceProfile
-
-ROUTINGS = ("v2", "pcp", "v1")  # V2's default, V2 with PCP, V1
-DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")
 
 
 @dataclass(frozen=True)

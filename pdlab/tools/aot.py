@@ -34,7 +34,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -44,9 +44,6 @@ from triton.runtime.jit import JITFunction, native_specialize_impl
 
 from pdlab.kernels import cache
 from pdlab.tools.aot_specs import ELEM_BYTES, WIDTHS, KernelSpec, specs
-
-if TYPE_CHECKING:
-    from rich.table import Table
 
 # Most shared memory one block may use (bytes): A100 164 KiB, H100 227 KiB.
 MAX_SHARED = {80: 166912, 90: 232448}
@@ -243,15 +240,28 @@ def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
     return results
 
 
-def render_table(results: list[AotResult]) -> Table:
-    """A rich Table of :func:`run_aot_check`'s results, one row per build."""
-    from rich.table import Table
+def render_table(results: list[AotResult]) -> Any:
+    """A :class:`~pdlab.ui.fmt.FitTable` of :func:`run_aot_check`'s results, one row per
+    build (short headers with a legend, or a block per build, where a terminal is narrow)."""
+    from pdlab.ui.fmt import FitTable
 
-    table = Table(title="Ahead-of-time compilation (no GPU needed)")
-    cols = ("kernel", "target", "dtype", "widths", "ok", "MMA", "copy", "regs", "spills")
-    for col in (*cols, "shared", "s"):
+    table = FitTable(title="Ahead-of-time compilation (no GPU needed)", legend="Columns: ")
+    for col, short, means, under in (
+        ("kernel", None, "", None),
+        ("target", "sm", "target", None),
+        ("dtype", None, "", "target"),
+        ("widths", None, "", "kernel"),
+        ("ok", None, "", None),
+        ("MMA", None, "", None),
+        ("copy", None, "", None),
+        ("regs", "reg", "registers per thread", None),
+        ("spills", "sp", "spills (LDL/STL)", "regs"),
+        ("shared", "smem", "shared memory", None),
+        ("s", None, "", "shared"),
+    ):
+        right = col in ("regs", "spills", "shared", "s")
         table.add_column(
-            col, justify="right" if col in ("regs", "spills", "shared", "s") else "left"
+            col, justify="right" if right else "left", short=short, means=means, under=under
         )
     for r in results:
         table.add_row(

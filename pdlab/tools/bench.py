@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -71,8 +72,10 @@ def bench_paths(
     device: str | None = None,
     workspace_tokens: int = 65536,
     seed: int = 0,
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Any]:
-    """Time one layer's attention for D's short extend through both paths."""
+    """Time one layer's attention for D's short extend through both paths;
+    ``progress(done, total, label)`` is called before each measurement and at the end."""
     contexts = contexts or [1024, 4096, 16384]
     if not contexts or any(
         isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
@@ -96,11 +99,16 @@ def bench_paths(
     if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
         torch.set_num_threads(1)
     try:
+        tell = progress or (lambda done, total, label: None)
+        total = len(contexts) + 1
+        tell(0, total, "this machine's matmul and copy rates")
         ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
         run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
-        rows = [
-            _path_row(run, n, block_size, repeats, workspace_tokens, ceilings) for n in contexts
-        ]
+        rows = []
+        for i, n in enumerate(contexts):
+            tell(i + 1, total, f"context {n}: both paths, {repeats} repeats")
+            rows.append(_path_row(run, n, block_size, repeats, workspace_tokens, ceilings))
+        tell(total, total, "done")
     finally:
         torch.set_num_threads(threads)
     return {
@@ -179,29 +187,32 @@ def _path_row(
 
 
 def render_paths_table(res: dict[str, Any]) -> Any:
-    from rich.table import Table
+    """The table ``pdlab bench paths`` prints (a :class:`~pdlab.ui.fmt.FitTable`: short
+    headers with a legend, or one block per context, where 11 columns do not fit)."""
+    from pdlab.ui.fmt import FitTable
 
     c = res["ceilings"]
-    t = Table(
+    t = FitTable(
         title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
         f"{res['device']} {res['dtype']}, backend {res['backend']}; this run's ceilings: "
         f"matmul {c['matmul_tflops'] * 1e3:.0f} GFLOP/s, copy {c['copy_gbps']:.1f} GB/s",
         caption=res["note"],
+        legend="Columns: ",
     )
-    for col in (
-        "context",
-        "forward_mha ms",
-        "floor ms",
-        "x floor",
-        "forward_mqa ms",
-        "floor ms",
-        "x floor",
-        "measured ratio",
-        "modelled FLOP ratio",
-        "modelled bytes ratio",
-        "max |diff|",
+    for col, short, means in (
+        ("context", "ctx", "context tokens"),
+        ("forward_mha ms", "pf ms", "forward_mha ms"),
+        ("floor ms", "floor", "its floor ms"),
+        ("x floor", "x", "times its floor"),
+        ("forward_mqa ms", "dc ms", "forward_mqa ms"),
+        ("floor ms", "floor", ""),
+        ("x floor", "x", ""),
+        ("measured ratio", "ratio", "measured pf / dc"),
+        ("modelled FLOP ratio", "FLOP", "modelled FLOP ratio"),
+        ("modelled bytes ratio", "bytes", "modelled bytes ratio"),
+        ("max |diff|", "diff", "max |diff| of the outputs"),
     ):
-        t.add_column(col, justify="right")
+        t.add_column(col, justify="right", short=short, means=means)
     for r in res["rows"]:
         t.add_row(
             str(r["context"]),

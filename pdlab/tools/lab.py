@@ -63,10 +63,19 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
 
 def resolve_notebook(name: str, folder: Path) -> str:
     """The file name in ``folder`` that ``name`` means: ``05``, ``05_pd_decode_side`` or
-    ``05_pd_decode_side.ipynb``."""
+    ``05_pd_decode_side.ipynb``; ``01_zh`` is notebook 1's Chinese twin
+    (``01_paged_kv_cache_zh``), ``01`` the English one where a number has both."""
     names = sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb"))
     stem = name.removesuffix(".ipynb")
-    hits = [n for n in names if n.removesuffix(".ipynb") == stem or n.split("_", 1)[0] == stem]
+    number, zh = stem.removesuffix("_zh"), stem.endswith("_zh")
+
+    def chinese(n: str) -> bool:
+        return n.removesuffix(".ipynb").endswith("_zh")
+
+    hits = [n for n in names if n.removesuffix(".ipynb") == stem]
+    same = [n for n in names if n.split("_", 1)[0] == number]
+    if not hits and same:
+        hits = [n for n in same if chinese(n) == zh] or ([] if zh else same)
     if len(hits) != 1:
         raise ValueError(
             f"--notebook={name!r} matches no notebook; expected a number or a name among: "

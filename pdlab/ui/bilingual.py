@@ -1,8 +1,11 @@
-"""One notebook source, two languages: notebooks 05 (English) and 06 (Chinese) are written
-from ``notebooks/src/pd_decode_side.py``, 07 and 08 from ``notebooks/src/pd_designs.py``,
-so their code cannot drift apart.
+"""One notebook source, two languages: every notebook is written in English and in Chinese
+from one source in ``notebooks/src/`` (:data:`NOTEBOOKS`: ``paged_kv_cache.py`` gives
+``01_paged_kv_cache.py`` and ``01_paged_kv_cache_zh.py``, ..., ``pd_decode_side.py`` gives
+``05_pd_decode_side.py`` and ``06_pd_decode_side_zh.py``, ``pd_designs.py`` gives
+``07_pd_designs.py`` and ``07_pd_designs_zh.py``), so the two languages' code cannot
+drift apart.
 
-The source is a jupytext percent-format file whose markdown cells carry a language tag
+Each source is a jupytext percent-format file whose markdown cells carry a language tag
 (``# %% [markdown] en`` or ``# %% [markdown] zh``); code cells have no tag and are shared.
 A line ``LANG = "en"`` in a code cell becomes ``LANG = "zh"`` in the Chinese notebook, so
 widgets and helpers that take ``lang=`` show Chinese labels there. Writing the ``.py``
@@ -18,18 +21,26 @@ import re
 from pathlib import Path
 
 LANGS = ("en", "zh")
-# Each bilingual source and the notebook it renders to in each language.
-NOTEBOOKS: dict[Path, dict[str, Path]] = {
-    Path("notebooks/src/pd_decode_side.py"): {
-        "en": Path("notebooks/05_pd_decode_side.py"),
-        "zh": Path("notebooks/06_pd_decode_side_zh.py"),
-    },
-    Path("notebooks/src/pd_designs.py"): {
-        "en": Path("notebooks/07_pd_designs.py"),
-        "zh": Path("notebooks/08_pd_designs_zh.py"),
-    },
+SOURCE_DIR = Path("notebooks/src")
+# source name (notebooks/src/NAME.py) -> the notebook it renders to, per language
+NOTEBOOKS: dict[str, dict[str, Path]] = {
+    name: {"en": Path(f"notebooks/{en}.py"), "zh": Path(f"notebooks/{zh}.py")}
+    for name, en, zh in (
+        ("paged_kv_cache", "01_paged_kv_cache", "01_paged_kv_cache_zh"),
+        ("scheduler", "02_scheduler", "02_scheduler_zh"),
+        ("mla_two_forms", "03_mla_two_forms", "03_mla_two_forms_zh"),
+        ("kernels", "04_kernels", "04_kernels_zh"),
+        ("pd_decode_side", "05_pd_decode_side", "06_pd_decode_side_zh"),
+        ("pd_designs", "07_pd_designs", "07_pd_designs_zh"),
+    )
 }
-SOURCE, TARGETS = next(iter(NOTEBOOKS.items()))  # notebooks 05 and 06
+
+
+def source_path(name: str) -> Path:
+    """The bilingual source of notebook ``name`` (a key of :data:`NOTEBOOKS`)."""
+    return SOURCE_DIR / f"{name}.py"
+
+
 _CELL = re.compile(r"^# %%(.*)$", re.MULTILINE)
 _TAG = re.compile(r"^\s*\[markdown\]\s+(en|zh)\s*$")
 
@@ -67,10 +78,11 @@ def render(text: str, lang: str) -> str:
 
 
 def write_all(root: Path = Path(".")) -> list[Path]:
-    """Write every ``.py`` notebook from its source; returns the paths written."""
+    """Write every notebook's ``.py`` in both languages from its source; returns the paths
+    written."""
     written = []
-    for source, targets in NOTEBOOKS.items():
-        text = (root / source).read_text(encoding="utf-8")
+    for name, targets in NOTEBOOKS.items():
+        text = (root / source_path(name)).read_text(encoding="utf-8")
         for lang, target in targets.items():
             path = root / target
             path.write_text(render(text, lang), encoding="utf-8")

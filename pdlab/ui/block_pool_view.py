@@ -160,7 +160,8 @@ class BlockPoolExplorer(widgets.VBox):
             cells.append(
                 f"<div style='display:inline-block;width:92px;margin:2px;padding:3px;"
                 f"background:{_COLORS[b['state']]};border:1px solid #999;font-size:11px;"
-                f"font-family:monospace'><b>block {b['block_id']}</b><br>{esc(' '.join(sub))}"
+                f"font-family:monospace'><b>{esc(self.lab['block_n'].format(id=b['block_id']))}"
+                f"</b><br>{esc(' '.join(sub))}"
                 f"<br>{esc(text) or '&nbsp;'}<br>{esc(','.join(b['owners'])) or '&nbsp;'}</div>"
             )
         legend = " ".join(
@@ -175,7 +176,7 @@ class BlockPoolExplorer(widgets.VBox):
             f"<div>{legend} &nbsp; block_size={bs}, "
             f"num_blocks={self.num_blocks}</div><div>{''.join(cells)}</div>"
             f"<div style='font-size:12px'>{esc(self.lab['queue'])}: "
-            f"{esc(' '.join(queue))} (* = cached)</div>"
+            f"{esc(' '.join(queue))} {esc(self.lab['cached_mark'])}</div>"
         )
         rows = []
         for rid, req in sched.requests.items():
@@ -197,10 +198,10 @@ class BlockPoolExplorer(widgets.VBox):
         self.tables_html.value = html_table(
             [
                 "req_id",
-                "status",
+                self.lab["status"],
                 "num_computed_tokens/num_tokens",
-                "block table",
-                "slot_mapping (last computed tokens)",
+                self.lab["block_table"],
+                self.lab["slots_last"],
             ],
             rows or [[self.lab["no_requests"]] + [""] * 4],
         )

@@ -10,37 +10,65 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.trace import Tracer
-from pdlab.ui.text import text
+from pdlab.ui.fmt import FitTable
+from pdlab.ui.text import TEXT, text
 
 
 def make_console() -> Console:
-    """A file or a pipe gets no colour (rich sees no terminal) and 120 columns, so the step
-    table's nine columns are not cut; a terminal gets its own width."""
-    wide = sys.stdout.isatty() or "COLUMNS" in os.environ
+    """A file or a pipe gets no colour (rich sees no terminal). Its width is the terminal's
+    when there is one on any standard stream (``pdlab trace | less`` in an 80-column
+    window gets 80) or ``COLUMNS``; with none at all (a log file, CI) 120 columns, so the
+    step table shows its full headers. Every view fits 80 (:class:`~pdlab.ui.fmt.FitTable`)."""
+    streams = (sys.stdin, sys.stdout, sys.stderr)
+    wide = any(s is not None and s.isatty() for s in streams) or "COLUMNS" in os.environ
     return Console(highlight=False, width=None if wide else 120)
+
+
+_STEP_COLUMNS = (
+    ("st_inst", "left"),
+    ("st_step", "right"),
+    ("st_request", "left"),
+    ("st_prompt_N", "right"),
+    ("st_computed_before", "right"),
+    ("st_scheduled", "right"),
+    ("st_computed_after", "right"),
+    ("st_routed_to", "left"),
+    ("st_sampled", "right"),
+)
+
+
+def request_errors(trace: Tracer, instance: str | None = None) -> list[dict[str, Any]]:
+    """The requests that ended in error (on ``instance``, if given): ``req``, ``inst``,
+    ``step`` and ``error``, in the order they failed."""
+    return [
+        {"req": e["req_id"], "inst": e.instance, "step": e.step, "error": e["error"]}
+        for e in trace.filter("request_error", instance)
+    ]
 
 
 def step_table(
     trace: Tracer, instance: str | None = None, title: str | None = None, lang: str = "en"
-) -> Table:
+) -> FitTable:
     """One row per (step, request): ``num_computed_tokens`` before and after, tokens
-    scheduled, the routing decision and the token sampled. Headers in ``lang``."""
-    t = Table(title=title or "steps" + (f" on {instance}" if instance else ""))
-    for key, just in (
-        ("st_inst", "left"),
-        ("st_step", "right"),
-        ("st_request", "left"),
-        ("st_prompt_N", "right"),
-        ("st_computed_before", "right"),
-        ("st_scheduled", "right"),
-        ("st_computed_after", "right"),
-        ("st_routed_to", "left"),
-        ("st_sampled", "right"),
-    ):
-        t.add_column(escape(text(lang, key)), justify=just)
+    scheduled, the routing decision and the token sampled (``error`` where the request
+    failed in that step; each failure's reason is a line under the table). Headers in
+    ``lang``; under about 100 columns they are short, with a legend."""
+    default = text(lang, "v_steps_on", inst=instance) if instance else text(lang, "v_steps")
+    t = FitTable(
+        title=title or default,
+        legend=text(lang, "st_legend"),
+    )
+    for key, just in _STEP_COLUMNS:
+        short = f"{key}_s" if f"{key}_s" in TEXT else None
+        t.add_column(
+            escape(text(lang, key)),
+            justify=just,
+            short=escape(text(lang, short)) if short else None,
+            means=escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else "",
+        )
+    failed = {(e["inst"], e["step"], e["req"]) for e in request_errors(trace, instance)}
     for r in trace.step_rows(instance):
         path = r["forward"] or "-"
         if (
@@ -49,6 +77,9 @@ def step_table(
             and r["num_computed_tokens_before"] > 0
         ):
             path = f"[bold yellow]{path}[/]"  # D's short extend, sent down forward_mha
+        sampled = "" if r["sampled"] is None else str(r["sampled"])
+        if (r["instance"], r["step"], r["req_id"]) in failed:
+            sampled = f"[red]{escape(text(lang, 'st_error'))}[/]"
         t.add_row(
             r["instance"],
             str(r["step"]),
@@ -58,9 +89,22 @@ def step_table(
             str(r["num_scheduled_tokens"]),
             str(r["num_computed_tokens_after"]),
             path,
-            "" if r["sampled"] is None else str(r["sampled"]),
+            sampled,
         )
+    for e in request_errors(trace, instance):
+        t.notes.append(f"[red]✗[/] {escape(text(lang, 'st_failed', **e))}")
     return t
+
+
+def generation_line(rid: str, prompt: str, out: Mapping[str, Any] | None, lang: str = "en") -> str:
+    """How ``pdlab trace`` and ``pdlab pd`` print one request's generation (rich markup):
+    ``req-0 'prompt' -> [ids] 'text'``, or why there is none."""
+    head = escape(f"{rid} {prompt!r} ->")
+    if out is None:
+        return f"{head} [red]{escape(text(lang, 'v_missing'))}[/]"
+    if out.get("error"):
+        return f"{head} [red]{escape(text(lang, 'st_error'))}:[/] {escape(str(out['error']))}"
+    return f"{head} {escape(str(list(out['output_token_ids'])))} {escape(repr(out['text']))}"
 
 
 def render_pd_result(
@@ -69,44 +113,54 @@ def render_pd_result(
     outputs: dict[str, dict[str, Any]],
     errors: dict[str, str],
     console: Console | None = None,
+    lang: str = "en",
 ) -> int:
     """Print what P and D each did, the blocks moved and the outputs (``outputs`` keyed by
-    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`); exit code 0 or 1."""
+    the pair's request ids, :meth:`~pdlab.disagg.pair.PDPair.request_id`, each with
+    ``output_token_ids``, ``text`` and ``error``), in ``lang``; exit code 0, or 1 when a
+    side failed or a request has no output or ended in error."""
     from pdlab.disagg.pair import PDPair  # the engines: only once there is a P/D result
 
     console = console or make_console()
-    console.print(f"[bold]P/D run[/] over {trace.meta.get('transport', 'in-process')}")
+    transport = trace.meta.get("transport", "in-process")
+    console.print(f"[bold]{escape(text(lang, 'v_pd_run', transport=transport))}[/]")
     for inst in ("P", "D"):
-        console.print(step_table(trace, inst, title=f"instance {inst}"))
+        console.print(step_table(trace, inst, title=text(lang, "v_instance", inst=inst), lang=lang))
     moved = trace.filter("kv_transfer", "D")
     if moved:
-        t = Table(title="KV blocks moved P -> D")
-        for col in ("request", "P blocks", "D blocks", "bytes", "ok"):
-            t.add_column(col)
+        t = FitTable(title=text(lang, "v_moved"))
+        for col in ("v_col_request", "v_col_p_blocks", "v_col_d_blocks", "v_col_bytes", "v_col_ok"):
+            t.add_column(text(lang, col))
         for m in moved:
             t.add_row(
                 m["req_id"],
                 str(m["remote_block_ids"]),
                 str(m["local_block_ids"]),
                 str(m["nbytes"]),
-                "yes" if m["ok"] else f"no: {m['reason']}",
+                text(lang, "v_yes") if m["ok"] else escape(text(lang, "v_no", reason=m["reason"])),
             )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
-        n, after = ev["num_tokens"], ev["num_computed_tokens"]
-        why = f"N - 1, N = {n}" if after == n - 1 else f"the first token came with them, N = {n}"
-        console.print(
-            f"D {ev['req_id']}: K/V for {ev['num_computed_tokens_before_adjust']} "
-            f"tokens arrived; num_computed_tokens = {after} ({why})"
+        # v_arrived_first: the first token came with the K/V (pdlab/disagg/designs.py)
+        adjusted = ev["num_computed_tokens"] == ev["num_tokens"] - 1
+        arrived = text(
+            lang,
+            "v_arrived" if adjusted else "v_arrived_first",
+            req=ev["req_id"],
+            n=ev["num_computed_tokens_before_adjust"],
+            nct=ev["num_computed_tokens"],
+            N=ev["num_tokens"],
         )
+        console.print(escape(arrived))
+    bad = bool(errors)
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)
         out = outputs.get(rid)
-        shown = repr(out["text"]) if out else "[red]missing[/]"
-        console.print(f"{rid} {p!r} -> {shown} {out['output_token_ids'] if out else ''}")
+        bad = bad or out is None or bool(out.get("error"))
+        console.print(generation_line(rid, p, out, lang))
     for role, err in errors.items():
-        console.print(f"[red]{role} failed:[/] {err}")
-    return 1 if errors or len(outputs) < len(prompts) else 0
+        console.print(f"[red]{escape(text(lang, 'v_failed', role=role))}[/] {escape(err)}")
+    return 1 if bad else 0
 
 
 def kernel_brief(ev: Mapping[str, Any]) -> str:

@@ -22,7 +22,7 @@ from pdlab.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
 from pdlab.demo import Demo, run_demo
 from pdlab.tokenizer import decode
 from pdlab.ui.fmt import esc, flops, html_table, nbytes
-from pdlab.ui.text import labels
+from pdlab.ui.text import labels, text
 from pdlab.ui.trace_views import trace_panels
 
 
@@ -35,8 +35,8 @@ def route_text(route: Mapping[str, Any], lang: str = "en") -> str:
     prefilling = f"is_prefilling = {c} {'<' if c < p else '>='} {p} = {route['is_prefilling']}"
     threshold = f"query_len = {q} {'>' if q > t else '<='} decode_threshold = {t}"
     switch = f"treat_short_extends_as_decodes = {treat}"
-    region = {"en": f"region {route['region']}", "zh": f"{route['region']} 区"}[lang]
-    kind = {"en": f"a {route['path']}", "zh": f"按 {route['path']} 处理"}[lang]
+    region = text(lang, "w_region", region=route["region"])
+    kind = text(lang, "w_kind", path=route["path"])
     return f"{prefilling}; {region}; {threshold}; {switch} → {kind} → {route['forward']}"
 
 
@@ -67,10 +67,10 @@ def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> 
     table = html_table(
         [
             lab["path"],
-            f"FLOPs, {lab['per_layer']}",
-            f"bytes, {lab['per_layer']}",
-            f"FLOPs, {lab['all_layers'].format(n=n)}",
-            f"bytes, {lab['all_layers'].format(n=n)}",
+            lab["flops_per_layer"],
+            lab["bytes_per_layer"],
+            lab["flops_all"].format(n=n),
+            lab["bytes_all"].format(n=n),
         ],
         rows,
     )

@@ -3,21 +3,78 @@ cost of D's one-token step through either MLA path against context length.
 
 Every figure is drawn from a :class:`pdlab.trace.Tracer` (or from the cost model), never
 from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
-``pdlab tour --plots DIR`` writes them as PNG files.
+``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
+(:mod:`pdlab.ui.text`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
+the figures are labelled in English).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from matplotlib import colormaps
+from matplotlib import colormaps, font_manager, rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.config import ModelConfig
 from pdlab.trace import Tracer
+from pdlab.ui.text import check_lang, text
+
+# Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what
+# macOS and Windows ship.
+_CJK_NAMES = (
+    "Noto Sans CJK SC",
+    "Noto Sans CJK JP",
+    "Noto Sans SC",
+    "Source Han Sans SC",
+    "WenQuanYi Zen Hei",
+    "PingFang SC",
+    "Heiti SC",
+    "Microsoft YaHei",
+    "SimHei",
+)
+
+
+@functools.cache
+def cjk_font() -> str | None:
+    """The family name of an installed font with Chinese glyphs, or None. matplotlib's font
+    cache predates fonts installed after it was built, so the system's font files whose names
+    say CJK are added to it once before giving up."""
+    known = {f.name for f in font_manager.fontManager.ttflist}
+    hit = next((n for n in _CJK_NAMES if n in known), None)
+    if hit is None:
+        for path in font_manager.findSystemFonts():
+            if "cjk" in Path(path).name.lower():
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):
+                    continue
+        known = {f.name for f in font_manager.fontManager.ttflist}
+        hit = next((n for n in _CJK_NAMES if n in known), None)
+    return hit
+
+
+def plot_lang(lang: str) -> str:
+    """The language a figure can be drawn in: ``lang``, except English for ``"zh"`` where no
+    font has Chinese glyphs (a title of empty boxes helps no one)."""
+    return "en" if check_lang(lang) == "zh" and cjk_font() is None else lang
+
+
+@contextmanager
+def lang_fonts(lang: str) -> Iterator[str]:
+    """Inside, new text uses a CJK font first when ``lang`` is ``"zh"`` and one is
+    installed; yields the language to label the figure in (:func:`plot_lang`)."""
+    use = plot_lang(lang)
+    if use != "zh":
+        yield use
+        return
+    with rc_context({"font.family": [cjk_font(), "DejaVu Sans"], "axes.unicode_minus": False}):
+        yield use
 
 
 def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
@@ -28,7 +85,11 @@ def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
 
 
 def plot_block_table(
-    trace: Tracer, instance: str, step: int | None = None, block_size: int | None = None
+    trace: Tracer,
+    instance: str,
+    step: int | None = None,
+    block_size: int | None = None,
+    lang: str = "en",
 ) -> Figure:
     """Each scheduled request's block table at one step (default: the instance's first
     step that scheduled work): one row per request, one cell per block, labelled with the
@@ -41,6 +102,13 @@ def plot_block_table(
             f"step={step} is invalid: expected one of {steps} for instance {instance!r}"
         )
     step = steps[0] if step is None else step
+    with lang_fonts(lang) as lang:
+        return _block_table(trace, instance, step, block_size, lang)
+
+
+def _block_table(
+    trace: Tracer, instance: str, step: int, block_size: int | None, lang: str
+) -> Figure:
     bs = block_size or trace.meta.get("block_size") or 1
     reqs = trace.step_rows(instance, step)
     width = max(len(r["block_ids"]) for r in reqs)
@@ -56,78 +124,94 @@ def plot_block_table(
     ax.set_ylim(len(reqs), 0)
     ax.set_yticks([i + 0.45 for i in range(len(reqs))])
     ax.set_yticklabels([r["req_id"] for r in reqs])
-    ax.set_xlabel(f"logical block (block_size={bs}); cell = physical block id")
-    ax.set_ylabel("request")
-    ax.set_title(f"block table, instance {instance}, step {step}")
+    ax.set_xlabel(text(lang, "plot_bt_x", bs=bs))
+    ax.set_ylabel(text(lang, "plot_bt_y"))
+    ax.set_title(text(lang, "plot_bt_title", inst=instance, step=step))
     fig.tight_layout()
     return fig
 
 
-def plot_num_computed_tokens(trace: Tracer, instance: str | None = None) -> Figure:
+def plot_num_computed_tokens(
+    trace: Tracer, instance: str | None = None, lang: str = "en"
+) -> Figure:
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
     to ``forward_mha``, filled ones to ``forward_mqa``."""
+    with lang_fonts(lang) as lang:
+        return _num_computed_tokens(trace, instance, lang)
+
+
+def _num_computed_tokens(trace: Tracer, instance: str | None, lang: str) -> Figure:
     fig, ax = _figure(7, 4)
     series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
     for r in trace.step_rows(instance):
         series.setdefault((r["instance"], r["req_id"]), []).append(
             (r["step"], r["num_computed_tokens_after"], r["path"])
         )
-    for (inst, rid), pts in series.items():
+    # Two instances often share a point (P and the colocated engine both prefill the prompt
+    # in step 1): each later series gets a different, smaller marker drawn on top, so every
+    # point stays visible as a ring inside the one before it.
+    for k, ((inst, rid), pts) in enumerate(series.items()):
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}")
+        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
         for x, y, path in pts:
             ax.plot(
                 [x],
                 [y],
-                "o",
+                "osD^v"[k % 5],
                 color=line.get_color(),
                 fillstyle="full" if path == "decode" else "none",
+                markersize=max(3.0, 11.0 - 2.0 * k),
+                markeredgewidth=1.5,
+                zorder=2 + k,
             )
-    ax.set_xlabel("engine step")
-    ax.set_ylabel("num_computed_tokens (after the step)")
-    ax.set_title(
-        "num_computed_tokens per step\n(hollow: forward_mha, filled: forward_mqa)",
-        fontsize=10,
-    )
+    ax.set_xlabel(text(lang, "plot_nct_x"))
+    ax.set_ylabel(text(lang, "plot_nct_y"))
+    ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
     if series:
         ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
-def plot_path_costs(cfg: ModelConfig, contexts: list[int] | None = None) -> Figure:
+def plot_path_costs(
+    cfg: ModelConfig, contexts: list[int] | None = None, lang: str = "en"
+) -> Figure:
     """Modelled FLOPs and bytes of D's one-token step, per layer, through both paths."""
-    contexts = contexts or [2**k for k in range(6, 18)]
+    with lang_fonts(lang) as lang:
+        return _path_costs(cfg, contexts or [2**k for k in range(6, 18)], lang)
+
+
+def _path_costs(cfg: ModelConfig, contexts: list[int], lang: str) -> Figure:
     pre = [prefill_path_cost(cfg, c) for c in contexts]
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label="path forward_mha (PCP > 1)")
-    a1.loglog(contexts, [d.flops for d in dec], "s-", label="path forward_mqa (default)")
-    a1.set_xlabel("context length (tokens cached before the step)")
-    a1.set_ylabel("FLOPs per layer")
-    a1.set_title(f"{cfg.name}: one token, FLOPs")
+    a1.loglog(contexts, [p.flops for p in pre], "o-", label=text(lang, "plot_pf_pcp"))
+    a1.loglog(contexts, [d.flops for d in dec], "s-", label=text(lang, "plot_dc_default"))
+    a1.set_xlabel(text(lang, "plot_ctx_x"))
+    a1.set_ylabel(text(lang, "plot_flops_y"))
+    a1.set_title(text(lang, "plot_flops_title", model=cfg.name))
     a1.legend(fontsize=8)
-    a2.loglog(contexts, [p.bytes for p in pre], "o-", label="path forward_mha")
-    a2.loglog(contexts, [d.bytes for d in dec], "s-", label="path forward_mqa")
-    a2.set_xlabel("context length (tokens cached before the step)")
-    a2.set_ylabel("bytes moved per layer")
-    a2.set_title(f"{cfg.name}: one token, bytes")
+    a2.loglog(contexts, [p.bytes for p in pre], "o-", label=text(lang, "plot_pf"))
+    a2.loglog(contexts, [d.bytes for d in dec], "s-", label=text(lang, "plot_dc"))
+    a2.set_xlabel(text(lang, "plot_ctx_x"))
+    a2.set_ylabel(text(lang, "plot_bytes_y"))
+    a2.set_title(text(lang, "plot_bytes_title", model=cfg.name))
     a2.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
 
 def save_all(
-    trace: Tracer, cfg: ModelConfig, out_dir: str | Path, instance: str = "D"
+    trace: Tracer, cfg: ModelConfig, out_dir: str | Path, instance: str = "D", lang: str = "en"
 ) -> list[Path]:
     """Write the three views as PNG files; returns their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     figs = {
-        "block_table.png": plot_block_table(trace, instance),
-        "num_computed_tokens.png": plot_num_computed_tokens(trace),
-        "path_costs.png": plot_path_costs(cfg),
+        "block_table.png": plot_block_table(trace, instance, lang=lang),
+        "num_computed_tokens.png": plot_num_computed_tokens(trace, lang=lang),
+        "path_costs.png": plot_path_costs(cfg, lang=lang),
     }
     paths = []
     for name, fig in figs.items():

@@ -5,12 +5,18 @@ Only words live here: every number is computed from a trace (or the cost model) 
 in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``forward_mha``, ...)
 stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
 Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
-table's column headers, none for the tour.
+table's column headers, none for the tour; the trace views' and plots' words are in
+:mod:`pdlab.ui.text_views`, the notebooks' in :mod:`pdlab.ui.text_notebooks`, both merged
+into :data:`TEXT` here. The Chinese follows the glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pdlab.ui.text_designs import TEXT_DESIGNS
+from pdlab.ui.text_notebooks import NOTEBOOKS
+from pdlab.ui.text_views import VIEWS
 
 LANGS = ("en", "zh")
 
@@ -32,11 +38,23 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "settings": {
         "en": "Run: prompt {prompt} · model {model} ({layers} layers, kv_lora_rank {L}, "
-        "qk_rope_head_dim {R}) · block_size {bs} · MLA backend profile {mla} · "
-        "prefill_context_parallel_size {pcp} · kernels {backend}",
+        "qk_rope_head_dim {R}) · block_size {bs} · model runner {runner} · MLA backend "
+        "profile {mla}: {why} · prefill_context_parallel_size {pcp} · kernels "
+        "{backend}",
         "zh": "本次运行：提示词 {prompt} · 模型 {model}（{layers} 层，kv_lora_rank {L}，"
-        "qk_rope_head_dim {R}）· block_size {bs} · MLA 后端配置 {mla} · "
-        "prefill_context_parallel_size {pcp} · 算子后端 {backend}",
+        "qk_rope_head_dim {R}）· block_size {bs} · model runner {runner} · MLA 后端配置"
+        " {mla}：{why} · prefill_context_parallel_size {pcp} · 算子后端 {backend}",
+    },
+    "how_to_read": {
+        "en": "Six chapters. Read one at a time with pdlab tour --chapter N (1 to 6); in a "
+        "terminal the whole tour opens in a pager (arrows or space to move, q to quit; "
+        "--no-pager prints it straight through).",
+        "zh": "共六章。可以用 pdlab tour --chapter N（1 到 6）一次读一章；"
+        "在终端里完整导览会在分页器中打开（方向键或空格翻页，q 退出；--no-pager 直接全部打印）。",
+    },
+    "tour_failed": {
+        "en": "The tour stops here: its chapters read what these requests computed.",
+        "zh": "导览到此为止：各章读取的正是这些请求的计算结果。",
     },
     # ---- chapter titles --------------------------------------------------------------
     "ch1": {"en": "Chapter 1 · P: the prompt is prefilled", "zh": "第 1 章 · P：预填充提示词"},
@@ -66,7 +84,7 @@ TEXT: dict[str, dict[str, str]] = {
     "ch1_whole": {
         "en": "There is no prefill phase: each step gives a request num_tokens - "
         "num_computed_tokens tokens, up to the step's token budget.",
-        "zh": "调度器里没有“prefill 阶段”：每一步给请求 num_tokens - num_computed_tokens 个 token"
+        "zh": "调度器里没有“预填充阶段”：每一步给请求 num_tokens - num_computed_tokens 个 token"
         "，上限是这一步的 token 预算。",
     },
     "ch1_step": {
@@ -165,12 +183,13 @@ TEXT: dict[str, dict[str, str]] = {
         "h[{last}] is the last layer's {H}-wide output at position {last}. No cache holds it and "
         "the connector did not move it (vLLM v1 connectors move KV only), so D runs position "
         "{last} through all {layers} layers again: it reuses the cached K/V of positions "
-        "{reused}, writes row {last} once more (same values), and gets h[{last}].",
+        "{reused}, writes row {last} once more (equal to P's row up to rounding), and gets "
+        "h[{last}].",
         "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出"
         " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
         "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（vLLM v1 的 connector 只搬 KV）"
         "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
-        "第 {last} 行再写一次（值不变），得到 h[{last}]。",
+        "第 {last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
     },
     "ch3_check": {
         "en": "Checked in the trace: D's first token is {d}, P's discarded token was {p}: "
@@ -195,28 +214,41 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "The colocated engine ran the prompt a second time and reused {hit} cached tokens: "
         "floor((N - 1) / {bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}, not N = {n}. Hits "
         "are whole blocks and stop at N - 1.",
-        "zh": "同机引擎把这段提示词又跑了一次，复用了 {hit} 个已缓存 token：floor((N - 1) / "
+        "zh": "非分离引擎把这段提示词又跑了一次，复用了 {hit} 个已缓存 token：floor((N - 1) / "
         "{bs}) × {bs} = floor({nm1} / {bs}) × {bs} = {expect}，而不是 N = {n}。命中按整块计，且最"
         "多到 N - 1。",
     },
     # ---- chapter 4: routing ----------------------------------------------------------
     "ch4_intro": {
-        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = {n}. "
-        "The learner's expression is real: vLLM's model runner computes is_prefilling = "
-        "num_computed_tokens < num_prompt_tokens for every request (here {prefilling}) and "
-        "passes it to the attention builders; the batch reorder puts the request in the {region} "
-        "region (context, a query within the threshold, still in its prompt). "
-        "split_decodes_and_prefills reads is_prefilling only when the MLA builder passes "
-        "treat_short_extends_as_decodes = not use_pcp as False, that is under prefill context "
-        "parallelism. The P/D run was made with each setting (pdlab reproduces only this routing "
-        "consequence of PCP, not context parallelism itself):",
-        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = {n}"
-        "。提问里的表达式确实存在：vLLM 的 model runner 为每个请求计算 is_prefilling = "
-        "num_computed_tokens < num_prompt_tokens（这里为 {prefilling}），并交给各注意力元数据构建"
-        "器；批次重排把这个请求放进 {region} 区（有上下文、query 不超过阈值、仍在提示词内）。只有"
-        "当 MLA 构建器传入的 treat_short_extends_as_decodes = not use_pcp 为 False，也就是开启 "
-        "prefill 上下文并行（PCP）时，split_decodes_and_prefills 才会读 is_prefilling。P/D 在两种"
-        "设置下各跑了一次（pdlab 只复现 PCP 对路由的这一影响，并不实现上下文并行本身）：",
+        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = "
+        "{n}. The learner's expression is real, and vLLM 0.33.0 computes it in the "
+        "model runner. By default 0.33.0 runs Model Runner V2 "
+        "(vllm/v1/worker/gpu/model_runner.py): it orders the batch by query length "
+        "(sort_batch_req_ids), computes is_prefilling = num_computed_prefill_tokens < "
+        "prefill_len for every row (prefill_len = {plen}, every token the runner was "
+        "given with the request; here {prefilling}) and, without prefill context "
+        "parallelism, marks a row that schedules one new token over cached context as "
+        "prefill_runs_as_decode (here {rad}). Its comment says such a row runs as a "
+        "decode, and the step stays decode_graph_eligible ({eligible}): a uniform "
+        "decode batch, the one a full decode CUDA graph replays. D's first step is "
+        "exactly that row. pdlab's copy of the rule:",
+        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = "
+        "{n}。提问里的表达式确实存在，vLLM 0.33.0 在 model runner 里计算它。0.33.0 默认"
+        "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它按 query 长度给"
+        "批次排序（sort_batch_req_ids），为每一行计算 is_prefilling = "
+        "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 runner 随"
+        "请求收到的全部 token；这里为 {prefilling}）；在不开 prefill 上下文并行时，把“"
+        "在已缓存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为"
+        " {rad}）。它的注释说这样的行按 decode 运行，于是这一步仍是 "
+        "decode_graph_eligible（{eligible}）：一个整齐的 decode 批次，也就是完整 "
+        "decode CUDA graph 能重放的那种。D 的第一步恰好就是这样一行。pdlab 里对应的规则"
+        "：",
+    },
+    "ch4_src": {
+        "en": "{path}, {qualname} (upstream: vllm/v1/worker/gpu/model_runner.py, "
+        "GPUModelRunner.gather_batch_req_state)",
+        "zh": "{path} 的 {qualname}（上游：vllm/v1/worker/gpu/model_runner.py 中的 "
+        "GPUModelRunner.gather_batch_req_state）",
     },
     "ch4_table": {
         "en": "D's first step, from each run's trace",
@@ -236,56 +268,123 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
         "DeepSeek 的维度、bf16 建模。",
     },
+    "col_v2_pcp1": {
+        "en": "V2 (default)",
+        "zh": "V2（默认）",
+    },
+    "col_v2_pcp2": {
+        "en": "V2 + PCP 2",
+        "zh": "V2 + PCP 2",
+    },
+    "col_v1_pcp1": {
+        "en": "V1",
+        "zh": "V1",
+    },
     "ch4_paths": {
-        "en": "With prefill_context_parallel_size = 2 the token takes forward_mha "
-        "(upstream: forward_mha): gather_cache collects the {ctx} cached latent rows, kv_b_proj "
-        "up-projects every one of them to per-head K and V, flash_attn_varlen attends, and "
-        "merge_attn_states joins the context part with the new-token part. By default it takes "
-        "forward_mqa: q_nope absorbs W_UK, mla_decode reads the "
-        "latent rows as they are, and W_UV maps the result back.",
-        "zh": "prefill_context_parallel_size = 2 时，这个 token 走 forward_mha（上游叫 "
-        "forward_mha）：gather_cache 取出 {ctx} 行已缓存的潜向量，kv_b_proj 把每一行都上投影成各"
-        "个头的 K 和 V，flash_attn_varlen 做注意力，merge_attn_states 再把上下文部分和新 token 部"
-        "分合并。默认设置下它走 forward_mqa：q_nope 吸收 W_UK，"
-        "mla_decode 直接读潜向量行，最后由 W_UV 映射回来。",
+        "en": "Under PCP the token takes forward_mha: gather_cache collects the {ctx} cached "
+        "latent rows, kv_b_proj up-projects every one of them to per-head K and V, "
+        "flash_attn_varlen attends, and merge_attn_states joins the context part with "
+        "the new-token part. Without PCP (V2 or V1) it takes forward_mqa: q_nope "
+        "absorbs W_UK, mla_decode reads the latent rows as they are, and W_UV maps the "
+        "result back.",
+        "zh": "开启 PCP 时，这个 token 走 forward_mha：gather_cache 取出 {ctx} 行已缓存的潜向"
+        "量，kv_b_proj 把每一行都上投影成各个头的 K 和 V，flash_attn_varlen 做注意力，"
+        "merge_attn_states 再把上下文部分和新 token 部分合并。不开 PCP 时（V2 或 V1）它"
+        "走 forward_mqa：q_nope 吸收 W_UK，mla_decode 直接读潜向量行，最后由 W_UV 映射"
+        "回来。",
     },
     "ch4_paths_no_context": {
-        "en": "With N = 1 there is no cached context and is_prefilling is false on D: both "
-        "settings take forward_mqa. Try a longer --prompt to see the context gathered and "
-        "up-projected under prefill context parallelism.",
-        "zh": "N = 1 时没有已缓存的上下文，D 上的 is_prefilling 为假：两种设置都走 "
+        "en": "With N = 1 there is no cached context and is_prefilling is false on D: every "
+        "set-up takes forward_mqa. Try a longer --prompt to see the context gathered "
+        "and up-projected under prefill context parallelism.",
+        "zh": "N = 1 时没有已缓存的上下文，D 上的 is_prefilling 为假：每种设置都走 "
         "forward_mqa。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
     },
+    "ch4_why_pcp": {
+        "en": "Why PCP flips the switch: the MLA builder passes "
+        "treat_short_extends_as_decodes = not use_pcp, and under PCP V2 computes no "
+        'prefill_runs_as_decode (decode_graph_eligible is then just "no row is '
+        'prefilling"). The PCP manager (vllm/v1/worker/gpu/pcp_manager.py) cuts every '
+        "row that is still prefilling into 2 × PCP chunks spread over the ranks and "
+        "keeps every other row whole (replicated = ~is_prefilling; with PCP alone each "
+        "whole row goes to one rank in turn), so a prefilling row must take the "
+        "prefill path. D's first step under PCP 2, beside two running decodes (dec-a, "
+        "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
+        "still prefilling; pdlab reproduces only the routing, on one device):",
+        "zh": "为什么 PCP 会翻转这个开关：MLA 构建器传入 treat_short_extends_as_decodes = "
+        "not use_pcp，而开启 PCP 时 V2 不计算 prefill_runs_as_decode（此时 "
+        "decode_graph_eligible 只看“没有任何行在预填充”）。PCP manager（"
+        "vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行切成 2 × PCP 块分给各个"
+        " rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每个完整的行"
+        "轮流交给一个 rank），所以仍在预填充的行必须走 prefill 路径。下面是 PCP 2 时 D "
+        "的第一步（旁边画了两个正在 decode 的请求 dec-a、dec-b 作示意）按这个 manager "
+        "的方式排布的样子（* 表示仍在预填充；pdlab 只在一个设备上复现路由）：",
+    },
+    "ch4_v1": {
+        "en": "V1 (VLLM_USE_V2_MODEL_RUNNER=0) computes is_prefilling = num_computed_tokens "
+        "< num_prompt_tokens and sorts the batch into four regions (decode, "
+        "short_extend, long_extend, prefill). It has no prefill_runs_as_decode, and it "
+        "refuses prefill context parallelism, which 0.33.0 implements only in V2. For "
+        "this step its split is the same as V2's.",
+        "zh": "V1（VLLM_USE_V2_MODEL_RUNNER=0）计算 is_prefilling = num_computed_tokens < "
+        "num_prompt_tokens，并把批次排成四个区（decode、short_extend、long_extend、"
+        "prefill）。它没有 prefill_runs_as_decode，也拒绝 prefill 上下文并行：0.33.0 只"
+        "在 V2 中实现了 PCP。对这一步，它的划分与 V2 相同。",
+    },
     "ch4_same": {
-        "en": "Both settings give token {tok}: the same token (|Δ logit| = {d}). MLA's two forms "
-        "are algebraically equal; only the rounding differs. The cost does not.",
-        "zh": "两种设置得到的 token 都是 {tok}，完全相同（|Δ logit| = {d}）。MLA 的两种写法在代数"
+        "en": "Every set-up gives token {tok} (largest |Δ logit| = {d}). MLA's two forms are "
+        "algebraically equal; only the rounding differs. The cost does not.",
+        "zh": "每种设置得到的 token 都是 {tok}（|Δ logit| 最大为 {d}）。MLA 的两种写法在代数"
         "上相等，只有舍入不同；开销却大不相同。",
     },
     "ch4_diff": {
-        "en": "The two settings gave different tokens, {a} and {b} (|Δ logit| = {d}).",
-        "zh": "两种设置得到了不同的 token：{a} 和 {b}（|Δ logit| = {d}）。",
+        "en": "The set-ups gave different tokens, {a} and {b} (|Δ logit| = {d}).",
+        "zh": "不同设置得到了不同的 token：{a} 和 {b}（|Δ logit| = {d}）。",
     },
     # ---- chapter 5: cost -------------------------------------------------------------
     "ch4_fresh_decode": {
-        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold = "
-        "{t}), the same prompt as a fresh request (query_len = {q}, no context, region {region}) "
-        "took {forward}: a backend whose threshold is above the query length sends a short "
-        "prompt down the absorbed decode path, because below about 171 query tokens absorbing "
-        "costs fewer FLOPs (chapter 5).",
-        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作为新"
-        "请求（query_len = {q}，没有上下文，处于 {region} 区）走了 {forward}：阈值大于 query 长度"
-        "的后端会把短提示词送进权重吸收的 decode 路径，因为 query 少于约 171 个 token 时吸收的 "
-        "FLOPs 更少（见第 5 章）。",
+        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
+        "or H200 (reorder_batch_threshold = {t}, varlen), the same prompt as a fresh "
+        "request (query_len = {q}, no context, region {region}) took {forward}: P's "
+        "own short prompt runs the absorbed decode path. It saves no FLOPs: with no "
+        "cached context the absorbed form costs more (chapter 5). Upstream's comment "
+        "beside the threshold says only that small prefills go through the decode "
+        "pathway; it gives no reason.",
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上 vLLM 选择的后端，"
+        "reorder_batch_threshold = {t}，varlen），同一段提示词作为新请求（query_len = "
+        "{q}，没有上下文，处于 {region} 区）走了 {forward}：P 自己的短提示词也走权重吸"
+        "收的 decode 路径。这并不省 FLOPs：没有已缓存上下文时，吸收形式的 FLOPs 反而更"
+        "多（见第 5 章）。上游在这个阈值旁的注释只说小的 prefill 走 decode 路径，没有给"
+        "出理由。",
     },
     "ch4_fresh_prefill": {
-        "en": "Seen from the other side: under the FlashMLA profile (reorder_batch_threshold = "
-        "{t}), the same prompt as a fresh request (query_len = {q}, no context, region {region}) "
-        "is longer than the threshold and took {forward}. A prompt of at most {t} tokens, alone "
-        "in its batch, would take the absorbed decode path.",
-        "zh": "换个角度：在 FlashMLA 配置下（reorder_batch_threshold = {t}），同一段提示词作为新"
-        "请求（query_len = {q}，没有上下文，处于 {region} 区）超过了阈值，走了 {forward}。不超过 "
-        "{t} 个 token、独占一个批次的提示词会走权重吸收的 decode 路径。",
+        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
+        "or H200 (reorder_batch_threshold = {t}, varlen), the same prompt as a fresh "
+        "request (query_len = {q}, no context, region {region}) is longer than the "
+        "threshold and took {forward}. A prompt of at most {t} tokens would take the "
+        "absorbed decode path (under a UNIFORM backend such as FLASHMLA, only when "
+        "every row of the batch has the same query length).",
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上 vLLM 选择的后端，"
+        "reorder_batch_threshold = {t}，varlen），同一段提示词作为新请求（query_len = "
+        "{q}，没有上下文，处于 {region} 区）超过了阈值，走了 {forward}。不超过 {t} 个 "
+        "token 的提示词会走权重吸收的 decode 路径（在 FLASHMLA 这类 UNIFORM 后端下，只"
+        "有批次里每一行的 query 长度都相同时才会如此）。",
+    },
+    "ch4_renames": {
+        "en": "Where the learner's code went (older vLLM → 0.33.0)",
+        "zh": "提问里的代码去了哪里（旧版 vLLM → 0.33.0）",
+    },
+    "col_old_name": {
+        "en": "then",
+        "zh": "旧名",
+    },
+    "col_new_name": {
+        "en": "0.33.0",
+        "zh": "0.33.0",
+    },
+    "col_where": {
+        "en": "where",
+        "zh": "位置",
     },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
@@ -310,42 +409,77 @@ TEXT: dict[str, dict[str, str]] = {
     "ch5_model": {
         "en": "Whole model ({layers} layers), {ctx} tokens of context, attention only (the "
         "projections, norms and MLP/MoE are the same on both paths and are not counted): {pf} "
-        "FLOPs through forward_mha against {df} through forward_mqa, for one token.",
+        "through forward_mha against {df} through forward_mqa, for one token.",
         "zh": "整个模型（{layers} 层）、上下文 {ctx} 个 token，只计注意力部分（各投影、归一化和 "
-        "MLP/MoE 两条路径相同，未计入）：这一个 token 走 forward_mha 要 {pf} FLOPs，走 "
+        "MLP/MoE 两条路径相同，未计入）：这一个 token 走 forward_mha 要 {pf}，走 "
         "forward_mqa 只要 {df}。",
     },
     "ch5_cross": {
-        "en": "Absorbing costs more FLOPs per (query, key) pair but reads far fewer bytes; it "
-        "also needs fewer FLOPs overall below about {x} query tokens per request, which is why "
-        "decode absorbs, prefill does not, and FlashMLA and FlashAttnMLA send prompts of up to "
-        "128 and 512 tokens down the decode path.",
-        "zh": "权重吸收让每个 (query, key) 对的 FLOPs 更多，但访存少得多；一个请求的 query token "
-        "少于约 {x} 个时，它的总 FLOPs 也更少。所以 decode 用吸收，prefill 不用，而 FlashMLA 和 "
-        "FlashAttnMLA 会把不超过 128 和 512 个 token 的提示词也送进 decode 路径。",
+        "en": "Absorbing moves the up-projection from the keys to the queries: W_UK and W_UV "
+        "cost per query what kv_b_proj costs per key ({mf} MFLOP), and each (query, "
+        "key) pair costs ({a}) instead of ({b}) per head. So it saves FLOPs only when "
+        "few queries attend over a long cached context (below about {x} query tokens "
+        "per request, the context much longer than the query), and it always reads "
+        "fewer bytes. For a fresh prompt, with no cached context, it never saves "
+        "FLOPs:",
+        "zh": "权重吸收把上投影从 key 挪到了 query 上：W_UK 和 W_UV 对每个 query 的开销，正好"
+        "等于 kv_b_proj 对每个 key 的开销（{mf} MFLOP），而每个 (query, key) 对每个头的"
+        "开销是 ({a})，而不是 ({b})。所以只有当少量 query 面对很长的已缓存上下文时（每"
+        "个请求少于约 {x} 个 query token，且上下文远长于 query），它才省 FLOPs；访存字"
+        "节则总是更少。对没有已缓存上下文的新提示词，它从不省 FLOPs：",
+    },
+    "ch5_fresh_table": {
+        "en": "a fresh prompt, one layer, attention FLOPs",
+        "zh": "新提示词，单层，注意力 FLOPs",
+    },
+    "col_prompt_len": {
+        "en": "prompt tokens",
+        "zh": "提示词 token 数",
+    },
+    "col_naive_flops": {
+        "en": "forward_mha (naive)",
+        "zh": "forward_mha（不吸收）",
+    },
+    "col_absorbed_flops": {
+        "en": "forward_mqa (absorbed)",
+        "zh": "forward_mqa（吸收）",
     },
     "ch5_upstream": {
         "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
         "(vllm/model_executor/layers/attention/mla_attention.py) calls "
-        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) with decode_threshold "
-        "= its backend's reorder_batch_threshold (1 for TRITON_MLA, 128 for FLASHMLA, 512 for "
-        "FLASH_ATTN_MLA) and treat_short_extends_as_decodes = not use_pcp. By default D's short "
-        "extend is a decode (forward_mqa); with prefill_context_parallel_size > 1 it is a "
-        "prefill (forward_mha), at the cost above.",
+        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) with "
+        "decode_threshold = its backend's reorder_batch_threshold (1 for TRITON_MLA, "
+        "FLASHINFER_MLA, CUTLASS_MLA and CPU_MLA, 128 for FLASHMLA, 512 for "
+        "FLASH_ATTN_MLA; speculative decoding raises it to the verify width, decode "
+        "context parallelism can force 1) and treat_short_extends_as_decodes = not "
+        "use_pcp. By default D's short extend is a decode (forward_mqa); with "
+        "prefill_context_parallel_size > 1 it is a prefill (forward_mha), at the cost "
+        "above. Upstream gives no FLOP argument for the 128 and 512 thresholds (its "
+        "comment says small prefills use the decode pathway): they are the backends' "
+        "own choice.",
         "zh": "上游 vLLM 0.33.0：MLA 元数据构建器（"
-        "vllm/model_executor/layers/attention/mla_attention.py）调用 split_decodes_and_prefills（"
-        "vllm/v1/attention/backends/utils.py）时，decode_threshold 取后端的 "
-        "reorder_batch_threshold（TRITON_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512），"
-        "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 decode（"
-        "forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill（forward_mha），付出上"
-        "表的代价。",
+        "vllm/model_executor/layers/attention/mla_attention.py）调用 "
+        "split_decodes_and_prefills（vllm/v1/attention/backends/utils.py）时，"
+        "decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA、FLASHINFER_MLA"
+        "、CUTLASS_MLA 和 CPU_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512；投机解"
+        "码会把它提高到验证宽度，decode 上下文并行可能强制为 1），并传入 "
+        "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 "
+        "decode（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill（"
+        "forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
+        "上的理由（注释只说小的 prefill 走 decode 路径）：这是各后端自己的选择。",
     },
     "ch5_others": {
-        "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA indexer "
-        "pass not use_pcp as well; the Mamba and GDN builders always pass False, so for them "
-        "every request still in its prompt is a prefill.",
-        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp；"
-        "Mamba 和 GDN 构建器总是传 False，对它们来说凡是仍在提示词内的请求都是 prefill。",
+        "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA "
+        "indexer pass not use_pcp as well. The Mamba and GDN builders pass False, but "
+        "first rewrite is_prefilling: Mamba turns a one-token prefill with prior state "
+        "into a decode row (its comment names NIXL disaggregation's h(N-1) -> N "
+        "recompute path), and GDN counts as prefills only rows with no prior state "
+        "(first chunks). So D's first step is a decode there too.",
+        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp"
+        "。Mamba 和 GDN 构建器传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
+        "的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
+        "的重算路径），GDN 只把没有先前状态的行（第一个分块）算作 prefill。所以在那里 "
+        "D 的第一步同样是 decode。",
     },
     # ---- chapter 6: the rest ---------------------------------------------------------
     "ch6_steps": {"en": "D, step by step", "zh": "D 的逐步记录"},
@@ -365,11 +499,11 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "run_local": {
         "en": "colocated, prefill_context_parallel_size = {pcp}",
-        "zh": "同机不分离，prefill_context_parallel_size = {pcp}",
+        "zh": "非分离，prefill_context_parallel_size = {pcp}",
     },
     "ch6_equal": {
         "en": "P/D against colocated: {verdict} ({n} tokens).",
-        "zh": "P/D 与同机运行相比：{verdict}（{n} 个 token）。",
+        "zh": "P/D 与非分离运行相比：{verdict}（{n} 个 token）。",
     },
     "equal": {"en": "equal, token for token", "zh": "逐 token 相同"},
     "not_equal": {"en": "NOT equal", "zh": "不相同"},
@@ -384,7 +518,7 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "已写入 {n} 张图到 {dir}：{names}",
     },
     # ---- widgets -----------------------------------------------------------------------
-    "w_prompt_len": {"en": "prompt length", "zh": "提示长度"},
+    "w_prompt_len": {"en": "prompt length", "zh": "提示词长度"},
     "w_block_size": {"en": "block size", "zh": "块大小"},
     "w_pcp": {"en": "prefill_context_parallel_size", "zh": "prefill_context_parallel_size"},
     "w_mla_backend": {"en": "MLA backend", "zh": "MLA 后端"},
@@ -398,22 +532,20 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "w_cost": {"en": "modelled cost", "zh": "成本模型"},
     "w_tokens": {"en": "tokens", "zh": "生成的 token"},
-    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：prefill 实例"},
-    "w_d_trace": {"en": "D: the decode instance", "zh": "D：decode 实例"},
+    "w_p_trace": {"en": "P: the prefill instance", "zh": "P：预填充实例"},
+    "w_d_trace": {"en": "D: the decode instance", "zh": "D：解码实例"},
     "w_ran": {
         "en": "ran a P/D pair and a colocated engine ({model} model, backend {backend}) in "
         "{s:.2f} s",
-        "zh": "运行了一个 P/D 对和一个单机引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
+        "zh": "运行了一个 P/D 对和一个非分离引擎（{model} 模型，后端 {backend}），用时 {s:.2f} 秒",
     },
     "w_equal": {"en": "equal", "zh": "一致"},
     "w_differ": {"en": "DIFFER", "zh": "不一致"},
-    "w_colocated": {"en": "colocated", "zh": "单机"},
+    "w_colocated": {"en": "colocated", "zh": "非分离"},
     "w_step": {"en": "step", "zh": "步"},
     "w_event": {"en": "event", "zh": "事件"},
     "w_details": {"en": "details", "zh": "内容"},
     "w_path": {"en": "path", "zh": "路径"},
-    "w_per_layer": {"en": "per layer", "zh": "每层"},
-    "w_all_layers": {"en": "all {n} layers", "zh": "全部 {n} 层"},
     "w_ratio": {
         "en": "forward_mha costs {f:.3g}x the FLOPs and {b:.3g}x the bytes of forward_mqa",
         "zh": "forward_mha 的 FLOPs 是 forward_mqa 的 {f:.3g} 倍，访存字节是 {b:.3g} 倍",
@@ -428,7 +560,7 @@ TEXT: dict[str, dict[str, str]] = {
     "w_cached": {"en": "cached, free", "zh": "已缓存、空闲"},
     "w_queue": {"en": "free queue, evicted first on the left", "zh": "空闲队列（左边最先被驱逐）"},
     "w_none": {"en": "(none)", "zh": "（无）"},
-    "w_prompt": {"en": "prompt", "zh": "提示"},
+    "w_prompt": {"en": "prompt", "zh": "提示词"},
     "w_add": {"en": "add request", "zh": "添加请求"},
     "w_do_step": {"en": "step", "zh": "执行一步"},
     "w_request": {"en": "request", "zh": "请求"},
@@ -445,10 +577,37 @@ TEXT: dict[str, dict[str, str]] = {
     "st_computed_after": {"en": "computed after", "zh": "本步后已算"},
     "st_routed_to": {"en": "routed to", "zh": "路由到"},
     "st_sampled": {"en": "sampled", "zh": "采样"},
+    # narrow headers (under 100 columns or so) and what the legend says they stand for
+    "st_legend": {"en": "Columns: ", "zh": "列："},
+    "st_request_s": {"en": "req", "zh": "请求"},
+    "st_prompt_N_s": {"en": "N", "zh": "N"},
+    "st_prompt_N_m": {"en": "num_prompt_tokens", "zh": "num_prompt_tokens（提示词长度）"},
+    "st_computed_before_s": {"en": "before", "zh": "前"},
+    "st_computed_before_m": {
+        "en": "num_computed_tokens before",
+        "zh": "本步前的 num_computed_tokens",
+    },
+    "st_scheduled_s": {"en": "sched", "zh": "调度"},
+    "st_scheduled_m": {"en": "tokens scheduled", "zh": "本步调度的 token 数"},
+    "st_computed_after_s": {"en": "after", "zh": "后"},
+    "st_computed_after_m": {
+        "en": "num_computed_tokens after",
+        "zh": "本步后的 num_computed_tokens",
+    },
+    "st_sampled_s": {"en": "tok", "zh": "采样"},
+    "st_sampled_m": {"en": "token sampled", "zh": "采样出的 token"},
+    "st_error": {"en": "error", "zh": "出错"},
+    "st_failed": {
+        "en": "{req} failed on {inst} at step {step}: {error}",
+        "zh": "{req} 在 {inst} 的第 {step} 步出错：{error}",
+    },
 }
 
-# The first-token designs and pdlab sim keep their words in their own table.
-TEXT.update(TEXT_DESIGNS)
+
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS):
+    if set(_table) & set(TEXT):
+        raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
+    TEXT.update(_table)
 
 
 def check_lang(lang: str) -> str:
@@ -461,6 +620,13 @@ def text(lang: str, key: str, **values: object) -> str:
     """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
     escapes for its medium, rich markup or HTML)."""
     return TEXT[key][check_lang(lang)].format(**values)
+
+
+def words(lang: str) -> Callable[..., str]:
+    """:func:`text` with ``lang`` bound, for a notebook: ``t = words(LANG)``, then
+    ``print(t("nb1_taken", ids=taken))``."""
+    check_lang(lang)
+    return lambda key, **values: text(lang, key, **values)
 
 
 def labels(lang: str) -> dict[str, str]:

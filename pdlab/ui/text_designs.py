@@ -73,7 +73,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "Bytes, steps and routing are the trace's; FLOPs and latency are modelled "
         "(pdlab/attention/cost.py, {gpu} roofline, link {link} GB/s: {link_source}).",
         "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/attention/cost.py"
-        "，{gpu} 屋顶线，链路 {link} GB/s：{link_source}）。",
+        "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}）。",
     },
     "sim_title": {
         "en": "D's decode batch as requests arrive ({gpu} profile)",
@@ -120,7 +120,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "TTFT on D is from arrival at D (K/V landed) to token 1 known; 0 where P's "
         "token is the answer. 'not uniform': steps that are not a uniform decode "
         "batch.",
-        "zh": "模型估算：每组算子按屋顶线计（pdlab/attention/cost.py），设备数据：{source}"
+        "zh": "模型估算：每组算子按roofline 模型计（pdlab/attention/cost.py），设备数据：{source}"
         "。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 token 即答案时为"
         " 0。“非均匀批”：不是均匀解码批的步。",
     },
@@ -134,9 +134,9 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "TensorRT-LLM), that token appended to D's prompt, or the hidden state "
         "itself (vLLM V0). First the four designs on this prompt, traced; then D's "
         "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive.",
-        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的 hidden state。别的引擎改为多"
+        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的 隐藏状态。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
-        "示词里，或者直接传 hidden state（vLLM V0）。先看这四种设计在本提示词上的实测"
+        "示词里，或者直接传 隐藏状态（vLLM V0）。先看这四种设计在本提示词上的实测"
         " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批。",
     },
     "ch7_answer": {
@@ -178,5 +178,11 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "{steps} steps, {n} arrivals, DeepSeek-V3 widths, {gpu} profile; prompts as "
         "long as the context.",
         "zh": "共 {steps} 步、{n} 个到达请求，DeepSeek-V3 宽度，{gpu} 配置；提示词与上下文等长。",
+    },
+    "v_arrived_first": {
+        "en": "D {req}: K/V for {n} tokens arrived; num_computed_tokens = {nct} (nothing "
+        "subtracted: the first token came with them, N = {N})",
+        "zh": "D {req}：{n} 个 token 的 K/V 已到达；num_computed_tokens = {nct}（不减一："
+        "第一个 token 随 K/V 一起到达，N = {N}）",
     },
 }

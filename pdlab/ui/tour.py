@@ -1,8 +1,9 @@
 """``pdlab tour`` and ``pdlab trace``: the commands, and their arguments.
 
 The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
-pair with the chosen routing settings, a second pair with ``prefill_context_parallel_size``
-on the other side of 1, a colocated engine, and the prompt under the FlashMLA profile) and
+pair with the chosen routing settings, pairs under the other set-ups that route D's step
+differently (Model Runner V2, V2 with prefill context parallelism, V1), a colocated engine,
+and the prompt under FLASH_ATTN_MLA, Hopper's backend) and
 prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
 the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
 :mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
@@ -11,7 +12,8 @@ at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.t
 runs any prompts with any settings and prints the step table.
 
 The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
-``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu_model_runner.py``,
+``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu/model_runner.py`` (Model Runner
+V2, the default; ``vllm/v1/worker/gpu_model_runner.py`` is V1),
 ``vllm/v1/attention/backends/utils.py`` and
 ``vllm/model_executor/layers/attention/mla_attention.py``.
 """
@@ -19,6 +21,9 @@ The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``
 from __future__ import annotations
 
 import argparse
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -29,6 +34,7 @@ from pdlab.cli.args import (
     add_routing_arguments,
     add_run_arguments,
     positive_int,
+    prompt_text,
     routing_configs,
 )
 from pdlab.config import (
@@ -37,9 +43,8 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.engine import one_thread
-from pdlab.ui.console import make_console
-from pdlab.ui.text import LANGS
+from pdlab.ui.console import make_console, request_errors
+from pdlab.ui.text import LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 
@@ -68,7 +73,10 @@ def _preset(text: str) -> str:
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--prompt", default=DEFAULT_PROMPT, help="the text prompt (default: %(default)r)"
+        "--prompt",
+        type=prompt_text,
+        default=DEFAULT_PROMPT,
+        help="the text prompt (default: %(default)r)",
     )
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
@@ -97,6 +105,13 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help="kernel implementation (default torch; triton needs the triton package, "
         "and without a GPU it runs through Triton's interpreter, slowly)",
     )
+    p.add_argument(
+        "--no-pager",
+        dest="pager",
+        action="store_false",
+        help="print straight through (a terminal otherwise gets a pager when the tour is "
+        "longer than the screen; a pipe or a file never does)",
+    )
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
@@ -114,13 +129,37 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
 
 
 # ---- commands ----------------------------------------------------------------------------
+def page(text: str, height: int) -> None:
+    """Print ``text`` (with its colours), through ``less -R`` when it is longer than
+    ``height`` lines and ``less`` is there; plainly otherwise."""
+    less = shutil.which("less")
+    if less is None or text.count("\n") < height:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        subprocess.run([less, "-R"], input=text, text=True, check=False)
+    except KeyboardInterrupt:
+        pass
+
+
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for."""
+    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for.
+    On a terminal (and without ``--no-pager``) the chapters go through :func:`page`."""
+    c = console or make_console()
+    if console is None and getattr(args, "pager", False) and sys.stdout.isatty():
+        with c.capture() as captured:
+            code = _tour(args, c)
+        page(captured.get(), c.height)
+        return code
+    return _tour(args, c)
+
+
+def _tour(args: argparse.Namespace, c: Console) -> int:
     from pdlab.demo import run_demo
     from pdlab.ui import tour_designs, tour_kv, tour_route
     from pdlab.ui.tour_kv import say
 
-    c = console or make_console()
     lang = args.lang
     if not args.prompt:
         raise ValueError("--prompt must not be empty")
@@ -132,7 +171,20 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
         max_tokens=args.max_tokens,
         backend=args.backend,
         compare=True,
+        gpu=args.gpu,
+        model_runner=args.model_runner,
     )
+    failed = [
+        e
+        for t in (demo.trace, demo.other_trace, demo.fresh_trace)
+        if t is not None
+        for e in request_errors(t)
+    ]
+    if failed:  # the chapters read what the requests computed: there is nothing to show
+        for e in failed:
+            c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
+        c.print(say(lang, "tour_failed"))
+        return 1
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
@@ -151,8 +203,11 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
                 pcp=demo.pcp,
                 mla=demo.mla_backend,
                 backend=demo.trace.meta["backend"],
+                runner=demo.model_runner,
+                why=demo.trace.meta["routing"]["D"]["selected_by"],
             )
         )
+        c.print(say(lang, "how_to_read"))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
         2: lambda: tour_kv.chapter2(c, demo, lang),
@@ -172,7 +227,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
-        paths = save_all(demo.trace, preset, args.plots, instance="D")
+        paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         paths += tour_designs.save_plots(demo, args.plots)
         c.print(
             say(
@@ -189,9 +244,9 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab trace``: any prompts, any settings; print the step table, save the trace."""
     from pdlab.disagg.pair import PDPair
-    from pdlab.engine import LLMEngine
+    from pdlab.engine import LLMEngine, one_thread
     from pdlab.request import SamplingParams
-    from pdlab.ui.console import step_table
+    from pdlab.ui.console import generation_line, step_table
 
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
@@ -211,14 +266,16 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         else:
             engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
             outs, trace = engine.generate(prompts, sp), engine.tracer
-    kind = "P/D" if args.pd else "one engine"
+    kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
+    routing = next(iter(trace.meta["routing"].values()))
     title = (
-        f"{kind}, block_size={args.block_size}, mla_backend={args.mla_backend}, "
+        f"{kind}, model_runner={routing['model_runner']}, block_size={args.block_size}, "
+        f"mla_backend={routing['mla_backend']} ({routing['selected_by']}), "
         f"prefill_context_parallel_size={args.pcp}"
     )
-    c.print(step_table(trace, title=title))
+    c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
-        c.print(escape(f"{o.request_id} {p!r} -> {o.output_token_ids} {o.text!r}"))
+        c.print(generation_line(o.request_id, p, vars(o), args.lang))
     if args.json is not None:
-        c.print(escape(f"wrote {trace.save(args.json)}"))
-    return 0
+        c.print(escape(text(args.lang, "wrote", path=trace.save(args.json))))
+    return 1 if any(o.error for o in outs) else 0

@@ -16,10 +16,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.demo import Demo
-from pdlab.ui.fmt import elided, source_excerpt, source_rich, span, token_char
+from pdlab.ui.fmt import FitTable, elided, source_excerpt, source_rich, span, token_char
 from pdlab.ui.text import text
 
 
@@ -64,7 +63,7 @@ def chapter1(c: Console, demo: Demo, lang: str) -> None:
     c.print(say(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
     bs = t.meta["block_size"]
     blocks = steps[-1][1]["block_ids"]
-    tab = Table(title=say(lang, "ch1_table"))
+    tab = FitTable(title=say(lang, "ch1_table"))
     for key, just in (
         ("col_logical", "right"),
         ("col_p_block", "right"),
@@ -115,7 +114,7 @@ def chapter2(c: Console, demo: Demo, lang: str) -> None:
         c.print(say(lang, "ch2_failed", reason=x["reason"]))
     bs = t.meta["block_size"]
     n = t.first("add_request", "D", req_id=rid)["num_prompt_tokens"]
-    tab = Table(title=say(lang, "ch2_table"))
+    tab = FitTable(title=say(lang, "ch2_table"))
     for key in ("col_p_block", "col_d_block", "col_positions", "col_rows"):
         tab.add_column(say(lang, key), justify="right")
     pairs = list(zip(x["remote_block_ids"], x["local_block_ids"]))
@@ -177,7 +176,7 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
     layers, L, R = row_shape(t.kernels("D", ev["step"]))
     bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=rid)["local_block_ids"]
     last = n - 1
-    tab = Table(title=say(lang, "ch3_table"))
+    tab = FitTable(title=say(lang, "ch3_table"))
     tab.add_column(say(lang, "col_pos"), justify="right")
     tab.add_column(say(lang, "col_token"))
     tab.add_column(say(lang, "col_d_slot"), justify="right")

@@ -1,10 +1,13 @@
 """The tour's chapters 4-6: the one-token step and its routing. D's short extend under
-both settings of ``treat_short_extends_as_decodes`` (``prefill_context_parallel_size`` 1 and
-2), a short fresh prompt under FlashMLA's ``reorder_batch_threshold``; what the two MLA
-paths cost at DeepSeek's widths; the rest of the generation, next to the colocated output.
+Model Runner V2 (vLLM 0.33.0's default, where the runner itself names the row:
+``prefill_runs_as_decode``), under prefill context parallelism (``treat_short_extends_as_decodes``
+False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA's
+``reorder_batch_threshold``; what the two MLA paths cost at DeepSeek's widths; the rest of
+the generation, next to the colocated output.
 
 Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
 (:mod:`pdlab.attention.cost`); the words are in :mod:`pdlab.ui.text`. Upstream (vLLM 0.33.0):
+``vllm/v1/worker/gpu/model_runner.py`` (V2's batch), ``vllm/v1/worker/gpu/pcp_manager.py``,
 ``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
 ``vllm/model_executor/layers/attention/mla_attention.py`` (the builder and both paths).
 """
@@ -16,17 +19,26 @@ from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
-from pdlab.attention.cost import absorb_crossover_query_len, decode_path_cost, prefill_path_cost
+from pdlab.attention.cost import (
+    absorb_crossover_query_len,
+    decode_path_cost,
+    mla_forms_flops,
+    prefill_path_cost,
+)
 from pdlab.config import ModelConfig
-from pdlab.demo import Demo
+from pdlab.demo import VARIANTS, Demo
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
-from pdlab.ui.fmt import flops, nbytes, ratio, token_char, tokens
+from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.tour_kv import say
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
+FRESH_PROMPTS = (
+    29,
+    128,
+    512,
+)  # the tour's default prompt, FLASHMLA's and FLASH_ATTN_MLA's thresholds
 
 
 def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
@@ -56,14 +68,60 @@ def _split_test(rt: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+# The set-ups chapter 4 compares, as (model_runner, prefill_context_parallel_size).
+_V2, _PCP, _V1 = ("v2", 1), ("v2", 2), ("v1", 1)
+
+# Where the learner's code went: the names in older vLLM (as quoted in the question) and
+# their homes in 0.33.0 (files under vllm/).
+_MLA_FILE = "model_executor/layers/attention/mla_attention.py"
+RENAMES = (
+    ("_forward_prefill", "MLACommonBaseImpl.forward_mha", _MLA_FILE),
+    ("_forward_decode", "MLACommonImpl.forward_mqa", _MLA_FILE),
+    ("MLACommonImpl.forward", "MLAAttention.forward_impl", _MLA_FILE),
+    ("v1/attention/backends/mla/common.py", "MLACommonMetadataBuilder", _MLA_FILE),
+    (
+        "v1/worker/gpu_model_runner.py",
+        "Model Runner V1; the default is V2",
+        "v1/worker/gpu/model_runner.py",
+    ),
+)
+
+
+def _cell(rt: Mapping[str, Any], key: str) -> str:
+    v = rt[key]
+    return "—" if v is None else str(v)
+
+
+# Two running decodes beside D's arriving request, to draw the layout of a busy D's batch.
+_RUNNING = (("dec-a", 1, False), ("dec-b", 1, False))
+
+
+def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
+    """D's first step under PCP, with two running decodes beside it, as the PCP manager lays
+    it out: which rank computes which part of each row (``pcp_rank_chunks``)."""
+    from pdlab.model.batch import pcp_rank_chunks
+
+    step = trace.first_step("D", rid)
+    rows = [(r["req_id"], r["query_len"], r["is_prefilling"])
+            for r in trace.filter("route", "D", step=step)]  # fmt: skip
+    rows = list(_RUNNING) + rows
+    chunks = pcp_rank_chunks([q for _, q, _ in rows], [pf for _, _, pf in rows], size)
+    out = []
+    for rank, parts in enumerate(chunks):
+        cells = [f"{rows[i][0]}[{o}:{o + n}]" + ("*" if rows[i][2] else "") for i, o, n in parts]
+        out.append(f"rank {rank}: " + (", ".join(cells) or "—"))
+    return out
+
+
 def chapter4(c: Console, demo: Demo, lang: str) -> None:
+    from pdlab.model.batch import gather_batch_req_state
+    from pdlab.ui.fmt import source_excerpt, source_rich
+
     rid = demo.request_id
-    by_pcp = {
-        demo.pcp: _first_d_step(demo.trace, rid),
-        demo.other_pcp: _first_d_step(demo.other_trace, rid),
-    }
-    sizes = sorted(by_pcp)  # 1 (upstream's default) first
-    r0 = by_pcp[1]["route"]
+    order = [*VARIANTS, *(k for k in demo.variant_traces if k not in VARIANTS)]
+    runs = {k: _first_d_step(demo.variant_traces[k], rid) for k in order}
+    main = (demo.model_runner, demo.pcp)
+    r0 = runs[_V2]["route"]
     c.print(
         say(
             lang,
@@ -71,25 +129,39 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             q=r0["query_len"],
             nct=r0["num_computed_tokens"],
             n=r0["num_prompt_tokens"],
+            plen=r0["prefill_len"],
             prefilling=r0["is_prefilling"],
-            region=r0["region"],
+            rad=r0["prefill_runs_as_decode"],
+            eligible=r0["decode_graph_eligible"],
         )
     )
-    tab = Table(title=say(lang, "ch4_table"))
+    ex = source_excerpt(
+        gather_batch_req_state,
+        'if model_runner == "v2" and has_prefill and not use_pcp',
+        "eligible = all(",
+        "runs_as_decode = [",
+    )
+    c.print(say(lang, "ch4_src", path=ex.path, qualname=ex.qualname))
+    c.print(source_rich(ex))
+    tab = FitTable(title=say(lang, "ch4_table"), stack="columns")
     tab.add_column("")
-    for size in sizes:
-        mark = say(lang, "main_run") if size == demo.pcp else ""
-        tab.add_column(f"PCP {size}{mark}")
+    for key in runs:
+        mark = say(lang, "main_run") if key == main else ""
+        name = f"col_{key[0]}_pcp{key[1]}"
+        head = say(lang, name) if key in VARIANTS else f"{key[0].upper()} + PCP {key[1]}"
+        tab.add_column(head + mark)
     cells: dict[str, list[str]] = {}
-    for size in sizes:
-        d = by_pcp[size]
+    for d in runs.values():
         rt = d["route"]
         for key, val in (
-            ("prefill_context_parallel_size", rt["prefill_context_parallel_size"]),
+            ("model_runner", _cell(rt, "model_runner")),
+            ("prefill_context_parallel_size", _cell(rt, "prefill_context_parallel_size")),
             ("query_len", rt["query_len"]),
             ("num_computed_tokens", rt["num_computed_tokens"]),
-            ("num_prompt_tokens", rt["num_prompt_tokens"]),
+            ("prefill_len", rt["prefill_len"] if rt["model_runner"] == "v2" else "—"),
             ("is_prefilling", rt["is_prefilling"]),
+            ("prefill_runs_as_decode", _cell(rt, "prefill_runs_as_decode")),
+            ("decode_graph_eligible", rt["decode_graph_eligible"]),
             ("region", rt["region"]),
             ("decode_threshold", rt["decode_threshold"]),
             ("treat_short_extends_as_decodes", rt["treat_short_extends_as_decodes"]),
@@ -104,18 +176,22 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             cells.setdefault(key, []).append(escape(str(val)))
     for key, vals in cells.items():
         label = key if not key.startswith("row_") else say(lang, key)
-        tab.add_row(label, *vals, end_section=key in ("is_prefilling", "row_path", "row_kernels"))
+        tab.add_row(label, *vals, end_section=key in ("decode_graph_eligible", "row_path"))
     c.print(tab)
     c.print(say(lang, "ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32")))
-    gathered = [k["shapes"]["rows"] for k in by_pcp[2]["kernels"] if k["name"] == "gather_cache"]
+    gathered = [k["shapes"]["rows"] for k in runs[_PCP]["kernels"] if k["name"] == "gather_cache"]
     ctx_rows = sum(gathered)
     c.print(say(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else say(lang, "ch4_paths_no_context"))
-    sa, sb = (by_pcp[size]["sample"] for size in sizes)
-    delta = f"{abs(sa['logit'] - sb['logit']):.1e}"
-    if sa["token"] == sb["token"]:
-        c.print(say(lang, "ch4_same", tok=sa["token"], d=delta))
+    c.print(say(lang, "ch4_why_pcp"))
+    for line in _pcp_layout(demo.variant_traces[_PCP], rid, 2):
+        c.print("  " + escape(line))
+    c.print(say(lang, "ch4_v1"))
+    samples = [d["sample"] for d in runs.values()]
+    delta = f"{max(abs(a['logit'] - b['logit']) for a in samples for b in samples):.1e}"
+    if len({s["token"] for s in samples}) == 1:
+        c.print(say(lang, "ch4_same", tok=samples[0]["token"], d=delta))
     else:
-        c.print(say(lang, "ch4_diff", a=sa["token"], b=sb["token"], d=delta))
+        c.print(say(lang, "ch4_diff", a=samples[0]["token"], b=samples[1]["token"], d=delta))
     fresh = demo.fresh_trace.filter("route")[0]
     c.print(
         say(
@@ -127,12 +203,15 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             forward=fresh["forward"],
         )
     )
+    c.print(say(lang, "ch4_renames"))
+    for old, new, where in RENAMES:  # one per line: the names must read whole at 80 columns
+        c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")
 
 
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     c.print(say(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
-    tab = Table(title=say(lang, "ch5_table"))
+    tab = FitTable(title=say(lang, "ch5_table"))
     for key in (
         "col_context",
         "col_pf_flops",
@@ -170,7 +249,24 @@ def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
             df=flops(d.flops * cfg.num_hidden_layers),
         )
     )
-    c.print(say(lang, "ch5_cross", x=f"{absorb_crossover_query_len(cfg):.0f}"))
+    qk, v = cfg.qk_head_dim, cfg.v_head_dim
+    c.print(
+        say(
+            lang,
+            "ch5_cross",
+            mf=f"{2 * L * H * (cfg.qk_nope_head_dim + v) / 1e6:.1f}",
+            a=f"{L + R} + {L}",
+            b=f"{qk} + {v}",
+            x=f"{absorb_crossover_query_len(cfg):.0f}",
+        )
+    )
+    tab = FitTable(title=say(lang, "ch5_fresh_table"))
+    for key in ("col_prompt_len", "col_naive_flops", "col_absorbed_flops", "col_ratio"):
+        tab.add_column(say(lang, key), justify="right")
+    for q in FRESH_PROMPTS:
+        naive, absorbed = mla_forms_flops(cfg, q, 0)
+        tab.add_row(str(q), flops(naive), flops(absorbed), ratio(absorbed, naive))
+    c.print(tab)
     c.print(say(lang, "ch5_upstream"))
     c.print(say(lang, "ch5_others"))
 
@@ -188,7 +284,7 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
         for e in later
     ):
         c.print(say(lang, "ch6_agree"))
-    tab = Table(title=say(lang, "ch6_outputs"))
+    tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
     for label, tokens_, key in (

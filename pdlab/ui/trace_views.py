@@ -12,7 +12,7 @@ import ipywidgets as widgets
 
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import esc, html_table
-from pdlab.ui.text import labels
+from pdlab.ui.text import labels, text
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
 _NOISE = {
@@ -42,10 +42,11 @@ def event_details(e: Mapping[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]:
+def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") -> list[list[Any]]:
     """One instance's trace as ``[step, event, details]`` rows: every scheduler, connector,
     route and sample event, each step's schedule, and its kernels of one ``layer`` (the
-    other layers call the same ones)."""
+    other layers call the same ones). Event kinds are the trace's own names in any
+    ``lang``; the words around the values are in ``lang``."""
     rows: list[list[Any]] = []
     kernels: dict[int, list[str]] = {}
     for e in tracer.filter("kernel", instance, layer=layer):
@@ -58,16 +59,17 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
             if not e["scheduled"]:
                 continue
             for r in e["scheduled"]:
-                rows.append(
-                    [
-                        step,
-                        "schedule",
-                        f"{r['req_id']}: num_computed_tokens {r['num_computed_tokens_before']}"
-                        f" → {r['num_computed_tokens_after']} "
-                        f"(+{r['num_scheduled_tokens']}), num_prompt_tokens "
-                        f"{r['num_prompt_tokens']}, blocks {r['block_ids']}",
-                    ]
+                detail = text(
+                    lang,
+                    "v_schedule_row",
+                    req=r["req_id"],
+                    before=r["num_computed_tokens_before"],
+                    after=r["num_computed_tokens_after"],
+                    n=r["num_scheduled_tokens"],
+                    N=r["num_prompt_tokens"],
+                    blocks=r["block_ids"],
                 )
+                rows.append([step, text(lang, "v_schedule"), detail])
         elif kind == "route":
             rows.append(
                 [
@@ -80,17 +82,17 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0) -> list[list[Any]]
                 ]
             )
             if step in kernels:
-                rows.append([step, f"kernels (layer {layer})", " → ".join(kernels.pop(step))])
+                label = text(lang, "v_kernels_layer", layer=layer)
+                rows.append([step, label, " → ".join(kernels.pop(step))])
         elif kind == "sample":
-            rows.append(
-                [step, "sample", f"{e['req_id']}: token {e['token']} at position {e['position']}"]
-            )
+            detail = text(lang, "v_sample_row", req=e["req_id"], tok=e["token"], pos=e["position"])
+            rows.append([step, "sample", detail])
         else:
             rows.append([step, kind, event_details(e)])
     return rows
 
 
-def timeline_html(tracer: Tracer, instance: str = "local") -> str:
+def timeline_html(tracer: Tracer, instance: str = "local", lang: str = "en") -> str:
     """A step-by-request grid: each cell is ``before → after (+scheduled)``, ``*`` where a
     token was sampled; the second column is the step's total of scheduled tokens."""
     req_ids = tracer.requests(instance)
@@ -104,12 +106,16 @@ def timeline_html(tracer: Tracer, instance: str = "local") -> str:
         }
         total = tracer.first("step", instance, step=s)["total_num_scheduled_tokens"]
         rows.append([s, total] + [cells.get(r, "") for r in req_ids])
-    return html_table(["step", "tokens", *req_ids], rows)
+    return html_table([text(lang, "w_step"), text(lang, "v_tokens"), *req_ids], rows)
 
 
-def trace_html(tracer: Tracer, instance: str, title: str = "", layer: int = 0) -> str:
+def trace_html(
+    tracer: Tracer, instance: str, title: str = "", layer: int = 0, lang: str = "en"
+) -> str:
     head = f"<b>{esc(title or instance)}</b>"
-    return head + html_table(["step", "event", "details"], trace_rows(tracer, instance, layer))
+    lab = labels(lang)
+    headers = [lab["step"], lab["event"], lab["details"]]
+    return head + html_table(headers, trace_rows(tracer, instance, layer, lang))
 
 
 def trace_panels(
@@ -121,7 +127,7 @@ def trace_panels(
     boxes = []
     for inst in instances:
         w = widgets.HTML(
-            trace_html(tracer, inst, titles.get(inst, inst)),
+            trace_html(tracer, inst, titles.get(inst, inst), lang=lang),
             layout=widgets.Layout(flex="1 1 0", min_width="0"),
         )
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
@@ -138,7 +144,7 @@ class StepPlayer(widgets.VBox):
         self.tracer = tracer
         self.instance = instance or instances[0]
         self.steps = tracer.step_numbers(self.instance)
-        self.lab = labels(lang)
+        self.lang, self.lab = lang, labels(lang)
         self.slider = widgets.IntSlider(
             value=self.steps[0], min=self.steps[0], max=self.steps[-1], description=self.lab["step"]
         )
@@ -154,10 +160,13 @@ class StepPlayer(widgets.VBox):
         ev = self.tracer.filter("step", self.instance, step=step)
         total = ev[0]["total_num_scheduled_tokens"] if ev else 0
         usage = ev[0]["kv_cache_usage"] if ev else 0.0
-        self.title.value = (
-            f"<b>instance {esc(self.instance)}, engine step {step}</b>: "
-            f"{total} tokens scheduled, KV cache usage {usage:.0%}"
-        )
+        head = text(self.lang, "v_player_title", inst=self.instance, step=step)
+        sub = text(self.lang, "v_player_sub", total=total, usage=f"{usage:.0%}")
+        self.title.value = f"<b>{esc(head)}</b>{esc(sub)}"
+        failed = {
+            e["req_id"]: e["error"]
+            for e in self.tracer.filter("request_error", self.instance, step=step)
+        }
         rows = [
             [
                 r["req_id"],
@@ -167,7 +176,9 @@ class StepPlayer(widgets.VBox):
                 r["num_scheduled_tokens"],
                 r["forward"],
                 r["block_ids"],
-                "" if r["sampled"] is None else r["sampled"],
+                f"{self.lab['error']}: {failed[r['req_id']]}"
+                if r["req_id"] in failed
+                else ("" if r["sampled"] is None else r["sampled"]),
             ]
             for r in self.tracer.step_rows(self.instance, step)
         ]
@@ -178,9 +189,9 @@ class StepPlayer(widgets.VBox):
                 "num_tokens",
                 "num_computed_tokens",
                 "num_scheduled_tokens",
-                "path",
+                text(self.lang, "v_path"),
                 "block_ids",
-                "sampled",
+                text(self.lang, "v_sampled"),
             ],
             rows or [[self.lab["none"]] + [""] * 7],
         )

@@ -1,0 +1,210 @@
+"""Every console view reads whole at 80 columns and at 120, in English and Chinese.
+
+Each view is rendered into a rich ``Console(width=W, record=True)``; no line may be wider
+than W cells (rich's cell width: a CJK character is two), no word may end in rich's "…",
+and the cells a learner reads (the path, the region, the counts, the token) must each
+appear whole, all of one row on one line. The expected cells come from the trace (or the
+result the view shows), not from the view's formatting code.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+
+import pytest
+from rich.cells import cell_len
+from rich.console import Console
+
+from pdlab.cli import build_parser
+from pdlab.demo import run_demo
+from pdlab.disagg.pair import PDPair
+from pdlab.ui import tour, tour_kv, tour_route
+from pdlab.ui.console import render_pd_result, step_table
+from pdlab.ui.text import text
+
+WIDTHS = (80, 120)
+
+
+def render(width: int, show) -> str:
+    c = Console(width=width, record=True, file=io.StringIO(), highlight=False)
+    show(c)
+    out = c.export_text()
+    for line in out.splitlines():
+        assert cell_len(line) <= width, f"{cell_len(line)} > {width}: {line!r}"
+    cut = re.search(r"\w…", out)
+    assert cut is None, f"a value is cut: {out[max(0, cut.start() - 40) : cut.end() + 10]!r}"
+    return out
+
+
+def row_line(out: str, *cells: object) -> str:
+    """The line holding every cell, each whole and in this order."""
+    pattern = r".*?".join(rf"(?<![\w.]){re.escape(str(c))}(?![\w])" for c in cells)
+    found = [ln for ln in out.splitlines() if re.search(pattern, ln)]
+    assert found, f"no line holds {cells} whole:\n{out}"
+    return found[0]
+
+
+def check_step_rows(out: str, trace, instance: str | None) -> None:
+    for r in trace.step_rows(instance):
+        sampled = () if r["sampled"] is None else (r["sampled"],)
+        row_line(
+            out,
+            r["step"],
+            r["req_id"],
+            r["num_prompt_tokens"],
+            r["num_computed_tokens_before"],
+            r["num_scheduled_tokens"],
+            r["num_computed_tokens_after"],
+            r["forward"],
+            *sampled,
+        )
+
+
+@pytest.fixture(scope="module")
+def demo():
+    return run_demo(tour.DEFAULT_PROMPT, compare=True)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_tour_chapters_read_whole(demo, width, lang) -> None:
+    from pdlab.config import ModelConfig
+
+    shows = {
+        1: lambda c: tour_kv.chapter1(c, demo, lang),
+        2: lambda c: tour_kv.chapter2(c, demo, lang),
+        3: lambda c: tour_kv.chapter3(c, demo, lang),
+        4: lambda c: tour_route.chapter4(c, demo, lang),
+        5: lambda c: tour_route.chapter5(c, ModelConfig.preset("deepseek-v3"), lang),
+        6: lambda c: tour_route.chapter6(c, demo, lang),
+    }
+    out = {n: render(width, show) for n, show in shows.items()}
+    t, rid = demo.trace, demo.request_id
+    # chapter 1: P's block table, block by block (logical index, physical block)
+    blocks = t.steps("P", rid)[-1][1]["block_ids"]
+    for j in (0, len(blocks) - 1):
+        row_line(out[1], j, blocks[j])
+    # chapter 2: every block P sent and the D block it went into
+    x = t.first("kv_transfer", "D", req_id=rid)
+    for p_block, d_block in list(zip(x["remote_block_ids"], x["local_block_ids"]))[:8]:
+        row_line(out[2], p_block, d_block)
+    # chapter 4: each run's routing values, label and value on one line
+    for trace in (demo.trace, demo.other_trace):
+        ev, _ = trace.steps("D", rid)[0]
+        route = trace.route_of("D", rid, ev["step"])
+        for key in ("region", "treat_short_extends_as_decodes", "prefill_context_parallel_size"):
+            row_line(out[4], key, route[key])
+        row_line(out[4], route["path"], route["forward"])
+    # chapter 6: D's steps, one row each, and the three runs' token ids
+    check_step_rows(out[6], t, "D")
+    for tokens in (demo.pd_tokens, demo.other_tokens, demo.colocated_tokens):
+        assert ", ".join(map(str, tokens)) in out[6]
+    # wider shows more: the step table's full headers at 120, a legend of short ones at 80
+    if width == 120:
+        assert text(lang, "st_computed_before") in out[6]
+    else:
+        assert text(lang, "st_legend").strip() in out[6]
+
+
+@pytest.mark.parametrize("pd", [False, True])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_trace_reads_whole(width, pd, tmp_path) -> None:
+    from pdlab.trace import Tracer
+
+    path = tmp_path / "t.json"
+    argv = ["trace", "--prompt", "Why run the last token twice?", "--json", str(path)]
+    args = build_parser().parse_args(argv + (["--pd"] if pd else []))
+    out = render(width, lambda c: tour.run_trace(args, console=c))
+    trace = Tracer.load(path)
+    check_step_rows(out, trace, None)
+    out_ids = [e["token"] for e in trace.filter("sample", "D" if pd else "local")]
+    assert str(out_ids) in " ".join(out.split())  # wrapped between numbers, never inside
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pd_reads_whole(width) -> None:
+    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.request import SamplingParams
+
+    pair = PDPair(ModelConfig.tiny(), CacheConfig(block_size=4), SchedulerConfig(), backend="torch")
+    prompts = ["Why does the decode instance run the last prompt token again?", "KV, not h."]
+    outs = pair.generate(prompts, SamplingParams(max_tokens=4))
+    outputs = {o.request_id: vars(o) for o in outs}
+    out = render(width, lambda c: render_pd_result(pair.tracer, prompts, outputs, {}, c))
+    for inst in ("P", "D"):
+        check_step_rows(out, pair.tracer, inst)
+    for m in pair.tracer.filter("kv_transfer", "D"):  # a row, or a block of lines per row
+        for cell in (m["req_id"], m["remote_block_ids"], m["local_block_ids"], m["nbytes"]):
+            row_line(out, cell)
+    for o in outs:  # a generation may wrap between its numbers, never inside one
+        assert str(o.output_token_ids) in " ".join(out.split())
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_failed_request_reads_whole_under_the_step_table(width, monkeypatch) -> None:
+    import torch
+
+    from pdlab.config import CacheConfig, ModelConfig
+    from pdlab.engine import LLMEngine
+
+    real = torch.nn.Embedding.forward
+
+    def faulty(self, ids):
+        if bool((ids == 99).any()):
+            raise RuntimeError("injected fault for token 99")
+        return real(self, ids)
+
+    monkeypatch.setattr(torch.nn.Embedding, "forward", faulty)
+    e = LLMEngine(ModelConfig.tiny(), CacheConfig(block_size=4, num_blocks=16), backend="torch")
+    e.generate(["abc", "hello"])
+    out = render(width, lambda c: c.print(step_table(e.tracer)))
+    (err,) = e.tracer.filter("request_error")
+    row_line(out, err["req_id"], err.step, err["error"])
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_paths_table_reads_whole(width) -> None:
+    from pdlab.tools.bench import bench_paths, render_paths_table
+
+    res = bench_paths("deepseek-v3", contexts=[48, 96], num_heads=2, repeats=1)
+    out = render(width, lambda c: c.print(render_paths_table(res)))
+    for r in res["rows"]:
+        if width == 120:  # a table: the row on one line
+            row_line(out, r["context"], f"{r['prefill_ms']:.2f}", f"{r['decode_ms']:.2f}")
+        else:  # a block per context: each value whole on its own line
+            for v in (r["context"], f"{r['prefill_ms']:.2f}", f"{r['flop_ratio']:.1f}x"):
+                row_line(out, v)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_doctor_reads_whole(width, monkeypatch) -> None:
+    import pdlab
+    from pdlab.tools import doctor
+
+    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
+    checks = doctor.run_checks()
+    out = render(width, lambda c: c.print(doctor.render(checks)))
+    for c in checks:
+        row_line(out, f"[{c.tag}]", c.name)
+    row_line(out, os.path.dirname(pdlab.__file__))  # where pdlab is imported from, whole
+    row_line(out, pdlab.__version__)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_doctor_aot_table_reads_whole(width) -> None:
+    pytest.importorskip("triton")
+    from pdlab.tools.aot import AotResult, render_table
+
+    rows = [
+        AotResult("mla_decode stage 1", t, d, w, True, None, 0.3, True, m, 16384, 121, 0, c)
+        for t, m, c in ((80, "mma", "cp.async"), (90, "wgmma", "TMA"))
+        for d in ("fp16", "bf16")
+        for w in ("tiny L+R=64+16 splits=3", "deepseek L+R=512+64 splits=16")
+    ]
+    out = render(width, lambda c: c.print(render_table(rows)))
+    for r in rows:
+        row_line(out, r.kernel, f"sm_{r.target}")  # kernel and target on one line
+        row_line(out, r.widths)
+        row_line(out, r.copy)

@@ -1,0 +1,113 @@
+"""Model Runner V2's batch beside vLLM 0.33.0's own code (vllm/v1/worker/gpu/model_runner.py),
+on seeded random batches: ``sort_batch_req_ids`` (pdlab.model.batch against upstream's,
+draft tokens included), and ``gather_batch_req_state``: upstream's method runs on a small
+stand-in runner holding the per-request arrays it reads (``req_states``), against pdlab's
+function of the same name (the order, ``is_prefilling``, ``has_prefill``,
+``prefill_runs_as_decode``, ``decode_graph_eligible`` and the uniform decode token count).
+"""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from vllm.v1.worker.gpu import model_runner as upstream_v2
+
+from pdlab.model.batch import gather_batch_req_state, sort_batch_req_ids
+
+pytestmark = pytest.mark.upstream
+NUM_BATCHES = 300
+
+
+def random_rows(rng: random.Random) -> dict[str, tuple[int, int, int, int]]:
+    """Per request ``(num_scheduled_tokens, num_computed_tokens, num_prompt_tokens,
+    prefill_len)``: decodes, D's one token over ``N - 1``, later and first chunks, and
+    requests resumed after a preemption (``prefill_len`` past the prompt)."""
+    rows = {}
+    for i in range(rng.randint(1, 8)):
+        prompt = rng.randint(1, 300)
+        plen = prompt + (rng.randint(1, 20) if rng.random() < 0.2 else 0)
+        kind = rng.choice(("decode", "short_extend", "chunk", "first"))
+        if kind == "decode":
+            rows[f"r{i}"] = (1, plen + rng.randint(0, 20), prompt, plen)
+        elif kind == "short_extend" or plen == 1:
+            rows[f"r{i}"] = (1, plen - 1, prompt, plen)
+        elif kind == "chunk":
+            done = rng.randint(1, plen - 1)
+            rows[f"r{i}"] = (rng.randint(1, plen - done), done, prompt, plen)
+        else:
+            rows[f"r{i}"] = (rng.randint(1, plen), 0, prompt, plen)
+    return rows
+
+
+@pytest.mark.parametrize("seed", range(NUM_BATCHES))
+def test_sort_batch_req_ids_matches_upstream(seed):
+    rng = random.Random(seed)
+    num_tokens = {f"r{i}": rng.choice((1, 1, 2, 3, 4, 17)) for i in range(rng.randint(1, 10))}
+    drafts = {r: [7] * (n - 1) for r, n in num_tokens.items() if n > 1 and rng.random() < 0.3}
+    for decode_query_len in (1, 2, 4):
+        want = upstream_v2.sort_batch_req_ids(num_tokens, drafts, decode_query_len)
+        assert sort_batch_req_ids(num_tokens, drafts, decode_query_len) == want, (
+            f"seed={seed} {num_tokens} drafts={drafts} decode_query_len={decode_query_len}"
+        )
+
+
+def upstream_state(rows, use_pcp: bool):
+    """Upstream's ``GPUModelRunner.gather_batch_req_state`` on a stand-in runner: one
+    slot per request in ``req_states``, no drafts, no pipeline parallelism."""
+    rids = list(rows)
+    req_states = SimpleNamespace(
+        req_id_to_index={r: i for i, r in enumerate(rids)},
+        prefill_len=SimpleNamespace(np=np.array([rows[r][3] for r in rids])),
+        num_computed_prefill_tokens=np.array([min(rows[r][1], rows[r][3]) for r in rids]),
+    )
+    runner = SimpleNamespace(
+        req_states=req_states,
+        decode_query_len=1,
+        use_pp=False,
+        adaptive_verification=None,
+        pcp_manager=object() if use_pcp else None,
+    )
+    so = SimpleNamespace(
+        num_scheduled_tokens={r: rows[r][0] for r in rids},
+        total_num_scheduled_tokens=sum(rows[r][0] for r in rids),
+        scheduled_spec_decode_tokens={},
+    )
+    return upstream_v2.GPUModelRunner.gather_batch_req_state(runner, so, dummy_run=False)
+
+
+@pytest.mark.parametrize("seed", range(NUM_BATCHES))
+@pytest.mark.parametrize("use_pcp", [False, True])
+def test_v2_batch_state_matches_upstream(seed, use_pcp):
+    rows = random_rows(random.Random(seed))
+    theirs, uniform = upstream_state(rows, use_pcp)
+    ours = gather_batch_req_state(
+        {r: v[0] for r, v in rows.items()},
+        {r: v[1] for r, v in rows.items()},
+        {r: v[2] for r, v in rows.items()},
+        {r: v[3] for r, v in rows.items()},
+        model_runner="v2",
+        use_pcp=use_pcp,
+    )
+    where = f"seed={seed} use_pcp={use_pcp} rows={rows}"
+    runs_as_decode = theirs.prefill_runs_as_decode_np
+    if use_pcp:
+        # pdlab also shows a PCP rank's own order (decodes first, PCPManager); upstream's
+        # gather_batch_req_state gives the batch order before that: compare per request.
+        at = {r: i for i, r in enumerate(ours.req_ids)}
+        order = [at[r] for r in theirs.req_ids]
+    else:
+        assert ours.req_ids == theirs.req_ids, where
+        order = list(range(len(rows)))
+    assert [ours.is_prefilling[i] for i in order] == theirs.is_prefilling_np.tolist(), where
+    assert [ours.prefill_len[i] for i in order] == theirs.prefill_len_np.tolist(), where
+    assert ours.has_prefill == theirs.has_prefill, where
+    if runs_as_decode is None:
+        assert ours.prefill_runs_as_decode is None, where
+    else:
+        got = [ours.prefill_runs_as_decode[i] for i in order]
+        assert got == runs_as_decode.tolist(), where
+    assert ours.decode_graph_eligible == theirs.decode_graph_eligible, where
+    assert ours.uniform_decode_token_count == uniform, where

@@ -1,0 +1,112 @@
+"""The lockstep check must catch a known bug: each test plants one in pdlab (its source
+with one expression changed, compiled in place of the real method), runs workloads until
+the check reports a divergence, and asserts it did, with the seed, the step and a replay
+command.
+
+The bugs: ``_update_waiting_for_remote_kv`` without the ``- 1`` (D would resume a
+transferred request with nothing left to compute); the block pool appending freed cached
+blocks in the wrong order (the LRU order of eviction breaks); the manager freeing a
+request's blocks head first (its shared prefix would be evicted before its tail).
+"""
+
+from __future__ import annotations
+import __future__
+
+import inspect
+import sys
+import textwrap
+
+import pytest
+from lockstep import Divergence, run
+
+import pdlab.model.batch as batch
+from pdlab.kv_cache.block_pool import BlockPool
+from pdlab.kv_cache.manager import KVCacheManager
+from pdlab.sched.remote_kv import RemoteKVMixin
+
+pytestmark = pytest.mark.upstream
+
+
+def plant(monkeypatch, owner, name: str, old: str, new: str):
+    """Replace ``owner.name`` (a method of a class, or a function of a module) by its own
+    source with ``old`` changed to ``new``; returns the planted function."""
+    real = getattr(owner, name)
+    source = textwrap.dedent(inspect.getsource(real))
+    assert source.count(old) == 1, (
+        f"{real.__qualname__} no longer contains {old!r} once: update this planted bug"
+    )
+    flags = __future__.annotations.compiler_flag
+    code = compile(source.replace(old, new), f"<planted bug in {name}>", "exec", flags=flags)
+    namespace: dict = {}
+    exec(code, vars(sys.modules[real.__module__]), namespace)
+    monkeypatch.setattr(owner, name, namespace[name])
+    return namespace[name]
+
+
+def first_divergence(kind: str, seeds: range) -> str:
+    for seed in seeds:
+        try:
+            run(seed, kind)
+        except Divergence as e:
+            return str(e)
+    pytest.fail(f"no {kind} workload of seeds {seeds} caught the planted bug")
+
+
+def assert_reported(message: str, kind: str) -> None:
+    assert f"{kind} workload seed=" in message and ", step " in message
+    assert "replay: PDLAB_UPSTREAM_TRACE=1" in message and f"test_{kind}_workload[" in message
+
+
+def test_dropping_the_minus_one_after_a_transfer_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        RemoteKVMixin,
+        "_update_waiting_for_remote_kv",
+        "request.num_computed_tokens = request.num_tokens - 1",
+        "request.num_computed_tokens = request.num_tokens",
+    )
+    message = first_divergence("decode", range(50))
+    assert_reported(message, "decode")
+    assert "pdlab raised where vLLM did not" in message and "num_tokens - 1" in message
+
+
+def test_freed_cached_blocks_appended_in_the_wrong_order_are_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        BlockPool,
+        "free_blocks",
+        "self.free_block_queue.append_n(evict_last)",
+        "self.free_block_queue.append_n(evict_last[::-1])",
+    )
+    message = first_divergence("local", range(200))
+    assert_reported(message, "local")
+
+
+def test_freeing_a_request_head_first_is_caught(monkeypatch):
+    plant(monkeypatch, KVCacheManager, "free", "reversed(blocks)", "blocks")
+    message = first_divergence("local", range(200))
+    assert_reported(message, "local")
+
+
+def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
+    import test_batch_v2
+
+    planted = plant(
+        monkeypatch, batch, "gather_batch_req_state", "pf and qi == 1 and ci > 0", "pf and qi == 1"
+    )
+    monkeypatch.setattr(test_batch_v2, "gather_batch_req_state", planted)
+    for seed in range(test_batch_v2.NUM_BATCHES):
+        try:
+            test_batch_v2.test_v2_batch_state_matches_upstream(seed, use_pcp=False)
+        except AssertionError as e:
+            assert f"seed={seed}" in str(e)
+            return
+    pytest.fail("no batch caught the planted bug")
+
+
+def test_an_unplanted_pdlab_passes_the_same_workloads():
+    """The same seeds without a planted bug: the divergences above are the bugs'."""
+    for seed in range(50):
+        run(seed, "decode")
+    for seed in range(200):
+        run(seed, "local")

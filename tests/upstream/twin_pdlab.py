@@ -1,0 +1,154 @@
+"""pdlab's scheduler behind the interface ``twin_vllm.py`` gives vLLM's: the same
+``add``, ``abort``, ``schedule``, ``update`` and ``state``, reporting the same plain data.
+
+pdlab's side is ``pdlab.sched.scheduler.Scheduler`` with its ``pdlab.kv_cache`` manager
+and, on the decode side, the scheduler half of ``PDConnector(role="decode")``. The
+connector's transport is a recorder: the scheduler half only ever asks it to tell P to
+let go of a request's blocks (``release``); the lockstep driver plays the worker half.
+"""
+
+from __future__ import annotations
+
+from workload import Config, KVReport, Scheduled, Spec
+
+from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+from pdlab.kv_transfer.pd_connector import PDConnector
+from pdlab.request import Request, RequestStatus, SamplingParams
+from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput
+from pdlab.sched.scheduler import Scheduler
+
+
+class ReleaseRecorder:
+    """The one transport call the scheduler half of ``PDConnector`` makes."""
+
+    def __init__(self) -> None:
+        self.released: list[str] = []  # D's request ids, in call order
+
+    def release(self, remote_engine_id, remote_request_id, transfer_id) -> None:
+        self.released.append(remote_request_id.removeprefix("p-"))
+
+
+class PdlabTwin:
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.transport = None
+        connector = None
+        if cfg.decode:
+            self.transport = ReleaseRecorder()
+            connector = PDConnector("decode", "decode-engine", self.transport, cfg.block_size)
+        self.sched = Scheduler(
+            SchedulerConfig(
+                max_num_batched_tokens=cfg.budget,
+                max_num_seqs=cfg.max_seqs,
+                long_prefill_token_threshold=cfg.threshold,
+                scheduler_reserve_full_isl=cfg.reserve_full_isl,
+            ),
+            CacheConfig(
+                block_size=cfg.block_size,
+                num_blocks=cfg.num_blocks,
+                enable_prefix_caching=cfg.caching,
+            ),
+            cfg.max_model_len,
+            connector=connector,
+            kv_transfer_config=KVTransferConfig(kv_load_failure_policy=cfg.policy),
+        )
+        self.finished_calls: list[tuple[str, str, tuple[int, ...]]] = []
+        if connector is not None:
+            self._wrap_request_finished(connector)
+        self.mgr = self.sched.kv_cache_manager
+
+    def _wrap_request_finished(self, connector) -> None:
+        inner = connector.request_finished
+
+        def request_finished(request, block_ids):
+            self.finished_calls.append((request.request_id, request.status.name, tuple(block_ids)))
+            return inner(request, block_ids)
+
+        connector.request_finished = request_finished
+
+    def add(self, s: Spec) -> None:
+        sp = SamplingParams(max_tokens=s.max_tokens, stop_token_ids=s.stop_token_ids)
+        self.sched.add_request(
+            Request(s.req_id, list(s.prompt), sp, kv_transfer_params=s.kv_transfer_params())
+        )
+
+    def abort(self, req_id: str) -> list[str]:
+        return self.sched.finish_requests(req_id, RequestStatus.FINISHED_ABORTED)
+
+    def request(self, req_id: str) -> Request:
+        return self.sched.requests[req_id]
+
+    def schedule(self):
+        so = self.sched.schedule()
+        new = {r.req_id: r for r in so.scheduled_new_reqs}
+        cached = so.scheduled_cached_reqs
+        cached_rows = dict(
+            zip(cached.req_ids, zip(cached.num_computed_tokens, cached.new_block_ids))
+        )
+        rows = []
+        for rid, n in so.num_scheduled_tokens.items():
+            if rid in new:
+                rows.append(
+                    (rid, n, "new", new[rid].num_computed_tokens, tuple(new[rid].block_ids))
+                )
+            else:
+                c, ids = cached_rows[rid]
+                rows.append((rid, n, "running", c, tuple(ids)))
+        loads: dict = {}
+        if self.transport is not None:
+            # vLLM's NIXL scheduler half tells P to let go of blocks through the next
+            # step's metadata (an entry with no blocks); pdlab's calls its transport at
+            # once. Both are reported with the step that carries vLLM's.
+            loads = dict.fromkeys(self.transport.released)
+            self.transport.released.clear()
+            for rid, recv in so.kv_connector_metadata.reqs_to_recv.items():
+                loads[rid] = tuple(recv.local_block_ids)
+        return so, Scheduled(tuple(rows), tuple(sorted(so.preempted_req_ids)), loads)
+
+    def update(self, so, sampled: dict[str, int], kv: KVReport | None):
+        req_ids = list(so.num_scheduled_tokens)
+        out = ModelRunnerOutput(
+            req_ids=req_ids,
+            sampled_token_ids=[[sampled[r]] if r in sampled else [] for r in req_ids],
+        )
+        if kv is not None:
+            out.kv_connector_output = KVConnectorOutput(
+                finished_recving=set(kv.finished_recving) or None,
+                failed_recving=set(kv.failed_recving),
+                invalid_block_ids=set(kv.invalid_block_ids),
+            )
+        result = self.sched.update_from_output(so, out)
+        return tuple(sorted((o.req_id, tuple(o.new_token_ids), o.finish_reason) for o in result))
+
+    def state(self) -> dict:
+        s, mgr = self.sched, self.mgr
+        reqs = {}
+        for rid, r in s.requests.items():
+            reqs[rid] = (
+                r.status.name,
+                r.num_computed_tokens,
+                r.num_tokens,
+                r.num_preemptions,
+                tuple(mgr.get_block_ids(rid)),
+            )
+        blocks = mgr.block_pool.blocks
+        st = mgr.prefix_cache_stats
+        return {
+            "requests": reqs,
+            "running": tuple(r.request_id for r in s.running),
+            "waiting": tuple(r.request_id for r in s.waiting),
+            "kv_holding_waiting": tuple(r.request_id for r in s.skipped_waiting),
+            "num_free_blocks": mgr.num_free_blocks,
+            "free_queue": tuple(b.block_id for b in mgr.block_pool.free_block_queue),
+            "cached_blocks": tuple(b.block_id for b in blocks if b.block_hash is not None),
+            "ref_cnt": tuple(b.ref_cnt for b in blocks),
+            "prefix_cache_stats": (
+                st.requests,
+                st.queries,
+                st.hits,
+                st.preempted_requests,
+                st.preempted_queries,
+                st.preempted_hits,
+            ),
+            "connector_request_finished": tuple(self.finished_calls),
+        }

@@ -1,0 +1,195 @@
+"""Seeded random workloads for the lockstep check, and the plain data both twins speak.
+
+A workload is a scheduler configuration (:class:`Config`), requests arriving at given
+steps (:class:`Spec`), aborts at given steps, how the sampler answers (a stop token now
+and then) and, on the decode side, how each K/V receive ends. Everything comes from one
+``random.Random(seed)``, so a seed names a workload: ``lockstep.py`` replays it.
+
+Local workloads stress what a single instance does: prefixes shared between requests
+(and whole prompts repeated), chunked prefill under small budgets and
+``long_prefill_token_threshold``, pools small enough to preempt, aborts in every state,
+stop tokens. Decode-side workloads give every request (or most) ``kv_transfer_params``
+from a pretend P: prompts of whole blocks, with a partial last block, shorter than one
+block, sharing prefixes with earlier requests (so part of the prompt is a local hit);
+receives that land after a few steps, fail as a whole (``failed_recving``), or lose the
+blocks from some index on (``invalid_block_ids``), under both ``kv_load_failure_policy``
+values; aborts while the K/V arrive.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+
+from pdlab.math_utils import cdiv
+
+
+@dataclass(frozen=True)
+class Config:
+    """One scheduler configuration, shared by both twins."""
+
+    block_size: int
+    num_blocks: int  # pdlab's count; vLLM gets one more (its null block)
+    budget: int  # max_num_batched_tokens
+    max_seqs: int
+    threshold: int  # long_prefill_token_threshold
+    max_model_len: int
+    caching: bool = True
+    reserve_full_isl: bool = True
+    decode: bool = False  # D side: a NIXL connector (vLLM) / PDConnector (pdlab)
+    policy: str = "fail"  # kv_load_failure_policy
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One request, as both twins are given it."""
+
+    req_id: str
+    prompt: tuple[int, ...]
+    max_tokens: int
+    stop_token_ids: tuple[int, ...] = ()
+    remote_block_ids: tuple[int, ...] | None = None  # D side: P's blocks holding its K/V
+
+    def kv_transfer_params(self) -> dict | None:
+        """NixlConnector's keys, as P's ``request_finished`` returns them."""
+        if self.remote_block_ids is None:
+            return None
+        return {
+            "do_remote_prefill": True,
+            "do_remote_decode": False,
+            "remote_block_ids": list(self.remote_block_ids),
+            "remote_engine_id": "prefill-engine",
+            "remote_request_id": f"p-{self.req_id}",
+            "remote_host": "localhost",
+            "remote_port": 5600,
+            "tp_size": 1,
+        }
+
+
+@dataclass(frozen=True)
+class Scheduled:
+    """One ``schedule()``, as both twins report it. ``rows``: per scheduled request in
+    scheduling order ``(req_id, num_tokens, "new" | "running", num_computed_tokens before
+    the step, block ids)`` (all blocks for a new or resumed request, the added ones for a
+    running one). ``loads``: the connector's receives started this step, ``req_id ->
+    local block ids``, or None where it only tells P to let go of the blocks."""
+
+    rows: tuple
+    preempted: tuple[str, ...]
+    loads: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class KVReport:
+    """What the (simulated) worker side of the connector reports after a step."""
+
+    finished_recving: frozenset[str] = frozenset()
+    failed_recving: frozenset[str] = frozenset()
+    invalid_block_ids: frozenset[int] = frozenset()  # pdlab's numbering
+
+
+@dataclass
+class Workload:
+    seed: int
+    kind: str  # "local" or "decode"
+    config: Config
+    arrivals: dict[int, list[Spec]]  # step -> requests added before it
+    aborts: dict[int, list[str]]  # step -> request ids aborted before it
+    stop_prob: float  # chance that a sampled token is the request's stop token
+    # D side, per request: (steps until the receive ends, "ok" | "fail" | block index)
+    recv_outcome: dict[str, tuple[int, object]] = field(default_factory=dict)
+
+    def sample(self, spec: Spec, num_tokens: int) -> int:
+        """The token "sampled" for ``spec`` after ``num_tokens`` tokens: a function of the
+        seed, the request and the position only, so both twins see the same one."""
+        rng = random.Random(f"{self.seed}/{spec.req_id}/{num_tokens}")
+        if spec.stop_token_ids and rng.random() < self.stop_prob:
+            return spec.stop_token_ids[0]
+        return rng.randrange(100, 200)
+
+
+def _prompts(rng: random.Random, n: int, max_len: int) -> list[tuple[int, ...]]:
+    """``n`` prompts over a tiny vocabulary, most starting with one of a few shared
+    prefixes and some repeated whole, so prefix-cache hits are common."""
+    prefixes = [
+        tuple(rng.randrange(16) for _ in range(rng.randint(1, max_len // 2))) for _ in range(3)
+    ]
+    prompts: list[tuple[int, ...]] = []
+    for _ in range(n):
+        if prompts and rng.random() < 0.15:
+            prompts.append(rng.choice(prompts))
+            continue
+        head = rng.choice(prefixes) if rng.random() < 0.7 else ()
+        tail = tuple(rng.randrange(16) for _ in range(rng.randint(0 if head else 1, max_len)))
+        prompts.append((head + tail)[:max_len])
+    return prompts
+
+
+def make_workload(seed: int, kind: str) -> Workload:
+    rng = random.Random(seed)
+    decode = kind == "decode"
+    block_size = rng.choice((1, 2, 4, 4, 8, 16))
+    max_model_len = rng.choice((64, 128))
+    max_seqs = rng.randint(1, 6)
+    budget = rng.choice((max_seqs, 8, 16, 32, 64, 128))
+    budget = max(budget, max_seqs)
+    threshold = rng.choice((0, 0, 0, 1, 3, 8, 16))
+    num_reqs = rng.randint(1, 10)
+    max_prompt = rng.choice((4, 12, 24, 40))
+    prompts = _prompts(rng, num_reqs, max_prompt)
+    specs = []
+    longest = 0
+    for i, prompt in enumerate(prompts):
+        max_tokens = rng.randint(1, 12)
+        stops = (rng.randrange(100, 200),) if rng.random() < 0.5 else ()
+        remote = None
+        if decode and rng.random() < 0.85:
+            remote = tuple(range(1000 + 100 * i, 1000 + 100 * i + cdiv(len(prompt), block_size)))
+        specs.append(Spec(f"r{i}", prompt, max_tokens, stops, remote))
+        longest = max(longest, min(len(prompt) + max_tokens - 1, max_model_len))
+    # Enough blocks for the longest request (pdlab refuses one that can never fit; vLLM
+    # would wait for ever), and often few enough that requests preempt each other.
+    need = cdiv(longest, block_size)
+    num_blocks = rng.choice((need, need + 1, need + 3, 2 * need, 4 * need + 8))
+    config = Config(
+        block_size=block_size,
+        num_blocks=num_blocks,
+        budget=budget,
+        max_seqs=max_seqs,
+        threshold=threshold,
+        max_model_len=max_model_len,
+        caching=rng.random() < 0.85,
+        reserve_full_isl=rng.random() < 0.75,
+        decode=decode,
+        policy=rng.choice(("fail", "recompute")),
+    )
+    arrivals: dict[int, list[Spec]] = {}
+    step = 0
+    for spec in specs:
+        step += rng.choice((0, 0, 1, 2, 5))
+        arrivals.setdefault(step, []).append(spec)
+    aborts: dict[int, list[str]] = {}
+    for spec in specs:
+        if rng.random() < 0.15:
+            aborts.setdefault(rng.randint(0, step + 12), []).append(spec.req_id)
+    recv_outcome = {}
+    for spec in specs:
+        if spec.remote_block_ids is None:
+            continue
+        delay = rng.choice((0, 0, 1, 2, 4))
+        r = rng.random()
+        outcome: object = "ok"
+        if r < 0.15:
+            outcome = "fail"
+        elif r < 0.35:
+            outcome = rng.randrange(len(spec.remote_block_ids))
+        recv_outcome[spec.req_id] = (delay, outcome)
+    return Workload(
+        seed=seed,
+        kind=kind,
+        config=config,
+        arrivals=arrivals,
+        aborts=aborts,
+        stop_prob=rng.choice((0.0, 0.1, 0.3)),
+        recv_outcome=recv_outcome,
+    )
