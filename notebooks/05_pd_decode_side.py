@@ -634,7 +634,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # %% [markdown]
 # For one token, the prefill path does more than 100 times the FLOPs of the decode path.
 # Its bytes ratio grows with the context, but for a lone request it counts the weights both
-# paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 33 MB at V3
+# paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 34 MB at V3
 # widths, on the other) against that one request. In a batch the weights are read once for
 # all requests, so the column "per request in a batch" compares what one more request adds
 # (`shared_weight_bytes` in `pdlab/attention/cost.py`): its latent rows on the decode path,

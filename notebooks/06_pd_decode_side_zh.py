@@ -615,7 +615,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # %% [markdown]
 # 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。字节数之比随上下文增长，
 # 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
-# `W_UV`，V3 维度下约 33 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
+# `W_UV`，V3 维度下约 34 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
 # “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
 # `shared_weight_bytes`）：decode 路径只是它的潜向量行，prefill 路径则是取出、上投影并重新
 # 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启 prefill

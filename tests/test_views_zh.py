@@ -17,13 +17,13 @@ from pdlab.disagg.pair import PDPair
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 from pdlab.ui import plots
-from pdlab.ui.console import render_pd_result
+from pdlab.ui.console import _STEP_COLUMNS, render_pd_result
 from pdlab.ui.pd_explorer import cost_html
-from pdlab.ui.text import TEXT, text
+from pdlab.ui.text import text
 from pdlab.ui.trace_views import StepPlayer, timeline_html, trace_html
 from pdlab.ui.widgets import BlockPoolExplorer
 
-STEP_HEADERS = [k for k in TEXT if k.startswith("st_")]
+STEP_HEADERS = [key for key, _ in _STEP_COLUMNS]  # the step table's full column headers
 
 
 def _plain(html: str) -> str:

@@ -194,8 +194,9 @@ def build_mla_metadata(
     workspace_size: int = 2048,
 ) -> MLAMetadata:
     """The model runner's two steps in one call, for a batch already in order: the common
-    metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``), then the
-    MLA builder's split. Tensors go to ``block_table``'s device."""
+    metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``, which is
+    V2's ``num_computed_prefill_tokens < prefill_len`` for a request never preempted), then
+    the MLA builder's split. Tensors go to ``block_table``'s device."""
     cm = CommonAttentionMetadata.from_batch(
         query_lens,
         num_computed_tokens,

@@ -19,7 +19,14 @@ from typing import Any
 
 import torch
 
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    resolve_model_runner,
+)
 from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
 from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
@@ -164,12 +171,19 @@ def run_pd_procs(
         for reader in readers.values():
             reader.close()
     tracer = Tracer()
+    attn = attention_config or AttentionConfig()  # what each side resolved, the same here
+    routing = {
+        "model_runner": resolve_model_runner(model_runner, parallel_config),
+        "mla_backend": attn.backend,
+        "selected_by": attn.selected_by,
+    }
     tracer.meta.update(
         {
             "transport": "torch.distributed (gloo)",
             "host": host,
             "port": port,
             "block_size": cache_config.block_size,
+            "routing": {"P": dict(routing), "D": dict(routing)},
         }
     )
     for role in ("prefill", "decode"):

@@ -124,6 +124,16 @@ def render_pd_result(
     console = console or make_console()
     transport = trace.meta.get("transport", "in-process")
     console.print(f"[bold]{escape(text(lang, 'v_pd_run', transport=transport))}[/]")
+    routing = trace.meta.get("routing", {}).get("D")
+    if routing:
+        line = text(
+            lang,
+            "v_routing",
+            runner=routing["model_runner"],
+            backend=routing["mla_backend"],
+            why=routing["selected_by"],
+        )
+        console.print(escape(line))
     for inst in ("P", "D"):
         console.print(step_table(trace, inst, title=text(lang, "v_instance", inst=inst), lang=lang))
     moved = trace.filter("kv_transfer", "D")

@@ -103,7 +103,7 @@ class PDExplorer(widgets.VBox):
         lang: str = "en",
         max_tokens: int = 3,
         backend: str = "torch",
-        mla_backend: str = "triton_mla",
+        mla_backend: str | None = None,
     ) -> None:
         self.lang, self.lab = lang, labels(lang)
         self.max_tokens, self.backend = max_tokens, backend

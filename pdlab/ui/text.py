@@ -29,11 +29,11 @@ TEXT: dict[str, dict[str, str]] = {
     "question": {
         "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D pair, "
         "why does the scheduler set num_computed_tokens to N - 1? And since num_computed_tokens "
-        "< num_prompt_tokens then holds, does D run a prefill (forward_mha) for that one "
+        "< num_prompt_tokens then holds, does D run a prefill (_forward_prefill) for that one "
         "token? This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
         "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 做一次 prefill（forward_mha）？下面真实地跑一遍这样的请求，"
+        "D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地跑一遍这样的请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {
@@ -267,6 +267,10 @@ TEXT: dict[str, dict[str, str]] = {
         "models DeepSeek's widths in bf16.",
         "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
         "DeepSeek 的维度、bf16 建模。",
+    },
+    "ch4_not_read": {
+        "en": "is_prefilling not read",
+        "zh": "不读 is_prefilling",
     },
     "col_v2_pcp1": {
         "en": "V2 (default)",

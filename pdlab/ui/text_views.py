@@ -38,6 +38,10 @@ VIEWS: dict[str, dict[str, str]] = {
     "v_instance": {"en": "instance {inst}", "zh": "实例 {inst}"},
     "v_one_engine": {"en": "one engine", "zh": "单个引擎"},
     "v_pd_run": {"en": "P/D run over {transport}", "zh": "P/D 运行，传输方式 {transport}"},
+    "v_routing": {
+        "en": "model runner {runner} · MLA backend profile {backend}: {why}",
+        "zh": "model runner {runner} · MLA 后端配置 {backend}：{why}",
+    },
     "v_moved": {"en": "KV blocks moved P -> D", "zh": "从 P 搬到 D 的 KV 块"},
     "v_col_request": {"en": "request", "zh": "请求"},
     "v_col_p_blocks": {"en": "P blocks", "zh": "P 的块"},

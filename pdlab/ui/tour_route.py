@@ -54,13 +54,13 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     }
 
 
-def _split_test(rt: Mapping[str, Any]) -> str:
+def _split_test(rt: Mapping[str, Any], lang: str = "en") -> str:
     """The test ``split_decodes_and_prefills`` applied to this request (alone in its batch,
     so ``require_uniform`` changes nothing), with the values the trace recorded."""
     q, t = rt["query_len"], rt["decode_threshold"]
     lines = [f"query_len > decode_threshold\n{q} > {t}: {q > t}"]
     if rt["treat_short_extends_as_decodes"]:
-        lines.append("treat_short_extends_as_decodes = True:\nis_prefilling not read")
+        lines.append("treat_short_extends_as_decodes = True:\n" + say(lang, "ch4_not_read"))
     else:
         lines.append(
             f"treat_short_extends_as_decodes = False:\nOR is_prefilling = {rt['is_prefilling']}"
@@ -165,7 +165,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             ("region", rt["region"]),
             ("decode_threshold", rt["decode_threshold"]),
             ("treat_short_extends_as_decodes", rt["treat_short_extends_as_decodes"]),
-            ("row_test", _split_test(rt)),
+            ("row_test", _split_test(rt, lang)),
             ("row_path", f"{rt['path']} → {rt['forward']}"),
             ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
             ("row_flops", flops(d["flops"])),
