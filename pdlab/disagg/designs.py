@@ -166,15 +166,15 @@ def first_token_fields(
     K/V bytes as the transfer measured them, the step token 1 was known on, how D's first
     step was routed), with :func:`design_point`'s modelled payload, FLOPs and latency."""
     n = tracer.first("add_request", "P", req_id=req_id)["num_prompt_tokens"]
-    p_step = tracer.first("sample", "P", req_id=req_id).step
+    p_samples = tracer.filter("sample", "P", req_id=req_id)  # none if P's step failed
     kv = sum(e["nbytes"] for e in tracer.filter("kv_transfer", "D", req_id=req_id) if e["ok"])
     routes = tracer.filter("route", "D", req_id=req_id)
     samples = tracer.filter("sample", "D", req_id=req_id)
     forward = routes[0]["forward"] if routes else ""
     e = _bytes_per_value(tracer)
     payload, flops, latency = design_point(cfg, mode, n, kv, forward, profile, e)
-    if mode in ("first_token", "append_prompt"):
-        known_on, known_step = "P", p_step
+    if mode in ("first_token", "append_prompt") and p_samples and kv:
+        known_on, known_step = "P", p_samples[0].step
     else:
         known_on, known_step = "D", samples[0].step if samples else -1
     return {
