@@ -103,6 +103,7 @@ from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
 from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
@@ -116,7 +117,7 @@ PCP2 = ParallelConfig(prefill_context_parallel_size=2)
 print(
     f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
     f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
-    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values"
+    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values; weights {TINY.weights!r}"
 )
 
 # %% [markdown]
@@ -133,7 +134,8 @@ N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one 
 prompt = prompt_of_length(N)
 pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND)
 out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
-print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}")
+print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}", end=" ")
+print(printable(out.output_token_ids))
 trace_panels(pair.tracer, lang=LANG)
 
 # %% [markdown]

@@ -9,6 +9,10 @@ colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a 
 under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200 (``reorder_batch_threshold =
 512``, varlen), where P's own short prompt takes the absorbed decode path.
 
+The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained checkpoint pdlab
+ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
+which weights ran (``meta["weights"]``).
+
 It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
 vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
 with P's ``kv_transfer_params``.
@@ -36,7 +40,8 @@ from pdlab.math_utils import cdiv
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
-_TEXT = "The quick brown fox jumps over the lazy dog. "
+# A sentence of the trained model's corpus (pdlab/model/corpus.py): its continuations read.
+_TEXT = "The KV cache holds keys and values, not hidden states. "
 
 # (model_runner, prefill_context_parallel_size): the set-ups ``compare`` runs, default first.
 VARIANTS: tuple[tuple[str, int], ...] = (("v2", 1), ("v2", 2), ("v1", 1))

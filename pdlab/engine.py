@@ -32,6 +32,7 @@ from pdlab.kernels.backend import resolve
 from pdlab.kv_transfer.base import KVConnector
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.runner import ModelRunner
+from pdlab.model.weights import weights_label
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.output import ModelRunnerOutput, SchedulerOutput
 from pdlab.sched.scheduler import Scheduler
@@ -135,6 +136,7 @@ class LLMEngine:
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
+        self.tracer.meta.setdefault("weights", weights_label(model_config.weights))
         self.tracer.meta.setdefault("dtype", str(next(self.model.parameters()).dtype)[6:])
         builder = self.runner.attn_metadata_builder
         self.tracer.meta.setdefault("routing", {})[instance] = {

@@ -130,8 +130,9 @@ def test_flashmla_threshold_and_stop_tokens():
         backend="torch",
         attention_config=AttentionConfig("flashmla"),
     )
-    prompt = list(range(10, 30))
+    prompt = list(b"What is prefix cachi")  # 20 tokens; the trained model goes on "ng?"
     want = _oracle(prompt, 6)
+    assert want[2] not in want[:2], "the stop token must first appear third"
     out = engine.generate(prompt, SamplingParams(max_tokens=6, stop_token_ids=[want[2]]))[0]
     assert out.output_token_ids == want[:3] and out.finish_reason == "stop"
     first = engine.tracer.filter("route", "local")[0]

@@ -9,7 +9,9 @@ from pdlab.tokenizer import ByteTokenizer
 
 
 def test_checkpoint_parameter_names():
-    names = set(DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=32)).state_dict())
+    names = set(
+        DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=32, weights="random")).state_dict()
+    )
     for n in (
         "model.embed_tokens.weight",
         "model.layers.1.self_attn.q_a_proj.weight",
@@ -32,7 +34,7 @@ def test_checkpoint_parameter_names():
 
 
 def test_state_dict_round_trip():
-    cfg = ModelConfig.tiny()
+    cfg = ModelConfig.tiny(weights="random")
     src = DeepseekV2ForCausalLM(cfg.replace(seed=1))
     dst = DeepseekV2ForCausalLM(cfg.replace(seed=2))
     ids = list(range(30))

@@ -68,7 +68,7 @@ def _mla_inputs(cfg: ModelConfig, t: int, s: int, seed: int):
     "cfg",
     [
         ModelConfig.tiny(),
-        ModelConfig.tiny(q_lora_rank=48),
+        ModelConfig.tiny(q_lora_rank=48, weights="random"),
         ModelConfig.deepseek_v3(num_attention_heads=4),
         ModelConfig.deepseek_v2_lite(num_attention_heads=2),
     ],
@@ -89,7 +89,9 @@ def test_model_attention_forms_agree_end_to_end(qlora):
     """With and without q_lora_rank, the whole tiny model gives the same logits either way."""
     from pdlab.model import DeepseekV2ForCausalLM
 
-    model = DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=qlora))
+    model = DeepseekV2ForCausalLM(
+        ModelConfig.tiny(q_lora_rank=qlora, weights="random" if qlora else "trained")
+    )
     ids = list(range(40, 61))
     torch.testing.assert_close(
         model.forward_full(ids, "naive"), model.forward_full(ids, "absorb"), atol=1e-5, rtol=1e-5

@@ -46,6 +46,7 @@ def test_pd_explorer_shows_d_first_step_route_kernels_cost_tokens() -> None:
     assert "deepseek-v3" in cost and "N-1 = 10" in cost and "all 61 layers" in cost
     assert "▶ forward_mha" in cost
     assert "equal ✓" in _text(explorer.tokens.value)
+    assert _text(explorer.tokens.value).endswith("(weights: trained)")
     assert "backend torch" in explorer.status.value
     # What the view shows is what the run's trace recorded.
     r = explorer.run.d_first_step

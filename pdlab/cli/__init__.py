@@ -4,12 +4,13 @@ Subcommands: ``tour`` (the guided walkthrough) and ``trace`` (any prompt, any se
 step table; both in ``pdlab/ui/tour.py``), ``pd`` (prefill/decode disaggregation, in one
 process or two; ``pd.py``), ``sim`` (D's decode batch as requests arrive, per first-token
 design and routing; ``sim.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
-``doctor`` (what works on this machine), ``notebooks`` (copy the shipped notebooks out) and
-``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``). Argument types and the shared options
-are in ``args.py``. Bad options exit with code 2 and a message naming the option; so does
-every other error (a bad environment variable, an unwritable output path, an allocation that
-fails, a peer that never comes): one line ``pdlab <command>: error: ...``, never a
-traceback. Output paths are checked before any work starts.
+``train`` (the tiny model on pdlab's own corpus; ``train.py``), ``doctor`` (what works on
+this machine), ``notebooks`` (copy the shipped notebooks out) and ``lab`` (JupyterLab on
+them; ``pdlab/tools/lab.py``). Argument types and the shared options are in ``args.py``.
+Bad options exit with code 2 and a message naming the option; so does every other error (a
+bad environment variable, an unwritable output path, an allocation that fails, a peer that
+never comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are
+checked before any work starts.
 """
 
 from __future__ import annotations
@@ -46,11 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    from pdlab.cli import bench, pd, sim
+    from pdlab.cli import bench, pd, sim, train
 
     pd.add_arguments(sub)
     sim.add_arguments(sub)
     bench.add_arguments(sub)
+    train.add_arguments(sub)
 
     d = sub.add_parser("doctor", help="check what works on this machine")
     d.add_argument(
@@ -124,6 +126,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import sim
 
             return sim.run(args)
+        if args.command == "train":
+            from pdlab.cli import train
+
+            return train.run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":

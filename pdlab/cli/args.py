@@ -71,6 +71,30 @@ def int_list(text: str) -> list[int]:
     return vals
 
 
+def weights(text: str) -> str:
+    """``--weights``: ``trained``, ``random`` or an existing ``.safetensors`` file."""
+    if text in ("trained", "random"):
+        return text
+    if not text.endswith(".safetensors"):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not trained, random or a path ending in .safetensors"
+        )
+    if not Path(text).is_file():
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file")
+    return text
+
+
+def add_weights_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--weights",
+        type=weights,
+        default="trained",
+        metavar="W",
+        help="trained (the shipped checkpoint, default), random (seeded random weights) or a "
+        ".safetensors file written by pdlab train",
+    )
+
+
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:
     """The switches upstream's MLA routing depends on, under upstream's names."""
     p.add_argument(
@@ -127,6 +151,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
+    add_weights_argument(p)
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:

@@ -59,6 +59,7 @@ def add_arguments(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.model.weights import weights_label
     from pdlab.request import SamplingParams
     from pdlab.ui.console import render_pd_result
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     if any(not i for i in ids):
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
-    cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=args.block_size)
+    cfg, cache = ModelConfig.tiny(weights=args.weights), CacheConfig(block_size=args.block_size)
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             json.dumps(
                 {
                     "role": s.role,
+                    "weights": weights_label(cfg.weights),
                     "outputs": s.outputs,
                     "steps": s.steps,
                     "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",

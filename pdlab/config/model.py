@@ -41,6 +41,10 @@ class ModelConfig:
     rope_scaling: dict[str, Any] | None = None
     init_std: float | None = None
     seed: int = 0
+    # Which weights the model loads: "random" (seeded by ``seed``; vLLM's
+    # ``--load-format dummy`` plays the same role), "trained" (the checkpoint pdlab ships,
+    # made by ``pdlab train`` for the tiny preset's dimensions) or a ``.safetensors`` path.
+    weights: str = "random"
 
     def __post_init__(self) -> None:
         c = "ModelConfig"
@@ -68,6 +72,27 @@ class ModelConfig:
             _check_positive_float(c, "init_std", self.init_std)
         if self.rope_scaling is not None:
             self._validate_rope_scaling()
+        self._validate_weights()
+
+    def _validate_weights(self) -> None:
+        w = self.weights
+        if not isinstance(w, str) or not (w in WEIGHTS or w.endswith(".safetensors")):
+            _fail(
+                "ModelConfig",
+                "weights",
+                w,
+                "'trained', 'random' or a path ending in .safetensors",
+            )
+        if w == "trained":
+            for k, v in TRAINED_FIELDS.items():
+                if getattr(self, k) != v:
+                    _fail(
+                        "ModelConfig",
+                        k,
+                        getattr(self, k),
+                        f"{v!r} with weights='trained' (the shipped checkpoint has the tiny "
+                        "preset's shape); pass weights='random' for another",
+                    )
 
     def _validate_rope_scaling(self) -> None:
         rs = self.rope_scaling
@@ -212,7 +237,10 @@ _DEEPSEEK_MLA: dict[str, Any] = dict(
     max_position_embeddings=163840,
 )
 
-# Each preset's fields (the name is the key).
+# The values of ``ModelConfig.weights`` that are not a path.
+WEIGHTS = ("trained", "random")
+
+# Each preset's fields (the name is the key). The tiny preset loads the trained checkpoint.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(
         vocab_size=258,
@@ -226,6 +254,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         qk_rope_head_dim=16,
         v_head_dim=32,
         max_position_embeddings=4096,
+        weights="trained",
     ),
     "deepseek-v2-lite": dict(
         vocab_size=102400,
@@ -257,4 +286,12 @@ PRESETS: dict[str, dict[str, Any]] = {
         rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
         **_DEEPSEEK_MLA,
     ),
+}
+
+# The fields the shipped checkpoint's tensors (and what they learned) depend on, with the
+# values it was trained with.
+TRAINED_FIELDS: dict[str, Any] = {
+    **{k: v for k, v in PRESETS["tiny"].items() if k not in ("max_position_embeddings", "weights")},
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
 }

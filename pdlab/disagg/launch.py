@@ -31,6 +31,7 @@ from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
 from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
 from pdlab.errors import one_line
+from pdlab.model.weights import weights_label
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -184,6 +185,8 @@ def run_pd_procs(
             "port": port,
             "block_size": cache_config.block_size,
             "routing": {"P": dict(routing), "D": dict(routing)},
+            "model": model_config.name,
+            "weights": weights_label(model_config.weights),
         }
     )
     for role in ("prefill", "decode"):

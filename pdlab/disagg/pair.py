@@ -9,7 +9,8 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
    blocks, sets ``num_computed_tokens = N - 1``, runs the last prompt token again for its
    logits, and generates the whole answer.
 
-Both instances load the same weights (same seed), so the output equals a colocated run's.
+Both instances run one model object, so the same weights (``ModelConfig.weights``: the
+shipped checkpoint by default), and the output equals a colocated run's.
 ``first_token`` picks how D gets its first output token (``pdlab/disagg/designs.py``:
 ``recompute``, vLLM's and the default, ``first_token``, ``append_prompt``,
 ``hidden_state``); each finished request gets a ``first_token`` event in the trace. The

@@ -2,7 +2,10 @@
 
 Mirrors ``vllm/model_executor/models/deepseek_v2.py`` (``DeepseekV2MLAAttention``,
 ``DeepseekV2DecoderLayer``, ``DeepseekV2ForCausalLM``) with DeepSeek-V2/V3 checkpoint
-parameter names, so a dense state dict in that format loads. Weights are seeded random.
+parameter names, so a dense state dict in that format loads. ``ModelConfig.weights`` says
+which weights it runs: the checkpoint pdlab ships (trained by ``pdlab train`` on pdlab's own
+corpus; the tiny preset's default), seeded random ones, or a file
+(:mod:`pdlab.model.weights`); every checkpoint goes through :meth:`load_hf_state_dict`.
 
 Called without a forward context, the model runs a full forward over one token sequence with
 no cache at all, attention computed by the oracle (``pdlab.attention.reference``): that is
@@ -171,6 +174,10 @@ class DeepseekV2ForCausalLM(nn.Module):
         self.model = DeepseekV2Model(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
         self._init_weights()
+        if cfg.weights != "random":
+            from pdlab.model.weights import load_weights
+
+            load_weights(self, cfg.weights)
         self.to(device=device, dtype=dtype)
 
     @torch.no_grad()

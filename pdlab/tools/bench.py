@@ -83,7 +83,7 @@ def bench_paths(
         raise ValueError(f"contexts={contexts!r} is invalid: expected integers >= 1")
     cfg = ModelConfig.preset(preset)
     if num_heads is not None:
-        cfg = cfg.replace(num_attention_heads=num_heads)
+        cfg = cfg.replace(num_attention_heads=num_heads, weights="random")  # timing only
     dev = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
     dtype = torch.bfloat16 if dev.type == "cuda" else torch.float32
     from pdlab.kernels import backend as kb

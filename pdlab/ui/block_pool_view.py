@@ -14,7 +14,7 @@ from pdlab.config import CacheConfig, SchedulerConfig
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
-from pdlab.tokenizer import decode
+from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, html_table
 from pdlab.ui.text import labels
 from pdlab.ui.trace_views import event_details
@@ -151,7 +151,7 @@ class BlockPoolExplorer(widgets.VBox):
         sched, bs = self.scheduler, self.block_size
         cells = []
         for b in pool_state(sched):
-            text = decode(b["tokens"]).replace(" ", "␣") if b["tokens"] else ""
+            text = printable(b["tokens"], quote=False).replace(" ", "␣") if b["tokens"] else ""
             sub = [f"ref {b['ref_cnt']}"]
             if b["hash"]:
                 sub.append(f"#{b['hash']}")

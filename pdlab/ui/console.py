@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import FitTable
 from pdlab.ui.text import TEXT, text
@@ -46,6 +47,13 @@ def request_errors(trace: Tracer, instance: str | None = None) -> list[dict[str,
         {"req": e["req_id"], "inst": e.instance, "step": e.step, "error": e["error"]}
         for e in trace.filter("request_error", instance)
     ]
+
+
+def weights_line(trace: Tracer, lang: str = "en") -> str:
+    """One line naming the weights the run loaded, from ``trace.meta["weights"]``."""
+    w = trace.meta.get("weights", "random")
+    kind = text(lang, f"weights_{w}") if w in ("trained", "random") else None
+    return text(lang, "weights_line", weights=kind or text(lang, "weights_file", name=w))
 
 
 def step_table(
@@ -104,7 +112,8 @@ def generation_line(rid: str, prompt: str, out: Mapping[str, Any] | None, lang: 
         return f"{head} [red]{escape(text(lang, 'v_missing'))}[/]"
     if out.get("error"):
         return f"{head} [red]{escape(text(lang, 'st_error'))}:[/] {escape(str(out['error']))}"
-    return f"{head} {escape(str(list(out['output_token_ids'])))} {escape(repr(out['text']))}"
+    ids = list(out["output_token_ids"])
+    return f"{head} {escape(str(ids))} {escape(printable(ids))}"
 
 
 def render_pd_result(
@@ -134,6 +143,7 @@ def render_pd_result(
             why=routing["selected_by"],
         )
         console.print(escape(line))
+    console.print(escape(weights_line(trace, lang)))
     for inst in ("P", "D"):
         console.print(step_table(trace, inst, title=text(lang, "v_instance", inst=inst), lang=lang))
     moved = trace.filter("kv_transfer", "D")

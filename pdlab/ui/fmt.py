@@ -13,6 +13,8 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from pdlab.tokenizer import printable
+
 # ---- numbers -----------------------------------------------------------------------------
 _SI = (("P", 1e15), ("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3))
 
@@ -54,12 +56,9 @@ def tokens(n: int) -> str:
 
 
 def token_char(i: int) -> str:
-    """A byte-tokenizer id as a printable character (``␣`` for a space, escapes otherwise)."""
-    if i == 32:
-        return "␣"
-    if 32 < i < 127:
-        return chr(i)
-    return f"\\x{i:02x}" if 0 <= i < 256 else f"<{i}>"
+    """A byte-tokenizer id as a printable character: ``␣`` for a space, otherwise as
+    :func:`pdlab.tokenizer.printable` shows it (a byte that is no character alone, ``\\xNN``)."""
+    return "␣" if i == 32 else printable([i], quote=False)
 
 
 def span(lo: int, hi: int) -> str:

@@ -20,7 +20,7 @@ import ipywidgets as widgets
 from pdlab.attention.cost import Cost, decode_path_cost, prefill_path_cost
 from pdlab.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
 from pdlab.demo import Demo, run_demo
-from pdlab.tokenizer import decode
+from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, flops, html_table, nbytes
 from pdlab.ui.text import labels, text
 from pdlab.ui.trace_views import trace_panels
@@ -84,8 +84,9 @@ def tokens_text(run: Demo, lang: str = "en") -> str:
     lab = labels(lang)
     verdict = lab["equal"] + " ✓" if run.tokens_equal else lab["differ"] + " ✗"
     return (
-        f"P/D: {run.pd_tokens} {decode(run.pd_tokens)!r} | {lab['colocated']}: "
-        f"{run.colocated_tokens} {decode(run.colocated_tokens)!r} → {verdict}"
+        f"P/D: {run.pd_tokens} {printable(run.pd_tokens)} | {lab['colocated']}: "
+        f"{run.colocated_tokens} {printable(run.colocated_tokens)} → {verdict} "
+        f"({lab['weights']}: {run.trace.meta.get('weights', 'random')})"
     )
 
 

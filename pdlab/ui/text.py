@@ -571,6 +571,7 @@ TEXT: dict[str, dict[str, str]] = {
     "w_do_free": {"en": "free", "zh": "释放"},
     "w_reset": {"en": "reset", "zh": "重置"},
     "w_no_requests": {"en": "no requests yet", "zh": "还没有请求"},
+    "w_weights": {"en": "weights", "zh": "权重"},
     # ---- step table headers ------------------------------------------------------------
     "st_inst": {"en": "inst", "zh": "实例"},
     "st_step": {"en": "step", "zh": "步"},
@@ -605,6 +606,17 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "{req} failed on {inst} at step {step}: {error}",
         "zh": "{req} 在 {inst} 的第 {step} 步出错：{error}",
     },
+    # ---- which weights a run loaded (trace.meta["weights"]) ------------------------------
+    "weights_line": {"en": "Weights: {weights}", "zh": "权重：{weights}"},
+    "weights_trained": {
+        "en": "trained (the checkpoint pdlab ships, made by pdlab train)",
+        "zh": "训练所得（pdlab 附带的检查点，由 pdlab train 训练）",
+    },
+    "weights_random": {
+        "en": "random, seeded (--weights random): the output is noise, not text",
+        "zh": "随机，按种子生成（--weights random）：输出是噪声，不是文字",
+    },
+    "weights_file": {"en": "from {name}", "zh": "来自 {name}"},
 }
 
 

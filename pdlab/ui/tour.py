@@ -33,6 +33,7 @@ from pdlab.cli.args import (
     BACKENDS,
     add_routing_arguments,
     add_run_arguments,
+    add_weights_argument,
     positive_int,
     prompt_text,
     routing_configs,
@@ -90,6 +91,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         "--chapter", type=int, choices=range(1, 8), metavar="N", help="show only chapter N (1-7)"
     )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
+    add_weights_argument(p)
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
     p.add_argument(
@@ -158,6 +160,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
 def _tour(args: argparse.Namespace, c: Console) -> int:
     from pdlab.demo import run_demo
     from pdlab.ui import tour_designs, tour_kv, tour_route
+    from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
 
     lang = args.lang
@@ -170,6 +173,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         mla_backend=args.mla_backend,
         max_tokens=args.max_tokens,
         backend=args.backend,
+        model_config=ModelConfig.tiny(weights=args.weights),
         compare=True,
         gpu=args.gpu,
         model_runner=args.model_runner,
@@ -208,6 +212,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
             )
         )
         c.print(say(lang, "how_to_read"))
+        c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
         2: lambda: tour_kv.chapter2(c, demo, lang),
@@ -246,7 +251,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     from pdlab.disagg.pair import PDPair
     from pdlab.engine import LLMEngine, one_thread
     from pdlab.request import SamplingParams
-    from pdlab.ui.console import generation_line, step_table
+    from pdlab.ui.console import generation_line, step_table, weights_line
 
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
@@ -258,7 +263,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = ModelConfig.tiny()
+    cfg = ModelConfig.tiny(weights=args.weights)
     with one_thread():
         if args.pd:
             pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
@@ -273,6 +278,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         f"mla_backend={routing['mla_backend']} ({routing['selected_by']}), "
         f"prefill_context_parallel_size={args.pcp}"
     )
+    c.print(escape(weights_line(trace, args.lang)))
     c.print(step_table(trace, title=escape(title), lang=args.lang))
     for p, o in zip(prompts, outs):
         c.print(generation_line(o.request_id, p, vars(o), args.lang))

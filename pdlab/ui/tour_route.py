@@ -28,6 +28,7 @@ from pdlab.attention.cost import (
 )
 from pdlab.config import ModelConfig
 from pdlab.demo import VARIANTS, Demo
+from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
@@ -287,12 +288,12 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
     tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
-    for label, tokens_, key in (
-        (say(lang, "run_pd", pcp=demo.pcp), demo.pd_tokens, "pd"),
-        (say(lang, "run_pd", pcp=demo.other_pcp), demo.other_tokens, "other"),
-        (say(lang, "run_local", pcp=demo.pcp), demo.colocated_tokens, "colocated"),
+    for label, tokens_ in (
+        (say(lang, "run_pd", pcp=demo.pcp), demo.pd_tokens),
+        (say(lang, "run_pd", pcp=demo.other_pcp), demo.other_tokens),
+        (say(lang, "run_local", pcp=demo.pcp), demo.colocated_tokens),
     ):
-        tab.add_row(label, escape(str(tokens_)), escape(repr(demo.texts[key])))
+        tab.add_row(label, escape(str(tokens_)), escape(printable(tokens_)))
     c.print(tab)
     equal = demo.tokens_equal
     c.print(
