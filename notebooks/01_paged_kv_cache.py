@@ -285,18 +285,20 @@ explorer
 # %% [markdown]
 # ## Check yourself
 #
-# Predict, then run: block size 8. A 23-token prompt is fully cached; an identical request
-# arrives. How many of its tokens are reused, and how many computed? The same for a
-# 24-token prompt?
+# Write your predictions in the cell below, then run it: block size 8. A 23-token prompt is
+# fully cached; an identical request arrives. How many of its tokens are reused, and how
+# many computed? The same for a 24-token prompt?
 
 # %%
-answers = {}
-for n in (23, 24):
-    mgr = KVCacheManager(CacheConfig(block_size=8, num_blocks=8), max_model_len=64)
-    ids = list(range(100, 100 + n))
-    mgr.allocate_slots(Request("cached", ids), n)
-    _, reused = mgr.get_computed_blocks(Request("same", ids))
-    answers[n] = (reused, n - reused)
-print(answers)
-assert answers == {n: ((n - 1) // 8 * 8, n - (n - 1) // 8 * 8) for n in (23, 24)}
-assert answers[24] == (16, 8)  # N a multiple of B: a whole block is recomputed
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "reused_23": None,
+    "computed_23": None,
+    "reused_24": None,
+    "computed_24": None,
+}
+notebook_check("01", predictions, lang=LANG)

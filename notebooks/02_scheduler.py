@@ -251,16 +251,18 @@ player
 # %% [markdown]
 # ## Check yourself
 #
-# Predict, then run: one 50-token prompt, budget 16, no threshold, `max_tokens=3`. At which
-# step is its first token sampled, and how many steps does the whole request take?
+# Write your predictions in the cell below, then run it: one 50-token prompt, budget 16, no
+# threshold, `max_tokens=3`. At which step is its first token sampled, and how many steps
+# does the whole request take?
 
 # %%
-eng = LLMEngine(
-    TINY, CacheConfig(block_size=4), SchedulerConfig(max_num_batched_tokens=16), backend=BACKEND
-)
-eng.generate(long_prompt, SamplingParams(max_tokens=3))
-first_sample = eng.tracer.first("sample")["step"]
-num_steps = len([e for e in eng.tracer.filter("step") if e["scheduled"]])
-print(t("nb2_first", step=first_sample, n=num_steps))
-assert first_sample == -(-50 // 16)  # ceil(50 / 16) prefill chunks
-assert num_steps == first_sample + 3 - 1  # then one step per further token
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "first_sample_step": None,
+    "num_steps": None,
+}
+notebook_check("02", predictions, lang=LANG)

@@ -401,14 +401,19 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 #
 # ## Check yourself
 #
-# Does the crossover depend on the number of heads? Predict the value for the tiny model
-# (`kv_lora_rank` 64, nope/rope/v 32/16/32) and for DeepSeek-V2-Lite (16 heads), then run.
+# Does the crossover depend on the number of heads? Write down your predictions of its value
+# for the tiny model (`kv_lora_rank` 64, nope/rope/v 32/16/32) and for DeepSeek-V2-Lite (16
+# heads) in the cell below, then run it.
 
 # %%
-tiny, lite = PRESETS[0], PRESETS[1]
-print(
-    f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
-    f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}"
-)
-assert absorb_crossover_query_len(tiny) == 64 * (32 + 32) / ((2 * 64 + 16) - (32 + 16 + 32))
-assert absorb_crossover_query_len(lite) == x_v3  # heads cancel: H appears on both sides
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "crossover_tiny": None,
+    "crossover_v2_lite": None,
+    "depends_on_heads": None,
+}
+notebook_check("03", predictions, lang=LANG)

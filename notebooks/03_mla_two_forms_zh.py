@@ -388,14 +388,18 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 #
 # ## 自测
 #
-# 临界点和头数有关吗？先预测小模型（`kv_lora_rank` 64，nope/rope/v 为 32/16/32）和
-# DeepSeek-V2-Lite（16 个头）的值，再运行。
+# 临界点和头数有关吗？在下面的单元格里写下你对小模型（`kv_lora_rank` 64，nope/rope/v 为
+# 32/16/32）和 DeepSeek-V2-Lite（16 个头）的预测，再运行。
 
 # %%
-tiny, lite = PRESETS[0], PRESETS[1]
-print(
-    f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
-    f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}"
-)
-assert absorb_crossover_query_len(tiny) == 64 * (32 + 32) / ((2 * 64 + 16) - (32 + 16 + 32))
-assert absorb_crossover_query_len(lite) == x_v3  # heads cancel: H appears on both sides
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "crossover_tiny": None,
+    "crossover_v2_lite": None,
+    "depends_on_heads": None,
+}
+notebook_check("03", predictions, lang=LANG)

@@ -280,17 +280,19 @@ display(HTML(html_table([t("nb4_kernel"), t("nb_backend"), t("nb4_wall")], timin
 # %% [markdown]
 # ## 自测
 #
-# 先预测，再运行：(a) 把一个结果和一个*空*部分（`lse = -inf`）合并，得到什么？(b) 各部分的
-# 顺序有影响吗？(c) 切分数多于 token 数的 `mla_decode`（3 个 token 切 16 份）：结果和切 1 份
-# 相同吗？
+# 在下面的单元格里写下你的预测，再运行：(a) 把一个结果和一个*空*部分（`lse = -inf`）合并，得
+# 到什么？(b) 各部分的顺序有影响吗？(c) 切分数多于 token 数的 `mla_decode`（3 个 token 切 16
+# 份）：结果和切 1 份相同吗？
 
 # %%
-empty_out, empty_lse = torch.zeros_like(out_a), torch.full_like(lse_a, float("-inf"))
-o1, l1 = kernels.merge_attn_states(out_a, lse_a, empty_out, empty_lse, backend="torch")
-o2, l2 = kernels.merge_attn_states(out_b, lse_b, out_a, lse_a, backend="torch")
-d1 = kernels.mla_decode(qd, cache, tables, seq_lens, SCALE, num_kv_splits=1, backend="torch")
-d16 = kernels.mla_decode(qd, cache, tables, seq_lens, SCALE, num_kv_splits=16, backend="torch")
-assert torch.equal(o1, out_a) and torch.equal(l1, lse_a)  # (a) unchanged
-torch.testing.assert_close(o2, full_out, rtol=1e-5, atol=1e-5)  # (b) order is free
-torch.testing.assert_close(d16[0], d1[0], rtol=1e-5, atol=1e-5)  # (c) same result
-print(t("nb4_answers"))
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "empty_part_returns_the_other": None,
+    "order_matters": None,
+    "more_splits_than_tokens_same": None,
+}
+notebook_check("04", predictions, lang=LANG)

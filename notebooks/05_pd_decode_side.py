@@ -93,7 +93,7 @@ from pdlab.attention.metadata import (
 )
 from pdlab.attention.mla import MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.demo import prompt_of_length, run_demo
+from pdlab.demo import prompt_of_length
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
@@ -665,33 +665,24 @@ explorer
 # %% [markdown]
 # ## Check yourself
 #
-# Predict, then run: a 37-token prompt, block size 16, `prefill_context_parallel_size = 2`.
-# (a) What is D's `num_computed_tokens` when it first computes? (b) Which forward runs?
-# (c) How many latent rows does that step gather per layer? (d) If instead the same prompt
-# were fully in a *local* prefix cache, how many of its tokens would be reused? (e) Under
-# the `flashmla` profile without PCP, which forward does P's first step take?
+# Write your predictions in the cell below, then run it: a 37-token prompt, block size 16,
+# `prefill_context_parallel_size = 2`. (a) What is D's `num_computed_tokens` when it first
+# computes? (b) Which forward runs? (c) How many latent rows does that step gather per
+# layer? (d) If instead the same prompt were fully in a *local* prefix cache, how many of
+# its tokens would be reused? (e) Under the `flashmla` profile without PCP, which forward
+# does P's first step take?
 
 # %%
-N2, B2 = 37, 16
-check = run_demo(N2, block_size=B2, pcp=2, max_tokens=3)
-step = check.d_first_step
-gathered = [
-    e["shapes"]["rows"]
-    for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
-    if e["name"] == "gather_cache"
-]
-local = LLMEngine(TINY, CacheConfig(block_size=B2), SchedulerConfig(), backend=BACKEND)
-local.generate([prompt_of_length(N2)] * 2, SamplingParams(max_tokens=1))
-reused = [e["num_cached_tokens"] for e in local.tracer.filter("admit")]
-flash = run_demo(N2, block_size=B2, mla_backend="flashmla", max_tokens=3)
-p_first = flash.trace.first("route", "P")
-print(
-    f"(a) {step['num_computed_tokens']}  (b) {step['forward']}  (c) {sum(gathered)}  "
-    f"(d) {reused[1]}  (e) {p_first['forward']}"
-)
-assert step["num_computed_tokens"] == N2 - 1
-assert step["forward"] == "forward_mha"
-assert sum(gathered) == N2 - 1
-assert reused == [0, (N2 - 1) // B2 * B2]
-assert p_first["forward"] == "forward_mqa" and flash.tokens_equal
-assert check.tokens_equal
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "a_num_computed_tokens": None,
+    "b_forward": None,
+    "c_rows_gathered": None,
+    "d_local_reuse": None,
+    "e_p_forward_flashmla": None,
+}
+notebook_check("05", predictions, lang=LANG)

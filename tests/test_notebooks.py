@@ -1,7 +1,7 @@
 """The notebooks: each runs top to bottom in a real Jupyter kernel within its time bound, each
 ``.ipynb`` is in sync with its jupytext ``.py`` twin and committed without outputs, and each
 opens with what the reader will learn, then the same setup cell (pdlab imported, or installed
-from the checkout, or one line saying how), and ends with a computed "check yourself" cell.
+from the checkout, or one line saying how), and ends with a graded "check yourself" cell.
 
 Execution uses ``tests/nbtools.py`` (nbclient, this venv's kernel, cwd = ``notebooks/``).
 """
@@ -75,7 +75,8 @@ def test_opens_with_goals_and_ends_with_a_computed_check(name: str) -> None:
     assert any(o in nb.cells[0].source for o in OPENINGS)
     *_, question, answer = nb.cells
     assert question.cell_type == "markdown" and any(c in question.source for c in CHECKS)
-    assert answer.cell_type == "code" and "assert " in answer.source
+    # graded: the learner's predictions, judged by pdlab (pdlab/exercises/notebook_checks.py)
+    assert answer.cell_type == "code" and "notebook_check(" in answer.source
 
 
 @pytest.mark.notebooks

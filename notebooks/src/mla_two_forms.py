@@ -497,8 +497,9 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 #
 # ## Check yourself
 #
-# Does the crossover depend on the number of heads? Predict the value for the tiny model
-# (`kv_lora_rank` 64, nope/rope/v 32/16/32) and for DeepSeek-V2-Lite (16 heads), then run.
+# Does the crossover depend on the number of heads? Write down your predictions of its value
+# for the tiny model (`kv_lora_rank` 64, nope/rope/v 32/16/32) and for DeepSeek-V2-Lite (16
+# heads) in the cell below, then run it.
 
 # %% [markdown] zh
 # 一个 query token 的 `mla_decode` 算子把每行 576 个值只读一次、供全部 128 个头使用，约每字节
@@ -510,14 +511,18 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 #
 # ## 自测
 #
-# 临界点和头数有关吗？先预测小模型（`kv_lora_rank` 64，nope/rope/v 为 32/16/32）和
-# DeepSeek-V2-Lite（16 个头）的值，再运行。
+# 临界点和头数有关吗？在下面的单元格里写下你对小模型（`kv_lora_rank` 64，nope/rope/v 为
+# 32/16/32）和 DeepSeek-V2-Lite（16 个头）的预测，再运行。
 
 # %%
-tiny, lite = PRESETS[0], PRESETS[1]
-print(
-    f"tiny: {absorb_crossover_query_len(tiny):.1f}, "
-    f"V2-Lite: {absorb_crossover_query_len(lite):.1f}, V3: {x_v3:.1f}"
-)
-assert absorb_crossover_query_len(tiny) == 64 * (32 + 32) / ((2 * 64 + 16) - (32 + 16 + 32))
-assert absorb_crossover_query_len(lite) == x_v3  # heads cancel: H appears on both sides
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "crossover_tiny": None,
+    "crossover_v2_lite": None,
+    "depends_on_heads": None,
+}
+notebook_check("03", predictions, lang=LANG)

@@ -47,12 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    from pdlab.cli import bench, pd, sim, train
+    from pdlab.cli import bench, exercises, pd, sim, train
 
     pd.add_arguments(sub)
     sim.add_arguments(sub)
     bench.add_arguments(sub)
     train.add_arguments(sub)
+    exercises.add_arguments(sub)
 
     d = sub.add_parser("doctor", help="check what works on this machine")
     d.add_argument(
@@ -130,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import train
 
             return train.run(args)
+        if args.command == "exercises":
+            from pdlab.cli import exercises
+
+            return exercises.run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":

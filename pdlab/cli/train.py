@@ -20,7 +20,7 @@ from pdlab.cli.args import check_output_path, positive_float, positive_int
 
 def add_arguments(sub: Any) -> None:
     """``pdlab train`` on the parser's subparsers."""
-    from pdlab.model.train import TrainConfig
+    from pdlab.config.train import TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser("train", help="train the tiny model on pdlab's own corpus (a few minutes)")
@@ -83,8 +83,9 @@ def run(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
+    from pdlab.config.train import TrainConfig
     from pdlab.model import corpus
-    from pdlab.model.train import TrainConfig, metadata, train
+    from pdlab.model.train import metadata, train
     from pdlab.model.weights import save_checkpoint
     from pdlab.tokenizer import ByteTokenizer, printable
 

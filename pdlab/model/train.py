@@ -27,35 +27,10 @@ import torch
 from torch.func import vmap
 
 from pdlab.config import ModelConfig
-from pdlab.config.utils import _check_int, _check_positive_float
+from pdlab.config.train import TrainConfig
 from pdlab.model import corpus
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.tokenizer import ByteTokenizer
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """How ``pdlab train`` trains; the defaults made the shipped checkpoint."""
-
-    steps: int = 300
-    batch_size: int = 16
-    seq_len: int = 224  # the longest corpus line is 218 bytes: each fits whole
-    lr: float = 3e-3
-    warmup_steps: int = 30
-    weight_decay: float = 0.01
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        c = "TrainConfig"
-        for name in ("steps", "batch_size", "seq_len"):
-            _check_int(c, name, getattr(self, name))
-        _check_int(c, "warmup_steps", self.warmup_steps, minimum=0)
-        _check_int(c, "seed", self.seed, minimum=0)
-        _check_positive_float(c, "lr", self.lr)
-        if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(
-                f"TrainConfig.weight_decay={self.weight_decay!r} is invalid: expected a number >= 0"
-            )
 
 
 @dataclass

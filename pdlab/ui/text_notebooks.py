@@ -79,10 +79,6 @@ NOTEBOOKS.update(
             "en": "scheduler_reserve_full_isl={reserve}: admits {admitted}, {n} preemption(s)",
             "zh": "scheduler_reserve_full_isl={reserve}：接纳 {admitted}，抢占 {n} 次",
         },
-        "nb2_first": {
-            "en": "first token at step {step}, {n} steps in all",
-            "zh": "第一个 token 在第 {step} 步，总共 {n} 步",
-        },
     }
 )
 NOTEBOOKS.update(
@@ -103,10 +99,6 @@ NOTEBOOKS.update(
         },
         "nb4_kernel": {"en": "kernel", "zh": "算子"},
         "nb4_wall": {"en": "wall time", "zh": "耗时"},
-        "nb4_answers": {
-            "en": "(a) the other part, unchanged  (b) no  (c) yes",
-            "zh": "(a) 另一部分，原样不变  (b) 不影响  (c) 是",
-        },
     }
 )
 NOTEBOOKS.update(

@@ -1,0 +1,103 @@
+"""``pdlab exercises``: list, start, check, hint, solution (``pdlab/exercises/``).
+
+Progress is kept in the working folder (``.pdlab-exercises.json``): ``start N DIR`` and
+``check N FILE`` use the folder of DIR or FILE, ``list``, ``hint`` and ``solution`` the
+``--dir`` folder (default: the current one). ``check`` exits 1 when the submission fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+
+def add_arguments(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser("exercises", help="graded exercises: write the piece, run it in the engine")
+    ex.add_argument("--lang", choices=("en", "zh"), default="en", help="statements and feedback")
+    ex.add_argument("--dir", type=Path, default=Path("."), help="working folder (default .)")
+    acts = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
+    acts.add_parser("list", help="every exercise, with your progress in --dir")
+    s = acts.add_parser("start", help="write exercise N's stub (with its statement) into DIR")
+    s.add_argument("n", type=int, metavar="N")
+    s.add_argument("folder", nargs="?", type=Path, metavar="DIR", help="default: --dir")
+    s.add_argument("--force", action="store_true", help="overwrite the file if it exists")
+    c = acts.add_parser("check", help="grade FILE (default: the file start wrote in --dir)")
+    c.add_argument("n", type=int, metavar="N")
+    c.add_argument("file", nargs="?", type=Path, metavar="FILE")
+    c.add_argument("--seed", type=int, help="replay the random cases of an earlier check")
+    h = acts.add_parser("hint", help="one more hint for exercise N")
+    h.add_argument("n", type=int, metavar="N")
+    so = acts.add_parser("solution", help="show exercise N's reference solution (asks first)")
+    so.add_argument("n", type=int, metavar="N")
+    so.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+
+
+def run(args: argparse.Namespace) -> int:
+    import pdlab.exercises as ex
+    from pdlab.exercises.words import word
+
+    lang = args.lang
+    if args.action == "list":
+        return _list(args.dir, lang)
+    if args.action == "start":
+        folder = args.folder or args.dir
+        try:
+            path = ex.start(args.n, folder, lang, force=args.force)
+        except FileExistsError as e:
+            print(e)
+            return 0
+        print(word(lang, "started_file", path=path, function=ex.get(args.n).function, n=args.n))
+        return 0
+    if args.action == "check":
+        file = args.file or args.dir / ex.get(args.n).file_name
+        if not file.is_file():
+            raise ValueError(word(lang, "no_file", path=file, n=args.n))
+        result = ex.check(args.n, file, lang, args.seed, folder=file.parent, quiet=True)
+        _print(str(result))
+        return 0 if result.passed else 1
+    if args.action == "hint":
+        _print(ex.hint(args.n, args.dir, lang))
+        return 0
+    ex.get(args.n)
+    if not args.yes:
+        sys.stdout.write(word(lang, "confirm", n=args.n))
+        sys.stdout.flush()
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes", "是"):
+            print(word(lang, "not_shown"))
+            return 0
+    print(word(lang, "solution_of", n=args.n))
+    print(ex.solution_text(args.n))
+    return 0
+
+
+def _print(text: str) -> None:
+    Console(highlight=False, soft_wrap=True).print(escape(text))
+
+
+def _list(folder: Path, lang: str) -> int:
+    import pdlab.exercises as ex
+    from pdlab.exercises import progress
+    from pdlab.exercises.words import word
+
+    p = progress.load(folder)
+    t = Table(title=word(lang, "list_title"))
+    for key in ("col_n", "col_title", "col_status", "col_hints"):
+        t.add_column(word(lang, key))
+    items = ex.exercises()
+    for e in items:
+        status = (
+            "passed" if e.number in p.passed else "started" if e.number in p.started else "todo"
+        )
+        hints = f"{p.hints_used(e.number)}/{len(e.hints[lang])}"
+        t.add_row(str(e.number), escape(e.title[lang]), word(lang, status), hints)
+    console = Console(highlight=False, width=80)
+    console.print(t)
+    passed = len(set(p.passed) & {e.number for e in items})
+    console.print(word(lang, "progress_in", dir=folder, passed=passed, total=len(items)))
+    return 0

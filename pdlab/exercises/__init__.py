@@ -1,0 +1,185 @@
+"""Workshop mode: graded exercises along the prefill/decode path, in English and Chinese.
+
+Each exercise gives the learner a stub to write (5-40 lines) and grades it by running it
+inside the real system wherever that means something: the learner's
+``_update_waiting_for_remote_kv`` runs in D's scheduler of a P/D pair, their
+``split_decodes_and_prefills`` in the MLA builder, their ``merge_attn_states`` in
+``forward_mha``. The same from a terminal (``pdlab exercises``, ``pdlab/cli/exercises.py``)
+and from a notebook::
+
+    import pdlab.exercises as ex
+    ex.check(3, _update_waiting_for_remote_kv)          # a function
+    ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
+
+The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
+solutions in ``solutions/``. ``docs/workshop.md`` is the instructor's agenda.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.resources
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from pdlab.exercises import progress
+from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
+from pdlab.exercises.loader import LearnerFileError, load_function
+from pdlab.exercises.words import reflow, word, wrap80
+from pdlab.ui.text import check_lang
+
+_MODULES = (
+    "ex01_slot_mapping",
+    "ex02_computed_blocks",
+    "ex03_remote_kv",
+    "ex04_runner_v2",
+    "ex05_split",
+    "ex06_merge",
+    "ex07_absorb",
+    "ex08_decode_kernel",
+    "ex09_crossover",
+    "ex10_quiz",
+    "ex11_causal_mask",
+)
+
+__all__ = ["Exercise", "LearnerFileError", "Result", "check", "exercises", "get", "hint"]
+
+
+def exercises() -> list[Exercise]:
+    """Every exercise, in order."""
+    return [get(n) for n in range(1, len(_MODULES) + 1)]
+
+
+def get(n: int) -> Exercise:
+    """Exercise ``n`` (1-based)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(_MODULES):
+        raise ValueError(f"exercise={n!r} is invalid: expected a number from 1 to {len(_MODULES)}")
+    return importlib.import_module(f"pdlab.exercises.{_MODULES[n - 1]}").EXERCISE
+
+
+def _source(kind: str, ex: Exercise) -> str:
+    return (
+        importlib.resources.files(f"pdlab.exercises.{kind}")
+        .joinpath(ex.file_name)
+        .read_text(encoding="utf-8")
+    )
+
+
+def stub_text(n: int, lang: str = "en") -> str:
+    """The file ``start`` writes: the statement as the module docstring, then the stub."""
+    ex = get(n)
+    statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
+    return f'"""{statement}\n"""\n\n{_source("stubs", ex)}'
+
+
+def solution_text(n: int) -> str:
+    return _source("solutions", get(n))
+
+
+def reference(n: int) -> Callable[..., Any]:
+    """The reference solution of exercise ``n``, as a function."""
+    ex = get(n)
+    module = importlib.import_module(f"pdlab.exercises.solutions.{ex.slug}")
+    return getattr(module, ex.function)
+
+
+def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = False) -> Path:
+    """Write exercise ``n``'s stub into ``folder``; never over an existing file unless
+    ``force``. Returns its path (raises ``FileExistsError`` when it is kept)."""
+    ex, folder = get(n), Path(folder)
+    path = folder / ex.file_name
+    if path.exists() and not force:
+        raise FileExistsError(word(lang, "exists", path=path))
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(stub_text(n, lang), encoding="utf-8")
+    progress.update(folder, started=n)
+    return path
+
+
+def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
+    """The next hint of exercise ``n`` (one more each call when ``folder`` keeps count;
+    without a folder, every hint so far)."""
+    ex = get(n)
+    hints = ex.hints[check_lang(lang)]
+    if folder is None:
+        shown = len(hints)
+    else:
+        shown = min(progress.load(folder).hints_used(n) + 1, len(hints))
+        if progress.load(folder).hints_used(n) < len(hints):
+            progress.update(folder, hint=n)
+    lines = [word(lang, "hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
+    if shown == len(hints):
+        lines.append(word(lang, "no_more_hints", n=n))
+    return wrap80("\n".join(lines))
+
+
+def check(
+    n: int,
+    function: Callable[..., Any] | str | Path,
+    lang: str = "en",
+    seed: int | None = None,
+    folder: str | Path | None = None,
+    quiet: bool = False,
+) -> Result:
+    """Grade ``function`` (or the file at that path) for exercise ``n``; print the verdict
+    (unless ``quiet``) and return it. ``seed`` replays the random cases of an earlier run;
+    ``folder`` records a pass in its progress file."""
+    ex = get(n)
+    check_lang(lang)
+    source = None
+    if isinstance(function, (str, Path)):
+        source = str(Path(function).resolve())
+        function = load_function(function, ex.function, lang)
+    elif not callable(function):
+        raise TypeError(f"function={function!r} is invalid: expected a function or a file path")
+    seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
+    g = Grader(seed, lang, source or _file_of(function))
+    failure = None
+    # The graders' tensors are tiny: more than one torch thread only adds contention (on a
+    # busy 2-core machine, exercise 3 takes 0.4 s on one thread and 8.6 s on two).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        ex.grade(function, g)
+    except Mismatch as m:
+        failure = m
+    finally:
+        torch.set_num_threads(threads)
+    result = Result(ex, failure is None, seed, lang, g.cases, failure)
+    result.lines = wrap80("\n".join(_verdict(result, source))).splitlines()
+    if result.passed and folder is not None:
+        progress.update(folder, passed=n)
+    if not quiet:
+        print(result)
+    return result
+
+
+def _file_of(fn: Callable[..., Any]) -> str | None:
+    code = getattr(fn, "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+def _verdict(r: Result, source: str | None) -> list[str]:
+    ex, lang = r.exercise, r.lang
+    file = Path(source).name if source else ex.file_name
+    lines = [word(lang, "checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
+    if r.passed:
+        return [*lines, word(lang, "pass", cases=r.cases)]
+    m = r.failure
+    assert m is not None
+    lines.append(word(lang, "fail", case=m.case, cases=r.cases))
+    if m.raised:
+        lines.append(word(lang, "raised", value=m.raised))
+    else:
+        lines.append(word(lang, "expected", value=m.expected))
+        lines.append(word(lang, "got", value=m.got))
+    if m.mistake:
+        lines.append(word(lang, "looks_like", what=ex.mistakes[m.mistake][lang]))
+    if m.evidence:
+        lines += [word(lang, "evidence"), m.evidence]
+    lines.append(word(lang, "rerun", n=ex.number, file=file, seed=r.seed))
+    return lines

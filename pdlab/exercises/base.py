@@ -1,0 +1,226 @@
+"""What every exercise shares: its description (:class:`Exercise`), the grader that runs
+the learner's function case by case (:class:`Grader`), and the verdict (:class:`Result`).
+
+A grader raises :class:`Mismatch` at the first case that goes wrong: the case's name,
+what was expected, what came out, and, when the wrong answer equals a known mistake's, that
+mistake's name and explanation, with the engine's own record of what happened (a step
+table) where an engine ran. An exception inside the learner's function is reported the same
+way, in one line naming the file and line it came from; never a traceback.
+
+No upstream file: this is pdlab's workshop mode (the course formats it follows, tiny-llm's
+stubs with tests and Triton-Puzzles' graded puzzles, are named in ``docs/workshop.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pdlab.exercises.words import word
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """One exercise. ``function`` is the name the learner's file must define; its stub and
+    reference solution are ``stubs/<slug>.py`` and ``solutions/<slug>.py``. ``statement``,
+    ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``)."""
+
+    number: int
+    slug: str
+    function: str
+    title: dict[str, str]
+    statement: dict[str, str]
+    hints: dict[str, tuple[str, ...]]
+    mistakes: dict[str, dict[str, str]]
+    grade: Callable[[Callable[..., Any], Grader], None]
+    notebook: str = ""
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.slug}.py"
+
+
+class LearnerRaised(Exception):
+    """The learner's function raised inside the engine; ``error`` is what it raised. The
+    engine's own errors pass through unwrapped, so the two are never confused."""
+
+    def __init__(self, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Mismatch(Exception):
+    """A case the learner's function got wrong (or raised in)."""
+
+    def __init__(
+        self,
+        case: str,
+        expected: str = "",
+        got: str = "",
+        mistake: str | None = None,
+        evidence: str = "",
+        raised: str = "",
+    ) -> None:
+        super().__init__(case)
+        self.case, self.expected, self.got = case, expected, got
+        self.mistake, self.evidence, self.raised = mistake, evidence, raised
+
+
+@dataclass
+class Result:
+    """The verdict on one submission; ``str()`` is what the learner reads."""
+
+    exercise: Exercise
+    passed: bool
+    seed: int
+    lang: str
+    cases: int = 0
+    failure: Mismatch | None = None
+    lines: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines)
+
+
+class Grader:
+    """Runs the learner's function on cases. ``rng`` and ``gen`` are seeded from ``seed``
+    (printed with the verdict), so a failing case can be replayed."""
+
+    def __init__(self, seed: int, lang: str, source: str | None = None) -> None:
+        self.seed, self.lang, self.source = seed, lang, source
+        self.rng = random.Random(seed)
+        self.gen = torch.Generator().manual_seed(seed)
+        self.cases = 0
+        self.case_name = ""
+
+    def t(self, text: str | tuple[str, str]) -> str:
+        """``text`` in the grader's language: a string as it is (numbers, identifiers), an
+        ``(english, chinese)`` pair by ``lang``."""
+        return text if isinstance(text, str) else text[self.lang == "zh"]
+
+    @contextlib.contextmanager
+    def case(self, name: str | tuple[str, str]) -> Iterator[None]:
+        """One named case (``name`` as :meth:`t` takes it): an exception from the learner's
+        code becomes a Mismatch."""
+        name = self.t(name)
+        self.case_name = name
+        try:
+            yield
+        except Mismatch:
+            raise
+        except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
+            err = e.error if isinstance(e, LearnerRaised) else e
+            if isinstance(err, NotImplementedError):
+                raise Mismatch(name, raised=word(self.lang, "not_written")) from e
+            raise Mismatch(name, raised=self.where(err)) from e
+        self.cases += 1
+
+    @staticmethod
+    def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``fn(*args, **kwargs)`` from inside the engine: what it raises is marked as the
+        learner's (:class:`LearnerRaised`), whatever the engine does with it on the way."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:  # noqa: BLE001 - wrapped, reported by case()
+            raise LearnerRaised(e) from e
+
+    def where(self, e: BaseException) -> str:
+        """``Type: message (file:line)``, the line being the last one in the learner's
+        file (or the last frame at all when no file is known)."""
+        frames = traceback.extract_tb(e.__traceback__)
+        mine = [f for f in frames if self.source and f.filename == self.source]
+        frame = (mine or frames or [None])[-1]
+        at = f" ({frame.filename}:{frame.lineno})" if frame is not None else ""
+        msg = str(e).strip().splitlines()
+        return f"{type(e).__name__}: {msg[0] if msg else ''}"[:300] + at
+
+    def fail(
+        self,
+        expected: object,
+        got: object,
+        mistake: str | None = None,
+        evidence: str = "",
+    ) -> None:
+        raise Mismatch(
+            self.case_name, _show(self._lang(expected)), _show(self._lang(got)), mistake, evidence
+        )
+
+    def _lang(self, value: object) -> object:
+        """An ``(english, chinese)`` pair of strings in the grader's language."""
+        pair = isinstance(value, tuple) and len(value) == 2
+        if (
+            pair
+            and all(isinstance(v, str) for v in value)
+            and any(ord(c) > 0x2E80 for c in value[1])
+        ):
+            return self.t(value)
+        return value
+
+    def pair(self, got: object, what: str | tuple[str, str]) -> tuple[Any, Any]:
+        """``got`` as the two results a function must return (``what`` names them)."""
+        if not isinstance(got, (tuple, list)) or len(got) != 2:
+            shown = f"{len(got)} values" if isinstance(got, (tuple, list)) else _show(got)
+            self.fail(what, shown)
+        return got[0], got[1]
+
+    def expect(self, got: object, expected: object, mistakes: dict[str, object] | None = None,
+               evidence: str = "") -> None:  # fmt: skip
+        """Fail unless ``got == expected``; name the first known mistake whose answer
+        ``got`` equals."""
+        if _same(got, expected):
+            return
+        for key, wrong in (mistakes or {}).items():
+            if _same(got, wrong):
+                self.fail(expected, got, key, evidence)
+        self.fail(expected, got, None, evidence)
+
+
+def _same(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        if a.shape != b.shape:
+            return False
+        return bool(torch.allclose(a.float(), b.float(), atol=1e-4, rtol=1e-4, equal_nan=False))
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+def _show(x: object) -> str:
+    """A value in at most a few lines: a tensor by its shape and first values."""
+    if isinstance(x, torch.Tensor):
+        flat = x.detach().flatten()[:4].tolist()
+        vals = ", ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in flat)
+        more = ", ..." if x.numel() > 4 else ""
+        return f"tensor{list(x.shape)} [{vals}{more}]"
+    if isinstance(x, (tuple, list)) and any(isinstance(v, torch.Tensor) for v in x):
+        return "(" + ", ".join(_show(v) for v in x) + ")"
+    text = repr(x) if not isinstance(x, str) else x
+    return text if len(text) <= 240 else text[:237] + "..."
+
+
+@contextlib.contextmanager
+def patched(owner: object, name: str, value: object) -> Iterator[None]:
+    """Put ``value`` at ``owner.name`` for the block, and put back what was there (or remove
+    it) afterwards, even when the block fails: the seam through which the learner's function
+    runs inside the engine."""
+    missing = object()
+    before = owner.__dict__.get(name, missing) if hasattr(owner, "__dict__") else missing
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        if before is missing:
+            delattr(owner, name)
+        else:
+            setattr(owner, name, before)

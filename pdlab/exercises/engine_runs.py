@@ -1,0 +1,103 @@
+"""The small engines the graders run the learner's code in: a P/D pair and a colocated
+engine on the tiny model with the torch kernels (fast on any CPU), and the step table of
+what an instance did, as text a terminal shows whole at 80 columns."""
+
+from __future__ import annotations
+
+import functools
+import io
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+
+from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.disagg.pair import PDPair
+from pdlab.engine import LLMEngine
+from pdlab.exercises.words import word
+from pdlab.model.deepseek import DeepseekV2ForCausalLM
+from pdlab.request import SamplingParams
+from pdlab.trace import Tracer
+from pdlab.ui.console import step_table
+
+BLOCK_SIZE = 4
+NUM_BLOCKS = 64
+MAX_TOKENS = 4
+
+
+@functools.lru_cache(maxsize=1)
+def tiny() -> tuple[ModelConfig, DeepseekV2ForCausalLM]:
+    cfg = ModelConfig.tiny()
+    return cfg, DeepseekV2ForCausalLM(cfg)
+
+
+def pair(pcp: int = 1, **kw: Any) -> PDPair:
+    """A P/D pair on the tiny model (both sides load the same seeded weights)."""
+    cfg, _ = tiny()
+    return PDPair(
+        cfg,
+        CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS),
+        SchedulerConfig(),
+        backend="torch",
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+        **kw,
+    )
+
+
+def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngine:
+    """One engine that prefills and decodes, on the same weights as :func:`pair`."""
+    cfg, model = tiny()
+    return LLMEngine(
+        cfg,
+        CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS, **kw.pop("cache", {})),
+        kw.pop("scheduler_config", SchedulerConfig()),
+        tracer=tracer,
+        model=model,
+        backend="torch",
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+        **kw,
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def colocated_tokens(prompt: tuple[int, ...], max_tokens: int = MAX_TOKENS) -> list[int]:
+    """The tokens a colocated engine generates for ``prompt`` (greedy)."""
+    out = colocated().generate(list(prompt), SamplingParams(max_tokens=max_tokens))
+    return out[0].output_token_ids
+
+
+def prompt_of(n: int, salt: int = 0) -> list[int]:
+    """A prompt of ``n`` byte tokens (no randomness: the case names its length)."""
+    return [(7 * i + 3 * n + salt) % 256 for i in range(n)]
+
+
+def first_d_step(trace: Tracer, instance: str = "D") -> dict[str, Any] | None:
+    """The first step row on ``instance`` that scheduled anything."""
+    rows = trace.step_rows(instance)
+    return rows[0] if rows else None
+
+
+def table_text(trace: Tracer, instance: str | None, lang: str, rows: int = 6) -> str:
+    """The step table of ``instance`` (its first ``rows`` rows) as plain text, 80 wide."""
+    kept = Tracer()
+    kept.meta.update(trace.meta)
+    shown = {(r["instance"], r["step"]) for r in trace.step_rows(instance)[:rows]}
+    for ev in trace.events:
+        if ev.kind != "step" or (ev.instance, ev.step) in shown:
+            kept.events.append(ev)
+    table = step_table(kept, instance, lang=lang)  # it picks a layout that fits 80 columns
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None, highlight=False).print(table)
+    return buf.getvalue().rstrip()
+
+
+def said(message: str | None, lang: str) -> str:
+    """The engine's own error message, wrapped at 80 columns (or nothing)."""
+    if not message:
+        return ""
+    return "\n".join(textwrap.wrap(word(lang, "engine_said", message=message), 80))
+
+
+def tokens(outputs: Sequence[Any]) -> list[list[int]]:
+    return [o.output_token_ids for o in outputs]

@@ -1,0 +1,208 @@
+"""Exercise 2: ``KVCacheManager.get_computed_blocks``: chained block hashes and the
+``N - 1`` cap.
+
+Graded against the real method (``pdlab/kv_cache/manager.py``, upstream
+``vllm/v1/core/kv_cache_manager.py``) on a warmed block pool, then plugged into a colocated
+engine's manager for a run of prompts that share prefixes: the prefix hits the scheduler
+records and the tokens must be the unpatched engine's.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from pdlab.config import CacheConfig
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.kv_cache.block_hash import hash_block_tokens
+from pdlab.kv_cache.manager import KVCacheManager
+from pdlab.request import Request, SamplingParams
+from pdlab.trace import Tracer
+
+BS = er.BLOCK_SIZE
+
+
+def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool = True):
+    """A known mistake's answer: at most ``max_blocks`` blocks, hashes chained or not."""
+    ids, parent = [], None
+    for i in range(max(max_blocks, 0)):
+        block_tokens = tokens[i * BS : (i + 1) * BS]
+        if len(block_tokens) < BS:
+            break
+        parent = hash_block_tokens(parent if chain else None, block_tokens)
+        block = mgr.block_pool.get_cached_block(parent, block_tokens)
+        if block is None:
+            break
+        ids.append(block.block_id)
+    return ids, len(ids) * BS
+
+
+def _warm(cached: list[list[int]]) -> KVCacheManager:
+    mgr = KVCacheManager(CacheConfig(block_size=BS, num_blocks=48), max_model_len=512)
+    for i, tokens in enumerate(cached):
+        req = Request(f"warm-{i}", tokens)
+        mgr.allocate_slots(req, len(tokens))
+        mgr.free(req)  # the blocks stay cached, evictable
+    return mgr
+
+
+def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]]):
+    tracer = Tracer()
+    engine = er.colocated(tracer=tracer)
+    mgr = engine.scheduler.kv_cache_manager
+
+    def learner(self: Any, request: Any):
+        return g.call(fn, self, request)
+
+    error, outs = None, []
+    seam = types.MethodType(learner, mgr) if fn is not None else mgr.get_computed_blocks
+    with patched(mgr, "get_computed_blocks", seam):
+        try:
+            for p in prompts:
+                outs.append(engine.generate(p, SamplingParams(max_tokens=2))[0].output_token_ids)
+        except RuntimeError as e:
+            error = f"{type(e).__name__}: {e}"
+    hits = [e["num_hit_tokens"] for e in tracer.filter("prefix_hit")]
+    return outs, hits, error, tracer
+
+
+def grade(fn: Any, g: Grader) -> None:
+    a = er.prompt_of(3 * BS + 1, salt=g.seed % 5)
+    other = [(t + 101) % 256 for t in a]
+    cases = [
+        (
+            (
+                f"fully cached prompt of exactly 3 blocks (N = {3 * BS})",
+                f"全部已缓存、正好 3 块的提示词（N = {3 * BS}）",
+            ),
+            [a[: 3 * BS]],
+            a[: 3 * BS],
+        ),
+        (
+            (
+                f"fully cached prompt of 3 blocks + 1 (N = {3 * BS + 1})",
+                f"全部已缓存、3 块 + 1 的提示词（N = {3 * BS + 1}）",
+            ),
+            [a],
+            a,
+        ),
+        (("one-token prompt, cached", "已缓存的一 token 提示词"), [a[:1]], a[:1]),
+        (("empty cache", "空缓存"), [], a),
+        (
+            ("second block equal, first block different", "第二块相同、第一块不同"),
+            [a],
+            other[:BS] + a[BS:],
+        ),
+        (("shares 5 tokens: one whole block", "共享 5 个 token：一个整块"), [a], a[:5] + other[5:]),
+    ]
+    n = g.rng.randrange(2, 4 * BS)
+    cases.append(
+        (
+            (
+                f"random: shares {n} of {3 * BS + 1} tokens",
+                f"随机：共享 {3 * BS + 1} 个 token 中的 {n} 个",
+            ),
+            [a],
+            a[:n] + other[n:],
+        )
+    )
+    for name, cached, query in cases:
+        with g.case(name):
+            mgr = _warm(cached)
+            want_blocks, want_n = mgr.get_computed_blocks(Request("q", query))
+            want = ([b.block_id for b in want_blocks], want_n)
+            blocks, num = fn(mgr, Request("q", query))
+            got = ([getattr(b, "block_id", b) for b in blocks], int(num))
+            g.expect(got, want, {
+                "no_cap": _lookup(mgr, query, len(query) // BS),
+                "one_block_short": _lookup(mgr, query, len(query) // BS - 1),
+                "no_chain": _lookup(mgr, query, (len(query) - 1) // BS, chain=False),
+            })  # fmt: skip
+    prompts = [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]]
+    with g.case(
+        (
+            "inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
+            "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个",
+        )
+    ):
+        want_out, want_hits, _, _ = _engine_run(None, g, prompts)
+        outs, hits, error, tracer = _engine_run(fn, g, prompts)
+        evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)
+        g.expect(hits, want_hits, evidence=evidence)
+        g.expect(outs, want_out, evidence=evidence)
+
+
+EXERCISE = Exercise(
+    number=2,
+    slug="ex02_computed_blocks",
+    function="get_computed_blocks",
+    notebook="01_paged_kv_cache",
+    title={
+        "en": "Prefix cache hits: chained hashes, N - 1 cap",
+        "zh": "前缀缓存命中：链式哈希与 N - 1 上限",
+    },
+    statement={
+        "en": """\
+Exercise 2: KVCacheManager.get_computed_blocks (pdlab/kv_cache/manager.py)
+
+Prefix caching names each full block by a hash of its tokens chained with the hash of
+the block before it, so equal hashes mean equal prefixes (a token's K/V depend on every
+token before it). A new request looks up its blocks in order and stops at the first miss;
+only whole blocks are reused.
+
+One more rule: the hit may cover at most request.num_tokens - 1 tokens. The cache holds
+keys and values, not the last token's final hidden state, and the next token's logits
+need it.
+
+Write get_computed_blocks as a method of KVCacheManager, returning (blocks, num_tokens).
+The grader compares it with the real method on warmed caches, then plugs it into a
+colocated engine: the prefix hits and the tokens must be the engine's.""",
+        "zh": """\
+练习 2：KVCacheManager.get_computed_blocks（pdlab/kv_cache/manager.py）
+
+前缀缓存用“本块 token 与前一块哈希串联”的哈希给每个满块命名，所以哈希相等意味着前缀相等
+（一个 token 的 K/V 取决于它之前的所有 token）。新请求按顺序查找自己的块，遇到第一个未命中
+就停；只复用整块。
+
+还有一条规则：命中最多覆盖 request.num_tokens - 1 个 token。缓存里存的是 key 和 value，
+不是最后一个 token 的最终隐藏状态，而下一个 token 的 logits 需要它。
+
+请把 get_computed_blocks 写成 KVCacheManager 的方法，返回 (blocks, num_tokens)。评分先在
+预热过的缓存上与真实方法比较，再把它装进非分离引擎：前缀命中和生成的 token 都必须与引擎一致。""",
+    },
+    hints={
+        "en": (
+            "Loop over blocks i = 0, 1, ...; block i's tokens are "
+            "all_token_ids[i * block_size:(i + 1) * block_size]; pass the previous block's "
+            "hash as the parent (None for block 0).",
+            "At most (num_tokens - 1) // block_size blocks: a fully cached prompt of N tokens "
+            "reuses floor((N - 1) / B) * B tokens.",
+        ),
+        "zh": (
+            "对块 i = 0, 1, ... 循环；块 i 的 token 是 all_token_ids[i * block_size:(i + 1) * "
+            "block_size]；把前一块的哈希作为 parent 传入（块 0 为 None）。",
+            "最多 (num_tokens - 1) // block_size 块：N 个 token 的提示词即使全部缓存，"
+            "也只复用 floor((N - 1) / B) * B 个 token。",
+        ),
+    },
+    mistakes={
+        "no_cap": {
+            "en": "no N - 1 cap: a fully cached prompt leaves nothing to compute, and the "
+            "next token's logits need the last token's hidden state",
+            "zh": "没有 N - 1 上限：全部缓存的提示词就没有要算的了，而下一个 token 的 logits "
+            "需要最后一个 token 的隐藏状态",
+        },
+        "one_block_short": {
+            "en": "capping one block too early: the cap is num_tokens - 1 tokens, then "
+            "rounded down to whole blocks",
+            "zh": "上限少了一整块：上限是 num_tokens - 1 个 token，再向下取整到整块",
+        },
+        "no_chain": {
+            "en": "hashing each block alone: the hash must chain the previous block's, so "
+            "block i is found only after the same prefix",
+            "zh": "每块单独哈希：哈希必须串联前一块的哈希，块 i 只有在前缀相同时才能命中",
+        },
+    },
+    grade=grade,
+)

@@ -1,0 +1,211 @@
+"""Exercise 4: Model Runner V2's ``prefill_runs_as_decode`` and ``decode_graph_eligible``.
+
+Graded against :func:`pdlab.model.batch.gather_batch_req_state` (upstream
+``GPUModelRunner.gather_batch_req_state`` in ``vllm/v1/worker/gpu/model_runner.py``) on
+batches of every kind, then inside the engine: the learner's flags replace the runner's for
+a P/D pair (with and without prefill context parallelism), and the route events D records
+must be the unpatched run's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any
+
+import pdlab.model.runner as runner_module
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
+from pdlab.request import SamplingParams
+
+
+def _norm(runs: Any, n: int) -> list[bool]:
+    """None and all-False say the same of a batch (no row runs as a decode)."""
+    return [False] * n if runs is None else [bool(x) for x in runs]
+
+
+def _batch(rows: list[tuple[int, int, int]], use_pcp: bool):
+    """``rows`` of (scheduled, computed, prompt) through the real runner."""
+    ids = [f"r{i}" for i in range(len(rows))]
+    return gather_batch_req_state(
+        {r: q for r, (q, _, _) in zip(ids, rows)},
+        {r: c for r, (_, c, _) in zip(ids, rows)},
+        {r: p for r, (_, _, p) in zip(ids, rows)},
+        use_pcp=use_pcp,
+    )
+
+
+def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:
+    real = runner_module.gather_batch_req_state
+
+    def learner(*args: Any, **kw: Any):
+        b = real(*args, **kw)
+        if b.model_runner != "v2":
+            return b
+        args = (b.is_prefilling, b.num_scheduled_tokens, b.num_computed_prefill_tokens)
+        runs, eligible = g.call(fn, *(list(a) for a in args), bool(kw.get("use_pcp")))
+        q = b.num_scheduled_tokens
+        uniform = get_uniform_decode_token_count(len(q), sum(q), max(q), bool(eligible))
+        return dataclasses.replace(b, prefill_runs_as_decode=None if runs is None else list(runs),
+                                   decode_graph_eligible=bool(eligible),
+                                   uniform_decode_token_count=uniform)  # fmt: skip
+
+    pair = er.pair(pcp)
+    with patched(runner_module, "gather_batch_req_state", learner if fn else real):
+        pair.generate(er.prompt_of(n), SamplingParams(max_tokens=3))
+    routes = [
+        (e["step"], e["req_id"], bool(e["prefill_runs_as_decode"]), e["decode_graph_eligible"])
+        for e in pair.tracer.filter("route", "D")
+    ]
+    return routes, er.table_text(pair.tracer, "D", g.lang)
+
+
+@functools.lru_cache(maxsize=4)
+def _reference_routes(pcp: int, n: int) -> list[tuple]:
+    return _routes(None, Grader(0, "en"), pcp, n)[0]
+
+
+def grade(fn: Any, g: Grader) -> None:
+    r = g.rng.randrange
+    cases = [
+        (
+            (
+                "D's first step: 1 token over N - 1 = 12 cached",
+                "D 的第一步：在 N - 1 = 12 个已缓存 token 之上算 1 个",
+            ),
+            [(1, 12, 13)],
+            False,
+        ),
+        (
+            ("D's first step under prefill context parallelism", "预填充上下文并行下 D 的第一步"),
+            [(1, 12, 13)],
+            True,
+        ),
+        (("one-token prompt, nothing cached", "一 token 提示词，无缓存"), [(1, 0, 1)], False),
+        (("three decodes", "三个解码行"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
+        (
+            ("a decode, D's step and a fresh prompt", "一个解码行、D 的那一步和一个新提示词"),
+            [(1, 20, 8), (1, 12, 13), (7, 0, 7)],
+            False,
+        ),
+        (
+            ("a decode and D's step, with PCP", "一个解码行和 D 的那一步，开启 PCP"),
+            [(1, 20, 8), (1, 12, 13)],
+            True,
+        ),
+        (
+            ("a later chunk of a prompt: 4 tokens over 8", "提示词的后续分块：在 8 个之上算 4 个"),
+            [(4, 8, 20), (1, 9, 5)],
+            False,
+        ),
+    ]
+    rows = []
+    for _ in range(4):
+        p = r(1, 20)
+        c = r(0, p + 5)
+        rows.append((1 if c >= p else r(1, p - c + 1), c, p))
+    cases.append(((f"random batch {rows}", f"随机批次 {rows}"), rows, bool(r(0, 2))))
+    for name, rows, use_pcp in cases:
+        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
+            b = _batch(rows, use_pcp)
+            args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
+                    list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
+            runs, eligible = fn(*args)
+            n = len(rows)
+            got = (_norm(runs, n), bool(eligible))
+            want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
+            pf, q, c = args[0], args[1], args[2]
+            no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
+            g.expect(got, want, {
+                "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
+                "eligible_any_prefill": (want[0], not any(pf)),
+                "pcp_runs_as_decode": (want[0], all(
+                    (x and qi == 1 and ci > 0) or not x for x, qi, ci in zip(pf, q, c))),
+            })  # fmt: skip
+    for pcp in (1, 2):
+        with g.case(
+            (
+                f"inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13",
+                f"在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
+            )
+        ):
+            want = _reference_routes(pcp, 13)
+            got, table = _routes(fn, g, pcp, 13)
+            g.expect(got, want, evidence=table)
+
+
+EXERCISE = Exercise(
+    number=4,
+    slug="ex04_runner_v2",
+    function="decode_flags",
+    notebook="05_pd_decode_side",
+    title={
+        "en": "Model Runner V2: prefill_runs_as_decode",
+        "zh": "Model Runner V2：prefill_runs_as_decode",
+    },
+    statement={
+        "en": """\
+Exercise 4: Model Runner V2's prefill_runs_as_decode and decode_graph_eligible
+(pdlab/model/batch.py; vLLM 0.33.0's vllm/v1/worker/gpu/model_runner.py)
+
+V2 computes, for every row of a step, is_prefilling = num_computed_prefill_tokens <
+prefill_len. Without prefill context parallelism (PCP) it then marks the rows that are
+one new prompt token over existing context: prefill_runs_as_decode ("runs as a decode").
+The step is decode_graph_eligible, the uniform decode batch a full decode CUDA graph
+replays, when every row is a decode or such a row. Under PCP, V2 computes no such flag
+(None), and the step is eligible only when no row is prefilling.
+
+D's first step after a KV transfer (one token over N - 1 cached) is exactly the row V2
+names. Write decode_flags; the grader compares it with the runner on many batches, then
+puts your flags into a P/D pair's runner and compares the route events D records.""",
+        "zh": """\
+练习 4：Model Runner V2 的 prefill_runs_as_decode 与 decode_graph_eligible
+（pdlab/model/batch.py；vLLM 0.33.0 的 vllm/v1/worker/gpu/model_runner.py）
+
+V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < prefill_len。不开启
+预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
+prefill_runs_as_decode（“按解码运行”）。当每一行都是解码行或这样的行时，这一步是
+decode_graph_eligible，即完整解码 CUDA graph 可以重放的统一解码批。开启 PCP 时，V2 不计算
+这个标志（None），只有没有任何行在预填充时这一步才 eligible。
+
+KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
+请实现 decode_flags；评分先在许多批次上与运行器比较，再把你的标志放进一个 P/D 对的运行器，
+比较 D 记录下的 route 事件。""",
+    },
+    hints={
+        "en": (
+            "A fresh one-token prompt is prefilling with one new token, but it has no "
+            "existing context: it does not run as a decode.",
+            "Without PCP: runs = is_prefilling and new tokens == 1 and computed > 0; eligible "
+            "= every prefilling row runs as a decode. With PCP: (None, no row prefilling).",
+        ),
+        "zh": (
+            "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文："
+            "它不按解码运行。",
+            "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；eligible = 每个预填充行"
+            "都按解码运行。开 PCP：(None, 没有行在预填充)。",
+        ),
+    },
+    mistakes={
+        "no_context_test": {
+            "en": "leaving out num_computed > 0: a fresh one-token prompt has no context to "
+            "decode over, so V2 does not run it as a decode",
+            "zh": "漏了 num_computed > 0：全新的一 token 提示词没有可以解码的上下文，"
+            "V2 不会按解码运行它",
+        },
+        "eligible_any_prefill": {
+            "en": "eligible = no row prefilling, without PCP: then D's first step could never "
+            "replay the decode graph, which is what prefill_runs_as_decode is for",
+            "zh": "不开 PCP 时把 eligible 写成“没有行在预填充”：这样 D 的第一步永远不能重放解码图，"
+            "而 prefill_runs_as_decode 正是为此而设",
+        },
+        "pcp_runs_as_decode": {
+            "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
+            "across ranks, so such a row must take the prefill path",
+            "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
+            "这样的行必须走prefill 路径",
+        },
+    },
+    grade=grade,
+)

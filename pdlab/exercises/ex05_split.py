@@ -1,0 +1,253 @@
+"""Exercise 5: ``split_decodes_and_prefills`` with ``treat_short_extends_as_decodes``,
+``require_uniform`` and ``is_prefilling``.
+
+Graded against :func:`pdlab.attention.metadata.split_decodes_and_prefills` (upstream
+``vllm/v1/attention/backends/utils.py``) on batches of every kind and every backend's
+switches, then inside the engine: the MLA builder (``pdlab/attention/builder.py``) calls
+the learner's split for a P/D pair with and without prefill context parallelism and for a
+mixed colocated batch under FlashMLA's profile; the routes and tokens must be upstream's.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+
+import pdlab.attention.builder as builder_module
+from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
+from pdlab.config import AttentionConfig, SchedulerConfig
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.request import SamplingParams
+from pdlab.trace import Tracer
+
+
+def _meta(q_lens: list[int], pf: list[bool]) -> CommonAttentionMetadata:
+    n = len(q_lens)
+    return CommonAttentionMetadata.from_batch(
+        q_lens, [0] * n, [0] * n, torch.zeros(n, 1, dtype=torch.int32),
+        torch.zeros(sum(q_lens), dtype=torch.int64), [f"r{i}" for i in range(n)], pf,
+    )  # fmt: skip
+
+
+def _prefix_count(q_lens, pf, thr, uniform, treat):
+    """A known mistake: every decode-like row counted, not the rows before the first
+    prefill."""
+    d = [i for i, q in enumerate(q_lens) if q <= thr and (treat or not pf[i])]
+    nd = sum(q_lens[i] for i in d)
+    return len(d), len(q_lens) - len(d), nd, sum(q_lens) - nd
+
+
+def _run(fn: Any | None, g: Grader, what: str):
+    def learner(m, decode_threshold=1, require_uniform=False, treat_short_extends_as_decodes=True):
+        out = g.call(fn, m.query_lens_cpu.tolist(), m.is_prefilling.tolist(), decode_threshold,
+                     require_uniform, treat_short_extends_as_decodes)  # fmt: skip
+        return tuple(int(x) for x in out)
+
+    seam = learner if fn is not None else split_decodes_and_prefills
+    with patched(builder_module, "split_decodes_and_prefills", seam):
+        if what.startswith("pd"):
+            pair = er.pair(int(what[-1]))
+            out = er.tokens(pair.generate(er.prompt_of(13), SamplingParams(max_tokens=3)))
+            tracer = pair.tracer
+        else:
+            tracer = Tracer()
+            engine = er.colocated(
+                tracer=tracer,
+                attention_config=AttentionConfig(backend="flashmla"),
+                scheduler_config=SchedulerConfig(max_num_batched_tokens=10),
+            )
+            prompts = [er.prompt_of(n, salt=n) for n in (3, 9, 14)]
+            out = er.tokens(engine.generate(prompts, SamplingParams(max_tokens=3)))
+    routes = [(e.instance, e.step, e["req_id"], e["forward"]) for e in tracer.filter("route")]
+    return out, routes, tracer
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(what: str):
+    out, routes, _ = _run(None, Grader(0, "en"), what)
+    return out, routes
+
+
+def grade(fn: Any, g: Grader) -> None:
+    r = g.rng.randrange
+    D = (1, True)  # D's first step: one token, still prefilling
+    cases = [
+        (("D's step alone, default switches", "只有 D 的那一步，默认开关"), [D], 1, True, True),
+        (
+            (
+                "D's step alone, treat_short_extends_as_decodes=False (PCP)",
+                "只有 D 的那一步，treat_short_extends_as_decodes=False（PCP）",
+            ),
+            [D],
+            1,
+            True,
+            False,
+        ),
+        (
+            ("decode, D's step, fresh prompt of 7", "解码行、D 的那一步、7 个 token 的新提示词"),
+            [(1, False), D, (7, True)],
+            1,
+            False,
+            True,
+        ),
+        (
+            ("decode, D's step, fresh prompt, PCP", "解码行、D 的那一步、新提示词，PCP"),
+            [(1, False), D, (7, True)],
+            1,
+            False,
+            False,
+        ),
+        (
+            (
+                "FlashMLA (128, uniform): decodes, prompt of 5",
+                "FlashMLA（128，uniform）：解码行、5 个 token 的提示词",
+            ),
+            [(1, False), (1, False), (5, True)],
+            128,
+            True,
+            True,
+        ),
+        (
+            (
+                "FLASH_ATTN_MLA (512, varlen): decodes, prompt of 5",
+                "FLASH_ATTN_MLA（512，varlen）：解码行、5 个 token 的提示词",
+            ),
+            [(1, False), (1, False), (5, True)],
+            512,
+            False,
+            True,
+        ),
+        (
+            ("uniform with padding rows (query_len 0)", "uniform，带填充行（query_len 0）"),
+            [(2, False), (0, False), (2, False)],
+            4,
+            True,
+            True,
+        ),
+        (
+            ("first row above the threshold", "第一行超过阈值"),
+            [(9, True), (1, False)],
+            1,
+            False,
+            True,
+        ),
+        (("empty batch", "空批次"), [], 1, False, True),
+    ]
+    rows = sorted(((r(1, 4), bool(r(0, 2))) for _ in range(5)), key=lambda x: x[0])
+    cases.append(
+        ((f"random batch {rows}", f"随机批次 {rows}"), rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2)))
+    )
+    for name, rows, thr, uniform, treat in cases:
+        q, pf = [x[0] for x in rows], [x[1] for x in rows]
+        with g.case(
+            tuple(f"{x} (threshold {thr}, require_uniform {uniform}, treat {treat})" for x in name)
+        ):
+            m = _meta(q, pf)
+            got = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
+            want = split_decodes_and_prefills(m, thr, uniform, treat)
+            wrong = {}
+            if q:
+                wrong["wrong_switch"] = split_decodes_and_prefills(m, thr, uniform, not treat)
+                wrong["always_or"] = split_decodes_and_prefills(m, thr, uniform, False)
+                wrong["ignore_uniform"] = split_decodes_and_prefills(m, thr, False, treat)
+                wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
+            g.expect(got, want, wrong)
+    for what, label in (
+        ("pd1", ("P/D pair, N = 13", "P/D 对，N = 13")),
+        ("pd2", ("P/D pair under PCP = 2, N = 13", "PCP = 2 下的 P/D 对，N = 13")),
+        (
+            "mixed",
+            (
+                "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10",
+                "非分离 FlashMLA 批次：3、9、14 个 token，预算 10",
+            ),
+        ),
+    ):
+        with g.case((f"inside the MLA builder: {label[0]}", f"在 MLA builder 中：{label[1]}")):
+            want_out, want_routes = _reference(what)
+            out, routes, tracer = _run(fn, g, what)
+            table = er.table_text(tracer, "D" if what.startswith("pd") else None, g.lang)
+            g.expect(routes, want_routes, evidence=table)
+            g.expect(out, want_out, evidence=table)
+
+
+_M = {
+    "wrong_switch": (
+        "OR-ing is_prefilling under the wrong switch: a row still in its prompt is a prefill "
+        "only when treat_short_extends_as_decodes is False (the MLA builder passes not use_pcp)",
+        "在错误的开关下 OR 了 is_prefilling：只有 treat_short_extends_as_decodes 为 False 时"
+        "（MLA builder 传入 not use_pcp），仍在提示词阶段的行才算预填充",
+    ),
+    "always_or": (
+        "OR-ing is_prefilling always: by default D's one-token step is a decode (forward_mqa)",
+        "总是 OR 上 is_prefilling：默认情况下 D 的一 token 步骤是解码（forward_mqa）",
+    ),
+    "ignore_uniform": (
+        "ignoring require_uniform: under a UNIFORM backend every decode has the first row's "
+        "query length",
+        "忽略了 require_uniform：UNIFORM 后端要求每个解码行的 query 长度与第一行相同",
+    ),
+    "not_prefix": (
+        "counting every decode-like row: the decodes are the rows before the first prefill",
+        "把所有像解码的行都算进去了：解码行是第一个预填充行之前的那些行",
+    ),
+}
+
+EXERCISE = Exercise(
+    number=5,
+    slug="ex05_split",
+    function="split_decodes_and_prefills",
+    notebook="05_pd_decode_side",
+    title={
+        "en": "split_decodes_and_prefills and its switches",
+        "zh": "split_decodes_and_prefills 及其开关",
+    },
+    statement={
+        "en": """\
+Exercise 5: split_decodes_and_prefills (pdlab/attention/metadata.py;
+vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
+
+The batch arrives in the runner's order, decode-like rows first. The decodes are the rows
+before the first row that counts as a prefill, and a row counts as a prefill when:
+  * its query length is above decode_threshold (the backend's reorder_batch_threshold);
+  * with require_uniform, its query length differs from the first row's (a query length
+    of 0 is padding and never counts);
+  * with treat_short_extends_as_decodes=False, it is still in its prompt (is_prefilling),
+    whatever its length.
+The MLA builder passes treat_short_extends_as_decodes = not use_pcp.
+
+Return (num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens). The grader
+then lets the MLA builder route real batches with your function.""",
+        "zh": """\
+练习 5：split_decodes_and_prefills（pdlab/attention/metadata.py；
+vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
+
+批次按运行器的顺序到达，像解码的行在前。解码行是第一个“算作预填充”的行之前的那些行；
+一行在以下情况算作预填充：
+  * 它的 query 长度大于 decode_threshold（后端的 reorder_batch_threshold）；
+  * 开启 require_uniform 时，它的 query 长度与第一行不同（长度 0 是填充，不计）；
+  * treat_short_extends_as_decodes=False 时，它仍在提示词阶段（is_prefilling），不论长度。
+MLA builder 传入 treat_short_extends_as_decodes = not use_pcp。
+
+返回 (num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)。评分随后让 MLA
+builder 用你的函数为真实批次路由。""",
+    },
+    hints={
+        "en": (
+            "Find the index of the first row that counts as a prefill; everything before it "
+            "is a decode, everything from it on a prefill.",
+            "is_prefilling matters only when treat_short_extends_as_decodes is False: that "
+            "is how D's one-token step becomes a prefill under PCP and a decode otherwise.",
+        ),
+        "zh": (
+            "找出第一个算作预填充的行的下标；它之前的都是解码，从它开始都是预填充。",
+            "只有 treat_short_extends_as_decodes 为 False 时 is_prefilling 才起作用：D 的一 token "
+            "步骤在 PCP 下因此成为预填充，否则是解码。",
+        ),
+    },
+    mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _M.items()},
+    grade=grade,
+)

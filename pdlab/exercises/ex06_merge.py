@@ -1,0 +1,213 @@
+"""Exercise 6: ``merge_attn_states`` from two partial outputs and their natural-log LSEs.
+
+Graded against the oracle (``naive_attention`` over all keys, ``pdlab/attention/reference.py``)
+for two parts computed apart, with empty parts and large scores, then inside ``forward_mha``
+(``pdlab/attention/mla.py``): the learner's merge replaces ``pdlab.kernels.merge_attn_states``
+(upstream ``vllm/v1/attention/ops/merge_attn_states.py``) while D runs its one-token step
+under prefill context parallelism and a colocated engine runs chunked prefill; every call
+must give the kernel's result, and the tokens must be the unpatched engine's.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+import pdlab.kernels as kernels_module
+from pdlab.attention.reference import naive_attention
+from pdlab.config import SchedulerConfig
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
+from pdlab.request import SamplingParams
+
+
+def _base2(out_a, lse_a, out_b, lse_b):
+    """A known mistake: the LSEs read as base-2 (FlashInfer's convention, not pdlab's)."""
+    m = torch.maximum(lse_a, lse_b)
+    w_a, w_b = torch.exp2(lse_a - m), torch.exp2(lse_b - m)
+    t = w_a + w_b
+    out = (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b
+    return out, m + torch.log2(t)
+
+
+def _parts(g: Grader, t: int, h: int, k_a: int, k_b: int, d: int = 8, shift: float = 0.0):
+    q = torch.randn(t, h, d, generator=g.gen)
+    k = torch.randn(k_a + k_b, h, d, generator=g.gen)
+    v = torch.randn(k_a + k_b, h, d, generator=g.gen)
+    scale = d**-0.5
+    whole = naive_attention(q + shift, k, v, scale, causal=False)
+    a = partial_attention(q + shift, k[:k_a], v[:k_a], scale)
+    b = partial_attention(q + shift, k[k_a:], v[k_a:], scale)
+    return a, b, whole
+
+
+def _empty(t: int, h: int, d: int, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    return torch.full((t, h, d), fill), torch.full((t, h), -math.inf)
+
+
+def grade(fn: Any, g: Grader) -> None:
+    t, h = g.rng.randrange(1, 6), g.rng.randrange(1, 5)
+    for name, ka, kb, shift in (
+        (
+            (
+                f"random: {t} tokens, {h} heads, 5 keys + 7 keys",
+                f"随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
+            ),
+            5,
+            7,
+            0.0,
+        ),
+        (("one key in each part", "每部分一个 key"), 1, 1, 0.0),
+        (("large scores (LSEs in the hundreds)", "很大的分数（LSE 上百）"), 6, 3, 100.0),
+    ):
+        with g.case(name):
+            a, b, whole = _parts(g, t, h, ka, kb, shift=shift)
+            got = g.pair(fn(a[0], a[1], b[0], b[1]), ("a pair (out, lse)", "一对 (out, lse)"))
+            if shift and not all(bool(torch.isfinite(x).all()) for x in got):
+                g.fail(whole, got, "overflow")
+            g.expect(got, whole, {"base2": _base2(a[0], a[1], b[0], b[1])})
+    with g.case(
+        (
+            "part B empty (lse = -inf, its output NaN): the result is part A",
+            "B 部分为空（lse = -inf，输出为 NaN）：结果就是 A 部分",
+        )
+    ):
+        a, _, _ = _parts(g, t, h, 4, 1)
+        got = g.pair(
+            fn(a[0], a[1], *_empty(t, h, 8, math.nan)), ("a pair (out, lse)", "一对 (out, lse)")
+        )
+        g.expect(tuple(got), a)
+    with g.case(
+        (
+            "both parts empty: out = 0, lse = -inf, no NaN",
+            "两部分都为空：out = 0，lse = -inf，不能有 NaN",
+        )
+    ):
+        got = g.pair(
+            fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)),
+            ("a pair (out, lse)", "一对 (out, lse)"),
+        )
+        g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
+    for label, make in (
+        (
+            (
+                "D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13",
+                "PCP = 2 下 D 的一 token 步骤（forward_mha，12 个已缓存），N = 13",
+            ),
+            _pd,
+        ),
+        (
+            (
+                "a colocated engine, chunked prefill (budget 5), N = 14",
+                "非分离引擎，分块预填充（预算 5），N = 14",
+            ),
+            _chunked,
+        ),
+    ):
+        with g.case((f"inside forward_mha: {label[0]}", f"在 forward_mha 中：{label[1]}")):
+            calls: list[tuple[Any, Any, Any]] = []
+
+            def learner(out_a, lse_a, out_b, lse_b, *, backend=None, calls=calls):
+                got = g.call(fn, out_a, lse_a, out_b, lse_b)
+                right = merge_attn_states_torch(out_a, lse_a, out_b, lse_b)
+                calls.append((tuple(got), right, _base2(out_a, lse_a, out_b, lse_b)))
+                return got
+
+            with patched(kernels_module, "merge_attn_states", learner):
+                out, want, tracer = make()
+            for got, right, base2 in calls:
+                g.expect(got, right, {"base2": base2})
+            g.expect(out, want, evidence=er.table_text(tracer, None, g.lang))
+            if not calls:
+                g.fail(
+                    (
+                        "forward_mha merges its parts with merge_attn_states",
+                        "forward_mha 用 merge_attn_states 合并各部分",
+                    ),
+                    ("no call", "没有调用"),
+                )
+
+
+def _pd():
+    pair = er.pair(2)
+    prompt = er.prompt_of(13)
+    out = er.tokens(pair.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
+    return out, [er.colocated_tokens(tuple(prompt))], pair.tracer
+
+
+def _chunked():
+    from pdlab.trace import Tracer
+
+    tracer = Tracer()
+    engine = er.colocated(tracer=tracer, scheduler_config=SchedulerConfig(max_num_batched_tokens=5))
+    prompt = er.prompt_of(14)
+    out = er.tokens(engine.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
+    return out, [er.colocated_tokens(tuple(prompt))], tracer
+
+
+EXERCISE = Exercise(
+    number=6,
+    slug="ex06_merge",
+    function="merge_attn_states",
+    notebook="04_kernels",
+    title={
+        "en": "merge_attn_states: two parts, one softmax",
+        "zh": "merge_attn_states：两部分，一个 softmax",
+    },
+    statement={
+        "en": """\
+Exercise 6: merge_attn_states (kernels/merge.py; vLLM's
+vllm/v1/attention/ops/merge_attn_states.py)
+
+Attention of a query over keys K is out = sum_j softmax(s)_j v_j, with
+lse = log(sum_j exp(s_j)), the natural-log log-sum-exp of the scaled scores. Split K into
+disjoint parts A and B, attend to each separately, and the whole can be recovered exactly
+from (out_a, lse_a) and (out_b, lse_b).
+
+MLA's prefill path (forward_mha) does exactly this: it attends to the cached context
+chunk by chunk and to the new tokens apart, then merges the parts.
+
+Write merge_attn_states. Be careful with large LSEs and with empty parts (lse = -inf).
+The grader compares with attention over all keys at once, then puts your merge into
+forward_mha on D under prefill context parallelism and in chunked prefill.""",
+        "zh": """\
+练习 6：merge_attn_states（kernels/merge.py；vLLM 的
+vllm/v1/attention/ops/merge_attn_states.py）
+
+一个 query 对 key 集合 K 的注意力是 out = sum_j softmax(s)_j v_j，lse = log(sum_j exp(s_j))，
+即缩放后分数的自然对数 log-sum-exp。把 K 分成不相交的 A、B 两部分分别计算注意力，
+由 (out_a, lse_a) 和 (out_b, lse_b) 可以精确恢复整体结果。
+
+MLA 的prefill 路径（forward_mha）正是这样做的：对已缓存上下文逐块计算注意力，对新 token
+单独计算，再把各部分合并。
+
+请实现 merge_attn_states。注意很大的 LSE 和空的部分（lse = -inf）。评分先与一次性对全部
+key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 的那一步，以及分块预填充。""",
+    },
+    hints={
+        "en": (
+            "lse = log(exp(lse_a) + exp(lse_b)); each part's weight is exp(lse_part - lse).",
+            "Subtract m = max(lse_a, lse_b) before exp(); if both are -inf use m = 0, and never "
+            "multiply an empty part's output (it may be NaN) by its zero weight.",
+        ),
+        "zh": (
+            "lse = log(exp(lse_a) + exp(lse_b))；每部分的权重是 exp(lse_part - lse)。",
+            "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 -inf 时取 m = 0；不要把空部分的"
+            "输出（可能是 NaN）乘以它为零的权重。",
+        ),
+    },
+    mistakes={
+        "overflow": {
+            "en": "exp() of a large LSE overflows: subtract max(lse_a, lse_b) before exp()",
+            "zh": "对很大的 LSE 求 exp() 溢出了：先减去 max(lse_a, lse_b) 再求 exp()",
+        },
+        "base2": {
+            "en": "a base-2 LSE (exp2/log2): pdlab's and vLLM's merge read the natural log",
+            "zh": "以 2 为底的 LSE（exp2/log2）：pdlab 和 vLLM 的合并使用自然对数",
+        },
+    },
+    grade=grade,
+)

@@ -1,0 +1,227 @@
+"""Exercise 8: the online-softmax loop of a paged decode kernel, in Triton (run by the
+interpreter on a CPU, ``TRITON_INTERPRET=1``), or the same loop in torch where triton is not
+installed (macOS, Windows; ``pdlab/kernels/backend.py``'s ``triton_installed``).
+
+Graded against the oracle (``naive_attention`` over the request's rows gathered from the
+cache) on caches whose unused slots hold NaN, so a read past ``seq_len`` shows, then inside
+the engine: the learner's kernel replaces ``pdlab.kernels.mla_decode`` (upstream
+``vllm/v1/attention/ops/triton_decode_attention.py``) while a colocated engine generates.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import torch
+
+import pdlab.kernels as kernels_module
+from pdlab.attention.reference import naive_attention
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.kernels.backend import triton_installed
+from pdlab.request import SamplingParams
+
+PAGE, L, R = 4, 16, 8
+
+
+def _launch_triton(kernel: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
+    """Launch the learner's kernel: through the interpreter on the CPU tensors, or compiled
+    on a GPU (the tensors go there and the results come back), as pdlab's backend chose."""
+    interpreting = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
+    dev = "cpu" if interpreting else "cuda"
+    q, cache, table, seq_lens = (x.to(dev) for x in (q, cache, table, seq_lens))
+    b, h, w = q.shape
+    out = torch.empty(b, h, kv_lora_rank, device=dev)
+    lse = torch.empty(b, h, device=dev)
+    with warnings.catch_warnings():  # the interpreter's numpy warns of 0/0 in a bad kernel
+        warnings.simplefilter("ignore", RuntimeWarning)
+        _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank)
+    return out.cpu(), lse.cpu()
+
+
+def _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank):
+    import triton
+
+    kernel[(b, h)](
+        q.float().contiguous(), cache.float().contiguous(), table.int().contiguous(),
+        seq_lens.int().contiguous(), out, lse, float(scale), table.shape[1], h,
+        L=kv_lora_rank, W=w, PAGE=cache.shape[1], BLOCK_W=triton.next_power_of_2(w),
+    )  # fmt: skip
+
+
+def _launch_torch(fn: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
+    outs = [
+        fn(q[i], cache, table[i].tolist(), int(seq_lens[i]), scale, kv_lora_rank, cache.shape[1])
+        for i in range(q.shape[0])
+    ]
+    return torch.stack([o for o, _ in outs]), torch.stack([s for _, s in outs])
+
+
+def _case(g: Grader, seq_lens: list[int], h: int = 2):
+    """A NaN-trapped cache, random block tables, and the oracle's answer."""
+    w = L + R
+    need = sum(-(-s // PAGE) for s in seq_lens)
+    cache = torch.full((need + 3, PAGE, w), float("nan"))
+    ids = list(range(need + 3))
+    g.rng.shuffle(ids)
+    table = torch.zeros(len(seq_lens), max(-(-s // PAGE) for s in seq_lens), dtype=torch.int32)
+    q = torch.randn(len(seq_lens), h, w, generator=g.gen)
+    want_o, want_l, k = [], [], 0
+    for i, s in enumerate(seq_lens):
+        blocks = ids[k : k + -(-s // PAGE)]
+        k += len(blocks)
+        table[i, : len(blocks)] = torch.tensor(blocks, dtype=torch.int32)
+        rows = torch.randn(s, w, generator=g.gen)
+        for p in range(s):
+            cache[blocks[p // PAGE], p % PAGE] = rows[p]
+        o, lse = naive_attention(q[i][None], rows[:, None], rows[:, None, :L], w**-0.5, False)
+        want_o.append(o[0])
+        want_l.append(lse[0])
+    return (q, cache, table, torch.tensor(seq_lens, dtype=torch.int32), w**-0.5, L), (
+        torch.stack(want_o),
+        torch.stack(want_l),
+    )
+
+
+def _grader(launch: Any):
+    def grade(fn: Any, g: Grader) -> None:
+        n = g.rng.randrange(2, 4 * PAGE)
+        for name, lens in (
+            (("one cached row (seq_len 1)", "只有一行缓存（seq_len 1）"), [1]),
+            (
+                (f"exactly 2 pages (seq_len {2 * PAGE})", f"正好 2 页（seq_len {2 * PAGE}）"),
+                [2 * PAGE],
+            ),
+            (
+                (f"2 pages + 1 (seq_len {2 * PAGE + 1})", f"2 页 + 1（seq_len {2 * PAGE + 1}）"),
+                [2 * PAGE + 1],
+            ),
+            (
+                (
+                    f"random batch: seq_lens [{n}, 3, {2 * PAGE - 1}]",
+                    f"随机批次：seq_lens [{n}, 3, {2 * PAGE - 1}]",
+                ),
+                [n, 3, 2 * PAGE - 1],
+            ),
+        ):
+            with g.case((name[0] + ", unused slots hold NaN", name[1] + "，未用的槽为 NaN")):
+                args, want = _case(g, lens)
+                got = g.pair(launch(fn, *args), ("a pair (out, lse)", "一对 (out, lse)"))
+                if bool(torch.isnan(got[1]).any()):  # NaN in an LSE: a NaN slot was scored
+                    g.fail(want, tuple(got), "nan")
+                g.expect(tuple(got), want)
+        with g.case(
+            (
+                "inside a colocated engine: mla_decode is your kernel, N = 13",
+                "在非分离引擎中：mla_decode 换成你的算子，N = 13",
+            )
+        ):
+            calls = []
+
+            def mla_decode(q, kv_cache, block_table, seq_lens, scale, num_kv_splits=None,
+                           kv_lora_rank=None, backend=None):  # fmt: skip
+                calls.append(q.shape[0])
+                return g.call(launch, fn, q, kv_cache, block_table, seq_lens, scale,
+                              kv_lora_rank)  # fmt: skip
+
+            prompt = er.prompt_of(13)
+            with patched(kernels_module, "mla_decode", mla_decode):
+                out = er.colocated().generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS))
+            g.expect(er.tokens(out), [er.colocated_tokens(tuple(prompt))])
+            if not calls:
+                g.fail(
+                    ("the decode steps call mla_decode", "解码步骤调用 mla_decode"),
+                    ("no call", "没有调用"),
+                )
+
+    return grade
+
+
+_STATEMENT = {
+    "en": """\
+Exercise 8: the online-softmax loop of a paged decode kernel ({form};
+kernels/decode_attention.py and decode_attention_kernels.py, after vLLM's
+vllm/v1/attention/ops/triton_decode_attention.py)
+
+Absorbed MLA decodes as multi-query attention over the latent rows: for one head's query
+q (W = L + R values), score s_j = scale * q . row_j for each of the request's seq_len
+cached rows, out = sum_j softmax(s)_j row_j[:L], lse = log sum_j exp(s_j).
+
+The rows live in pages of the paged cache, found through the request's block table, the
+last page partly filled. A kernel reads one page at a time and never holds every score:
+it keeps a running max m, a running sum l of exp(s - m) and a running weighted sum acc,
+rescaling both by exp(m_old - m_new) when the max grows (the online softmax).
+
+{task} The grader checks it against the naive oracle on caches whose unused slots hold
+NaN, then runs a colocated engine's decode steps with it.""",
+    "zh": """\
+练习 8：分页解码算子中的在线 softmax 循环（{form}；
+kernels/decode_attention.py 与 decode_attention_kernels.py，参照 vLLM 的
+vllm/v1/attention/ops/triton_decode_attention.py）
+
+吸收式 MLA 的解码是对潜向量行的多查询注意力：对一个头的 query q（W = L + R 个值），
+请求的 seq_len 行缓存中每一行的分数 s_j = scale * q · row_j，
+out = sum_j softmax(s)_j row_j[:L]，lse = log sum_j exp(s_j)。
+
+这些行存放在分页缓存的页里，通过请求的块表找到，最后一页可能没填满。算子一次读一页，从不
+同时持有全部分数：它维护运行最大值 m、exp(s - m) 的运行和 l、以及加权运行和 acc；当最大值
+增大时把两者都乘以 exp(m_old - m_new)（在线 softmax）。
+
+{task}评分先在“未用槽填 NaN”的缓存上与朴素实现比较，再让非分离引擎的解码步骤使用它。""",
+}
+_HINTS = {
+    "en": (
+        "Mask the positions page * PAGE + offs >= seq_len: their slots hold NaN. Give them a "
+        "score of -inf, and load them as 0.",
+        "m_new = max(m, max(s)); alpha = exp(m - m_new); p = exp(s - m_new); l = l * alpha + "
+        "sum(p); acc = acc * alpha + sum(p * rows); m = m_new.",
+    ),
+    "zh": (
+        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽是 NaN。给它们 -inf 的分数，"
+        "加载时取 0。",
+        "m_new = max(m, max(s))；alpha = exp(m - m_new)；p = exp(s - m_new)；l = l * alpha + "
+        "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。",
+    ),
+}
+_MISTAKES = {
+    "nan": {
+        "en": "reading past seq_len: the slots after the request's last token are not its "
+        "(here they hold NaN); mask them out of the load and the softmax",
+        "zh": "读过了 seq_len：请求最后一个 token 之后的槽不属于它（这里是 NaN）；"
+        "加载和 softmax 时都要屏蔽它们",
+    },
+}
+
+
+def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, str], launch):
+    return Exercise(
+        number=8,
+        slug=slug,
+        function=function,
+        notebook="04_kernels",
+        title={
+            "en": f"Paged decode, online softmax ({form['en']})",
+            "zh": f"分页解码的在线 softmax（{form['zh']}）",
+        },
+        statement={k: _STATEMENT[k].format(form=form[k], task=task[k]) for k in ("en", "zh")},
+        hints=_HINTS,
+        mistakes=_MISTAKES,
+        grade=_grader(launch),
+    )
+
+
+TRITON = _exercise(
+    "ex08_decode_kernel", "paged_decode_kernel", {"en": "Triton", "zh": "Triton"},
+    {"en": "Write the loop's body in paged_decode_kernel.",
+     "zh": "请写出 paged_decode_kernel 中循环的主体。"},
+    _launch_triton,
+)  # fmt: skip
+TORCH = _exercise(
+    "ex08_decode_torch", "paged_decode", {"en": "torch", "zh": "torch"},
+    {"en": "Write paged_decode (this machine has no triton: the same loop in torch).",
+     "zh": "请实现 paged_decode（本机没有 triton：用 torch 写同样的循环）。"},
+    _launch_torch,
+)  # fmt: skip
+EXERCISE = TRITON if triton_installed() else TORCH

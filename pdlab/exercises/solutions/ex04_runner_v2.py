@@ -1,0 +1,17 @@
+def decode_flags(
+    is_prefilling: list[bool],
+    num_scheduled_tokens: list[int],
+    num_computed_prefill_tokens: list[int],
+    use_pcp: bool,
+) -> tuple[list[bool] | None, bool]:
+    if use_pcp:
+        # PCP splits every still-prefilling row across ranks: only a batch without one
+        # is a decode batch.
+        return None, not any(is_prefilling)
+    # One new prompt token over existing context runs as a decode.
+    runs_as_decode = [
+        pf and q == 1 and c > 0
+        for pf, q, c in zip(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens)
+    ]
+    eligible = all(rd or not pf for rd, pf in zip(runs_as_decode, is_prefilling))
+    return runs_as_decode, eligible

@@ -1,0 +1,26 @@
+def split_decodes_and_prefills(
+    query_lens: list[int],
+    is_prefilling: list[bool],
+    decode_threshold: int = 1,
+    require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True,
+) -> tuple[int, int, int, int]:
+    def is_prefill(i: int) -> bool:
+        q = query_lens[i]
+        if require_uniform:
+            # Every decode must have the first row's query length; a 0 is padding.
+            prefill = q > decode_threshold or (q != query_lens[0] and q != 0)
+        else:
+            prefill = q > decode_threshold
+        # The switch: only when short extends are NOT treated as decodes does a row still
+        # in its prompt count as a prefill whatever its length.
+        return prefill or (not treat_short_extends_as_decodes and is_prefilling[i])
+
+    num_decodes = next((i for i in range(len(query_lens)) if is_prefill(i)), len(query_lens))
+    num_decode_tokens = sum(query_lens[:num_decodes])
+    return (
+        num_decodes,
+        len(query_lens) - num_decodes,
+        num_decode_tokens,
+        sum(query_lens) - num_decode_tokens,
+    )
