@@ -80,7 +80,6 @@ from rich.console import Console
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
-from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import plot_tpot, run_grid, sim_table
@@ -185,36 +184,21 @@ SimExplorer(lang=LANG)
 # %% [markdown]
 # ## 自测
 #
-# 先预测，再运行：9 个 token 的提示词，块大小 4，开启 PCP。对每种设计，(a) D 第一步的
-# `num_computed_tokens` 是多少？(b) 它跑哪个 forward？(c) 在上面的模拟里，哪些设计让 PCP 下
-# 的每一步都保持为均匀解码批？
+# 在下面的单元格里写下你的预测，再运行：9 个 token 的提示词，块大小 4，开启 PCP。(a) 在
+# `recompute` 下，D 第一步的 `num_computed_tokens` 是多少？(b) `append_prompt` 在 D 上的第一步
+# 跑哪个 forward？(c) `first_token` 呢？(d) 在上面的模拟里，四种设计中有几个让 PCP 下的每一步
+# 都保持为均匀解码批？
 
 # %%
-p9 = PROMPTS[3][:9]
-firsts = {}
-for mode in MODES:
-    pair = PDPair(
-        TINY,
-        CacheConfig(block_size=BS),
-        SchedulerConfig(),
-        backend="torch",
-        parallel_config=ParallelConfig(prefill_context_parallel_size=2),
-        first_token=mode,
-    )
-    (out,) = pair.generate([p9], SamplingParams(max_tokens=3))
-    assert out.output_token_ids == DeepseekV2ForCausalLM(TINY).greedy_generate(p9, 3)
-    r = pair.tracer.filter("route", "D")[0]
-    firsts[mode] = (r["num_computed_tokens"], r["forward"])
-uniform = sorted(
-    d
-    for (rt, d), res in sim_runs.items()
-    if rt == "pcp" and all(s.uniform_decode for s in res.steps)
-)
-print(firsts, uniform)
-assert firsts == {
-    "recompute": (8, "forward_mha"),
-    "first_token": (9, "forward_mqa"),
-    "append_prompt": (9, "forward_mha"),
-    "hidden_state": (9, "forward_mqa"),
+from pdlab.exercises.notebook_checks import notebook_check
+
+# Your predictions: replace each None, then run this cell. pdlab computes the answers
+# and grades yours; they stay hidden until every one is filled in (solution=True
+# shows them).
+predictions = {
+    "a_recompute_computed": None,
+    "b_append_prompt_forward": None,
+    "c_first_token_forward": None,
+    "d_uniform_designs": None,
 }
-assert uniform == ["first_token", "hidden_state"]
+notebook_check("07", predictions, lang=LANG)
