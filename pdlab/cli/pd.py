@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         if args.role is not None:
             raise ValueError("--compare-designs does not go with --role (it runs both sides)")
         rows = compare_designs(ids, cfg, cache, sp, procs=args.procs or 1, **routing)
-        make_console().print(designs_table(rows))
+        make_console().print(designs_table(rows, lang=args.lang))
         return 0 if all(r["same_as_colocated"] for r in rows) else 1
     if args.role is not None:
         from pdlab.disagg import procs as pd_procs
