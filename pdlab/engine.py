@@ -226,6 +226,7 @@ class LLMEngine:
             out.text = self.tokenizer.decode(out.output_token_ids)
             if eco.finish_reason is not None:
                 out.finished, out.finish_reason = True, str(eco.finish_reason)
+                out.error = out.error or eco.error
                 out.kv_transfer_params = eco.kv_transfer_params
                 out.num_cached_tokens = max(eco.num_cached_tokens, 0)
             changed.append(out)

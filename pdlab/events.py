@@ -299,3 +299,38 @@ class KVSendAborted(TraceEvent):
 
     req_id: str
     reason: str
+
+
+@event("kv_load_mismatch")
+class KVLoadMismatch(TraceEvent):
+    """D counted a different number of tokens as loaded than its worker wrote: the request
+    ends with an error (its first token would not be the colocated one)."""
+
+    req_id: str
+    num_counted_tokens: int
+    num_written_tokens: int
+    num_local_tokens: int
+    error: str
+
+
+# ---- the first-token designs (pdlab/disagg/designs.py) -----------------------------------
+@event("first_token")
+class FirstToken(TraceEvent):
+    """How one request's first output token was obtained under its design (``mode``):
+    the bytes that crossed besides and with the K/V, D's modelled FLOPs before the token
+    was known, where and at which step it was known, D's first scheduled step and how it
+    was routed, and the modelled latency after P's prefill on ``profile``."""
+
+    req_id: str
+    mode: str
+    num_prompt_tokens: int
+    kv_bytes: int
+    payload_bytes: int
+    d_flops: float
+    known_on: str
+    known_step: int
+    d_first_step: int
+    d_first_forward: str
+    d_first_is_prefilling: bool
+    latency_s: float
+    profile: str

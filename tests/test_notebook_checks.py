@@ -22,10 +22,14 @@ def _formula_answers():
                "more_splits_than_tokens_same": True},
         "05": {"a_num_computed_tokens": 36, "b_forward": "forward_mha", "c_rows_gathered": 36,
                "d_local_reuse": 36 // 16 * 16, "e_p_forward_flashmla": "forward_mqa"},
+        # 9 tokens under PCP: N - 1 for recompute; a prompt row for append_prompt, a decode
+        # for first_token; the two designs whose first row is a decode keep the batch uniform
+        "07": {"a_recompute_computed": 9 - 1, "b_append_prompt_forward": "forward_mha",
+               "c_first_token_forward": "forward_mqa", "d_uniform_designs": 2},
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("notebook", ["01", "02", "03", "04", "05"])
+@pytest.mark.parametrize("notebook", ["01", "02", "03", "04", "05", "07"])
 def test_notebook_check_grades_predictions_and_hides_answers(notebook, capsys):
     from pdlab.exercises.notebook_checks import answers, notebook_check
 

@@ -31,6 +31,8 @@ EXPECTED = [
     "04_kernels_zh",
     "05_pd_decode_side",
     "06_pd_decode_side_zh",
+    "07_pd_designs",
+    "07_pd_designs_zh",
 ]
 # A cell that runs this long is stuck (each notebook takes well under a minute on a 2-core
 # CPU); how long a notebook takes is printed, never asserted (a loaded machine is slower).

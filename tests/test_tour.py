@@ -17,6 +17,7 @@ import pytest
 from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.cli import main
 from pdlab.config import ModelConfig
+from pdlab.disagg.designs import MODES
 from pdlab.trace import Tracer
 from pdlab.ui import tour
 from pdlab.ui.fmt import token_char
@@ -76,7 +77,7 @@ def test_default_tour_runs_every_chapter(capsys: pytest.CaptureFixture[str]) -> 
     assert main(["tour"]) == 0
     out = capsys.readouterr().out
     assert ESC not in out
-    for n in range(1, 7):
+    for n in range(1, 8):
         assert f"Chapter {n} ·" in flat(out)
     assert repr(tour.DEFAULT_PROMPT) in flat(out)
     assert "equal, token for token" in flat(out)
@@ -211,8 +212,8 @@ def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
 def test_lang_zh_is_chinese(capsys, tmp_path) -> None:
     out, t = run_tour(capsys, tmp_path, "--lang", "zh")
     hs = headings(out)
-    assert len(hs) == 7 and all(CJK.search(h) for h in hs)
-    for n in range(1, 7):
+    assert len(hs) == 8 and all(CJK.search(h) for h in hs)
+    for n in range(1, 8):
         assert f"第 {n} 章" in flat(out)
     for label in (
         "逻辑块",
@@ -265,9 +266,27 @@ def test_json_and_plots_options(capsys, tmp_path) -> None:
     assert {e["instance"] for e in t} == {"P", "D", "local"}
     assert t.meta["demo"]["prompt"] == tour.DEFAULT_PROMPT
     names = ["block_table.png", "num_computed_tokens.png", "path_costs.png"]
+    names += ["designs_cache_grid.png", "designs_timeline.png"]
+    names += [f"sim_step_time_{m}.png" for m in MODES] + ["sim_tpot.png"]
     for name in names:
         assert (tmp_path / "png" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert f"wrote 3 plots to {tmp_path / 'png'}: {', '.join(names)}" in flat(out)
+    assert f"wrote {len(names)} plots to {tmp_path / 'png'}: {', '.join(names)}" in flat(out)
+
+
+def test_chapter_7_states_the_answer_with_the_simulations_numbers(capsys, tmp_path) -> None:
+    from pdlab.config import ModelConfig
+    from pdlab.sim.profiles import device_profile
+    from pdlab.sim.report import run_grid
+    from pdlab.sim.simulator import SimConfig
+    from pdlab.ui.tour_designs import answer_values
+
+    out, _ = run_tour(capsys, tmp_path, "--chapter", "7")
+    rows, _ = run_grid(SimConfig(), ModelConfig.deepseek_v3(), device_profile("H200"), "h200")
+    v = answer_values(rows)
+    assert f"TPOT is {v['v2_p50']} p50 / {v['v2_p99']} p99" in flat(out)
+    assert f"{v['pcp_mixed']} of the steps lose the full decode graph" in flat(out)
+    assert f"TPOT p99 rises to {v['pcp_p99']} ({v['pcp_x']} the default's)" in flat(out)
+    assert all(m in flat(out) for m in MODES) and "= colocated" in flat(out)
 
 
 def test_prompt_is_printed_as_typed(capsys, tmp_path) -> None:
@@ -300,7 +319,7 @@ def test_piped_output_has_no_escape_codes(tmp_path) -> None:
     "args, needle",
     [
         (["--block-size", "0"], "--block-size"),
-        (["--chapter", "7"], "--chapter"),
+        (["--chapter", "8"], "--chapter"),
         (["--chapter", "0"], "--chapter"),
         (["--prompt", ""], "--prompt must not be empty"),
         (["--prompt", "x" * 5000], "max_model_len"),

@@ -2,7 +2,8 @@
 
 Subcommands: ``tour`` (the guided walkthrough) and ``trace`` (any prompt, any settings, its
 step table; both in ``pdlab/ui/tour.py``), ``pd`` (prefill/decode disaggregation, in one
-process or two; ``pd.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
+process or two; ``pd.py``), ``sim`` (D's decode batch as requests arrive, per first-token
+design and routing; ``sim.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
 ``train`` (the tiny model on pdlab's own corpus; ``train.py``), ``doctor`` (what works on
 this machine), ``notebooks`` (copy the shipped notebooks out) and ``lab`` (JupyterLab on
 them; ``pdlab/tools/lab.py``). Argument types and the shared options are in ``args.py``.
@@ -46,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    from pdlab.cli import bench, exercises, pd, train
+    from pdlab.cli import bench, exercises, pd, sim, train
 
     pd.add_arguments(sub)
+    sim.add_arguments(sub)
     bench.add_arguments(sub)
     train.add_arguments(sub)
     exercises.add_arguments(sub)
@@ -121,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             return pd.run(args)
+        if args.command == "sim":
+            from pdlab.cli import sim
+
+            return sim.run(args)
         if args.command == "train":
             from pdlab.cli import train
 

@@ -21,6 +21,7 @@ from pdlab.cli.args import (
     routing_configs,
 )
 from pdlab.errors import cli_message
+from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 
 
 def add_arguments(sub: Any) -> None:
@@ -41,6 +42,19 @@ def add_arguments(sub: Any) -> None:
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=port, default=0, help="0 picks a free port")
     pd.add_argument("--timeout", type=positive_float, default=120.0, help="seconds, for every wait")
+    pd.add_argument(
+        "--first-token",
+        choices=MODES,
+        default="recompute",
+        help="how D gets its first token: recompute (vLLM's, the default), first_token "
+        "(P's token as D's first output), append_prompt (P's token appended to D's "
+        "prompt), hidden_state (P's last hidden state, D runs lm_head)",
+    )
+    pd.add_argument(
+        "--compare-designs",
+        action="store_true",
+        help="run the prompts under all four first-token designs and print a table",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,6 +75,18 @@ def run(args: argparse.Namespace) -> int:
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
+    from pdlab.disagg.designs import check_first_token_mode
+
+    check_first_token_mode(args.first_token, sp)
+    if args.compare_designs:
+        from pdlab.ui.console import make_console
+        from pdlab.ui.designs_view import compare_designs, designs_table
+
+        if args.role is not None:
+            raise ValueError("--compare-designs does not go with --role (it runs both sides)")
+        rows = compare_designs(ids, cfg, cache, sp, procs=args.procs or 1, **routing)
+        make_console().print(designs_table(rows, lang=args.lang))
+        return 0 if all(r["same_as_colocated"] for r in rows) else 1
     if args.role is not None:
         from pdlab.disagg import procs as pd_procs
 
@@ -72,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--prompt goes to --role prefill, which holds the prompts")
         try:
             common = dict(timeout_s=args.timeout, engine_kwargs=routing)
+            if args.role == "prefill":
+                common["first_token"] = args.first_token
             where = (cfg, cache, sched, args.host, args.port, args.backend)
             if args.role == "prefill":
                 s = pd_procs.run_prefill(ids, sp, *where, **common)
@@ -108,7 +136,9 @@ def run(args: argparse.Namespace) -> int:
     if args.procs == 1:
         from pdlab.disagg.pair import PDPair
 
-        pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
+        pair = PDPair(
+            cfg, cache, sched, backend=args.backend, first_token=args.first_token, **routing
+        )
         outs = pair.generate(ids, sp)
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text, "error": o.error}
@@ -127,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         args.port,
         args.backend,
         timeout_s=args.timeout,
+        first_token=args.first_token,
         **routing,
     )
     if res.errors:

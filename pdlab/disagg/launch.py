@@ -27,6 +27,7 @@ from pdlab.config import (
     SchedulerConfig,
     resolve_model_runner,
 )
+from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
 from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
 from pdlab.errors import one_line
@@ -80,15 +81,19 @@ def run_pd_procs(
     attention_config: AttentionConfig | None = None,
     parallel_config: ParallelConfig | None = None,
     model_runner: str | None = None,
+    first_token: str = "recompute",
+    profile: str = "H200",
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait for both, on events: a
     result, or a process exiting. When one side dies, the other notices at once (its
     transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
-    so before it is killed."""
+    so before it is killed. ``first_token`` is the design (``pdlab/disagg/designs.py``);
+    each answered request gets a ``first_token`` event, modelled on ``profile``."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
     scheduler_config = scheduler_config or SchedulerConfig()
     sampling_params = sampling_params or SamplingParams()
+    check_first_token_mode(first_token, sampling_params)
     if port:
         check_port_free(host, port)
     port = port or free_port(host)
@@ -114,6 +119,7 @@ def run_pd_procs(
             sampling_params=sampling_params,
             max_in_flight=max_in_flight,
             die_after_handoffs=die_after_handoffs,
+            first_token=first_token,
         ),
         "decode": dict(common, die_after_requests=die_after_requests),
     }
@@ -186,6 +192,10 @@ def run_pd_procs(
     for role in ("prefill", "decode"):
         if role in got:
             tracer.extend(got[role].events)
+    if "prefill" in got:
+        tracer.meta["dtype"] = "float32"  # DistTransport moves the caches in fp32
+        answered = {r: first_token for r in got["prefill"].outputs}
+        record_first_tokens(tracer, answered, model_config, profile)
     return PDProcsResult(
         got.get("prefill"),
         got.get("decode"),

@@ -11,7 +11,10 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
 
 Both instances run one model object, so the same weights (``ModelConfig.weights``: the
 shipped checkpoint by default), and the output equals a colocated run's.
-The cross-process version is in ``pdlab/disagg/procs.py``.
+``first_token`` picks how D gets its first output token (``pdlab/disagg/designs.py``:
+``recompute``, vLLM's and the default, ``first_token``, ``append_prompt``,
+``hidden_state``); each finished request gets a ``first_token`` event in the trace. The
+cross-process version is in ``pdlab/disagg/procs.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from typing import Any
 import torch
 
 from pdlab.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig
+from pdlab.disagg.designs import (
+    HandOff,
+    check_first_token_mode,
+    hand_off,
+    prefill_params,
+    record_first_tokens,
+)
 from pdlab.engine import LLMEngine, RequestOutput, prompt_list
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
@@ -48,8 +58,12 @@ class PDPair:
         dtype: torch.dtype = torch.float32,
         transport: InProcessTransport | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
+        first_token: str = "recompute",
+        profile: str = "H200",
         **engine_kwargs: Any,
     ) -> None:
+        self.first_token = check_first_token_mode(first_token)
+        self.model_config, self.profile = model_config, profile
         cache_config = cache_config or CacheConfig()
         scheduler_config = scheduler_config or SchedulerConfig()
         d_cache = decode_cache_config or cache_config
@@ -105,6 +119,10 @@ class PDPair:
         self.tracer.meta["transport"] = "in-process"
         self._ids = itertools.count()
         self._pending: dict[str, tuple[str | Sequence[int], SamplingParams]] = {}
+        # What the proxy did with each hand-off, and the answers it gave without D.
+        self._handoffs: dict[str, HandOff] = {}
+        self._prompts: dict[str, list[int]] = {}
+        self._done: dict[str, RequestOutput] = {}
 
     @staticmethod
     def request_id(index: int) -> str:
@@ -130,9 +148,10 @@ class PDPair:
                 f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
             )
         sp = sampling_params or SamplingParams()
+        check_first_token_mode(self.first_token, sp)
         # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
         p_params = dataclasses.replace(sp, max_tokens=1)
-        self.prefill.add_request(prompt, p_params, rid, {"do_remote_decode": True})
+        self.prefill.add_request(prompt, p_params, rid, prefill_params(self.first_token))
         self._pending[rid] = (prompt, sp)
         return rid
 
@@ -140,14 +159,54 @@ class PDPair:
         """One step of each instance, forwarding P's finished requests to D."""
         for out in self.prefill.step():
             if out.finished and out.request_id in self._pending:
-                prompt, sp = self._pending.pop(out.request_id)
-                if out.kv_transfer_params is None:
-                    # P could not hand over (aborted, or no blocks): D computes it all.
-                    self.decode.add_request(prompt, sp, out.request_id)
+                rid = out.request_id
+                _, sp = self._pending.pop(rid)
+                self._prompts[rid] = list(out.prompt_token_ids)
+                # P could not hand over (aborted, or no blocks): D computes it all.
+                h = hand_off(
+                    self.first_token,
+                    out.prompt_token_ids,
+                    sp,
+                    out.output_token_ids,
+                    out.kv_transfer_params,
+                    self.prefill.step_count,
+                    self.decode.max_model_len,
+                )
+                self._handoffs[rid] = h
+                if h.done:  # P's token is the whole answer: D is not needed
+                    self.p_connector.end_send(rid, "P's first token ended the request")
+                    self._done[rid] = self._answer(rid)
+                    self._record(rid)
                 else:
-                    self.decode.add_request(prompt, sp, out.request_id, out.kv_transfer_params)
+                    self.decode.add_request(h.prompt, h.sampling_params, rid, h.kv_transfer_params)
         if self.decode.has_unfinished_requests() or self.d_connector.num_pending:
-            self.decode.step()
+            for out in self.decode.step():
+                if out.finished and out.request_id in self._handoffs:
+                    self._record(out.request_id)
+
+    def _record(self, rid: str) -> None:
+        record_first_tokens(self.tracer, {rid: self.first_token}, self.model_config, self.profile)
+
+    def _answer(self, rid: str) -> RequestOutput:
+        h = self._handoffs[rid]
+        if h.done:
+            out = RequestOutput(rid, self._prompts[rid], list(h.prefix), finished=True)
+            out.finish_reason = h.finish_reason
+        else:
+            out = dataclasses.replace(self.decode.get_output(rid))
+            out.prompt_token_ids = self._prompts[rid]
+            out.output_token_ids = h.prefix + out.output_token_ids
+        out.text = self.decode.tokenizer.decode(out.output_token_ids)
+        return out
+
+    def get_output(self, request_id: str) -> RequestOutput:
+        """The request's answer as the proxy returns it (P's token first, where the design
+        put it before D's)."""
+        if request_id in self._done:
+            return self._done[request_id]
+        if request_id in self._handoffs:
+            return self._answer(request_id)
+        return self.decode.get_output(request_id)
 
     def has_unfinished_requests(self) -> bool:
         # P counts until its held blocks are released (read by D, or timed out).
@@ -172,7 +231,7 @@ class PDPair:
             self.step()
         else:
             raise RuntimeError(f"P/D requests still unfinished after {max_steps} steps")
-        return [self.decode.get_output(r) for r in rids]
+        return [self.get_output(r) for r in rids]
 
     def abort_request(self, request_id: str) -> None:
         self._pending.pop(request_id, None)

@@ -30,6 +30,7 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.disagg.designs import HandOff, check_first_token_mode, hand_off, prefill_params
 from pdlab.disagg.group import join_group
 from pdlab.disagg.pair import PDPair
 from pdlab.events import TraceEvent
@@ -138,14 +139,17 @@ def run_prefill(
     max_in_flight: int | None = None,
     engine_kwargs: dict[str, Any] | None = None,
     die_after_handoffs: int | None = None,
+    first_token: str = "recompute",
 ) -> InstanceSummary:
     """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
     ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
     waiting for each answer would (so D's prefix cache sees the earlier prompts).
     ``die_after_handoffs`` kills this process abruptly after that many hand-offs to D (a
-    fault test: D is then waiting to read blocks from a P that is gone)."""
+    fault test: D is then waiting to read blocks from a P that is gone). ``first_token``
+    is the design of ``pdlab/disagg/designs.py``; the proxy's part of it runs here."""
     from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
+    check_first_token_mode(first_token, sampling_params)
     t0 = time.monotonic()
     engine, conn, transport = _build(
         "prefill",
@@ -163,6 +167,7 @@ def run_prefill(
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
     rids = [PDPair.request_id(i) for i in range(len(prompts))]
+    handoffs: dict[str, HandOff] = {}
     next_prompt = handed = 0
     deadline = t0 + timeout_s
     while time.monotonic() < deadline:
@@ -172,7 +177,7 @@ def run_prefill(
         limit = len(prompts) if max_in_flight is None else len(summary.outputs) + max_in_flight
         while next_prompt < min(limit, len(prompts)):
             engine.add_request(
-                prompts[next_prompt], p_params, rids[next_prompt], {"do_remote_decode": True}
+                prompts[next_prompt], p_params, rids[next_prompt], prefill_params(first_token)
             )
             next_prompt += 1
         waiting_for_d = len(summary.outputs) < len(rids)
@@ -181,13 +186,28 @@ def run_prefill(
         if engine.has_unfinished_requests() or conn.num_pending:
             for out in engine.step():
                 if out.finished:
+                    rid = out.request_id
+                    h = hand_off(
+                        first_token,
+                        out.prompt_token_ids,
+                        sampling_params,
+                        out.output_token_ids,
+                        out.kv_transfer_params,
+                        engine.step_count,
+                        engine.max_model_len,
+                    )
+                    handoffs[rid] = h
+                    if h.done:  # P's token is the whole answer: D is not needed
+                        conn.end_send(rid, "P's first token ended the request")
+                        summary.outputs[rid] = _answer(engine, rid, h, [], h.finish_reason)
+                        continue
                     transport.send_json(
                         REQUEST,
                         {
-                            "request_id": out.request_id,
-                            "prompt_token_ids": out.prompt_token_ids,
-                            "sampling_params": dataclasses.asdict(sampling_params),
-                            "kv_transfer_params": out.kv_transfer_params,
+                            "request_id": rid,
+                            "prompt_token_ids": h.prompt,
+                            "sampling_params": dataclasses.asdict(h.sampling_params),
+                            "kv_transfer_params": h.kv_transfer_params,
                         },
                     )
                     handed += 1
@@ -196,7 +216,11 @@ def run_prefill(
         transport.pump()
         for msg in transport.inbox:
             if msg.type == RESULT:
-                summary.outputs[msg.payload["request_id"]] = msg.payload
+                r = msg.payload
+                h = handoffs[r["request_id"]]
+                if h.prefix:
+                    r = dict(r, **_answer(engine, r["request_id"], h, r["output_token_ids"], ""))
+                summary.outputs[r["request_id"]] = r
         transport.inbox.clear()
         if not engine.has_unfinished_requests():
             # Idle until D's next message (a READ, a RESULT) or its death, not a fixed sleep;
@@ -205,6 +229,17 @@ def run_prefill(
     if not transport.peer_failed:
         transport.send_json(SHUTDOWN, {})
     return _summarize(summary, engine, transport, t0)
+
+
+def _answer(
+    engine: LLMEngine, rid: str, h: HandOff, d_tokens: list[int], reason: str | None
+) -> dict[str, Any]:
+    """The proxy's answer: P's token first where the design put it before D's."""
+    tokens = [*h.prefix, *d_tokens]
+    out = {"request_id": rid, "output_token_ids": tokens, "text": engine.tokenizer.decode(tokens)}
+    if h.done:
+        out.update(finish_reason=reason, error=None)
+    return out
 
 
 def run_decode(

@@ -5,7 +5,8 @@ or asks for them with ``solution=True``.
 
 Each notebook's questions are computed here from pdlab itself, as the cells used to compute
 them in the open: notebook 01 asks a ``KVCacheManager``, 02 an ``LLMEngine``'s trace, 03 the
-cost model, 04 the kernels and 05 a P/D pair (``pdlab.demo.run_demo``).
+cost model, 04 the kernels, 05 a P/D pair (``pdlab.demo.run_demo``) and 07 the P/D pair
+under each first-token design and ``pdlab sim``.
 """
 
 from __future__ import annotations
@@ -125,6 +126,32 @@ def _nb05() -> dict[str, Any]:
     }
 
 
+def _nb07() -> dict[str, Any]:
+    from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+    from pdlab.disagg.designs import MODES
+    from pdlab.disagg.pair import PDPair
+    from pdlab.request import SamplingParams
+    from pdlab.sim.profiles import device_profile
+    from pdlab.sim.report import run_grid
+    from pdlab.sim.simulator import SimConfig
+
+    firsts = {}
+    for mode in MODES:
+        pair = PDPair(ModelConfig.tiny(), CacheConfig(block_size=4), SchedulerConfig(),
+                      backend="torch", first_token=mode,
+                      parallel_config=ParallelConfig(prefill_context_parallel_size=2))  # fmt: skip
+        pair.generate([list(range(40, 49))], SamplingParams(max_tokens=2))
+        firsts[mode] = pair.tracer.filter("route", "D")[0]
+    _, runs = run_grid(SimConfig(), ModelConfig.deepseek_v3(), device_profile("H200"), "h200",
+                       routings=("pcp",))  # fmt: skip
+    return {
+        "a_recompute_computed": firsts["recompute"]["num_computed_tokens"],
+        "b_append_prompt_forward": firsts["append_prompt"]["forward"],
+        "c_first_token_forward": firsts["first_token"]["forward"],
+        "d_uniform_designs": sum(all(s.uniform_decode for s in r.steps) for r in runs.values()),
+    }
+
+
 def _q(key: str, en: str, zh: str, why_en: str, why_zh: str) -> Question:
     return Question(key, {"en": en, "zh": zh}, {"en": why_en, "zh": why_zh})
 
@@ -190,12 +217,29 @@ NOTEBOOKS: dict[str, tuple[Callable[[], dict[str, Any]], list[Question]]] = {
            "FLASHMLA's threshold is 128, and a uniform batch of one 37-token prompt fits it",
            "FLASHMLA 的阈值是 128，只有一个 37 token 提示词的批次是统一的，也在阈值内"),
     ]),
+    "07": (_nb07, [
+        _q("a_recompute_computed", "(a) recompute: D's num_computed_tokens on its first step",
+           "(a) recompute：D 第一步的 num_computed_tokens",
+           "N - 1 = 8: position N-1 runs again", "N - 1 = 8：位置 N-1 再算一遍"),
+        _q("b_append_prompt_forward", "(b) append_prompt under PCP: which forward",
+           "(b) append_prompt 在 PCP 下：哪个 forward",
+           "one prompt token over N, still is_prefilling: a prefill row under PCP",
+           "N 个之上的一个提示词 token，仍是 is_prefilling：PCP 下是预填充行"),
+        _q("c_first_token_forward", "(c) first_token under PCP: which forward",
+           "(c) first_token 在 PCP 下：哪个 forward",
+           "P's token decodes over N: a decode row everywhere",
+           "P 的 token 在 N 个之上解码：到哪里都是解码行"),
+        _q("d_uniform_designs", "(d) designs whose every PCP step stays a uniform decode batch",
+           "(d) PCP 下每一步都保持均匀解码批的设计有几个",
+           "first_token and hidden_state: their first row is a decode",
+           "first_token 与 hidden_state：它们的第一行就是解码"),
+    ]),
 }  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8)
 def answers(notebook: str) -> dict[str, Any]:
-    """What pdlab computes for ``notebook``'s questions (``"01"`` to ``"05"``)."""
+    """What pdlab computes for ``notebook``'s questions (``"01"`` to ``"05"``, ``"07"``)."""
     if notebook not in NOTEBOOKS:
         raise ValueError(f"notebook={notebook!r} is invalid: expected one of {tuple(NOTEBOOKS)}")
     return NOTEBOOKS[notebook][0]()

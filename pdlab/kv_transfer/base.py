@@ -124,6 +124,30 @@ class KVConnectorWorkerBase(ABC):
         scheduler keeps the blocks before the first failed one and recomputes the rest."""
         return set()
 
+    # ---- D's first token (pdlab/disagg/designs.py); no vLLM 0.33.0 counterpart ----------
+    def wants_hidden_state(self, req_id: str) -> bool:
+        """P side: whether the runner should hand over this request's last hidden state."""
+        return False
+
+    def save_hidden_state(self, req_id: str, hidden: Any) -> None:
+        """P side: the last hidden state of ``req_id`` (the input of ``compute_logits``).
+        A connector that never asks for one (``wants_hidden_state``) is never given one."""
+        raise NotImplementedError(f"{type(self).__name__} asked for no hidden state")
+
+    def take_first_tokens(self) -> dict[str, list[int]]:
+        """D side: P's sampled tokens that arrived with the receives landed since the last
+        call (the ``first_token`` design)."""
+        return {}
+
+    def take_hidden_states(self) -> dict[str, tuple[int, list[float]]]:
+        """D side: ``(position, h)`` of P's last hidden state for each receive landed
+        since the last call (the ``hidden_state`` design); ``position`` is N - 1."""
+        return {}
+
+    def take_loaded_tokens(self) -> dict[str, int]:
+        """D side: how many tokens each receive landed since the last call wrote."""
+        return {}
+
 
 class KVConnector(KVConnectorBase, KVConnectorWorkerBase):
     """A connector that plays both roles in one object, as an ``LLMEngine`` takes it (its
@@ -138,10 +162,13 @@ def remote_prefill_params(
     port: int = 0,
     *,
     transfer_id: str | None = None,
+    num_tokens: int | None = None,
 ) -> dict[str, Any]:
     """The ``kv_transfer_params`` P returns for a finished prefill (NixlConnector's keys),
-    which the proxy forwards to D. pdlab adds ``remote_transfer_id``: D's read names it,
-    and P serves only the transfer it still holds."""
+    which the proxy forwards to D. pdlab adds ``remote_transfer_id`` (D's read names it,
+    and P serves only the transfer it still holds) and ``remote_num_tokens``, the tokens
+    whose K/V P's blocks hold: D checks that it counts as loaded exactly the tokens its
+    worker wrote (``pdlab/sched/remote_kv.py``)."""
     params = {
         "do_remote_prefill": True,
         "do_remote_decode": False,
@@ -153,7 +180,18 @@ def remote_prefill_params(
     }
     if transfer_id is not None:
         params["remote_transfer_id"] = transfer_id
+    if num_tokens is not None:
+        params["remote_num_tokens"] = num_tokens
     return params
+
+
+# How D gets its first output token (``pdlab/disagg/designs.py``); P's request names the
+# mode in its ``kv_transfer_params["first_token"]``.
+FIRST_TOKEN_MODES = ("recompute", "first_token", "append_prompt", "hidden_state")
+
+
+def _is_index(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
 
 
 def validate_kv_transfer_params(params: Any) -> None:
@@ -176,6 +214,15 @@ def validate_kv_transfer_params(params: Any) -> None:
             "do_remote_decode",
             "False when do_remote_prefill is True (a request is either P's prefill or D's decode)",
         )
+    mode = params.get("first_token", "recompute")
+    if mode not in FIRST_TOKEN_MODES:
+        raise bad("first_token", f"one of {list(FIRST_TOKEN_MODES)}")
+    firsts = params.get("first_token_ids", [])
+    if not isinstance(firsts, list) or not all(_is_index(t) for t in firsts):
+        raise bad("first_token_ids", "a list of token ids (integers >= 0)")
+    hidden = params.get("hidden_state", [])
+    if not isinstance(hidden, list) or not all(isinstance(x, float) for x in hidden):
+        raise bad("hidden_state", "a list of floats (P's last hidden state)")
     if not params.get("do_remote_prefill"):
         return
     ids = params.get("remote_block_ids")
@@ -197,6 +244,10 @@ def validate_kv_transfer_params(params: Any) -> None:
     ):
         if key in params and not isinstance(params[key], kind):
             raise bad(key, allowed)
+    if "remote_num_tokens" in params and not (
+        _is_index(params["remote_num_tokens"]) and params["remote_num_tokens"] > 0
+    ):
+        raise bad("remote_num_tokens", "an integer >= 1 (the tokens P's blocks hold)")
     port = params.get("remote_port", 0)
     if isinstance(port, bool) or not isinstance(port, int) or port < 0:
         raise bad("remote_port", "an integer >= 0")

@@ -17,6 +17,12 @@ Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`
 * **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
   read its blocks, or when ``timeout_s`` passed without a read (vLLM's
   ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
+* **D's first token** (``pdlab/disagg/designs.py``). P's params may carry its sampled
+  token (``first_token_ids``, the ``first_token`` design) or its last hidden state
+  (``hidden_state``); D reports them with the receive that lands
+  (:meth:`PDConnector.take_first_tokens`, :meth:`PDConnector.take_hidden_states`), with the
+  tokens its worker wrote (:meth:`PDConnector.take_loaded_tokens`), which the scheduler
+  checks against the tokens it counts as loaded (that state: ``first_token.py``).
 * **P, serving a read.** Each hand-off gets a transfer id (``remote_transfer_id`` in the
   params). The transport asks :meth:`PDConnector.claim_read` before it copies anything, and
   P refuses a read whose request, transfer id or block ids it no longer holds: after the
@@ -41,6 +47,7 @@ from pdlab.kv_transfer.base import (
     KVConnectorMetadata,
     remote_prefill_params,
 )
+from pdlab.kv_transfer.first_token import FirstTokenMixin
 from pdlab.kv_transfer.transport import KVTransport
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, RequestStatus
@@ -62,6 +69,12 @@ class ReqToRecv:
     remote_engine_id: str
     remote_request_id: str
     transfer_id: str | None = None
+    # Tokens whose K/V the blocks read hold (None: P did not say), and what P sent with
+    # them for D's first token.
+    num_tokens: int | None = None
+    first_block: int = 0  # index in P's block list of the first block read
+    first_token_ids: list[int] = field(default_factory=list)
+    hidden_state: list[float] = field(default_factory=list)
 
 
 @dataclass
@@ -70,7 +83,7 @@ class PDConnectorMetadata(KVConnectorMetadata):
     reqs_to_send: dict[str, float] = field(default_factory=dict)  # req_id -> deadline
 
 
-class PDConnector(KVConnector):
+class PDConnector(FirstTokenMixin, KVConnector):
     def __init__(
         self,
         role: str,
@@ -103,6 +116,7 @@ class PDConnector(KVConnector):
         self._transfers: dict[str, tuple[str, frozenset[int]]] = {}
         self._claimed: set[str] = set()
         self._num_transfers = 0
+        self._init_first_token_state()
         self.clock = time.monotonic  # tests drive time through this
 
     def _emit(self, kind: str, **fields: Any) -> None:
@@ -114,8 +128,13 @@ class PDConnector(KVConnector):
         self, request: Request, num_computed_tokens: int
     ) -> tuple[int | None, bool]:
         params = request.kv_transfer_params
+        if self.role == "prefill" and params and params.get("first_token") == "hidden_state":
+            self._want_hidden.add(request.request_id)
         if self.role == "decode" and params and params.get("do_remote_prefill"):
-            count = request.num_prompt_tokens - num_computed_tokens
+            # The prompt tokens P holds: all of them, or, when P's token was appended to
+            # the prompt (append_prompt), the N before it.
+            held = min(request.num_prompt_tokens, params.get("remote_num_tokens", 1 << 62))
+            count = held - num_computed_tokens
             if count > 0:
                 return count, True
         return 0, False
@@ -141,7 +160,12 @@ class PDConnector(KVConnector):
             params["remote_engine_id"],
             params.get("remote_request_id", request.request_id),
             params.get("remote_transfer_id"),
+            first_token_ids=list(params.get("first_token_ids", [])),
+            hidden_state=list(params.get("hidden_state", [])),
         )
+        if "remote_num_tokens" in params:
+            recv.num_tokens = params["remote_num_tokens"] - max(first, 0) * self.block_size
+            recv.first_block = max(first, 0)
         if first < 0:
             # More tokens than P's block ids cover: fail this receive once, cleanly.
             recv.remote_block_ids = []
@@ -164,9 +188,23 @@ class PDConnector(KVConnector):
                 tid = f"{self.engine_id}-{self._num_transfers}"
                 self._transfers[rid] = (tid, frozenset(block_ids))
                 self._claimed.discard(rid)
-                return True, remote_prefill_params(
-                    block_ids, self.engine_id, rid, self.host, self.port, transfer_id=tid
+                out = remote_prefill_params(
+                    block_ids,
+                    self.engine_id,
+                    rid,
+                    self.host,
+                    self.port,
+                    transfer_id=tid,
+                    num_tokens=request.num_computed_tokens,
                 )
+                mode = params.get("first_token", "recompute")
+                out["first_token"] = mode
+                if mode == "hidden_state" and rid in self._hidden:
+                    out["hidden_state"] = [float(x) for x in self._hidden.pop(rid).tolist()]
+                self._want_hidden.discard(rid)
+                return True, out
+            self._want_hidden.discard(rid)
+            self._hidden.pop(rid, None)
             return False, None
         # D: a read in flight still writes into these blocks; keep them until it lands.
         if rid in self._recving:
@@ -259,6 +297,16 @@ class PDConnector(KVConnector):
             )
             if res.ok:
                 recving.add(res.req_id)
+                if r.num_tokens is not None:
+                    # Whole blocks were copied; the tokens they hold are P's count.
+                    self._loaded[res.req_id] = min(
+                        r.num_tokens, len(r.local_block_ids) * self.block_size
+                    )
+                if r.first_token_ids:
+                    self._first_tokens[res.req_id] = r.first_token_ids
+                if r.hidden_state and r.num_tokens is not None:
+                    last = r.num_tokens + r.first_block * self.block_size - 1
+                    self._hidden_in[res.req_id] = (last, r.hidden_state)
             else:
                 # D will recompute; tell P it can free the blocks instead of waiting.
                 self.transport.release(r.remote_engine_id, r.remote_request_id, r.transfer_id)
@@ -292,11 +340,16 @@ class PDConnector(KVConnector):
         the blocks at once instead of after ``timeout_s``. Returns the request ids."""
         ended = set(self._sending) | set(self._need_send)
         for rid in ended:
-            self._sending[rid] = float("-inf")  # reported by the next get_finished
-            self._need_send.pop(rid, None)
-            self._transfers.pop(rid, None)
-            self._emit("kv_send_aborted", req_id=rid, reason=reason)
+            self.end_send(rid, reason)
         return ended
+
+    def end_send(self, req_id: str, reason: str) -> None:
+        """P side: end one hand-off now (D will not read it), so the scheduler frees its
+        blocks with the next step's report."""
+        self._sending[req_id] = float("-inf")  # reported by the next get_finished
+        self._need_send.pop(req_id, None)
+        self._transfers.pop(req_id, None)
+        self._emit("kv_send_aborted", req_id=req_id, reason=reason)
 
     def get_failed_recving(self) -> set[str]:
         failed, self._failed = self._failed, set()

@@ -31,6 +31,7 @@ from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
+from pdlab.kv_transfer.first_token import tokens_from_hidden_states
 from pdlab.math_utils import cdiv
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -152,7 +153,7 @@ class ModelRunner:
                 new.num_computed_tokens,
                 outputs,
                 gen,
-                prefill_len=len(prompt) + len(outputs),
+                prefill_len=getattr(new, "prefill_len", 0) or len(prompt) + len(outputs),
             )
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
@@ -184,6 +185,11 @@ class ModelRunner:
                 finished_recving=set(recving or ()),
                 failed_recving=set(conn.get_failed_recving() or ()),
                 invalid_block_ids=set(conn.get_block_ids_with_load_errors() or ()),
+                num_loaded_tokens=dict(conn.take_loaded_tokens()),
+                first_token_ids={
+                    **conn.take_first_tokens(),
+                    **tokens_from_hidden_states(self.model, conn.take_hidden_states(), self.emit),
+                },
             )
         req_ids = list(so.num_scheduled_tokens)
         return ModelRunnerOutput(
@@ -352,6 +358,10 @@ class ModelRunner:
                 sample_states.append(s)
         if last_rows:
             logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
+            conn = self.connector_worker
+            for i, s in enumerate(sample_states):
+                if conn is not None and conn.wants_hidden_state(s.req_id):
+                    conn.save_hidden_state(s.req_id, hidden[last_rows[i]])
             for s, row in zip(sample_states, logits):
                 tok = self._sample(s, row)
                 if self.keep_logits:

@@ -167,6 +167,7 @@ class RequestLifecycleMixin:
         if failed_kv_load_req_ids and not self.recompute_kv_load_failures:
             outputs.extend(self._finish_failed_kv_loads(failed_kv_load_req_ids))
         if kv_out is not None:
+            outputs.extend(self._check_landed_kv(kv_out))
             self._update_from_kv_xfer_finished(kv_out)
         return outputs
 

@@ -31,6 +31,10 @@ class NewRequestData:
     # Prompt and outputs so far. Equal to the prompt for a new request; longer for one
     # resumed after preemption, which is re-sent whole (as vLLM does for its V2 runner).
     all_token_ids: list[int] = field(default_factory=list)
+    # V2's prefill_len: the tokens given to the runner as its prefill. The prompt, or every
+    # token for a resumed request; a first output that came from P (the first_token design)
+    # is not among them, so that row is a decode. 0: len(all_token_ids).
+    prefill_len: int = 0
 
     @classmethod
     def from_request(cls, request: Request, block_ids: list[int]) -> NewRequestData:
@@ -41,6 +45,9 @@ class NewRequestData:
             block_ids=block_ids,
             num_computed_tokens=request.num_computed_tokens,
             all_token_ids=list(request.all_token_ids),
+            prefill_len=request.num_tokens
+            if request.num_preemptions
+            else request.num_prompt_tokens,
         )
 
 
@@ -86,6 +93,11 @@ class KVConnectorOutput:
     failed_recving: set[str] = field(default_factory=set)
     # Blocks whose load failed (vLLM): recompute from the first failed block.
     invalid_block_ids: set[int] = field(default_factory=set)
+    # pdlab: the tokens each landed receive wrote (checked against the scheduler's count),
+    # and first output tokens that came with the K/V (P's token, or the logits of P's
+    # hidden state computed on D) for the designs of pdlab/disagg/designs.py.
+    num_loaded_tokens: dict[str, int] = field(default_factory=dict)
+    first_token_ids: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +130,7 @@ class EngineCoreOutput:
     finish_reason: str | None = None
     kv_transfer_params: dict[str, Any] | None = None
     num_cached_tokens: int = 0
+    error: str | None = None  # why, when finish_reason is "error"
 
     @property
     def finished(self) -> bool:

@@ -207,6 +207,57 @@ class RemoteKVMixin:
             if request is not None and request.is_finished():
                 self._free_blocks(request)
 
+    def _check_landed_kv(self, kv_out: KVConnectorOutput) -> list[EngineCoreOutput]:
+        """D side, for each receive that landed whole: the invariant, then the first token.
+
+        The tokens the scheduler counts as loaded (``num_external_computed_tokens``, set
+        when the load was admitted) must be the tokens the worker wrote: LMCache and vLLM
+        have shipped the N-1 against N mismatch, whose first token then differed from a
+        colocated run's. A mismatch is named in one line and ends the request with an
+        error; its blocks are freed once the receive is reported over.
+
+        Then, when a first output token came with the K/V (P's, or the logits of P's
+        hidden state, ``pdlab/disagg/designs.py``), it becomes the request's first output:
+        the request now has ``N + 1`` tokens with ``N`` computed, so nothing is subtracted
+        and its first step decodes that token."""
+        outputs: list[EngineCoreOutput] = []
+        landed = set(kv_out.finished_recving or ()) - kv_out.failed_recving
+        for rid in sorted(landed):
+            request = self.requests.get(rid)
+            if request is None or request.status != RequestStatus.WAITING_FOR_REMOTE_KVS:
+                continue
+            counted = request.num_external_computed_tokens
+            written = kv_out.num_loaded_tokens.get(rid, counted)
+            if written != counted:
+                local = request.num_computed_tokens - counted
+                why = (
+                    f"request {rid!r}: the scheduler counts {counted} tokens loaded but the "
+                    f"worker wrote {written} (after {local} cached locally); expected equal, "
+                    "or D's first token would not follow from the right context"
+                )
+                self._emit(
+                    "kv_load_mismatch",
+                    req_id=rid,
+                    num_counted_tokens=counted,
+                    num_written_tokens=written,
+                    num_local_tokens=local,
+                    error=why,
+                )
+                self.finish_requests(rid, RequestStatus.FINISHED_ERROR)
+                outputs.append(EngineCoreOutput(rid, [], "error", error=why))
+                continue
+            tokens = kv_out.first_token_ids.get(rid)
+            if not tokens:
+                continue
+            new, stop = self._update_request_with_output(request, list(tokens))
+            reason = None
+            if stop:
+                status, request.status = request.status, RequestStatus.WAITING_FOR_REMOTE_KVS
+                self.finish_requests(rid, status)
+                reason = request.get_finished_reason()
+            outputs.append(EngineCoreOutput(rid, new, reason, None, request.num_cached_tokens))
+        return outputs
+
     # ---- a request's end ---------------------------------------------------------------
     def _connector_finished(self, request: Request) -> tuple[bool, dict[str, Any] | None]:
         """Tell the connector the request finished, handing it the blocks that hold

@@ -23,7 +23,9 @@ from typing import Any
 import torch
 
 # Published peaks (dense bf16 tensor TFLOP/s, HBM GB/s), matched on the device name.
+# NVIDIA's datasheets list tensor FLOP/s with 2:4 sparsity; dense is half of that figure.
 PEAKS = [
+    ("B200", 2250.0, 8000.0),
     ("H200", 989.0, 4800.0),
     ("H100 PCIe", 756.0, 2000.0),
     ("H100 NVL", 835.0, 3900.0),
@@ -42,6 +44,18 @@ PEAKS = [
     ("RTX 4090", 165.0, 1008.0),
     ("RTX 3090", 71.0, 936.0),
 ]
+
+
+# Where the figures of the GPUs ``pdlab sim`` offers come from (SXM parts).
+PEAK_SOURCES = {
+    "H100": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
+    "3.35 TB/s HBM3",
+    "H800": "NVIDIA H800 SXM product brief: H100's tensor cores (1,979 TFLOPS bf16 with "
+    "sparsity), 3.35 TB/s HBM3; NVLink cut to 400 GB/s",
+    "H200": "NVIDIA H200 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
+    "4.8 TB/s HBM3e",
+    "B200": "NVIDIA HGX B200 specifications (1,000 W): 4.5 PFLOPS bf16 with sparsity, 8 TB/s HBM3e",
+}
 
 
 def published_peak(name: str) -> tuple[float, float]:

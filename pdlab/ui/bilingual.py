@@ -1,7 +1,8 @@
 """One notebook source, two languages: every notebook is written in English and in Chinese
 from one source in ``notebooks/src/`` (:data:`NOTEBOOKS`: ``paged_kv_cache.py`` gives
 ``01_paged_kv_cache.py`` and ``01_paged_kv_cache_zh.py``, ..., ``pd_decode_side.py`` gives
-``05_pd_decode_side.py`` and ``06_pd_decode_side_zh.py``), so the two languages' code cannot
+``05_pd_decode_side.py`` and ``06_pd_decode_side_zh.py``, ``pd_designs.py`` gives
+``07_pd_designs.py`` and ``07_pd_designs_zh.py``), so the two languages' code cannot
 drift apart.
 
 Each source is a jupytext percent-format file whose markdown cells carry a language tag
@@ -30,6 +31,7 @@ NOTEBOOKS: dict[str, dict[str, Path]] = {
         ("mla_two_forms", "03_mla_two_forms", "03_mla_two_forms_zh"),
         ("kernels", "04_kernels", "04_kernels_zh"),
         ("pd_decode_side", "05_pd_decode_side", "06_pd_decode_side_zh"),
+        ("pd_designs", "07_pd_designs", "07_pd_designs_zh"),
     )
 }
 

@@ -161,9 +161,11 @@ def render_pd_result(
             )
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
+        # v_arrived_first: the first token came with the K/V (pdlab/disagg/designs.py)
+        adjusted = ev["num_computed_tokens"] == ev["num_tokens"] - 1
         arrived = text(
             lang,
-            "v_arrived",
+            "v_arrived" if adjusted else "v_arrived_first",
             req=ev["req_id"],
             n=ev["num_computed_tokens_before_adjust"],
             nct=ev["num_computed_tokens"],

@@ -28,6 +28,14 @@ def si(x: float, unit: str = "", digits: int = 3) -> str:
     return f"{x:.{digits}g} {unit}".rstrip()
 
 
+def seconds(x: float, digits: int = 3) -> str:
+    """A duration with the prefix people use for it: ``seconds(2.1e-5)`` is ``"21 µs"``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(x) >= scale:
+            return f"{x / scale:.{digits}g} {unit}"
+    return "0 s" if x == 0 else f"{x / 1e-9:.{digits}g} ns"
+
+
 def flops(x: float) -> str:
     return si(x, "FLOP")
 

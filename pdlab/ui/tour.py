@@ -4,11 +4,12 @@ The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True
 pair with the chosen routing settings, pairs under the other set-ups that route D's step
 differently (Model Runner V2, V2 with prefill context parallelism, V1), a colocated engine,
 and the prompt under FLASH_ATTN_MLA, Hopper's backend) and
-prints six chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
+prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
 the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
 :mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
-at DeepSeek's widths; the rest of the generation). ``pdlab trace`` runs any prompts with any
-settings and prints the step table.
+at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.tour_designs`
+(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace``
+runs any prompts with any settings and prints the step table.
 
 The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
 ``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu/model_runner.py`` (Model Runner
@@ -87,7 +88,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
     )
     p.add_argument(
-        "--chapter", type=int, choices=range(1, 7), metavar="N", help="show only chapter N (1-6)"
+        "--chapter", type=int, choices=range(1, 8), metavar="N", help="show only chapter N (1-7)"
     )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     add_weights_argument(p)
@@ -158,7 +159,7 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
 
 def _tour(args: argparse.Namespace, c: Console) -> int:
     from pdlab.demo import run_demo
-    from pdlab.ui import tour_kv, tour_route
+    from pdlab.ui import tour_designs, tour_kv, tour_route
     from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
 
@@ -219,6 +220,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         4: lambda: tour_route.chapter4(c, demo, lang),
         5: lambda: tour_route.chapter5(c, preset, lang),
         6: lambda: tour_route.chapter6(c, demo, lang),
+        7: lambda: tour_designs.chapter7(c, demo, lang),  # pdlab/ui/tour_designs.py
     }
     for number, show in chapters.items():
         if args.chapter in (None, number):
@@ -231,6 +233,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
+        paths += tour_designs.save_plots(demo, args.plots)
         c.print(
             say(
                 lang,

@@ -1,0 +1,115 @@
+"""``pdlab sim``: the step-level simulator of a decode instance (``pdlab/sim/``), every
+routing against every first-token design by default, as a table; ``--plots DIR`` writes
+the figures, ``--json PATH`` the numbers. A progress bar goes to stderr when it is a
+terminal. vLLM has no counterpart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pdlab.cli.args import positive_float, positive_int
+
+GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
+
+
+def _nonnegative_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected a number >= 0")
+    return v
+
+
+def add_arguments(sub: Any) -> None:
+    from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
+    from pdlab.sim import DISTRIBUTIONS, ROUTINGS
+
+    s = sub.add_parser(
+        "sim", help="simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design"
+    )
+    s.add_argument("--gpu", choices=GPU_CHOICES, default="H200", help="device profile")
+    s.add_argument("--design", choices=(*MODES, "all"), default="all")
+    s.add_argument("--routing", choices=(*ROUTINGS, "all"), default="all")
+    s.add_argument("--batch-size", type=int, default=64, help="running decodes (default 64)")
+    s.add_argument("--context", type=positive_int, default=4096, help="their context, tokens")
+    s.add_argument("--rate", type=_nonnegative_float, default=20.0, help="arrivals per second")
+    s.add_argument("--prompt-len", type=positive_int, default=4096, help="mean prompt length")
+    s.add_argument("--prompt-dist", choices=DISTRIBUTIONS, default="fixed")
+    s.add_argument("--output-len", type=positive_int, default=64, help="tokens each decodes")
+    s.add_argument("--duration", type=positive_float, default=2.0, help="simulated seconds")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument(
+        "--launch-us",
+        type=_nonnegative_float,
+        default=5.0,
+        help="eager launch cost per attention kernel when the full decode graph is lost "
+        "(an assumption, no published figure; default 5)",
+    )
+    s.add_argument(
+        "--link-gbps",
+        type=positive_float,
+        default=50.0,
+        help="P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)",
+    )
+    s.add_argument("--lang", choices=("en", "zh"), default="en")
+    s.add_argument("--plots", type=Path, metavar="DIR", help="write the figures as PNG here")
+    s.add_argument("--json", type=Path, metavar="PATH", help="write the numbers as JSON here")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import Progress
+
+    from pdlab.config import ModelConfig
+    from pdlab.disagg.designs import MODES
+    from pdlab.sim import ROUTINGS
+    from pdlab.sim.profiles import device_profile
+    from pdlab.sim.report import run_grid, sim_table, write_plots
+    from pdlab.sim.simulator import SimConfig
+    from pdlab.ui.console import make_console
+
+    if args.batch_size < 0:
+        raise ValueError(f"--batch-size={args.batch_size} is invalid: expected an integer >= 0")
+    base = SimConfig(
+        batch_size=args.batch_size,
+        context=args.context,
+        arrival_rate=args.rate,
+        prompt_len=args.prompt_len,
+        prompt_dist=args.prompt_dist,
+        output_len=args.output_len,
+        duration_s=args.duration,
+        seed=args.seed,
+    )
+    profile = device_profile(
+        args.gpu, link_bytes_per_s=args.link_gbps * 1e9, launch_overhead_s=args.launch_us * 1e-6
+    )
+    designs = MODES if args.design == "all" else (args.design,)
+    routings = ROUTINGS if args.routing == "all" else (args.routing,)
+    model = ModelConfig.deepseek_v3()
+    gpu = args.gpu.lower() if args.gpu != "here" else "h200"
+    if sys.stderr.isatty():
+        with Progress(transient=True, console=Console(stderr=True)) as bar:
+            task = bar.add_task("simulating", total=len(designs) * len(routings))
+
+            def tick(i: int, n: int, t: float) -> None:
+                bar.update(task, completed=i + min(t / base.duration_s, 1.0))
+
+            rows, runs = run_grid(base, model, profile, gpu, designs, routings, tick)
+    else:
+        rows, runs = run_grid(base, model, profile, gpu, designs, routings)
+    make_console().print(sim_table(rows, profile, args.lang))
+    if args.plots is not None:
+        for p in write_plots(rows, runs, args.plots):
+            print(p)
+    if args.json is not None:
+        args.json.write_text(
+            json.dumps({"profile": profile.__dict__, "rows": rows}, indent=1) + "\n"
+        )
+    return 0

@@ -1,0 +1,206 @@
+"""Four ways for D to get its first output token, as modes of the P/D pair.
+
+================  =========================================  ===========================
+mode              what P sends beside the K/V of 0..N-1      D's first step
+================  =========================================  ===========================
+``recompute``     nothing (vLLM v1, the default)             position N-1 again over N-1
+                                                             cached: ``is_prefilling``
+``first_token``   its sampled token (SGLang, TensorRT-LLM)   that token as a decode over N
+``append_prompt`` its token, appended to D's prompt (N+1)    one prompt token over N:
+                                                             still ``is_prefilling``
+``hidden_state``  ``h[N-1]`` after the final norm (vLLM V0)  none for token 1: D computes
+                                                             ``lm_head(h)``, then decodes
+================  =========================================  ===========================
+
+The facts behind the engines' column: vLLM 0.33.0's scheduler subtracts one from
+``num_computed_tokens`` once the K/V arrive (``_update_waiting_for_remote_kv`` in
+``vllm/v1/core/sched/scheduler.py``); SGLang's decode side takes P's ``output_id`` from the
+transferred metadata into ``req.transferred_output_id`` and then runs a "prebuilt" extend
+batch (``python/sglang/srt/disaggregation/decode.py``); TensorRT-LLM's generation side
+sets the context position to the prompt length and adds
+``ContextPhaseParams::getFirstGenTokens()`` as the request's first new token
+(``trtGptModelInflightBatching.cpp``). Appending P's token to the prompt was tried for
+vLLM's toy proxy (vllm-project/vllm#50559, closed); vLLM V0's simple connector shipped the
+hidden state (the issue text's account; V0 is not in 0.33.0).
+
+``hidden_state`` here is ``h[N-1]`` as :meth:`DeepseekV2ForCausalLM.forward` returns it,
+after the final ``norm``, the input of ``compute_logits`` (``lm_head`` only), so D runs
+``lm_head`` and nothing else for token 1. pdlab carries the token and the hidden state in
+``kv_transfer_params`` (through the proxy), and counts their bytes as a connector sending
+them with the K/V would: 4 bytes per token id, ``hidden_size`` values per hidden state.
+
+What a mode cannot honour is refused up front (:func:`check_first_token_mode`): when P
+samples a token D continues from, both must share one sampler state, and pdlab seeds each
+runner's generator apart (a seed only D knows), so those modes are greedy only; pdlab's
+``SamplingParams`` has no logprobs, penalties or speculative decoding to refuse besides
+(upstream's would have to run on P, or travel with the token).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pdlab.config import ModelConfig
+from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
+from pdlab.request import SamplingParams
+from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
+from pdlab.sim.profiles import DeviceProfile, device_profile
+from pdlab.trace import Tracer
+
+MODES = FIRST_TOKEN_MODES
+TOKEN_ID_BYTES = 4  # an int32 token id, as the engines' metadata buffers carry it
+
+_GREEDY_ONLY = {
+    "first_token": "P samples token 1 and D the rest, from two generators seeded apart",
+    "append_prompt": "P samples token 1 and D the rest, from two generators seeded apart",
+    "hidden_state": "D takes token 1 from P's hidden state before its runner seeds the "
+    "request's generator",
+}
+
+
+def check_first_token_mode(mode: Any, sampling_params: SamplingParams | None = None) -> str:
+    """``mode`` if the pair can run it with these sampling parameters; else a one-line
+    ``ValueError`` naming the mode and the setting."""
+    if mode not in MODES:
+        raise ValueError(f"first_token={mode!r} is invalid: expected one of {list(MODES)}")
+    sp = sampling_params or SamplingParams()
+    if mode in _GREEDY_ONLY and sp.temperature > 0:
+        raise ValueError(
+            f"first_token={mode!r} cannot honour SamplingParams.temperature={sp.temperature} "
+            f"(seed={sp.seed}): {_GREEDY_ONLY[mode]}; expected temperature=0 or "
+            "first_token='recompute'"
+        )
+    return mode
+
+
+def prefill_params(mode: str) -> dict[str, Any]:
+    """P's ``kv_transfer_params`` for a request of this mode (step 1 of the proxy)."""
+    return {"do_remote_decode": True, "first_token": mode}
+
+
+@dataclass
+class HandOff:
+    """What the proxy does with P's finished request: send ``prompt`` with
+    ``sampling_params`` and ``kv_transfer_params`` to D and put ``prefix`` before D's
+    tokens, or, when ``done``, answer with ``prefix`` alone (P's token ended it)."""
+
+    prompt: list[int]
+    sampling_params: SamplingParams
+    kv_transfer_params: dict[str, Any] | None
+    prefix: list[int] = field(default_factory=list)
+    done: bool = False
+    finish_reason: str | None = None
+
+
+def hand_off(
+    mode: str,
+    prompt: Sequence[int],
+    sampling_params: SamplingParams,
+    p_tokens: Sequence[int],
+    kv_transfer_params: dict[str, Any] | None,
+    p_step: int,
+    max_model_len: int,
+) -> HandOff:
+    """Step 2 of the proxy, for each mode (see the module docstring)."""
+    prompt, sp = list(prompt), sampling_params
+    if kv_transfer_params is None or mode in ("recompute", "hidden_state") or not p_tokens:
+        return HandOff(prompt, sp, kv_transfer_params)  # D computes token 1 itself
+    t = p_tokens[0]
+    if t in sp.stop_token_ids:
+        return HandOff(prompt, sp, None, [t], True, "stop")
+    if sp.max_tokens == 1 or len(prompt) + 1 >= max_model_len:
+        return HandOff(prompt, sp, None, [t], True, "length")
+    params = dict(kv_transfer_params, first_token_step=p_step)
+    if mode == "first_token":
+        return HandOff(prompt, sp, dict(params, first_token_ids=[t]))
+    rest = dataclasses.replace(sp, max_tokens=sp.max_tokens - 1)
+    return HandOff([*prompt, t], rest, params, [t])
+
+
+def transfer_bytes(cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2) -> int:
+    """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
+    whole (every layer's latent rows, ``kv_cache_dim`` values each), plus the token id or
+    the hidden state (``e`` bytes per value)."""
+    blocks = -(-n // block_size)
+    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * e
+    extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
+    return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
+
+
+def _bytes_per_value(tracer: Tracer) -> int:
+    return {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
+
+
+def design_point(
+    cfg: ModelConfig, mode: str, n: int, kv_bytes: int, forward: str, profile: DeviceProfile, e: int
+) -> tuple[int, float, float]:
+    """``(payload_bytes, d_flops, latency_s)`` of token 1 of an ``n``-token prompt under
+    ``mode``, given the K/V bytes that crossed and how D's first step was routed
+    (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
+    known, and the modelled latency after P's prefill (the transfer over the profile's
+    link, then D's compute at its roofline; 0 where P's token is the answer)."""
+    if mode in ("first_token", "append_prompt"):
+        return (TOKEN_ID_BYTES if kv_bytes else 0), 0.0, 0.0
+    payload, flops, compute_s = 0, 0.0, 0.0
+    if mode == "hidden_state" and kv_bytes:
+        payload = cfg.hidden_size * e
+        c = lm_head_cost(cfg, 1, e)
+        flops, compute_s = c.flops, profile.roofline_s(c.flops, c.bytes)
+    elif forward:
+        step = first_token_forward_cost(cfg, n - 1, forward, e)
+        flops, compute_s = step.flops, step.time_s(profile)
+    return payload, flops, profile.transfer_s(kv_bytes + payload) + compute_s
+
+
+def first_token_fields(
+    tracer: Tracer,
+    req_id: str,
+    mode: str,
+    cfg: ModelConfig,
+    profile: DeviceProfile,
+) -> dict[str, Any]:
+    """The ``first_token`` event of one request, read off the trace of its P/D run (the
+    K/V bytes as the transfer measured them, the step token 1 was known on, how D's first
+    step was routed), with :func:`design_point`'s modelled payload, FLOPs and latency."""
+    n = tracer.first("add_request", "P", req_id=req_id)["num_prompt_tokens"]
+    p_samples = tracer.filter("sample", "P", req_id=req_id)  # none if P's step failed
+    kv = sum(e["nbytes"] for e in tracer.filter("kv_transfer", "D", req_id=req_id) if e["ok"])
+    routes = tracer.filter("route", "D", req_id=req_id)
+    samples = tracer.filter("sample", "D", req_id=req_id)
+    forward = routes[0]["forward"] if routes else ""
+    e = _bytes_per_value(tracer)
+    payload, flops, latency = design_point(cfg, mode, n, kv, forward, profile, e)
+    if mode in ("first_token", "append_prompt") and p_samples and kv:
+        known_on, known_step = "P", p_samples[0].step
+    else:
+        known_on, known_step = "D", samples[0].step if samples else -1
+    return {
+        "req_id": req_id,
+        "mode": mode,
+        "num_prompt_tokens": n,
+        "kv_bytes": kv,
+        "payload_bytes": payload,
+        "d_flops": flops,
+        "known_on": known_on,
+        "known_step": known_step,
+        "d_first_step": routes[0].step if routes else -1,
+        "d_first_forward": forward,
+        "d_first_is_prefilling": bool(routes[0]["is_prefilling"]) if routes else False,
+        "latency_s": latency,
+        "profile": profile.name,
+    }
+
+
+def record_first_tokens(
+    tracer: Tracer, modes: dict[str, str], cfg: ModelConfig, profile: str = "H200"
+) -> None:
+    """Add one ``first_token`` event per request (``modes``: request id to mode) to the
+    trace, as D's, at the step D first scheduled the request (or P's step, if D never)."""
+    prof = device_profile(profile)
+    for rid, mode in modes.items():
+        f = first_token_fields(tracer, rid, mode, cfg, prof)
+        step = f["d_first_step"] if f["d_first_step"] >= 0 else f["known_step"]
+        tracer.emit("first_token", "D", step, **f)

@@ -1,0 +1,12 @@
+"""``pdlab sim``: a step-level simulator of a decode instance, and what it is built from.
+
+* ``profiles.py``: device profiles (published peaks with their sources, this machine
+  measured), the link and the launch overhead, each a named parameter;
+* ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/attention/cost.py``;
+* ``simulator.py``: the simulator; ``report.py``: its statistics, table and plots.
+
+The choices below are here, importing nothing, so that ``pdlab --help`` needs no torch.
+"""
+
+ROUTINGS = ("v2", "pcp", "v1")  # V2's default, V2 with PCP, V1
+DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")

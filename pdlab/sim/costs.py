@@ -1,0 +1,153 @@
+"""The modelled cost of one whole model step on a decode instance, in kernel groups, built
+from the per-kernel functions of :mod:`pdlab.attention.cost` (no new formulas for the
+attention): the dense layers of every token, ``forward_mqa`` over the rows routed as
+decodes, ``forward_mha`` for each row routed as a prefill, and ``lm_head`` for the rows
+that sample.
+
+Each group's time is its roofline floor, ``max(FLOPs / peak, bytes / bandwidth)``, on a
+:class:`~pdlab.sim.profiles.DeviceProfile`; a step that is not ``decode_graph_eligible``
+also pays one eager launch per attention kernel and layer (the full decode CUDA graph is
+lost; see :data:`pdlab.sim.profiles.LAUNCH_OVERHEAD_S`). Weights are read once per step
+for the whole batch. Two simplifications, said plainly: the dense part is pdlab's dense
+gated MLP of ``intermediate_size`` on every layer (DeepSeek-V3 routes tokens to 8 of 256
+experts on 58 of its 61 layers: more weight bytes per step than this counts), and
+``mla_decode``'s split workspace is left out (its size depends on the kernel's split plan).
+vLLM has no counterpart: it measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pdlab.attention.cost import (
+    Cost,
+    gemm,
+    mla_decode_cost,
+    per_head_gemm,
+    prefill_path_cost,
+    reshape_and_cache_cost,
+)
+from pdlab.config import ModelConfig
+from pdlab.sim.profiles import DeviceProfile
+
+
+def dense_layer_cost(cfg: ModelConfig, tokens: int, e: int = 2) -> Cost:
+    """One layer's projections outside the attention kernels, for ``tokens`` tokens: the
+    query (``q_proj`` or ``q_a_proj``/``q_b_proj``), ``kv_a_proj_with_mqa``, ``o_proj``
+    and the gated MLP (gate and up, then down)."""
+    d, h = cfg.hidden_size, cfg.num_attention_heads
+    c = Cost()
+    if cfg.q_lora_rank is None:
+        c.add("q_proj", *gemm(tokens, h * cfg.qk_head_dim, d, e))
+    else:
+        c.add("q_a_proj", *gemm(tokens, cfg.q_lora_rank, d, e))
+        c.add("q_b_proj", *gemm(tokens, h * cfg.qk_head_dim, cfg.q_lora_rank, e))
+    c.add("kv_a_proj_with_mqa", *gemm(tokens, cfg.kv_cache_dim, d, e))
+    c.add("o_proj", *gemm(tokens, d, h * cfg.v_head_dim, e))
+    c.add("gate_up_proj", *gemm(tokens, 2 * cfg.intermediate_size, d, e))
+    c.add("down_proj", *gemm(tokens, d, cfg.intermediate_size, e))
+    return c
+
+
+def lm_head_cost(cfg: ModelConfig, rows: int, e: int = 2) -> Cost:
+    """``compute_logits`` for ``rows`` hidden states: ``lm_head`` only (the final norm
+    is applied by the model's forward, before it)."""
+    return Cost().add("lm_head", *gemm(rows, cfg.vocab_size, cfg.hidden_size, e))
+
+
+def decode_rows_cost(cfg: ModelConfig, seq_lens: Sequence[int], e: int = 2) -> Cost:
+    """``forward_mqa`` for a batch of rows of one query token each, one layer: the new
+    rows cached, ``W_UK`` absorbed into the queries, ``mla_decode`` over each row's
+    ``seq_lens`` tokens (its context and itself), the result through ``W_UV``."""
+    b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    c = Cost()
+    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(b, L + R, e))
+    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(b, h, L, cfg.qk_nope_head_dim, e))
+    c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
+    c.add("out @ W_UV", *per_head_gemm(b, h, cfg.v_head_dim, L, e))
+    return c
+
+
+@dataclass(frozen=True)
+class Row:
+    """One request of a step: ``context`` tokens cached before it, ``query_len`` new."""
+
+    context: int
+    query_len: int = 1
+    samples: bool = True
+
+
+@dataclass
+class StepCost:
+    """A step's kernel groups (all layers), and how many attention kernels it launches
+    eagerly (0 when it replays the full decode graph)."""
+
+    groups: dict[str, Cost] = field(default_factory=dict)
+    eager_launches: int = 0
+
+    @property
+    def flops(self) -> float:
+        return sum(c.flops for c in self.groups.values())
+
+    @property
+    def bytes(self) -> float:
+        return sum(c.bytes for c in self.groups.values())
+
+    def group_times(self, profile: DeviceProfile) -> dict[str, float]:
+        return {k: profile.roofline_s(c.flops, c.bytes) for k, c in self.groups.items()}
+
+    def time_s(self, profile: DeviceProfile) -> float:
+        t = sum(self.group_times(profile).values())
+        return t + self.eager_launches * profile.launch_overhead_s
+
+
+def _scaled(c: Cost, n: int) -> Cost:
+    out = Cost()
+    for name, fl, by in c.parts:
+        out.add(name, fl * n, by * n)
+    return out
+
+
+def step_cost(
+    cfg: ModelConfig,
+    decode_rows: Sequence[Row],
+    prefill_rows: Sequence[Row],
+    graph_eligible: bool,
+    e: int = 2,
+) -> StepCost:
+    """The cost of one step whose rows the runner and the builder already split: the
+    ``decode_rows`` run ``forward_mqa`` together, each of ``prefill_rows`` runs
+    ``forward_mha`` (:func:`pdlab.attention.cost.prefill_path_cost`)."""
+    layers = cfg.num_hidden_layers
+    tokens = sum(r.query_len for r in decode_rows) + sum(r.query_len for r in prefill_rows)
+    s = StepCost()
+    s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
+    launches = 0
+    if decode_rows:
+        mqa = decode_rows_cost(cfg, [r.context + r.query_len for r in decode_rows], e)
+        s.groups["forward_mqa"] = _scaled(mqa, layers)
+        launches += len(mqa.parts) * layers
+    if prefill_rows:
+        mha = Cost()
+        for r in prefill_rows:
+            for name, fl, by in prefill_path_cost(cfg, r.context, r.query_len, e).parts:
+                mha.add(name, fl, by)
+        s.groups["forward_mha"] = _scaled(mha, layers)
+        launches += len(mha.parts) * layers
+    sampled = sum(r.samples for r in (*decode_rows, *prefill_rows))
+    if sampled:
+        s.groups["lm_head"] = lm_head_cost(cfg, sampled, e)
+    s.eager_launches = 0 if graph_eligible else launches
+    return s
+
+
+def first_token_forward_cost(cfg: ModelConfig, context: int, forward: str, e: int = 2) -> StepCost:
+    """D's one-token step for the first output token alone (the recompute design): the
+    whole model over one token with ``context`` cached, through ``forward``."""
+    if forward not in ("forward_mqa", "forward_mha"):
+        raise ValueError(f"forward={forward!r} is invalid: expected 'forward_mqa' or 'forward_mha'")
+    row = [Row(context)]
+    if forward == "forward_mqa":
+        return step_cost(cfg, row, [], graph_eligible=True, e=e)
+    return step_cost(cfg, [], row, graph_eligible=False, e=e)

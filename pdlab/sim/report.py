@@ -1,0 +1,147 @@
+"""What ``pdlab sim`` reports about a run of :func:`pdlab.sim.simulator.simulate`: TPOT
+p50/p99 (each step gives every running decode one token, so the step times are the TPOT
+samples), D's time to first token (arrival at D to token 1 known; 0 where P's token is the
+answer) and to the second token, and the share of steps that are not uniform decode
+batches; the grid over routings and designs; its table; its plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from matplotlib.figure import Figure
+from rich.markup import escape
+from rich.table import Table
+
+from pdlab.config import ModelConfig
+from pdlab.disagg.designs import MODES
+from pdlab.sim.profiles import DeviceProfile
+from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
+from pdlab.ui.text import text
+
+
+def percentile(xs: Sequence[float], q: float) -> float:
+    """The nearest-rank ``q``-th percentile (0 < q <= 100); 0 for no samples."""
+    if not xs:
+        return 0.0
+    s = sorted(xs)
+    k = max(1, -(-len(s) * q // 100))
+    return s[int(k) - 1]
+
+
+def summarize(res: SimResult) -> dict[str, Any]:
+    steps = [s.time_s for s in res.steps]
+    ttft = [r.ttft_d for r in res.requests if r.ttft_d >= 0]
+    t2t = [r.t2t_d for r in res.requests if r.t2t_d >= 0]
+    mixed = sum(not s.uniform_decode for s in res.steps)
+    return {
+        "design": res.config.design,
+        "routing": res.config.routing,
+        "steps": len(steps),
+        "arrivals": len(res.requests),
+        "tpot_p50_s": percentile(steps, 50),
+        "tpot_p99_s": percentile(steps, 99),
+        "ttft_d_p50_s": percentile(ttft, 50),
+        "ttft_d_p99_s": percentile(ttft, 99),
+        "t2t_d_p50_s": percentile(t2t, 50),
+        "t2t_d_p99_s": percentile(t2t, 99),
+        "non_uniform_share": mixed / len(steps) if steps else 0.0,
+        "simulated_s": res.steps[-1].t + res.steps[-1].time_s if res.steps else 0.0,
+    }
+
+
+def run_grid(
+    base: SimConfig,
+    model: ModelConfig,
+    profile: DeviceProfile,
+    gpu: str,
+    designs: Sequence[str] = MODES,
+    routings: Sequence[str] = ROUTINGS,
+    progress: Callable[[int, int, float], None] | None = None,
+) -> tuple[list[dict[str, Any]], dict[tuple[str, str], SimResult]]:
+    """Every (routing, design) of ``base``: the summaries and the runs. ``progress`` is
+    told (runs done, runs, simulated seconds of the current run)."""
+    rows, runs = [], {}
+    pairs = [(r, d) for r in routings for d in designs]
+    for i, (routing, design) in enumerate(pairs):
+        cfg = replace(base, routing=routing, design=design)
+        tick = None if progress is None else (lambda t, i=i: progress(i, len(pairs), t))
+        res = simulate(cfg, model, profile, gpu, tick)
+        runs[routing, design] = res
+        rows.append(summarize(res))
+    return rows, runs
+
+
+def _ms(p50: float, p99: float) -> str:
+    return f"{1e3 * p50:.3g} / {1e3 * p99:.3g}"
+
+
+def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "en") -> Table:
+    t = Table(title=escape(text(lang, "sim_title", gpu=profile.name)))
+    for key, just in (
+        ("sim_routing", "left"),
+        ("sim_design", "left"),
+        ("sim_tpot", "right"),
+        ("sim_ttft", "right"),
+        ("sim_t2t", "right"),
+        ("sim_mixed", "right"),
+    ):
+        t.add_column(escape(text(lang, key)), justify=just)
+    for r in rows:
+        t.add_row(
+            text(lang, f"sim_r_{r['routing']}"),
+            r["design"],
+            _ms(r["tpot_p50_s"], r["tpot_p99_s"]),
+            _ms(r["ttft_d_p50_s"], r["ttft_d_p99_s"]),
+            _ms(r["t2t_d_p50_s"], r["t2t_d_p99_s"]),
+            f"{100 * r['non_uniform_share']:.0f}%",
+        )
+    t.caption = escape(text(lang, "sim_caption", source=profile.source))
+    return t
+
+
+def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figure:
+    """Step time over simulated time under each routing, for one design."""
+    fig = Figure(figsize=(8, 3.2))
+    ax = fig.subplots()
+    for (routing, d), res in runs.items():
+        if d == design:
+            ax.plot([s.t for s in res.steps], [1e3 * s.time_s for s in res.steps], label=routing)
+    ax.set_xlabel("simulated time (s)")
+    ax.set_ylabel("step time (ms)")
+    ax.set_title(f"D's step time, design {design}")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def plot_tpot(rows: list[dict[str, Any]]) -> Figure:
+    """TPOT p50 and p99 per (routing, design)."""
+    fig = Figure(figsize=(8, 3.2))
+    ax = fig.subplots()
+    labels = [f"{r['routing']}\n{r['design']}" for r in rows]
+    xs = range(len(rows))
+    ax.bar([x - 0.2 for x in xs], [1e3 * r["tpot_p50_s"] for r in rows], 0.4, label="p50")
+    ax.bar([x + 0.2 for x in xs], [1e3 * r["tpot_p99_s"] for r in rows], 0.4, label="p99")
+    ax.set_xticks(list(xs), labels, fontsize=6)
+    ax.set_ylabel("TPOT (ms)")
+    ax.legend()
+    fig.tight_layout()
+    return fig
+
+
+def write_plots(
+    rows: list[dict[str, Any]], runs: dict[tuple[str, str], SimResult], out: Path
+) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for design in dict.fromkeys(d for _, d in runs):
+        p = out / f"sim_step_time_{design}.png"
+        plot_step_times(runs, design).savefig(p, dpi=110)
+        paths.append(p)
+    p = out / "sim_tpot.png"
+    plot_tpot(rows).savefig(p, dpi=110)
+    return [*paths, p]

@@ -1,0 +1,143 @@
+"""The four first-token designs compared point by point, from runs: ``pdlab pd
+--compare-designs``, notebook 07 and the tour's closing chapter.
+
+:func:`compare_designs` runs the same prompts through a P/D pair once per design (in one
+process, or two with ``procs=2``) and through a colocated engine, and reads each row off
+the trace's ``first_token`` events (``pdlab/disagg/designs.py``); the last column puts the
+same design at DeepSeek-V3's widths for an ``n``-token prompt, modelled with the same
+functions. :func:`designs_table` renders the rows with rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.disagg.designs import MODES, design_point, transfer_bytes
+from pdlab.engine import LLMEngine
+from pdlab.request import SamplingParams
+from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
+from pdlab.ui import fmt
+from pdlab.ui.text import text
+
+
+def _run(mode: str, prompts: list[list[int]], cfg, cache, sched, sp, procs, routing) -> tuple:
+    """``(outputs by request id, trace)`` of one P/D run under ``mode``."""
+    if procs == 2:
+        from pdlab.disagg.launch import run_pd_procs
+
+        res = run_pd_procs(prompts, cfg, cache, sched, sp, first_token=mode, **routing)
+        if res.errors:
+            raise ValueError("; ".join(f"{r}: {e}" for r, e in sorted(res.errors.items())))
+        outs = {r: o["output_token_ids"] for r, o in res.prefill.outputs.items()}
+        return outs, res.tracer
+    from pdlab.disagg.pair import PDPair
+
+    pair = PDPair(cfg, cache, sched, backend="torch", first_token=mode, **routing)
+    outs = pair.generate(prompts, sp)
+    return {o.request_id: o.output_token_ids for o in outs}, pair.tracer
+
+
+def compare_designs(
+    prompts: Sequence[Sequence[int]],
+    model_config: ModelConfig | None = None,
+    cache_config: CacheConfig | None = None,
+    sampling_params: SamplingParams | None = None,
+    *,
+    procs: int = 1,
+    gpu: str = "H200",
+    v3_context: int = 4096,
+    traces: dict[str, Any] | None = None,
+    **routing: Any,
+) -> list[dict[str, Any]]:
+    """One row per design: whether every prompt's tokens equal the colocated run's, the
+    trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
+    routed and the modelled latency after P (summed or listed over the prompts), and the
+    same design at DeepSeek-V3's widths for a ``v3_context``-token prompt on ``gpu``.
+    ``traces``, if given, receives each design's trace."""
+    cfg = model_config or ModelConfig.tiny()
+    cache = cache_config or CacheConfig()
+    sp = sampling_params or SamplingParams(max_tokens=4)
+    ids = [list(p) for p in prompts]
+    colocated = LLMEngine(cfg, cache, backend="torch", **routing).generate(ids, sp)
+    prof = device_profile(gpu)
+    v3 = ModelConfig.deepseek_v3()
+    rows = []
+    for mode in MODES:
+        outs, trace = _run(mode, ids, cfg, cache, SchedulerConfig(), sp, procs, routing)
+        if traces is not None:
+            traces[mode] = trace
+        events = trace.filter("first_token")
+        forwards = [e["d_first_forward"] for e in events if e["d_first_forward"]]
+        forward = forwards[0] if forwards else "forward_mqa"
+        kv3 = transfer_bytes(v3, "recompute", v3_context, cache.block_size)
+        pay3, flops3, lat3 = design_point(v3, mode, v3_context, kv3, forward, prof, 2)
+        rows.append(
+            {
+                "mode": mode,
+                "same_as_colocated": all(
+                    outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated)
+                ),
+                "kv_bytes": sum(e["kv_bytes"] for e in events),
+                "payload_bytes": sum(e["payload_bytes"] for e in events),
+                "d_flops": sum(e["d_flops"] for e in events),
+                "known": sorted({(e["known_on"], e["known_step"]) for e in events}),
+                "d_first": sorted(
+                    {(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events}
+                ),
+                "latency_s": max((e["latency_s"] for e in events), default=0.0),
+                "v3": {"bytes": kv3 + pay3, "d_flops": flops3, "latency_s": lat3},
+            }
+        )
+    return rows
+
+
+def designs_table(
+    rows: list[dict[str, Any]], gpu: str = "H200", v3_context: int = 4096, lang: str = "en"
+) -> Table:
+    """The rows of :func:`compare_designs` point by point: one column per design, so the
+    table reads at 80 columns."""
+    t = Table(title=escape(text(lang, "dz_title")), show_lines=True)
+    t.add_column(escape(text(lang, "dz_mode")))
+    for r in rows:
+        t.add_column(r["mode"])
+
+    def line(key: str, cell, **values: Any) -> None:
+        t.add_row(escape(text(lang, key, **values)), *(escape(cell(r)) for r in rows))
+
+    line("dz_same", lambda r: text(lang, "dz_yes" if r["same_as_colocated"] else "dz_no"))
+    line("dz_kv", lambda r: fmt.nbytes(r["kv_bytes"]))
+    line("dz_payload", lambda r: fmt.nbytes(r["payload_bytes"]))
+    line("dz_flops", lambda r: fmt.flops(r["d_flops"]))
+    line("dz_known", lambda r: ", ".join(f"{on} step {s}" for on, s in r["known"]))
+    line(
+        "dz_first",
+        lambda r: ", ".join(
+            f"{fwd or '-'} ({text(lang, 'dz_prefilling' if pf else 'dz_decode')})"
+            for fwd, pf in r["d_first"]
+        ),
+    )
+    line("dz_latency", lambda r: fmt.seconds(r["latency_s"]), gpu=gpu)
+    v3 = lambda r: r["v3"]  # noqa: E731 - one cell's source
+    line(
+        "dz_v3",
+        lambda r: (
+            f"{fmt.nbytes(v3(r)['bytes'])} / {fmt.flops(v3(r)['d_flops'])} / "
+            f"{fmt.seconds(v3(r)['latency_s'])}"
+        ),
+        n=v3_context,
+    )
+    t.caption = escape(
+        text(
+            lang,
+            "dz_note",
+            gpu=gpu,
+            link=f"{LINK_BYTES_PER_S / 1e9:g}",
+            link_source=text(lang, "dz_link_source"),
+        )
+    )
+    return t

@@ -1,0 +1,119 @@
+"""``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07): first-token design, routing,
+the running decodes' context (log scale, up to 128K), batch size, arrival rate and GPU
+profile; each change reruns the simulator (DeepSeek-V3 widths) and shows TPOT p50/p99,
+D's time to first token, the share of steps that are not uniform decode batches, and the
+step times over the run. Labels in English or Chinese (:mod:`pdlab.ui.text`).
+"""
+
+from __future__ import annotations
+
+import traceback
+
+import ipywidgets as widgets
+from matplotlib.figure import Figure
+
+from pdlab.config import ModelConfig
+from pdlab.disagg.designs import MODES
+from pdlab.sim.profiles import GPUS, device_profile
+from pdlab.sim.report import summarize
+from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
+from pdlab.ui.fmt import esc, html_table, seconds
+from pdlab.ui.text import text
+
+
+class SimExplorer(widgets.VBox):
+    """Rerun :func:`pdlab.sim.simulator.simulate` whenever a control changes."""
+
+    def __init__(self, lang: str = "en", duration_s: float = 1.0) -> None:
+        self.lang, self.duration_s = lang, duration_s
+        self.v3 = ModelConfig.deepseek_v3()
+        self._profiles = {g: device_profile(g) for g in GPUS}
+        style = {"description_width": "initial"}
+        t = lambda key: text(lang, key)  # noqa: E731 - a label's source
+        self.design = widgets.Dropdown(options=list(MODES), description=t("sim_design"))
+        self.routing = widgets.Dropdown(options=list(ROUTINGS), description=t("sim_routing"))
+        self.context = widgets.IntSlider(
+            value=12,
+            min=10,
+            max=17,
+            description=t("w_sim_context"),
+            style=style,
+            continuous_update=False,
+        )  # 2**10 .. 2**17 tokens
+        self.batch = widgets.IntSlider(
+            value=64,
+            min=1,
+            max=256,
+            description=t("w_sim_batch"),
+            style=style,
+            continuous_update=False,
+        )
+        self.rate = widgets.FloatLogSlider(
+            value=20.0,
+            base=10,
+            min=0,
+            max=2.5,
+            description=t("w_sim_rate"),
+            style=style,
+            continuous_update=False,
+        )
+        self.gpu = widgets.Dropdown(options=list(GPUS), value="H200", description="GPU")
+        self.summary = widgets.HTML().add_class("pdlab-sim-summary")
+        self.plot = widgets.Output()
+        self.error = widgets.HTML()
+        self.result: SimResult | None = None
+        controls = (self.design, self.routing, self.context, self.batch, self.rate, self.gpu)
+        for w in controls:
+            w.observe(lambda _: self.rerun(), names="value")
+        wrap = widgets.Layout(flex_flow="row wrap")
+        super().__init__(
+            [widgets.HBox(list(controls), layout=wrap), self.error, self.summary, self.plot]
+        )
+        self.rerun()
+
+    @property
+    def config(self) -> SimConfig:
+        ctx = 2**self.context.value
+        return SimConfig(
+            design=self.design.value,
+            routing=self.routing.value,
+            batch_size=self.batch.value,
+            context=ctx,
+            prompt_len=ctx,
+            arrival_rate=float(self.rate.value),
+            duration_s=self.duration_s,
+        )
+
+    def rerun(self) -> None:
+        try:
+            self._rerun()
+            self.error.value = ""
+        except Exception:  # shown in the widget: an observer's exception is invisible
+            self.error.value = f"<pre style='color:#b00'>{esc(traceback.format_exc())}</pre>"
+
+    def _rerun(self) -> None:
+        profile = self._profiles[self.gpu.value]
+        res = simulate(self.config, self.v3, profile, gpu=self.gpu.value.lower())
+        self.result = res
+        s = summarize(res)
+        lang = self.lang
+        head = [text(lang, k) for k in ("sim_tpot", "sim_ttft", "sim_t2t", "sim_mixed")]
+        cells = [
+            f"{seconds(s['tpot_p50_s'])} / {seconds(s['tpot_p99_s'])}",
+            f"{seconds(s['ttft_d_p50_s'])} / {seconds(s['ttft_d_p99_s'])}",
+            f"{seconds(s['t2t_d_p50_s'])} / {seconds(s['t2t_d_p99_s'])}",
+            f"{100 * s['non_uniform_share']:.0f}%",
+        ]
+        note = text(lang, "w_sim_note", steps=s["steps"], n=s["arrivals"], gpu=profile.name)
+        self.summary.value = html_table(head, [cells]) + f"<div>{esc(note)}</div>"
+        fig = Figure(figsize=(7, 2.4))
+        ax = fig.subplots()
+        ax.plot([x.t for x in res.steps], [1e3 * x.time_s for x in res.steps], lw=0.8)
+        ax.set_xlabel("simulated time (s)")
+        ax.set_ylabel("step time (ms)")
+        fig.tight_layout()
+        self.plot.clear_output(wait=True)
+        with self.plot:
+            from IPython.display import display
+
+            display(fig)

@@ -1,0 +1,89 @@
+"""The tour's closing chapter (7): could D skip the recompute, and does it matter?
+
+It runs the tour's prompt under the four first-token designs (``pdlab/disagg/designs.py``,
+table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid at DeepSeek-V3's widths
+on the H200 profile with its defaults (``pdlab/sim/``), and states the answer in one
+paragraph with that run's numbers. :func:`save_plots` writes the pictures of the designs
+(``pdlab/ui/plots_designs.py``) and of the simulation for ``pdlab tour --plots DIR``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from pdlab.config import CacheConfig, ModelConfig
+from pdlab.demo import Demo
+from pdlab.sim.profiles import device_profile
+from pdlab.sim.report import run_grid, sim_table, write_plots
+from pdlab.sim.simulator import SimConfig
+from pdlab.ui import fmt
+from pdlab.ui.designs_view import compare_designs, designs_table
+from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
+from pdlab.ui.tour_kv import say
+
+GPU = "H200"
+_RUNS: dict[tuple, Any] = {}  # one run per prompt and block size, for the chapter and plots
+
+
+def _runs(demo: Demo) -> tuple[list, dict, list, dict, Any]:
+    key = (tuple(demo.prompt_ids), demo.block_size)
+    if key not in _RUNS:
+        traces: dict[str, Any] = {}
+        rows = compare_designs(
+            [demo.prompt_ids], demo.cfg, CacheConfig(block_size=demo.block_size), traces=traces
+        )
+        profile = device_profile(GPU)
+        sim_rows, sim_runs = run_grid(SimConfig(), ModelConfig.deepseek_v3(), profile, "h200")
+        _RUNS.clear()
+        _RUNS[key] = rows, traces, sim_rows, sim_runs, profile
+    return _RUNS[key]
+
+
+def answer_values(sim_rows: list[dict[str, Any]], base: SimConfig | None = None) -> dict:
+    """The numbers the closing paragraph quotes, read off the simulation's rows (run
+    with ``base``, by default ``SimConfig()``)."""
+    base = base or SimConfig()
+    r = {(x["routing"], x["design"]): x for x in sim_rows}
+    s = fmt.seconds
+    v2, pcp = r["v2", "recompute"], r["pcp", "recompute"]
+    return {
+        "gpu": GPU,
+        "batch": base.batch_size,
+        "ctx": fmt.tokens(base.context),
+        "rate": f"{base.arrival_rate:g}",
+        "plen": fmt.tokens(base.prompt_len),
+        "v2_p50": s(v2["tpot_p50_s"]),
+        "v2_p99": s(v2["tpot_p99_s"]),
+        "rc_t2t": s(v2["t2t_d_p50_s"]),
+        "ft_t2t": s(r["v2", "first_token"]["t2t_d_p50_s"]),
+        "rc_ttft": s(v2["ttft_d_p50_s"]),
+        "hs_ttft": s(r["v2", "hidden_state"]["ttft_d_p50_s"]),
+        "pcp_mixed": f"{100 * pcp['non_uniform_share']:.0f}%",
+        "pcp_p99": s(pcp["tpot_p99_s"]),
+        "pcp_x": fmt.ratio(pcp["tpot_p99_s"], v2["tpot_p99_s"]),
+        "pcp_ttft": s(pcp["ttft_d_p50_s"]),
+        "ft_pcp_p99": s(r["pcp", "first_token"]["tpot_p99_s"]),
+    }
+
+
+def chapter7(c: Console, demo: Demo, lang: str) -> None:
+    rows, _, sim_rows, _, profile = _runs(demo)
+    c.print(say(lang, "ch7_intro"))
+    c.print(designs_table(rows, GPU, lang=lang))
+    c.print(sim_table(sim_rows, profile, lang))
+    c.print(say(lang, "ch7_answer", **answer_values(sim_rows)))
+
+
+def save_plots(demo: Demo, out: Path) -> list[Path]:
+    rows, traces, sim_rows, sim_runs, _ = _runs(demo)
+    out.mkdir(parents=True, exist_ok=True)
+    figs = {
+        "designs_cache_grid.png": plot_cache_grid(traces, "req-0"),
+        "designs_timeline.png": plot_timeline(traces["recompute"], "req-0"),
+    }
+    for name, fig in figs.items():
+        fig.savefig(out / name, dpi=110)
+    return [out / n for n in figs] + write_plots(sim_rows, sim_runs, out)
