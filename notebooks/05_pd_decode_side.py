@@ -105,6 +105,8 @@ from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
+from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
+from pdlab.ui.text import words
 from pdlab.ui.tour_route import RENAMES
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
@@ -112,10 +114,19 @@ LANG = "en"  # the language of the widgets' labels
 BACKEND = "torch"  # pdlab.kernels backend for every engine below
 TINY = ModelConfig.tiny()
 PCP2 = ParallelConfig(prefill_context_parallel_size=2)
+t = words(LANG)  # the words of every printed line and table, in LANG
 print(
-    f"kernels run on backend {BACKEND!r}; model {TINY.name}: {TINY.num_hidden_layers} layers,"
-    f" {TINY.num_attention_heads} heads, latent row {TINY.kv_lora_rank} + "
-    f"{TINY.qk_rope_head_dim} = {TINY.kv_cache_dim} values; weights {TINY.weights!r}"
+    t(
+        "nb5_setup",
+        b=repr(BACKEND),
+        m=TINY.name,
+        layers=TINY.num_hidden_layers,
+        heads=TINY.num_attention_heads,
+        L=TINY.kv_lora_rank,
+        R=TINY.qk_rope_head_dim,
+        W=TINY.kv_cache_dim,
+        w=repr(TINY.weights),
+    )
 )
 
 # %% [markdown]
@@ -133,7 +144,7 @@ N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one 
 prompt = prompt_of_length(N)
 pair = PDPair(TINY, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND)
 out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
-print(f"prompt {prompt!r} ({N} tokens) -> output_token_ids {out.output_token_ids}", end=" ")
+print(t("nb5_generated", p=repr(prompt), n=N, ids=out.output_token_ids), end=" ")
 print(printable(out.output_token_ids))
 trace_panels(pair.tracer, lang=LANG)
 
@@ -199,10 +210,17 @@ for layer in range(TINY.num_hidden_layers):
         ]
     )
     assert torch.isfinite(d_rows).all() and torch.equal(d_rows, p_rows)
-display(HTML(html_table(["layer", "D rows 0..N-1", "finite", "== P rows"], rows)))
+headers = [t("nb5_col_layer"), t("nb5_col_d_rows"), t("nb5_col_finite"), t("nb5_col_eq_p")]
+display(HTML(html_table(headers, rows)))
 print(
-    f"{xfer['nbytes']} bytes = {len(xfer['local_block_ids'])} blocks x {BS} slots x "
-    f"{TINY.kv_cache_dim} values x 4 bytes (fp32) x {TINY.num_hidden_layers} layers"
+    t(
+        "nb5_bytes",
+        nb=xfer["nbytes"],
+        blocks=len(xfer["local_block_ids"]),
+        bs=BS,
+        W=TINY.kv_cache_dim,
+        layers=TINY.num_hidden_layers,
+    )
 )
 
 # %% [markdown]
@@ -222,18 +240,18 @@ ids = torch.tensor(pair.prefill.tokenizer.encode(prompt))
 with torch.no_grad():
     h_last = model(ids, torch.arange(N))  # final hidden states, no cache at all
     logits_ref = model.compute_logits(h_last[-1])  # what the first output token comes from
-print(
-    f"cache row per token per layer: {TINY.kv_cache_dim} values "
-    f"(kv_lora_rank {TINY.kv_lora_rank} + qk_rope_head_dim {TINY.qk_rope_head_dim})"
-)
-print(
-    f"h_last[N-1]: {tuple(h_last[-1].shape)}, output of layer {TINY.num_hidden_layers - 1}; "
-    f"logits {tuple(logits_ref.shape)}"
-)
+print(t("nb5_cache_row", W=TINY.kv_cache_dim, L=TINY.kv_lora_rank, R=TINY.qk_rope_head_dim))
+shape, ls = tuple(h_last[-1].shape), tuple(logits_ref.shape)
+print(t("nb5_h_last", shape=shape, l=TINY.num_hidden_layers - 1, ls=ls))
 V3 = ModelConfig.deepseek_v3()
 print(
-    f"{V3.name}: cache row {V3.kv_cache_dim} values per token per layer "
-    f"({V3.num_hidden_layers} layers); h_last {V3.hidden_size} values"
+    t(
+        "nb5_v3_row",
+        name=V3.name,
+        W=V3.kv_cache_dim,
+        layers=V3.num_hidden_layers,
+        H=V3.hidden_size,
+    )
 )
 
 # %% [markdown]
@@ -255,15 +273,12 @@ while pair.has_unfinished_requests():
     pair.step()
 after = [kv[slot] for kv in pair.decode.runner.kv_caches]
 diff = max(float((a - b).abs().max()) for a, b in zip(after, before))
-print(f"position N-1 = {last}: rewritten by D, max |new - old| over layers = {diff:.1e}")
+print(t("nb5_rewritten", p=last, d=f"{diff:.1e}"))
 assert diff < 1e-5
 
 first = pair.tracer.first("route", "D")
 d_logits = pair.decode.runner.logits[first["req_id"]][0]
-print(
-    f"max |D's first logits - lm_head(norm(h_last[N-1]))| = "
-    f"{float((d_logits - logits_ref).abs().max()):.1e}"
-)
+print(t("nb5_logits_diff", d=f"{float((d_logits - logits_ref).abs().max()):.1e}"))
 assert torch.allclose(d_logits, logits_ref, atol=1e-4)
 assert (
     int(d_logits.argmax()) == int(logits_ref.argmax()) == pair.tracer.first("sample", "D")["token"]
@@ -374,7 +389,7 @@ rows = [
     [f"rank {r}", ", ".join(f"{names_[i]}[{o}:{o + n}]" for i, o, n in parts) or "—"]
     for r, parts in enumerate(layout)
 ]
-display(HTML(html_table(["PCP rank", "rows it computes (row[start:end])"], rows)))
+display(HTML(html_table([t("nb5_col_rank"), t("nb5_col_rank_rows")], rows)))
 assert [i for i, _, _ in layout[0]] == [0, 2] and [i for i, _, _ in layout[1]] == [1]
 
 # %% [markdown]
@@ -395,10 +410,11 @@ show_source(MLAAttention.forward_mha)
 
 # %%
 SETUPS = {  # label: (model_runner, parallel_config)
-    "V2 (default)": ("v2", ParallelConfig()),
-    "V2 + PCP 2": ("v2", PCP2),
-    "V1": ("v1", ParallelConfig()),
+    t("nb5_setup_v2"): ("v2", ParallelConfig()),
+    t("nb5_setup_pcp2"): ("v2", PCP2),
+    t("nb5_setup_v1"): ("v1", ParallelConfig()),
 }
+V2_RUN, PCP_RUN, V1_RUN = SETUPS
 runs = {}
 for label, (runner, parallel) in SETUPS.items():
     p = PDPair(
@@ -425,22 +441,45 @@ for label, (runner, parallel) in SETUPS.items():
     display(
         HTML(
             f"<b>{label}: {p.tracer.first('route', 'D')['forward']}</b>"
-            + html_table(["kernel", "part", "shapes", "FLOPs (model)", "bytes (model)"], krows)
+            + html_table(
+                [
+                    t("nb5_col_kernel"),
+                    t("nb5_col_part"),
+                    t("nb5_col_shapes"),
+                    t("nb5_col_flops_model"),
+                    t("nb5_col_bytes_model"),
+                ],
+                krows,
+            )
         )
     )
-routes = {label: t.first("route", "D") for label, (t, _) in runs.items()}
-assert routes["V2 (default)"]["forward"] == routes["V1"]["forward"] == "forward_mqa"
-assert routes["V2 + PCP 2"]["forward"] == "forward_mha"
-assert routes["V2 + PCP 2"]["prefill_runs_as_decode"] is None
-assert not routes["V2 + PCP 2"]["decode_graph_eligible"]
-assert routes["V1"]["prefill_runs_as_decode"] is None  # V1 has no such flag
+routes = {label: tr.first("route", "D") for label, (tr, _) in runs.items()}
+assert routes[V2_RUN]["forward"] == routes[V1_RUN]["forward"] == "forward_mqa"
+assert routes[PCP_RUN]["forward"] == "forward_mha"
+assert routes[PCP_RUN]["prefill_runs_as_decode"] is None
+assert not routes[PCP_RUN]["decode_graph_eligible"]
+assert routes[V1_RUN]["prefill_runs_as_decode"] is None  # V1 has no such flag
+
+# %% [markdown]
+# Two pictures drawn from these three traces (notebook 7 draws them for four designs of
+# D's first token): what D's cache holds when its first step starts against what token 1
+# needs (every layer's K/V of positions `0..N-1`, and the final hidden state of `N-1`, the
+# top row), and each run as a timeline, D's steps shaded by `decode_graph_eligible`: under
+# V2 and V1 D's first step keeps the decode graph, under PCP it loses it.
+
+# %%
+rid = routes[V2_RUN]["req_id"]
+display(plot_cache_grid({label: tr for label, (tr, _) in runs.items()}, rid, LANG))
+display(plot_timeline(runs[PCP_RUN][0], rid, LANG))
+assert not routes[PCP_RUN]["decode_graph_eligible"]
 
 # %% [markdown]
 # The names in the question are older vLLM's. Where they live in 0.33.0 (files under
 # `vllm/`; the tour prints the same table, from `pdlab/ui/tour_route.py`):
 
 # %%
-display(HTML(html_table(["older vLLM", "vLLM 0.33.0", "file"], [list(r) for r in RENAMES])))
+renames = [list(r) for r in RENAMES]
+display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], renames)))
 
 # %% [markdown]
 # ## 4. Four kinds of request, three backends
@@ -457,11 +496,12 @@ display(HTML(html_table(["older vLLM", "vLLM 0.33.0", "file"], [list(r) for r in
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
-    "fresh prompt": (100, 0, 100),
-    "ordinary decode": (1, 20, 12),
-    "long extend": (200, 300, 900),
-    "D's short extend": (1, N - 1, N),
+    t("nb5_req_fresh"): (100, 0, 100),
+    t("nb5_req_decode"): (1, 20, 12),
+    t("nb5_req_long"): (200, 300, 900),
+    t("nb5_req_short"): (1, N - 1, N),
 }
+SHORT = t("nb5_req_short")
 names = list(batch)
 q, c, p = (list(x) for x in zip(*batch.values()))
 settings = [
@@ -496,14 +536,14 @@ for backend, size in settings:
 display(
     HTML(
         html_table(
-            ["request", "query_len", "num_computed_tokens", "num_prompt_tokens"]
+            [t("nb5_col_request"), "query_len", "num_computed_tokens", "num_prompt_tokens"]
             + [f"{b}, PCP {s}" for b, s in settings],
             [[name, *row] for name, row in table.items()],
         )
     )
 )
-assert table["D's short extend"][3].endswith("decode")
-assert table["D's short extend"][4].endswith("prefill")
+assert table[SHORT][3].endswith("decode")
+assert table[SHORT][4].endswith("prefill")
 
 # %% [markdown]
 # Read the columns: the short extend is a decode everywhere except under PCP; the fresh
@@ -534,9 +574,9 @@ colocated = LLMEngine(TINY, CacheConfig(block_size=BS), SchedulerConfig(), backe
 col_tokens = colocated.generate(prompt, SamplingParams(max_tokens=4))[0].output_token_ids
 oracle = model.greedy_generate(ids.tolist(), 4)
 for label, (_, toks) in runs.items():
-    print(f"P/D, {label:14}: {toks}")
-print(f"colocated engine  : {col_tokens}")
-print(f"oracle (no cache) : {oracle}")
+    print(t("nb5_tokens_pd", label=label, toks=toks))
+print(t("nb5_tokens_colocated", toks=col_tokens))
+print(t("nb5_tokens_oracle", toks=oracle))
 assert all(toks == col_tokens == oracle for _, toks in runs.values())
 
 # %% [markdown]
@@ -560,7 +600,8 @@ for label, (tracer, _) in runs.items():
             nbytes(sum(e["bytes"] for e in ks)),
         ]
     )
-display(HTML(html_table(["set-up", "path", "kernels", "FLOPs", "bytes"], summary)))
+headers = [t("nb5_col_setup"), t("nb5_col_path"), t("nb5_col_kernels"), "FLOPs", t("nb5_col_bytes")]
+display(HTML(html_table(headers, summary)))
 
 # %% [markdown]
 # The tiny model hides the scale. The same cost model with DeepSeek-V3's dimensions
@@ -578,7 +619,7 @@ display(HTML(html_table(["set-up", "path", "kernels", "FLOPs", "bytes"], summary
 per_ctx_token = gemm(
     1, V3.num_attention_heads * (V3.qk_nope_head_dim + V3.v_head_dim), V3.kv_lora_rank
 )[0]
-print(f"kv_b_proj up-projection: {per_ctx_token / 1e6:.1f} MFLOP per context token per layer")
+print(t("nb5_upproj", mf=f"{per_ctx_token / 1e6:.1f}"))
 assert abs(per_ctx_token / 1e6 - 33.6) < 0.05
 
 PEAK_FLOPS, PEAK_BW = published_peak("H800")  # dense bf16 and HBM3 (NVIDIA's datasheets)
@@ -614,16 +655,16 @@ display(
     HTML(
         html_table(
             [
-                "context N-1",
+                t("nb5_col_context"),
                 "FLOPs forward_mha",
                 "FLOPs forward_mqa",
-                "ratio",
-                "bytes forward_mha",
-                "bytes forward_mqa",
-                "ratio",
-                "ratio per request in a batch",
-                "H800 bound, forward_mha",
-                "H800 bound, forward_mqa",
+                t("nb5_col_ratio"),
+                t("nb5_col_pf_bytes"),
+                t("nb5_col_dc_bytes"),
+                t("nb5_col_ratio"),
+                t("nb5_col_batch_ratio"),
+                t("nb5_col_pf_bound"),
+                t("nb5_col_dc_bound"),
             ],
             cost_rows,
         )

@@ -131,8 +131,8 @@ show_source(hand_off)
 # `decode_graph_eligible`, under the default and under PCP.
 
 # %%
-display(plot_cache_grid(traces, "req-3"))
-display(plot_timeline(traces["recompute"], "req-3"))
+display(plot_cache_grid(traces, "req-3", LANG))
+display(plot_timeline(traces["recompute"], "req-3", LANG))
 pcp = PDPair(
     TINY,
     CacheConfig(block_size=BS),
@@ -141,7 +141,7 @@ pcp = PDPair(
     parallel_config=ParallelConfig(prefill_context_parallel_size=2),
 )
 pcp.generate(PROMPTS, SamplingParams(max_tokens=4))
-display(plot_timeline(pcp.tracer, "req-3"))
+display(plot_timeline(pcp.tracer, "req-3", LANG))
 
 # %% [markdown]
 # ## What a design cannot honour

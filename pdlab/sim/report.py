@@ -14,12 +14,12 @@ from typing import Any
 
 from matplotlib.figure import Figure
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
+from pdlab.ui.fmt import FitTable
 from pdlab.ui.text import text
 
 
@@ -79,8 +79,12 @@ def _ms(p50: float, p99: float) -> str:
     return f"{1e3 * p50:.3g} / {1e3 * p99:.3g}"
 
 
-def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "en") -> Table:
-    t = Table(title=escape(text(lang, "sim_title", gpu=profile.name)))
+def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "en") -> FitTable:
+    """One row per (routing, design); every value whole at the width it is printed at."""
+    t = FitTable(
+        title=escape(text(lang, "sim_title", gpu=profile.name)),
+        caption=escape(text(lang, "sim_caption", source=profile.source)),
+    )
     for key, just in (
         ("sim_routing", "left"),
         ("sim_design", "left"),
@@ -99,7 +103,6 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
             _ms(r["t2t_d_p50_s"], r["t2t_d_p99_s"]),
             f"{100 * r['non_uniform_share']:.0f}%",
         )
-    t.caption = escape(text(lang, "sim_caption", source=profile.source))
     return t
 
 

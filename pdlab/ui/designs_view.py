@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.markup import escape
-from rich.table import Table
 
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, design_point, transfer_bytes
@@ -22,6 +21,7 @@ from pdlab.engine import LLMEngine
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
 from pdlab.ui import fmt
+from pdlab.ui.fmt import FitTable
 from pdlab.ui.text import text
 
 
@@ -98,10 +98,10 @@ def compare_designs(
 
 def designs_table(
     rows: list[dict[str, Any]], gpu: str = "H200", v3_context: int = 4096, lang: str = "en"
-) -> Table:
+) -> FitTable:
     """The rows of :func:`compare_designs` point by point: one column per design, so the
     table reads at 80 columns."""
-    t = Table(title=escape(text(lang, "dz_title")), show_lines=True)
+    t = FitTable(title=escape(text(lang, "dz_title")), stack="columns")
     t.add_column(escape(text(lang, "dz_mode")))
     for r in rows:
         t.add_column(r["mode"])

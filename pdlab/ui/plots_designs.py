@@ -18,6 +18,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from pdlab.trace import Tracer
+from pdlab.ui.plots import lang_fonts
+from pdlab.ui.text import text
 
 COLORS = {
     "held": "#9ecae1",  # K/V that landed from P
@@ -57,8 +59,14 @@ def _grid_cells(trace: Tracer, req_id: str) -> tuple[int, int, dict[tuple[int, i
     return layers, n, cells
 
 
-def plot_cache_grid(traces: dict[str, Tracer], req_id: str = "req-0") -> Figure:
-    """One panel per design (``traces``: design -> trace of a run of it)."""
+def plot_cache_grid(traces: dict[str, Tracer], req_id: str = "req-0", lang: str = "en") -> Figure:
+    """One panel per design (``traces``: design -> trace of a run of it), labelled in
+    ``lang`` (English where no font has Chinese glyphs)."""
+    with lang_fonts(lang) as use:
+        return _cache_grid(traces, req_id, use)
+
+
+def _cache_grid(traces: dict[str, Tracer], req_id: str, lang: str) -> Figure:
     fig = Figure(figsize=(3.2 * len(traces), 3.4))
     axes = fig.subplots(1, len(traces), squeeze=False)[0]
     for ax, (mode, trace) in zip(axes, traces.items()):
@@ -73,28 +81,34 @@ def plot_cache_grid(traces: dict[str, Tracer], req_id: str = "req-0") -> Figure:
         ax.set_xlim(0, width)
         ax.set_ylim(0, layers + 1)
         ax.set_yticks([r + 0.45 for r in range(layers + 1)])
-        ax.set_yticklabels([f"layer {r}" for r in range(layers)] + ["h (final norm)"], fontsize=7)
-        ax.set_xlabel(f"position (N = {n}; column N: token 1)", fontsize=8)
+        rows = [text(lang, "pg_layer", r=r) for r in range(layers)] + [text(lang, "pg_hidden")]
+        ax.set_yticklabels(rows, fontsize=7)
+        ax.set_xlabel(text(lang, "pg_position", n=n), fontsize=8)
         ax.set_title(mode, fontsize=10)
     fig.legend(
         handles=[
-            Patch(color=COLORS["held"], label="K/V from P"),
-            Patch(color=COLORS["computed"], label="computed by D's first step"),
-            Patch(color=COLORS["shipped"], label="hidden state from P"),
-            Patch(color=COLORS["token"], label="token 1 from P"),
-            Patch(facecolor="white", hatch="//", label="what token 1 needs"),
+            Patch(color=COLORS["held"], label=text(lang, "pg_held")),
+            Patch(color=COLORS["computed"], label=text(lang, "pg_computed")),
+            Patch(color=COLORS["shipped"], label=text(lang, "pg_shipped")),
+            Patch(color=COLORS["token"], label=text(lang, "pg_token")),
+            Patch(facecolor="white", hatch="//", label=text(lang, "pg_needs")),
         ],
         loc="lower center",
         ncol=5,
         fontsize=7,
     )
-    fig.suptitle(f"What D holds against what token 1 needs ({req_id})", fontsize=10)
+    fig.suptitle(text(lang, "pg_grid_title", req=req_id), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     return fig
 
 
-def plot_timeline(trace: Tracer, req_id: str = "req-0") -> Figure:
+def plot_timeline(trace: Tracer, req_id: str = "req-0", lang: str = "en") -> Figure:
     """Lanes proxy, P, transfer, D; x is the order of the steps in the trace."""
+    with lang_fonts(lang) as use:
+        return _timeline(trace, req_id, use)
+
+
+def _timeline(trace: Tracer, req_id: str, lang: str) -> Figure:
     order: dict[tuple[str, int], int] = {}
     for e in trace.events:
         if e.kind == "step" or e.kind == "kv_transfer":
@@ -114,7 +128,7 @@ def plot_timeline(trace: Tracer, req_id: str = "req-0") -> Figure:
     if p_done:
         x = order.get(("P", p_done[0].step), 0)
         ax.annotate("", (x + 1.5, 3.1), (x + 0.5, 3.5), arrowprops={"arrowstyle": "->"})
-        ax.text(x + 0.5, 3.55, "hand-off", fontsize=7)
+        ax.text(x + 0.5, 3.55, text(lang, "pg_handoff"), fontsize=7)
     for e in trace.filter("route", "D", req_id=req_id):
         x = order["D", e.step]
         color = ELIGIBLE if e["decode_graph_eligible"] else NOT_ELIGIBLE
@@ -125,7 +139,7 @@ def plot_timeline(trace: Tracer, req_id: str = "req-0") -> Figure:
     ax.set_ylim(0, 4)
     ax.set_yticks([v + 0.5 for v in lanes.values()])
     ax.set_yticklabels(list(lanes))
-    ax.set_xlabel("steps in trace order (green: decode_graph_eligible, red: not)")
-    ax.set_title(f"{req_id}: proxy -> P -> transfer -> D")
+    ax.set_xlabel(text(lang, "pg_steps"))
+    ax.set_title(text(lang, "pg_timeline_title", req=req_id))
     fig.tight_layout()
     return fig

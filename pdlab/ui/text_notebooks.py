@@ -193,3 +193,189 @@ NOTEBOOKS.update(
         "nb3_bound": {"en": "bound on H100/H800", "zh": "在 H100/H800 上受限于"},
     }
 )
+
+NOTEBOOKS.update(
+    {  # notebooks 05/06 (notebooks/src/pd_decode_side.py)
+        "nb5_setup": {
+            "en": "kernels run on backend {b}; model {m}: {layers} layers, {heads} "
+            "heads, latent row {L} + {R} = {W} values; weights {w}",
+            "zh": "算子后端 {b}；模型 {m}：{layers} 层，{heads} 个头，潜向量行 {L} + {R} "
+            "= {W} 个值；权重 {w}",
+        },
+        "nb5_generated": {
+            "en": "prompt {p} ({n} tokens) -> output_token_ids {ids}",
+            "zh": "提示词 {p}（{n} 个 token）-> output_token_ids {ids}",
+        },
+        "nb5_col_layer": {
+            "en": "layer",
+            "zh": "层",
+        },
+        "nb5_col_d_rows": {
+            "en": "D rows 0..N-1",
+            "zh": "D 的第 0..N-1 行",
+        },
+        "nb5_col_finite": {
+            "en": "finite",
+            "zh": "全为有限值",
+        },
+        "nb5_col_eq_p": {
+            "en": "== P rows",
+            "zh": "== P 的行",
+        },
+        "nb5_bytes": {
+            "en": "{nb} bytes = {blocks} blocks x {bs} slots x {W} values x 4 bytes "
+            "(fp32) x {layers} layers",
+            "zh": "{nb} 字节 = {blocks} 块 × {bs} 槽 × {W} 个值 × 4 字节（fp32）× {layers} 层",
+        },
+        "nb5_cache_row": {
+            "en": "cache row per token per layer: {W} values (kv_lora_rank {L} + "
+            "qk_rope_head_dim {R})",
+            "zh": "每个 token 每层的缓存行：{W} 个值（kv_lora_rank {L} + qk_rope_head_dim {R}）",
+        },
+        "nb5_h_last": {
+            "en": "h_last[N-1]: {shape}, output of layer {l}; logits {ls}",
+            "zh": "h_last[N-1]：{shape}，第 {l} 层的输出；logits {ls}",
+        },
+        "nb5_v3_row": {
+            "en": "{name}: cache row {W} values per token per layer ({layers} layers); "
+            "h_last {H} values",
+            "zh": "{name}：每个 token 每层的缓存行 {W} 个值（{layers} 层）；h_last {H} 个值",
+        },
+        "nb5_rewritten": {
+            "en": "position N-1 = {p}: rewritten by D, max |new - old| over layers = {d}",
+            "zh": "位置 N-1 = {p}：被 D 重写，各层 |新 - 旧| 的最大值 = {d}",
+        },
+        "nb5_logits_diff": {
+            "en": "max |D's first logits - lm_head(norm(h_last[N-1]))| = {d}",
+            "zh": "|D 的第一组 logits - lm_head(norm(h_last[N-1]))| 的最大值 = {d}",
+        },
+        "nb5_col_rank": {
+            "en": "PCP rank",
+            "zh": "PCP rank",
+        },
+        "nb5_col_rank_rows": {
+            "en": "rows it computes (row[start:end])",
+            "zh": "它计算的行（row[start:end]）",
+        },
+        "nb5_col_kernel": {
+            "en": "kernel",
+            "zh": "算子",
+        },
+        "nb5_col_part": {
+            "en": "part",
+            "zh": "部分",
+        },
+        "nb5_col_shapes": {
+            "en": "shapes",
+            "zh": "形状",
+        },
+        "nb5_col_flops_model": {
+            "en": "FLOPs (model)",
+            "zh": "FLOPs（模型估算）",
+        },
+        "nb5_col_bytes_model": {
+            "en": "bytes (model)",
+            "zh": "字节（模型估算）",
+        },
+        "nb5_col_old": {
+            "en": "older vLLM",
+            "zh": "旧版 vLLM",
+        },
+        "nb5_col_file": {
+            "en": "file",
+            "zh": "文件",
+        },
+        "nb5_setup_v2": {
+            "en": "V2 (default)",
+            "zh": "V2（默认）",
+        },
+        "nb5_setup_pcp2": {
+            "en": "V2 + PCP 2",
+            "zh": "V2 + PCP 2",
+        },
+        "nb5_setup_v1": {
+            "en": "V1",
+            "zh": "V1",
+        },
+        "nb5_req_fresh": {
+            "en": "fresh prompt",
+            "zh": "新提示词",
+        },
+        "nb5_req_decode": {
+            "en": "ordinary decode",
+            "zh": "普通的 decode",
+        },
+        "nb5_req_long": {
+            "en": "long extend",
+            "zh": "长 extend",
+        },
+        "nb5_req_short": {
+            "en": "D's short extend",
+            "zh": "D 的短 extend",
+        },
+        "nb5_col_request": {
+            "en": "request",
+            "zh": "请求",
+        },
+        "nb5_tokens_pd": {
+            "en": "P/D, {label}: {toks}",
+            "zh": "P/D，{label}：{toks}",
+        },
+        "nb5_tokens_colocated": {
+            "en": "colocated engine: {toks}",
+            "zh": "非分离引擎：{toks}",
+        },
+        "nb5_tokens_oracle": {
+            "en": "oracle (no cache): {toks}",
+            "zh": "参考实现（不用缓存）：{toks}",
+        },
+        "nb5_col_setup": {
+            "en": "set-up",
+            "zh": "设置",
+        },
+        "nb5_col_path": {
+            "en": "path",
+            "zh": "路径",
+        },
+        "nb5_col_kernels": {
+            "en": "kernels",
+            "zh": "算子数",
+        },
+        "nb5_col_bytes": {
+            "en": "bytes",
+            "zh": "字节",
+        },
+        "nb5_upproj": {
+            "en": "kv_b_proj up-projection: {mf} MFLOP per context token per layer",
+            "zh": "kv_b_proj 上投影：每个上下文 token、每层 {mf} MFLOP",
+        },
+        "nb5_col_context": {
+            "en": "context N-1",
+            "zh": "上下文 N-1",
+        },
+        "nb5_col_ratio": {
+            "en": "ratio",
+            "zh": "倍数",
+        },
+        "nb5_col_pf_bytes": {
+            "en": "bytes forward_mha",
+            "zh": "字节 forward_mha",
+        },
+        "nb5_col_dc_bytes": {
+            "en": "bytes forward_mqa",
+            "zh": "字节 forward_mqa",
+        },
+        "nb5_col_batch_ratio": {
+            "en": "ratio per request in a batch",
+            "zh": "批中每个请求的倍数",
+        },
+        "nb5_col_pf_bound": {
+            "en": "H800 bound, forward_mha",
+            "zh": "H800 下界，forward_mha",
+        },
+        "nb5_col_dc_bound": {
+            "en": "H800 bound, forward_mqa",
+            "zh": "H800 下界，forward_mqa",
+        },
+    }
+)

@@ -38,6 +38,31 @@ VIEWS: dict[str, dict[str, str]] = {
     "v_instance": {"en": "instance {inst}", "zh": "实例 {inst}"},
     "v_one_engine": {"en": "one engine", "zh": "单个引擎"},
     "v_pd_run": {"en": "P/D run over {transport}", "zh": "P/D 运行，传输方式 {transport}"},
+    # the first-token designs' pictures (pdlab/ui/plots_designs.py)
+    "pg_layer": {"en": "layer {r}", "zh": "第 {r} 层"},
+    "pg_hidden": {"en": "h (final norm)", "zh": "h（最终 norm）"},
+    "pg_position": {
+        "en": "position (N = {n}; column N: token 1)",
+        "zh": "位置（N = {n}；第 N 列：第 1 个输出 token）",
+    },
+    "pg_held": {"en": "K/V from P", "zh": "来自 P 的 K/V"},
+    "pg_computed": {"en": "computed by D's first step", "zh": "D 的第一步算出的"},
+    "pg_shipped": {"en": "hidden state from P", "zh": "来自 P 的隐藏状态"},
+    "pg_token": {"en": "token 1 from P", "zh": "来自 P 的第 1 个 token"},
+    "pg_needs": {"en": "what token 1 needs", "zh": "第 1 个 token 需要的"},
+    "pg_grid_title": {
+        "en": "What D holds against what token 1 needs ({req})",
+        "zh": "D 持有的与第 1 个 token 需要的（{req}）",
+    },
+    "pg_handoff": {"en": "hand-off", "zh": "交接"},
+    "pg_steps": {
+        "en": "steps in trace order (green: decode_graph_eligible, red: not)",
+        "zh": "按 trace 顺序的各步（绿色：decode_graph_eligible，红色：否）",
+    },
+    "pg_timeline_title": {
+        "en": "{req}: proxy -> P -> transfer -> D",
+        "zh": "{req}：proxy -> P -> 传输 -> D",
+    },
     "v_routing": {
         "en": "model runner {runner} · MLA backend profile {backend}: {why}",
         "zh": "model runner {runner} · MLA 后端配置 {backend}：{why}",

@@ -233,7 +233,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
-        paths += tour_designs.save_plots(demo, args.plots)
+        paths += tour_designs.save_plots(demo, args.plots, lang)
         c.print(
             say(
                 lang,

@@ -77,12 +77,12 @@ def chapter7(c: Console, demo: Demo, lang: str) -> None:
     c.print(say(lang, "ch7_answer", **answer_values(sim_rows)))
 
 
-def save_plots(demo: Demo, out: Path) -> list[Path]:
+def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:
     rows, traces, sim_rows, sim_runs, _ = _runs(demo)
     out.mkdir(parents=True, exist_ok=True)
     figs = {
-        "designs_cache_grid.png": plot_cache_grid(traces, "req-0"),
-        "designs_timeline.png": plot_timeline(traces["recompute"], "req-0"),
+        "designs_cache_grid.png": plot_cache_grid(traces, "req-0", lang),
+        "designs_timeline.png": plot_timeline(traces["recompute"], "req-0", lang),
     }
     for name, fig in figs.items():
         fig.savefig(out / name, dpi=110)
