@@ -25,16 +25,16 @@ from typing import Any
 
 import torch
 
-from pdlab.attention.builder import MLAMetadataBuilder
+from pdlab.attention.builder import MLAMetadata, MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, batch_region
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.kv_transfer.first_token import tokens_from_hidden_states
-from pdlab.math_utils import cdiv
-from pdlab.model.batch import gather_batch_req_state
+from pdlab.model.batch import BatchReqState, gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
+from pdlab.model.faults import RunnerFaultsMixin
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 from pdlab.trace import EventSink
 
@@ -61,7 +61,7 @@ class CachedRequestState:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
 
 
-class ModelRunner:
+class ModelRunner(RunnerFaultsMixin):
     def __init__(
         self,
         model: DeepseekV2ForCausalLM,
@@ -198,64 +198,6 @@ class ModelRunner:
             kv_connector_output=kv_out,
         )
 
-    # ---- faults ----------------------------------------------------------------------
-    def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
-        """Run the batch so that one bad request cannot take the others down.
-
-        vLLM lets an exception in ``execute_model`` kill the engine core; pdlab keeps
-        serving: a request whose inputs are out of range is left out before the forward,
-        and if the batched forward still raises, each request runs alone once to find the
-        ones that fail. Those land in ``req_errors``; the engine finishes them with
-        ``FINISHED_ERROR`` and frees their blocks."""
-        rids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
-        for r in rids:
-            why = self._input_error(r, so.num_scheduled_tokens[r])
-            if why:
-                self.req_errors[r] = why
-        good = [r for r in rids if r not in self.req_errors]
-        if not good:
-            return {}
-        try:
-            return self._run_batch(so, good)
-        except Exception as e:  # noqa: BLE001 - isolated below, reported per request
-            if len(good) == 1:
-                self.req_errors[good[0]] = one_line(e)
-                return {}
-        sampled: dict[str, list[int]] = {}
-        for r in good:
-            try:
-                sampled.update(self._run_batch(so, [r]))
-            except Exception as e:  # noqa: BLE001
-                self.req_errors[r] = one_line(e)
-        return sampled
-
-    def _input_error(self, rid: str, n: int) -> str | None:
-        """Why this request's inputs cannot run (token ids, positions, block ids), or None."""
-        s = self.requests.get(rid)
-        if s is None:
-            return f"the runner has no state for request {rid!r}"
-        c, bs = s.num_computed_tokens, self.cache_config.block_size
-        toks = s.all_token_ids[c : c + n]
-        if len(toks) != n:
-            return f"scheduled {n} tokens from {c} but only {s.num_tokens} are known"
-        vocab = self.cfg.vocab_size
-        bad = [t for t in toks if not 0 <= t < vocab]
-        if bad:
-            return f"token id {bad[0]} is out of range: expected [0, {vocab}) (vocab_size)"
-        if c + n > self.cfg.max_position_embeddings:
-            return (
-                f"position {c + n - 1} is out of range: expected < "
-                f"{self.cfg.max_position_embeddings} (max_position_embeddings)"
-            )
-        need = cdiv(c + n, bs)
-        if len(s.block_ids) < need:
-            return f"{len(s.block_ids)} blocks hold {c + n} tokens: expected {need}"
-        nb = self.cache_config.num_blocks
-        wild = [b for b in s.block_ids[:need] if not 0 <= b < nb]
-        if wild:
-            return f"block id {wild[0]} is out of range: expected [0, {nb}) (num_blocks)"
-        return None
-
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
         builder = self.attn_metadata_builder
@@ -302,36 +244,10 @@ class ModelRunner:
         )
         # The learner's expression, computed for every request as the runner in force does.
         is_prefilling = common.is_prefilling
-        runs_as_decode = batch.prefill_runs_as_decode
         qsl = common.query_start_loc_cpu
         meta = builder.build(common)
         if self.emit is not None:
-            for i, r in enumerate(rids):
-                decode = i < meta.num_decodes
-                self.emit(
-                    "route",
-                    req_id=r,
-                    query_len=q_lens[i],
-                    num_computed_tokens=computed[i],
-                    num_prompt_tokens=prompts[i],
-                    is_prefilling=bool(is_prefilling[i]),
-                    region=batch_region(q_lens[i], computed[i], prompts[i], threshold),
-                    decode_threshold=threshold,
-                    require_uniform=builder.require_uniform,
-                    treat_short_extends_as_decodes=builder.treat_short_extends_as_decodes,
-                    prefill_context_parallel_size=(
-                        self.parallel_config.prefill_context_parallel_size
-                    ),
-                    mla_backend=self.attention_config.backend,
-                    model_runner=self.model_runner,
-                    prefill_len=batch.prefill_len[i],
-                    prefill_runs_as_decode=(
-                        None if runs_as_decode is None else bool(runs_as_decode[i])
-                    ),
-                    decode_graph_eligible=batch.decode_graph_eligible,
-                    path="decode" if decode else "prefill",
-                    forward="forward_mqa" if decode else "forward_mha",
-                )
+            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling])
         ctx = ForwardContext(
             meta,
             self.kv_caches,
@@ -377,6 +293,37 @@ class ModelRunner:
                         logit=float(row[tok]),
                     )
         return sampled
+
+    def _emit_routes(self, batch: BatchReqState, meta: MLAMetadata, prefilling: list[bool]) -> None:
+        """One ``route`` event per row: what the runner and the builder decided."""
+        b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
+        for i, r in enumerate(batch.req_ids):
+            q, c, p = (
+                batch.num_scheduled_tokens[i],
+                batch.num_computed_tokens[i],
+                batch.num_prompt_tokens[i],
+            )
+            decode = i < meta.num_decodes
+            self.emit(
+                "route",
+                req_id=r,
+                query_len=q,
+                num_computed_tokens=c,
+                num_prompt_tokens=p,
+                is_prefilling=prefilling[i],
+                region=batch_region(q, c, p, b.reorder_batch_threshold),
+                decode_threshold=b.reorder_batch_threshold,
+                require_uniform=b.require_uniform,
+                treat_short_extends_as_decodes=b.treat_short_extends_as_decodes,
+                prefill_context_parallel_size=self.parallel_config.prefill_context_parallel_size,
+                mla_backend=self.attention_config.backend,
+                model_runner=self.model_runner,
+                prefill_len=batch.prefill_len[i],
+                prefill_runs_as_decode=None if rad is None else bool(rad[i]),
+                decode_graph_eligible=batch.decode_graph_eligible,
+                path="decode" if decode else "prefill",
+                forward="forward_mqa" if decode else "forward_mha",
+            )
 
     @staticmethod
     def _sample(s: CachedRequestState, logits: torch.Tensor) -> int:
