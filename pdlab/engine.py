@@ -144,6 +144,7 @@ class LLMEngine:
             "mla_backend": self.attention_config.backend,
             "gpu": self.attention_config.gpu,
             "selected_by": self.attention_config.selected_by,
+            "selected_how": self.attention_config.selected_how,
             "reorder_batch_threshold": builder.reorder_batch_threshold,
             "require_uniform": builder.require_uniform,
             "prefill_context_parallel_size": self.parallel_config.prefill_context_parallel_size,

@@ -63,11 +63,39 @@ def backend_priorities(capability: tuple[int, int] | None) -> list[str]:
 
 @dataclass(frozen=True)
 class BackendChoice:
-    """The backend the platform picks, for which GPU, and why (one line for the views)."""
+    """The backend the platform picks, for which GPU, and why (one line for the views);
+    ``how`` is how the GPU was chosen: ``"named"``, ``"env"`` (``PDLAB_GPU``), ``"local"``
+    (this machine's) or ``"none"`` (no GPU named and none here)."""
 
     backend: str
     gpu: str
     reason: str
+    how: str = "named"
+
+
+def reason_text(gpu: str, backend: str, how: str, lang: str = "en") -> str:
+    """Why ``backend`` runs, in ``lang``: the views' one line, from the trace's fields."""
+    from pdlab.ui.text import text
+
+    label, cap = GPUS[gpu]
+    where = text(lang, "pf_cpu") if cap is None else f"sm_{cap[0]}{cap[1]}"
+    return text(
+        lang, f"pf_{how}", gpu=label, where=where, backend=backend.upper(), flag="--gpu h200"
+    )
+
+
+def routing_reason(routing: dict, lang: str = "en") -> str:
+    """Why the profile in a trace's ``meta["routing"][instance]`` was followed, in
+    ``lang`` (the English line is also kept there as ``selected_by``)."""
+    how, backend = routing.get("selected_how"), routing["mla_backend"]
+    if how == "backend":
+        from pdlab.config.attention import MLA_BACKENDS
+        from pdlab.ui.text import text
+
+        return text(lang, "pf_backend", backend=MLA_BACKENDS[backend].name)
+    if how in ("named", "env", "local", "none") and routing.get("gpu"):
+        return reason_text(routing["gpu"], backend, how, lang)
+    return routing.get("selected_by", backend)
 
 
 def _local_gpu() -> str | None:
@@ -103,22 +131,17 @@ def select_mla_backend(gpu: str | None = None) -> BackendChoice:
     if gpu is None:
         env = os.environ.get("PDLAB_GPU")
         if env:
-            gpu, how = env, "PDLAB_GPU"
+            gpu, how = env, "env"
         else:
             gpu = _local_gpu()
-            how = "this machine's GPU" if gpu else "no GPU named and none here"
+            how = "local" if gpu else "none"
             gpu = gpu or "cpu"
-    key = check_gpu(gpu) if how != "PDLAB_GPU" else _check_env_gpu(gpu)
-    label, cap = GPUS[key]
+    key = check_gpu(gpu) if how != "env" else _check_env_gpu(gpu)
+    _, cap = GPUS[key]
     for b in backend_priorities(cap):
         ok = _SUPPORTS_MAJOR.get(b)
         if cap is None or ok is None or cap[0] in ok:
-            where = "the CPU platform" if cap is None else f"sm_{cap[0]}{cap[1]}"
-            if how.startswith("no GPU"):
-                why = f"{how}: {where} picks {b.upper()} (--gpu h200 follows a Hopper deployment)"
-            else:
-                why = f"{label} ({how}): {where} picks {b.upper()}"
-            return BackendChoice(b, key, why)
+            return BackendChoice(b, key, reason_text(key, b, how), how)
     raise AssertionError("every priority list ends in a backend that runs anywhere")
 
 

@@ -203,3 +203,26 @@ def test_pcp_splits_the_prefilling_rows_and_keeps_the_others_whole():
         assert got == [(row, t) for row, q in enumerate(q_lens) for t in range(q)]
     # Under DCP the rows that stay whole go to every rank.
     assert pcp_rank_chunks([1], [False], 2, 2) == [[(0, 0, 1)], [(0, 0, 1)]]
+
+
+def test_the_reason_reads_in_either_language(monkeypatch):
+    from pdlab.platforms import routing_reason
+    from pdlab.ui.text import text
+
+    for gpu, how in (("h200", "named"), ("b200", "env"), ("cpu", "none")):
+        if how == "env":
+            monkeypatch.setenv("PDLAB_GPU", gpu)
+            a = AttentionConfig()
+        elif how == "none":
+            monkeypatch.delenv("PDLAB_GPU")
+            monkeypatch.setattr("pdlab.platforms._local_gpu", lambda: None)
+            a = AttentionConfig()
+        else:
+            a = AttentionConfig(gpu=gpu)
+        meta = {"gpu": a.gpu, "mla_backend": a.backend, "selected_how": a.selected_how}
+        assert a.selected_how == how and routing_reason(meta) == a.selected_by
+        zh = routing_reason(meta, "zh")
+        assert a.backend.upper() in zh and zh != a.selected_by
+    named = AttentionConfig("flashmla")
+    meta = {"mla_backend": "flashmla", "selected_how": named.selected_how}
+    assert routing_reason(meta, "zh") == text("zh", "pf_backend", backend="FLASHMLA")

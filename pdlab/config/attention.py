@@ -85,6 +85,7 @@ class AttentionConfig:
     gpu: str | None = None
     num_speculative_tokens: int = 0
     selected_by: str = field(default="", compare=False)
+    selected_how: str = field(default="named", compare=False)  # see BackendChoice.how
 
     def __post_init__(self) -> None:
         from pdlab.platforms import check_gpu, select_mla_backend
@@ -95,6 +96,7 @@ class AttentionConfig:
             object.__setattr__(self, "backend", choice.backend)
             object.__setattr__(self, "gpu", choice.gpu)
             object.__setattr__(self, "selected_by", choice.reason)
+            object.__setattr__(self, "selected_how", choice.how)
             return
         key = self.backend.lower().replace("-", "_") if isinstance(self.backend, str) else None
         aliases = {p.name.lower(): k for k, p in MLA_BACKENDS.items()}
@@ -107,6 +109,7 @@ class AttentionConfig:
             object.__setattr__(self, "gpu", check_gpu(self.gpu))
         if not self.selected_by:
             object.__setattr__(self, "selected_by", f"{MLA_BACKENDS[key].name} (named)")
+            object.__setattr__(self, "selected_how", "backend")
 
     @property
     def profile(self) -> MLABackendProfile:

@@ -177,6 +177,8 @@ def run_pd_procs(
         "model_runner": resolve_model_runner(model_runner, parallel_config),
         "mla_backend": attn.backend,
         "selected_by": attn.selected_by,
+        "selected_how": attn.selected_how,
+        "gpu": attn.gpu,
     }
     tracer.meta.update(
         {

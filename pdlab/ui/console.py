@@ -11,6 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.platforms import routing_reason
 from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import FitTable
@@ -140,7 +141,7 @@ def render_pd_result(
             "v_routing",
             runner=routing["model_runner"],
             backend=routing["mla_backend"],
-            why=routing["selected_by"],
+            why=routing_reason(routing, lang),
         )
         console.print(escape(line))
     console.print(escape(weights_line(trace, lang)))

@@ -44,6 +44,7 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.platforms import routing_reason
 from pdlab.ui.console import make_console, request_errors
 from pdlab.ui.text import LANGS, text
 
@@ -208,7 +209,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
                 mla=demo.mla_backend,
                 backend=demo.trace.meta["backend"],
                 runner=demo.model_runner,
-                why=demo.trace.meta["routing"]["D"]["selected_by"],
+                why=routing_reason(demo.trace.meta["routing"]["D"], lang),
             )
         )
         c.print(say(lang, "how_to_read"))
@@ -275,7 +276,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     routing = next(iter(trace.meta["routing"].values()))
     title = (
         f"{kind}, model_runner={routing['model_runner']}, block_size={args.block_size}, "
-        f"mla_backend={routing['mla_backend']} ({routing['selected_by']}), "
+        f"mla_backend={routing['mla_backend']} ({routing_reason(routing, args.lang)}), "
         f"prefill_context_parallel_size={args.pcp}"
     )
     c.print(escape(weights_line(trace, args.lang)))
