@@ -56,10 +56,18 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
 
 
 def _split_test(rt: Mapping[str, Any], lang: str = "en") -> str:
-    """The test ``split_decodes_and_prefills`` applied to this request (alone in its batch,
-    so ``require_uniform`` changes nothing), with the values the trace recorded."""
+    """The test ``split_decodes_and_prefills`` applied to this request, alone in its batch,
+    with the values the trace recorded: under a backend that wants uniform query lengths
+    (``require_uniform``) the first row's length against the threshold, then each row's
+    against the first's; under a varlen one each row's length against the threshold."""
     q, t = rt["query_len"], rt["decode_threshold"]
-    lines = [f"query_len > decode_threshold\n{q} > {t}: {q > t}"]
+    if rt["require_uniform"]:  # UNIFORM or SINGLE_ONLY: the first row's length, then equality
+        lines = [
+            f"query_len[0] > decode_threshold\n{q} > {t}: {q > t}",
+            f"require_uniform: query_len != query_len[0]\n{q} != {q}: False",
+        ]
+    else:
+        lines = [f"query_len > decode_threshold\n{q} > {t}: {q > t}"]
     if rt["treat_short_extends_as_decodes"]:
         lines.append("treat_short_extends_as_decodes = True:\n" + say(lang, "ch4_not_read"))
     else:
