@@ -57,9 +57,10 @@ def prompt_of_length(n: int) -> str:
 @dataclass
 class Demo:
     """What one demonstration did. ``trace`` holds instances ``P``, ``D`` and ``local`` (the
-    colocated engine); with ``compare``, ``other_trace`` holds the pair run with the other
-    ``prefill_context_parallel_size``, ``variant_traces`` one trace per :data:`VARIANTS`
-    entry (the main run's among them) and ``fresh_trace`` the FLASH_ATTN_MLA engine."""
+    colocated engine); with ``compare``, ``variant_traces`` holds one trace per
+    :data:`VARIANTS` entry (the main run's among them; ``other_trace`` is the V2 one with
+    ``prefill_context_parallel_size`` on the other side of 1) and ``fresh_trace`` the
+    FLASH_ATTN_MLA engine."""
 
     prompt: str
     prompt_ids: list[int]
@@ -72,22 +73,30 @@ class Demo:
     trace: Tracer
     pd_tokens: list[int]
     colocated_tokens: list[int]
-    texts: dict[str, str]  # "pd", "colocated" (and "other" with compare)
     seconds: float
     local_ids: list[str] = field(default_factory=list)  # colocated requests, in order
-    other_pcp: int | None = None
-    other_trace: Tracer | None = None
-    other_tokens: list[int] | None = None
     fresh_trace: Tracer | None = None
     model_runner: str = "v2"
     variant_traces: dict[tuple[str, int], Tracer] = field(default_factory=dict)
     variant_tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
 
     @property
+    def other_pcp(self) -> int | None:
+        """The ``prefill_context_parallel_size`` on the other side of 1 (with ``compare``)."""
+        return (2 if self.pcp == 1 else 1) if self.variant_traces else None
+
+    @property
+    def other_trace(self) -> Tracer | None:
+        return self.variant_traces.get(("v2", self.other_pcp))
+
+    @property
+    def other_tokens(self) -> list[int] | None:
+        return self.variant_tokens.get(("v2", self.other_pcp))
+
+    @property
     def tokens_equal(self) -> bool:
-        """P/D equals colocated (and the other pair, when it ran), token for token."""
+        """P/D equals colocated (and every other set-up, when they ran), token for token."""
         same = self.pd_tokens == self.colocated_tokens
-        same = same and (self.other_tokens is None or self.other_tokens == self.pd_tokens)
         return same and all(t == self.pd_tokens for t in self.variant_tokens.values())
 
     @property
@@ -173,18 +182,13 @@ def run_demo(
             outs.append(local.generate(text, sp)[0])  # a prefix-cache hit: capped at N - 1
             traces = {(runner, pcp): pair.tracer}
             toks = {(runner, pcp): list(pd_out.output_token_ids)}
-            vtexts = {(runner, pcp): pd_out.text}
             for run, size in VARIANTS:
                 if (run, size) not in traces:
                     vp = PDPair(
                         cfg, cache, SchedulerConfig(), backend=backend, **routing(size, run)
                     )
-                    vo = vp.generate(text, sp)[0]
-                    toks[(run, size)] = list(vo.output_token_ids)
-                    vtexts[(run, size)] = vo.text
+                    toks[(run, size)] = list(vp.generate(text, sp)[0].output_token_ids)
                     traces[(run, size)] = vp.tracer
-            other_pcp = 2 if pcp == 1 else 1
-            other = ("v2", other_pcp)
             fresh = LLMEngine(
                 cfg,
                 cache,
@@ -195,9 +199,6 @@ def run_demo(
             )
             fresh.generate(text, SamplingParams(max_tokens=1))
             extra = {
-                "other_pcp": other_pcp,
-                "other_trace": traces.get(other, traces[("v2", 1)]),
-                "other_tokens": toks.get(other, toks[("v2", 1)]),
                 "fresh_trace": fresh.tracer,
                 "variant_traces": traces,
                 "variant_tokens": toks,
@@ -209,10 +210,6 @@ def run_demo(
         "model_runner": runner,
         "max_tokens": max_tokens,
     }
-    texts = {"pd": pd_out.text, "colocated": outs[0].text}
-    if compare:
-        texts["other"] = vtexts.get(("v2", extra["other_pcp"]), vtexts[("v2", 1)])
-        texts.update({f"{run} pcp{size}": t for (run, size), t in vtexts.items()})
     return Demo(
         prompt=text,
         prompt_ids=list(pd_out.prompt_token_ids),
@@ -225,7 +222,6 @@ def run_demo(
         trace=pair.tracer,
         pd_tokens=list(pd_out.output_token_ids),
         colocated_tokens=list(outs[0].output_token_ids),
-        texts=texts,
         seconds=time.perf_counter() - t0,
         local_ids=[o.request_id for o in outs],
         model_runner=runner,

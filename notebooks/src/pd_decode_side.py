@@ -143,7 +143,7 @@ from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
 from pdlab.ui.text import words
-from pdlab.ui.tour_route import RENAMES
+from pdlab.ui.tour_route import RENAMES, pcp_layout
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "en"  # the language of the widgets' labels
@@ -505,15 +505,11 @@ for parallel in (ParallelConfig(), PCP2):
 
 # %%
 show_source(pcp_rank_chunks)
-d_batch = {"dec-a": (1, False), "dec-b": (1, False), first["req_id"]: (1, True)}
-layout = pcp_rank_chunks([q for q, _ in d_batch.values()], [f for _, f in d_batch.values()], 2)
-names_ = list(d_batch)
-rows = [
-    [f"rank {r}", ", ".join(f"{names_[i]}[{o}:{o + n}]" for i, o, n in parts) or "—"]
-    for r, parts in enumerate(layout)
-]
+d_batch = [("dec-a", 1, False), ("dec-b", 1, False), (first["req_id"], 1, True)]
+layout = pcp_layout(d_batch, 2)  # pdlab/ui/tour_route.py, over pcp_rank_chunks
+rows = [[f"rank {r}", cells] for r, cells in enumerate(layout)]
 display(HTML(html_table([t("nb5_col_rank"), t("nb5_col_rank_rows")], rows)))
-assert [i for i, _, _ in layout[0]] == [0, 2] and [i for i, _, _ in layout[1]] == [1]
+assert layout == [f"dec-a[0:1], {first['req_id']}[0:1]*", "dec-b[0:1]"]
 
 # %% [markdown] en
 # With prefill context parallelism the answer to question 3 is yes: D runs

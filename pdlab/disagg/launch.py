@@ -25,13 +25,11 @@ from pdlab.config import (
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
-    resolve_model_runner,
 )
 from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
 from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
 from pdlab.errors import one_line
-from pdlab.model.weights import weights_label
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -172,23 +170,19 @@ def run_pd_procs(
         for reader in readers.values():
             reader.close()
     tracer = Tracer()
-    attn = attention_config or AttentionConfig()  # what each side resolved, the same here
-    routing = {
-        "model_runner": resolve_model_runner(model_runner, parallel_config),
-        "mla_backend": attn.backend,
-        "selected_by": attn.selected_by,
-        "selected_how": attn.selected_how,
-        "gpu": attn.gpu,
-    }
+    for role in ("prefill", "decode"):  # what each side's engine recorded, routing included
+        if role in got:
+            meta = got[role].meta
+            tracer.meta.setdefault("routing", {}).update(meta.get("routing", {}))
+            for key in ("model", "weights", "dtype", "backend"):
+                if key in meta:
+                    tracer.meta.setdefault(key, meta[key])
     tracer.meta.update(
         {
             "transport": "torch.distributed (gloo)",
             "host": host,
             "port": port,
             "block_size": cache_config.block_size,
-            "routing": {"P": dict(routing), "D": dict(routing)},
-            "model": model_config.name,
-            "weights": weights_label(model_config.weights),
         }
     )
     for role in ("prefill", "decode"):

@@ -48,6 +48,7 @@ class InstanceSummary:
     role: str
     outputs: dict[str, dict[str, Any]] = field(default_factory=dict)
     events: list[TraceEvent] = field(default_factory=list)
+    meta: dict[str, Any] = field(default_factory=dict)  # this side's trace.meta
     steps: int = 0
     num_free_blocks: int = 0
     num_blocks: int = 0
@@ -325,6 +326,7 @@ def _summarize(
 ) -> InstanceSummary:
     """What this side did, read off its engine and transport when it stops."""
     summary.events = engine.tracer.events
+    summary.meta = engine.tracer.meta
     summary.steps = engine.step_count
     summary.num_free_blocks = engine.scheduler.kv_cache_manager.num_free_blocks
     summary.num_blocks = engine.cache_config.num_blocks

@@ -105,21 +105,26 @@ def _cell(rt: Mapping[str, Any], key: str) -> str:
 _RUNNING = (("dec-a", 1, False), ("dec-b", 1, False))
 
 
-def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
-    """D's first step under PCP, with two running decodes beside it, as the PCP manager lays
-    it out: which rank computes which part of each row (``pcp_rank_chunks``)."""
+def pcp_layout(rows: list[tuple[str, int, bool]], size: int) -> list[str]:
+    """Each PCP rank's part of a batch, one string per rank (``row[start:end]``, ``*`` on a
+    row still prefilling), for ``rows`` of ``(name, query_len, is_prefilling)``: the
+    layout ``pcp_rank_chunks`` computes, as the tour and notebooks 05/06 show it."""
     from pdlab.model.batch import pcp_rank_chunks
 
+    chunks = pcp_rank_chunks([q for _, q, _ in rows], [pf for _, _, pf in rows], size)
+    return [
+        ", ".join(f"{rows[i][0]}[{o}:{o + n}]" + ("*" if rows[i][2] else "") for i, o, n in parts)
+        or "—"
+        for parts in chunks
+    ]
+
+
+def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
+    """D's first step under PCP, with two running decodes beside it, rank by rank."""
     step = trace.first_step("D", rid)
     rows = [(r["req_id"], r["query_len"], r["is_prefilling"])
             for r in trace.filter("route", "D", step=step)]  # fmt: skip
-    rows = list(_RUNNING) + rows
-    chunks = pcp_rank_chunks([q for _, q, _ in rows], [pf for _, _, pf in rows], size)
-    out = []
-    for rank, parts in enumerate(chunks):
-        cells = [f"{rows[i][0]}[{o}:{o + n}]" + ("*" if rows[i][2] else "") for i, o, n in parts]
-        out.append(f"rank {rank}: " + (", ".join(cells) or "—"))
-    return out
+    return [f"rank {r}: {cells}" for r, cells in enumerate(pcp_layout([*_RUNNING, *rows], size))]
 
 
 def chapter4(c: Console, demo: Demo, lang: str) -> None:
