@@ -10,6 +10,7 @@ of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``)
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from pdlab.config import ModelConfig
@@ -172,6 +173,19 @@ def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e:
     return c
 
 
+def decode_rows_cost(cfg: ModelConfig, seq_lens: Sequence[int], e: int = 2) -> Cost:
+    """``forward_mqa`` for a batch of rows of one query token each, one layer: the new
+    rows cached, ``W_UK`` absorbed into the queries, ``mla_decode`` over each row's
+    ``seq_lens`` tokens (its context and itself), the result through ``W_UV``."""
+    b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    c = Cost()
+    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(b, L + R, e))
+    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(b, h, L, cfg.qk_nope_head_dim, e))
+    c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
+    c.add("out @ W_UV", *per_head_gemm(b, h, cfg.v_head_dim, L, e))
+    return c
+
+
 def decode_path_cost(
     cfg: ModelConfig,
     context_len: int,
@@ -179,23 +193,20 @@ def decode_path_cost(
     num_kv_splits: int | None = None,
     num_sms: int | None = None,
 ) -> Cost:
-    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer, with
-    ``mla_decode``'s split count (``None``: automatic for one request on ``num_sms`` SMs,
-    by default the CPU stand-in of ``pdlab/kernels/decode_attention.py``)."""
+    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer
+    (:func:`decode_rows_cost` for one row), plus ``mla_decode``'s split workspace for its
+    split count (``None``: automatic for one request on ``num_sms`` SMs, by default the CPU
+    stand-in of ``pdlab/kernels/decode_attention.py``)."""
     from pdlab.kernels import decode_attention as da
 
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    n, dv, seq = cfg.qk_nope_head_dim, cfg.v_head_dim, context_len + 1
+    seq = context_len + 1
     splits = num_kv_splits or da.num_kv_splits_auto(1, h, seq, num_sms or da.CPU_NUM_SMS, L, R)
-    c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(1, L + R, e))
-    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(1, h, L, n, e))
-    c.add("mla_decode", *mla_decode_cost([seq], h, L + R, L, e))
+    c = decode_rows_cost(cfg, [seq], e)
     c.add(
         "mla_decode split workspace",
         *split_workspace_cost([seq], h, L, splits, decode_tile(L, R, e)),
     )
-    c.add("out @ W_UV", *per_head_gemm(1, h, dv, L, e))
     return c
 
 

@@ -22,11 +22,9 @@ from dataclasses import dataclass, field
 
 from pdlab.attention.cost import (
     Cost,
+    decode_rows_cost,
     gemm,
-    mla_decode_cost,
-    per_head_gemm,
     prefill_path_cost,
-    reshape_and_cache_cost,
 )
 from pdlab.config import ModelConfig
 from pdlab.sim.profiles import DeviceProfile
@@ -54,19 +52,6 @@ def lm_head_cost(cfg: ModelConfig, rows: int, e: int = 2) -> Cost:
     """``compute_logits`` for ``rows`` hidden states: ``lm_head`` only (the final norm
     is applied by the model's forward, before it)."""
     return Cost().add("lm_head", *gemm(rows, cfg.vocab_size, cfg.hidden_size, e))
-
-
-def decode_rows_cost(cfg: ModelConfig, seq_lens: Sequence[int], e: int = 2) -> Cost:
-    """``forward_mqa`` for a batch of rows of one query token each, one layer: the new
-    rows cached, ``W_UK`` absorbed into the queries, ``mla_decode`` over each row's
-    ``seq_lens`` tokens (its context and itself), the result through ``W_UV``."""
-    b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(b, L + R, e))
-    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(b, h, L, cfg.qk_nope_head_dim, e))
-    c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
-    c.add("out @ W_UV", *per_head_gemm(b, h, cfg.v_head_dim, L, e))
-    return c
 
 
 @dataclass(frozen=True)
