@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -127,3 +128,98 @@ def test_notebooks_dir_holds_the_notebooks() -> None:
     assert sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb")) == sorted(
         p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
     )
+
+
+# What a user of the wheel runs first, each from an empty folder (issue 26): the wheel is
+# built from the unpacked sdist, so both must be whole.
+_FIRST_COMMANDS = [
+    ("--version",),
+    ("doctor",),
+    ("tour", "--chapter", "1", "--no-pager"),
+    ("sim",),
+    ("exercises", "list"),
+    ("notebooks", "NOTEBOOKS"),
+]
+
+
+def _fresh_venv(where: Path) -> Path:
+    """A new venv whose own site-packages is empty but for what we install, that borrows the
+    dependencies (torch, rich, ...) and Jupyter's data files from this interpreter's prefix through a ``.pth``
+    line. A path line in a ``.pth`` is not itself scanned for ``.pth`` files, so a checkout's
+    editable finder living there stays inactive: only the installed wheel provides pdlab."""
+    import site
+    import sysconfig
+    import venv
+
+    venv.EnvBuilder(with_pip=False).create(where)
+    python = where / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    borrowed = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
+    Path(purelib, "_borrowed_deps.pth").write_text("\n".join(dict.fromkeys(borrowed)) + "\n")
+    # Jupyter's data files (the widgets' lab extension) live under the prefix, not in
+    # site-packages: borrow them too, as an install with dependencies would have them.
+    shared = Path(sys.prefix, "share", "jupyter")
+    if shared.is_dir():
+        (where / "share").mkdir(exist_ok=True)
+        (where / "share" / "jupyter").symlink_to(shared)
+    return python
+
+
+@pytest.mark.slow
+def test_the_wheel_installed_in_a_fresh_venv_runs_every_first_command(tmp_path) -> None:
+    from importlib.metadata import version
+
+    if int(version("setuptools").split(".")[0]) < 77:
+        pytest.skip("setuptools < 77 cannot build an SPDX license")
+    sdist = _build("build_sdist", _copy_tree(tmp_path / "src"), tmp_path / "dist")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp_path / "unpacked", filter="data")
+    (unpacked,) = (tmp_path / "unpacked").iterdir()
+    wheel = _build("build_wheel", unpacked, tmp_path / "wheel")
+
+    python = _fresh_venv(tmp_path / "venv")
+    r = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    pdlab_cmd = tmp_path / "venv" / "bin" / "pdlab"
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(COLUMNS="80", PYTHONNOUSERSITE="1")
+
+    where = subprocess.run(
+        [str(python), "-c", "import pdlab, pdlab.kernels, pdlab.sim; print(pdlab.__file__)"],
+        cwd=empty,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(tmp_path / "venv"), where.stdout
+
+    for command in _FIRST_COMMANDS:
+        args = [str(tmp_path / "nb") if a == "NOTEBOOKS" else a for a in command]
+        r = subprocess.run(
+            [str(pdlab_cmd), *args],
+            cwd=empty,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
+        assert r.returncode == 0, f"pdlab {' '.join(command)}: {r.stdout[-1500:]}{r.stderr[-1500:]}"
+        assert "Traceback" not in r.stderr, r.stderr[-1500:]
+    assert sorted(p.name for p in (tmp_path / "nb").glob("*.ipynb")) == sorted(
+        p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")
+    )
+    assert list(empty.iterdir()) == [] or all(p.name.startswith(".pdlab") for p in empty.iterdir())
