@@ -4,7 +4,8 @@
 #   make test-fast   the suite without the slow, browser and notebook tests
 #   make lint        ruff check and ruff format --check
 #   make notebooks   every notebook's .py in both languages from its bilingual source, then the .ipynb
-#   make lab         JupyterLab on the notebooks (LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05")
+#   make lab         JupyterLab on your working copy, ~/pdlab-notebooks (never notebooks/)
+#                    LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05"
 #   make doctor      what works on this machine
 #   make test-upstream  pdlab's scheduler beside vLLM's own (its own venv, .venv-upstream)
 PYTHON ?= python3

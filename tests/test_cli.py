@@ -277,3 +277,39 @@ def test_pd_decode_without_a_peer_reports_within_its_timeout(monkeypatch):
     with pytest.raises(group.PeerUnreachable, match="prefill peer at 127.0.0.1:.* within 0.5 s"):
         group.join_group(1, "127.0.0.1", group.free_port(), 0.5)
     assert calls == []
+
+
+def _commands() -> dict[str, list[str]]:
+    """Every subcommand with the arguments it needs to parse (its first action, if any)."""
+    from pdlab.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices
+    needs = {"bench": ["paths"], "exercises": ["check", "3"], "train": []}
+    return {name: [name, *needs.get(name, [])] for name in sub}
+
+
+@pytest.mark.parametrize("command", sorted(_commands()))
+def test_lang_is_accepted_before_and_after_every_command(command) -> None:
+    from pdlab.cli import parse
+
+    argv = _commands()[command]
+    for where in (["--lang", "zh", *argv], [*argv, "--lang", "zh"], [*argv, "--lang=zh"]):
+        assert parse(where)[1].lang == "zh", where
+    assert parse(argv)[1].lang == "en"
+    if len(argv) > 1:  # between the command and its action
+        assert parse([argv[0], "--lang", "zh", *argv[1:]])[1].lang == "zh"
+
+
+def test_a_bad_lang_is_one_line_naming_the_command(capsys) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["exercises", "check", "3", "--lang", "fr"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2
+    assert err[-1] == "pdlab exercises: error: argument --lang: invalid choice: 'fr' " + (
+        "(choose from 'en', 'zh')"
+    )
+    # a prompt that merely mentions --lang is not taken for it
+    from pdlab.cli import parse
+
+    args = parse(["trace", "--prompt=--lang zh", "--lang", "zh"])[1]
+    assert args.prompts == ["--lang zh"] and args.lang == "zh"

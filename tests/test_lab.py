@@ -54,7 +54,8 @@ def test_pdlab_notebooks_refuses_a_file(tmp_path, capsys) -> None:
 
 
 def test_lab_command_line(tmp_path, monkeypatch) -> None:
-    folder = lab.lab_folder(tmp_path / "nb")  # a new folder gets the notebooks
+    folder, notes = lab.lab_folder(tmp_path / "nb")  # a new folder gets the notebooks
+    assert notes == [f"copied {len(SHIPPED)} notebooks into {tmp_path / 'nb'}"]
     assert sorted(p.name for p in folder.iterdir()) == SHIPPED
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     cmd = lab.lab_command(folder, port=8890, ip="0.0.0.0", notebook="05", no_browser=True)
@@ -78,11 +79,64 @@ def test_a_number_means_the_english_notebook_and_zh_its_chinese_twin() -> None:
         if not stem.endswith("_zh") and twin in SHIPPED:
             assert lab.resolve_notebook(number, folder) == name
             assert lab.resolve_notebook(f"{number}_zh", folder) == twin
-    # a number that has only a Chinese notebook opens it (06 is notebook 5 in Chinese)
-    only = [n for n in SHIPPED if n.startswith("06_")]
-    assert lab.resolve_notebook("06", folder) == only[0]
-    with pytest.raises(ValueError, match="--notebook='05_zh' matches no notebook"):
-        lab.resolve_notebook("05_zh", folder)
+    # every English notebook has its twin under the same number (05_zh included)
+    english = [n for n in SHIPPED if not n.removesuffix(".ipynb").endswith("_zh")]
+    assert sorted(n.removesuffix(".ipynb") + "_zh.ipynb" for n in english) == sorted(
+        set(SHIPPED) - set(english)
+    )
+    assert lab.resolve_notebook("05_zh", folder) == "05_pd_decode_side_zh.ipynb"
+    # the old name of notebook 5's twin still opens it
+    assert lab.resolve_notebook("06_pd_decode_side_zh", folder) == "05_pd_decode_side_zh.ipynb"
+    with pytest.raises(ValueError, match="--notebook='06' matches no notebook"):
+        lab.resolve_notebook("06", folder)
+
+
+def _lab_argv(monkeypatch) -> list[list[str]]:
+    """Run ``pdlab lab`` up to the point it would become JupyterLab; the command lines."""
+    started: list[list[str]] = []
+    monkeypatch.setattr(os, "execv", lambda exe, cmd: started.append(cmd))
+    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd=None: started.append(cmd) or 0)
+    monkeypatch.setattr(os, "chdir", lambda d: None)
+    return started
+
+
+def test_lab_serves_a_working_copy_never_the_tracked_notebooks(tmp_path, monkeypatch, capsys):
+    started = _lab_argv(monkeypatch)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("PDLAB_LAB_DIR", raising=False)
+    tracked = {p: p.read_bytes() for p in notebooks_dir().iterdir() if p.is_file()}
+    main(["lab", "--no-browser", "--notebook", "05", "--lang", "zh"])
+    copy = tmp_path / "pdlab-notebooks"
+    root = next(a for a in started[0] if a.startswith("--ServerApp.root_dir="))
+    assert root == f"--ServerApp.root_dir={copy.resolve()}"
+    assert started[0][-1] == str(copy.resolve() / "05_pd_decode_side_zh.ipynb")
+    # only what a learner opens: each chapter's .ipynb, both languages
+    assert sorted(p.name for p in copy.iterdir()) == SHIPPED
+    assert all(n.endswith(".ipynb") for n in SHIPPED) and len(SHIPPED) == 12
+    out = capsys.readouterr().out
+    assert f"copied 12 notebooks into {copy}" in out and str(copy.resolve()) in out
+    # the learner's edits survive the next start, and are named
+    edited = copy / SHIPPED[0]
+    edited.write_text("{}")
+    (copy / SHIPPED[1]).unlink()
+    main(["lab", "--no-browser"])
+    assert edited.read_text() == "{}" and (copy / SHIPPED[1]).is_file()
+    out = capsys.readouterr().out
+    assert f"copied 1 notebooks into {copy}" in out and f"kept your edits in {SHIPPED[0]}" in out
+    # PDLAB_LAB_DIR moves it; the tracked notebooks were never touched
+    monkeypatch.setenv("PDLAB_LAB_DIR", str(tmp_path / "elsewhere"))
+    main(["lab", "--no-browser"])
+    assert sorted(p.name for p in (tmp_path / "elsewhere").iterdir()) == SHIPPED
+    assert {p: p.read_bytes() for p in notebooks_dir().iterdir() if p.is_file()} == tracked
+
+
+def test_lab_refuses_to_serve_the_shipped_notebooks(monkeypatch, capsys) -> None:
+    started = _lab_argv(monkeypatch)
+    with pytest.raises(SystemExit) as exc:
+        main(["lab", "--dir", str(notebooks_dir()), "--no-browser"])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and not started
+    assert err.count("\n") == 1 and "JupyterLab saves into the folder it serves" in err
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ EXPECTED = [
     "04_kernels",
     "04_kernels_zh",
     "05_pd_decode_side",
-    "06_pd_decode_side_zh",
+    "05_pd_decode_side_zh",
     "07_pd_designs",
     "07_pd_designs_zh",
 ]

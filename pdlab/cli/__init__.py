@@ -10,16 +10,20 @@ them; ``pdlab/tools/lab.py``). Argument types and the shared options are in ``ar
 Bad options exit with code 2 and a message naming the option; so does every other error (a
 bad environment variable, an unwritable output path, an allocation that fails, a peer that
 never comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are
-checked before any work starts.
+checked before any work starts. ``--lang`` goes anywhere on the line (before the command,
+after it, after an action such as ``exercises check``): :func:`pull_lang` takes it out
+before argparse reads the rest, so every subcommand, present and future, accepts it.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from pdlab.cli.args import check_outputs
 from pdlab.errors import cli_message
+from pdlab.ui.text import LANGS
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     from pdlab import __version__
 
     p.add_argument("--version", action="version", version=f"pdlab {__version__}")
+    p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # -- tour and trace (pdlab/ui/tour.py) --
@@ -69,18 +74,54 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument(
         "--dir",
         type=Path,
-        help="serve this folder (the notebooks are copied in if missing); default: the "
-        "checkout's notebooks/, or ./pdlab-notebooks",
+        help="your working copy (made once; the notebooks missing from it are copied in, "
+        "your edits are kept); default ~/pdlab-notebooks or PDLAB_LAB_DIR",
     )
     lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
     lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
     lab.add_argument(
         "--notebook",
         metavar="NAME",
-        help="open this one, e.g. 05, 05_pd_decode_side or 01_zh (Chinese)",
+        help="open this one, e.g. 05, 05_pd_decode_side or 05_zh (Chinese)",
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    for name, command in sub.choices.items():  # every command lists --lang in its --help
+        if not any("--lang" in a.option_strings for a in command._actions):
+            english_only = name not in TRANSLATED
+            command.add_argument(
+                "--lang",
+                choices=LANGS,
+                default="en",
+                help=LANG_HELP + ("; this command prints English only" if english_only else ""),
+            )
     return p
+
+
+LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"
+# The commands whose output exists in both languages (the others accept --lang and say so).
+TRANSLATED = ("tour", "trace", "pd", "sim", "exercises", "lab")
+
+
+def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:
+    """``argv`` without its ``--lang X`` / ``--lang=X`` (the last one wins), and ``X``.
+    Nothing after ``--`` is touched; a ``--lang`` without a value is left for argparse."""
+    rest: list[str] = []
+    lang = None
+    i = 0
+    while i < len(argv):
+        a = argv[i]
+        if a == "--":
+            rest += argv[i:]
+            break
+        if a == "--lang" and i + 1 < len(argv):
+            lang, i = argv[i + 1], i + 2
+            continue
+        if a.startswith("--lang="):
+            lang, i = a.split("=", 1)[1], i + 1
+            continue
+        rest.append(a)
+        i += 1
+    return rest, lang
 
 
 def _check_env(args: argparse.Namespace) -> None:
@@ -104,9 +145,23 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
+    """The parser and the arguments of ``argv`` (default ``sys.argv[1:]``), ``--lang``
+    taken from wherever it stands."""
     parser = build_parser()
+    argv, lang = pull_lang(list(sys.argv[1:] if argv is None else argv))
+    if lang is not None and lang not in LANGS:
+        command = next((a for a in argv if not a.startswith("-")), None)
+        where = parser._subparsers._group_actions[0].choices.get(command, parser)
+        where.error(f"argument --lang: invalid choice: {lang!r} (choose from 'en', 'zh')")
     args = parser.parse_args(argv)
+    if lang is not None:
+        args.lang = lang
+    return parser, args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser, args = parse(argv)
     try:
         check_outputs(args)
         if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
@@ -140,7 +195,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "lab":
             from pdlab.tools.lab import run_lab
 
-            return run_lab(args.dir, args.port, args.ip, args.notebook, args.no_browser)
+            return run_lab(
+                args.dir, args.port, args.ip, args.notebook, args.no_browser, lang=args.lang
+            )
         from pdlab.ui import tour
 
         if args.command == "tour":

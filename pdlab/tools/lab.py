@@ -2,9 +2,11 @@
 
 The notebooks ship inside the package (``pdlab/notebooks`` in a wheel; ``notebooks/`` beside
 ``pdlab/`` in a checkout, see :func:`pdlab.notebooks_dir`). ``pdlab notebooks`` copies them
-into a folder of the reader's; ``pdlab lab`` opens JupyterLab on them: on the checkout's own
-``notebooks/`` when run from a checkout, otherwise on a copy (an installed package's files are
-not the place for a reader's edits). vLLM has no counterpart; its CLI entry point is
+into a folder of the reader's; ``pdlab lab`` opens JupyterLab on a working copy, always
+(:data:`LAB_DIR`, ``~/pdlab-notebooks``, or ``--dir``): made once, holding only the ``.ipynb``
+of each chapter in both languages, never served from the checkout's tracked ``notebooks/``
+(saving a notebook there would dirty git) nor from an installed package's files. A copy the
+reader has edited is never replaced. vLLM has no counterpart; its CLI entry point is
 ``vllm/entrypoints/cli/main.py``.
 """
 
@@ -19,7 +21,10 @@ from pathlib import Path
 
 from pdlab import notebooks_dir
 
-DEFAULT_DIR = Path("pdlab-notebooks")
+DEFAULT_DIR = Path("pdlab-notebooks")  # pdlab notebooks' default, in the current folder
+LAB_DIR = Path("~/pdlab-notebooks")  # pdlab lab's working copy (--dir, or PDLAB_LAB_DIR)
+# Old names -> new ones: notebook 5's Chinese twin was 06_pd_decode_side_zh before 0.1.
+RENAMED = {"06_pd_decode_side_zh": "05_pd_decode_side_zh"}
 
 
 def shipped_notebooks() -> list[Path]:
@@ -67,6 +72,8 @@ def resolve_notebook(name: str, folder: Path) -> str:
     (``01_paged_kv_cache_zh``), ``01`` the English one where a number has both."""
     names = sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb"))
     stem = name.removesuffix(".ipynb")
+    if stem in RENAMED and f"{stem}.ipynb" not in names:
+        stem = RENAMED[stem]
     number, zh = stem.removesuffix("_zh"), stem.endswith("_zh")
 
     def chinese(n: str) -> bool:
@@ -89,18 +96,50 @@ def _in_checkout(folder: Path) -> bool:
     return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "pdlab").is_dir()
 
 
-def lab_folder(directory: Path | None) -> Path:
-    """The folder JupyterLab serves: ``directory`` (given the notebooks if it lacks them), the
-    checkout's ``notebooks/``, or ``./pdlab-notebooks`` (a copy, made once)."""
+def lab_folder(directory: Path | None) -> tuple[Path, list[str]]:
+    """The working copy JupyterLab serves, and notes for the reader: ``directory``, else
+    ``PDLAB_LAB_DIR``, else :data:`LAB_DIR`. Missing notebooks are copied in; one the reader
+    has edited is kept as it is (a note says how to replace it); the shipped folder itself
+    (a checkout's tracked ``notebooks/``, or the installed package's) is refused."""
     if directory is None:
-        shipped = notebooks_dir()
-        if _in_checkout(shipped):
-            return shipped
-        directory = DEFAULT_DIR
-    directory = Path(directory)
-    if not any(directory.glob("[0-9][0-9]_*.ipynb")):
-        copy_notebooks(directory)
-    return directory
+        directory = Path(os.environ.get("PDLAB_LAB_DIR") or LAB_DIR)
+    directory = Path(directory).expanduser()
+    shipped = notebooks_dir()
+    if directory.exists() and directory.resolve() == shipped.resolve():
+        where = "the checkout's tracked notebooks" if _in_checkout(shipped) else "pdlab's own"
+        raise ValueError(
+            f"--dir={str(directory)!r} is {where}: JupyterLab saves into the folder it "
+            f"serves; pick a folder of yours (default {LAB_DIR})"
+        )
+    notes = []
+    if directory.exists() and not directory.is_dir():
+        raise ValueError(f"--dir={str(directory)!r} is a file; expected a folder")
+    present = {p.name for p in directory.glob("*.ipynb")} if directory.is_dir() else set()
+    missing = [s.name for s in shipped_notebooks() if s.name not in present]
+    edited = [
+        s.name
+        for s in shipped_notebooks()
+        if s.name in present and not filecmp.cmp(s, directory / s.name, shallow=False)
+    ]
+    if missing:
+        copy_notebooks_named(directory, missing)
+        notes.append(f"copied {len(missing)} notebooks into {directory}")
+    if edited:
+        notes.append(
+            f"kept your edits in {', '.join(edited)}; `pdlab notebooks {directory} --force` "
+            "replaces them with the shipped versions"
+        )
+    return directory, notes
+
+
+def copy_notebooks_named(dest: Path, names: list[str]) -> None:
+    """Copy the shipped notebooks called ``names`` into ``dest`` (created if missing)."""
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copyfile(notebooks_dir() / name, dest / name)
+    except OSError as e:
+        raise ValueError(f"--dir={str(dest)!r} cannot be written: {e.strerror or e}") from None
 
 
 def lab_command(
@@ -134,11 +173,17 @@ def run_lab(
     ip: str | None = None,
     notebook: str | None = None,
     no_browser: bool = False,
+    lang: str = "en",
 ) -> int:
-    """Start JupyterLab on the notebooks (see :func:`lab_folder`); returns its exit status."""
-    folder = lab_folder(directory)
+    """Start JupyterLab on the working copy (see :func:`lab_folder`); returns its exit
+    status. With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
+    folder, notes = lab_folder(directory)
+    if lang == "zh" and notebook is not None and notebook.isdigit():
+        notebook = f"{notebook}_zh"
     cmd = lab_command(folder, port=port, ip=ip, notebook=notebook, no_browser=no_browser)
-    print(f"JupyterLab on {folder.resolve()} (Ctrl-C to stop)", flush=True)
+    for note in notes:
+        print(note)
+    print(f"JupyterLab on {folder.resolve()} (your working copy; Ctrl-C to stop)", flush=True)
     if os.name == "posix":
         # Become the server: Ctrl-C and SIGTERM reach JupyterLab itself, which stops its
         # kernels; a parent waiting on it could be killed first and leave them running.

@@ -1,7 +1,7 @@
 """One notebook source, two languages: every notebook is written in English and in Chinese
 from one source in ``notebooks/src/`` (:data:`NOTEBOOKS`: ``paged_kv_cache.py`` gives
 ``01_paged_kv_cache.py`` and ``01_paged_kv_cache_zh.py``, ..., ``pd_decode_side.py`` gives
-``05_pd_decode_side.py`` and ``06_pd_decode_side_zh.py``, ``pd_designs.py`` gives
+``05_pd_decode_side.py`` and ``05_pd_decode_side_zh.py``, ``pd_designs.py`` gives
 ``07_pd_designs.py`` and ``07_pd_designs_zh.py``), so the two languages' code cannot
 drift apart.
 
@@ -30,7 +30,7 @@ NOTEBOOKS: dict[str, dict[str, Path]] = {
         ("scheduler", "02_scheduler", "02_scheduler_zh"),
         ("mla_two_forms", "03_mla_two_forms", "03_mla_two_forms_zh"),
         ("kernels", "04_kernels", "04_kernels_zh"),
-        ("pd_decode_side", "05_pd_decode_side", "06_pd_decode_side_zh"),
+        ("pd_decode_side", "05_pd_decode_side", "05_pd_decode_side_zh"),
         ("pd_designs", "07_pd_designs", "07_pd_designs_zh"),
     )
 }
