@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
-from pdlab.cli.args import check_outputs
-from pdlab.errors import cli_message
-from pdlab.ui.text import LANGS
+STARTED = time.monotonic()  # when the command began: pd's --timeout counts from here
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     from pdlab import __version__
+    from pdlab.ui.text import LANGS
 
     p.add_argument("--version", action="version", version=f"pdlab {__version__}")
     p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
@@ -148,6 +148,8 @@ def _notebooks(args: argparse.Namespace) -> int:
 def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     """The parser and the arguments of ``argv`` (default ``sys.argv[1:]``), ``--lang``
     taken from wherever it stands."""
+    from pdlab.ui.text import LANGS
+
     parser = build_parser()
     argv, lang = pull_lang(list(sys.argv[1:] if argv is None else argv))
     if lang is not None and lang not in LANGS:
@@ -160,10 +162,26 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
     return parser, args
 
 
+def _interrupted(command: str) -> None:
+    sys.stderr.write(f"{command}: interrupted\n")
+    sys.stderr.flush()
+    sys.exit(130)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser, args = parse(argv)
+    try:  # Ctrl-C at any moment: one line, exit 130 (nothing heavy is imported before this)
+        parser, args = parse(argv)
+    except KeyboardInterrupt:
+        _interrupted("pdlab")
     try:
+        from pdlab.cli.args import check_outputs
+        from pdlab.errors import cli_message
+
         check_outputs(args)
+        if args.command == "pd":
+            from pdlab.cli import pd
+
+            pd.before_imports(args)  # --role decode: P's port, within --timeout
         if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
             _check_env(args)
         if args.command == "doctor":
@@ -204,6 +222,6 @@ def main(argv: list[str] | None = None) -> int:
             return tour.run_tour(args)
         return tour.run_trace(args)
     except KeyboardInterrupt:
-        parser.exit(130, f"pdlab {args.command}: interrupted\n")
+        _interrupted(f"pdlab {args.command}")
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
         parser.exit(2, f"pdlab {args.command}: error: {cli_message(e)}\n")

@@ -2,8 +2,13 @@
 
 ``--procs 1`` runs :class:`pdlab.disagg.pair.PDPair` in this process; ``--procs 2`` (the
 default) starts P and D as two processes (``pdlab/disagg/launch.py``); ``--role`` runs one
-side, for two machines. Every fault is one line with exit 2. Upstream's counterpart is
-``vllm serve`` with a ``--kv-transfer-config`` (``vllm/entrypoints/cli/serve.py``).
+side, for two machines. Every fault is one line with exit 2. ``--timeout`` counts from the
+command's start (``pdlab.cli.STARTED``), imports included: ``--role decode`` waits for P's
+port with plain sockets before torch is even imported, so no peer means one line within
+the timeout. Ctrl-C is one line and exit 130 here too (``--role`` leaves through
+``os._exit``: a gloo receive blocked in a thread would abort interpreter teardown).
+Upstream's counterpart is ``vllm serve`` with a ``--kv-transfer-config``
+(``vllm/entrypoints/cli/serve.py``).
 """
 
 from __future__ import annotations
@@ -11,7 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
+import time
 from typing import Any
 
 from pdlab.cli.args import (
@@ -57,7 +64,41 @@ def add_arguments(sub: Any) -> None:
     )
 
 
+def _left(args: argparse.Namespace) -> float:
+    """What is left of ``--timeout``, counted from the command's start."""
+    from pdlab.cli import STARTED
+
+    return args.timeout - (time.monotonic() - STARTED)
+
+
+def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
+    """Until P listens on ``host:port`` or ``--timeout`` runs out (then one line)."""
+    while _left(args) > 0:
+        try:
+            with socket.create_connection((host, port), timeout=min(_left(args), 1.0)):
+                return
+        except OSError:
+            time.sleep(min(0.05, max(_left(args), 0)))
+    raise ValueError(f"could not reach the prefill peer at {host}:{port} within {args.timeout:g} s")
+
+
+def before_imports(args: argparse.Namespace) -> None:
+    """What ``pdlab pd`` does before anything imports torch: ``--role decode`` waits for P."""
+    if args.role == "decode" and args.port and args.procs is None and not args.prompts:
+        _wait_for_prefill(args.host, args.port, args)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.role is not None:
+        try:
+            return _run(args)
+        except KeyboardInterrupt:
+            print("pdlab pd: interrupted", file=sys.stderr, flush=True)
+            os._exit(130)
+    return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
     from pdlab.model.weights import weights_label
     from pdlab.request import SamplingParams
@@ -97,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
         if args.role == "decode" and args.prompts:
             raise ValueError("--prompt goes to --role prefill, which holds the prompts")
         try:
-            common = dict(timeout_s=args.timeout, engine_kwargs=routing)
+            common = dict(timeout_s=max(_left(args), 1.0), engine_kwargs=routing)
             if args.role == "prefill":
                 common["first_token"] = args.first_token
             where = (cfg, cache, sched, args.host, args.port, args.backend)

@@ -6,14 +6,25 @@ once. Here the launcher waits on two events per side, with no polling sleep: its
 arriving through a pipe, or its process exiting. When one side dies, the other notices by
 itself (its transport's receive fails), frees what it held and reports; it gets ``grace_s``
 to do so before it is killed. The two sides are in ``pdlab/disagg/procs.py``.
+
+Ctrl-C: a terminal sends SIGINT to the launcher and both children at once. The children are
+started with SIGINT ignored (an ignored signal stays ignored across ``exec``, and Python then
+installs no KeyboardInterrupt handler), so none of them prints a traceback, even while it is
+still importing torch; the launcher alone gets the KeyboardInterrupt, terminates both, waits
+for them and lets it propagate (the CLI prints one line and exits 130). Upstream's
+``CoreEngineProcManager`` likewise leaves shutdown to the parent.
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import multiprocessing.connection as mp_connection
 import os
+import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +58,44 @@ def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) ->
         conn.close()
         # Skip interpreter teardown: a gloo group whose peer vanished can block in it.
         os._exit(0)
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """While children are started: SIGINT ignored (they inherit that) and blocked here (a
+    Ctrl-C meanwhile stays pending, Linux keeps a blocked signal even when ignored, and is
+    raised here once the handler is back)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers belong to the main thread; nothing to change elsewhere
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@contextlib.contextmanager
+def _disposition(handler: Any) -> Iterator[None]:
+    before = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+
+
+def _stop(procs: dict[str, Any], grace_s: float) -> None:
+    """Terminate what is still running, wait ``grace_s``, then kill."""
+    for p in procs.values():
+        if p.is_alive():
+            p.terminate()
+    for p in procs.values():
+        p.join(timeout=grace_s)
+        if p.is_alive():
+            p.kill()
+            p.join(timeout=5)
 
 
 @dataclass
@@ -122,22 +171,26 @@ def run_pd_procs(
         "decode": dict(common, die_after_requests=die_after_requests),
     }
     ctx = mp.get_context("spawn")
-    readers, procs = {}, {}
-    for role in ("prefill", "decode"):
-        reader, writer = ctx.Pipe(duplex=False)
-        procs[role] = ctx.Process(
-            target=_entry, name=f"pdlab-{role[0].upper()}", args=(role, kwargs[role], writer)
-        )
-        procs[role].start()
-        writer.close()  # the child holds its end; EOF here then means the child is gone
-        readers[role] = reader
+    readers: dict[str, Any] = {}
+    procs: dict[str, Any] = {}
     got: dict[str, InstanceSummary] = {}
     errors: dict[str, str] = {}
     died_at: dict[str, float] = {}
     # Spawning and importing torch count against no side's timeout_s: allow for them.
     deadline = t0 + timeout_s + 30
-    pending = set(procs)
     try:
+        with _sigint_ignored():  # the children never see a Ctrl-C (see the module docstring)
+            for role in ("prefill", "decode"):
+                reader, writer = ctx.Pipe(duplex=False)
+                readers[role] = reader
+                procs[role] = ctx.Process(
+                    target=_entry,
+                    name=f"pdlab-{role[0].upper()}",
+                    args=(role, kwargs[role], writer),
+                )
+                procs[role].start()
+                writer.close()  # the child holds its end; EOF then means the child is gone
+        pending = set(procs)
         while pending:
             limit = min([deadline] + [t + grace_s for t in died_at.values()])
             if time.monotonic() >= limit:
@@ -161,6 +214,13 @@ def run_pd_procs(
                 pending.discard(role)
         for role in pending:
             errors[role] = f"no result within {time.monotonic() - t0:.0f} s; killed"
+    except KeyboardInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            with _disposition(signal.SIG_IGN):  # a second Ctrl-C must not cut this short
+                _stop(procs, grace_s=2)
+        else:
+            _stop(procs, grace_s=2)
+        raise
     finally:
         for p in procs.values():
             p.join(timeout=5)
