@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -313,3 +314,68 @@ def test_a_bad_lang_is_one_line_naming_the_command(capsys) -> None:
 
     args = parse(["trace", "--prompt=--lang zh", "--lang", "zh"])[1]
     assert args.prompts == ["--lang zh"] and args.lang == "zh"
+
+
+def test_every_help_fits_80_columns(monkeypatch) -> None:
+    from pdlab.cli import _parsers, build_parser
+
+    monkeypatch.setenv("COLUMNS", "80")
+    parsers = _parsers(build_parser())
+    assert len(parsers) > 10  # every subcommand and action
+    for p in parsers:
+        for line in p.format_help().splitlines():
+            assert len(line) <= 80, f"{p.prog}: {line!r}"
+    # the choices that left the usage line are still listed in the help
+    tour = next(p for p in parsers if p.prog.endswith(" tour"))
+    assert "flash_attn_mla" in tour.format_help() and "MLA_BACKEND" in tour.format_usage()
+
+
+def _one_line_refusal(argv, capsys) -> str:
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2
+    return err[-1]
+
+
+def test_sim_refuses_an_empty_batch_and_says_when_nothing_arrived(capsys) -> None:
+    assert "argument --batch-size: 0 is not >= 1" in _one_line_refusal(
+        ["sim", "--batch-size", "0"], capsys
+    )
+    argv = ["sim", "--rate", "0", "--design", "recompute", "--routing", "v2"]
+    assert main([*argv, "--duration", "0.05", "--json", "/dev/null"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "No request arrived in the 0.05 simulated seconds (--rate 0)" in out
+    assert main([*argv[:2], "1000", *argv[3:], "--duration", "0.05"]) == 0
+    assert "No request arrived" not in capsys.readouterr().out
+
+
+def test_json_into_a_missing_folder_is_refused(tmp_path, capsys) -> None:
+    where = tmp_path / "no" / "such" / "x.json"
+    line = _one_line_refusal(["trace", "--prompt", "hi", "--json", str(where)], capsys)
+    assert line.startswith("pdlab trace: error: --json ") and "does not exist" in line
+    assert not (tmp_path / "no").exists()  # nothing was created
+
+
+def test_pd_holds_every_request_whole_without_naming_an_option_it_lacks(capsys) -> None:
+    # 200 + 60 - 1 tokens in blocks of 1: more than the 256 blocks a default cache has
+    argv = ["pd", "--procs", "1", "--prompt", "a" * 200, "--max-tokens", "60"]
+    assert main([*argv, "--block-size", "1"]) == 0
+    assert "num_blocks" not in capsys.readouterr().err
+
+
+def test_role_decode_without_a_peer_answers_within_its_timeout() -> None:
+    t0 = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "pdlab.cli", "pd", "--role", "decode", "--port", "1"]
+        + ["--timeout", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    elapsed = time.monotonic() - t0
+    assert r.returncode == 2
+    assert (
+        r.stderr == "pdlab pd: error: could not reach the prefill peer at 127.0.0.1:1 within 2 s\n"
+    )
+    assert elapsed < 2 + 1, f"answered after {elapsed:.1f} s for --timeout 2"

@@ -79,6 +79,10 @@ def test_default_tour_runs_every_chapter(capsys: pytest.CaptureFixture[str]) -> 
     assert ESC not in out
     for n in range(1, 8):
         assert f"Chapter {n} ·" in flat(out)
+    # the opening counts the chapters the tour then prints
+    said = re.search(r"(\d+) chapters\. .*?\(1 to (\d+)\)", flat(out))
+    shown = [h for h in headings(out) if h.startswith("Chapter ")]
+    assert said and int(said[1]) == int(said[2]) == len(shown)
     assert repr(tour.DEFAULT_PROMPT) in flat(out)
     assert "equal, token for token" in flat(out)
 

@@ -94,7 +94,35 @@ def build_parser() -> argparse.ArgumentParser:
                 default="en",
                 help=LANG_HELP + ("; this command prints English only" if english_only else ""),
             )
+    _short_choices(p)
     return p
+
+
+def _parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """``p`` and every parser below it (subcommands, their actions)."""
+    out = [p]
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for child in dict.fromkeys(a.choices.values()):
+                out += _parsers(child)
+    return out
+
+
+def _short_choices(p: argparse.ArgumentParser, limit: int = 24) -> None:
+    """An option whose ``{a,b,c}`` would be longer than ``limit`` shows a short metavar in
+    the usage line (which argparse cannot wrap inside one option) and lists its choices in
+    its help, so every ``--help`` fits 80 columns."""
+    for parser in _parsers(p):
+        for a in parser._actions:
+            if not a.option_strings or a.choices is None or a.metavar is not None:
+                continue
+            names = [str(c) for c in a.choices]
+            if len("{" + ",".join(names) + "}") <= limit:
+                continue
+            a.metavar = a.dest.upper().replace("-", "_")
+            listed = all(n in (a.help or "") for n in names)
+            if not listed:
+                a.help = ((a.help + "; ") if a.help else "") + "one of: " + ", ".join(names)
 
 
 LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"

@@ -174,6 +174,11 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
             raise ValueError(f"{option} {path} is a file: expected a directory")
         if not is_dir and path.is_dir():
             raise ValueError(f"{option} {path} is a directory: expected a file path")
+    if not is_dir and not path.parent.is_dir() and not path.parent.exists():
+        raise ValueError(
+            f"{option} {path}: the folder {path.parent} does not exist (it is not created "
+            "for a file; make it first, or write the file elsewhere)"
+        )
     base = path if is_dir else path.parent
     while not base.exists():  # the first folder that exists must take new entries
         base = base.parent

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -82,6 +83,19 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
     raise ValueError(f"could not reach the prefill peer at {host}:{port} within {args.timeout:g} s")
 
 
+def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
+    """A KV cache that holds every request whole (``pd`` has no ``--num-blocks``): each
+    prompt plus ``--max-tokens`` up to max_model_len, at least 256 blocks. ``--role decode``
+    does not see the prompts; it holds two requests of max_model_len."""
+    from pdlab.math_utils import cdiv
+
+    longest = cfg.max_position_embeddings
+    if args.role == "decode":
+        return max(256, 2 * cdiv(longest, args.block_size) + 1)
+    need = sum(cdiv(min(len(i) + args.max_tokens - 1, longest), args.block_size) for i in ids)
+    return max(256, need + 1)
+
+
 def before_imports(args: argparse.Namespace) -> None:
     """What ``pdlab pd`` does before anything imports torch: ``--role decode`` waits for P."""
     if args.role == "decode" and args.port and args.procs is None and not args.prompts:
@@ -112,7 +126,8 @@ def _run(args: argparse.Namespace) -> int:
     if any(not i for i in ids):
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
-    cfg, cache = ModelConfig.tiny(weights=args.weights), CacheConfig(block_size=args.block_size)
+    cfg = ModelConfig.tiny(weights=args.weights)
+    cache = CacheConfig(block_size=args.block_size, num_blocks=_num_blocks(ids, cfg, args))
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
@@ -147,7 +162,9 @@ def _run(args: argparse.Namespace) -> int:
             else:
                 s = pd_procs.run_decode(*where, **common)
         except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
-            print(f"pdlab pd: error: {cli_message(e)}", file=sys.stderr, flush=True)
+            # The wait was given what was left of --timeout; the line names --timeout itself.
+            msg = re.sub(r"within [\d.]+ s$", f"within {args.timeout:g} s", cli_message(e))
+            print(f"pdlab pd: error: {msg}", file=sys.stderr, flush=True)
             os._exit(2)
         print(
             json.dumps(

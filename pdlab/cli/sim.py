@@ -37,7 +37,9 @@ def add_arguments(sub: Any) -> None:
     s.add_argument("--gpu", choices=GPU_CHOICES, default="H200", help="device profile")
     s.add_argument("--design", choices=(*MODES, "all"), default="all")
     s.add_argument("--routing", choices=(*ROUTINGS, "all"), default="all")
-    s.add_argument("--batch-size", type=int, default=64, help="running decodes (default 64)")
+    s.add_argument(
+        "--batch-size", type=positive_int, default=64, help="running decodes (default 64)"
+    )
     s.add_argument("--context", type=positive_int, default=4096, help="their context, tokens")
     s.add_argument("--rate", type=_nonnegative_float, default=20.0, help="arrivals per second")
     s.add_argument("--prompt-len", type=positive_int, default=4096, help="mean prompt length")
@@ -74,9 +76,8 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.sim.report import run_grid, sim_table, write_plots
     from pdlab.sim.simulator import SimConfig
     from pdlab.ui.console import make_console
+    from pdlab.ui.text import text
 
-    if args.batch_size < 0:
-        raise ValueError(f"--batch-size={args.batch_size} is invalid: expected an integer >= 0")
     base = SimConfig(
         batch_size=args.batch_size,
         context=args.context,
@@ -104,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
             rows, runs = run_grid(base, model, profile, gpu, designs, routings, tick)
     else:
         rows, runs = run_grid(base, model, profile, gpu, designs, routings)
-    make_console().print(sim_table(rows, profile, args.lang))
+    console = make_console()
+    console.print(sim_table(rows, profile, args.lang))
+    if not any(r["arrivals"] for r in rows):  # the TTFT columns show 0 for "nothing to time"
+        console.print(text(args.lang, "sim_no_arrivals", s=args.duration, rate=args.rate))
     if args.plots is not None:
         for p in write_plots(rows, runs, args.plots):
             print(p)

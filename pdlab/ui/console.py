@@ -184,16 +184,26 @@ def render_pd_result(
     return 1 if bad else 0
 
 
-def kernel_brief(ev: Mapping[str, Any]) -> str:
+_KERNEL_WORDS = (("K/V assembly", "k_assembly"), ("new tokens", "k_new_tokens"))
+
+
+def kernel_name(name: str, lang: str = "en") -> str:
+    """A kernel event's name as a view shows it: the upstream names stay, pdlab's words
+    around them (``K/V assembly``, ``(new tokens)``, ``(context)``) are in ``lang``."""
+    for en, key in _KERNEL_WORDS:
+        name = name.replace(en, text(lang, key))
+    return name.replace("(context)", f"({text(lang, 'k_context')})")
+
+
+def kernel_brief(ev: Mapping[str, Any], lang: str = "en") -> str:
     """A kernel event in one short line: its name and the shape that sets its cost (rows
-    gathered, query and key lengths, keys read), written as identifiers so it reads the same
-    in any language."""
-    s, name = ev.get("shapes", {}), ev["name"]
+    gathered, query and key lengths, keys read), the shapes written as identifiers."""
+    s, name = ev.get("shapes", {}), kernel_name(ev["name"], lang)
     if "rows" in s:
         width = s["kv_cache"][-1] if "kv_cache" in s else "?"
         return f"{name}: {s['rows']}×{width}"
     if "q_lens" in s:
-        causal = ", causal" if s.get("causal") else ""
+        causal = f", {text(lang, 'k_causal')}" if s.get("causal") else ""
         return f"{name}: q={sum(s['q_lens'])}, k={sum(s['k_lens'])}{causal}"
     if "seq_lens" in s:
         return f"{name}: seq_lens={s['seq_lens']}"

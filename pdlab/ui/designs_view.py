@@ -113,7 +113,10 @@ def designs_table(
     line("dz_kv", lambda r: fmt.nbytes(r["kv_bytes"]))
     line("dz_payload", lambda r: fmt.nbytes(r["payload_bytes"]))
     line("dz_flops", lambda r: fmt.flops(r["d_flops"]))
-    line("dz_known", lambda r: ", ".join(f"{on} step {s}" for on, s in r["known"]))
+    line(
+        "dz_known",
+        lambda r: ", ".join(text(lang, "v_on_step", on=on, step=s) for on, s in r["known"]),
+    )
     line(
         "dz_first",
         lambda r: ", ".join(

@@ -46,10 +46,10 @@ TEXT: dict[str, dict[str, str]] = {
         " {mla}：{why} · prefill_context_parallel_size {pcp} · 算子后端 {backend}",
     },
     "how_to_read": {
-        "en": "Six chapters. Read one at a time with pdlab tour --chapter N (1 to 6); in a "
+        "en": "{n} chapters. Read one at a time with pdlab tour --chapter N (1 to {n}); in a "
         "terminal the whole tour opens in a pager (arrows or space to move, q to quit; "
         "--no-pager prints it straight through).",
-        "zh": "共六章。可以用 pdlab tour --chapter N（1 到 6）一次读一章；"
+        "zh": "共 {n} 章。可以用 pdlab tour --chapter N（1 到 {n}）一次读一章；"
         "在终端里完整导览会在分页器中打开（方向键或空格翻页，q 退出；--no-pager 直接全部打印）。",
     },
     "tour_failed": {

@@ -157,4 +157,22 @@ VIEWS: dict[str, dict[str, str]] = {
         "en": "slot_mapping (last computed tokens)",
         "zh": "slot_mapping（最后几个已算 token）",
     },
+    # ---- pdlab sim, when nothing arrived --------------------------------------------
+    "sim_no_arrivals": {
+        "en": "No request arrived in the {s:g} simulated seconds (--rate {rate:g}): the D TTFT "
+        "and token-2 columns have nothing to time, so they show 0. Raise --rate or "
+        "--duration.",
+        "zh": "模拟的 {s:g} 秒内没有请求到达（--rate {rate:g}）：D 的 TTFT 与第 2 个 token "
+        "两列无可计时，因此显示 0。请调高 --rate 或 --duration。",
+    },
+    # ---- labels of the views that name engine things ------------------------------
+    "v_on_step": {"en": "{on} step {step}", "zh": "{on} 第 {step} 步"},
+    "k_new_tokens": {"en": "new tokens", "zh": "新 token"},
+    "k_context": {"en": "context", "zh": "上下文"},
+    "k_assembly": {"en": "K/V assembly", "zh": "K/V 组装"},
+    "k_causal": {"en": "causal", "zh": "因果"},
+    "rn_v1": {
+        "en": "Model Runner V1; the default is V2",
+        "zh": "Model Runner V1；默认的是 V2",
+    },
 }

@@ -53,6 +53,7 @@ DEFAULT_PROMPT = "Why run the last token twice?"
 
 # ---- arguments ---------------------------------------------------------------------------
 TOUR_MAX_TOKENS = 512
+CHAPTERS = 7  # chapters 1-3 in tour_kv.py, 4-6 in tour_route.py, 7 in tour_designs.py
 
 
 def _tour_max_tokens(text: str) -> int:
@@ -89,7 +90,11 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
     )
     p.add_argument(
-        "--chapter", type=int, choices=range(1, 8), metavar="N", help="show only chapter N (1-7)"
+        "--chapter",
+        type=int,
+        choices=range(1, CHAPTERS + 1),
+        metavar="N",
+        help=f"show only chapter N (1-{CHAPTERS})",
     )
     p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
     add_weights_argument(p)
@@ -212,7 +217,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
                 why=routing_reason(demo.trace.meta["routing"]["D"], lang),
             )
         )
-        c.print(say(lang, "how_to_read"))
+        c.print(say(lang, "how_to_read", n=CHAPTERS))
         c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),

@@ -32,6 +32,7 @@ from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
+from pdlab.ui.text import text
 from pdlab.ui.tour_kv import say
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
@@ -90,10 +91,17 @@ RENAMES = (
     ("v1/attention/backends/mla/common.py", "MLACommonMetadataBuilder", _MLA_FILE),
     (
         "v1/worker/gpu_model_runner.py",
-        "Model Runner V1; the default is V2",
+        "Model Runner V1; the default is V2",  # rn_v1 in the word tables: see renames()
         "v1/worker/gpu/model_runner.py",
     ),
 )
+
+
+def renames(lang: str = "en") -> list[tuple[str, str, str]]:
+    """:data:`RENAMES` as a view in ``lang`` shows it (the names stay; the one sentence is
+    said in ``lang``)."""
+    v1 = text("en", "rn_v1")
+    return [(old, text(lang, "rn_v1") if new == v1 else new, where) for old, new, where in RENAMES]
 
 
 def _cell(rt: Mapping[str, Any], key: str) -> str:
@@ -181,7 +189,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             ("treat_short_extends_as_decodes", rt["treat_short_extends_as_decodes"]),
             ("row_test", _split_test(rt, lang)),
             ("row_path", f"{rt['path']} → {rt['forward']}"),
-            ("row_kernels", "\n".join(kernel_brief(k) for k in d["kernels"])),
+            ("row_kernels", "\n".join(kernel_brief(k, lang) for k in d["kernels"])),
             ("row_flops", flops(d["flops"])),
             ("row_bytes", nbytes(d["bytes"])),
             ("row_token", f"{d['sample']['token']} ({token_char(d['sample']['token'])})"),
@@ -218,7 +226,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
         )
     )
     c.print(say(lang, "ch4_renames"))
-    for old, new, where in RENAMES:  # one per line: the names must read whole at 80 columns
+    for old, new, where in renames(lang):  # one per line: names read whole at 80 columns
         c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")
 
 
