@@ -13,6 +13,10 @@ The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained check
 ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
 which weights ran (``meta["weights"]``).
 
+``compare`` may also name only the parts a view reads (:data:`PARTS`): ``"again"`` (the
+prefix-cache hit), ``"variants"`` (the other set-ups), ``"fresh"`` (FLASH_ATTN_MLA); the tour
+asks for what its chapters show, so one chapter never runs the work of all seven.
+
 It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
 vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
 with P's ``kv_transfer_params``.
@@ -21,6 +25,7 @@ with P's ``kv_transfer_params``.
 from __future__ import annotations
 
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +50,8 @@ _TEXT = "The KV cache holds keys and values, not hidden states. "
 
 # (model_runner, prefill_context_parallel_size): the set-ups ``compare`` runs, default first.
 VARIANTS: tuple[tuple[str, int], ...] = (("v2", 1), ("v2", 2), ("v1", 1))
+# What ``compare`` can add to the P/D pair and the colocated run (see the module docstring).
+PARTS = ("again", "variants", "fresh")
 
 
 def prompt_of_length(n: int) -> str:
@@ -136,13 +143,16 @@ def run_demo(
     max_tokens: int = 8,
     backend: str = "torch",
     model_config: ModelConfig | None = None,
-    compare: bool = False,
+    compare: bool | Collection[str] = False,
     gpu: str | None = None,
     model_runner: str | None = None,
 ) -> Demo:
     """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair
     and a colocated engine with the given routing settings; see the module docstring for
-    what ``compare`` adds."""
+    what ``compare`` adds (``True``: every part of :data:`PARTS`)."""
+    parts = set(PARTS if compare is True else (compare or ()))
+    if parts - set(PARTS):
+        raise ValueError(f"compare={sorted(parts)!r} is invalid: expected parts of {PARTS}")
     text = prompt_of_length(prompt) if isinstance(prompt, int) else prompt
     if not text:
         raise ValueError("prompt='' is invalid: expected at least one token")
@@ -178,8 +188,9 @@ def run_demo(
         )
         outs = [local.generate(text, sp)[0]]
         extra: dict[str, Any] = {}
-        if compare:
+        if "again" in parts:
             outs.append(local.generate(text, sp)[0])  # a prefix-cache hit: capped at N - 1
+        if "variants" in parts:
             traces = {(runner, pcp): pair.tracer}
             toks = {(runner, pcp): list(pd_out.output_token_ids)}
             for run, size in VARIANTS:
@@ -189,6 +200,8 @@ def run_demo(
                     )
                     toks[(run, size)] = list(vp.generate(text, sp)[0].output_token_ids)
                     traces[(run, size)] = vp.tracer
+            extra.update(variant_traces=traces, variant_tokens=toks)
+        if "fresh" in parts:
             fresh = LLMEngine(
                 cfg,
                 cache,
@@ -198,11 +211,7 @@ def run_demo(
                 attention_config=AttentionConfig("flash_attn_mla", "h200"),
             )
             fresh.generate(text, SamplingParams(max_tokens=1))
-            extra = {
-                "fresh_trace": fresh.tracer,
-                "variant_traces": traces,
-                "variant_tokens": toks,
-            }
+            extra["fresh_trace"] = fresh.tracer
     pair.tracer.meta["demo"] = {
         "prompt": text,
         "prefill_context_parallel_size": pcp,

@@ -27,14 +27,32 @@ from pdlab.ui.text import text
 WIDTHS = (80, 120)
 
 
-def render(width: int, show) -> str:
+# An identifier (it has an underscore) and a number followed, on the next line, by a unit.
+IDENT = re.compile(r"(?<![\w.])[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+(?![\w])")
+STRANDED = re.compile(r"\d[ \t]*\n[ \t│┃]*(?:[kMGTPµmn]?(?:s|B|FLOPs?))(?![\w/])")
+
+
+def _rendered(width: int, show) -> str:
     c = Console(width=width, record=True, file=io.StringIO(), highlight=False)
     show(c)
-    out = c.export_text()
+    return c.export_text()
+
+
+def render(width: int, show) -> str:
+    """The view at ``width``, checked: no line wider, no value cut, no unit alone on a line,
+    and every identifier the view shows (read off it at a width where nothing wraps) whole
+    on one line, in both languages (Chinese has no spaces to break at)."""
+    out = _rendered(width, show)
     for line in out.splitlines():
         assert cell_len(line) <= width, f"{cell_len(line)} > {width}: {line!r}"
     cut = re.search(r"\w…", out)
     assert cut is None, f"a value is cut: {out[max(0, cut.start() - 40) : cut.end() + 10]!r}"
+    unit = STRANDED.search(out)
+    assert unit is None, f"a unit is stranded: {out[max(0, unit.start() - 40) : unit.end()]!r}"
+    wide = _rendered(2000, show)
+    whole = {m for line in out.splitlines() for m in IDENT.findall(line)}
+    split = sorted(i for i in set(IDENT.findall(wide)) - whole if cell_len(i) <= width - 8)
+    assert not split, f"identifiers split across lines at {width}: {split}"
     return out
 
 
@@ -106,6 +124,42 @@ def test_tour_chapters_read_whole(demo, width, lang) -> None:
         assert text(lang, "st_computed_before") in out[6]
     else:
         assert text(lang, "st_legend").strip() in out[6]
+
+
+@pytest.fixture(scope="module")
+def designs_and_sim():
+    from dataclasses import replace
+
+    from pdlab.config import CacheConfig, ModelConfig
+    from pdlab.sim.profiles import device_profile
+    from pdlab.sim.report import run_grid
+    from pdlab.sim.simulator import SimConfig
+    from pdlab.ui.designs_view import compare_designs
+
+    rows = compare_designs([list(b"Why run it twice?")], ModelConfig.tiny(), CacheConfig())
+    profile = device_profile("H200")
+    base = replace(SimConfig(), duration_s=0.2)
+    sim_rows, _ = run_grid(base, ModelConfig.deepseek_v3(), profile, "h200")
+    return rows, sim_rows, profile
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_designs_and_sim_tables_read_whole(designs_and_sim, width, lang) -> None:
+    """``pdlab pd --compare-designs``, chapter 7 and ``pdlab sim``: each design's values
+    whole (a stacked layout keeps the values on their lines and wraps the labels)."""
+    from pdlab.sim.report import sim_table
+    from pdlab.ui.designs_view import designs_table
+
+    rows, sim_rows, profile = designs_and_sim
+    out = render(width, lambda c: c.print(designs_table(rows, lang=lang)))
+    for r in rows:
+        row_line(out, r["mode"])
+        for on, step in r["known"]:  # where token 1 is known: the instance and its step
+            row_line(out, on, step)
+    out = render(width, lambda c: c.print(sim_table(sim_rows, profile, lang)))
+    for r in sim_rows:
+        row_line(out, r["design"])
 
 
 @pytest.mark.parametrize("pd", [False, True])

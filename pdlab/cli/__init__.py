@@ -163,6 +163,15 @@ def _check_env(args: argparse.Namespace) -> None:
         backend.check(args.backend, "flag")
 
 
+def _runs_kernels(args: argparse.Namespace) -> bool:
+    """False for a command that runs no model: the kernel settings do not matter to it."""
+    if args.command == "tour":
+        from pdlab.ui.tour import tour_needs
+
+        return "engine" in tour_needs(args)
+    return True
+
+
 def _notebooks(args: argparse.Namespace) -> int:
     from pdlab.tools.lab import copy_notebooks
 
@@ -210,8 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             pd.before_imports(args)  # --role decode: P's port, within --timeout
-        if args.command != "doctor":  # the doctor reports a bad variable as a FAIL line
-            _check_env(args)
+        if args.command != "doctor" and _runs_kernels(args):
+            _check_env(args)  # the doctor reports a bad variable as a FAIL line
         if args.command == "doctor":
             from pdlab.tools import doctor
 

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
 from rich.markup import escape
 
 from pdlab.config import ModelConfig
@@ -21,6 +20,9 @@ from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 from pdlab.ui.fmt import FitTable
 from pdlab.ui.text import text
+
+if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: the table needs none
+    from matplotlib.figure import Figure
 
 
 def percentile(xs: Sequence[float], q: float) -> float:
@@ -108,6 +110,8 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
 
 def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figure:
     """Step time over simulated time under each routing, for one design."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(8, 3.2))
     ax = fig.subplots()
     for (routing, d), res in runs.items():
@@ -123,6 +127,8 @@ def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figu
 
 def plot_tpot(rows: list[dict[str, Any]]) -> Figure:
     """TPOT p50 and p99 per (routing, design)."""
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=(8, 3.2))
     ax = fig.subplots()
     labels = [f"{r['routing']}\n{r['design']}" for r in rows]

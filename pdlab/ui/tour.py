@@ -24,7 +24,9 @@ import argparse
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -54,6 +56,30 @@ DEFAULT_PROMPT = "Why run the last token twice?"
 # ---- arguments ---------------------------------------------------------------------------
 TOUR_MAX_TOKENS = 512
 CHAPTERS = 7  # chapters 1-3 in tour_kv.py, 4-6 in tour_route.py, 7 in tour_designs.py
+# What each chapter reads of the demonstration: "run" (the P/D pair and the colocated
+# engine) and the parts of pdlab.demo.PARTS. Chapter 5 is the cost model alone; chapter 7
+# runs its own designs and simulation (tour_designs.py), from the prompt alone.
+NEEDS: dict[int, frozenset[str]] = {
+    1: frozenset({"run"}),
+    2: frozenset({"run"}),
+    3: frozenset({"run", "again"}),
+    4: frozenset({"run", "variants", "fresh"}),
+    5: frozenset(),
+    6: frozenset({"run", "variants"}),
+    7: frozenset(),
+}
+
+
+def tour_needs(args: argparse.Namespace) -> set[str]:
+    """What this tour must run: its chapters' needs; the whole tour's opening, ``--json`` and
+    ``--plots`` read the pair's trace too. ``"engine"`` when any model runs at all."""
+    chapters = range(1, CHAPTERS + 1) if args.chapter is None else (args.chapter,)
+    need = set().union(*(NEEDS[n] for n in chapters))
+    if args.chapter is None or args.json is not None or args.plots is not None:
+        need.add("run")
+    if need or 7 in chapters or args.plots is not None:
+        need.add("engine")
+    return need
 
 
 def _tour_max_tokens(text: str) -> int:
@@ -163,38 +189,61 @@ def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     return _tour(args, c)
 
 
+def _tour_designs() -> Any:
+    from pdlab.ui import tour_designs  # imported for chapter 7 only: the engine, the sim
+
+    return tour_designs
+
+
+@dataclass
+class PromptOnly:
+    """What chapter 7 reads of a demonstration, when the tour runs no P/D pair for it."""
+
+    prompt_ids: list[int]
+    cfg: ModelConfig
+    block_size: int
+
+
 def _tour(args: argparse.Namespace, c: Console) -> int:
-    from pdlab.demo import run_demo
-    from pdlab.ui import tour_designs, tour_kv, tour_route
+    from pdlab.tokenizer import encode
+    from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
 
     lang = args.lang
     if not args.prompt:
         raise ValueError("--prompt must not be empty")
-    demo = run_demo(
-        args.prompt,
-        block_size=args.block_size,
-        pcp=args.pcp,
-        mla_backend=args.mla_backend,
-        max_tokens=args.max_tokens,
-        backend=args.backend,
-        model_config=ModelConfig.tiny(weights=args.weights),
-        compare=True,
-        gpu=args.gpu,
-        model_runner=args.model_runner,
+    need = tour_needs(args)
+    demo = None
+    if "run" in need:
+        from pdlab.demo import PARTS, run_demo  # the engine: torch
+
+        demo = run_demo(
+            args.prompt,
+            block_size=args.block_size,
+            pcp=args.pcp,
+            mla_backend=args.mla_backend,
+            max_tokens=args.max_tokens,
+            backend=args.backend,
+            model_config=ModelConfig.tiny(weights=args.weights),
+            compare=need & set(PARTS),
+            gpu=args.gpu,
+            model_runner=args.model_runner,
+        )
+        failed = [
+            e
+            for t in (demo.trace, demo.other_trace, demo.fresh_trace)
+            if t is not None
+            for e in request_errors(t)
+        ]
+        if failed:  # the chapters read what the requests computed: there is nothing to show
+            for e in failed:
+                c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
+            c.print(say(lang, "tour_failed"))
+            return 1
+    prompt = PromptOnly(
+        encode(args.prompt), ModelConfig.tiny(weights=args.weights), args.block_size
     )
-    failed = [
-        e
-        for t in (demo.trace, demo.other_trace, demo.fresh_trace)
-        if t is not None
-        for e in request_errors(t)
-    ]
-    if failed:  # the chapters read what the requests computed: there is nothing to show
-        for e in failed:
-            c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
-        c.print(say(lang, "tour_failed"))
-        return 1
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
@@ -226,7 +275,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         4: lambda: tour_route.chapter4(c, demo, lang),
         5: lambda: tour_route.chapter5(c, preset, lang),
         6: lambda: tour_route.chapter6(c, demo, lang),
-        7: lambda: tour_designs.chapter7(c, demo, lang),  # pdlab/ui/tour_designs.py
+        7: lambda: _tour_designs().chapter7(c, demo or prompt, lang),  # the engine, the sim
     }
     for number, show in chapters.items():
         if args.chapter in (None, number):
@@ -239,7 +288,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
-        paths += tour_designs.save_plots(demo, args.plots, lang)
+        paths += _tour_designs().save_plots(demo or prompt, args.plots, lang)
         c.print(
             say(
                 lang,

@@ -21,7 +21,6 @@ from pdlab.sim.report import run_grid, sim_table, write_plots
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
-from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
 from pdlab.ui.tour_kv import say
 
 GPU = "H200"
@@ -78,6 +77,8 @@ def chapter7(c: Console, demo: Demo, lang: str) -> None:
 
 
 def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:
+    from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline  # matplotlib
+
     rows, traces, sim_rows, sim_runs, _ = _runs(demo)
     out.mkdir(parents=True, exist_ok=True)
     figs = {

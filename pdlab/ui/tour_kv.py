@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from pdlab.demo import Demo
 from pdlab.ui.fmt import FitTable, elided, source_excerpt, source_rich, span, token_char
 from pdlab.ui.text import text
+
+if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); these views only read a Demo
+    from pdlab.demo import Demo
 
 
 def say(lang: str, key: str, **values: object) -> str:

@@ -15,7 +15,7 @@ Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,13 +27,15 @@ from pdlab.attention.cost import (
     prefill_path_cost,
 )
 from pdlab.config import ModelConfig
-from pdlab.demo import VARIANTS, Demo
 from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.text import text
 from pdlab.ui.tour_kv import say
+
+if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); chapter 5 runs none
+    from pdlab.demo import Demo
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
 FRESH_PROMPTS = (
@@ -136,6 +138,7 @@ def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
 
 
 def chapter4(c: Console, demo: Demo, lang: str) -> None:
+    from pdlab.demo import VARIANTS
     from pdlab.model.batch import gather_batch_req_state
     from pdlab.ui.fmt import source_excerpt, source_rich
 
