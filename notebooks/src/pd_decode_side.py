@@ -74,7 +74,7 @@
 #   在已缓存上下文之上只有一个新的提示词 token，就是 `prefill_runs_as_decode`，于是这一步仍是
 #   整齐的 decode 批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
 #   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
-#   prefill 上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
+#   预填充上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
 #   vLLM 的 `_forward_decode`）；`prefill_context_parallel_size > 1` 时走 `forward_mha`（即提问
 #   里的 `_forward_prefill`），以及为什么；还有 V1 怎么做；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
@@ -182,7 +182,7 @@ print(
 # 带 `max_tokens=1` 和 `do_remote_decode`；P 做完 prefill，采样一个 token（proxy 会丢掉它），
 # 保留自己的块，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
 # trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎用上游的默认设置
-# （`TRITON_MLA` 后端配置，不开 prefill 上下文并行）。
+# （`TRITON_MLA` 后端配置，不开预填充上下文并行）。
 
 # %%
 N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
@@ -427,14 +427,14 @@ show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
 # a *short extend*. V2 orders the batch with the one-token rows first, then by query
 # length (`sort_batch_req_ids`; V1 sorts into four regions, decode → short_extend →
-# long_extend → prefill), and the MLA metadata builder then calls
+# long_extend → prefill), and the MLA builder then calls
 # `split_decodes_and_prefills` to find where the decodes end. pdlab's version of that
 # function, with upstream's arguments:
 
 # %% [markdown] zh
 # 只有一个新 token，像 decode；提示词还没算完，又像 prefill：上游把它叫作*短 extend*。
 # V2 把只有一个 token 的行排在最前，其余按 query 长度排序（`sort_batch_req_ids`；V1 则排成
-# 四个区：decode → short_extend → long_extend → prefill），MLA metadata builder 再调用
+# 四个区：decode → short_extend → long_extend → prefill），MLA builder 再调用
 # `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
 
 # %%
@@ -517,7 +517,7 @@ assert layout == [f"dec-a[0:1], {first['req_id']}[0:1]*", "dec-b[0:1]"]
 # as pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %% [markdown] zh
-# 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
+# 开启预填充上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
 # `forward_mha`（即提问里的 `_forward_prefill`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
 # `MLACommonImpl`）里这条路径的写法：
 

@@ -237,7 +237,7 @@ TEXT: dict[str, dict[str, str]] = {
         "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它按 query 长度给"
         "批次排序（sort_batch_req_ids），为每一行计算 is_prefilling = "
         "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 runner 随"
-        "请求收到的全部 token；这里为 {prefilling}）；在不开 prefill 上下文并行时，把“"
+        "请求收到的全部 token；这里为 {prefilling}）；在不开预填充上下文并行时，把“"
         "在已缓存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为"
         " {rad}）。它的注释说这样的行按 decode 运行，于是这一步仍是 "
         "decode_graph_eligible（{eligible}）：一个整齐的 decode 批次，也就是完整 "
@@ -315,7 +315,7 @@ TEXT: dict[str, dict[str, str]] = {
         "prefill path. D's first step under PCP 2, beside two running decodes (dec-a, "
         "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
         "still prefilling; pdlab reproduces only the routing, on one device):",
-        "zh": "为什么 PCP 会翻转这个开关：MLA 构建器传入 treat_short_extends_as_decodes = "
+        "zh": "为什么 PCP 会翻转这个开关：MLA builder 传入 treat_short_extends_as_decodes = "
         "not use_pcp，而开启 PCP 时 V2 不计算 prefill_runs_as_decode（此时 "
         "decode_graph_eligible 只看“没有任何行在预填充”）。PCP manager（"
         "vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行切成 2 × PCP 块分给各个"
@@ -332,7 +332,7 @@ TEXT: dict[str, dict[str, str]] = {
         "this step its split is the same as V2's.",
         "zh": "V1（VLLM_USE_V2_MODEL_RUNNER=0）计算 is_prefilling = num_computed_tokens < "
         "num_prompt_tokens，并把批次排成四个区（decode、short_extend、long_extend、"
-        "prefill）。它没有 prefill_runs_as_decode，也拒绝 prefill 上下文并行：0.33.0 只"
+        "prefill）。它没有 prefill_runs_as_decode，也拒绝预填充上下文并行：0.33.0 只"
         "在 V2 中实现了 PCP。对这一步，它的划分与 V2 相同。",
     },
     "ch4_same": {
@@ -461,12 +461,12 @@ TEXT: dict[str, dict[str, str]] = {
         "above. Upstream gives no FLOP argument for the 128 and 512 thresholds (its "
         "comment says small prefills use the decode pathway): they are the backends' "
         "own choice.",
-        "zh": "上游 vLLM 0.33.0：MLA 元数据构建器（"
+        "zh": "上游 vLLM 0.33.0：MLA builder（"
         "vllm/model_executor/layers/attention/mla_attention.py）调用 "
         "split_decodes_and_prefills（vllm/v1/attention/backends/utils.py）时，"
         "decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA、FLASHINFER_MLA"
         "、CUTLASS_MLA 和 CPU_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512；投机解"
-        "码会把它提高到验证宽度，decode 上下文并行可能强制为 1），并传入 "
+        "码会把它提高到验证宽度，解码上下文并行可能强制为 1），并传入 "
         "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 "
         "decode（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill（"
         "forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
@@ -479,8 +479,8 @@ TEXT: dict[str, dict[str, str]] = {
         "into a decode row (its comment names NIXL disaggregation's h(N-1) -> N "
         "recompute path), and GDN counts as prefills only rows with no prior state "
         "(first chunks). So D's first step is a decode there too.",
-        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp"
-        "。Mamba 和 GDN 构建器传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
+        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA builder 和 MLA indexer 同样传 not use_pcp"
+        "。Mamba 和 GDN builder 传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
         "的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
         "的重算路径），GDN 只把没有先前状态的行（第一个分块）算作 prefill。所以在那里 "
         "D 的第一步同样是 decode。",

@@ -2,7 +2,7 @@
 Chinese: merged into :data:`pdlab.ui.text.TEXT`, read through :func:`pdlab.ui.text.text`.
 
 Keys: ``dz_`` for the designs table, ``sim_`` for the simulator's report, ``ch7`` for the
-tour's closing chapter. Chinese terms: 共置 for colocated, 前缀缓存 for prefix caching,
+tour's closing chapter. Chinese terms: 非分离 for colocated, 前缀缓存 for prefix caching,
 潜向量 for latent; vLLM identifiers stay in English.
 """
 
@@ -19,7 +19,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_same": {
         "en": "= colocated",
-        "zh": "与共置一致",
+        "zh": "与非分离一致",
     },
     "dz_kv": {
         "en": "K/V bytes",
@@ -162,7 +162,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "解码批，recompute 与 first_token 的 TPOT 同为 p50 {v2_p50} / p99 {v2_p99}。"
         "重算的代价落在到达的那个请求身上，而不是整个批：D 的 TTFT 为 {rc_ttft}（hidd"
         "en_state 为 {hs_ttft}；P 的 token 即答案时为 0），第 2 个 token 在 K/V 到达"
-        "后 {rc_t2t} 出现，first_token 则是 {ft_t2t}。开启 prefill 上下文并行（PCP）"
+        "后 {rc_t2t} 出现，first_token 则是 {ft_t2t}。开启预填充上下文并行（PCP）"
         "时，recompute 与 append_prompt 让每个到达请求的第一步成为 forward_mha 行：{p"
         "cp_mixed} 的步失去完整的解码 CUDA graph，TPOT p99 升到 {pcp_p99}（默认的 {pc"
         "p_x}），D 的 TTFT 升到 {pcp_ttft}；而第一行本就是解码的 first_token 与 "
