@@ -46,7 +46,10 @@ _CODE = re.compile(
     r"|\b\w*_\w*\b"  # an identifier with an underscore
     r"|\b[A-Za-z]\w*\[[^\]\n]*\]"  # an index: row[start:end]
     r"|\b[A-Za-z]\w*(?=\()"  # a call: lm_head(
+    r"|\b[A-Za-z]\w*(?= = )"  # an assignment: replicated = ~is_prefilling
     r"|\b[a-z]+-\d+\b|\b[a-z]{2,}-[a-z]\b"  # request ids: req-0, dec-a
+    r"|\b[\w-]+#\d+"  # an issue: vllm#28566
+    r"|“[ -~]+”"  # a quotation of upstream's English
 )
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+'-]*[A-Za-z0-9+]|[A-Za-z]")
 _PYTHON = {"True", "False", "None", "not", "and", "or"}
@@ -109,8 +112,10 @@ def _pattern(variant: str) -> re.Pattern[str]:
 def prose(text: str) -> str:
     """``text`` as a reader sees it: comment markers of a notebook cell dropped, wrapped
     lines joined (no space between two Chinese characters, one elsewhere)."""
-    lines = [re.sub(r"^\s*# ?", "", ln) if ln.lstrip().startswith("#") else ln for ln in
-             text.splitlines()]
+    lines = [
+        re.sub(r"^\s*# ?", "", ln) if ln.lstrip().startswith("#") else ln
+        for ln in text.splitlines()
+    ]
     out = ""
     for ln in lines:
         ln = ln.strip()
@@ -154,7 +159,7 @@ def violations(text: str) -> list[str]:
                 + (f"the glossary renders it {hint!r}" if hint else "render it in the glossary")
             )
     # 3. typography (code replaced by a Latin placeholder, so its spacing still counts)
-    typo = _CODE.sub("x", _FENCE.sub("x", prose(text)))
+    typo = _CODE.sub("x", _FENCE.sub("x", re.sub("“[ -~]+”", "“”", prose(text))))
     for m in re.finditer(f"[{_CJK_CHARS}] +[{_CJK_CHARS}]", typo):
         found.append(f"{m.group(0)!r}: no space between Chinese characters")
     for m in re.finditer(f"[{_CJK_CHARS}][A-Za-z0-9]|[A-Za-z0-9][{_CJK_CHARS}]", typo):
@@ -184,8 +189,20 @@ def chinese_texts() -> dict[str, str]:
         lines = body.splitlines()
         if doc == GLOSSARY:  # the tables name the renderings; its prose is checked
             lines = [ln for ln in lines if not ln.startswith("|")]
-        out[str(doc.relative_to(ROOT))] = "\n".join(ln for ln in lines if _CJK.search(ln))
+        out[str(doc.relative_to(ROOT))] = "\n".join(_chinese_part(ln) for ln in lines)
     return out
+
+
+def _chinese_part(line: str) -> str:
+    """A line of a doc as Chinese prose: whole where Chinese dominates it, else only its
+    Chinese runs (the link label 中文版 in an English sentence)."""
+    plain = _CODE.sub(" ", line)
+    names = kept_names()
+    words = [w for w in _WORD.findall(plain) if not (_is_name(w) or w in names)]
+    cjk, latin = len(_CJK.findall(plain)), sum(map(len, words))
+    if cjk >= latin / 2:
+        return line
+    return " ".join(re.findall(f"[{_CJK_CHARS}，。：；、（）“”]+", line))
 
 
 def test_the_glossary_names_each_term_once() -> None:

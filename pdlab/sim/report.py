@@ -23,7 +23,7 @@ from rich.markup import escape
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import DeviceProfile
-from pdlab.sim.simulator import MTP_ACCEPTANCE_SOURCE, ROUTINGS, SimConfig, SimResult, simulate
+from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 from pdlab.ui.fmt import FitTable
 from pdlab.ui.text import text
 
@@ -108,17 +108,18 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
     """One row per (routing, design); every value whole at the width it is printed at."""
     k = rows[0]["num_speculative_tokens"] if rows else 0
     backends = ", ".join(dict.fromkeys(f"{r['mla_backend']}" for r in rows))
+    key = f"sim_source_{profile.name}"
+    source = text(lang, key, on=profile.measured_on, shape=profile.measured_shape)
     t = FitTable(
         title=escape(text(lang, "sim_title", gpu=profile.name)),
         caption=escape(
-            text(lang, "sim_caption", source=profile.source, backend=backends)
+            text(lang, "sim_caption", source=source, backend=backends)
             + (
                 text(
                     lang,
                     "sim_caption_mtp",
                     k=k,
                     a=f"{rows[0]['acceptance_rate']:.0%}",
-                    source=MTP_ACCEPTANCE_SOURCE,
                 )
                 if k
                 else ""

@@ -33,7 +33,7 @@ TEXT: dict[str, dict[str, str]] = {
         "token? This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
         "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地跑一遍这样的请求，"
+        "D 是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {
@@ -192,7 +192,7 @@ TEXT: dict[str, dict[str, str]] = {
         " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
         "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 的 v1 connector 传的是 "
         "K/V；两个碰到隐藏状态的，ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states "
-        "方法把它写到磁盘，aux-output connector 传辅助输出，都不给 D 的第一个 token 用）"
+        "方法把它写到磁盘，aux_output_connector 传辅助输出，都不给 D 的第一个 token 用）"
         "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
         "第 {last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
     },
@@ -206,8 +206,8 @@ TEXT: dict[str, dict[str, str]] = {
     "ch3_src": {
         "en": "The line that subtracts one: {path}, {qualname} (upstream: "
         "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name)",
-        "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中 "
-        "Scheduler 的同名方法）",
+        "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
+        "调度器的同名方法）",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
@@ -489,7 +489,7 @@ TEXT: dict[str, dict[str, str]] = {
         "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 "
         "decode 行（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill 行"
         "（forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
-        "上的理由（注释只说 process small prefills with decode pathway）：这是各后端自己的"
+        "上的理由（注释只有一句“process small prefills with decode pathway”）：这是各后端自己的"
         "选择；少读字节、少启动算子是 pdlab 的推断。",
     },
     "ch5_others": {

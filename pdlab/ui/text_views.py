@@ -60,7 +60,7 @@ VIEWS: dict[str, dict[str, str]] = {
     "pf_backend": {"en": "{backend} (named)", "zh": "{backend}（指定）"},
     # the first-token designs' pictures (pdlab/ui/plots_designs.py)
     "pg_layer": {"en": "layer {r}", "zh": "第 {r} 层"},
-    "pg_hidden": {"en": "h (final norm)", "zh": "h（最终 norm）"},
+    "pg_hidden": {"en": "h (final norm)", "zh": "h（经最终的 RMSNorm）"},
     "pg_position": {
         "en": "position (N = {n}; column N: token 1)",
         "zh": "位置（N = {n}；第 N 列：第 1 个输出 token）",
@@ -81,7 +81,7 @@ VIEWS: dict[str, dict[str, str]] = {
     },
     "pg_timeline_title": {
         "en": "{req}: proxy -> P -> transfer -> D",
-        "zh": "{req}：proxy -> P -> 传输 -> D",
+        "zh": "{req}：代理 -> P -> 传输 -> D",
     },
     "v_routing": {
         "en": "model runner {runner} · MLA backend profile {backend}: {why}",
