@@ -500,7 +500,8 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 # memory-bound but close, which is why FlashMLA's authors quote both a bandwidth and a
 # FLOP/s figure. On an H200 the ridge is about 206 (989 / 4.8), so the same one-token
 # kernel is on the compute side there: more bandwidth does not speed it up. Two or four
-# query tokens per request (speculative decoding) cross every ridge. The whole decode path of one token sits lower, because with a single request the
+# query tokens per request (speculative decoding) cross every ridge. The whole decode path
+# of one token sits lower, because with a single request the
 # absorbed weights `W_UK` and `W_UV` (about 17 MB each per layer in bf16) are read for one
 # token; a batch of requests shares them. The prefill path of the same token has a similar
 # intensity but does far more of both FLOPs and bytes (notebook 5 has the table).
@@ -515,7 +516,8 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 # 一个 query token 的 `mla_decode` 算子把每行 576 个值只读一次、供全部 128 个头使用，约每字节
 # 240 FLOP：略低于 H100/H800 的脊点（约 295），访存受限但很接近，所以 FlashMLA 的作者同时给出
 # 带宽和 FLOP/s 两个数字。H200 的脊点约为 206（989 / 4.8），同一个单 token 算子在那里落在计算
-# 受限的一侧：更高的带宽并不能让它更快。每个请求两个或四个 query token（投机解码）越过所有脊点。一个 token
+# 受限的一侧：更高的带宽并不能让它更快。每个请求两个或四个 query token（投机解码）越过
+# 所有脊点。一个 token
 # 的整条 decode 路径位置更低，因为只有一个请求时，吸收后的权重 `W_UK` 和 `W_UV`（bf16 下每层
 # 各约 17 MB）只为一个 token 读取；一批请求会共享它们。同一个 token 的 prefill 路径算术强度
 # 相近，但 FLOPs 和字节数都多得多（表格见笔记本 5）。

@@ -280,7 +280,8 @@ SimExplorer(lang=LANG)
 #
 # 在下面的单元格里写下你的预测，再运行：9 个 token 的提示词，块大小 4，开启 PCP。(a) 在
 # `recompute` 下，D 第一步的 `num_computed_tokens` 是多少？(b) `append_prompt` 在 D 上的第一步
-# 跑哪个前向（`forward_mqa` 还是 `forward_mha`）？(c) `first_token` 呢？(d) 在上面的模拟里，四种设计中有几个让 PCP 下的每一步
+# 跑哪个前向（`forward_mqa` 还是 `forward_mha`）？(c) `first_token` 呢？(d) 在上面的模拟里，
+# 四种设计中有几个让 PCP 下的每一步
 # 都保持为均匀解码批次？
 
 # %%

@@ -33,7 +33,8 @@ TEXT: dict[str, dict[str, str]] = {
         "token? This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
         "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的请求，"
+        "D 是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的"
+        "请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {

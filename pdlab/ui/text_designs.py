@@ -148,7 +148,8 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
         "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
         "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
-        "完整的 decode CUDA graph 无法重放的步。预填充上下文并行（PCP）属于 P，解码上下文并行（DCP）属于 D："
+        "完整的 decode CUDA graph 无法重放的步。预填充上下文并行（PCP）属于 P，解码上下文并行"
+        "（DCP）属于 D："
         "V2 + PCP 展示的是 D 若用 P 的设置会怎样；DCP 只模拟路由，代价按单个设备计。",
     },
     "sim_caption_mtp": {
