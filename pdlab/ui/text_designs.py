@@ -253,6 +253,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     "w_sim_context": {"en": "context log2 (tokens)", "zh": "上下文 log2（token）"},
     "w_sim_batch": {"en": "running decodes", "zh": "运行中的解码数"},
     "w_sim_rate": {"en": "arrivals/s", "zh": "每秒到达数"},
+    "w_sim_k": {"en": "MTP K", "zh": "MTP K"},
     "w_sim_note": {
         "en": "{steps} steps, {n} arrivals, DeepSeek-V3 widths, {gpu} profile; prompts as "
         "long as the context.",
