@@ -179,11 +179,14 @@ def prefill_path_cost(
     query_len: int = 1,
     e: int = 2,
     prefill_backend: str = "flash_attn",
+    kv_e: int | None = None,
 ) -> Cost:
     """``forward_mha`` for one request with ``context_len`` cached tokens, one layer, as
     ``prefill_backend`` (:data:`PREFILL_BACKENDS`) runs it: by default FLASH_ATTN, the
     prefill backend vLLM 0.33.0 picks on Hopper (FA3) and for DeepSeek's widths on
-    Blackwell (FA4), which takes V strided."""
+    Blackwell (FA4), which takes V strided. ``kv_e`` is the cache's bytes per value (1
+    for fp8: the gather reads it at that and writes the workspace at ``e``)."""
+    kv_e = e if kv_e is None else kv_e
     if prefill_backend not in PREFILL_BACKENDS:
         raise ValueError(
             f"prefill_backend={prefill_backend!r} is invalid: expected one of "
@@ -194,7 +197,7 @@ def prefill_path_cost(
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
     c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(query_len, L + R, e))
+    c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * query_len * (L + R))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
     c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e, v_new))
     c.add(
@@ -202,7 +205,7 @@ def prefill_path_cost(
         *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
     )
     if context_len > 0:
-        c.add("gather_cache (context)", *gather_cache_cost(context_len, L + R, e))
+        c.add("gather_cache (context)", 0.0, float(kv_e + e) * context_len * (L + R))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
         c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e, v_ctx))
         c.add(
@@ -220,25 +223,28 @@ def decode_rows_cost(
     seq_lens: Sequence[int],
     e: int = 2,
     query_lens: Sequence[int] | None = None,
+    kv_e: int | None = None,
 ) -> Cost:
     """``forward_mqa`` for a batch of rows, one layer: the new tokens cached, ``W_UK``
     absorbed into the queries, ``mla_decode`` over each row's ``seq_lens`` tokens (its
     context and its new tokens), the result through ``W_UV``. Each row has one query token,
     or ``query_lens`` of them (a verifying row under speculative decoding, ``1 + K``): its
     cached rows are read once for all its queries, causal among the new tokens, as
-    FlashMLA's decode does."""
+    FlashMLA's decode does. ``kv_e`` is the cache's bytes per value (1 for an fp8 KV
+    cache; by default ``e``): the cached rows are read, and the new ones written, at it."""
     b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     q = list(query_lens) if query_lens is not None else [1] * b
-    tq = sum(q)
+    tq, kv_e = sum(q), e if kv_e is None else kv_e
     c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(tq, L + R, e))
+    c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * tq * (L + R))
     c.add("q_nope @ W_UK (absorb)", *per_head_gemm(tq, h, L, cfg.qk_nope_head_dim, e))
-    if all(n == 1 for n in q):
+    if all(n == 1 for n in q) and kv_e == e:
         c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
     else:
         pairs = sum(n * (s - n) + n * (n + 1) // 2 for s, n in zip(seq_lens, q))
         flops = 2.0 * h * (L + R + L) * pairs
-        c.add("mla_decode", flops, float(e) * (sum(seq_lens) * (L + R) + tq * h * (L + R + L)))
+        nbytes = float(kv_e) * sum(seq_lens) * (L + R) + float(e) * tq * h * (L + R + L)
+        c.add("mla_decode", flops, nbytes)
     c.add("out @ W_UV", *per_head_gemm(tq, h, cfg.v_head_dim, L, e))
     return c
 

@@ -107,16 +107,19 @@ def step_cost(
     e: int = 2,
     extra_logits: int = 0,
     num_speculative_tokens: int = 0,
+    kv_e: int | None = None,
 ) -> StepCost:
     """The cost of one step whose rows the runner and the builder already split: the
     ``decode_rows`` run ``forward_mqa`` together, each of ``prefill_rows`` runs
     ``forward_mha`` (:func:`pdlab.attention.cost.prefill_path_cost`). ``extra_logits``
     hidden states (P's, the ``hidden_state`` design) join the step's ``lm_head``, so its
-    weights are read once; ``num_speculative_tokens`` adds the MTP drafter."""
+    weights are read once; ``num_speculative_tokens`` adds the MTP drafter; ``kv_e`` is
+    the KV cache's bytes per value (1 for fp8)."""
     layers = cfg.num_hidden_layers
     tokens = sum(r.query_len for r in decode_rows) + sum(r.query_len for r in prefill_rows)
     s = StepCost()
-    s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
+    if tokens:  # no rows (only P's hidden states to turn into tokens): no weights read
+        s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
     launches = 0
     if decode_rows:
         mqa = decode_rows_cost(
@@ -124,13 +127,15 @@ def step_cost(
             [r.context + r.query_len for r in decode_rows],
             e,
             [r.query_len for r in decode_rows],
+            kv_e,
         )
         s.groups["forward_mqa"] = _scaled(mqa, layers)
         launches += len(mqa.parts) * layers
     if prefill_rows:
         mha = Cost()
         for r in prefill_rows:
-            for name, fl, by in prefill_path_cost(cfg, r.context, r.query_len, e).parts:
+            parts = prefill_path_cost(cfg, r.context, r.query_len, e, kv_e=kv_e).parts
+            for name, fl, by in parts:
                 mha.add(name, fl, by)
         s.groups["forward_mha"] = _scaled(mha, layers)
         launches += len(mha.parts) * layers

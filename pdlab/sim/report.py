@@ -65,6 +65,7 @@ def summarize(res: SimResult) -> dict[str, Any]:
         "reorder_batch_threshold": res.reorder_batch_threshold,
         "steps": len(res.steps),
         "arrivals": len(res.requests),
+        "step_p50_s": percentile([s.time_s for s in res.steps], 50),
         "tpot_p50_s": percentile(tpot, 50),
         "ttft_d_p50_s": percentile(ttft, 50),
         "t2t_d_p50_s": percentile(t2t, 50),

@@ -60,6 +60,7 @@ MTP_ACCEPTANCE_SOURCE = (
     "second token; pdlab takes 85% for every draft"
 )
 KV_CACHE_DTYPES = ("auto", "fp8")
+KV_BYTES_PER_VALUE = {"auto": 2, "fp8": 1}  # DeepSeek's bf16, or fp8 with a per-tensor scale
 
 
 @dataclass(frozen=True)
@@ -245,6 +246,7 @@ def simulate(
     use_pcp = cfg.routing == "pcp"
     builder, backend_name = builder_for(cfg, gpu)
     k, per_step = cfg.num_speculative_tokens, cfg.tokens_per_verify_step
+    kv_e = KV_BYTES_PER_VALUE[cfg.kv_cache_dtype]
     runner = "v1" if cfg.routing == "v1" else "v2"
     res = SimResult(
         cfg,
@@ -301,13 +303,13 @@ def simulate(
         ordered = [Row(c, qi) for c, qi in zip(contexts, q)]
 
         dec, pre = ordered[:nd], ordered[nd:]
-        cost = step_cost(model, dec, pre, eligible, 2, len(landing), k)
+        cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
         if hidden:  # P's hidden states whose K/V land while this step runs join its lm_head
             t_end = t + cost.time_s(profile)
             landing += [
                 r for r in pending if not r.landed and t < r.arrival < t_end and r not in landing
             ]
-            cost = step_cost(model, dec, pre, eligible, 2, len(landing), k)
+            cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
         dt = cost.time_s(profile)
         verifying = len(background) + len(active)
         res.steps.append(

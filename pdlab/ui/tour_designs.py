@@ -88,7 +88,7 @@ def answer_values(
         "dcp_t": dcp["reorder_batch_threshold"],
         "k": mv2["num_speculative_tokens"],
         "acc": f"{mv2['acceptance_rate']:.0%}",
-        "mtp_step": s(mv2["tpot_p50_s"] * mv2["tokens_per_step"]),
+        "mtp_step": s(mv2["step_p50_s"]),
         "mtp_tokens": f"{mv2['tokens_per_step']:.2f}",
         "mtp_p50": s(mv2["tpot_p50_s"]),
         "mtp_ttft": s(mv2["ttft_d_p50_s"]),
