@@ -85,6 +85,8 @@ def reason_text(gpu: str, backend: str, how: str, lang: str = "en") -> str:
     from pdlab.ui.text import text
 
     label, cap = GPUS[gpu]
+    if cap is None:
+        label = text(lang, "pf_cpu_label")
     where = text(lang, "pf_cpu") if cap is None else f"sm_{cap[0]}{cap[1]}"
     return text(
         lang, f"pf_{how}", gpu=label, where=where, backend=backend.upper(), flag="--gpu h200"

@@ -89,13 +89,15 @@ def kept_names() -> dict[str, str]:
 
 def _is_name(word: str) -> bool:
     """A digit, an acronym or an inner capital (H200, MLA, FLOPs, DeepSeek-V3, vLLM), or
-    one letter; a compound is a name when its first part is."""
-    first = word.split("-")[0]
+    one letter; a compound is a name when one of its parts is (deepseek-v3, split-KV)."""
+    parts = word.split("-")
+    if len(parts) > 1:
+        return any(_is_name(p) for p in parts if p)
     return (
-        len(first) == 1
-        or bool(re.search(r"\d", first))
-        or first.isupper()
-        or bool(re.search(r"[a-z]*[A-Z]", first[1:]) and re.search(r".[A-Z]", first))
+        len(word) == 1
+        or bool(re.search(r"\d", word))
+        or word.isupper()
+        or bool(re.search(r".[A-Z]", word))
     )
 
 

@@ -110,7 +110,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "P samples token {tok} ({ch}) at position {pos}. The proxy sent the prompt to P "
         "with max_tokens = 1, so P's request ends here ({reason}).",
         "zh": "P 在位置 {pos} 采样出 token {tok}（{ch}）。代理发给 P 的请求带 max_tokens = 1，所"
-        "以 P 上的请求到此结束（{reason}）。",
+        "以 P 上的请求到此结束（finish_reason 为 '{reason}'）。",
     },
     "ch1_hold": {
         "en": "request_finished returns delay_free = {delay}: P holds blocks {blocks} until D "

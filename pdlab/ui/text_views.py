@@ -40,22 +40,24 @@ VIEWS: dict[str, dict[str, str]] = {
     "v_pd_run": {"en": "P/D run over {transport}", "zh": "P/D 运行，传输方式 {transport}"},
     # why an MLA backend profile was followed (pdlab/platforms.py)
     "pf_cpu": {"en": "the CPU platform", "zh": "CPU 平台"},
+    "pf_cpu_label": {"en": "CPU (no GPU)", "zh": "CPU（没有 GPU）"},
     "pf_named": {
         "en": "{gpu} (named): {where} picks {backend}",
-        "zh": "{gpu}（指定）：{where} 选 {backend}",
+        "zh": "{gpu}（指定）：在 {where} 上选 {backend}",
     },
     "pf_env": {
         "en": "{gpu} (PDLAB_GPU): {where} picks {backend}",
-        "zh": "{gpu}（PDLAB_GPU）：{where} 选 {backend}",
+        "zh": "{gpu}（PDLAB_GPU）：在 {where} 上选 {backend}",
     },
     "pf_local": {
         "en": "{gpu} (this machine's GPU): {where} picks {backend}",
-        "zh": "{gpu}（本机的 GPU）：{where} 选 {backend}",
+        "zh": "{gpu}（本机的 GPU）：在 {where} 上选 {backend}",
     },
     "pf_none": {
         "en": "no GPU named and none here: {where} picks {backend} ({flag} follows a Hopper "
         "deployment)",
-        "zh": "没有指定 GPU，本机也没有：{where} 选 {backend}（{flag} 可按 Hopper 部署来走）",
+        "zh": "没有指定 GPU，本机也没有：在 {where} 上选 {backend}（{flag} 可按 Hopper 部署"
+        "来走）",
     },
     "pf_backend": {"en": "{backend} (named)", "zh": "{backend}（指定）"},
     # the first-token designs' pictures (pdlab/ui/plots_designs.py)
