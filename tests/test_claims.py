@@ -181,3 +181,32 @@ def test_texts_say_what_upstream_does_not_give_a_reason_for():
         assert "move KV only" not in TEXT["ch3_explain"][lang]
         assert "25373" in TEXT["ch7_intro"][lang]
         assert "MetadataBuffers" in TEXT["dz_note"][lang]
+
+
+def test_readme_sim_figures_are_the_simulators():
+    # README, "Measured here": the figures of `pdlab sim` with its defaults and with K = 1.
+    from pathlib import Path
+
+    from pdlab.sim.profiles import device_profile
+    from pdlab.sim.report import run_grid
+    from pdlab.sim.simulator import SimConfig
+    from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
+
+    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    v3, h200 = ModelConfig.deepseek_v3(), device_profile("H200")
+    rows, _ = run_grid(SimConfig(), v3, h200, "h200")
+    mtp, _ = run_grid(MTP_BASE, v3, h200, "h200", routings=MTP_ROUTINGS)
+    v = {k: str(x).replace(" ms", "") for k, x in answer_values(rows, mtp).items()}
+    for phrase in (
+        f"{v['steps']} steps",
+        f"TPOT p50/p99 {v['v2_p50']} / {v['v2_p99']} ms under V2",
+        f"on {v['pcp_mixed']} of the steps",
+        f"TPOT p99 rises to {v['pcp_p99']} ms",
+        f"stay at {v['ft_pcp_p99']} ms",
+        f"p50 {v['rc_ttft']} ms for recompute ({v['pcp_ttft']} ms under PCP)",
+        f"{v['hs_ttft']} ms for hidden_state",
+        f"a step takes {v['mtp_step']} ms, a row emits {v['mtp_tokens']} tokens",
+        f"TPOT p50 {v['mtp_p50']} ms",
+    ):
+        assert phrase in readme, phrase
+    assert v["ft_pcp_p99"] == v["hs_pcp_p99"]  # "first_token and hidden_state stay at"
