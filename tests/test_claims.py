@@ -210,3 +210,10 @@ def test_readme_sim_figures_are_the_simulators():
     ):
         assert phrase in readme, phrase
     assert v["ft_pcp_p99"] == v["hs_pcp_p99"]  # "first_token and hidden_state stay at"
+
+
+def test_a_latent_row_is_1152_bytes_in_bf16_and_576_in_fp8():
+    # Tour ch. 4 ("a 576-value latent row is 1,152 bytes; an fp8 KV cache makes it 576").
+    assert V3.kv_cache_dim * 2 == 1152 and V3.kv_cache_dim * 1 == 576
+    for lang in ("en", "zh"):
+        assert "1,152" in TEXT["ch4_dtype"][lang] and "576" in TEXT["ch4_dtype"][lang]

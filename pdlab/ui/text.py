@@ -206,9 +206,15 @@ TEXT: dict[str, dict[str, str]] = {
     "different": {"en": "different", "zh": "不同"},
     "ch3_src": {
         "en": "The line that subtracts one: {path}, {qualname} (upstream: "
-        "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name)",
+        "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name). It "
+        "subtracts one only when every token landed (num_computed_tokens == num_tokens); "
+        "after a failed load D recomputes from the last valid block (pdlab too), and DeepSeek "
+        "V4.1's sliding-window layers replay a whole window tail (_mark_prefix_replay, "
+        "upstream only)",
         "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
-        "调度器的同名方法）",
+        "调度器的同名方法）。只有所有 token 都到齐时（num_computed_tokens == num_tokens）才减 1；"
+        "加载失败后 D 从最后一个有效的块开始重算（pdlab 也这样做），DeepSeek V4.1 的滑动窗口层"
+        "则会重放整个窗口末尾（_mark_prefix_replay，只有上游有）",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
@@ -270,9 +276,11 @@ TEXT: dict[str, dict[str, str]] = {
     "row_logit": {"en": "its logit", "zh": "对应 logit"},
     "ch4_dtype": {
         "en": "FLOPs and bytes above are the tiny model's, at its own dtype ({dtype}); chapter 5 "
-        "models DeepSeek's widths in bf16.",
+        "models DeepSeek's widths in bf16 (a 576-value latent row is 1,152 bytes; an fp8 KV "
+        "cache makes it 576 and halves the transfer: pdlab sim --kv-cache-dtype fp8).",
         "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
-        "DeepSeek 的维度、bf16 建模。",
+        "DeepSeek 的维度、bf16 建模（576 个值的潜向量行占 1,152 字节；fp8 KV 缓存把它减到 576 "
+        "字节，传输量也减半：pdlab sim --kv-cache-dtype fp8）。",
     },
     "ch4_not_read": {
         "en": "is_prefilling not read",
@@ -321,7 +329,10 @@ TEXT: dict[str, dict[str, str]] = {
         "0 gets D's token whole: the split does not cut it. What routes it to forward_mha "
         "is the builder's not use_pcp with the rank-local is_prefilling. Upstream states no "
         "reason; that a backend under PCP treats every prefilling row alike because most "
-        "arrive in pieces is pdlab's inference. D's first step under PCP 2, beside two "
+        "arrive in pieces is pdlab's inference. PCP is a prefill-side setting: a D instance "
+        "normally runs decode context parallelism (DCP), which leaves use_pcp False (the "
+        "short extend stays a decode) and drops the threshold to 1 for a builder without "
+        "supports_dcp_with_varlen. D's first step under PCP 2, beside two "
         "running decodes (dec-a, "
         "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
         "still prefilling; pdlab reproduces only the routing, on one device):",
@@ -333,7 +344,9 @@ TEXT: dict[str, dict[str, str]] = {
         "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，rank 0 拿到完整的这个 "
         "token，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
         "加上 rank 本地的 is_prefilling。上游没有说明理由；“PCP 下大多数预填充行是分块到达的，"
-        "所以后端对所有预填充行一视同仁”是 pdlab 的推断。下面是 PCP 2 时 D 的第一步（旁边画了"
+        "所以后端对所有预填充行一视同仁”是 pdlab 的推断。PCP 是预填充侧的设置：解码实例通常用解码"
+        "上下文并行（DCP），它让 use_pcp 保持为 False（短 extend 仍是 decode 行），并对没有 "
+        "supports_dcp_with_varlen 的 builder 把阈值降到 1。下面是 PCP 2 时 D 的第一步（旁边画了"
         "两个正在解码的请求 dec-a、dec-b 作示意）按 PCPManager 的方式排布的样子（* 表示仍在"
         "预填充；pdlab 只在一个设备上复现路由）：",
     },
