@@ -191,7 +191,10 @@ def chinese_texts() -> dict[str, str]:
         lines = body.splitlines()
         if doc == GLOSSARY:  # the tables name the renderings; its prose is checked
             lines = [ln for ln in lines if not ln.startswith("|")]
-        out[str(doc.relative_to(ROOT))] = "\n".join(_chinese_part(ln) for ln in lines)
+        if doc.stem.endswith("_zh"):  # a Chinese doc: every line
+            out[str(doc.relative_to(ROOT))] = "\n".join(lines)
+        else:  # an English doc (or the glossary's prose): its Chinese parts
+            out[str(doc.relative_to(ROOT))] = "\n".join(_chinese_part(ln) for ln in lines)
     return out
 
 
@@ -200,7 +203,7 @@ def _chinese_part(line: str) -> str:
     Chinese runs (the link label 中文版 in an English sentence)."""
     plain = _CODE.sub(" ", line)
     names = kept_names()
-    words = [w for w in _WORD.findall(plain) if not (_is_name(w) or w in names)]
+    words = [w for w in _WORD.findall(plain) if not (_is_name(w) or w in names or w in _PYTHON)]
     cjk, latin = len(_CJK.findall(plain)), sum(map(len, words))
     if cjk >= latin / 2:
         return line
