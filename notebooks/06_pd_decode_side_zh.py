@@ -260,12 +260,14 @@ print(
 )
 
 # %% [markdown]
-# vLLM V0 曾经把隐藏状态跟缓存一起传过；v1 的 KV connector（`NixlConnector` 等）只传
-# KV 块。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
+# vLLM V0 曾经把隐藏状态跟缓存一起传过；0.33.0 做 P/D 的 connector（`NixlConnector` 等）
+# 传的是 KV 块。它有两个 connector 确实碰到隐藏状态，但都不给 D 的第一个 token 用：
+# `ExampleHiddenStatesConnector` 为投机解码的 `extract_hidden_states` 方法把隐藏状态写到磁盘，
+# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传的是辅助输出。所以 `h_last[N-1]`
+# 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的注意力从传过来的缓存里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
 # （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。
-# 本地前缀缓存命中
-# 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
+# 本地前缀缓存命中也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #
 # 现在让 D 走这一步。先把 P 写下的位置 `N-1` 那一行存起来：
