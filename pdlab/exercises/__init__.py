@@ -96,7 +96,7 @@ def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = Fals
         raise FileExistsError(word(lang, "exists", path=path))
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(stub_text(n, lang), encoding="utf-8")
-    progress.update(folder, started=n)
+    progress.update(folder, started=n, lang=check_lang(lang))
     return path
 
 
@@ -127,13 +127,13 @@ def check(
 ) -> Result:
     """Grade ``function`` (or the file at that path) for exercise ``n``; print the verdict
     (unless ``quiet``) and return it. ``seed`` replays the random cases of an earlier run;
-    ``folder`` records a pass in its progress file."""
+    ``folder`` records the result in its progress file."""
     ex = get(n)
     check_lang(lang)
     source = None
     if isinstance(function, (str, Path)):
         source = str(Path(function).resolve())
-        function = load_function(function, ex.function, lang)
+        function = load_function(function, ex.function, lang, n)
     elif not callable(function):
         raise TypeError(f"function={function!r} is invalid: expected a function or a file path")
     seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
@@ -151,8 +151,8 @@ def check(
         torch.set_num_threads(threads)
     result = Result(ex, failure is None, seed, lang, g.cases, failure)
     result.lines = wrap80("\n".join(_verdict(result, source))).splitlines()
-    if result.passed and folder is not None:
-        progress.update(folder, passed=n)
+    if folder is not None:
+        progress.update(folder, checked=(n, result.passed))
     if not quiet:
         print(result)
     return result
