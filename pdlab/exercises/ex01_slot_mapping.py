@@ -21,15 +21,27 @@ from pdlab.request import SamplingParams
 BS = er.BLOCK_SIZE
 
 
-def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False):
+_SLIP = """\
+def slot_mapping(block_table, num_computed_tokens, query_lens, block_size):
+    slots = []
+    for blocks, start, n in zip(block_table, num_computed_tokens, query_lens):
+        for p in range(start, start + n):
+            slots.append(SLOT)
+    return slots
+"""
+
+
+def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False,
+           scale=True):  # fmt: skip
     """The contract's slots, or a known mistake's (``shift`` positions, positions counted
-    from 0 each step, or the block's index in the table used as its id)."""
+    from 0 each step, the block's index in the table used as its id, or the block id not
+    multiplied by the block size)."""
     out = []
     for blocks, start, n in zip(table, computed, q_lens):
         for pos in range(0 if from_zero else start, (0 if from_zero else start) + n):
             p = pos + shift
             block = p // bs if by_index else blocks[p // bs] if p // bs < len(blocks) else -1
-            out.append(block * bs + p % bs)
+            out.append(block * (bs if scale else 1) + p % bs)
     return out
 
 
@@ -41,6 +53,7 @@ def _mistakes(table, computed, q_lens, bs):
         "off_by_one__": _slots(table, computed, q_lens, bs, shift=1),
         "from_zero": _slots(table, computed, q_lens, bs, from_zero=True),
         "block_index": _slots(table, computed, q_lens, bs, by_index=True),
+        "no_scale": _slots(table, computed, q_lens, bs, scale=False),
     }
 
 
@@ -202,6 +215,21 @@ num_computed_tokens[i] + query_lens[i] - 1。
             "a request's i-th block to any block of the pool",
             "zh": "把块在请求块表中的序号当成块 id：块表可以把请求的第 i 块映射到池里的任意块",
         },
+        "no_scale": {
+            "en": "adding the offset to the block id itself: a block's first slot is "
+            "block_id * block_size, so neighbouring blocks' tokens collide",
+            "zh": "把块内偏移直接加在块 id 上：一个块的第一个槽是 block_id * block_size，"
+            "相邻块的 token 会互相覆盖",
+        },
     },
     grade=grade,
+    slips={
+        key: _SLIP.replace("SLOT", slot)
+        for key, slot in {
+            "off_by_one": "blocks[p // block_size] * block_size + p % block_size + 1",
+            "from_zero": "blocks[(p - start) // block_size] * block_size + (p - start) % block_size",
+            "block_index": "(p // block_size) * block_size + p % block_size",
+            "no_scale": "blocks[p // block_size] + p % block_size",
+        }.items()
+    },
 )
