@@ -19,7 +19,6 @@ from pdlab.exercises.base import Exercise, Grader, patched
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
-
 _SLIP = """\
 def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens, use_pcp):
     if PCP:
