@@ -201,6 +201,56 @@ def test_known_wrong_variant_fails_naming_its_mistake(n, tmp_path):
     assert _flat(ex.get(n).mistakes[key]["en"]) in _flat(str(r))
 
 
+SLIPS = [
+    (n, key, lang)
+    for n in range(1, 12)
+    for i, key in enumerate(ex.get(n).slips)
+    for lang in (("en", "zh")[(n + i) % 2],)  # each slip once, the languages alternating
+]
+
+
+def test_every_exercise_lists_at_least_three_slips_with_both_explanations():
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH]:
+        assert len(e.slips) >= 3, e.slug
+        assert set(e.slips) <= set(e.mistakes), e.slug
+
+
+@pytest.mark.parametrize(("n", "key", "lang"), SLIPS)
+def test_every_listed_slip_fails_naming_its_mistake(n, key, lang, tmp_path):
+    r = ex.check(n, _write(tmp_path, "mine.py", ex.get(n).slips[key]), lang, SEED, quiet=True)
+    assert not r.passed and r.failure.mistake == key, str(r)
+    explained = ex.get(n).mistakes[key][lang]
+    assert _flat(explained).replace(" ", "") in _flat(str(r)).replace(" ", "")
+
+
+@pytest.mark.parametrize("key", sorted(ex08_decode_kernel.TORCH.slips))
+def test_every_slip_of_the_torch_twin_of_exercise_8_is_named(key, tmp_path):
+    from pdlab.exercises.base import Grader, Mismatch
+    from pdlab.exercises.loader import load_function
+
+    source = ex08_decode_kernel.TORCH.slips[key]
+    fn = load_function(_write(tmp_path, "mine.py", source), "paged_decode")
+    with pytest.raises(Mismatch) as info:
+        ex08_decode_kernel.TORCH.grade(fn, Grader(SEED, "en"))
+    assert info.value.mistake == key
+
+
+def test_exercise_3_minus_one_without_the_guard_fails_on_a_short_load(tmp_path):
+    """The issue's slip, word for word: no `== num_tokens` test, no failed-load handling."""
+    source = """
+        def _update_waiting_for_remote_kv(self, request):
+            if request.request_id not in self.finished_recving_kv_req_ids:
+                return False
+            self.finished_recving_kv_req_ids.remove(request.request_id)
+            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+            request.num_computed_tokens = request.num_computed_tokens - 1
+            return True
+        """
+    r = ex.check(3, _write(tmp_path, "mine.py", source), seed=SEED, quiet=True)
+    assert not r.passed and r.failure.mistake == "unguarded_minus_one", str(r)
+    assert "short of the prompt" in r.failure.case
+
+
 def test_returning_ready_before_the_kv_arrived_is_named(tmp_path):
     source = """
         def _update_waiting_for_remote_kv(self, request):
@@ -301,7 +351,8 @@ def test_cli_flow_start_check_fail_fix_pass(tmp_path, monkeypatch, capsys):
     assert main(["exercises", "check", "3", "--seed", "1"]) == 1
     out = capsys.readouterr().out
     assert ex.get(3).mistakes["no_minus_one"]["en"].split(":")[0] in out
-    assert "nothing is left" in out  # the engine's own words (pdlab/sched/scheduler.py)
+    assert "nothing to run" in out  # what stopped D, in the grader's words
+    assert "must leave" not in out  # the engine's own message would hand over the fix
     assert "steps" in out and "13" in out  # the step table of the run
     assert json.loads((tmp_path / progress.FILE_NAME).read_text())["passed"] == []
     stub.write_text(solution, encoding="utf-8")
@@ -312,7 +363,14 @@ def test_cli_flow_start_check_fail_fix_pass(tmp_path, monkeypatch, capsys):
     assert main(["exercises", "list"]) == 0
     listing = capsys.readouterr().out
     row = next(line for line in listing.splitlines() if "K/V arrived" in line)
-    assert "passed" in row
+    assert "passed once" in row and "pass" in row.split("passed once")[1]
+    stub.write_text(without, encoding="utf-8")  # the file breaks again: list says so
+    assert main(["exercises", "check", "3", "--seed", "1"]) == 1
+    capsys.readouterr()
+    assert main(["exercises", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "K/V arrived" in line)
+    assert "passed once" in row and "FAIL" in row
+    assert progress.load(tmp_path).passed == [3] and progress.load(tmp_path).last_result(3) is False
 
 
 def test_hints_one_at_a_time_and_solution_asks_first(tmp_path, monkeypatch, capsys):
@@ -328,6 +386,31 @@ def test_hints_one_at_a_time_and_solution_asks_first(tmp_path, monkeypatch, caps
     assert "def get_computed_blocks" not in capsys.readouterr().out
     assert main(["exercises", "solution", "2", "--yes"]) == 0
     assert "def get_computed_blocks" in capsys.readouterr().out
+
+
+def test_start_keeps_the_language_and_lang_goes_after_the_action_too(tmp_path, monkeypatch,
+                                                                    capsys):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercises", "--lang", "zh", "start", "3"]) == 0
+    assert progress.load(tmp_path).lang == "zh"
+    capsys.readouterr()
+    assert main(["exercises", "check", "3", "--seed", "1"]) == 1  # no --lang: the folder's
+    assert "未通过" in capsys.readouterr().out
+    assert main(["exercises", "check", "3", "--lang", "en", "--seed", "1"]) == 1
+    assert "FAIL in case" in capsys.readouterr().out
+    assert main(["exercises", "list", "--lang", "zh"]) == 0
+    assert "上次检查" in capsys.readouterr().out
+
+
+def test_a_file_that_is_not_python_is_named_as_such(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as info:
+        main(["exercises", "check", "3", str(readme)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "is not a Python file" in err
+    assert "start N" not in err and "start 3" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_chinese_statement_hint_and_feedback(tmp_path, monkeypatch, capsys):

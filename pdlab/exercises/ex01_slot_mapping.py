@@ -227,7 +227,8 @@ num_computed_tokens[i] + query_lens[i] - 1。
         key: _SLIP.replace("SLOT", slot)
         for key, slot in {
             "off_by_one": "blocks[p // block_size] * block_size + p % block_size + 1",
-            "from_zero": "blocks[(p - start) // block_size] * block_size + (p - start) % block_size",
+            "from_zero": "blocks[(p - start) // block_size] * block_size"
+            " + (p - start) % block_size",
             "block_index": "(p // block_size) * block_size + p % block_size",
             "no_scale": "blocks[p // block_size] + p % block_size",
         }.items()

@@ -82,6 +82,11 @@ def grade(fn: Any, g: Grader) -> None:
                 g.fail(want, answer, key, er.table_text(tracer, "D", g.lang))
 
 
+# What the engine answers (the grader reads each from a trace; these only build the slips).
+_RIGHT = {"d_num_computed_tokens": N - 1, "d_prompt_tokens_computed": 1, "d_is_prefilling": True,
+          "d_forward_default": "forward_mqa", "d_forward_pcp2": "forward_mha",
+          "same_tokens_as_colocated": True, "d_prompt_tokens_computed_without_params": N}  # fmt: skip
+
 _QUESTIONS = {
     "d_num_computed_tokens": {
         "en": f"#28566: D's num_computed_tokens once the K/V of N = {N} arrived",
@@ -198,4 +203,16 @@ prefill 吗？D 也在做 prefill，正常吗？为什么 D 把整个提示词�
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()},
     grade=grade,
+    slips={  # the answers workshop learners give, one misconception each
+        key: "def answers():\n    return " + repr({**_RIGHT, key: value}) + "\n"
+        for key, value in {
+            "d_num_computed_tokens": N,
+            "d_prompt_tokens_computed": 0,
+            "d_is_prefilling": False,
+            "d_forward_default": "forward_mha",
+            "d_forward_pcp2": "forward_mqa",
+            "d_prompt_tokens_computed_without_params": 1,
+            "same_tokens_as_colocated": False,
+        }.items()
+    },
 )
