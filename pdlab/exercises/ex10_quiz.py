@@ -83,9 +83,15 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 # What the engine answers (the grader reads each from a trace; these only build the slips).
-_RIGHT = {"d_num_computed_tokens": N - 1, "d_prompt_tokens_computed": 1, "d_is_prefilling": True,
-          "d_forward_default": "forward_mqa", "d_forward_pcp2": "forward_mha",
-          "same_tokens_as_colocated": True, "d_prompt_tokens_computed_without_params": N}  # fmt: skip
+_RIGHT = {
+    "d_num_computed_tokens": N - 1,
+    "d_prompt_tokens_computed": 1,
+    "d_is_prefilling": True,
+    "d_forward_default": "forward_mqa",
+    "d_forward_pcp2": "forward_mha",
+    "same_tokens_as_colocated": True,
+    "d_prompt_tokens_computed_without_params": N,
+}
 
 _QUESTIONS = {
     "d_num_computed_tokens": {

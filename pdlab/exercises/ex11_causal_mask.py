@@ -187,7 +187,8 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
         },
         "transposed": {
             "en": "a [k_len, q_len] mask: one row per query, one column per key, [q_len, k_len]",
-            "zh": "掩码形状成了 [k_len, q_len]：每个 query 一行、每个 key 一列，应为 [q_len, k_len]",
+            "zh": "掩码形状成了 [k_len, q_len]：每个 query 一行、每个 key 一列，"
+            "应为 [q_len, k_len]",
         },
     },
     grade=grade,
