@@ -44,6 +44,8 @@ _MODULES = (
     "ex09_crossover",
     "ex10_quiz",
     "ex11_causal_mask",
+    "ex12_designs",
+    "ex13_batch_view",
 )
 
 __all__ = ["Exercise", "LearnerFileError", "Result", "check", "exercises", "get", "hint"]
