@@ -441,6 +441,49 @@ def test_every_exercise_has_both_languages_and_fits_80_columns():
             )
 
 
+def _code(source):
+    """``source``'s code without its docstrings and comments (``ast`` drops comments)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _prose(source):
+    """The docstrings and comments of ``source``."""
+    import ast
+    import io
+    import tokenize
+
+    tree = ast.parse(source)
+    docs = [ast.get_docstring(n) or "" for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))]  # fmt: skip
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = [t.string for t in tokens if t.type == tokenize.COMMENT]
+    return "\n".join(docs + comments)
+
+
+def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
+    import importlib.resources
+
+    from rich.cells import cell_len
+
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
+        en = importlib.resources.files("pdlab.exercises.stubs").joinpath(e.file_name)
+        zh = importlib.resources.files("pdlab.exercises.stubs.zh").joinpath(e.file_name)
+        en, zh = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
+        assert _code(en) == _code(zh), e.slug
+        assert any(ord(c) > 0x2E80 for c in zh), e.slug
+        assert max(cell_len(line) for line in zh.splitlines()) <= 100, e.slug
+    path = ex.start(3, tmp_path, lang="zh")
+    assert "移除" in path.read_text(encoding="utf-8").split('"""\n\n', 1)[1]
+
+
 def test_chinese_texts_use_the_glossary_terms():
     from test_glossary import violations
 
@@ -449,6 +492,11 @@ def test_chinese_texts_use_the_glossary_terms():
 
     texts = {f"words[{k!r}]": v["zh"] for k, v in WORDS.items()}
     texts |= {f"quiz {k}": v["zh"] for k, v in ex10_quiz._QUESTIONS.items()}
+    import importlib.resources
+
+    for f in importlib.resources.files("pdlab.exercises.stubs.zh").iterdir():
+        if f.name.endswith(".py"):  # what a learner reads there: docstrings and comments
+            texts[f"stubs/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
         texts[f"{e.slug} title"] = e.title["zh"]
         texts[f"{e.slug} statement"] = e.statement["zh"]

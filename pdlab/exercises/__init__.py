@@ -72,10 +72,12 @@ def _source(kind: str, ex: Exercise) -> str:
 
 
 def stub_text(n: int, lang: str = "en") -> str:
-    """The file ``start`` writes: the statement as the module docstring, then the stub."""
+    """The file ``start`` writes: the statement as the module docstring, then the stub (in
+    Chinese for ``lang="zh"``: ``stubs/zh/``, the same code)."""
     ex = get(n)
     statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
-    return f'"""{statement}\n"""\n\n{_source("stubs", ex)}'
+    stub = _source("stubs.zh" if lang == "zh" else "stubs", ex)
+    return f'"""{statement}\n"""\n\n{stub}'
 
 
 def solution_text(n: int) -> str:
