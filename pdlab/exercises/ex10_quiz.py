@@ -66,10 +66,11 @@ def grade(fn: Any, g: Grader) -> None:
     with g.case(("answers() returns a dict of every question", "answers() 返回包含每道题的 dict")):
         got = fn()
         if not isinstance(got, dict):
-            g.fail("a dict", type(got).__name__)
+            g.fail(("a dict", "一个 dict"), type(got).__name__)
         missing = [k for k in _QUESTIONS if k not in got]
         if missing:
-            g.fail(f"keys {list(_QUESTIONS)}", (f"missing {missing}", f"缺少 {missing}"))
+            g.fail((f"keys {list(_QUESTIONS)}", f"键 {list(_QUESTIONS)}"),
+                   (f"missing {missing}", f"缺少 {missing}"))  # fmt: skip
     facts = _facts()
     for key, question in _QUESTIONS.items():
         with g.case(question[g.lang]):

@@ -111,8 +111,9 @@ def _same(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and abs(a[1] - b[1]) <= 1e-9 + 1e-6 * abs(b[1])
 
 
-def _shown(v: tuple) -> str:
-    return f"decode_graph_eligible={v[0]}, step {v[1] * 1e3:.4f} ms"
+def _shown(v: tuple) -> tuple[str, str]:
+    return (f"decode_graph_eligible={v[0]}, step {v[1] * 1e3:.4f} ms",
+            f"decode_graph_eligible={v[0]}，这一步 {v[1] * 1e3:.4f} ms")  # fmt: skip
 
 
 def grade(fn: Any, g: Grader) -> None:
