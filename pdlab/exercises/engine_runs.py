@@ -38,7 +38,7 @@ def pair(pcp: int = 1, **kw: Any) -> PDPair:
     return PDPair(
         cfg,
         CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS),
-        SchedulerConfig(),
+        kw.pop("scheduler_config", SchedulerConfig()),
         backend="torch",
         parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
         **kw,

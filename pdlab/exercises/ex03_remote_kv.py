@@ -179,6 +179,8 @@ def _judge(g: Grader, want: dict[str, Any], got: dict[str, Any]) -> None:
             mistake = "no_minus_one"
         elif after is not None and after == right - 1 and right < num_tokens - 1:
             mistake = "unguarded_minus_one"
+        elif after == num_tokens - 1 and right < num_tokens - 1:
+            mistake = "always_n_minus_one"
         elif after is not None and after == right - 1:
             mistake = "minus_two"
         elif after == 0:
@@ -337,6 +339,13 @@ token 都必须相同。""",
             "（num_computed_tokens == num_tokens）；K/V 不足时（有块加载失败、部分加载），最后一个"
             "提示词 token 本来就要计算，D 会多重算一个已缓存的 token",
         },
+        "always_n_minus_one": {
+            "en": "setting num_tokens - 1 whatever arrived: after a failed or partial load "
+            "only the tokens before the first failed block hold K/V, and D would attend to "
+            "blocks that hold none",
+            "zh": "不管到了多少都设成 num_tokens - 1：加载失败或只加载了一部分时，只有第一个失败块"
+            "之前的 token 有 K/V，D 会去关注没有 K/V 的块",
+        },
         "kept_failed": {
             "en": "not removing the id from failed_recving_kv_req_ids after a failed load: "
             "the set keeps it for as long as D runs",
@@ -358,6 +367,7 @@ token 都必须相同。""",
         "unguarded_minus_one": _slip(
             "request.num_computed_tokens = request.num_computed_tokens - 1"
         ),
+        "always_n_minus_one": _slip("request.num_computed_tokens = request.num_tokens - 1"),
         "minus_two": _slip(
             "if request.num_computed_tokens == request.num_tokens:\n"
             "        request.num_computed_tokens = request.num_tokens - 2"

@@ -19,6 +19,7 @@ import importlib.resources
 from typing import Any
 
 import pdlab.disagg.pair as pair_module
+from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, patched
 from pdlab.request import SamplingParams
@@ -27,30 +28,53 @@ N = 13
 MODES = ("recompute", "first_token", "append_prompt", "hidden_state")
 
 
-def _run(fn: Any, mode: str, max_tokens: int, stop_first: bool, g: Grader) -> dict[str, Any]:
+def _run(fn: Any, mode: str, max_tokens: int, stop_first: bool, g: Grader,
+         max_model_len: int | None = None) -> dict[str, Any]:  # fmt: skip
     """A pair of ``mode`` generating the N-token prompt, ``fn`` as its proxy's hand_off
-    (pdlab's own when None); ``stop_first`` makes the colocated first token a stop token."""
+    (pdlab's own when None); ``stop_first`` makes the colocated first token a stop token,
+    ``max_model_len`` leaves that much room."""
     prompt = er.prompt_of(N)
     stops = (er.colocated_tokens(tuple(prompt))[0],) if stop_first else ()
     sp = SamplingParams(max_tokens=max_tokens, stop_token_ids=stops)
-    pair = er.pair(first_token=mode)
+    sched = SchedulerConfig(max_model_len=max_model_len)
+    pair = er.pair(first_token=mode, scheduler_config=sched)
     real = pair_module.hand_off
 
-    def learner(*a: Any, **kw: Any) -> Any:
-        return real(*a, **kw) if fn is None else g.call(fn, *a, **kw)
+    sent: list[tuple] = []
 
+    def learner(*a: Any, **kw: Any) -> Any:
+        h = real(*a, **kw) if fn is None else g.call(fn, *a, **kw)
+        sent.append(_fields(h))
+        return h
+
+    out, error = [], None
     with patched(pair_module, "hand_off", learner):
-        out = pair.generate(prompt, sp)[0].output_token_ids
+        try:
+            out = pair.generate(prompt, sp)[0].output_token_ids
+        except (ValueError, RuntimeError) as e:  # the engine refused what it was sent
+            error = f"{type(e).__name__}: {e}"
     rows = [(r["num_computed_tokens_before"], r["num_scheduled_tokens"], r["num_prompt_tokens"])
             for r in pair.tracer.step_rows("D")]  # fmt: skip
     routes = pair.tracer.filter("route", "D")
     first = (*rows[0][:2], bool(routes[0]["is_prefilling"])) if rows and routes else None
-    return {"tokens": out, "rows": rows, "first": first, "trace": pair.tracer}
+    return {"tokens": out, "rows": rows, "first": first, "trace": pair.tracer, "error": error,
+            "sent": sent}  # fmt: skip
+
+
+def _fields(h: Any) -> tuple:
+    """What a hand-off sends, as the grader compares it: D's prompt length, its max_tokens,
+    the names of the params (None: no K/V to pull), the prefix, done, finish_reason."""
+    params = getattr(h, "kv_transfer_params", None)
+    sp = getattr(h, "sampling_params", None)
+    return (len(getattr(h, "prompt", ()) or ()), getattr(sp, "max_tokens", None),
+            None if params is None else tuple(sorted(params)), list(getattr(h, "prefix", [])),
+            bool(getattr(h, "done", False)), getattr(h, "finish_reason", None))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=16)
-def _reference(mode: str, max_tokens: int, stop_first: bool) -> dict[str, Any]:
-    return _run(None, mode, max_tokens, stop_first, Grader(0, "en"))
+def _reference(mode: str, max_tokens: int, stop_first: bool,
+               max_model_len: int | None = None) -> dict[str, Any]:  # fmt: skip
+    return _run(None, mode, max_tokens, stop_first, Grader(0, "en"), max_model_len)
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -67,33 +91,53 @@ def grade(fn: Any, g: Grader) -> None:
             said = tuple(said) if isinstance(said, (tuple, list)) else said
             if said != want:
                 g.fail(want, said, f"predict_{mode}", _table(mode, g))
-    cases = [(mode, er.MAX_TOKENS, False) for mode in MODES]
-    cases += [(m, 1, False) for m in ("first_token", "append_prompt")]
-    cases += [(m, er.MAX_TOKENS, True) for m in MODES]
-    for mode, max_tokens, stop_first in cases:
+    cases = [(mode, er.MAX_TOKENS, False, None) for mode in MODES]
+    cases += [(m, 1, False, None) for m in ("first_token", "append_prompt")]
+    cases += [(m, er.MAX_TOKENS, True, None) for m in MODES]
+    cases += [(m, er.MAX_TOKENS, False, N + 1) for m in ("append_prompt", "first_token")]
+    for mode, max_tokens, stop_first, room in cases:
         what = (
             ("P's token is a stop token", "P 的 token 是停止 token") if stop_first
             else ("max_tokens = 1", "max_tokens = 1") if max_tokens == 1
+            else (f"max_model_len = {room}: room for one token",
+                  f"max_model_len = {room}：只容得下一个 token") if room
             else (f"max_tokens = {max_tokens}", f"max_tokens = {max_tokens}")
         )  # fmt: skip
         with g.case((f"a live PDPair under {mode}, N = {N}, {what[0]}, your hand_off",
                      f"{mode} 下的真实 PDPair，N = {N}，{what[1]}，用你的 hand_off")):  # fmt: skip
-            want = _reference(mode, max_tokens, stop_first)
-            got = _run(fn, mode, max_tokens, stop_first, g)
-            _judge(g, mode, want, got)
+            want = _reference(mode, max_tokens, stop_first, room)
+            got = _run(fn, mode, max_tokens, stop_first, g, room)
+            _judge(g, mode, want, got, room)
+
+
+def _names(sent: list[tuple]) -> set[str]:
+    return {k for h in sent for k in (h[2] or ())}
+
+
+def _sent(sent: list[tuple], g: Grader) -> str:
+    """The hand-offs in words (the field names as :class:`HandOff` has them)."""
+    return "; ".join(
+        f"prompt {n}, max_tokens {m}, kv_transfer_params {list(p) if p else p}, prefix {x}, "
+        f"done {d}" + (f", finish_reason {r!r}" if r else "")
+        for n, m, p, x, d, r in sent
+    )
 
 
 def _table(mode: str, g: Grader) -> str:
     return er.table_text(_reference(mode, er.MAX_TOKENS, False)["trace"], None, g.lang)
 
 
-def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any]) -> None:
+def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
+           room: int | None = None) -> None:  # fmt: skip
     table = er.table_text(got["trace"], None, g.lang)
+    if got["error"] and not want["error"]:
+        g.fail(want["tokens"], ("D refused the request", "D 拒绝了这个请求"),
+               "length_ignored" if room else None, er.said(got["error"], g.lang))  # fmt: skip
     if want["rows"] == [] and got["rows"]:
         g.fail(("D never asked: P's token is the whole answer",
                 "不需要 D：P 的 token 就是全部答案"),
                (f"D ran {len(got['rows'])} steps", f"D 运行了 {len(got['rows'])} 步"),
-               "stop_ignored", table)  # fmt: skip
+               "length_ignored" if room else "stop_ignored", table)  # fmt: skip
     if got["rows"] != want["rows"]:
         mistake = None
         if got["rows"] and want["rows"]:
@@ -107,6 +151,12 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any]) -> N
         g.fail(want["rows"], got["rows"], mistake, table)
     wrong = {"no_prefix": want["tokens"][1:]} if mode == "append_prompt" else {}
     g.expect(got["tokens"], want["tokens"], wrong, table)
+    if got["sent"] != want["sent"]:
+        extra = [k for h in got["sent"] for k in (h[2] or ()) if k not in _names(want["sent"])]
+        mistake = "hidden_state_sent_token" if mode == "hidden_state" and extra else None
+        if any(w[4] and not h[4] for w, h in zip(want["sent"], got["sent"])):
+            mistake = "length_ignored" if room else "stop_ignored"  # P's token was the answer
+        g.fail(_sent(want["sent"], g), _sent(got["sent"], g), mistake, table)
 
 
 def _slip(old: str, new: str) -> str:
@@ -216,10 +266,23 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "之上解码 token 2，不是 is_prefilling",
         },
         "stop_ignored": {
-            "en": "asking D when P's token already ended the request (a stop token, or "
-            "max_tokens = 1): the proxy answers with P's token alone and D never runs",
-            "zh": "P 的 token 已经结束了请求（停止 token，或 max_tokens = 1）却仍然请求 D："
-            "代理只用 P 的 token 作答，D 根本不运行",
+            "en": "asking D when P's token already ended the request (a stop token, "
+            "max_tokens = 1, or no room left under max_model_len): the proxy answers with "
+            "P's token alone and D never runs",
+            "zh": "P 的 token 已经结束了请求（停止 token、max_tokens = 1，或 max_model_len 已无"
+            "余地）却仍然请求 D：代理只用 P 的 token 作答，D 根本不运行",
+        },
+        "length_ignored": {
+            "en": "asking D when the prompt and P's token fill max_model_len: there is no "
+            "room for D's token, so P's token ends the request (finish_reason length)",
+            "zh": "提示词加上 P 的 token 已经占满 max_model_len 却仍然请求 D：D 的 token 已无位置，"
+            "所以 P 的 token 结束了请求（finish_reason 为 length）",
+        },
+        "hidden_state_sent_token": {
+            "en": "sending P's token under hidden_state: what travels is P's last hidden "
+            "state (already in the params); D computes token 1 from it with lm_head",
+            "zh": "hidden_state 下发送了 P 的 token：传过去的是 P 的最后隐藏状态（已在参数里）；"
+            "D 用 lm_head 由它算出 token 1",
         },
         "first_token_appended": {
             "en": "under first_token, appending P's token to D's prompt as well: D takes it "
@@ -264,6 +327,9 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             'sp, None, [t], True, "stop")\n',
             "",
         ),
+        "length_ignored": _slip(
+            "sp.max_tokens == 1 or len(prompt) + 1 >= max_model_len", "sp.max_tokens == 1"
+        ),
         "first_token_appended": _slip(
             "return HandOff(prompt, sp, dict(params, first_token_ids",
             "return HandOff([*prompt, t], sp, dict(params, first_token_ids",
@@ -271,6 +337,9 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
         "recompute_sent_token": _slip(
             'mode in ("recompute", "hidden_state")', 'mode == "hidden_state"'
         ).replace('if mode == "first_token":', 'if mode in ("first_token", "recompute"):'),
+        "hidden_state_sent_token": _slip(
+            'mode in ("recompute", "hidden_state")', 'mode == "recompute"'
+        ).replace('if mode == "first_token":', 'if mode in ("first_token", "hidden_state"):'),
         "max_tokens_kept": _slip("max_tokens=sp.max_tokens - 1", "max_tokens=sp.max_tokens"),
         "no_prefix": _slip(
             "return HandOff([*prompt, t], rest, params, [t])",

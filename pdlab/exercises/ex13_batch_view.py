@@ -46,7 +46,8 @@ def engine_view(model, profile, rows, routing, variant: str = "") -> tuple[bool,
     b = gather_batch_req_state(
         dict.fromkeys(ids, 1), {r: c for r, (c, _) in zip(ids, rows)},
         {r: p for r, (_, p) in zip(ids, rows)}, {r: p for r, (_, p) in zip(ids, rows)},
-        model_runner="v1" if routing == "v1" else "v2", use_pcp=use_pcp,
+        model_runner="v1" if routing == "v1" and variant != "v1_as_v2" else "v2",
+        use_pcp=use_pcp,
         reorder_batch_threshold=_builder(use_pcp).reorder_batch_threshold,
     )  # fmt: skip
     builder, n = _builder(use_pcp), len(ids)
@@ -77,7 +78,8 @@ def _builder(use_pcp: bool) -> MLAMetadataBuilder:
     )
 
 
-_VARIANTS = ("prefilling_breaks_graph", "no_launch_cost", "pcp_row_as_decode", "context_plus_one")
+_VARIANTS = ("prefilling_breaks_graph", "no_launch_cost", "pcp_row_as_decode", "context_plus_one",
+             "v1_as_v2")  # fmt: skip
 
 
 def _cases(g: Grader) -> list[tuple[tuple[str, str], list[tuple[int, int]], str]]:
@@ -101,6 +103,8 @@ def _cases(g: Grader) -> list[tuple[tuple[str, str], list[tuple[int, int]], str]
           f"{b} 个解码行 + recompute 的第一行，Model Runner V1"), decodes + [(4095, 4096)], "v1"),
         (("a one-token prompt: nothing cached to decode over",
           "一 token 提示词：没有可解码的已缓存上下文"), decodes[:4] + [(0, 1)], "v2"),
+        (("a one-token prompt, Model Runner V1", "一 token 提示词，Model Runner V1"),
+         decodes[:4] + [(0, 1)], "v1"),
         ((f"random: two arrivals over contexts near {ctx}, under PCP",
           f"随机：两个新到请求，上下文约 {ctx}，开启 PCP"),
          decodes[: b // 2] + [(ctx - 1, ctx), (ctx + 7, ctx + 8)], "pcp"),
@@ -292,6 +296,12 @@ eligible).time_s(profile)，每行一个 Row(context)。
             "zh": "PCP 下把预填充行当成了解码行：MLA builder 传入 treat_short_extends_as_decodes "
             "= not use_pcp，所以 PCP 下这一行走 forward_mha",
         },
+        "v1_as_v2": {
+            "en": "Model Runner V1 judged as V2: V1 has no prefill_runs_as_decode; its full "
+            "decode graph wants a uniform batch of one-token rows, whatever is_prefilling says",
+            "zh": "把 Model Runner V1 当成了 V2：V1 没有 prefill_runs_as_decode；它的完整解码图"
+            "只要求每行一个 token 的统一批次，不管 is_prefilling 怎么说",
+        },
         "context_plus_one": {
             "en": "Row(num_computed_tokens + 1): a Row's context is the tokens cached before "
             "the step; the cost model adds the scheduled token itself",
@@ -315,5 +325,10 @@ eligible).time_s(profile)，每行一个 Row(context)。
             "]\n    prefills = []",
         ),
         "context_plus_one": _slip("decodes = [Row(c)", "decodes = [Row(c + 1)"),
+        "v1_as_v2": _slip(
+            '    if routing == "v1":\n        # V1\'s full decode graph wants a uniform batch of '
+            "one-token rows: every row here.\n        eligible = bool(rows)\n    elif use_pcp:",
+            "    if use_pcp:",
+        ),
     },
 )
