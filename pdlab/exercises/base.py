@@ -187,16 +187,16 @@ class Grader:
         self.fail(expected, got, None, evidence)
 
 
-def consistent_first(mistakes: dict[str, object], answers: list[tuple[object, dict]]) -> dict:
-    """``mistakes`` reordered so that those whose answers equal the learner's in every case
-    of ``answers`` (``(got, that case's mistakes)`` pairs; a case without the key does not
-    count against it) come first: two mistakes may give the same wrong answer in one case,
-    and the other cases tell which one the learner made."""
+def consistent(mistakes: dict[str, object], answers: list[tuple[object, dict]]) -> dict:
+    """The ``mistakes`` whose answers equal the learner's in every case of ``answers``
+    (``(got, that case's mistakes)`` pairs; a case without the key does not count against
+    it). Two mistakes may give the same wrong answer in one case, and a different slip may
+    too: the other cases tell which one, if any, the learner made."""
 
     def fits(key: str) -> bool:
         return all(key not in wrong or _same(got, wrong[key]) for got, wrong in answers)
 
-    return dict(sorted(mistakes.items(), key=lambda kv: not fits(kv[0])))
+    return {k: v for k, v in mistakes.items() if fits(k)}
 
 
 def _same(a: object, b: object) -> bool:

@@ -45,6 +45,28 @@ def pair(pcp: int = 1, **kw: Any) -> PDPair:
     )
 
 
+def fail_blocks_from(pair: PDPair, first: int) -> None:
+    """The first receive D's worker reports lands with its blocks from index ``first`` on
+    unreadable (``get_block_ids_with_load_errors``), as a partly failed NIXL read does."""
+    conn, sched = pair.d_connector, pair.decode.scheduler
+    get_finished, load_errors = conn.get_finished, conn.get_block_ids_with_load_errors
+    state: dict[str, Any] = {"bad": set(), "done": False}
+
+    def finished(*a: Any, **k: Any) -> Any:
+        sending, recving = get_finished(*a, **k)
+        for rid in sorted(recving or ()):
+            if not state["done"]:
+                state["bad"] = set(sched.kv_cache_manager.get_block_ids(rid)[first:])
+                state["done"] = True
+        return sending, recving
+
+    def errors() -> set[int]:
+        bad, state["bad"] = state["bad"], set()
+        return set(load_errors() or ()) | bad
+
+    conn.get_finished, conn.get_block_ids_with_load_errors = finished, errors
+
+
 def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngine:
     """One engine that prefills and decodes, on the same weights as :func:`pair`."""
     cfg, model = tiny()

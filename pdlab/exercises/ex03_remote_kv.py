@@ -71,7 +71,7 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
     if fault == "fail":
         transport.fault_once = "fail"
     elif fault is not None:
-        _fail_blocks_from(pair, fault)
+        er.fail_blocks_from(pair, fault)
     calls: list[tuple[int, int, int, int, bool]] = []
 
     def learner(self: Any, request: Any) -> bool:
@@ -108,28 +108,6 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
 def _reference(prompts: tuple[tuple[int, ...], ...], delay: int, fault: Any) -> dict[str, Any]:
     """What the engine's own method does in this case (the same every time)."""
     return _run(None, [list(p) for p in prompts], Grader(0, "en"), delay, fault)
-
-
-def _fail_blocks_from(pair: Any, first: int) -> None:
-    """The first receive D's worker reports lands with its blocks from index ``first`` on
-    unreadable (``get_block_ids_with_load_errors``), as a partly failed NIXL read does."""
-    conn, sched = pair.d_connector, pair.decode.scheduler
-    get_finished, load_errors = conn.get_finished, conn.get_block_ids_with_load_errors
-    state: dict[str, Any] = {"bad": set(), "done": False}
-
-    def finished(*a: Any, **k: Any) -> Any:
-        sending, recving = get_finished(*a, **k)
-        for rid in sorted(recving or ()):
-            if not state["done"]:
-                state["bad"] = set(sched.kv_cache_manager.get_block_ids(rid)[first:])
-                state["done"] = True
-        return sending, recving
-
-    def errors() -> set[int]:
-        bad, state["bad"] = state["bad"], set()
-        return set(load_errors() or ()) | bad
-
-    conn.get_finished, conn.get_block_ids_with_load_errors = finished, errors
 
 
 _RECOMPUTE = KVTransferConfig(kv_load_failure_policy="recompute")

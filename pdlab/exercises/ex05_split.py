@@ -19,7 +19,7 @@ import pdlab.attention.builder as builder_module
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, consistent_first, patched
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -178,7 +178,7 @@ def grade(fn: Any, g: Grader) -> None:
         ):
             if isinstance(got, Exception):
                 raise got
-            g.expect(got, want, consistent_first(wrong, seen))
+            g.expect(got, want, consistent(wrong, seen))
     for what, label in (
         ("pd1", ("P/D pair, N = 13", "P/D 对，N = 13")),
         ("pd2", ("P/D pair under PCP = 2, N = 13", "PCP = 2 下的 P/D 对，N = 13")),

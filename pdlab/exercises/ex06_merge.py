@@ -85,19 +85,19 @@ def grade(fn: Any, g: Grader) -> None:
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             _named(g, got, whole, a, b)
-    with g.case(
-        (
-            "part B empty (lse = -inf, its output NaN): the result is part A",
-            "B 部分为空（lse = -inf，输出为 NaN）：结果就是 A 部分",
-        )
+    for empty, label in (
+        ("B", ("part B empty", "B 部分为空")),
+        ("A", ("part A empty", "A 部分为空")),
     ):
-        a, _, _ = _parts(g, t, h, 4, 1)
-        got = g.pair(
-            fn(a[0], a[1], *_empty(t, h, 8, math.nan)), ("a pair (out, lse)", "一对 (out, lse)")
-        )
-        if isinstance(got[0], torch.Tensor) and bool(torch.isnan(got[0]).any()):
-            g.fail(a, got, "nan_leak")
-        g.expect(tuple(got), a)
+        with g.case((f"{label[0]} (lse = -inf, its output NaN): the result is the other part",
+                     f"{label[1]}（lse = -inf，输出为 NaN）：结果就是另一部分")):  # fmt: skip
+            part, _, _ = _parts(g, t, h, 4, 1)
+            none = _empty(t, h, 8, math.nan)
+            args = (*part, *none) if empty == "B" else (*none, *part)
+            got = g.pair(fn(*args), ("a pair (out, lse)", "一对 (out, lse)"))
+            if isinstance(got[0], torch.Tensor) and bool(torch.isnan(got[0]).any()):
+                g.fail(part, got, "nan_leak")
+            g.expect(tuple(got), part)
     with g.case(
         (
             "both parts empty: out = 0, lse = -inf, no NaN",

@@ -22,7 +22,7 @@ import pdlab.sim.simulator as sim
 from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
-from pdlab.exercises.base import Exercise, Grader, consistent_first, patched
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
@@ -61,7 +61,7 @@ def engine_view(model, profile, rows, routing, variant: str = "") -> tuple[bool,
         meta, builder.reorder_batch_threshold, builder.require_uniform, treat
     )
     eligible = b.decode_graph_eligible
-    if variant == "prefilling_breaks_graph":
+    if variant == "prefilling_breaks_graph" and routing == "v2":
         eligible = not any(b.is_prefilling)
     shift = 1 if variant == "context_plus_one" else 0
     ordered = [Row(c + shift) for c in b.num_computed_tokens]
@@ -139,7 +139,7 @@ def grade(fn: Any, g: Grader) -> None:
             if isinstance(got, Exception):
                 raise got
             if not _same(got, want):
-                ranked = consistent_first(wrong, [(a, _close(a, w)) for a, w in seen])
+                ranked = consistent(wrong, [(a, _close(a, w)) for a, w in seen])
                 key = next((k for k, v in ranked.items() if _same(got, v)), None)
                 g.fail(_shown(want), _shown(got), key)
     for routing, design in (("v2", "recompute"), ("pcp", "recompute"), ("pcp", "first_token"),
@@ -155,7 +155,7 @@ def grade(fn: Any, g: Grader) -> None:
 
 def _close(got: tuple, wrong: dict[str, tuple]) -> dict[str, tuple]:
     """``wrong`` with each answer that equals ``got`` (within the tolerance) replaced by
-    ``got`` itself, so that :func:`consistent_first` compares exactly."""
+    ``got`` itself, so that :func:`consistent` compares exactly."""
     return {k: got if _same(got, v) else v for k, v in wrong.items()}
 
 
@@ -324,7 +324,7 @@ eligible).time_s(profile)，每行一个 Row(context)。
             "prefilling) if use_pcp and pf]",
             "]\n    prefills = []",
         ),
-        "context_plus_one": _slip("decodes = [Row(c)", "decodes = [Row(c + 1)"),
+        "context_plus_one": _slip("[Row(c)", "[Row(c + 1)"),
         "v1_as_v2": _slip(
             '    if routing == "v1":\n        # V1\'s full decode graph wants a uniform batch of '
             "one-token rows: every row here.\n        eligible = bool(rows)\n    elif use_pcp:",
