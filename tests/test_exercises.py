@@ -521,3 +521,31 @@ def test_damaged_progress_file_is_set_aside(tmp_path):
     (tmp_path / progress.FILE_NAME).write_text("{not json", encoding="utf-8")
     assert progress.load(tmp_path).passed == []
     assert (tmp_path / (progress.FILE_NAME + ".bad")).exists()
+
+
+def test_the_preemption_cases_do_preempt():
+    """The cases named for preemption (exercises 1 and 2) run an engine that preempts."""
+    from pdlab.exercises import engine_runs as er
+    from pdlab.exercises.base import Grader
+    from pdlab.exercises.ex02_computed_blocks import _engine_run
+    from pdlab.request import SamplingParams
+    from pdlab.trace import Tracer
+
+    tracer = Tracer()
+    engine = er.colocated(tracer=tracer, cache={"num_blocks": 10})
+    engine.generate([er.prompt_of(13), er.prompt_of(14, salt=1)], SamplingParams(max_tokens=8))
+    assert tracer.filter("preempt")
+    a = er.prompt_of(13, salt=SEED % 5)
+    other = [(t + 101) % 256 for t in a]
+    *_, tracer, free = _engine_run(None, Grader(SEED, "en"), [a, a[:4] + other[4:]], True)
+    assert tracer.filter("preempt") and free == 10
+
+
+def test_exercise_3_short_load_case_loads_short():
+    """The fault behind exercise 3's short-load case: D's first step starts after the
+    blocks that loaded, not at N - 1."""
+    from pdlab.exercises.engine_runs import prompt_of
+    from pdlab.exercises.ex03_remote_kv import _reference
+
+    got = _reference((tuple(prompt_of(13)),), 0, 2)
+    assert got["rows"][0][1:] == (8, 5)  # 2 blocks of 4 loaded, 5 tokens computed on D

@@ -72,7 +72,7 @@ def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngin
     cfg, model = tiny()
     return LLMEngine(
         cfg,
-        CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS, **kw.pop("cache", {})),
+        CacheConfig(**{"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, **kw.pop("cache", {})}),
         kw.pop("scheduler_config", SchedulerConfig()),
         tracer=tracer,
         model=model,

@@ -105,47 +105,58 @@ def grade(fn: Any, g: Grader) -> None:
             table, computed, q = _batch(g, contexts, q_lens)
             got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
             g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
-    with g.case(
-        (
-            "inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
-            "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6",
-        )
-    ):
-        seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
-        original = CommonAttentionMetadata.__dict__["from_batch"]
+    runs = (
+        (("inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
+          "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6"),
+         [er.prompt_of(13), er.prompt_of(6, salt=1)], er.MAX_TOKENS,
+         {"scheduler_config": SchedulerConfig(max_num_batched_tokens=8)}),
+        (("inside a colocated engine with 10 blocks: one request is preempted and resumes",
+          "在只有 10 个块的非分离引擎中：一个请求被抢占后恢复"),
+         [er.prompt_of(13), er.prompt_of(14, salt=1)], 8, {"cache": {"num_blocks": 10}}),
+    )  # fmt: skip
+    for name, prompts, max_tokens, engine_kw in runs:
+        with g.case(name):
+            _engine_case(fn, g, prompts, max_tokens, engine_kw)
 
-        def from_batch(cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
-                       slot_mapping, req_ids, is_prefilling=None):  # fmt: skip
-            rows = block_table.tolist()
-            mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
-                          list(query_lens), BS)  # fmt: skip
-            mine = [int(s) for s in mine]
-            seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
-                         list(query_lens)))  # fmt: skip
-            return original.__func__(
-                cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
-                slot_mapping.new_tensor(list(mine)), req_ids, is_prefilling,
-            )  # fmt: skip
 
-        prompts = [er.prompt_of(13), er.prompt_of(6, salt=1)]
-        engine = er.colocated(scheduler_config=SchedulerConfig(max_num_batched_tokens=8))
-        error = None
-        with patched(CommonAttentionMetadata, "from_batch", classmethod(from_batch)):
-            try:
-                out = engine.generate(prompts, SamplingParams(max_tokens=er.MAX_TOKENS))
-            except (RuntimeError, ValueError) as e:
-                error, out = f"{type(e).__name__}: {e}", []
-        for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
-            if mine != right:
-                g.case_name = g.t(
-                    (
-                        f"engine step {step}: contexts {computed}, new tokens {q}",
-                        f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
-                    )
+def _engine_case(fn: Any, g: Grader, prompts: list[list[int]], max_tokens: int,
+                 engine_kw: dict[str, Any]) -> None:  # fmt: skip
+    """``prompts`` through a colocated engine whose slots are the learner's: each step's
+    slots, then the tokens, must be the runner's."""
+    seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
+    original = CommonAttentionMetadata.__dict__["from_batch"]
+
+    def from_batch(cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
+                   slot_mapping, req_ids, is_prefilling=None):  # fmt: skip
+        rows = block_table.tolist()
+        mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
+                      list(query_lens), BS)  # fmt: skip
+        mine = [int(s) for s in mine]
+        seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
+                     list(query_lens)))  # fmt: skip
+        return original.__func__(
+            cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
+            slot_mapping.new_tensor(list(mine)), req_ids, is_prefilling,
+        )  # fmt: skip
+
+    engine = er.colocated(**engine_kw)
+    error, out = None, []
+    with patched(CommonAttentionMetadata, "from_batch", classmethod(from_batch)):
+        try:
+            out = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
+        except (RuntimeError, ValueError) as e:
+            error = f"{type(e).__name__}: {e}"
+    for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
+        if mine != right:
+            g.case_name = g.t(
+                (
+                    f"engine step {step}: contexts {computed}, new tokens {q}",
+                    f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
                 )
-                g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
-        want = [er.colocated_tokens(tuple(p)) for p in prompts]
-        g.expect(er.tokens(out), want, evidence=er.said(error, g.lang))
+            )
+            g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
+    want = [er.colocated_tokens(tuple(p), max_tokens) for p in prompts]
+    g.expect(er.tokens(out), want, evidence=er.said(error, g.lang))
 
 
 EXERCISE = Exercise(

@@ -72,9 +72,12 @@ def _warm(cached: list[list[int]]) -> KVCacheManager:
     return mgr
 
 
-def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]]):
+def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]], together: bool = False):
+    """``prompts`` one after the other (or all at once, ``together``, in an engine of 10
+    blocks, where one is preempted and looks its prefix up again) with ``fn`` as the
+    manager's lookup."""
     tracer = Tracer()
-    engine = er.colocated(tracer=tracer)
+    engine = er.colocated(tracer=tracer, cache={"num_blocks": 10} if together else {})
     mgr = engine.scheduler.kv_cache_manager
 
     def learner(self: Any, request: Any):
@@ -84,7 +87,9 @@ def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]]):
     seam = types.MethodType(learner, mgr) if fn is not None else mgr.get_computed_blocks
     with patched(mgr, "get_computed_blocks", seam):
         try:
-            for p in prompts:
+            if together:
+                outs = er.tokens(engine.generate(prompts, SamplingParams(max_tokens=12)))
+            for p in [] if together else prompts:
                 outs.append(engine.generate(p, SamplingParams(max_tokens=2))[0].output_token_ids)
         except RuntimeError as e:
             error = f"{type(e).__name__}: {e}"
@@ -152,19 +157,22 @@ def grade(fn: Any, g: Grader) -> None:
                        (f"free blocks and reference counts {free} -> {_pool_state(mgr)}",
                         f"空闲块数与引用计数 {free} -> {_pool_state(mgr)}"),
                        "touched")  # fmt: skip
-    prompts = [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]]
-    with g.case(
-        (
-            "inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
-            "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个",
-        )
-    ):
-        want_out, want_hits, _, _, want_free = _engine_run(None, g, prompts)
-        outs, hits, error, tracer, free = _engine_run(fn, g, prompts)
-        evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)
-        g.expect(hits, want_hits, evidence=evidence)
-        g.expect(outs, want_out, evidence=evidence)
-        g.expect(free, want_free, evidence=evidence)  # what the run left in the pool
+    runs = (
+        (("inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
+          "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个"),
+         [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]], False),
+        (("inside a colocated engine of 10 blocks: two prompts at once, one preempted",
+          "在只有 10 个块的非分离引擎中：两个提示词同时运行，其中一个被抢占"),
+         [a, a[:BS] + other[BS:]], True),
+    )  # fmt: skip
+    for name, prompts, together in runs:
+        with g.case(name):
+            want_out, want_hits, _, _, want_free = _engine_run(None, g, prompts, together)
+            outs, hits, error, tracer, free = _engine_run(fn, g, prompts, together)
+            evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)
+            g.expect(hits, want_hits, evidence=evidence)
+            g.expect(outs, want_out, evidence=evidence)
+            g.expect(free, want_free, evidence=evidence)  # what the run left in the pool
 
 
 EXERCISE = Exercise(
