@@ -5,7 +5,8 @@ offset``, ``docs/design.md``), then inside a colocated engine with chunked prefi
 learner's slots replace the ones the model runner computed (``ModelRunner.prepare_inputs``
 in ``pdlab/model/runner.py``, upstream ``BlockTable.compute_slot_mapping`` in
 ``vllm/v1/worker/block_table.py``) on their way into ``CommonAttentionMetadata``: each step
-must get the runner's slots, and the engine must generate the same tokens.
+must get the runner's slots, and the engine must generate the same tokens; then again in
+an engine of 10 blocks, where a request is preempted and resumes.
 """
 
 from __future__ import annotations
@@ -178,8 +179,9 @@ slot_mapping, one slot per token computed this step, requests in batch order. Re
 computes positions num_computed_tokens[i] .. num_computed_tokens[i] + query_lens[i] - 1.
 
 Write slot_mapping. The grader checks batches against the contract, then replaces the
-model runner's slots with yours inside a colocated engine running chunked prefill: every
-step must get the runner's slots, and the engine must generate the same tokens.""",
+model runner's slots with yours inside a colocated engine running chunked prefill, and in
+one so small that a request is preempted and resumes: every step must get the runner's
+slots, and the engine must generate the same tokens.""",
         "zh": """\
 练习 1：槽映射 slot_mapping（pdlab/model/runner.py 的 prepare_inputs）
 
@@ -192,7 +194,8 @@ token 一个槽，按批内请求的顺序。请求 i 计算位置 num_computed_
 num_computed_tokens[i] + query_lens[i] - 1。
 
 请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的非分离引擎里用你的
-槽替换模型运行器算出的槽：每一步都必须与运行器一致，生成的 token 也必须相同。""",
+槽替换模型运行器算出的槽，再在一个小到会抢占请求（被抢占的请求随后恢复）的引擎里重复：每一步都
+必须与运行器一致，生成的 token 也必须相同。""",
     },
     hints={
         "en": (

@@ -114,11 +114,19 @@ def _names(sent: list[tuple]) -> set[str]:
     return {k for h in sent for k in (h[2] or ())}
 
 
-def _sent(sent: list[tuple], g: Grader) -> str:
-    """The hand-offs in words (the field names as :class:`HandOff` has them)."""
+def _sent(sent: list[tuple], common: set[str], shared: str) -> str:
+    """The hand-offs in words (the field names as :class:`HandOff` has them), the params
+    by the names the other side lacks or has besides ``common``."""
+
+    def params(p: tuple | None) -> str:
+        if p is None:
+            return "None"
+        own = [k for k in p if k not in common]
+        return f"{{{len(p) - len(own)} {shared}{''.join(', ' + k for k in own)}}}"
+
     return "; ".join(
-        f"prompt {n}, max_tokens {m}, kv_transfer_params {list(p) if p else p}, prefix {x}, "
-        f"done {d}" + (f", finish_reason {r!r}" if r else "")
+        f"prompt {n}, max_tokens {m}, kv_transfer_params {params(p)}, prefix {x}, done {d}"
+        + (f", finish_reason {r!r}" if r else "")
         for n, m, p, x, d, r in sent
     )
 
@@ -156,7 +164,10 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
         mistake = "hidden_state_sent_token" if mode == "hidden_state" and extra else None
         if any(w[4] and not h[4] for w, h in zip(want["sent"], got["sent"])):
             mistake = "length_ignored" if room else "stop_ignored"  # P's token was the answer
-        g.fail(_sent(want["sent"], g), _sent(got["sent"], g), mistake, table)
+        common = _names(want["sent"]) & _names(got["sent"])
+        shared = g.t(("shared", "相同"))
+        g.fail(_sent(want["sent"], common, shared), _sent(got["sent"], common, shared), mistake,
+               table)  # fmt: skip
 
 
 def _slip(old: str, new: str) -> str:
