@@ -1,7 +1,8 @@
 """pdlab exercises: every reference solution passes its grader, every untouched stub fails
-it, a known-wrong variant of each fails naming its mistake, the seams into the engine are
-put back, and the CLI flow (start, check, hint, solution, list) works in a folder of its
-own, in English and Chinese."""
+it, every slip an exercise lists (and a known-wrong variant of each) fails naming its
+mistake, the unhappy-path cases do what they are named for, the seams into the engine are
+put back, and the CLI flow (start, check, hint, solution, list; --lang before or after the
+action, kept by start) works in a folder of its own, in English and Chinese."""
 
 import json
 import textwrap

@@ -11,8 +11,10 @@ and from a notebook::
     ex.check(3, _update_waiting_for_remote_kv)          # a function
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
-The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
-solutions in ``solutions/``. ``docs/workshop.md`` is the instructor's agenda.
+The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` (in Chinese in
+``stubs/zh/``, the same code) and reference solutions in ``solutions/``. Each module lists
+the slips learners make (``Exercise.slips``), every one of which its grader must reject by
+name. ``docs/workshop.md`` is the instructor's agenda.
 """
 
 from __future__ import annotations
