@@ -25,7 +25,10 @@ from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.tour_kv import say
 
 GPU = "H200"
-_RUNS: dict[tuple, Any] = {}  # one run per prompt and block size, for the chapter and plots
+# One run per prompt and block size, for the chapter and its plots; the last few are kept
+# (a notebook or a test asks again for the prompt it showed before).
+_RUNS: dict[tuple, Any] = {}
+_KEEP = 4
 
 
 def _runs(demo: Demo) -> tuple[list, dict, list, dict, Any]:
@@ -39,7 +42,8 @@ def _runs(demo: Demo) -> tuple[list, dict, list, dict, Any]:
         v3 = ModelConfig.deepseek_v3()
         sim_rows, sim_runs = run_grid(SimConfig(), v3, profile, "h200")
         mtp_rows, _ = run_grid(MTP_BASE, v3, profile, "h200", routings=MTP_ROUTINGS)
-        _RUNS.clear()
+        while len(_RUNS) >= _KEEP:
+            del _RUNS[next(iter(_RUNS))]  # the oldest
         _RUNS[key] = rows, traces, sim_rows, sim_runs, profile, mtp_rows
     return _RUNS[key]
 
