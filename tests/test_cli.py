@@ -160,8 +160,16 @@ def test_bad_environment_variables_are_one_line_and_doctor_reports_them():
     )
     doc = _pdlab("doctor", env=env)
     assert "Traceback" not in doc.stderr and "PDLAB_BACKEND='bogus'" in doc.stdout
-    r = _pdlab("trace", "--prompt", "hi", env={"PDLAB_CHECK_INDICES": "maybe"})
-    _one_error_line(r, "trace", "PDLAB_CHECK_INDICES='maybe' is invalid")
+
+
+def test_a_bad_index_check_variable_is_one_line(monkeypatch, capsys):
+    # read at each use (PDLAB_BACKEND, cached per process, needs the process above)
+    monkeypatch.setenv("PDLAB_CHECK_INDICES", "maybe")
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "--prompt", "hi"])
+    err = capsys.readouterr().err.splitlines()
+    assert e.value.code == 2 and len(err) == 1
+    assert err[0].startswith("pdlab trace: error: PDLAB_CHECK_INDICES='maybe' is invalid")
 
 
 @pytest.mark.parametrize(
