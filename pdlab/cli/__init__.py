@@ -163,6 +163,23 @@ def _check_env(args: argparse.Namespace) -> None:
         backend.check(args.backend, "flag")
 
 
+def _import_torch_for_the_main_thread() -> None:
+    """Import torch with SIGINT blocked: the threads it starts keep the block, so a Ctrl-C
+    always reaches the main thread, even while ``pdlab/disagg/launch.py`` starts P and D
+    with SIGINT ignored (an ignored signal that another thread took would be lost). One that
+    comes during the import is raised right after it."""
+    import signal
+    import threading
+
+    if "torch" in sys.modules or threading.current_thread() is not threading.main_thread():
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        import torch  # noqa: F401
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 def _runs_kernels(args: argparse.Namespace) -> bool:
     """False for a command that runs no model: the kernel settings do not matter to it."""
     if args.command == "tour":
@@ -219,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             pd.before_imports(args)  # --role decode: P's port, within --timeout
+        if _runs_kernels(args):
+            _import_torch_for_the_main_thread()
         if args.command != "doctor" and _runs_kernels(args):
             _check_env(args)  # the doctor reports a bad variable as a FAIL line
         if args.command == "doctor":
