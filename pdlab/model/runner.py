@@ -19,6 +19,7 @@ captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,19 @@ from pdlab.model.batch import BatchReqState, gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.faults import RunnerFaultsMixin
 from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
+
+try:
+    from pdlab.sched.output import DraftTokenIds
+except ImportError:  # TEMP until i27-sched lands
+
+    @dataclass
+    class DraftTokenIds:  # type: ignore[no-redef]
+        req_ids: list[str]
+        draft_token_ids: list[list[int]]
+
+
+from pdlab.spec_decode.mtp import DraftRow, MTPProposer
+from pdlab.spec_decode.rejection_sampler import gather_draft_sampled, rejection_sample_greedy
 from pdlab.trace import EventSink
 
 
@@ -51,6 +65,9 @@ class CachedRequestState:
     # V2's prefill_len: every token id the runner was given with the request (the prompt,
     # plus the outputs so far for a request resumed after preemption).
     prefill_len: int = 0
+    # The drafts this runner proposed for the next step (V2's req_states.draft_tokens,
+    # zeroed when a request is added): what a verifying row feeds.
+    draft_token_ids: list[int] = field(default_factory=list)
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -76,10 +93,19 @@ class ModelRunner(RunnerFaultsMixin):
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
         model_runner: str = "v2",
+        speculative_config: Any = None,
     ) -> None:
         self.model = model
         self.model_runner = model_runner
         self.attention_config = attention_config or AttentionConfig()
+        self.speculative_config = speculative_config
+        k = speculative_config.num_speculative_tokens if speculative_config else 0
+        self.num_speculative_tokens = k
+        if self.attention_config.num_speculative_tokens != k:
+            # The builder's threshold follows the drafts (_init_reorder_batch_threshold).
+            self.attention_config = dataclasses.replace(
+                self.attention_config, num_speculative_tokens=k
+            )
         self.parallel_config = parallel_config or ParallelConfig()
         self.cfg = model.config
         self.cache_config = cache_config
@@ -97,16 +123,35 @@ class ModelRunner(RunnerFaultsMixin):
             self.parallel_config,
             workspace_tokens,
         )
+        self.drafter: MTPProposer | None = None
+        if speculative_config is not None and speculative_config.method == "mtp":
+            self.drafter = MTPProposer(
+                model,
+                k,
+                self.attn_metadata_builder,
+                cache_config.block_size,
+                scheduler_config.max_model_len or self.cfg.max_position_embeddings,
+            )
+        elif speculative_config is not None:
+            raise ValueError(
+                f"SpeculativeConfig.method={speculative_config.method!r} is not built in "
+                "the runner: expected 'mtp'"
+            )
+        # One latent cache per layer; the MTP layer's entry follows the target's
+        # (num_hidden_layers + num_nextn_predict_layers), and the connector moves them all.
+        num_caches = self.cfg.num_hidden_layers + (
+            getattr(self.cfg, "num_nextn_predict_layers", 0) if self.drafter else 0
+        )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
         shape = (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim)
         try:
             self.kv_caches = [
                 torch.full(shape, float("nan"), dtype=p.dtype, device=p.device)
-                for _ in range(self.cfg.num_hidden_layers)
+                for _ in range(num_caches)
             ]
         except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
-            gib = math.prod(shape) * p.element_size() * self.cfg.num_hidden_layers / 2**30
+            gib = math.prod(shape) * p.element_size() * num_caches / 2**30
             raise ValueError(
                 f"CacheConfig(num_blocks={cache_config.num_blocks}, "
                 f"block_size={cache_config.block_size}) is too large: the latent cache needs "
@@ -120,6 +165,8 @@ class ModelRunner(RunnerFaultsMixin):
         # Set keep_logits to keep every sampled row's logits (tests compare them).
         self.keep_logits = False
         self.logits: dict[str, list[torch.Tensor]] = {}
+        self._drafts: dict[str, list[int]] = {}
+        self._draft_token_ids: DraftTokenIds | None = None
         if connector_worker is not None:
             connector_worker.register_kv_caches(self.kv_caches)
 
@@ -174,8 +221,13 @@ class ModelRunner(RunnerFaultsMixin):
             conn.start_load_kv(so.kv_connector_metadata)
         sampled: dict[str, list[int]] = {}
         self.req_errors = {}
+        self._drafts = {}
         if so.total_num_scheduled_tokens > 0:
             sampled = self._run_guarded(so)
+        self._draft_token_ids = None
+        if self._drafts:
+            rids = [r for r in so.num_scheduled_tokens if r in self._drafts]
+            self._draft_token_ids = DraftTokenIds(rids, [self._drafts[r] for r in rids])
         kv_out = None
         if conn is not None:
             conn.wait_for_save()
@@ -198,10 +250,18 @@ class ModelRunner(RunnerFaultsMixin):
             kv_connector_output=kv_out,
         )
 
+    def take_draft_token_ids(self) -> DraftTokenIds | None:
+        """The drafts proposed in the last step, for the scheduler's
+        ``update_draft_token_ids`` (None when nothing was drafted)."""
+        out, self._draft_token_ids = self._draft_token_ids, None
+        return out
+
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
         builder = self.attn_metadata_builder
         threshold = builder.reorder_batch_threshold
+        spec = dict(getattr(so, "scheduled_spec_decode_tokens", None) or {})
+        spec = {r: list(spec[r]) for r in rids if spec.get(r)}
         batch = gather_batch_req_state(
             {r: so.num_scheduled_tokens[r] for r in rids},
             {r: self.requests[r].num_computed_tokens for r in rids},
@@ -210,21 +270,26 @@ class ModelRunner(RunnerFaultsMixin):
             model_runner=self.model_runner,
             use_pcp=self.parallel_config.use_pcp,
             reorder_batch_threshold=threshold,
+            **self._draft_kwargs(spec),
         )
         rids = batch.req_ids
         states = [self.requests[r] for r in rids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
         prompts = batch.num_prompt_tokens
+        num_drafts = [len(spec.get(r, ())) for r in rids]
 
         ids, pos, slots = [], [], []
-        for s, n, c in zip(states, q_lens, computed):
-            toks = s.all_token_ids[c : c + n]
-            if len(toks) != n:
+        for s, n, c, d in zip(states, q_lens, computed, num_drafts):
+            toks = s.all_token_ids[c : c + n - d]
+            if len(toks) != n - d:
                 raise RuntimeError(
-                    f"request {s.req_id}: scheduled {n} tokens from {c} but only "
+                    f"request {s.req_id}: scheduled {n - d} known tokens from {c} but only "
                     f"{s.num_tokens} are known"
                 )
-            ids.extend(toks)
+            # A verifying row feeds the runner's own drafts; a placeholder (-1) slot feeds
+            # token 0, as V2's zeroed draft buffer does for a request it has not drafted for.
+            fed = (s.draft_token_ids + [0] * d)[:d]
+            ids.extend(toks + fed)
             for p in range(c, c + n):
                 pos.append(p)
                 slots.append(s.block_ids[p // bs] * bs + p % bs)
@@ -244,11 +309,67 @@ class ModelRunner(RunnerFaultsMixin):
         )
         # The learner's expression, computed for every request as the runner in force does.
         is_prefilling = common.is_prefilling
-        qsl = common.query_start_loc_cpu
+        qsl = common.query_start_loc_cpu.tolist()
         meta = builder.build(common)
         if self.emit is not None:
-            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling])
-        ctx = ForwardContext(
+            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
+        input_ids = torch.tensor(ids, dtype=torch.long, device=device)
+        positions = torch.tensor(pos, dtype=torch.long, device=device)
+        hidden = self.model(input_ids, positions, self._ctx(meta))
+
+        # Sample only where every known token is now computed; a row with drafts is
+        # verified at each of its last d + 1 positions (the target's logits there).
+        sampled: dict[str, list[int]] = {}
+        rows, logit_rows = [], []
+        for i, (s, n, c, d) in enumerate(zip(states, q_lens, computed, num_drafts)):
+            if c + n - d >= s.num_tokens:
+                rows.append(i)
+                logit_rows.extend(range(qsl[i + 1] - d - 1, qsl[i + 1]))
+        logits = None
+        if logit_rows:
+            logits = self.model.compute_logits(hidden[torch.tensor(logit_rows, device=device)])
+        at, draft_rows = 0, []
+        for i, (s, n, c, d) in enumerate(zip(states, q_lens, computed, num_drafts)):
+            rejected, next_token = 0, None
+            if rows and i == rows[0]:
+                rows.pop(0)
+                assert logits is not None
+                toks = self._sample_row(s, c, spec.get(s.req_id, []), logits[at : at + d + 1])
+                conn = self.connector_worker
+                if conn is not None and conn.wants_hidden_state(s.req_id):
+                    conn.save_hidden_state(s.req_id, hidden[qsl[i + 1] - d - 1])
+                at += d + 1
+                sampled[s.req_id], rejected, next_token = toks, d + 1 - len(toks), toks[-1]
+            elif c + n < s.num_tokens:
+                next_token = s.all_token_ids[c + n]  # a prompt chunk: the next prompt token
+            # V2's post_update: computed += query_len - num_rejected (the scheduler rolls
+            # its own count back the same way).
+            s.num_computed_tokens = c + n - rejected
+            if next_token is not None:
+                draft_rows.append(
+                    DraftRow(s.req_id, qsl[i], n, rejected, next_token, s.req_id in sampled,
+                             s.block_ids)
+                )  # fmt: skip
+        if self.drafter is not None and draft_rows:
+            drafts = self.drafter.propose(draft_rows, input_ids, positions, hidden, self._ctx, meta)
+            for r in draft_rows:
+                self.requests[r.req_id].draft_token_ids = drafts.get(r.req_id, [])
+                if r.req_id in drafts:
+                    self._emit_draft(r, drafts[r.req_id], int(positions[r.last_token_index]))
+            self._drafts.update(drafts)
+        return sampled
+
+    def _draft_kwargs(self, spec: dict[str, list[int]]) -> dict[str, Any]:
+        """V2's draft subtraction, where the batch module takes it (i27-sched)."""
+        import inspect
+
+        params = inspect.signature(gather_batch_req_state).parameters
+        if "draft_tokens" not in params:
+            return {}
+        return {"draft_tokens": spec or None, "decode_query_len": 1 + self.num_speculative_tokens}
+
+    def _ctx(self, meta: MLAMetadata) -> ForwardContext:
+        return ForwardContext(
             meta,
             self.kv_caches,
             self.attention,
@@ -257,44 +378,62 @@ class ModelRunner(RunnerFaultsMixin):
             self.workspace_tokens,
             self.emit,
         )
-        hidden = self.model(
-            torch.tensor(ids, dtype=torch.long, device=device),
-            torch.tensor(pos, dtype=torch.long, device=device),
-            ctx,
-        )
 
-        # Sample only where every known token is now computed: the last position's hidden
-        # state is what the logits need.
-        sampled: dict[str, list[int]] = {}
-        last_rows, sample_states = [], []
-        for i, (s, n, c) in enumerate(zip(states, q_lens, computed)):
-            s.num_computed_tokens = c + n
-            if c + n >= s.num_tokens:
-                last_rows.append(int(qsl[i + 1]) - 1)
-                sample_states.append(s)
-        if last_rows:
-            logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
-            conn = self.connector_worker
-            for i, s in enumerate(sample_states):
-                if conn is not None and conn.wants_hidden_state(s.req_id):
-                    conn.save_hidden_state(s.req_id, hidden[last_rows[i]])
-            for s, row in zip(sample_states, logits):
-                tok = self._sample(s, row)
-                if self.keep_logits:
-                    self.logits.setdefault(s.req_id, []).append(row.detach().clone())
-                s.output_token_ids.append(tok)
-                sampled[s.req_id] = [tok]
-                if self.emit is not None:
-                    self.emit(
-                        "sample",
-                        req_id=s.req_id,
-                        token=tok,
-                        position=s.num_tokens - 1,
-                        logit=float(row[tok]),
-                    )
-        return sampled
+    def _sample_row(
+        self, s: CachedRequestState, c: int, drafts: list[int], logits: torch.Tensor
+    ) -> list[int]:
+        """The row's new tokens: one sample without drafts; greedy verification with."""
+        if drafts:
+            verified = gather_draft_sampled(drafts, c, s.prefill_len)
+            target = [int(t) for t in logits.argmax(-1)]
+            toks = rejection_sample_greedy(target, verified)
+            if self.emit is not None:
+                self.emit(
+                    "verify",
+                    req_id=s.req_id,
+                    draft_token_ids=verified,
+                    num_placeholders=verified.count(-1),
+                    target_token_ids=target,
+                    sampled_token_ids=toks,
+                    num_accepted=len(toks) - 1,
+                    num_rejected=len(drafts) + 1 - len(toks),
+                )
+        else:
+            toks = [self._sample(s, logits[0])]
+        for j, tok in enumerate(toks):
+            row = logits[j]
+            if self.keep_logits:
+                self.logits.setdefault(s.req_id, []).append(row.detach().clone())
+            s.output_token_ids.append(tok)
+            if self.emit is not None:
+                self.emit(
+                    "sample",
+                    req_id=s.req_id,
+                    token=tok,
+                    position=s.num_tokens - 1,
+                    logit=float(row[tok]),
+                )
+        return toks
 
-    def _emit_routes(self, batch: BatchReqState, meta: MLAMetadata, prefilling: list[bool]) -> None:
+    def _emit_draft(self, r: DraftRow, drafts: list[int], position: int) -> None:
+        if self.emit is not None:
+            self.emit(
+                "draft",
+                req_id=r.req_id,
+                method=self.drafter.method if self.drafter else "",
+                hidden_position=position,
+                next_token=r.next_token,
+                draft_token_ids=list(drafts),
+            )
+
+    def _emit_routes(
+        self,
+        batch: BatchReqState,
+        meta: MLAMetadata,
+        prefilling: list[bool],
+        num_drafts: list[int],
+        spec: dict[str, list[int]],
+    ) -> None:
         """One ``route`` event per row: what the runner and the builder decided."""
         b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
         for i, r in enumerate(batch.req_ids):
@@ -323,6 +462,9 @@ class ModelRunner(RunnerFaultsMixin):
                 decode_graph_eligible=batch.decode_graph_eligible,
                 path="decode" if decode else "prefill",
                 forward="forward_mqa" if decode else "forward_mha",
+                num_draft_tokens=num_drafts[i],
+                draft_token_ids=list(spec.get(r, [])),
+                uniform_decode_token_count=batch.uniform_decode_token_count,
             )
 
     @staticmethod
