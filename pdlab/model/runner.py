@@ -48,8 +48,8 @@ except ImportError:  # TEMP until i27-sched lands
         draft_token_ids: list[list[int]]
 
 
-from pdlab.spec_decode.mtp import DraftRow, MTPProposer
-from pdlab.spec_decode.rejection_sampler import gather_draft_sampled, rejection_sample_greedy
+from pdlab.spec_decode.mtp import MTPProposer
+from pdlab.spec_decode.runner_mixin import SpecDecodeMixin
 from pdlab.trace import EventSink
 
 
@@ -78,7 +78,7 @@ class CachedRequestState:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
 
 
-class ModelRunner(RunnerFaultsMixin):
+class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
     def __init__(
         self,
         model: DeepseekV2ForCausalLM,
@@ -250,12 +250,6 @@ class ModelRunner(RunnerFaultsMixin):
             kv_connector_output=kv_out,
         )
 
-    def take_draft_token_ids(self) -> DraftTokenIds | None:
-        """The drafts proposed in the last step, for the scheduler's
-        ``update_draft_token_ids`` (None when nothing was drafted)."""
-        out, self._draft_token_ids = self._draft_token_ids, None
-        return out
-
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
         bs = self.cache_config.block_size
         builder = self.attn_metadata_builder
@@ -317,47 +311,9 @@ class ModelRunner(RunnerFaultsMixin):
         positions = torch.tensor(pos, dtype=torch.long, device=device)
         hidden = self.model(input_ids, positions, self._ctx(meta))
 
-        # Sample only where every known token is now computed; a row with drafts is
-        # verified at each of its last d + 1 positions (the target's logits there).
-        sampled: dict[str, list[int]] = {}
-        rows, logit_rows = [], []
-        for i, (s, n, c, d) in enumerate(zip(states, q_lens, computed, num_drafts)):
-            if c + n - d >= s.num_tokens:
-                rows.append(i)
-                logit_rows.extend(range(qsl[i + 1] - d - 1, qsl[i + 1]))
-        logits = None
-        if logit_rows:
-            logits = self.model.compute_logits(hidden[torch.tensor(logit_rows, device=device)])
-        at, draft_rows = 0, []
-        for i, (s, n, c, d) in enumerate(zip(states, q_lens, computed, num_drafts)):
-            rejected, next_token = 0, None
-            if rows and i == rows[0]:
-                rows.pop(0)
-                assert logits is not None
-                toks = self._sample_row(s, c, spec.get(s.req_id, []), logits[at : at + d + 1])
-                conn = self.connector_worker
-                if conn is not None and conn.wants_hidden_state(s.req_id):
-                    conn.save_hidden_state(s.req_id, hidden[qsl[i + 1] - d - 1])
-                at += d + 1
-                sampled[s.req_id], rejected, next_token = toks, d + 1 - len(toks), toks[-1]
-            elif c + n < s.num_tokens:
-                next_token = s.all_token_ids[c + n]  # a prompt chunk: the next prompt token
-            # V2's post_update: computed += query_len - num_rejected (the scheduler rolls
-            # its own count back the same way).
-            s.num_computed_tokens = c + n - rejected
-            if next_token is not None:
-                draft_rows.append(
-                    DraftRow(s.req_id, qsl[i], n, rejected, next_token, s.req_id in sampled,
-                             s.block_ids)
-                )  # fmt: skip
-        if self.drafter is not None and draft_rows:
-            drafts = self.drafter.propose(draft_rows, input_ids, positions, hidden, self._ctx, meta)
-            for r in draft_rows:
-                self.requests[r.req_id].draft_token_ids = drafts.get(r.req_id, [])
-                if r.req_id in drafts:
-                    self._emit_draft(r, drafts[r.req_id], int(positions[r.last_token_index]))
-            self._drafts.update(drafts)
-        return sampled
+        return self._sample_and_draft(
+            states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
+        )
 
     def _draft_kwargs(self, spec: dict[str, list[int]]) -> dict[str, Any]:
         """V2's draft subtraction, where the batch module takes it (i27-sched)."""
@@ -378,53 +334,6 @@ class ModelRunner(RunnerFaultsMixin):
             self.workspace_tokens,
             self.emit,
         )
-
-    def _sample_row(
-        self, s: CachedRequestState, c: int, drafts: list[int], logits: torch.Tensor
-    ) -> list[int]:
-        """The row's new tokens: one sample without drafts; greedy verification with."""
-        if drafts:
-            verified = gather_draft_sampled(drafts, c, s.prefill_len)
-            target = [int(t) for t in logits.argmax(-1)]
-            toks = rejection_sample_greedy(target, verified)
-            if self.emit is not None:
-                self.emit(
-                    "verify",
-                    req_id=s.req_id,
-                    draft_token_ids=verified,
-                    num_placeholders=verified.count(-1),
-                    target_token_ids=target,
-                    sampled_token_ids=toks,
-                    num_accepted=len(toks) - 1,
-                    num_rejected=len(drafts) + 1 - len(toks),
-                )
-        else:
-            toks = [self._sample(s, logits[0])]
-        for j, tok in enumerate(toks):
-            row = logits[j]
-            if self.keep_logits:
-                self.logits.setdefault(s.req_id, []).append(row.detach().clone())
-            s.output_token_ids.append(tok)
-            if self.emit is not None:
-                self.emit(
-                    "sample",
-                    req_id=s.req_id,
-                    token=tok,
-                    position=s.num_tokens - 1,
-                    logit=float(row[tok]),
-                )
-        return toks
-
-    def _emit_draft(self, r: DraftRow, drafts: list[int], position: int) -> None:
-        if self.emit is not None:
-            self.emit(
-                "draft",
-                req_id=r.req_id,
-                method=self.drafter.method if self.drafter else "",
-                hidden_position=position,
-                next_token=r.next_token,
-                draft_token_ids=list(drafts),
-            )
 
     def _emit_routes(
         self,
@@ -466,12 +375,3 @@ class ModelRunner(RunnerFaultsMixin):
                 draft_token_ids=list(spec.get(r, [])),
                 uniform_decode_token_count=batch.uniform_decode_token_count,
             )
-
-    @staticmethod
-    def _sample(s: CachedRequestState, logits: torch.Tensor) -> int:
-        t = float(getattr(s.sampling_params, "temperature", 0.0) or 0.0)
-        if t == 0.0:
-            return int(torch.argmax(logits))
-        # Sample on the CPU, where the request's seeded generator lives.
-        probs = torch.softmax(logits.float().cpu() / t, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=s.generator))
