@@ -143,9 +143,17 @@ class RequestLifecycleMixin:
         for request, new_token_ids in active:
             if request.request_id in failed_kv_load_req_ids:
                 continue
+            # Speculative decoding: computed counted every draft; take back the rejected.
+            self._roll_back_rejected(request, scheduler_output, new_token_ids)
             stop = False
             if new_token_ids:
+                was_running = request.status == RequestStatus.RUNNING
                 new_token_ids, stop = self._update_request_with_output(request, new_token_ids)
+                if was_running and self.num_spec_tokens > 0:
+                    # The accepted tokens' full blocks join the prefix cache now (before
+                    # a stop frees them); allocate_slots cached only up to the known
+                    # tokens, drafts excluded.
+                    self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
             kv_transfer_params = None
             finish_reason = None
             if stop:
@@ -189,22 +197,20 @@ class RequestLifecycleMixin:
                     f"{rid!r}: expected one per scheduled request"
                 )
             tokens = list(sampled[index[rid]])
-            complete = request.num_computed_tokens >= request.num_tokens
-            if len(tokens) != int(complete):
-                raise ValueError(
-                    f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
-                    f"{'one token' if complete else '[] (its prompt is not complete)'} after "
-                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed"
-                )
+            self._check_num_sampled(request, scheduler_output, tokens)
             active.append((request, tokens))
         return active
 
     def _update_request_with_output(
         self, request: Request, new_token_ids: list[int]
     ) -> tuple[list[int], bool]:
+        """Append the sampled tokens (several after a verification), checking for a stop
+        after each; tokens after a stop are dropped, and so is their computed count, so
+        that ``num_computed_tokens`` still covers every token but the last."""
         for n, token_id in enumerate(new_token_ids, 1):
             request.append_output_token_ids(token_id)
             if check_stop(request, self.max_model_len):
+                request.num_computed_tokens -= len(new_token_ids) - n
                 return new_token_ids[:n], True
         return new_token_ids, False
 

@@ -2,15 +2,18 @@
 
 Mirrors ``vllm/v1/core/sched/scheduler.py``. ``schedule()`` is here; the rest of the
 class is in ``lifecycle.py`` (``add_request``, ``update_from_output``, ``finish_requests``;
-``check_stop`` is in ``utils.py``, as upstream) and ``remote_kv.py`` (the KV connector's
-side: ``_update_waiting_for_remote_kv``, finished transfers, failed loads).
+``check_stop`` is in ``utils.py``, as upstream), ``remote_kv.py`` (the KV connector's
+side: ``_update_waiting_for_remote_kv``, finished transfers, failed loads) and
+``spec_decode.py`` (speculative decoding: draft tokens, the ``-1`` placeholders that pad
+D's first step, the rollback over rejected drafts, ``update_draft_token_ids``).
 
 There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
 ``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
 the step's token budget (``max_num_batched_tokens``) and to
 ``long_prefill_token_threshold`` (only when more than one request is running or waiting:
 a lone request starves nobody). A long prompt is thus prefilled in chunks, a decoding
-request gets one token, and D's first step after a KV transfer gets one prompt token.
+request gets one token (``1 + K`` with K drafts to verify), and D's first step after a KV
+transfer gets one prompt token (padded to ``1 + K`` under speculative decoding).
 Running requests go first, then waiting ones in arrival order. A waiting request is
 admitted only if its whole sequence fits in the free blocks
 (``scheduler_reserve_full_isl``, vLLM's default), not just its first chunk. When the pool
@@ -18,11 +21,14 @@ runs out of blocks, the most recently admitted running request is preempted: its
 are freed and it is recomputed later (prompt and outputs), as vLLM does.
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
-no speculative decoding, structured output, encoders, LoRA, priority policy, async
-scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
-and no watermark (vLLM's default watermark is 0). ``finish_requests`` returns the ids it
-finished rather than the requests, and a request admitted with nothing to compute gets a
-``RuntimeError`` naming the cause where vLLM asserts.
+no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
+parallelism (so no output placeholders and no deferred frees), no dynamic speculative
+decoding and no watermark (vLLM's default watermark is 0). Under MTP the prefix cache
+keeps the trailing block of a hit, which upstream drops for drafters whose KV at a block's
+last position depends on the next token (``use_eagle_block_drop``, or block hashes that
+look one token ahead). ``finish_requests`` returns the ids it finished rather than the
+requests, and a request admitted with nothing to compute gets a ``RuntimeError`` naming
+the cause where vLLM asserts.
 """
 
 from __future__ import annotations
@@ -30,7 +36,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.kv_transfer.base import KVConnectorBase
@@ -38,10 +44,11 @@ from pdlab.request import Request, RequestStatus
 from pdlab.sched.lifecycle import RequestLifecycleMixin
 from pdlab.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from pdlab.sched.remote_kv import RemoteKVMixin
+from pdlab.sched.spec_decode import PLACEHOLDER_TOKEN_ID, SpecDecodeMixin
 from pdlab.trace import EventSink
 
 
-class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
+class Scheduler(RequestLifecycleMixin, RemoteKVMixin, SpecDecodeMixin):
     def __init__(
         self,
         scheduler_config: SchedulerConfig,
@@ -51,6 +58,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         *,
         emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
+        speculative_config: SpeculativeConfig | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
             raise ValueError(
@@ -74,6 +82,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
         self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
+        self._init_spec_decode(speculative_config)
         self.connector = connector
         self.emit = emit
 
@@ -98,6 +107,9 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         preempted_reqs: list[Request] = []
         req_to_new_blocks: dict[str, list[KVCacheBlock]] = {}
         num_scheduled_tokens: dict[str, int] = {}
+        scheduled_spec_decode_tokens: dict[str, list[int]] = {}
+        # Whether a running row scheduled this step is mid-prefill (no padding then).
+        prefill_scheduled = False
         token_budget = self.max_num_scheduled_tokens
         # The long-prefill cap keeps one long prompt from starving the others; with a
         # single request there is nobody to starve, so it may use the whole budget.
@@ -109,10 +121,12 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         req_index = 0
         while req_index < len(self.running) and token_budget > 0:
             request = self.running[req_index]
+            # Its drafts count too: they are verified by computing them.
             num_new_tokens = self._cap_new_tokens(
-                request.num_tokens - request.num_computed_tokens, token_budget
+                request.num_tokens_with_spec - request.num_computed_tokens, token_budget
             )
-            # Positions stay below max_model_len, with room for the token sampled.
+            # Positions stay below max_model_len, with room for the token sampled (this
+            # is what trims drafts near the end of the context).
             num_new_tokens = min(
                 num_new_tokens,
                 self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
@@ -122,7 +136,9 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
                 req_index += 1
                 continue
             while True:
-                new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
+                new_blocks = self.kv_cache_manager.allocate_slots(
+                    request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens
+                )
                 if new_blocks is not None:
                     break
                 # Out of blocks: preempt the most recently admitted running request.
@@ -134,14 +150,25 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             if new_blocks is None:
                 break
             scheduled_running_reqs.append(request)
+            prefill_scheduled |= request.is_prefill_chunk
             req_to_new_blocks[request.request_id] = new_blocks
             num_scheduled_tokens[request.request_id] = num_new_tokens
             token_budget -= num_new_tokens
             req_index += 1
+            drafts = self._take_spec_tokens(request, num_new_tokens)
+            if drafts:
+                scheduled_spec_decode_tokens[request.request_id] = drafts
 
         # Then the WAITING requests, unless this step had to preempt.
         if not preempted_reqs:
-            self._schedule_waiting(token_budget, scheduled_new_reqs, num_scheduled_tokens)
+            self._schedule_waiting(
+                token_budget,
+                scheduled_new_reqs,
+                num_scheduled_tokens,
+                scheduled_spec_decode_tokens,
+                prefill_scheduled=prefill_scheduled,
+                running_scheduled=bool(scheduled_running_reqs),
+            )
 
         total = sum(num_scheduled_tokens.values())
         assert total <= self.max_num_scheduled_tokens
@@ -152,7 +179,10 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             for r in scheduled_new_reqs
         ]
         cached_reqs_data = self._make_cached_request_data(
-            scheduled_running_reqs, num_scheduled_tokens, req_to_new_blocks
+            scheduled_running_reqs,
+            num_scheduled_tokens,
+            scheduled_spec_decode_tokens,
+            req_to_new_blocks,
         )
         scheduler_output = SchedulerOutput(
             scheduled_new_reqs=new_reqs_data,
@@ -161,6 +191,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             total_num_scheduled_tokens=total,
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids={r.request_id for r in preempted_reqs},
+            scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
         )
         if self.connector is not None:
             scheduler_output.kv_connector_metadata = self.connector.build_connector_meta(
@@ -174,9 +205,16 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         token_budget: int,
         scheduled_new_reqs: list[Request],
         num_scheduled_tokens: dict[str, int],
+        scheduled_spec_decode_tokens: dict[str, list[int]],
+        *,
+        prefill_scheduled: bool,
+        running_scheduled: bool,
     ) -> None:
         """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
-        order while the budget, the running slots and the blocks last."""
+        order while the budget, the running slots and the blocks last. Under speculative
+        decoding a row with one new token is padded to ``1 + K`` (``_pad_spec_decode``):
+        ``prefill_scheduled`` and ``running_scheduled`` say what the running loop
+        scheduled."""
         # Requests passed over this step keep their place at the head of their queue.
         skipped: list[Request] = []
         while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
@@ -213,16 +251,29 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
                 num_computed_tokens = request.num_computed_tokens
 
             reserved_blocks = 0
+            pad_spec_decode = False
             if load_kv_async:
                 num_new_tokens = 0
                 # The load holds its blocks for the whole transfer and cannot be
                 # preempted meanwhile: admit it only if it fits beside what the prefills
-                # already in flight still need, or they could deadlock on each other.
-                reserved_blocks = self._inflight_prefill_reserved_blocks()
-            else:
-                num_new_tokens = self._cap_new_tokens(
-                    request.num_tokens - num_computed_tokens, token_budget
+                # already in flight still need (and one verifying step of its own), or
+                # they could deadlock on each other.
+                reserved_blocks = (
+                    self._inflight_prefill_reserved_blocks() + self._spec_decode_step_blocks
                 )
+            else:
+                num_new_tokens = request.num_tokens - num_computed_tokens
+                padded = self._pad_spec_decode(
+                    num_new_tokens,
+                    num_computed_tokens,
+                    token_budget,
+                    prefill_scheduled,
+                    running_scheduled,
+                )
+                if padded is None:
+                    break  # the padded row does not fit: it waits, and so does the rest
+                pad_spec_decode = padded != num_new_tokens
+                num_new_tokens = self._cap_new_tokens(padded, token_budget)
                 if num_new_tokens <= 0 and not did_prefix_cache_lookup:
                     raise RuntimeError(
                         f"request {rid!r} resumed after its KV transfer with "
@@ -244,6 +295,8 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
                 num_new_tokens,
                 num_new_computed_tokens=num_local_tokens,
                 new_computed_blocks=new_computed_blocks,
+                # An async load runs no forward yet: its lookahead slots come later.
+                num_lookahead_tokens=0 if load_kv_async else self.num_lookahead_tokens,
                 num_external_computed_tokens=num_external_tokens,
                 delay_cache_blocks=load_kv_async,
                 full_sequence_must_fit=self.scheduler_config.scheduler_reserve_full_isl,
@@ -280,6 +333,10 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             scheduled_new_reqs.append(request)
             num_scheduled_tokens[rid] = num_new_tokens
             token_budget -= num_new_tokens
+            spec_token_ids: list[int] = []
+            if pad_spec_decode:
+                spec_token_ids = [PLACEHOLDER_TOKEN_ID] * self.num_spec_tokens
+                scheduled_spec_decode_tokens[rid] = spec_token_ids
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed_tokens
             if num_external_tokens:
@@ -294,6 +351,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
                 num_computed_tokens=num_computed_tokens,
                 num_cached_tokens=request.num_cached_tokens,
                 num_new_tokens=num_new_tokens,
+                spec_token_ids=list(spec_token_ids),
                 resumed=resumed,
                 num_prompt_tokens=request.num_prompt_tokens,
                 num_tokens=request.num_tokens,
@@ -325,16 +383,20 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self._inflight_prefills.discard(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        request.spec_token_ids = []  # proposed for a step that will not come
         request.num_preemptions += 1
         self.waiting.appendleft(request)
 
     def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
         # Advance num_computed_tokens now, so a chunked prefill can be scheduled again next
         # step; the output above still carries the values from before this step.
+        # Scheduled drafts are counted as computed too; update_from_output takes back the
+        # rejected ones.
         for rid, n in scheduler_output.num_scheduled_tokens.items():
             request = self.requests[rid]
             request.num_computed_tokens += n
-            if request.num_computed_tokens >= request.num_tokens:
+            request.is_prefill_chunk = request.num_computed_tokens < request.num_tokens
+            if not request.is_prefill_chunk:
                 self._inflight_prefills.discard(request)  # its prefill is complete
         self.finished_req_ids = set()
 
@@ -342,15 +404,18 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self,
         running_reqs: list[Request],
         num_scheduled_tokens: dict[str, int],
+        spec_decode_tokens: dict[str, list[int]],
         req_to_new_blocks: dict[str, list[KVCacheBlock]],
     ) -> CachedRequestData:
-        """The running requests as deltas: the tokens and blocks added this step."""
+        """The running requests as deltas: the tokens (drafts excluded) and blocks added
+        this step."""
         cached = CachedRequestData()
         for r in running_reqs:
             rid, c = r.request_id, r.num_computed_tokens
+            n = num_scheduled_tokens[rid] - len(spec_decode_tokens.get(rid, ()))
             cached.req_ids.append(rid)
             cached.resumed_from_preemption.append(False)
-            cached.new_token_ids.append(r.all_token_ids[c : c + num_scheduled_tokens[rid]])
+            cached.new_token_ids.append(r.all_token_ids[c : c + n])
             cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
             cached.num_computed_tokens.append(c)
         return cached

@@ -92,7 +92,7 @@ def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
     import test_batch_v2
 
     planted = plant(
-        monkeypatch, batch, "gather_batch_req_state", "pf and qi == 1 and ci > 0", "pf and qi == 1"
+        monkeypatch, batch, "gather_batch_req_state", "pf and ni == 1 and ci > 0", "pf and ni == 1"
     )
     monkeypatch.setattr(test_batch_v2, "gather_batch_req_state", planted)
     for seed in range(test_batch_v2.NUM_BATCHES):
