@@ -36,18 +36,12 @@ from pdlab.kv_transfer.first_token import tokens_from_hidden_states
 from pdlab.model.batch import BatchReqState, gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.faults import RunnerFaultsMixin
-from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
-
-try:
-    from pdlab.sched.output import DraftTokenIds
-except ImportError:  # TEMP until i27-sched lands
-
-    @dataclass
-    class DraftTokenIds:  # type: ignore[no-redef]
-        req_ids: list[str]
-        draft_token_ids: list[list[int]]
-
-
+from pdlab.sched.output import (
+    DraftTokenIds,
+    KVConnectorOutput,
+    ModelRunnerOutput,
+    SchedulerOutput,
+)
 from pdlab.spec_decode.mtp import MTPProposer
 from pdlab.spec_decode.runner_mixin import SpecDecodeMixin
 from pdlab.trace import EventSink
@@ -264,7 +258,8 @@ class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
             model_runner=self.model_runner,
             use_pcp=self.parallel_config.use_pcp,
             reorder_batch_threshold=threshold,
-            **self._draft_kwargs(spec),
+            draft_tokens=spec or None,
+            decode_query_len=1 + self.num_speculative_tokens,
         )
         rids = batch.req_ids
         states = [self.requests[r] for r in rids]
@@ -314,15 +309,6 @@ class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
         return self._sample_and_draft(
             states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
         )
-
-    def _draft_kwargs(self, spec: dict[str, list[int]]) -> dict[str, Any]:
-        """V2's draft subtraction, where the batch module takes it (i27-sched)."""
-        import inspect
-
-        params = inspect.signature(gather_batch_req_state).parameters
-        if "draft_tokens" not in params:
-            return {}
-        return {"draft_tokens": spec or None, "decode_query_len": 1 + self.num_speculative_tokens}
 
     def _ctx(self, meta: MLAMetadata) -> ForwardContext:
         return ForwardContext(

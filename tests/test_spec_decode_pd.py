@@ -1,0 +1,153 @@
+"""Speculative decoding (MTP) end to end: a colocated engine and the P/D pair, K = 1 and 2,
+against greedy decoding without it (the model's ``greedy_generate``), token for token; D's
+first step as 0.33.0 schedules it (1 + K tokens over N - 1 cached, K ``-1`` placeholders),
+read from the trace."""
+
+import pytest
+from conftest import pair_all_free
+
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
+from pdlab.disagg.pair import PDPair
+from pdlab.engine import LLMEngine
+from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.request import SamplingParams
+
+CFG = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
+MODEL = DeepseekV2ForCausalLM(CFG)
+BS = 4
+
+
+def _prompt(n):
+    return [(7 * i + n) % 256 for i in range(n)]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("backend", ["cpu_mla", "flashmla"])
+def test_colocated_spec_decode_equals_greedy(k, backend):
+    prompts = [_prompt(n) for n in (5, 3 * BS + 1, 9)]
+    e = LLMEngine(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        model=MODEL,
+        backend="torch",
+        attention_config=AttentionConfig(backend=backend),
+        speculative_config=SpeculativeConfig(num_speculative_tokens=k),
+    )
+    outs = e.generate(prompts, SamplingParams(max_tokens=7))
+    for p, o in zip(prompts, outs):
+        assert o.output_token_ids == MODEL.greedy_generate(p, 7), o.error
+    # Every verifying step's rows are 1 + K wide, and the runner's counts followed the
+    # scheduler's rollback (nothing left over, every block back).
+    assert e.scheduler.kv_cache_manager.usage == 0
+
+
+def _pair(k, **kw):
+    return PDPair(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(),
+        backend="torch",
+        speculative_config=SpeculativeConfig(num_speculative_tokens=k),
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("k", [1, 2])
+@pytest.mark.parametrize("n", [3, BS, 3 * BS, 3 * BS + 1, 1])
+def test_pd_with_mtp_equals_greedy_and_pads_ds_first_step(k, n):
+    prompt = _prompt(n)
+    pair = _pair(k, attention_config=AttentionConfig(backend="flash_attn_mla"))
+    out = pair.generate(prompt, SamplingParams(max_tokens=6))[0]
+    assert out.output_token_ids == MODEL.greedy_generate(prompt, 6), out.error
+    t = pair.tracer
+    first = [e for e in t.filter("step", "D") if e["scheduled"]][0]["scheduled"][0]
+    route = t.first("route", "D")
+    if n > 1:
+        # D's first step: 1 + K tokens over N - 1 cached, K placeholder drafts.
+        assert first["num_computed_tokens_before"] == n - 1
+        assert first["num_scheduled_tokens"] == 1 + k
+        assert first["spec_token_ids"] == [-1] * k
+        assert route["num_draft_tokens"] == k and route["is_prefilling"]
+        assert route["prefill_runs_as_decode"] and route["decode_graph_eligible"]
+        assert route["path"] == "decode" and route["uniform_decode_token_count"] == 1 + k
+        v = t.first("verify", "D")
+        assert v["num_placeholders"] == k and v["sampled_token_ids"] == out.output_token_ids[:1]
+        # The drafter was fed the recomputed position's hidden state, h[N - 1].
+        assert t.first("draft", "D")["hidden_position"] == n - 1
+    else:
+        # Nothing to load: D prefills the one token itself, no placeholders.
+        assert first["num_computed_tokens_before"] == 0 and first["spec_token_ids"] == []
+    pair_all_free(pair)
+
+
+def _oracle_drafter(runner, prompts, k, wrong_every=2):
+    """Wrap the runner's MTP proposer: it still runs (its cache entries are written), but
+    the drafts handed back are the true greedy continuation, with one draft wrong on every
+    ``wrong_every``-th call, so steps both accept all K drafts and roll some back."""
+    real, calls = runner.drafter.propose, [0]
+    want = {tuple(p): MODEL.greedy_generate(p, 20 + k) for p in prompts}
+
+    def propose(rows, *args):
+        drafts = real(rows, *args)
+        for rid in drafts:
+            s = runner.requests[rid]
+            cont = want[tuple(s.prompt_token_ids)]
+            done = len(s.output_token_ids)
+            good = cont[done : done + k]
+            calls[0] += 1
+            if calls[0] % wrong_every == 0:
+                good[-1] = (good[-1] + 1) % CFG.vocab_size
+            s.draft_token_ids = drafts[rid] = list(good)
+        return drafts
+
+    runner.drafter.propose = propose
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_accepted_drafts_roll_back_in_step_with_the_scheduler(k):
+    prompts = [_prompt(n) for n in (6, 2 * BS + 1)]
+    e = LLMEngine(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        model=MODEL,
+        backend="torch",
+        speculative_config=SpeculativeConfig(num_speculative_tokens=k),
+    )
+    _oracle_drafter(e.runner, prompts, k)
+    outs = e.generate(prompts, SamplingParams(max_tokens=12))
+    for p, o in zip(prompts, outs):
+        assert o.output_token_ids == MODEL.greedy_generate(p, 12), o.error
+    verifies = e.tracer.filter("verify", "local")
+    assert {v["num_accepted"] for v in verifies} >= {k, k - 1}
+    # Each verify's rollback is what the scheduler's next step starts from.
+    steps = [s for s in e.tracer.filter("step", "local")]
+    for v in verifies:
+        nxt = [s for s in steps if s.step == v.step + 1]
+        rows = [r for s in nxt for r in s["scheduled"] if r["req_id"] == v["req_id"]]
+        if rows:
+            before = [
+                r
+                for s in steps
+                if s.step == v.step
+                for r in s["scheduled"]
+                if r["req_id"] == v["req_id"]
+            ][0]
+            assert rows[0]["num_computed_tokens_before"] == (
+                before["num_computed_tokens_after"] - v["num_rejected"]
+            )
+
+
+def test_pd_with_accepted_drafts_on_d():
+    prompt = _prompt(3 * BS + 1)
+    pair = _pair(2)
+    _oracle_drafter(pair.decode.runner, [prompt], 2, wrong_every=3)
+    out = pair.generate(prompt, SamplingParams(max_tokens=12))[0]
+    assert out.output_token_ids == MODEL.greedy_generate(prompt, 12)
+    assert max(v["num_accepted"] for v in pair.tracer.filter("verify", "D")) == 2
+    pair_all_free(pair)
