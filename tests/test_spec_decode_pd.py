@@ -151,3 +151,68 @@ def test_pd_with_accepted_drafts_on_d():
     assert out.output_token_ids == MODEL.greedy_generate(prompt, 12)
     assert max(v["num_accepted"] for v in pair.tracer.filter("verify", "D")) == 2
     pair_all_free(pair)
+
+
+def _oracle_first_draft(tokens, k):
+    """What the MTP layer drafts, cacheless, after ``tokens`` (the last one just sampled)."""
+    import torch
+
+    ids = torch.tensor(tokens[:-1])
+    return MODEL.mtp.propose_greedy(tokens, MODEL(ids, torch.arange(len(ids))), k)
+
+
+@pytest.mark.parametrize("mode", ["recompute", "first_token", "append_prompt", "hidden_state"])
+def test_every_design_works_with_mtp_and_ds_drafter_reads_ps_mtp_entries(mode):
+    from pdlab.disagg.designs import WITH_MTP
+
+    k, prompt = 2, _prompt(2 * BS + 1)
+    pair = _pair(k, first_token=mode, attention_config=AttentionConfig(backend="flashmla"))
+    out = pair.generate(prompt, SamplingParams(max_tokens=6))[0]
+    tokens = [*prompt, *out.output_token_ids]
+    assert out.output_token_ids == MODEL.greedy_generate(prompt, 6) and WITH_MTP[mode][0]
+    t = pair.tracer
+    first = [e for e in t.filter("step", "D") if e["scheduled"]][0]["scheduled"][0]
+    assert first["spec_token_ids"] == [-1] * k
+    # D's first draft equals the cacheless oracle's: its MTP entries for 0 .. N-2 (and
+    # N-1 where D does not recompute it) are P's, moved with the K/V.
+    d = t.first("draft", "D")
+    n = len(prompt)
+    assert d["hidden_position"] == (n - 1 if mode == "recompute" else n)
+    assert d["draft_token_ids"] == _oracle_first_draft(tokens[: d["hidden_position"] + 2], k)
+    pair_all_free(pair)
+
+
+def test_temperature_under_mtp_is_refused_in_one_line():
+    pair = _pair(1)
+    with pytest.raises(ValueError, match="temperature=0.7 is invalid with speculative") as e:
+        pair.add_request([1, 2, 3], SamplingParams(temperature=0.7, max_tokens=2))
+    assert "\n" not in str(e.value)
+
+
+def test_two_processes_with_mtp_equal_greedy():
+    from pdlab.disagg.procs import run_pd_procs
+
+    prompts = [_prompt(n) for n in (1, 3, BS, 3 * BS + 1)]
+    r = run_pd_procs(
+        prompts,
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(),
+        SamplingParams(max_tokens=5),
+        timeout_s=90,
+        speculative_config=SpeculativeConfig(num_speculative_tokens=2),
+    )
+    assert r.errors == {} and r.exitcodes == {"prefill": 0, "decode": 0}
+    for i, p in enumerate(prompts):
+        got = r.prefill.outputs[f"req-{i}"]["output_token_ids"]
+        assert got == MODEL.greedy_generate(p, 5)
+    # D's first step of the 3B + 1 prompt: 3 tokens over 3B cached, two placeholders.
+    rows = [
+        row
+        for e in r.tracer.filter("step", "D")
+        for row in e["scheduled"]
+        if row["req_id"] == "req-3"
+    ]
+    assert (rows[0]["num_computed_tokens_before"], rows[0]["num_scheduled_tokens"]) == (3 * BS, 3)
+    assert rows[0]["spec_token_ids"] == [-1, -1]
+    assert r.decode.num_free_blocks == r.decode.num_blocks
