@@ -15,7 +15,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pdlab.config import MLA_BACKENDS, MODEL_RUNNERS, AttentionConfig, ParallelConfig
+from pdlab.config import (
+    MLA_BACKENDS,
+    MODEL_RUNNERS,
+    AttentionConfig,
+    ModelConfig,
+    ParallelConfig,
+    SpeculativeConfig,
+)
 from pdlab.platforms import GPUS
 from pdlab.ui.text import LANGS
 
@@ -132,6 +139,14 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         help="name the backend instead of the GPU: its reorder_batch_threshold and "
         "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
     )
+    p.add_argument(
+        "--num-speculative-tokens",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="speculative decoding with DeepSeek's MTP layer: K drafts per step, verified "
+        "in rows of 1 + K tokens (D's first step padded with K placeholders); unset: none",
+    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -155,13 +170,22 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """``attention_config``, ``parallel_config`` and ``model_runner`` for an engine, from
-    the arguments."""
+    """``attention_config``, ``parallel_config``, ``model_runner`` and
+    ``speculative_config`` for an engine, from the arguments."""
+    k = getattr(args, "num_speculative_tokens", None)
     return {
         "attention_config": AttentionConfig(args.mla_backend, getattr(args, "gpu", None)),
         "parallel_config": ParallelConfig(args.pcp),
         "model_runner": getattr(args, "model_runner", None),
+        "speculative_config": SpeculativeConfig(num_speculative_tokens=k) if k else None,
     }
+
+
+def tiny_model_config(args: argparse.Namespace) -> ModelConfig:
+    """The tiny model with ``--weights``, and its MTP layer under
+    ``--num-speculative-tokens`` (the drafter speculative decoding runs)."""
+    mtp = 1 if getattr(args, "num_speculative_tokens", None) else 0
+    return ModelConfig.tiny(weights=args.weights, num_nextn_predict_layers=mtp)
 
 
 def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> None:
