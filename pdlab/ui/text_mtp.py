@@ -96,4 +96,15 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "False，所以这个仍在预填充的补齐行走 {path} → {forward}；PCP manager 把它的 {q} 个 "
         "token（连同占位草稿）切分到各个 rank：",
     },
+    # ---- notebooks 05/06, section 8 ---------------------------------------------------
+    "nb5_mtp_col_scheduled": {"en": "scheduled", "zh": "调度的 token 数"},
+    "nb5_mtp_col_sampled": {"en": "tokens produced", "zh": "产生的 token"},
+    "nb5_mtp_col_rolled_back": {"en": "rolled back", "zh": "回退的位置数"},
+    "nb5_mtp_col_drafter_input": {"en": "drafter's input", "zh": "草稿模型的输入"},
+    "nb5_mtp_drafter": {
+        "en": "K = {k}, PCP {pcp}: the drafter took h[{hp}] and token {tok}, and proposed "
+        "{drafts} for D's next step",
+        "zh": "K = {k}，PCP {pcp}：草稿模型拿到 h[{hp}] 和 token {tok}，为 D 的下一步提出了 "
+        "{drafts}",
+    },
 }
