@@ -27,6 +27,25 @@ def _prompt(n):
     return [(7 * i + n) % 256 for i in range(n)]
 
 
+def check_drafts_against_the_oracle(tracer, instance, outs, k):
+    """Every draft the runner proposed equals the cacheless MTP oracle's for the tokens
+    known then: the MTP layer's cache entries were right at every position it read."""
+    import torch
+
+    tokens = {o.request_id: [*o.prompt_token_ids, *o.output_token_ids] for o in outs}
+    drafts = tracer.filter("draft", instance)
+    assert drafts
+    for d in drafts:
+        known = tokens[d["req_id"]][: d["hidden_position"] + 2]
+        assert known[-1] == d["next_token"]
+        ids = torch.tensor(known[:-1])
+        hidden = MODEL(ids, torch.arange(len(ids)))
+        assert (
+            d["draft_token_ids"]
+            == MODEL.mtp.propose_greedy(known, hidden, k)[: len(d["draft_token_ids"])]
+        )
+
+
 @pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("backend", ["cpu_mla", "flashmla"])
 def test_colocated_spec_decode_equals_greedy(k, backend):
@@ -42,9 +61,32 @@ def test_colocated_spec_decode_equals_greedy(k, backend):
     outs = e.generate(prompts, SamplingParams(max_tokens=7))
     for p, o in zip(prompts, outs):
         assert o.output_token_ids == MODEL.greedy_generate(p, 7), o.error
+    check_drafts_against_the_oracle(e.tracer, "local", outs, k)
     # Every verifying step's rows are 1 + K wide, and the runner's counts followed the
     # scheduler's rollback (nothing left over, every block back).
     assert e.scheduler.kv_cache_manager.usage == 0
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_chunked_prefill_under_mtp_keeps_the_drafter_exact(k):
+    """Prompts longer than the budget are prefilled in chunks: the MTP layer writes its
+    entries chunk by chunk (the last position of a chunk takes the next prompt token)."""
+    prompts = [_prompt(n) for n in (3 * BS + 3, 2 * BS + 1)]
+    e = LLMEngine(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(max_num_batched_tokens=7),
+        model=MODEL,
+        backend="torch",
+        speculative_config=SpeculativeConfig(num_speculative_tokens=k),
+    )
+    outs = e.generate(prompts, SamplingParams(max_tokens=6))
+    for p, o in zip(prompts, outs):
+        assert o.output_token_ids == MODEL.greedy_generate(p, 6), o.error
+    chunks = [r for s in e.tracer.filter("step", "local") for r in s["scheduled"]
+              if r["num_computed_tokens_after"] < r["num_prompt_tokens"]]  # fmt: skip
+    assert chunks  # some prompt was cut
+    check_drafts_against_the_oracle(e.tracer, "local", outs, k)
 
 
 def _pair(k, **kw):
@@ -66,6 +108,7 @@ def test_pd_with_mtp_equals_greedy_and_pads_ds_first_step(k, n):
     out = pair.generate(prompt, SamplingParams(max_tokens=6))[0]
     assert out.output_token_ids == MODEL.greedy_generate(prompt, 6), out.error
     t = pair.tracer
+    check_drafts_against_the_oracle(t, "D", [out], k)
     first = [e for e in t.filter("step", "D") if e["scheduled"]][0]["scheduled"][0]
     route = t.first("route", "D")
     if n > 1:
