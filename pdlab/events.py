@@ -212,7 +212,8 @@ class Verify(TraceEvent):
 class Draft(TraceEvent):
     """The drafter's proposal for a request's next step: it was fed the target's hidden
     state at ``hidden_position`` (``h[hidden_position]``) and the token after it
-    (``next_token``), and proposed ``draft_token_ids`` for the positions after that."""
+    (``next_token``), and proposed ``draft_token_ids`` for the positions after that
+    (``hidden_position`` is -1 for the n-gram proposer, which reads no hidden state)."""
 
     req_id: str
     method: str

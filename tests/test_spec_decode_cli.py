@@ -46,3 +46,16 @@ def test_tour_with_mtp_runs_chapter_4(capsys):
     assert main([*argv, "--gpu", "h200"]) == 0
     out = capsys.readouterr().out
     assert "query_len = 2" in out
+
+
+def test_pd_with_ngram_in_one_process(capsys):
+    argv = ["pd", "--procs", "1", "--prompt", "abcabcabc", "--max-tokens", "4"]
+    argv += ["--num-speculative-tokens", "2", "--speculative-method", "ngram"]
+    assert main(argv) == 0
+
+
+def test_bad_method_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["trace", "--num-speculative-tokens", "2", "--speculative-method", "eagle"])
+    assert e.value.code == 2
+    assert "--speculative-method" in capsys.readouterr().err.strip().splitlines()[-1]

@@ -259,3 +259,33 @@ def test_two_processes_with_mtp_equal_greedy():
     assert (rows[0]["num_computed_tokens_before"], rows[0]["num_scheduled_tokens"]) == (3 * BS, 3)
     assert rows[0]["spec_token_ids"] == [-1, -1]
     assert r.decode.num_free_blocks == r.decode.num_blocks
+
+
+def test_ngram_drafts_are_upstreams_prompt_lookup():
+    from pdlab.spec_decode.ngram import ngram_drafts
+
+    #      0  1  2  3  4  5  6  7  8: the suffix [2, 3] last occurred at 1..2, then 4, 9
+    toks = [1, 2, 3, 4, 9, 2, 3, 7, 2, 3]
+    assert ngram_drafts(toks, 2, 2, 2) == [7, 2]  # rightmost match (5..6), then 7, 2
+    assert ngram_drafts(toks, 3, 1, 3) == [7, 2, 3]  # n = 3 finds nothing; n = 2 does
+    assert ngram_drafts([5, 6, 7], 2, 2, 2) == [7, 7]  # no match: the last token
+    assert ngram_drafts([1, 2, 3, 1, 2], 3, 2, 2) == [3, 1, 2]  # found, then the last token
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_ngram_spec_decode_equals_greedy_local_and_pd(k):
+    spec = SpeculativeConfig("ngram", k, prompt_lookup_min=1, prompt_lookup_max=3)
+    plain = ModelConfig.tiny(weights="random")
+    model = DeepseekV2ForCausalLM(plain)
+    prompt = list(b"abcabcabcabc")
+    want = model.greedy_generate(prompt, 10)
+    e = LLMEngine(plain, CacheConfig(block_size=BS), model=model, backend="torch",
+                  speculative_config=spec)  # fmt: skip
+    assert e.generate(prompt, SamplingParams(max_tokens=10))[0].output_token_ids == want
+    assert len(e.runner.kv_caches) == plain.num_hidden_layers  # no drafter cache
+    pair = PDPair(plain, CacheConfig(block_size=BS), SchedulerConfig(), backend="torch",
+                  speculative_config=spec)  # fmt: skip
+    assert pair.generate(prompt, SamplingParams(max_tokens=10))[0].output_token_ids == want
+    d = pair.tracer.first("draft", "D")
+    assert d["method"] == "ngram" and d["hidden_position"] == -1
+    pair_all_free(pair)

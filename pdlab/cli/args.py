@@ -23,6 +23,7 @@ from pdlab.config import (
     ParallelConfig,
     SpeculativeConfig,
 )
+from pdlab.config.speculative import SPECULATIVE_METHODS
 from pdlab.platforms import GPUS
 from pdlab.ui.text import LANGS
 
@@ -147,6 +148,13 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         help="speculative decoding with DeepSeek's MTP layer: K drafts per step, verified "
         "in rows of 1 + K tokens (D's first step padded with K placeholders); unset: none",
     )
+    p.add_argument(
+        "--speculative-method",
+        choices=SPECULATIVE_METHODS,
+        default="mtp",
+        help="with --num-speculative-tokens: mtp (DeepSeek's MTP layer drafts, the default) "
+        "or ngram (prompt lookup, no model)",
+    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -173,18 +181,20 @@ def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
     """``attention_config``, ``parallel_config``, ``model_runner`` and
     ``speculative_config`` for an engine, from the arguments."""
     k = getattr(args, "num_speculative_tokens", None)
+    method = getattr(args, "speculative_method", "mtp")
     return {
         "attention_config": AttentionConfig(args.mla_backend, getattr(args, "gpu", None)),
         "parallel_config": ParallelConfig(args.pcp),
         "model_runner": getattr(args, "model_runner", None),
-        "speculative_config": SpeculativeConfig(num_speculative_tokens=k) if k else None,
+        "speculative_config": SpeculativeConfig(method, k) if k else None,
     }
 
 
 def tiny_model_config(args: argparse.Namespace) -> ModelConfig:
     """The tiny model with ``--weights``, and its MTP layer under
     ``--num-speculative-tokens`` (the drafter speculative decoding runs)."""
-    mtp = 1 if getattr(args, "num_speculative_tokens", None) else 0
+    k = getattr(args, "num_speculative_tokens", None)
+    mtp = 1 if k and getattr(args, "speculative_method", "mtp") == "mtp" else 0
     return ModelConfig.tiny(weights=args.weights, num_nextn_predict_layers=mtp)
 
 

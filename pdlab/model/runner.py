@@ -43,6 +43,7 @@ from pdlab.sched.output import (
     SchedulerOutput,
 )
 from pdlab.spec_decode.mtp import MTPProposer
+from pdlab.spec_decode.ngram import NgramProposer
 from pdlab.spec_decode.runner_mixin import SpecDecodeMixin
 from pdlab.trace import EventSink
 
@@ -117,7 +118,7 @@ class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
             self.parallel_config,
             workspace_tokens,
         )
-        self.drafter: MTPProposer | None = None
+        self.drafter: MTPProposer | NgramProposer | None = None
         if speculative_config is not None and speculative_config.method == "mtp":
             self.drafter = MTPProposer(
                 model,
@@ -127,14 +128,16 @@ class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
                 scheduler_config.max_model_len or self.cfg.max_position_embeddings,
             )
         elif speculative_config is not None:
-            raise ValueError(
-                f"SpeculativeConfig.method={speculative_config.method!r} is not built in "
-                "the runner: expected 'mtp'"
+            self.drafter = NgramProposer(
+                k,
+                speculative_config.prompt_lookup_min,
+                speculative_config.prompt_lookup_max,
+                lambda rid: self.requests[rid].all_token_ids,
             )
         # One latent cache per layer; the MTP layer's entry follows the target's
         # (num_hidden_layers + num_nextn_predict_layers), and the connector moves them all.
         num_caches = self.cfg.num_hidden_layers + (
-            getattr(self.cfg, "num_nextn_predict_layers", 0) if self.drafter else 0
+            self.cfg.num_nextn_predict_layers if isinstance(self.drafter, MTPProposer) else 0
         )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.

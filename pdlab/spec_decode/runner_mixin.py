@@ -26,7 +26,7 @@ class SpecDecodeMixin:
     model: Any
     requests: dict[str, Any]
     connector_worker: Any
-    drafter: MTPProposer | None
+    drafter: Any  # MTPProposer, NgramProposer or None
     emit: Any
     keep_logits: bool
     logits: dict[str, list[torch.Tensor]]
@@ -138,7 +138,7 @@ class SpecDecodeMixin:
                 "draft",
                 req_id=r.req_id,
                 method=self.drafter.method if self.drafter else "",
-                hidden_position=position,
+                hidden_position=position if isinstance(self.drafter, MTPProposer) else -1,
                 next_token=r.next_token,
                 draft_token_ids=list(drafts),
             )
