@@ -24,6 +24,11 @@ whose tokens fit one split (short, or ``S = 1``) is not split: stage 1 writes it
 ``out`` and ``lse`` directly, and stage 2 skips it; with ``S = 1`` for the whole batch
 stage 2 and its workspace are not even launched. ``seq_len = 0`` gives ``out = 0``,
 ``lse = -inf``.
+
+With ``query_start_loc`` (speculative decoding's ``1 + K`` tokens per verifying row), a
+request's queries share its splits and its tiles; the splits still follow the keys, and
+the automatic count the rows (``q_len`` per head): see ``decode_attention_kernels.py``.
+The torch twin is in ``decode_attention_twin.py``.
 """
 
 from __future__ import annotations
@@ -55,30 +60,47 @@ DEFAULT_NUM_KV_SPLITS = None  # automatic: num_kv_splits_auto
 BLOCK_H = 16
 BLOCK_N = 64  # tokens per tile: wgmma's M
 MAX_BLOCK_Q = 4  # queries of one request per program (1 + K for K <= 3 in one program)
-MAX_ROWS = 32  # (query, head) rows per program with more than one query per request
+TAIL_TILE = 16  # keys of the causal tail tile (at most MAX_BLOCK_Q - 1 are used)
+MAX_ROWS = BLOCK_H  # (query, head) rows per program: the N side stays 16 wide
 MIN_TILES_PER_SPLIT = 4
 MAX_NUM_KV_SPLITS = 64
 CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT build targets
 
 
-def mla_decode_config(L: int, R: int, elem_bytes: int = 2, target: int = 90) -> dict:
+def mla_decode_config(
+    L: int, R: int, elem_bytes: int = 2, target: int = 90, q_len: int = 1
+) -> dict:
     """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
     tile is halved to 32 rows so that two stages still fit an A100. One warp group (4 warps)
     issues Hopper's wgmma; Ampere's mma.sync holds its operands in registers, so 8 warps
-    share them there (4 would spill, measured with ``pdlab doctor --aot``)."""
+    share them there (4 would spill, measured with ``pdlab doctor --aot``).
+
+    ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
+    ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
+    and its causal tail in one ``BLOCK_T``-key tile."""
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
+    block_q = query_block(q_len) if q_len > 1 else 1
     return {
         "stage1": {
-            "BLOCK_H": BLOCK_H,
+            "BLOCK_Q": block_q,
+            "BLOCK_H": heads_per_program(q_len),
+            "BLOCK_T": TAIL_TILE,
             "BLOCK_N": block_n,
             "BLOCK_L": block(L),
             "BLOCK_R": block(R),
             "NUM_STAGES": 2,
-            "num_warps": 4 if target >= 90 else 8,
+            "num_warps": stage1_warps(q_len > 1, target),
         },
         "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
+
+
+def stage1_warps(varlen: bool, target: int) -> int:
+    """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
+    request; the causal-tail tile of ``1 + K`` queries needs two there (one spills, measured
+    with ``pdlab doctor --aot``), and Ampere's mma.sync needs 8 in any case."""
+    return 4 if target >= 90 and not varlen else 8
 
 
 def query_block(q_len: int) -> int:
@@ -178,36 +200,37 @@ def mla_decode_triton(
     L = _check_decode(
         q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
     )
-    if query_start_loc is not None:
-        return _flattened(q, kv_cache, block_table, seq_lens, scale, num_kv_splits, L,
-                          query_start_loc)  # fmt: skip
-    B, H, D = q.shape
-    R = D - L
+    T, H, D = q.shape
+    B, R, varlen = seq_lens.shape[0], D - L, query_start_loc is not None
     if kv_cache.stride(2) != 1:
         fail("kv_cache", f"strides {kv_cache.stride()}", "contiguous rows (stride 1 last)")
     q = q if q.stride(-1) == 1 else q.contiguous()
     block_table = block_table.contiguous()
     up = upcast(q.dtype)
     guard_interpreter_dtype(q.dtype, up)
-    out = out_buffer((B, H, L), q.dtype, q.device, up)
-    lse = torch.empty((B, H), dtype=torch.float32, device=q.device)
-    if B == 0 or H == 0:
+    out = out_buffer((T, H, L), q.dtype, q.device, up)
+    lse = torch.empty((T, H), dtype=torch.float32, device=q.device)
+    Q = max_query_len(query_start_loc)
+    if T == 0 or H == 0 or B == 0 or Q == 0:
         return out.to(q.dtype), lse
-    S = _resolve_splits(num_kv_splits, q, seq_lens, L)
-    if S > 1:
-        mid_out = torch.empty((B, H, S, L), dtype=torch.float32, device=q.device)
-        mid_lse = torch.empty((B, H, S), dtype=torch.float32, device=q.device)
+    S = _resolve_splits(num_kv_splits, q, seq_lens, L, Q)
+    if S > 1:  # one partial result per query row, head and split
+        mid_out = torch.empty((T, H, S, L), dtype=torch.float32, device=q.device)
+        mid_lse = torch.empty((T, H, S), dtype=torch.float32, device=q.device)
     else:  # nothing is split: stage 1 writes every result, there is no workspace
         mid_out, mid_lse = out, lse
     mid_strides = (H * S * L, S * L, L)
-    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device))
+    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device), Q)
     c1 = cfg["stage1"]
+    groups = triton.cdiv(H, c1["BLOCK_H"])
+    qsl = query_start_loc.contiguous() if varlen else seq_lens  # unread when not varlen
     check_launchable(mla_decode_stage1_kernel)
-    mla_decode_stage1_kernel[(triton.cdiv(H, c1["BLOCK_H"]), B, S)](
+    mla_decode_stage1_kernel[(groups * triton.cdiv(Q, c1["BLOCK_Q"]), B, S)](
         q,
         kv_cache,
         block_table,
         seq_lens,
+        qsl,
         out,
         lse,
         mid_out,
@@ -221,12 +244,14 @@ def mla_decode_triton(
         out.stride(1),
         *mid_strides,
         H,
+        groups,
         S,
         float(scale),
         L=L,
         R=R,
         UPCAST=up,
         PAGE_SIZE=kv_cache.shape[1],
+        VARLEN=varlen,
         **c1,
     )
     if S > 1:
@@ -234,6 +259,7 @@ def mla_decode_triton(
             mid_out,
             mid_lse,
             seq_lens,
+            qsl,
             out,
             lse,
             *mid_strides,
@@ -242,6 +268,7 @@ def mla_decode_triton(
             H,
             S,
             L,
+            VARLEN=varlen,
             **cfg["stage2"],
         )
     return out.to(q.dtype), lse
@@ -282,17 +309,6 @@ def mla_decode(
     if _backend.resolve(backend) == "triton":
         return mla_decode_triton(*args, query_start_loc)
     return mla_decode_torch(*args, query_start_loc)
-
-
-def _flattened(q, kv_cache, block_table, seq_lens, scale, num_kv_splits, L, query_start_loc):
-    """One row per query token, each with its own key count, as vLLM 0.33.0's Triton MLA
-    runs a uniform multi-token decode (``TritonMLAImpl.forward_mqa``): correct, but every
-    query reads its request's rows again."""
-    q_lens = (query_start_loc[1:] - query_start_loc[:-1]).long()
-    req = torch.repeat_interleave(torch.arange(len(q_lens), device=q.device), q_lens)
-    j = torch.arange(q.shape[0], device=q.device) - query_start_loc[:-1].long()[req]
-    row_lens = (seq_lens.long()[req] - q_lens[req] + j + 1).to(torch.int32)
-    return mla_decode_triton(q, kv_cache, block_table[req], row_lens, scale, num_kv_splits, L)
 
 
 def _check_decode(

@@ -35,6 +35,28 @@ def test_every_kernel_builds_for_every_target(results):
     }
 
 
+def test_multi_query_decode_builds_without_spills(results):
+    """The 1 + K decode (query_start_loc) at DeepSeek's widths for q_len 2 and 3, split and
+    not, for both targets and half types: built, on tensor cores, no local-memory spills."""
+    spec = [r for r in results if "q_len=" in r.widths]
+    for q_len in aot_specs.SPEC_Q_LENS:
+        for t in (80, 90):
+            for d in ("fp16", "bf16"):
+                mine = [
+                    r
+                    for r in spec
+                    if r.kernel == "mla_decode stage 1"
+                    and f"q_len={q_len}" in r.widths
+                    and (r.target, r.dtype) == (t, d)
+                ]
+                assert {r.widths.split()[0] for r in mine} == {"deepseek"}
+                assert len(mine) == 2, mine  # the sample batch (not split) and one request
+                for r in mine:
+                    assert r.ok and r.spills == 0 and r.registers <= 255, r
+                    assert r.mma == ("wgmma" if t == 90 else "mma"), r
+    assert any(r.kernel == "mla_decode stage 2" for r in spec)
+
+
 def test_fp32_tiles_fit_too():
     """fp32 (what the CPU engine runs, and the GPU tests' first case) doubles tile bytes."""
     results = aot.run_aot_check(dtypes=("fp32",), widths=("deepseek",))
