@@ -55,14 +55,18 @@ class RequestLifecycleMixin:
             )
         # The longest sequence whose K/V the request will hold (the last sampled token is
         # never fed back), which must fit the whole pool or the request could never finish.
+        # Under speculative decoding its last step also holds K drafts and the drafter's
+        # lookahead slots past them: a pool short of that would stall it for ever.
         max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
-        need = cdiv(max_len, self.block_size)
+        extra = self.num_spec_tokens + self.num_lookahead_tokens
+        need = cdiv(min(max_len + extra, self.max_model_len), self.block_size)
         if need > self.kv_cache_manager.num_blocks:
+            spec = f" + {extra} for speculative decoding" if extra else ""
             raise ValueError(
                 f"the KV cache is too small for request {rid!r}: {max_len} tokens "
                 f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
-                f"at most max_model_len) need {need} blocks of {self.block_size}; expected "
-                f"at most num_blocks={self.kv_cache_manager.num_blocks}"
+                f"at most max_model_len){spec} need {need} blocks of {self.block_size}; "
+                f"expected at most num_blocks={self.kv_cache_manager.num_blocks}"
             )
         params = request.kv_transfer_params
         validate_kv_transfer_params(params)
@@ -71,6 +75,17 @@ class RequestLifecycleMixin:
                 raise ValueError(
                     f"kv_transfer_params={params!r} is invalid here: expected "
                     "a scheduler with a KV connector for P/D requests"
+                )
+        if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
+            # An async load is admitted only beside one verifying step's blocks.
+            need = cdiv(request.num_prompt_tokens, self.block_size)
+            if need + self._spec_decode_step_blocks > self.kv_cache_manager.num_blocks:
+                raise ValueError(
+                    f"the KV cache is too small for request {rid!r}: receiving its "
+                    f"{request.num_prompt_tokens} prompt tokens takes {need} blocks, and "
+                    f"{self._spec_decode_step_blocks} more are kept for a verifying step "
+                    f"of 1 + K tokens; expected at most num_blocks="
+                    f"{self.kv_cache_manager.num_blocks}"
                 )
         self.waiting.append(request)
         self.requests[rid] = request

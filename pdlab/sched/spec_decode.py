@@ -59,13 +59,16 @@ class SpecDecodeMixin:
         )
         if spec is None:
             return
+        # Upstream refuses a budget of num_lookahead_tokens or less (K, for MTP); pdlab
+        # asks for 1 + K whatever the method, since a smaller budget could never schedule
+        # a padded row, and the waiting loop would stop at it every step.
         budget = self.scheduler_config.max_num_batched_tokens
-        if budget <= self.num_lookahead_tokens:
+        if budget < 1 + self.num_spec_tokens:
             raise ValueError(
                 f"SchedulerConfig.max_num_batched_tokens={budget} is invalid with "
                 f"SpeculativeConfig(method={spec.method!r}, num_speculative_tokens="
-                f"{self.num_spec_tokens}): expected more than num_lookahead_tokens="
-                f"{self.num_lookahead_tokens}"
+                f"{self.num_spec_tokens}): expected at least 1 + num_speculative_tokens = "
+                f"{1 + self.num_spec_tokens}"
             )
         threshold = self.scheduler_config.long_prefill_token_threshold
         if 0 < threshold < 1 + self.num_spec_tokens:
