@@ -27,7 +27,12 @@ def _spec(k: int) -> SimpleNamespace:
 def _model(weights: str = "random") -> DeepseekV2ForCausalLM:
     torch.manual_seed(0)
     cfg = ModelConfig.tiny(weights=weights, num_nextn_predict_layers=1)
-    return DeepseekV2ForCausalLM(cfg).eval()
+    try:
+        return DeepseekV2ForCausalLM(cfg).eval()
+    except ValueError as e:  # the shipped checkpoint predates its MTP layer
+        if weights == "trained" and "no MTP layer" in str(e):
+            pytest.skip(str(e))
+        raise
 
 
 def _runner(model, k, backend="cpu_mla") -> ModelRunner:
@@ -116,7 +121,7 @@ def test_drafts_of_a_step_that_starts_inside_the_prefill_are_placeholders():
 
 
 @pytest.mark.parametrize("k", [1, 2])
-@pytest.mark.parametrize("weights", ["random"])
+@pytest.mark.parametrize("weights", ["random", "trained"])
 @pytest.mark.parametrize("backend", ["cpu_mla", "flash_attn_mla"])
 def test_local_spec_decode_equals_greedy_and_drafts_equal_the_oracle(k, weights, backend):
     model = _model(weights)

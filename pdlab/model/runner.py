@@ -15,6 +15,14 @@ runner does (``pdlab/model/batch.py``: V2's ``sort_batch_req_ids``, ``prefill_le
 metadata builder split the batch (``pdlab/attention/builder.py``); runs the model; and
 samples only for requests whose known tokens are all computed after this step. pdlab
 captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
+
+With a ``SpeculativeConfig`` (``pdlab/spec_decode/``): a row with scheduled drafts feeds its
+known tokens and then the drafts this runner proposed for it (token 0 where it proposed
+none, as V2's zeroed draft buffer), is verified greedily at each of its last ``1 + d``
+positions, and rolls ``num_computed_tokens`` back over the rejected ones (V2's
+``post_update``); then the drafter (the MTP layer, on its own cache entry after the
+target's layers, or prompt lookup) proposes the next step's drafts, which
+``take_draft_token_ids`` hands to the engine.
 """
 
 from __future__ import annotations
@@ -27,15 +35,16 @@ from typing import Any
 import torch
 
 from pdlab.attention.builder import MLAMetadata, MLAMetadataBuilder
-from pdlab.attention.metadata import CommonAttentionMetadata, batch_region
+from pdlab.attention.metadata import CommonAttentionMetadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.kv_transfer.first_token import tokens_from_hidden_states
-from pdlab.model.batch import BatchReqState, gather_batch_req_state
+from pdlab.model.batch import gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.faults import RunnerFaultsMixin
+from pdlab.model.route_events import RouteEventsMixin
 from pdlab.sched.output import (
     DraftTokenIds,
     KVConnectorOutput,
@@ -73,7 +82,7 @@ class CachedRequestState:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
 
 
-class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
+class ModelRunner(SpecDecodeMixin, RouteEventsMixin, RunnerFaultsMixin):
     def __init__(
         self,
         model: DeepseekV2ForCausalLM,
@@ -323,44 +332,3 @@ class ModelRunner(SpecDecodeMixin, RunnerFaultsMixin):
             self.workspace_tokens,
             self.emit,
         )
-
-    def _emit_routes(
-        self,
-        batch: BatchReqState,
-        meta: MLAMetadata,
-        prefilling: list[bool],
-        num_drafts: list[int],
-        spec: dict[str, list[int]],
-    ) -> None:
-        """One ``route`` event per row: what the runner and the builder decided."""
-        b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
-        for i, r in enumerate(batch.req_ids):
-            q, c, p = (
-                batch.num_scheduled_tokens[i],
-                batch.num_computed_tokens[i],
-                batch.num_prompt_tokens[i],
-            )
-            decode = i < meta.num_decodes
-            self.emit(
-                "route",
-                req_id=r,
-                query_len=q,
-                num_computed_tokens=c,
-                num_prompt_tokens=p,
-                is_prefilling=prefilling[i],
-                region=batch_region(q, c, p, b.reorder_batch_threshold),
-                decode_threshold=b.reorder_batch_threshold,
-                require_uniform=b.require_uniform,
-                treat_short_extends_as_decodes=b.treat_short_extends_as_decodes,
-                prefill_context_parallel_size=self.parallel_config.prefill_context_parallel_size,
-                mla_backend=self.attention_config.backend,
-                model_runner=self.model_runner,
-                prefill_len=batch.prefill_len[i],
-                prefill_runs_as_decode=None if rad is None else bool(rad[i]),
-                decode_graph_eligible=batch.decode_graph_eligible,
-                path="decode" if decode else "prefill",
-                forward="forward_mqa" if decode else "forward_mha",
-                num_draft_tokens=num_drafts[i],
-                draft_token_ids=list(spec.get(r, [])),
-                uniform_decode_token_count=batch.uniform_decode_token_count,
-            )
