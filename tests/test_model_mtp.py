@@ -11,6 +11,7 @@ from pdlab.model.mtp import DeepSeekMTP
 from pdlab.model.weights import read_checkpoint, save_checkpoint
 
 RANDOM_MTP = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
+PLAIN = ModelConfig.tiny(weights="random", num_nextn_predict_layers=0)
 
 
 def _model(seed=0, **kw):
@@ -42,7 +43,7 @@ def test_mtp_checkpoint_names_are_deepseek_v3s():
         assert f"model.layers.{n}.{own}" in names
     assert not any("mtp" in k for k in names)  # pdlab's module names never reach a file
     assert {k for k in names if not k.startswith(f"model.layers.{n}.")} == set(
-        DeepseekV2ForCausalLM(ModelConfig.tiny(weights="random")).hf_state_dict()
+        DeepseekV2ForCausalLM(PLAIN).hf_state_dict()
     )
 
 
@@ -53,7 +54,7 @@ def test_mtp_shares_embedding_and_head_and_owns_the_next_cache_entry():
     assert mtp.embed_tokens.weight is model.model.embed_tokens.weight
     assert mtp.shared_head.head.weight is model.lm_head.weight
     assert mtp.mtp_block.self_attn.layer_idx == model.config.num_hidden_layers == mtp.layer_idx
-    assert DeepseekV2ForCausalLM(ModelConfig.tiny(weights="random")).mtp is None
+    assert DeepseekV2ForCausalLM(PLAIN).mtp is None
     own = sum(p.numel() for n, p in model.named_parameters() if n.startswith("mtp."))
     assert own == sum(p.numel() for p in mtp.parameters()) - 2 * 258 * 128
 
@@ -77,7 +78,7 @@ def test_forward_shapes_and_position_zero_embedding_is_masked():
 
 def test_adding_mtp_leaves_the_target_and_the_global_rng_unchanged():
     torch.manual_seed(123)
-    plain = DeepseekV2ForCausalLM(ModelConfig.tiny(weights="random"))
+    plain = DeepseekV2ForCausalLM(PLAIN)
     after_plain = torch.rand(3)
     torch.manual_seed(123)
     with_mtp = _model()
@@ -154,14 +155,14 @@ def test_state_dict_round_trip_with_mtp(tmp_path):
 
 def test_checkpoints_with_and_without_mtp_load_as_the_config_says(tmp_path):
     with_mtp = save_checkpoint(_model(seed=1), tmp_path / "with.safetensors")
-    plain_model = DeepseekV2ForCausalLM(ModelConfig.tiny(weights="random", seed=1))
+    plain_model = DeepseekV2ForCausalLM(PLAIN.replace(seed=1))
     without = save_checkpoint(plain_model, tmp_path / "without.safetensors")
     ids = list(range(30))
     # No MTP asked for: the MTP layer in the file is skipped, as vLLM's target skips it.
-    off = DeepseekV2ForCausalLM(ModelConfig.tiny(weights=str(with_mtp)))
+    off = DeepseekV2ForCausalLM(PLAIN.replace(weights=str(with_mtp)))
     assert off.mtp is None
     torch.testing.assert_close(off.forward_full(ids), plain_model.forward_full(ids))
-    assert DeepseekV2ForCausalLM(ModelConfig.tiny(weights=str(without))).mtp is None
+    assert DeepseekV2ForCausalLM(PLAIN.replace(weights=str(without))).mtp is None
     # Asked for and absent: one line naming the weights and the way out.
     with pytest.raises(ValueError) as e:
         DeepseekV2ForCausalLM(RANDOM_MTP.replace(weights=str(without)))
@@ -208,3 +209,26 @@ def test_num_nextn_predict_layers_is_validated_and_read_from_a_config_json():
     assert ModelConfig.from_hf({**hf, "num_nextn_predict_layers": 1}).num_nextn_predict_layers == 1
     assert ModelConfig.deepseek_v3().num_nextn_predict_layers == 1
     assert ModelConfig.deepseek_v2().num_nextn_predict_layers == 0
+
+
+@pytest.mark.parametrize("weights", ["random", "trained"])
+def test_draft_and_verify_equals_the_oracles_prefix_by_prefix(weights):
+    """The batched measurement behind the acceptance rates: every row is what
+    ``propose_greedy`` drafts from that prefix and what ``forward_full`` decodes greedily."""
+    from pdlab.model.mtp import draft_and_verify
+    from pdlab.model.train import corpus_ids
+
+    model = DeepseekV2ForCausalLM(ModelConfig.tiny(weights=weights))
+    line = corpus_ids()[5][:26]
+    drafts, target = draft_and_verify(model, line, 3)
+    assert drafts.shape == target.shape == (len(line) - 1, 3)
+    with torch.no_grad():
+        hidden = model(torch.tensor(line), torch.arange(len(line)))
+    for r in range(len(line) - 1):
+        proposed = model.mtp.propose_greedy(line[: r + 2], hidden[: r + 1], 3)
+        assert drafts[r].tolist() == proposed, r
+        seq, greedy = line[: r + 2], []
+        for d in proposed:  # the target's token at each draft's place, given those before
+            greedy.append(int(model.forward_full(seq)[-1].argmax()))
+            seq = seq + [d]
+        assert target[r].tolist() == greedy, r

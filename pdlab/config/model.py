@@ -261,6 +261,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         qk_rope_head_dim=16,
         v_head_dim=32,
         max_position_embeddings=4096,
+        num_nextn_predict_layers=1,  # the shipped checkpoint holds DeepSeek-V3's MTP layer
         weights="trained",
     ),
     "deepseek-v2-lite": dict(

@@ -37,11 +37,13 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from pdlab.attention.reference import mla_naive, split_kv_b_proj
 from pdlab.config import ModelConfig
 from pdlab.model.deepseek import DeepseekV2DecoderLayer, RMSNorm, init_parameters
 
 if TYPE_CHECKING:
     from pdlab.attention.mla import ForwardContext
+    from pdlab.model.deepseek import DeepseekV2ForCausalLM, DeepseekV2MLAAttention
 
 # The MTP layer's own names in a DeepSeek-V3 checkpoint (upstream's
 # ``spec_layer_weight_names``); every other name under the layer is the block's.
@@ -149,3 +151,84 @@ def spec_layer_index(name: str, num_hidden_layers: int) -> int | None:
         idx = int(parts[2])
         return idx if idx >= num_hidden_layers else None
     return None
+
+
+# ---- measuring the drafter: greedy acceptance over a text ------------------------------
+
+
+class _BranchContext:
+    """A stand-in for the forward context on the cacheless path, for :func:`draft_and_verify`.
+    A layer's first call is a causal pass over a whole line, whose latent rows it keeps;
+    each later call brings one token per row ``r`` that sees the kept rows ``<= ends[r]``,
+    the row's tokens of the earlier calls and itself: every prefix of the line grows its own
+    branch of drafts in one batched pass."""
+
+    def __init__(self, ends: torch.Tensor) -> None:
+        self.ends = ends
+        self.kept: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+
+    def attention(
+        self,
+        layer: DeepseekV2MLAAttention,
+        q: torch.Tensor,
+        kv_c: torch.Tensor,
+        k_pe: torch.Tensor,
+        ctx: object,
+    ) -> torch.Tensor:
+        cfg, rows = layer.cfg, self.kept.setdefault(layer.layer_idx, [])
+        rows.append((kv_c, k_pe))
+        nope, v_dim, w = cfg.qk_nope_head_dim, cfg.v_head_dim, layer.kv_b_proj.weight
+        if len(rows) == 1:
+            return mla_naive(q, kv_c, k_pe, w, nope, v_dim, cfg.softmax_scale, causal=True)[0]
+        c = torch.cat([r[0] for r in rows]).float()
+        pe = torch.cat([r[1] for r in rows]).float()
+        w_uk, w_uv = split_kv_b_proj(w.float(), q.shape[1], nope, v_dim)
+        k = torch.cat(
+            [torch.einsum("sl,hdl->shd", c, w_uk), pe[:, None].expand(-1, q.shape[1], -1)], -1
+        )
+        see = [torch.arange(rows[0][0].shape[0])[None] <= self.ends[:, None]]
+        see += [torch.eye(q.shape[0], dtype=torch.bool)] * (len(rows) - 1)
+        scores = torch.einsum("qhd,khd->hqk", q.float(), k) * cfg.softmax_scale
+        probs = scores.masked_fill(~torch.cat(see, 1), float("-inf")).softmax(-1)
+        return torch.einsum("hqk,khd->qhd", probs, torch.einsum("sl,hdl->shd", c, w_uv))
+
+
+@torch.no_grad()
+def draft_and_verify(
+    model: DeepseekV2ForCausalLM, token_ids: list[int], k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """For every prefix ``token_ids[: r + 2]`` of a line (``r = 0 .. L-2``), the MTP's ``k``
+    chained greedy drafts and the target's greedy tokens at the same places, each given the
+    prefix and the drafts before it: ``drafts[L-1, k]``, ``target[L-1, k]``. Draft ``j`` of
+    row ``r`` is what ``model.mtp.propose_greedy(token_ids[: r + 2], hidden[: r + 1], k)``
+    proposes; it is accepted, under greedy verification, if it and every draft before it
+    equal the target's tokens."""
+    mtp, n = model.mtp, len(token_ids)
+    if mtp is None:
+        raise ValueError("the model has no MTP layer: num_nextn_predict_layers=0")
+    ids = torch.tensor(token_ids)
+    rows = torch.arange(n - 1)
+    at, am = _BranchContext(rows + 1), _BranchContext(rows)
+    hidden = model(ids, torch.arange(n), at, "naive")
+    target = [model.compute_logits(hidden)[1:].argmax(-1)]
+    out = mtp(ids[1:], rows, hidden[:-1], am, "naive")
+    drafts = [mtp.compute_logits(out).argmax(-1)]
+    for j in range(1, k):
+        hidden = model(drafts[-1], rows + 1 + j, at, "naive")
+        target.append(model.compute_logits(hidden).argmax(-1))
+        out = mtp(drafts[-1], rows + j, mtp.shared_head(out), am, "naive")
+        drafts.append(mtp.compute_logits(out).argmax(-1))
+    return torch.stack(drafts, 1), torch.stack(target, 1)
+
+
+def acceptance_rates(model: DeepseekV2ForCausalLM, lines: list[list[int]], k: int) -> list[float]:
+    """Greedy per-position acceptance rates over every prefix of every line (vLLM's
+    ``Per-position acceptance rate``): entry ``j`` is the fraction of drafting steps whose
+    drafts ``1 .. j + 1`` all equal the target's greedy tokens. The mean acceptance length
+    (with the bonus token, as vLLM counts it) is ``1 + sum(rates)``."""
+    accepted, steps = torch.zeros(k), 0
+    for line in lines:
+        drafts, target = draft_and_verify(model, line, k)
+        accepted += (drafts == target).long().cumprod(1).sum(0)
+        steps += drafts.shape[0]
+    return (accepted / steps).tolist()
