@@ -289,3 +289,18 @@ def test_ngram_spec_decode_equals_greedy_local_and_pd(k):
     d = pair.tracer.first("draft", "D")
     assert d["method"] == "ngram" and d["hidden_position"] == -1
     pair_all_free(pair)
+
+
+def test_pd_with_the_shipped_mtp_layer_accepts_drafts_and_equals_greedy():
+    """The shipped checkpoint's MTP layer (trained by pdlab train): D verifies real drafts
+    after its first step and accepts most, with greedy's tokens."""
+    cfg = ModelConfig.tiny(num_nextn_predict_layers=1)
+    prompt = list(b"The KV cache holds keys and values, not hidden states.")
+    pair = PDPair(cfg, CacheConfig(block_size=BS, num_blocks=64), SchedulerConfig(),
+                  backend="torch", attention_config=AttentionConfig(backend="flash_attn_mla"),
+                  speculative_config=SpeculativeConfig(num_speculative_tokens=2))  # fmt: skip
+    out = pair.generate(prompt, SamplingParams(max_tokens=16))[0]
+    assert out.output_token_ids == pair.decode.model.greedy_generate(prompt, 16)
+    verifies = [v for v in pair.tracer.filter("verify", "D") if not v["num_placeholders"]]
+    assert sum(v["num_accepted"] for v in verifies) > len(verifies)  # > 1 per step
+    pair_all_free(pair)

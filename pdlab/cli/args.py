@@ -191,11 +191,12 @@ def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def tiny_model_config(args: argparse.Namespace) -> ModelConfig:
-    """The tiny model with ``--weights``, and its MTP layer under
-    ``--num-speculative-tokens`` (the drafter speculative decoding runs)."""
+    """The tiny model with ``--weights``; under ``--num-speculative-tokens`` with the MTP
+    method it has its MTP layer (the drafter) whatever the preset says."""
     k = getattr(args, "num_speculative_tokens", None)
-    mtp = 1 if k and getattr(args, "speculative_method", "mtp") == "mtp" else 0
-    return ModelConfig.tiny(weights=args.weights, num_nextn_predict_layers=mtp)
+    mtp = bool(k) and getattr(args, "speculative_method", "mtp") == "mtp"
+    extra = {"num_nextn_predict_layers": 1} if mtp else {}
+    return ModelConfig.tiny(weights=args.weights, **extra)
 
 
 def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> None:
