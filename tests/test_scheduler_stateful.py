@@ -265,7 +265,9 @@ class SchedulerMachine(RuleBasedStateMachine):
         for rid in so.preempted_req_ids:
             assert sched.requests[rid].status == RequestStatus.PREEMPTED
         for rid, drafts in so.scheduled_spec_decode_tokens.items():
-            assert 0 < len(drafts) <= sched.num_spec_tokens < so.num_scheduled_tokens[rid]
+            # At most K, and a known token before them (a cut may leave fewer).
+            assert 0 < len(drafts) <= sched.num_spec_tokens
+            assert len(drafts) < so.num_scheduled_tokens[rid]
         for out in sched.update_from_output(so, self.runner.execute_model(so)):
             self.outputs[out.req_id] += out.new_token_ids
             if out.finish_reason == "error":
