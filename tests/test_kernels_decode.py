@@ -7,6 +7,11 @@ keys = the request's latent rows ``[kv_c | k_pe]`` as a single head, values = th
 
 Tolerances (see ``kernel_utils``): out fp32 1e-5 (5e-3 on a GPU), fp16 3e-3, bf16 2e-2;
 LSE fp32 1e-5 (5e-3 on a GPU), fp16/bf16 2e-3 (bf16 5e-3 on a GPU).
+
+With ``query_start_loc`` (the ``1 + K`` queries of speculative decoding) the oracle is
+``naive_attention`` of each request's queries over its rows with ``causal=True`` (the
+reference's bottom-right mask), same tolerances; where NaN sits in keys past some queries'
+causal limit, those queries are held to the oracle on the clean rows.
 """
 
 from types import SimpleNamespace
