@@ -68,7 +68,12 @@ CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT buil
 
 
 def mla_decode_config(
-    L: int, R: int, elem_bytes: int = 2, target: int = 90, q_len: int = 1
+    L: int,
+    R: int,
+    elem_bytes: int = 2,
+    target: int = 90,
+    q_len: int = 1,
+    varlen: bool | None = None,
 ) -> dict:
     """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
@@ -78,7 +83,9 @@ def mla_decode_config(
 
     ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
     ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
-    and its causal tail in one ``BLOCK_T``-key tile."""
+    and its causal tail in one ``BLOCK_T``-key tile; ``varlen`` (default ``q_len > 1``):
+    the build that reads ``query_start_loc``."""
+    varlen = q_len > 1 if varlen is None else varlen
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
     block_q = query_block(q_len) if q_len > 1 else 1
     return {
@@ -90,7 +97,7 @@ def mla_decode_config(
             "BLOCK_L": block(L),
             "BLOCK_R": block(R),
             "NUM_STAGES": 2,
-            "num_warps": stage1_warps(q_len > 1, target),
+            "num_warps": stage1_warps(varlen, target),
         },
         "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
@@ -213,6 +220,8 @@ def mla_decode_triton(
     Q = max_query_len(query_start_loc)
     if T == 0 or H == 0 or B == 0 or Q == 0:
         return out.to(q.dtype), lse
+    if varlen and Q == 1 and T == B:  # then query_start_loc is 0, 1, ..., B: one query each
+        varlen = False
     S = _resolve_splits(num_kv_splits, q, seq_lens, L, Q)
     if S > 1:  # one partial result per query row, head and split
         mid_out = torch.empty((T, H, S, L), dtype=torch.float32, device=q.device)
@@ -220,7 +229,7 @@ def mla_decode_triton(
     else:  # nothing is split: stage 1 writes every result, there is no workspace
         mid_out, mid_lse = out, lse
     mid_strides = (H * S * L, S * L, L)
-    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device), Q)
+    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device), Q, varlen)
     c1 = cfg["stage1"]
     groups = triton.cdiv(H, c1["BLOCK_H"])
     qsl = query_start_loc.contiguous() if varlen else seq_lens  # unread when not varlen

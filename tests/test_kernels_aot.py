@@ -4,6 +4,8 @@ The run happens under ``TRITON_INTERPRET=1`` on a CPU machine (``backend.py`` se
 this also checks that the interpreter does not leak into the compile.
 """
 
+import io
+
 import pytest
 from kernel_utils import HAS_TRITON  # imports pdlab.kernels (and its backend) before triton
 
@@ -115,3 +117,23 @@ def test_bad_arguments():
         aot.run_aot_check(dtypes=("fp8",))
     with pytest.raises(ValueError, match="targets"):
         aot.run_aot_check(targets=(75,))
+
+
+def test_doctor_summary_counts_the_builds_and_their_spills(results, monkeypatch):
+    """``pdlab doctor --aot``'s summary line from the same builds: how many compiled, and
+    whether any spills (one made to spill here says so)."""
+    import dataclasses
+
+    from rich.console import Console
+
+    from pdlab.tools import doctor
+
+    console = Console(file=io.StringIO())
+    monkeypatch.setattr(aot, "run_aot_check", lambda: results)
+    check = doctor.run_aot(console)
+    assert check.ok and check.detail == (
+        f"{len(results)}/{len(results)} kernel builds compiled for sm_80 and sm_90, none spills"
+    )
+    spilled = [dataclasses.replace(results[0], spills=3), *results[1:]]
+    monkeypatch.setattr(aot, "run_aot_check", lambda: spilled)
+    assert doctor.run_aot(console).detail.endswith("1 spilling registers (the spills column)")

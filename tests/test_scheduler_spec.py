@@ -292,8 +292,10 @@ def test_update_draft_token_ids_skips_finished_and_unknown_and_drops_prefill_chu
         DraftTokenIds(["long", "short", "ghost"], [[5, 6], [7, 8], [9, 9]])
     )
     assert sched.get_request("long").spec_token_ids == []  # a prefill chunk
+    running = sched.get_request("next") or sched.get_request("long")
     with pytest.raises(ValueError, match="at most num_speculative_tokens=2"):
-        sched.update_draft_token_ids(DraftTokenIds(["long"], [[1, 2, 3]]))
+        sched.update_draft_token_ids(DraftTokenIds(["next", "long"], [[1, 2], [1, 2, 3]]))
+    assert running.spec_token_ids == []  # nothing taken from a refused batch of drafts
     with pytest.raises(ValueError, match="expected one per request"):
         DraftTokenIds(["long"], [])
 

@@ -22,10 +22,15 @@ it than schedule it unpadded. After the step ``num_computed_tokens`` is rolled b
 the rejected drafts: ``len(drafts) - (len(sampled) - 1)``.
 
 Differences from upstream: no dynamic K (``num_speculative_tokens_per_batch_size``), no
-grammar check of drafts, no async scheduling (so no output placeholders); a
-``long_prefill_token_threshold`` below ``1 + K`` is refused when the scheduler is built
-(upstream accepts it and then fails an assertion on the first padded row it cuts); drafts
-longer than K are refused in one line.
+grammar check of drafts, no async scheduling (so no output placeholders). Refused in one
+line when the scheduler is built: a ``long_prefill_token_threshold`` below ``1 + K``
+(upstream accepts it, then fails an assertion on the first padded row it cuts) and a
+``max_num_batched_tokens`` below ``1 + K`` (upstream refuses K or less for MTP, and for
+n-gram accepts a budget that can never schedule a padded row, so its waiting loop stops
+there every step). Drafts longer than K are refused too. ``add_request`` also refuses a
+request whose last verifying step (K drafts, and MTP's K lookahead slots) or, on D, whose
+receive beside one verifying step's blocks could never fit the pool (upstream waits for
+ever).
 """
 
 from __future__ import annotations
@@ -172,11 +177,11 @@ class SpecDecodeMixin:
                 f"draft_token_ids={draft_token_ids!r} is invalid: expected a DraftTokenIds"
             )
         k = self.num_spec_tokens
-        for rid, spec_token_ids in zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids):
-            request = self.requests.get(rid)
-            if request is None or request.is_finished():
-                continue
-            spec = list(spec_token_ids)
+        pairs = [
+            (rid, list(spec))
+            for rid, spec in zip(draft_token_ids.req_ids, draft_token_ids.draft_token_ids)
+        ]
+        for rid, spec in pairs:  # all checked before any is taken
             if len(spec) > k or not all(
                 isinstance(t, int) and not isinstance(t, bool) and t >= PLACEHOLDER_TOKEN_ID
                 for t in spec
@@ -185,6 +190,10 @@ class SpecDecodeMixin:
                     f"draft_token_ids for {rid!r} is {spec}: expected at most "
                     f"num_speculative_tokens={k} token ids (integers >= 0, or -1)"
                 )
+        for rid, spec in pairs:
+            request = self.requests.get(rid)
+            if request is None or request.is_finished():
+                continue
             if request.is_prefill_chunk:
                 request.spec_token_ids = []
                 continue

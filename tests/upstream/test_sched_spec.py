@@ -6,12 +6,14 @@ the workload's rate) and verified greedily. Every step's scheduled tokens, spec 
 (the -1 placeholders that pad a newly admitted one-token row, D's first step among them)
 and num_computed_tokens are compared, and the whole state after it."""
 
+import dataclasses
 from collections import Counter
 
 import pytest
 from lockstep import Divergence, run
+from twin_pdlab import PdlabTwin
 from twin_vllm import VllmTwin
-from workload import make_workload
+from workload import Config, Spec, make_workload
 
 pytestmark = pytest.mark.upstream
 NUM_WORKLOADS = 400
@@ -80,3 +82,46 @@ def test_mtp_on_d_keeps_the_trailing_prefix_block_vllm_drops():
                 assert kind == "decode_spec", (seed, kind)
                 assert w.config.spec_method == "mtp" and w.config.caching, (seed, kind)
     assert len(diverged) >= 3, diverged
+
+
+def _warm_then_hit(twin):
+    """A cached 9-token prompt, then the same prompt (one token over 8 cached, so it is
+    padded) beside a second request; returns what the second schedule() gave."""
+    twin.add(Spec("warm", tuple(range(9)), 1))
+    for _ in range(9):
+        so, s = twin.schedule()
+        done = {row[0] for row in s.rows if row[1] + row[3] >= 9}
+        if twin.update(so, dict.fromkeys(done, [150]), None):
+            break
+    twin.add(Spec("hit", tuple(range(9)), 3))
+    twin.add(Spec("other", tuple(range(20, 30)), 3))
+    return twin.schedule()[1]
+
+
+def test_a_threshold_below_one_plus_k_is_refused_where_vllm_asserts():
+    """A kept difference: pdlab refuses long_prefill_token_threshold in (0, 1 + K) when the
+    scheduler is built; vLLM accepts it and fails its assertion on the first padded row the
+    threshold cuts. If vLLM stops asserting, this fails (and pdlab should follow)."""
+    cfg = Config(4, 40, 64, 4, 2, 64, spec_method="ngram", num_spec_tokens=2)
+    with pytest.raises(AssertionError):
+        _warm_then_hit(VllmTwin(cfg))
+    with pytest.raises(ValueError, match="long_prefill_token_threshold=2 is invalid"):
+        PdlabTwin(cfg)
+    ok = dataclasses.replace(cfg, threshold=3)  # 1 + K: both schedule the padded row whole
+    assert _warm_then_hit(VllmTwin(ok)) == _warm_then_hit(PdlabTwin(ok))
+
+
+def test_an_ngram_budget_below_one_plus_k_is_refused_where_vllm_never_pads():
+    """A kept difference: with n-gram drafts (no lookahead) vLLM accepts a budget below
+    1 + K and then never schedules a padded row (the waiting loop stops there every step);
+    pdlab refuses the budget."""
+    cfg = Config(4, 40, 2, 4, 0, 64, spec_method="ngram", num_spec_tokens=2)
+    twin = VllmTwin(cfg)
+    first = _warm_then_hit(twin)
+    assert "hit" not in {row[0] for row in first.rows}
+    for _ in range(3):
+        so, s = twin.schedule()
+        assert "hit" not in {row[0] for row in s.rows}
+        twin.update(so, {}, None)
+    with pytest.raises(ValueError, match="max_num_batched_tokens=2 is invalid"):
+        PdlabTwin(cfg)
