@@ -134,8 +134,8 @@ class MLAAttention:
         w_uk_t, w_uv = self.absorbed_weights(layer)
         h, n, L, rows = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
         e = q.element_size()
-        # Per query token, the keys it sees (bottom-right causal): for the cost, and for a
-        # batch of one-query rows the kernel's own arguments.
+        # Per query token, its request's block table and the keys it sees (bottom-right
+        # causal): the kernel's arguments when every decode row has one query.
         row_block_table, row_seq_lens = _decode_rows(m, rows, q.device)
         q_nope, q_pe = q[..., :n], q[..., n:]
         q_latent = _call(
@@ -159,12 +159,15 @@ class MLAAttention:
         splits = kernels.decode_attention.plan_num_kv_splits(
             q_mqa, seq_lens, ctx.num_kv_splits, L, query_start_loc=qsl
         )
-        seq_list = row_seq_lens.tolist()
+        # The cost of the call as made: per request with its query count (the rows are
+        # read once per request), or per one-query row.
+        seq_list = seq_lens.tolist()
+        q_list = None if qsl is None else (qsl[1:] - qsl[:-1]).tolist()
         shapes: dict[str, Any] = {
             "q": q_mqa.shape,
             "kv_cache": kv_cache.shape,
             "block_table": block_table.shape,
-            "seq_lens": seq_lens.tolist(),
+            "seq_lens": seq_list,
             "num_kv_splits": splits,
         }
         if qsl is not None:
@@ -173,7 +176,8 @@ class MLAAttention:
             ctx, layer, "mla_decode", "decode",
             kernels.mla_decode, q_mqa, kv_cache, block_table, seq_lens, cfg.softmax_scale,
             num_kv_splits=splits, kv_lora_rank=L, backend=ctx.backend, query_start_loc=qsl,
-            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e),
+            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e,
+                                           q_list),
             shapes=shapes,
         )  # fmt: skip
         return _call(
