@@ -475,11 +475,11 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "col_naive_flops": {
         "en": "forward_mha (naive)",
-        "zh": "forward_mha（不吸收）",
+        "zh": "forward_mha（朴素形式）",
     },
     "col_absorbed_flops": {
         "en": "forward_mqa (absorbed)",
-        "zh": "forward_mqa（吸收）",
+        "zh": "forward_mqa（吸收形式）",
     },
     "ch5_upstream": {
         "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
