@@ -56,8 +56,7 @@ VIEWS: dict[str, dict[str, str]] = {
     "pf_none": {
         "en": "no GPU named and none here: {where} picks {backend} ({flag} follows a Hopper "
         "deployment)",
-        "zh": "没有指定 GPU，本机也没有：在 {where} 上选 {backend}（{flag} 可按 Hopper 部署"
-        "来走）",
+        "zh": "没有指定 GPU，本机也没有：在 {where} 上选 {backend}（{flag} 可按 Hopper 部署来走）",
     },
     "pf_backend": {"en": "{backend} (named)", "zh": "{backend}（指定）"},
     # the first-token designs' pictures (pdlab/ui/plots_designs.py)
