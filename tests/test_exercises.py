@@ -1,7 +1,8 @@
 """pdlab exercises: every reference solution passes its grader, every untouched stub fails
-it, a known-wrong variant of each fails naming its mistake, the seams into the engine are
-put back, and the CLI flow (start, check, hint, solution, list) works in a folder of its
-own, in English and Chinese."""
+it, every slip an exercise lists (and a known-wrong variant of each) fails naming its
+mistake, the unhappy-path cases do what they are named for, the seams into the engine are
+put back, and the CLI flow (start, check, hint, solution, list; --lang before or after the
+action, kept by start) works in a folder of its own, in English and Chinese."""
 
 import json
 import textwrap
@@ -33,14 +34,14 @@ def _write(tmp_path, name, source):
     return path
 
 
-@pytest.mark.parametrize("n", range(1, 12))
+@pytest.mark.parametrize("n", range(1, 14))
 def test_reference_solution_passes(n):
     r = ex.check(n, ex.reference(n), seed=SEED, quiet=True)
     assert r.passed, str(r)
     assert r.cases >= 4
 
 
-@pytest.mark.parametrize("n", range(1, 12))
+@pytest.mark.parametrize("n", range(1, 14))
 def test_untouched_stub_fails(n, tmp_path):
     path = ex.start(n, tmp_path)
     r = ex.check(n, path, seed=SEED, quiet=True)
@@ -201,6 +202,56 @@ def test_known_wrong_variant_fails_naming_its_mistake(n, tmp_path):
     assert _flat(ex.get(n).mistakes[key]["en"]) in _flat(str(r))
 
 
+SLIPS = [
+    (n, key, lang)
+    for n in range(1, 14)
+    for i, key in enumerate(ex.get(n).slips)
+    for lang in (("en", "zh")[(n + i) % 2],)  # each slip once, the languages alternating
+]
+
+
+def test_every_exercise_lists_at_least_three_slips_with_both_explanations():
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH]:
+        assert len(e.slips) >= 3, e.slug
+        assert set(e.slips) <= set(e.mistakes), e.slug
+
+
+@pytest.mark.parametrize(("n", "key", "lang"), SLIPS)
+def test_every_listed_slip_fails_naming_its_mistake(n, key, lang, tmp_path):
+    r = ex.check(n, _write(tmp_path, "mine.py", ex.get(n).slips[key]), lang, SEED, quiet=True)
+    assert not r.passed and r.failure.mistake == key, str(r)
+    explained = ex.get(n).mistakes[key][lang]
+    assert _flat(explained).replace(" ", "") in _flat(str(r)).replace(" ", "")
+
+
+@pytest.mark.parametrize("key", sorted(ex08_decode_kernel.TORCH.slips))
+def test_every_slip_of_the_torch_twin_of_exercise_8_is_named(key, tmp_path):
+    from pdlab.exercises.base import Grader, Mismatch
+    from pdlab.exercises.loader import load_function
+
+    source = ex08_decode_kernel.TORCH.slips[key]
+    fn = load_function(_write(tmp_path, "mine.py", source), "paged_decode")
+    with pytest.raises(Mismatch) as info:
+        ex08_decode_kernel.TORCH.grade(fn, Grader(SEED, "en"))
+    assert info.value.mistake == key
+
+
+def test_exercise_3_minus_one_without_the_guard_fails_on_a_short_load(tmp_path):
+    """The issue's slip, word for word: no `== num_tokens` test, no failed-load handling."""
+    source = """
+        def _update_waiting_for_remote_kv(self, request):
+            if request.request_id not in self.finished_recving_kv_req_ids:
+                return False
+            self.finished_recving_kv_req_ids.remove(request.request_id)
+            self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+            request.num_computed_tokens = request.num_computed_tokens - 1
+            return True
+        """
+    r = ex.check(3, _write(tmp_path, "mine.py", source), seed=SEED, quiet=True)
+    assert not r.passed and r.failure.mistake == "unguarded_minus_one", str(r)
+    assert "short of the prompt" in r.failure.case
+
+
 def test_returning_ready_before_the_kv_arrived_is_named(tmp_path):
     source = """
         def _update_waiting_for_remote_kv(self, request):
@@ -301,7 +352,8 @@ def test_cli_flow_start_check_fail_fix_pass(tmp_path, monkeypatch, capsys):
     assert main(["exercises", "check", "3", "--seed", "1"]) == 1
     out = capsys.readouterr().out
     assert ex.get(3).mistakes["no_minus_one"]["en"].split(":")[0] in out
-    assert "nothing is left" in out  # the engine's own words (pdlab/sched/scheduler.py)
+    assert "nothing to run" in out  # what stopped D, in the grader's words
+    assert "must leave" not in out  # the engine's own message would hand over the fix
     assert "steps" in out and "13" in out  # the step table of the run
     assert json.loads((tmp_path / progress.FILE_NAME).read_text())["passed"] == []
     stub.write_text(solution, encoding="utf-8")
@@ -312,7 +364,14 @@ def test_cli_flow_start_check_fail_fix_pass(tmp_path, monkeypatch, capsys):
     assert main(["exercises", "list"]) == 0
     listing = capsys.readouterr().out
     row = next(line for line in listing.splitlines() if "K/V arrived" in line)
-    assert "passed" in row
+    assert "passed once" in row and "pass" in row.split("passed once")[1]
+    stub.write_text(without, encoding="utf-8")  # the file breaks again: list says so
+    assert main(["exercises", "check", "3", "--seed", "1"]) == 1
+    capsys.readouterr()
+    assert main(["exercises", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "K/V arrived" in line)
+    assert "passed once" in row and "FAIL" in row
+    assert progress.load(tmp_path).passed == [3] and progress.load(tmp_path).last_result(3) is False
 
 
 def test_hints_one_at_a_time_and_solution_asks_first(tmp_path, monkeypatch, capsys):
@@ -328,6 +387,31 @@ def test_hints_one_at_a_time_and_solution_asks_first(tmp_path, monkeypatch, caps
     assert "def get_computed_blocks" not in capsys.readouterr().out
     assert main(["exercises", "solution", "2", "--yes"]) == 0
     assert "def get_computed_blocks" in capsys.readouterr().out
+
+
+def test_start_keeps_the_language_and_lang_goes_after_the_action_too(tmp_path, monkeypatch,
+                                                                    capsys):  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercises", "--lang", "zh", "start", "3"]) == 0
+    assert progress.load(tmp_path).lang == "zh"
+    capsys.readouterr()
+    assert main(["exercises", "check", "3", "--seed", "1"]) == 1  # no --lang: the folder's
+    assert "未通过" in capsys.readouterr().out
+    assert main(["exercises", "check", "3", "--lang", "en", "--seed", "1"]) == 1
+    assert "FAIL in case" in capsys.readouterr().out
+    assert main(["exercises", "list", "--lang", "zh"]) == 0
+    assert "上次检查" in capsys.readouterr().out
+
+
+def test_a_file_that_is_not_python_is_named_as_such(tmp_path, capsys):
+    readme = tmp_path / "README.md"
+    readme.write_text("# notes\n", encoding="utf-8")
+    with pytest.raises(SystemExit) as info:
+        main(["exercises", "check", "3", str(readme)])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "is not a Python file" in err
+    assert "start N" not in err and "start 3" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_chinese_statement_hint_and_feedback(tmp_path, monkeypatch, capsys):
@@ -358,6 +442,49 @@ def test_every_exercise_has_both_languages_and_fits_80_columns():
             )
 
 
+def _code(source):
+    """``source``'s code without its docstrings and comments (``ast`` drops comments)."""
+    import ast
+
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
+def _prose(source):
+    """The docstrings and comments of ``source``."""
+    import ast
+    import io
+    import tokenize
+
+    tree = ast.parse(source)
+    docs = [ast.get_docstring(n) or "" for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.FunctionDef, ast.ClassDef))]  # fmt: skip
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    comments = [t.string for t in tokens if t.type == tokenize.COMMENT]
+    return "\n".join(docs + comments)
+
+
+def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
+    import importlib.resources
+
+    from rich.cells import cell_len
+
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
+        en = importlib.resources.files("pdlab.exercises.stubs").joinpath(e.file_name)
+        zh = importlib.resources.files("pdlab.exercises.stubs.zh").joinpath(e.file_name)
+        en, zh = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
+        assert _code(en) == _code(zh), e.slug
+        assert any(ord(c) > 0x2E80 for c in zh), e.slug
+        assert max(cell_len(line) for line in zh.splitlines()) <= 100, e.slug
+    path = ex.start(3, tmp_path, lang="zh")
+    assert "移除" in path.read_text(encoding="utf-8").split('"""\n\n', 1)[1]
+
+
 def test_chinese_texts_use_the_glossary_terms():
     from test_glossary import violations
 
@@ -366,6 +493,11 @@ def test_chinese_texts_use_the_glossary_terms():
 
     texts = {f"words[{k!r}]": v["zh"] for k, v in WORDS.items()}
     texts |= {f"quiz {k}": v["zh"] for k, v in ex10_quiz._QUESTIONS.items()}
+    import importlib.resources
+
+    for f in importlib.resources.files("pdlab.exercises.stubs.zh").iterdir():
+        if f.name.endswith(".py"):  # what a learner reads there: docstrings and comments
+            texts[f"stubs/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
         texts[f"{e.slug} title"] = e.title["zh"]
         texts[f"{e.slug} statement"] = e.statement["zh"]
@@ -381,12 +513,40 @@ def test_chinese_texts_use_the_glossary_terms():
 
 def test_bad_exercise_number_is_one_line(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["exercises", "hint", "12"])
+        main(["exercises", "hint", "14"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "exercise=12 is invalid" in err
+    assert info.value.code == 2 and "exercise=14 is invalid" in err
 
 
 def test_damaged_progress_file_is_set_aside(tmp_path):
     (tmp_path / progress.FILE_NAME).write_text("{not json", encoding="utf-8")
     assert progress.load(tmp_path).passed == []
     assert (tmp_path / (progress.FILE_NAME + ".bad")).exists()
+
+
+def test_the_preemption_cases_do_preempt():
+    """The cases named for preemption (exercises 1 and 2) run an engine that preempts."""
+    from pdlab.exercises import engine_runs as er
+    from pdlab.exercises.base import Grader
+    from pdlab.exercises.ex02_computed_blocks import _engine_run
+    from pdlab.request import SamplingParams
+    from pdlab.trace import Tracer
+
+    tracer = Tracer()
+    engine = er.colocated(tracer=tracer, cache={"num_blocks": 10})
+    engine.generate([er.prompt_of(13), er.prompt_of(14, salt=1)], SamplingParams(max_tokens=8))
+    assert tracer.filter("preempt")
+    a = er.prompt_of(13, salt=SEED % 5)
+    other = [(t + 101) % 256 for t in a]
+    *_, tracer, free = _engine_run(None, Grader(SEED, "en"), [a, a[:4] + other[4:]], True)
+    assert tracer.filter("preempt") and free == 10
+
+
+def test_exercise_3_short_load_case_loads_short():
+    """The fault behind exercise 3's short-load case: D's first step starts after the
+    blocks that loaded, not at N - 1."""
+    from pdlab.exercises.engine_runs import prompt_of
+    from pdlab.exercises.ex03_remote_kv import _reference
+
+    got = _reference((tuple(prompt_of(13)),), 0, 2)
+    assert got["rows"][0][1:] == (8, 5)  # 2 blocks of 4 loaded, 5 tokens computed on D

@@ -3,6 +3,10 @@
 Progress is kept in the working folder (``.pdlab-exercises.json``): ``start N DIR`` and
 ``check N FILE`` use the folder of DIR or FILE, ``list``, ``hint`` and ``solution`` the
 ``--dir`` folder (default: the current one). ``check`` exits 1 when the submission fails.
+
+``--lang`` goes before or after the action (``pdlab exercises --lang zh start 3`` and
+``pdlab exercises check 3 --lang zh`` both work); ``start`` keeps it in the folder's
+progress file, so a later command without ``--lang`` speaks the learner's language.
 """
 
 from __future__ import annotations
@@ -18,10 +22,10 @@ from rich.table import Table
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("exercises", help="graded exercises: write the piece, run it in the engine")
-    ex.add_argument("--lang", choices=("en", "zh"), default="en", help="statements and feedback")
+    ex.add_argument("--lang", choices=LANGS, default=None, help=LANG_HELP)
     ex.add_argument("--dir", type=Path, default=Path("."), help="working folder (default .)")
     acts = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
-    acts.add_parser("list", help="every exercise, with your progress in --dir")
+    lst = acts.add_parser("list", help="every exercise, with your progress in --dir")
     s = acts.add_parser("start", help="write exercise N's stub (with its statement) into DIR")
     s.add_argument("n", type=int, metavar="N")
     s.add_argument("folder", nargs="?", type=Path, metavar="DIR", help="default: --dir")
@@ -35,17 +39,34 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     so = acts.add_parser("solution", help="show exercise N's reference solution (asks first)")
     so.add_argument("n", type=int, metavar="N")
     so.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+    for action in (lst, s, c, h, so):  # after the action too (its own dest: a subparser's
+        # default would overwrite the one given before the action)
+        action.add_argument("--lang", dest="lang_after", choices=LANGS, default=None,
+                            help=LANG_HELP)  # fmt: skip
+
+
+LANGS = ("en", "zh")
+LANG_HELP = "en or zh; default: the language start was given in this folder, else en"
+
+
+def _lang(args: argparse.Namespace, folder: Path) -> str:
+    """The language asked for (after the action, or before it), else the folder's."""
+    from pdlab.exercises import progress
+
+    return args.lang_after or args.lang or progress.load(folder).lang or "en"
 
 
 def run(args: argparse.Namespace) -> int:
     import pdlab.exercises as ex
+    from pdlab.exercises.loader import check_file
     from pdlab.exercises.words import word
 
-    lang = args.lang
+    lang = _lang(args, args.dir)
     if args.action == "list":
         return _list(args.dir, lang)
     if args.action == "start":
         folder = args.folder or args.dir
+        lang = _lang(args, folder)
         try:
             path = ex.start(args.n, folder, lang, force=args.force)
         except FileExistsError as e:
@@ -55,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "check":
         file = args.file or args.dir / ex.get(args.n).file_name
-        if not file.is_file():
-            raise ValueError(word(lang, "no_file", path=file, n=args.n))
+        lang = _lang(args, file.parent)
+        check_file(file, lang, args.n)
         result = ex.check(args.n, file, lang, args.seed, folder=file.parent, quiet=True)
         _print(str(result))
         return 0 if result.passed else 1
@@ -87,15 +108,17 @@ def _list(folder: Path, lang: str) -> int:
 
     p = progress.load(folder)
     t = Table(title=word(lang, "list_title"))
-    for key in ("col_n", "col_title", "col_status", "col_hints"):
+    for key in ("col_n", "col_title", "col_status", "col_last", "col_hints"):
         t.add_column(word(lang, key))
     items = ex.exercises()
     for e in items:
         status = (
             "passed" if e.number in p.passed else "started" if e.number in p.started else "todo"
         )
+        last = {True: "last_pass", False: "last_fail", None: "todo"}[p.last_result(e.number)]
         hints = f"{p.hints_used(e.number)}/{len(e.hints[lang])}"
-        t.add_row(str(e.number), escape(e.title[lang]), word(lang, status), hints)
+        t.add_row(str(e.number), escape(e.title[lang]), word(lang, status), word(lang, last),
+                  hints)  # fmt: skip
     console = Console(highlight=False, width=80)
     console.print(t)
     passed = len(set(p.passed) & {e.number for e in items})

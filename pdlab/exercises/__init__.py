@@ -11,8 +11,10 @@ and from a notebook::
     ex.check(3, _update_waiting_for_remote_kv)          # a function
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
-The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
-solutions in ``solutions/``. ``docs/workshop.md`` is the instructor's agenda.
+The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` (in Chinese in
+``stubs/zh/``, the same code) and reference solutions in ``solutions/``. Each module lists
+the slips learners make (``Exercise.slips``), every one of which its grader must reject by
+name. ``docs/workshop.md`` is the instructor's agenda.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ _MODULES = (
     "ex09_crossover",
     "ex10_quiz",
     "ex11_causal_mask",
+    "ex12_designs",
+    "ex13_batch_view",
 )
 
 __all__ = ["Exercise", "LearnerFileError", "Result", "check", "exercises", "get", "hint"]
@@ -70,10 +74,12 @@ def _source(kind: str, ex: Exercise) -> str:
 
 
 def stub_text(n: int, lang: str = "en") -> str:
-    """The file ``start`` writes: the statement as the module docstring, then the stub."""
+    """The file ``start`` writes: the statement as the module docstring, then the stub (in
+    Chinese for ``lang="zh"``: ``stubs/zh/``, the same code)."""
     ex = get(n)
     statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
-    return f'"""{statement}\n"""\n\n{_source("stubs", ex)}'
+    stub = _source("stubs.zh" if lang == "zh" else "stubs", ex)
+    return f'"""{statement}\n"""\n\n{stub}'
 
 
 def solution_text(n: int) -> str:
@@ -96,7 +102,7 @@ def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = Fals
         raise FileExistsError(word(lang, "exists", path=path))
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(stub_text(n, lang), encoding="utf-8")
-    progress.update(folder, started=n)
+    progress.update(folder, started=n, lang=check_lang(lang))
     return path
 
 
@@ -127,13 +133,13 @@ def check(
 ) -> Result:
     """Grade ``function`` (or the file at that path) for exercise ``n``; print the verdict
     (unless ``quiet``) and return it. ``seed`` replays the random cases of an earlier run;
-    ``folder`` records a pass in its progress file."""
+    ``folder`` records the result in its progress file."""
     ex = get(n)
     check_lang(lang)
     source = None
     if isinstance(function, (str, Path)):
         source = str(Path(function).resolve())
-        function = load_function(function, ex.function, lang)
+        function = load_function(function, ex.function, lang, n)
     elif not callable(function):
         raise TypeError(f"function={function!r} is invalid: expected a function or a file path")
     seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
@@ -151,8 +157,8 @@ def check(
         torch.set_num_threads(threads)
     result = Result(ex, failure is None, seed, lang, g.cases, failure)
     result.lines = wrap80("\n".join(_verdict(result, source))).splitlines()
-    if result.passed and folder is not None:
-        progress.update(folder, passed=n)
+    if folder is not None:
+        progress.update(folder, checked=(n, result.passed))
     if not quiet:
         print(result)
     return result

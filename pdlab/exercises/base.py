@@ -29,7 +29,9 @@ from pdlab.exercises.words import word
 class Exercise:
     """One exercise. ``function`` is the name the learner's file must define; its stub and
     reference solution are ``stubs/<slug>.py`` and ``solutions/<slug>.py``. ``statement``,
-    ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``)."""
+    ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``).
+    ``slips`` are wrong answers learners plausibly write, ``{mistake key: a whole learner
+    file}``: the grader must reject each, naming that mistake (the tests submit every one)."""
 
     number: int
     slug: str
@@ -40,6 +42,7 @@ class Exercise:
     mistakes: dict[str, dict[str, str]]
     grade: Callable[[Callable[..., Any], Grader], None]
     notebook: str = ""
+    slips: dict[str, str] = field(default_factory=dict)
 
     @property
     def file_name(self) -> str:
@@ -182,6 +185,18 @@ class Grader:
             if _same(got, wrong):
                 self.fail(expected, got, key, evidence)
         self.fail(expected, got, None, evidence)
+
+
+def consistent(mistakes: dict[str, object], answers: list[tuple[object, dict]]) -> dict:
+    """The ``mistakes`` whose answers equal the learner's in every case of ``answers``
+    (``(got, that case's mistakes)`` pairs; a case without the key does not count against
+    it). Two mistakes may give the same wrong answer in one case, and a different slip may
+    too: the other cases tell which one, if any, the learner made."""
+
+    def fits(key: str) -> bool:
+        return all(key not in wrong or _same(got, wrong[key]) for got, wrong in answers)
+
+    return {k: v for k, v in mistakes.items() if fits(k)}
 
 
 def _same(a: object, b: object) -> bool:

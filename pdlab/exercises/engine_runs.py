@@ -38,11 +38,33 @@ def pair(pcp: int = 1, **kw: Any) -> PDPair:
     return PDPair(
         cfg,
         CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS),
-        SchedulerConfig(),
+        kw.pop("scheduler_config", SchedulerConfig()),
         backend="torch",
         parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
         **kw,
     )
+
+
+def fail_blocks_from(pair: PDPair, first: int) -> None:
+    """The first receive D's worker reports lands with its blocks from index ``first`` on
+    unreadable (``get_block_ids_with_load_errors``), as a partly failed NIXL read does."""
+    conn, sched = pair.d_connector, pair.decode.scheduler
+    get_finished, load_errors = conn.get_finished, conn.get_block_ids_with_load_errors
+    state: dict[str, Any] = {"bad": set(), "done": False}
+
+    def finished(*a: Any, **k: Any) -> Any:
+        sending, recving = get_finished(*a, **k)
+        for rid in sorted(recving or ()):
+            if not state["done"]:
+                state["bad"] = set(sched.kv_cache_manager.get_block_ids(rid)[first:])
+                state["done"] = True
+        return sending, recving
+
+    def errors() -> set[int]:
+        bad, state["bad"] = state["bad"], set()
+        return set(load_errors() or ()) | bad
+
+    conn.get_finished, conn.get_block_ids_with_load_errors = finished, errors
 
 
 def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngine:
@@ -50,7 +72,7 @@ def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngin
     cfg, model = tiny()
     return LLMEngine(
         cfg,
-        CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS, **kw.pop("cache", {})),
+        CacheConfig(**{"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, **kw.pop("cache", {})}),
         kw.pop("scheduler_config", SchedulerConfig()),
         tracer=tracer,
         model=model,

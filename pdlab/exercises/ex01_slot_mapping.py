@@ -5,7 +5,8 @@ offset``, ``docs/design.md``), then inside a colocated engine with chunked prefi
 learner's slots replace the ones the model runner computed (``ModelRunner.prepare_inputs``
 in ``pdlab/model/runner.py``, upstream ``BlockTable.compute_slot_mapping`` in
 ``vllm/v1/worker/block_table.py``) on their way into ``CommonAttentionMetadata``: each step
-must get the runner's slots, and the engine must generate the same tokens.
+must get the runner's slots, and the engine must generate the same tokens; then again in
+an engine of 10 blocks, where a request is preempted and resumes.
 """
 
 from __future__ import annotations
@@ -21,15 +22,27 @@ from pdlab.request import SamplingParams
 BS = er.BLOCK_SIZE
 
 
-def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False):
+_SLIP = """\
+def slot_mapping(block_table, num_computed_tokens, query_lens, block_size):
+    slots = []
+    for blocks, start, n in zip(block_table, num_computed_tokens, query_lens):
+        for p in range(start, start + n):
+            slots.append(SLOT)
+    return slots
+"""
+
+
+def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False,
+           scale=True):  # fmt: skip
     """The contract's slots, or a known mistake's (``shift`` positions, positions counted
-    from 0 each step, or the block's index in the table used as its id)."""
+    from 0 each step, the block's index in the table used as its id, or the block id not
+    multiplied by the block size)."""
     out = []
     for blocks, start, n in zip(table, computed, q_lens):
         for pos in range(0 if from_zero else start, (0 if from_zero else start) + n):
             p = pos + shift
             block = p // bs if by_index else blocks[p // bs] if p // bs < len(blocks) else -1
-            out.append(block * bs + p % bs)
+            out.append(block * (bs if scale else 1) + p % bs)
     return out
 
 
@@ -41,6 +54,7 @@ def _mistakes(table, computed, q_lens, bs):
         "off_by_one__": _slots(table, computed, q_lens, bs, shift=1),
         "from_zero": _slots(table, computed, q_lens, bs, from_zero=True),
         "block_index": _slots(table, computed, q_lens, bs, by_index=True),
+        "no_scale": _slots(table, computed, q_lens, bs, scale=False),
     }
 
 
@@ -92,47 +106,58 @@ def grade(fn: Any, g: Grader) -> None:
             table, computed, q = _batch(g, contexts, q_lens)
             got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
             g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
-    with g.case(
-        (
-            "inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
-            "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6",
-        )
-    ):
-        seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
-        original = CommonAttentionMetadata.__dict__["from_batch"]
+    runs = (
+        (("inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
+          "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6"),
+         [er.prompt_of(13), er.prompt_of(6, salt=1)], er.MAX_TOKENS,
+         {"scheduler_config": SchedulerConfig(max_num_batched_tokens=8)}),
+        (("inside a colocated engine with 10 blocks: one request is preempted and resumes",
+          "在只有 10 个块的非分离引擎中：一个请求被抢占后恢复"),
+         [er.prompt_of(13), er.prompt_of(14, salt=1)], 8, {"cache": {"num_blocks": 10}}),
+    )  # fmt: skip
+    for name, prompts, max_tokens, engine_kw in runs:
+        with g.case(name):
+            _engine_case(fn, g, prompts, max_tokens, engine_kw)
 
-        def from_batch(cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
-                       slot_mapping, req_ids, is_prefilling=None):  # fmt: skip
-            rows = block_table.tolist()
-            mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
-                          list(query_lens), BS)  # fmt: skip
-            mine = [int(s) for s in mine]
-            seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
-                         list(query_lens)))  # fmt: skip
-            return original.__func__(
-                cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
-                slot_mapping.new_tensor(list(mine)), req_ids, is_prefilling,
-            )  # fmt: skip
 
-        prompts = [er.prompt_of(13), er.prompt_of(6, salt=1)]
-        engine = er.colocated(scheduler_config=SchedulerConfig(max_num_batched_tokens=8))
-        error = None
-        with patched(CommonAttentionMetadata, "from_batch", classmethod(from_batch)):
-            try:
-                out = engine.generate(prompts, SamplingParams(max_tokens=er.MAX_TOKENS))
-            except (RuntimeError, ValueError) as e:
-                error, out = f"{type(e).__name__}: {e}", []
-        for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
-            if mine != right:
-                g.case_name = g.t(
-                    (
-                        f"engine step {step}: contexts {computed}, new tokens {q}",
-                        f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
-                    )
+def _engine_case(fn: Any, g: Grader, prompts: list[list[int]], max_tokens: int,
+                 engine_kw: dict[str, Any]) -> None:  # fmt: skip
+    """``prompts`` through a colocated engine whose slots are the learner's: each step's
+    slots, then the tokens, must be the runner's."""
+    seen: list[tuple[list[int], list[int], list[list[int]], list[int], list[int]]] = []
+    original = CommonAttentionMetadata.__dict__["from_batch"]
+
+    def from_batch(cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
+                   slot_mapping, req_ids, is_prefilling=None):  # fmt: skip
+        rows = block_table.tolist()
+        mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
+                      list(query_lens), BS)  # fmt: skip
+        mine = [int(s) for s in mine]
+        seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
+                     list(query_lens)))  # fmt: skip
+        return original.__func__(
+            cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
+            slot_mapping.new_tensor(list(mine)), req_ids, is_prefilling,
+        )  # fmt: skip
+
+    engine = er.colocated(**engine_kw)
+    error, out = None, []
+    with patched(CommonAttentionMetadata, "from_batch", classmethod(from_batch)):
+        try:
+            out = engine.generate(prompts, SamplingParams(max_tokens=max_tokens))
+        except (RuntimeError, ValueError) as e:
+            error = f"{type(e).__name__}: {e}"
+    for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
+        if mine != right:
+            g.case_name = g.t(
+                (
+                    f"engine step {step}: contexts {computed}, new tokens {q}",
+                    f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
                 )
-                g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
-        want = [er.colocated_tokens(tuple(p)) for p in prompts]
-        g.expect(er.tokens(out), want, evidence=er.said(error, g.lang))
+            )
+            g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
+    want = [er.colocated_tokens(tuple(p), max_tokens) for p in prompts]
+    g.expect(er.tokens(out), want, evidence=er.said(error, g.lang))
 
 
 EXERCISE = Exercise(
@@ -154,8 +179,9 @@ slot_mapping, one slot per token computed this step, requests in batch order. Re
 computes positions num_computed_tokens[i] .. num_computed_tokens[i] + query_lens[i] - 1.
 
 Write slot_mapping. The grader checks batches against the contract, then replaces the
-model runner's slots with yours inside a colocated engine running chunked prefill: every
-step must get the runner's slots, and the engine must generate the same tokens.""",
+model runner's slots with yours inside a colocated engine running chunked prefill, and in
+one so small that a request is preempted and resumes: every step must get the runner's
+slots, and the engine must generate the same tokens.""",
         "zh": """\
 练习 1：槽映射 slot_mapping（pdlab/model/runner.py 的 prepare_inputs）
 
@@ -168,7 +194,8 @@ token 一个槽，按批内请求的顺序。请求 i 计算位置 num_computed_
 num_computed_tokens[i] + query_lens[i] - 1。
 
 请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的非分离引擎里用你的
-槽替换模型运行器算出的槽：每一步都必须与运行器一致，生成的 token 也必须相同。""",
+槽替换模型运行器算出的槽，再在一个小到会抢占请求（被抢占的请求随后恢复）的引擎里重复：每一步都
+必须与运行器一致，生成的 token 也必须相同。""",
     },
     hints={
         "en": (
@@ -202,6 +229,22 @@ num_computed_tokens[i] + query_lens[i] - 1。
             "a request's i-th block to any block of the pool",
             "zh": "把块在请求块表中的序号当成块 id：块表可以把请求的第 i 块映射到池里的任意块",
         },
+        "no_scale": {
+            "en": "adding the offset to the block id itself: a block's first slot is "
+            "block_id * block_size, so neighbouring blocks' tokens collide",
+            "zh": "把块内偏移直接加在块 id 上：一个块的第一个槽是 block_id * block_size，"
+            "相邻块的 token 会互相覆盖",
+        },
     },
     grade=grade,
+    slips={
+        key: _SLIP.replace("SLOT", slot)
+        for key, slot in {
+            "off_by_one": "blocks[p // block_size] * block_size + p % block_size + 1",
+            "from_zero": "blocks[(p - start) // block_size] * block_size"
+            " + (p - start) % block_size",
+            "block_index": "(p // block_size) * block_size + p % block_size",
+            "no_scale": "blocks[p // block_size] + p % block_size",
+        }.items()
+    },
 )

@@ -4,7 +4,9 @@
 Graded against the real method (``pdlab/kv_cache/manager.py``, upstream
 ``vllm/v1/core/kv_cache_manager.py``) on a warmed block pool, then plugged into a colocated
 engine's manager for a run of prompts that share prefixes: the prefix hits the scheduler
-records and the tokens must be the unpatched engine's.
+records, the tokens and the free blocks left after the run must be the unpatched
+engine's. A lookup must change nothing: each case also compares the pool's free count and
+every block's reference count before and after the learner's call.
 """
 
 from __future__ import annotations
@@ -23,6 +25,23 @@ from pdlab.trace import Tracer
 BS = er.BLOCK_SIZE
 
 
+_SLIP = """\
+from pdlab.kv_cache.block_hash import hash_block_tokens
+
+
+def get_computed_blocks(self, request):
+    bs, tokens, blocks, parent = self.block_size, request.all_token_ids, [], None
+    for i in range(MAX):
+        block_tokens = tokens[i * bs : (i + 1) * bs]
+        parent = hash_block_tokens(parent, block_tokens)
+        block = self.block_pool.get_cached_block(parent, block_tokens)
+        if block is None:
+            break
+        blocks.append(block)
+    return blocks, len(blocks) * bs
+"""
+
+
 def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool = True):
     """A known mistake's answer: at most ``max_blocks`` blocks, hashes chained or not."""
     ids, parent = [], None
@@ -38,6 +57,12 @@ def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool
     return ids, len(ids) * BS
 
 
+def _pool_state(mgr: KVCacheManager) -> tuple[int, tuple[int, ...]]:
+    """The free block count and every block's reference count: what a lookup must leave."""
+    pool = mgr.block_pool
+    return pool.get_num_free_blocks(), tuple(b.ref_cnt for b in pool.blocks)
+
+
 def _warm(cached: list[list[int]]) -> KVCacheManager:
     mgr = KVCacheManager(CacheConfig(block_size=BS, num_blocks=48), max_model_len=512)
     for i, tokens in enumerate(cached):
@@ -47,9 +72,12 @@ def _warm(cached: list[list[int]]) -> KVCacheManager:
     return mgr
 
 
-def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]]):
+def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]], together: bool = False):
+    """``prompts`` one after the other (or all at once, ``together``, in an engine of 10
+    blocks, where one is preempted and looks its prefix up again) with ``fn`` as the
+    manager's lookup."""
     tracer = Tracer()
-    engine = er.colocated(tracer=tracer)
+    engine = er.colocated(tracer=tracer, cache={"num_blocks": 10} if together else {})
     mgr = engine.scheduler.kv_cache_manager
 
     def learner(self: Any, request: Any):
@@ -59,12 +87,14 @@ def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]]):
     seam = types.MethodType(learner, mgr) if fn is not None else mgr.get_computed_blocks
     with patched(mgr, "get_computed_blocks", seam):
         try:
-            for p in prompts:
+            if together:
+                outs = er.tokens(engine.generate(prompts, SamplingParams(max_tokens=12)))
+            for p in [] if together else prompts:
                 outs.append(engine.generate(p, SamplingParams(max_tokens=2))[0].output_token_ids)
         except RuntimeError as e:
             error = f"{type(e).__name__}: {e}"
     hits = [e["num_hit_tokens"] for e in tracer.filter("prefix_hit")]
-    return outs, hits, error, tracer
+    return outs, hits, error, tracer, mgr.block_pool.get_num_free_blocks()
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -112,25 +142,39 @@ def grade(fn: Any, g: Grader) -> None:
             mgr = _warm(cached)
             want_blocks, want_n = mgr.get_computed_blocks(Request("q", query))
             want = ([b.block_id for b in want_blocks], want_n)
+            free = _pool_state(mgr)
             blocks, num = fn(mgr, Request("q", query))
             got = ([getattr(b, "block_id", b) for b in blocks], int(num))
             g.expect(got, want, {
                 "no_cap": _lookup(mgr, query, len(query) // BS),
                 "one_block_short": _lookup(mgr, query, len(query) // BS - 1),
                 "no_chain": _lookup(mgr, query, (len(query) - 1) // BS, chain=False),
+                "blocks_not_tokens": (want[0], len(want[0])),
             })  # fmt: skip
-    prompts = [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]]
-    with g.case(
-        (
-            "inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
-            "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个",
-        )
-    ):
-        want_out, want_hits, _, _ = _engine_run(None, g, prompts)
-        outs, hits, error, tracer = _engine_run(fn, g, prompts)
-        evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)
-        g.expect(hits, want_hits, evidence=evidence)
-        g.expect(outs, want_out, evidence=evidence)
+            after = _pool_state(mgr)
+            if after != free:
+                moved = [i for i, (x, y) in enumerate(zip(free[1], after[1])) if x != y]
+                g.fail(("the block pool as it was (a lookup changes nothing)",
+                        "块池保持原样（查找不改变任何东西）"),
+                       (f"free blocks {free[0]} -> {after[0]}; ref_cnt changed on blocks {moved}",
+                        f"空闲块 {free[0]} -> {after[0]}；块 {moved} 的 ref_cnt 变了"),
+                       "touched")  # fmt: skip
+    runs = (
+        (("inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
+          "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个"),
+         [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]], False),
+        (("inside a colocated engine of 10 blocks: two prompts at once, one preempted",
+          "在只有 10 个块的非分离引擎中：两个提示词同时运行，其中一个被抢占"),
+         [a, a[:BS] + other[BS:]], True),
+    )  # fmt: skip
+    for name, prompts, together in runs:
+        with g.case(name):
+            want_out, want_hits, _, _, want_free = _engine_run(None, g, prompts, together)
+            outs, hits, error, tracer, free = _engine_run(fn, g, prompts, together)
+            evidence = er.said(error, g.lang) + "\n" + er.table_text(tracer, None, g.lang, rows=8)
+            g.expect(hits, want_hits, evidence=evidence)
+            g.expect(outs, want_out, evidence=evidence)
+            g.expect(free, want_free, evidence=evidence)  # what the run left in the pool
 
 
 EXERCISE = Exercise(
@@ -203,6 +247,31 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
             "block i is found only after the same prefix",
             "zh": "每块单独哈希：哈希必须串联前一块的哈希，块 i 只有在前缀相同时才能命中",
         },
+        "blocks_not_tokens": {
+            "en": "returning the number of blocks: the second value is the number of "
+            "computed tokens, len(blocks) * block_size",
+            "zh": "返回了块数：第二个值是已计算的 token 数，即 len(blocks) * block_size",
+        },
+        "touched": {
+            "en": "touching the blocks (ref_cnt += 1) in the lookup: only allocate_slots "
+            "takes them, so a lookup that touches leaks a reference per hit and the blocks "
+            "are never free again",
+            "zh": "在查找里 touch 了块（ref_cnt += 1）：只有 allocate_slots 才占用它们，查找时 "
+            "touch 会让每次命中多留一个引用，这些块再也不会被释放",
+        },
     },
     grade=grade,
+    slips={
+        "no_cap": _SLIP.replace("MAX", "request.num_tokens // bs"),
+        "one_block_short": _SLIP.replace("MAX", "request.num_tokens // bs - 1"),
+        "no_chain": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
+            "hash_block_tokens(parent,", "hash_block_tokens(None,"
+        ),
+        "blocks_not_tokens": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
+            "len(blocks) * bs", "len(blocks)"
+        ),
+        "touched": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
+            "    return blocks,", "    self.block_pool.touch(blocks)\n    return blocks,"
+        ),
+    },
 )

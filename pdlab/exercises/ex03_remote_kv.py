@@ -2,16 +2,26 @@
 
 The learner's method replaces ``Scheduler._update_waiting_for_remote_kv``
 (``pdlab/sched/remote_kv.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
-of a real P/D pair, for one run, and is put back afterwards. The pair must generate the
-colocated tokens, D's first step must schedule one token over ``N - 1`` cached, and a second
-request with the same prompt must find D's received blocks in its prefix cache.
+of a real P/D pair, for one run, and is put back afterwards. Each case runs twice, once with
+the engine's own method and once with the learner's, and everything D can observe must
+agree: what the method leaves in ``num_computed_tokens``, the two id sets it must empty, the
+prefix hits a later request gets, every step D schedules, the tokens and the free blocks.
+The cases include the unhappy paths the ``==`` guard exists for: K/V that arrive short of
+the prompt (blocks that failed to load, a whole failed load under the ``recompute`` policy)
+and a local prefix hit beside the remote K/V. The engine's own error for a missing ``- 1``
+spells out the fix, so the grader shows its own words instead (:func:`_said`).
+
+``SLIPS`` are the wrong answers learners write (from the workshop and from the upstream
+bugs named in their explanations); ``tests/test_exercises.py`` submits each.
 """
 
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any
 
+from pdlab.config import KVTransferConfig
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, patched
 from pdlab.kv_transfer.transport import InProcessTransport
@@ -20,119 +30,184 @@ from pdlab.request import SamplingParams
 BS = er.BLOCK_SIZE
 
 
-def _run(
-    fn: Any, prompt: list[int], g: Grader, twice: bool = False, delay: int = 0
-) -> dict[str, Any]:
-    """Run ``prompt`` through a P/D pair with ``fn`` on D (each read landing ``delay`` polls
-    after it starts); what happened."""
+_SOLUTION = """\
+def _update_waiting_for_remote_kv(self, request):
+    rid = request.request_id
+    if rid not in self.finished_recving_kv_req_ids:
+        return False
+    self.finished_recving_kv_req_ids.remove(rid)
+    self.failed_recving_kv_req_ids.discard(rid)
+    self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
+    ADJUST
+    return True
+"""
+
+
+def _slip(adjust: str = "", remove: str = "") -> str:
+    """The solution with its ``- 1`` written as ``adjust``, or without the line ``remove``."""
+    right = "if request.num_computed_tokens == request.num_tokens:\n" + (
+        "        request.num_computed_tokens = request.num_tokens - 1"
+    )
+    text = _SOLUTION.replace("ADJUST", adjust or right)
+    if remove:
+        text = text.replace(f"    {remove}\n", "")
+    return text
+
+
+def _real(self: Any, request: Any) -> bool:
+    return type(self)._update_waiting_for_remote_kv(self, request)
+
+
+def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
+         fault: str | int | None = None) -> dict[str, Any]:  # fmt: skip
+    """Run ``prompts`` one after the other through a P/D pair with ``fn`` on D (the engine's
+    own method when ``fn`` is None), each read landing ``delay`` polls after it starts;
+    ``fault`` makes the first read fail whole (``"fail"``) or fail from that block index
+    on (an int: the K/V arrive short of the prompt). What happened, and what it left."""
     transport = InProcessTransport()
     transport.delay_polls = delay
-    pair = er.pair(transport=transport)
+    pair = er.pair(transport=transport, kv_transfer_config=_RECOMPUTE)
     sched = pair.decode.scheduler
-    calls: list[tuple[int, int, int, bool]] = []
+    if fault == "fail":
+        transport.fault_once = "fail"
+    elif fault is not None:
+        er.fail_blocks_from(pair, fault)
+    calls: list[tuple[int, int, int, int, bool]] = []
 
     def learner(self: Any, request: Any) -> bool:
         before = request.num_computed_tokens
         arrived = request.request_id in self.finished_recving_kv_req_ids
-        ready = g.call(fn, self, request)
+        ready = _real(self, request) if fn is None else g.call(fn, self, request)
         if ready and not arrived:
             g.fail(("False while the K/V are still arriving", "K/V 还在路上时返回 False"), "True",
                    "ready_too_early")  # fmt: skip
-        calls.append((before, request.num_computed_tokens, request.num_tokens, bool(ready)))
+        local = before - request.num_external_computed_tokens
+        calls.append((before, request.num_computed_tokens, request.num_tokens, local,
+                      bool(ready)))  # fmt: skip
         return ready
 
-    got: dict[str, Any] = {"calls": calls, "error": None, "tokens": None, "trace": pair.tracer}
+    got: dict[str, Any] = {"calls": calls, "error": None, "tokens": [], "trace": pair.tracer}
     sp = SamplingParams(max_tokens=er.MAX_TOKENS)
     with patched(sched, "_update_waiting_for_remote_kv", types.MethodType(learner, sched)):
         try:
-            got["tokens"] = pair.generate(prompt, sp)[0].output_token_ids
-            if twice:
-                pair.generate(prompt, sp)
-        except RuntimeError as e:
+            for prompt in prompts:
+                got["tokens"].append(pair.generate(prompt, sp)[0].output_token_ids)
+        except (RuntimeError, ValueError, IndexError, AssertionError) as e:
             got["error"] = f"{type(e).__name__}: {e}"
     got["left_in_set"] = sorted(sched.finished_recving_kv_req_ids)
+    got["left_failed"] = sorted(sched.failed_recving_kv_req_ids)
     got["hits"] = [e["num_hit_tokens"] for e in pair.tracer.filter("prefix_hit", "D")]
+    got["rows"] = [(r["req_id"], r["num_computed_tokens_before"], r["num_scheduled_tokens"])
+                   for r in pair.tracer.step_rows("D")]  # fmt: skip
+    got["free"] = sched.kv_cache_manager.block_pool.get_num_free_blocks()
+    got["ready"] = [c for c in calls if c[4]]
     return got
 
 
-def grade(fn: Any, g: Grader) -> None:
-    lengths = [
-        ((f"3 blocks + 1, N = {3 * BS + 1}", f"3 块 + 1，N = {3 * BS + 1}"), 3 * BS + 1, 0),
-        ((f"exactly 3 blocks, N = {3 * BS}", f"正好 3 块，N = {3 * BS}"), 3 * BS, 0),
-        ((f"exactly one block, N = {BS}", f"正好 1 块，N = {BS}"), BS, 0),
-        (("one-token prompt, N = 1", "一 token 提示词，N = 1"), 1, 0),
-    ]
+@functools.lru_cache(maxsize=32)
+def _reference(prompts: tuple[tuple[int, ...], ...], delay: int, fault: Any) -> dict[str, Any]:
+    """What the engine's own method does in this case (the same every time)."""
+    return _run(None, [list(p) for p in prompts], Grader(0, "en"), delay, fault)
+
+
+_RECOMPUTE = KVTransferConfig(kv_load_failure_policy="recompute")
+
+
+def _cases(g: Grader) -> list[tuple[tuple[str, str], list[list[int]], int, Any]]:
+    salt = g.seed % 7
     n = g.rng.randrange(5, 24)
-    lengths.append(
-        (
-            (
-                f"random length N = {n}, a slow transfer (3 polls)",
-                f"随机长度 N = {n}，慢速传输（3 次轮询）",
-            ),
-            n,
-            3,
-        )
-    )
-    for name, n, delay in lengths:
-        prompt = er.prompt_of(n, salt=g.seed % 7)
-        with g.case(
-            (
-                f"{name[0]}: P/D pair with your function on D",
-                f"{name[1]}：D 上装着你的函数的 P/D 对",
-            )
-        ):
-            got = _run(fn, prompt, g, delay=delay)
-            table = er.table_text(got["trace"], "D", g.lang)
-            arrived = [c for c in got["calls"] if c[3]]
-            after = arrived[0][1] if arrived else None
-            if got["error"] is not None or after == n:
-                g.fail(
-                    (
-                        f"num_computed_tokens = N - 1 = {n - 1}, then one token scheduled on D",
-                        f"num_computed_tokens = N - 1 = {n - 1}，然后 D 上调度 1 个 token",
-                    ),
-                    (
-                        f"num_computed_tokens = {after} of num_tokens = {n}",
-                        f"num_computed_tokens = {after}，num_tokens = {n}",
-                    ),
-                    "no_minus_one" if after == n else None,
-                    er.said(got["error"], g.lang)
-                    + "\n"
-                    + er.table_text(got["trace"], None, g.lang),
-                )
-            if got["left_in_set"]:
-                g.fail(("finished_recving_kv_req_ids empty after the run",
-                        "运行结束后 finished_recving_kv_req_ids 为空"),
-                       (f"still holds {got['left_in_set']}", f"仍有 {got['left_in_set']}"),
-                       "kept_in_set", table)  # fmt: skip
-            first = er.first_d_step(got["trace"])
-            want = (n - 1, 1)
-            have = (first["num_computed_tokens_before"], first["num_scheduled_tokens"])
-            if have != want:
-                mistake = {0: "recompute_all", n - 2: "minus_two"}.get(after) if n > 1 else None
-                g.fail(
-                    (
-                        f"D's first step: {n - 1} computed before, 1 scheduled",
-                        f"D 的第一步：之前已算 {n - 1}，调度 1",
-                    ),
-                    (
-                        f"{have[0]} computed before, {have[1]} scheduled",
-                        f"之前已算 {have[0]}，调度 {have[1]}",
-                    ),
-                    mistake,
-                    table,
-                )
-            g.expect(got["tokens"], er.colocated_tokens(tuple(prompt)), evidence=table)
-    n = 3 * BS + 2
-    with g.case(
-        (
-            f"the same prompt twice, N = {n}: D's prefix cache holds the received blocks",
-            f"同一提示词两次，N = {n}：D 的前缀缓存里有收到的块",
-        )
-    ):
-        got = _run(fn, er.prompt_of(n, salt=1), g, twice=True)
-        want_hit = (n - 1) // BS * BS
-        g.expect(got["hits"], [want_hit], evidence=er.table_text(got["trace"], "D", g.lang))
+    a = er.prompt_of(3 * BS + 1, salt=salt)
+    b = a[: 2 * BS] + er.prompt_of(BS + 2, salt=salt + 1)
+    return [
+        ((f"3 blocks + 1, N = {3 * BS + 1}", f"3 块 + 1，N = {3 * BS + 1}"), [a], 0, None),
+        ((f"exactly 3 blocks, N = {3 * BS}", f"正好 3 块，N = {3 * BS}"), [a[: 3 * BS]], 0, None),
+        ((f"exactly one block, N = {BS}", f"正好 1 块，N = {BS}"), [a[:BS]], 0, None),
+        (("one-token prompt, N = 1", "一 token 提示词，N = 1"), [a[:1]], 0, None),
+        ((f"random length N = {n}, a slow transfer (3 polls)",
+          f"随机长度 N = {n}，慢速传输（3 次轮询）"), [er.prompt_of(n, salt)], 3, None),
+        ((f"a local prefix hit (2 blocks) beside the remote K/V, N = {len(b)}",
+          f"本地前缀命中（2 块）加上远端 K/V，N = {len(b)}"), [a, b], 0, None),
+        ((f"K/V short of the prompt: blocks 2 and on failed to load, N = {3 * BS + 1}",
+          f"K/V 不足整个提示词：第 2 块起加载失败，N = {3 * BS + 1}"), [a], 0, 2),
+        ((f"the whole load failed (policy recompute), N = {3 * BS + 1}",
+          f"整个加载失败（策略 recompute），N = {3 * BS + 1}"), [a], 0, "fail"),
+        ((f"the same prompt twice, N = {len(a)}: D's prefix cache holds the received blocks",
+          f"同一提示词两次，N = {len(a)}：D 的前缀缓存里有收到的块"), [a, a], 0, None),
+    ]  # fmt: skip
+
+
+def grade(fn: Any, g: Grader) -> None:
+    for name, prompts, delay, fault in _cases(g):
+        with g.case((f"{name[0]}: P/D pair with your function on D",
+                     f"{name[1]}：D 上装着你的函数的 P/D 对")):  # fmt: skip
+            want = _reference(tuple(map(tuple, prompts)), delay, fault)
+            got = _run(fn, prompts, g, delay, fault)
+            _judge(g, want, got)
+
+
+def _judge(g: Grader, want: dict[str, Any], got: dict[str, Any]) -> None:
+    table = er.table_text(got["trace"], "D", g.lang)
+    for w, c in zip(want["ready"], got["ready"] + [None] * len(want["ready"])):
+        after = None if c is None else c[1]
+        if after == w[1] and got["error"] is None:
+            continue
+        before, right, num_tokens, local = w[0], w[1], w[2], w[3]
+        mistake = None
+        if after == num_tokens and right == num_tokens - 1:
+            mistake = "no_minus_one"
+        elif after is not None and after == right - 1 and right < num_tokens - 1:
+            mistake = "unguarded_minus_one"
+        elif after == num_tokens - 1 and right < num_tokens - 1:
+            mistake = "always_n_minus_one"
+        elif after is not None and after == right - 1:
+            mistake = "minus_two"
+        elif after == 0:
+            mistake = "recompute_all"
+        elif local and after == right - local:
+            mistake = "external_only"
+        g.fail(
+            (f"num_computed_tokens {before} -> {right} (num_tokens = {num_tokens}), "
+             "and D's step runs",
+             f"num_computed_tokens {before} -> {right}（num_tokens = {num_tokens}），"
+             "D 的这一步照常运行"),
+            f"num_computed_tokens {before} -> {after}"
+            if got["error"] is None or after is None or after != num_tokens
+            else (f"num_computed_tokens {before} -> {after}: D's step has nothing to schedule",
+                  f"num_computed_tokens {before} -> {after}：D 的这一步无可调度"),
+            mistake,
+            _said(got["error"], g.lang) + "\n" + er.table_text(got["trace"], None, g.lang),
+        )  # fmt: skip
+    if got["left_in_set"]:
+        g.fail(("finished_recving_kv_req_ids empty after the run",
+                "运行结束后 finished_recving_kv_req_ids 为空"),
+               (f"still holds {got['left_in_set']}", f"仍有 {got['left_in_set']}"),
+               "kept_in_set", table)  # fmt: skip
+    if got["left_failed"]:
+        g.fail(("failed_recving_kv_req_ids empty after the run",
+                "运行结束后 failed_recving_kv_req_ids 为空"),
+               (f"still holds {got['left_failed']}", f"仍有 {got['left_failed']}"),
+               "kept_failed", table)  # fmt: skip
+    g.expect(got["hits"], want["hits"], evidence=table)
+    g.expect(got["rows"], want["rows"], evidence=table)
+    g.expect(got["tokens"], want["tokens"], evidence=table)
+    g.expect(got["free"], want["free"], evidence=table)
+
+
+def _said(message: str | None, lang: str) -> str:
+    """What stopped D, in the grader's words: the engine's own message for this (it says how
+    to fix it) would answer the exercise."""
+    if not message:
+        return ""
+    if "nothing is" in message:
+        return _STOPPED[lang == "zh"]
+    return er.said(message, lang)
+
+
+_STOPPED = (
+    "D's scheduler stopped: the request came back with every token computed, so its step "
+    "had nothing to run.",
+    "D 的调度器停下了：请求回来时所有 token 都已算完，这一步没有可运行的。",
+)
 
 
 EXERCISE = Exercise(
@@ -153,13 +228,18 @@ Write it as a method of D's Scheduler: return False while the K/V are still arri
 once they arrived, remove the id from that set, cache (hash) the request's blocks, set
 request.num_computed_tokens to what D must treat as already computed, and return True.
 
+A load can fail (kv_load_failure_policy="recompute"): then the id is also in
+self.failed_recving_kv_req_ids (take it out too), and num_computed_tokens was already cut
+to the tokens before the first failed block (0 if the whole load failed). Cache what is
+left and let D compute the rest.
+
 While the K/V arrive, request.num_computed_tokens already counts them (N for a prompt
 of N tokens). Think about what P sent (each layer's keys and values) and what the first
 output token's logits need.
 
-The grader plugs your method into D's scheduler of a real P/D pair on the tiny model:
-the pair must produce the colocated engine's tokens, and D's first step must be what
-vLLM 0.33.0 does.""",
+The grader plugs your method into D's scheduler of a real P/D pair on the tiny model,
+beside the engine's own: every step D schedules, the sets, the prefix hits of a later
+request and the tokens must be the same, on whole, short and failed loads.""",
         "zh": """\
 练习 3：_update_waiting_for_remote_kv（pdlab/sched/remote_kv.py）
 
@@ -171,11 +251,16 @@ worker 接收完成后，会把请求 id 放进 self.finished_recving_kv_req_ids
 移除，缓存（哈希）该请求的块，把 request.num_computed_tokens 设成 D 应当视为已算完的
 数量，然后返回 True。
 
+加载可能失败（kv_load_failure_policy="recompute"）：这时 id 也在
+self.failed_recving_kv_req_ids 里（也要移除），num_computed_tokens 已被截到第一个失败块
+之前的 token 数（整个加载失败则为 0）。缓存剩下的部分，其余由 D 自己计算。
+
 K/V 传输期间 request.num_computed_tokens 已经把它们算进去了（N 个 token 的提示词即为 N）。
 想一想 P 传来了什么（每一层的 key 和 value），第一个输出 token 的 logits 又需要什么。
 
-评分时，你的方法被装进一个真实 P/D 对（tiny 模型）中 D 的调度器：生成的 token 必须与
-非分离引擎一致，D 的第一步也必须与 vLLM 0.33.0 相同。""",
+评分时，你的方法被装进一个真实 P/D 对（tiny 模型）中 D 的调度器，与引擎自己的方法对照：
+在完整、不足和失败的加载下，D 调度的每一步、两个集合、后续请求的前缀命中以及生成的
+token 都必须相同。""",
     },
     hints={
         "en": (
@@ -223,6 +308,56 @@ K/V 传输期间 request.num_computed_tokens 已经把它们算进去了（N 个
             "en": "not removing the id from finished_recving_kv_req_ids",
             "zh": "没有把 id 从 finished_recving_kv_req_ids 中移除",
         },
+        "unguarded_minus_one": {
+            "en": "subtracting one whatever arrived: the - 1 is only for K/V that cover the "
+            "whole prompt (num_computed_tokens == num_tokens); when they arrive short (a "
+            "failed block, a partial load), the last prompt token is still to compute anyway, "
+            "and D would recompute one cached token more",
+            "zh": "不管到了多少都减一：- 1 只用于 K/V 覆盖了整个提示词的情况"
+            "（num_computed_tokens == num_tokens）；K/V 不足时（有块加载失败、部分加载），最后一个"
+            "提示词 token 本来就要计算，D 会多重算一个已缓存的 token",
+        },
+        "always_n_minus_one": {
+            "en": "setting num_tokens - 1 whatever arrived: after a failed or partial load "
+            "only the tokens before the first failed block hold K/V, and D would attend to "
+            "blocks that hold none",
+            "zh": "不管到了多少都设成 num_tokens - 1：加载失败或只加载了一部分时，只有第一个失败块"
+            "之前的 token 有 K/V，D 会去关注没有 K/V 的块",
+        },
+        "kept_failed": {
+            "en": "not removing the id from failed_recving_kv_req_ids after a failed load: "
+            "the set keeps it for as long as D runs",
+            "zh": "加载失败后没有把 id 从 failed_recving_kv_req_ids 中移除：只要 D 在运行，"
+            "这个集合就一直留着它",
+        },
+        "external_only": {
+            "en": "counting only the transferred tokens (num_external_computed_tokens): the "
+            "blocks D found in its own prefix cache are computed too",
+            "zh": "只算了传来的 token（num_external_computed_tokens）：D 在自己前缀缓存里找到的"
+            "块也是已计算的",
+        },
     },
     grade=grade,
+    slips={
+        "no_minus_one": _slip(
+            "if request.num_computed_tokens == request.num_tokens:\n        pass"
+        ),
+        "unguarded_minus_one": _slip(
+            "request.num_computed_tokens = request.num_computed_tokens - 1"
+        ),
+        "always_n_minus_one": _slip("request.num_computed_tokens = request.num_tokens - 1"),
+        "minus_two": _slip(
+            "if request.num_computed_tokens == request.num_tokens:\n"
+            "        request.num_computed_tokens = request.num_tokens - 2"
+        ),
+        "recompute_all": _slip("request.num_computed_tokens = 0"),
+        "external_only": _slip(
+            "request.num_computed_tokens = request.num_external_computed_tokens - 1"
+        ),
+        "kept_in_set": _slip(remove="self.finished_recving_kv_req_ids.remove(rid)"),
+        "kept_failed": _slip(remove="self.failed_recving_kv_req_ids.discard(rid)"),
+        "ready_too_early": _slip(
+            remove="if rid not in self.finished_recving_kv_req_ids:\n        return False"
+        ).replace(".remove(rid)", ".discard(rid)"),
+    },  # fmt: skip
 )

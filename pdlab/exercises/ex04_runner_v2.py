@@ -19,6 +19,24 @@ from pdlab.exercises.base import Exercise, Grader, patched
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
+_SLIP = """\
+def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens, use_pcp):
+    if PCP:
+        return None, not any(is_prefilling)
+    runs = [RUNS for pf, q, c in zip(is_prefilling, num_scheduled_tokens,
+                                     num_computed_prefill_tokens)]
+    return runs, ELIGIBLE
+"""
+
+
+def _slip(
+    pcp: str = "use_pcp",
+    runs: str = "pf and q == 1 and c > 0",
+    eligible: str = "all(r or not pf for r, pf in zip(runs, is_prefilling))",
+) -> str:
+    """The solution with one of its three parts written wrongly."""
+    return _SLIP.replace("PCP", pcp).replace("RUNS", runs).replace("ELIGIBLE", eligible)
+
 
 def _norm(runs: Any, n: int) -> list[bool]:
     """None and all-False say the same of a batch (no row runs as a decode)."""
@@ -117,12 +135,20 @@ def grade(fn: Any, g: Grader) -> None:
             want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
             pf, q, c = args[0], args[1], args[2]
             no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
-            g.expect(got, want, {
+            mistakes = {
                 "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
                 "eligible_any_prefill": (want[0], not any(pf)),
-                "pcp_runs_as_decode": (want[0], all(
-                    (x and qi == 1 and ci > 0) or not x for x, qi, ci in zip(pf, q, c))),
-            })  # fmt: skip
+                "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
+            }
+            if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
+                runs_pcp = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
+                mistakes = {
+                    "pcp_runs_as_decode": (
+                        runs_pcp,
+                        all(rd or not x for rd, x in zip(runs_pcp, pf)),
+                    )
+                }
+            g.expect(got, want, mistakes)
     for pcp in (1, 2):
         with g.case(
             (
@@ -206,6 +232,18 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
             "这样的行必须走prefill 路径",
         },
+        "every_row": {
+            "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
+            "their prompt that run as a decode; a row past its prompt is a decode already",
+            "zh": "把解码行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、却按解码运行的行；"
+            "提示词已经结束的行本来就是解码行",
+        },
     },
     grade=grade,
+    slips={
+        "no_context_test": _slip(runs="pf and q == 1"),
+        "eligible_any_prefill": _slip(eligible="not any(is_prefilling)"),
+        "pcp_runs_as_decode": _slip(pcp="False"),
+        "every_row": _slip(runs="q == 1 and c > 0"),
+    },
 )

@@ -19,7 +19,7 @@ import pdlab.attention.builder as builder_module
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -38,6 +38,20 @@ def _prefix_count(q_lens, pf, thr, uniform, treat):
     d = [i for i, q in enumerate(q_lens) if q <= thr and (treat or not pf[i])]
     nd = sum(q_lens[i] for i in d)
     return len(d), len(q_lens) - len(d), nd, sum(q_lens) - nd
+
+
+def _padding_counts(q_lens, pf, thr, uniform, treat):
+    """A known mistake: under require_uniform, a padding row (query length 0) counted as a
+    length that differs from the first row's."""
+
+    def pre(i):
+        q = q_lens[i]
+        p = q > thr or (uniform and q != q_lens[0])
+        return p or (not treat and pf[i])
+
+    nd = next((i for i in range(len(q_lens)) if pre(i)), len(q_lens))
+    t = sum(q_lens[:nd])
+    return nd, len(q_lens) - nd, t, sum(q_lens) - t
 
 
 def _run(fn: Any | None, g: Grader, what: str):
@@ -140,21 +154,31 @@ def grade(fn: Any, g: Grader) -> None:
     cases.append(
         ((f"random batch {rows}", f"随机批次 {rows}"), rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2)))
     )
+    answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, thr, uniform, treat in cases:
         q, pf = [x[0] for x in rows], [x[1] for x in rows]
+        m = _meta(q, pf)
+        want = split_decodes_and_prefills(m, thr, uniform, treat)
+        wrong = {}
+        if q:
+            wrong["always_or"] = split_decodes_and_prefills(m, thr, uniform, False)
+            wrong["wrong_switch"] = split_decodes_and_prefills(m, thr, uniform, not treat)
+            wrong["ignore_uniform"] = split_decodes_and_prefills(m, thr, False, treat)
+            wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
+            wrong["padding_counts"] = _padding_counts(q, pf, thr, uniform, treat)
+        try:
+            got: Any = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
+        except Exception as e:  # noqa: BLE001 - raised again in its case, below
+            got = e
+        answers.append((name, thr, uniform, treat, got, want, wrong))
+    seen = [(got, wrong) for *_, got, _, wrong in answers]
+    for name, thr, uniform, treat, got, want, wrong in answers:
         with g.case(
             tuple(f"{x} (threshold {thr}, require_uniform {uniform}, treat {treat})" for x in name)
         ):
-            m = _meta(q, pf)
-            got = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
-            want = split_decodes_and_prefills(m, thr, uniform, treat)
-            wrong = {}
-            if q:
-                wrong["wrong_switch"] = split_decodes_and_prefills(m, thr, uniform, not treat)
-                wrong["always_or"] = split_decodes_and_prefills(m, thr, uniform, False)
-                wrong["ignore_uniform"] = split_decodes_and_prefills(m, thr, False, treat)
-                wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
-            g.expect(got, want, wrong)
+            if isinstance(got, Exception):
+                raise got
+            g.expect(got, want, consistent(wrong, seen))
     for what, label in (
         ("pd1", ("P/D pair, N = 13", "P/D 对，N = 13")),
         ("pd2", ("P/D pair under PCP = 2, N = 13", "PCP = 2 下的 P/D 对，N = 13")),
@@ -194,7 +218,40 @@ _M = {
         "counting every decode-like row: the decodes are the rows before the first prefill",
         "把所有像解码的行都算进去了：解码行是第一个预填充行之前的那些行",
     ),
+    "padding_counts": (
+        "counting a padding row (query length 0) as a different length under "
+        "require_uniform: padding never ends the decodes",
+        "在 require_uniform 下把填充行（query 长度 0）当成了不同的长度：填充行不会结束解码行",
+    ),
 }
+
+_SLIP = """\
+def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
+                               require_uniform=False, treat_short_extends_as_decodes=True):
+    def is_prefill(i):
+        q = query_lens[i]
+        prefill = q > decode_threshold or (require_uniform and UNIFORM)
+        return prefill or (SWITCH and is_prefilling[i])
+
+    nd = next((i for i in range(len(query_lens)) if is_prefill(i)), len(query_lens))
+    t = sum(query_lens[:nd])
+    return nd, len(query_lens) - nd, t, sum(query_lens) - t
+"""
+
+
+def _slip(uniform: str = "q not in (query_lens[0], 0)",
+          switch: str = "not treat_short_extends_as_decodes") -> str:  # fmt: skip
+    return _SLIP.replace("UNIFORM", uniform).replace("SWITCH", switch)
+
+
+_NOT_PREFIX = """\
+def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
+                               require_uniform=False, treat_short_extends_as_decodes=True):
+    decodes = [i for i, q in enumerate(query_lens) if q <= decode_threshold
+               and (treat_short_extends_as_decodes or not is_prefilling[i])]
+    t = sum(query_lens[i] for i in decodes)
+    return len(decodes), len(query_lens) - len(decodes), t, sum(query_lens) - t
+"""
 
 EXERCISE = Exercise(
     number=5,
@@ -250,4 +307,11 @@ builder 用你的函数为真实批次路由。""",
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _M.items()},
     grade=grade,
+    slips={
+        "wrong_switch": _slip(switch="treat_short_extends_as_decodes"),
+        "always_or": _slip(switch="True"),
+        "ignore_uniform": _slip(uniform="False"),
+        "padding_counts": _slip(uniform="q != query_lens[0]"),
+        "not_prefix": _NOT_PREFIX,
+    },
 )

@@ -33,6 +33,22 @@ def _base2(out_a, lse_a, out_b, lse_b):
     return out, m + torch.log2(t)
 
 
+def _named(g: Grader, got: tuple, whole: tuple, a: tuple, b: tuple) -> None:
+    """Fail unless ``got`` is ``whole``, naming the mistake whose answer it is."""
+    mistakes: dict[str, object] = {"base2": _base2(a[0], a[1], b[0], b[1])}
+    out, lse = got
+    if isinstance(out, torch.Tensor) and out.shape == whole[0].shape:
+        if torch.allclose(out.float(), (a[0] + b[0]) / 2, atol=1e-4):
+            mistakes["average"] = got
+        elif torch.allclose(out.float(), whole[0], atol=1e-4):
+            mistakes["lse_max"] = (whole[0], torch.maximum(a[1], b[1]))
+        else:
+            m = torch.maximum(a[1], b[1])
+            w_a, w_b = torch.exp(a[1] - m), torch.exp(b[1] - m)  # not divided by their sum
+            mistakes["unnormalised"] = (w_a[..., None] * a[0] + w_b[..., None] * b[0], lse)
+    g.expect(got, whole, mistakes)
+
+
 def _parts(g: Grader, t: int, h: int, k_a: int, k_b: int, d: int = 8, shift: float = 0.0):
     q = torch.randn(t, h, d, generator=g.gen)
     k = torch.randn(k_a + k_b, h, d, generator=g.gen)
@@ -68,18 +84,20 @@ def grade(fn: Any, g: Grader) -> None:
             got = g.pair(fn(a[0], a[1], b[0], b[1]), ("a pair (out, lse)", "一对 (out, lse)"))
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
-            g.expect(got, whole, {"base2": _base2(a[0], a[1], b[0], b[1])})
-    with g.case(
-        (
-            "part B empty (lse = -inf, its output NaN): the result is part A",
-            "B 部分为空（lse = -inf，输出为 NaN）：结果就是 A 部分",
-        )
+            _named(g, got, whole, a, b)
+    for empty, label in (
+        ("B", ("part B empty", "B 部分为空")),
+        ("A", ("part A empty", "A 部分为空")),
     ):
-        a, _, _ = _parts(g, t, h, 4, 1)
-        got = g.pair(
-            fn(a[0], a[1], *_empty(t, h, 8, math.nan)), ("a pair (out, lse)", "一对 (out, lse)")
-        )
-        g.expect(tuple(got), a)
+        with g.case((f"{label[0]} (lse = -inf, its output NaN): the result is the other part",
+                     f"{label[1]}（lse = -inf，输出为 NaN）：结果就是另一部分")):  # fmt: skip
+            part, _, _ = _parts(g, t, h, 4, 1)
+            none = _empty(t, h, 8, math.nan)
+            args = (*part, *none) if empty == "B" else (*none, *part)
+            got = g.pair(fn(*args), ("a pair (out, lse)", "一对 (out, lse)"))
+            if isinstance(got[0], torch.Tensor) and bool(torch.isnan(got[0]).any()):
+                g.fail(part, got, "nan_leak")
+            g.expect(tuple(got), part)
     with g.case(
         (
             "both parts empty: out = 0, lse = -inf, no NaN",
@@ -208,6 +226,89 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "en": "a base-2 LSE (exp2/log2): pdlab's and vLLM's merge read the natural log",
             "zh": "以 2 为底的 LSE（exp2/log2）：pdlab 和 vLLM 的合并使用自然对数",
         },
+        "average": {
+            "en": "averaging the two parts: each part weighs what its keys weigh in the "
+            "whole softmax, exp(lse_part - lse), not one half",
+            "zh": "把两部分取了平均：每部分的权重是它的 key 在整体 softmax 中的份额 "
+            "exp(lse_part - lse)，而不是一半",
+        },
+        "lse_max": {
+            "en": "the merged LSE as max(lse_a, lse_b): the output is right, but the LSE "
+            "is the log of the summed weights, log(exp(lse_a) + exp(lse_b)), and a later "
+            "merge (the next context chunk) reads it",
+            "zh": "把合并后的 LSE 写成 max(lse_a, lse_b)：输出是对的，但 LSE 是权重和的对数 "
+            "log(exp(lse_a) + exp(lse_b))，之后的合并（下一个上下文分块）还要读它",
+        },
+        "unnormalised": {
+            "en": "weighting by exp(lse_part) without dividing by the sum: the weights of "
+            "the two parts must add up to 1",
+            "zh": "按 exp(lse_part) 加权却没有除以总和：两部分的权重之和必须为 1",
+        },
+        "nan_leak": {
+            "en": "multiplying an empty part's output by its zero weight: its output may be "
+            "NaN (it attended to no key), and 0 * NaN is NaN",
+            "zh": "把空部分的输出乘以它为零的权重：它的输出可能是 NaN（没有 key 可看），而 "
+            "0 * NaN 仍是 NaN",
+        },
     },
     grade=grade,
+    slips={
+        "average": """\
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    import torch
+
+    return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)
+""",
+        "overflow": """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    w_a, w_b = torch.exp(lse_a), torch.exp(lse_b)
+    t = w_a + w_b
+    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, torch.log(t)
+""",
+        "base2": """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    m = torch.maximum(lse_a, lse_b)
+    w_a, w_b = torch.exp2(lse_a - m), torch.exp2(lse_b - m)
+    t = w_a + w_b
+    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m + torch.log2(t)
+""",
+        "lse_max": """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    m = torch.maximum(lse_a, lse_b)
+    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    t = w_a + w_b
+    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m
+""",
+        "unnormalised": """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    m = torch.maximum(lse_a, lse_b)
+    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    return w_a[..., None] * out_a + w_b[..., None] * out_b, m + torch.log(w_a + w_b)
+""",
+        "nan_leak": """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    m = torch.maximum(lse_a, lse_b)
+    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
+    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    t = w_a + w_b
+    safe = torch.where(t > 0, t, torch.ones_like(t))
+    out = (w_a / safe)[..., None] * out_a + (w_b / safe)[..., None] * out_b
+    return out, m + torch.log(t)
+""",
+    },
 )

@@ -30,6 +30,41 @@ def _inputs(g: Grader, t: int, s: int, h: int = 3, n: int = 8, r: int = 4, v: in
     return q, kv_c, k_pe, w, n, v, (n + r) ** -0.5
 
 
+def _absorbed(q, kv_c, k_pe, w, n, v, scale, uv_first=False, softmax_dim=-1):
+    """A known mistake's answer: ``kv_b_proj``'s rows read as ``[W_UV | W_UK]``, or the
+    softmax taken over the heads."""
+    h = q.shape[1]
+    w = w.float().view(h, n + v, kv_c.shape[-1])
+    w_uk, w_uv = (w[:, v:], w[:, :v]) if uv_first else (w[:, :n], w[:, n:])
+    ql = torch.einsum("thn,hnl->thl", q[..., :n].float(), w_uk)
+    s = torch.einsum("thl,sl->ths", ql, kv_c.float())
+    s = s + torch.einsum("thr,sr->ths", q[..., n:].float(), k_pe.float())
+    p = torch.softmax(s * scale, dim=softmax_dim)
+    return torch.einsum("thl,hvl->thv", torch.einsum("ths,sl->thl", p, kv_c.float()), w_uv)
+
+
+_SLIP = """\
+import torch
+
+
+def absorbed_decode(q, kv_c, k_pe, w_kv_b, qk_nope_head_dim, v_head_dim, scale):
+    h, n, v = q.shape[1], qk_nope_head_dim, v_head_dim
+    w = w_kv_b.view(h, n + v, kv_c.shape[-1])
+    w_uk, w_uv = W_SPLIT
+    ql = torch.einsum("thn,hnl->thl", q[..., :n], w_uk)
+    s = torch.einsum("thl,sl->ths", ql, kv_c)
+    s = s ROPE
+    p = torch.softmax(s * SCALE, dim=DIM)
+    return torch.einsum("thl,hvl->thv", torch.einsum("ths,sl->thl", p, kv_c), w_uv)
+"""
+
+
+def _slip(split: str = "w[:, :n], w[:, n:]", rope: str = "+ torch.einsum('thr,sr->ths', "
+          "q[..., n:], k_pe)", scale: str = "scale", dim: str = "-1") -> str:  # fmt: skip
+    return (_SLIP.replace("W_SPLIT", split).replace("ROPE", rope).replace("SCALE", scale)
+            .replace("DIM", dim))  # fmt: skip
+
+
 def _engine(fn: Any, g: Grader, pd: bool):
     calls = []
 
@@ -79,7 +114,11 @@ def grade(fn: Any, g: Grader) -> None:
             q0 = q.clone()
             q0[..., n:] = 0
             no_rope, _ = mla_naive(q0, kv_c, k_pe, w, n, v, scale, causal=False)
-            g.expect(got, want, {"latent_scale": wrong_scale, "no_rope": no_rope})
+            g.expect(got, want, {
+                "latent_scale": wrong_scale, "no_rope": no_rope,
+                "uv_first": _absorbed(q, kv_c, k_pe, w, n, v, scale, uv_first=True),
+                "softmax_dim": _absorbed(q, kv_c, k_pe, w, n, v, scale, softmax_dim=1),
+            })  # fmt: skip
     for pd in (True, False):
         label = (
             ("D's steps of a P/D pair, N = 13", "P/D 对中 D 的各步，N = 13")
@@ -159,6 +198,23 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
             "en": "leaving out the RoPE part: the score adds q_pe . k_pe to the latent term",
             "zh": "漏了 RoPE 部分：分数要在潜向量项上加 q_pe · k_pe",
         },
+        "uv_first": {
+            "en": "reading kv_b_proj's rows as [W_UV | W_UK]: each head's rows are its "
+            "qk_nope_head_dim rows of W_UK first, then its v_head_dim rows of W_UV",
+            "zh": "把 kv_b_proj 的行读成了 [W_UV | W_UK]：每个头的行先是 W_UK 的 "
+            "qk_nope_head_dim 行，然后才是 W_UV 的 v_head_dim 行",
+        },
+        "softmax_dim": {
+            "en": "the softmax over the heads: each head's weights are a softmax over the "
+            "cached rows (the last axis of the scores)",
+            "zh": "softmax 取在了头的维度上：每个头的权重是对缓存行（分数的最后一维）做 softmax",
+        },
     },
     grade=grade,
+    slips={
+        "latent_scale": _slip(scale="(kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5"),
+        "no_rope": _slip(rope=""),
+        "uv_first": _slip(split="w[:, v:], w[:, :v]"),
+        "softmax_dim": _slip(dim="1"),
+    },
 )

@@ -69,6 +69,7 @@ def _case(g: Grader, seq_lens: list[int], h: int = 2):
     table = torch.zeros(len(seq_lens), max(-(-s // PAGE) for s in seq_lens), dtype=torch.int32)
     q = torch.randn(len(seq_lens), h, w, generator=g.gen)
     want_o, want_l, k = [], [], 0
+    wrong: dict[str, list[tuple[torch.Tensor, torch.Tensor]]] = {m: [] for m in _VARIANTS}
     for i, s in enumerate(seq_lens):
         blocks = ids[k : k + -(-s // PAGE)]
         k += len(blocks)
@@ -79,10 +80,43 @@ def _case(g: Grader, seq_lens: list[int], h: int = 2):
         o, lse = naive_attention(q[i][None], rows[:, None], rows[:, None, :L], w**-0.5, False)
         want_o.append(o[0])
         want_l.append(lse[0])
-    return (q, cache, table, torch.tensor(seq_lens, dtype=torch.int32), w**-0.5, L), (
-        torch.stack(want_o),
-        torch.stack(want_l),
-    )
+        for m, kw in _VARIANTS.items():
+            wrong[m].append(_online(q[i], rows, w**-0.5, **kw))
+    mistakes = {
+        m: (torch.stack([o for o, _ in v]), torch.stack([x for _, x in v]))
+        for m, v in wrong.items()
+    }
+    args = (q, cache, table, torch.tensor(seq_lens, dtype=torch.int32), w**-0.5, L)
+    return args, (torch.stack(want_o), torch.stack(want_l)), mistakes
+
+
+_VARIANTS = {
+    "scores_unmasked": {"mask_scores": False},
+    "no_rescale": {"rescale": False},
+    "lse_no_max": {"lse_max": False},
+}
+
+
+def _online(q, rows, scale, mask_scores=True, rescale=True, lse_max=True):
+    """The page loop as a known mistake runs it: the unused slots loaded as 0 but scored
+    (``mask_scores=False``), ``acc`` not rescaled when the max grows, or ``log(l)`` as the
+    LSE. ``q`` is one request's ``[H, W]``, ``rows`` its ``[seq_len, W]``."""
+    s_len, h = rows.shape[0], q.shape[0]
+    m, l, acc = torch.full((h,), -float("inf")), torch.zeros(h), torch.zeros(h, L)
+    for start in range(0, s_len, PAGE):
+        page = torch.zeros(PAGE, rows.shape[1])
+        n = min(PAGE, s_len - start)
+        page[:n] = rows[start : start + n]
+        sc = (q.float() @ page.T) * scale
+        if mask_scores:
+            sc[:, n:] = -float("inf")
+        m_new = torch.maximum(m, sc.max(dim=1).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(sc - m_new[:, None])
+        l = l * alpha + p.sum(dim=1)
+        acc = (acc * alpha[:, None] if rescale else acc) + p @ page[:, :L]
+        m = m_new
+    return acc / l[:, None], (m if lse_max else 0) + torch.log(l)
 
 
 def _grader(launch: Any):
@@ -107,11 +141,11 @@ def _grader(launch: Any):
             ),
         ):
             with g.case((name[0] + ", unused slots hold NaN", name[1] + "，未用的槽为 NaN")):
-                args, want = _case(g, lens)
+                args, want, wrong = _case(g, lens)
                 got = g.pair(launch(fn, *args), ("a pair (out, lse)", "一对 (out, lse)"))
                 if bool(torch.isnan(got[1]).any()):  # NaN in an LSE: a NaN slot was scored
                     g.fail(want, tuple(got), "nan")
-                g.expect(tuple(got), want)
+                g.expect(tuple(got), want, wrong)
         with g.case(
             (
                 "inside a colocated engine: mla_decode is your kernel, N = 13",
@@ -192,10 +226,29 @@ _MISTAKES = {
         "zh": "读过了 seq_len：请求最后一个 token 之后的槽不属于它（这里是 NaN）；"
         "加载和 softmax 时都要屏蔽它们",
     },
+    "scores_unmasked": {
+        "en": "masking the load but not the scores: the unused slots load as 0, so they "
+        "score 0 and still take a share exp(0 - m) of the softmax; give them -inf",
+        "zh": "只屏蔽了加载而没有屏蔽分数：未用的槽加载为 0，分数为 0，仍在 softmax 中占了 "
+        "exp(0 - m) 的一份；要给它们 -inf",
+    },
+    "no_rescale": {
+        "en": "not rescaling acc when the max grows: what was summed under the old max must "
+        "be multiplied by exp(m_old - m_new), acc as well as l",
+        "zh": "最大值增大时没有重新缩放 acc：旧最大值下累加的部分要乘以 exp(m_old - m_new)，"
+        "acc 和 l 都要",
+    },
+    "lse_no_max": {
+        "en": "the LSE as log(l): l sums exp(s - m), so the LSE is m + log(l) (the merge "
+        "of exercise 6 reads it)",
+        "zh": "把 LSE 写成 log(l)：l 累加的是 exp(s - m)，所以 LSE 是 m + log(l)"
+        "（练习 6 的合并会读它）",
+    },
 }
 
 
-def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, str], launch):
+def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, str], launch,
+              slips: dict[str, str]):  # fmt: skip
     return Exercise(
         number=8,
         slug=slug,
@@ -209,7 +262,92 @@ def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, st
         hints=_HINTS,
         mistakes=_MISTAKES,
         grade=_grader(launch),
+        slips=slips,
     )
+
+
+_TRITON_SLIP = """\
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def paged_decode_kernel(q_ptr, cache_ptr, block_table_ptr, seq_lens_ptr, out_ptr, lse_ptr,
+                        scale, max_blocks, H, L: tl.constexpr, W: tl.constexpr,
+                        PAGE: tl.constexpr, BLOCK_W: tl.constexpr):
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    cols = tl.arange(0, BLOCK_W)
+    in_row = cols < W
+    q = tl.load(q_ptr + (b * H + h) * W + cols, mask=in_row, other=0.0)
+    seq_len = tl.load(seq_lens_ptr + b)
+    offs = tl.arange(0, PAGE)
+    m_i = tl.full((), float("-inf"), tl.float32)
+    l_i = tl.full((), 0.0, tl.float32)
+    acc = tl.zeros([BLOCK_W], dtype=tl.float32)
+    for page in range(0, tl.cdiv(seq_len, PAGE)):
+        block_id = tl.load(block_table_ptr + b * max_blocks + page).to(tl.int64)
+        valid = page * PAGE + offs < seq_len
+        rows = tl.load(cache_ptr + (block_id * PAGE + offs[:, None]) * W + cols[None, :],
+                       mask=LOAD_MASK, other=0.0)
+        s = SCORES
+        m_new = tl.maximum(m_i, tl.max(s, axis=0))
+        alpha = tl.exp(m_i - m_new)
+        p = tl.exp(s - m_new)
+        l_i = l_i * alpha + tl.sum(p, axis=0)
+        acc = ACC + tl.sum(p[:, None] * rows, axis=0)
+        m_i = m_new
+    out = acc / l_i
+    tl.store(out_ptr + (b * H + h) * L + cols, out, mask=cols < L)
+    tl.store(lse_ptr + b * H + h, LSE)
+"""
+_TORCH_SLIP = """\
+import torch
+
+
+def paged_decode(q, kv_cache, block_ids, seq_len, scale, kv_lora_rank, page_size):
+    h, w = q.shape
+    m, l = torch.full((h,), float("-inf")), torch.zeros(h)
+    acc = torch.zeros(h, kv_lora_rank)
+    for page in range((seq_len + page_size - 1) // page_size):
+        n = min(page_size, seq_len - page * page_size)
+        rows = kv_cache[block_ids[page]].float().clone()
+        LOAD_MASK
+        s = (q.float() @ rows.T) * scale
+        SCORES
+        m_new = torch.maximum(m, s.max(dim=1).values)
+        alpha = torch.exp(m - m_new)
+        p = torch.exp(s - m_new[:, None])
+        l = l * alpha + p.sum(dim=1)
+        acc = ACC + p @ rows[:, :kv_lora_rank]
+        m = m_new
+    return acc / l[:, None], LSE
+"""
+
+
+def _slips(template: str, right: dict[str, str], wrong: dict[str, dict[str, str]]):
+    """Each known mistake as a whole file: the template with one part written wrongly."""
+    out = {}
+    for key, parts in wrong.items():
+        text = template
+        for k, v in {**right, **parts}.items():
+            text = text.replace(k, v)
+        out[key] = text
+    return out
+
+
+_TRITON_RIGHT = {
+    "LOAD_MASK": "valid[:, None] & in_row[None, :]",
+    "SCORES": "tl.where(valid, tl.sum(rows * q[None, :], axis=1) * scale, float('-inf'))",
+    "ACC": "acc * alpha",
+    "LSE": "m_i + tl.log(l_i)",
+}
+_TORCH_RIGHT = {
+    "LOAD_MASK": "rows[n:] = 0",
+    "SCORES": "s[:, n:] = float('-inf')",
+    "ACC": "acc * alpha[:, None]",
+    "LSE": "m + torch.log(l)",
+}
 
 
 TRITON = _exercise(
@@ -217,11 +355,24 @@ TRITON = _exercise(
     {"en": "Write the loop's body in paged_decode_kernel.",
      "zh": "请写出 paged_decode_kernel 中循环的主体。"},
     _launch_triton,
+    _slips(_TRITON_SLIP, _TRITON_RIGHT, {
+        "nan": {"LOAD_MASK": "in_row[None, :]",
+                "SCORES": "tl.sum(rows * q[None, :], axis=1) * scale"},
+        "scores_unmasked": {"SCORES": "tl.sum(rows * q[None, :], axis=1) * scale"},
+        "no_rescale": {"ACC": "acc"},
+        "lse_no_max": {"LSE": "tl.log(l_i)"},
+    }),
 )  # fmt: skip
 TORCH = _exercise(
     "ex08_decode_torch", "paged_decode", {"en": "torch", "zh": "torch"},
     {"en": "Write paged_decode (this machine has no triton: the same loop in torch).",
      "zh": "请实现 paged_decode（本机没有 triton：用 torch 写同样的循环）。"},
     _launch_torch,
+    _slips(_TORCH_SLIP, _TORCH_RIGHT, {
+        "nan": {"LOAD_MASK": "pass", "SCORES": "pass"},
+        "scores_unmasked": {"SCORES": "pass"},
+        "no_rescale": {"ACC": "acc"},
+        "lse_no_max": {"LSE": "torch.log(l)"},
+    }),
 )  # fmt: skip
 EXERCISE = TRITON if triton_installed() else TORCH

@@ -37,6 +37,27 @@ def _wrong(cfg: ModelConfig, q: int, s: int) -> dict[str, tuple[float, float]]:
     }  # fmt: skip
 
 
+_SLIP = """\
+def mla_forms_flops(cfg, query_len, context_len):
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    n, v, q, s = cfg.qk_nope_head_dim, cfg.v_head_dim, query_len, context_len
+    pairs = PAIRS
+    proj = 2.0 * L * h * (n + v)
+    naive = NAIVE_KEYS * proj + pairs * 2.0 * h * (n + R + v)
+    absorbed = ABSORBED_PROJ + pairs * 2.0 * h * (PAIR_WIDTH)
+    return naive, absorbed
+"""
+_RIGHT = {"PAIRS": "q * s + q * (q + 1) / 2", "NAIVE_KEYS": "(s + q)", "ABSORBED_PROJ": "q * proj",
+          "PAIR_WIDTH": "(L + R) + L"}  # fmt: skip
+
+
+def _slip(**wrong: str) -> str:
+    text = _SLIP
+    for k, v in {**_RIGHT, **wrong}.items():
+        text = text.replace(k, v)
+    return text
+
+
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
@@ -158,4 +179,10 @@ prompt is ever cheaper absorbed.""",
         },
     },
     grade=grade,
+    slips={
+        "context_only": _slip(NAIVE_KEYS="s"),
+        "no_absorb_cost": _slip(ABSORBED_PROJ="0"),
+        "no_causal": _slip(PAIRS="q * (s + q)"),
+        "latent_pair_width": _slip(PAIR_WIDTH="L + R"),
+    },
 )

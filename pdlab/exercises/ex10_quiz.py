@@ -66,10 +66,11 @@ def grade(fn: Any, g: Grader) -> None:
     with g.case(("answers() returns a dict of every question", "answers() 返回包含每道题的 dict")):
         got = fn()
         if not isinstance(got, dict):
-            g.fail("a dict", type(got).__name__)
+            g.fail(("a dict", "一个 dict"), type(got).__name__)
         missing = [k for k in _QUESTIONS if k not in got]
         if missing:
-            g.fail(f"keys {list(_QUESTIONS)}", (f"missing {missing}", f"缺少 {missing}"))
+            g.fail((f"keys {list(_QUESTIONS)}", f"键 {list(_QUESTIONS)}"),
+                   (f"missing {missing}", f"缺少 {missing}"))  # fmt: skip
     facts = _facts()
     for key, question in _QUESTIONS.items():
         with g.case(question[g.lang]):
@@ -81,6 +82,17 @@ def grade(fn: Any, g: Grader) -> None:
             if not same:
                 g.fail(want, answer, key, er.table_text(tracer, "D", g.lang))
 
+
+# What the engine answers (the grader reads each from a trace; these only build the slips).
+_RIGHT = {
+    "d_num_computed_tokens": N - 1,
+    "d_prompt_tokens_computed": 1,
+    "d_is_prefilling": True,
+    "d_forward_default": "forward_mqa",
+    "d_forward_pcp2": "forward_mha",
+    "same_tokens_as_colocated": True,
+    "d_prompt_tokens_computed_without_params": N,
+}
 
 _QUESTIONS = {
     "d_num_computed_tokens": {
@@ -198,4 +210,16 @@ prefill 吗？D 也在做 prefill，正常吗？为什么 D 把整个提示词�
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()},
     grade=grade,
+    slips={  # the answers workshop learners give, one misconception each
+        key: "def answers():\n    return " + repr({**_RIGHT, key: value}) + "\n"
+        for key, value in {
+            "d_num_computed_tokens": N,
+            "d_prompt_tokens_computed": 0,
+            "d_is_prefilling": False,
+            "d_forward_default": "forward_mha",
+            "d_forward_pcp2": "forward_mqa",
+            "d_prompt_tokens_computed_without_params": 1,
+            "same_tokens_as_colocated": False,
+        }.items()
+    },
 )

@@ -27,7 +27,9 @@ from pdlab.trace import Tracer
 
 def _wrong(q: int, k: int) -> dict[str, torch.Tensor]:
     i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
-    return {"top_left": j <= i, "no_self": j < k - q + i}
+    right = j <= k - q + i
+    return {"top_left": j <= i, "no_self": j < k - q + i, "inverted": ~right,
+            "transposed": right.T}  # fmt: skip
 
 
 def _engine(fn: Any, g: Grader, pd: bool):
@@ -177,6 +179,28 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
             "en": "leaving out the diagonal: a token attends to itself too",
             "zh": "漏了对角线：token 也要关注它自己",
         },
+        "inverted": {
+            "en": "the mask inverted: True marks a key the query may see (the engine fills "
+            "the False entries with -inf), not one it must not",
+            "zh": "掩码反了：True 表示 query 可以看见的 key（引擎把 False 的位置填成 -inf），"
+            "而不是不能看见的",
+        },
+        "transposed": {
+            "en": "a [k_len, q_len] mask: one row per query, one column per key, [q_len, k_len]",
+            "zh": "掩码形状成了 [k_len, q_len]：每个 query 一行、每个 key 一列，"
+            "应为 [q_len, k_len]",
+        },
     },
     grade=grade,
+    slips={
+        key: "import torch\n\n\ndef causal_mask(q_len, k_len):\n"
+        "    i = torch.arange(q_len)[:, None]\n    j = torch.arange(k_len)[None, :]\n"
+        f"    return {mask}\n"
+        for key, mask in {
+            "top_left": "j <= i",
+            "no_self": "j < k_len - q_len + i",
+            "inverted": "j > k_len - q_len + i",
+            "transposed": "(j <= k_len - q_len + i).T",
+        }.items()
+    },
 )

@@ -27,15 +27,16 @@ class LearnerFileError(Exception):
     one_line = True
 
 
-def load_function(path: str | Path, function: str, lang: str = "en") -> Callable[..., Any]:
-    """``function`` from the Python file at ``path``."""
+def load_function(
+    path: str | Path, function: str, lang: str = "en", n: int | None = None
+) -> Callable[..., Any]:
+    """``function`` from the Python file at ``path`` (the file of exercise ``n``)."""
     path = Path(path)
-    if not path.is_file():
-        raise LearnerFileError(word(lang, "no_file", path=path, n="N"))
+    check_file(path, lang, n)
     name = f"pdlab_learner_{next(_count)}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise LearnerFileError(word(lang, "no_file", path=path, n="N"))
+        raise LearnerFileError(word(lang, "not_py", path=path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and typing look the module up while it runs
     try:
@@ -55,6 +56,16 @@ def load_function(path: str | Path, function: str, lang: str = "en") -> Callable
     if not callable(fn):
         raise LearnerFileError(word(lang, "not_callable", path=path, function=function))
     return fn
+
+
+def check_file(path: Path, lang: str, n: int | None) -> None:
+    """A one-line :class:`LearnerFileError` unless ``path`` is a Python file that exists:
+    what is wrong, and the command that writes exercise ``n``'s file."""
+    start = word(lang, "start_writes", n=n) if n is not None else ""
+    if path.is_dir() or (path.exists() and path.suffix != ".py"):
+        raise LearnerFileError(word(lang, "not_py", path=path) + start)
+    if not path.is_file():
+        raise LearnerFileError(word(lang, "no_file", path=path) + start)
 
 
 def _at(e: BaseException, source: str) -> str:

@@ -1,5 +1,7 @@
 """Progress, kept per working folder in a small JSON file there (``.pdlab-exercises.json``):
-which exercises were started and passed, and how many hints each has used. A file that is
+which exercises were started and passed once, the result of each one's last check (so a
+file that passed and now fails says so), how many hints each has used, and the learner's
+language (``start --lang zh`` keeps it, so a plain ``check`` grades in Chinese). A file that is
 not valid JSON, or not this shape, is set aside as ``.pdlab-exercises.json.bad`` and a fresh
 one started, so a learner is never stuck on a damaged file."""
 
@@ -17,6 +19,12 @@ class Progress:
     started: list[int] = field(default_factory=list)
     passed: list[int] = field(default_factory=list)
     hints: dict[str, int] = field(default_factory=dict)
+    last: dict[str, bool] = field(default_factory=dict)
+    lang: str = ""
+
+    def last_result(self, n: int) -> bool | None:
+        """Whether exercise ``n``'s last check passed (None: never checked)."""
+        return self.last.get(str(n))
 
     def hints_used(self, n: int) -> int:
         return self.hints.get(str(n), 0)
@@ -36,7 +44,11 @@ def load(folder: str | Path) -> Progress:
             started=[int(x) for x in data.get("started", [])],
             passed=[int(x) for x in data.get("passed", [])],
             hints={str(k): int(v) for k, v in data.get("hints", {}).items()},
+            last={str(k): bool(v) for k, v in data.get("last", {}).items()},
+            lang=str(data.get("lang", "")),
         )
+        if p.lang not in ("", "en", "zh"):
+            raise ValueError(p.lang)
     except (ValueError, TypeError, AttributeError):
         path.replace(path.with_name(FILE_NAME + ".bad"))
         return Progress()
@@ -53,9 +65,17 @@ def save(folder: str | Path, progress: Progress) -> Path:
 
 
 def update(folder: str | Path, *, started: int | None = None, passed: int | None = None,
-           hint: int | None = None) -> Progress:  # fmt: skip
-    """Record one event in ``folder``'s progress file and return the new state."""
+           hint: int | None = None, checked: tuple[int, bool] | None = None,
+           lang: str | None = None) -> Progress:  # fmt: skip
+    """Record one event in ``folder``'s progress file and return the new state:
+    ``checked`` is ``(n, passed)`` of a check (a pass is also kept in ``passed``)."""
     p = load(folder)
+    if checked is not None:
+        p.last[str(checked[0])] = bool(checked[1])
+        if checked[1]:
+            p.passed.append(checked[0])
+    if lang is not None:
+        p.lang = lang
     if started is not None:
         p.started.append(started)
     if passed is not None:

@@ -19,7 +19,10 @@ WORDS: dict[str, dict[str, str]] = {
     "col_file": {"en": "file", "zh": "文件"},
     "col_status": {"en": "status", "zh": "状态"},
     "col_hints": {"en": "hints", "zh": "线索"},
-    "passed": {"en": "passed", "zh": "已通过"},
+    "passed": {"en": "passed once", "zh": "曾通过"},
+    "col_last": {"en": "last check", "zh": "上次检查"},
+    "last_pass": {"en": "pass", "zh": "通过"},
+    "last_fail": {"en": "FAIL", "zh": "未通过"},
     "started": {"en": "started", "zh": "已开始"},
     "todo": {"en": "-", "zh": "-"},
     "progress_in": {
@@ -93,9 +96,14 @@ WORDS: dict[str, dict[str, str]] = {
     },
     "not_shown": {"en": "Not shown.", "zh": "未显示。"},
     "solution_of": {"en": "Reference solution of exercise {n}:", "zh": "练习 {n} 的参考答案："},
-    "no_file": {
-        "en": "{path} does not exist: run `pdlab exercises start {n}` first, or name the file",
-        "zh": "{path} 不存在：请先运行 `pdlab exercises start {n}`，或给出文件路径",
+    "no_file": {"en": "{path} does not exist", "zh": "{path} 不存在"},
+    "not_py": {
+        "en": "{path} is not a Python file: name the .py file you wrote",
+        "zh": "{path} 不是 Python 文件：请给出你写的 .py 文件",
+    },
+    "start_writes": {
+        "en": " (`pdlab exercises start {n}` writes exercise {n}'s)",
+        "zh": "（`pdlab exercises start {n}` 会写出练习 {n} 的文件）",
     },
     "syntax": {"en": "{path}:{line}: syntax error: {msg}", "zh": "{path}:{line}：语法错误：{msg}"},
     "import_error": {

@@ -1,0 +1,360 @@
+"""Exercise 12: the four first-token designs, predicted and then run: what D's first step
+schedules under ``recompute``, ``first_token``, ``append_prompt`` and ``hidden_state``
+(``pdlab/disagg/designs.py``, chapter 7 and notebook 07).
+
+The learner first writes ``PREDICTIONS`` (read from the function's module), graded against
+D's first step in a live :class:`pdlab.disagg.pair.PDPair` of each design, then
+``hand_off``, the proxy's step 2, which replaces :func:`pdlab.disagg.designs.hand_off` in
+the pair for a run and is put back afterwards. Each case runs the pair twice, with pdlab's
+``hand_off`` and with the learner's: every step D schedules, whether D is asked at all
+(P's token may be the whole answer: ``max_tokens=1``, a stop token) and the tokens must
+agree. No vLLM 0.33.0 counterpart (its proxy forwards the request unchanged, the
+``recompute`` design); the other designs' sources are named in ``designs.py``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+from typing import Any
+
+import pdlab.disagg.pair as pair_module
+from pdlab.config import SchedulerConfig
+from pdlab.exercises import engine_runs as er
+from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.request import SamplingParams
+
+N = 13
+MODES = ("recompute", "first_token", "append_prompt", "hidden_state")
+
+
+def _run(fn: Any, mode: str, max_tokens: int, stop_first: bool, g: Grader,
+         max_model_len: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """A pair of ``mode`` generating the N-token prompt, ``fn`` as its proxy's hand_off
+    (pdlab's own when None); ``stop_first`` makes the colocated first token a stop token,
+    ``max_model_len`` leaves that much room."""
+    prompt = er.prompt_of(N)
+    stops = (er.colocated_tokens(tuple(prompt))[0],) if stop_first else ()
+    sp = SamplingParams(max_tokens=max_tokens, stop_token_ids=stops)
+    sched = SchedulerConfig(max_model_len=max_model_len)
+    pair = er.pair(first_token=mode, scheduler_config=sched)
+    real = pair_module.hand_off
+
+    sent: list[tuple] = []
+
+    def learner(*a: Any, **kw: Any) -> Any:
+        h = real(*a, **kw) if fn is None else g.call(fn, *a, **kw)
+        sent.append(_fields(h))
+        return h
+
+    out, error = [], None
+    with patched(pair_module, "hand_off", learner):
+        try:
+            out = pair.generate(prompt, sp)[0].output_token_ids
+        except (ValueError, RuntimeError) as e:  # the engine refused what it was sent
+            error = f"{type(e).__name__}: {e}"
+    rows = [(r["num_computed_tokens_before"], r["num_scheduled_tokens"], r["num_prompt_tokens"])
+            for r in pair.tracer.step_rows("D")]  # fmt: skip
+    routes = pair.tracer.filter("route", "D")
+    first = (*rows[0][:2], bool(routes[0]["is_prefilling"])) if rows and routes else None
+    return {"tokens": out, "rows": rows, "first": first, "trace": pair.tracer, "error": error,
+            "sent": sent}  # fmt: skip
+
+
+def _fields(h: Any) -> tuple:
+    """What a hand-off sends, as the grader compares it: D's prompt length, its max_tokens,
+    the names of the params (None: no K/V to pull), the prefix, done, finish_reason."""
+    params = getattr(h, "kv_transfer_params", None)
+    sp = getattr(h, "sampling_params", None)
+    return (len(getattr(h, "prompt", ()) or ()), getattr(sp, "max_tokens", None),
+            None if params is None else tuple(sorted(params)), list(getattr(h, "prefix", [])),
+            bool(getattr(h, "done", False)), getattr(h, "finish_reason", None))  # fmt: skip
+
+
+@functools.lru_cache(maxsize=16)
+def _reference(mode: str, max_tokens: int, stop_first: bool,
+               max_model_len: int | None = None) -> dict[str, Any]:  # fmt: skip
+    return _run(None, mode, max_tokens, stop_first, Grader(0, "en"), max_model_len)
+
+
+def grade(fn: Any, g: Grader) -> None:
+    predictions = getattr(fn, "__globals__", {}).get("PREDICTIONS")
+    for mode in MODES:
+        with g.case((f"your prediction: D's first step under {mode}, N = {N}",
+                     f"你的预测：{mode} 下 D 的第一步，N = {N}")):  # fmt: skip
+            want = _reference(mode, er.MAX_TOKENS, False)["first"]
+            said = predictions.get(mode) if isinstance(predictions, dict) else None
+            if said is None:
+                g.fail(("PREDICTIONS[mode] = (computed before, scheduled, is_prefilling)",
+                        "PREDICTIONS[mode] = (之前已算, 调度数, is_prefilling)"),
+                       ("no prediction written", "还没有写预测"))  # fmt: skip
+            said = tuple(said) if isinstance(said, (tuple, list)) else said
+            if said != want:
+                g.fail(want, said, f"predict_{mode}", _table(mode, g))
+    cases = [(mode, er.MAX_TOKENS, False, None) for mode in MODES]
+    cases += [(m, 1, False, None) for m in ("first_token", "append_prompt")]
+    cases += [(m, er.MAX_TOKENS, True, None) for m in MODES]
+    cases += [(m, er.MAX_TOKENS, False, N + 1) for m in ("append_prompt", "first_token")]
+    for mode, max_tokens, stop_first, room in cases:
+        what = (
+            ("P's token is a stop token", "P 的 token 是停止 token") if stop_first
+            else ("max_tokens = 1", "max_tokens = 1") if max_tokens == 1
+            else (f"max_model_len = {room}: room for one token",
+                  f"max_model_len = {room}：只容得下一个 token") if room
+            else (f"max_tokens = {max_tokens}", f"max_tokens = {max_tokens}")
+        )  # fmt: skip
+        with g.case((f"a live PDPair under {mode}, N = {N}, {what[0]}, your hand_off",
+                     f"{mode} 下的真实 PDPair，N = {N}，{what[1]}，用你的 hand_off")):  # fmt: skip
+            want = _reference(mode, max_tokens, stop_first, room)
+            got = _run(fn, mode, max_tokens, stop_first, g, room)
+            _judge(g, mode, want, got, room)
+
+
+def _names(sent: list[tuple]) -> set[str]:
+    return {k for h in sent for k in (h[2] or ())}
+
+
+def _sent(sent: list[tuple], common: set[str], shared: str) -> str:
+    """The hand-offs in words (the field names as :class:`HandOff` has them), the params
+    by the names the other side lacks or has besides ``common``."""
+
+    def params(p: tuple | None) -> str:
+        if p is None:
+            return "None"
+        own = [k for k in p if k not in common]
+        return f"{{{len(p) - len(own)} {shared}{''.join(', ' + k for k in own)}}}"
+
+    return "; ".join(
+        f"prompt {n}, max_tokens {m}, kv_transfer_params {params(p)}, prefix {x}, done {d}"
+        + (f", finish_reason {r!r}" if r else "")
+        for n, m, p, x, d, r in sent
+    )
+
+
+def _table(mode: str, g: Grader) -> str:
+    return er.table_text(_reference(mode, er.MAX_TOKENS, False)["trace"], None, g.lang)
+
+
+def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
+           room: int | None = None) -> None:  # fmt: skip
+    table = er.table_text(got["trace"], None, g.lang)
+    if got["error"] and not want["error"]:
+        g.fail(want["tokens"], ("D refused the request", "D 拒绝了这个请求"),
+               "length_ignored" if room else None, er.said(got["error"], g.lang))  # fmt: skip
+    if want["rows"] == [] and got["rows"]:
+        g.fail(("D never asked: P's token is the whole answer",
+                "不需要 D：P 的 token 就是全部答案"),
+               (f"D ran {len(got['rows'])} steps", f"D 运行了 {len(got['rows'])} 步"),
+               "length_ignored" if room else "stop_ignored", table)  # fmt: skip
+    if got["rows"] != want["rows"]:
+        mistake = None
+        if got["rows"] and want["rows"]:
+            (c, _, p), (wc, _, wp) = got["rows"][0], want["rows"][0]
+            if mode == "first_token" and p == wp + 1:
+                mistake = "first_token_appended"
+            elif mode == "recompute" and c == wc + 1:
+                mistake = "recompute_sent_token"
+            elif mode == "append_prompt" and len(got["rows"]) == len(want["rows"]) + 1:
+                mistake = "max_tokens_kept"
+        g.fail(want["rows"], got["rows"], mistake, table)
+    wrong = {"no_prefix": want["tokens"][1:]} if mode == "append_prompt" else {}
+    g.expect(got["tokens"], want["tokens"], wrong, table)
+    if got["sent"] != want["sent"]:
+        extra = [k for h in got["sent"] for k in (h[2] or ()) if k not in _names(want["sent"])]
+        mistake = "hidden_state_sent_token" if mode == "hidden_state" and extra else None
+        if any(w[4] and not h[4] for w, h in zip(want["sent"], got["sent"])):
+            mistake = "length_ignored" if room else "stop_ignored"  # P's token was the answer
+        common = _names(want["sent"]) & _names(got["sent"])
+        shared = g.t(("shared", "相同"))
+        g.fail(_sent(want["sent"], common, shared), _sent(got["sent"], common, shared), mistake,
+               table)  # fmt: skip
+
+
+def _slip(old: str, new: str) -> str:
+    """The reference solution with ``old`` written as ``new``."""
+    text = (
+        importlib.resources.files("pdlab.exercises.solutions")
+        .joinpath("ex12_designs.py")
+        .read_text(encoding="utf-8")
+    )
+    assert old in text, old
+    return text.replace(old, new)
+
+
+EXERCISE = Exercise(
+    number=12,
+    slug="ex12_designs",
+    function="hand_off",
+    notebook="07_pd_designs",
+    title={
+        "en": "Four first-token designs: predict, then run",
+        "zh": "四种首 token 设计：先预测，再运行",
+    },
+    statement={
+        "en": """\
+Exercise 12: the first-token designs (pdlab/disagg/designs.py; pdlab pd --first-token)
+
+P prefills the prompt and samples one token; D must produce the first output token and
+continue. The four designs differ in what travels with the K/V:
+  * recompute (vLLM 0.33.0): nothing; D computes token 1 itself;
+  * first_token (SGLang, TensorRT-LLM): P's token, which D takes as its first output;
+  * append_prompt: P's token appended to D's prompt (N + 1 tokens);
+  * hidden_state: P's last hidden state; D computes lm_head(h) for token 1.
+
+First predict, in PREDICTIONS, D's first step for an N = 13 prompt under each design:
+(num_computed_tokens before the step, tokens scheduled, is_prefilling). Then write
+hand_off, the proxy's step 2: what D is sent, and the tokens put before D's. P's token
+can be the whole answer (a stop token, max_tokens = 1): then D is never asked.
+
+The grader checks your predictions against D's first step in a live PDPair of each
+design, then runs the pairs with your hand_off beside pdlab's own: every step D
+schedules, whether D is asked, and the tokens must agree.""",
+        "zh": """\
+练习 12：首 token 设计（pdlab/disagg/designs.py；pdlab pd --first-token）
+
+P 对提示词做预填充并采样一个 token；D 要给出第一个输出 token 并继续生成。四种设计的区别在于
+随 K/V 一起传什么：
+  * recompute（vLLM 0.33.0）：什么也不传；D 自己计算 token 1；
+  * first_token（SGLang、TensorRT-LLM）：P 的 token，D 把它当作第一个输出；
+  * append_prompt：把 P 的 token 追加到 D 的提示词后（N + 1 个 token）；
+  * hidden_state：P 的最后隐藏状态；D 计算 lm_head(h) 得到 token 1。
+
+先在 PREDICTIONS 里预测：N = 13 的提示词在每种设计下 D 的第一步是
+（这一步之前的 num_computed_tokens，调度的 token 数，is_prefilling）。然后实现 hand_off，
+即代理的第 2 步：发给 D 什么，以及放在 D 的 token 前面的 token。P 的 token 可能就是全部答案
+（停止 token，max_tokens = 1）：这时根本不需要 D。
+
+评分先把你的预测与每种设计下真实 PDPair 中 D 的第一步比较，再让这些 P/D 对用你的 hand_off
+与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。""",
+    },
+    hints={
+        "en": (
+            "recompute: the K/V of all N tokens arrive, yet the logits need the last one's "
+            "hidden state, so D runs position N - 1 again. append_prompt: D's prompt has "
+            "N + 1 tokens and N are cached, so its one new token is still a prompt token.",
+            "first_token: HandOff(prompt, sp, dict(params, first_token_ids=[t])). "
+            "append_prompt: HandOff([*prompt, t], sp with max_tokens - 1, params, [t]). "
+            "Check the stop tokens and max_tokens == 1 first: HandOff(prompt, sp, None, [t], "
+            "True, reason).",
+        ),
+        "zh": (
+            "recompute：全部 N 个 token 的 K/V 都到了，但 logits 需要最后一个 token 的隐藏状态，"
+            "所以 D 再算一遍位置 N - 1。append_prompt：D 的提示词有 N + 1 个 token、已缓存 N 个，"
+            "所以它那一个新 token 仍是提示词 token。",
+            "first_token：`HandOff(prompt, sp, dict(params, first_token_ids=[t]))`。"
+            "append_prompt：`HandOff([*prompt, t], rest, params, [t])`，rest 是 max_tokens "
+            "减 1 的 sp。先检查停止 token 和 max_tokens == 1："
+            "`HandOff(prompt, sp, None, [t], True, reason)`。",
+        ),
+    },
+    mistakes={
+        "predict_recompute": {
+            "en": "recompute's first step is one token over N - 1 = 12, still is_prefilling: "
+            "the transfer carries every layer's K/V of the 13 prompt tokens but not the last "
+            "one's final hidden state, and token 1's logits need it",
+            "zh": "recompute 的第一步是在 N - 1 = 12 之上算 1 个 token，仍 is_prefilling："
+            "传输带来了 13 个提示词 token 每一层的 K/V，却没有最后一个的最终隐藏状态，"
+            "而 token 1 的 logits 需要它",
+        },
+        "predict_first_token": {
+            "en": "under first_token D already holds token 1 (P's): its first step decodes "
+            "token 2 over all 13 prompt tokens, a plain decode (not is_prefilling)",
+            "zh": "first_token 下 D 已经有了 token 1（P 的）：它的第一步在全部 13 个提示词 "
+            "token 之上"
+            "解码 token 2，是普通解码行（不是 is_prefilling）",
+        },
+        "predict_append_prompt": {
+            "en": "under append_prompt P's token is prompt token 14: D's first step is one "
+            "token over the 13 cached, and it is still is_prefilling (13 < 14)",
+            "zh": "append_prompt 下 P 的 token 是第 14 个提示词 token：D 的第一步在 13 个已缓存之上"
+            "算 1 个，且仍 is_prefilling（13 < 14）",
+        },
+        "predict_hidden_state": {
+            "en": "under hidden_state token 1 comes from lm_head(h) alone, no model step: D's "
+            "first step decodes token 2 over all 13, not is_prefilling",
+            "zh": "hidden_state 下 token 1 只由 lm_head(h) 得到，不需要模型步：D 的第一步在"
+            "全部 13 个"
+            "之上解码 token 2，不是 is_prefilling",
+        },
+        "stop_ignored": {
+            "en": "asking D when P's token already ended the request (a stop token, "
+            "max_tokens = 1, or no room left under max_model_len): the proxy answers with "
+            "P's token alone and D never runs",
+            "zh": "P 的 token 已经结束了请求（停止 token、max_tokens = 1，或 max_model_len 已无"
+            "余地）却仍然请求 D：代理只用 P 的 token 作答，D 根本不运行",
+        },
+        "length_ignored": {
+            "en": "asking D when the prompt and P's token fill max_model_len: there is no "
+            "room for D's token, so P's token ends the request (finish_reason length)",
+            "zh": "提示词加上 P 的 token 已经占满 max_model_len 却仍然请求 D：D 的 token 已无位置，"
+            "所以 P 的 token 结束了请求（finish_reason 为 length）",
+        },
+        "hidden_state_sent_token": {
+            "en": "sending P's token under hidden_state: what travels is P's last hidden "
+            "state (already in the params); D computes token 1 from it with lm_head",
+            "zh": "hidden_state 下发送了 P 的 token：传过去的是 P 的最后隐藏状态（已在参数里）；"
+            "D 用 lm_head 由它算出 token 1",
+        },
+        "first_token_appended": {
+            "en": "under first_token, appending P's token to D's prompt as well: D takes it "
+            "as its first output token (first_token_ids); the prompt stays N tokens",
+            "zh": "first_token 下还把 P 的 token 追加到了 D 的提示词后：D 把它作为第一个输出 token"
+            "（first_token_ids）；提示词仍是 N 个 token",
+        },
+        "recompute_sent_token": {
+            "en": "sending P's token under recompute: vLLM's design sends nothing but the "
+            "K/V, and D recomputes position N - 1 for token 1",
+            "zh": "recompute 下发送了 P 的 token：vLLM 的设计只传 K/V，D 重算位置 N - 1 "
+            "得到 token 1",
+        },
+        "max_tokens_kept": {
+            "en": "under append_prompt, keeping max_tokens: P's token is one of the answer's "
+            "tokens, so D owes one fewer (max_tokens - 1)",
+            "zh": "append_prompt 下没有改 max_tokens：P 的 token 算作答案的一个 token，"
+            "所以 D 少生成"
+            "一个（max_tokens - 1）",
+        },
+        "no_prefix": {
+            "en": "under append_prompt, no prefix: D's prompt holds P's token, so D's output "
+            "starts at token 2 and the proxy must put P's token in front",
+            "zh": "append_prompt 下没有前缀：P 的 token 在 D 的提示词里，D 的输出从 token 2 开始，"
+            "代理必须把 P 的 token 放在前面",
+        },
+    },
+    grade=grade,
+    slips={
+        "predict_recompute": _slip('"recompute": (12, 1, True)', '"recompute": (13, 1, True)'),
+        "predict_first_token": _slip(
+            '"first_token": (13, 1, False)', '"first_token": (12, 1, True)'
+        ),
+        "predict_append_prompt": _slip(
+            '"append_prompt": (13, 1, True)', '"append_prompt": (13, 1, False)'
+        ),
+        "predict_hidden_state": _slip(
+            '"hidden_state": (13, 1, False)', '"hidden_state": (12, 1, True)'
+        ),
+        "stop_ignored": _slip(
+            "    if t in sp.stop_token_ids:\n        return HandOff(prompt, "
+            'sp, None, [t], True, "stop")\n',
+            "",
+        ),
+        "length_ignored": _slip(
+            "sp.max_tokens == 1 or len(prompt) + 1 >= max_model_len", "sp.max_tokens == 1"
+        ),
+        "first_token_appended": _slip(
+            "return HandOff(prompt, sp, dict(params, first_token_ids",
+            "return HandOff([*prompt, t], sp, dict(params, first_token_ids",
+        ),
+        "recompute_sent_token": _slip(
+            'mode in ("recompute", "hidden_state")', 'mode == "hidden_state"'
+        ).replace('if mode == "first_token":', 'if mode in ("first_token", "recompute"):'),
+        "hidden_state_sent_token": _slip(
+            'mode in ("recompute", "hidden_state")', 'mode == "recompute"'
+        ).replace('if mode == "first_token":', 'if mode in ("first_token", "hidden_state"):'),
+        "max_tokens_kept": _slip("max_tokens=sp.max_tokens - 1", "max_tokens=sp.max_tokens"),
+        "no_prefix": _slip(
+            "return HandOff([*prompt, t], rest, params, [t])",
+            "return HandOff([*prompt, t], rest, params)",
+        ),
+    },  # fmt: skip
+)
