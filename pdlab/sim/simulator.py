@@ -34,6 +34,7 @@ and model no such step.
 
 from __future__ import annotations
 
+import inspect
 import math
 import random
 from collections.abc import Callable
@@ -216,8 +217,23 @@ def _gather(
     """The runner's view of the step: ``gather_batch_req_state`` with each row's draft
     tokens subtracted before ``prefill_runs_as_decode`` (``num_new_tokens =
     num_scheduled_tokens - num_draft_tokens`` in 0.33.0's V2), and the uniform decode count
-    on the rows' real query lengths."""
+    on the rows' real query lengths. Where the engine's function takes the drafts itself
+    (``draft_tokens``, ``decode_query_len``), they are handed to it and it subtracts them;
+    otherwise the subtraction is made here, before the call."""
     ids = list(rows)
+    if k and "draft_tokens" in inspect.signature(gather_batch_req_state).parameters:
+        batch = gather_batch_req_state(
+            {r: rows[r][3] for r in ids},
+            {r: rows[r][0] for r in ids},
+            {r: rows[r][1] for r in ids},
+            {r: rows[r][2] for r in ids},
+            model_runner=runner,
+            use_pcp=use_pcp,
+            reorder_batch_threshold=threshold,
+            draft_tokens={r: [-1] * k for r in ids},  # drafts or placeholders: K a row
+            decode_query_len=1 + k,
+        )
+        return batch, list(batch.num_scheduled_tokens), batch.uniform_decode_token_count
     batch = gather_batch_req_state(
         {r: rows[r][3] - k for r in ids},
         {r: rows[r][0] for r in ids},
