@@ -14,6 +14,10 @@ if not HAS_TRITON:
 
 from pdlab.tools import aot, aot_specs  # noqa: E402
 
+# One worker builds them all (``--dist loadgroup``): the module's fixture compiles every
+# kernel, and two workers would each compile the whole set.
+pytestmark = pytest.mark.xdist_group("aot")
+
 
 @pytest.fixture(scope="module")
 def results():

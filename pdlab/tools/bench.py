@@ -180,7 +180,10 @@ def _path_row(
     t_pre = median_ms(functools.partial(step, 2), dev, repeats)
     t_dec = median_ms(functools.partial(step, 1), dev, repeats)
     e = 2 if dtype == torch.bfloat16 else 4
-    cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
+    # pdlab's own forward_mha packs V (v.contiguous()), unlike Hopper's FA3 prefill: cost
+    # what runs here.
+    cp = cost.prefill_path_cost(cfg, n_ctx, e=e, prefill_backend="pdlab")
+    cd = cost.decode_path_cost(cfg, n_ctx, e=e)
     f_pre, f_dec = floor_ms(cp.flops, cp.bytes, ceilings), floor_ms(cd.flops, cd.bytes, ceilings)
     return {
         "context": n_ctx,
