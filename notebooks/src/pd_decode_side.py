@@ -982,10 +982,10 @@ explorer
 # DeepSeek-V3/R1 部署时用它的多 token 预测（MTP）层作草稿模型：每一步之后它提出 K 个草稿
 # token，下一步用一行 `1 + K` 个 token 来验证。vLLM 0.33.0 于是以不同的方式调度 D 的第一步：
 # 调度器把 `N - 1` 个已缓存 token 之上的那一个新 token 补齐到 `1 + K` 个，补上 K 个 `-1`
-# 占位草稿（`schedule` 的 waiting 循环，“Pad new decode requests to uniform spec decoding
+# 占位草稿（`schedule` 中处理等待队列的循环，“Pad new decode requests to uniform spec decoding
 # size to preserve full cudagraph for this step”）；Model Runner V2 先减去草稿 token，再判断
 # 这一行是否为上下文之上的一个新 token（所以它仍是 `prefill_runs_as_decode`）；支持把投机
-# 解码当 decode 处理的 builder 把阈值提高到 `1 + K`（`vllm/v1/attention/backend.py` 中的
+# 解码的验证行当作 decode 行处理的 builder 把阈值提高到 `1 + K`（`vllm/v1/attention/backend.py` 中的
 # `_init_reorder_batch_threshold`）；占位草稿被拒绝（`gather_draft_sampled`）；MTP 草稿模型
 # 拿到的是目标模型在重算位置的隐藏状态 `h[N-1]`。下面用同一个提示词、FLASH_ATTN_MLA（vLLM
 # 在 H200 上选的后端），K = 1 和 K = 2，开与不开 PCP。这里的 MTP 层是随机权重（所以很少有
@@ -1062,7 +1062,7 @@ display(
 # speculative-decoding methods in `pdlab/sched/spec_decode.py`):
 
 # %% [markdown] zh
-# 补齐的规则，pdlab 对上游 waiting 循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
 # 方法放在 `pdlab/sched/spec_decode.py`）：
 
 # %%
@@ -1076,7 +1076,7 @@ show_source(Scheduler._pad_spec_decode)
 # takes `forward_mha`):
 
 # %% [markdown] zh
-# 补齐后的行为什么仍是 decode：`gather_batch_req_state` 里的减法（第 3 节的摘录里就有：
+# 补齐后的行为什么仍是 decode 行：`gather_batch_req_state` 里的减法（第 3 节的摘录里就有：
 # `new = [qi - di ...]`），以及阈值：不是 SINGLE_ONLY 的 builder 会把它提高到 `1 + K`
 # （FLASH_ATTN_MLA 的 512 本来就更大；TRITON_MLA 的 1 变成 `1 + K`；CPU_MLA 和 CUTLASS_MLA
 # 保持 1，所以在那里补齐的行走 `forward_mha`）：
@@ -1124,8 +1124,8 @@ for (k, pcp), tr in spec_traces.items():
 
 # %% [markdown] zh
 # 开启 PCP 时，补齐的行仍在预填充，V2 不计算 `prefill_runs_as_decode`，builder 传入
-# `treat_short_extends_as_decodes = False`，这一行走 `forward_mha`；PCP manager 把它的
-# `1 + K` 个 token（连同占位草稿）切分到各个 rank（旁边画了两个正在 decode 的请求作示意）：
+# `treat_short_extends_as_decodes = False`，这一行走 `forward_mha`；PCP 管理器（`PCPManager`）把它的
+# `1 + K` 个 token（连同占位草稿）切分到各个 rank（旁边画了两个正在解码的请求作示意）：
 
 # %%
 pcp_route = spec_traces[(2, 2)].filter("route", "D")[0]  # D's first step under PCP 2

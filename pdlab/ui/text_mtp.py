@@ -19,7 +19,7 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "zh": "开启投机解码（DeepSeek 的 MTP 层每步提出 K = {k} 个草稿 token）后，D 的第一步"
         "换了形状。调度器接纳这个请求时，它在 {nct} 个已缓存 token（N - 1）之上只有一个新"
         " token，于是被补齐到 1 + K = {q} 个 token：scheduled_spec_decode_tokens = {drafts}，"
-        "即 K 个占位草稿。上游的注释：把新的 decode 请求补齐到统一的投机解码宽度，让这一步"
+        "即 K 个占位草稿。上游的注释：把新的解码请求补齐到统一的投机解码宽度，让这一步"
         "仍能重放完整的 CUDA graph。",
     },
     "mtp_stays_decode": {
@@ -28,7 +28,7 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "= {rad} and the step stays decode_graph_eligible = {eligible}, with "
         "uniform_decode_token_count = {u}: the 1 + K shape of every verifying row (the "
         "subtraction is in the excerpt of gather_batch_req_state above).",
-        "zh": "为什么它仍是 decode：Model Runner V2 先从行的 token 数中减去草稿 token，再判断"
+        "zh": "为什么它仍是 decode 行：Model Runner V2 先从行的 token 数中减去草稿 token，再判断"
         "是否为“上下文之上的一个新 token”（{q} - {d} = 1），所以 prefill_runs_as_decode = "
         "{rad}，这一步仍然 decode_graph_eligible = {eligible}，uniform_decode_token_count ="
         " {u}：每个验证行都是 1 + K 的形状（减法就在上面 gather_batch_req_state 的摘录里）。",
@@ -39,8 +39,9 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "SINGLE_ONLY one (CPU_MLA, CUTLASS_MLA) keeps 1, and decode context parallelism "
         "forces 1 where the builder lacks supports_dcp_with_varlen. Here {backend}: "
         "decode_threshold = {t}, so the {q}-token row takes {path} → {forward}.",
-        "zh": "阈值 1 + K：支持把投机解码当 decode 处理的 builder（query_len_support 为 "
-        "UNIFORM 或 VARLEN）把 reorder_batch_threshold 提高到 max(threshold, 1 + K)；"
+        "zh": "阈值 1 + K：支持把投机解码的验证行当作 decode 行处理的 builder"
+        "（query_len_support 为 UNIFORM 或 VARLEN）把 reorder_batch_threshold 提高到 "
+        "`max(threshold, 1 + K)`；"
         "SINGLE_ONLY 的（CPU_MLA、CUTLASS_MLA）保持 1；解码上下文并行下，没有 "
         "supports_dcp_with_varlen 的 builder 被强制为 1。这里是 {backend}：decode_threshold"
         " = {t}，所以这个 {q} 个 token 的行走 {path} → {forward}。",
@@ -50,8 +51,8 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "{seq}; each of its queries sees the keys up to its own position (bottom-right "
         "causal, as FlashMLA's decode).",
         "zh": "forward_mqa 把整行交给 mla_decode：query_start_loc = {qsl}，seq_lens = {seq}；"
-        "行内每个 query 只看到它自己位置及之前的 key（右下对齐的因果掩码，与 FlashMLA 的 "
-        "decode 相同）。",
+        "行内每个 query 只看到它自己位置及之前的 key（右下对齐的因果掩码，与 FlashMLA 的"
+        "解码算子相同）。",
     },
     "mtp_single_only": {
         "en": "The {q}-token row is longer than decode_threshold = {t} and takes the prefill "
@@ -59,7 +60,7 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "the backend vLLM picks on Hopper) to see it as a decode.",
         "zh": "这个 {q} 个 token 的行超过了 decode_threshold = {t}，于是走 prefill 路径，与上游"
         " SINGLE_ONLY 的 builder 一样：加上 --gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
-        "的后端）再运行，就能看到它作为 decode。",
+        "的后端）再运行，就能看到它作为 decode 行。",
     },
     "mtp_verify": {
         "en": "The placeholders are never accepted: the row starts inside the prefill "
@@ -93,8 +94,8 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "across the ranks:",
         "zh": "PCP 对它的影响：PCP 2 下 V2 不计算 prefill_runs_as_decode（{rad}），这一步不是 "
         "decode_graph_eligible（{eligible}），builder 传入 treat_short_extends_as_decodes = "
-        "False，所以这个仍在预填充的补齐行走 {path} → {forward}；PCP manager 把它的 {q} 个 "
-        "token（连同占位草稿）切分到各个 rank：",
+        "False，所以这个仍在预填充的补齐行走 {path} → {forward}；PCP 管理器（`PCPManager`）"
+        "把它的 {q} 个 token（连同占位草稿）切分到各个 rank：",
     },
     # ---- notebooks 05/06, section 8 ---------------------------------------------------
     "nb5_mtp_col_scheduled": {"en": "scheduled", "zh": "调度的 token 数"},
