@@ -27,6 +27,7 @@ from pdlab.cli.args import (
     port,
     positive_float,
     routing_configs,
+    tiny_model_config,
 )
 from pdlab.errors import cli_message
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.config import CacheConfig, SchedulerConfig
     from pdlab.model.weights import weights_label
     from pdlab.request import SamplingParams
     from pdlab.ui.console import render_pd_result
@@ -126,14 +127,14 @@ def _run(args: argparse.Namespace) -> int:
     if any(not i for i in ids):
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
-    cfg = ModelConfig.tiny(weights=args.weights)
+    cfg = tiny_model_config(args)
     cache = CacheConfig(block_size=args.block_size, num_blocks=_num_blocks(ids, cfg, args))
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
     from pdlab.disagg.designs import check_first_token_mode
 
-    check_first_token_mode(args.first_token, sp)
+    check_first_token_mode(args.first_token, sp, routing["speculative_config"])
     if args.compare_designs:
         from pdlab.ui.console import make_console
         from pdlab.ui.designs_view import compare_designs, designs_table

@@ -39,6 +39,7 @@ from pdlab.cli.args import (
     positive_int,
     prompt_text,
     routing_configs,
+    tiny_model_config,
 )
 from pdlab.config import (
     PRESETS,
@@ -225,10 +226,11 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
             mla_backend=args.mla_backend,
             max_tokens=args.max_tokens,
             backend=args.backend,
-            model_config=ModelConfig.tiny(weights=args.weights),
+            model_config=tiny_model_config(args),
             compare=need & set(PARTS),
             gpu=args.gpu,
             model_runner=args.model_runner,
+            num_speculative_tokens=args.num_speculative_tokens or 0,
         )
         failed = [
             e
@@ -241,9 +243,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
                 c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
             c.print(say(lang, "tour_failed"))
             return 1
-    prompt = PromptOnly(
-        encode(args.prompt), ModelConfig.tiny(weights=args.weights), args.block_size
-    )
+    prompt = PromptOnly(encode(args.prompt), tiny_model_config(args), args.block_size)
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
@@ -318,7 +318,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = ModelConfig.tiny(weights=args.weights)
+    cfg = tiny_model_config(args)
     with one_thread():
         if args.pd:
             pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
