@@ -15,7 +15,7 @@ from typing import Any
 
 import pdlab.model.runner as runner_module
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
@@ -52,6 +52,20 @@ def _batch(rows: list[tuple[int, int, int]], use_pcp: bool):
         {r: p for r, (_, _, p) in zip(ids, rows)},
         use_pcp=use_pcp,
     )
+
+
+def _mistakes(args: tuple, want: tuple) -> dict[str, tuple]:
+    """Each known mistake's answer for one batch (``args`` as the learner gets them)."""
+    pf, q, c, use_pcp = args
+    if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
+        runs = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
+        return {"pcp_runs_as_decode": (runs, all(rd or not x for rd, x in zip(runs, pf)))}
+    no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
+    return {
+        "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
+        "eligible_any_prefill": (want[0], not any(pf)),
+        "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
+    }
 
 
 def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:
@@ -108,6 +122,16 @@ def grade(fn: Any, g: Grader) -> None:
             False,
         ),
         (
+            ("a decode and D's step", "一个解码行和 D 的那一步"),
+            [(1, 20, 8), (1, 12, 13)],
+            False,
+        ),
+        (
+            ("two decodes and two of D's steps", "两个解码行和 D 的两步"),
+            [(1, 20, 8), (1, 12, 13), (1, 30, 30), (1, 6, 7)],
+            False,
+        ),
+        (
             ("a decode and D's step, with PCP", "一个解码行和 D 的那一步，开启 PCP"),
             [(1, 20, 8), (1, 12, 13)],
             True,
@@ -124,31 +148,25 @@ def grade(fn: Any, g: Grader) -> None:
         c = r(0, p + 5)
         rows.append((1 if c >= p else r(1, p - c + 1), c, p))
     cases.append(((f"random batch {rows}", f"随机批次 {rows}"), rows, bool(r(0, 2))))
+    answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, use_pcp in cases:
-        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
-            b = _batch(rows, use_pcp)
-            args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
-                    list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
+        b = _batch(rows, use_pcp)
+        args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
+                list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
+        n = len(rows)
+        want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
+        try:
             runs, eligible = fn(*args)
-            n = len(rows)
-            got = (_norm(runs, n), bool(eligible))
-            want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
-            pf, q, c = args[0], args[1], args[2]
-            no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
-            mistakes = {
-                "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
-                "eligible_any_prefill": (want[0], not any(pf)),
-                "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
-            }
-            if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
-                runs_pcp = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
-                mistakes = {
-                    "pcp_runs_as_decode": (
-                        runs_pcp,
-                        all(rd or not x for rd, x in zip(runs_pcp, pf)),
-                    )
-                }
-            g.expect(got, want, mistakes)
+            got: Any = (_norm(runs, n), bool(eligible))
+        except Exception as e:  # noqa: BLE001 - raised again in its case, below
+            got = e
+        answers.append((name, use_pcp, got, want, _mistakes(args, want)))
+    seen = [(got, wrong) for *_, got, _, wrong in answers]
+    for name, use_pcp, got, want, wrong in answers:
+        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
+            if isinstance(got, Exception):
+                raise got
+            g.expect(got, want, consistent(wrong, seen))
     for pcp in (1, 2):
         with g.case(
             (
