@@ -290,10 +290,13 @@ fig
 # transfer is the other corner, `q = 1` over `S = N - 1`: deep blue. In between, absorbing
 # wins for a few queries over a long context. vLLM 0.33.0's FLASHMLA sends prompts of up
 # to 128 tokens down the absorbed path and FLASH_ATTN_MLA (the backend vLLM picks on
-# H100/H200) up to 512, and the table below costs such fresh prompts both ways: absorbing
-# them costs *more* FLOPs. Upstream gives no FLOP reason for those thresholds (the comment
-# beside them says only that small prefills use the decode pathway); whatever the reason,
-# it is not this count. Notebook 5 runs them.
+# H100/H200 with an auto/bf16 KV cache; it refuses an fp8 cache, and vLLM then picks
+# FLASHMLA) up to 512, and the table below costs such fresh prompts both ways: absorbing
+# them costs *more* FLOPs. Upstream gives no reason for those thresholds (the comment beside
+# them says only "process small prefills with decode pathway"); whatever the reason, it is
+# not this count. pdlab's inference, not upstream's word: the decode path reads far fewer
+# bytes and launches fewer kernels (section 5's roofline, notebook 5's table), in a kernel
+# tuned for it. Notebook 5 runs them.
 
 # %%
 rows = []
@@ -324,6 +327,8 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 #
 # - **H100 SXM and H800 SXM**: 989 TFLOP/s, 3.35 TB/s (NVIDIA's H100 and H800 datasheets;
 #   the H800 differs in NVLink, not in these);
+# - **H200 SXM**: the same 989 TFLOP/s, 4.8 TB/s (NVIDIA's H200 datasheet): more bandwidth,
+#   so a lower ridge;
 # - **FlashMLA on H800**, as DeepSeek reports it: up to 3000 GB/s memory-bound and
 #   660 TFLOP/s compute-bound for its MLA decode kernel;
 # - **this machine**, measured just now: an fp32 matrix product and a large copy.
@@ -335,6 +340,7 @@ cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
 THREADS = torch.get_num_threads()
 DEVICES = {  # the device's name (a key of pdlab/ui/text_notebooks.py): (peak FLOP/s, bytes/s)
     "nb3_dev_h800": published_peak("H800"),
+    "nb3_dev_h200": published_peak("H200"),
     "nb3_dev_flashmla": (660e12, 3.0e12),
     "nb3_dev_cpu": (cpu_flops, cpu_bw),
 }
@@ -393,8 +399,10 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 # The `mla_decode` kernel for one query token reads each 576-value row once for all 128
 # heads, at about 240 FLOP per byte: just under the H100/H800 ridge (about 295),
 # memory-bound but close, which is why FlashMLA's authors quote both a bandwidth and a
-# FLOP/s figure. Two or four query tokens per request (speculative decoding) cross the
-# ridge. The whole decode path of one token sits lower, because with a single request the
+# FLOP/s figure. On an H200 the ridge is about 206 (989 / 4.8), so the same one-token
+# kernel is on the compute side there: more bandwidth does not speed it up. Two or four
+# query tokens per request (speculative decoding) cross every ridge. The whole decode path
+# of one token sits lower, because with a single request the
 # absorbed weights `W_UK` and `W_UV` (about 17 MB each per layer in bf16) are read for one
 # token; a batch of requests shares them. The prefill path of the same token has a similar
 # intensity but does far more of both FLOPs and bytes (notebook 5 has the table).

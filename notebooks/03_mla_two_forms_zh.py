@@ -194,7 +194,7 @@ assert V3.num_attention_heads * (V3.qk_head_dim + V3.v_head_dim) == 40960
 # ## 4. FLOPs 与字节数
 #
 # 统计一个请求的 `q` 个 query token 在 `S` 个已缓存 token 上做注意力的工作量，按单层计（`H` 个头，
-# `L` = `kv_lora_rank`，`R` = rope 宽度，`n`/`v` = nope/value 宽度）：
+# `L` = `kv_lora_rank`，`R` = RoPE 部分的宽度，`n`/`v` = nope/value 宽度）：
 #
 # - 朴素形式：把每个 key 上投影一次要 `S * 2LH(n+v)` FLOPs，注意力本身再要
 #   `q*S * 2H((n+R) + v)`；读取 `S*(L+R)` 个缓存值，再读写 `S*H(n+R+v)` 个显式生成的 key 和 value；
@@ -280,10 +280,12 @@ fig
 # 最下面一行是新提示词：从不低于 1（token 很少时投影占主导，只略高于 1，提示词越长越高）。KV
 # 传输之后 D 的第一步在另一个角上：`S = N - 1` 之上的 `q = 1`，深蓝色。两者之间，少量 query
 # 面对长上下文时吸收形式胜出。vLLM 0.33.0 的 FLASHMLA 会把不超过 128 个 token 的提示词送进
-# 吸收形式的路径，FLASH_ATTN_MLA（vLLM 在 H100/H200 上选择的后端）则是不超过 512 个；下表按两种
-# 方式给这样的新提示词算账：吸收形式的 FLOPs 反而*更多*。对这两个阈值，上游没有给出 FLOPs 上的
-# 理由（旁边的注释只说小的 prefill 走 decode 路径）；无论原因是什么，都不是这笔账。第 5 篇会
-# 实际运行它们。
+# 吸收形式的路径，FLASH_ATTN_MLA（KV 缓存为 auto/bf16 时 vLLM 在 H100/H200 上选择的后端；它不
+# 接受 fp8 缓存，这时 vLLM 选 FLASHMLA）则是不超过 512 个；下表按两种方式给这样的新提示词算账：
+# 吸收形式的 FLOPs 反而*更多*。对这两个阈值，上游没有给出理由（旁边的注释只有一句
+# `process small prefills with decode pathway`）；无论原因是什么，都不是这笔账。pdlab 的推断
+# （不是上游的说法）：decode 路径读的字节少得多、启动的算子更少（见第 5 节的 roofline 模型和
+# 第 5 篇的表），算子也专为它调过。第 5 篇会实际运行它们。
 
 # %%
 rows = []
@@ -313,6 +315,7 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 #
 # - **H100 SXM 和 H800 SXM**：989 TFLOP/s、3.35 TB/s（NVIDIA 的 H100 和 H800 数据手册；H800 的
 #   区别在 NVLink，不在这两项）；
+# - **H200 SXM**：同样的 989 TFLOP/s、4.8 TB/s（NVIDIA 的 H200 数据手册）：带宽更高，脊点更低；
 # - **H800 上的 FlashMLA**，据 DeepSeek 报告：它的 MLA 解码算子在访存受限时可达 3000 GB/s，
 #   计算受限时可达 660 TFLOP/s；
 # - **本机**，刚刚实测：一次 fp32 矩阵乘和一次大块拷贝。
@@ -324,6 +327,7 @@ cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
 THREADS = torch.get_num_threads()
 DEVICES = {  # the device's name (a key of pdlab/ui/text_notebooks.py): (peak FLOP/s, bytes/s)
     "nb3_dev_h800": published_peak("H800"),
+    "nb3_dev_h200": published_peak("H200"),
     "nb3_dev_flashmla": (660e12, 3.0e12),
     "nb3_dev_cpu": (cpu_flops, cpu_bw),
 }
@@ -381,7 +385,9 @@ assert intensity[("nb3_kernel_point", 2)] > ridge
 # %% [markdown]
 # 一个 query token 的 `mla_decode` 算子把每行 576 个值只读一次、供全部 128 个头使用，约每字节
 # 240 FLOP：略低于 H100/H800 的脊点（约 295），访存受限但很接近，所以 FlashMLA 的作者同时给出
-# 带宽和 FLOP/s 两个数字。每个请求两个或四个 query token（投机解码）就越过了脊点。一个 token
+# 带宽和 FLOP/s 两个数字。H200 的脊点约为 206（989 / 4.8），同一个单 token 算子在那里落在计算
+# 受限的一侧：更高的带宽并不能让它更快。每个请求两个或四个 query token（投机解码）越过
+# 所有脊点。一个 token
 # 的整条 decode 路径位置更低，因为只有一个请求时，吸收后的权重 `W_UK` 和 `W_UV`（bf16 下每层
 # 各约 17 MB）只为一个 token 读取；一批请求会共享它们。同一个 token 的 prefill 路径算术强度
 # 相近，但 FLOPs 和字节数都多得多（表格见笔记本 5）。

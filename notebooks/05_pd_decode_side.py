@@ -98,7 +98,7 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import select_mla_backend
+from pdlab.platforms import routing_reason, select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import printable
@@ -136,8 +136,10 @@ print(
 # to P with `max_tokens=1` and `do_remote_decode`; P prefills, samples one token (which the
 # proxy throws away), keeps its blocks and returns `kv_transfer_params`; then the original
 # request goes to D with those params. Both engines write into one trace, with `instance`
-# `"P"` or `"D"`. Read the two columns top to bottom. The pair runs with upstream's
-# defaults (the `TRITON_MLA` backend profile, no prefill context parallelism).
+# `"P"` or `"D"`. Read the two columns top to bottom. The pair follows the MLA backend
+# vLLM 0.33.0's platform picks for this machine (upstream's default depends on the GPU:
+# `FLASH_ATTN_MLA` on an H100/H200, `CPU_MLA` on a CPU; `PDLAB_GPU=h200` follows an H200
+# here), without prefill context parallelism; the line under the panels says which.
 
 # %%
 N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
@@ -147,6 +149,7 @@ out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
 print(t("nb5_generated", p=repr(prompt), n=N, ids=out.output_token_ids), end=" ")
 print(printable(out.output_token_ids))
 trace_panels(pair.tracer, lang=LANG)
+print(routing_reason(pair.tracer.meta["routing"]["D"], LANG))
 
 # %% [markdown]
 # P computed all `N` tokens in one step. D allocated blocks, waited for P's K/V
@@ -166,7 +169,13 @@ assert ready["num_computed_tokens"] == N - 1
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
 # `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
 # `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
-# `num_computed_tokens = num_tokens - 1`):
+# `num_computed_tokens = num_tokens - 1`). It applies only when every token landed
+# (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after a
+# failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
+# block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
+# DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
+# load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
+# has no such layers):
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -255,9 +264,12 @@ print(
 )
 
 # %% [markdown]
-# vLLM V0 once shipped hidden states along with the cache; v1's KV connectors
-# (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
-# itself, and the only way is to run position `N-1` through every layer. Its attention
+# vLLM V0 once shipped hidden states along with the cache; 0.33.0's P/D connectors
+# (`NixlConnector` and the others) move KV blocks. Two of its connectors do touch hidden
+# states, and neither feeds D's first token: `ExampleHiddenStatesConnector` writes them to
+# disk for the `extract_hidden_states` speculative method, and the aux-output connector
+# (`vllm/distributed/aux_output_connector/`) moves auxiliary outputs. So D must produce
+# `h_last[N-1]` itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
 # written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
@@ -329,7 +341,7 @@ show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
 # a *short extend*. V2 orders the batch with the one-token rows first, then by query
 # length (`sort_batch_req_ids`; V1 sorts into four regions, decode → short_extend →
-# long_extend → prefill), and the MLA metadata builder then calls
+# long_extend → prefill), and the MLA builder then calls
 # `split_decodes_and_prefills` to find where the decodes end. pdlab's version of that
 # function, with upstream's arguments:
 
@@ -374,11 +386,17 @@ for parallel in (ParallelConfig(), PCP2):
 # Why does PCP flip it? Upstream's PCP manager (`vllm/v1/worker/gpu/pcp_manager.py`) cuts
 # every row that is still prefilling into `2 x PCP` chunks spread over the ranks, and keeps
 # every other row whole (`replicated = ~is_prefilling`; with PCP alone each whole row goes
-# to one rank in turn). A prefilling row is computed in pieces, so it must take the
-# prefill path; and under PCP V2 computes no `prefill_runs_as_decode`, and the step loses
-# the decode graph (`decode_graph_eligible = not has_prefill`). D's first step beside two
-# running decodes, laid out for PCP 2 (pdlab computes every row on one device; this only
-# shows the layout):
+# to one rank in turn). D's one-token row is not cut: its chunk size is 1, so rank 0 gets
+# it whole (`_iter_rank_chunks`). What routes it to `forward_mha` is the builder's
+# `not use_pcp` with the rank-local `is_prefilling`; upstream states no reason (that a
+# backend under PCP treats every prefilling row alike because most arrive in pieces is
+# pdlab's inference). Under PCP V2 also computes no `prefill_runs_as_decode`, and the step
+# loses the decode graph (`decode_graph_eligible = not has_prefill`). PCP is a prefill-side
+# feature: a D instance normally runs decode context parallelism (DCP), which leaves
+# `use_pcp` False, so the short extend stays a decode there, and drops the threshold to 1
+# for a builder without `supports_dcp_with_varlen` (`pdlab sim --routing dcp` shows it).
+# D's first step beside two running decodes, laid out for PCP 2 (pdlab computes every row
+# on one device; this only shows the layout):
 
 # %%
 show_source(pcp_rank_chunks)
@@ -487,8 +505,9 @@ display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], re
 # builder `CPU_MLA` uses, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose comment says
 # it processes small prefills with the decode pathway), and `require_uniform` is set unless
 # the backend takes variable-length queries. Which backend runs is the platform's choice
-# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200, `FLASHINFER_MLA` on a B200,
-# `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
+# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200 with an auto/bf16 KV cache
+# (it refuses an fp8 cache, and the list then falls to `FLASHMLA`), `FLASHINFER_MLA` on a
+# B200, `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -549,7 +568,9 @@ assert table[SHORT][4].endswith("prefill")
 # `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path, and so does
 # the 200-token long extend. That saves no FLOPs: for a fresh prompt the absorbed form
 # always costs more (notebook 3, where absorbing wins only for a few queries over a long
-# cached context). Upstream gives no reason for the 128 and 512 beyond that comment.
+# cached context). Upstream gives no reason for the 128 and 512 beyond that comment;
+# pdlab's inference is what section 6 shows: the decode path reads far fewer bytes and
+# launches fewer kernels, in a kernel tuned for it.
 #
 # Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
 # `not use_pcp` as well. The Mamba and GDN builders pass

@@ -18,23 +18,27 @@
 #
 # Notebook 5 showed why D runs position `N-1` again: the K/V P sends hold every layer's keys
 # and values, not the final hidden state the first logits need. The engines disagree on
-# what to do about it, and that is the lesson:
+# what to do about it, and that is the lesson (vLLM's own open thread on it is
+# vllm-project/vllm#25373, a feature request to reuse P's tokenization and first token on D):
 #
 # - `recompute` (vLLM v1, the default): P sends nothing more; D's first step is position
 #   `N-1` over `N-1` cached tokens, still `is_prefilling`;
 # - `first_token` (SGLang, TensorRT-LLM): P sends its sampled token; D's first step decodes
 #   that token over `N` cached;
-# - `append_prompt` (tried for vLLM's toy proxy): P's token is appended to D's prompt, so
+# - `append_prompt` (tried for vLLM's example proxy, vllm-project/vllm#50559, closed): P's
+#   token is appended to D's prompt, so
 #   D's first step is one prompt token over `N`, still `is_prefilling`;
-# - `hidden_state` (vLLM V0's simple connector): P sends `h[N-1]` after the final norm; D
-#   computes token 1 with `lm_head` alone, then decodes.
+# - `hidden_state` (vLLM V0's `SimpleConnector`): P sends `h[N-1]` after the final norm; D
+#   computes token 1 with `lm_head` alone, in the step its K/V land, then decodes.
 #
 # **What you will learn.** Each design gives the same tokens as a colocated run; what each
 # moves, what D computes before token 1 is known, and where it is known; why the first two
 # rows differ only under prefill context parallelism (PCP); and, with a step-level
 # simulator of D driven by the same cost model, what an arriving request's first step
-# costs the whole decode batch under Model Runner V2's default, under PCP and under V1, at
-# DeepSeek-V3's widths on an H200 profile. Everything runs on a CPU in seconds.
+# costs the whole decode batch under Model Runner V2's default, under PCP (a P-side
+# setting), under DCP (the one a D instance uses) and under V1, without speculative decoding
+# and with DeepSeek's MTP, at DeepSeek-V3's widths on an H200 profile. Everything runs on a
+# CPU in seconds.
 
 # %%
 # Setup: a no-op where pdlab is installed. Elsewhere (Colab, a bare Jupyter) it installs pdlab
@@ -88,7 +92,7 @@ from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
 from pdlab.ui.text import text
-from pdlab.ui.tour_designs import answer_values
+from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 from pdlab.ui.widgets import SimExplorer
 
 LANG = "en"  # the language of the tables' and widgets' labels
@@ -168,14 +172,19 @@ for mode in MODES:
 # `split_decodes_and_prefills`, each step's time the roofline of its kernel groups
 # (`pdlab/attention/cost.py`) on a published H200 profile, plus a named launch overhead
 # when the full decode graph is lost. Under V2's default the arriving row is
-# `prefill_runs_as_decode`; under PCP it becomes a `forward_mha` row.
+# `prefill_runs_as_decode`; under PCP it becomes a `forward_mha` row; under DCP it stays a
+# decode. The second table is the same grid with MTP (`K = 1`, DeepSeek-V3's published
+# acceptance rate): every row verifies `1 + K` tokens, D's first row is padded with `K`
+# placeholder drafts and is still `prefill_runs_as_decode`.
 
 # %%
 H200 = device_profile("H200")
 sim_rows, sim_runs = run_grid(SimConfig(), ModelConfig.deepseek_v3(), H200, "h200")
 console.print(sim_table(sim_rows, H200, LANG))
 display(plot_tpot(sim_rows))
-print(text(LANG, "ch7_answer", **answer_values(sim_rows)))
+mtp_rows, _ = run_grid(MTP_BASE, ModelConfig.deepseek_v3(), H200, "h200", routings=MTP_ROUTINGS)
+console.print(sim_table(mtp_rows, H200, LANG))
+print(text(LANG, "ch7_answer", **answer_values(sim_rows, mtp_rows)))
 
 # %% [markdown]
 # Try it: the design, the routing, the context (log scale, up to 128K tokens), the number

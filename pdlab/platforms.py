@@ -1,9 +1,12 @@
 """Which MLA backend vLLM picks on a given machine, so pdlab can follow its routing.
 
-Mirrors ``_get_backend_priorities`` in ``vllm/platforms/cuda.py`` (vLLM 0.33.0, dense MLA
-with the default bf16 KV cache) and the MLA choice of ``vllm/platforms/cpu.py``: the
-platform walks a priority list for the GPU's compute capability and takes the first
-backend whose ``supports_compute_capability`` accepts it.
+Mirrors ``_get_backend_priorities`` in ``vllm/platforms/cuda.py`` (vLLM 0.33.0, dense MLA)
+and the MLA choice of ``vllm/platforms/cpu.py``: the platform walks a priority list for
+the GPU's compute capability and takes the first backend whose
+``supports_compute_capability`` accepts it and whose ``supported_kv_cache_dtypes`` hold
+the KV cache dtype. The table is for the default (``auto``: the model's bf16); with
+``kv_cache_dtype="fp8"`` FLASH_ATTN_MLA refuses the cache, so an H100/H200 runs FLASHMLA
+(threshold 128, UNIFORM), and the CPU platform's CPU_MLA takes ``auto`` only.
 
 =============  ==========================================================  ==============
 capability     priority list (dense MLA)                                    first usable
@@ -38,6 +41,10 @@ GPUS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "gb200": ("NVIDIA GB200", (10, 0)),
     "rtx5090": ("NVIDIA GeForce RTX 5090", (12, 0)),
 }
+
+# The KV cache dtypes each backend's supported_kv_cache_dtypes holds (of pdlab's two).
+KV_CACHE_DTYPES = ("auto", "fp8")
+_SUPPORTS_FP8 = {"flashmla", "flashinfer_mla", "cutlass_mla", "triton_mla"}
 
 # What each backend's supports_compute_capability accepts (by major version).
 _SUPPORTS_MAJOR: dict[str, tuple[int, ...] | None] = {
@@ -78,6 +85,8 @@ def reason_text(gpu: str, backend: str, how: str, lang: str = "en") -> str:
     from pdlab.ui.text import text
 
     label, cap = GPUS[gpu]
+    if cap is None:
+        label = text(lang, "pf_cpu_label")
     where = text(lang, "pf_cpu") if cap is None else f"sm_{cap[0]}{cap[1]}"
     return text(
         lang, f"pf_{how}", gpu=label, where=where, backend=backend.upper(), flag="--gpu h200"
@@ -122,11 +131,16 @@ def check_gpu(gpu: str) -> str:
     return key
 
 
-def select_mla_backend(gpu: str | None = None) -> BackendChoice:
-    """The MLA backend vLLM 0.33.0 would run on ``gpu``.
+def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> BackendChoice:
+    """The MLA backend vLLM 0.33.0 would run on ``gpu`` with a ``kv_cache_dtype`` cache
+    (``"auto"``, the model's dtype, or ``"fp8"``).
 
     ``gpu`` None means: the ``PDLAB_GPU`` environment variable if set, else this machine's
     CUDA device if it has a known one, else the CPU platform."""
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise ValueError(
+            f"kv_cache_dtype={kv_cache_dtype!r} is invalid: expected one of {KV_CACHE_DTYPES}"
+        )
     how = "named"
     if gpu is None:
         env = os.environ.get("PDLAB_GPU")
@@ -140,9 +154,14 @@ def select_mla_backend(gpu: str | None = None) -> BackendChoice:
     _, cap = GPUS[key]
     for b in backend_priorities(cap):
         ok = _SUPPORTS_MAJOR.get(b)
+        if kv_cache_dtype == "fp8" and b not in _SUPPORTS_FP8:
+            continue
         if cap is None or ok is None or cap[0] in ok:
             return BackendChoice(b, key, reason_text(key, b, how), how)
-    raise AssertionError("every priority list ends in a backend that runs anywhere")
+    raise ValueError(
+        f"kv_cache_dtype={kv_cache_dtype!r} is invalid on {GPUS[key][0]}: no MLA backend of "
+        "its platform takes it (CPU_MLA takes 'auto' only)"
+    )
 
 
 def _check_env_gpu(gpu: str) -> str:

@@ -144,9 +144,10 @@ _FIRST_COMMANDS = [
 
 def _fresh_venv(where: Path) -> Path:
     """A new venv whose own site-packages is empty but for what we install, that borrows the
-    dependencies (torch, rich, ...) and Jupyter's data files from this interpreter's prefix through a ``.pth``
-    line. A path line in a ``.pth`` is not itself scanned for ``.pth`` files, so a checkout's
-    editable finder living there stays inactive: only the installed wheel provides pdlab."""
+    dependencies (torch, rich, ...) from this interpreter's site-packages through a ``.pth``
+    line, and Jupyter's data files from its prefix. A path line in a ``.pth`` is not itself
+    scanned for ``.pth`` files, so a checkout's editable finder living there stays inactive:
+    only the installed wheel provides pdlab."""
     import site
     import sysconfig
     import venv

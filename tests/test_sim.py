@@ -154,3 +154,150 @@ def test_sim_explorer_reruns_as_its_controls_change(lang):
     assert w.summary.value != before
     assert summarize(w.result)["non_uniform_share"] > 0
     assert ("运行中的解码数" in w.batch.description) == (lang == "zh")
+
+
+V3 = ModelConfig.deepseek_v3()
+# DeepSeek-V3's widths, 16 decodes over 4K tokens, 4K-token prompts: about 20 ms a step.
+V3_BASE = SimConfig(
+    batch_size=16, context=4096, prompt_len=4096, arrival_rate=40.0, duration_s=0.4, seed=3
+)
+
+
+def _step_at(res, t: float):
+    """The step during which time ``t`` falls (or the one starting at ``t``)."""
+    return next(s for s in res.steps if s.t <= t < s.t + s.time_s or s.t == t)
+
+
+def test_hidden_state_token_1_is_one_lm_head_row_in_the_step_its_kv_land():
+    hs = simulate(dataclasses.replace(V3_BASE, design="hidden_state"), V3, H200)
+    rc = simulate(dataclasses.replace(V3_BASE, design="recompute"), V3, H200)
+    assert hs.requests and len(hs.requests) == len(rc.requests)
+    for r in hs.requests:
+        landing = _step_at(hs, r.arrival)
+        assert r.ttft_d == pytest.approx(landing.t + landing.time_s - r.arrival)
+    for s in hs.steps:  # one lm_head per step: the hidden states join the batch's product
+        assert [g for g in s.cost.groups if "lm_head" in g] in ([], ["lm_head"])
+    rows = [s for s in hs.steps if s.cost.groups["lm_head"].flops > 2 * len(s.query_lens)
+            * V3.vocab_size * V3.hidden_size]  # fmt: skip
+    assert rows, "no step carried P's hidden states"
+    # Token 1 a step earlier than recompute's, token 2 as early as first_token's.
+    ft = simulate(dataclasses.replace(V3_BASE, design="first_token"), V3, H200)
+    a, b = summarize(hs), summarize(rc)
+    assert a["ttft_d_p50_s"] < b["ttft_d_p50_s"] - 0.5 * b["tpot_p50_s"]
+    assert a["t2t_d_p50_s"] == pytest.approx(summarize(ft)["t2t_d_p50_s"], rel=0.02)
+
+
+def test_an_idle_d_agrees_with_the_designs_table():
+    """No running decodes: D's step for token 1 is what design_point models after the
+    transfer (lm_head alone for hidden_state, the one-token forward for recompute)."""
+    from pdlab.disagg.designs import design_point
+
+    for design, forward in (("hidden_state", ""), ("recompute", "forward_mqa")):
+        cfg = dataclasses.replace(V3_BASE, batch_size=0, arrival_rate=1.0, duration_s=3.0,
+                                  design=design)  # fmt: skip
+        res = simulate(cfg, V3, H200)
+        assert len(res.requests) >= 2
+        _, _, latency = design_point(V3, design, 4096, 1, forward, H200, 2)
+        compute = latency - H200.transfer_s(1 + (V3.hidden_size * 2 if forward == "" else 0))
+        first = res.requests[0]  # D is idle when it lands
+        assert first.ttft_d == pytest.approx(compute, rel=1e-9)
+
+
+def test_the_tail_is_a_p99_only_over_enough_samples():
+    from pdlab.sim.report import P99_MIN_SAMPLES, percentile, tail
+
+    few = [float(i) for i in range(P99_MIN_SAMPLES - 1)]
+    assert tail(few) == ("max", max(few))
+    many = [float(i) for i in range(1000)]
+    assert tail(many) == ("p99", percentile(many, 99)) and tail(many)[1] < max(many)
+    s = summarize(simulate(dataclasses.replace(V3_BASE, duration_s=0.2), V3, H200))
+    assert s["steps"] < P99_MIN_SAMPLES and s["tpot_tail"] == "max"
+    # The default run has enough steps for a real p99.
+    d = summarize(simulate(SimConfig(), V3, H200))
+    assert d["steps"] >= 2 * P99_MIN_SAMPLES and d["tpot_tail"] == "p99"
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_mtp_pads_the_first_row_and_keeps_the_batch_uniform_under_v2(k):
+    cfg = dataclasses.replace(V3_BASE, num_speculative_tokens=k)
+    res = simulate(cfg, V3, H200)
+    assert res.reorder_batch_threshold == max(512, 1 + k)  # FLASH_ATTN_MLA on an H200
+    arrived = [s for s in res.steps if s.tokens != s.verifying_rows * cfg.tokens_per_verify_step]
+    assert arrived, "no step took an arrival"
+    for s in res.steps:
+        assert s.query_lens == [1 + k] * len(s.query_lens)  # drafts, or K placeholders
+        # The runner subtracted the drafts: D's padded row is prefill_runs_as_decode.
+        assert s.decode_graph_eligible and s.uniform_decode and s.num_prefills == 0
+    # Under PCP the padded first row is a forward_mha row.
+    pcp = simulate(dataclasses.replace(cfg, routing="pcp"), V3, H200)
+    assert any(s.num_prefills for s in pcp.steps)
+    assert all(not s.uniform_decode for s in pcp.steps if s.num_prefills)
+    # A row emits 1 + a + ... + a^K tokens per verifying step; a first row one token.
+    a = cfg.acceptance_rate
+    assert cfg.tokens_per_verify_step == pytest.approx(sum(a**i for i in range(k + 1)))
+    s0 = summarize(simulate(V3_BASE, V3, H200))
+    s1 = summarize(res)
+    assert 1 < s1["tokens_per_step"] <= cfg.tokens_per_verify_step
+    assert s1["tpot_p50_s"] < s0["tpot_p50_s"]  # more tokens per step than it costs
+
+
+def test_mtp_default_is_deepseeks_published_acceptance_rate():
+    from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, MTP_ACCEPTANCE_SOURCE
+    from pdlab.ui.text import text
+
+    assert MTP_ACCEPTANCE_RATE == 0.85 == SimConfig().acceptance_rate
+    assert "2412.19437" in MTP_ACCEPTANCE_SOURCE and "85-90%" in MTP_ACCEPTANCE_SOURCE
+    for lang in ("en", "zh"):
+        caption = text(lang, "sim_caption_mtp", k=1, a="85%")
+        assert "2412.19437" in caption and "5.4.3" in caption and "85-90%" in caption
+
+
+def test_dcp_keeps_the_short_extend_a_decode_and_drops_a_uniform_backends_threshold():
+    from pdlab.sim.simulator import builder_for
+
+    # FLASH_ATTN_MLA keeps its threshold under DCP: the same steps as V2.
+    v2 = simulate(V3_BASE, V3, H200)
+    dcp = simulate(dataclasses.replace(V3_BASE, routing="dcp"), V3, H200)
+    assert [s.time_s for s in dcp.steps] == [s.time_s for s in v2.steps]
+    # With an fp8 cache vLLM picks FLASHMLA (128, UNIFORM), which DCP drops to 1: a verifying
+    # row of 1 + K tokens is then longer than the threshold.
+    fp8 = dataclasses.replace(V3_BASE, kv_cache_dtype="fp8")
+    b, name = builder_for(fp8, "h200")
+    assert (name, b.reorder_batch_threshold) == ("FLASHMLA", 128)
+    b, _ = builder_for(dataclasses.replace(fp8, routing="dcp"), "h200")
+    assert b.reorder_batch_threshold == 1
+    res = simulate(dataclasses.replace(fp8, routing="dcp", num_speculative_tokens=1), V3, H200)
+    assert all(s.num_prefills == len(s.query_lens) for s in res.steps)
+    # Without MTP, under DCP the one-token rows are decodes (use_pcp stays False).
+    res = simulate(dataclasses.replace(fp8, routing="dcp"), V3, H200)
+    assert all(s.num_prefills == 0 for s in res.steps)
+
+
+def test_an_fp8_cache_halves_the_kv_bytes_read_and_moved():
+    from pdlab.disagg.designs import transfer_bytes
+
+    auto = simulate(V3_BASE, V3, H200)
+    fp8 = simulate(dataclasses.replace(V3_BASE, kv_cache_dtype="fp8"), V3, H200)
+    a = auto.steps[0].cost.groups["forward_mqa"].parts
+    b = fp8.steps[0].cost.groups["forward_mqa"].parts
+    ka, kb = dict((n, by) for n, _, by in a), dict((n, by) for n, _, by in b)
+    rows = sum(auto.steps[0].contexts) + len(auto.steps[0].contexts)
+    layers = V3.num_hidden_layers
+    assert ka["mla_decode"] - kb["mla_decode"] == pytest.approx(layers * rows * V3.kv_cache_dim)
+    assert transfer_bytes(V3, "recompute", 4096, 64, kv_e=1) * 2 == transfer_bytes(
+        V3, "recompute", 4096, 64
+    )
+
+
+def test_sim_command_takes_k_and_the_acceptance_rate(capsys):
+    argv = ["sim", "--duration", "0.1", "--batch-size", "4", "--routing", "v2", "--rate", "0"]
+    assert main([*argv, "--num-speculative-tokens", "1", "--acceptance-rate", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "1.50" in out and "K = 1 speculative tokens" in " ".join(out.split())
+    for flag, bad in (("--num-speculative-tokens", "17"), ("--acceptance-rate", "1.5")):
+        with pytest.raises(SystemExit) as e:
+            main([*argv, flag, bad])
+        assert e.value.code == 2 and flag in capsys.readouterr().err
+    for name, v in (("num_speculative_tokens", -1), ("acceptance_rate", 2.0)):
+        with pytest.raises(ValueError, match=name):
+            SimConfig(**{name: v})

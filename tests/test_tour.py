@@ -278,14 +278,20 @@ def test_chapter_7_states_the_answer_with_the_simulations_numbers(capsys, tmp_pa
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
     from pdlab.sim.simulator import SimConfig
-    from pdlab.ui.tour_designs import answer_values
+    from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 
     out, _ = run_tour(capsys, tmp_path, "--chapter", "7")
-    rows, _ = run_grid(SimConfig(), ModelConfig.deepseek_v3(), device_profile("H200"), "h200")
-    v = answer_values(rows)
+    v3, h200 = ModelConfig.deepseek_v3(), device_profile("H200")
+    rows, _ = run_grid(SimConfig(), v3, h200, "h200")
+    mtp, _ = run_grid(MTP_BASE, v3, h200, "h200", routings=MTP_ROUTINGS)
+    v = answer_values(rows, mtp)
+    assert v["v2_tail"] == "p99"  # enough steps for one
     assert f"TPOT is {v['v2_p50']} p50 / {v['v2_p99']} p99" in flat(out)
     assert f"{v['pcp_mixed']} of the steps lose the full decode graph" in flat(out)
     assert f"TPOT p99 rises to {v['pcp_p99']} ({v['pcp_x']} the default's)" in flat(out)
+    # Each design's own figure (first_token and hidden_state differ by the lm_head rows).
+    assert f"first_token ({v['ft_pcp_p99']}) and hidden_state ({v['hs_pcp_p99']})" in flat(out)
+    assert f"TPOT falls to {v['mtp_p50']}" in flat(out) and "V2 + DCP" in flat(out)
     assert all(m in flat(out) for m in MODES) and "= colocated" in flat(out)
 
 

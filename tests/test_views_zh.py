@@ -177,3 +177,34 @@ def test_plots_without_a_cjk_font_are_labelled_in_english(run: Demo, monkeypatch
     assert ax.get_xlabel() == text("en", "plot_nct_x")
     with pytest.raises(ValueError, match="lang='fr'"):
         plots.plot_num_computed_tokens(run.trace, lang="fr")
+
+
+def test_what_the_chinese_views_print_follows_the_glossary(monkeypatch, capsys) -> None:
+    """Every word-table string the Chinese tour, ``pdlab sim`` and ``pdlab trace`` print,
+    with its values filled in (the routing reason, the backend, a path), passes the
+    glossary's rule (``tests/test_glossary.py``)."""
+    from test_glossary import violations
+
+    from pdlab.ui.text import TEXT
+
+    printed: list[tuple[str, str]] = []
+
+    class Recorded(str):
+        def format(self, *args: object, **kwargs: object) -> str:
+            out = str.format(self, *args, **kwargs)
+            printed.append((self.key, out))
+            return out
+
+    for key, entry in TEXT.items():
+        r = Recorded(entry["zh"])
+        r.key = key
+        monkeypatch.setitem(entry, "zh", r)
+    monkeypatch.setenv("PDLAB_GPU", "h200")
+    assert main(["tour", "--lang", "zh", "--no-pager"]) == 0
+    assert main(["sim", "--lang", "zh", "--duration", "0.2", "--num-speculative-tokens", "1"]) == 0
+    assert main(["trace", "--lang", "zh", "--max-tokens", "2", "--prompt", "你好"]) == 0
+    capsys.readouterr()
+    keys = {k for k, _ in printed}
+    assert {"ch4_intro", "ch4_why_pcp", "ch7_answer", "sim_caption", "pf_env"} <= keys
+    bad = {f"{k}: {out[:60]}": v for k, out in printed if (v := violations(out))}
+    assert bad == {}, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())

@@ -48,7 +48,7 @@
 # Triton interpreter computes the same numbers, more slowly; notebook 4 checks both).
 
 # %% [markdown] zh
-# # 6. P/D 分离的 decode 侧：D 为什么要把最后一个提示词 token 再算一遍
+# # 6. P/D 分离的解码侧：D 为什么要把最后一个提示词 token 再算一遍
 #
 # （本篇是第 5 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
 #
@@ -57,7 +57,7 @@
 # 1. 在解码实例（D）上，调度器为什么把 `num_computed_tokens` 设成
 #    `prompt_len - 1`？也就是当它等于 `request.num_tokens` 时那句
 #    `num_computed_tokens -= 1`。
-# 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在 prefill。那在 D 上这个
+# 2. 只要 `num_computed_tokens < num_prompt_tokens`，请求就算作仍在预填充。那在 D 上这个
 #    条件不就成立了吗？
 # 3. 这样一来，D 是否要为这一个 token 跑一遍 `_forward_prefill`？
 # 4. “最后一个 token 必须重算才能得到 logits，用不了缓存”——为什么？
@@ -72,14 +72,14 @@
 # - 问题 2 里的表达式确实存在：vLLM 0.33.0 默认的 model runner（Model Runner V2）为每个请求
 #   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，而且亲自点名了 D 的这一行：
 #   在已缓存上下文之上只有一个新的提示词 token，就是 `prefill_runs_as_decode`，于是这一步仍是
-#   整齐的 decode 批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
+#   均匀解码批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
 #   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
-#   prefill 上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
+#   预填充上下文并行（PCP）时才这样设置。所以默认情况下 D 的这一步走 `forward_mqa`（旧版
 #   vLLM 的 `_forward_decode`）；`prefill_context_parallel_size > 1` 时走 `forward_mha`（即提问
 #   里的 `_forward_prefill`），以及为什么；还有 V1 怎么做；
 # - 两条路径算出同一个 token，但代价差很多，我们用 DeepSeek-V3 的维度算给你看。
 #
-# 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 tiny DeepSeek 结构（2 层、4 个头、
+# 全部在 CPU 上跑，不到一分钟：模型是 pdlab 的 `tiny` DeepSeek 结构（2 层、4 个头、
 # 潜向量秩 64、RoPE 16），算子用 pdlab 的 `torch` 后端（Triton 解释器算出的数一样，只是更慢；
 # 第 4 篇把两个后端都对过一遍）。
 
@@ -134,7 +134,7 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import select_mla_backend
+from pdlab.platforms import routing_reason, select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import printable
@@ -172,17 +172,21 @@ print(
 # to P with `max_tokens=1` and `do_remote_decode`; P prefills, samples one token (which the
 # proxy throws away), keeps its blocks and returns `kv_transfer_params`; then the original
 # request goes to D with those params. Both engines write into one trace, with `instance`
-# `"P"` or `"D"`. Read the two columns top to bottom. The pair runs with upstream's
-# defaults (the `TRITON_MLA` backend profile, no prefill context parallelism).
+# `"P"` or `"D"`. Read the two columns top to bottom. The pair follows the MLA backend
+# vLLM 0.33.0's platform picks for this machine (upstream's default depends on the GPU:
+# `FLASH_ATTN_MLA` on an H100/H200, `CPU_MLA` on a CPU; `PDLAB_GPU=h200` follows an H200
+# here), without prefill context parallelism; the line under the panels says which.
 
 # %% [markdown] zh
 # ## 1. 一个请求走一遍 P 和 D
 #
-# `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D proxy 驱动两台服务器一样：提示词先发给 P，
-# 带 `max_tokens=1` 和 `do_remote_decode`；P 做完 prefill，采样一个 token（proxy 会丢掉它），
+# `PDPair` 驱动两个引擎的方式，和 vLLM 的 P/D 代理驱动两台服务器一样：提示词先发给 P，
+# 带 `max_tokens=1` 和 `do_remote_decode`；P 做完预填充，采样一个 token（代理会丢掉它），
 # 保留自己的块，返回 `kv_transfer_params`；然后原始请求带着这些参数发给 D。两个引擎写同一个
-# trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎用上游的默认设置
-# （`TRITON_MLA` 后端配置，不开 prefill 上下文并行）。
+# trace，`instance` 分别是 `"P"` 和 `"D"`。左右两栏从上往下看。这对引擎按 vLLM 0.33.0 的平台
+# 在本机会选的 MLA 后端运行（上游的默认值取决于 GPU：H100/H200 上是 `FLASH_ATTN_MLA`，CPU 上
+# 是 `CPU_MLA`；设 `PDLAB_GPU=h200` 就按 H200 走），不开预填充上下文并行；面板下面一行写明了
+# 用的是哪个。
 
 # %%
 N = 11  # prompt length in tokens (the byte tokenizer: one ASCII character, one token)
@@ -192,6 +196,7 @@ out = pair.generate(prompt, SamplingParams(max_tokens=4))[0]
 print(t("nb5_generated", p=repr(prompt), n=N, ids=out.output_token_ids), end=" ")
 print(printable(out.output_token_ids))
 trace_panels(pair.tracer, lang=LANG)
+print(routing_reason(pair.tracer.meta["routing"]["D"], LANG))
 
 # %% [markdown] en
 # P computed all `N` tokens in one step. D allocated blocks, waited for P's K/V
@@ -216,12 +221,23 @@ assert ready["num_computed_tokens"] == N - 1
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
 # `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
 # `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
-# `num_computed_tokens = num_tokens - 1`):
+# `num_computed_tokens = num_tokens - 1`). It applies only when every token landed
+# (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after a
+# failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
+# block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
+# DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
+# load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
+# has no such layers):
 
 # %% [markdown] zh
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
 # 的复刻（pdlab 把调度器中与 KV 传输相关的方法放在 `pdlab/sched/remote_kv.py`），`- 1` 在末尾
-# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）：
+# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token 都到齐时才生效
+# （`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
+# （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也这样做
+# （`kv_load_failure_policy="recompute"`）；带 DeepSeek V4.1 滑动窗口层的模型，在加载没有带上
+# 窗口时会重放命中部分末尾的整个窗口（`_mark_prefix_replay`，这是上游的行为；pdlab 的模型没有
+# 这种层）：
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -239,7 +255,7 @@ show_source(Scheduler._update_waiting_for_remote_kv)
 # ## 2. 传过去了什么，没传什么
 #
 # 手动一步步推进这对引擎，在 D 刚收到 P 的块、还没做任何计算时停下。此时 D 的分页 KV 缓存
-# （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的 slot 是 NaN）里，每一层、
+# （每层一个张量，形状 `[num_blocks, block_size, 80]`，没用到的槽是 NaN）里，每一层、
 # 每个提示词位置都已经有一行潜向量 `[kv_c_normed | k_pe]`。我们用 `forward_mha` 里
 # 同一个 `gather_cache` 算子，按 D 的块表把它们读出来。
 
@@ -327,9 +343,12 @@ print(
 )
 
 # %% [markdown] en
-# vLLM V0 once shipped hidden states along with the cache; v1's KV connectors
-# (`NixlConnector` and the others) move KV blocks only. So D must produce `h_last[N-1]`
-# itself, and the only way is to run position `N-1` through every layer. Its attention
+# vLLM V0 once shipped hidden states along with the cache; 0.33.0's P/D connectors
+# (`NixlConnector` and the others) move KV blocks. Two of its connectors do touch hidden
+# states, and neither feeds D's first token: `ExampleHiddenStatesConnector` writes them to
+# disk for the `extract_hidden_states` speculative method, and the aux-output connector
+# (`vllm/distributed/aux_output_connector/`) moves auxiliary outputs. So D must produce
+# `h_last[N-1]` itself, and the only way is to run position `N-1` through every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
 # written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
@@ -338,12 +357,14 @@ print(
 # Let D take that step now. First, keep the rows of position `N-1` as P wrote them:
 
 # %% [markdown] zh
-# vLLM V0 曾经把隐藏状态跟缓存一起传过；v1 的 KV connector（`NixlConnector` 等）只传
-# KV 块。所以 `h_last[N-1]` 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
+# vLLM V0 曾经把隐藏状态跟缓存一起传过；0.33.0 做 P/D 的 connector（`NixlConnector` 等）
+# 传的是 KV 块。它有两个 connector 确实碰到隐藏状态，但都不给 D 的第一个 token 用：
+# `ExampleHiddenStatesConnector` 为投机解码的 `extract_hidden_states` 方法把隐藏状态写到磁盘，
+# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传的是辅助输出。所以 `h_last[N-1]`
+# 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的注意力从传过来的缓存里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
 # （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。
-# 本地前缀缓存命中
-# 也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
+# 本地前缀缓存命中也遵守同一条规则，最多命中 `num_tokens - 1` 个 token
 # （`KVCacheManager.get_computed_blocks`，见第 1 篇）。
 #
 # 现在让 D 走这一步。先把 P 写下的位置 `N-1` 那一行存起来：
@@ -382,7 +403,7 @@ assert (
 #
 # 于是 D 第一次真正计算的那一步，在 trace 里是这样的。vLLM 0.33.0 默认运行 Model Runner V2
 # （`vllm/v1/worker/gpu/model_runner.py`；`VLLM_USE_V2_MODEL_RUNNER=0` 才选 V1），pdlab 也一样。
-# 除了三个计数，runner 还记下了 V2 对这一行的看法：`prefill_len`（随请求交给它的全部 token：
+# 除了三个计数，model runner 还记下了 V2 对这一行的看法：`prefill_len`（随请求交给它的全部 token：
 # 提示词，被抢占后再加上已有的输出）、`is_prefilling = num_computed_prefill_tokens <
 # prefill_len`、`prefill_runs_as_decode`，以及这一步的 `decode_graph_eligible`：
 
@@ -416,7 +437,7 @@ assert first["decode_graph_eligible"] and first["forward"] == "forward_mqa"
 
 # %% [markdown] zh
 # V2 在自己的代码里点名了这一行。它的注释说：在已有上下文之上只有一个新的提示词 token，
-# 就按 decode 运行；于是这一步仍是 `decode_graph_eligible`：一个整齐的 decode 批次，也就是完整
+# 就按 decode 行运行；于是这一步仍是 `decode_graph_eligible`：一个均匀解码批次，也就是完整的
 # decode CUDA graph 能重放的那种（`get_uniform_decode_token_count`）。pdlab 里对应的规则
 # （上游：`GPUModelRunner.gather_batch_req_state`；pdlab 记录这个标志，但不捕获 CUDA graph）：
 
@@ -427,15 +448,15 @@ show_source(gather_batch_req_state, 'if model_runner == "v2" and has_prefill', "
 # One new token, like a decode; the prompt not finished, like a prefill: upstream calls it
 # a *short extend*. V2 orders the batch with the one-token rows first, then by query
 # length (`sort_batch_req_ids`; V1 sorts into four regions, decode → short_extend →
-# long_extend → prefill), and the MLA metadata builder then calls
+# long_extend → prefill), and the MLA builder then calls
 # `split_decodes_and_prefills` to find where the decodes end. pdlab's version of that
 # function, with upstream's arguments:
 
 # %% [markdown] zh
-# 只有一个新 token，像 decode；提示词还没算完，又像 prefill：上游把它叫作*短 extend*。
+# 只有一个新 token，像 decode 行；提示词还没算完，又像 prefill 行：上游把它叫作*短 extend*。
 # V2 把只有一个 token 的行排在最前，其余按 query 长度排序（`sort_batch_req_ids`；V1 则排成
-# 四个区：decode → short_extend → long_extend → prefill），MLA metadata builder 再调用
-# `split_decodes_and_prefills` 找出 decode 到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
+# 四个区：`decode` → `short_extend` → `long_extend` → `prefill`），MLA builder 再调用
+# `split_decodes_and_prefills` 找出 decode 行到哪里为止。pdlab 对这个函数的实现，参数和上游一样：
 
 # %%
 show_source(split_decodes_and_prefills)
@@ -464,7 +485,7 @@ show_source(MLAMetadataBuilder.build, "split_decodes_and_prefills(", ")")
 # consequence of `prefill_context_parallel_size`):
 
 # %% [markdown] zh
-# 所以第 3 个问题的答案取决于一个设置。把 D 这一步的 metadata 按两种设置各建一次（pdlab 并不
+# 所以第 3 个问题的答案取决于一个设置。把 D 这一步的元数据按两种设置各建一次（pdlab 并不
 # 实现上下文并行，只复现 `prefill_context_parallel_size` 对路由的这一影响）：
 
 # %%
@@ -489,19 +510,31 @@ for parallel in (ParallelConfig(), PCP2):
 # Why does PCP flip it? Upstream's PCP manager (`vllm/v1/worker/gpu/pcp_manager.py`) cuts
 # every row that is still prefilling into `2 x PCP` chunks spread over the ranks, and keeps
 # every other row whole (`replicated = ~is_prefilling`; with PCP alone each whole row goes
-# to one rank in turn). A prefilling row is computed in pieces, so it must take the
-# prefill path; and under PCP V2 computes no `prefill_runs_as_decode`, and the step loses
-# the decode graph (`decode_graph_eligible = not has_prefill`). D's first step beside two
-# running decodes, laid out for PCP 2 (pdlab computes every row on one device; this only
-# shows the layout):
+# to one rank in turn). D's one-token row is not cut: its chunk size is 1, so rank 0 gets
+# it whole (`_iter_rank_chunks`). What routes it to `forward_mha` is the builder's
+# `not use_pcp` with the rank-local `is_prefilling`; upstream states no reason (that a
+# backend under PCP treats every prefilling row alike because most arrive in pieces is
+# pdlab's inference). Under PCP V2 also computes no `prefill_runs_as_decode`, and the step
+# loses the decode graph (`decode_graph_eligible = not has_prefill`). PCP is a prefill-side
+# feature: a D instance normally runs decode context parallelism (DCP), which leaves
+# `use_pcp` False, so the short extend stays a decode there, and drops the threshold to 1
+# for a builder without `supports_dcp_with_varlen` (`pdlab sim --routing dcp` shows it).
+# D's first step beside two running decodes, laid out for PCP 2 (pdlab computes every row
+# on one device; this only shows the layout):
 
 # %% [markdown] zh
-# 为什么 PCP 会翻转它？上游的 PCP manager（`vllm/v1/worker/gpu/pcp_manager.py`）把每个仍在
+# 为什么 PCP 会翻转它？上游的 `PCPManager`（`vllm/v1/worker/gpu/pcp_manager.py`）把每个仍在
 # 预填充的行切成 `2 x PCP` 块分给各个 rank，其他行保持完整（`replicated = ~is_prefilling`；
-# 只开 PCP 时，每个完整的行轮流交给一个 rank）。仍在预填充的行被分块计算，所以必须走 prefill
-# 路径；而且开启 PCP 时 V2 不计算 `prefill_runs_as_decode`，这一步也就失去了 decode graph
-# （`decode_graph_eligible = not has_prefill`）。下面是 D 的第一步和两个正在 decode 的请求一起、
-# 按 PCP 2 排布的样子（pdlab 在一个设备上计算每一行，这里只展示排布）：
+# 只开 PCP 时，每个完整的行轮流交给一个 rank）。D 这一行只有一个 token，并没有被切开：它的分块
+# 大小为 1，rank 0 拿到完整的这一行（`_iter_rank_chunks`）。把它送进 `forward_mha` 的，是
+# builder 的 `not use_pcp` 加上 rank 本地的 `is_prefilling`；上游没有说明理由（“PCP 下大多数
+# 预填充行是分块到达的，所以后端对所有预填充行一视同仁”是 pdlab 的推断）。开启 PCP 时 V2 也不
+# 计算 `prefill_runs_as_decode`，这一步就失去了 decode CUDA graph（`decode_graph_eligible =
+# not has_prefill`）。PCP 是预填充侧的功能：解码实例通常用解码上下文并行（DCP），它让
+# `use_pcp` 保持为 False，所以短 extend 在那里仍是 decode 行；对不支持
+# `supports_dcp_with_varlen` 的 builder，DCP 会把阈值降到 1（`pdlab sim --routing dcp`
+# 可以看到）。下面是 D 的第一步和两个正在解码的请求一起、按 PCP 2 排布的样子（pdlab 在一个设备上计
+# 算每一行，这里只展示排布）：
 
 # %%
 show_source(pcp_rank_chunks)
@@ -517,7 +550,7 @@ assert layout == [f"dec-a[0:1], {first['req_id']}[0:1]*", "dec-b[0:1]"]
 # as pdlab's `MLAAttention` (after vLLM's `MLACommonImpl`) writes it:
 
 # %% [markdown] zh
-# 开启 prefill 上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
+# 开启预填充上下文并行时，第 3 个问题的答案是“是的”：D 会为这一个 token 跑
 # `forward_mha`（即提问里的 `_forward_prefill`）。下面是 pdlab 的 `MLAAttention`（对应 vLLM 的
 # `MLACommonImpl`）里这条路径的写法：
 
@@ -534,8 +567,9 @@ show_source(MLAAttention.forward_mha)
 
 # %% [markdown] zh
 # 对“一个 query token、`N-1` 个已缓存 token”来说，这意味着：先把新 token 经 `kv_b_proj`
-# 上投影，对自己做注意力；再进 `_compute_prefill_context`：从分页 KV 缓存里 gather 全部
-# `N-1` 行潜向量，把每一行都经 `kv_b_proj` 上投影成逐头的 K 和 V，做不带 mask 的注意力，
+# 上投影，对自己做注意力；再进 `_compute_prefill_context`：用 `gather_cache` 从分页 KV 缓存里取出
+# 全部
+# `N-1` 行潜向量，把每一行都经 `kv_b_proj` 上投影成逐头的 K 和 V，做不带掩码的注意力，
 # 最后按 log-sum-exp 把两部分结果合并。下面把 P/D 分别在 V2、V2 + PCP 2 和 V1 下各跑一遍，
 # 逐个算子对比 D 的第一步（第 0 层；其他层调用的算子相同）：
 
@@ -602,7 +636,7 @@ assert routes[V1_RUN]["prefill_runs_as_decode"] is None  # V1 has no such flag
 # 下面两张图都由这三次运行的 trace 画出（第 7 篇会为 D 的第一个 token 的四种设计各画一遍）：D 的
 # 第一步开始时缓存里有什么，对比第 1 个 token 需要什么（每一层位置 `0..N-1` 的 K/V，以及最上面一行
 # `N-1` 的最终隐藏状态）；以及每次运行的时间线，D 的各步按 `decode_graph_eligible` 着色：V2 和 V1
-# 下 D 的第一步保住了 decode graph，PCP 下则失去了它。
+# 下 D 的第一步保住了 decode CUDA graph，PCP 下则失去了它。
 
 # %%
 rid = routes[V2_RUN]["req_id"]
@@ -632,19 +666,22 @@ display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], re
 # builder `CPU_MLA` uses, 128 for `FLASHMLA`, 512 for `FLASH_ATTN_MLA`, whose comment says
 # it processes small prefills with the decode pathway), and `require_uniform` is set unless
 # the backend takes variable-length queries. Which backend runs is the platform's choice
-# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200, `FLASHINFER_MLA` on a B200,
-# `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
+# (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200 with an auto/bf16 KV cache
+# (it refuses an fp8 cache, and the list then falls to `FLASHMLA`), `FLASHINFER_MLA` on a
+# B200, `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
 
 # %% [markdown] zh
 # ## 4. 四类请求，三种后端
 #
-# 在一个每个区各有一个请求的批次上（按 V2 的顺序）做同样的切分：一个普通 decode、D 的短
+# 在一个每个区各有一个请求的批次上（按 V2 的顺序）做同样的切分：一个普通的 decode 行、D 的短
 # extend、一个长提示词的后续分块（长 extend），以及一个新提示词。后端也有影响：它的
 # `reorder_batch_threshold` 就是 `decode_threshold`（`TRITON_MLA`、`FLASHINFER_MLA`、
 # `CUTLASS_MLA` 以及 `CPU_MLA` 所用的通用 builder 为 1，`FLASHMLA` 为 128，`FLASH_ATTN_MLA`
-# 为 512，其注释说这是让小的 prefill 走 decode 路径）；除非后端支持变长 query，否则还会设置
-# `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：H100/H200 上是
-# `FLASH_ATTN_MLA`，B200 上是 `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
+# 为 512，注释是 `process small prefills with decode pathway`）；除非后端支持变长 query，否则还会
+# 设置
+# `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：KV 缓存为 auto/bf16
+# 时 H100/H200 上是 `FLASH_ATTN_MLA`（它不接受 fp8 缓存，这时列表落到 `FLASHMLA`），B200 上是
+# `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
 # （`pdlab.platforms.select_mla_backend`）：
 
 # %%
@@ -706,7 +743,9 @@ assert table[SHORT][4].endswith("prefill")
 # `FLASH_ATTN_MLA` (variable lengths, threshold 512) it takes the decode path, and so does
 # the 200-token long extend. That saves no FLOPs: for a fresh prompt the absorbed form
 # always costs more (notebook 3, where absorbing wins only for a few queries over a long
-# cached context). Upstream gives no reason for the 128 and 512 beyond that comment.
+# cached context). Upstream gives no reason for the 128 and 512 beyond that comment;
+# pdlab's inference is what section 6 shows: the decode path reads far fewer bytes and
+# launches fewer kernels, in a kernel tuned for it.
 #
 # Upstream uses the same switch elsewhere: the sparse MLA builder and the MLA indexer pass
 # `not use_pcp` as well. The Mamba and GDN builders pass
@@ -716,17 +755,19 @@ assert table[SHORT][4].endswith("prefill")
 # no prior state. So D's first step is a decode there too.
 
 # %% [markdown] zh
-# 按列读：短 extend 在除 PCP 以外的设置下都是 decode；100 个 token 的新提示词在 `TRITON_MLA`
-# 下是 prefill；在 `FLASHMLA` 下这里也是 prefill，因为 `require_uniform` 要求所有 decode 的
-# query 长度都和第一个 decode 相同（如果这个 100 token 的提示词独占一个批次，它就会是
-# decode）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径，200 个 token 的长 extend
+# 按列读：短 extend 在除 PCP 以外的设置下都是 decode 行；100 个 token 的新提示词在
+# `TRITON_MLA` 下是 prefill 行；在 `FLASHMLA` 下这里也是 prefill 行，因为 `require_uniform`
+# 要求所有 decode 行的 query 长度都和第一个 decode 行相同（如果这个 100 token 的提示词独占一个
+# 批次，它就会是 decode 行）；在 `FLASH_ATTN_MLA`（变长，阈值 512）下它走 decode 路径，200 个
+# token 的长 extend
 # 也一样。这并不省 FLOPs：对新提示词，吸收形式的 FLOPs 总是更多（见第 3 篇：只有少量 query
-# 面对很长的已缓存上下文时，吸收才更省）。对 128 和 512，上游除了那句注释没有给出理由。
+# 面对很长的已缓存上下文时，吸收才更省）。对 128 和 512，上游除了那句注释没有给出理由；
+# pdlab 的推断就是第 6 节展示的：decode 路径读的字节少得多、启动的算子更少，算子也专为它调过。
 #
 # 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`。Mamba 和 GDN
 # 的 builder 传 `treat_short_extends_as_decodes=False`，但会先改写 `is_prefilling`：Mamba 把带有
-# 先前状态的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
-# 重算路径），GDN 只把没有先前状态的行算作 prefill。所以在那里 D 的第一步同样是 decode。
+# 先前状态的单 token 预填充行改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
+# 重算路径），GDN 只把没有先前状态的行算作 prefill 行。所以在那里 D 的第一步同样是 decode 行。
 
 # %% [markdown] en
 # ## 5. Both paths give the same token
@@ -894,14 +935,14 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # `W_UV`，V3 维度下约 34 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
 # “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
 # `shared_weight_bytes`）：decode 路径只是它的潜向量行，prefill 路径则是取出、上投影并重新
-# 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启 prefill
+# 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启预填充
 # 上下文并行时，D 上*每个*请求都从这一步开始。
 #
 # ## 7. 动手试试
 #
 # 每当你改变提示词长度、块大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
-# 下面的探索器都会重新跑一对小的 P/D 引擎（tiny 模型，torch 后端）和一个非分离引擎；
-# preset 只影响成本模型。可以试试：
+# 下面的探索器都会重新跑一对小的 P/D 引擎（`tiny` 模型，torch 后端）和一个非分离引擎；
+# 预设只影响成本模型。可以试试：
 #
 # - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
 # - 改提示词长度：`num_computed_tokens` 始终是 `N - 1`；
@@ -909,7 +950,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 #   不满的块）都传过来；
 # - 选 `flashmla`：D 的这一步不变，但 P 上那个新提示词（短于 128 个 token）在 P 上走了
 #   decode 路径；
-# - 切换 preset，看真实维度下 `N - 1` 处的代价；token 始终一致。
+# - 切换预设，看真实维度下 `N - 1` 处的代价；token 始终一致。
 
 # %%
 explorer = PDExplorer(prompt_len=N, block_size=BS, pcp=1, preset="deepseek-v3", lang=LANG)
@@ -930,9 +971,10 @@ explorer
 #
 # 在下面的单元格里写下你的预测，再运行：37 个 token 的提示词，块大小
 # 16，`prefill_context_parallel_size = 2`。(a) D 第一次计算时 `num_computed_tokens`
-# 是多少？(b) 跑的是哪个 forward？(c) 这一步每层 gather 多少行潜向量？(d) 如果这个提示词完整
+# 是多少？(b) 跑的是哪个前向（`forward_mqa` 还是 `forward_mha`）？(c) 这一步每层用
+# `gather_cache` 取出多少行潜向量？(d) 如果这个提示词完整
 # 地在*本地*前缀缓存里，会复用多少个 token？(e) 在 `flashmla` 配置、不开 PCP 时，P 的第一步
-# 走哪个 forward？
+# 走哪个前向？
 
 # %%
 from pdlab.exercises.notebook_checks import notebook_check

@@ -46,21 +46,48 @@ def per_head_gemm(m: int, heads: int, n: int, k: int, e: int = 2) -> tuple[float
     return heads * flops, heads * nbytes
 
 
+# What each prefill backend of vLLM 0.33.0 does with V, the strided slice of kv_b_proj's
+# output (vllm/v1/attention/backends/mla/prefill/): FLASH_ATTN with FA3 on Hopper or FA4
+# takes it strided ("none"); FA2 elsewhere pads it with zeros to the qk head size ("pad",
+# requires_v_padding); TRTLLM_RAGGED's CuTe DSL path packs it for the context chunks
+# ("pack", v.contiguous()). pdlab's own forward_mha packs it ("pack").
+V_COPIES = ("none", "pad", "pack")
+PREFILL_BACKENDS = {  # name -> (V copy for the new tokens, V copy for the context chunks)
+    "flash_attn": ("none", "none"),  # FA3 (sm_90) or FA4: what H100/H200/B200 run
+    "flash_attn_fa2": ("pad", "pad"),  # FA2 (A100 and others)
+    "trtllm_ragged": ("none", "pack"),  # the CuTe DSL ragged path (Blackwell)
+    "pdlab": ("pack", "pack"),  # pdlab's kernels (pdlab/attention/mla.py)
+}
+
+
 def k_assembly_cost(
-    tokens: int, heads: int, nope: int, rope: int, v_dim: int, e: int = 2
+    tokens: int,
+    heads: int,
+    nope: int,
+    rope: int,
+    v_dim: int,
+    e: int = 2,
+    v_copy: str = "pack",
 ) -> tuple[float, float]:
     """The prefill path's copies after ``kv_b_proj``, which move bytes and compute nothing:
 
     * ``torch.cat([k_nope, k_pe.expand(H)])`` reads ``k_nope`` (``H nope`` values per token,
       a strided view of ``kv_b_proj``'s output) and ``k_pe`` (``rope`` values, broadcast to
       every head), and writes K (``H (nope + rope)``);
-    * ``v.contiguous()`` reads V out of the same output and writes it packed (``2 H v``).
+    * V, by ``v_copy`` (:data:`V_COPIES`): ``"pack"`` reads it out of the same output and
+      writes it packed (``2 H v``, ``v.contiguous()``); ``"pad"`` reads it and writes it
+      padded to the qk head size (``H (v + nope + rope)``); ``"none"`` passes the strided
+      view (no bytes).
 
-    About 147 KB per token and layer for DeepSeek-V3 in bf16, more than the 1.2 KB its
-    latent row takes in the cache: it scales with the context on the prefill path.
+    Packed, about 147 KB per token and layer for DeepSeek-V3 in bf16 (82 KB without the V
+    copy), more than the 1.2 KB its latent row takes in the cache: it scales with the
+    context on the prefill path.
     """
+    if v_copy not in V_COPIES:
+        raise ValueError(f"v_copy={v_copy!r} is invalid: expected one of {V_COPIES}")
     k_bytes = heads * nope + rope + heads * (nope + rope)
-    return 0.0, float(e) * tokens * (k_bytes + 2 * heads * v_dim)
+    v_bytes = {"none": 0, "pad": heads * (v_dim + nope + rope), "pack": 2 * heads * v_dim}
+    return 0.0, float(e) * tokens * (k_bytes + v_bytes[v_copy])
 
 
 def reshape_and_cache_cost(tokens: int, width: int, e: int = 2) -> tuple[float, float]:
@@ -146,23 +173,41 @@ def mla_decode_call_cost(
     return fl + wf, by + wb
 
 
-def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e: int = 2) -> Cost:
-    """``forward_mha`` for one request with ``context_len`` cached tokens, one layer."""
+def prefill_path_cost(
+    cfg: ModelConfig,
+    context_len: int,
+    query_len: int = 1,
+    e: int = 2,
+    prefill_backend: str = "flash_attn",
+    kv_e: int | None = None,
+) -> Cost:
+    """``forward_mha`` for one request with ``context_len`` cached tokens, one layer, as
+    ``prefill_backend`` (:data:`PREFILL_BACKENDS`) runs it: by default FLASH_ATTN, the
+    prefill backend vLLM 0.33.0 picks on Hopper (FA3) and for DeepSeek's widths on
+    Blackwell (FA4), which takes V strided. ``kv_e`` is the cache's bytes per value (1
+    for fp8: the gather reads it at that and writes the workspace at ``e``)."""
+    kv_e = e if kv_e is None else kv_e
+    if prefill_backend not in PREFILL_BACKENDS:
+        raise ValueError(
+            f"prefill_backend={prefill_backend!r} is invalid: expected one of "
+            f"{list(PREFILL_BACKENDS)}"
+        )
+    v_new, v_ctx = PREFILL_BACKENDS[prefill_backend]
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
     nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
     c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(query_len, L + R, e))
+    c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * query_len * (L + R))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
-    c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e))
+    c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e, v_new))
     c.add(
         "flash_attn_varlen (new tokens, causal)",
         *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
     )
     if context_len > 0:
-        c.add("gather_cache (context)", *gather_cache_cost(context_len, L + R, e))
+        c.add("gather_cache (context)", 0.0, float(kv_e + e) * context_len * (L + R))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
-        c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e))
+        c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e, v_ctx))
         c.add(
             "flash_attn_varlen (context, no mask)",
             *flash_attn_cost(
@@ -173,16 +218,34 @@ def prefill_path_cost(cfg: ModelConfig, context_len: int, query_len: int = 1, e:
     return c
 
 
-def decode_rows_cost(cfg: ModelConfig, seq_lens: Sequence[int], e: int = 2) -> Cost:
-    """``forward_mqa`` for a batch of rows of one query token each, one layer: the new
-    rows cached, ``W_UK`` absorbed into the queries, ``mla_decode`` over each row's
-    ``seq_lens`` tokens (its context and itself), the result through ``W_UV``."""
+def decode_rows_cost(
+    cfg: ModelConfig,
+    seq_lens: Sequence[int],
+    e: int = 2,
+    query_lens: Sequence[int] | None = None,
+    kv_e: int | None = None,
+) -> Cost:
+    """``forward_mqa`` for a batch of rows, one layer: the new tokens cached, ``W_UK``
+    absorbed into the queries, ``mla_decode`` over each row's ``seq_lens`` tokens (its
+    context and its new tokens), the result through ``W_UV``. Each row has one query token,
+    or ``query_lens`` of them (a verifying row under speculative decoding, ``1 + K``): its
+    cached rows are read once for all its queries, causal among the new tokens, as
+    FlashMLA's decode does. ``kv_e`` is the cache's bytes per value (1 for an fp8 KV
+    cache; by default ``e``): the cached rows are read, and the new ones written, at it."""
     b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    q = list(query_lens) if query_lens is not None else [1] * b
+    tq, kv_e = sum(q), e if kv_e is None else kv_e
     c = Cost()
-    c.add("reshape_and_cache_mla", *reshape_and_cache_cost(b, L + R, e))
-    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(b, h, L, cfg.qk_nope_head_dim, e))
-    c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
-    c.add("out @ W_UV", *per_head_gemm(b, h, cfg.v_head_dim, L, e))
+    c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * tq * (L + R))
+    c.add("q_nope @ W_UK (absorb)", *per_head_gemm(tq, h, L, cfg.qk_nope_head_dim, e))
+    if all(n == 1 for n in q) and kv_e == e:
+        c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
+    else:
+        pairs = sum(n * (s - n) + n * (n + 1) // 2 for s, n in zip(seq_lens, q))
+        flops = 2.0 * h * (L + R + L) * pairs
+        nbytes = float(kv_e) * sum(seq_lens) * (L + R) + float(e) * tq * h * (L + R + L)
+        c.add("mla_decode", flops, nbytes)
+    c.add("out @ W_UV", *per_head_gemm(tq, h, cfg.v_head_dim, L, e))
     return c
 
 

@@ -27,6 +27,26 @@ def _nonnegative_float(text: str) -> float:
     return v
 
 
+def _speculative_tokens(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v <= 16:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected an integer 0 to 16")
+    return v
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected a number from 0 to 1")
+    return v
+
+
 def add_arguments(sub: Any) -> None:
     from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
     from pdlab.sim import DISTRIBUTIONS, ROUTINGS
@@ -43,7 +63,32 @@ def add_arguments(sub: Any) -> None:
     s.add_argument("--prompt-len", type=positive_int, default=4096, help="mean prompt length")
     s.add_argument("--prompt-dist", choices=DISTRIBUTIONS, default="fixed")
     s.add_argument("--output-len", type=positive_int, default=64, help="tokens each decodes")
-    s.add_argument("--duration", type=positive_float, default=2.0, help="simulated seconds")
+    s.add_argument(
+        "--duration",
+        type=positive_float,
+        default=5.0,
+        help="simulated seconds (default 5: about 240 steps, enough for a p99)",
+    )
+    s.add_argument(
+        "--num-speculative-tokens",
+        type=_speculative_tokens,
+        default=0,
+        metavar="K",
+        help="MTP draft tokens per step, 0 to 16 (default 0: no speculative decoding)",
+    )
+    s.add_argument(
+        "--acceptance-rate",
+        type=_rate,
+        default=None,
+        help="each draft's acceptance rate, 0 to 1 (default 0.85: DeepSeek-V3's report, "
+        "85-90%% for the second token)",
+    )
+    s.add_argument(
+        "--kv-cache-dtype",
+        choices=("auto", "fp8"),
+        default="auto",
+        help="D's KV cache (fp8: FLASH_ATTN_MLA refuses it, Hopper runs FLASHMLA)",
+    )
     s.add_argument("--seed", type=int, default=0)
     s.add_argument(
         "--launch-us",
@@ -72,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid, sim_table, write_plots
-    from pdlab.sim.simulator import SimConfig
+    from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, SimConfig
     from pdlab.ui.console import make_console
 
     if args.batch_size < 0:
@@ -86,6 +131,11 @@ def run(args: argparse.Namespace) -> int:
         output_len=args.output_len,
         duration_s=args.duration,
         seed=args.seed,
+        num_speculative_tokens=args.num_speculative_tokens,
+        acceptance_rate=MTP_ACCEPTANCE_RATE
+        if args.acceptance_rate is None
+        else args.acceptance_rate,
+        kv_cache_dtype=args.kv_cache_dtype,
     )
     profile = device_profile(
         args.gpu, link_bytes_per_s=args.link_gbps * 1e9, launch_overhead_s=args.launch_us * 1e-6

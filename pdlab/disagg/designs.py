@@ -21,11 +21,23 @@ sets the context position to the prompt length and adds
 ``ContextPhaseParams::getFirstGenTokens()`` as the request's first new token
 (``trtGptModelInflightBatching.cpp``). Appending P's token to the prompt was tried for
 vLLM's toy proxy (vllm-project/vllm#50559, closed); vLLM V0's simple connector shipped the
-hidden state (the issue text's account; V0 is not in 0.33.0).
+hidden state (the issue text's account; V0 is not in 0.33.0). The open upstream thread on
+the question is vllm-project/vllm#25373 (a feature request to reuse P's tokenization and
+first token on D).
+
+What else travels: SGLang's ``MetadataBuffers`` (``python/sglang/srt/disaggregation/
+utils.py``) pad the token id to 16 int32 (64 bytes, "the minimal size for RDMA"), and with
+EAGLE or MTP also carry top-k probabilities and indices and the hidden state, because the
+drafter needs ``h[N-1]``; under vLLM 0.33.0's MTP, D's recompute of position ``N-1`` is
+what hands its drafter ``h[N-1]`` (``vllm/v1/worker/gpu/spec_decode/mtp/``). pdlab counts
+the bytes each design needs (:data:`TOKEN_ID_BYTES` for the token), not an engine's
+padding.
 
 ``hidden_state`` here is ``h[N-1]`` as :meth:`DeepseekV2ForCausalLM.forward` returns it,
 after the final ``norm``, the input of ``compute_logits`` (``lm_head`` only), so D runs
-``lm_head`` and nothing else for token 1. pdlab carries the token and the hidden state in
+``lm_head`` and nothing else for token 1, in the step during which the K/V land (the trace
+records token 1 a step before D first schedules the request; ``pdlab sim`` puts that row
+in the same step's ``lm_head``). pdlab carries the token and the hidden state in
 ``kv_transfer_params`` (through the proxy), and counts their bytes as a connector sending
 them with the K/V would: 4 bytes per token id, ``hidden_size`` values per hidden state.
 
@@ -120,12 +132,15 @@ def hand_off(
     return HandOff([*prompt, t], rest, params, [t])
 
 
-def transfer_bytes(cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2) -> int:
+def transfer_bytes(
+    cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2, kv_e: int | None = None
+) -> int:
     """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
-    whole (every layer's latent rows, ``kv_cache_dim`` values each), plus the token id or
-    the hidden state (``e`` bytes per value)."""
+    whole (every layer's latent rows, ``kv_cache_dim`` values each, ``kv_e`` bytes per
+    value: ``e`` by default, 1 for an fp8 KV cache, which halves the transfer of a bf16
+    one), plus the token id or the hidden state (``e`` bytes per value)."""
     blocks = -(-n // block_size)
-    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * e
+    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * (kv_e or e)
     extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
     return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
 
@@ -141,7 +156,9 @@ def design_point(
     ``mode``, given the K/V bytes that crossed and how D's first step was routed
     (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
     known, and the modelled latency after P's prefill (the transfer over the profile's
-    link, then D's compute at its roofline; 0 where P's token is the answer)."""
+    link, then D's compute at its roofline; 0 where P's token is the answer), for an idle
+    D: ``pdlab sim`` with no running decodes gives the same compute (its step is that
+    ``lm_head`` alone, or that one-token forward)."""
     if mode in ("first_token", "append_prompt"):
         return (TOKEN_ID_BYTES if kv_bytes else 0), 0.0, 0.0
     payload, flops, compute_s = 0, 0.0, 0.0

@@ -8,5 +8,5 @@
 The choices below are here, importing nothing, so that ``pdlab --help`` needs no torch.
 """
 
-ROUTINGS = ("v2", "pcp", "v1")  # V2's default, V2 with PCP, V1
+ROUTINGS = ("v2", "pcp", "dcp", "v1")  # V2's default, with PCP, with DCP, V1
 DISTRIBUTIONS = ("fixed", "uniform", "exponential", "lognormal")

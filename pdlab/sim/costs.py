@@ -1,8 +1,9 @@
 """The modelled cost of one whole model step on a decode instance, in kernel groups, built
 from the per-kernel functions of :mod:`pdlab.attention.cost` (no new formulas for the
 attention): the dense layers of every token, ``forward_mqa`` over the rows routed as
-decodes, ``forward_mha`` for each row routed as a prefill, and ``lm_head`` for the rows
-that sample.
+decodes, ``forward_mha`` for each row routed as a prefill, ``lm_head`` for every position
+that samples (all ``1 + K`` of a verifying row under speculative decoding, and each hidden
+state P sent, in the same product), and, with ``K`` speculative tokens, the MTP drafter.
 
 Each group's time is its roofline floor, ``max(FLOPs / peak, bytes / bandwidth)``, on a
 :class:`~pdlab.sim.profiles.DeviceProfile`; a step that is not ``decode_graph_eligible``
@@ -12,7 +13,11 @@ for the whole batch. Two simplifications, said plainly: the dense part is pdlab'
 gated MLP of ``intermediate_size`` on every layer (DeepSeek-V3 routes tokens to 8 of 256
 experts on 58 of its 61 layers: more weight bytes per step than this counts), and
 ``mla_decode``'s split workspace is left out (its size depends on the kernel's split plan).
-vLLM has no counterpart: it measures.
+The MTP drafter is DeepSeek-V3's MTP module run ``K`` times, one token per row each time
+(``eh_proj`` over the normed embedding and hidden state, one decoder layer, the shared
+``lm_head``), its own graphs launched without overhead: pdlab's simplification of
+``vllm/v1/worker/gpu/spec_decode/mtp/speculator.py``, whose first pass also covers the
+accepted positions. vLLM has no counterpart: it measures.
 """
 
 from __future__ import annotations
@@ -100,31 +105,64 @@ def step_cost(
     prefill_rows: Sequence[Row],
     graph_eligible: bool,
     e: int = 2,
+    extra_logits: int = 0,
+    num_speculative_tokens: int = 0,
+    kv_e: int | None = None,
 ) -> StepCost:
     """The cost of one step whose rows the runner and the builder already split: the
     ``decode_rows`` run ``forward_mqa`` together, each of ``prefill_rows`` runs
-    ``forward_mha`` (:func:`pdlab.attention.cost.prefill_path_cost`)."""
+    ``forward_mha`` (:func:`pdlab.attention.cost.prefill_path_cost`). ``extra_logits``
+    hidden states (P's, the ``hidden_state`` design) join the step's ``lm_head``, so its
+    weights are read once; ``num_speculative_tokens`` adds the MTP drafter; ``kv_e`` is
+    the KV cache's bytes per value (1 for fp8)."""
     layers = cfg.num_hidden_layers
     tokens = sum(r.query_len for r in decode_rows) + sum(r.query_len for r in prefill_rows)
     s = StepCost()
-    s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
+    if tokens:  # no rows (only P's hidden states to turn into tokens): no weights read
+        s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
     launches = 0
     if decode_rows:
-        mqa = decode_rows_cost(cfg, [r.context + r.query_len for r in decode_rows], e)
+        mqa = decode_rows_cost(
+            cfg,
+            [r.context + r.query_len for r in decode_rows],
+            e,
+            [r.query_len for r in decode_rows],
+            kv_e,
+        )
         s.groups["forward_mqa"] = _scaled(mqa, layers)
         launches += len(mqa.parts) * layers
     if prefill_rows:
         mha = Cost()
         for r in prefill_rows:
-            for name, fl, by in prefill_path_cost(cfg, r.context, r.query_len, e).parts:
+            parts = prefill_path_cost(cfg, r.context, r.query_len, e, kv_e=kv_e).parts
+            for name, fl, by in parts:
                 mha.add(name, fl, by)
         s.groups["forward_mha"] = _scaled(mha, layers)
         launches += len(mha.parts) * layers
-    sampled = sum(r.samples for r in (*decode_rows, *prefill_rows))
-    if sampled:
-        s.groups["lm_head"] = lm_head_cost(cfg, sampled, e)
+    logits = sum(r.query_len for r in (*decode_rows, *prefill_rows) if r.samples)
+    logits += extra_logits
+    if logits:
+        s.groups["lm_head"] = lm_head_cost(cfg, logits, e)
+    rows = [*decode_rows, *prefill_rows]
+    if num_speculative_tokens and rows:
+        s.groups["MTP drafter"] = _scaled(
+            mtp_draft_cost(cfg, [r.context for r in rows], e), num_speculative_tokens
+        )
     s.eager_launches = 0 if graph_eligible else launches
     return s
+
+
+def mtp_draft_cost(cfg: ModelConfig, contexts: Sequence[int], e: int = 2) -> Cost:
+    """One pass of DeepSeek-V3's MTP module, one token for each row over its ``contexts``:
+    ``eh_proj`` (``2 hidden -> hidden``), one decoder layer (its projections and
+    ``forward_mqa``) and the shared ``lm_head``."""
+    b, d = len(contexts), cfg.hidden_size
+    c = Cost().add("eh_proj", *gemm(b, d, 2 * d, e))
+    for part in (dense_layer_cost(cfg, b, e), decode_rows_cost(cfg, [x + 1 for x in contexts], e)):
+        for name, fl, by in part.parts:
+            c.add(name, fl, by)
+    c.add("lm_head", *gemm(b, cfg.vocab_size, d, e))
+    return c
 
 
 def first_token_forward_cost(cfg: ModelConfig, context: int, forward: str, e: int = 2) -> StepCost:

@@ -40,6 +40,8 @@ class DeviceProfile:
     source: str
     link_bytes_per_s: float = LINK_BYTES_PER_S
     launch_overhead_s: float = LAUNCH_OVERHEAD_S
+    measured_on: str = ""  # "here": the device type, and the matmul shape timed
+    measured_shape: str = ""
 
     def roofline_s(self, flops: float, nbytes: float) -> float:
         """The floor of a kernel group: ``max(FLOPs / peak, bytes / bandwidth)``."""
@@ -71,7 +73,8 @@ def device_profile(
         c = measure_ceilings(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32)
         flops, bw = c["matmul_tflops"] * 1e12, c["copy_gbps"] * 1e9
         source = f"measured now on this {dev.type}: {c['matmul_shape']} matmul, tensor copy"
+        on, shape = dev.type, str(c["matmul_shape"])
     else:
         flops, bw = published_peak(name)
-        source = PEAK_SOURCES[name]
-    return DeviceProfile(name, flops, bw, source, link_bytes_per_s, launch_overhead_s)
+        source, on, shape = PEAK_SOURCES[name], "", ""
+    return DeviceProfile(name, flops, bw, source, link_bytes_per_s, launch_overhead_s, on, shape)

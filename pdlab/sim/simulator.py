@@ -7,8 +7,19 @@ from the distribution the user picks. An arrival's first step on D is the row it
 makes (``pdlab/disagg/designs.py``): ``recompute`` one token over ``N - 1`` of an
 ``N``-token prompt, ``append_prompt`` one over ``N`` of ``N + 1`` (both still
 ``is_prefilling``), ``first_token`` and ``hidden_state`` a plain decode over ``N`` (the
-latter after ``lm_head`` on P's hidden state). It then decodes ``output_len`` tokens and
-leaves.
+latter's token 1 comes from ``lm_head`` on P's hidden state, in the step during which its
+K/V land, as pdlab's runner computes it: a row of that step's ``lm_head``, known at the
+step's end, one step before its first row). It then decodes ``output_len`` tokens and leaves.
+
+With ``num_speculative_tokens = K > 0`` (DeepSeek's MTP), every running decode verifies
+``1 + K`` tokens a step and emits on average ``1 + a + ... + a^K`` of them (``a`` the
+acceptance rate; :data:`MTP_ACCEPTANCE_RATE`, cited); an arrival's first row is padded
+to ``1 + K`` with ``K`` placeholder drafts, as 0.33.0's ``pad_spec_decode`` does, and
+emits one token (the placeholders are rejected). The runner subtracts the drafts before
+``prefill_runs_as_decode`` (``gather_batch_req_state``), the builder's threshold is
+``max(threshold, 1 + K)``, and decode context parallelism (routing ``dcp``) drops it to 1
+for a builder without ``supports_dcp_with_varlen``. ``dcp`` models only that routing: its
+costs are one device's (the context split over the ranks is not modelled).
 
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.model.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
@@ -34,10 +45,22 @@ from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.disagg.designs import MODES
-from pdlab.model.batch import gather_batch_req_state
+from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
-from pdlab.sim.costs import Row, StepCost, lm_head_cost, step_cost
+from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import DeviceProfile
+
+# DeepSeek-V3's own figure for its MTP module (depth 1) as a speculative drafter: "the
+# acceptance rate of the second token prediction ranges between 85% and 90%". pdlab takes
+# the low end, and the same rate for every further draft when K > 1 (an assumption: the
+# report gives no figure past the second token).
+MTP_ACCEPTANCE_RATE = 0.85
+MTP_ACCEPTANCE_SOURCE = (
+    "DeepSeek-V3 Technical Report (arXiv:2412.19437), section 5.4.3: 85-90% for the "
+    "second token; pdlab takes 85% for every draft"
+)
+KV_CACHE_DTYPES = ("auto", "fp8")
+KV_BYTES_PER_VALUE = {"auto": 2, "fp8": 1}  # DeepSeek's bf16, or fp8 with a per-tensor scale
 
 
 @dataclass(frozen=True)
@@ -52,27 +75,48 @@ class SimConfig:
     prompt_len: int = 4096  # the distribution's mean ("fixed": every prompt)
     prompt_dist: str = "fixed"
     output_len: int = 64
-    duration_s: float = 2.0
+    duration_s: float = 5.0  # at the defaults about 240 steps: enough for a p99
     block_size: int = 64
     seed: int = 0
+    num_speculative_tokens: int = 0
+    acceptance_rate: float = MTP_ACCEPTANCE_RATE
+    kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         def bad(name: str, allowed: str) -> ValueError:
             return ValueError(f"{name}={getattr(self, name)!r} is invalid: expected {allowed}")
 
-        for name, allowed in (("design", MODES), ("routing", ROUTINGS)):
+        for name, allowed in (
+            ("design", MODES),
+            ("routing", ROUTINGS),
+            ("prompt_dist", DISTRIBUTIONS),
+            ("kv_cache_dtype", KV_CACHE_DTYPES),
+        ):
             if getattr(self, name) not in allowed:
                 raise bad(name, f"one of {list(allowed)}")
-        if self.prompt_dist not in DISTRIBUTIONS:
-            raise bad("prompt_dist", f"one of {list(DISTRIBUTIONS)}")
-        for name, low in (("batch_size", 0), ("context", 1), ("prompt_len", 1), ("output_len", 1)):
+        for name, low, top in (
+            ("batch_size", 0, 1 << 20),
+            ("context", 1, 1 << 20),
+            ("prompt_len", 1, 1 << 20),
+            ("output_len", 1, 1 << 20),
+            ("num_speculative_tokens", 0, 16),
+        ):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low or v > 1 << 20:
-                raise bad(name, f"an integer from {low} to {1 << 20}")
+            if isinstance(v, bool) or not isinstance(v, int) or v < low or v > top:
+                raise bad(name, f"an integer from {low} to {top}")
         for name in ("arrival_rate", "duration_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
                 raise bad(name, "a finite number >= 0")
+        a = self.acceptance_rate
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
+            raise bad("acceptance_rate", "a number from 0 to 1")
+
+    @property
+    def tokens_per_verify_step(self) -> float:
+        """Tokens a verifying row emits per step on average: the first (always), then each
+        draft while every one before it was accepted, ``1 + a + ... + a^K``."""
+        return sum(self.acceptance_rate**i for i in range(self.num_speculative_tokens + 1))
 
 
 @dataclass
@@ -85,6 +129,9 @@ class SimStep:
     uniform_decode: bool
     cost: StepCost
     contexts: list[int] = field(default_factory=list)  # each row's, in batch order
+    query_lens: list[int] = field(default_factory=list)  # each row's, in batch order
+    tokens: float = 0.0  # tokens the step emitted, all rows (expected, under MTP)
+    verifying_rows: int = 0  # rows past their first step (their TPOT is time / tokens)
 
 
 @dataclass
@@ -94,8 +141,9 @@ class SimRequest:
     first_step_t: float = -1.0
     ttft_d: float = -1.0  # arrival at D to token 1 known (0: P's token is the answer)
     t2t_d: float = -1.0  # arrival at D to token 2
-    left: int = 0  # decode steps still to run
-    context: int = 0  # tokens cached once its first step ran
+    left: float = 0.0  # tokens still to emit (expected, under MTP)
+    context: float = 0.0  # tokens cached once its first step ran (expected, under MTP)
+    landed: bool = False  # hidden_state: token 1 computed from P's hidden state
 
 
 @dataclass
@@ -104,6 +152,8 @@ class SimResult:
     profile: DeviceProfile
     steps: list[SimStep] = field(default_factory=list)
     requests: list[SimRequest] = field(default_factory=list)
+    mla_backend: str = ""
+    reorder_batch_threshold: int = 1
 
 
 def _prompt_sampler(cfg: SimConfig, rng: random.Random) -> Callable[[], int]:
@@ -134,12 +184,54 @@ def arrivals(cfg: SimConfig) -> list[SimRequest]:
 
 def first_row(design: str, n: int) -> tuple[int, int, int]:
     """``(num_computed_tokens, num_prompt_tokens, prefill_len)`` of an arrival's first
-    step on D under ``design``, for an ``n``-token prompt (one token scheduled)."""
+    step on D under ``design``, for an ``n``-token prompt (one new token scheduled)."""
     if design == "recompute":
         return n - 1, n, n
     if design == "append_prompt":
         return n, n + 1, n + 1
     return n, n, n  # first_token, hidden_state: P's token decodes as D's first row
+
+
+def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
+    """The MLA builder D runs under ``cfg``'s routing, speculative tokens and KV cache
+    dtype on ``gpu``, and its backend's name (the one the platform picks:
+    ``pdlab/platforms.py``)."""
+    from pdlab.config import MLA_BACKENDS
+    from pdlab.platforms import select_mla_backend
+
+    backend = select_mla_backend(gpu, cfg.kv_cache_dtype).backend
+    return MLAMetadataBuilder(
+        cfg.block_size,
+        AttentionConfig(backend=backend, num_speculative_tokens=cfg.num_speculative_tokens),
+        ParallelConfig(
+            prefill_context_parallel_size=2 if cfg.routing == "pcp" else 1,
+            decode_context_parallel_size=2 if cfg.routing == "dcp" else 1,
+        ),
+    ), MLA_BACKENDS[backend].name
+
+
+def _gather(
+    rows: dict[str, tuple[int, int, int, int]], k: int, runner: str, use_pcp: bool, threshold: int
+):
+    """The runner's view of the step: ``gather_batch_req_state`` with each row's draft
+    tokens subtracted before ``prefill_runs_as_decode`` (``num_new_tokens =
+    num_scheduled_tokens - num_draft_tokens`` in 0.33.0's V2), and the uniform decode count
+    on the rows' real query lengths."""
+    ids = list(rows)
+    batch = gather_batch_req_state(
+        {r: rows[r][3] - k for r in ids},
+        {r: rows[r][0] for r in ids},
+        {r: rows[r][1] for r in ids},
+        {r: rows[r][2] for r in ids},
+        model_runner=runner,
+        use_pcp=use_pcp,
+        reorder_batch_threshold=threshold,
+    )
+    q = [rows[r][3] for r in batch.req_ids]
+    uniform = get_uniform_decode_token_count(
+        len(q), sum(q), max(q, default=0), batch.decode_graph_eligible
+    )
+    return batch, q, uniform
 
 
 def simulate(
@@ -152,93 +244,109 @@ def simulate(
     """Run D until ``duration_s`` of simulated time has passed and every arrival has its
     second token. ``progress`` is told the simulated time after each step."""
     use_pcp = cfg.routing == "pcp"
-    builder = MLAMetadataBuilder(
-        cfg.block_size,
-        AttentionConfig(gpu=gpu),
-        ParallelConfig(prefill_context_parallel_size=2 if use_pcp else 1),
-    )
+    builder, backend_name = builder_for(cfg, gpu)
+    k, per_step = cfg.num_speculative_tokens, cfg.tokens_per_verify_step
+    kv_e = KV_BYTES_PER_VALUE[cfg.kv_cache_dtype]
     runner = "v1" if cfg.routing == "v1" else "v2"
-    res = SimResult(cfg, profile, requests=arrivals(cfg))
-    background = [cfg.context] * cfg.batch_size  # contexts of the running decodes
+    res = SimResult(
+        cfg,
+        profile,
+        requests=arrivals(cfg),
+        mla_backend=backend_name,
+        reorder_batch_threshold=builder.reorder_batch_threshold,
+    )
+    background = [float(cfg.context)] * cfg.batch_size  # contexts of the running decodes
     active: list[SimRequest] = []  # arrivals past their first step
     pending = list(res.requests)
+    hidden = cfg.design == "hidden_state"
     t = 0.0
     while t < cfg.duration_s or pending or any(r.t2t_d < 0 for r in active):
-        new = [r for r in pending if r.arrival <= t]
-        if not (background or active or new):
+        new = [r for r in pending if r.arrival <= t and (r.landed or not hidden)]
+        landing = [r for r in pending if hidden and not r.landed and r.arrival <= t]
+        if not (background or active or new or landing):
             if not pending:
                 break
             t = pending[0].arrival  # an idle D waits for the next arrival
             continue
-        pending = pending[len(new) :]
-        rows: dict[str, tuple[int, int, int]] = {}
+        pending = [r for r in pending if r not in new]
+        q1 = 1 + k  # every row schedules 1 + K: K drafts, or K placeholders on a first row
+        rows: dict[str, tuple[int, int, int, int]] = {}
         for i, c in enumerate(background):
-            rows[f"b{i}"] = (c, c, c)  # a decode: prompt long done
+            rows[f"b{i}"] = (round(c), round(c), round(c), q1)  # a decode: prompt long done
         for j, r in enumerate(active):
-            rows[f"a{j}"] = (r.context, r.context, r.context)  # a decode now
-        for k, r in enumerate(new):
-            rows[f"n{k}"] = first_row(cfg.design, r.prompt_len)
-        ids = list(rows)
-        batch = gather_batch_req_state(
-            dict.fromkeys(ids, 1),
-            {r: rows[r][0] for r in ids},
-            {r: rows[r][1] for r in ids},
-            {r: rows[r][2] for r in ids},
-            model_runner=runner,
-            use_pcp=use_pcp,
-            reorder_batch_threshold=builder.reorder_batch_threshold,
-        )
-        n = len(ids)
-        meta = CommonAttentionMetadata.from_batch(
-            batch.num_scheduled_tokens,
-            batch.num_computed_tokens,
-            batch.num_prompt_tokens,
-            torch.zeros(n, 1, dtype=torch.int32),
-            torch.zeros(n, dtype=torch.int64),
-            batch.req_ids,
-            batch.is_prefilling,
-        )
-        nd, npf, _, _ = split_decodes_and_prefills(
-            meta,
-            builder.reorder_batch_threshold,
-            builder.require_uniform,
-            builder.treat_short_extends_as_decodes,
-        )
-        ordered = [Row(c) for c in batch.num_computed_tokens]
-        cost = step_cost(model, ordered[:nd], ordered[nd:], batch.decode_graph_eligible)
-        if cfg.design == "hidden_state" and new:
-            cost.groups["lm_head (P's hidden states)"] = lm_head_cost(model, len(new))
+            c = round(r.context)
+            rows[f"a{j}"] = (c, c, c, q1)  # a decode now
+        for m, r in enumerate(new):
+            rows[f"n{m}"] = (*first_row(cfg.design, r.prompt_len), q1)
+        if rows:
+            batch, q, uniform = _gather(rows, k, runner, use_pcp, builder.reorder_batch_threshold)
+            n = len(q)
+            meta = CommonAttentionMetadata.from_batch(
+                q,
+                batch.num_computed_tokens,
+                batch.num_prompt_tokens,
+                torch.zeros(n, 1, dtype=torch.int32),
+                torch.zeros(n, dtype=torch.int64),
+                batch.req_ids,
+                batch.is_prefilling,
+            )
+            nd, npf, _, _ = split_decodes_and_prefills(
+                meta,
+                builder.reorder_batch_threshold,
+                builder.require_uniform,
+                builder.treat_short_extends_as_decodes,
+            )
+            contexts, eligible = list(batch.num_computed_tokens), batch.decode_graph_eligible
+        else:  # only P's hidden states to turn into tokens
+            nd = npf = 0
+            q, contexts, eligible, uniform = [], [], True, 1
+        ordered = [Row(c, qi) for c, qi in zip(contexts, q)]
+
+        dec, pre = ordered[:nd], ordered[nd:]
+        cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
+        if hidden:  # P's hidden states whose K/V land while this step runs join its lm_head
+            t_end = t + cost.time_s(profile)
+            landing += [
+                r for r in pending if not r.landed and t < r.arrival < t_end and r not in landing
+            ]
+            cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
         dt = cost.time_s(profile)
-        uniform = batch.uniform_decode_token_count is not None and npf == 0
+        verifying = len(background) + len(active)
         res.steps.append(
             SimStep(
                 t,
                 dt,
                 nd,
                 npf,
-                batch.decode_graph_eligible,
-                uniform,
+                eligible,
+                uniform is not None and npf == 0,
                 cost,
-                list(batch.num_computed_tokens),
+                contexts,
+                q,
+                verifying * per_step + len(new),
+                verifying,
             )
         )
+        for r in landing:
+            r.landed, r.ttft_d = True, t + dt - r.arrival
         for r in new:
-            r.first_step_t, r.left = t, cfg.output_len
+            r.first_step_t, r.left = t, cfg.output_len - 1  # tokens after token 1
             r.context = first_row(cfg.design, r.prompt_len)[0] + 1
-            r.ttft_d = 0.0 if cfg.design in ("first_token", "append_prompt") else t + dt - r.arrival
+            if cfg.design in ("first_token", "append_prompt"):
+                r.ttft_d = 0.0
             if cfg.design == "recompute":
-                r.left += 1  # this step computed token 1; token 2 is the next step's
+                r.ttft_d = t + dt - r.arrival  # this step computed token 1
             else:
-                r.t2t_d = t + dt - r.arrival
+                r.t2t_d, r.left = t + dt - r.arrival, r.left - 1  # this step: token 2
             active.append(r)
         for r in active:
             if r not in new:
                 if r.t2t_d < 0:
                     r.t2t_d = t + dt - r.arrival
-                r.left -= 1
-                r.context += 1
+                r.left -= per_step
+                r.context += per_step
         active = [r for r in active if r.left > 0]
-        background = [c + 1 for c in background]
+        background = [c + per_step for c in background]
         t += dt
         if progress is not None:
             progress(t)

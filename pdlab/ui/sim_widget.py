@@ -58,11 +58,20 @@ class SimExplorer(widgets.VBox):
             continuous_update=False,
         )
         self.gpu = widgets.Dropdown(options=list(GPUS), value="H200", description="GPU")
+        self.k = widgets.Dropdown(options=[0, 1, 2, 3], value=0, description=t("w_sim_k"))
         self.summary = widgets.HTML().add_class("pdlab-sim-summary")
         self.plot = widgets.Output()
         self.error = widgets.HTML()
         self.result: SimResult | None = None
-        controls = (self.design, self.routing, self.context, self.batch, self.rate, self.gpu)
+        controls = (
+            self.design,
+            self.routing,
+            self.context,
+            self.batch,
+            self.rate,
+            self.gpu,
+            self.k,
+        )
         for w in controls:
             w.observe(lambda _: self.rerun(), names="value")
         wrap = widgets.Layout(flex_flow="row wrap")
@@ -82,6 +91,7 @@ class SimExplorer(widgets.VBox):
             prompt_len=ctx,
             arrival_rate=float(self.rate.value),
             duration_s=self.duration_s,
+            num_speculative_tokens=self.k.value,
         )
 
     def rerun(self) -> None:
@@ -97,11 +107,18 @@ class SimExplorer(widgets.VBox):
         self.result = res
         s = summarize(res)
         lang = self.lang
-        head = [text(lang, k) for k in ("sim_tpot", "sim_ttft", "sim_t2t", "sim_mixed")]
+        keys = ("sim_tpot", "sim_ttft", "sim_t2t", "sim_tokens", "sim_mixed")
+        head = [text(lang, k, tail=s["tpot_tail"]) for k in keys]
+
+        def pair(name: str) -> str:
+            tail = "" if s[f"{name}_tail"] == "p99" else " max"
+            return f"{seconds(s[f'{name}_p50_s'])} / {seconds(s[f'{name}_p99_s'])}{tail}"
+
         cells = [
-            f"{seconds(s['tpot_p50_s'])} / {seconds(s['tpot_p99_s'])}",
-            f"{seconds(s['ttft_d_p50_s'])} / {seconds(s['ttft_d_p99_s'])}",
-            f"{seconds(s['t2t_d_p50_s'])} / {seconds(s['t2t_d_p99_s'])}",
+            pair("tpot"),
+            pair("ttft_d"),
+            pair("t2t_d"),
+            f"{s['tokens_per_step']:.2f}",
             f"{100 * s['non_uniform_share']:.0f}%",
         ]
         note = text(lang, "w_sim_note", steps=s["steps"], n=s["arrivals"], gpu=profile.name)

@@ -33,7 +33,8 @@ TEXT: dict[str, dict[str, str]] = {
         "token? This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
         "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 做一次 prefill（_forward_prefill）？下面真实地跑一遍这样的请求，"
+        "D 是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的"
+        "请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {
@@ -109,7 +110,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "P samples token {tok} ({ch}) at position {pos}. The proxy sent the prompt to P "
         "with max_tokens = 1, so P's request ends here ({reason}).",
         "zh": "P 在位置 {pos} 采样出 token {tok}（{ch}）。代理发给 P 的请求带 max_tokens = 1，所"
-        "以 P 上的请求到此结束（{reason}）。",
+        "以 P 上的请求到此结束（finish_reason 为 '{reason}'）。",
     },
     "ch1_hold": {
         "en": "request_finished returns delay_free = {delay}: P holds blocks {blocks} until D "
@@ -181,13 +182,18 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "The cache holds each layer's keys and values: {n} positions × {layers} layers × "
         "{W} values. The logits of the first output token are lm_head(norm(h[{last}])), where "
         "h[{last}] is the last layer's {H}-wide output at position {last}. No cache holds it and "
-        "the connector did not move it (vLLM v1 connectors move KV only), so D runs position "
+        "the connector did not move it (0.33.0's v1 connectors move K/V; the two that touch "
+        "hidden states, ExampleHiddenStatesConnector, which writes them to disk for the "
+        "extract_hidden_states speculative method, and the aux-output connector, never feed "
+        "D's first token), so D runs position "
         "{last} through all {layers} layers again: it reuses the cached K/V of positions "
         "{reused}, writes row {last} once more (equal to P's row up to rounding), and gets "
         "h[{last}].",
         "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出"
         " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
-        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（vLLM v1 的 connector 只搬 KV）"
+        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 的 v1 connector 传的是 "
+        "K/V；两个碰到隐藏状态的，ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states "
+        "方法把它写到磁盘，aux_output_connector 传辅助输出，都不给 D 的第一个 token 用）"
         "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
         "第 {last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
     },
@@ -200,9 +206,15 @@ TEXT: dict[str, dict[str, str]] = {
     "different": {"en": "different", "zh": "不同"},
     "ch3_src": {
         "en": "The line that subtracts one: {path}, {qualname} (upstream: "
-        "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name)",
+        "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name). It "
+        "subtracts one only when every token landed (num_computed_tokens == num_tokens); "
+        "after a failed load D recomputes from the last valid block (pdlab too), and DeepSeek "
+        "V4.1's sliding-window layers replay a whole window tail (_mark_prefix_replay, "
+        "upstream only)",
         "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
-        "Scheduler 的同名方法）",
+        "调度器的同名方法）。只有所有 token 都到齐时（num_computed_tokens == num_tokens）才减 1；"
+        "加载失败后 D 从最后一个有效的块开始重算（pdlab 也这样做），DeepSeek V4.1 的滑动窗口层"
+        "则会重放整个窗口末尾（_mark_prefix_replay，只有上游有）",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
@@ -236,11 +248,11 @@ TEXT: dict[str, dict[str, str]] = {
         "{n}。提问里的表达式确实存在，vLLM 0.33.0 在 model runner 里计算它。0.33.0 默认"
         "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它按 query 长度给"
         "批次排序（sort_batch_req_ids），为每一行计算 is_prefilling = "
-        "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 runner 随"
-        "请求收到的全部 token；这里为 {prefilling}）；在不开 prefill 上下文并行时，把“"
+        "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 model runner "
+        "随请求收到的全部 token；这里为 {prefilling}）；在不开预填充上下文并行时，把“"
         "在已缓存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为"
-        " {rad}）。它的注释说这样的行按 decode 运行，于是这一步仍是 "
-        "decode_graph_eligible（{eligible}）：一个整齐的 decode 批次，也就是完整 "
+        " {rad}）。它的注释说这样的行按 decode 行运行，于是这一步仍是 "
+        "decode_graph_eligible（{eligible}）：一个均匀解码批次，也就是完整的 "
         "decode CUDA graph 能重放的那种。D 的第一步恰好就是这样一行。pdlab 里对应的规则"
         "：",
     },
@@ -264,9 +276,11 @@ TEXT: dict[str, dict[str, str]] = {
     "row_logit": {"en": "its logit", "zh": "对应 logit"},
     "ch4_dtype": {
         "en": "FLOPs and bytes above are the tiny model's, at its own dtype ({dtype}); chapter 5 "
-        "models DeepSeek's widths in bf16.",
+        "models DeepSeek's widths in bf16 (a 576-value latent row is 1,152 bytes; an fp8 KV "
+        "cache makes it 576 and halves the transfer: pdlab sim --kv-cache-dtype fp8).",
         "zh": "上表的 FLOPs 与字节数是这个小模型在它自己的精度（{dtype}）下的数字；第 5 章按 "
-        "DeepSeek 的维度、bf16 建模。",
+        "DeepSeek 的维度、bf16 建模（576 个值的潜向量行占 1,152 字节；fp8 KV 缓存把它减到 576 "
+        "字节，传输量也减半：pdlab sim --kv-cache-dtype fp8）。",
     },
     "ch4_not_read": {
         "en": "is_prefilling not read",
@@ -311,18 +325,30 @@ TEXT: dict[str, dict[str, str]] = {
         'prefilling"). The PCP manager (vllm/v1/worker/gpu/pcp_manager.py) cuts every '
         "row that is still prefilling into 2 × PCP chunks spread over the ranks and "
         "keeps every other row whole (replicated = ~is_prefilling; with PCP alone each "
-        "whole row goes to one rank in turn), so a prefilling row must take the "
-        "prefill path. D's first step under PCP 2, beside two running decodes (dec-a, "
+        "whole row goes to one rank in turn). A one-token row's chunk size is 1, so rank "
+        "0 gets D's token whole: the split does not cut it. What routes it to forward_mha "
+        "is the builder's not use_pcp with the rank-local is_prefilling. Upstream states no "
+        "reason; that a backend under PCP treats every prefilling row alike because most "
+        "arrive in pieces is pdlab's inference. PCP is a prefill-side setting: a D instance "
+        "normally runs decode context parallelism (DCP), which leaves use_pcp False (the "
+        "short extend stays a decode) and drops the threshold to 1 for a builder without "
+        "supports_dcp_with_varlen. D's first step under PCP 2, beside two "
+        "running decodes (dec-a, "
         "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
         "still prefilling; pdlab reproduces only the routing, on one device):",
-        "zh": "为什么 PCP 会翻转这个开关：MLA 构建器传入 treat_short_extends_as_decodes = "
+        "zh": "为什么 PCP 会翻转这个开关：MLA builder 传入 treat_short_extends_as_decodes = "
         "not use_pcp，而开启 PCP 时 V2 不计算 prefill_runs_as_decode（此时 "
-        "decode_graph_eligible 只看“没有任何行在预填充”）。PCP manager（"
+        "decode_graph_eligible 只看“没有任何行在预填充”）。PCPManager（"
         "vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行切成 2 × PCP 块分给各个"
         " rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每个完整的行"
-        "轮流交给一个 rank），所以仍在预填充的行必须走 prefill 路径。下面是 PCP 2 时 D "
-        "的第一步（旁边画了两个正在 decode 的请求 dec-a、dec-b 作示意）按这个 manager "
-        "的方式排布的样子（* 表示仍在预填充；pdlab 只在一个设备上复现路由）：",
+        "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，rank 0 拿到完整的这个 "
+        "token，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
+        "加上 rank 本地的 is_prefilling。上游没有说明理由；“PCP 下大多数预填充行是分块到达的，"
+        "所以后端对所有预填充行一视同仁”是 pdlab 的推断。PCP 是预填充侧的设置：解码实例通常用解码"
+        "上下文并行（DCP），它让 use_pcp 保持为 False（短 extend 仍是 decode 行），并对没有 "
+        "supports_dcp_with_varlen 的 builder 把阈值降到 1。下面是 PCP 2 时 D 的第一步（旁边画了"
+        "两个正在解码的请求 dec-a、dec-b 作示意）按 PCPManager 的方式排布的样子（* 表示仍在"
+        "预填充；pdlab 只在一个设备上复现路由）：",
     },
     "ch4_v1": {
         "en": "V1 (VLLM_USE_V2_MODEL_RUNNER=0) computes is_prefilling = num_computed_tokens "
@@ -331,8 +357,8 @@ TEXT: dict[str, dict[str, str]] = {
         "refuses prefill context parallelism, which 0.33.0 implements only in V2. For "
         "this step its split is the same as V2's.",
         "zh": "V1（VLLM_USE_V2_MODEL_RUNNER=0）计算 is_prefilling = num_computed_tokens < "
-        "num_prompt_tokens，并把批次排成四个区（decode、short_extend、long_extend、"
-        "prefill）。它没有 prefill_runs_as_decode，也拒绝 prefill 上下文并行：0.33.0 只"
+        "num_prompt_tokens，并把批次排成四个区（decode 行、short_extend、long_extend、"
+        "prefill 行）。它没有 prefill_runs_as_decode，也拒绝预填充上下文并行：0.33.0 只"
         "在 V2 中实现了 PCP。对这一步，它的划分与 V2 相同。",
     },
     "ch4_same": {
@@ -348,28 +374,35 @@ TEXT: dict[str, dict[str, str]] = {
     # ---- chapter 5: cost -------------------------------------------------------------
     "ch4_fresh_decode": {
         "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
-        "or H200 (reorder_batch_threshold = {t}, varlen), the same prompt as a fresh "
-        "request (query_len = {q}, no context, region {region}) took {forward}: P's "
-        "own short prompt runs the absorbed decode path. It saves no FLOPs: with no "
-        "cached context the absorbed form costs more (chapter 5). Upstream's comment "
-        "beside the threshold says only that small prefills go through the decode "
-        "pathway; it gives no reason.",
-        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上 vLLM 选择的后端，"
-        "reorder_batch_threshold = {t}，varlen），同一段提示词作为新请求（query_len = "
+        "or H200 with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; "
+        "FLASH_ATTN_MLA refuses an fp8 cache, and vLLM then picks FLASHMLA: 128, "
+        "uniform), the same prompt as a fresh request (query_len = {q}, no context, "
+        "region {region}) took {forward}: P's own short prompt runs the absorbed decode "
+        "path. It saves no FLOPs: with no cached context the absorbed form costs more "
+        "(chapter 5). Upstream's comment beside the threshold says only \"process small "
+        "prefills with decode pathway\"; it gives no reason. pdlab's inference: the "
+        "decode path reads fewer bytes and launches fewer kernels (chapter 5's bytes), "
+        "in a kernel tuned for it, and that outweighs the FLOPs for a short prompt.",
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 "
+        "vLLM 选择的后端，reorder_batch_threshold = {t}，VARLEN；FLASH_ATTN_MLA 不接受 fp8 "
+        "缓存，这时 vLLM 选 FLASHMLA：128，UNIFORM），同一段提示词作为新请求（query_len = "
         "{q}，没有上下文，处于 {region} 区）走了 {forward}：P 自己的短提示词也走权重吸"
         "收的 decode 路径。这并不省 FLOPs：没有已缓存上下文时，吸收形式的 FLOPs 反而更"
-        "多（见第 5 章）。上游在这个阈值旁的注释只说小的 prefill 走 decode 路径，没有给"
-        "出理由。",
+        "多（见第 5 章）。上游在这个阈值旁的注释只有一句“process small prefills with "
+        "decode pathway”，没有给出理由。pdlab 的推断：decode 路径读的字节更少、启动的算子"
+        "更少（见第 5 章的字节数），算子也专为它调过，对短提示词来说这比 FLOPs 更重要。",
     },
     "ch4_fresh_prefill": {
         "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
-        "or H200 (reorder_batch_threshold = {t}, varlen), the same prompt as a fresh "
+        "or H200 with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; with "
+        "an fp8 cache vLLM picks FLASHMLA: 128, uniform), the same prompt as a fresh "
         "request (query_len = {q}, no context, region {region}) is longer than the "
         "threshold and took {forward}. A prompt of at most {t} tokens would take the "
         "absorbed decode path (under a UNIFORM backend such as FLASHMLA, only when "
         "every row of the batch has the same query length).",
-        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上 vLLM 选择的后端，"
-        "reorder_batch_threshold = {t}，varlen），同一段提示词作为新请求（query_len = "
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 "
+        "vLLM 选择的后端，reorder_batch_threshold = {t}，VARLEN；fp8 缓存时 vLLM 选 "
+        "FLASHMLA：128，UNIFORM），同一段提示词作为新请求（query_len = "
         "{q}，没有上下文，处于 {region} 区）超过了阈值，走了 {forward}。不超过 {t} 个 "
         "token 的提示词会走权重吸收的 decode 路径（在 FLASHMLA 这类 UNIFORM 后端下，只"
         "有批次里每一行的 query 长度都相同时才会如此）。",
@@ -461,16 +494,17 @@ TEXT: dict[str, dict[str, str]] = {
         "above. Upstream gives no FLOP argument for the 128 and 512 thresholds (its "
         "comment says small prefills use the decode pathway): they are the backends' "
         "own choice.",
-        "zh": "上游 vLLM 0.33.0：MLA 元数据构建器（"
+        "zh": "上游 vLLM 0.33.0：MLA builder（"
         "vllm/model_executor/layers/attention/mla_attention.py）调用 "
         "split_decodes_and_prefills（vllm/v1/attention/backends/utils.py）时，"
         "decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA、FLASHINFER_MLA"
         "、CUTLASS_MLA 和 CPU_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512；投机解"
-        "码会把它提高到验证宽度，decode 上下文并行可能强制为 1），并传入 "
+        "码会把它提高到验证宽度，解码上下文并行可能强制为 1），并传入 "
         "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 "
-        "decode（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill（"
-        "forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
-        "上的理由（注释只说小的 prefill 走 decode 路径）：这是各后端自己的选择。",
+        "decode 行（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill 行"
+        "（forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
+        "上的理由（注释只有一句“process small prefills with decode pathway”）：这是各后端自己的"
+        "选择；少读字节、少启动算子是 pdlab 的推断。",
     },
     "ch5_others": {
         "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA "
@@ -479,11 +513,11 @@ TEXT: dict[str, dict[str, str]] = {
         "into a decode row (its comment names NIXL disaggregation's h(N-1) -> N "
         "recompute path), and GDN counts as prefills only rows with no prior state "
         "(first chunks). So D's first step is a decode there too.",
-        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA 构建器和 MLA indexer 同样传 not use_pcp"
-        "。Mamba 和 GDN 构建器传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
-        "的单 token prefill 改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
-        "的重算路径），GDN 只把没有先前状态的行（第一个分块）算作 prefill。所以在那里 "
-        "D 的第一步同样是 decode。",
+        "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA builder 和 MLA indexer 同样传 not use_pcp"
+        "。Mamba 和 GDN 的 builder 传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
+        "的单 token 预填充行改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
+        "的重算路径），GDN 只把没有先前状态的行（第一个分块）算作 prefill 行。所以在那里 "
+        "D 的第一步同样是 decode 行。",
     },
     # ---- chapter 6: the rest ---------------------------------------------------------
     "ch6_steps": {"en": "D, step by step", "zh": "D 的逐步记录"},
@@ -491,7 +525,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "After the short extend every step on D has query_len = 1 and is_prefilling false "
         "(region decode): a decode under either setting.",
         "zh": "短 extend 之后，D 上每一步都是 query_len = 1 且 is_prefilling 为假（decode 区）："
-        "两种设置下都是 decode。",
+        "两种设置下都是 decode 行。",
     },
     "ch6_outputs": {"en": "Outputs", "zh": "输出对比"},
     "col_run": {"en": "run", "zh": "运行"},

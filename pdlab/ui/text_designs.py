@@ -2,7 +2,7 @@
 Chinese: merged into :data:`pdlab.ui.text.TEXT`, read through :func:`pdlab.ui.text.text`.
 
 Keys: ``dz_`` for the designs table, ``sim_`` for the simulator's report, ``ch7`` for the
-tour's closing chapter. Chinese terms: 共置 for colocated, 前缀缓存 for prefix caching,
+tour's closing chapter. Chinese terms: 非分离 for colocated, 前缀缓存 for prefix caching,
 潜向量 for latent; vLLM identifiers stay in English.
 """
 
@@ -19,7 +19,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_same": {
         "en": "= colocated",
-        "zh": "与共置一致",
+        "zh": "与非分离一致",
     },
     "dz_kv": {
         "en": "K/V bytes",
@@ -71,13 +71,26 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_note": {
         "en": "Bytes, steps and routing are the trace's; FLOPs and latency are modelled "
-        "(pdlab/attention/cost.py, {gpu} roofline, link {link} GB/s: {link_source}).",
+        "(pdlab/attention/cost.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
+        "an idle D: hidden_state's lm_head runs in the step its K/V land, so token 1 is "
+        "known a step before recompute's (pdlab sim adds the batch). The payload is the "
+        "bytes the design needs; SGLang's metadata buffer pads the token id to 64 B (16 "
+        "int32, the RDMA minimum) and, with EAGLE or MTP, also carries top-k "
+        "probabilities and indices and the hidden state (python/sglang/srt/"
+        "disaggregation/utils.py, MetadataBuffers): the drafter needs h[N-1], the "
+        "same reason vLLM's recompute of position N-1 serves its MTP drafter.",
         "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/attention/cost.py"
-        "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}）。",
+        "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}），按空闲的 D 计："
+        "hidden_state 的 lm_head 在它的 K/V 到达的那一步里计算，所以 token 1 比 recompute "
+        "早一步已知（批次的影响由 pdlab sim 加上）。另附字节是设计本身需要的字节；SGLang 的"
+        "元数据缓存区把 token id 补齐到 64 B（16 个 int32，RDMA 的最小长度），开启 EAGLE "
+        "或 MTP 时还要带上 top-k 概率与下标和隐藏状态（python/sglang/srt/disaggregation/"
+        "utils.py 的 MetadataBuffers）：草稿模型需要 h[N-1]，vLLM 重算位置 N-1 恰好也为它的 "
+        "MTP 草稿模型提供了这一项。",
     },
     "sim_title": {
         "en": "D's decode batch as requests arrive ({gpu} profile)",
-        "zh": "请求陆续到达时 D 的解码批（{gpu} 配置）",
+        "zh": "请求陆续到达时 D 的解码批次（{gpu} 配置）",
     },
     "sim_routing": {
         "en": "routing",
@@ -88,8 +101,12 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "设计",
     },
     "sim_tpot": {
-        "en": "TPOT ms p50 / p99",
-        "zh": "TPOT ms p50 / p99",
+        "en": "TPOT ms p50 / {tail}",
+        "zh": "TPOT ms p50 / {tail}",
+    },
+    "sim_tokens": {
+        "en": "tokens / step",
+        "zh": "每步 token",
     },
     "sim_ttft": {
         "en": "D's TTFT ms",
@@ -100,8 +117,12 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "D 到第 2 个 token ms",
     },
     "sim_mixed": {
-        "en": "not uniform",
-        "zh": "非均匀批",
+        "en": "graph lost",
+        "zh": "无 CUDA graph",
+    },
+    "sim_r_dcp": {
+        "en": "V2 + DCP",
+        "zh": "V2 + DCP",
     },
     "sim_r_v2": {
         "en": "V2",
@@ -116,13 +137,54 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "V1",
     },
     "sim_caption": {
-        "en": "Modelled: roofline per kernel group (pdlab/attention/cost.py) on {source}. "
-        "TTFT on D is from arrival at D (K/V landed) to token 1 known; 0 where P's "
-        "token is the answer. 'not uniform': steps that are not a uniform decode "
-        "batch.",
-        "zh": "模型估算：每组算子按roofline 模型计（pdlab/attention/cost.py），设备数据：{source}"
-        "。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 token 即答案时为"
-        " 0。“非均匀批”：不是均匀解码批的步。",
+        "en": "Modelled: roofline per kernel group (pdlab/attention/cost.py) on {source}; "
+        "MLA backend {backend}. TTFT on D is from arrival at D (K/V landed) to token 1 "
+        "known; 0 where P's token is the answer. TPOT is a step's time over the tokens "
+        "a running row emits in it; a tail over fewer than 100 samples is the max. 'graph "
+        "lost': steps that are not a uniform decode batch, so the full decode CUDA "
+        "graph cannot replay them. PCP belongs to P and DCP to D: V2 + PCP shows what D would do "
+        "under P's setting; DCP is routing only, its costs one device's.",
+        "zh": "模型估算：每组算子按 roofline 模型计（pdlab/attention/cost.py），设备数据：{source}"
+        "；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
+        "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
+        "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
+        "完整的 decode CUDA graph 无法重放的步。预填充上下文并行（PCP）属于 P，解码上下文并行"
+        "（DCP）属于 D："
+        "V2 + PCP 展示的是 D 若用 P 的设置会怎样；DCP 只模拟路由，代价按单个设备计。",
+    },
+    "sim_caption_mtp": {
+        "en": " MTP: K = {k} speculative tokens, acceptance rate {a} per draft (the default "
+        "is DeepSeek-V3's own figure, Technical Report arXiv:2412.19437, section 5.4.3: "
+        "85-90% for the second token; pdlab takes 85% for every draft, an assumption "
+        "past the first).",
+        "zh": " MTP：K = {k} 个草稿 token，每个草稿的接受率 {a}（默认值取自 DeepSeek-V3 自己的"
+        "数字，技术报告 arXiv:2412.19437 第 5.4.3 节：第二个 token 的接受率为 85-90%；pdlab "
+        "对每个草稿都取 85%，第一个之后属假设）。",
+    },
+    "sim_source_H100": {
+        "en": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
+        "3.35 TB/s HBM3",
+        "zh": "NVIDIA H100 Tensor Core GPU 数据手册（SXM）：bf16 稀疏 1,979 TFLOPS，HBM3 3.35 TB/s",
+    },
+    "sim_source_H800": {
+        "en": "NVIDIA H800 SXM product brief: H100's tensor cores (1,979 TFLOPS bf16 with "
+        "sparsity), 3.35 TB/s HBM3; NVLink cut to 400 GB/s",
+        "zh": "NVIDIA H800 SXM 产品简介：与 H100 相同的 Tensor Core（bf16 稀疏 1,979 TFLOPS），"
+        "HBM3 3.35 TB/s；NVLink 降到 400 GB/s",
+    },
+    "sim_source_H200": {
+        "en": "NVIDIA H200 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
+        "4.8 TB/s HBM3e",
+        "zh": "NVIDIA H200 Tensor Core GPU 数据手册（SXM）：bf16 稀疏 1,979 TFLOPS，HBM3e 4.8 TB/s",
+    },
+    "sim_source_B200": {
+        "en": "NVIDIA HGX B200 specifications (1,000 W): 4.5 PFLOPS bf16 with sparsity, "
+        "8 TB/s HBM3e",
+        "zh": "NVIDIA HGX B200 规格（1,000 W）：bf16 稀疏 4.5 PFLOPS，HBM3e 8 TB/s",
+    },
+    "sim_source_here": {
+        "en": "measured now on this {on}: {shape} matmul, tensor copy",
+        "zh": "本机实测（{on} 上的 {shape} 矩阵乘法与张量拷贝）",
     },
     "ch7": {
         "en": "Chapter 7 · Could D skip it, and does it matter?",
@@ -133,47 +195,67 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "state. Other engines send more instead: P's sampled token (SGLang, "
         "TensorRT-LLM), that token appended to D's prompt, or the hidden state "
         "itself (vLLM V0). First the four designs on this prompt, traced; then D's "
-        "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive.",
-        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的 隐藏状态。别的引擎改为多"
+        "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive, "
+        "without speculative decoding and with MTP. The first-token question has an "
+        "open upstream thread: vllm-project/vllm#25373 asks to reuse P's tokenization "
+        "and first token on D.",
+        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
-        "示词里，或者直接传 隐藏状态（vLLM V0）。先看这四种设计在本提示词上的实测"
-        " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批。",
+        "示词里，或者直接传隐藏状态（vLLM V0）。先看这四种设计在本提示词上的实测"
+        " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批次，分别不开投机"
+        "解码和开启 MTP。第一个 token 的问题在上游有一个公开的讨论：vllm-project/vllm#25373 "
+        "请求在 D 上复用 P 的分词结果和第一个 token。",
     },
     "ch7_answer": {
         "en": "The answer. At DeepSeek-V3's widths on the {gpu} profile ({batch} running "
-        "decodes over {ctx} tokens, {rate} arrivals/s of {plen}-token prompts): "
-        "under Model Runner V2's default, D's short extend is a "
-        "prefill_runs_as_decode row, every step stays a uniform decode batch and "
-        "TPOT is {v2_p50} p50 / {v2_p99} p99 for recompute as for first_token. The "
-        "recompute costs the arriving request one batch step, not the batch: D's "
-        "TTFT is {rc_ttft} (hidden_state {hs_ttft}; 0 where P's token is the answer) "
-        "and token 2 comes {rc_t2t} after the K/V land, against {ft_t2t} with "
-        "first_token. Under prefill context parallelism, recompute and append_prompt "
-        "make each arrival's step a forward_mha row: {pcp_mixed} of the steps lose "
-        "the full decode graph, TPOT p99 rises to {pcp_p99} ({pcp_x} the default's) "
-        "and D's TTFT to {pcp_ttft}, while first_token and hidden_state, whose first "
-        "row is a decode, stay at {ft_pcp_p99}. So the short extend matters where "
-        "something counts it as a prefill (PCP) and the contexts are long; under "
-        "V2's default it costs one step of latency for the request that arrives, and "
-        "nothing for the rest.",
+        "decodes over {ctx} tokens, {rate} arrivals/s of {plen}-token prompts, {steps} "
+        "steps): under Model Runner V2's default, D's short extend is a "
+        "prefill_runs_as_decode row, every step stays a uniform decode batch and TPOT "
+        "is {v2_p50} p50 / {v2_p99} {v2_tail} for recompute as for first_token. The "
+        "recompute costs the arriving request one batch step, not the batch: D's TTFT "
+        "is {rc_ttft} against {hs_ttft} for hidden_state, whose lm_head runs in the "
+        "step its K/V land (0 where P's token is the answer), and token 2 comes "
+        "{rc_t2t} after the K/V land, against {ft_t2t} with first_token. Under prefill "
+        "context parallelism, a P-side setting, recompute and append_prompt make each "
+        "arrival's step a forward_mha row: {pcp_mixed} of the steps lose the full "
+        "decode graph, TPOT {pcp_tail} rises to {pcp_p99} ({pcp_x} the default's) and "
+        "D's TTFT to {pcp_ttft}, while first_token ({ft_pcp_p99}) and hidden_state "
+        "({hs_pcp_p99}), whose first row is a decode, keep the default's. Decode "
+        "context parallelism, the one a D instance uses, leaves use_pcp False: the "
+        "short extend stays a decode ({dcp_backend} keeps its threshold {dcp_t} "
+        "under it). With MTP (K = {k}, {acc} acceptance) every row verifies 1 + K "
+        "tokens: the step takes {mtp_step}, a row emits {mtp_tokens} tokens per step, "
+        "TPOT falls to {mtp_p50}, and D's first row, padded with K placeholder drafts, "
+        "is still prefill_runs_as_decode (D's TTFT {mtp_ttft}); under PCP it is a "
+        "forward_mha row ({mtp_pcp_mixed} of the steps lose the graph). So the short "
+        "extend matters where something counts it as a prefill (PCP) and the contexts "
+        "are long; under V2's default it costs one step of latency for the request "
+        "that arrives, and nothing for the rest.",
         "zh": "结论。按 DeepSeek-V3 宽度、{gpu} 配置（{batch} 个运行中的解码请求，上下文 "
-        "{ctx} token，每秒到达 {rate} 个 {plen} token 的提示词）：在 Model Runner V2 "
-        "的默认设置下，D 的短 extend 是一行 prefill_runs_as_decode，每一步都仍是均匀"
-        "解码批，recompute 与 first_token 的 TPOT 同为 p50 {v2_p50} / p99 {v2_p99}。"
-        "重算的代价落在到达的那个请求身上，而不是整个批：D 的 TTFT 为 {rc_ttft}（hidd"
-        "en_state 为 {hs_ttft}；P 的 token 即答案时为 0），第 2 个 token 在 K/V 到达"
-        "后 {rc_t2t} 出现，first_token 则是 {ft_t2t}。开启 prefill 上下文并行（PCP）"
-        "时，recompute 与 append_prompt 让每个到达请求的第一步成为 forward_mha 行：{p"
-        "cp_mixed} 的步失去完整的解码 CUDA graph，TPOT p99 升到 {pcp_p99}（默认的 {pc"
-        "p_x}），D 的 TTFT 升到 {pcp_ttft}；而第一行本就是解码的 first_token 与 "
-        "hidden_state 仍为 {ft_pcp_p99}。所以，只有当某个规则把短 extend 算作 prefill"
-        "（PCP）且上下文很长时，它才要紧；在 V2 默认设置下，它只让到达的那个请求多等"
-        "一步，对其余请求没有影响。",
+        "{ctx} token，每秒到达 {rate} 个 {plen} token 的提示词，共 {steps} 步）：在 "
+        "Model Runner V2 的默认设置下，D 的短 extend 是一行 prefill_runs_as_decode，每一步"
+        "都仍是均匀解码批次，recompute 与 first_token 的 TPOT 同为 p50 {v2_p50} / "
+        "{v2_tail} {v2_p99}。重算的代价落在到达的那个请求身上，而不是整个批次：D 的 TTFT "
+        "为 {rc_ttft}，hidden_state 为 {hs_ttft}（它的 lm_head 在 K/V 到达的那一步里计算；"
+        "P 的 token 即答案时为 0），第 2 个 token 在 K/V 到达后 {rc_t2t} 出现，first_token "
+        "则是 {ft_t2t}。开启预填充上下文并行（PCP，P 侧的设置）时，recompute 与 "
+        "append_prompt 让每个到达请求的第一步成为 forward_mha 行：{pcp_mixed} 的步失去完整"
+        "的 decode CUDA graph，TPOT {pcp_tail} 升到 {pcp_p99}（默认的 {pcp_x}），D 的 TTFT "
+        "升到 {pcp_ttft}；而第一行本就是 decode 行的 first_token（{ft_pcp_p99}）与 "
+        "hidden_state（{hs_pcp_p99}）保持默认的水平。解码实例用的是解码上下文并行（DCP），"
+        "它让 use_pcp 保持为 False：短 extend 仍是 decode 行（{dcp_backend} 在 DCP 下保持"
+        "阈值 {dcp_t}）。开启 MTP（K = {k}，接受率 {acc}）时每行验证 1 + K 个 token：一步"
+        "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 降到 {mtp_p50}；D 的第一"
+        "行补上 K 个占位草稿后仍是 prefill_runs_as_decode（D 的 TTFT {mtp_ttft}），PCP 下"
+        "则是 forward_mha 行（{mtp_pcp_mixed} 的步失去 CUDA graph）。所以，只有当某个规则把"
+        "短 extend 算作 prefill 行（PCP）且上下文很长时，它才要紧；在 V2 默认设置下，它只"
+        "让到达的那个请求多等一步，对其余请求没有影响。",
     },
     # ---- the simulator's widget (pdlab/ui/sim_widget.py) -------------------------------
     "w_sim_context": {"en": "context log2 (tokens)", "zh": "上下文 log2（token）"},
     "w_sim_batch": {"en": "running decodes", "zh": "运行中的解码数"},
     "w_sim_rate": {"en": "arrivals/s", "zh": "每秒到达数"},
+    "w_sim_k": {"en": "MTP K", "zh": "MTP K"},
     "w_sim_note": {
         "en": "{steps} steps, {n} arrivals, DeepSeek-V3 widths, {gpu} profile; prompts as "
         "long as the context.",

@@ -95,7 +95,7 @@ NOTEBOOKS.update(
             "en": "{backend}: keys 0..6 and 7..19 merged = attention over all 20 keys "
             "(max |diff| {d})",
             "zh": "{backend}：key 0..6 与 7..19 分别算再合并 = 对全部 20 个 key 的注意力"
-            "（max |diff| {d}）",
+            "（最大 |差| {d}）",
         },
         "nb4_kernel": {"en": "kernel", "zh": "算子"},
         "nb4_wall": {"en": "wall time", "zh": "耗时"},
@@ -105,8 +105,8 @@ NOTEBOOKS.update(
     {
         # ---- 03: MLA's two forms -------------------------------------------------------
         "nb3_dims": {"en": "model dims", "zh": "模型维度"},
-        "nb3_shape": {"en": "out shape", "zh": "out 形状"},
-        "nb3_lse_diff": {"en": "max |LSE difference|", "zh": "max |LSE 之差|"},
+        "nb3_shape": {"en": "out shape", "zh": "输出形状"},
+        "nb3_lse_diff": {"en": "max |LSE difference|", "zh": "最大 |LSE 之差|"},
         "nb3_heads": {"en": "heads", "zh": "头数"},
         "nb3_mla_values": {"en": "MLA values / token / layer", "zh": "MLA 值数 / token / 层"},
         "nb3_mha_values": {
@@ -160,6 +160,7 @@ NOTEBOOKS.update(
         "nb3_absorbed_per_key": {"en": "absorbed FLOPs / key", "zh": "吸收形式 FLOPs / key"},
         "nb3_cheaper": {"en": "cheaper", "zh": "更省的形式"},
         "nb3_dev_h800": {"en": "H100/H800 SXM, bf16 peak", "zh": "H100/H800 SXM，bf16 峰值"},
+        "nb3_dev_h200": {"en": "H200 SXM, bf16 peak", "zh": "H200 SXM，bf16 峰值"},
         "nb3_dev_flashmla": {
             "en": "FlashMLA on H800, reported",
             "zh": "FlashMLA 在 H800 上（公布值）",
@@ -303,7 +304,7 @@ NOTEBOOKS.update(
         },
         "nb5_req_decode": {
             "en": "ordinary decode",
-            "zh": "普通的 decode",
+            "zh": "普通的 decode 行",
         },
         "nb5_req_long": {
             "en": "long extend",

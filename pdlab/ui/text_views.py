@@ -40,27 +40,28 @@ VIEWS: dict[str, dict[str, str]] = {
     "v_pd_run": {"en": "P/D run over {transport}", "zh": "P/D 运行，传输方式 {transport}"},
     # why an MLA backend profile was followed (pdlab/platforms.py)
     "pf_cpu": {"en": "the CPU platform", "zh": "CPU 平台"},
+    "pf_cpu_label": {"en": "CPU (no GPU)", "zh": "CPU（没有 GPU）"},
     "pf_named": {
         "en": "{gpu} (named): {where} picks {backend}",
-        "zh": "{gpu}（指定）：{where} 选 {backend}",
+        "zh": "{gpu}（指定）：在 {where} 上选 {backend}",
     },
     "pf_env": {
         "en": "{gpu} (PDLAB_GPU): {where} picks {backend}",
-        "zh": "{gpu}（PDLAB_GPU）：{where} 选 {backend}",
+        "zh": "{gpu}（PDLAB_GPU）：在 {where} 上选 {backend}",
     },
     "pf_local": {
         "en": "{gpu} (this machine's GPU): {where} picks {backend}",
-        "zh": "{gpu}（本机的 GPU）：{where} 选 {backend}",
+        "zh": "{gpu}（本机的 GPU）：在 {where} 上选 {backend}",
     },
     "pf_none": {
         "en": "no GPU named and none here: {where} picks {backend} ({flag} follows a Hopper "
         "deployment)",
-        "zh": "没有指定 GPU，本机也没有：{where} 选 {backend}（{flag} 可按 Hopper 部署来走）",
+        "zh": "没有指定 GPU，本机也没有：在 {where} 上选 {backend}（{flag} 可按 Hopper 部署来走）",
     },
     "pf_backend": {"en": "{backend} (named)", "zh": "{backend}（指定）"},
     # the first-token designs' pictures (pdlab/ui/plots_designs.py)
     "pg_layer": {"en": "layer {r}", "zh": "第 {r} 层"},
-    "pg_hidden": {"en": "h (final norm)", "zh": "h（最终 norm）"},
+    "pg_hidden": {"en": "h (final norm)", "zh": "h（经最终的 RMSNorm）"},
     "pg_position": {
         "en": "position (N = {n}; column N: token 1)",
         "zh": "位置（N = {n}；第 N 列：第 1 个输出 token）",
@@ -81,7 +82,7 @@ VIEWS: dict[str, dict[str, str]] = {
     },
     "pg_timeline_title": {
         "en": "{req}: proxy -> P -> transfer -> D",
-        "zh": "{req}：proxy -> P -> 传输 -> D",
+        "zh": "{req}：代理 -> P -> 传输 -> D",
     },
     "v_routing": {
         "en": "model runner {runner} · MLA backend profile {backend}: {why}",

@@ -2,8 +2,9 @@
 
 It runs the tour's prompt under the four first-token designs (``pdlab/disagg/designs.py``,
 table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid at DeepSeek-V3's widths
-on the H200 profile with its defaults (``pdlab/sim/``), and states the answer in one
-paragraph with that run's numbers. :func:`save_plots` writes the pictures of the designs
+on the H200 profile with its defaults (``pdlab/sim/``), and the same under MTP (``K = 1``,
+routings V2 and PCP: D's step with and without speculative decoding), and states the answer
+in one paragraph with those runs' numbers. :func:`save_plots` writes the pictures of the designs
 (``pdlab/ui/plots_designs.py``) and of the simulation for ``pdlab tour --plots DIR``.
 """
 
@@ -36,27 +37,43 @@ def _runs(demo: Demo) -> tuple[list, dict, list, dict, Any]:
             [demo.prompt_ids], demo.cfg, CacheConfig(block_size=demo.block_size), traces=traces
         )
         profile = device_profile(GPU)
-        sim_rows, sim_runs = run_grid(SimConfig(), ModelConfig.deepseek_v3(), profile, "h200")
+        v3 = ModelConfig.deepseek_v3()
+        sim_rows, sim_runs = run_grid(SimConfig(), v3, profile, "h200")
+        mtp_rows, _ = run_grid(MTP_BASE, v3, profile, "h200", routings=MTP_ROUTINGS)
         _RUNS.clear()
-        _RUNS[key] = rows, traces, sim_rows, sim_runs, profile
+        _RUNS[key] = rows, traces, sim_rows, sim_runs, profile, mtp_rows
     return _RUNS[key]
 
 
-def answer_values(sim_rows: list[dict[str, Any]], base: SimConfig | None = None) -> dict:
+MTP_BASE = SimConfig(num_speculative_tokens=1)
+MTP_ROUTINGS = ("v2", "pcp")
+
+
+def answer_values(
+    sim_rows: list[dict[str, Any]],
+    mtp_rows: list[dict[str, Any]],
+    base: SimConfig | None = None,
+) -> dict:
     """The numbers the closing paragraph quotes, read off the simulation's rows (run
-    with ``base``, by default ``SimConfig()``)."""
+    with ``base``, by default ``SimConfig()``) and those of the same grid under MTP
+    (:data:`MTP_BASE`)."""
     base = base or SimConfig()
     r = {(x["routing"], x["design"]): x for x in sim_rows}
+    m = {(x["routing"], x["design"]): x for x in mtp_rows}
     s = fmt.seconds
-    v2, pcp = r["v2", "recompute"], r["pcp", "recompute"]
+    v2, pcp, dcp = r["v2", "recompute"], r["pcp", "recompute"], r["dcp", "recompute"]
+    mv2 = m["v2", "recompute"]
     return {
         "gpu": GPU,
         "batch": base.batch_size,
         "ctx": fmt.tokens(base.context),
         "rate": f"{base.arrival_rate:g}",
         "plen": fmt.tokens(base.prompt_len),
+        "steps": v2["steps"],
         "v2_p50": s(v2["tpot_p50_s"]),
         "v2_p99": s(v2["tpot_p99_s"]),
+        "v2_tail": v2["tpot_tail"],
+        "pcp_tail": pcp["tpot_tail"],
         "rc_t2t": s(v2["t2t_d_p50_s"]),
         "ft_t2t": s(r["v2", "first_token"]["t2t_d_p50_s"]),
         "rc_ttft": s(v2["ttft_d_p50_s"]),
@@ -66,19 +83,30 @@ def answer_values(sim_rows: list[dict[str, Any]], base: SimConfig | None = None)
         "pcp_x": fmt.ratio(pcp["tpot_p99_s"], v2["tpot_p99_s"]),
         "pcp_ttft": s(pcp["ttft_d_p50_s"]),
         "ft_pcp_p99": s(r["pcp", "first_token"]["tpot_p99_s"]),
+        "hs_pcp_p99": s(r["pcp", "hidden_state"]["tpot_p99_s"]),
+        "dcp_backend": dcp["mla_backend"],
+        "dcp_t": dcp["reorder_batch_threshold"],
+        "k": mv2["num_speculative_tokens"],
+        "acc": f"{mv2['acceptance_rate']:.0%}",
+        "mtp_step": s(mv2["step_p50_s"]),
+        "mtp_tokens": f"{mv2['tokens_per_step']:.2f}",
+        "mtp_p50": s(mv2["tpot_p50_s"]),
+        "mtp_ttft": s(mv2["ttft_d_p50_s"]),
+        "mtp_pcp_mixed": f"{100 * m['pcp', 'recompute']['non_uniform_share']:.0f}%",
     }
 
 
 def chapter7(c: Console, demo: Demo, lang: str) -> None:
-    rows, _, sim_rows, _, profile = _runs(demo)
+    rows, _, sim_rows, _, profile, mtp_rows = _runs(demo)
     c.print(say(lang, "ch7_intro"))
     c.print(designs_table(rows, GPU, lang=lang))
     c.print(sim_table(sim_rows, profile, lang))
-    c.print(say(lang, "ch7_answer", **answer_values(sim_rows)))
+    c.print(sim_table(mtp_rows, profile, lang))
+    c.print(say(lang, "ch7_answer", **answer_values(sim_rows, mtp_rows)))
 
 
 def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:
-    rows, traces, sim_rows, sim_runs, _ = _runs(demo)
+    rows, traces, sim_rows, sim_runs, _, _ = _runs(demo)
     out.mkdir(parents=True, exist_ok=True)
     figs = {
         "designs_cache_grid.png": plot_cache_grid(traces, "req-0", lang),
