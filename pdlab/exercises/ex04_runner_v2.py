@@ -211,11 +211,11 @@ V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < 
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
 prefill_runs_as_decode（“按解码运行”）。当每一行都是解码行或这样的行时，这一步是
 decode_graph_eligible，即完整解码 CUDA graph 可以重放的统一解码批。开启 PCP 时，V2 不计算
-这个标志（None），只有没有任何行在预填充时这一步才 eligible。
+这个标志（None），只有没有任何行在预填充时这一步才是 decode_graph_eligible。
 
 KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
 请实现 decode_flags；评分先在许多批次上与运行器比较，再把你的标志放进一个 P/D 对的运行器，
-比较 D 记录下的 route 事件。""",
+比较 D 记录下的 `route` 事件。""",
     },
     hints={
         "en": (
@@ -241,14 +241,15 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "eligible_any_prefill": {
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "
             "replay the decode graph, which is what prefill_runs_as_decode is for",
-            "zh": "不开 PCP 时把 eligible 写成“没有行在预填充”：这样 D 的第一步永远不能重放解码图，"
+            "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能"
+            "重放解码图，"
             "而 prefill_runs_as_decode 正是为此而设",
         },
         "pcp_runs_as_decode": {
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
-            "这样的行必须走prefill 路径",
+            "这样的行必须走 prefill 路径",
         },
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
