@@ -40,9 +40,11 @@ _CODE = re.compile(
     r"|https?://\S+"  # a URL
     r"|'[^'\n]*'|\"[^\"\n]*\""  # a quoted string
     r"|(?<![\w-])--[\w-]+(?:[ =](?![\u4e00-\u9fff])[\w.,-]+)?"  # a flag and its value
-    r"|\bpdlab [a-z]+\b"  # a command
+    r"|\bpdlab(?: [a-z][\w-]*)+"  # a command line: pdlab exercises check
     r"|\b[\w.-]+/[\w./-]+"  # a path
     r"|\b[\w-]+\.(?:md|py|ipynb|json|png|toml|txt|cpp|safetensors|org|com|io)\b"  # a file
+    r"|(?<![\w.])\.(?:py|ipynb|json|md)\b"  # a file type: .py
+    r"|\b\w+=\w+"  # a keyword argument: solution=True
     r"|\b\w*_\w*\b"  # an identifier with an underscore
     r"|\b[A-Za-z]\w*\[[^\]\n]*\]"  # an index: row[start:end]
     r"|\b[A-Za-z]\w*(?=\()"  # a call: lm_head(
