@@ -11,7 +11,7 @@ the prompt (blocks that failed to load, a whole failed load under the ``recomput
 and a local prefix hit beside the remote K/V. The engine's own error for a missing ``- 1``
 spells out the fix, so the grader shows its own words instead (:func:`_said`).
 
-``SLIPS`` are the wrong answers learners write (from the workshop and from the upstream
+``EXERCISE.slips`` are the wrong answers learners write (from the workshop and from the upstream
 bugs named in their explanations); ``tests/test_exercises.py`` submits each.
 """
 
