@@ -10,7 +10,7 @@ from pdlab.tokenizer import ByteTokenizer
 
 def test_checkpoint_parameter_names():
     names = set(
-        DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=32, weights="random")).state_dict()
+        DeepseekV2ForCausalLM(ModelConfig.tiny(q_lora_rank=32, weights="random")).hf_state_dict()
     )
     for n in (
         "model.embed_tokens.weight",
@@ -39,7 +39,7 @@ def test_state_dict_round_trip():
     dst = DeepseekV2ForCausalLM(cfg.replace(seed=2))
     ids = list(range(30))
     assert not torch.allclose(src.forward_full(ids), dst.forward_full(ids))
-    sd = dict(src.state_dict())
+    sd = dict(src.hf_state_dict())
     sd["model.layers.0.self_attn.rotary_emb.inv_freq"] = torch.zeros(8)  # HF buffers are ignored
     dst.load_hf_state_dict(sd)
     torch.testing.assert_close(src.forward_full(ids), dst.forward_full(ids), rtol=0, atol=0)
@@ -47,7 +47,7 @@ def test_state_dict_round_trip():
 
 def test_mismatched_checkpoints_rejected():
     model = DeepseekV2ForCausalLM(ModelConfig.tiny())
-    sd = dict(model.state_dict())
+    sd = dict(model.hf_state_dict())
     missing = {k: v for k, v in sd.items() if "kv_b_proj" not in k}
     with pytest.raises(ValueError, match=r"missing keys \[model.layers.0.self_attn.kv_b_proj"):
         model.load_hf_state_dict(missing)

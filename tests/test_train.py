@@ -1,8 +1,11 @@
 """The trained tiny model: training lowers the loss and repeats for a seed, the shipped
 checkpoint loads through the state-dict loader and writes readable text, ``--weights``
-chooses, and output bytes are shown one way."""
+chooses, and output bytes are shown one way. Its MTP layer: trained after the main model,
+which it leaves as it was, and accepted on the corpus as often as the checkpoint says."""
 
+import hashlib
 import unicodedata
+from dataclasses import replace
 
 import pytest
 import torch
@@ -11,7 +14,16 @@ from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.engine import LLMEngine
 from pdlab.model import DeepseekV2ForCausalLM, corpus
-from pdlab.model.train import TrainConfig, corpus_digest, corpus_ids, corpus_loss, train
+from pdlab.model.mtp import acceptance_rates
+from pdlab.model.train import (
+    TrainConfig,
+    corpus_digest,
+    corpus_ids,
+    corpus_loss,
+    metadata,
+    mtp_corpus_loss,
+    train,
+)
 from pdlab.model.weights import (
     TRAINED_CHECKPOINT,
     checkpoint_metadata,
@@ -22,7 +34,14 @@ from pdlab.request import SamplingParams
 from pdlab.tokenizer import printable
 
 LINES = corpus.entries()[:2] + corpus.entries()[-2:]  # two English lines, two Chinese
-SMALL = TrainConfig(steps=6, batch_size=2, seq_len=48, lr=3e-3, warmup_steps=0, seed=3)
+SMALL = TrainConfig(steps=6, batch_size=2, seq_len=48, lr=3e-3, warmup_steps=0, seed=3, mtp_steps=4)
+# sha256 of the main model's tensors (names and fp32 bytes, sorted by name) in the checkpoint
+# shipped before the MTP layer came: the MTP phase trains with the main model frozen.
+MAIN_SHA256 = "47f3db245e2e582aba947c93411261a6c4ee11b2262196b38e4826c35eda8b3d"
+# Floors under the shipped MTP's greedy per-position acceptance on the corpus: the shipped
+# run measured 0.9907 (first draft) and 0.3198 (second, K = 2) (its metadata,
+# mtp_acceptance); each floor is 0.1 under, room for a retrain with other threads or torch.
+ACCEPTANCE_FLOORS = (0.89, 0.22)
 
 
 def _train(cfg=SMALL):
@@ -40,31 +59,107 @@ def test_a_few_steps_lower_the_loss_and_repeat_for_a_seed():
         assert torch.equal(p, q), name
     other = _train(TrainConfig(**{**SMALL.__dict__, "seed": 4}))
     assert other.losses != a.losses
+    # The MTP phase repeats too, and leaves the main model as a run without it trains it.
+    assert a.mtp_losses == b.mtp_losses and len(a.mtp_losses) == SMALL.mtp_steps
+    plain = _train(replace(SMALL, mtp_steps=0))
+    assert plain.model.mtp is None and plain.mtp_losses == [] and plain.acceptance == []
+    assert plain.losses == a.losses
+    for name, p in plain.model.state_dict().items():
+        assert torch.equal(p, a.model.state_dict()[name]), name
+
+
+def test_an_mtp_layer_trained_on_a_saved_main_model_is_the_one_a_full_run_trains(tmp_path):
+    full = _train()
+    path = save_checkpoint(full.model, tmp_path / "full.safetensors", {"final_loss": "1.5"})
+    with torch.random.fork_rng():
+        again = train(SMALL, lines=LINES, main_from=path)
+    assert again.losses == [] and again.mtp_losses == full.mtp_losses
+    for name, p in full.model.state_dict().items():
+        assert torch.equal(p, again.model.state_dict()[name]), name
+    meta = metadata(again, SMALL)
+    assert (meta["main_from"], meta["final_loss"]) == ("full.safetensors", "1.5")
+
+
+def test_the_mtp_phase_lowers_the_mtp_loss():
+    a = _train(replace(SMALL, mtp_steps=8))
+    untrained = DeepseekV2ForCausalLM(
+        ModelConfig.tiny(weights="random", seed=SMALL.seed, num_nextn_predict_layers=1)
+    )
+    sd = untrained.state_dict()
+    for name, p in a.model.state_dict().items():
+        if not name.startswith("mtp."):
+            sd[name].copy_(p)
+    lines = corpus_ids(LINES)
+    assert a.mtp_corpus_loss == pytest.approx(mtp_corpus_loss(a.model, lines))
+    assert a.mtp_corpus_loss < mtp_corpus_loss(untrained, lines) - 0.5
+    assert a.acceptance == acceptance_rates(a.model, lines, 2)
 
 
 def test_train_command_writes_a_checkpoint_the_views_run(tmp_path, capsys):
     out = tmp_path / "mine.safetensors"
-    args = ["--steps", "2", "--batch-size", "1", "--seq-len", "16", "--out", str(out)]
-    assert main(["train", *args]) == 0
+    args = ["--steps", "2", "--mtp-steps", "2", "--batch-size", "1", "--seq-len", "16"]
+    assert main(["train", *args, "--out", str(out)]) == 0
     assert out.is_file() and (tmp_path / "mine-loss.png").stat().st_size > 0
     meta = checkpoint_metadata(out)
     assert (meta["steps"], meta["seed"], meta["corpus_sha256"]) == ("2", "0", corpus_digest())
-    capsys.readouterr()
+    assert (meta["mtp_steps"], meta["num_nextn_predict_layers"]) == ("2", "1")
+    first, second = (float(a) for a in meta["mtp_acceptance"].split(","))
+    printed = capsys.readouterr().out
+    assert f"first draft {first:.1%}, second {second:.1%}" in printed
+    assert f"{1 + first + second:.2f} at K = 2" in printed
     assert main(["trace", "--weights", str(out), "--max-tokens", "2"]) == 0
     assert "Weights: from mine.safetensors" in capsys.readouterr().out
+
+
+def _digest(tensors: dict[str, torch.Tensor]) -> str:
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        h.update(name.encode())
+        h.update(tensors[name].float().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def test_shipped_checkpoint_loads_through_the_state_dict_loader():
     assert TRAINED_CHECKPOINT.stat().st_size <= 5 * 2**20
     sd = read_checkpoint(TRAINED_CHECKPOINT)
     model = DeepseekV2ForCausalLM(ModelConfig.tiny())
-    assert set(sd) == set(model.state_dict())  # DeepSeek parameter names, nothing else
-    for name, p in model.state_dict().items():
+    assert model.mtp is not None  # the tiny preset runs the shipped MTP layer too
+    assert set(sd) == set(model.hf_state_dict())  # DeepSeek parameter names, nothing else
+    for name, p in model.hf_state_dict().items():
         assert torch.equal(p, sd[name]), name
     # It was trained on this corpus with the defaults of `pdlab train`.
     meta = checkpoint_metadata()
     assert meta["corpus_sha256"] == corpus_digest()
     assert int(meta["steps"]) == TrainConfig().steps and meta["seed"] == str(TrainConfig().seed)
+    assert int(meta["mtp_steps"]) == TrainConfig().mtp_steps
+    # The main model's tensors are those shipped before the MTP layer, bit for bit.
+    n = model.config.num_hidden_layers
+    assert _digest({k: v for k, v in sd.items() if not k.startswith(f"model.layers.{n}.")}) == (
+        MAIN_SHA256
+    )
+
+
+def test_the_main_model_runs_the_same_with_or_without_its_mtp_layer():
+    with_mtp = DeepseekV2ForCausalLM(ModelConfig.tiny())
+    without = DeepseekV2ForCausalLM(ModelConfig.tiny(num_nextn_predict_layers=0))
+    assert without.mtp is None
+    for line in corpus_ids()[::10]:
+        torch.testing.assert_close(
+            with_mtp.forward_full(line), without.forward_full(line), rtol=0, atol=0
+        )
+    prompt = corpus.DEFAULT_PROMPTS["en"]
+    engine = LLMEngine(ModelConfig.tiny(), backend="torch")
+    out = engine.generate(prompt, SamplingParams(max_tokens=16))[0]
+    assert out.output_token_ids == without.greedy_generate(out.prompt_token_ids, 16)
+
+
+def test_shipped_mtp_acceptance_is_what_its_metadata_says_and_above_the_floor():
+    model = DeepseekV2ForCausalLM(ModelConfig.tiny())
+    rates = acceptance_rates(model, corpus_ids(), 2)
+    recorded = [float(a) for a in checkpoint_metadata()["mtp_acceptance"].split(",")]
+    assert rates == pytest.approx(recorded, abs=2e-3)  # threads may flip a near-tie or two
+    assert rates[0] >= ACCEPTANCE_FLOORS[0] and rates[1] >= ACCEPTANCE_FLOORS[1]
+    assert rates[1] <= rates[0]  # a second draft counts only behind an accepted first
 
 
 def _letters(text: str, cjk: bool) -> int:

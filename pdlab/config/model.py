@@ -40,6 +40,9 @@ class ModelConfig:
     # "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow"}.
     rope_scaling: dict[str, Any] | None = None
     init_std: float | None = None
+    # DeepSeek-V3's name: how many multi-token-prediction (MTP) layers follow the decoder
+    # (``pdlab.model.mtp``); 0 = none (V2, V2-Lite), 1 = DeepSeek-V3's single MTP layer.
+    num_nextn_predict_layers: int = 0
     seed: int = 0
     # Which weights the model loads: "random" (seeded by ``seed``; vLLM's
     # ``--load-format dummy`` plays the same role), "trained" (the checkpoint pdlab ships,
@@ -61,6 +64,9 @@ class ModelConfig:
         ):
             _check_int(c, name, getattr(self, name))
         _check_int(c, "seed", self.seed, minimum=0)
+        n = self.num_nextn_predict_layers
+        if isinstance(n, bool) or n not in (0, 1):
+            _fail(c, "num_nextn_predict_layers", n, "0 (no MTP layer) or 1 (DeepSeek-V3's one)")
         if self.q_lora_rank is not None:
             _check_int(c, "q_lora_rank", self.q_lora_rank)
         r = self.qk_rope_head_dim
@@ -212,6 +218,7 @@ class ModelConfig:
         kw["rope_theta"] = float(config.get("rope_theta", 10000.0))
         kw["max_position_embeddings"] = config.get("max_position_embeddings", 4096)
         kw["rope_scaling"] = config.get("rope_scaling")
+        kw["num_nextn_predict_layers"] = config.get("num_nextn_predict_layers", 0)
         kw.update(overrides)
         return cls(**kw)
 
@@ -254,6 +261,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         qk_rope_head_dim=16,
         v_head_dim=32,
         max_position_embeddings=4096,
+        num_nextn_predict_layers=1,  # the shipped checkpoint holds DeepSeek-V3's MTP layer
         weights="trained",
     ),
     "deepseek-v2-lite": dict(
@@ -283,15 +291,21 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_hidden_layers=61,
         num_attention_heads=128,
         q_lora_rank=1536,
+        num_nextn_predict_layers=1,
         rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
         **_DEEPSEEK_MLA,
     ),
 }
 
 # The fields the shipped checkpoint's tensors (and what they learned) depend on, with the
-# values it was trained with.
+# values it was trained with. ``num_nextn_predict_layers`` is free: with 0 the loader skips
+# the checkpoint's MTP layer, as vLLM's target model does.
 TRAINED_FIELDS: dict[str, Any] = {
-    **{k: v for k, v in PRESETS["tiny"].items() if k not in ("max_position_embeddings", "weights")},
+    **{
+        k: v
+        for k, v in PRESETS["tiny"].items()
+        if k not in ("max_position_embeddings", "weights", "num_nextn_predict_layers")
+    },
     "rope_theta": 10000.0,
     "rope_scaling": None,
 }

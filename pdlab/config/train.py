@@ -20,6 +20,9 @@ class TrainConfig:
     warmup_steps: int = 30
     weight_decay: float = 0.01
     seed: int = 0
+    # Then DeepSeek-V3's MTP layer, the main model frozen (0 steps: no MTP layer).
+    mtp_steps: int = 200
+    mtp_lr: float = 3e-3
 
     def __post_init__(self) -> None:
         c = "TrainConfig"
@@ -27,7 +30,9 @@ class TrainConfig:
             _check_int(c, name, getattr(self, name))
         _check_int(c, "warmup_steps", self.warmup_steps, minimum=0)
         _check_int(c, "seed", self.seed, minimum=0)
+        _check_int(c, "mtp_steps", self.mtp_steps, minimum=0)
         _check_positive_float(c, "lr", self.lr)
+        _check_positive_float(c, "mtp_lr", self.mtp_lr)
         if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
             raise ValueError(
                 f"TrainConfig.weight_decay={self.weight_decay!r} is invalid: expected a number >= 0"

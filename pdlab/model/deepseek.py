@@ -26,6 +26,22 @@ from pdlab.config import ModelConfig
 
 if TYPE_CHECKING:  # the paged path; the oracle path (ctx None) needs no kernels
     from pdlab.attention.mla import ForwardContext
+    from pdlab.model.mtp import DeepSeekMTP
+
+
+@torch.no_grad()
+def init_parameters(module: nn.Module, cfg: ModelConfig) -> None:
+    """The seeded initialisation (``cfg.seed``), in ``named_parameters`` order: norms near 1,
+    matrices ``N(0, std)`` with ``std = init_std or fan_in ** -0.5``, embeddings ``N(0, 1)``."""
+    g = torch.Generator().manual_seed(cfg.seed)
+    for name, p in module.named_parameters():
+        if name.endswith("layernorm.weight") or name.endswith("norm.weight"):
+            p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+        elif p.dim() == 2 and "embed_tokens" not in name:
+            std = cfg.init_std or p.shape[1] ** -0.5
+            p.copy_(torch.randn(p.shape, generator=g) * std)
+        else:
+            p.copy_(torch.randn(p.shape, generator=g))
 
 
 class RMSNorm(nn.Module):
@@ -159,9 +175,11 @@ class DeepseekV2Model(nn.Module):
 
 
 class DeepseekV2ForCausalLM(nn.Module):
-    """The whole decoder. ``forward`` returns the final hidden states; ``compute_logits``
-    applies ``lm_head``: the first output token needs the hidden state of the last prompt
-    position, which is why that position must run through every layer."""
+    """The whole decoder. ``forward`` returns the final hidden states (after ``model.norm``,
+    as upstream's; they are also what the MTP drafter takes); ``compute_logits`` applies
+    ``lm_head``: the first output token needs the hidden state of the last prompt position,
+    which is why that position must run through every layer. ``mtp`` is DeepSeek-V3's MTP
+    layer (:mod:`pdlab.model.mtp`) when ``num_nextn_predict_layers`` is 1, else None."""
 
     def __init__(
         self,
@@ -173,6 +191,17 @@ class DeepseekV2ForCausalLM(nn.Module):
         self.config = cfg
         self.model = DeepseekV2Model(cfg)
         self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        # DeepSeek-V3's MTP layer (pdlab.model.mtp), sharing the embedding and the head.
+        # Built after the target's parameters and outside the global RNG, so adding it
+        # changes neither the target's seeded initialisation nor anyone's random stream.
+        self.mtp: DeepSeekMTP | None = None
+        if cfg.num_nextn_predict_layers:
+            from pdlab.model.mtp import DeepSeekMTP
+
+            with torch.random.fork_rng(devices=[]):
+                self.mtp = DeepSeekMTP(cfg)
+            self.mtp.embed_tokens = self.model.embed_tokens
+            self.mtp.shared_head.head = self.lm_head
         self._init_weights()
         if cfg.weights != "random":
             from pdlab.model.weights import load_weights
@@ -182,15 +211,7 @@ class DeepseekV2ForCausalLM(nn.Module):
 
     @torch.no_grad()
     def _init_weights(self) -> None:
-        g = torch.Generator().manual_seed(self.config.seed)
-        for name, p in self.named_parameters():
-            if name.endswith("layernorm.weight") or name.endswith("norm.weight"):
-                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
-            elif p.dim() == 2 and "embed_tokens" not in name:
-                std = self.config.init_std or p.shape[1] ** -0.5
-                p.copy_(torch.randn(p.shape, generator=g) * std)
-            else:
-                p.copy_(torch.randn(p.shape, generator=g))
+        init_parameters(self, self.config)
 
     def forward(
         self,
@@ -228,12 +249,52 @@ class DeepseekV2ForCausalLM(nn.Module):
             ids.append(nxt)
         return out
 
+    def hf_state_dict(self) -> dict[str, torch.Tensor]:
+        """The state dict under DeepSeek checkpoint names: the target's as they are, the MTP
+        layer's as ``model.layers.{num_hidden_layers}.*`` (with its copies of the shared
+        ``embed_tokens`` and ``shared_head.head``, as DeepSeek-V3's checkpoint holds them)."""
+        from pdlab.model.mtp import checkpoint_name
+
+        n = self.config.num_hidden_layers
+        return {
+            checkpoint_name(k, n) if k.startswith("mtp.") else k: v
+            for k, v in self.state_dict().items()
+        }
+
     @torch.no_grad()
-    def load_hf_state_dict(self, state_dict: dict[str, torch.Tensor]) -> None:
+    def load_hf_state_dict(
+        self, state_dict: dict[str, torch.Tensor], source: str = "state_dict"
+    ) -> None:
         """Load a dense DeepSeek-V2/V3-format state dict; reject a mismatched one with a
-        message listing the missing, unexpected and misshaped keys."""
-        own = self.state_dict()
+        message listing the missing, unexpected and misshaped keys. Without an MTP module
+        (``num_nextn_predict_layers=0``) the checkpoint's MTP layer is skipped, as vLLM's
+        target model skips it; with one, a checkpoint without it is one line."""
+        from pdlab.model.mtp import spec_layer_index
+
+        n = self.config.num_hidden_layers
+        own = self.hf_state_dict()
         given = {k: v for k, v in state_dict.items() if not k.endswith("rotary_emb.inv_freq")}
+        spec = {k for k in given if spec_layer_index(k, n) is not None}
+        shared = {
+            f"model.layers.{n}.embed_tokens.weight": "model.embed_tokens.weight",
+            f"model.layers.{n}.shared_head.head.weight": "lm_head.weight",
+        }
+        if self.mtp is None:
+            given = {k: v for k, v in given.items() if k not in spec}
+        elif not spec - set(shared):
+            raise ValueError(
+                f"{source} has no MTP layer (no model.layers.{n}.* tensors), which "
+                "num_nextn_predict_layers=1 asks for: pass num_nextn_predict_layers=0 to run "
+                "it without one, or train one with pdlab train"
+            )
+        for copy, main in shared.items():  # optional in a checkpoint; the target's if absent
+            if copy in given and main in given and not torch.equal(given[copy], given[main]):
+                raise ValueError(
+                    f"{source} has {copy} unlike {main}: pdlab's MTP layer shares it with "
+                    "the target, as DeepSeek-V3's does"
+                )
+            if copy in own and copy not in given and main in given:
+                given[copy] = given[main]
         missing = sorted(set(own) - set(given))
         unexpected = sorted(set(given) - set(own))
         misshaped = sorted(
@@ -252,7 +313,7 @@ class DeepseekV2ForCausalLM(nn.Module):
             if misshaped:
                 parts.append(f"misshaped keys {_clip(misshaped)}")
             raise ValueError(
-                "state_dict does not match this DeepSeek model config: " + "; ".join(parts)
+                f"{source} does not match this DeepSeek model config: " + "; ".join(parts)
             )
         for k, v in own.items():
             v.copy_(given[k])

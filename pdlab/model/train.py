@@ -10,6 +10,20 @@ runs the one-sequence forward over the batch. AdamW, linear warm-up, cosine deca
 clipping at 1. Everything random draws from generators seeded by ``seed``: the same seed and
 the same number of threads give the same weights, bit for bit.
 
+Then DeepSeek-V3's MTP layer (:mod:`pdlab.model.mtp`) learns to guess the token after next:
+at position ``i`` it reads token ``i + 1`` and the main model's hidden state at ``i`` and is
+scored on token ``i + 2`` (the depth-1 MTP loss of DeepSeek-V3's report). DeepSeek-V3 trains
+the two jointly, adding the MTP loss with a weight (0.3, then 0.1); pdlab trains the MTP
+after the main model, which stays frozen, its embedding and head (shared with the MTP)
+included. That keeps the main model's tensors, and so every output pdlab documents, what
+they were before the MTP came (a joint loss would move them). With the main model frozen a
+loss weight would only rescale the MTP's gradients (AdamW is nearly blind to that, the
+clipping aside), so there is none. The MTP phase draws from the same generator after the
+main phase, and :func:`pdlab.model.mtp.acceptance_rates` measures the result on the corpus.
+``main_from`` takes the main model from a checkpoint instead (the shipped one's main model
+was made on another machine, whose float rounding this one does not repeat exactly: its
+MTP layer was trained on those tensors, so they ship unchanged).
+
 vLLM has no counterpart (it serves checkpoints and never trains one); the result is saved in
 the format a DeepSeek checkpoint uses (safetensors, DeepSeek parameter names) and loaded by
 the same loader (:mod:`pdlab.model.weights`).
@@ -21,7 +35,8 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import torch
 from torch.func import vmap
@@ -30,7 +45,12 @@ from pdlab.config import ModelConfig
 from pdlab.config.train import TrainConfig
 from pdlab.model import corpus
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
+from pdlab.model.mtp import acceptance_rates
+from pdlab.model.weights import checkpoint_metadata, read_checkpoint
 from pdlab.tokenizer import ByteTokenizer
+
+# The number of chained drafts the acceptance rates are measured for (K = 1 is the first).
+ACCEPTANCE_K = 2
 
 
 @dataclass
@@ -40,6 +60,12 @@ class TrainResult:
     corpus_loss: float  # mean loss over every corpus line, read from its first byte
     seconds: float
     tokens_per_step: int
+    mtp_losses: list[float] = field(default_factory=list)  # the MTP phase's, step by step
+    mtp_corpus_loss: float | None = None  # the MTP's loss on token i + 2 over the corpus
+    mtp_seconds: float = 0.0
+    # Greedy per-position acceptance over every corpus prefix: [first draft, second, ...].
+    acceptance: list[float] = field(default_factory=list)
+    main_from: dict[str, str] | None = None  # the metadata of the file the main model came from
 
 
 def corpus_ids(lines: list[str] | None = None) -> list[list[int]]:
@@ -80,6 +106,34 @@ def batch_loss(model: DeepseekV2ForCausalLM, ids: torch.Tensor) -> torch.Tensor:
     )
 
 
+def mtp_batch_loss(model: DeepseekV2ForCausalLM, ids: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the MTP's guess at token ``i + 2`` over ``ids[B, S + 2]``, fed
+    token ``i + 1`` and the main model's hidden state at ``i`` (computed without grad)."""
+    positions = torch.arange(ids.shape[1] - 2)
+    with torch.no_grad():
+        hidden = vmap(lambda seq: model(seq, positions, None, "naive"))(ids[:, :-2])
+    mtp = model.mtp
+    out = vmap(lambda seq, h: mtp(seq, positions, h, None, "naive"))(ids[:, 1:-1], hidden)
+    logits = mtp.compute_logits(out)
+    return torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]), ids[:, 2:].reshape(-1)
+    )
+
+
+@torch.no_grad()
+def mtp_corpus_loss(model: DeepseekV2ForCausalLM, lines: list[list[int]]) -> float:
+    """The MTP's mean loss on token ``i + 2`` over every corpus line, read from its start."""
+    total, count = 0.0, 0
+    for ids in lines:
+        t = torch.tensor(ids)
+        hidden = model(t[:-2], torch.arange(len(ids) - 2), None, "naive")
+        out = model.mtp(t[1:-1], torch.arange(len(ids) - 2), hidden, None, "naive")
+        logits = model.mtp.compute_logits(out)
+        total += float(torch.nn.functional.cross_entropy(logits, t[2:], reduction="sum"))
+        count += len(ids) - 2
+    return total / count
+
+
 @torch.no_grad()
 def corpus_loss(model: DeepseekV2ForCausalLM, lines: list[list[int]]) -> float:
     """Mean next-token loss over every corpus line, each read on its own from position 0."""
@@ -105,51 +159,130 @@ def train(
     model_config: ModelConfig | None = None,
     lines: list[str] | None = None,
     on_step: Callable[[int, float], None] | None = None,
+    on_mtp_step: Callable[[int, float], None] | None = None,
+    main_from: str | Path | None = None,
 ) -> TrainResult:
     """Train from the seeded random model of ``model_config`` (the tiny preset's dimensions
-    by default) on ``lines`` (the whole corpus by default); ``on_step(step, loss)`` after
-    every step."""
+    by default) on ``lines`` (the whole corpus by default), then its MTP layer (when
+    ``cfg.mtp_steps > 0``); ``on_step(step, loss)`` after every main step,
+    ``on_mtp_step(step, loss)`` after every MTP step. With ``main_from`` (a checkpoint the
+    same settings made) the main model is read from that file instead of trained, its
+    batches drawn all the same, so the MTP phase runs as it would after training it."""
     cfg = cfg or TrainConfig()
-    mc = (model_config or ModelConfig.tiny()).replace(weights="random", seed=cfg.seed)
+    mc = (model_config or ModelConfig.tiny()).replace(
+        weights="random", seed=cfg.seed, num_nextn_predict_layers=int(cfg.mtp_steps > 0)
+    )
     model = DeepseekV2ForCausalLM(mc).train()
     data = corpus_ids(lines)
     g = torch.Generator().manual_seed(cfg.seed)
-    decay = [p for n, p in model.named_parameters() if p.dim() == 2]
-    rest = [p for n, p in model.named_parameters() if p.dim() != 2]
+    main = [p for n, p in model.named_parameters() if not n.startswith("mtp.")]
+    t0 = time.perf_counter()
+    if main_from is None:
+        losses = _fit(
+            main,
+            cfg,
+            on_step,
+            lambda: batch_loss(model, sample_batch(data, cfg.batch_size, cfg.seq_len, g)),
+        )
+    else:
+        _load_main(model, main_from)
+        for _ in range(cfg.steps):  # the batches the main phase draws
+            sample_batch(data, cfg.batch_size, cfg.seq_len, g)
+        losses = []
+    seconds = time.perf_counter() - t0
+    result = TrainResult(model, losses, 0.0, seconds, cfg.batch_size * cfg.seq_len)
+    if main_from is not None:
+        result.main_from = {"main_from": Path(main_from).name, **checkpoint_metadata(main_from)}
+    if model.mtp is not None:
+        own = [p for n, p in model.named_parameters() if n.startswith("mtp.")]
+        for p in main:  # frozen: the shared embedding and head too
+            p.requires_grad_(False)
+        t0 = time.perf_counter()
+        sched = replace(  # the same schedule, over the MTP phase's steps
+            cfg,
+            steps=cfg.mtp_steps,
+            lr=cfg.mtp_lr,
+            warmup_steps=min(cfg.warmup_steps, cfg.mtp_steps // 10),
+        )
+        result.mtp_losses = _fit(
+            own,
+            sched,
+            on_mtp_step,
+            lambda: mtp_batch_loss(model, sample_batch(data, cfg.batch_size, cfg.seq_len + 1, g)),
+        )
+        result.mtp_seconds = time.perf_counter() - t0
+        for p in main:
+            p.requires_grad_(True)
+    model.eval()
+    result.corpus_loss = corpus_loss(model, data)
+    if model.mtp is not None:
+        result.mtp_corpus_loss = mtp_corpus_loss(model, data)
+        result.acceptance = acceptance_rates(model, data, ACCEPTANCE_K)
+    return result
+
+
+def _load_main(model: DeepseekV2ForCausalLM, path: str | Path) -> None:
+    """The main model's tensors from a checkpoint (its MTP layer, if any, skipped)."""
+    plain = DeepseekV2ForCausalLM(model.config.replace(num_nextn_predict_layers=0))
+    plain.load_hf_state_dict(read_checkpoint(path), f"--main-from {str(path)!r}")
+    own = model.state_dict()
+    for name, tensor in plain.state_dict().items():
+        own[name].copy_(tensor)
+
+
+def _fit(
+    params: list[torch.nn.Parameter],
+    sched: TrainConfig,
+    on_step: Callable[[int, float], None] | None,
+    loss_fn: Callable[[], torch.Tensor],
+) -> list[float]:
+    """AdamW over ``params`` for ``sched.steps`` steps of ``loss_fn()``, the learning rate of
+    :func:`lr_at` under ``sched``, gradients clipped at 1."""
     opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": rest, "weight_decay": 0}],
-        lr=cfg.lr,
+        [
+            {"params": [p for p in params if p.dim() == 2], "weight_decay": sched.weight_decay},
+            {"params": [p for p in params if p.dim() != 2], "weight_decay": 0},
+        ],
+        lr=sched.lr,
         betas=(0.9, 0.95),
     )
     losses: list[float] = []
-    t0 = time.perf_counter()
-    for step in range(cfg.steps):
+    for step in range(sched.steps):
         for group in opt.param_groups:
-            group["lr"] = lr_at(step, cfg)
-        loss = batch_loss(model, sample_batch(data, cfg.batch_size, cfg.seq_len, g))
+            group["lr"] = lr_at(step, sched)
+        loss = loss_fn()
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         losses.append(float(loss.detach()))
         if on_step is not None:
             on_step(step, losses[-1])
-    seconds = time.perf_counter() - t0
-    model.eval()
-    return TrainResult(
-        model, losses, corpus_loss(model, data), seconds, cfg.batch_size * cfg.seq_len
-    )
+    return losses
 
 
 def metadata(result: TrainResult, cfg: TrainConfig) -> dict[str, str]:
     """What the checkpoint records about how it was made (safetensors metadata: strings)."""
     meta = {k: str(v) for k, v in asdict(cfg).items()}
+    tail = result.losses[-20:]
     meta.update(
         preset=result.model.config.name,
         corpus_sha256=corpus_digest(),
-        final_loss=f"{sum(result.losses[-20:]) / len(result.losses[-20:]):.4f}",
+        final_loss=f"{sum(tail) / len(tail):.4f}" if tail else "?",
         corpus_loss=f"{result.corpus_loss:.4f}",
         threads=str(torch.get_num_threads()),
         torch=torch.__version__,
     )
+    if result.main_from is not None:  # the main model's training is the source file's
+        src = result.main_from
+        meta.update(main_from=src["main_from"], final_loss=src.get("final_loss", "?"))
+    if result.mtp_losses:
+        tail = result.mtp_losses[-20:]
+        meta.update(
+            num_nextn_predict_layers="1",
+            mtp_final_loss=f"{sum(tail) / len(tail):.4f}",
+            mtp_corpus_loss=f"{result.mtp_corpus_loss:.4f}",
+            # vLLM's "Per-position acceptance rate" under greedy verification, K = 2.
+            mtp_acceptance=",".join(f"{a:.4f}" for a in result.acceptance),
+        )
     return meta

@@ -3,7 +3,8 @@
 Plays the part of vLLM's model loader (``vllm/model_executor/model_loader/``: the default
 loader reads safetensors files; ``--load-format dummy`` gives random weights instead). A
 checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict (DeepSeek parameter
-names), and every one, the shipped file included, goes through the same loader,
+names, DeepSeek-V3's MTP layer under ``model.layers.{num_hidden_layers}``), and every one,
+the shipped file included, goes through the same loader,
 :meth:`DeepseekV2ForCausalLM.load_hf_state_dict`, which rejects a mismatch by name.
 ``ModelConfig.weights`` chooses: ``"trained"`` (:data:`TRAINED_CHECKPOINT`, made by
 ``pdlab train``), ``"random"``, or a path.
@@ -60,17 +61,19 @@ def load_weights(model: DeepseekV2ForCausalLM, weights: str) -> None:
     loader; ``"random"`` leaves its seeded initialisation."""
     if weights == "random":
         return
-    model.load_hf_state_dict(read_checkpoint(checkpoint_path(weights)))
+    model.load_hf_state_dict(read_checkpoint(checkpoint_path(weights)), f"weights={weights!r}")
 
 
 def save_checkpoint(
     model: DeepseekV2ForCausalLM, path: str | Path, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write the model's state dict as safetensors (fp32, DeepSeek names)."""
+    """Write the model's state dict as safetensors (fp32, DeepSeek names; an MTP layer as
+    ``model.layers.{num_hidden_layers}.*``, its shared embedding and head copied beside it,
+    as DeepSeek-V3's checkpoint holds them)."""
     from safetensors.torch import save_file
 
     path = Path(path)
-    tensors = {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
+    tensors = {k: v.detach().float().clone() for k, v in model.hf_state_dict().items()}
     save_file(tensors, str(path), metadata=metadata)
     return path
 
