@@ -205,8 +205,16 @@ def flash_attn_varlen(
             )
 
 
-def mla_decode(q: object, kv_cache: object, block_table: object, seq_lens: object) -> None:
-    """``seq_lens`` in ``[0, block table capacity]``; the blocks they cover in the cache."""
+def mla_decode(
+    q: object,
+    kv_cache: object,
+    block_table: object,
+    seq_lens: object,
+    query_start_loc: object = None,
+) -> None:
+    """``seq_lens`` in ``[0, block table capacity]``; the blocks they cover in the cache;
+    ``query_start_loc`` (if given) monotone from 0 to the rows of ``q``, no request with more
+    queries than keys."""
     if not index_checks_enabled():
         return
     if not (_index(block_table, 2) and _index(seq_lens, 1) and _tensor(kv_cache, 3)):
@@ -227,3 +235,17 @@ def mla_decode(q: object, kv_cache: object, block_table: object, seq_lens: objec
             f"({block_table.shape[1]} blocks of {block_size})",
         )
     _block_table_range(block_table, kv_cache.shape[0], block_size, torch.zeros_like(lens), lens)
+    if not (_index(query_start_loc, 1) and _tensor(q, 3)):
+        return
+    if query_start_loc.shape[0] != lens.shape[0] + 1:
+        return
+    qsl = _cu_seqlens("query_start_loc", query_start_loc, q.shape[0], "q")
+    for b in range(lens.shape[0]):
+        if qsl[b + 1] - qsl[b] > int(lens[b]):
+            _bad(
+                "query_start_loc",
+                f"{b + 1}] - query_start_loc[{b}",
+                qsl[b + 1] - qsl[b],
+                f"at most seq_lens[{b}]={int(lens[b])}: a request's queries are among "
+                "its keys (this step's tokens are cached before attention)",
+            )

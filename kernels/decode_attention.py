@@ -24,11 +24,14 @@ whose tokens fit one split (short, or ``S = 1``) is not split: stage 1 writes it
 ``out`` and ``lse`` directly, and stage 2 skips it; with ``S = 1`` for the whole batch
 stage 2 and its workspace are not even launched. ``seq_len = 0`` gives ``out = 0``,
 ``lse = -inf``.
+
+With ``query_start_loc`` (speculative decoding's ``1 + K`` tokens per verifying row), a
+request's queries share its splits and its tiles; the splits still follow the keys, and
+the automatic count the rows (``q_len`` per head): see ``decode_attention_kernels.py``.
+The torch twin is in ``decode_attention_twin.py``.
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -52,35 +55,71 @@ from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage1_kernel,
     mla_decode_stage2_kernel,
 )
-from pdlab.kernels.merge import merge_splits_torch
 
 DEFAULT_NUM_KV_SPLITS = None  # automatic: num_kv_splits_auto
 BLOCK_H = 16
 BLOCK_N = 64  # tokens per tile: wgmma's M
+MAX_BLOCK_Q = 4  # queries of one request per program (1 + K for K <= 3 in one program)
+TAIL_TILE = 16  # keys of the causal tail tile (at most MAX_BLOCK_Q - 1 are used)
+MAX_ROWS = BLOCK_H  # (query, head) rows per program: the N side stays 16 wide
 MIN_TILES_PER_SPLIT = 4
 MAX_NUM_KV_SPLITS = 64
 CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT build targets
-TWIN_ROWS = 4096  # cached rows the torch twin gathers at once (9 MiB of fp32 at 576 wide)
 
 
-def mla_decode_config(L: int, R: int, elem_bytes: int = 2, target: int = 90) -> dict:
+def mla_decode_config(
+    L: int,
+    R: int,
+    elem_bytes: int = 2,
+    target: int = 90,
+    q_len: int = 1,
+    varlen: bool | None = None,
+) -> dict:
     """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
     tile is halved to 32 rows so that two stages still fit an A100. One warp group (4 warps)
     issues Hopper's wgmma; Ampere's mma.sync holds its operands in registers, so 8 warps
-    share them there (4 would spill, measured with ``pdlab doctor --aot``)."""
+    share them there (4 would spill, measured with ``pdlab doctor --aot``).
+
+    ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
+    ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
+    and its causal tail in one ``BLOCK_T``-key tile; ``varlen`` (default ``q_len > 1``):
+    the build that reads ``query_start_loc``."""
+    varlen = q_len > 1 if varlen is None else varlen
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
+    block_q = query_block(q_len) if q_len > 1 else 1
     return {
         "stage1": {
-            "BLOCK_H": BLOCK_H,
+            "BLOCK_Q": block_q,
+            "BLOCK_H": heads_per_program(q_len),
+            "BLOCK_T": TAIL_TILE,
             "BLOCK_N": block_n,
             "BLOCK_L": block(L),
             "BLOCK_R": block(R),
             "NUM_STAGES": 2,
-            "num_warps": 4 if target >= 90 else 8,
+            "num_warps": stage1_warps(varlen, target),
         },
         "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
+
+
+def stage1_warps(varlen: bool, target: int) -> int:
+    """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
+    request; the causal-tail tile of ``1 + K`` queries needs two there (one spills, measured
+    with ``pdlab doctor --aot``), and Ampere's mma.sync needs 8 in any case."""
+    return 4 if target >= 90 and not varlen else 8
+
+
+def query_block(q_len: int) -> int:
+    """Queries of one request a stage-1 program holds (``BLOCK_Q``): ``q_len`` rounded up
+    to a power of two, at most :data:`MAX_BLOCK_Q` (longer requests take several programs)."""
+    return min(block(max(1, q_len), minimum=1), MAX_BLOCK_Q)
+
+
+def heads_per_program(q_len: int) -> int:
+    """Heads of one stage-1 program (``BLOCK_H``) for requests of up to ``q_len`` queries:
+    its ``BLOCK_Q * BLOCK_H`` rows (query-major) are the N side of both products."""
+    return max(1, MAX_ROWS // query_block(q_len)) if q_len > 1 else BLOCK_H
 
 
 def device_num_sms(device: torch.device) -> int:
@@ -91,7 +130,13 @@ def device_num_sms(device: torch.device) -> int:
 
 
 def num_kv_splits_auto(
-    batch: int, num_heads: int, max_seq_len: int, num_sms: int, L: int = 512, R: int = 64
+    batch: int,
+    num_heads: int,
+    max_seq_len: int,
+    num_sms: int,
+    L: int = 512,
+    R: int = 64,
+    q_len: int = 1,
 ) -> int:
     """How many parts to split each request's KV range into.
 
@@ -100,11 +145,14 @@ def num_kv_splits_auto(
     for one wave over the device, but each split at least ``MIN_TILES_PER_SPLIT`` tiles long,
     and the workspace round trip (``8 L`` bytes per head and split) at most 1/8 of the
     cache bytes the request reads (``2 (L + R)`` per token). A big batch gets ``S = 1``.
+    With ``q_len`` queries per request (``1 + K`` when verifying drafts) a program holds
+    ``q_len`` rows per head (:func:`heads_per_program`), and each query has its own
+    workspace, so both terms follow the rows, not the heads.
     """
-    groups = -(-num_heads // BLOCK_H)
+    groups = -(-num_heads // heads_per_program(q_len))
     fill = -(-num_sms // max(1, batch * groups))
     by_length = -(-max_seq_len // BLOCK_N) // MIN_TILES_PER_SPLIT
-    by_workspace = (max_seq_len * 2 * (L + R)) // (8 * 8 * L * max(1, num_heads))
+    by_workspace = (max_seq_len * 2 * (L + R)) // (8 * 8 * L * max(1, num_heads * q_len))
     return max(1, min(fill, by_length, by_workspace, MAX_NUM_KV_SPLITS))
 
 
@@ -116,20 +164,33 @@ def used_splits(seq_len: int, num_kv_splits: int, tile: int) -> int:
 
 
 def _resolve_splits(
-    num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int
+    num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int, q_len: int = 1
 ) -> int:
     if num_kv_splits is not None:
         return num_kv_splits
-    B, H, D = q.shape
+    B, (_, H, D) = seq_lens.shape[0], q.shape
     max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
-    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L)
+    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L, q_len)
+
+
+def max_query_len(query_start_loc: torch.Tensor | None) -> int:
+    """The longest request's query count (1 without ``query_start_loc``): one host copy."""
+    if query_start_loc is None:
+        return 1
+    if query_start_loc.shape[0] < 2:
+        return 0
+    return int((query_start_loc[1:] - query_start_loc[:-1]).max())
 
 
 def plan_num_kv_splits(
-    q: torch.Tensor, seq_lens: torch.Tensor, num_kv_splits: int | None = None, L: int = 512
+    q: torch.Tensor,
+    seq_lens: torch.Tensor,
+    num_kv_splits: int | None = None,
+    L: int = 512,
+    query_start_loc: torch.Tensor | None = None,
 ) -> int:
     """The split count ``mla_decode`` will use for this call (``None``: automatic)."""
-    return _resolve_splits(num_kv_splits, q, seq_lens, L)
+    return _resolve_splits(num_kv_splits, q, seq_lens, L, max_query_len(query_start_loc))
 
 
 def mla_decode_triton(
@@ -140,36 +201,45 @@ def mla_decode_triton(
     scale: float,
     num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
     kv_lora_rank: int | None = None,
+    query_start_loc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    checks.mla_decode(q, kv_cache, block_table, seq_lens)
-    L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
-    B, H, D = q.shape
-    R = D - L
+    checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
+    L = _check_decode(
+        q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
+    )
+    T, H, D = q.shape
+    B, R, varlen = seq_lens.shape[0], D - L, query_start_loc is not None
     if kv_cache.stride(2) != 1:
         fail("kv_cache", f"strides {kv_cache.stride()}", "contiguous rows (stride 1 last)")
     q = q if q.stride(-1) == 1 else q.contiguous()
     block_table = block_table.contiguous()
     up = upcast(q.dtype)
     guard_interpreter_dtype(q.dtype, up)
-    out = out_buffer((B, H, L), q.dtype, q.device, up)
-    lse = torch.empty((B, H), dtype=torch.float32, device=q.device)
-    if B == 0 or H == 0:
+    out = out_buffer((T, H, L), q.dtype, q.device, up)
+    lse = torch.empty((T, H), dtype=torch.float32, device=q.device)
+    Q = max_query_len(query_start_loc)
+    if T == 0 or H == 0 or B == 0 or Q == 0:
         return out.to(q.dtype), lse
-    S = _resolve_splits(num_kv_splits, q, seq_lens, L)
-    if S > 1:
-        mid_out = torch.empty((B, H, S, L), dtype=torch.float32, device=q.device)
-        mid_lse = torch.empty((B, H, S), dtype=torch.float32, device=q.device)
+    if varlen and Q == 1 and T == B:  # then query_start_loc is 0, 1, ..., B: one query each
+        varlen = False
+    S = _resolve_splits(num_kv_splits, q, seq_lens, L, Q)
+    if S > 1:  # one partial result per query row, head and split
+        mid_out = torch.empty((T, H, S, L), dtype=torch.float32, device=q.device)
+        mid_lse = torch.empty((T, H, S), dtype=torch.float32, device=q.device)
     else:  # nothing is split: stage 1 writes every result, there is no workspace
         mid_out, mid_lse = out, lse
     mid_strides = (H * S * L, S * L, L)
-    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device))
+    cfg = mla_decode_config(L, R, q.element_size(), device_target(q.device), Q, varlen)
     c1 = cfg["stage1"]
+    groups = triton.cdiv(H, c1["BLOCK_H"])
+    qsl = query_start_loc.contiguous() if varlen else seq_lens  # unread when not varlen
     check_launchable(mla_decode_stage1_kernel)
-    mla_decode_stage1_kernel[(triton.cdiv(H, c1["BLOCK_H"]), B, S)](
+    mla_decode_stage1_kernel[(groups * triton.cdiv(Q, c1["BLOCK_Q"]), B, S)](
         q,
         kv_cache,
         block_table,
         seq_lens,
+        qsl,
         out,
         lse,
         mid_out,
@@ -183,12 +253,14 @@ def mla_decode_triton(
         out.stride(1),
         *mid_strides,
         H,
+        groups,
         S,
         float(scale),
         L=L,
         R=R,
         UPCAST=up,
         PAGE_SIZE=kv_cache.shape[1],
+        VARLEN=varlen,
         **c1,
     )
     if S > 1:
@@ -196,6 +268,7 @@ def mla_decode_triton(
             mid_out,
             mid_lse,
             seq_lens,
+            qsl,
             out,
             lse,
             *mid_strides,
@@ -204,64 +277,9 @@ def mla_decode_triton(
             H,
             S,
             L,
+            VARLEN=varlen,
             **cfg["stage2"],
         )
-    return out.to(q.dtype), lse
-
-
-# %% torch twin
-def mla_decode_torch(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
-    kv_lora_rank: int | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same two stages as tensor operations. Stage 1: the same splits of whole tiles,
-    each gathered through the block table as ``rows[per_split, L + R]`` and attended to in
-    one batched product, a bounded number of splits (``TWIN_ROWS`` rows) at a time; stage 2:
-    the splits folded together by their LSE (:func:`merge_splits_torch`)."""
-    checks.mla_decode(q, kv_cache, block_table, seq_lens)
-    L = _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank)
-    B, H, D = q.shape
-    if B == 0 or H == 0 or int(seq_lens.max()) == 0:
-        return q.new_zeros((B, H, L)), torch.full((B, H), float("-inf"), device=q.device)
-    S = _resolve_splits(num_kv_splits, q, seq_lens, L)
-    tile = mla_decode_config(L, D - L, q.element_size())["stage1"]["BLOCK_N"]
-    seq = seq_lens.long()
-    per_split = ((seq + S - 1) // S + tile - 1).div(tile, rounding_mode="floor").clamp(min=1) * tile
-    n = torch.arange(int(per_split.max()), device=q.device)
-    pos = torch.arange(S, device=q.device)[None, :, None] * per_split[:, None, None] + n
-    valid = ((n < per_split[:, None, None]) & (pos < seq[:, None, None])).view(B * S, -1)
-    # Copy whole runs of rows: splits start on tile boundaries, so positions come in runs of
-    # gcd(block_size, tile) rows that sit together in one page.
-    block_size = kv_cache.shape[1]
-    run = math.gcd(block_size, tile)
-    first = torch.where(valid.view(B, S, -1), pos, 0)[..., ::run]  # each run's first row
-    page = torch.gather(block_table.long(), 1, (first // block_size).view(B, -1))
-    ids = (page * (block_size // run) + (first % block_size).view(B, -1) // run).view(B * S, -1)
-    runs = kv_cache.reshape(-1, run, D)  # a page is block_size / run consecutive runs
-    q_jobs = (q.float() * scale).repeat_interleave(S, dim=0)  # one (request, split) a job
-    out_s = torch.zeros((B * S, H, L), dtype=torch.float32, device=q.device)
-    lse_s = torch.full((B * S, H), float("-inf"), dtype=torch.float32, device=q.device)
-    live = valid.any(dim=1).nonzero()[:, 0]  # an empty split stays 0, -inf
-    step = max(1, TWIN_ROWS // valid.shape[1])  # bounded buffers are reused, not faulted in
-    for chunk in live.split(step):
-        rows = runs.index_select(0, ids[chunk].view(-1)).view(len(chunk), -1, run, D).float()
-        ok = valid[chunk]
-        part = ~ok.view(len(chunk), -1, run).all(dim=-1)  # runs with a row past the end:
-        rows[part] = rows[part].masked_fill(~ok.view(len(chunk), -1, run)[part][..., None], 0)
-        rows = rows.view(len(chunk), -1, D)  # zeroed, as 0 * NaN (an unused slot) is NaN
-        scores = torch.bmm(q_jobs[chunk], rows.transpose(1, 2))  # [jobs, H, per_split]
-        scores.masked_fill_(~ok[:, None], float("-inf"))
-        lse_s[chunk] = torch.logsumexp(scores, dim=-1)
-        probs = scores.sub_(lse_s[chunk][..., None]).exp_()
-        out_s[chunk] = torch.bmm(probs, rows[..., :L])
-    out, lse = merge_splits_torch(
-        out_s.view(B, S, H, L).transpose(1, 2), lse_s.view(B, S, H).transpose(1, 2)
-    )
     return out.to(q.dtype), lse
 
 
@@ -272,6 +290,7 @@ def mla_decode(
     seq_lens: torch.Tensor,
     scale: float,
     num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
+    query_start_loc: torch.Tensor | None = None,
     *,
     kv_lora_rank: int | None = None,
     backend: str | None = None,
@@ -286,25 +305,40 @@ def mla_decode(
     ``num_kv_splits=None`` chooses the split count with :func:`num_kv_splits_auto`; an int
     fixes it (a request still splits only as far as it has tiles).
     Returns the latent ``out[B, H, L]`` in q's dtype and fp32 ``lse[B, H]``.
+
+    ``query_start_loc`` (int32 ``[B + 1]``, optional): more than one query per request, as
+    a row verifying ``K`` drafts has ``1 + K``. ``q`` is then ``[T, H, L + R]`` with request
+    ``b``'s queries at rows ``query_start_loc[b] : query_start_loc[b + 1]`` (``q_len_b`` of
+    them, at most ``seq_lens[b]``, lengths may differ), and its query ``j`` sees keys
+    ``< seq_lens[b] - q_len_b + j + 1``: bottom-right causal, as FlashAttention and
+    FlashMLA's decode with ``s_q > 1`` align it. ``out`` is ``[T, H, L]``, ``lse`` ``[T, H]``.
+    ``None`` is one query per request (``T == B``).
     """
+    args = (q, kv_cache, block_table, seq_lens, scale, num_kv_splits, kv_lora_rank)
     if _backend.resolve(backend) == "triton":
-        return mla_decode_triton(
-            q, kv_cache, block_table, seq_lens, scale, num_kv_splits, kv_lora_rank
-        )
-    return mla_decode_torch(q, kv_cache, block_table, seq_lens, scale, num_kv_splits, kv_lora_rank)
+        return mla_decode_triton(*args, query_start_loc)
+    return mla_decode_torch(*args, query_start_loc)
 
 
-def _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank) -> int:
+def _check_decode(
+    q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc=None
+) -> int:
     check_tensor("q", q, 3, FLOAT_DTYPES)
     check_tensor("kv_cache", kv_cache, 3)
     check_tensor("block_table", block_table, 2, (torch.int32,))
     check_tensor("seq_lens", seq_lens, 1, (torch.int32,))
-    B, _, D = q.shape
+    T, _, D = q.shape
     check_dim("kv_cache", kv_cache, 2, D, "row width L + R = q's width")
     if kv_cache.dtype != q.dtype:
         fail("kv_cache", str(kv_cache.dtype), f"dtype {q.dtype} (q's)")
-    check_dim("block_table", block_table, 0, B, "one row per request of q")
-    check_dim("seq_lens", seq_lens, 0, B, "one length per request of q")
+    if query_start_loc is None:
+        check_dim("block_table", block_table, 0, T, "one row per request of q")
+        check_dim("seq_lens", seq_lens, 0, T, "one length per request of q")
+    else:
+        B = block_table.shape[0]
+        check_tensor("query_start_loc", query_start_loc, 1, (torch.int32,))
+        check_dim("seq_lens", seq_lens, 0, B, "one length per row of block_table")
+        check_dim("query_start_loc", query_start_loc, 0, B + 1, "num_reqs + 1 offsets")
     if num_kv_splits is not None and (
         isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1
     ):
@@ -318,4 +352,9 @@ def _check_decode(q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_ran
     ):
         fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
     check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
+    if query_start_loc is not None:
+        check_same_device(q=q, query_start_loc=query_start_loc)
     return kv_lora_rank
+
+
+from pdlab.kernels.decode_attention_twin import mla_decode_torch  # noqa: E402

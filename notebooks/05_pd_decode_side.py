@@ -265,11 +265,12 @@ print(
 
 # %% [markdown]
 # vLLM V0 once shipped hidden states along with the cache; 0.33.0's P/D connectors
-# (`NixlConnector` and the others) move KV blocks. Two of its connectors do touch hidden
-# states, and neither feeds D's first token: `ExampleHiddenStatesConnector` writes them to
-# disk for the `extract_hidden_states` speculative method, and the aux-output connector
-# (`vllm/distributed/aux_output_connector/`) moves auxiliary outputs. So D must produce
-# `h_last[N-1]` itself, and the only way is to run position `N-1` through every layer. Its attention
+# (`NixlConnector` and the others) move KV blocks. Two others carry more, and neither feeds
+# D's first token: `ExampleHiddenStatesConnector` writes hidden states to disk for the
+# `extract_hidden_states` speculative method, and the aux-output connector
+# (`vllm/distributed/aux_output_connector/`) moves outputs such as the routed experts. So D
+# must produce `h_last[N-1]` itself, and the only way is to run position `N-1` through
+# every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
 # written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at

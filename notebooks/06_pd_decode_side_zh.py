@@ -261,9 +261,10 @@ print(
 
 # %% [markdown]
 # vLLM V0 曾经把隐藏状态跟缓存一起传过；0.33.0 做 P/D 的 connector（`NixlConnector` 等）
-# 传的是 KV 块。它有两个 connector 确实碰到隐藏状态，但都不给 D 的第一个 token 用：
+# 传的是 KV 块。另有两个 connector 传得更多，但都不给 D 的第一个 token 用：
 # `ExampleHiddenStatesConnector` 为投机解码的 `extract_hidden_states` 方法把隐藏状态写到磁盘，
-# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传的是辅助输出。所以 `h_last[N-1]`
+# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传路由到的专家之类的输出。所以
+# `h_last[N-1]`
 # 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的注意力从传过来的缓存里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
 # （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。

@@ -5,11 +5,16 @@ in one small class: text in through the byte tokenizer, tokens out, greedy by de
 runs compare token for token. Every step is recorded in the tracer: what was scheduled,
 ``num_computed_tokens`` before and after, the routing decision, each kernel with its
 modelled cost, and each sampled token. The P/D pair lives in ``pdlab/disagg/pair.py``.
+
+With a ``SpeculativeConfig`` the step ends as ``EngineCore.post_step`` does: the drafts
+the runner proposed (``take_draft_token_ids``) go to ``Scheduler.update_draft_token_ids``
+for the next step to verify.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +29,7 @@ from pdlab.config import (
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
+    SpeculativeConfig,
     resolve_model_runner,
 )
 from pdlab.errors import one_line
@@ -76,10 +82,24 @@ class LLMEngine:
         parallel_config: ParallelConfig | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
         model_runner: str | None = None,
+        speculative_config: SpeculativeConfig | None = None,
     ) -> None:
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
+        if speculative_config is not None and not isinstance(speculative_config, SpeculativeConfig):
+            raise ValueError(
+                f"speculative_config={speculative_config!r} is invalid: "
+                "expected None or a SpeculativeConfig"
+            )
+        # None: no speculative decoding (nothing drafts, nothing is padded).
+        self.speculative_config = speculative_config
         self.attention_config = attention_config or AttentionConfig()
+        if speculative_config is not None:
+            # The builders' threshold follows K (effective_threshold), as upstream's.
+            self.attention_config = dataclasses.replace(
+                self.attention_config,
+                num_speculative_tokens=speculative_config.num_speculative_tokens,
+            )
         self.parallel_config = parallel_config or ParallelConfig()
         # "v2" (vLLM 0.33.0's default) or "v1"; None reads VLLM_USE_V2_MODEL_RUNNER.
         self.model_runner = resolve_model_runner(model_runner, self.parallel_config)
@@ -118,6 +138,7 @@ class LLMEngine:
             connector=kv_connector,
             emit=self._emit,
             kv_transfer_config=kv_transfer_config,
+            speculative_config=speculative_config,
         )
         self.runner = ModelRunner(
             self.model,
@@ -210,9 +231,11 @@ class LLMEngine:
         self._emit.step = self.step_count
         so = self.scheduler.schedule()
         self._emit_step(so)
+        executed = False
         try:
             mro = self.runner.execute_model(so, self.step_count)
             errors = dict(self.runner.req_errors)
+            executed = so.total_num_scheduled_tokens > 0
         except Exception as e:  # noqa: BLE001 - outside any one request: fail the batch
             why = one_line(e)
             rids = list(so.num_scheduled_tokens)
@@ -231,7 +254,19 @@ class LLMEngine:
                 out.kv_transfer_params = eco.kv_transfer_params
                 out.num_cached_tokens = max(eco.num_cached_tokens, 0)
             changed.append(out)
+        if executed:
+            self._post_step()
         return changed
+
+    def _post_step(self) -> None:
+        """Upstream's ``EngineCore.post_step``: the drafts proposed during the step go to
+        the scheduler for the next one."""
+        take = getattr(self.runner, "take_draft_token_ids", None)
+        if self.speculative_config is None or take is None:
+            return
+        draft_token_ids = take()
+        if draft_token_ids is not None:
+            self.scheduler.update_draft_token_ids(draft_token_ids)
 
     def _finish_errored(self, errors: dict[str, str]) -> list[RequestOutput]:
         """Requests whose step raised end with ``FINISHED_ERROR`` and give their blocks
@@ -253,6 +288,7 @@ class LLMEngine:
             req = self.scheduler.get_request(rid)
             # schedule() already advanced num_computed_tokens (vLLM's _update_after_schedule)
             before = req.num_computed_tokens - n
+            drafts = so.scheduled_spec_decode_tokens.get(rid, [])
             sched.append(
                 {
                     "req_id": rid,
@@ -261,6 +297,8 @@ class LLMEngine:
                     "num_computed_tokens_before": before,
                     "num_computed_tokens_after": before + n,
                     "num_scheduled_tokens": n,
+                    # The drafts among them (-1: a placeholder padding a new row).
+                    "spec_token_ids": list(drafts),
                     "block_ids": self.scheduler.kv_cache_manager.get_block_ids(rid),
                 }
             )

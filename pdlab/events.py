@@ -109,7 +109,8 @@ class AddRequest(TraceEvent):
 class Step(TraceEvent):
     """One engine step that scheduled work. Each row of ``scheduled`` holds ``req_id``,
     ``num_prompt_tokens``, ``num_tokens``, ``num_computed_tokens_before``/``_after``,
-    ``num_scheduled_tokens`` and ``block_ids``."""
+    ``num_scheduled_tokens``, ``spec_token_ids`` (the drafts counted among them; ``-1`` is
+    a placeholder) and ``block_ids``."""
 
     scheduled: list[dict[str, Any]]
     total_num_scheduled_tokens: int
@@ -178,16 +179,33 @@ class Sample(TraceEvent):
 # ---- the scheduler (pdlab/sched) ---------------------------------------------------------
 @event("admit")
 class Admit(TraceEvent):
-    """A waiting (or preempted) request scheduled for the first time since it waited."""
+    """A waiting (or preempted) request scheduled for the first time since it waited;
+    ``spec_token_ids`` holds the ``-1`` placeholders when its one new token was padded to
+    ``1 + K`` (speculative decoding), else is empty."""
 
     req_id: str
     num_computed_tokens: int
     num_cached_tokens: int
     num_new_tokens: int
+    spec_token_ids: list[int]
     resumed: bool
     num_prompt_tokens: int
     num_tokens: int
     block_ids: list[int]
+
+
+@event("spec_decode")
+class SpecDecode(TraceEvent):
+    """A verifying row's result: of the drafts scheduled (``-1``: a placeholder), how
+    many the runner accepted and rejected, and ``num_computed_tokens`` after the rollback
+    over the rejected ones."""
+
+    req_id: str
+    draft_token_ids: list[int]
+    num_draft_tokens: int
+    num_accepted_tokens: int
+    num_rejected_tokens: int
+    num_computed_tokens: int
 
 
 @event("prefix_hit")

@@ -4,7 +4,8 @@ Mirrors ``vllm/v1/request.py`` (``Request``, ``RequestStatus``) and the fields o
 ``vllm/sampling_params.py`` (``SamplingParams``) that pdlab uses. The scheduler has no
 prefill or decode phase; a request only carries ``num_computed_tokens`` (tokens whose K/V
 are in the paged cache) and ``num_tokens`` (prompt + outputs), and each step tries to close
-the gap between them.
+the gap between them. Under speculative decoding a request also carries ``spec_token_ids``,
+the drafts proposed after its last step, which the next step verifies.
 """
 
 from __future__ import annotations
@@ -151,6 +152,12 @@ class Request:
         # Chained hashes of the full blocks, filled in by the KVCacheManager (vLLM fills
         # them in the request itself with a block hasher; they depend on the block size).
         self.block_hashes: list[bytes] = []
+        # Speculative decoding: the drafts proposed after the last step, verified in the
+        # next (set by Scheduler.update_draft_token_ids, cleared once scheduled).
+        self.spec_token_ids: list[int] = []
+        # Whether the last step left known tokens uncomputed (a prefill chunk); drafts
+        # proposed after such a step are dropped. Set by Scheduler._update_after_schedule.
+        self.is_prefill_chunk = False
 
     @property
     def output_token_ids(self) -> list[int]:
@@ -170,6 +177,11 @@ class Request:
     @property
     def num_tokens(self) -> int:
         return len(self._all_token_ids)
+
+    @property
+    def num_tokens_with_spec(self) -> int:
+        """Known tokens plus the drafts waiting to be verified."""
+        return len(self._all_token_ids) + len(self.spec_token_ids)
 
     @property
     def num_output_tokens(self) -> int:

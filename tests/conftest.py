@@ -64,9 +64,13 @@ def make_scheduler(
     sample=None,
     reserve_full_isl=True,
     kv_load_failure_policy="fail",
+    speculative_config=None,
+    draft=None,
 ):
     """A Scheduler, a FakeModelRunner driving ``connector``'s worker side, and the list
-    the scheduler's events are appended to as ``(kind, fields)``."""
+    the scheduler's events are appended to as ``(kind, fields)``. With a
+    ``speculative_config`` the runner drafts K tokens per step with ``draft`` (default:
+    agreeing with ``sample`` half the time)."""
     from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
     from pdlab.sched.fake_runner import FakeModelRunner
     from pdlab.sched.scheduler import Scheduler
@@ -84,14 +88,22 @@ def make_scheduler(
         connector=connector,
         emit=lambda kind, **fields: events.append((kind, fields)),
         kv_transfer_config=KVTransferConfig(kv_load_failure_policy=kv_load_failure_policy),
+        speculative_config=speculative_config,
     )
-    return sched, FakeModelRunner(connector, sample=sample), events
+    k = speculative_config.num_speculative_tokens if speculative_config is not None else 0
+    runner = FakeModelRunner(connector, sample=sample, num_speculative_tokens=k, draft=draft)
+    return sched, runner, events
 
 
 def step(sched, runner):
-    """One schedule / execute / update round; returns the SchedulerOutput and outputs."""
+    """One schedule / execute / update round, and the drafts handed back as the engine
+    does; returns the SchedulerOutput and outputs."""
     so = sched.schedule()
-    return so, sched.update_from_output(so, runner.execute_model(so))
+    outputs = sched.update_from_output(so, runner.execute_model(so))
+    drafts = runner.take_draft_token_ids()
+    if drafts is not None:
+        sched.update_draft_token_ids(drafts)
+    return so, outputs
 
 
 def req(rid, n, max_tokens=4, start=0, **sp):

@@ -4,6 +4,8 @@ The run happens under ``TRITON_INTERPRET=1`` on a CPU machine (``backend.py`` se
 this also checks that the interpreter does not leak into the compile.
 """
 
+import io
+
 import pytest
 from kernel_utils import HAS_TRITON  # imports pdlab.kernels (and its backend) before triton
 
@@ -11,6 +13,10 @@ if not HAS_TRITON:
     pytest.skip("needs triton", allow_module_level=True)
 
 from pdlab.tools import aot, aot_specs  # noqa: E402
+
+# One worker builds them all (``--dist loadgroup``): the module's fixture compiles every
+# kernel, and two workers would each compile the whole set.
+pytestmark = pytest.mark.xdist_group("aot")
 
 
 @pytest.fixture(scope="module")
@@ -33,6 +39,28 @@ def test_every_kernel_builds_for_every_target(results):
         for d in ("fp16", "bf16")
         for w in ("tiny", "deepseek")
     }
+
+
+def test_multi_query_decode_builds_without_spills(results):
+    """The 1 + K decode (query_start_loc) at DeepSeek's widths for q_len 2 and 3, split and
+    not, for both targets and half types: built, on tensor cores, no local-memory spills."""
+    spec = [r for r in results if "q_len=" in r.widths]
+    for q_len in aot_specs.SPEC_Q_LENS:
+        for t in (80, 90):
+            for d in ("fp16", "bf16"):
+                mine = [
+                    r
+                    for r in spec
+                    if r.kernel == "mla_decode stage 1"
+                    and f"q_len={q_len}" in r.widths
+                    and (r.target, r.dtype) == (t, d)
+                ]
+                assert {r.widths.split()[0] for r in mine} == {"deepseek"}
+                assert len(mine) == 2, mine  # the sample batch (not split) and one request
+                for r in mine:
+                    assert r.ok and r.spills == 0 and r.registers <= 255, r
+                    assert r.mma == ("wgmma" if t == 90 else "mma"), r
+    assert any(r.kernel == "mla_decode stage 2" for r in spec)
 
 
 def test_fp32_tiles_fit_too():
@@ -93,3 +121,23 @@ def test_bad_arguments():
         aot.run_aot_check(dtypes=("fp8",))
     with pytest.raises(ValueError, match="targets"):
         aot.run_aot_check(targets=(75,))
+
+
+def test_doctor_summary_counts_the_builds_and_their_spills(results, monkeypatch):
+    """``pdlab doctor --aot``'s summary line from the same builds: how many compiled, and
+    whether any spills (one made to spill here says so)."""
+    import dataclasses
+
+    from rich.console import Console
+
+    from pdlab.tools import doctor
+
+    console = Console(file=io.StringIO())
+    monkeypatch.setattr(aot, "run_aot_check", lambda: results)
+    check = doctor.run_aot(console)
+    assert check.ok and check.detail == (
+        f"{len(results)}/{len(results)} kernel builds compiled for sm_80 and sm_90, none spills"
+    )
+    spilled = [dataclasses.replace(results[0], spills=3), *results[1:]]
+    monkeypatch.setattr(aot, "run_aot_check", lambda: spilled)
+    assert doctor.run_aot(console).detail.endswith("1 spilling registers (the spills column)")

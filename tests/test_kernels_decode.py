@@ -7,6 +7,11 @@ keys = the request's latent rows ``[kv_c | k_pe]`` as a single head, values = th
 
 Tolerances (see ``kernel_utils``): out fp32 1e-5 (5e-3 on a GPU), fp16 3e-3, bf16 2e-2;
 LSE fp32 1e-5 (5e-3 on a GPU), fp16/bf16 2e-3 (bf16 5e-3 on a GPU).
+
+With ``query_start_loc`` (the ``1 + K`` queries of speculative decoding) the oracle is
+``naive_attention`` of each request's queries over its rows with ``causal=True`` (the
+reference's bottom-right mask), same tolerances; where NaN sits in keys past some queries'
+causal limit, those queries are held to the oracle on the clean rows.
 """
 
 from types import SimpleNamespace
@@ -19,6 +24,7 @@ from kernel_utils import (
     HAS_TRITON,
     MAIN_IMPLS,
     assert_close,
+    cu_seqlens,
     paged_cache,
     randn,
 )
@@ -295,3 +301,175 @@ def test_bad_inputs_name_the_argument(backend):
         mla_decode(q, cache, table, lens, 0.1, kv_lora_rank=80, backend=backend)
     with pytest.raises(ValueError, match=r"kv_cache: expected dtype torch\.float32"):
         mla_decode(q, cache.half(), table, lens, 0.1, backend=backend)
+
+
+# ---- more than one query per request: query_start_loc (the 1 + K rows of speculative
+# decoding). Query j of request b sees keys < seq_lens[b] - q_len_b + j + 1 (bottom-right).
+def _spec_oracle(q, rows, q_lens, L, scale):
+    """naive_attention of each request's queries over its rows with the causal cut (the
+    reference's bottom-right mask), as MQA."""
+    outs, lses, t = [], [], 0
+    for r, n in zip(rows, q_lens):
+        r = r.float().cpu()
+        o, lse = naive_attention(
+            q[t : t + n].float().cpu(), r[:, None, :], r[:, None, :L], scale, causal=True
+        )
+        outs.append(o)
+        lses.append(lse)
+        t += n
+    return torch.cat(outs), torch.cat(lses)
+
+
+def _spec_inputs(lens, q_lens, block_size, dtype, L, R, H, seed):
+    g = torch.Generator().manual_seed(seed)
+    p = paged_cache(lens, block_size, L + R, dtype, g)
+    q = randn(sum(q_lens), H, L + R, g=g, dtype=dtype)
+    return p, q, cu_seqlens(q_lens)
+
+
+def _run_spec(backend, dtype, lens, q_lens, block_size, splits, L, R, H, seed, scale=0.3):
+    p, q, qsl = _spec_inputs(lens, q_lens, block_size, dtype, L, R, H, seed)
+    out, lse = mla_decode(
+        q,
+        p.kv_cache,
+        p.block_table,
+        p.seq_lens,
+        scale,
+        splits,
+        qsl,
+        kv_lora_rank=L,
+        backend=backend,
+    )
+    assert out.shape == (sum(q_lens), H, L) and out.dtype == dtype
+    assert lse.shape == (sum(q_lens), H) and lse.dtype == torch.float32
+    assert not out.isnan().any() and not lse.isnan().any(), "read a NaN trap"
+    exp_out, exp_lse = _spec_oracle(q, p.rows, q_lens, L, scale)
+    assert_close(out, exp_out, dtype, what="out")
+    assert_close(lse, exp_lse, dtype, lse=True, what="lse")
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS)
+@pytest.mark.parametrize("block_size,splits", [(1, None), (4, 3), (16, 1), (64, 3)])
+def test_mla_decode_multi_query_ragged_paged(backend, dtype, block_size, splits):
+    """q_len 1 to 4 mixed over ragged lengths in shuffled pages (tiny widths, 4 heads): a
+    request whose keys are all new (q_len = seq_len), one whose causal tail crosses a page
+    and a split boundary (3 splits of 64-token tiles over 150), one-query rows between."""
+    lens = [block_size + 2, 3, 150, 1, 65, 37]
+    q_lens = [2, 3, 4, 1, 3, 1]
+    _run_spec(backend, dtype, lens, q_lens, block_size, splits, 64, 16, 4, seed=30 + block_size)
+
+
+@pytest.mark.parametrize("backend,dtype", ALL_IMPLS)
+def test_mla_decode_multi_query_deepseek_widths(backend, dtype):
+    """576 = 512 + 64 with 1 + K = 2 and 3 queries; 3 heads pad the head tile."""
+    _run_spec(backend, dtype, [70, 5, 129], [2, 3, 1], 16, 2, 512, 64, 3, seed=40)
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS[:1] + MAIN_IMPLS[-2:-1])
+def test_mla_decode_long_query_blocks(backend, dtype):
+    """More queries than one program holds (q_len 6 and 9): the queries are tiled too; a
+    request with no query this step (q_len 0) is skipped."""
+    _run_spec(backend, dtype, [20, 9, 5, 70], [6, 9, 0, 2], 4, 2, 64, 16, 4, seed=41)
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS[:1] + MAIN_IMPLS[-2:-1])
+def test_keys_past_a_query_causal_limit_never_reach_it(backend, dtype):
+    """NaN in the last ``t`` keys of every request: the queries whose causal limit stops
+    before them (``j < q_len - t``) still equal the oracle on the clean rows, so a key
+    masked out of a query's scores is not multiplied into its output either (0 * NaN)."""
+    lens, q_lens, L = [6, 40, 3, 66], [4, 3, 3, 2], 64
+    for t in range(1, max(q_lens)):
+        p, q, qsl = _spec_inputs(lens, q_lens, 4, dtype, L, 16, 4, seed=50 + t)
+        exp_out, exp_lse = _spec_oracle(q, p.rows, q_lens, L, 0.3)
+        for b, n in enumerate(lens):
+            for pos in range(max(0, n - t), n):
+                p.kv_cache.view(-1, L + 16)[p.slot_mapping(b, torch.tensor([pos]))] = float("nan")
+        out, lse = mla_decode(
+            q, p.kv_cache, p.block_table, p.seq_lens, 0.3, 2, qsl, backend=backend
+        )
+        clean = torch.cat([torch.arange(n) < n - t for n in q_lens])
+        assert clean.any()
+        assert not out[clean].isnan().any(), f"t={t}: a masked NaN key leaked"
+        assert_close(out[clean], exp_out[clean], dtype, what=f"out, t={t}")
+        assert_close(lse[clean], exp_lse[clean], dtype, lse=True, what=f"lse, t={t}")
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_one_query_per_request_is_the_same_either_way(backend):
+    """query_start_loc = 0, 1, ..., B gives exactly (bit for bit) what None gives; with a
+    request that has no query this step, the others still get what None gives them."""
+    if backend == "triton" and not HAS_TRITON:
+        pytest.skip("needs triton")
+    lens = [5, 1, 80, 33]
+    p, q, qsl = _spec_inputs(lens, [1] * 4, 16, torch.float32, 64, 16, 4, seed=60)
+    args = (q, p.kv_cache, p.block_table, p.seq_lens, 0.3, 2)
+    a = mla_decode(*args, backend=backend)
+    b = mla_decode(*args, qsl, backend=backend)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    # One query or none each (T < B): the query_start_loc build, the same results.
+    some = [0, 2, 3]
+    c = mla_decode(q[some], *args[1:], cu_seqlens([1, 0, 1, 1]), backend=backend)
+    assert_close(c[0], a[0][some], torch.float32, what="out")
+    assert_close(c[1], a[1][some], torch.float32, lse=True, what="lse")
+
+
+@pytest.mark.parametrize("backend,dtype", MAIN_IMPLS[:1] + MAIN_IMPLS[-2:-1])
+def test_multi_query_equals_mla_naive_causal(backend, dtype):
+    """Through kv_b_proj: the 1 + K tokens of each row, absorbed and decoded together, equal
+    ``mla_naive`` (up-projected keys, causal among the new tokens)."""
+    cfg = ModelConfig.tiny()
+    g = torch.Generator().manual_seed(61)
+    lens, q_lens, L = [9, 3, 30], [3, 2, 4], cfg.kv_lora_rank
+    p = paged_cache(lens, 4, cfg.kv_cache_dim, dtype, g)
+    w = _weights(cfg, g)
+    w_uk, w_uv = split_kv_b_proj(w, cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim)
+    q = torch.randn(sum(q_lens), cfg.num_attention_heads, cfg.qk_head_dim, generator=g).to(dtype)
+    q_nope, q_pe = q[..., : cfg.qk_nope_head_dim].float(), q[..., cfg.qk_nope_head_dim :].float()
+    q_mqa = torch.cat([torch.einsum("bhd,hdl->bhl", q_nope, w_uk), q_pe], dim=-1)
+    out_lat, _ = mla_decode(
+        q_mqa.to(dtype).to(DEVICE),
+        p.kv_cache,
+        p.block_table,
+        p.seq_lens,
+        cfg.softmax_scale,
+        query_start_loc=cu_seqlens(q_lens),
+        backend=backend,
+    )
+    out = torch.einsum("bhl,hdl->bhd", out_lat.float().cpu(), w_uv)
+    nope, dv, t = cfg.qk_nope_head_dim, cfg.v_head_dim, 0
+    for rows, n in zip(p.rows, q_lens):
+        rows = rows.float().cpu()
+        exp, _ = mla_naive(q[t : t + n], rows[:, :L], rows[:, L:], w, nope, dv, cfg.softmax_scale)
+        tol_dtype = dtype if dtype == torch.float32 else torch.bfloat16
+        assert_close(out[t : t + n], exp, tol_dtype, what=f"rows {t}:{t + n}")
+        t += n
+
+
+@pytest.mark.parametrize("backend", ["triton", "torch"])
+def test_bad_query_start_loc_names_the_argument(backend):
+    if backend == "triton" and not HAS_TRITON:
+        pytest.skip("needs triton")
+    q, cache = torch.zeros(5, 4, 80), torch.zeros(8, 4, 80)
+    table, lens = torch.zeros(2, 3, dtype=torch.int32), torch.tensor([3, 4], dtype=torch.int32)
+
+    def call(qsl, q=q, lens=lens):
+        return mla_decode(q, cache, table, lens, 0.1, None, qsl, backend=backend)
+
+    def qsl(*v):
+        return torch.tensor(v, dtype=torch.int32)
+
+    with pytest.raises(ValueError, match=r"query_start_loc: expected dtype torch\.int32"):
+        call(qsl(0, 2, 5).long())
+    with pytest.raises(ValueError, match=r"query_start_loc: .*size 3 .*num_reqs \+ 1"):
+        call(qsl(0, 5))
+    with pytest.raises(ValueError, match=r"query_start_loc\[0\]=1 is out of range"):
+        call(qsl(1, 2, 5))
+    with pytest.raises(ValueError, match=r"query_start_loc\[2\]=1 is out of range: .*never"):
+        call(qsl(0, 2, 1))
+    with pytest.raises(ValueError, match=r"query_start_loc\[2\]=4 .*5, the number of rows"):
+        call(qsl(0, 2, 4))
+    with pytest.raises(ValueError, match=r"query_start_loc\[1\] - query_start_loc\[0\]=4 .*"):
+        call(qsl(0, 4, 5))
+    with pytest.raises(ValueError, match=r"seq_lens: .*one length per row of block_table"):
+        call(qsl(0, 2, 5), lens=lens[:1])

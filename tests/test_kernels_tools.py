@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 from rich.table import Table
 
@@ -47,6 +48,7 @@ def test_cpu_benchmark_times_the_twins_and_says_so():
 _NO_TRITON = """
 import sys
 sys.modules["triton"] = None          # as on macOS: `import triton` fails
+import pytest
 import torch
 from pdlab import kernels as K
 assert K.get_backend() == "torch"
@@ -85,7 +87,7 @@ def test_bench_paths_reports_each_path_beside_this_machines_floor():
     cfg = ModelConfig.preset("deepseek-v3").replace(num_attention_heads=2)
     (r,) = res["rows"]
     for path, model in (
-        ("prefill", cost.prefill_path_cost(cfg, 48, e=4)),
+        ("prefill", cost.prefill_path_cost(cfg, 48, e=4, prefill_backend="pdlab")),  # what runs
         ("decode", cost.decode_path_cost(cfg, 48, e=4)),
     ):
         floor = max(model.flops / (c["matmul_tflops"] * 1e9), model.bytes / (c["copy_gbps"] * 1e6))
@@ -122,3 +124,55 @@ def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
     assert rows[2]["tflops"] == flops / rows[2]["ms"] / 1e9
     table = gpu_check.render({"device": "cpu", "ceilings": ceilings, "rows": rows})
     assert table.row_count == 3
+
+
+def test_decode_cost_of_1_plus_k_queries_counts_pairs_and_reads_rows_once():
+    """Query j of q_len sees seq_len - q_len + j + 1 keys: FLOPs follow those pairs; the
+    latent rows are read once per request, each query and output adds its own bytes."""
+    from pdlab.attention import cost
+
+    H, W, V, e = 4, 80, 64, 2
+    flops, nbytes = cost.mla_decode_cost([10, 7], H, W, V, e, q_lens=[3, 1])
+    assert flops == 2.0 * H * (W + V) * ((8 + 9 + 10) + 7)
+    assert nbytes == e * ((10 + 7) * W + 4 * H * (W + V))
+    assert cost.mla_decode_cost([10, 7], H, W, V, e, [1, 1]) == cost.mla_decode_cost(
+        [10, 7], H, W, V, e
+    )
+    # The split workspace is per query: 3 queries of a split request write 3 partials.
+    one = cost.split_workspace_cost([300], H, 64, 4, 64)
+    three = cost.split_workspace_cost([300], H, 64, 4, 64, q_lens=[3])
+    assert one[1] > 0 and three == (3 * one[0], 3 * one[1])
+
+
+def test_bench_paths_with_speculative_tokens_times_1_plus_k_beside_one_query(tmp_path):
+    """``pdlab bench paths --num-speculative-tokens 2``: the decode kernel for 1 + K queries
+    beside one query and beside the same queries flattened, each beside its floor from the
+    modelled cost; the shared and flattened results agree."""
+    from pdlab.attention import cost
+    from pdlab.cli import main
+    from pdlab.tools.bench import bench_paths, render_spec_table
+
+    res = bench_paths(
+        "deepseek-v3", contexts=[40, 130], num_heads=2, repeats=1, num_speculative_tokens=2
+    )
+    c, L, R = res["ceilings"], 512, 64
+    assert [r["context"] for r in res["spec"]] == [40, 130]
+    for r in res["spec"]:
+        n = r["context"]
+        flat = [n + 1, n + 2, n + 3]
+        lens = {"one": ([n + 1], None), "spec": ([n + 3], [3]), "flat": (flat, None)}
+        for name, (seq, q_lens) in lens.items():
+            flops, nbytes = cost.mla_decode_call_cost(seq, 2, L, R, r[f"{name}_splits"], 4, q_lens)
+            floor = max(flops / (c["matmul_tflops"] * 1e9), nbytes / (c["copy_gbps"] * 1e6))
+            assert r[f"{name}_floor_ms"] == floor and r[f"{name}_ms"] > 0
+        # 3 queries see n+1, n+2, n+3 keys; one query n + 1: FLOPs about 3x, bytes far less.
+        assert r["flop_ratio"] == pytest.approx(3 * (n + 2) / (n + 1), rel=0.05)
+        assert 1 < r["bytes_ratio"] < r["flop_ratio"] and r["flat_bytes_ratio"] > 2
+        assert r["max_abs_diff"] < 1e-4
+    assert render_spec_table(res).row_count == 2
+    out = tmp_path / "spec.json"
+    argv = ["bench", "paths", "--heads", "2", "--context", "32", "--repeats", "1"]
+    assert main([*argv, "--num-speculative-tokens", "1", "--json", str(out)]) == 0
+    assert json.loads(out.read_text())["spec"][0]["K"] == 1
+    with pytest.raises(ValueError, match="num_speculative_tokens=0 is invalid"):
+        bench_paths("deepseek-v3", contexts=[8], num_heads=2, num_speculative_tokens=0)

@@ -3,8 +3,11 @@
 A hypothesis state machine adds local, P-side and D-side requests (some of whose receives
 fail), steps the scheduler with a fake runner that samples random tokens (one of them a
 stop token), aborts requests, and lets transfers finish or time out. The pool is small,
-so requests are preempted and recomputed. After every rule the block accounting must
-hold exactly, and at the end, once everything has finished, every block is free.
+so requests are preempted and recomputed. Some machines run speculative decoding (MTP or
+n-gram, K = 1 or 2): the runner drafts from a function of the position, so drafts are
+accepted and rejected, and new one-token rows are padded. After every rule the block
+accounting must hold exactly, and at the end, once everything has finished, every block is
+free.
 """
 
 from collections import Counter
@@ -20,7 +23,13 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pdlab.config import KV_LOAD_FAILURE_POLICIES, CacheConfig, KVTransferConfig, SchedulerConfig
+from pdlab.config import (
+    KV_LOAD_FAILURE_POLICIES,
+    CacheConfig,
+    KVTransferConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
 from pdlab.kv_cache.manager import cdiv
 from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
@@ -120,6 +129,8 @@ class SchedulerMachine(RuleBasedStateMachine):
         send_delay=st.sampled_from([0, 1, None]),
         policy=st.sampled_from(KV_LOAD_FAILURE_POLICIES),
         reserve_full_isl=st.sampled_from([True, True, False]),
+        k=st.sampled_from([0, 0, 1, 2]),
+        method=st.sampled_from(["mtp", "ngram"]),
     )
     def setup(
         self,
@@ -133,8 +144,13 @@ class SchedulerMachine(RuleBasedStateMachine):
         send_delay,
         policy,
         reserve_full_isl,
+        k,
+        method,
     ):
         self.policy = policy
+        spec = SpeculativeConfig(method, k) if k else None
+        if spec is not None:
+            budget = max(budget, 1 + k)  # smaller budgets are refused under speculation
         self.conn = FakeKVConnector(
             recv_delay_steps=recv_delay, send_delay_steps=send_delay, send_timeout_steps=3
         )
@@ -152,9 +168,15 @@ class SchedulerMachine(RuleBasedStateMachine):
             connector=self.conn,
             emit=self.on_event,
             kv_transfer_config=KVTransferConfig(kv_load_failure_policy=policy),
+            speculative_config=spec,
         )
         self.tokens: list[int] = []
-        self.runner = FakeModelRunner(self.conn, sample=self.sample)
+        self.runner = FakeModelRunner(
+            self.conn,
+            sample=self.sample,
+            num_speculative_tokens=k,
+            draft=lambda req_id, position: position % 4,
+        )
         self.outputs: dict[str, list[int]] = {}
         self.failing: set[str] = set()  # D requests whose receive is made to fail
         self.count = 0
@@ -204,8 +226,11 @@ class SchedulerMachine(RuleBasedStateMachine):
             SamplingParams(max_tokens=max_tokens, stop_token_ids=[STOP]),
             kv_transfer_params=params,
         )
-        mgr = self.sched.kv_cache_manager
-        need = cdiv(min(len(prompt) + r.max_tokens - 1, MAX_MODEL_LEN), mgr.block_size)
+        mgr, s = self.sched.kv_cache_manager, self.sched
+        extra = s.num_spec_tokens + s.num_lookahead_tokens  # the last step's drafts
+        need = cdiv(min(len(prompt) + r.max_tokens - 1 + extra, MAX_MODEL_LEN), mgr.block_size)
+        if kind == "D" and s.num_spec_tokens:
+            need = max(need, cdiv(len(prompt), mgr.block_size) + s._spec_decode_step_blocks)
         if need > mgr.num_blocks:
             with pytest.raises(ValueError, match="too small"):
                 self.sched.add_request(r)
@@ -239,6 +264,10 @@ class SchedulerMachine(RuleBasedStateMachine):
             )
         for rid in so.preempted_req_ids:
             assert sched.requests[rid].status == RequestStatus.PREEMPTED
+        for rid, drafts in so.scheduled_spec_decode_tokens.items():
+            # At most K, and a known token before them (a cut may leave fewer).
+            assert 0 < len(drafts) <= sched.num_spec_tokens
+            assert len(drafts) < so.num_scheduled_tokens[rid]
         for out in sched.update_from_output(so, self.runner.execute_model(so)):
             self.outputs[out.req_id] += out.new_token_ids
             if out.finish_reason == "error":
@@ -249,6 +278,9 @@ class SchedulerMachine(RuleBasedStateMachine):
                 assert out.finish_reason in ("stop", "length")
                 assert out.finish_reason == "length" or self.outputs[out.req_id][-1] == STOP
                 assert self.outputs[out.req_id]
+        drafts = self.runner.take_draft_token_ids()
+        if drafts is not None:
+            sched.update_draft_token_ids(drafts)
         check_invariants(sched)
 
     @rule(data=st.data())

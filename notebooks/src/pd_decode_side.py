@@ -344,11 +344,12 @@ print(
 
 # %% [markdown] en
 # vLLM V0 once shipped hidden states along with the cache; 0.33.0's P/D connectors
-# (`NixlConnector` and the others) move KV blocks. Two of its connectors do touch hidden
-# states, and neither feeds D's first token: `ExampleHiddenStatesConnector` writes them to
-# disk for the `extract_hidden_states` speculative method, and the aux-output connector
-# (`vllm/distributed/aux_output_connector/`) moves auxiliary outputs. So D must produce
-# `h_last[N-1]` itself, and the only way is to run position `N-1` through every layer. Its attention
+# (`NixlConnector` and the others) move KV blocks. Two others carry more, and neither feeds
+# D's first token: `ExampleHiddenStatesConnector` writes hidden states to disk for the
+# `extract_hidden_states` speculative method, and the aux-output connector
+# (`vllm/distributed/aux_output_connector/`) moves outputs such as the routed experts. So D
+# must produce `h_last[N-1]` itself, and the only way is to run position `N-1` through
+# every layer. Its attention
 # reads the K/V of positions `0..N-2` from the transferred cache, and its own K/V are
 # written again on the way (equal to what P wrote, up to rounding). That is the `- 1`: it leaves
 # exactly one token to compute. The same rule caps a *local* prefix-cache hit at
@@ -358,9 +359,10 @@ print(
 
 # %% [markdown] zh
 # vLLM V0 曾经把隐藏状态跟缓存一起传过；0.33.0 做 P/D 的 connector（`NixlConnector` 等）
-# 传的是 KV 块。它有两个 connector 确实碰到隐藏状态，但都不给 D 的第一个 token 用：
+# 传的是 KV 块。另有两个 connector 传得更多，但都不给 D 的第一个 token 用：
 # `ExampleHiddenStatesConnector` 为投机解码的 `extract_hidden_states` 方法把隐藏状态写到磁盘，
-# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传的是辅助输出。所以 `h_last[N-1]`
+# 辅助输出 connector（`vllm/distributed/aux_output_connector/`）传路由到的专家之类的输出。所以
+# `h_last[N-1]`
 # 只能由 D 自己算，而唯一的办法就是让位置 `N-1` 再过一遍所有层。
 # 它的注意力从传过来的缓存里读位置 `0..N-2` 的 K/V，顺带把自己的 K/V 重新写一遍
 # （与 P 写的值相同，至多差舍入误差）。这就是那个 `- 1`：恰好留下一个 token 要算。

@@ -103,15 +103,26 @@ def gather_cache_cost(rows: int, width: int, e: int = 2) -> tuple[float, float]:
 
 
 def split_workspace_cost(
-    seq_lens: list[int], heads: int, L: int, num_kv_splits: int, tile: int
+    seq_lens: list[int],
+    heads: int,
+    L: int,
+    num_kv_splits: int,
+    tile: int,
+    q_lens: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """``mla_decode``'s fp32 workspace: a request whose tokens span ``n > 1`` splits has
-    stage 1 write, per head and split, a normalised partial output (``L`` fp32) and its LSE
-    (1 fp32), and stage 2 read them back and merge them (about 5 FLOPs per value): ``8 H n
-    (L + 1)`` bytes. An unsplit request (``n <= 1``) writes its result directly: nothing."""
+    stage 1 write, per query, head and split, a normalised partial output (``L`` fp32) and
+    its LSE (1 fp32), and stage 2 read them back and merge them (about 5 FLOPs per value):
+    ``8 q_len H n (L + 1)`` bytes. An unsplit request (``n <= 1``) writes its result
+    directly: nothing. ``q_lens`` (default 1 each): queries per request."""
     from pdlab.kernels.decode_attention import used_splits
 
-    n = sum(u for u in (used_splits(s, num_kv_splits, tile) for s in seq_lens) if u > 1)
+    q_lens = [1] * len(seq_lens) if q_lens is None else q_lens
+    n = sum(
+        q * u
+        for q, u in zip(q_lens, (used_splits(s, num_kv_splits, tile) for s in seq_lens))
+        if u > 1
+    )
     return 5.0 * heads * n * L, 8.0 * heads * n * (L + 1)
 
 
@@ -147,12 +158,24 @@ def flash_attn_cost(
 
 
 def mla_decode_cost(
-    seq_lens: list[int], heads: int, width: int, v_width: int, e: int = 2
+    seq_lens: list[int],
+    heads: int,
+    width: int,
+    v_width: int,
+    e: int = 2,
+    q_lens: Sequence[int] | None = None,
 ) -> tuple[float, float]:
-    """Absorbed MQA: every head reads the same latent rows, so bytes do not scale with H."""
-    s = sum(seq_lens)
-    flops = 2.0 * heads * (width + v_width) * s
-    nbytes = float(e) * (s * width + len(seq_lens) * heads * (width + v_width))
+    """Absorbed MQA: every head reads the same latent rows, so bytes do not scale with H.
+
+    ``q_lens`` (default 1 each): queries per request, ``1 + K`` on a row verifying ``K``
+    drafts, bottom-right causal (query ``j`` of ``q`` sees ``seq_len - q + j + 1`` keys).
+    FLOPs follow the (query, key) pairs, about ``1 + K`` times one query's; the rows are
+    read once per request, shared by its queries as the kernel's tiles are, so only the
+    queries and outputs (``H (width + v_width)`` values each) add bytes."""
+    q_lens = [1] * len(seq_lens) if q_lens is None else list(q_lens)
+    pairs = attention_pairs(q_lens, list(seq_lens), causal=True)
+    flops = 2.0 * heads * (width + v_width) * pairs
+    nbytes = float(e) * (sum(seq_lens) * width + sum(q_lens) * heads * (width + v_width))
     return flops, nbytes
 
 
@@ -164,12 +187,20 @@ def decode_tile(L: int, R: int, e: int = 2) -> int:
 
 
 def mla_decode_call_cost(
-    seq_lens: list[int], heads: int, L: int, R: int, num_kv_splits: int, e: int = 2
+    seq_lens: list[int],
+    heads: int,
+    L: int,
+    R: int,
+    num_kv_splits: int,
+    e: int = 2,
+    q_lens: Sequence[int] | None = None,
 ) -> tuple[float, float]:
     """One ``mla_decode`` call with ``num_kv_splits``: the attention (:func:`mla_decode_cost`)
-    plus its split workspace round trip (:func:`split_workspace_cost`)."""
-    fl, by = mla_decode_cost(seq_lens, heads, L + R, L, e)
-    wf, wb = split_workspace_cost(seq_lens, heads, L, num_kv_splits, decode_tile(L, R, e))
+    plus its split workspace round trip (:func:`split_workspace_cost`); ``q_lens`` as there
+    (the call's ``query_start_loc`` differences; None: one query per request)."""
+    fl, by = mla_decode_cost(seq_lens, heads, L + R, L, e, q_lens)
+    tile = decode_tile(L, R, e)
+    wf, wb = split_workspace_cost(seq_lens, heads, L, num_kv_splits, tile, q_lens)
     return fl + wf, by + wb
 
 

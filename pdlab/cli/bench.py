@@ -34,6 +34,12 @@ def add_arguments(sub: Any) -> None:
     bp.add_argument("--heads", type=positive_int, help="override the preset's head count")
     bp.add_argument("--repeats", type=positive_int, default=3)
     bp.add_argument("--backend", choices=BACKENDS)
+    bp.add_argument(
+        "--num-speculative-tokens",
+        type=positive_int,
+        metavar="K",
+        help="also time mla_decode for 1 + K queries per request beside one query",
+    )
     bk = bsub.add_parser("kernels", help="each kernel (GPU: GB/s and TFLOP/s vs peak)")
     bk.add_argument("--quick", action="store_true")
     bs = bsub.add_parser("sched", help="the scheduler's time per step")
@@ -116,8 +122,13 @@ def run(args: argparse.Namespace) -> int:
                 repeats=args.repeats,
                 backend=args.backend,
                 progress=progress,
+                num_speculative_tokens=args.num_speculative_tokens,
             )
         console.print(render_paths_table(res))
+        if "spec" in res:
+            from pdlab.tools.bench import render_spec_table
+
+            console.print(render_spec_table(res))
     elif args.bench == "kernels":
         from pdlab.tools.bench_kernels import bench_kernels, render_table
 

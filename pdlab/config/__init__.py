@@ -2,9 +2,9 @@
 
 Mirrors the package vLLM threads through its v1 engine, ``vllm/config/``, one module per
 config: ``model.py``, ``cache.py``, ``scheduler.py``, ``parallel.py``, ``attention.py``,
-``kv_transfer.py`` and ``vllm.py`` (which model runner). Every config validates itself on
-construction: a bad value raises ``ValueError`` naming the field, the value and what is
-allowed.
+``kv_transfer.py``, ``speculative.py`` (speculative decoding) and ``vllm.py`` (which model
+runner). Every config validates itself on construction: a bad value raises ``ValueError``
+naming the field, the value and what is allowed.
 """
 
 from pdlab.config.attention import MLA_BACKENDS, AttentionConfig, MLABackendProfile
@@ -13,6 +13,7 @@ from pdlab.config.kv_transfer import KV_LOAD_FAILURE_POLICIES, KVTransferConfig
 from pdlab.config.model import PRESETS, ModelConfig
 from pdlab.config.parallel import ParallelConfig
 from pdlab.config.scheduler import SchedulerConfig
+from pdlab.config.speculative import SPECULATIVE_METHODS, SpeculativeConfig
 from pdlab.config.vllm import MODEL_RUNNERS, resolve_model_runner
 
 __all__ = [
@@ -20,6 +21,7 @@ __all__ = [
     "MLA_BACKENDS",
     "MODEL_RUNNERS",
     "PRESETS",
+    "SPECULATIVE_METHODS",
     "AttentionConfig",
     "CacheConfig",
     "KVTransferConfig",
@@ -27,5 +29,6 @@ __all__ = [
     "ModelConfig",
     "ParallelConfig",
     "SchedulerConfig",
+    "SpeculativeConfig",
     "resolve_model_runner",
 ]

@@ -78,7 +78,7 @@ class AttentionConfig:
     reads ``PDLAB_GPU``, then this machine's GPU, else the CPU platform). Naming a backend
     skips the choice. ``selected_by`` says, in one line, which profile was followed and why.
     ``num_speculative_tokens`` changes only the threshold, as upstream's builders do;
-    pdlab itself does not draft.
+    ``LLMEngine`` sets it from its ``SpeculativeConfig`` (``pdlab/config/speculative.py``).
     """
 
     backend: str | None = None

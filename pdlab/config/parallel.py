@@ -18,13 +18,19 @@ class ParallelConfig:
       passes ``treat_short_extends_as_decodes = not use_pcp`` to
       ``split_decodes_and_prefills``, so a request still in its prompt
       (``is_prefilling``) runs ``forward_mha`` even for a one-token query; and Model Runner
-      V2 then computes no ``prefill_runs_as_decode``. Why upstream does it: its PCP manager
-      (``vllm/v1/worker/gpu/pcp_manager.py``) splits every row that is still prefilling
-      across the PCP ranks and gives the other rows whole to every rank
-      (``replicated = ~is_prefilling``), so a prefilling row must take the prefill path.
-      Model Runner V1 cannot run it.
-    * ``decode_context_parallel_size > 1`` forces a builder's ``reorder_batch_threshold``
-      to 1 unless it supports DCP with varlen queries (``MLABackendProfile``).
+      V2 then computes no ``prefill_runs_as_decode``. Upstream states no reason. Its PCP
+      manager (``vllm/v1/worker/gpu/pcp_manager.py``) splits every row that is still
+      prefilling across the PCP ranks and replicates the others (``replicated =
+      ~is_prefilling``), but a one-token row has chunk size 1 and rank 0 gets it whole: it
+      is not cut. That a backend under PCP treats every prefilling row alike, because most
+      arrive in pieces, is pdlab's inference. Model Runner V1 cannot run it. PCP belongs
+      to the prefill side.
+    * ``decode_context_parallel_size > 1`` (DCP, what a decode instance normally runs)
+      leaves ``use_pcp`` False, so D's short extend stays a decode; it forces a builder's
+      ``reorder_batch_threshold`` to 1 unless it supports DCP with varlen queries
+      (``MLABackendProfile``; then a verifying row of ``1 + K`` tokens is a prefill), and
+      under PCP it keeps every whole row on every rank instead of sharding them
+      (:func:`pdlab.model.batch.pcp_rank_chunks`).
     """
 
     prefill_context_parallel_size: int = 1

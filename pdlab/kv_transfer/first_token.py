@@ -1,11 +1,11 @@
 """What travels with the K/V for D's first token, and what D checks when they land: the
 part of :class:`pdlab.kv_transfer.pd_connector.PDConnector` that the first-token designs
 (``pdlab/disagg/designs.py``) and the loaded-tokens invariant add. No vLLM 0.33.0
-counterpart: its P/D connectors move K/V; the two that touch hidden states,
-``ExampleHiddenStatesConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/
-example_hidden_states_connector.py``, which writes them to disk for the
-``extract_hidden_states`` speculative method) and the auxiliary-output connector
-(``vllm/distributed/aux_output_connector/``), never feed D's first token.
+counterpart: its P/D connectors move K/V. ``ExampleHiddenStatesConnector``
+(``vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py``)
+writes hidden states to disk for the ``extract_hidden_states`` speculative method, and the
+auxiliary-output connector (``vllm/distributed/aux_output_connector/``) moves outputs such
+as the routed experts; neither feeds D's first token.
 
 * P keeps the last hidden state of each ``hidden_state`` request (the runner hands it over,
   :meth:`save_hidden_state`) and puts it in the request's ``kv_transfer_params``;

@@ -23,8 +23,12 @@ KV transfer (one token over ``N - 1`` cached) is exactly that row. Under PCP,
 ``decode_graph_eligible`` is simply "no row is prefilling", and each rank orders its rows
 decodes first (``PCPManager._reorder_segments`` in ``vllm/v1/worker/gpu/pcp_manager.py``).
 
-pdlab has no speculative decoding, so the draft-token terms of upstream's functions are
-always empty here and ``decode_query_len`` is 1.
+Under speculative decoding a verifying row has ``1 + K`` tokens, K of them drafts
+(``scheduled_spec_decode_tokens``), and V2's decode query length is ``1 + K``. V2 counts a
+row's new tokens without its drafts (``num_new_tokens = num_scheduled - num_draft_tokens``)
+before asking whether it is one token over context, so D's first step, padded by the
+scheduler to ``1 + K`` with ``-1`` placeholder drafts, is still ``prefill_runs_as_decode``
+and the step stays ``decode_graph_eligible`` with ``uniform_decode_token_count = 1 + K``.
 """
 
 from __future__ import annotations
@@ -90,6 +94,8 @@ class BatchReqState:
     prefill_runs_as_decode: list[bool] | None
     decode_graph_eligible: bool
     uniform_decode_token_count: int | None
+    # Draft tokens per row (V2's num_draft_tokens_np); None when no row has any.
+    num_draft_tokens: list[int] | None = None
 
     @property
     def order(self) -> list[str]:
@@ -105,19 +111,41 @@ def gather_batch_req_state(
     model_runner: str = "v2",
     use_pcp: bool = False,
     reorder_batch_threshold: int = 1,
+    draft_tokens: Mapping[str, Sequence[int]] | None = None,
+    decode_query_len: int = 1,
 ) -> BatchReqState:
     """Order the step's rows and compute ``is_prefilling``, ``prefill_runs_as_decode`` and
     ``decode_graph_eligible`` the way the chosen runner does.
 
     ``num_scheduled_tokens`` is the scheduler's dict, in its order. ``prefill_len``
     defaults to the prompt length (a request that was never preempted). V1 orders by
-    region with the attention builder's ``reorder_batch_threshold``; V2 ignores it."""
+    region with the attention builder's ``reorder_batch_threshold``; V2 ignores it.
+    ``draft_tokens`` is the scheduler's ``scheduled_spec_decode_tokens`` (counted in
+    ``num_scheduled_tokens``) and ``decode_query_len`` V2's ``1 + K``; without them the
+    batch has no drafts."""
     if model_runner not in RUNNERS:
         raise ValueError(f"model_runner={model_runner!r} is invalid: expected one of {RUNNERS}")
+    if (
+        isinstance(decode_query_len, bool)
+        or not isinstance(decode_query_len, int)
+        or (decode_query_len < 1)
+    ):
+        raise ValueError(
+            f"decode_query_len={decode_query_len!r} is invalid: expected an integer >= 1 "
+            "(1 + num_speculative_tokens)"
+        )
     rids = list(num_scheduled_tokens)
+    drafts = {r: d for r, d in (draft_tokens or {}).items() if d}
+    for r, d in drafts.items():
+        if r not in num_scheduled_tokens or len(d) >= num_scheduled_tokens[r]:
+            raise ValueError(
+                f"draft_tokens[{r!r}] has {len(d)} drafts: expected a scheduled request "
+                "with fewer drafts than its num_scheduled_tokens "
+                f"({num_scheduled_tokens.get(r)})"
+            )
     plen = dict(prefill_len) if prefill_len is not None else dict(num_prompt_tokens)
     if model_runner == "v2":
-        order = sort_batch_req_ids(num_scheduled_tokens)
+        order = sort_batch_req_ids(num_scheduled_tokens, drafts, decode_query_len)
     else:
         idx = reorder_batch_to_split_decodes_and_prefills(
             [num_scheduled_tokens[r] for r in rids],
@@ -127,6 +155,7 @@ def gather_batch_req_state(
         )
         order = [rids[i] for i in idx]
     q = [num_scheduled_tokens[r] for r in order]
+    nd = [len(drafts.get(r, ())) for r in order]
     c = [num_computed_tokens[r] for r in order]
     p = [num_prompt_tokens[r] for r in order]
     if model_runner == "v2":
@@ -140,14 +169,17 @@ def gather_batch_req_state(
         # batch order within each (PCPManager._reorder_segments); pdlab runs rank 0's view
         # with every row whole.
         perm = sorted(range(len(order)), key=lambda i: is_prefilling[i])
-        order, q, c, p, pl, cp, is_prefilling = (
-            [xs[i] for i in perm] for xs in (order, q, c, p, pl, cp, is_prefilling)
+        order, q, nd, c, p, pl, cp, is_prefilling = (
+            [xs[i] for i in perm] for xs in (order, q, nd, c, p, pl, cp, is_prefilling)
         )
     has_prefill = any(is_prefilling)
     runs_as_decode: list[bool] | None = None
     eligible = not has_prefill
     if model_runner == "v2" and has_prefill and not use_pcp:
-        runs_as_decode = [pf and qi == 1 and ci > 0 for pf, qi, ci in zip(is_prefilling, q, cp)]
+        # A row's new tokens are its scheduled tokens less its drafts: D's first step,
+        # padded to 1 + K with placeholders, is one new token over context.
+        new = [qi - di for qi, di in zip(q, nd)]
+        runs_as_decode = [pf and ni == 1 and ci > 0 for pf, ni, ci in zip(is_prefilling, new, cp)]
         eligible = all(rd or not pf for rd, pf in zip(runs_as_decode, is_prefilling))
     elif model_runner == "v1":
         # V1 has no such flag; its full decode graph needs a uniform batch of one-token rows
@@ -167,6 +199,7 @@ def gather_batch_req_state(
         prefill_runs_as_decode=runs_as_decode,
         decode_graph_eligible=eligible,
         uniform_decode_token_count=uniform,
+        num_draft_tokens=nd if drafts else None,
     )
 
 

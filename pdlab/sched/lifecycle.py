@@ -55,14 +55,18 @@ class RequestLifecycleMixin:
             )
         # The longest sequence whose K/V the request will hold (the last sampled token is
         # never fed back), which must fit the whole pool or the request could never finish.
+        # Under speculative decoding its last step also holds K drafts and the drafter's
+        # lookahead slots past them: a pool short of that would stall it for ever.
         max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
-        need = cdiv(max_len, self.block_size)
+        extra = self.num_spec_tokens + self.num_lookahead_tokens
+        need = cdiv(min(max_len + extra, self.max_model_len), self.block_size)
         if need > self.kv_cache_manager.num_blocks:
+            spec = f" + {extra} for speculative decoding" if extra else ""
             raise ValueError(
                 f"the KV cache is too small for request {rid!r}: {max_len} tokens "
                 f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
-                f"at most max_model_len) need {need} blocks of {self.block_size}; expected "
-                f"at most num_blocks={self.kv_cache_manager.num_blocks}"
+                f"at most max_model_len){spec} need {need} blocks of {self.block_size}; "
+                f"expected at most num_blocks={self.kv_cache_manager.num_blocks}"
             )
         params = request.kv_transfer_params
         validate_kv_transfer_params(params)
@@ -71,6 +75,17 @@ class RequestLifecycleMixin:
                 raise ValueError(
                     f"kv_transfer_params={params!r} is invalid here: expected "
                     "a scheduler with a KV connector for P/D requests"
+                )
+        if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
+            # An async load is admitted only beside one verifying step's blocks.
+            need = cdiv(request.num_prompt_tokens, self.block_size)
+            if need + self._spec_decode_step_blocks > self.kv_cache_manager.num_blocks:
+                raise ValueError(
+                    f"the KV cache is too small for request {rid!r}: receiving its "
+                    f"{request.num_prompt_tokens} prompt tokens takes {need} blocks, and "
+                    f"{self._spec_decode_step_blocks} more are kept for a verifying step "
+                    f"of 1 + K tokens; expected at most num_blocks="
+                    f"{self.kv_cache_manager.num_blocks}"
                 )
         self.waiting.append(request)
         self.requests[rid] = request
@@ -143,9 +158,17 @@ class RequestLifecycleMixin:
         for request, new_token_ids in active:
             if request.request_id in failed_kv_load_req_ids:
                 continue
+            # Speculative decoding: computed counted every draft; take back the rejected.
+            self._roll_back_rejected(request, scheduler_output, new_token_ids)
             stop = False
             if new_token_ids:
+                was_running = request.status == RequestStatus.RUNNING
                 new_token_ids, stop = self._update_request_with_output(request, new_token_ids)
+                if was_running and self.num_spec_tokens > 0:
+                    # The accepted tokens' full blocks join the prefix cache now (before
+                    # a stop frees them); allocate_slots cached only up to the known
+                    # tokens, drafts excluded.
+                    self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
             kv_transfer_params = None
             finish_reason = None
             if stop:
@@ -189,22 +212,20 @@ class RequestLifecycleMixin:
                     f"{rid!r}: expected one per scheduled request"
                 )
             tokens = list(sampled[index[rid]])
-            complete = request.num_computed_tokens >= request.num_tokens
-            if len(tokens) != int(complete):
-                raise ValueError(
-                    f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
-                    f"{'one token' if complete else '[] (its prompt is not complete)'} after "
-                    f"{request.num_computed_tokens} of {request.num_tokens} tokens computed"
-                )
+            self._check_num_sampled(request, scheduler_output, tokens)
             active.append((request, tokens))
         return active
 
     def _update_request_with_output(
         self, request: Request, new_token_ids: list[int]
     ) -> tuple[list[int], bool]:
+        """Append the sampled tokens (several after a verification), checking for a stop
+        after each; tokens after a stop are dropped, and so is their computed count, so
+        that ``num_computed_tokens`` still covers every token but the last."""
         for n, token_id in enumerate(new_token_ids, 1):
             request.append_output_token_ids(token_id)
             if check_stop(request, self.max_model_len):
+                request.num_computed_tokens -= len(new_token_ids) - n
                 return new_token_ids[:n], True
         return new_token_ids, False
 

@@ -2,7 +2,8 @@
 
 Mirrors ``vllm/v1/core/sched/output.py`` (``SchedulerOutput``, ``NewRequestData``,
 ``CachedRequestData``), ``vllm/v1/outputs.py`` (``ModelRunnerOutput``,
-``KVConnectorOutput``) and ``EngineCoreOutput`` in ``vllm/v1/engine/__init__.py``.
+``KVConnectorOutput``, ``DraftTokenIds``) and ``EngineCoreOutput`` in
+``vllm/v1/engine/__init__.py``.
 
 The runner keeps its own state per request (tokens, block ids) and the scheduler sends
 deltas: a request seen for the first time (or resumed after preemption) comes whole as a
@@ -10,6 +11,12 @@ deltas: a request seen for the first time (or resumed after preemption) comes wh
 ``CachedRequestData`` with the blocks added this step. ``num_computed_tokens`` in both is
 counted *before* this step: the tokens to compute are ``all_token_ids[c : c + n]`` with
 ``n = num_scheduled_tokens[req_id]``.
+
+Under speculative decoding ``n`` also counts the row's draft tokens,
+``scheduled_spec_decode_tokens[req_id]`` (``-1`` is a placeholder that is never
+accepted): the row's input is ``all_token_ids[c : c + n - len(drafts)] + drafts``. The
+runner answers with the accepted drafts plus one token (``sampled_token_ids``), and after
+the step hands its new drafts back as a ``DraftTokenIds``.
 """
 
 from __future__ import annotations
@@ -59,7 +66,8 @@ class CachedRequestData:
     # pdlab re-sends a resumed request as a NewRequestData, so these are all False; the
     # field keeps the shape of vLLM's v1 CachedRequestData (where True replaces block ids).
     resumed_from_preemption: list[bool] = field(default_factory=list)
-    # The token ids scheduled this step (vLLM sends them only with pipeline parallelism).
+    # The known token ids scheduled this step, drafts excluded (vLLM sends them only with
+    # pipeline parallelism).
     new_token_ids: list[list[int]] = field(default_factory=list)
     # Blocks appended to the request's block table this step (often empty).
     new_block_ids: list[list[int]] = field(default_factory=list)
@@ -81,6 +89,9 @@ class SchedulerOutput:
     # Requests preempted in this step: their blocks are gone; they come back as new.
     preempted_req_ids: set[str] = field(default_factory=set)
     kv_connector_metadata: KVConnectorMetadata | None = None
+    # Speculative decoding: req_id -> the draft tokens scheduled this step (counted in
+    # num_scheduled_tokens; -1 is a placeholder). A request without drafts has no entry.
+    scheduled_spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)
 
 
 @dataclass
@@ -104,7 +115,9 @@ class KVConnectorOutput:
 class ModelRunnerOutput:
     """``sampled_token_ids[i]`` is ``[token]`` for ``req_ids[i]`` when every known token
     of the request is computed after this step, and ``[]`` while its prompt is still being
-    prefilled in chunks."""
+    prefilled in chunks. For a row with draft tokens it is the accepted drafts followed by
+    one more token (the bonus token, or the target's own where a draft was rejected):
+    1 to ``1 + len(drafts)`` tokens."""
 
     req_ids: list[str]
     sampled_token_ids: list[list[int]]
@@ -119,6 +132,22 @@ class ModelRunnerOutput:
             )
         if not self.req_id_to_index:
             self.req_id_to_index = {r: i for i, r in enumerate(self.req_ids)}
+
+
+@dataclass
+class DraftTokenIds:
+    """The drafts a runner proposed after a step, for the next one to verify
+    (``vllm/v1/outputs.py``); given to ``Scheduler.update_draft_token_ids``."""
+
+    req_ids: list[str]
+    draft_token_ids: list[list[int]]
+
+    def __post_init__(self) -> None:
+        if len(self.req_ids) != len(self.draft_token_ids):
+            raise ValueError(
+                f"draft_token_ids has {len(self.draft_token_ids)} entries "
+                f"for {len(self.req_ids)} req_ids: expected one per request"
+            )
 
 
 @dataclass

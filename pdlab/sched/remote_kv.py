@@ -42,8 +42,11 @@ class RemoteKVMixin:
         )
 
     def _request_remaining_blocks(self, request: Request) -> int:
-        """Blocks ``request`` still lacks to hold its whole sequence."""
+        """Blocks ``request`` still lacks to hold its whole sequence (and, under
+        speculative decoding, one verifying step past it, as upstream counts)."""
         num_tokens = min(request.num_tokens, self.max_model_len)
+        if self.num_spec_tokens:
+            num_tokens += 1 + self.num_spec_tokens + self.num_lookahead_tokens
         return self.kv_cache_manager.get_num_blocks_to_allocate(request.request_id, num_tokens)
 
     def _inflight_prefill_reserved_blocks(self) -> int:

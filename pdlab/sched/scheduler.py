@@ -1,16 +1,20 @@
 """The scheduler: which requests run this step, and how many tokens each computes.
 
-Mirrors ``vllm/v1/core/sched/scheduler.py``. ``schedule()`` is here; the rest of the
-class is in ``lifecycle.py`` (``add_request``, ``update_from_output``, ``finish_requests``;
-``check_stop`` is in ``utils.py``, as upstream) and ``remote_kv.py`` (the KV connector's
-side: ``_update_waiting_for_remote_kv``, finished transfers, failed loads).
+Mirrors ``vllm/v1/core/sched/scheduler.py``. ``schedule()`` is here, its waiting loop in
+``waiting.py``; the rest of the class is in ``lifecycle.py`` (``add_request``,
+``update_from_output``, ``finish_requests``; ``check_stop`` is in ``utils.py``, as
+upstream), ``remote_kv.py`` (the KV connector's side: ``_update_waiting_for_remote_kv``,
+finished transfers, failed loads) and
+``spec_decode.py`` (speculative decoding: draft tokens, the ``-1`` placeholders that pad
+D's first step, the rollback over rejected drafts, ``update_draft_token_ids``).
 
 There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
 ``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
 the step's token budget (``max_num_batched_tokens``) and to
 ``long_prefill_token_threshold`` (only when more than one request is running or waiting:
 a lone request starves nobody). A long prompt is thus prefilled in chunks, a decoding
-request gets one token, and D's first step after a KV transfer gets one prompt token.
+request gets one token (``1 + K`` with K drafts to verify), and D's first step after a KV
+transfer gets one prompt token (padded to ``1 + K`` under speculative decoding).
 Running requests go first, then waiting ones in arrival order. A waiting request is
 admitted only if its whole sequence fits in the free blocks
 (``scheduler_reserve_full_isl``, vLLM's default), not just its first chunk. When the pool
@@ -18,11 +22,15 @@ runs out of blocks, the most recently admitted running request is preempted: its
 are freed and it is recomputed later (prompt and outputs), as vLLM does.
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
-no speculative decoding, structured output, encoders, LoRA, priority policy, async
-scheduling or pipeline parallelism (so one sampled token per step and no deferred frees),
-and no watermark (vLLM's default watermark is 0). ``finish_requests`` returns the ids it
-finished rather than the requests, and a request admitted with nothing to compute gets a
-``RuntimeError`` naming the cause where vLLM asserts.
+no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
+parallelism (so no output placeholders and no deferred frees), no dynamic speculative
+decoding and no watermark (vLLM's default watermark is 0). Under MTP the prefix cache
+keeps the trailing block of a hit, which upstream drops when a KV connector is configured
+(``use_eagle_block_drop``: the drafter's KV at a block's last position depends on the next
+token; without a connector upstream hashes each block with the token after it instead).
+``finish_requests`` returns the ids it finished rather than the requests, and a request
+admitted with nothing to compute gets a ``RuntimeError`` naming the cause where vLLM
+asserts.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any
 
-from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.kv_transfer.base import KVConnectorBase
@@ -38,10 +46,12 @@ from pdlab.request import Request, RequestStatus
 from pdlab.sched.lifecycle import RequestLifecycleMixin
 from pdlab.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
 from pdlab.sched.remote_kv import RemoteKVMixin
+from pdlab.sched.spec_decode import SpecDecodeMixin
+from pdlab.sched.waiting import WaitingLoopMixin
 from pdlab.trace import EventSink
 
 
-class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
+class Scheduler(RequestLifecycleMixin, RemoteKVMixin, SpecDecodeMixin, WaitingLoopMixin):
     def __init__(
         self,
         scheduler_config: SchedulerConfig,
@@ -51,6 +61,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         *,
         emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
+        speculative_config: SpeculativeConfig | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
             raise ValueError(
@@ -74,6 +85,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
         self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
+        self._init_spec_decode(speculative_config)
         self.connector = connector
         self.emit = emit
 
@@ -98,6 +110,9 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         preempted_reqs: list[Request] = []
         req_to_new_blocks: dict[str, list[KVCacheBlock]] = {}
         num_scheduled_tokens: dict[str, int] = {}
+        scheduled_spec_decode_tokens: dict[str, list[int]] = {}
+        # Whether a running row scheduled this step is mid-prefill (no padding then).
+        prefill_scheduled = False
         token_budget = self.max_num_scheduled_tokens
         # The long-prefill cap keeps one long prompt from starving the others; with a
         # single request there is nobody to starve, so it may use the whole budget.
@@ -109,10 +124,12 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         req_index = 0
         while req_index < len(self.running) and token_budget > 0:
             request = self.running[req_index]
+            # Its drafts count too: they are verified by computing them.
             num_new_tokens = self._cap_new_tokens(
-                request.num_tokens - request.num_computed_tokens, token_budget
+                request.num_tokens_with_spec - request.num_computed_tokens, token_budget
             )
-            # Positions stay below max_model_len, with room for the token sampled.
+            # Positions stay below max_model_len, with room for the token sampled (this
+            # is what trims drafts near the end of the context).
             num_new_tokens = min(
                 num_new_tokens,
                 self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
@@ -122,7 +139,9 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
                 req_index += 1
                 continue
             while True:
-                new_blocks = self.kv_cache_manager.allocate_slots(request, num_new_tokens)
+                new_blocks = self.kv_cache_manager.allocate_slots(
+                    request, num_new_tokens, num_lookahead_tokens=self.num_lookahead_tokens
+                )
                 if new_blocks is not None:
                     break
                 # Out of blocks: preempt the most recently admitted running request.
@@ -134,14 +153,25 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             if new_blocks is None:
                 break
             scheduled_running_reqs.append(request)
+            prefill_scheduled |= request.is_prefill_chunk
             req_to_new_blocks[request.request_id] = new_blocks
             num_scheduled_tokens[request.request_id] = num_new_tokens
             token_budget -= num_new_tokens
             req_index += 1
+            drafts = self._take_spec_tokens(request, num_new_tokens)
+            if drafts:
+                scheduled_spec_decode_tokens[request.request_id] = drafts
 
         # Then the WAITING requests, unless this step had to preempt.
         if not preempted_reqs:
-            self._schedule_waiting(token_budget, scheduled_new_reqs, num_scheduled_tokens)
+            self._schedule_waiting(
+                token_budget,
+                scheduled_new_reqs,
+                num_scheduled_tokens,
+                scheduled_spec_decode_tokens,
+                prefill_scheduled=prefill_scheduled,
+                running_scheduled=bool(scheduled_running_reqs),
+            )
 
         total = sum(num_scheduled_tokens.values())
         assert total <= self.max_num_scheduled_tokens
@@ -152,7 +182,10 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             for r in scheduled_new_reqs
         ]
         cached_reqs_data = self._make_cached_request_data(
-            scheduled_running_reqs, num_scheduled_tokens, req_to_new_blocks
+            scheduled_running_reqs,
+            num_scheduled_tokens,
+            scheduled_spec_decode_tokens,
+            req_to_new_blocks,
         )
         scheduler_output = SchedulerOutput(
             scheduled_new_reqs=new_reqs_data,
@@ -161,6 +194,7 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             total_num_scheduled_tokens=total,
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids={r.request_id for r in preempted_reqs},
+            scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
         )
         if self.connector is not None:
             scheduler_output.kv_connector_metadata = self.connector.build_connector_meta(
@@ -168,140 +202,6 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
             )
         self._update_after_schedule(scheduler_output)
         return scheduler_output
-
-    def _schedule_waiting(
-        self,
-        token_budget: int,
-        scheduled_new_reqs: list[Request],
-        num_scheduled_tokens: dict[str, int],
-    ) -> None:
-        """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
-        order while the budget, the running slots and the blocks last."""
-        # Requests passed over this step keep their place at the head of their queue.
-        skipped: list[Request] = []
-        while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
-            queue = self.skipped_waiting or self.waiting
-            if not queue:
-                break
-            request = queue[0]
-            rid = request.request_id
-
-            # P/D: a request whose K/V are still arriving is passed over.
-            if not self._handle_blocked_waiting_request(request):
-                skipped.append(queue.popleft())
-                continue
-
-            num_external_tokens, load_kv_async = 0, False
-            did_prefix_cache_lookup = request.num_computed_tokens == 0
-            if did_prefix_cache_lookup:
-                new_computed_blocks, num_local_tokens = self.kv_cache_manager.get_computed_blocks(
-                    request
-                )
-                if self.connector is not None:
-                    ext, load_kv_async = self.connector.get_num_new_matched_tokens(
-                        request, num_local_tokens
-                    )
-                    if ext is None:
-                        skipped.append(queue.popleft())
-                        continue
-                    num_external_tokens = ext
-                    load_kv_async = load_kv_async and ext > 0
-                num_computed_tokens = num_local_tokens + num_external_tokens
-            else:
-                # The K/V arrived (D side): the request resumes from there.
-                new_computed_blocks, num_local_tokens = [], 0
-                num_computed_tokens = request.num_computed_tokens
-
-            reserved_blocks = 0
-            if load_kv_async:
-                num_new_tokens = 0
-                # The load holds its blocks for the whole transfer and cannot be
-                # preempted meanwhile: admit it only if it fits beside what the prefills
-                # already in flight still need, or they could deadlock on each other.
-                reserved_blocks = self._inflight_prefill_reserved_blocks()
-            else:
-                num_new_tokens = self._cap_new_tokens(
-                    request.num_tokens - num_computed_tokens, token_budget
-                )
-                if num_new_tokens <= 0 and not did_prefix_cache_lookup:
-                    raise RuntimeError(
-                        f"request {rid!r} resumed after its KV transfer with "
-                        f"num_computed_tokens={num_computed_tokens} = num_tokens: nothing is "
-                        "left to run, yet the first output token needs the hidden state of "
-                        "the last prompt position, which KV transfer does not carry; "
-                        "_update_waiting_for_remote_kv must leave num_tokens - 1 computed"
-                    )
-                if num_new_tokens <= 0:
-                    raise RuntimeError(
-                        f"connector returned num_external_tokens={num_external_tokens} for "
-                        f"request {rid!r} with {request.num_tokens} tokens and "
-                        f"{num_local_tokens} cached locally: a synchronous load must leave "
-                        "the last token to compute"
-                    )
-
-            new_blocks = self.kv_cache_manager.allocate_slots(
-                request,
-                num_new_tokens,
-                num_new_computed_tokens=num_local_tokens,
-                new_computed_blocks=new_computed_blocks,
-                num_external_computed_tokens=num_external_tokens,
-                delay_cache_blocks=load_kv_async,
-                full_sequence_must_fit=self.scheduler_config.scheduler_reserve_full_isl,
-                reserved_blocks=reserved_blocks,
-            )
-            if new_blocks is None:
-                break  # not enough blocks: it waits, and so does everything behind it
-
-            if self.connector is not None:
-                self.connector.update_state_after_alloc(
-                    request, self.kv_cache_manager.get_blocks(rid), num_external_tokens
-                )
-            queue.popleft()
-            if num_local_tokens:
-                self._emit(
-                    "prefix_hit",
-                    req_id=rid,
-                    num_hit_tokens=num_local_tokens,
-                    num_tokens=request.num_tokens,
-                    block_ids=[b.block_id for b in new_computed_blocks],
-                )
-            if did_prefix_cache_lookup:
-                self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
-
-            if load_kv_async:
-                self._start_async_kv_load(
-                    request, num_computed_tokens, num_external_tokens, num_local_tokens
-                )
-                skipped.append(request)
-                continue
-
-            resumed = request.status == RequestStatus.PREEMPTED
-            self.running.append(request)
-            scheduled_new_reqs.append(request)
-            num_scheduled_tokens[rid] = num_new_tokens
-            token_budget -= num_new_tokens
-            request.status = RequestStatus.RUNNING
-            request.num_computed_tokens = num_computed_tokens
-            if num_external_tokens:
-                request.num_external_computed_tokens = num_external_tokens
-            if request.num_cached_tokens < 0:
-                request.num_cached_tokens = num_computed_tokens
-            if num_computed_tokens + num_new_tokens < request.num_tokens:
-                self._inflight_prefills.add(request)  # more chunks to come
-            self._emit(
-                "admit",
-                req_id=rid,
-                num_computed_tokens=num_computed_tokens,
-                num_cached_tokens=request.num_cached_tokens,
-                num_new_tokens=num_new_tokens,
-                resumed=resumed,
-                num_prompt_tokens=request.num_prompt_tokens,
-                num_tokens=request.num_tokens,
-                block_ids=self.kv_cache_manager.get_block_ids(rid),
-            )
-        for request in reversed(skipped):
-            queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
-            queue.appendleft(request)
 
     def _cap_new_tokens(self, num_new_tokens: int, token_budget: int) -> int:
         threshold = self._long_prefill_token_threshold
@@ -325,16 +225,20 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self._inflight_prefills.discard(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
+        request.spec_token_ids = []  # proposed for a step that will not come
         request.num_preemptions += 1
         self.waiting.appendleft(request)
 
     def _update_after_schedule(self, scheduler_output: SchedulerOutput) -> None:
         # Advance num_computed_tokens now, so a chunked prefill can be scheduled again next
         # step; the output above still carries the values from before this step.
+        # Scheduled drafts are counted as computed too; update_from_output takes back the
+        # rejected ones.
         for rid, n in scheduler_output.num_scheduled_tokens.items():
             request = self.requests[rid]
             request.num_computed_tokens += n
-            if request.num_computed_tokens >= request.num_tokens:
+            request.is_prefill_chunk = request.num_computed_tokens < request.num_tokens
+            if not request.is_prefill_chunk:
                 self._inflight_prefills.discard(request)  # its prefill is complete
         self.finished_req_ids = set()
 
@@ -342,15 +246,18 @@ class Scheduler(RequestLifecycleMixin, RemoteKVMixin):
         self,
         running_reqs: list[Request],
         num_scheduled_tokens: dict[str, int],
+        spec_decode_tokens: dict[str, list[int]],
         req_to_new_blocks: dict[str, list[KVCacheBlock]],
     ) -> CachedRequestData:
-        """The running requests as deltas: the tokens and blocks added this step."""
+        """The running requests as deltas: the tokens (drafts excluded) and blocks added
+        this step."""
         cached = CachedRequestData()
         for r in running_reqs:
             rid, c = r.request_id, r.num_computed_tokens
+            n = num_scheduled_tokens[rid] - len(spec_decode_tokens.get(rid, ()))
             cached.req_ids.append(rid)
             cached.resumed_from_preemption.append(False)
-            cached.new_token_ids.append(r.all_token_ids[c : c + num_scheduled_tokens[rid]])
+            cached.new_token_ids.append(r.all_token_ids[c : c + n])
             cached.new_block_ids.append([b.block_id for b in req_to_new_blocks[rid]])
             cached.num_computed_tokens.append(c)
         return cached

@@ -102,7 +102,12 @@ def run_grid(
 
 def _ms(r: dict[str, Any], name: str) -> str:
     p50, top, how = r[f"{name}_p50_s"], r[f"{name}_p99_s"], r[f"{name}_tail"]
-    return f"{1e3 * p50:.3g} / {1e3 * top:.3g}" + ("" if how == "p99" else " max")
+
+    def f(s: float) -> str:  # three figures, without an exponent
+        ms = 1e3 * s
+        return f"{ms:.0f}" if ms >= 100 else f"{ms:.3g}"
+
+    return f"{f(p50)} / {f(top)}" + ("" if how == "p99" else " max")
 
 
 def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "en") -> FitTable:

@@ -15,11 +15,12 @@ With ``num_speculative_tokens = K > 0`` (DeepSeek's MTP), every running decode v
 ``1 + K`` tokens a step and emits on average ``1 + a + ... + a^K`` of them (``a`` the
 acceptance rate; :data:`MTP_ACCEPTANCE_RATE`, cited); an arrival's first row is padded
 to ``1 + K`` with ``K`` placeholder drafts, as 0.33.0's ``pad_spec_decode`` does, and
-emits one token (the placeholders are rejected). The runner subtracts the drafts before
-``prefill_runs_as_decode`` (``gather_batch_req_state``), the builder's threshold is
-``max(threshold, 1 + K)``, and decode context parallelism (routing ``dcp``) drops it to 1
-for a builder without ``supports_dcp_with_varlen``. ``dcp`` models only that routing: its
-costs are one device's (the context split over the ranks is not modelled).
+emits one token (the placeholders are rejected). The engine's ``gather_batch_req_state``
+is handed every row's drafts and subtracts them before ``prefill_runs_as_decode``, the
+builder's threshold is ``max(threshold, 1 + K)``, and decode context parallelism (routing
+``dcp``) drops it to 1 for a builder without ``supports_dcp_with_varlen``. ``dcp`` models
+only that routing: its costs are one device's (the context split over the ranks is not
+modelled).
 
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.model.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
@@ -45,7 +46,7 @@ from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.disagg.designs import MODES
-from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
+from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import DeviceProfile
@@ -213,25 +214,23 @@ def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
 def _gather(
     rows: dict[str, tuple[int, int, int, int]], k: int, runner: str, use_pcp: bool, threshold: int
 ):
-    """The runner's view of the step: ``gather_batch_req_state`` with each row's draft
-    tokens subtracted before ``prefill_runs_as_decode`` (``num_new_tokens =
-    num_scheduled_tokens - num_draft_tokens`` in 0.33.0's V2), and the uniform decode count
-    on the rows' real query lengths."""
+    """The runner's view of the step: the engine's ``gather_batch_req_state`` given each
+    row's ``K`` drafts (or, on a first row, the scheduler's ``-1`` placeholders) and V2's
+    decode query length ``1 + K``; it subtracts the drafts before ``prefill_runs_as_decode``
+    (``num_new_tokens = num_scheduled_tokens - num_draft_tokens``, as 0.33.0's V2 does)."""
     ids = list(rows)
+    drafts = {"draft_tokens": {r: [-1] * k for r in ids}, "decode_query_len": 1 + k} if k else {}
     batch = gather_batch_req_state(
-        {r: rows[r][3] - k for r in ids},
+        {r: rows[r][3] for r in ids},
         {r: rows[r][0] for r in ids},
         {r: rows[r][1] for r in ids},
         {r: rows[r][2] for r in ids},
         model_runner=runner,
         use_pcp=use_pcp,
         reorder_batch_threshold=threshold,
+        **drafts,
     )
-    q = [rows[r][3] for r in batch.req_ids]
-    uniform = get_uniform_decode_token_count(
-        len(q), sum(q), max(q, default=0), batch.decode_graph_eligible
-    )
-    return batch, q, uniform
+    return batch, list(batch.num_scheduled_tokens), batch.uniform_decode_token_count
 
 
 def simulate(

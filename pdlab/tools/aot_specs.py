@@ -31,6 +31,8 @@ OPTIONS = ("num_warps", "num_stages")
 # The launch the builds stand for: 64 requests of a 4K context in 64-token pages (decode),
 # 4K packed tokens (prefill). The JIT specialises on these values, so the build does too.
 SAMPLE = {"batch": 64, "page": 64, "context": 4096, "tokens": 4096}
+# Queries per request of the speculative-decoding builds (1 + K for K = 1, 2 and 3).
+SPEC_Q_LENS = (2, 3)
 
 
 @dataclass
@@ -123,35 +125,52 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
             {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")},
         )
     )
-    out += _decode_specs(L, R, H, B, page, ctx, dtype, target)
+    out += _decode_specs(L, R, H, B, page, ctx, dtype, target, spec=L >= 512 and e <= 2)
     return out
 
 
 def _decode_specs(
-    L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int
+    L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int, spec: bool
 ) -> list:
     """Stage 1 as the automatic split count launches it for the sample batch, and for one
-    request (split as far as allowed, at least 2), which stage 2 then merges."""
+    request (split as far as allowed, at least 2), which stage 2 then merges; with ``spec``
+    (DeepSeek's widths, where registers run out first), the same with ``1 + K`` queries per
+    request (``query_start_loc``) for each of :data:`SPEC_Q_LENS`, and stage 2 once (its
+    loop over a request's queries does not depend on how many)."""
+    out = _decode_specs_for(L, R, H, B, page, ctx, dtype, target, 1)
+    for i, q_len in enumerate(SPEC_Q_LENS if spec else ()):
+        specs_q = _decode_specs_for(L, R, H, B, page, ctx, dtype, target, q_len)
+        out += specs_q if i == 0 else specs_q[:-1]
+    return out
+
+
+def _decode_specs_for(
+    L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int, q_len: int
+) -> list:
     da = decode_attention
-    S = da.num_kv_splits_auto(B, H, ctx, da.CPU_NUM_SMS, L, R)
-    S2 = max(2, da.num_kv_splits_auto(1, H, ctx, da.CPU_NUM_SMS, L, R))
-    cfg = da.mla_decode_config(L, R, ELEM_BYTES[dtype], target)
+    S = da.num_kv_splits_auto(B, H, ctx, da.CPU_NUM_SMS, L, R, q_len)
+    S2 = max(2, da.num_kv_splits_auto(1, H, ctx, da.CPU_NUM_SMS, L, R, q_len))
+    cfg = da.mla_decode_config(L, R, ELEM_BYTES[dtype], target, q_len)
     c, o = _split_options(cfg["stage1"])
+    varlen = q_len > 1
     ints = {"stride_q_b": H * (L + R), "stride_q_h": L + R, "stride_cache_block": page * (L + R)}
     ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page}
     ints |= {"stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "L": L}
+    ints |= {"num_head_groups": -(-H // c["BLOCK_H"])}
     f32 = "*fp32"
+    label = f" q_len={q_len}" if varlen else ""
     out = []
     for s in sorted({S, S2}):  # not split (S = 1 writes out directly) and split, if both
         mid = {"stride_mid_b": H * s * L, "stride_mid_h": s * L, "stride_mid_s": L}
         pointers = {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32", "lse_ptr": f32}
         pointers |= {"mid_out_ptr": f32 if s > 1 else f"*{dtype}", "mid_lse_ptr": f32}
+        pointers |= {"query_start_loc_ptr": "*i32"}
         out.append(
             KernelSpec(
                 "mla_decode stage 1",
-                f"L+R={L}+{R} splits={s}",
+                f"L+R={L}+{R} splits={s}{label}",
                 mla_decode_stage1_kernel,
-                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R},
+                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R, "VARLEN": varlen},
                 o,
                 {**ints, **mid, "num_kv_splits": s},
                 pointers,
@@ -160,13 +179,14 @@ def _decode_specs(
         )
     mid = {"stride_mid_b": H * S2 * L, "stride_mid_h": S2 * L, "stride_mid_s": L}
     c, o = _split_options(cfg["stage2"])
+    pointers = {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32}
     stage2 = KernelSpec(
         "mla_decode stage 2",
-        f"L={L} splits={S2}",
+        f"L={L} splits={S2}{label}",
         mla_decode_stage2_kernel,
-        c,
+        {**c, "VARLEN": varlen},
         o,
         {**ints, **mid, "num_kv_splits": S2},
-        {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32},
+        {**pointers, "query_start_loc_ptr": "*i32"},
     )
     return [*out, stage2]

@@ -8,6 +8,12 @@
   beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
   rate)`` with both rates measured in the same run (``pdlab/tools/measure.py``). A path far
   above its floor is spending its time on something the model does not count;
+  With ``num_speculative_tokens = K`` it also times the absorbed decode kernel alone for
+  D's verifying step (``1 + K`` queries of one request, ``query_start_loc``) beside the
+  one-query step, and beside the same ``1 + K`` queries flattened to one row each (how
+  0.33.0's Triton MLA runs them, ``TritonMLAImpl.forward_mqa``), with the modelled cost of
+  each (``cost.mla_decode_call_cost``: FLOPs scale with ``1 + K``, the rows are read once
+  per request) and this machine's floor;
 * ``kernels``: each kernel (``pdlab/tools/bench_kernels.py``);
 * ``sched``: the scheduler's own time per step (``pdlab/tools/bench_sched.py``).
 """
@@ -73,14 +79,19 @@ def bench_paths(
     workspace_tokens: int = 65536,
     seed: int = 0,
     progress: Callable[[int, int, str], None] | None = None,
+    num_speculative_tokens: int | None = None,
 ) -> dict[str, Any]:
-    """Time one layer's attention for D's short extend through both paths;
+    """Time one layer's attention for D's short extend through both paths (and, with
+    ``num_speculative_tokens``, the decode kernel for ``1 + K`` queries: ``"spec"``);
     ``progress(done, total, label)`` is called before each measurement and at the end."""
     contexts = contexts or [1024, 4096, 16384]
     if not contexts or any(
         isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
     ):
         raise ValueError(f"contexts={contexts!r} is invalid: expected integers >= 1")
+    K = num_speculative_tokens
+    if K is not None and (isinstance(K, bool) or not isinstance(K, int) or K < 1):
+        raise ValueError(f"num_speculative_tokens={K!r} is invalid: expected an int >= 1")
     cfg = ModelConfig.preset(preset)
     if num_heads is not None:
         cfg = cfg.replace(num_attention_heads=num_heads, weights="random")  # timing only
@@ -100,14 +111,17 @@ def bench_paths(
         torch.set_num_threads(1)
     try:
         tell = progress or (lambda done, total, label: None)
-        total = len(contexts) + 1
+        total = len(contexts) * (1 if K is None else 2) + 1
         tell(0, total, "this machine's matmul and copy rates")
         ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
         run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
-        rows = []
+        rows, spec = [], []
         for i, n in enumerate(contexts):
             tell(i + 1, total, f"context {n}: both paths, {repeats} repeats")
             rows.append(_path_row(run, n, block_size, repeats, workspace_tokens, ceilings))
+        for i, n in enumerate(contexts if K is not None else []):
+            tell(len(contexts) + i + 1, total, f"context {n}: 1 and 1 + {K} queries")
+            spec.append(spec_decode_row(run, n, K, block_size, repeats, ceilings))
         tell(total, total, "done")
     finally:
         torch.set_num_threads(threads)
@@ -121,6 +135,7 @@ def bench_paths(
         "threads": 1 if dev.type == "cpu" else None,
         "ceilings": ceilings,
         "rows": rows,
+        **({"num_speculative_tokens": K, "spec": spec} if K is not None else {}),
         "note": "one attention layer, one query token over the context; times are medians "
         f"of {repeats}; ratios are prefill path / decode path; floor = max(modelled FLOPs / "
         "measured matmul rate, modelled bytes / measured copy rate), measured in this run",
@@ -165,7 +180,10 @@ def _path_row(
     t_pre = median_ms(functools.partial(step, 2), dev, repeats)
     t_dec = median_ms(functools.partial(step, 1), dev, repeats)
     e = 2 if dtype == torch.bfloat16 else 4
-    cp, cd = cost.prefill_path_cost(cfg, n_ctx, e=e), cost.decode_path_cost(cfg, n_ctx, e=e)
+    # pdlab's own forward_mha packs V (v.contiguous()), unlike Hopper's FA3 prefill: cost
+    # what runs here.
+    cp = cost.prefill_path_cost(cfg, n_ctx, e=e, prefill_backend="pdlab")
+    cd = cost.decode_path_cost(cfg, n_ctx, e=e)
     f_pre, f_dec = floor_ms(cp.flops, cp.bytes, ceilings), floor_ms(cd.flops, cd.bytes, ceilings)
     return {
         "context": n_ctx,
@@ -225,6 +243,109 @@ def render_paths_table(res: dict[str, Any]) -> Any:
             f"{r['measured_ratio']:.1f}x",
             f"{r['flop_ratio']:.1f}x",
             f"{r['bytes_ratio']:.1f}x",
+            f"{r['max_abs_diff']:.1e}",
+        )
+    return t
+
+
+def spec_decode_row(
+    run: SimpleNamespace,
+    n_ctx: int,
+    K: int,
+    block_size: int,
+    repeats: int,
+    ceilings: dict[str, Any],
+) -> dict[str, Any]:
+    """``mla_decode`` for one request over ``n_ctx`` cached tokens: one query (``n_ctx + 1``
+    keys), ``1 + K`` queries sharing the rows (``n_ctx + 1 + K`` keys, ``query_start_loc``),
+    and the same ``1 + K`` queries flattened to one row each (a repeated block table and a
+    key count per row, as 0.33.0's Triton MLA). Times, modelled cost, floors."""
+    from pdlab.kernels import decode_attention as da
+
+    cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
+    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
+    q_len, seq = 1 + K, n_ctx + 1 + K
+    pages = -(-seq // block_size)
+    cache = torch.randn(pages, block_size, L + R, generator=g).to(dev, dtype)
+    table = torch.randperm(pages, generator=g).to(torch.int32)[None].to(dev)
+    q = (torch.randn(q_len, h, L + R, generator=g) * 0.5).to(dev, dtype)
+    qsl = torch.tensor([0, q_len], dtype=torch.int32, device=dev)
+    row_lens = torch.arange(seq - q_len + 1, seq + 1, dtype=torch.int32, device=dev)
+    one_len = torch.tensor([n_ctx + 1], dtype=torch.int32, device=dev)
+    scale, e = cfg.softmax_scale, 2 if dtype == torch.bfloat16 else 4
+    kw = {"kv_lora_rank": L, "backend": run.backend}
+
+    def call(qq: torch.Tensor, tbl: torch.Tensor, lens: torch.Tensor, qs=None) -> Any:
+        splits = da.plan_num_kv_splits(qq, lens, None, L, qs)
+        fn = functools.partial(da.mla_decode, qq, cache, tbl, lens, scale, splits, qs, **kw)
+        return splits, fn
+
+    cases = {
+        "one": (call(q[:1], table, one_len), [n_ctx + 1], None),
+        "spec": (call(q, table, torch.tensor([seq], dtype=torch.int32, device=dev), qsl),
+                 [seq], [q_len]),
+        "flat": (call(q, table.expand(q_len, -1), row_lens), row_lens.tolist(), None),
+    }  # fmt: skip
+    out: dict[str, Any] = {"context": n_ctx, "K": K}
+    for name, ((splits, fn), lens, q_lens) in cases.items():
+        flops, nbytes = cost.mla_decode_call_cost(lens, h, L, R, splits, e, q_lens)
+        ms = median_ms(fn, dev, repeats)
+        out[f"{name}_ms"], out[f"{name}_splits"] = ms, splits
+        out[f"{name}_gflop"], out[f"{name}_mb"] = flops / 1e9, nbytes / 1e6
+        out[f"{name}_floor_ms"] = floor_ms(flops, nbytes, ceilings)
+        out[f"{name}_vs_floor"] = ms / out[f"{name}_floor_ms"]
+    out["measured_ratio"] = out["spec_ms"] / out["one_ms"]
+    out["flop_ratio"] = out["spec_gflop"] / out["one_gflop"]
+    out["bytes_ratio"] = out["spec_mb"] / out["one_mb"]
+    out["flat_vs_spec"] = out["flat_ms"] / out["spec_ms"]
+    out["flat_bytes_ratio"] = out["flat_mb"] / out["spec_mb"]
+    shared, flat = cases["spec"][0][1](), cases["flat"][0][1]()
+    out["max_abs_diff"] = float((shared[0].float() - flat[0].float()).abs().max())
+    return out
+
+
+def render_spec_table(res: dict[str, Any]) -> Any:
+    """The second table of ``pdlab bench paths --num-speculative-tokens K``: the decode
+    kernel for ``1 + K`` queries of one request beside one query, and beside the same
+    queries flattened to one row each."""
+    from pdlab.ui.fmt import FitTable
+
+    K = res["num_speculative_tokens"]
+    t = FitTable(
+        title=f"mla_decode for D's verifying step, 1 + K = {1 + K} queries of one request, "
+        f"{res['preset']} (H={res['num_heads']}), {res['device']} {res['dtype']}, "
+        f"backend {res['backend']}",
+        caption="ratios are 1 + K queries / 1 query (modelled: FLOPs follow the (query, key) "
+        "pairs, the rows are read once per request); flat = the 1 + K queries as one row "
+        "each (0.33.0's Triton MLA), against the shared rows; floors as above",
+        legend="Columns: ",
+    )
+    for col, short, means in (
+        ("context", "ctx", "context tokens"),
+        ("1 query ms", "1q ms", "one query ms"),
+        ("x floor", "x", "times its floor"),
+        (f"1+{K} ms", "nq ms", f"1 + {K} queries ms"),
+        ("x floor", "x", ""),
+        ("measured ratio", "ratio", "measured nq / 1q"),
+        ("modelled FLOP ratio", "FLOP", "modelled FLOP ratio"),
+        ("modelled bytes ratio", "bytes", "modelled bytes ratio"),
+        ("flat / shared ms", "flat", "flattened ms / shared ms"),
+        ("flat / shared bytes", "fbyt", "flattened bytes / shared, modelled"),
+        ("max |diff|", "diff", "max |diff| flat vs shared"),
+    ):
+        t.add_column(col, justify="right", short=short, means=means)
+    for r in res["spec"]:
+        t.add_row(
+            str(r["context"]),
+            f"{r['one_ms']:.2f}",
+            f"{r['one_vs_floor']:.1f}x",
+            f"{r['spec_ms']:.2f}",
+            f"{r['spec_vs_floor']:.1f}x",
+            f"{r['measured_ratio']:.2f}x",
+            f"{r['flop_ratio']:.2f}x",
+            f"{r['bytes_ratio']:.2f}x",
+            f"{r['flat_vs_spec']:.2f}x",
+            f"{r['flat_bytes_ratio']:.2f}x",
             f"{r['max_abs_diff']:.1e}",
         )
     return t

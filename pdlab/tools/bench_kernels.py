@@ -68,31 +68,34 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
     L, R, d_qk, d_v = 512, 64, 192, 128
     cases = []
 
-    for H in (16, 128):
+    for H, q_len in ((16, 1), (128, 1), (128, 3)):  # q_len 3: verifying K = 2 drafts
 
-        def decode(H: int = H) -> dict:
+        def decode(H: int = H, q_len: int = q_len) -> dict:
             B, ctx = 64, 1024 if quick else 4096
             cache, table, seq_lens = measure.shuffled_paged_cache(B, ctx, 64, L + R, dtype, device)
-            q = torch.randn(B, H, L + R, device=device).to(dtype)
+            q = torch.randn(B * q_len, H, L + R, device=device).to(dtype)
+            qsl = None if q_len == 1 else torch.arange(0, B * q_len + 1, q_len, device=device)
+            qsl = None if qsl is None else qsl.to(torch.int32)
             ms = measure.time_cuda(
                 lambda: mla_decode(
-                    q, cache, table, seq_lens, 0.1, kv_lora_rank=L, backend="triton"
+                    q, cache, table, seq_lens, 0.1, None, qsl, kv_lora_rank=L, backend="triton"
                 ),
                 quick,
             )
-            _, nbytes = cost.mla_decode_cost([ctx] * B, H, L + R, L, 2)
-            gbps = nbytes / ms / 1e6
+            _, nbytes = cost.mla_decode_cost([ctx] * B, H, L + R, L, 2, [q_len] * B)
+            gbps = nbytes / ms / 1e6  # the rows once per request: what sharing them buys
             return {
                 "kernel": "mla_decode",
                 "impl": "triton",
                 "dtype": "bf16",
-                "shape": f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64",
+                "shape": f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64"
+                + (f" q_len={q_len}" if q_len > 1 else ""),
                 "ms": ms,
                 "gbps": gbps,
                 "share_of_peak": gbps / gbps_peak if gbps_peak else None,
             }
 
-        cases.append((f"mla_decode H={H}", decode))
+        cases.append((f"mla_decode H={H} q_len={q_len}", decode))
 
     for H in (16, 128):
         for impl in ("triton", "sdpa"):

@@ -299,10 +299,12 @@ def run_aot(console: Any) -> Check:
         )
     console.print(aot.render_table(results))
     bad = [r for r in results if not r.ok]
+    spilling = sum(1 for r in results if r.ok and r.spills)
     return Check(
         "aot",
         not bad,
-        f"{len(results) - len(bad)}/{len(results)} kernel builds compiled for sm_80 and sm_90",
+        f"{len(results) - len(bad)}/{len(results)} kernel builds compiled for sm_80 and sm_90, "
+        + (f"{spilling} spilling registers (the spills column)" if spilling else "none spills"),
         "report the FAIL rows above",
     )
 

@@ -182,18 +182,20 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "The cache holds each layer's keys and values: {n} positions × {layers} layers × "
         "{W} values. The logits of the first output token are lm_head(norm(h[{last}])), where "
         "h[{last}] is the last layer's {H}-wide output at position {last}. No cache holds it and "
-        "the connector did not move it (0.33.0's v1 connectors move K/V; the two that touch "
-        "hidden states, ExampleHiddenStatesConnector, which writes them to disk for the "
-        "extract_hidden_states speculative method, and the aux-output connector, never feed "
-        "D's first token), so D runs position "
+        "the connector did not move it (0.33.0's P/D connectors move K/V; "
+        "ExampleHiddenStatesConnector writes hidden states to disk for the "
+        "extract_hidden_states speculative method and the aux-output connector moves "
+        "auxiliary outputs such as the routed experts, and neither feeds D's first token), "
+        "so D runs position "
         "{last} through all {layers} layers again: it reuses the cached K/V of positions "
         "{reused}, writes row {last} once more (equal to P's row up to rounding), and gets "
         "h[{last}].",
         "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出"
         " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
-        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 的 v1 connector 传的是 "
-        "K/V；两个碰到隐藏状态的，ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states "
-        "方法把它写到磁盘，aux_output_connector 传辅助输出，都不给 D 的第一个 token 用）"
+        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 做 P/D 的 connector "
+        "传的是 K/V；ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states 方法把隐藏"
+        "状态写到磁盘，aux_output_connector 传路由到的专家之类的辅助输出，两者都不给 D 的第一个 "
+        "token 用）"
         "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
         "第 {last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
     },
@@ -425,9 +427,11 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
-        "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 (pdlab/attention/cost.py):",
+        "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 (pdlab/attention/cost.py; "
+        "forward_mha as FLASH_ATTN's FA3 runs it on Hopper, V passed strided):",
         "zh": "按 {model} 的维度（{H} 个头，kv_lora_rank {L}，qk_rope_head_dim {R}）估算 D 这一个"
-        " token 的开销，单层、bf16（pdlab/attention/cost.py）：",
+        " token 的开销，单层、bf16（pdlab/attention/cost.py；forward_mha 按 Hopper 上 "
+        "FLASH_ATTN 的 FA3 计，V 以跨步视图传入，不做拷贝）：",
     },
     "ch5_table": {"en": "one token, one layer", "zh": "一个 token，单层"},
     "col_context": {"en": "context", "zh": "上下文长度"},
@@ -475,11 +479,11 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "col_naive_flops": {
         "en": "forward_mha (naive)",
-        "zh": "forward_mha（不吸收）",
+        "zh": "forward_mha（朴素形式）",
     },
     "col_absorbed_flops": {
         "en": "forward_mqa (absorbed)",
-        "zh": "forward_mqa（吸收）",
+        "zh": "forward_mqa（吸收形式）",
     },
     "ch5_upstream": {
         "en": "Upstream vLLM 0.33.0: the MLA metadata builder "

@@ -11,6 +11,12 @@ and blocks; the queues; the free block count, the free queue in eviction order, 
 blocks are cached, every reference count; the prefix-cache counters; what each
 connector's ``request_finished`` was given) must be equal.
 
+With speculative decoding (the ``*_spec`` kinds) the reports also hold each step's
+``scheduled_spec_decode_tokens`` (placeholders included), the pretend runner verifies
+drafts greedily (accepted drafts, then one token: ``Workload.verify``), the state holds
+every request's pending drafts, and after each step both twins get the same drafts
+(``Workload.draft``, K per scheduled request) through ``update_draft_token_ids``.
+
 The first difference raises :class:`Divergence`, whose message holds the seed, the step,
 the phase, both sides' values, and one command that replays the workload with a report of
 every step (``PDLAB_UPSTREAM_TRACE=1``).
@@ -28,8 +34,13 @@ from workload import KVReport, Scheduled, Workload, make_workload
 
 from pdlab.math_utils import cdiv
 
-MAX_STEPS = 400  # every workload finishes well before this (a test asserts it)
-TEST_FILES = {"local": "test_sched_local.py", "decode": "test_sched_decode.py"}
+MAX_STEPS = 1000  # every workload finishes before this (a test asserts it)
+TEST_FILES = {
+    "local": "test_sched_local.py",
+    "decode": "test_sched_decode.py",
+    "local_spec": "test_sched_spec.py",
+    "decode_spec": "test_sched_spec.py",
+}
 
 
 class Divergence(AssertionError):
@@ -115,7 +126,7 @@ def _pdlab(w: Workload, step: int, phase: str, twins: tuple, call, *args):
         ) from e
 
 
-def run(seed: int, kind: str, pdlab_cls=PdlabTwin) -> tuple[int, Counter]:
+def run(seed: int, kind: str, pdlab_cls=PdlabTwin, vllm_twin=VllmTwin) -> tuple[int, Counter]:
     """Run one workload on both twins; raises :class:`Divergence` at the first
     difference. Returns the number of steps and what the workload exercised
     (:func:`features`)."""
@@ -124,7 +135,7 @@ def run(seed: int, kind: str, pdlab_cls=PdlabTwin) -> tuple[int, Counter]:
     if trace:
         print(f"\n{kind} workload seed={seed}\nconfig: {w.config}")
     seen: Counter = Counter()
-    ours, theirs = pdlab_cls(w.config), VllmTwin(w.config)
+    ours, theirs = pdlab_cls(w.config), vllm_twin(w.config)
     twins = (ours, theirs)
     specs = {s.req_id: s for specs in w.arrivals.values() for s in specs}
     worker = Worker(w) if w.config.decode else None
@@ -149,7 +160,13 @@ def run(seed: int, kind: str, pdlab_cls=PdlabTwin) -> tuple[int, Counter]:
         for rid in so_ours.num_scheduled_tokens:
             r = ours.request(rid)
             if r.num_computed_tokens >= r.num_tokens:
-                sampled[rid] = w.sample(specs[rid], r.num_tokens)
+                drafts = so_ours.scheduled_spec_decode_tokens.get(rid, ())
+                sampled[rid] = w.verify(specs[rid], r.num_tokens, drafts)
+        # What the runner knows of each row after the step: the drafter's positions.
+        known = {
+            rid: ours.request(rid).num_tokens + len(sampled.get(rid, ()))
+            for rid in so_ours.num_scheduled_tokens
+        }
         kv = None
         if worker is not None:
             worker.start(sched_ours.loads)
@@ -164,8 +181,16 @@ def run(seed: int, kind: str, pdlab_cls=PdlabTwin) -> tuple[int, Counter]:
         _diff(w, step, f"{phase} outputs", out_ours, out_theirs)
         for _, _, reason in out_ours:
             seen[f"finish {reason}"] += reason is not None
+        k = w.config.num_spec_tokens
+        if k and known:
+            drafts = {
+                rid: [w.draft(specs[rid], n + j) for j in range(k)] for rid, n in known.items()
+            }
+            _pdlab(w, step, "update_draft_token_ids()", twins, ours.drafts, drafts)
+            theirs.drafts(drafts)
         st_ours, st_theirs = ours.state(), theirs.state()
         _diff(w, step, "state after the step", st_ours, st_theirs)
+        spec_features(so_ours, sampled, w, seen)
         seen["prefix-cache hit"] += st_ours["prefix_cache_stats"][2] > hits
         hits = st_ours["prefix_cache_stats"][2]
         if trace:
@@ -175,6 +200,25 @@ def run(seed: int, kind: str, pdlab_cls=PdlabTwin) -> tuple[int, Counter]:
         f"{kind} workload seed={seed} did not finish in {MAX_STEPS} steps on either side\n"
         f"replay: {replay_command(w)}"
     )
+
+
+def spec_features(so, sampled: dict, w: Workload, seen: Counter) -> None:
+    """Count what speculative decoding exercised in this step."""
+    k = w.config.num_spec_tokens
+    for rid, drafts in so.scheduled_spec_decode_tokens.items():
+        if all(d == -1 for d in drafts):
+            seen["padded new row"] += 1
+            if w.config.decode and so.num_scheduled_tokens[rid] == 1 + k:
+                seen["D: 1 + K over N - 1, placeholders"] += any(
+                    r.req_id == rid and r.num_computed_tokens > 0 for r in so.scheduled_new_reqs
+                )
+        elif len(drafts) < k:
+            seen["drafts cut"] += 1
+        tokens = sampled.get(rid, ())
+        if tokens and len(tokens) < 1 + len(drafts):
+            seen["draft rejected"] += 1
+        elif tokens:
+            seen["every draft accepted"] += any(d != -1 for d in drafts)
 
 
 def features(w: Workload, ours: PdlabTwin, s: Scheduled, seen: Counter) -> None:

@@ -3,7 +3,10 @@ on seeded random batches: ``sort_batch_req_ids`` (pdlab.model.batch against upst
 draft tokens included), and ``gather_batch_req_state``: upstream's method runs on a small
 stand-in runner holding the per-request arrays it reads (``req_states``), against pdlab's
 function of the same name (the order, ``is_prefilling``, ``has_prefill``,
-``prefill_runs_as_decode``, ``decode_graph_eligible`` and the uniform decode token count).
+``prefill_runs_as_decode``, ``decode_graph_eligible`` and the uniform decode token count),
+also on batches with speculative decoding's draft tokens: verifying decode rows of
+``1 + K`` tokens, some with fewer drafts, and D's first step padded to ``1 + K`` with
+``-1`` placeholders over ``N - 1`` cached.
 """
 
 from __future__ import annotations
@@ -54,9 +57,9 @@ def test_sort_batch_req_ids_matches_upstream(seed):
         )
 
 
-def upstream_state(rows, use_pcp: bool):
+def upstream_state(rows, use_pcp: bool, drafts=None, decode_query_len: int = 1):
     """Upstream's ``GPUModelRunner.gather_batch_req_state`` on a stand-in runner: one
-    slot per request in ``req_states``, no drafts, no pipeline parallelism."""
+    slot per request in ``req_states``, no pipeline parallelism."""
     rids = list(rows)
     req_states = SimpleNamespace(
         req_id_to_index={r: i for i, r in enumerate(rids)},
@@ -65,7 +68,7 @@ def upstream_state(rows, use_pcp: bool):
     )
     runner = SimpleNamespace(
         req_states=req_states,
-        decode_query_len=1,
+        decode_query_len=decode_query_len,
         use_pp=False,
         adaptive_verification=None,
         pcp_manager=object() if use_pcp else None,
@@ -73,7 +76,7 @@ def upstream_state(rows, use_pcp: bool):
     so = SimpleNamespace(
         num_scheduled_tokens={r: rows[r][0] for r in rids},
         total_num_scheduled_tokens=sum(rows[r][0] for r in rids),
-        scheduled_spec_decode_tokens={},
+        scheduled_spec_decode_tokens=drafts or {},
     )
     return upstream_v2.GPUModelRunner.gather_batch_req_state(runner, so, dummy_run=False)
 
@@ -111,3 +114,69 @@ def test_v2_batch_state_matches_upstream(seed, use_pcp):
         assert got == runs_as_decode.tolist(), where
     assert ours.decode_graph_eligible == theirs.decode_graph_eligible, where
     assert ours.uniform_decode_token_count == uniform, where
+
+
+def random_spec_rows(rng: random.Random, k: int):
+    """Rows of a step under speculative decoding, and their drafts: verifying decodes
+    (``1 + K`` tokens, or fewer drafts where a cut trimmed them), D's first step (``1 + K``
+    over ``N - 1`` cached, ``-1`` placeholders), chunks and first chunks."""
+    rows, drafts = {}, {}
+    for i in range(rng.randint(1, 8)):
+        rid = f"r{i}"
+        prompt = rng.randint(2, 300)
+        kind = rng.choice(("verify", "verify", "padded", "decode", "chunk", "first"))
+        if kind == "verify":
+            m = rng.randint(1, k)
+            rows[rid] = (1 + m, prompt + rng.randint(0, 20), prompt, prompt)
+            drafts[rid] = [rng.randrange(1000) for _ in range(m)]
+        elif kind == "padded":
+            rows[rid] = (1 + k, prompt - 1, prompt, prompt)
+            drafts[rid] = [-1] * k
+        elif kind == "decode":
+            rows[rid] = (1, prompt + rng.randint(0, 20), prompt, prompt)
+        elif kind == "chunk":
+            done = rng.randint(1, prompt - 1)
+            rows[rid] = (rng.randint(1, prompt - done), done, prompt, prompt)
+        else:
+            rows[rid] = (rng.randint(1, prompt), 0, prompt, prompt)
+    return rows, drafts
+
+
+@pytest.mark.parametrize("seed", range(NUM_BATCHES))
+def test_v2_batch_state_with_drafts_matches_upstream(seed):
+    rng = random.Random(seed)
+    k = rng.choice((1, 2, 3))
+    rows, drafts = random_spec_rows(rng, k)
+    theirs, uniform = upstream_state(rows, False, drafts, 1 + k)
+    ours = gather_batch_req_state(
+        {r: v[0] for r, v in rows.items()},
+        {r: v[1] for r, v in rows.items()},
+        {r: v[2] for r, v in rows.items()},
+        {r: v[3] for r, v in rows.items()},
+        draft_tokens=drafts,
+        decode_query_len=1 + k,
+    )
+    where = f"seed={seed} k={k} rows={rows} drafts={drafts}"
+    assert ours.req_ids == theirs.req_ids, where
+    assert ours.is_prefilling == theirs.is_prefilling_np.tolist(), where
+    runs = theirs.prefill_runs_as_decode_np
+    got = ours.prefill_runs_as_decode
+    assert (got is None) == (runs is None) and (runs is None or got == runs.tolist()), where
+    assert ours.decode_graph_eligible == theirs.decode_graph_eligible, where
+    assert ours.uniform_decode_token_count == uniform, where
+    want_drafts = theirs.num_draft_tokens_np
+    assert (ours.num_draft_tokens is None) == (want_drafts is None), where
+    if want_drafts is not None:
+        assert ours.num_draft_tokens == want_drafts.tolist(), where
+
+
+def test_batches_with_drafts_reach_a_padded_step_that_stays_graph_eligible():
+    eligible_with_padding = 0
+    for seed in range(NUM_BATCHES):
+        rng = random.Random(seed)
+        k = rng.choice((1, 2, 3))
+        rows, drafts = random_spec_rows(rng, k)
+        _, uniform = upstream_state(rows, False, drafts, 1 + k)
+        padded = any(d[0] == -1 for d in drafts.values())
+        eligible_with_padding += padded and uniform == 1 + k
+    assert eligible_with_padding > 0

@@ -6,7 +6,9 @@ command.
 The bugs: ``_update_waiting_for_remote_kv`` without the ``- 1`` (D would resume a
 transferred request with nothing left to compute); the block pool appending freed cached
 blocks in the wrong order (the LRU order of eviction breaks); the manager freeing a
-request's blocks head first (its shared prefix would be evicted before its tail).
+request's blocks head first (its shared prefix would be evicted before its tail); under
+speculative decoding, a newly admitted one-token row left unpadded, rejected drafts left
+counted as computed, and V2 counting a padded row's placeholders as new tokens.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import pdlab.model.batch as batch
 from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.sched.remote_kv import RemoteKVMixin
+from pdlab.sched.spec_decode import SpecDecodeMixin
 
 pytestmark = pytest.mark.upstream
 
@@ -92,7 +95,7 @@ def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
     import test_batch_v2
 
     planted = plant(
-        monkeypatch, batch, "gather_batch_req_state", "pf and qi == 1 and ci > 0", "pf and qi == 1"
+        monkeypatch, batch, "gather_batch_req_state", "pf and ni == 1 and ci > 0", "pf and ni == 1"
     )
     monkeypatch.setattr(test_batch_v2, "gather_batch_req_state", planted)
     for seed in range(test_batch_v2.NUM_BATCHES):
@@ -104,9 +107,53 @@ def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
     pytest.fail("no batch caught the planted bug")
 
 
+def test_a_new_one_token_row_left_unpadded_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        SpecDecodeMixin,
+        "_pad_spec_decode",
+        "self.num_spec_tokens > 0\n",
+        "self.num_spec_tokens < 0\n",
+    )
+    message = first_divergence("decode_spec", range(50))
+    assert_reported(message, "decode_spec")
+    assert "schedule()" in message
+
+
+def test_rejected_drafts_left_computed_are_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        SpecDecodeMixin,
+        "_roll_back_rejected",
+        "request.num_computed_tokens -= num_rejected",
+        "request.num_computed_tokens -= 0",
+    )
+    message = first_divergence("local_spec", range(50))
+    assert_reported(message, "local_spec")
+
+
+def test_placeholders_counted_as_new_tokens_are_caught(monkeypatch):
+    import test_batch_v2
+
+    planted = plant(
+        monkeypatch, batch, "gather_batch_req_state", "qi - di for qi, di", "qi for qi, di"
+    )
+    monkeypatch.setattr(test_batch_v2, "gather_batch_req_state", planted)
+    for seed in range(test_batch_v2.NUM_BATCHES):
+        try:
+            test_batch_v2.test_v2_batch_state_with_drafts_matches_upstream(seed)
+        except AssertionError as e:
+            assert f"seed={seed}" in str(e)
+            return
+    pytest.fail("no batch with drafts caught the planted bug")
+
+
 def test_an_unplanted_pdlab_passes_the_same_workloads():
     """The same seeds without a planted bug: the divergences above are the bugs'."""
     for seed in range(50):
         run(seed, "decode")
     for seed in range(200):
         run(seed, "local")
+    for seed in range(50):
+        run(seed, "decode_spec")
+        run(seed, "local_spec")

@@ -5,16 +5,18 @@ pdlab's side is ``pdlab.sched.scheduler.Scheduler`` with its ``pdlab.kv_cache`` 
 and, on the decode side, the scheduler half of ``PDConnector(role="decode")``. The
 connector's transport is a recorder: the scheduler half only ever asks it to tell P to
 let go of a request's blocks (``release``); the lockstep driver plays the worker half.
+A workload with speculative decoding gives the scheduler a ``SpeculativeConfig``; the
+driver plays the drafter (``drafts``, as ``update_draft_token_ids``).
 """
 
 from __future__ import annotations
 
 from workload import Config, KVReport, Scheduled, Spec
 
-from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
+from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput
+from pdlab.sched.output import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
 from pdlab.sched.scheduler import Scheduler
 
 
@@ -36,6 +38,9 @@ class PdlabTwin:
         if cfg.decode:
             self.transport = ReleaseRecorder()
             connector = PDConnector("decode", "decode-engine", self.transport, cfg.block_size)
+        spec = None
+        if cfg.spec_method is not None:
+            spec = SpeculativeConfig(cfg.spec_method, cfg.num_spec_tokens)
         self.sched = Scheduler(
             SchedulerConfig(
                 max_num_batched_tokens=cfg.budget,
@@ -51,6 +56,7 @@ class PdlabTwin:
             cfg.max_model_len,
             connector=connector,
             kv_transfer_config=KVTransferConfig(kv_load_failure_policy=cfg.policy),
+            speculative_config=spec,
         )
         self.finished_calls: list[tuple[str, str, tuple[int, ...]]] = []
         if connector is not None:
@@ -103,13 +109,14 @@ class PdlabTwin:
             self.transport.released.clear()
             for rid, recv in so.kv_connector_metadata.reqs_to_recv.items():
                 loads[rid] = tuple(recv.local_block_ids)
-        return so, Scheduled(tuple(rows), tuple(sorted(so.preempted_req_ids)), loads)
+        spec = tuple(sorted((r, tuple(d)) for r, d in so.scheduled_spec_decode_tokens.items()))
+        return so, Scheduled(tuple(rows), tuple(sorted(so.preempted_req_ids)), loads, spec)
 
-    def update(self, so, sampled: dict[str, int], kv: KVReport | None):
+    def update(self, so, sampled: dict[str, list[int]], kv: KVReport | None):
         req_ids = list(so.num_scheduled_tokens)
         out = ModelRunnerOutput(
             req_ids=req_ids,
-            sampled_token_ids=[[sampled[r]] if r in sampled else [] for r in req_ids],
+            sampled_token_ids=[list(sampled.get(r, ())) for r in req_ids],
         )
         if kv is not None:
             out.kv_connector_output = KVConnectorOutput(
@@ -119,6 +126,9 @@ class PdlabTwin:
             )
         result = self.sched.update_from_output(so, out)
         return tuple(sorted((o.req_id, tuple(o.new_token_ids), o.finish_reason) for o in result))
+
+    def drafts(self, drafts: dict[str, list[int]]) -> None:
+        self.sched.update_draft_token_ids(DraftTokenIds(list(drafts), list(drafts.values())))
 
     def state(self) -> dict:
         s, mgr = self.sched, self.mgr
@@ -130,6 +140,7 @@ class PdlabTwin:
                 r.num_tokens,
                 r.num_preemptions,
                 tuple(mgr.get_block_ids(rid)),
+                tuple(r.spec_token_ids),
             )
         blocks = mgr.block_pool.blocks
         st = mgr.prefix_cache_stats

@@ -7,7 +7,12 @@ full-attention group, no tensors) and, on the decode side, the scheduler half of
 ``NixlConnector`` (``KVTransferConfig(kv_connector="NixlConnector", kv_role="kv_consumer")``;
 it needs no nixl library). The model config is ``tiny_model/config.json`` alone: no
 weights, no tokenizer (``skip_tokenizer_init=True``). ``conftest.py`` selects vLLM's CPU
-platform before vLLM is imported.
+platform before vLLM is imported. A workload with speculative decoding adds vLLM's
+``SpeculativeConfig``: ``ngram`` as built, and ``mtp`` as an ngram config whose method is
+then set to ``"mtp"`` (vLLM builds an MTP config only from a checkpoint with an MTP
+module; its scheduler reads only the method, K and the flags). MTP runs with
+``disable_eagle_block_drop=True``: pdlab's prefix cache keeps the trailing block of a hit
+that vLLM drops for MTP on D, a difference ``test_sched_spec.py`` keeps (docs/upstream.md).
 
 Everything this twin reports is in pdlab's numbering: vLLM keeps block 0 as its null
 block, so vLLM's block ``b`` is pdlab's ``b - 1``, and vLLM gets one block more for the
@@ -21,13 +26,20 @@ import copy
 from pathlib import Path
 
 import torch
-from vllm.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig, VllmConfig
+from vllm.config import (
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    VllmConfig,
+)
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.core.kv_cache_utils import get_request_block_hasher, init_none_hash
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec
-from vllm.v1.outputs import KVConnectorOutput, ModelRunnerOutput
+from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
 from workload import Config, KVReport, Scheduled, Spec
@@ -37,9 +49,28 @@ init_none_hash(sha256)
 
 # ---- vLLM ------------------------------------------------------------------------------
 _BASE: dict[int, VllmConfig] = {}
+_SPEC: dict[tuple, SpeculativeConfig] = {}
 
 
-def _vllm_config(cfg: Config) -> VllmConfig:
+def _speculative_config(base: VllmConfig, method: str, k: int, block_drop: bool):
+    """vLLM's SpeculativeConfig for ``method`` and K (see the module docstring)."""
+    key = (base.model_config.max_model_len, method, k, block_drop)
+    spec = _SPEC.get(key)
+    if spec is None:
+        spec = SpeculativeConfig(
+            method="ngram",
+            num_speculative_tokens=k,
+            target_model_config=base.model_config,
+            target_parallel_config=base.parallel_config,
+            disable_eagle_block_drop=not block_drop,
+        )
+        if method == "mtp":
+            spec.method = "mtp"
+        _SPEC[key] = spec
+    return spec
+
+
+def _vllm_config(cfg: Config, block_drop: bool = False) -> VllmConfig:
     """A VllmConfig for ``cfg``. Building one takes a tenth of a second, so one is built per
     ``max_model_len`` and copied with this workload's numbers (the scheduler reads them)."""
     base = _BASE.get(cfg.max_model_len)
@@ -76,13 +107,18 @@ def _vllm_config(cfg: Config) -> VllmConfig:
             kv_role="kv_consumer",
             kv_load_failure_policy=cfg.policy,
         )
+    vc.speculative_config = None
+    if cfg.spec_method is not None:
+        vc.speculative_config = _speculative_config(
+            base, cfg.spec_method, cfg.num_spec_tokens, block_drop
+        )
     return vc
 
 
 class VllmTwin:
-    def __init__(self, cfg: Config) -> None:
+    def __init__(self, cfg: Config, block_drop: bool = False) -> None:
         self.cfg = cfg
-        vc = _vllm_config(cfg)
+        vc = _vllm_config(cfg, block_drop)
         spec = FullAttentionSpec(
             block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
         )
@@ -152,14 +188,15 @@ class VllmTwin:
         if meta is not None:
             for rid, m in meta.reqs_to_recv.items():
                 loads[rid] = _ids(m.local_block_ids) if m.awaiting_kvs else None
-        return so, Scheduled(tuple(rows), tuple(sorted(so.preempted_req_ids)), loads)
+        spec = tuple(sorted((r, tuple(d)) for r, d in so.scheduled_spec_decode_tokens.items()))
+        return so, Scheduled(tuple(rows), tuple(sorted(so.preempted_req_ids)), loads, spec)
 
-    def update(self, so, sampled: dict[str, int], kv: KVReport | None):
+    def update(self, so, sampled: dict[str, list[int]], kv: KVReport | None):
         req_ids = list(so.num_scheduled_tokens)
         out = ModelRunnerOutput(
             req_ids=req_ids,
             req_id_to_index={r: i for i, r in enumerate(req_ids)},
-            sampled_token_ids=[[sampled[r]] if r in sampled else [] for r in req_ids],
+            sampled_token_ids=[list(sampled.get(r, ())) for r in req_ids],
         )
         if kv is not None:
             out.kv_connector_output = KVConnectorOutput(
@@ -192,6 +229,9 @@ class VllmTwin:
                 )
         return tuple(sorted(outputs))
 
+    def drafts(self, drafts: dict[str, list[int]]) -> None:
+        self.sched.update_draft_token_ids(DraftTokenIds(list(drafts), list(drafts.values())))
+
     def state(self) -> dict:
         s = self.sched
         reqs = {}
@@ -203,6 +243,7 @@ class VllmTwin:
                 r.num_tokens,
                 r.num_preemptions,
                 blocks,
+                tuple(r.spec_token_ids),
             )
         blocks = self.pool.blocks[1:]
         return {

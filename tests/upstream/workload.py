@@ -14,10 +14,23 @@ block, sharing prefixes with earlier requests (so part of the prompt is a local 
 receives that land after a few steps, fail as a whole (``failed_recving``), or lose the
 blocks from some index on (``invalid_block_ids``), under both ``kv_load_failure_policy``
 values; aborts while the K/V arrive.
+
+The speculative-decoding kinds (``local_spec``, ``decode_spec``) are the same workloads,
+drawn from the same seed, with a ``SpeculativeConfig`` (``mtp`` or ``ngram``, K = 1 or 2)
+drawn after them, and a seeded drafter (:meth:`Workload.draft`) that agrees with the
+sampler at the workload's acceptance rate: accepted runs, rejections, placeholders.
+Three inputs are moved out of the way where pdlab refuses a configuration vLLM accepts: a
+``long_prefill_token_threshold`` below ``1 + K`` becomes ``1 + K`` (vLLM asserts on the
+first padded row it cuts); a budget below ``1 + K`` becomes ``1 + K`` (for MTP vLLM's
+``VllmConfig`` refuses it too; for n-gram vLLM would never schedule a padded row); and a
+pool too small for the longest request's last step with its drafts (and MTP's lookahead
+slots), or on D for a receive beside one verifying step's blocks, grows to fit it (pdlab
+refuses such a request; vLLM would wait for ever).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 
@@ -38,6 +51,8 @@ class Config:
     reserve_full_isl: bool = True
     decode: bool = False  # D side: a NIXL connector (vLLM) / PDConnector (pdlab)
     policy: str = "fail"  # kv_load_failure_policy
+    spec_method: str | None = None  # SpeculativeConfig.method; None: no speculation
+    num_spec_tokens: int = 0  # K
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,7 @@ class Scheduled:
     rows: tuple
     preempted: tuple[str, ...]
     loads: dict = field(default_factory=dict)
+    spec: tuple = ()  # sorted (req_id, drafts) of scheduled_spec_decode_tokens
 
 
 @dataclass(frozen=True)
@@ -98,6 +114,7 @@ class Workload:
     stop_prob: float  # chance that a sampled token is the request's stop token
     # D side, per request: (steps until the receive ends, "ok" | "fail" | block index)
     recv_outcome: dict[str, tuple[int, object]] = field(default_factory=dict)
+    acceptance: float = 0.0  # how often the drafter proposes the sampler's token
 
     def sample(self, spec: Spec, num_tokens: int) -> int:
         """The token "sampled" for ``spec`` after ``num_tokens`` tokens: a function of the
@@ -106,6 +123,26 @@ class Workload:
         if spec.stop_token_ids and rng.random() < self.stop_prob:
             return spec.stop_token_ids[0]
         return rng.randrange(100, 200)
+
+    def draft(self, spec: Spec, position: int) -> int:
+        """The drafter's guess for the token at ``position``: the sampler's own with
+        probability ``acceptance`` (so it is accepted, stop tokens included), else one
+        the sampler does not give there."""
+        want = self.sample(spec, position)
+        rng = random.Random(f"{self.seed}/{spec.req_id}/{position}/draft")
+        return want if rng.random() < self.acceptance else want + 100
+
+    def verify(self, spec: Spec, num_tokens: int, drafts) -> list[int]:
+        """What a greedy rejection sampler returns for a row whose known tokens are all
+        computed: the drafts equal to the sampler's tokens, then the sampler's token at the
+        first mismatch (a ``-1`` placeholder never matches) or after the last draft."""
+        tokens = []
+        for j, d in enumerate(drafts):
+            tokens.append(self.sample(spec, num_tokens + j))
+            if tokens[-1] != d:
+                return tokens
+        tokens.append(self.sample(spec, num_tokens + len(drafts)))
+        return tokens
 
 
 def _prompts(rng: random.Random, n: int, max_len: int) -> list[tuple[int, ...]]:
@@ -125,9 +162,14 @@ def _prompts(rng: random.Random, n: int, max_len: int) -> list[tuple[int, ...]]:
     return prompts
 
 
+KINDS = ("local", "decode", "local_spec", "decode_spec")
+
+
 def make_workload(seed: int, kind: str) -> Workload:
+    if kind not in KINDS:
+        raise ValueError(f"kind={kind!r} is invalid: expected one of {KINDS}")
     rng = random.Random(seed)
-    decode = kind == "decode"
+    decode = kind.startswith("decode")
     block_size = rng.choice((1, 2, 4, 4, 8, 16))
     max_model_len = rng.choice((64, 128))
     max_seqs = rng.randint(1, 6)
@@ -184,7 +226,7 @@ def make_workload(seed: int, kind: str) -> Workload:
         elif r < 0.35:
             outcome = rng.randrange(len(spec.remote_block_ids))
         recv_outcome[spec.req_id] = (delay, outcome)
-    return Workload(
+    w = Workload(
         seed=seed,
         kind=kind,
         config=config,
@@ -193,3 +235,41 @@ def make_workload(seed: int, kind: str) -> Workload:
         stop_prob=rng.choice((0.0, 0.1, 0.3)),
         recv_outcome=recv_outcome,
     )
+    if kind.endswith("_spec"):
+        _add_speculation(w, rng)
+    return w
+
+
+def _add_speculation(w: Workload, rng: random.Random) -> None:
+    """Speculative decoding on top of a drawn workload (see the module docstring)."""
+    method = rng.choice(("mtp", "ngram"))
+    k = rng.choice((1, 2))
+    cfg = w.config
+    threshold = cfg.threshold
+    if 0 < threshold < 1 + k:
+        threshold = 1 + k
+    budget = max(cfg.budget, 1 + k)
+    # Room for the longest request's last step: K drafts and, for MTP, K lookahead slots
+    # (pdlab refuses a request that could never take it; vLLM would wait for ever).
+    extra = k + (k if method == "mtp" else 0)
+    longest = max(
+        min(len(s.prompt) + s.max_tokens - 1, cfg.max_model_len)
+        for specs in w.arrivals.values()
+        for s in specs
+    )
+    need = cdiv(min(longest + extra, cfg.max_model_len), cfg.block_size)
+    if cfg.decode:
+        # D admits a receive only beside the blocks of one verifying step.
+        prompt_blocks = max(
+            cdiv(len(s.prompt), cfg.block_size) for v in w.arrivals.values() for s in v
+        )
+        need = max(need, prompt_blocks + cdiv(1 + extra, cfg.block_size))
+    w.config = dataclasses.replace(
+        cfg,
+        threshold=threshold,
+        budget=budget,
+        num_blocks=max(cfg.num_blocks, need),
+        spec_method=method,
+        num_spec_tokens=k,
+    )
+    w.acceptance = rng.choice((0.0, 0.5, 0.8, 1.0))
