@@ -34,14 +34,14 @@ def _write(tmp_path, name, source):
     return path
 
 
-@pytest.mark.parametrize("n", range(1, 14))
+@pytest.mark.parametrize("n", range(1, 15))
 def test_reference_solution_passes(n):
     r = ex.check(n, ex.reference(n), seed=SEED, quiet=True)
     assert r.passed, str(r)
     assert r.cases >= 4
 
 
-@pytest.mark.parametrize("n", range(1, 14))
+@pytest.mark.parametrize("n", range(1, 15))
 def test_untouched_stub_fails(n, tmp_path):
     path = ex.start(n, tmp_path)
     r = ex.check(n, path, seed=SEED, quiet=True)
@@ -204,7 +204,7 @@ def test_known_wrong_variant_fails_naming_its_mistake(n, tmp_path):
 
 SLIPS = [
     (n, key, lang)
-    for n in range(1, 14)
+    for n in range(1, 15)
     for i, key in enumerate(ex.get(n).slips)
     for lang in (("en", "zh")[(n + i) % 2],)  # each slip once, the languages alternating
 ]
@@ -518,9 +518,9 @@ def test_chinese_texts_use_the_glossary_terms():
 
 def test_bad_exercise_number_is_one_line(capsys):
     with pytest.raises(SystemExit) as info:
-        main(["exercises", "hint", "14"])
+        main(["exercises", "hint", "15"])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "exercise=14 is invalid" in err
+    assert info.value.code == 2 and "exercise=15 is invalid" in err
 
 
 def test_damaged_progress_file_is_set_aside(tmp_path):
