@@ -700,6 +700,137 @@ explorer = PDExplorer(prompt_len=N, block_size=BS, pcp=1, preset="deepseek-v3", 
 explorer
 
 # %% [markdown]
+# ## 8. 投机解码（MTP）下 D 的第一步
+#
+# DeepSeek-V3/R1 部署时用它的多 token 预测（MTP）层作草稿模型：每一步之后它提出 K 个草稿
+# token，下一步用一行 `1 + K` 个 token 来验证。vLLM 0.33.0 于是以不同的方式调度 D 的第一步：
+# 调度器把 `N - 1` 个已缓存 token 之上的那一个新 token 补齐到 `1 + K` 个，补上 K 个 `-1`
+# 占位草稿（`schedule` 中处理等待队列的循环，“Pad new decode requests to uniform spec decoding
+# size to preserve full cudagraph for this step”）；Model Runner V2 先减去草稿 token，再判断
+# 这一行是否为上下文之上的一个新 token（所以它仍是 `prefill_runs_as_decode`）；支持把投机
+# 解码的验证行当作 decode 行处理的 builder 把阈值提高到 `1 + K`（`vllm/v1/attention/backend.py` 中的
+# `_init_reorder_batch_threshold`）；占位草稿被拒绝（`gather_draft_sampled`）；MTP 草稿模型
+# 拿到的是目标模型在重算位置的隐藏状态 `h[N-1]`。下面用同一个提示词、FLASH_ATTN_MLA（vLLM
+# 在 H200 上选的后端），K = 1 和 K = 2，开与不开 PCP。这里的 MTP 层是随机权重（所以很少有
+# 草稿被接受）；但输出的 token 仍与不用投机解码的贪心解码完全相同。
+
+# %%
+from pdlab.config import SpeculativeConfig
+from pdlab.spec_decode.mtp import MTPProposer
+from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
+
+MTP = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
+H200 = AttentionConfig(gpu="h200")
+spec_rows, spec_traces = [], {}
+for k, pcp in ((1, 1), (2, 1), (2, 2)):
+    sp_pair = PDPair(
+        MTP,
+        CacheConfig(block_size=4),
+        SchedulerConfig(),
+        backend=BACKEND,
+        attention_config=H200,
+        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
+        speculative_config=SpeculativeConfig(num_speculative_tokens=k),
+    )
+    sp_out = sp_pair.generate(prompt, SamplingParams(max_tokens=6))[0]
+    tr, rid = sp_pair.tracer, sp_out.request_id
+    _, row = tr.steps("D", rid)[0]
+    rt = tr.route_of("D", rid)
+    ver, dr = tr.first("verify", "D", req_id=rid), tr.first("draft", "D", req_id=rid)
+    assert sp_out.output_token_ids == sp_pair.decode.model.greedy_generate(list(prompt.encode()), 6)
+    assert row["spec_token_ids"] == [-1] * k and row["num_computed_tokens_before"] == N - 1
+    spec_traces[(k, pcp)] = tr
+    spec_rows.append(
+        [
+            k,
+            pcp,
+            row["num_computed_tokens_before"],
+            row["num_scheduled_tokens"],
+            str(row["spec_token_ids"]),
+            rt["prefill_runs_as_decode"],
+            rt["decode_graph_eligible"],
+            rt["uniform_decode_token_count"],
+            rt["decode_threshold"],
+            rt["forward"],
+            str(ver["sampled_token_ids"]),
+            ver["num_rejected"],
+            f"h[{dr['hidden_position']}]",
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "K",
+                "PCP",
+                "num_computed_tokens",
+                t("nb5_mtp_col_scheduled"),
+                "scheduled_spec_decode_tokens",
+                "prefill_runs_as_decode",
+                "decode_graph_eligible",
+                "uniform_decode_token_count",
+                "decode_threshold",
+                "forward",
+                t("nb5_mtp_col_sampled"),
+                t("nb5_mtp_col_rolled_back"),
+                t("nb5_mtp_col_drafter_input"),
+            ],
+            spec_rows,
+        )
+    )
+)
+
+# %% [markdown]
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
+# 方法放在 `pdlab/sched/spec_decode.py`）：
+
+# %%
+show_source(Scheduler._pad_spec_decode)
+
+# %% [markdown]
+# 补齐后的行为什么仍是 decode 行：`gather_batch_req_state` 里的减法（第 3 节的摘录里就有：
+# `new = [qi - di ...]`），以及阈值：不是 SINGLE_ONLY 的 builder 会把它提高到 `1 + K`
+# （FLASH_ATTN_MLA 的 512 本来就更大；TRITON_MLA 的 1 变成 `1 + K`；CPU_MLA 和 CUTLASS_MLA
+# 保持 1，所以在那里补齐的行走 `forward_mha`）：
+
+# %%
+show_source(type(H200.profile).effective_threshold)
+for name in ("triton_mla", "flashmla", "flash_attn_mla", "cpu_mla"):
+    prof = AttentionConfig(backend=name).profile
+    print(f"{prof.name}: {prof.reorder_batch_threshold} -> K=1: {prof.effective_threshold(1)}, "
+          f"K=2: {prof.effective_threshold(2)}")  # fmt: skip
+
+# %% [markdown]
+# 占位草稿永远不可能被接受：这一行的这一步从预填充内部开始（`num_computed_tokens <
+# prefill_len`），所以每个草稿都按 `-1` 计，这是上游
+# `vllm/v1/worker/gpu/spec_decode/rejection_sampler.py` 的规则。这一行只产生一个 token，即第一个
+# 输出 token，`num_computed_tokens` 回退 K 个被拒绝的位置。然后是草稿模型：它的第一个输入是
+# 目标模型在最后一个被接受位置的隐藏状态（D 的第一步就是重算的 `N - 1`）和刚在那里采样出的
+# token。所以给出第一个 logits 的那次重算同时也在喂草稿模型（SGLang 的 P/D 则把 P 的草稿
+# 状态随第一个 token 一起传过来，因为它的 D 一开始就验证 P 的草稿）：
+
+# %%
+show_source(gather_draft_sampled)
+show_source(MTPProposer.propose, "ids = input_ids.clone()", "out = self.mtp(")
+for (k, pcp), tr in spec_traces.items():
+    dr = tr.first("draft", "D")
+    assert dr["hidden_position"] == N - 1
+    print(t("nb5_mtp_drafter", k=k, pcp=pcp, hp=dr["hidden_position"], tok=dr["next_token"],
+            drafts=dr["draft_token_ids"]))  # fmt: skip
+
+# %% [markdown]
+# 开启 PCP 时，补齐的行仍在预填充，V2 不计算 `prefill_runs_as_decode`，builder 传入
+# `treat_short_extends_as_decodes = False`，这一行走 `forward_mha`；PCP 管理器（`PCPManager`）把它的
+# `1 + K` 个 token（连同占位草稿）切分到各个 rank（旁边画了两个正在解码的请求作示意）：
+
+# %%
+pcp_route = spec_traces[(2, 2)].filter("route", "D")[0]  # D's first step under PCP 2
+assert pcp_route["forward"] == "forward_mha" and pcp_route["prefill_runs_as_decode"] is None
+layout_rows = [("dec-a", 1, False), ("dec-b", 1, False), ("D", pcp_route["query_len"], True)]
+for r, cells in enumerate(pcp_layout(layout_rows, 2)):
+    print(f"rank {r}: {cells}")
+
+# %% [markdown]
 # ## 自测
 #
 # 在下面的单元格里写下你的预测，再运行：37 个 token 的提示词，块大小

@@ -7,7 +7,9 @@ three set-ups that route it differently (:data:`VARIANTS`: Model Runner V2, vLLM
 default; V2 with ``prefill_context_parallel_size = 2``; V1), the same prompt again on the
 colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a fresh request
 under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200 (``reorder_batch_threshold =
-512``, varlen), where P's own short prompt takes the absorbed decode path.
+512``, varlen), where P's own short prompt takes the absorbed decode path. With
+``num_speculative_tokens`` the pair runs DeepSeek's MTP drafter (D's first step becomes
+``1 + K`` tokens with ``K`` placeholder drafts) and the colocated engine does not.
 
 The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained checkpoint pdlab
 ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
@@ -31,6 +33,7 @@ from pdlab.config import (
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
+    SpeculativeConfig,
     resolve_model_runner,
 )
 from pdlab.disagg.pair import PDPair
@@ -79,6 +82,7 @@ class Demo:
     model_runner: str = "v2"
     variant_traces: dict[tuple[str, int], Tracer] = field(default_factory=dict)
     variant_tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+    num_speculative_tokens: int = 0  # K: the pair drafts with MTP; the colocated run does not
 
     @property
     def other_pcp(self) -> int | None:
@@ -139,14 +143,22 @@ def run_demo(
     compare: bool = False,
     gpu: str | None = None,
     model_runner: str | None = None,
+    num_speculative_tokens: int = 0,
 ) -> Demo:
     """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair
     and a colocated engine with the given routing settings; see the module docstring for
-    what ``compare`` adds."""
+    what ``compare`` adds. ``num_speculative_tokens = K > 0`` runs the pair (and the
+    compared set-ups) with DeepSeek's MTP drafter (the model gets its MTP layer), while the
+    colocated engine decodes without speculative decoding: the tokens must still agree."""
     text = prompt_of_length(prompt) if isinstance(prompt, int) else prompt
     if not text:
         raise ValueError("prompt='' is invalid: expected at least one token")
     cfg = model_config or ModelConfig.tiny()
+    spec = None
+    if num_speculative_tokens:
+        spec = SpeculativeConfig(num_speculative_tokens=num_speculative_tokens)
+        if not cfg.num_nextn_predict_layers:
+            cfg = cfg.replace(num_nextn_predict_layers=1)
     # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
     need = cdiv(len(text.encode("utf-8")) + max_tokens, block_size)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
@@ -155,11 +167,12 @@ def run_demo(
 
     runner = resolve_model_runner(model_runner, ParallelConfig(pcp))
 
-    def routing(size: int, run: str = runner) -> dict[str, Any]:
+    def routing(size: int, run: str = runner, drafts: bool = True) -> dict[str, Any]:
         return {
             "attention_config": attn,
             "parallel_config": ParallelConfig(size),
             "model_runner": run,
+            "speculative_config": spec if drafts else None,
         }
 
     t0 = time.perf_counter()
@@ -174,7 +187,7 @@ def run_demo(
             tracer=pair.tracer,
             backend=backend,
             model=model,
-            **routing(pcp),
+            **routing(pcp, drafts=False),
         )
         outs = [local.generate(text, sp)[0]]
         extra: dict[str, Any] = {}
@@ -209,6 +222,7 @@ def run_demo(
         "mla_backend": attn.backend,
         "model_runner": runner,
         "max_tokens": max_tokens,
+        "num_speculative_tokens": num_speculative_tokens,
     }
     return Demo(
         prompt=text,
@@ -225,5 +239,6 @@ def run_demo(
         seconds=time.perf_counter() - t0,
         local_ids=[o.request_id for o in outs],
         model_runner=runner,
+        num_speculative_tokens=num_speculative_tokens,
         **extra,
     )

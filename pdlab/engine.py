@@ -153,6 +153,7 @@ class LLMEngine:
             attention_config=self.attention_config,
             parallel_config=self.parallel_config,
             model_runner=self.model_runner,
+            speculative_config=speculative_config,
         )
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)

@@ -31,6 +31,8 @@ class TraceEvent(Mapping[str, Any]):
 
     kind: ClassVar[str] = ""
     _keys: ClassVar[tuple[str, ...]] = ()
+    # Fields added later with a default, so that a trace saved before them still loads.
+    _defaults: ClassVar[frozenset[str]] = frozenset()
 
     instance: str
     step: int
@@ -61,7 +63,13 @@ def event(kind: str) -> Callable[[E], E]:
     def register(cls: E) -> E:
         cls = dataclass(frozen=True, slots=True, eq=False)(cls)
         cls.kind = kind
-        cls._keys = tuple(f.name for f in dataclasses.fields(cls))
+        fields = dataclasses.fields(cls)
+        cls._keys = tuple(f.name for f in fields)
+        cls._defaults = frozenset(
+            f.name
+            for f in fields
+            if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+        )
         EVENT_TYPES[kind] = cls
         return cls
 
@@ -81,7 +89,7 @@ def make_event(kind: str, instance: str, step: int, fields: Mapping[str, Any]) -
                 f"{kind!r} event: field {name!r} is unknown: expected the fields {list(own)}"
             )
     for name in own:
-        if name not in fields:
+        if name not in fields and name not in cls._defaults:
             raise ValueError(f"{kind!r} event: field {name!r} is missing")
     return cls(instance, step, **fields)
 
@@ -132,7 +140,11 @@ class Route(TraceEvent):
     ``"forward_mqa"`` or ``"forward_mha"``), with the values ``split_decodes_and_prefills``
     read, the rule in force, and what the model runner decided about the row and the step
     (``prefill_runs_as_decode`` is None where the runner computes none: V1, or V2 under
-    PCP; ``decode_graph_eligible`` is the step's)."""
+    PCP; ``decode_graph_eligible`` is the step's). Under speculative decoding
+    ``query_len`` counts the row's ``num_draft_tokens`` (``draft_token_ids`` as the
+    scheduler sent them, ``-1`` a placeholder), and ``uniform_decode_token_count`` is the
+    step's ``1 + K`` when every row is a verifying decode of that width (None otherwise;
+    ``1`` for a uniform batch of one-token decodes)."""
 
     req_id: str
     query_len: int
@@ -151,6 +163,9 @@ class Route(TraceEvent):
     decode_graph_eligible: bool
     path: str
     forward: str
+    num_draft_tokens: int = 0
+    draft_token_ids: list[int] = dataclasses.field(default_factory=list)
+    uniform_decode_token_count: int | None = None
 
 
 @event("kernel")
@@ -174,6 +189,37 @@ class Sample(TraceEvent):
     token: int
     position: int
     logit: float
+
+
+# ---- speculative decoding (pdlab/spec_decode, in the model runner) -----------------------
+@event("verify")
+class Verify(TraceEvent):
+    """A row's drafts checked against the target (greedy): ``draft_token_ids`` as verified
+    (``-1`` a placeholder, never accepted), the target's argmax after each verified
+    position (``target_token_ids``, one more than the drafts), the tokens the row produced
+    (the accepted drafts and one more) and how many positions are rolled back."""
+
+    req_id: str
+    draft_token_ids: list[int]
+    num_placeholders: int
+    target_token_ids: list[int]
+    sampled_token_ids: list[int]
+    num_accepted: int
+    num_rejected: int
+
+
+@event("draft")
+class Draft(TraceEvent):
+    """The drafter's proposal for a request's next step: it was fed the target's hidden
+    state at ``hidden_position`` (``h[hidden_position]``) and the token after it
+    (``next_token``), and proposed ``draft_token_ids`` for the positions after that
+    (``hidden_position`` is -1 for the n-gram proposer, which reads no hidden state)."""
+
+    req_id: str
+    method: str
+    hidden_position: int
+    next_token: int
+    draft_token_ids: list[int]
 
 
 # ---- the scheduler (pdlab/sched) ---------------------------------------------------------

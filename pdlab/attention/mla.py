@@ -134,6 +134,8 @@ class MLAAttention:
         w_uk_t, w_uv = self.absorbed_weights(layer)
         h, n, L, rows = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
         e = q.element_size()
+        # Per query token, its request's block table and the keys it sees (bottom-right
+        # causal): the kernel's arguments when every decode row has one query.
         row_block_table, row_seq_lens = _decode_rows(m, rows, q.device)
         q_nope, q_pe = q[..., :n], q[..., n:]
         q_latent = _call(
@@ -143,19 +145,40 @@ class MLAAttention:
             shapes={"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
         )  # fmt: skip
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
+        # A decode row of more than one query (a verifying row under speculative decoding,
+        # 1 + K queries, or a short prompt under a backend whose threshold is above 1)
+        # goes to the kernel whole with query_start_loc, as FlashMLA and FlashAttention
+        # MLA take their decode blocks (cu_seqlens_q); one-query rows go as they are.
+        nreq = m.num_decodes
+        qsl = None
+        block_table, seq_lens = row_block_table, row_seq_lens
+        if rows > nreq:
+            qsl = (m.query_start_loc[: nreq + 1] - m.query_start_loc[0]).to(torch.int32)
+            block_table, seq_lens = m.block_table[:nreq], m.seq_lens[:nreq]
         # The split count is fixed here, so that the trace and the kernel agree on it.
         splits = kernels.decode_attention.plan_num_kv_splits(
-            q_mqa, row_seq_lens, ctx.num_kv_splits, L
+            q_mqa, seq_lens, ctx.num_kv_splits, L, query_start_loc=qsl
         )
-        seq_list = row_seq_lens.tolist()
+        # The cost of the call as made: per request with its query count (the rows are
+        # read once per request), or per one-query row.
+        seq_list = seq_lens.tolist()
+        q_list = None if qsl is None else (qsl[1:] - qsl[:-1]).tolist()
+        shapes: dict[str, Any] = {
+            "q": q_mqa.shape,
+            "kv_cache": kv_cache.shape,
+            "block_table": block_table.shape,
+            "seq_lens": seq_list,
+            "num_kv_splits": splits,
+        }
+        if qsl is not None:
+            shapes["query_start_loc"] = qsl.tolist()
         o_latent, _ = _call(
             ctx, layer, "mla_decode", "decode",
-            kernels.mla_decode, q_mqa, kv_cache, row_block_table, row_seq_lens, cfg.softmax_scale,
-            num_kv_splits=splits, kv_lora_rank=L, backend=ctx.backend,
-            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e),
-            shapes={"q": q_mqa.shape, "kv_cache": kv_cache.shape,
-                    "block_table": row_block_table.shape, "seq_lens": seq_list,
-                    "num_kv_splits": splits},
+            kernels.mla_decode, q_mqa, kv_cache, block_table, seq_lens, cfg.softmax_scale,
+            num_kv_splits=splits, kv_lora_rank=L, backend=ctx.backend, query_start_loc=qsl,
+            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e,
+                                           q_list),
+            shapes=shapes,
         )  # fmt: skip
         return _call(
             ctx, layer, "o_latent @ W_UV", "decode",
@@ -273,9 +296,9 @@ def _decode_rows(
     m: MLAMetadata, rows: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One row per decode query token: its request's block table and the cache length it
-    sees. A decode may carry more than one query token (a backend whose
-    ``reorder_batch_threshold`` is above 1 sends short prompts here); each token sees the
-    cache up to and including itself (causal)."""
+    sees. A decode may carry more than one query token (a verifying row under speculative
+    decoding, or a short prompt under a backend whose ``reorder_batch_threshold`` is above
+    1); each token sees the cache up to and including itself (causal)."""
     nreq = m.num_decodes
     q_lens = m.query_lens[:nreq].long()
     seq_lens = m.seq_lens[:nreq].long()

@@ -15,7 +15,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pdlab.config import MLA_BACKENDS, MODEL_RUNNERS, AttentionConfig, ParallelConfig
+from pdlab.config import (
+    MLA_BACKENDS,
+    MODEL_RUNNERS,
+    AttentionConfig,
+    ModelConfig,
+    ParallelConfig,
+    SpeculativeConfig,
+)
+from pdlab.config.speculative import SPECULATIVE_METHODS
 from pdlab.platforms import GPUS
 from pdlab.ui.text import LANGS
 
@@ -132,6 +140,21 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         help="name the backend instead of the GPU: its reorder_batch_threshold and "
         "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
     )
+    p.add_argument(
+        "--num-speculative-tokens",
+        type=positive_int,
+        default=None,
+        metavar="K",
+        help="speculative decoding with DeepSeek's MTP layer: K drafts per step, verified "
+        "in rows of 1 + K tokens (D's first step padded with K placeholders); unset: none",
+    )
+    p.add_argument(
+        "--speculative-method",
+        choices=SPECULATIVE_METHODS,
+        default="mtp",
+        help="with --num-speculative-tokens: mtp (DeepSeek's MTP layer drafts, the default) "
+        "or ngram (prompt lookup, no model)",
+    )
 
 
 def add_run_arguments(p: argparse.ArgumentParser) -> None:
@@ -155,13 +178,25 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
-    """``attention_config``, ``parallel_config`` and ``model_runner`` for an engine, from
-    the arguments."""
+    """``attention_config``, ``parallel_config``, ``model_runner`` and
+    ``speculative_config`` for an engine, from the arguments."""
+    k = getattr(args, "num_speculative_tokens", None)
+    method = getattr(args, "speculative_method", "mtp")
     return {
         "attention_config": AttentionConfig(args.mla_backend, getattr(args, "gpu", None)),
         "parallel_config": ParallelConfig(args.pcp),
         "model_runner": getattr(args, "model_runner", None),
+        "speculative_config": SpeculativeConfig(method, k) if k else None,
     }
+
+
+def tiny_model_config(args: argparse.Namespace) -> ModelConfig:
+    """The tiny model with ``--weights``; under ``--num-speculative-tokens`` with the MTP
+    method it has its MTP layer (the drafter) whatever the preset says."""
+    k = getattr(args, "num_speculative_tokens", None)
+    mtp = bool(k) and getattr(args, "speculative_method", "mtp") == "mtp"
+    extra = {"num_nextn_predict_layers": 1} if mtp else {}
+    return ModelConfig.tiny(weights=args.weights, **extra)
 
 
 def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> None:

@@ -19,6 +19,7 @@ from pdlab.cli.args import (
     port,
     positive_float,
     routing_configs,
+    tiny_model_config,
 )
 from pdlab.errors import cli_message
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
@@ -58,7 +59,7 @@ def add_arguments(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.config import CacheConfig, SchedulerConfig
     from pdlab.model.weights import weights_label
     from pdlab.request import SamplingParams
     from pdlab.ui.console import render_pd_result
@@ -71,13 +72,13 @@ def run(args: argparse.Namespace) -> int:
     if any(not i for i in ids):
         print("pdlab pd: error: --prompt must not be empty", file=sys.stderr)
         return 2
-    cfg, cache = ModelConfig.tiny(weights=args.weights), CacheConfig(block_size=args.block_size)
+    cfg, cache = tiny_model_config(args), CacheConfig(block_size=args.block_size)
     sched = SchedulerConfig(kv_transfer_timeout_s=min(args.timeout, 30.0))
     routing = routing_configs(args)
     sp = SamplingParams(max_tokens=args.max_tokens)
     from pdlab.disagg.designs import check_first_token_mode
 
-    check_first_token_mode(args.first_token, sp)
+    check_first_token_mode(args.first_token, sp, routing["speculative_config"])
     if args.compare_designs:
         from pdlab.ui.console import make_console
         from pdlab.ui.designs_view import compare_designs, designs_table

@@ -44,8 +44,22 @@ them with the K/V would: 4 bytes per token id, ``hidden_size`` values per hidden
 What a mode cannot honour is refused up front (:func:`check_first_token_mode`): when P
 samples a token D continues from, both must share one sampler state, and pdlab seeds each
 runner's generator apart (a seed only D knows), so those modes are greedy only; pdlab's
-``SamplingParams`` has no logprobs, penalties or speculative decoding to refuse besides
-(upstream's would have to run on P, or travel with the token).
+``SamplingParams`` has no logprobs or penalties to refuse besides (upstream's would have
+to run on P, or travel with the token).
+
+With speculative decoding (DeepSeek's MTP layer drafting on D, ``SpeculativeConfig``)
+every design works, and :data:`WITH_MTP` says how: the drafter needs, at each position
+``p``, the MTP layer's own cache entry (made from ``h[p]`` and token ``p + 1``) and, for
+its first draft, the target's hidden state at the last computed position. P runs the MTP
+layer over its prompt too (it drafts and the drafts are dropped), so its entries for
+``0 .. N-1`` travel with the K/V as one more layer; ``recompute`` then hands D's drafter
+``h[N-1]`` from the recomputed position, and the three others, whose first D step computes
+position ``N``, hand it ``h[N]``. None has to ship a hidden state for the drafter.
+SGLang's P/D does ship one (``prefill.py`` keeps P's draft state,
+``output_topk_p``/``output_topk_index``/``hidden_states_tensor``, in its metadata
+buffers) because its D verifies P's drafts in its very first step; pdlab's D, as vLLM
+0.33.0's, pads that step with ``-1`` placeholders instead. Temperature above 0 is refused
+under speculative decoding (greedy verification only, ``pdlab/spec_decode``).
 """
 
 from __future__ import annotations
@@ -60,6 +74,7 @@ from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
 from pdlab.request import SamplingParams
 from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
 from pdlab.sim.profiles import DeviceProfile, device_profile
+from pdlab.spec_decode.rejection_sampler import check_sampling_params
 from pdlab.trace import Tracer
 
 MODES = FIRST_TOKEN_MODES
@@ -73,12 +88,45 @@ _GREEDY_ONLY = {
 }
 
 
-def check_first_token_mode(mode: Any, sampling_params: SamplingParams | None = None) -> str:
-    """``mode`` if the pair can run it with these sampling parameters; else a one-line
-    ``ValueError`` naming the mode and the setting."""
+# Each design under DeepSeek's MTP drafter on D: whether it works, what D's first step
+# schedules and what feeds the drafter's first draft (checked by tests/test_spec_decode_pd.py).
+WITH_MTP: dict[str, tuple[bool, str]] = {
+    "recompute": (
+        True,
+        "1 + K tokens over N - 1 cached (K placeholders); the drafter gets h[N-1] from "
+        "the recomputed position",
+    ),
+    "first_token": (
+        True,
+        "P's token + K placeholders over N cached; P's MTP entry for N - 1 came with the "
+        "K/V, the drafter gets h[N]",
+    ),
+    "append_prompt": (
+        True,
+        "the appended token + K placeholders over N cached; P's MTP entry for N - 1 came "
+        "with the K/V, the drafter gets h[N]",
+    ),
+    "hidden_state": (
+        True,
+        "token 1 from P's h[N-1], then P's token + K placeholders over N cached; P's MTP "
+        "entry for N - 1 came with the K/V, the drafter gets h[N]",
+    ),
+}
+
+
+def check_first_token_mode(
+    mode: Any, sampling_params: SamplingParams | None = None, speculative_config: Any = None
+) -> str:
+    """``mode`` if the pair can run it with these sampling parameters and this speculative
+    config; else a one-line ``ValueError`` naming the mode and the setting."""
     if mode not in MODES:
         raise ValueError(f"first_token={mode!r} is invalid: expected one of {list(MODES)}")
     sp = sampling_params or SamplingParams()
+    why = check_sampling_params(speculative_config, sp)
+    if why:
+        raise ValueError(why)
+    if speculative_config is not None and not WITH_MTP[mode][0]:
+        raise ValueError(f"first_token={mode!r} cannot run with MTP: {WITH_MTP[mode][1]}")
     if mode in _GREEDY_ONLY and sp.temperature > 0:
         raise ValueError(
             f"first_token={mode!r} cannot honour SamplingParams.temperature={sp.temperature} "
@@ -133,14 +181,22 @@ def hand_off(
 
 
 def transfer_bytes(
-    cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2, kv_e: int | None = None
+    cfg: ModelConfig,
+    mode: str,
+    n: int,
+    block_size: int,
+    e: int = 2,
+    kv_e: int | None = None,
+    mtp_layers: int = 0,
 ) -> int:
     """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
     whole (every layer's latent rows, ``kv_cache_dim`` values each, ``kv_e`` bytes per
     value: ``e`` by default, 1 for an fp8 KV cache, which halves the transfer of a bf16
-    one), plus the token id or the hidden state (``e`` bytes per value)."""
+    one; the ``mtp_layers`` MTP layers' too under speculative decoding), plus the token id
+    or the hidden state (``e`` bytes per value)."""
     blocks = -(-n // block_size)
-    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * (kv_e or e)
+    layers = cfg.num_hidden_layers + mtp_layers
+    kv = blocks * block_size * cfg.kv_cache_dim * layers * (kv_e or e)
     extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
     return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
 

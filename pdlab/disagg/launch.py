@@ -25,6 +25,7 @@ from pdlab.config import (
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
+    SpeculativeConfig,
 )
 from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
 from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
@@ -81,17 +82,19 @@ def run_pd_procs(
     model_runner: str | None = None,
     first_token: str = "recompute",
     profile: str = "H200",
+    speculative_config: SpeculativeConfig | None = None,
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait for both, on events: a
     result, or a process exiting. When one side dies, the other notices at once (its
     transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
     so before it is killed. ``first_token`` is the design (``pdlab/disagg/designs.py``);
-    each answered request gets a ``first_token`` event, modelled on ``profile``."""
+    each answered request gets a ``first_token`` event, modelled on ``profile``. Both sides
+    get ``speculative_config`` (both draft; the MTP layer's cache entries travel too)."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
     scheduler_config = scheduler_config or SchedulerConfig()
     sampling_params = sampling_params or SamplingParams()
-    check_first_token_mode(first_token, sampling_params)
+    check_first_token_mode(first_token, sampling_params, speculative_config)
     if port:
         check_port_free(host, port)
     port = port or free_port(host)
@@ -108,6 +111,7 @@ def run_pd_procs(
             "attention_config": attention_config,
             "parallel_config": parallel_config,
             "model_runner": model_runner,
+            "speculative_config": speculative_config,
         },
     )
     kwargs = {

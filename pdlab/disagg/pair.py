@@ -14,7 +14,9 @@ shipped checkpoint by default), and the output equals a colocated run's.
 ``first_token`` picks how D gets its first output token (``pdlab/disagg/designs.py``:
 ``recompute``, vLLM's and the default, ``first_token``, ``append_prompt``,
 ``hidden_state``); each finished request gets a ``first_token`` event in the trace. The
-cross-process version is in ``pdlab/disagg/procs.py``.
+cross-process version is in ``pdlab/disagg/procs.py``. With a ``speculative_config``
+both instances draft with the model's MTP layer, and its cache entries travel with the
+K/V (``WITH_MTP`` in ``pdlab/disagg/designs.py``: every design works).
 """
 
 from __future__ import annotations
@@ -26,7 +28,13 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, KVTransferConfig, ModelConfig, SchedulerConfig
+from pdlab.config import (
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
 from pdlab.disagg.designs import (
     HandOff,
     check_first_token_mode,
@@ -60,9 +68,14 @@ class PDPair:
         kv_transfer_config: KVTransferConfig | None = None,
         first_token: str = "recompute",
         profile: str = "H200",
+        speculative_config: SpeculativeConfig | None = None,
         **engine_kwargs: Any,
     ) -> None:
-        self.first_token = check_first_token_mode(first_token)
+        self.speculative_config = speculative_config
+        self.first_token = check_first_token_mode(first_token, None, speculative_config)
+        # Both sides draft (P's drafts are dropped when its one token ends the request): P's
+        # MTP layer writes its cache entries for the prompt, which travel with the K/V.
+        engine_kwargs["speculative_config"] = speculative_config
         self.model_config, self.profile = model_config, profile
         cache_config = cache_config or CacheConfig()
         scheduler_config = scheduler_config or SchedulerConfig()
@@ -148,7 +161,7 @@ class PDPair:
                 f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
             )
         sp = sampling_params or SamplingParams()
-        check_first_token_mode(self.first_token, sp)
+        check_first_token_mode(self.first_token, sp, self.speculative_config)
         # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
         p_params = dataclasses.replace(sp, max_tokens=1)
         self.prefill.add_request(prompt, p_params, rid, prefill_params(self.first_token))

@@ -14,12 +14,15 @@ from typing import Any
 from pdlab.errors import one_line
 from pdlab.math_utils import cdiv
 from pdlab.sched.output import SchedulerOutput
+from pdlab.spec_decode.rejection_sampler import check_sampling_params
 
 
 class RunnerFaultsMixin:
-    """Needs ``requests``, ``req_errors``, ``cache_config``, ``cfg`` and ``_run_batch``."""
+    """Needs ``requests``, ``req_errors``, ``cache_config``, ``cfg``, ``speculative_config``
+    and ``_run_batch``."""
 
     requests: dict[str, Any]
+    speculative_config: Any
     req_errors: dict[str, str]
     cache_config: Any
     cfg: Any
@@ -34,8 +37,9 @@ class RunnerFaultsMixin:
         ones that fail. Those land in ``req_errors``; the engine finishes them with
         ``FINISHED_ERROR`` and frees their blocks."""
         rids = [r for r, n in so.num_scheduled_tokens.items() if n > 0]
+        spec = getattr(so, "scheduled_spec_decode_tokens", None) or {}
         for r in rids:
-            why = self._input_error(r, so.num_scheduled_tokens[r])
+            why = self._input_error(r, so.num_scheduled_tokens[r], len(spec.get(r, ())))
             if why:
                 self.req_errors[r] = why
         good = [r for r in rids if r not in self.req_errors]
@@ -55,15 +59,22 @@ class RunnerFaultsMixin:
                 self.req_errors[r] = one_line(e)
         return sampled
 
-    def _input_error(self, rid: str, n: int) -> str | None:
-        """Why this request's inputs cannot run (token ids, positions, block ids), or None."""
+    def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> str | None:
+        """Why this request's inputs cannot run (sampling under speculative decoding,
+        token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts."""
         s = self.requests.get(rid)
         if s is None:
             return f"the runner has no state for request {rid!r}"
+        why = check_sampling_params(self.speculative_config, s.sampling_params)
+        if why:
+            return why
         c, bs = s.num_computed_tokens, self.cache_config.block_size
-        toks = s.all_token_ids[c : c + n]
-        if len(toks) != n:
-            return f"scheduled {n} tokens from {c} but only {s.num_tokens} are known"
+        toks = s.all_token_ids[c : c + n - num_drafts]
+        if num_drafts < 0 or len(toks) != n - num_drafts:
+            return (
+                f"scheduled {n - num_drafts} known tokens from {c} but only "
+                f"{s.num_tokens} are known"
+            )
         vocab = self.cfg.vocab_size
         bad = [t for t in toks if not 0 <= t < vocab]
         if bad:

@@ -15,10 +15,19 @@ runner does (``pdlab/model/batch.py``: V2's ``sort_batch_req_ids``, ``prefill_le
 metadata builder split the batch (``pdlab/attention/builder.py``); runs the model; and
 samples only for requests whose known tokens are all computed after this step. pdlab
 captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
+
+With a ``SpeculativeConfig`` (``pdlab/spec_decode/``): a row with scheduled drafts feeds its
+known tokens and then the drafts this runner proposed for it (token 0 where it proposed
+none, as V2's zeroed draft buffer), is verified greedily at each of its last ``1 + d``
+positions, and rolls ``num_computed_tokens`` back over the rejected ones (V2's
+``post_update``); then the drafter (the MTP layer, on its own cache entry after the
+target's layers, or prompt lookup) proposes the next step's drafts, which
+``take_draft_token_ids`` hands to the engine.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,16 +35,25 @@ from typing import Any
 import torch
 
 from pdlab.attention.builder import MLAMetadata, MLAMetadataBuilder
-from pdlab.attention.metadata import CommonAttentionMetadata, batch_region
+from pdlab.attention.metadata import CommonAttentionMetadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import AttentionConfig, CacheConfig, ParallelConfig, SchedulerConfig
 from pdlab.errors import one_line
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.kv_transfer.first_token import tokens_from_hidden_states
-from pdlab.model.batch import BatchReqState, gather_batch_req_state
+from pdlab.model.batch import gather_batch_req_state
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.faults import RunnerFaultsMixin
-from pdlab.sched.output import KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
+from pdlab.model.route_events import RouteEventsMixin
+from pdlab.sched.output import (
+    DraftTokenIds,
+    KVConnectorOutput,
+    ModelRunnerOutput,
+    SchedulerOutput,
+)
+from pdlab.spec_decode.mtp import MTPProposer
+from pdlab.spec_decode.ngram import NgramProposer
+from pdlab.spec_decode.runner_mixin import SpecDecodeMixin
 from pdlab.trace import EventSink
 
 
@@ -51,6 +69,9 @@ class CachedRequestState:
     # V2's prefill_len: every token id the runner was given with the request (the prompt,
     # plus the outputs so far for a request resumed after preemption).
     prefill_len: int = 0
+    # The drafts this runner proposed for the next step (V2's req_states.draft_tokens,
+    # zeroed when a request is added): what a verifying row feeds.
+    draft_token_ids: list[int] = field(default_factory=list)
 
     @property
     def all_token_ids(self) -> list[int]:
@@ -61,7 +82,7 @@ class CachedRequestState:
         return len(self.prompt_token_ids) + len(self.output_token_ids)
 
 
-class ModelRunner(RunnerFaultsMixin):
+class ModelRunner(SpecDecodeMixin, RouteEventsMixin, RunnerFaultsMixin):
     def __init__(
         self,
         model: DeepseekV2ForCausalLM,
@@ -76,10 +97,19 @@ class ModelRunner(RunnerFaultsMixin):
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
         model_runner: str = "v2",
+        speculative_config: Any = None,
     ) -> None:
         self.model = model
         self.model_runner = model_runner
         self.attention_config = attention_config or AttentionConfig()
+        self.speculative_config = speculative_config
+        k = speculative_config.num_speculative_tokens if speculative_config else 0
+        self.num_speculative_tokens = k
+        if self.attention_config.num_speculative_tokens != k:
+            # The builder's threshold follows the drafts (_init_reorder_batch_threshold).
+            self.attention_config = dataclasses.replace(
+                self.attention_config, num_speculative_tokens=k
+            )
         self.parallel_config = parallel_config or ParallelConfig()
         self.cfg = model.config
         self.cache_config = cache_config
@@ -97,16 +127,37 @@ class ModelRunner(RunnerFaultsMixin):
             self.parallel_config,
             workspace_tokens,
         )
+        self.drafter: MTPProposer | NgramProposer | None = None
+        if speculative_config is not None and speculative_config.method == "mtp":
+            self.drafter = MTPProposer(
+                model,
+                k,
+                self.attn_metadata_builder,
+                cache_config.block_size,
+                scheduler_config.max_model_len or self.cfg.max_position_embeddings,
+            )
+        elif speculative_config is not None:
+            self.drafter = NgramProposer(
+                k,
+                speculative_config.prompt_lookup_min,
+                speculative_config.prompt_lookup_max,
+                lambda rid: self.requests[rid].all_token_ids,
+            )
+        # One latent cache per layer; the MTP layer's entry follows the target's
+        # (num_hidden_layers + num_nextn_predict_layers), and the connector moves them all.
+        num_caches = self.cfg.num_hidden_layers + (
+            self.cfg.num_nextn_predict_layers if isinstance(self.drafter, MTPProposer) else 0
+        )
         p = next(model.parameters())
         # Unused slots hold NaN: a kernel that reads outside a sequence poisons the output.
         shape = (cache_config.num_blocks, cache_config.block_size, self.cfg.kv_cache_dim)
         try:
             self.kv_caches = [
                 torch.full(shape, float("nan"), dtype=p.dtype, device=p.device)
-                for _ in range(self.cfg.num_hidden_layers)
+                for _ in range(num_caches)
             ]
         except (RuntimeError, MemoryError) as e:  # torch.OutOfMemoryError is a RuntimeError
-            gib = math.prod(shape) * p.element_size() * self.cfg.num_hidden_layers / 2**30
+            gib = math.prod(shape) * p.element_size() * num_caches / 2**30
             raise ValueError(
                 f"CacheConfig(num_blocks={cache_config.num_blocks}, "
                 f"block_size={cache_config.block_size}) is too large: the latent cache needs "
@@ -120,6 +171,8 @@ class ModelRunner(RunnerFaultsMixin):
         # Set keep_logits to keep every sampled row's logits (tests compare them).
         self.keep_logits = False
         self.logits: dict[str, list[torch.Tensor]] = {}
+        self._drafts: dict[str, list[int]] = {}
+        self._draft_token_ids: DraftTokenIds | None = None
         if connector_worker is not None:
             connector_worker.register_kv_caches(self.kv_caches)
 
@@ -174,8 +227,13 @@ class ModelRunner(RunnerFaultsMixin):
             conn.start_load_kv(so.kv_connector_metadata)
         sampled: dict[str, list[int]] = {}
         self.req_errors = {}
+        self._drafts = {}
         if so.total_num_scheduled_tokens > 0:
             sampled = self._run_guarded(so)
+        self._draft_token_ids = None
+        if self._drafts:
+            rids = [r for r in so.num_scheduled_tokens if r in self._drafts]
+            self._draft_token_ids = DraftTokenIds(rids, [self._drafts[r] for r in rids])
         kv_out = None
         if conn is not None:
             conn.wait_for_save()
@@ -202,6 +260,8 @@ class ModelRunner(RunnerFaultsMixin):
         bs = self.cache_config.block_size
         builder = self.attn_metadata_builder
         threshold = builder.reorder_batch_threshold
+        spec = dict(getattr(so, "scheduled_spec_decode_tokens", None) or {})
+        spec = {r: list(spec[r]) for r in rids if spec.get(r)}
         batch = gather_batch_req_state(
             {r: so.num_scheduled_tokens[r] for r in rids},
             {r: self.requests[r].num_computed_tokens for r in rids},
@@ -210,21 +270,27 @@ class ModelRunner(RunnerFaultsMixin):
             model_runner=self.model_runner,
             use_pcp=self.parallel_config.use_pcp,
             reorder_batch_threshold=threshold,
+            draft_tokens=spec or None,
+            decode_query_len=1 + self.num_speculative_tokens,
         )
         rids = batch.req_ids
         states = [self.requests[r] for r in rids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
         prompts = batch.num_prompt_tokens
+        num_drafts = [len(spec.get(r, ())) for r in rids]
 
         ids, pos, slots = [], [], []
-        for s, n, c in zip(states, q_lens, computed):
-            toks = s.all_token_ids[c : c + n]
-            if len(toks) != n:
+        for s, n, c, d in zip(states, q_lens, computed, num_drafts):
+            toks = s.all_token_ids[c : c + n - d]
+            if len(toks) != n - d:
                 raise RuntimeError(
-                    f"request {s.req_id}: scheduled {n} tokens from {c} but only "
+                    f"request {s.req_id}: scheduled {n - d} known tokens from {c} but only "
                     f"{s.num_tokens} are known"
                 )
-            ids.extend(toks)
+            # A verifying row feeds the runner's own drafts; a placeholder (-1) slot feeds
+            # token 0, as V2's zeroed draft buffer does for a request it has not drafted for.
+            fed = (s.draft_token_ids + [0] * d)[:d]
+            ids.extend(toks + fed)
             for p in range(c, c + n):
                 pos.append(p)
                 slots.append(s.block_ids[p // bs] * bs + p % bs)
@@ -244,11 +310,20 @@ class ModelRunner(RunnerFaultsMixin):
         )
         # The learner's expression, computed for every request as the runner in force does.
         is_prefilling = common.is_prefilling
-        qsl = common.query_start_loc_cpu
+        qsl = common.query_start_loc_cpu.tolist()
         meta = builder.build(common)
         if self.emit is not None:
-            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling])
-        ctx = ForwardContext(
+            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
+        input_ids = torch.tensor(ids, dtype=torch.long, device=device)
+        positions = torch.tensor(pos, dtype=torch.long, device=device)
+        hidden = self.model(input_ids, positions, self._ctx(meta))
+
+        return self._sample_and_draft(
+            states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
+        )
+
+    def _ctx(self, meta: MLAMetadata) -> ForwardContext:
+        return ForwardContext(
             meta,
             self.kv_caches,
             self.attention,
@@ -257,79 +332,3 @@ class ModelRunner(RunnerFaultsMixin):
             self.workspace_tokens,
             self.emit,
         )
-        hidden = self.model(
-            torch.tensor(ids, dtype=torch.long, device=device),
-            torch.tensor(pos, dtype=torch.long, device=device),
-            ctx,
-        )
-
-        # Sample only where every known token is now computed: the last position's hidden
-        # state is what the logits need.
-        sampled: dict[str, list[int]] = {}
-        last_rows, sample_states = [], []
-        for i, (s, n, c) in enumerate(zip(states, q_lens, computed)):
-            s.num_computed_tokens = c + n
-            if c + n >= s.num_tokens:
-                last_rows.append(int(qsl[i + 1]) - 1)
-                sample_states.append(s)
-        if last_rows:
-            logits = self.model.compute_logits(hidden[torch.tensor(last_rows, device=device)])
-            conn = self.connector_worker
-            for i, s in enumerate(sample_states):
-                if conn is not None and conn.wants_hidden_state(s.req_id):
-                    conn.save_hidden_state(s.req_id, hidden[last_rows[i]])
-            for s, row in zip(sample_states, logits):
-                tok = self._sample(s, row)
-                if self.keep_logits:
-                    self.logits.setdefault(s.req_id, []).append(row.detach().clone())
-                s.output_token_ids.append(tok)
-                sampled[s.req_id] = [tok]
-                if self.emit is not None:
-                    self.emit(
-                        "sample",
-                        req_id=s.req_id,
-                        token=tok,
-                        position=s.num_tokens - 1,
-                        logit=float(row[tok]),
-                    )
-        return sampled
-
-    def _emit_routes(self, batch: BatchReqState, meta: MLAMetadata, prefilling: list[bool]) -> None:
-        """One ``route`` event per row: what the runner and the builder decided."""
-        b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
-        for i, r in enumerate(batch.req_ids):
-            q, c, p = (
-                batch.num_scheduled_tokens[i],
-                batch.num_computed_tokens[i],
-                batch.num_prompt_tokens[i],
-            )
-            decode = i < meta.num_decodes
-            self.emit(
-                "route",
-                req_id=r,
-                query_len=q,
-                num_computed_tokens=c,
-                num_prompt_tokens=p,
-                is_prefilling=prefilling[i],
-                region=batch_region(q, c, p, b.reorder_batch_threshold),
-                decode_threshold=b.reorder_batch_threshold,
-                require_uniform=b.require_uniform,
-                treat_short_extends_as_decodes=b.treat_short_extends_as_decodes,
-                prefill_context_parallel_size=self.parallel_config.prefill_context_parallel_size,
-                mla_backend=self.attention_config.backend,
-                model_runner=self.model_runner,
-                prefill_len=batch.prefill_len[i],
-                prefill_runs_as_decode=None if rad is None else bool(rad[i]),
-                decode_graph_eligible=batch.decode_graph_eligible,
-                path="decode" if decode else "prefill",
-                forward="forward_mqa" if decode else "forward_mha",
-            )
-
-    @staticmethod
-    def _sample(s: CachedRequestState, logits: torch.Tensor) -> int:
-        t = float(getattr(s.sampling_params, "temperature", 0.0) or 0.0)
-        if t == 0.0:
-            return int(torch.argmax(logits))
-        # Sample on the CPU, where the request's seeded generator lives.
-        probs = torch.softmax(logits.float().cpu() / t, dim=-1)
-        return int(torch.multinomial(probs, 1, generator=s.generator))

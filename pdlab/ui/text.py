@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pdlab.ui.text_designs import TEXT_DESIGNS
+from pdlab.ui.text_mtp import TEXT_MTP
 from pdlab.ui.text_notebooks import NOTEBOOKS
 from pdlab.ui.text_views import VIEWS
 
@@ -658,7 +659,7 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)

@@ -37,6 +37,7 @@ from pdlab.cli.args import (
     positive_int,
     prompt_text,
     routing_configs,
+    tiny_model_config,
 )
 from pdlab.config import (
     PRESETS,
@@ -174,10 +175,11 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         mla_backend=args.mla_backend,
         max_tokens=args.max_tokens,
         backend=args.backend,
-        model_config=ModelConfig.tiny(weights=args.weights),
+        model_config=tiny_model_config(args),
         compare=True,
         gpu=args.gpu,
         model_runner=args.model_runner,
+        num_speculative_tokens=args.num_speculative_tokens or 0,
     )
     failed = [
         e
@@ -264,7 +266,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = ModelConfig.tiny(weights=args.weights)
+    cfg = tiny_model_config(args)
     with one_thread():
         if args.pd:
             pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))

@@ -217,6 +217,10 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
             forward=fresh["forward"],
         )
     )
+    if demo.num_speculative_tokens:
+        from pdlab.ui.tour_mtp import mtp_section
+
+        mtp_section(c, demo, lang)
     c.print(say(lang, "ch4_renames"))
     for old, new, where in RENAMES:  # one per line: the names must read whole at 80 columns
         c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")

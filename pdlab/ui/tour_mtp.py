@@ -1,0 +1,148 @@
+"""Chapter 4 under speculative decoding (``pdlab tour --num-speculative-tokens K``): D's
+first step as vLLM 0.33.0 schedules, routes and verifies it when DeepSeek's MTP layer
+drafts on D. Five stops, each read from the demo's trace and shown beside the pdlab source
+that decided it, with its upstream counterpart named:
+
+1. the padded row (``_pad_spec_decode``; ``schedule``'s waiting loop in
+   ``vllm/v1/core/sched/scheduler.py``): one new token over ``N - 1`` cached becomes
+   ``1 + K`` tokens with ``K`` ``-1`` placeholders;
+2. why it stays a decode: V2 subtracts the drafts (``gather_batch_req_state``), so
+   ``prefill_runs_as_decode`` and a uniform ``1 + K`` step;
+3. the threshold ``1 + K`` (``effective_threshold``; ``_init_reorder_batch_threshold`` in
+   ``vllm/v1/attention/backend.py``) and the path the row takes;
+4. the placeholders rejected (``gather_draft_sampled``) and the rollback;
+5. the drafter fed ``h[N-1]`` from the recomputed position (``MTPProposer.propose``;
+   ``target_dependent_ar/speculator.py``), and what PCP does to the row.
+
+The words are in :mod:`pdlab.ui.text_mtp`; every number is the trace's.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+
+from pdlab.demo import Demo
+from pdlab.trace import Tracer
+from pdlab.ui.tour_kv import say
+
+
+def _first(trace: Tracer, kind: str, rid: str) -> dict | None:
+    found = trace.filter(kind, "D", req_id=rid)
+    return dict(found[0]) if found else None
+
+
+def mtp_section(c: Console, demo: Demo, lang: str) -> None:
+    """Print the five stops for ``demo`` (a run with ``num_speculative_tokens > 0``)."""
+    from pdlab.config.attention import MLABackendProfile
+    from pdlab.model.batch import pcp_rank_chunks
+    from pdlab.sched.scheduler import Scheduler
+    from pdlab.spec_decode.mtp import MTPProposer
+    from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
+    from pdlab.ui.fmt import source_excerpt, source_rich
+
+    t, rid, k = demo.trace, demo.request_id, demo.num_speculative_tokens
+
+    def show(obj, start, end, mark, upstream):
+        ex = source_excerpt(obj, start, end, mark)
+        c.print(say(lang, "mtp_src", path=ex.path, qualname=ex.qualname, upstream=upstream))
+        c.print(source_rich(ex))
+
+    step, row = t.steps("D", rid)[0]
+    rt = dict(t.route_of("D", rid, step["step"]))
+    c.print()
+    c.print(
+        say(
+            lang,
+            "mtp_padded",
+            k=k,
+            nct=row["num_computed_tokens_before"],
+            q=row["num_scheduled_tokens"],
+            drafts=row["spec_token_ids"],
+        )
+    )
+    show(Scheduler._pad_spec_decode, "if not (", "return padded", "padded = 1 +",
+         "vllm/v1/core/sched/scheduler.py, Scheduler.schedule")  # fmt: skip
+    c.print(
+        say(
+            lang,
+            "mtp_stays_decode",
+            q=rt["query_len"],
+            d=rt["num_draft_tokens"],
+            rad=rt["prefill_runs_as_decode"],
+            eligible=rt["decode_graph_eligible"],
+            u=rt["uniform_decode_token_count"],
+        )
+    )
+    c.print(
+        say(
+            lang,
+            "mtp_threshold",
+            backend=rt["mla_backend"],
+            t=rt["decode_threshold"],
+            q=rt["query_len"],
+            path=rt["path"],
+            forward=rt["forward"],
+        )
+    )
+    show(MLABackendProfile.effective_threshold, "t = self.reorder_batch_threshold", "return t",
+         "t = max(t, 1 + num_speculative_tokens)",
+         "vllm/v1/attention/backend.py, _init_reorder_batch_threshold")  # fmt: skip
+    calls = [e for e in t.kernels("D", step["step"], layer=0) if e["name"] == "mla_decode"]
+    if rt["path"] == "decode" and calls and "query_start_loc" in calls[0]["shapes"]:
+        shapes = calls[0]["shapes"]
+        c.print(say(lang, "mtp_mqa", qsl=shapes["query_start_loc"], seq=shapes["seq_lens"]))
+    elif rt["path"] != "decode":
+        c.print(say(lang, "mtp_single_only", q=rt["query_len"], t=rt["decode_threshold"]))
+    v, d = _first(t, "verify", rid), _first(t, "draft", rid)
+    if v is not None:
+        c.print(
+            say(
+                lang,
+                "mtp_verify",
+                nct=rt["num_computed_tokens"],
+                plen=rt["prefill_len"],
+                drafts=v["draft_token_ids"],
+                target=v["target_token_ids"],
+                sampled=v["sampled_token_ids"],
+                rej=v["num_rejected"],
+                after=rt["num_computed_tokens"] + rt["query_len"] - v["num_rejected"],
+            )
+        )
+        show(gather_draft_sampled, "if num_computed_tokens < prefill_len", "return [t if",
+             "PLACEHOLDER_TOKEN_ID] *",
+             "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, "
+             "gather_draft_sampled")  # fmt: skip
+    if d is not None:
+        c.print(
+            say(
+                lang,
+                "mtp_drafter",
+                hp=d["hidden_position"],
+                n=rt["num_prompt_tokens"],
+                tok=d["next_token"],
+                drafts=d["draft_token_ids"],
+            )
+        )
+        show(MTPProposer.propose, "ids = input_ids.clone()", "out = self.mtp(",
+             "ids[r.last_token_index] = r.next_token",
+             "vllm/v1/worker/gpu/spec_decode/target_dependent_ar/speculator.py, "
+             "prepare_prefill_inputs")  # fmt: skip
+    pcp = demo.variant_traces.get(("v2", 2))
+    if pcp is not None:
+        p = dict(pcp.route_of("D", rid))
+        c.print(
+            say(
+                lang,
+                "mtp_pcp",
+                rad=p["prefill_runs_as_decode"],
+                eligible=p["decode_graph_eligible"],
+                path=p["path"],
+                forward=p["forward"],
+                q=p["query_len"],
+            )
+        )
+        ranks = pcp_rank_chunks([p["query_len"]], [p["is_prefilling"]], 2)
+        for r, parts in enumerate(ranks):
+            cells = ", ".join(f"{rid}[{o}:{o + n}]" for _, o, n in parts) or "—"
+            c.print(escape(f"  rank {r}: {cells}"))
