@@ -59,6 +59,17 @@ def _launch_torch(fn: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
     return torch.stack([o for o, _ in outs]), torch.stack([s for _, s in outs])
 
 
+def _per_query(block_table, seq_lens, query_start_loc):
+    """A request's ``q`` queries as ``q`` one-query rows: query ``i`` sees the keys up to
+    its own position, ``seq_len - q + 1 + i`` (causal within the request)."""
+    tables, lens = [], []
+    for r, (a, b) in enumerate(zip(query_start_loc[:-1].tolist(), query_start_loc[1:].tolist())):
+        for i in range(b - a):
+            tables.append(block_table[r])
+            lens.append(int(seq_lens[r]) - (b - a) + 1 + i)
+    return torch.stack(tables), torch.tensor(lens, dtype=seq_lens.dtype)
+
+
 def _case(g: Grader, seq_lens: list[int], h: int = 2):
     """A NaN-trapped cache, random block tables, and the oracle's answer."""
     w = L + R
@@ -155,8 +166,10 @@ def _grader(launch: Any):
             calls = []
 
             def mla_decode(q, kv_cache, block_table, seq_lens, scale, num_kv_splits=None,
-                           kv_lora_rank=None, backend=None):  # fmt: skip
+                           kv_lora_rank=None, backend=None, query_start_loc=None):  # fmt: skip
                 calls.append(q.shape[0])
+                if query_start_loc is not None:  # rows of several queries: one row each
+                    block_table, seq_lens = _per_query(block_table, seq_lens, query_start_loc)
                 return g.call(launch, fn, q, kv_cache, block_table, seq_lens, scale,
                               kv_lora_rank)  # fmt: skip
 
