@@ -11,7 +11,8 @@ placeholder drafts, and the tokens must agree. Graded in the real :class:`Schedu
 :class:`pdlab.sched.fake_runner.FakeModelRunner` (the runner without a model the scheduler
 tests use, which plays the drafter and the rejection sampler): D's side through a real
 :class:`PDConnector`, and the cases the padding rule has (a budget too small, a row
-mid-prefill beside it, no context, no room under ``max_model_len``).
+mid-prefill beside it, no context, no room under ``max_model_len``); then in a live P/D
+pair on the tiny model, whose MTP layer drafts.
 """
 
 from __future__ import annotations
@@ -71,9 +72,24 @@ def _finish(s: Scheduler, runner: FakeModelRunner, log: list, tokens: dict) -> N
             tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
 
 
+def _live(k: int, seam: Any) -> tuple[list, dict]:
+    """A live P/D pair on the tiny model with MTP (K drafts): D's steps and the tokens."""
+    from pdlab.exercises import engine_runs as er
+
+    pair = er.pair(speculative_config=SpeculativeConfig("mtp", k))
+    sched = pair.decode.scheduler
+    with patched(sched, "_pad_spec_decode", seam(sched)):
+        out = pair.generate(er.prompt_of(13), SamplingParams(max_tokens=er.MAX_TOKENS))
+    rows = [(r["num_computed_tokens_before"], r["num_scheduled_tokens"])
+            for r in pair.tracer.step_rows("D")]  # fmt: skip
+    return rows, {"x": out[0].output_token_ids, "finish": out[0].finish_reason}
+
+
 def _scenario(name: str, seam: Any) -> tuple[list, dict]:
     """Run scenario ``name`` with ``seam(scheduler)`` installed as D's (or the only)
     scheduler's method; the steps it scheduled and the tokens."""
+    if name.startswith("live"):
+        return _live(int(name[4:]), seam)
     log: list = []
     tokens: dict = {}
     if name.startswith("pd"):
@@ -149,6 +165,8 @@ _CASES = (
                 "max_model_len = 12：容得下 8 + 3 加采样出的 token")),
     ("room11", ("max_model_len = 11: no room for the padded row",
                 "max_model_len = 11：补齐后的行放不下")),
+    ("live2", ("a live P/D pair on the tiny model with MTP, K = 2, N = 13",
+               "tiny 模型上开启 MTP 的真实 P/D 对，K = 2，N = 13")),
 )  # fmt: skip
 
 
@@ -253,8 +271,9 @@ max_model_len; and if the padded row does not fit the budget, return None: upstr
 would rather not schedule it than schedule it unpadded.
 
 The grader runs the real scheduler with a runner without a model (the one the scheduler
-tests use, which drafts and verifies), D's side through a real PDConnector, beside the
-scheduler's own method: every answer, every step and the tokens must agree.""",
+tests use, which drafts and verifies), D's side through a real PDConnector, then a live
+P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
+tokens must agree.""",
         "zh": """\
 练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/spec_decode.py；vLLM 0.33.0
 vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
@@ -270,7 +289,8 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
 补齐后的行放不进预算时返回 None：上游宁可不调度它，也不调度一个没补齐的行。
 
 评分用真实的调度器和一个没有模型的运行器（调度器测试用的那个，会起草并验证），D 端经过
-真实的 PDConnector，与调度器自己的方法对照：每次返回值、每一步以及生成的 token 都必须一致。""",
+真实的 PDConnector，再用一个开启 MTP 的真实 P/D 对，与调度器自己的方法对照：每次返回值、每一步
+以及生成的 token 都必须一致。""",
     },
     hints={
         "en": (
