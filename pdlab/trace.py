@@ -143,15 +143,17 @@ class Tracer:
         """One row per (step, request scheduled in it), on ``instance`` and at ``step`` if
         given: the step event's row (``num_computed_tokens_before``, ...) plus its
         ``instance`` and ``step``, where attention sent it (``path`` and ``forward``, empty
-        when no route was recorded), its ``query_len`` and the token ``sampled`` (or None)."""
+        when no route was recorded), its ``query_len``, the token ``sampled`` (or None)
+        and every token the step sampled for it (``sampled_tokens``: the accepted drafts
+        and one more, under speculative decoding)."""
         at = {} if step is None else {"step": step}
         routes = {
             (e.instance, e.step, e["req_id"]): e for e in self.filter("route", instance, **at)
         }
-        samples = {
-            (e.instance, e.step, e["req_id"]): e["token"]
-            for e in self.filter("sample", instance, **at)
-        }
+        # A verifying row (speculative decoding) samples up to 1 + K tokens in one step.
+        samples: dict[tuple[str, int, str], list[int]] = {}
+        for e in self.filter("sample", instance, **at):
+            samples.setdefault((e.instance, e.step, e["req_id"]), []).append(e["token"])
         rows = []
         for ev in self.filter("step", instance, **at):
             for r in ev["scheduled"]:
@@ -165,7 +167,8 @@ class Tracer:
                         "path": route.get("path", ""),
                         "forward": route.get("forward", ""),
                         "query_len": route.get("query_len", r["num_scheduled_tokens"]),
-                        "sampled": samples.get(key),
+                        "sampled": samples[key][0] if key in samples else None,
+                        "sampled_tokens": samples.get(key, []),
                     }
                 )
         return rows

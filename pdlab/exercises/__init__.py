@@ -48,6 +48,7 @@ _MODULES = (
     "ex11_causal_mask",
     "ex12_designs",
     "ex13_batch_view",
+    "ex14_spec_pad",
 )
 
 __all__ = ["Exercise", "LearnerFileError", "Result", "check", "exercises", "get", "hint"]

@@ -189,12 +189,12 @@ slots, and the engine must generate the same tokens.""",
 第 s % block_size 行。一个请求按位置顺序持有一串块（它在块表中的那一行）：位置 p 位于它的
 第 p // block_size 个块。
 
-每一步，模型运行器要告诉写入 K/V 的算子每个新 token 写到哪里：slot_mapping，本步计算的每个
+每一步，model runner 要告诉写入 K/V 的算子每个新 token 写到哪里：slot_mapping，本步计算的每个
 token 一个槽，按批内请求的顺序。请求 i 计算位置 num_computed_tokens[i] ..
 num_computed_tokens[i] + query_lens[i] - 1。
 
 请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的非分离引擎里用你的
-槽替换模型运行器算出的槽，再在一个小到会抢占请求（被抢占的请求随后恢复）的引擎里重复：每一步都
+槽替换 model runner 算出的槽，再在一个小到会抢占请求（被抢占的请求随后恢复）的引擎里重复：每一步都
 必须与运行器一致，生成的 token 也必须相同。""",
     },
     hints={

@@ -209,10 +209,10 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
 （一个 token 的 K/V 取决于它之前的所有 token）。新请求按顺序查找自己的块，遇到第一个未命中
 就停；只复用整块。
 
-还有一条规则：命中最多覆盖 request.num_tokens - 1 个 token。缓存里存的是 key 和 value，
+还有一条规则：命中最多覆盖 `request.num_tokens - 1` 个 token。缓存里存的是 key 和 value，
 不是最后一个 token 的最终隐藏状态，而下一个 token 的 logits 需要它。
 
-请把 get_computed_blocks 写成 KVCacheManager 的方法，返回 (blocks, num_tokens)。评分先在
+请把 get_computed_blocks 写成 KVCacheManager 的方法，返回 `(blocks, num_tokens)`。评分先在
 预热过的缓存上与真实方法比较，再把它装进非分离引擎：前缀命中和生成的 token 都必须与引擎一致。""",
     },
     hints={
@@ -225,7 +225,7 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
         ),
         "zh": (
             "对块 i = 0, 1, ... 循环；块 i 的 token 是 all_token_ids[i * block_size:(i + 1) * "
-            "block_size]；把前一块的哈希作为 parent 传入（块 0 为 None）。",
+            "block_size]；把前一块的哈希作为 `parent` 传入（块 0 为 None）。",
             "最多 (num_tokens - 1) // block_size 块：N 个 token 的提示词即使全部缓存，"
             "也只复用 floor((N - 1) / B) * B 个 token。",
         ),
@@ -250,14 +250,14 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
         "blocks_not_tokens": {
             "en": "returning the number of blocks: the second value is the number of "
             "computed tokens, len(blocks) * block_size",
-            "zh": "返回了块数：第二个值是已计算的 token 数，即 len(blocks) * block_size",
+            "zh": "返回了块数：第二个值是已计算的 token 数，即 `len(blocks) * block_size`",
         },
         "touched": {
             "en": "touching the blocks (ref_cnt += 1) in the lookup: only allocate_slots "
             "takes them, so a lookup that touches leaks a reference per hit and the blocks "
             "are never free again",
-            "zh": "在查找里 touch 了块（ref_cnt += 1）：只有 allocate_slots 才占用它们，查找时 "
-            "touch 会让每次命中多留一个引用，这些块再也不会被释放",
+            "zh": "在查找里 `touch` 了块（ref_cnt += 1）：只有 allocate_slots 才占用它们，查找时 "
+            "`touch` 会让每次命中多留一个引用，这些块再也不会被释放",
         },
     },
     grade=grade,

@@ -11,7 +11,7 @@ the prompt (blocks that failed to load, a whole failed load under the ``recomput
 and a local prefix hit beside the remote K/V. The engine's own error for a missing ``- 1``
 spells out the fix, so the grader shows its own words instead (:func:`_said`).
 
-``SLIPS`` are the wrong answers learners write (from the workshop and from the upstream
+``EXERCISE.slips`` are the wrong answers learners write (from the workshop and from the upstream
 bugs named in their explanations); ``tests/test_exercises.py`` submits each.
 """
 
@@ -244,18 +244,18 @@ request and the tokens must be the same, on whole, short and failed loads.""",
 练习 3：_update_waiting_for_remote_kv（pdlab/sched/remote_kv.py）
 
 在 P/D 分离的解码实例 D 上，P 的块被拷进 D 的块期间，请求处于 WAITING_FOR_REMOTE_KVS。
-worker 接收完成后，会把请求 id 放进 self.finished_recving_kv_req_ids，随后 D 的调度器
+worker 接收完成后，会把请求 id 放进 `self.finished_recving_kv_req_ids`，随后 D 的调度器
 调用本方法。
 
 请把它写成 D 的调度器类 `Scheduler` 的方法：K/V 还在路上时返回 False；到达后，把 id 从该集合里
-移除，缓存（哈希）该请求的块，把 request.num_computed_tokens 设成 D 应当视为已算完的
+移除，缓存（哈希）该请求的块，把 `request.num_computed_tokens` 设成 D 应当视为已算完的
 数量，然后返回 True。
 
 加载可能失败（kv_load_failure_policy="recompute"）：这时 id 也在
-self.failed_recving_kv_req_ids 里（也要移除），num_computed_tokens 已被截到第一个失败块
+`self.failed_recving_kv_req_ids` 里（也要移除），num_computed_tokens 已被截到第一个失败块
 之前的 token 数（整个加载失败则为 0）。缓存剩下的部分，其余由 D 自己计算。
 
-K/V 传输期间 request.num_computed_tokens 已经把它们算进去了（N 个 token 的提示词即为 N）。
+K/V 传输期间 `request.num_computed_tokens` 已经把它们算进去了（N 个 token 的提示词即为 N）。
 想一想 P 传来了什么（每一层的 key 和 value），第一个输出 token 的 logits 又需要什么。
 
 评分时，你的方法被装进一个真实 P/D 对（tiny 模型）中 D 的调度器，与引擎自己的方法对照：

@@ -15,7 +15,7 @@ from typing import Any
 
 import pdlab.model.runner as runner_module
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
@@ -52,6 +52,20 @@ def _batch(rows: list[tuple[int, int, int]], use_pcp: bool):
         {r: p for r, (_, _, p) in zip(ids, rows)},
         use_pcp=use_pcp,
     )
+
+
+def _mistakes(args: tuple, want: tuple) -> dict[str, tuple]:
+    """Each known mistake's answer for one batch (``args`` as the learner gets them)."""
+    pf, q, c, use_pcp = args
+    if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
+        runs = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
+        return {"pcp_runs_as_decode": (runs, all(rd or not x for rd, x in zip(runs, pf)))}
+    no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
+    return {
+        "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
+        "eligible_any_prefill": (want[0], not any(pf)),
+        "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
+    }
 
 
 def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:
@@ -108,6 +122,16 @@ def grade(fn: Any, g: Grader) -> None:
             False,
         ),
         (
+            ("a decode and D's step", "一个解码行和 D 的那一步"),
+            [(1, 20, 8), (1, 12, 13)],
+            False,
+        ),
+        (
+            ("two decodes and two of D's steps", "两个解码行和 D 的两步"),
+            [(1, 20, 8), (1, 12, 13), (1, 30, 30), (1, 6, 7)],
+            False,
+        ),
+        (
             ("a decode and D's step, with PCP", "一个解码行和 D 的那一步，开启 PCP"),
             [(1, 20, 8), (1, 12, 13)],
             True,
@@ -124,31 +148,25 @@ def grade(fn: Any, g: Grader) -> None:
         c = r(0, p + 5)
         rows.append((1 if c >= p else r(1, p - c + 1), c, p))
     cases.append(((f"random batch {rows}", f"随机批次 {rows}"), rows, bool(r(0, 2))))
+    answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, use_pcp in cases:
-        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
-            b = _batch(rows, use_pcp)
-            args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
-                    list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
+        b = _batch(rows, use_pcp)
+        args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
+                list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
+        n = len(rows)
+        want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
+        try:
             runs, eligible = fn(*args)
-            n = len(rows)
-            got = (_norm(runs, n), bool(eligible))
-            want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
-            pf, q, c = args[0], args[1], args[2]
-            no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
-            mistakes = {
-                "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
-                "eligible_any_prefill": (want[0], not any(pf)),
-                "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
-            }
-            if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
-                runs_pcp = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
-                mistakes = {
-                    "pcp_runs_as_decode": (
-                        runs_pcp,
-                        all(rd or not x for rd, x in zip(runs_pcp, pf)),
-                    )
-                }
-            g.expect(got, want, mistakes)
+            got: Any = (_norm(runs, n), bool(eligible))
+        except Exception as e:  # noqa: BLE001 - raised again in its case, below
+            got = e
+        answers.append((name, use_pcp, got, want, _mistakes(args, want)))
+    seen = [(got, wrong) for *_, got, _, wrong in answers]
+    for name, use_pcp, got, want, wrong in answers:
+        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
+            if isinstance(got, Exception):
+                raise got
+            g.expect(got, want, consistent(wrong, seen))
     for pcp in (1, 2):
         with g.case(
             (
@@ -193,11 +211,11 @@ V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < 
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
 prefill_runs_as_decode（“按解码运行”）。当每一行都是解码行或这样的行时，这一步是
 decode_graph_eligible，即完整解码 CUDA graph 可以重放的统一解码批。开启 PCP 时，V2 不计算
-这个标志（None），只有没有任何行在预填充时这一步才 eligible。
+这个标志（None），只有没有任何行在预填充时这一步才是 decode_graph_eligible。
 
 KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
 请实现 decode_flags；评分先在许多批次上与运行器比较，再把你的标志放进一个 P/D 对的运行器，
-比较 D 记录下的 route 事件。""",
+比较 D 记录下的 `route` 事件。""",
     },
     hints={
         "en": (
@@ -223,14 +241,15 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "eligible_any_prefill": {
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "
             "replay the decode graph, which is what prefill_runs_as_decode is for",
-            "zh": "不开 PCP 时把 eligible 写成“没有行在预填充”：这样 D 的第一步永远不能重放解码图，"
+            "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能"
+            "重放解码图，"
             "而 prefill_runs_as_decode 正是为此而设",
         },
         "pcp_runs_as_decode": {
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
-            "这样的行必须走prefill 路径",
+            "这样的行必须走 prefill 路径",
         },
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "

@@ -199,10 +199,10 @@ vllm/v1/attention/ops/merge_attn_states.py）
 即缩放后分数的自然对数 log-sum-exp。把 K 分成不相交的 A、B 两部分分别计算注意力，
 由 (out_a, lse_a) 和 (out_b, lse_b) 可以精确恢复整体结果。
 
-MLA 的prefill 路径（forward_mha）正是这样做的：对已缓存上下文逐块计算注意力，对新 token
+MLA 的 prefill 路径（forward_mha）正是这样做的：对已缓存上下文逐块计算注意力，对新 token
 单独计算，再把各部分合并。
 
-请实现 merge_attn_states。注意很大的 LSE 和空的部分（lse = -inf）。评分先与一次性对全部
+请实现 merge_attn_states。注意很大的 LSE 和空的部分（`lse = -inf`）。评分先与一次性对全部
 key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 的那一步，以及分块预填充。""",
     },
     hints={
@@ -212,8 +212,9 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "multiply an empty part's output (it may be NaN) by its zero weight.",
         ),
         "zh": (
-            "lse = log(exp(lse_a) + exp(lse_b))；每部分的权重是 exp(lse_part - lse)。",
-            "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 -inf 时取 m = 0；不要把空部分的"
+            "`lse = log(exp(lse_a) + exp(lse_b))`；每部分的权重是 `exp(lse_part - lse)`。",
+            "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 `-inf` 时取 `m = 0`；"
+            "不要把空部分的"
             "输出（可能是 NaN）乘以它为零的权重。",
         ),
     },
@@ -230,7 +231,7 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "en": "averaging the two parts: each part weighs what its keys weigh in the "
             "whole softmax, exp(lse_part - lse), not one half",
             "zh": "把两部分取了平均：每部分的权重是它的 key 在整体 softmax 中的份额 "
-            "exp(lse_part - lse)，而不是一半",
+            "`exp(lse_part - lse)`，而不是一半",
         },
         "lse_max": {
             "en": "the merged LSE as max(lse_a, lse_b): the output is right, but the LSE "

@@ -163,8 +163,8 @@ use it for every decode row of a P/D pair and of a colocated engine.""",
 pdlab/attention/reference.py 的 mla_naive 与 mla_absorbed）
 
 MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值，已施加 RoPE）。朴素形式把每一行
-缓存经 kv_b_proj 上投影成每个头的 key [k_nope | k_pe] 和 value v。kv_b_proj.weight 视为
-[H, nope + v, L] 后，可拆成 W_UK（每个头的前 nope 行）和 W_UV（其余行）。
+缓存经 kv_b_proj 上投影成每个头的 key `[k_nope | k_pe]` 和 value v。`kv_b_proj.weight` 视为
+`[H, nope + v, L]` 后，可拆成 W_UK（每个头的前 `nope` 行）和 W_UV（其余行）。
 
 吸收形式把投影挪到 query 一侧：q_nope @ W_UK 得到每个头的潜向量 query，注意力直接在潜向量
 行上计算（V = kv_c），再由 W_UV 把每个头的潜向量输出映射成 v 个值。数值相同，缓存行一行都不用
@@ -181,9 +181,10 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
             "(L + R) ** -0.5: absorbing changes the widths, not the scores.",
         ),
         "zh": (
-            "w_kv_b.view(H, nope + v, L)：[:, :nope] 是 W_UK，[:, nope:] 是 W_UV。分数是 "
-            "q_nope · k_nope + q_pe · k_pe，而 q_nope · (W_UK kv_c) = (q_nope W_UK) · kv_c。",
-            "用给定的 scale（qk_head_dim ** -0.5，来自 nope + rope），不要用 (L + R) ** -0.5："
+            "`w_kv_b.view(H, nope + v, L)`：`[:, :nope]` 是 W_UK，`[:, nope:]` 是 W_UV。分数是 "
+            "`q_nope · k_nope + q_pe · k_pe`，而 `q_nope · (W_UK kv_c) = (q_nope W_UK) · kv_c`。",
+            "用给定的 `scale`（`qk_head_dim ** -0.5`，来自 `nope + rope`），"
+            "不要用 (L + R) ** -0.5："
             "吸收改变的是宽度，不是分数。",
         ),
     },
@@ -191,7 +192,7 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
         "latent_scale": {
             "en": "scaling by the latent width ((L + R) ** -0.5): the softmax scale is "
             "qk_head_dim ** -0.5 in both forms",
-            "zh": "按潜向量宽度缩放（(L + R) ** -0.5）：两种形式的 softmax scale 都是 "
+            "zh": "按潜向量宽度缩放（(L + R) ** -0.5）：两种形式的 softmax `scale` 都是 "
             "qk_head_dim ** -0.5",
         },
         "no_rope": {

@@ -59,6 +59,17 @@ def _launch_torch(fn: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
     return torch.stack([o for o, _ in outs]), torch.stack([s for _, s in outs])
 
 
+def _per_query(block_table, seq_lens, query_start_loc):
+    """A request's ``q`` queries as ``q`` one-query rows: query ``i`` sees the keys up to
+    its own position, ``seq_len - q + 1 + i`` (causal within the request)."""
+    tables, lens = [], []
+    for r, (a, b) in enumerate(zip(query_start_loc[:-1].tolist(), query_start_loc[1:].tolist())):
+        for i in range(b - a):
+            tables.append(block_table[r])
+            lens.append(int(seq_lens[r]) - (b - a) + 1 + i)
+    return torch.stack(tables), torch.tensor(lens, dtype=seq_lens.dtype)
+
+
 def _case(g: Grader, seq_lens: list[int], h: int = 2):
     """A NaN-trapped cache, random block tables, and the oracle's answer."""
     w = L + R
@@ -155,8 +166,10 @@ def _grader(launch: Any):
             calls = []
 
             def mla_decode(q, kv_cache, block_table, seq_lens, scale, num_kv_splits=None,
-                           kv_lora_rank=None, backend=None):  # fmt: skip
+                           kv_lora_rank=None, backend=None, query_start_loc=None):  # fmt: skip
                 calls.append(q.shape[0])
+                if query_start_loc is not None:  # rows of several queries: one row each
+                    block_table, seq_lens = _per_query(block_table, seq_lens, query_start_loc)
                 return g.call(launch, fn, q, kv_cache, block_table, seq_lens, scale,
                               kv_lora_rank)  # fmt: skip
 
@@ -196,11 +209,11 @@ kernels/decode_attention.py 与 decode_attention_kernels.py，参照 vLLM 的
 vllm/v1/attention/ops/triton_decode_attention.py）
 
 吸收式 MLA 的解码是对潜向量行的多查询注意力：对一个头的 query q（W = L + R 个值），
-请求的 seq_len 行缓存中每一行的分数 s_j = scale * q · row_j，
-out = sum_j softmax(s)_j row_j[:L]，lse = log sum_j exp(s_j)。
+请求的 seq_len 行缓存中每一行的分数 `s_j = scale * q · row_j`，
+`out = sum_j softmax(s)_j row_j[:L]`，`lse = log sum_j exp(s_j)`。
 
 这些行存放在分页缓存的页里，通过请求的块表找到，最后一页可能没填满。算子一次读一页，从不
-同时持有全部分数：它维护运行最大值 m、exp(s - m) 的运行和 l、以及加权运行和 acc；当最大值
+同时持有全部分数：它维护运行最大值 m、exp(s - m) 的运行和 l、以及加权运行和 `acc`；当最大值
 增大时把两者都乘以 exp(m_old - m_new)（在线 softmax）。
 
 {task}评分先在“未用槽填 NaN”的缓存上与朴素实现比较，再让非分离引擎的解码步骤使用它。""",
@@ -213,7 +226,7 @@ _HINTS = {
         "sum(p); acc = acc * alpha + sum(p * rows); m = m_new.",
     ),
     "zh": (
-        "屏蔽 page * PAGE + offs >= seq_len 的位置：它们的槽是 NaN。给它们 -inf 的分数，"
+        "屏蔽 `page * PAGE + offs >= seq_len` 的位置：它们的槽是 NaN。给它们 `-inf` 的分数，"
         "加载时取 0。",
         "m_new = max(m, max(s))；alpha = exp(m - m_new)；p = exp(s - m_new)；l = l * alpha + "
         "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。",
@@ -230,13 +243,13 @@ _MISTAKES = {
         "en": "masking the load but not the scores: the unused slots load as 0, so they "
         "score 0 and still take a share exp(0 - m) of the softmax; give them -inf",
         "zh": "只屏蔽了加载而没有屏蔽分数：未用的槽加载为 0，分数为 0，仍在 softmax 中占了 "
-        "exp(0 - m) 的一份；要给它们 -inf",
+        "exp(0 - m) 的一份；要给它们 `-inf`",
     },
     "no_rescale": {
         "en": "not rescaling acc when the max grows: what was summed under the old max must "
         "be multiplied by exp(m_old - m_new), acc as well as l",
-        "zh": "最大值增大时没有重新缩放 acc：旧最大值下累加的部分要乘以 exp(m_old - m_new)，"
-        "acc 和 l 都要",
+        "zh": "最大值增大时没有重新缩放 `acc`：旧最大值下累加的部分要乘以 exp(m_old - m_new)，"
+        "`acc` 和 `l` 都要",
     },
     "lse_no_max": {
         "en": "the LSE as log(l): l sums exp(s - m), so the LSE is m + log(l) (the merge "

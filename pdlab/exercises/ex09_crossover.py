@@ -132,7 +132,7 @@ prompt is ever cheaper absorbed.""",
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的
-    nope key 和 v value；每个 (query, key) 对在每个头上要算宽度为 qk_head_dim = nope + R 的
+    `nope` key 和 v value；每个 (query, key) 对在每个头上要算宽度为 `qk_head_dim = nope + R` 的
     分数和宽度为 v 的加权和；
   * 吸收（forward_mqa）：改为对每个 query 施加 W_UK 和 W_UV（与 kv_b_proj 是同一组矩阵）；
     每个对在每个头上要算宽度为 L + R 的分数和宽度为 L 的加权和。
@@ -150,10 +150,10 @@ prompt is ever cheaper absorbed.""",
             "absorbed.",
         ),
         "zh": (
-            "kv_b_proj 每作用于一个 token 花费 2 * L * H * (nope + v)：朴素形式作用于每个 key，"
+            "kv_b_proj 每作用于一个 token 花费 `2 * L * H * (nope + v)`：朴素形式作用于每个 key，"
             "吸收形式作用于每个 query。",
-            "对数 = q * S + q * (q + 1) / 2；朴素每对 2 H (nope + R + v)；吸收每对 "
-            "2 H ((L + R) + L)。S = 0 时投影相同，而每一对吸收后都更贵。",
+            "对数 = q * S + q * (q + 1) / 2；朴素每对 `2 H (nope + R + v)`；吸收每对 "
+            "`2 H ((L + R) + L)`。S = 0 时投影相同，而每一对吸收后都更贵。",
         ),
     },
     mistakes={

@@ -101,7 +101,7 @@ _QUESTIONS = {
     },
     "d_prompt_tokens_computed": {
         "en": "dynamo#850, 'D also prefills, is that normal?': prompt tokens D computes",
-        "zh": "dynamo#850，“D 也在做 prefill，正常吗？”：D 计算的提示词 token 数",
+        "zh": "dynamo#850，“D 也在做预填充，正常吗？”：D 计算的提示词 token 数",
     },
     "d_is_prefilling": {
         "en": "#28566: is D's first step is_prefilling?",
@@ -190,7 +190,7 @@ wrong answer is shown what the engine did.""",
 ai-dynamo/dynamo#850）
 
 使用 P/D 分离的人问过：为什么 D 的 num_computed_tokens 是 N - 1？那 D 的第一步不就是
-prefill 吗？D 也在做 prefill，正常吗？为什么 D 把整个提示词又预填充了一遍？
+预填充吗？D 也在做预填充，正常吗？为什么 D 把整个提示词又预填充了一遍？
 
 请填写 answers()。每个答案都通过运行引擎（tiny 模型的 P/D 对，block_size 4，13 个 token 的
 提示词）并读取其 trace 来检查；答错时会展示引擎实际做了什么。""",

@@ -182,7 +182,7 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
         "inverted": {
             "en": "the mask inverted: True marks a key the query may see (the engine fills "
             "the False entries with -inf), not one it must not",
-            "zh": "掩码反了：True 表示 query 可以看见的 key（引擎把 False 的位置填成 -inf），"
+            "zh": "掩码反了：True 表示 query 可以看见的 key（引擎把 False 的位置填成 `-inf`），"
             "而不是不能看见的",
         },
         "transposed": {

@@ -242,8 +242,8 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "所以 D 再算一遍位置 N - 1。append_prompt：D 的提示词有 N + 1 个 token、已缓存 N 个，"
             "所以它那一个新 token 仍是提示词 token。",
             "first_token：`HandOff(prompt, sp, dict(params, first_token_ids=[t]))`。"
-            "append_prompt：`HandOff([*prompt, t], rest, params, [t])`，rest 是 max_tokens "
-            "减 1 的 sp。先检查停止 token 和 max_tokens == 1："
+            "append_prompt：`HandOff([*prompt, t], rest, params, [t])`，`rest` 是 max_tokens "
+            "减 1 的 `sp`。先检查停止 token 和 max_tokens == 1："
             "`HandOff(prompt, sp, None, [t], True, reason)`。",
         ),
     },
@@ -287,7 +287,7 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "en": "asking D when the prompt and P's token fill max_model_len: there is no "
             "room for D's token, so P's token ends the request (finish_reason length)",
             "zh": "提示词加上 P 的 token 已经占满 max_model_len 却仍然请求 D：D 的 token 已无位置，"
-            "所以 P 的 token 结束了请求（finish_reason 为 length）",
+            "所以 P 的 token 结束了请求（`finish_reason` 为 `length`）",
         },
         "hidden_state_sent_token": {
             "en": "sending P's token under hidden_state: what travels is P's last hidden "

@@ -246,12 +246,13 @@ is_prefilling），first_token 下是在 N 之上的普通解码行。这一步�
 （decode_graph_eligible），决定了每个正在运行的解码行这一步是否要付逐个启动算子的开销：
 也就是它的 TPOT。
 
-请实现 batch_view(model, profile, rows, routing)：rows 是 (num_computed_tokens,
-prefill_len)，每行调度 1 个 token；routing 是 "v2"（Model Runner V2）、"pcp"（开启预填充上下文
-并行的 V2：没有 prefill_runs_as_decode，MLA builder 传入 treat_short_extends_as_decodes =
-not use_pcp）或 "v1"（它的图要求每行一个 token）。返回 (decode_graph_eligible,
-step_time_s)，时间取自 pdlab sim 的代价模型：step_cost(model, decode_rows, prefill_rows,
-eligible).time_s(profile)，每行一个 Row(context)。
+请实现 `batch_view(model, profile, rows, routing)`：`rows` 是
+`(num_computed_tokens, prefill_len)`，每行调度 1 个 token；`routing` 是 "v2"
+（Model Runner V2）、"pcp"（开启预填充上下文并行的 V2：没有 prefill_runs_as_decode，
+MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它的图要求每行
+一个 token）。返回 `(decode_graph_eligible, step_time_s)`，时间取自 pdlab sim 的代价模型：
+`step_cost(model, decode_rows, prefill_rows, eligible).time_s(profile)`，每行一个
+`Row(context)`。
 
 评分先在若干命名批次上与引擎自己的运行器、builder 和代价模型比较，再让 pdlab sim 用你的函数
 为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。""",
@@ -305,7 +306,7 @@ eligible).time_s(profile)，每行一个 Row(context)。
         "context_plus_one": {
             "en": "Row(num_computed_tokens + 1): a Row's context is the tokens cached before "
             "the step; the cost model adds the scheduled token itself",
-            "zh": "写成了 Row(num_computed_tokens + 1)：Row 的 context 是这一步之前已缓存的 "
+            "zh": "写成了 `Row(num_computed_tokens + 1)`：`Row` 的 `context` 是这一步之前已缓存的 "
             "token；代价模型自己会加上调度的那个 token",
         },
     },

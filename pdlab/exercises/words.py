@@ -31,7 +31,7 @@ WORDS: dict[str, dict[str, str]] = {
     },
     "started_file": {
         "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n}",
-        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：pdlab exercises check {n}",
+        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：`pdlab exercises check {n}`",
     },
     "exists": {
         "en": "{path} exists already; it was left as it is (--force overwrites it)",
@@ -59,14 +59,14 @@ WORDS: dict[str, dict[str, str]] = {
     },
     "rerun": {
         "en": "Replay these cases with: pdlab exercises check {n} {file} --seed {seed}",
-        "zh": "用同样的用例重跑：pdlab exercises check {n} {file} --seed {seed}",
+        "zh": "用同样的用例重跑：`pdlab exercises check {n} {file} --seed {seed}`",
     },
     "engine_said": {"en": "The engine said: {message}", "zh": "引擎报错：{message}"},
     "nb_fill_in": {
         "en": "Write a prediction for each of: {keys}; then run this cell again. The answers "
         "stay hidden until then (solution=True shows them).",
         "zh": "请为以下每一项写下预测：{keys}；然后再运行本单元格。在此之前答案不会显示"
-        "（solution=True 可直接查看）。",
+        "（`solution=True` 可直接查看）。",
     },
     "nb_you_said": {"en": "you said {value}", "zh": "你的答案是 {value}"},
     "nb_all_right": {
@@ -99,7 +99,7 @@ WORDS: dict[str, dict[str, str]] = {
     "no_file": {"en": "{path} does not exist", "zh": "{path} 不存在"},
     "not_py": {
         "en": "{path} is not a Python file: name the .py file you wrote",
-        "zh": "{path} 不是 Python 文件：请给出你写的 .py 文件",
+        "zh": "{path} 不是 Python 文件：请给出你写的 `.py` 文件",
     },
     "start_writes": {
         "en": " (`pdlab exercises start {n}` writes exercise {n}'s)",

@@ -86,7 +86,7 @@ def step_table(
             and r["num_computed_tokens_before"] > 0
         ):
             path = f"[bold yellow]{path}[/]"  # D's short extend, sent down forward_mha
-        sampled = "" if r["sampled"] is None else str(r["sampled"])
+        sampled = " ".join(str(tok) for tok in r["sampled_tokens"])
         if (r["instance"], r["step"], r["req_id"]) in failed:
             sampled = f"[red]{escape(text(lang, 'st_error'))}[/]"
         t.add_row(

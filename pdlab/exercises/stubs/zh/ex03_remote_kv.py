@@ -1,10 +1,10 @@
 def _update_waiting_for_remote_kv(self, request) -> bool:
     """D 端：对状态为 WAITING_FOR_REMOTE_KVS 的请求，每次 schedule() 都会调用。K/V 还在路上时
-    返回 False。到达后（请求 id 在 ``self.finished_recving_kv_req_ids`` 中）：把它从该集合中
-    移除（加载失败时它也在 ``self.failed_recving_kv_req_ids`` 中，也要移除），缓存它的块
-    （``self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)``），把
-    ``request.num_computed_tokens`` 设成 D 应当视为已计算的数量，然后返回 True。
+    返回 False。到达后（请求 id 在 `self.finished_recving_kv_req_ids` 中）：把它从该集合中
+    移除（加载失败时它也在 `self.failed_recving_kv_req_ids` 中，也要移除），缓存它的块
+    （`self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)`），把
+    `request.num_computed_tokens` 设成 D 应当视为已计算的数量，然后返回 True。
 
-    ``request.num_computed_tokens`` 已经把传来的 token 算进去了（完整提示词为 N，加载失败后
-    更少）；``request.num_tokens`` 为 N。"""
+    `request.num_computed_tokens` 已经把传来的 token 算进去了（完整提示词为 N，加载失败后
+    更少）；`request.num_tokens` 为 N。"""
     raise NotImplementedError("write _update_waiting_for_remote_kv")

@@ -4,9 +4,9 @@ def decode_flags(
     num_computed_prefill_tokens: list[int],
     use_pcp: bool,
 ) -> tuple[list[bool] | None, bool]:
-    """Model Runner V2，对一步中按批内顺序排列的各行：``(prefill_runs_as_decode,
-    decode_graph_eligible)``。
+    """Model Runner V2，对一步中按批内顺序排列的各行：`(prefill_runs_as_decode,
+    decode_graph_eligible)`。
 
-    ``prefill_runs_as_decode`` 每行一个标志；V2 不计算它时为 None（预填充上下文并行下，
-    ``use_pcp``）。``decode_graph_eligible``：这一步能否重放完整解码 CUDA graph。"""
+    `prefill_runs_as_decode` 每行一个标志；V2 不计算它时为 None（预填充上下文并行下，
+    `use_pcp`）。`decode_graph_eligible`：这一步能否重放完整解码 CUDA graph。"""
     raise NotImplementedError("write decode_flags")

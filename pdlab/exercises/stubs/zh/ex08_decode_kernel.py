@@ -18,7 +18,7 @@ def paged_decode_kernel(
     PAGE: tl.constexpr,
     BLOCK_W: tl.constexpr,
 ):
-    """每个 (请求, 头) 一个 program：一个头的 query 对该请求已缓存行的注意力，一次一页，
+    """每个（请求，头）对应一个 `program`：一个头的 query 对该请求已缓存行的注意力，一次一页，
     用在线 softmax。V 是同样这些行的前 L 列。"""
     b = tl.program_id(0)
     h = tl.program_id(1)
@@ -28,11 +28,11 @@ def paged_decode_kernel(
     seq_len = tl.load(seq_lens_ptr + b)
     offs = tl.arange(0, PAGE)
     m_i = tl.full((), float("-inf"), tl.float32)  # 分数的运行最大值
-    l_i = tl.full((), 0.0, tl.float32)  # exp(score - m_i) 的运行和
-    acc = tl.zeros([BLOCK_W], dtype=tl.float32)  # exp(score - m_i) * row 的运行和
+    l_i = tl.full((), 0.0, tl.float32)  # `exp(score - m_i)` 的运行和
+    acc = tl.zeros([BLOCK_W], dtype=tl.float32)  # `exp(score - m_i) * row` 的运行和
     for page in range(0, tl.cdiv(seq_len, PAGE)):
         # 写出这个循环的主体：经块表加载这一页的行（只取位置 < seq_len 的），与 q 计算分数，
-        # 再并入 m_i、l_i、acc。
+        # 再并入 `m_i`、`l_i`、`acc`。
         pass
     out = acc / l_i
     tl.store(out_ptr + (b * H + h) * L + cols, out, mask=cols < L)

@@ -4,7 +4,7 @@ def answers() -> dict:
     return {
         # vllm-project/vllm#28566：P 的 K/V 到达后，D 的 num_computed_tokens 是：
         "d_num_computed_tokens": None,  # 整数
-        # ai-dynamo/dynamo#850，“D 也在做 prefill，正常吗？”：D 计算多少个提示词 token？
+        # ai-dynamo/dynamo#850，“D 也在做预填充，正常吗？”：D 计算多少个提示词 token？
         "d_prompt_tokens_computed": None,  # 整数
         # vllm-project/vllm#28566：D 的第一步 is_prefilling 吗？
         "d_is_prefilling": None,  # True 或 False

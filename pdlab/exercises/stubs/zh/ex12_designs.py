@@ -1,4 +1,4 @@
-import dataclasses  # noqa: F401 - dataclasses.replace(sampling_params, ...) 也许用得上
+import dataclasses  # noqa: F401 - `dataclasses.replace(sampling_params, ...)` 也许用得上
 
 from pdlab.disagg.designs import HandOff  # noqa: F401 - hand_off 的返回值
 

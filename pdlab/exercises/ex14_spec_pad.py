@@ -1,0 +1,356 @@
+"""Exercise 14: D's padded row under MTP: ``Scheduler._pad_spec_decode``
+(``pdlab/sched/spec_decode.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
+waiting loop in ``vllm/v1/core/sched/scheduler.py``, vLLM 0.33.0).
+
+Under speculative decoding every verifying row runs ``1 + K`` tokens; a request admitted
+with one new token over computed context (D's row after the ``- 1``, a fully prefix-cached
+prompt) is padded to ``1 + K`` with ``-1`` placeholder drafts so the step keeps that shape
+and its full decode graph. The learner's method replaces the scheduler's for a run, beside
+a run with the scheduler's own: every call's answer, every step's scheduled tokens and
+placeholder drafts, and the tokens must agree. Graded in the real :class:`Scheduler` with
+:class:`pdlab.sched.fake_runner.FakeModelRunner` (the runner without a model the scheduler
+tests use, which plays the drafter and the rejection sampler): D's side through a real
+:class:`PDConnector`, and the cases the padding rule has (a budget too small, a row
+mid-prefill beside it, no context, no room under ``max_model_len``); then in a live P/D
+pair on the tiny model, whose MTP layer drafts.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import types
+from typing import Any
+
+import torch
+
+from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.kv_transfer.pd_connector import PDConnector
+from pdlab.kv_transfer.transport import InProcessTransport
+from pdlab.request import Request, SamplingParams
+from pdlab.sched.fake_runner import FakeModelRunner
+from pdlab.sched.scheduler import Scheduler
+
+B = 4
+
+
+def _target(rid: str, pos: int) -> int:
+    return 100 + (pos * 7 + len(rid)) % 53
+
+
+def _sched(k: int, connector: Any = None, budget: int = 64, threshold: int = 0,
+           max_model_len: int = 256) -> tuple[Scheduler, FakeModelRunner]:  # fmt: skip
+    spec = SpeculativeConfig("mtp", k)
+    cfg = SchedulerConfig(max_num_batched_tokens=budget, long_prefill_token_threshold=threshold)
+    s = Scheduler(cfg, CacheConfig(block_size=B, num_blocks=64), max_model_len,
+                  connector=connector, speculative_config=spec)  # fmt: skip
+    runner = FakeModelRunner(connector, sample=_target, num_speculative_tokens=k, draft=_target)
+    return s, runner
+
+
+def _step(s: Scheduler, runner: FakeModelRunner, log: list) -> list:
+    so = s.schedule()
+    if so.total_num_scheduled_tokens:
+        log.append((dict(so.num_scheduled_tokens), dict(so.scheduled_spec_decode_tokens)))
+    outs = s.update_from_output(so, runner.execute_model(so))
+    drafts = runner.take_draft_token_ids()
+    if drafts is not None:
+        s.update_draft_token_ids(drafts)
+    return outs
+
+
+def _req(rid: str, n: int, max_tokens: int = 4, start: int = 0) -> Request:
+    return Request(rid, list(range(start, start + n)), SamplingParams(max_tokens=max_tokens))
+
+
+def _finish(s: Scheduler, runner: FakeModelRunner, log: list, tokens: dict) -> None:
+    for _ in range(200):
+        if not s.has_requests():
+            return
+        for o in _step(s, runner, log):
+            tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
+
+
+def _live(k: int, seam: Any) -> tuple[list, dict]:
+    """A live P/D pair on the tiny model with MTP (K drafts): D's steps and the tokens."""
+    from pdlab.exercises import engine_runs as er
+
+    pair = er.pair(speculative_config=SpeculativeConfig("mtp", k))
+    sched = pair.decode.scheduler
+    with patched(sched, "_pad_spec_decode", seam(sched)):
+        out = pair.generate(er.prompt_of(13), SamplingParams(max_tokens=er.MAX_TOKENS))
+    rows = [(r["num_computed_tokens_before"], r["num_scheduled_tokens"])
+            for r in pair.tracer.step_rows("D")]  # fmt: skip
+    return rows, {"x": out[0].output_token_ids, "finish": out[0].finish_reason}
+
+
+def _scenario(name: str, seam: Any) -> tuple[list, dict]:
+    """Run scenario ``name`` with ``seam(scheduler)`` installed as D's (or the only)
+    scheduler's method; the steps it scheduled and the tokens."""
+    if name.startswith("live"):
+        return _live(int(name[4:]), seam)
+    log: list = []
+    tokens: dict = {}
+    if name.startswith("pd"):
+        k, n = int(name[2]), int(name[4:])
+        transport = InProcessTransport()
+        p_conn, d_conn = (PDConnector(r, i, transport, B) for r, i in
+                          (("prefill", "P"), ("decode", "D")))  # fmt: skip
+        p_conn.register_kv_caches([torch.zeros(64, B, 2)])
+        d_conn.register_kv_caches([torch.zeros(64, B, 2)])
+        p = Scheduler(SchedulerConfig(), CacheConfig(block_size=B, num_blocks=64), 256,
+                      connector=p_conn)  # fmt: skip
+        p_runner = FakeModelRunner(p_conn, sample=_target)
+        d, d_runner = _sched(k, d_conn)
+        p.add_request(Request("x", list(range(n)), SamplingParams(max_tokens=6),
+                              kv_transfer_params={"do_remote_decode": True}))  # fmt: skip
+        params = None
+        while params is None:
+            params = next((o.kv_transfer_params for o in _step(p, p_runner, []) if o.finished),
+                          None)  # fmt: skip
+        with patched(d, "_pad_spec_decode", seam(d)):
+            d.add_request(Request("x", list(range(n)), SamplingParams(max_tokens=6),
+                                  kv_transfer_params=params))  # fmt: skip
+            for _ in range(60):
+                if not (d.has_requests() or p.has_requests()):
+                    break
+                for o in _step(d, d_runner, log):
+                    tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
+                if p.has_requests():
+                    _step(p, p_runner, [])
+        return log, tokens
+    k = 2 if name != "budget" else 2
+    kw = {"budget": 5} if name == "budget" else {}
+    kw |= {"budget": 12, "threshold": 8} if name == "mid_prefill" else {}
+    if name.startswith("room"):
+        kw["max_model_len"] = int(name[4:])
+    s, runner = _sched(1 if name == "mid_prefill" else k, **kw)
+    with patched(s, "_pad_spec_decode", seam(s)):
+        if name != "fresh":
+            s.add_request(_req("warm", 9, max_tokens=1))
+            _finish(s, runner, [], {})
+        if name == "budget":
+            s.add_request(_req("run", 3, max_tokens=20, start=50))
+            _step(s, runner, log)
+        if name == "mid_prefill":
+            s.add_request(_req("long", 40, start=50))
+            _step(s, runner, log)
+        if name == "fresh":
+            s.add_request(_req("one", 1, start=30))
+            _step(s, runner, log)
+            s.add_request(_req("two", 1, start=40))
+        else:
+            s.add_request(_req("hit", 9, max_tokens=2 if name.startswith("room") else 3))
+        if name == "budget":
+            s.add_request(_req("next", 1, start=70))
+        _finish(s, runner, log, tokens)
+    return log, tokens
+
+
+_CASES = (
+    ("pd1_9", ("D's first step, K = 1, N = 9 (one token over 8 cached)",
+               "D 的第一步，K = 1，N = 9（在 8 个已缓存之上算 1 个）")),
+    ("pd2_8", ("D's first step, K = 2, N = 8 (two whole blocks)",
+               "D 的第一步，K = 2，N = 8（正好两块）")),
+    ("pd2_3", ("D's first step, K = 2, N = 3", "D 的第一步，K = 2，N = 3")),
+    ("cached", ("a fully prefix-cached prompt, K = 2", "全部命中前缀缓存的提示词，K = 2")),
+    ("budget", ("the padded row does not fit the budget beside a verifying row (budget 5)",
+                "补齐后的行与一个验证行一起放不进预算（预算 5）")),
+    ("mid_prefill", ("beside a running row that is mid-prefill, K = 1",
+                     "旁边有一个还在预填充中途的运行行，K = 1")),
+    ("fresh", ("fresh one-token prompts: alone, then beside a running row",
+               "全新的一 token 提示词：先单独，再与一个运行中的行一起")),
+    ("room12", ("max_model_len = 12: room for 8 + 3 + the sampled token",
+                "max_model_len = 12：容得下 8 + 3 加采样出的 token")),
+    ("room11", ("max_model_len = 11: no room for the padded row",
+                "max_model_len = 11：补齐后的行放不下")),
+    ("live2", ("a live P/D pair on the tiny model with MTP, K = 2, N = 13",
+               "tiny 模型上开启 MTP 的真实 P/D 对，K = 2，N = 13")),
+)  # fmt: skip
+
+
+def _own(s: Scheduler) -> Any:
+    return types.MethodType(type(s)._pad_spec_decode, s)
+
+
+@functools.lru_cache(maxsize=16)
+def _reference(name: str) -> tuple[list, dict]:
+    return _scenario(name, _own)
+
+
+def _variant(key: str, k: int, sampled: int, max_len: int, args: tuple) -> int | None:
+    """What a known mistake answers for one call."""
+    n, c, budget, prefill, anyone = args
+    pads = k > 0 and sampled > 0 and n == 1
+    pads = pads and (key == "always_pad" or not prefill)
+    pads = pads and (key == "no_context_rule" or anyone or c > 0)
+    if not pads:
+        return n
+    padded = k if key == "pad_by_k" else 1 + k
+    if key != "no_room_check" and c + padded + sampled > max_len:
+        return n
+    if padded > budget:
+        return n if key == "schedule_unpadded" else None
+    return padded
+
+
+_MISTAKES = ("always_pad", "no_context_rule", "pad_by_k", "no_room_check", "schedule_unpadded")
+
+
+def grade(fn: Any, g: Grader) -> None:
+    calls: list[tuple] = []  # every call of every case: (args, k, sampled, max_len, got)
+    for name, label in _CASES:
+        with g.case(label):
+            want_log, want_tokens = _reference(name)
+            mine: list[tuple] = []
+
+            def seam(s: Scheduler, mine: list = mine) -> Any:
+                def learner(self: Scheduler, *call: Any) -> Any:
+                    got = g.call(fn, self, *call)
+                    right = type(self)._pad_spec_decode(self, *call)
+                    ctx = (self.num_spec_tokens, self.num_sampled_tokens_per_step,
+                           self.max_model_len)  # fmt: skip
+                    mine.append((call, ctx, got, right))
+                    return got
+
+                return types.MethodType(learner, s)
+
+            log, tokens = _scenario(name, seam)
+            calls += mine
+            for args, ctx, got, right in mine:
+                if got != right:
+                    seen = [(c[2], {m: _variant(m, *c[1], c[0]) for m in _MISTAKES})
+                            for c in calls]  # fmt: skip
+                    wrong = {m: _variant(m, *ctx, args) for m in _MISTAKES}
+                    named = next(iter(consistent(wrong, seen)), None)
+                    shown = (
+                        "num_new_tokens={}, num_computed_tokens={}, token_budget={}, "
+                        "prefill_scheduled={}, any_scheduled={}"
+                    ).format(*args)
+                    g.fail((f"{right!r} for {shown}", f"{shown} 时返回 {right!r}"),
+                           (f"{got!r}", f"{got!r}"), named, _steps(log))  # fmt: skip
+            g.expect(log, want_log, evidence=_steps(log))
+            g.expect(tokens, want_tokens)
+
+
+def _steps(log: list) -> str:
+    """The steps a run scheduled: tokens per request, and the drafts (-1: a placeholder)."""
+    return "\n".join(f"  {i + 1}: {q} {d or ''}" for i, (q, d) in enumerate(log[:6]))
+
+
+def _slip(old: str, new: str) -> str:
+    text = (importlib.resources.files("pdlab.exercises.solutions")
+            .joinpath("ex14_spec_pad.py").read_text(encoding="utf-8"))  # fmt: skip
+    assert old in text, old
+    return text.replace(old, new)
+
+
+EXERCISE = Exercise(
+    number=14,
+    slug="ex14_spec_pad",
+    function="_pad_spec_decode",
+    notebook="07_pd_designs",
+    title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
+    statement={
+        "en": """\
+Exercise 14: D's padded row under MTP (pdlab/sched/spec_decode.py; vLLM 0.33.0's
+pad_spec_decode in vllm/v1/core/sched/scheduler.py)
+
+With speculative decoding (MTP, K drafts per step) every verifying row runs 1 + K tokens:
+its token and K drafts. D's first step after a KV transfer is one token over N - 1
+cached, and a fully prefix-cached prompt is too. vLLM pads such a row to 1 + K tokens
+with K placeholder drafts (-1, never accepted), so the step keeps the uniform 1 + K shape
+and its full decode CUDA graph.
+
+Write _pad_spec_decode, a method of D's Scheduler that the waiting loop calls for each
+request it admits: pad only a row of one new token, with speculative decoding on, never
+beside a running row that is mid-prefill, and a fresh prompt only when some row is
+already scheduled; only when the sampled token still has a position below
+max_model_len; and if the padded row does not fit the budget, return None: upstream
+would rather not schedule it than schedule it unpadded.
+
+The grader runs the real scheduler with a runner without a model (the one the scheduler
+tests use, which drafts and verifies), D's side through a real PDConnector, then a live
+P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
+tokens must agree.""",
+        "zh": """\
+练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/spec_decode.py；vLLM 0.33.0
+vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
+
+开启投机解码（MTP，每步 K 个草稿 token）时，每个验证行运行 1 + K 个 token：它自己的 token 加上
+K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token 之上算 1 个，全部命中前缀缓存的
+提示词也是这样。vLLM 用 K 个占位草稿（-1，永远不会被接受）把这样的行补齐到 1 + K 个 token，
+让这一步保持统一的 1 + K 形状，保住完整解码 CUDA graph。
+
+请把 _pad_spec_decode 写成 D 的调度器类 `Scheduler` 的方法，等待队列循环每接纳一个请求就调用
+一次：只补齐只有一个新 token 的行，且开启了投机解码；旁边有还在预填充中途的运行行时不补；
+全新的提示词只有在本步已调度了某一行时才补；采样出的 token 在 max_model_len 之下还有位置时才补；
+补齐后的行放不进预算时返回 None：上游宁可不调度它，也不调度一个没补齐的行。
+
+评分用真实的调度器和一个没有模型的运行器（调度器测试用的那个，会起草并验证），D 端经过
+真实的 PDConnector，再用一个开启 MTP 的真实 P/D 对，与调度器自己的方法对照：每次返回值、每一步
+以及生成的 token 都必须一致。""",
+    },
+    hints={
+        "en": (
+            "Five conditions before padding: K > 0, num_new_tokens == 1, not "
+            "prefill_scheduled, any_scheduled or num_computed_tokens > 0, and "
+            "num_computed_tokens + 1 + K + 1 <= max_model_len. Otherwise the row is as it was.",
+            "Padded, the row needs 1 + K tokens of token_budget: when it has fewer, return "
+            "None (the waiting loop stops there), not num_new_tokens.",
+        ),
+        "zh": (
+            "补齐之前有五个条件：K > 0、`num_new_tokens == 1`、`prefill_scheduled` 为假、"
+            "`any_scheduled` 为真或 `num_computed_tokens > 0`，以及 "
+            "`num_computed_tokens + 1 + K + 1 <= max_model_len`。否则这一行保持原样。",
+            "补齐后这一行要占 `token_budget` 中的 1 + K 个 token：不够时返回 None（等待队列循环"
+            "就此停止），而不是 `num_new_tokens`。",
+        ),
+    },
+    mistakes={
+        "always_pad": {
+            "en": "padding beside a running row that is mid-prefill: the step is not a "
+            "uniform decode batch anyway, and upstream pads only when no scheduled running "
+            "row is still in its prefill",
+            "zh": "旁边有还在预填充中途的运行行时也补齐了：这一步反正不是统一解码批，上游只在"
+            "已调度的运行行都不在预填充中时才补齐",
+        },
+        "no_context_rule": {
+            "en": "padding a fresh one-token prompt that runs alone: with no computed context "
+            "and nothing else scheduled, upstream leaves it as it is",
+            "zh": "把单独运行的全新一 token 提示词也补齐了：没有已计算的上下文、也没有别的行被"
+            "调度时，上游保持原样",
+        },
+        "pad_by_k": {
+            "en": "padding to K tokens: a verifying row is the token itself plus K drafts, 1 + K",
+            "zh": "补齐到了 K 个 token：验证行是它自己的 token 加上 K 个草稿 token，即 1 + K",
+        },
+        "no_room_check": {
+            "en": "padding without room below max_model_len: the 1 + K positions and the "
+            "sampled token must all fit, or the row stays one token",
+            "zh": "在 max_model_len 之下没有余地时仍然补齐：1 + K 个位置和采样出的 token 都要"
+            "放得下，否则这一行仍是一个 token",
+        },
+        "schedule_unpadded": {
+            "en": "scheduling the row unpadded when 1 + K does not fit the budget: upstream "
+            "returns None and the waiting loop stops, rather than break the 1 + K shape",
+            "zh": "1 + K 放不进预算时调度了没补齐的行：上游返回 None，等待队列循环停下，而不是"
+            "破坏 1 + K 的形状",
+        },
+    },
+    grade=grade,
+    slips={
+        "always_pad": _slip("        and not prefill_scheduled\n", ""),
+        "no_context_rule": _slip("        and (any_scheduled or num_computed_tokens > 0)\n", ""),
+        "pad_by_k": _slip("padded = 1 + k  #", "padded = k  #"),
+        "no_room_check": _slip(
+            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
+            "self.max_model_len:\n        return num_new_tokens\n",
+            "",
+        ),
+        "schedule_unpadded": _slip(
+            "return None  # upstream would rather", "return num_new_tokens  # upstream would rather"
+        ),
+    },  # fmt: skip
+)
