@@ -19,7 +19,9 @@ from pdlab.tools import aot, aot_specs  # noqa: E402
 pytestmark = pytest.mark.xdist_group("aot")
 
 
-@pytest.fixture(scope="module")
+# Session scope: the worker may run other modules' tests between these, and a module-scoped
+# fixture would then be rebuilt (every kernel compiled again).
+@pytest.fixture(scope="session")
 def results():
     return aot.run_aot_check(targets=(80, 90), dtypes=("fp16", "bf16"), widths=("tiny", "deepseek"))
 

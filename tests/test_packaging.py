@@ -92,8 +92,11 @@ def _build(kind: str, src: Path, out: Path) -> Path:
     return out / r.stdout.split("BUILT ")[-1].strip()
 
 
-@pytest.mark.slow
-def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(tmp_path) -> None:
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, Path]:
+    """``(sdist, wheel)``: the sdist built from a copy of the checkout, and the wheel built
+    from that sdist unpacked, as ``pip install pdlab-0.1.0.tar.gz`` builds it (so the
+    wheel's contents prove the sdist whole too). Built once for the module's tests."""
     # The version from the metadata: importing setuptools here would fail its distutils
     # check whenever an earlier test in this worker imported the standard library's one.
     from importlib.metadata import version
@@ -101,9 +104,17 @@ def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(tmp_path) -> None:
     setuptools_version = version("setuptools")
     if int(setuptools_version.split(".")[0]) < 77:
         pytest.skip(f"setuptools {setuptools_version} < 77 cannot build an SPDX license")
-    src = _copy_tree(tmp_path / "src")
-    sdist = _build("build_sdist", src, tmp_path / "dist")
-    wheel = _build("build_wheel", src, tmp_path / "dist")
+    tmp = tmp_path_factory.mktemp("build")
+    sdist = _build("build_sdist", _copy_tree(tmp / "src"), tmp / "dist")
+    with tarfile.open(sdist) as tar:
+        tar.extractall(tmp / "unpacked", filter="data")
+    (unpacked,) = (tmp / "unpacked").iterdir()
+    return sdist, _build("build_wheel", unpacked, tmp / "wheel")
+
+
+@pytest.mark.slow
+def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(built) -> None:
+    sdist, wheel = built
     notebooks = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert len(notebooks) >= 6
 
@@ -172,16 +183,8 @@ def _fresh_venv(where: Path) -> Path:
 
 
 @pytest.mark.slow
-def test_the_wheel_installed_in_a_fresh_venv_runs_every_first_command(tmp_path) -> None:
-    from importlib.metadata import version
-
-    if int(version("setuptools").split(".")[0]) < 77:
-        pytest.skip("setuptools < 77 cannot build an SPDX license")
-    sdist = _build("build_sdist", _copy_tree(tmp_path / "src"), tmp_path / "dist")
-    with tarfile.open(sdist) as tar:
-        tar.extractall(tmp_path / "unpacked", filter="data")
-    (unpacked,) = (tmp_path / "unpacked").iterdir()
-    wheel = _build("build_wheel", unpacked, tmp_path / "wheel")
+def test_the_wheel_installed_in_a_fresh_venv_runs_every_first_command(built, tmp_path) -> None:
+    _, wheel = built
 
     python = _fresh_venv(tmp_path / "venv")
     r = subprocess.run(
