@@ -66,8 +66,8 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "en": "The placeholders are never accepted: the row starts inside the prefill "
         "(num_computed_tokens {nct} < prefill_len {plen}), so every draft counts as -1: "
         "{drafts}. The target's tokens at the verified positions: {target}; the row "
-        "produces {sampled} (the first output token); {rej} positions are rolled back, so "
-        "num_computed_tokens becomes {after}.",
+        "produces {sampled} (the first output token); the rejected positions ({rej}) are "
+        "rolled back, so num_computed_tokens becomes {after}.",
         "zh": "占位草稿永远不会被接受：这一行从预填充内部开始（num_computed_tokens {nct} < "
         "prefill_len {plen}），所以每个草稿都按 -1 计：{drafts}。目标模型在各验证位置给出"
         "的 token：{target}；这一行产生 {sampled}（第一个输出 token）；回退 {rej} 个位置，"
