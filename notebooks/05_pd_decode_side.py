@@ -736,15 +736,15 @@ explorer
 # placeholders are rejected (`gather_draft_sampled`), and the MTP drafter is fed the
 # target's hidden state at the recomputed position, `h[N-1]`. Below: the same prompt under
 # FLASH_ATTN_MLA (the backend vLLM picks on an H200), K = 1 and K = 2, with and without
-# PCP. The MTP layer here has random weights (so few drafts are accepted); the tokens equal
-# greedy decoding without speculative decoding all the same.
+# PCP. The MTP layer is the one pdlab ships, trained beside the model (`pdlab train`);
+# whatever the drafts, the tokens equal greedy decoding without speculative decoding.
 
 # %%
 from pdlab.config import SpeculativeConfig
 from pdlab.spec_decode.mtp import MTPProposer
 from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
 
-MTP = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
+MTP = ModelConfig.tiny()  # the shipped checkpoint: the target and its MTP layer
 H200 = AttentionConfig(gpu="h200")
 spec_rows, spec_traces = [], {}
 for k, pcp in ((1, 1), (2, 1), (2, 2)):

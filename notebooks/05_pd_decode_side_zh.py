@@ -711,15 +711,16 @@ explorer
 # 解码的验证行当作 decode 行处理的 builder 把阈值提高到 `1 + K`（`vllm/v1/attention/backend.py` 中的
 # `_init_reorder_batch_threshold`）；占位草稿被拒绝（`gather_draft_sampled`）；MTP 草稿模型
 # 拿到的是目标模型在重算位置的隐藏状态 `h[N-1]`。下面用同一个提示词、FLASH_ATTN_MLA（vLLM
-# 在 H200 上选的后端），K = 1 和 K = 2，开与不开 PCP。这里的 MTP 层是随机权重（所以很少有
-# 草稿被接受）；但输出的 token 仍与不用投机解码的贪心解码完全相同。
+# 在 H200 上选的后端），K = 1 和 K = 2，开与不开 PCP。这里的 MTP 层是 pdlab 随附的、与模型
+# 一起训练的那一层（`pdlab train`）；无论草稿如何，输出的 token 都与不用投机解码的贪心解码
+# 完全相同。
 
 # %%
 from pdlab.config import SpeculativeConfig
 from pdlab.spec_decode.mtp import MTPProposer
 from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
 
-MTP = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
+MTP = ModelConfig.tiny()  # the shipped checkpoint: the target and its MTP layer
 H200 = AttentionConfig(gpu="h200")
 spec_rows, spec_traces = [], {}
 for k, pcp in ((1, 1), (2, 1), (2, 2)):
