@@ -8,10 +8,10 @@ itself (its transport's receive fails), frees what it held and reports; it gets 
 to do so before it is killed. The two sides are in ``pdlab/disagg/procs.py``.
 
 Ctrl-C: a terminal sends SIGINT to the launcher and both children at once. The children are
-started with SIGINT ignored (an ignored signal stays ignored across ``exec``, and Python then
-installs no KeyboardInterrupt handler), so none of them prints a traceback, even while it is
-still importing torch; the launcher alone gets the KeyboardInterrupt, terminates both, waits
-for them and lets it propagate (the CLI prints one line and exits 130). Upstream's
+started with SIGINT blocked (a blocked signal stays blocked across ``fork`` and ``exec``, so
+theirs stays pending for good), so none of them prints a traceback, even while it is still
+importing torch; the launcher alone gets the KeyboardInterrupt, terminates both, waits for
+them and lets it propagate (the CLI prints one line and exits 130). Upstream's
 ``CoreEngineProcManager`` likewise leaves shutdown to the parent.
 """
 
@@ -62,20 +62,30 @@ def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) ->
 
 
 @contextlib.contextmanager
-def _sigint_ignored() -> Iterator[None]:
-    """While children are started: SIGINT ignored (they inherit that) and blocked here (a
-    Ctrl-C meanwhile stays pending, Linux keeps a blocked signal even when ignored, and is
-    raised here once the handler is back)."""
+def _sigint_blocked() -> Iterator[None]:
+    """While children are started: SIGINT blocked in this thread, which they inherit (a
+    blocked signal stays blocked across fork and exec, so a Ctrl-C stays pending in them for
+    good and none prints a traceback, even while importing torch). Here a handler that only
+    records the signal stands in meanwhile: another of this process's threads may take a
+    Ctrl-C (the block is per thread), and an ignored one would then be lost. Once the
+    children are started and tracked, a Ctrl-C of the window is raised as the handler in
+    force would raise it."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; nothing to change elsewhere
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    caught: list[int] = []
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
     try:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # a pending one is delivered here
+    if caught and previous is not signal.SIG_IGN:
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        else:
+            raise KeyboardInterrupt
 
 
 @contextlib.contextmanager
@@ -183,7 +193,7 @@ def run_pd_procs(
     # Spawning and importing torch count against no side's timeout_s: allow for them.
     deadline = t0 + timeout_s + 30
     try:
-        with _sigint_ignored():  # the children never see a Ctrl-C (see the module docstring)
+        with _sigint_blocked():  # the children never see a Ctrl-C (see the module docstring)
             for role in ("prefill", "decode"):
                 reader, writer = ctx.Pipe(duplex=False)
                 readers[role] = reader
