@@ -26,6 +26,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from multiprocessing import resource_tracker
 from typing import Any
 
 import torch
@@ -73,6 +74,10 @@ def _sigint_blocked() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; nothing to change elsewhere
         return
+    # multiprocessing starts its resource tracker with the first child, blocking SIGINT
+    # around that spawn and then unblocking it, which would end this block early and let
+    # the children after it start open to a Ctrl-C: start the tracker first.
+    resource_tracker.ensure_running()
     caught: list[int] = []
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
