@@ -1,6 +1,8 @@
 """Routing as vLLM 0.33.0 has it (``split_decodes_and_prefills``, the four-region reorder,
 the MLA builder's switches), and the cost model behind the question."""
 
+import random
+
 import pytest
 import torch
 
@@ -219,3 +221,17 @@ def test_attention_pairs():
     assert cost.attention_pairs([1], [9], True) == 9
     assert cost.attention_pairs([2], [5], False) == 10
     assert cost.attention_pairs([4], [2], True) == 3  # bottom-right: first two rows see nothing
+
+
+def test_attention_pairs_against_the_mask():
+    """The closed form counts what a bottom-right causal mask lets through, row by row."""
+    rng = random.Random(11)
+    for _ in range(200):
+        n = rng.randint(0, 5)
+        qs = [rng.randint(0, 40) for _ in range(n)]
+        ks = [rng.randint(0, 40) for _ in range(n)]
+        mask = sum(
+            1 for q, k in zip(qs, ks) for i in range(q) for j in range(k) if j <= k - q + i
+        )
+        assert cost.attention_pairs(qs, ks, True) == mask
+        assert cost.attention_pairs(qs, ks, False) == sum(q * k for q, k in zip(qs, ks))

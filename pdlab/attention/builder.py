@@ -19,12 +19,14 @@ So D's first step after a KV transfer (one query token over ``N - 1`` cached tok
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ParallelConfig
 from pdlab.math_utils import round_down
+
+if TYPE_CHECKING:  # tensors are made in build only: the thresholds are read without torch
+    import torch
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,8 @@ class MLAMetadataBuilder:
         return not self.use_pcp
 
     def build(self, cm: CommonAttentionMetadata) -> MLAMetadata:
+        import torch
+
         nd, np_, ndt, npt = split_decodes_and_prefills(
             cm,
             decode_threshold=self.reorder_batch_threshold,

@@ -134,13 +134,17 @@ def merge_attn_states_cost(tokens: int, heads: int, d_v: int, e: int = 2) -> tup
 
 def attention_pairs(q_lens: list[int], k_lens: list[int], causal: bool) -> int:
     """(query, key) pairs a varlen attention visits, bottom-right causal or full."""
+    if not causal:
+        return sum(q * k for q, k in zip(q_lens, k_lens))
     total = 0
     for q, k in zip(q_lens, k_lens):
-        if not causal:
-            total += q * k
-        else:
-            # query i sees min(k, k - q + i + 1) keys, never fewer than 0
-            total += sum(max(0, min(k, k - q + i + 1)) for i in range(q))
+        if q == 1:  # a decode's one query sees every key
+            total += k
+            continue
+        # query i of q sees max(0, k - q + i + 1) keys: the last m = min(q, k) queries see
+        # k - m + 1, ..., k of them, the others none
+        m = min(q, k)
+        total += m * (k - m) + m * (m + 1) // 2
     return total
 
 

@@ -33,8 +33,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # tensors are made in from_batch only: the rules below run without torch
+    import torch
 
 REGIONS = ("decode", "short_extend", "long_extend", "prefill")
 
@@ -80,6 +82,8 @@ class CommonAttentionMetadata:
         ``is_prefilling`` is the runner's (``pdlab/model/batch.py``); left out, it is V1's
         ``num_computed_tokens < num_prompt_tokens``. Tensors go to ``block_table``'s device;
         the ``_cpu`` ones stay on the CPU."""
+        import torch
+
         device = block_table.device
         qsl = torch.zeros(len(query_lens) + 1, dtype=torch.int32)
         qsl[1:] = torch.cumsum(torch.tensor(list(query_lens), dtype=torch.int32), 0)
@@ -113,9 +117,31 @@ def split_decodes_and_prefills(
 ) -> tuple[int, int, int, int]:
     """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)`` for a batch
     already in the runner's order (decode-like rows first: V1's four regions, or V2's
-    ``sort_batch_req_ids``).
+    ``sort_batch_req_ids``): :func:`split_query_lens` on the metadata's query lengths and
+    ``is_prefilling``."""
+    m = common_attn_metadata
+    qsl = m.query_start_loc_cpu.tolist()
+    return split_query_lens(
+        [b - a for a, b in zip(qsl, qsl[1:])],
+        None if m.is_prefilling is None else [bool(x) for x in m.is_prefilling.tolist()],
+        decode_threshold,
+        require_uniform,
+        treat_short_extends_as_decodes,
+        num_tokens=m.num_actual_tokens,
+    )
 
-    The decodes are the requests before the first one that counts as a prefill:
+
+def split_query_lens(
+    query_lens: Sequence[int],
+    is_prefilling: Sequence[bool] | None = None,
+    decode_threshold: int = 1,
+    require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True,
+    num_tokens: int | None = None,
+) -> tuple[int, int, int, int]:
+    """``split_decodes_and_prefills``'s rule on plain lists (a row's query length and its
+    ``is_prefilling``; ``num_tokens`` defaults to their sum). The decodes are the requests
+    before the first one that counts as a prefill:
 
     * ``query_len > decode_threshold`` is a prefill;
     * with ``require_uniform``, a request is a prefill when its query length differs from
@@ -124,38 +150,36 @@ def split_decodes_and_prefills(
     * with ``treat_short_extends_as_decodes=False``, a request still in its prompt
       (``is_prefilling``) is a prefill whatever its query length.
     """
-    m = common_attn_metadata
-    num_reqs, num_tokens = m.num_reqs, m.num_actual_tokens
+    q = list(query_lens)
+    num_reqs = len(q)
+    num_tokens = sum(q) if num_tokens is None else num_tokens
     everything_decodes = (num_reqs, 0, num_tokens, 0)
     if (
-        m.max_query_len <= decode_threshold
+        max(q, default=0) <= decode_threshold
         and (not require_uniform or decode_threshold <= 1)
         and treat_short_extends_as_decodes
     ):
         return everything_decodes
-    qsl = m.query_start_loc_cpu
-    query_lens = qsl[1:] - qsl[:-1]
-    if int(query_lens[0]) > decode_threshold:
+    if q[0] > decode_threshold:
         return 0, num_reqs, 0, num_tokens
     if require_uniform:
-        padding = query_lens == 0
-        same_as_first = query_lens == query_lens[0]
-        if treat_short_extends_as_decodes and bool(torch.all(same_as_first | padding)):
+        same_or_padding = [n == q[0] or n == 0 for n in q]
+        if treat_short_extends_as_decodes and all(same_or_padding):
             return everything_decodes
-        is_prefill = ~same_as_first & ~padding
+        is_prefill = [not s for s in same_or_padding]
     else:
-        is_prefill = query_lens > decode_threshold
+        is_prefill = [n > decode_threshold for n in q]
     if not treat_short_extends_as_decodes:
-        if m.is_prefilling is None:
+        if is_prefilling is None:
             raise ValueError(
                 "is_prefilling is None: treat_short_extends_as_decodes=False needs "
                 "CommonAttentionMetadata.is_prefilling"
             )
-        is_prefill = is_prefill | m.is_prefilling.to(torch.bool)
-    if not bool(torch.any(is_prefill)):
+        is_prefill = [a or bool(b) for a, b in zip(is_prefill, is_prefilling)]
+    if not any(is_prefill):
         return everything_decodes
-    num_decodes = int(torch.nonzero(is_prefill)[0, 0])
-    num_decode_tokens = int(qsl[num_decodes])
+    num_decodes = is_prefill.index(True)
+    num_decode_tokens = sum(q[:num_decodes])
     return num_decodes, num_reqs - num_decodes, num_decode_tokens, num_tokens - num_decode_tokens
 
 

@@ -181,7 +181,10 @@ def _import_torch_for_the_main_thread() -> None:
 
 
 def _runs_kernels(args: argparse.Namespace) -> bool:
-    """False for a command that runs no model: the kernel settings do not matter to it."""
+    """False for a command that runs no model: the kernel settings do not matter to it,
+    and it starts without torch (``pdlab sim`` imports it only to measure ``--gpu here``)."""
+    if args.command == "sim":
+        return False
     if args.command == "tour":
         from pdlab.ui.tour import tour_needs
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from pdlab.attention.cost import (
     Cost,
@@ -59,9 +60,9 @@ def lm_head_cost(cfg: ModelConfig, rows: int, e: int = 2) -> Cost:
     return Cost().add("lm_head", *gemm(rows, cfg.vocab_size, cfg.hidden_size, e))
 
 
-@dataclass(frozen=True)
-class Row:
-    """One request of a step: ``context`` tokens cached before it, ``query_len`` new."""
+class Row(NamedTuple):
+    """One request of a step: ``context`` tokens cached before it, ``query_len`` new (a
+    named tuple: the simulator makes tens of thousands a run)."""
 
     context: int
     query_len: int = 1

@@ -2,18 +2,17 @@
 bandwidth, each with where it comes from, and the two parameters a roofline alone lacks
 (the link K/V cross and what a CUDA graph saves), named, with their sources.
 
-The published peaks are :data:`pdlab.tools.measure.PEAKS` (dense bf16 tensor FLOP/s, HBM
-bytes/s) with :data:`pdlab.tools.measure.PEAK_SOURCES`; ``"here"`` is this machine,
-measured now with :func:`pdlab.tools.measure.measure_ceilings`. vLLM has no counterpart.
+The published peaks are :data:`pdlab.tools.peaks.PEAKS` (dense bf16 tensor FLOP/s, HBM
+bytes/s) with :data:`pdlab.tools.peaks.PEAK_SOURCES`; ``"here"`` is this machine,
+measured now with :func:`pdlab.tools.measure.measure_ceilings` (the only profile that
+imports torch). vLLM has no counterpart.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
-from pdlab.tools.measure import PEAK_SOURCES, measure_ceilings, published_peak
+from pdlab.tools.peaks import PEAK_SOURCES, published_peak
 
 GPUS = ("H100", "H800", "H200", "B200")
 PROFILES = (*GPUS, "here")
@@ -69,6 +68,10 @@ def device_profile(
     if link_bytes_per_s == 0:
         raise ValueError("link_bytes_per_s=0 is invalid: expected a number > 0")
     if name == "here":
+        import torch
+
+        from pdlab.tools.measure import measure_ceilings
+
         dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
         c = measure_ceilings(dev, torch.bfloat16 if dev.type == "cuda" else torch.float32)
         flops, bw = c["matmul_tflops"] * 1e12, c["copy_gbps"] * 1e9

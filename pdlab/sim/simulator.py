@@ -24,10 +24,12 @@ modelled).
 
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.model.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
-``decode_graph_eligible``, PCP's reorder, V1), and
-:func:`pdlab.attention.metadata.split_decodes_and_prefills` with the thresholds of the MLA
-backend the platform picks for the GPU (``pdlab/platforms.py``) and
-``treat_short_extends_as_decodes = not use_pcp``. Each step's time is
+``decode_graph_eligible``, PCP's reorder, V1), and the rule of
+:func:`pdlab.attention.metadata.split_decodes_and_prefills`
+(:func:`~pdlab.attention.metadata.split_query_lens`, on the runner's query lengths and
+``is_prefilling``) with the thresholds of the MLA builder for the backend the platform
+picks for the GPU (``pdlab/platforms.py``) and ``treat_short_extends_as_decodes = not
+use_pcp``. None of it needs torch, and the simulator does not import it. Each step's time is
 :meth:`pdlab.sim.costs.StepCost.time_s` on the device profile. vLLM has no counterpart;
 published simulators (vidur, DistServe's, splitwise-sim, llm-d's) assume P emits token 1
 and model no such step.
@@ -40,12 +42,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import torch
-
 from pdlab.attention.builder import MLAMetadataBuilder
-from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
+from pdlab.attention.metadata import split_query_lens
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
-from pdlab.disagg.designs import MODES
+from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 from pdlab.sim.costs import Row, StepCost, step_cost
@@ -212,25 +212,40 @@ def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
 
 
 def _gather(
-    rows: dict[str, tuple[int, int, int, int]], k: int, runner: str, use_pcp: bool, threshold: int
+    rows: tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]],
+    k: int,
+    runner: str,
+    use_pcp: bool,
+    threshold: int,
 ):
     """The runner's view of the step: the engine's ``gather_batch_req_state`` given each
-    row's ``K`` drafts (or, on a first row, the scheduler's ``-1`` placeholders) and V2's
+    row's scheduled tokens, ``num_computed_tokens``, prompt length and ``prefill_len``,
+    its ``K`` drafts (or, on a first row, the scheduler's ``-1`` placeholders) and V2's
     decode query length ``1 + K``; it subtracts the drafts before ``prefill_runs_as_decode``
     (``num_new_tokens = num_scheduled_tokens - num_draft_tokens``, as 0.33.0's V2 does)."""
-    ids = list(rows)
-    drafts = {"draft_tokens": {r: [-1] * k for r in ids}, "decode_query_len": 1 + k} if k else {}
+    scheduled, computed, prompt, prefill = rows
+    placeholders = [-1] * k  # only their number is read
+    drafts = {"draft_tokens": dict.fromkeys(scheduled, placeholders), "decode_query_len": 1 + k}
     batch = gather_batch_req_state(
-        {r: rows[r][3] for r in ids},
-        {r: rows[r][0] for r in ids},
-        {r: rows[r][1] for r in ids},
-        {r: rows[r][2] for r in ids},
+        scheduled,
+        computed,
+        prompt,
+        prefill,
         model_runner=runner,
         use_pcp=use_pcp,
         reorder_batch_threshold=threshold,
-        **drafts,
+        **(drafts if k else {}),
     )
     return batch, list(batch.num_scheduled_tokens), batch.uniform_decode_token_count
+
+
+def _arrived(requests: list[SimRequest], t: float, before: bool = False) -> int:
+    """How many of ``requests`` (in arrival order) have arrived by ``t`` (``before``: by
+    just before it)."""
+    n = 0
+    while n < len(requests) and (requests[n].arrival < t if before else requests[n].arrival <= t):
+        n += 1
+    return n
 
 
 def simulate(
@@ -244,6 +259,7 @@ def simulate(
     second token. ``progress`` is told the simulated time after each step."""
     use_pcp = cfg.routing == "pcp"
     builder, backend_name = builder_for(cfg, gpu)
+    threshold = builder.reorder_batch_threshold
     k, per_step = cfg.num_speculative_tokens, cfg.tokens_per_verify_step
     kv_e = KV_BYTES_PER_VALUE[cfg.kv_cache_dtype]
     runner = "v1" if cfg.routing == "v1" else "v2"
@@ -252,46 +268,42 @@ def simulate(
         profile,
         requests=arrivals(cfg),
         mla_backend=backend_name,
-        reorder_batch_threshold=builder.reorder_batch_threshold,
+        reorder_batch_threshold=threshold,
     )
-    background = [float(cfg.context)] * cfg.batch_size  # contexts of the running decodes
+    # The running decodes all started at ``context`` and grow alike: one context for all.
+    background_ids = [f"b{i}" for i in range(cfg.batch_size)]
+    background = float(cfg.context)
     active: list[SimRequest] = []  # arrivals past their first step
     pending = list(res.requests)
     hidden = cfg.design == "hidden_state"
+    q1 = 1 + k  # every row schedules 1 + K: K drafts, or K placeholders on a first row
     t = 0.0
     while t < cfg.duration_s or pending or any(r.t2t_d < 0 for r in active):
-        new = [r for r in pending if r.arrival <= t and (r.landed or not hidden)]
-        landing = [r for r in pending if hidden and not r.landed and r.arrival <= t]
-        if not (background or active or new or landing):
+        due = _arrived(pending, t)  # pending is in arrival order
+        new = [r for r in pending[:due] if r.landed or not hidden]
+        landing = [r for r in pending[:due] if hidden and not r.landed]
+        if not (background_ids or active or new or landing):
             if not pending:
                 break
             t = pending[0].arrival  # an idle D waits for the next arrival
             continue
-        pending = [r for r in pending if r not in new]
-        q1 = 1 + k  # every row schedules 1 + K: K drafts, or K placeholders on a first row
-        rows: dict[str, tuple[int, int, int, int]] = {}
-        for i, c in enumerate(background):
-            rows[f"b{i}"] = (round(c), round(c), round(c), q1)  # a decode: prompt long done
-        for j, r in enumerate(active):
-            c = round(r.context)
-            rows[f"a{j}"] = (c, c, c, q1)  # a decode now
-        for m, r in enumerate(new):
-            rows[f"n{m}"] = (*first_row(cfg.design, r.prompt_len), q1)
-        if rows:
-            batch, q, uniform = _gather(rows, k, runner, use_pcp, builder.reorder_batch_threshold)
-            n = len(q)
-            meta = CommonAttentionMetadata.from_batch(
+        pending = landing + pending[due:]  # the rest have not arrived
+        # Each row's scheduled tokens, num_computed_tokens, prompt and prefill_len, in the
+        # scheduler's order: the running decodes (their prompt long done), then the arrivals
+        # past their first step (decodes now), then the new ones.
+        c = round(background)
+        rows = tuple(dict.fromkeys(background_ids, x) for x in (q1, c, c, c))
+        others = [(f"a{j}", (q1, *[round(r.context)] * 3)) for j, r in enumerate(active)]
+        others += [(f"n{m}", (q1, *first_row(cfg.design, r.prompt_len))) for m, r in enumerate(new)]
+        for rid, values in others:
+            for d, x in zip(rows, values):
+                d[rid] = x
+        if rows[0]:
+            batch, q, uniform = _gather(rows, k, runner, use_pcp, threshold)
+            nd, npf, _, _ = split_query_lens(
                 q,
-                batch.num_computed_tokens,
-                batch.num_prompt_tokens,
-                torch.zeros(n, 1, dtype=torch.int32),
-                torch.zeros(n, dtype=torch.int64),
-                batch.req_ids,
                 batch.is_prefilling,
-            )
-            nd, npf, _, _ = split_decodes_and_prefills(
-                meta,
-                builder.reorder_batch_threshold,
+                threshold,
                 builder.require_uniform,
                 builder.treat_short_extends_as_decodes,
             )
@@ -299,18 +311,18 @@ def simulate(
         else:  # only P's hidden states to turn into tokens
             nd = npf = 0
             q, contexts, eligible, uniform = [], [], True, 1
-        ordered = [Row(c, qi) for c, qi in zip(contexts, q)]
+        same: dict[tuple[int, int], Row] = {}  # the running decodes share one Row
+        ordered = [same.get(x) or same.setdefault(x, Row(*x)) for x in zip(contexts, q)]
 
         dec, pre = ordered[:nd], ordered[nd:]
         cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
         if hidden:  # P's hidden states whose K/V land while this step runs join its lm_head
             t_end = t + cost.time_s(profile)
-            landing += [
-                r for r in pending if not r.landed and t < r.arrival < t_end and r not in landing
-            ]
+            waiting = pending[len(landing) :]  # all arrive after t, none has landed
+            landing += waiting[: _arrived(waiting, t_end, before=True)]
             cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
         dt = cost.time_s(profile)
-        verifying = len(background) + len(active)
+        verifying = len(background_ids) + len(active)
         res.steps.append(
             SimStep(
                 t,
@@ -328,6 +340,11 @@ def simulate(
         )
         for r in landing:
             r.landed, r.ttft_d = True, t + dt - r.arrival
+        for r in active:  # the rows that were running before this step
+            if r.t2t_d < 0:
+                r.t2t_d = t + dt - r.arrival
+            r.left -= per_step
+            r.context += per_step
         for r in new:
             r.first_step_t, r.left = t, cfg.output_len - 1  # tokens after token 1
             r.context = first_row(cfg.design, r.prompt_len)[0] + 1
@@ -338,14 +355,8 @@ def simulate(
             else:
                 r.t2t_d, r.left = t + dt - r.arrival, r.left - 1  # this step: token 2
             active.append(r)
-        for r in active:
-            if r not in new:
-                if r.t2t_d < 0:
-                    r.t2t_d = t + dt - r.arrival
-                r.left -= per_step
-                r.context += per_step
         active = [r for r in active if r.left > 0]
-        background = [c + per_step for c in background]
+        background += per_step
         t += dt
         if progress is not None:
             progress(t)
