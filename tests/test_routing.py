@@ -230,8 +230,6 @@ def test_attention_pairs_against_the_mask():
         n = rng.randint(0, 5)
         qs = [rng.randint(0, 40) for _ in range(n)]
         ks = [rng.randint(0, 40) for _ in range(n)]
-        mask = sum(
-            1 for q, k in zip(qs, ks) for i in range(q) for j in range(k) if j <= k - q + i
-        )
+        mask = sum(1 for q, k in zip(qs, ks) for i in range(q) for j in range(k) if j <= k - q + i)
         assert cost.attention_pairs(qs, ks, True) == mask
         assert cost.attention_pairs(qs, ks, False) == sum(q * k for q, k in zip(qs, ks))
