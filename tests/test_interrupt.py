@@ -115,3 +115,52 @@ def test_ctrl_c_is_one_line_exit_130_and_no_orphan(moment, tmp_path) -> None:
         time.sleep(0.05)
     assert not [k for k in kids if Path(f"/proc/{k}").exists()], "a child outlived pdlab pd"
     assert not _group_alive(pgid), "a process of pdlab pd's group is still running"
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("to", ["group", "parent"])
+def test_ctrl_c_during_the_tour_stops_its_simulation_child(to, tmp_path) -> None:
+    """The tour runs chapter 7's grids in a child (``pdlab/sim/background.py``): a SIGINT
+    to the group (Ctrl-C) or to the tour alone while it runs is one line, exit 130, and
+    leaves no process."""
+    cmd = [sys.executable, "-m", "pdlab.cli", "tour", "--chapter", "7"]
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "PDLAB_GPU": "cpu"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    pgid = proc.pid
+
+    def sims() -> list[int]:
+        return [k for k in _children(proc.pid) if "pdlab.sim.background" in _cmdline(k)]
+
+    try:
+        _until(lambda: bool(sims()), proc)
+        kids = sims()
+        if to == "group":
+            os.killpg(pgid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(pgid, signal.SIGKILL)
+            proc.communicate()
+    assert proc.returncode == 130, err
+    assert err == "pdlab tour: interrupted\n", err
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [k for k in kids if Path(f"/proc/{k}").exists()], "the simulation outlived it"
+    assert not _group_alive(pgid), "a process of pdlab tour's group is still running"

@@ -206,14 +206,25 @@ class PromptOnly:
 
 
 def _tour(args: argparse.Namespace, c: Console) -> int:
+    if not args.prompt:
+        raise ValueError("--prompt must not be empty")
+    # Chapter 7's simulations do not depend on the prompt: they run on another core while
+    # this process runs the engine (pdlab/sim/background.py).
+    sims = _tour_designs().start_sims() if args.chapter in (None, 7) else None
+    try:
+        return _chapters(args, c, sims)
+    finally:
+        if sims is not None:
+            sims.close()
+
+
+def _chapters(args: argparse.Namespace, c: Console, sims: Any) -> int:
     from pdlab.tokenizer import encode
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
 
     lang = args.lang
-    if not args.prompt:
-        raise ValueError("--prompt must not be empty")
     need = tour_needs(args)
     demo = None
     if "run" in need:
@@ -275,7 +286,7 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
         4: lambda: tour_route.chapter4(c, demo, lang),
         5: lambda: tour_route.chapter5(c, preset, lang),
         6: lambda: tour_route.chapter6(c, demo, lang),
-        7: lambda: _tour_designs().chapter7(c, demo or prompt, lang),  # the engine, the sim
+        7: lambda: _tour_designs().chapter7(c, demo or prompt, lang, sims),  # engine, sim
     }
     for number, show in chapters.items():
         if args.chapter in (None, number):

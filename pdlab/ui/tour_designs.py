@@ -4,8 +4,10 @@ It runs the tour's prompt under the four first-token designs (``pdlab/disagg/des
 table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid at DeepSeek-V3's widths
 on the H200 profile with its defaults (``pdlab/sim/``), and the same under MTP (``K = 1``,
 routings V2 and PCP: D's step with and without speculative decoding), and states the answer
-in one paragraph with those runs' numbers. :func:`save_plots` writes the pictures of the designs
-(``pdlab/ui/plots_designs.py``) and of the simulation for ``pdlab tour --plots DIR``.
+in one paragraph with those runs' numbers. The tour starts the two grids on another core
+before it runs the engine (:func:`start_sims`, ``pdlab/sim/background.py``).
+:func:`save_plots` writes the pictures of the designs (``pdlab/ui/plots_designs.py``) and
+of the simulation for ``pdlab tour --plots DIR``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.console import Console
 
 from pdlab.config import CacheConfig, ModelConfig
 from pdlab.demo import Demo
+from pdlab.sim.background import BackgroundGrids, Grid
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import run_grid, sim_table, write_plots
 from pdlab.sim.simulator import SimConfig
@@ -25,34 +28,45 @@ from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.tour_kv import say
 
 GPU = "H200"
-# One run per prompt and block size, for the chapter and its plots; the last few are kept
-# (a notebook or a test asks again for the prompt it showed before).
+# One run of the designs per prompt and block size, for the chapter and its plots; the
+# last few are kept (a notebook or a test asks again for the prompt it showed before).
 _RUNS: dict[tuple, Any] = {}
 _KEEP = 4
 
 
-def _runs(demo: Demo) -> tuple[list, dict, list, dict, Any]:
+def _runs(demo: Demo) -> tuple[list, dict]:
     key = (tuple(demo.prompt_ids), demo.block_size)
     if key not in _RUNS:
         traces: dict[str, Any] = {}
         rows = compare_designs(
             [demo.prompt_ids], demo.cfg, CacheConfig(block_size=demo.block_size), traces=traces
         )
-        profile = device_profile(GPU)
-        v3 = ModelConfig.deepseek_v3()
-        sim_rows, sim_runs = run_grid(SimConfig(), v3, profile, "h200")
-        # under MTP the chapter quotes recompute only (answer_values): run no other design
-        mtp = dict(designs=MTP_DESIGNS, routings=MTP_ROUTINGS)
-        mtp_rows, _ = run_grid(MTP_BASE, v3, profile, "h200", **mtp)
         while len(_RUNS) >= _KEEP:
             del _RUNS[next(iter(_RUNS))]  # the oldest
-        _RUNS[key] = rows, traces, sim_rows, sim_runs, profile, mtp_rows
+        _RUNS[key] = rows, traces
     return _RUNS[key]
 
 
 MTP_BASE = SimConfig(num_speculative_tokens=1)
 MTP_ROUTINGS = ("v2", "pcp")
 MTP_DESIGNS = ("recompute",)  # the MTP rows the closing paragraph reads
+# pdlab sim's grid at its defaults on the H200 profile, and the same under MTP: they do not
+# depend on the prompt, so a process computes them once.
+SIM_GRIDS = (Grid(SimConfig()), Grid(MTP_BASE, designs=MTP_DESIGNS, routings=MTP_ROUTINGS))
+_SIM_ROWS: list[list[dict[str, Any]]] = []
+
+
+def start_sims() -> BackgroundGrids | None:
+    """Start the chapter's grids on another core (:mod:`pdlab.sim.background`), unless this
+    process already has their rows; :func:`chapter7` reads them."""
+    return None if _SIM_ROWS else BackgroundGrids(SIM_GRIDS)
+
+
+def sim_rows(pending: BackgroundGrids | None = None) -> list[list[dict[str, Any]]]:
+    """The rows of :data:`SIM_GRIDS`: from ``pending``, or run here."""
+    if not _SIM_ROWS:
+        _SIM_ROWS.extend(pending.rows() if pending else [g.run() for g in SIM_GRIDS])
+    return _SIM_ROWS
 
 
 def answer_values(
@@ -102,19 +116,24 @@ def answer_values(
     }
 
 
-def chapter7(c: Console, demo: Demo, lang: str) -> None:
-    rows, _, sim_rows, _, profile, mtp_rows = _runs(demo)
+def chapter7(c: Console, demo: Demo, lang: str, sims: BackgroundGrids | None = None) -> None:
+    """The chapter; ``sims``: its grids, started earlier by :func:`start_sims`."""
+    rows, _ = _runs(demo)
+    grid, mtp_rows = sim_rows(sims)
+    profile = device_profile(GPU)
     c.print(say(lang, "ch7_intro"))
     c.print(designs_table(rows, GPU, lang=lang))
-    c.print(sim_table(sim_rows, profile, lang))
+    c.print(sim_table(grid, profile, lang))
     c.print(sim_table(mtp_rows, profile, lang))
-    c.print(say(lang, "ch7_answer", **answer_values(sim_rows, mtp_rows)))
+    c.print(say(lang, "ch7_answer", **answer_values(grid, mtp_rows)))
 
 
 def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:
     from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline  # matplotlib
 
-    rows, traces, sim_rows, sim_runs, _, _ = _runs(demo)
+    _, traces = _runs(demo)
+    profile, v3 = device_profile(GPU), ModelConfig.deepseek_v3()
+    sim_rows, sim_runs = run_grid(SIM_GRIDS[0].base, v3, profile, SIM_GRIDS[0].gpu)
     out.mkdir(parents=True, exist_ok=True)
     figs = {
         "designs_cache_grid.png": plot_cache_grid(traces, "req-0", lang),
