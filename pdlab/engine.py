@@ -42,6 +42,7 @@ from pdlab.model.weights import weights_label
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.output import ModelRunnerOutput, SchedulerOutput
 from pdlab.sched.scheduler import Scheduler
+from pdlab.spec_decode.rejection_sampler import check_sampling_params
 from pdlab.tokenizer import ByteTokenizer
 from pdlab.trace import Tracer
 
@@ -189,6 +190,9 @@ class LLMEngine:
         a whole batch."""
         ids = process_prompt(prompt, self.tokenizer, self.model_config, self.max_model_len)
         validate_params(sampling_params, request_id, kv_transfer_params, self.model_config)
+        why = check_sampling_params(self.speculative_config, sampling_params)
+        if why:  # the runner would fail it at its first step
+            raise ValueError(why)
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
             rid,

@@ -60,6 +60,18 @@ def test_a_bad_speculative_config_is_one_line():
         engine(2)
 
 
+def test_sampling_above_temperature_0_is_refused_when_added_and_nothing_is_queued():
+    e = engine(SpeculativeConfig("ngram", 1))
+    pool = e.scheduler.kv_cache_manager.block_pool
+    free = pool.get_num_free_blocks()
+    with pytest.raises(ValueError, match=r"^SamplingParams\.temperature=0\.7 is invalid with"):
+        e.add_request("hello", SamplingParams(temperature=0.7, seed=1))
+    assert not e.has_unfinished_requests() and pool.get_num_free_blocks() == free
+    assert e.step() == []  # nothing to run
+    rid = e.add_request("hello", SamplingParams(max_tokens=2))  # greedy is fine
+    assert e.has_unfinished_requests() and rid
+
+
 @pytest.mark.parametrize("k, rate", [(1, 0.0), (2, 0.6), (2, 1.0)])
 def test_the_engine_hands_the_runners_drafts_to_the_scheduler(k, rate):
     prompts = ["spec", "decoding on D", "x"]
