@@ -1,6 +1,8 @@
 """pdlab.kernels: the MLA kernels, each in Triton and as a torch twin of the same signature.
 
-``backend`` (imported first) decides which runs; see ``pdlab/kernels/backend.py``. Every
+``backend`` decides which runs (every kernel file imports it first); see
+``pdlab/kernels/backend.py``. ``decode_plan.py`` holds ``mla_decode``'s tiles and split count
+in plain Python (no torch, no triton), for the cost model. Every
 public function takes ``backend=None`` ("triton" or "torch"; None = the one in force).
 
 * ``cache.py``: ``reshape_and_cache_mla`` (write latent rows into their slots) and
@@ -17,25 +19,39 @@ Tools that measure or compile these kernels (``bench_kernels.py``, ``aot.py``,
 ``gpu_check.py``) live in ``pdlab/tools/``.
 """
 
-from pdlab.kernels import backend as backend  # noqa: I001  (must come before any kernel)
-from pdlab.kernels.backend import get_backend, set_backend, use_backend
-from pdlab.kernels.checks import index_checks, index_checks_enabled, set_index_checks
-from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
-from pdlab.kernels.flash_attn import flash_attn_varlen
-from pdlab.kernels.merge import merge_attn_states
-from pdlab.kernels.decode_attention import mla_decode
+from typing import Any
 
-__all__ = [
-    "backend",
-    "flash_attn_varlen",
-    "gather_cache",
-    "get_backend",
-    "index_checks",
-    "index_checks_enabled",
-    "merge_attn_states",
-    "mla_decode",
-    "reshape_and_cache_mla",
-    "set_backend",
-    "set_index_checks",
-    "use_backend",
-]
+# The names below are imported on first use (PEP 562), so that torch-free parts (the
+# decode plan, ``decode_plan.py``, which the cost model reads) load without torch or triton.
+# Each kernel file imports ``backend`` before triton, as Triton's interpreter requires.
+_WHERE = {
+    "backend": "pdlab.kernels.backend",
+    "get_backend": "pdlab.kernels.backend",
+    "set_backend": "pdlab.kernels.backend",
+    "use_backend": "pdlab.kernels.backend",
+    "index_checks": "pdlab.kernels.checks",
+    "index_checks_enabled": "pdlab.kernels.checks",
+    "set_index_checks": "pdlab.kernels.checks",
+    "gather_cache": "pdlab.kernels.cache",
+    "reshape_and_cache_mla": "pdlab.kernels.cache",
+    "flash_attn_varlen": "pdlab.kernels.flash_attn",
+    "merge_attn_states": "pdlab.kernels.merge",
+    "mla_decode": "pdlab.kernels.decode_attention",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    import importlib
+    import importlib.util
+
+    if name in _WHERE:
+        module = importlib.import_module(_WHERE[name])
+        value = module if name == "backend" else getattr(module, name)
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")  # a kernel file, e.g. cache
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # looked up once
+    return value

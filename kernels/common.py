@@ -29,6 +29,7 @@ import types
 import torch
 
 from pdlab.kernels.backend import triton_installed, triton_interpreting
+from pdlab.kernels.decode_plan import block  # noqa: F401 - every kernel file's tile widths
 
 if triton_installed():
     import triton
@@ -38,14 +39,6 @@ else:  # the kernels stay plain functions; nothing launches them without triton
     tl = None
 
 FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
-
-
-def block(n: int, minimum: int = 16) -> int:
-    """The tile width for ``n`` columns: the next power of two, at least ``minimum``."""
-    width = minimum
-    while width < n:
-        width *= 2
-    return width
 
 
 def device_target(device: torch.device) -> int:

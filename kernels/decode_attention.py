@@ -39,7 +39,6 @@ from pdlab.kernels import backend as _backend
 from pdlab.kernels import checks
 from pdlab.kernels.common import (
     FLOAT_DTYPES,
-    block,
     check_dim,
     check_launchable,
     check_same_device,
@@ -55,71 +54,24 @@ from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage1_kernel,
     mla_decode_stage2_kernel,
 )
-
-DEFAULT_NUM_KV_SPLITS = None  # automatic: num_kv_splits_auto
-BLOCK_H = 16
-BLOCK_N = 64  # tokens per tile: wgmma's M
-MAX_BLOCK_Q = 4  # queries of one request per program (1 + K for K <= 3 in one program)
-TAIL_TILE = 16  # keys of the causal tail tile (at most MAX_BLOCK_Q - 1 are used)
-MAX_ROWS = BLOCK_H  # (query, head) rows per program: the N side stays 16 wide
-MIN_TILES_PER_SPLIT = 4
-MAX_NUM_KV_SPLITS = 64
-CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT build targets
-
-
-def mla_decode_config(
-    L: int,
-    R: int,
-    elem_bytes: int = 2,
-    target: int = 90,
-    q_len: int = 1,
-    varlen: bool | None = None,
-) -> dict:
-    """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
-    sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
-    tile is halved to 32 rows so that two stages still fit an A100. One warp group (4 warps)
-    issues Hopper's wgmma; Ampere's mma.sync holds its operands in registers, so 8 warps
-    share them there (4 would spill, measured with ``pdlab doctor --aot``).
-
-    ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
-    ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
-    and its causal tail in one ``BLOCK_T``-key tile; ``varlen`` (default ``q_len > 1``):
-    the build that reads ``query_start_loc``."""
-    varlen = q_len > 1 if varlen is None else varlen
-    block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
-    block_q = query_block(q_len) if q_len > 1 else 1
-    return {
-        "stage1": {
-            "BLOCK_Q": block_q,
-            "BLOCK_H": heads_per_program(q_len),
-            "BLOCK_T": TAIL_TILE,
-            "BLOCK_N": block_n,
-            "BLOCK_L": block(L),
-            "BLOCK_R": block(R),
-            "NUM_STAGES": 2,
-            "num_warps": stage1_warps(varlen, target),
-        },
-        "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
-    }
-
-
-def stage1_warps(varlen: bool, target: int) -> int:
-    """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
-    request; the causal-tail tile of ``1 + K`` queries needs two there (one spills, measured
-    with ``pdlab doctor --aot``), and Ampere's mma.sync needs 8 in any case."""
-    return 4 if target >= 90 and not varlen else 8
-
-
-def query_block(q_len: int) -> int:
-    """Queries of one request a stage-1 program holds (``BLOCK_Q``): ``q_len`` rounded up
-    to a power of two, at most :data:`MAX_BLOCK_Q` (longer requests take several programs)."""
-    return min(block(max(1, q_len), minimum=1), MAX_BLOCK_Q)
-
-
-def heads_per_program(q_len: int) -> int:
-    """Heads of one stage-1 program (``BLOCK_H``) for requests of up to ``q_len`` queries:
-    its ``BLOCK_Q * BLOCK_H`` rows (query-major) are the N side of both products."""
-    return max(1, MAX_ROWS // query_block(q_len)) if q_len > 1 else BLOCK_H
+from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
+    BLOCK_H,
+    BLOCK_N,
+    CPU_NUM_SMS,
+    DEFAULT_NUM_KV_SPLITS,
+    MAX_BLOCK_Q,
+    MAX_NUM_KV_SPLITS,
+    MAX_ROWS,
+    MIN_TILES_PER_SPLIT,
+    TAIL_TILE,
+    block,
+    heads_per_program,
+    mla_decode_config,
+    num_kv_splits_auto,
+    query_block,
+    stage1_warps,
+    used_splits,
+)
 
 
 def device_num_sms(device: torch.device) -> int:
@@ -127,40 +79,6 @@ def device_num_sms(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return CPU_NUM_SMS
-
-
-def num_kv_splits_auto(
-    batch: int,
-    num_heads: int,
-    max_seq_len: int,
-    num_sms: int,
-    L: int = 512,
-    R: int = 64,
-    q_len: int = 1,
-) -> int:
-    """How many parts to split each request's KV range into.
-
-    ``S = min(cdiv(num_sms, batch * head_groups), cdiv(max_seq_len, BLOCK_N) //
-    MIN_TILES_PER_SPLIT, workspace cap, MAX_NUM_KV_SPLITS)``, at least 1: enough programs
-    for one wave over the device, but each split at least ``MIN_TILES_PER_SPLIT`` tiles long,
-    and the workspace round trip (``8 L`` bytes per head and split) at most 1/8 of the
-    cache bytes the request reads (``2 (L + R)`` per token). A big batch gets ``S = 1``.
-    With ``q_len`` queries per request (``1 + K`` when verifying drafts) a program holds
-    ``q_len`` rows per head (:func:`heads_per_program`), and each query has its own
-    workspace, so both terms follow the rows, not the heads.
-    """
-    groups = -(-num_heads // heads_per_program(q_len))
-    fill = -(-num_sms // max(1, batch * groups))
-    by_length = -(-max_seq_len // BLOCK_N) // MIN_TILES_PER_SPLIT
-    by_workspace = (max_seq_len * 2 * (L + R)) // (8 * 8 * L * max(1, num_heads * q_len))
-    return max(1, min(fill, by_length, by_workspace, MAX_NUM_KV_SPLITS))
-
-
-def used_splits(seq_len: int, num_kv_splits: int, tile: int) -> int:
-    """Splits a request of ``seq_len`` tokens really uses (the kernels' rule): tile-aligned
-    parts of ``cdiv(cdiv(seq_len, S), tile) * tile`` tokens; 1 or 0 means not split."""
-    per_split = max(1, triton.cdiv(triton.cdiv(seq_len, num_kv_splits), tile)) * tile
-    return triton.cdiv(seq_len, per_split)
 
 
 def _resolve_splits(

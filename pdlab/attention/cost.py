@@ -115,7 +115,7 @@ def split_workspace_cost(
     its LSE (1 fp32), and stage 2 read them back and merge them (about 5 FLOPs per value):
     ``8 q_len H n (L + 1)`` bytes. An unsplit request (``n <= 1``) writes its result
     directly: nothing. ``q_lens`` (default 1 each): queries per request."""
-    from pdlab.kernels.decode_attention import used_splits
+    from pdlab.kernels.decode_plan import used_splits
 
     q_lens = [1] * len(seq_lens) if q_lens is None else q_lens
     n = sum(
@@ -185,7 +185,7 @@ def mla_decode_cost(
 
 def decode_tile(L: int, R: int, e: int = 2) -> int:
     """Tokens per tile of ``mla_decode``'s stage 1 (its split granularity) at these widths."""
-    from pdlab.kernels.decode_attention import mla_decode_config
+    from pdlab.kernels.decode_plan import mla_decode_config
 
     return mla_decode_config(L, R, e)["stage1"]["BLOCK_N"]
 
@@ -294,8 +294,8 @@ def decode_path_cost(
     """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer
     (:func:`decode_rows_cost` for one row), plus ``mla_decode``'s split workspace for its
     split count (``None``: automatic for one request on ``num_sms`` SMs, by default the CPU
-    stand-in of ``pdlab/kernels/decode_attention.py``)."""
-    from pdlab.kernels import decode_attention as da
+    stand-in of ``pdlab/kernels/decode_plan.py``)."""
+    from pdlab.kernels import decode_plan as da
 
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     seq = context_len + 1
