@@ -239,6 +239,10 @@ def main(argv: list[str] | None = None) -> int:
             from pdlab.cli import pd
 
             pd.before_imports(args)  # --role decode: P's port, within --timeout
+        if args.command == "tour":
+            from pdlab.ui import tour_sims
+
+            tour_sims.before_imports(args)  # chapter 7's simulations, on another core
         if _runs_kernels(args):
             _import_torch_for_the_main_thread()
         if args.command != "doctor" and _runs_kernels(args):

@@ -17,6 +17,7 @@ counterpart.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import json
 import os
@@ -92,6 +93,7 @@ class BackgroundGrids:
             )
             self._proc.stdin.write(request)  # a few hundred bytes: the pipe takes them all
             self._proc.stdin.close()
+            atexit.register(self.close)  # a command that ends early stops its child too
         except OSError:
             self.close()
 
@@ -99,6 +101,7 @@ class BackgroundGrids:
         """Each grid's summary rows: the child's, or, if it failed in any way, this
         process's."""
         proc, self._proc = self._proc, None
+        atexit.unregister(self.close)
         if proc is not None:
             try:
                 out = proc.stdout.read()
@@ -114,6 +117,7 @@ class BackgroundGrids:
     def close(self) -> None:
         """Stop a child whose rows were never read (the tour ended early)."""
         proc, self._proc = self._proc, None
+        atexit.unregister(self.close)
         if proc is not None:
             _stop(proc)
 

@@ -48,6 +48,7 @@ from pdlab.config import (
     SchedulerConfig,
 )
 from pdlab.platforms import routing_reason
+from pdlab.ui import tour_sims
 from pdlab.ui.console import make_console, request_errors
 from pdlab.ui.text import LANGS, text
 
@@ -209,8 +210,10 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
     if not args.prompt:
         raise ValueError("--prompt must not be empty")
     # Chapter 7's simulations do not depend on the prompt: they run on another core while
-    # this process runs the engine (pdlab/sim/background.py).
-    sims = _tour_designs().start_sims() if args.chapter in (None, 7) else None
+    # this process imports torch and runs the engine (pdlab/ui/tour_sims.py).
+    sims = None
+    if tour_sims.shows_chapter7(args):
+        sims = tour_sims.take_started() or tour_sims.start_sims()
     try:
         return _chapters(args, c, sims)
     finally:

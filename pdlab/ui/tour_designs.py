@@ -5,7 +5,7 @@ table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid at DeepSeek-
 on the H200 profile with its defaults (``pdlab/sim/``), and the same under MTP (``K = 1``,
 routings V2 and PCP: D's step with and without speculative decoding), and states the answer
 in one paragraph with those runs' numbers. The tour starts the two grids on another core
-before it runs the engine (:func:`start_sims`, ``pdlab/sim/background.py``).
+before it imports torch (``pdlab/ui/tour_sims.py``, ``pdlab/sim/background.py``).
 :func:`save_plots` writes the pictures of the designs (``pdlab/ui/plots_designs.py``) and
 of the simulation for ``pdlab tour --plots DIR``.
 """
@@ -19,13 +19,20 @@ from rich.console import Console
 
 from pdlab.config import CacheConfig, ModelConfig
 from pdlab.demo import Demo
-from pdlab.sim.background import BackgroundGrids, Grid
+from pdlab.sim.background import BackgroundGrids
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import run_grid, sim_table, write_plots
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_sims import (  # noqa: F401 - MTP_*: re-exported for notebook 07
+    MTP_BASE,
+    MTP_DESIGNS,
+    MTP_ROUTINGS,
+    SIM_GRIDS,
+    sim_rows,
+)
 
 GPU = "H200"
 # One run of the designs per prompt and block size, for the chapter and its plots; the
@@ -45,28 +52,6 @@ def _runs(demo: Demo) -> tuple[list, dict]:
             del _RUNS[next(iter(_RUNS))]  # the oldest
         _RUNS[key] = rows, traces
     return _RUNS[key]
-
-
-MTP_BASE = SimConfig(num_speculative_tokens=1)
-MTP_ROUTINGS = ("v2", "pcp")
-MTP_DESIGNS = ("recompute",)  # the MTP rows the closing paragraph reads
-# pdlab sim's grid at its defaults on the H200 profile, and the same under MTP: they do not
-# depend on the prompt, so a process computes them once.
-SIM_GRIDS = (Grid(SimConfig()), Grid(MTP_BASE, designs=MTP_DESIGNS, routings=MTP_ROUTINGS))
-_SIM_ROWS: list[list[dict[str, Any]]] = []
-
-
-def start_sims() -> BackgroundGrids | None:
-    """Start the chapter's grids on another core (:mod:`pdlab.sim.background`), unless this
-    process already has their rows; :func:`chapter7` reads them."""
-    return None if _SIM_ROWS else BackgroundGrids(SIM_GRIDS)
-
-
-def sim_rows(pending: BackgroundGrids | None = None) -> list[list[dict[str, Any]]]:
-    """The rows of :data:`SIM_GRIDS`: from ``pending``, or run here."""
-    if not _SIM_ROWS:
-        _SIM_ROWS.extend(pending.rows() if pending else [g.run() for g in SIM_GRIDS])
-    return _SIM_ROWS
 
 
 def answer_values(
@@ -117,7 +102,7 @@ def answer_values(
 
 
 def chapter7(c: Console, demo: Demo, lang: str, sims: BackgroundGrids | None = None) -> None:
-    """The chapter; ``sims``: its grids, started earlier by :func:`start_sims`."""
+    """The chapter; ``sims``: its grids, started earlier (``pdlab/ui/tour_sims.py``)."""
     rows, _ = _runs(demo)
     grid, mtp_rows = sim_rows(sims)
     profile = device_profile(GPU)
