@@ -259,8 +259,6 @@ def config_messages() -> dict[str, str]:
                     make(**{f.name: v})
                 except (ValueError, TypeError) as e:
                     out.setdefault(str(e), f"{name}({f.name}={v!r})")
-                except AttributeError:
-                    pass  # AttentionConfig(gpu=1): see test_a_gpu_that_is_not_a_name
     return out
 
 
@@ -273,7 +271,7 @@ def engine_messages() -> dict[str, str]:
     from pdlab.engine import LLMEngine
     from pdlab.kv_cache.block_pool import BlockPool
     from pdlab.kv_transfer.base import validate_kv_transfer_params
-    from pdlab.platforms import check_gpu
+    from pdlab.platforms import check_gpu, select_mla_backend
     from pdlab.request import SamplingParams
 
     engine = LLMEngine(ModelConfig.tiny(), CacheConfig(num_blocks=8), SchedulerConfig())
@@ -296,6 +294,9 @@ def engine_messages() -> dict[str, str]:
         "pool 0": lambda: BlockPool(0, enable_caching=True),
         "pool full": lambda: pool.get_new_blocks(9),
         "gpu": lambda: check_gpu("bogus"),
+        "gpu 1": lambda: check_gpu(1),
+        "fp8 on cpu": lambda: select_mla_backend("cpu", kv_cache_dtype="fp8"),
+        "kv dtype": lambda: select_mla_backend("h200", kv_cache_dtype="int4"),
         "kv params": lambda: validate_kv_transfer_params([]),
         "kv first_token": lambda: validate_kv_transfer_params({"first_token": "x"}),
         "kv both": lambda: validate_kv_transfer_params(
@@ -387,3 +388,19 @@ def test_widgets_show_a_bad_setting_in_chinese():
     assert "ValueError: duration_s=-1.0 is invalid: expected a finite number >= 0" in html.unescape(
         en.error.value
     )  # English: the traceback, as before
+
+
+@pytest.mark.parametrize("command", [["trace", "--prompt", "hi"], ["pd"]])
+def test_the_cpu_platform_is_named_in_chinese(command, capsys):
+    """``CPU (no GPU)`` (pdlab/platforms.py GPUS) is the view's Chinese label under zh,
+    named (``--gpu cpu``) or from ``PDLAB_GPU`` (tests/conftest.py sets it to cpu)."""
+    from pdlab.ui.text import text
+
+    for gpu in (["--gpu", "cpu"], []):
+        code, out, _ = _run([*command, "--max-tokens", "2", *gpu, "--lang", "zh"], capsys)
+        assert code == 0 and "no GPU" not in out, out
+        assert re.search(r"CPU（没有\s*GPU）", out) and not re.search(r"CPU\s*平台", out), out
+    assert text("en", "pf_cpu_label") == "CPU (no GPU)"
+    zh = zh_error("kv_cache_dtype='fp8' is invalid on CPU (no GPU): no MLA backend of its "
+                  "platform takes it (CPU_MLA takes 'auto' only)")  # fmt: skip
+    assert "CPU（没有 GPU）" in zh and "no GPU" not in zh
