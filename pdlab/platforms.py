@@ -125,7 +125,11 @@ def _local_gpu() -> str | None:
 
 def check_gpu(gpu: str) -> str:
     """``gpu`` as a key of :data:`GPUS`, or ``ValueError`` naming what is allowed."""
-    key = gpu.lower().replace(" ", "").replace("-", "").replace("_", "")
+    key = (
+        gpu.lower().replace(" ", "").replace("-", "").replace("_", "")
+        if isinstance(gpu, str)
+        else None
+    )
     if key not in GPUS:
         raise ValueError(f"gpu={gpu!r} is invalid: expected one of {tuple(GPUS)}")
     return key

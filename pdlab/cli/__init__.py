@@ -213,14 +213,20 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
         command = next((a for a in argv if not a.startswith("-")), None)
         where = parser._subparsers._group_actions[0].choices.get(command, parser)
         where.error(f"argument --lang: invalid choice: {lang!r} (choose from 'en', 'zh')")
+    if lang == "zh":  # argparse's errors in Chinese too
+        from pdlab.ui.text_errors import chinese_parser_errors
+
+        chinese_parser_errors(_parsers(parser))
     args = parser.parse_args(argv)
     if lang is not None:
         args.lang = lang
     return parser, args
 
 
-def _interrupted(command: str) -> None:
-    sys.stderr.write(f"{command}: interrupted\n")
+def _interrupted(command: str, lang: str = "en") -> None:
+    from pdlab.ui.text_errors import interrupted_line
+
+    sys.stderr.write(interrupted_line(command, lang))
     sys.stderr.flush()
     sys.exit(130)
 
@@ -285,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
             return tour.run_tour(args)
         return tour.run_trace(args)
     except KeyboardInterrupt:
-        _interrupted(f"pdlab {args.command}")
+        _interrupted(f"pdlab {args.command}", args.lang)
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
-        parser.exit(2, f"pdlab {args.command}: error: {cli_message(e)}\n")
+        from pdlab.ui.text_errors import error_line
+
+        parser.exit(2, error_line(f"pdlab {args.command}", cli_message(e), args.lang))

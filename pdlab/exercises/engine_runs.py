@@ -20,6 +20,7 @@ from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 from pdlab.ui.console import step_table
+from pdlab.ui.text_errors import wrap_cells, zh_error
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 64
@@ -118,7 +119,9 @@ def said(message: str | None, lang: str) -> str:
     """The engine's own error message, wrapped at 80 columns (or nothing)."""
     if not message:
         return ""
-    return "\n".join(textwrap.wrap(word(lang, "engine_said", message=message), 80))
+    if lang != "zh":
+        return "\n".join(textwrap.wrap(word(lang, "engine_said", message=message), 80))
+    return "\n".join(wrap_cells(word(lang, "engine_said", message=zh_error(message)), 80, ""))
 
 
 def tokens(outputs: Sequence[Any]) -> list[list[int]]:

@@ -17,6 +17,7 @@ from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, html_table
 from pdlab.ui.text import labels
+from pdlab.ui.text_errors import zh_error
 from pdlab.ui.trace_views import event_details
 
 
@@ -78,7 +79,7 @@ class BlockPoolExplorer(widgets.VBox):
         max_num_batched_tokens: int = 64,
         lang: str = "en",
     ) -> None:
-        self.lab = labels(lang)
+        self.lang, self.lab = lang, labels(lang)
         self.block_size, self.num_blocks, self.max_tokens = block_size, num_blocks, max_tokens
         self.max_num_batched_tokens = max_num_batched_tokens
         self.prompt = widgets.Text(value="the cat sat on the mat", description=self.lab["prompt"])
@@ -145,7 +146,11 @@ class BlockPoolExplorer(widgets.VBox):
             self.error_html.value = ""
             fn()
         except Exception as exc:  # shown in the widget: an observer's exception is invisible
-            self.error_html.value = f"<pre style='color:#b00'>{self.lab['error']}: {esc(exc)}</pre>"
+            said = esc(exc) if self.lang != "zh" else esc(zh_error(str(exc)))
+            colon = "：" if self.lang == "zh" else ": "
+            self.error_html.value = (
+                f"<pre style='color:#b00'>{self.lab['error']}{colon}{said}</pre>"
+            )
 
     def render(self) -> None:
         sched, bs = self.scheduler, self.block_size

@@ -11,7 +11,6 @@ Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-c
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -23,6 +22,7 @@ from pdlab.demo import Demo, run_demo
 from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, flops, html_table, nbytes
 from pdlab.ui.text import labels, text
+from pdlab.ui.text_errors import widget_error_html
 from pdlab.ui.trace_views import trace_panels
 
 
@@ -189,8 +189,8 @@ class PDExplorer(widgets.VBox):
         try:
             fn()
             self.error.value = ""
-        except Exception:  # shown in the widget: an observer's exception is invisible
-            self.error.value = f"<pre style='color:#b00'>{esc(traceback.format_exc())}</pre>"
+        except Exception as e:  # shown in the widget: an observer's exception is invisible
+            self.error.value = widget_error_html(e, self.lang)
 
     def rerun(self) -> None:
         self._guard(self._rerun)

@@ -7,8 +7,6 @@ step times over the run. Labels in English or Chinese (:mod:`pdlab.ui.text`).
 
 from __future__ import annotations
 
-import traceback
-
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
@@ -19,6 +17,7 @@ from pdlab.sim.report import summarize
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 from pdlab.ui.fmt import esc, html_table, seconds
 from pdlab.ui.text import text
+from pdlab.ui.text_errors import widget_error_html
 
 
 class SimExplorer(widgets.VBox):
@@ -98,8 +97,8 @@ class SimExplorer(widgets.VBox):
         try:
             self._rerun()
             self.error.value = ""
-        except Exception:  # shown in the widget: an observer's exception is invisible
-            self.error.value = f"<pre style='color:#b00'>{esc(traceback.format_exc())}</pre>"
+        except Exception as e:  # shown in the widget: an observer's exception is invisible
+            self.error.value = widget_error_html(e, self.lang)
 
     def _rerun(self) -> None:
         profile = self._profiles[self.gpu.value]
