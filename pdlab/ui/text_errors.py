@@ -516,7 +516,10 @@ def zh_error(message: str) -> str:
     if out is not None:
         return out
     lines = message.strip().splitlines()
-    return _glue(UNTRANSLATED, lines[0] if lines else "")
+    first = lines[0] if lines else ""
+    if any("\u4e00" <= ch <= "\u9fff" for ch in first):  # already Chinese (a zh caller's)
+        return first
+    return _glue(UNTRANSLATED, first)
 
 
 def error_text(message: str, lang: str) -> str:
