@@ -69,6 +69,43 @@ def _loads_torch(pid: int) -> bool:
         return False
 
 
+def _interrupt(cmd: list[str], tmp_path: Path, moment, kids_of, signal_group: bool = True):
+    """Start ``cmd`` in its own process group (a terminal's foreground job), wait for
+    ``moment(proc)``, send SIGINT (to the group, as Ctrl-C does, or to the command alone),
+    and return ``(proc, out, err, kids)``, ``kids`` being ``kids_of(proc)`` at that moment.
+    Whatever happens, nothing of the group outlives the test."""
+    proc = subprocess.Popen(
+        cmd,
+        env={**os.environ, "PDLAB_GPU": "cpu"},
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _until(lambda: moment(proc), proc)
+        kids = kids_of(proc)
+        if signal_group:
+            os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return proc, out, err, kids
+
+
+def _none_left(kids: list[int], pgid: int) -> None:
+    deadline = time.monotonic() + 10  # the parent has reaped them; allow the kernel a moment
+    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [k for k in kids if Path(f"/proc/{k}").exists()], "a child outlived it"
+    assert not _group_alive(pgid), "a process of its group is still running"
+
+
 MOMENTS = {
     # the launcher itself is importing torch, before any child exists
     "parent_imports_torch": lambda proc, port: _loads_torch(proc.pid),
@@ -85,36 +122,15 @@ MOMENTS = {
 @pytest.mark.parametrize("moment", sorted(MOMENTS))
 def test_ctrl_c_is_one_line_exit_130_and_no_orphan(moment, tmp_path) -> None:
     port = free_port()
-    env = {**os.environ, "PDLAB_GPU": "cpu"}
     cmd = [sys.executable, "-m", "pdlab.cli", "pd", "--procs", "2", "--port", str(port)]
     cmd += ["--max-tokens", "512", "--timeout", "200"]
-    proc = subprocess.Popen(
-        cmd,
-        env=env,
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group, as a terminal's foreground job
+    proc, out, err, kids = _interrupt(
+        cmd, tmp_path, lambda p: MOMENTS[moment](p, port), lambda p: _children(p.pid)
     )
-    pgid = proc.pid
-    try:
-        _until(lambda: MOMENTS[moment](proc, port), proc)
-        kids = _children(proc.pid)
-        os.killpg(pgid, signal.SIGINT)  # what Ctrl-C does: the whole foreground group
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(pgid, signal.SIGKILL)
-            proc.communicate()
     assert proc.returncode == 130, err
     assert err == "pdlab pd: interrupted\n", err
     assert out == ""
-    deadline = time.monotonic() + 10  # the parent has reaped them; allow the kernel a moment
-    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [k for k in kids if Path(f"/proc/{k}").exists()], "a child outlived pdlab pd"
-    assert not _group_alive(pgid), "a process of pdlab pd's group is still running"
+    _none_left(kids, proc.pid)
 
 
 def _cmdline(pid: int) -> str:
@@ -131,36 +147,13 @@ def test_ctrl_c_during_the_tour_stops_its_simulation_child(to, tmp_path) -> None
     to the group (Ctrl-C) or to the tour alone while it runs is one line, exit 130, and
     leaves no process."""
     cmd = [sys.executable, "-m", "pdlab.cli", "tour", "--chapter", "7"]
-    proc = subprocess.Popen(
-        cmd,
-        env={**os.environ, "PDLAB_GPU": "cpu"},
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    pgid = proc.pid
 
-    def sims() -> list[int]:
+    def sims(proc) -> list[int]:
         return [k for k in _children(proc.pid) if "pdlab.sim.background" in _cmdline(k)]
 
-    try:
-        _until(lambda: bool(sims()), proc)
-        kids = sims()
-        if to == "group":
-            os.killpg(pgid, signal.SIGINT)
-        else:
-            os.kill(proc.pid, signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            os.killpg(pgid, signal.SIGKILL)
-            proc.communicate()
+    proc, _, err, kids = _interrupt(
+        cmd, tmp_path, lambda p: bool(sims(p)), sims, signal_group=to == "group"
+    )
     assert proc.returncode == 130, err
     assert err == "pdlab tour: interrupted\n", err
-    deadline = time.monotonic() + 10
-    while any(Path(f"/proc/{k}").exists() for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not [k for k in kids if Path(f"/proc/{k}").exists()], "the simulation outlived it"
-    assert not _group_alive(pgid), "a process of pdlab tour's group is still running"
+    _none_left(kids, proc.pid)

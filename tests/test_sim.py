@@ -306,16 +306,6 @@ def test_sim_command_takes_k_and_the_acceptance_rate(capsys):
 def test_sim_command_runs_without_torch():
     """``pdlab sim`` routes with the engine's own rules, none of which needs torch: it
     starts without importing it (torch's import is most of a short run's time)."""
-    import subprocess
-    import sys
+    from fresh import loaded_by
 
-    code = (
-        "import sys\n"
-        "from pdlab.cli import main\n"
-        "assert main(['sim', '--duration', '0.05', '--batch-size', '4']) == 0\n"
-        "print('torch' in sys.modules)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert out.stdout.strip().splitlines()[-1] == "False"
+    assert loaded_by(["sim", "--duration", "0.05", "--batch-size", "4"])["torch"] is False

@@ -423,17 +423,6 @@ def test_trace_too_few_blocks_exits_2(capsys) -> None:
 def test_chapter_5_runs_no_model_and_imports_no_torch():
     """Chapter 5 reads the cost model only (and ``mla_decode``'s split plan, which is plain
     Python: ``kernels/decode_plan.py``): it needs neither torch nor triton."""
-    import subprocess
-    import sys
+    from fresh import loaded_by
 
-    code = (
-        "import sys, io, contextlib\n"
-        "from pdlab.cli import main\n"
-        "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    assert main(['tour', '--chapter', '5']) == 0\n"
-        "print('torch' in sys.modules, 'triton' in sys.modules)\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert out.stdout.split() == ["False", "False"]
+    assert loaded_by(["tour", "--chapter", "5"]) == {"torch": False, "triton": False}
