@@ -41,12 +41,35 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _skip_notebook_runs_the_browser_does(items)
+    _name_xdist_groups(config, items)
     if triton_installed():
         return
     skip = pytest.mark.skip(reason="needs triton, which is not installed here")
     for item in items:
         if item.get_closest_marker("triton") is not None:
             item.add_marker(skip)
+
+
+def _name_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` on pytest 9.2: a worker tells the scheduler each test's group as a
+    ``@group`` suffix of its node id, which pytest-xdist 3.8 writes to ``item._nodeid``; pytest
+    9.2 reads ``item._id`` instead, so every group was spread over the workers (two JupyterLab
+    servers, every AOT kernel compiled twice). Add the suffix where xdist's could not."""
+    if not getattr(config.option, "loadgroup", False) or "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest reads item._nodeid: xdist's own suffix works there
+        return
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1] and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
 
 
 def _browser_available() -> bool:
