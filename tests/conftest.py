@@ -12,6 +12,7 @@ ports, no shared files outside ``tmp_path``, no order between tests.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 import torch
@@ -36,13 +37,73 @@ if "PYTEST_XDIST_WORKER" in os.environ:
         os.environ.pop(_var, None)
 
 
+# Trylast: after -m/-k have deselected, so that only tests that will run count.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _skip_notebook_runs_the_browser_does(items)
+    _name_xdist_groups(config, items)
     if triton_installed():
         return
     skip = pytest.mark.skip(reason="needs triton, which is not installed here")
     for item in items:
         if item.get_closest_marker("triton") is not None:
             item.add_marker(skip)
+
+
+def _name_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``--dist loadgroup`` on pytest 9.2: a worker tells the scheduler each test's group as a
+    ``@group`` suffix of its node id, which pytest-xdist 3.8 writes to ``item._nodeid``; pytest
+    9.2 reads ``item._id`` instead, so every group was spread over the workers (two JupyterLab
+    servers, every AOT kernel compiled twice). Add the suffix where xdist's could not."""
+    if not getattr(config.option, "loadgroup", False) or "PYTEST_XDIST_WORKER" not in os.environ:
+        return
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:  # an older pytest reads item._nodeid: xdist's own suffix works there
+        return
+    for item in items:
+        names = sorted(
+            {
+                str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                for m in item.iter_markers("xdist_group")
+            }
+        )
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1] and hasattr(item, "_id"):
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+def _browser_available() -> bool:
+    from nbtools import find_chromium
+
+    try:
+        return find_chromium() is not None
+    except ValueError:  # a bad PDLAB_CHROMIUM: the browser tests fail, the kernel runs stay
+        return False
+
+
+def _skip_notebook_runs_the_browser_does(items: list[pytest.Item]) -> None:
+    """A notebook that tests/test_browser_notebooks.py runs top to bottom in this session (in
+    JupyterLab's kernel, failing on any error output: a superset of the nbclient run) is not
+    executed a second time by test_notebooks.py's nbclient run, which stays for every run
+    without a browser, or with the browser tests deselected."""
+    in_browser = {
+        Path(item.callspec.params["notebook"]).stem: item.nodeid
+        for item in items
+        if item.originalname == "test_notebook_runs_and_renders_its_widgets"
+        and item.path.name == "test_browser_notebooks.py"
+    }
+    runs = [
+        item
+        for item in items
+        if item.originalname == "test_executes_top_to_bottom"
+        and item.path.name == "test_notebooks.py"
+        and item.callspec.params["name"] in in_browser
+    ]
+    if not runs or not _browser_available():
+        return
+    for item in runs:
+        node = in_browser[item.callspec.params["name"]].split("::", 1)[1]
+        item.add_marker(pytest.mark.skip(reason=f"run top to bottom in the browser by {node}"))
 
 
 # ---- scheduler test helpers (sched) ------------------------------------------------------

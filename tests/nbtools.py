@@ -453,34 +453,76 @@ def _screenshot_dir() -> Path:
     )
 
 
-@contextlib.contextmanager
-def lab_page(
-    root_dir, failure_screenshot=None, viewport=(1280, 1000), timeout: float = 60.0
-) -> Iterator[LabPage]:
-    """JupyterLab on ``root_dir`` + headless Chromium + one page; yields a :class:`LabPage`.
+def _api(base_url: str, token: str, path: str, method: str = "GET"):
+    """One JupyterLab REST call; the decoded JSON reply (None for an empty one)."""
+    req = urllib.request.Request(
+        f"{base_url}{path}", method=method, headers={"Authorization": f"token {token}"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        body = r.read()
+    return json.loads(body) if body else None
 
-    On an exception in the block a screenshot is saved (``failure_screenshot``, default
-    ``$PDLAB_SCREENSHOT_DIR`` or ``$TMPDIR/pdlab-screenshots/<test>.png``) and its path is
-    printed (pytest shows it with the failure). Everything is shut down on exit.
-    """
-    from playwright.sync_api import sync_playwright
 
-    require_chromium()  # skip before starting a server for nothing
-    with (
-        running_jupyterlab(root_dir, timeout=timeout) as (base_url, token),
-        sync_playwright() as pw,
-    ):
-        browser = launch_chromium(pw)
+def lab_kernels(base_url: str, token: str, under: str = "") -> list[str]:
+    """Ids of the kernels the server runs for notebooks under ``under`` (a folder relative to
+    its root; "" = all), session-less kernels included when ``under`` is ""."""
+    sessions = _api(base_url, token, "/api/sessions") or []
+    prefix = under.strip("/") + "/" if under.strip("/") else ""
+    ids = [s["kernel"]["id"] for s in sessions if s.get("path", "").startswith(prefix)]
+    if not prefix:
+        ids += [k["id"] for k in _api(base_url, token, "/api/kernels") or [] if k["id"] not in ids]
+    return ids
+
+
+def shutdown_kernels(base_url: str, token: str, under: str = "") -> None:
+    """Shut down the sessions (and their kernels) of the notebooks under ``under`` ("" = every
+    session, then every kernel left). Each DELETE returns once its kernel has stopped."""
+    prefix = under.strip("/") + "/" if under.strip("/") else ""
+    for s in _api(base_url, token, "/api/sessions") or []:
+        if s.get("path", "").startswith(prefix):
+            with contextlib.suppress(urllib.error.HTTPError):  # already gone
+                _api(base_url, token, f"/api/sessions/{s['id']}", method="DELETE")
+    if not prefix:
+        for k in _api(base_url, token, "/api/kernels") or []:
+            with contextlib.suppress(urllib.error.HTTPError):
+                _api(base_url, token, f"/api/kernels/{k['id']}", method="DELETE")
+
+
+@dataclass
+class BrowserLab:
+    """One JupyterLab server and one headless Chromium, shared by many pages (see
+    :func:`browser_lab`); :meth:`page` gives each user a browser context of its own."""
+
+    browser: Any
+    base_url: str
+    token: str
+    root_dir: Path
+
+    @contextlib.contextmanager
+    def page(
+        self, folder: str = "", failure_screenshot=None, viewport=(1280, 1000)
+    ) -> Iterator[LabPage]:
+        """A fresh browser context + page on this lab; yields a :class:`LabPage`.
+
+        ``folder`` (relative to the server's root) is where the caller's notebooks live: on
+        exit the page's context is closed and the kernels of the notebooks under it are shut
+        down (every kernel when it is ""). On an exception in the block a screenshot is saved
+        (``failure_screenshot``, default ``$PDLAB_SCREENSHOT_DIR`` or
+        ``$TMPDIR/pdlab-screenshots/<test>.png``), its path and the browser's console errors
+        are printed (pytest shows them with the failure).
+        """
+        ctx = self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        failed = False
         try:
-            ctx = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
             page = ctx.new_page()
             page.set_default_timeout(30_000)
-            lp = LabPage(page, base_url, token, Path(root_dir))
+            lp = LabPage(page, self.base_url, self.token, self.root_dir)
             page.on("console", lambda m: m.type == "error" and lp.console_errors.append(m.text))
             page.on("pageerror", lambda e: lp.console_errors.append(f"pageerror: {e}"))
             try:
                 yield lp
             except BaseException as exc:
+                failed = True
                 if not isinstance(exc, pytest.skip.Exception):
                     name = re.sub(r"\W+", "_", os.environ.get("PYTEST_CURRENT_TEST", "lab"))
                     shot = Path(failure_screenshot or _screenshot_dir() / f"{name[:120]}.png")
@@ -495,7 +537,50 @@ def lab_page(
                         )
                 raise
         finally:
+            with contextlib.suppress(Exception):
+                ctx.close()
+            try:
+                shutdown_kernels(self.base_url, self.token, under=folder)
+            except Exception:
+                if not failed:  # else the block's own exception says more
+                    raise
+
+
+@contextlib.contextmanager
+def browser_lab(root_dir, timeout: float = 60.0) -> Iterator[BrowserLab]:
+    """JupyterLab on ``root_dir`` (:func:`running_jupyterlab`) + one headless Chromium; yields
+    a :class:`BrowserLab` whose :meth:`~BrowserLab.page` opens pages on it. Skips (or fails,
+    see :func:`require_chromium`) before starting anything when there is no browser.
+    Everything is shut down on exit."""
+    from playwright.sync_api import sync_playwright
+
+    require_chromium()  # skip before starting a server for nothing
+    with (
+        running_jupyterlab(root_dir, timeout=timeout) as (base_url, token),
+        sync_playwright() as pw,
+    ):
+        browser = launch_chromium(pw)
+        try:
+            yield BrowserLab(browser, base_url, token, Path(root_dir))
+        finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def lab_page(
+    root_dir, failure_screenshot=None, viewport=(1280, 1000), timeout: float = 60.0
+) -> Iterator[LabPage]:
+    """JupyterLab on ``root_dir`` + headless Chromium + one page; yields a :class:`LabPage`.
+
+    A :func:`browser_lab` of its own with one :meth:`BrowserLab.page`: on an exception in the
+    block a screenshot is saved and its path printed. Everything is shut down on exit. Tests
+    that open many notebooks share one :func:`browser_lab` instead (one server, one browser).
+    """
+    with (
+        browser_lab(root_dir, timeout=timeout) as lab,
+        lab.page(failure_screenshot=failure_screenshot, viewport=viewport) as lp,
+    ):
+        yield lp
 
 
 def screenshot(page, path) -> Path:

@@ -1,8 +1,11 @@
 """Every notebook in a real browser, once: JupyterLab 4 + ipywidgets 8 + headless Chromium.
 
-Each notebook is opened in a throwaway JupyterLab, run top to bottom through JupyterLab's own
-"Run All Cells", and checked for errors and for widgets that failed to render ("Error
-displaying widget", a model not found, a widget stuck loading). In the same run, notebook 5's
+One throwaway JupyterLab and one Chromium serve the whole module (starting them took a third
+of each test); each notebook gets a folder of its own under the server's root, a fresh
+browser context, and its kernel is shut down when its test ends. Each notebook is opened,
+run top to bottom through JupyterLab's own "Run All Cells", and checked for errors and for
+widgets that failed to render ("Error displaying widget", a model not found, a widget stuck
+loading). In the same run, notebook 5's
 P/D explorer is then driven by hand, the way a reader would: ``prefill_context_parallel_size``
 and the prompt length change through the widgets, and the displayed routing decision and
 ``N - 1`` follow.
@@ -14,12 +17,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
 import pytest
 from nbtools import (
-    lab_page,
+    browser_lab,
+    lab_kernels,
     read_output_text,
     run_all_cells,
     set_dropdown,
@@ -97,17 +102,30 @@ def drive_pd_explorer(page) -> None:
     print(f"screenshot of notebook 5's explorer: {shot}")
 
 
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """One JupyterLab (its root a temp folder, never the checkout) and one Chromium for every
+    test here; skips, or fails under PDLAB_REQUIRE_BROWSER, when there is no browser."""
+    with browser_lab(tmp_path_factory.mktemp("lab-root"), timeout=90) as shared:
+        yield shared
+
+
 @pytest.mark.browser
 @pytest.mark.slow
-@pytest.mark.xdist_group("browser")  # one JupyterLab + Chromium at a time under `make test`
+@pytest.mark.xdist_group("browser")  # one JupyterLab + Chromium for all of them under `make test`
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[Path(n).stem for n in NOTEBOOKS])
-def test_notebook_runs_and_renders_its_widgets(notebook: str, tmp_path: Path) -> None:
+def test_notebook_runs_and_renders_its_widgets(notebook: str, lab, tmp_path: Path) -> None:
+    folder = Path(notebook).stem  # this notebook's own folder: it sees no other test's files
+    (lab.root_dir / folder).mkdir()
+    rel = f"{folder}/{Path(notebook).name}"
+    shutil.copyfile(ROOT / notebook, lab.root_dir / rel)
     viewport = (1400, 1800) if notebook == PD_EXPLORER else (1280, 1000)
-    with lab_page(
-        ROOT, failure_screenshot=tmp_path / "failure.png", viewport=viewport, timeout=90
-    ) as lp:
-        lp.open(notebook, timeout=90)
+    with lab.page(folder, failure_screenshot=tmp_path / "failure.png", viewport=viewport) as lp:
+        lp.open(rel, timeout=90)
+        assert len(lab_kernels(lab.base_url, lab.token, under=folder)) == 1
         run_all_cells(lp.page, timeout=240)
         assert widget_errors(lp.page) == []
         if notebook == PD_EXPLORER:
             drive_pd_explorer(lp.page)
+    # leaving the page shut its kernel down: none pile up on the shared server
+    assert lab_kernels(lab.base_url, lab.token, under=folder) == []

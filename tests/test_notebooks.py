@@ -4,6 +4,8 @@ opens with what the reader will learn, then the same setup cell (pdlab imported,
 from the checkout, or one line saying how), and ends with a graded "check yourself" cell.
 
 Execution uses ``tests/nbtools.py`` (nbclient, this venv's kernel, cwd = ``notebooks/``).
+A notebook that test_browser_notebooks.py runs top to bottom in the same session (a browser
+is there and its test is selected) is not executed here a second time (conftest.py).
 """
 
 from __future__ import annotations
