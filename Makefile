@@ -21,9 +21,12 @@ CPU_INDEX   ?= https://download.pytorch.org/whl/cpu
 LAB_ARGS    ?=
 TOUR_ARGS   ?=
 # pytest-xdist workers: one per core (at most 4; each loads torch). JOBS=0 runs in-process.
-# loadgroup keeps the browser tests on one worker, one JupyterLab + Chromium at a time.
+# loadgroup keeps the browser tests on one worker, one JupyterLab + Chromium at a time;
+# without the reorder xdist hands work out in collection order, and tests/conftest.py puts
+# the two long groups (browser, AOT) first, so they start on different workers.
 JOBS        ?= auto
-PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup
+PYTEST       = $(BIN)/python -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup \
+               --no-loadscope-reorder
 FAST_MARKERS = not slow and not browser and not notebooks
 # make test-upstream: vLLM's own scheduler beside pdlab's (tests/upstream, docs/upstream.md),
 # in a venv of its own so that vLLM never lands in the one above. vLLM goes in with

@@ -42,6 +42,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _skip_notebook_runs_the_browser_does(items)
     _name_xdist_groups(config, items)
+    _longest_groups_first(items)
     if triton_installed():
         return
     skip = pytest.mark.skip(reason="needs triton, which is not installed here")
@@ -70,6 +71,21 @@ def _name_xdist_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
         )
         if names and "@" not in item.nodeid.rsplit("]", 1)[-1] and hasattr(item, "_id"):
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(names)}")
+
+
+# The two long groups, in the order the workers should start them: with
+# --no-loadscope-reorder (the Makefile) xdist hands out work in collection order, one unit to
+# each worker first, so the browser group and the AOT builds start on different workers
+# instead of queueing behind each other on one.
+LONG_GROUPS = ("browser", "aot")
+
+
+def _longest_groups_first(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        names = {m.args[0] if m.args else "" for m in item.iter_markers("xdist_group")}
+        return next((i for i, g in enumerate(LONG_GROUPS) if g in names), len(LONG_GROUPS))
+
+    items.sort(key=rank)  # stable: the rest keep their order
 
 
 def _browser_available() -> bool:
