@@ -81,3 +81,20 @@ def test_close_stops_a_running_child(monkeypatch) -> None:
 def test_a_grid_goes_through_json_whole() -> None:
     for g in SMALL:
         assert Grid.from_json(g.to_json()) == g
+
+
+def test_a_tour_that_fails_before_chapter_7_leaves_no_child(capsys) -> None:
+    """The CLI starts chapter 7's grids before torch loads; a tour that then fails (an
+    empty prompt) stops them: no child, running or a zombie, is left."""
+    import psutil
+
+    from pdlab.cli import main
+    from pdlab.ui import tour_sims
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    tour_sims._SIM_ROWS.clear()  # as in a fresh process: the grids are started
+    with pytest.raises(SystemExit) as e:
+        main(["tour", "--prompt", ""])
+    assert e.value.code == 2 and "--prompt" in capsys.readouterr().err
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert left == [] and tour_sims._STARTED == []

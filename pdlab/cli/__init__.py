@@ -296,3 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         from pdlab.ui.text_errors import error_line
 
         parser.exit(2, error_line(f"pdlab {args.command}", cli_message(e), args.lang))
+    finally:
+        if args.command == "tour":
+            from pdlab.ui import tour_sims
+
+            tour_sims.close_started()  # grids started for a tour that never showed them

@@ -42,6 +42,13 @@ def take_started() -> BackgroundGrids | None:
     return _STARTED.pop() if _STARTED else None
 
 
+def close_started() -> None:
+    """Stop grids :func:`before_imports` started that the tour never took (it failed or
+    was interrupted first): the CLI calls this when the command ends."""
+    while _STARTED:
+        _STARTED.pop().close()
+
+
 def start_sims() -> BackgroundGrids | None:
     """Start the chapter's grids on another core, unless this process already has their
     rows; :func:`sim_rows` reads them."""
