@@ -491,12 +491,23 @@ def shutdown_kernels(base_url: str, token: str, under: str = "") -> None:
 @dataclass
 class BrowserLab:
     """One JupyterLab server and one headless Chromium, shared by many pages (see
-    :func:`browser_lab`); :meth:`page` gives each user a browser context of its own."""
+    :func:`browser_lab`): :meth:`page` gives each user a browser context of its own,
+    :meth:`notebook` opens one notebook after another in one shared Lab page."""
 
     browser: Any
     base_url: str
     token: str
     root_dir: Path
+    _shared: Any = field(default=None, repr=False)  # (context, LabPage) of notebook()
+
+    def _new_page(self, viewport) -> tuple[Any, LabPage]:
+        ctx = self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        page = ctx.new_page()
+        page.set_default_timeout(30_000)
+        lp = LabPage(page, self.base_url, self.token, self.root_dir)
+        page.on("console", lambda m: m.type == "error" and lp.console_errors.append(m.text))
+        page.on("pageerror", lambda e: lp.console_errors.append(f"pageerror: {e}"))
+        return ctx, lp
 
     @contextlib.contextmanager
     def page(
@@ -511,30 +522,14 @@ class BrowserLab:
         ``$TMPDIR/pdlab-screenshots/<test>.png``), its path and the browser's console errors
         are printed (pytest shows them with the failure).
         """
-        ctx = self.browser.new_context(viewport={"width": viewport[0], "height": viewport[1]})
+        ctx, lp = self._new_page(viewport)
         failed = False
         try:
-            page = ctx.new_page()
-            page.set_default_timeout(30_000)
-            lp = LabPage(page, self.base_url, self.token, self.root_dir)
-            page.on("console", lambda m: m.type == "error" and lp.console_errors.append(m.text))
-            page.on("pageerror", lambda e: lp.console_errors.append(f"pageerror: {e}"))
             try:
                 yield lp
             except BaseException as exc:
                 failed = True
-                if not isinstance(exc, pytest.skip.Exception):
-                    name = re.sub(r"\W+", "_", os.environ.get("PYTEST_CURRENT_TEST", "lab"))
-                    shot = Path(failure_screenshot or _screenshot_dir() / f"{name[:120]}.png")
-                    with contextlib.suppress(Exception):
-                        screenshot(page, shot)
-                        print(f"[nbtools] failure screenshot: {shot}", file=sys.stderr)
-                    if lp.console_errors:
-                        print(
-                            "[nbtools] browser console errors:\n  "
-                            + "\n  ".join(lp.console_errors[-20:]),
-                            file=sys.stderr,
-                        )
+                _report_failure(lp, exc, failure_screenshot)
                 raise
         finally:
             with contextlib.suppress(Exception):
@@ -544,6 +539,66 @@ class BrowserLab:
             except Exception:
                 if not failed:  # else the block's own exception says more
                     raise
+
+    @contextlib.contextmanager
+    def notebook(
+        self,
+        rel_path: str,
+        folder: str,
+        failure_screenshot=None,
+        viewport=(1280, 1000),
+        timeout: float = 60.0,
+    ) -> Iterator[LabPage]:
+        """``rel_path`` (under ``folder``) open and its kernel idle, in the one Lab page that
+        every call shares, the way a reader opens one notebook after another: the first
+        call loads JupyterLab (most of a fresh page's cost), later ones open through
+        ``docmanager:open``. On exit the notebook is closed and the kernels under ``folder``
+        shut down. On an exception it is reported as :meth:`page` does, and the shared page
+        is closed too: the next call starts on a fresh one."""
+        first = self._shared is None
+        if first:
+            self._shared = self._new_page(viewport)
+        ctx, lp = self._shared
+        lp.console_errors.clear()
+        failed = False
+        try:
+            try:
+                if not first:
+                    lp.page.set_viewport_size({"width": viewport[0], "height": viewport[1]})
+                    open_in_lab(lp.page, rel_path, timeout=timeout)
+                else:
+                    lp.open(rel_path, timeout=timeout)
+                yield lp
+                close_notebooks(lp.page)
+            except BaseException as exc:
+                failed = True
+                _report_failure(lp, exc, failure_screenshot)
+                self._shared = None
+                with contextlib.suppress(Exception):
+                    ctx.close()
+                raise
+        finally:
+            try:
+                shutdown_kernels(self.base_url, self.token, under=folder)
+            except Exception:
+                if not failed:
+                    raise
+
+
+def _report_failure(lp: LabPage, exc: BaseException, failure_screenshot) -> None:
+    """A screenshot of the page and its console errors, on stderr, for a failed block."""
+    if isinstance(exc, pytest.skip.Exception):
+        return
+    name = re.sub(r"\W+", "_", os.environ.get("PYTEST_CURRENT_TEST", "lab"))
+    shot = Path(failure_screenshot or _screenshot_dir() / f"{name[:120]}.png")
+    with contextlib.suppress(Exception):
+        screenshot(lp.page, shot)
+        print(f"[nbtools] failure screenshot: {shot}", file=sys.stderr)
+    if lp.console_errors:
+        print(
+            "[nbtools] browser console errors:\n  " + "\n  ".join(lp.console_errors[-20:]),
+            file=sys.stderr,
+        )
 
 
 @contextlib.contextmanager
@@ -620,6 +675,29 @@ def open_notebook(page, base_url: str, token: str, rel_path: str, timeout: float
         "() => window.jupyterapp && window.jupyterapp.started !== undefined", timeout=_ms(timeout)
     )
     page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=_ms(timeout))
+    _wait_notebook_ready(page, rel_path, timeout)
+
+
+def open_in_lab(page, rel_path: str, timeout: float = 60.0) -> None:
+    """Open ``rel_path`` in the JupyterLab this page already shows, as a reader opening a
+    second notebook does (``docmanager:open``), and wait until its kernel is idle."""
+    page.evaluate(
+        "(path) => window.jupyterapp.commands.execute('docmanager:open', {path})", rel_path
+    )
+    _wait_notebook_ready(page, rel_path, timeout)
+
+
+def close_notebooks(page) -> None:
+    """Close every document in the main area without asking to save (they are throwaway
+    copies): their panels, outputs and widget views leave the page."""
+    page.evaluate(
+        """() => { for (const w of [...window.jupyterapp.shell.widgets('main')]) {
+                     if (w.context) w.context.model.dirty = false;
+                     w.dispose(); } }"""
+    )
+
+
+def _wait_notebook_ready(page, rel_path: str, timeout: float) -> None:
     page.wait_for_function(
         "(path) => {"
         + _JS_NB

@@ -1,8 +1,10 @@
 """Every notebook in a real browser, once: JupyterLab 4 + ipywidgets 8 + headless Chromium.
 
 One throwaway JupyterLab and one Chromium serve the whole module (starting them took a third
-of each test); each notebook gets a folder of its own under the server's root, a fresh
-browser context, and its kernel is shut down when its test ends. Each notebook is opened,
+of each test), and one Lab page: the notebooks are opened in it one after another, as a
+reader does (loading Lab afresh took half of what was left; a failed test closes the page,
+and the next one loads Lab again). Each notebook gets a folder of its own under the
+server's root, and it is closed and its kernel shut down when its test ends. Each is opened,
 run top to bottom through JupyterLab's own "Run All Cells", and checked for errors and for
 widgets that failed to render ("Error displaying widget", a model not found, a widget stuck
 loading). In the same run, notebook 5's
@@ -120,12 +122,50 @@ def test_notebook_runs_and_renders_its_widgets(notebook: str, lab, tmp_path: Pat
     rel = f"{folder}/{Path(notebook).name}"
     shutil.copyfile(ROOT / notebook, lab.root_dir / rel)
     viewport = (1400, 1800) if notebook == PD_EXPLORER else (1280, 1000)
-    with lab.page(folder, failure_screenshot=tmp_path / "failure.png", viewport=viewport) as lp:
-        lp.open(rel, timeout=90)
+    shot = tmp_path / "failure.png"
+    with lab.notebook(rel, folder, failure_screenshot=shot, viewport=viewport, timeout=90) as lp:
         assert len(lab_kernels(lab.base_url, lab.token, under=folder)) == 1
         run_all_cells(lp.page, timeout=240)
         assert widget_errors(lp.page) == []
         if notebook == PD_EXPLORER:
             drive_pd_explorer(lp.page)
-    # leaving the page shut its kernel down: none pile up on the shared server
+    # closing the notebook shut its kernel down: none pile up on the shared server
     assert lab_kernels(lab.base_url, lab.token, under=folder) == []
+
+
+def _one_cell_notebook(path: Path) -> None:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("answer = 6 * 7\nanswer")]
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+
+
+@pytest.mark.browser
+@pytest.mark.slow
+@pytest.mark.xdist_group("browser")
+def test_a_failed_notebook_leaves_the_next_one_a_fresh_page(lab, tmp_path: Path) -> None:
+    """The shared Lab page does not outlive a failure: it is closed with a screenshot, the
+    notebook's kernel is shut down, and the next notebook loads Lab on a fresh page."""
+    _one_cell_notebook(lab.root_dir / "fails" / "one.ipynb")
+    _one_cell_notebook(lab.root_dir / "after" / "one.ipynb")
+    shot = tmp_path / "failure.png"
+    with pytest.raises(RuntimeError, match="the block failed"):
+        with lab.notebook("fails/one.ipynb", "fails", failure_screenshot=shot) as lp:
+            failed = lp.page
+            assert len(lab_kernels(lab.base_url, lab.token, under="fails")) == 1
+            raise RuntimeError("the block failed")
+    assert failed.is_closed() and shot.stat().st_size > 0
+    assert lab_kernels(lab.base_url, lab.token, under="fails") == []
+    with lab.notebook("after/one.ipynb", "after") as lp:
+        assert lp.page is not failed
+        run_all_cells(lp.page, timeout=120)
+        assert widget_errors(lp.page) == []
+        assert lp.page.locator(".jp-OutputArea-output").last.inner_text().strip() == "42"
+    assert lab_kernels(lab.base_url, lab.token, under="after") == []

@@ -4,6 +4,7 @@ The run happens under ``TRITON_INTERPRET=1`` on a CPU machine (``backend.py`` se
 this also checks that the interpreter does not leak into the compile.
 """
 
+import dataclasses
 import io
 
 import pytest
@@ -123,13 +124,47 @@ def test_bad_arguments():
         aot.run_aot_check(dtypes=("fp8",))
     with pytest.raises(ValueError, match="targets"):
         aot.run_aot_check(targets=(75,))
+    for jobs in (0, -2, 1.5, True):
+        with pytest.raises(ValueError, match="jobs: expected a whole number"):
+            aot.run_aot_check(jobs=jobs)
+
+
+def _fields(r):
+    return dataclasses.replace(r, seconds=0.0)
+
+
+def test_the_results_come_in_one_order_whatever_the_number_of_processes(results):
+    """Two children share the sm_80 fp16 tiny builds (every other one each); the results are
+    the session's own (made with the default number of processes), in the same order."""
+    mine = aot.run_aot_check(targets=(80,), dtypes=("fp16",), widths=("tiny",), jobs=2)
+    same = [r for r in results if (r.target, r.dtype, r.widths.split()[0]) == (80, "fp16", "tiny")]
+    assert len(mine) == len(same) >= 6
+    assert [_fields(r) for r in mine] == [_fields(r) for r in same]
+
+
+def test_a_child_that_fails_stops_the_others_and_says_how(monkeypatch):
+    """One child exits 3 at once while the other would compile for ten minutes: the check
+    raises, naming the status and the child's last words, and leaves no child behind."""
+    import sys
+
+    import psutil
+
+    def command(targets, dtypes, widths, shard, shards):
+        if shard == 1:
+            return [sys.executable, "-c", "import sys; sys.exit('ptxas fell over')"]
+        return [sys.executable, "-c", "import time; time.sleep(600)"]
+
+    monkeypatch.setattr(aot, "_child_command", command)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with pytest.raises(RuntimeError, match=r"failed \(1\): ptxas fell over"):
+        aot.run_aot_check(targets=(80,), dtypes=("fp16",), widths=("tiny",), jobs=2)
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert not left, left
 
 
 def test_doctor_summary_counts_the_builds_and_their_spills(results, monkeypatch):
     """``pdlab doctor --aot``'s summary line from the same builds: how many compiled, and
     whether any spills (one made to spill here says so)."""
-    import dataclasses
-
     from rich.console import Console
 
     from pdlab.tools import doctor

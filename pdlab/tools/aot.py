@@ -16,8 +16,11 @@ reports. vLLM has no counterpart: its Triton kernels compile at their first laun
 decorates: every kernel, and Triton's own ``@jit`` library functions such as ``tl.max`` and
 ``tl.cdiv``, become ``InterpretedFunction`` objects that the compiler cannot lower. That is
 decided at import, for the whole process, so when this process interprets, the check runs
-in a child Python with ``TRITON_INTERPRET=0`` (``python -m pdlab.tools.aot``), which
-streams one JSON line per build back. Run directly, the module prints the same lines.
+in child Pythons with ``TRITON_INTERPRET=0`` (``python -m pdlab.tools.aot --shard K/N``),
+each streaming one JSON line per build back. The builds are independent, so
+:func:`run_aot_check` shares them among one child per core (at most 8): every N-th build
+goes to one child, and the results come back in one order whatever N is. Run directly, the
+module prints the same lines.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import argparse
 import dataclasses
 import json
 import os
+import queue
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -168,16 +173,30 @@ def compiled_flavour() -> bool:
     return isinstance(cache.reshape_and_cache_mla_kernel, JITFunction)
 
 
+def default_jobs() -> int:
+    """Processes :func:`run_aot_check` compiles in by default: one per core this process may
+    run on, at most 8 (each imports torch and triton, about half a GB)."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS has no sched_getaffinity
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, 8))
+
+
 def run_aot_check(
     targets: tuple[int, ...] = (80, 90),
     dtypes: tuple[str, ...] = ("fp16", "bf16"),
     widths: tuple[str, ...] = ("tiny", "deepseek"),
     progress: Callable[[AotResult], None] | None = None,
+    jobs: int | None = None,
 ) -> list[AotResult]:
-    """Compile every kernel for each target, dtype and set of widths; one result per build.
+    """Compile every kernel for each target, dtype and set of widths; one result per build,
+    in the same order whatever ``jobs`` is.
 
-    ``progress`` (optional) is called with each result as it completes. Works whether or not
-    this process runs the interpreter (see the module docstring).
+    ``progress`` (optional) is called with each result as it completes. ``jobs``: how many
+    processes share the builds (default :func:`default_jobs`); with more than one, or when
+    this process runs the interpreter (see the module docstring), they run in child
+    processes, each taking every ``jobs``-th build.
     """
     for d in dtypes:
         if d not in ELEM_BYTES:
@@ -188,27 +207,37 @@ def run_aot_check(
     for t in targets:
         if t not in MAX_SHARED:
             raise ValueError(f"targets: expected a subset of {tuple(MAX_SHARED)}, got {t!r}")
-    if compiled_flavour():
+    if jobs is None:
+        jobs = default_jobs()
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs: expected a whole number of processes, 1 or more, got {jobs!r}")
+    if compiled_flavour() and jobs == 1:
         return _run_here(targets, dtypes, widths, progress)
-    return _run_in_child(targets, dtypes, widths, progress)
+    return _run_in_children(targets, dtypes, widths, progress, jobs)
+
+
+def _builds(targets, dtypes, widths) -> list[tuple[KernelSpec, int, str, str]]:
+    """Every build, in the order of the results: (spec, target, dtype, widths label)."""
+    return [
+        (spec, target, dtype, f"{w} {spec.widths}")
+        for w in widths
+        for dtype in dtypes
+        for target in targets
+        for spec in specs(WIDTHS[w], dtype, target)
+    ]
 
 
 def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
     results = []
-    for w in widths:
-        for dtype in dtypes:
-            for target in targets:
-                for spec in specs(WIDTHS[w], dtype, target):
-                    result = compile_one(spec, target, dtype, f"{w} {spec.widths}")
-                    results.append(result)
-                    if progress is not None:
-                        progress(result)
+    for build in _builds(targets, dtypes, widths):
+        results.append(compile_one(*build))
+        if progress is not None:
+            progress(results[-1])
     return results
 
 
-def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    cmd = [
+def _child_command(targets, dtypes, widths, shard: int, shards: int) -> list[str]:
+    return [
         sys.executable,
         "-m",
         "pdlab.tools.aot",
@@ -218,26 +247,67 @@ def _run_in_child(targets, dtypes, widths, progress) -> list[AotResult]:
         *dtypes,
         "--widths",
         *widths,
+        "--shard",
+        f"{shard}/{shards}",
     ]
-    results = []
-    with (
-        tempfile.TemporaryFile("w+") as err,
-        subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=err, text=True) as child,
-    ):
+
+
+def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotResult]:
+    """``jobs`` children with ``TRITON_INTERPRET=0``, each streaming one JSON line per build.
+    The first child that fails stops the others at once; the error names its exit status."""
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    jobs = max(1, min(jobs, len(_builds(targets, dtypes, widths))))  # none left idle
+    lines: queue.Queue = queue.Queue()
+    children: list[subprocess.Popen] = []
+    readers: list[threading.Thread] = []
+    errs = []
+
+    def read(k: int, child: subprocess.Popen) -> None:
         for line in child.stdout:
-            result = AotResult(**json.loads(line))
-            results.append(result)
-            if progress is not None:
-                progress(result)
-        child.wait()
-        err.seek(0)
-        stderr = err.read()
-    # Exit status 1 with a failed build among the results is a report; anything else broke.
-    if child.returncode not in (0, 1) or (child.returncode == 1 and all(r.ok for r in results)):
-        raise RuntimeError(
-            f"the AOT compile process failed ({child.returncode}): {stderr.strip()[-2000:]}"
-        )
-    return results
+            lines.put((k, line))
+        lines.put((k, None))  # this child's output has ended
+
+    results: dict[int, AotResult] = {}
+    try:
+        for k in range(jobs):
+            errs.append(tempfile.TemporaryFile("w+"))
+            cmd = _child_command(targets, dtypes, widths, k, jobs)
+            children.append(
+                subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errs[k], text=True)
+            )
+            readers.append(threading.Thread(target=read, args=(k, children[k]), daemon=True))
+            readers[-1].start()
+        running = jobs
+        while running:
+            k, line = lines.get()
+            if line is not None:
+                row = json.loads(line)
+                result = AotResult(**row["result"])
+                results[row["index"]] = result
+                if progress is not None:
+                    progress(result)
+                continue
+            running -= 1
+            code = children[k].wait()
+            mine = [r for i, r in results.items() if i % jobs == k]
+            # Exit status 1 with a failed build among the results is a report; anything
+            # else broke.
+            if code not in (0, 1) or (code == 1 and all(r.ok for r in mine)):
+                errs[k].seek(0)
+                stderr = errs[k].read().strip()[-2000:]
+                raise RuntimeError(f"the AOT compile process failed ({code}): {stderr}")
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+            child.wait()
+        for reader, child in zip(readers, children):
+            reader.join(timeout=5)  # a ptxas the child started may hold the pipe a moment
+            if not reader.is_alive():
+                child.stdout.close()
+        for err in errs:
+            err.close()
+    return [results[i] for i in sorted(results)]
 
 
 def render_table(results: list[AotResult]) -> Any:
@@ -280,18 +350,41 @@ def render_table(results: list[AotResult]) -> Any:
     return table
 
 
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(x) for x in text.split("/"))
+    except ValueError:
+        k = n = -1
+    if not 0 <= k < n:
+        raise argparse.ArgumentTypeError(f"expected K/N with 0 <= K < N, got {text!r}")
+    return k, n
+
+
 def main(argv: list[str] | None = None) -> int:
+    """One JSON line per build: ``{"index": its place among all the builds, "result": ...}``
+    (``--shard K/N``: only every N-th build, from the K-th; the parent's children do this)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, nargs="+", default=[80, 90])
     parser.add_argument("--dtypes", nargs="+", default=["fp16", "bf16"])
     parser.add_argument("--widths", nargs="+", default=list(WIDTHS))
+    parser.add_argument("--shard", type=_shard, default=(0, 1), metavar="K/N")
     args = parser.parse_args(argv)
-
-    def emit(result: AotResult) -> None:
-        print(json.dumps(dataclasses.asdict(result)), flush=True)
-
-    results = run_aot_check(tuple(args.targets), tuple(args.dtypes), tuple(args.widths), emit)
-    return 0 if all(r.ok for r in results) else 1
+    shard, shards = args.shard
+    if not compiled_flavour():  # this process interprets: children compile, in order here
+        if args.shard != (0, 1):
+            parser.error("--shard: run with TRITON_INTERPRET=0 (a child of run_aot_check)")
+        every = run_aot_check(tuple(args.targets), tuple(args.dtypes), tuple(args.widths))
+        for index, result in enumerate(every):
+            print(json.dumps({"index": index, "result": dataclasses.asdict(result)}), flush=True)
+        return 0 if all(r.ok for r in every) else 1
+    ok = True
+    builds = _builds(tuple(args.targets), tuple(args.dtypes), tuple(args.widths))
+    for index, build in enumerate(builds):
+        if index % shards == shard:
+            result = compile_one(*build)
+            ok = ok and result.ok
+            print(json.dumps({"index": index, "result": dataclasses.asdict(result)}), flush=True)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
