@@ -143,7 +143,7 @@ def test_the_results_come_in_one_order_whatever_the_number_of_processes(results)
 
 
 def test_a_child_that_fails_stops_the_others_and_says_how(monkeypatch):
-    """One child exits 3 at once while the other would compile for ten minutes: the check
+    """One child fails at once while the other would run for ten minutes: the check
     raises, naming the status and the child's last words, and leaves no child behind."""
     import sys
 
