@@ -151,23 +151,25 @@ def triton_interpreting() -> bool:
     return interpret_setting() == "on"
 
 
-def describe() -> str:
+def describe(lang: str = "en") -> str:
     """One line for ``pdlab doctor`` and notebook 04: the backend in force for Python code
-    (``PDLAB_BACKEND``, default ``auto``) and why. Raises ``ValueError`` naming a bad
-    ``PDLAB_BACKEND`` or ``PDLAB_CHECK_INDICES``, which the doctor reports."""
+    (``PDLAB_BACKEND``, default ``auto``) and why, in ``lang`` (the words are in
+    ``pdlab/ui/text_doctor.py``). Raises ``ValueError`` naming a bad ``PDLAB_BACKEND`` or
+    ``PDLAB_CHECK_INDICES``, which the doctor reports."""
     from pdlab.kernels.checks import index_checks_enabled
+    from pdlab.ui.text import text
 
     index_checks_enabled()
     name = get_backend()
     chosen = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
     if name == "torch":
         if chosen == "torch":
-            why = f"chosen via {ENV_VAR}"
+            why = text(lang, "be_chosen", env=ENV_VAR)
         elif not triton_installed():
-            why = "auto: triton not installed"
+            why = text(lang, "be_no_triton")
         else:
-            why = "auto: no GPU and TRITON_INTERPRET is not 1"
-        return f"torch ({why})"
+            why = text(lang, "be_no_gpu")
+        return text(lang, "be_torch", why=why)
     if triton_interpreting():
-        return "triton (interpreter, TRITON_INTERPRET=1, CPU)"
-    return f"triton (compiled, {torch.cuda.get_device_name(0)})"
+        return text(lang, "be_interpreted")
+    return text(lang, "be_compiled", gpu=torch.cuda.get_device_name(0))

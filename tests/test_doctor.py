@@ -53,8 +53,12 @@ def test_doctor_reports_what_the_commands_run(monkeypatch):
 
 def test_missing_optional_pieces_are_warnings_not_cannot_run(monkeypatch, capsys):
     monkeypatch.setattr(backend, "triton_installed", lambda: False)
-    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
-    monkeypatch.setattr(doctor, "_widgets_check", lambda: doctor.Check("ipywidgets", True, "-"))
+    monkeypatch.setattr(
+        doctor, "_smoke_check", lambda lang="en": doctor.Check("model", True, "skipped")
+    )
+    monkeypatch.setattr(
+        doctor, "_widgets_check", lambda lang="en": doctor.Check("ipywidgets", True, "-")
+    )
     import webbrowser
 
     def no_browser(*a, **k):
@@ -74,7 +78,9 @@ def test_a_cuda_torch_without_a_gpu_is_a_warning_with_its_size(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(doctor, "nvidia_gpu_present", lambda: False)
-    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
+    monkeypatch.setattr(
+        doctor, "_smoke_check", lambda lang="en": doctor.Check("model", True, "skipped")
+    )
     (build,) = [c for c in doctor.run_checks() if c.name == "torch build"]
     assert not build.ok and not build.required  # a warning: everything still runs
     size = doctor.installed_bytes(lambda n: n == "torch" or n.startswith("nvidia-"))
@@ -98,3 +104,67 @@ def test_installed_bytes_counts_the_files_on_disk():
     )
     counted = doctor.installed_bytes(lambda n: n == "rich")
     assert sources <= counted <= everything + 10**6  # + its dist-info
+
+
+def _english_words(line: str) -> list[str]:
+    """The English words of a Chinese line, as tests/test_glossary.py's rule finds them
+    (code, paths, package names and commands stripped first)."""
+    from test_glossary import violations
+
+    line = re.sub(r"\S*\d[.+]\S*", " ", line)  # versions (2.13.0+cpu) are names
+    return [v for v in violations(line) if "English in Chinese prose" in v]
+
+
+def test_doctor_in_chinese_every_line_it_can_print(monkeypatch, capsys):
+    """Under lang="zh" each detail, fix and verdict the doctor can print is Chinese (package
+    names, paths, commands and the [OK]/[WARN]/[FAIL] tags stay), on the happy path and on
+    every unhappy one it reports: a missing package, no triton, no browser, a bad
+    PDLAB_BACKEND, a broken model."""
+    assert doctor.main(lang="zh") == 0
+    out = capsys.readouterr().out
+    assert "pdlab can run here" not in out and "pdlab 可以在这里运行" in out
+    seen = list(doctor.run_checks("zh"))
+    real = doctor._version
+    monkeypatch.setattr(
+        doctor, "_version", lambda d: None if d in ("rich", "ipywidgets") else real(d)
+    )
+    monkeypatch.setattr(backend, "triton_installed", lambda: False)
+    import webbrowser
+
+    def no_browser(*a, **k):
+        raise webbrowser.Error("none")
+
+    monkeypatch.setattr(webbrowser, "get", no_browser)
+    monkeypatch.setattr(doctor, "_smoke_check", lambda lang="en": doctor.Check("model", True, "-"))
+    seen += doctor.run_checks("zh")
+    seen.append(doctor.run_aot(None, "zh"))  # triton missing: a warning, nothing compiled
+    monkeypatch.setenv("PDLAB_BACKEND", "cuda")
+    monkeypatch.setattr(backend, "_default", None)  # read the variable again
+    seen += [c for c in doctor.run_checks("zh") if c.name == "backend"]
+    monkeypatch.undo()
+    from pdlab.model import DeepseekV2ForCausalLM
+
+    def broken(self, ids):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(DeepseekV2ForCausalLM, "forward_full", broken)
+    seen.append(doctor._smoke_check("zh"))
+    failed = {c.name for c in seen if not c.ok}
+    assert {"rich", "ipywidgets", "triton", "browser", "aot", "backend", "model"} <= failed
+    from pdlab.ui.text_errors import UNTRANSLATED
+
+    assert seen[-1].detail.endswith(UNTRANSLATED + "boom")  # a message no pattern knows
+    for c in seen:
+        for words in (c.label or c.name, c.detail, c.fix if not c.ok else ""):
+            words = words.split(UNTRANSLATED)[0]  # shown as raised, marked as such
+            assert not _english_words(words), (c.name, words)
+    labels = {c.name: c.label for c in seen}
+    assert labels["kernels"] != "kernels" and labels["model"] != "model"
+
+
+def test_the_backend_description_follows_the_language(monkeypatch):
+    monkeypatch.setenv("PDLAB_BACKEND", "torch")
+    monkeypatch.setattr(backend, "_default", None)
+    en, zh = backend.describe(), backend.describe("zh")
+    assert en.startswith("torch (") and "PDLAB_BACKEND" in en
+    assert zh.startswith("torch（") and "PDLAB_BACKEND" in zh and not _english_words(zh)

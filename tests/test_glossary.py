@@ -41,6 +41,7 @@ _CODE = re.compile(
     r"|'[^'\n]*'|\"[^\"\n]*\""  # a quoted string
     r"|(?<![\w-])--[\w-]+(?:[ =](?![\u4e00-\u9fff])[\w.,-]+)?"  # a flag and its value
     r"|\bpdlab(?: [a-z][\w-]*)+"  # a command line: pdlab exercises check
+    r"|\b(?:pip|make)(?: [a-z][\w-]*)+"  # pip install triton, make env
     r"|\b[\w.-]+/[\w./-]+"  # a path
     r"|\b[\w-]+\.(?:md|py|ipynb|json|png|toml|txt|cpp|safetensors|org|com|io)\b"  # a file
     r"|(?<![\w.])\.(?:py|ipynb|json|md)\b"  # a file type: .py

@@ -43,6 +43,25 @@ def test_pdlab_notebooks_copies_them_and_keeps_edits(tmp_path, capsys) -> None:
     assert edited.read_bytes() == (notebooks_dir() / SHIPPED[1]).read_bytes()
 
 
+def test_notebooks_and_the_lab_notes_in_chinese(tmp_path, capsys) -> None:
+    from test_glossary import violations
+
+    dest = tmp_path / "mine"
+    assert main(["notebooks", str(dest), "--lang", "zh"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    copied = sorted(p.name for p in dest.iterdir())
+    assert copied == SHIPPED and str(len(copied)) in last and str(dest) in last
+    assert "notebooks in" not in last and not violations(last)
+    (dest / SHIPPED[0]).write_text("{}")  # an edit of the learner's
+    (dest / SHIPPED[1]).unlink()  # and a notebook gone missing
+    folder, notes = lab.lab_folder(dest, "zh")
+    assert folder == dest and len(notes) == 2
+    assert (dest / SHIPPED[1]).is_file() and (dest / SHIPPED[0]).read_text() == "{}"
+    assert "1" in notes[0] and SHIPPED[0] in notes[1] and "--force" in notes[1]
+    for note in notes:
+        assert not violations(note), note
+
+
 def test_pdlab_notebooks_refuses_a_file(tmp_path, capsys) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(SystemExit):
@@ -114,7 +133,8 @@ def test_lab_serves_a_working_copy_never_the_tracked_notebooks(tmp_path, monkeyp
     assert sorted(p.name for p in copy.iterdir()) == SHIPPED
     assert all(n.endswith(".ipynb") for n in SHIPPED) and len(SHIPPED) == 12
     out = capsys.readouterr().out
-    assert f"copied 12 notebooks into {copy}" in out and str(copy.resolve()) in out
+    assert re.search(rf"\b12\b.*{re.escape(str(copy))}", out) and str(copy.resolve()) in out
+    assert "copied" not in out and "working copy" not in out  # --lang zh: in Chinese
     # the learner's edits survive the next start, and are named
     edited = copy / SHIPPED[0]
     edited.write_text("{}")

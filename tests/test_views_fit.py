@@ -237,13 +237,16 @@ def test_doctor_reads_whole(width, monkeypatch) -> None:
     import pdlab
     from pdlab.tools import doctor
 
-    monkeypatch.setattr(doctor, "_smoke_check", lambda: doctor.Check("model", True, "skipped"))
-    checks = doctor.run_checks()
-    out = render(width, lambda c: c.print(doctor.render(checks)))
-    for c in checks:
-        row_line(out, f"[{c.tag}]", c.name)
-    row_line(out, os.path.dirname(pdlab.__file__))  # where pdlab is imported from, whole
-    row_line(out, pdlab.__version__)
+    monkeypatch.setattr(
+        doctor, "_smoke_check", lambda lang="en": doctor.Check("model", True, "skipped")
+    )
+    for lang in ("en", "zh"):
+        checks = doctor.run_checks(lang)
+        out = render(width, lambda c, checks=checks: c.print(doctor.render(checks)))
+        for c in checks:
+            row_line(out, f"[{c.tag}]", c.label or c.name)
+        row_line(out, os.path.dirname(pdlab.__file__))  # where pdlab is imported from, whole
+        row_line(out, pdlab.__version__)
 
 
 @pytest.mark.parametrize("width", WIDTHS)
@@ -257,8 +260,13 @@ def test_doctor_aot_table_reads_whole(width) -> None:
         for d in ("fp16", "bf16")
         for w in ("tiny L+R=64+16 splits=3", "deepseek L+R=512+64 splits=16")
     ]
-    out = render(width, lambda c: c.print(render_table(rows)))
-    for r in rows:
-        row_line(out, r.kernel, f"sm_{r.target}")  # kernel and target on one line
-        row_line(out, r.widths)
-        row_line(out, r.copy)
+    for lang in ("en", "zh"):
+        out = render(width, lambda c, lang=lang: c.print(render_table(rows, lang)))
+        for r in rows:
+            if lang == "en" or width >= 120:  # a table: kernel and target on one line
+                row_line(out, r.kernel, f"sm_{r.target}")
+            else:  # the Chinese headers need over 80 columns: a block per build
+                row_line(out, r.kernel)
+                row_line(out, f"sm_{r.target}")
+            row_line(out, r.widths)
+            row_line(out, r.copy)

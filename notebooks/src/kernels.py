@@ -108,7 +108,7 @@ LANG = "en"  # the language of the printed words
 t = words(LANG)
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]
-print(t("nb4_default", backend=kernels.backend.describe()))
+print(t("nb4_default", backend=kernels.backend.describe(LANG)))
 print(t("nb4_checked", backends=BACKENDS))
 H, L, R = 4, 64, 16  # heads, kv_lora_rank, qk_rope_head_dim (the tiny model)
 D_QK, D_V = 48, 32  # un-absorbed head widths: nope 32 + rope 16, value 32

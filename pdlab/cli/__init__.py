@@ -198,7 +198,9 @@ def _notebooks(args: argparse.Namespace) -> int:
     paths = copy_notebooks(args.dir, force=args.force)
     for path in paths:
         print(path)
-    print(f"{len(paths)} notebooks in {args.dir}; open them with: pdlab lab --dir {args.dir}")
+    from pdlab.ui.text import text
+
+    print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
     return 0
 
 
@@ -256,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "doctor":
             from pdlab.tools import doctor
 
-            return doctor.main(aot=args.aot)
+            return doctor.main(aot=args.aot, lang=args.lang)
         if args.command == "bench":
             from pdlab.cli import bench
 

@@ -310,12 +310,17 @@ def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotRe
     return [results[i] for i in sorted(results)]
 
 
-def render_table(results: list[AotResult]) -> Any:
+def render_table(results: list[AotResult], lang: str = "en") -> Any:
     """A :class:`~pdlab.ui.fmt.FitTable` of :func:`run_aot_check`'s results, one row per
-    build (short headers with a legend, or a block per build, where a terminal is narrow)."""
+    build (short headers with a legend, or a block per build, where a terminal is narrow);
+    ``lang="zh"``: Chinese headers, which are short already."""
     from pdlab.ui.fmt import FitTable
+    from pdlab.ui.text import text
+    from pdlab.ui.text_errors import error_text
 
-    table = FitTable(title="Ahead-of-time compilation (no GPU needed)", legend="Columns: ")
+    zh = lang == "zh"
+    title = text(lang, "aot_title")
+    table = FitTable(title=title, legend="列：" if zh else "Columns: ")
     for col, short, means, under in (
         ("kernel", None, "", None),
         ("target", "sm", "target", None),
@@ -330,6 +335,8 @@ def render_table(results: list[AotResult]) -> Any:
         ("s", None, "", "shared"),
     ):
         right = col in ("regs", "spills", "shared", "s")
+        if zh:  # the Chinese headers are short already: none is shortened
+            col, under, short, means = _zh_header(col), _zh_header(under), None, ""
         table.add_column(
             col, justify="right" if right else "left", short=short, means=means, under=under
         )
@@ -339,7 +346,9 @@ def render_table(results: list[AotResult]) -> Any:
             f"sm_{r.target}",
             r.dtype,
             r.widths,
-            "[green]ok[/]" if r.ok else f"[red]FAIL[/] {r.error}",
+            f"[green]{text(lang, 'aot_ok')}[/]"
+            if r.ok
+            else f"[red]FAIL[/] {error_text(r.error, lang)}",
             r.mma,
             r.copy,
             "?" if r.registers is None else str(r.registers),
@@ -348,6 +357,12 @@ def render_table(results: list[AotResult]) -> Any:
             f"{r.seconds:.1f}",
         )
     return table
+
+
+def _zh_header(col: str | None) -> str | None:
+    from pdlab.ui.text import text
+
+    return col if col in (None, "MMA") else text("zh", f"aot_col_{col}")
 
 
 def _shard(text: str) -> tuple[int, int]:

@@ -8,7 +8,9 @@ pdlab can run here (warnings included), 1 otherwise. ``kernels`` is what ``pdlab
 ``trace`` and ``pd`` run (their ``--backend`` default, read from the parser); ``backend``
 is what Python code and the notebooks get (``PDLAB_BACKEND``, default ``auto``). ``--aot``
 also compiles every Triton kernel for sm_80 and sm_90 (no GPU needed) and prints a row per
-kernel and target.
+kernel and target. ``lang="zh"`` prints every detail, fix and verdict in Chinese (the words
+are in :mod:`pdlab.ui.text_doctor`); the tags and package names stay as they are, so a
+pasted report reads the same.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class Check:
     detail: str
     fix: str = ""
     required: bool = True
+    label: str = ""  # the name as printed (``name`` is the check's id, the same in every language)
 
     @property
     def tag(self) -> str:
@@ -40,7 +43,19 @@ class Check:
 
     def line(self) -> str:
         fix = f" -> {self.fix}" if (self.fix and not self.ok) else ""
-        return f"[{self.tag}] {self.name:<12} {self.detail}{fix}"
+        return f"[{self.tag}] {self.label or self.name:<12} {self.detail}{fix}"
+
+
+def _words(lang: str) -> Any:
+    from pdlab.ui.text import text
+
+    return lambda key, **values: text(lang, key, **values)
+
+
+def _error(e: BaseException, lang: str) -> str:
+    from pdlab.ui.text_errors import error_text
+
+    return error_text(str(e), lang)
 
 
 def _version(dist: str) -> str | None:
@@ -50,46 +65,58 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _package(name: str, dist: str | None = None, required: bool = True) -> Check:
-    v = _version(dist or name)
+def _package(name: str, lang: str = "en") -> Check:
+    t = _words(lang)
+    v = _version(name)
     if v is None:
-        return Check(
-            name, False, "not installed", f"pip install -e . (or: pip install {name})", required
-        )
-    return Check(name, True, v, required=required)
+        return Check(name, False, t("doc_not_installed"), t("doc_pip_fix", name=name))
+    return Check(name, True, v)
 
 
-def _pdlab_check() -> Check:
+def _pdlab_check(lang: str = "en") -> Check:
     """pdlab's version, where it is imported from, and whether its notebooks are there."""
     import pdlab
 
-    where = os.path.dirname(pdlab.__file__)
+    t = _words(lang)
+    where, version = os.path.dirname(pdlab.__file__), pdlab.__version__
     try:
-        notebooks = f"notebooks in {pdlab.notebooks_dir()}"
+        notebooks = pdlab.notebooks_dir()
     except FileNotFoundError as e:
-        return Check("pdlab", False, f"{pdlab.__version__} at {where}; {e}", "reinstall pdlab")
-    return Check("pdlab", True, f"{pdlab.__version__} at {where}; {notebooks}")
+        detail = t("doc_pdlab_broken", version=version, where=where, error=_error(e, lang))
+        return Check("pdlab", False, detail, t("doc_pdlab_fix"))
+    return Check("pdlab", True, t("doc_pdlab", version=version, where=where, notebooks=notebooks))
 
 
-def run_checks() -> list[Check]:
+def run_checks(lang: str = "en") -> list[Check]:
+    t = _words(lang)
     checks = [
-        _pdlab_check(),
+        _pdlab_check(lang),
         Check(
             "python",
             sys.version_info >= (3, 10),
-            f"{platform.python_version()} ({platform.system()} {platform.machine()})",
-            "pdlab needs Python 3.10 or newer",
+            t(
+                "doc_python",
+                version=platform.python_version(),
+                system=platform.system(),
+                machine=platform.machine(),
+            ),
+            t("doc_python_fix"),
         ),
     ]
     try:
         import torch
 
-        dev = f"cuda: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available() else "cpu"
-        checks.append(Check("torch", True, f"{torch.__version__} (device: {dev})"))
+        zh = lang == "zh"
+        if torch.cuda.is_available():
+            dev = ("CUDA：" if zh else "cuda: ") + torch.cuda.get_device_name(0)
+        else:
+            dev = "CPU" if zh else "cpu"
+        checks.append(Check("torch", True, t("doc_torch", version=torch.__version__, device=dev)))
     except Exception as e:  # noqa: BLE001 - a doctor reports every failure
-        checks.append(Check("torch", False, f"import failed: {e}", "pip install torch"))
+        detail = t("doc_import_failed", error=_error(e, lang))
+        checks.append(Check("torch", False, detail, "pip install torch"))
         return checks
-    build = _torch_build_check(torch)
+    build = _torch_build_check(torch, lang)
     if build is not None:
         checks.append(build)
     from pdlab.kernels.backend import triton_installed
@@ -100,22 +127,31 @@ def run_checks() -> list[Check]:
             Check(
                 "triton",
                 False,
-                "not installed (Linux wheels only)",
-                "optional: the kernels run as their torch twins; on Linux: pip install triton",
+                t("doc_triton_missing"),
+                t("doc_triton_fix"),
                 required=False,
             )
         )
     else:
         checks.append(Check("triton", True, tv))
-    checks += _backend_checks()
-    checks.append(_package("numpy"))
-    checks.append(_package("rich"))
-    checks.append(_package("matplotlib"))
-    checks.append(_package("jupyterlab"))
-    checks.append(_widgets_check())
-    checks.append(_browser_check())
-    checks.append(_smoke_check())
+    checks += _backend_checks(lang)
+    checks += [_package(name, lang) for name in ("numpy", "rich", "matplotlib", "jupyterlab")]
+    checks.append(_widgets_check(lang))
+    checks.append(_browser_check(lang))
+    checks.append(_smoke_check(lang))
+    for c in checks:  # the names that are words, not packages, in the reader's language
+        if c.name in LABELS:
+            c.label = t(LABELS[c.name])
     return checks
+
+
+LABELS = {
+    "kernels": "doc_name_kernels",
+    "backend": "doc_name_backend",
+    "browser": "doc_name_browser",
+    "model": "doc_name_model",
+    "torch build": "doc_name_torch_build",
+}
 
 
 def nvidia_gpu_present() -> bool:
@@ -140,90 +176,87 @@ def installed_bytes(match: Any) -> int:
     return total
 
 
-def _torch_build_check(torch: Any) -> Check | None:
+def _torch_build_check(torch: Any, lang: str = "en") -> Check | None:
     """A WARN when the CUDA build of torch sits on a machine with no NVIDIA GPU."""
     if torch.version.cuda is None or torch.cuda.is_available() or nvidia_gpu_present():
         return None
+    t = _words(lang)
     size = installed_bytes(lambda n: n == "torch" or n.startswith("nvidia-"))
     return Check(
         "torch build",
         False,
-        f"{torch.__version__} is the CUDA {torch.version.cuda} build, {size / 1e9:.1f} GB on "
-        "disk with its nvidia-* packages, and this machine has no NVIDIA GPU",
-        f"a CPU build works the same here: pip install --force-reinstall torch --index-url "
-        f"{CPU_INDEX}, then pip uninstall the nvidia-* packages (or: make clean && make env)",
+        t("doc_cuda_build", version=torch.__version__, cuda=torch.version.cuda, gb=size / 1e9),
+        t("doc_cuda_build_fix", index=CPU_INDEX),
         required=False,
     )
 
 
-def _backend_checks() -> list[Check]:
+def _backend_checks(lang: str = "en") -> list[Check]:
     """What the commands run (their ``--backend`` default) and what Python code runs."""
     from pdlab.cli import build_parser
     from pdlab.kernels import backend
 
+    t = _words(lang)
     out = []
     default = build_parser().parse_args(["tour"]).backend
+    lead = t("doc_kernels_lead", default=default)
     try:
         backend.check("triton", "flag")
-        how = "interpreter, slow" if not backend.cuda_available() else "compiled"
-        out.append(
-            Check(
-                "kernels",
-                True,
-                f"{default}: pdlab tour, trace and pd run it by default; "
-                f"--backend triton runs Triton ({how})",
-            )
-        )
+        how = t("doc_interpreted") if not backend.cuda_available() else t("doc_compiled")
+        out.append(Check("kernels", True, t("doc_kernels_triton", lead=lead, how=how)))
     except ValueError as e:
-        lead = f"{default}: pdlab tour, trace and pd run it by default"
         if not backend.triton_installed():  # the triton line above says so already
-            out.append(Check("kernels", True, f"{lead}; --backend triton needs triton"))
+            out.append(Check("kernels", True, t("doc_kernels_needs", lead=lead)))
         else:
             out.append(
                 Check(
                     "kernels",
                     False,
-                    f"{lead}; {e}",
-                    "optional: every command runs on the torch kernels",
+                    t("doc_kernels_bad", lead=lead, error=_error(e, lang)),
+                    t("doc_kernels_fix"),
                     required=False,
                 )
             )
     try:
-        out.append(Check("backend", True, f"{backend.describe()}: Python code and notebooks"))
+        described = backend.describe(lang)
+        out.append(Check("backend", True, t("doc_backend_ok", described=described)))
     except Exception as e:  # noqa: BLE001
         msg = str(e)
         if "PDLAB_CHECK_INDICES" in msg:
-            advice = "unset PDLAB_CHECK_INDICES, or set it to 1 (check) or 0 (skip)"
+            advice = t("doc_fix_check_indices")
         elif "PDLAB_BACKEND" in msg:
-            advice = "unset PDLAB_BACKEND, or set it to auto, triton or torch"
+            advice = t("doc_fix_backend_env")
         else:
-            advice = "set PDLAB_BACKEND=torch or reinstall triton"
-        out.append(Check("backend", False, f"selection failed: {msg}", advice))
+            advice = t("doc_fix_backend")
+        detail = t("doc_backend_failed", error=_error(e, lang))
+        out.append(Check("backend", False, detail, advice))
     return out
 
 
-def _browser_check() -> Check:
+def _browser_check(lang: str = "en") -> Check:
     """``pdlab lab`` opens a web browser when one is registered; without one it prints the
     address to open."""
     import webbrowser
 
+    t = _words(lang)
     try:
-        name = getattr(webbrowser.get(), "name", "") or "found"
+        name = getattr(webbrowser.get(), "name", "") or t("doc_browser_found")
     except webbrowser.Error:
         return Check(
             "browser",
             False,
-            "no web browser found",
-            "optional: pdlab lab prints the address to open by hand",
+            t("doc_no_browser"),
+            t("doc_no_browser_fix"),
             required=False,
         )
-    return Check("browser", True, f"{name} (pdlab lab opens it)")
+    return Check("browser", True, t("doc_browser_ok", name=name))
 
 
-def _widgets_check() -> Check:
+def _widgets_check(lang: str = "en") -> Check:
+    t = _words(lang)
     v = _version("ipywidgets")
     if v is None:
-        return Check("ipywidgets", False, "not installed", "pip install 'ipywidgets>=8'")
+        return Check("ipywidgets", False, t("doc_not_installed"), t("doc_widgets_fix"))
     ext = _version("jupyterlab_widgets")
     # JupyterLab loads prebuilt extensions from the "labextensions" folder of each Jupyter
     # data path (this environment's share/jupyter among them): look where it will look.
@@ -242,14 +275,15 @@ def _widgets_check() -> Check:
         return Check(
             "ipywidgets",
             False,
-            f"{v}, lab extension missing",
-            "pip install --force-reinstall jupyterlab_widgets",
+            t("doc_widgets_no_ext", version=v),
+            t("doc_widgets_ext_fix"),
         )
-    return Check("ipywidgets", True, f"{v} (lab extension jupyterlab_widgets {ext})")
+    return Check("ipywidgets", True, t("doc_widgets_ok", version=v, ext=ext))
 
 
-def _smoke_check() -> Check:
+def _smoke_check(lang: str = "en") -> Check:
     """Run the tiny model once, so OK means the numbers flow, not just that imports work."""
+    t = _words(lang)
     try:
         from pdlab.config import ModelConfig
         from pdlab.model import DeepseekV2ForCausalLM
@@ -259,32 +293,29 @@ def _smoke_check() -> Check:
         logits = model.forward_full(list(range(16)))
         ms = (time.perf_counter() - t0) * 1e3
         if not bool(logits.isfinite().all()):
-            return Check(
-                "model",
-                False,
-                "tiny model produced non-finite logits",
-                "report this with the lines above",
-            )
-        return Check("model", True, f"tiny DeepSeek-style forward OK ({ms:.0f} ms)")
+            return Check("model", False, t("doc_model_nonfinite"), t("doc_report"))
+        return Check("model", True, t("doc_model_ok", ms=ms))
     except Exception as e:  # noqa: BLE001
-        return Check(
-            "model", False, f"tiny forward failed: {e}", "report this with the lines above"
-        )
+        detail = t("doc_model_failed", error=_error(e, lang))
+        return Check("model", False, detail, t("doc_report"))
 
 
-def run_aot(console: Any) -> Check:
+def run_aot(console: Any, lang: str = "en") -> Check:
     """Compile every Triton kernel for sm_80 and sm_90 and print a row per kernel, target,
     dtype and widths (``pdlab/tools/aot.py``); the summary line as a :class:`Check`, a
     warning when triton or its toolchain is missing (nothing else needs them)."""
     from pdlab.kernels.backend import triton_installed
 
+    t = _words(lang)
+    label = t("doc_name_aot")
     if not triton_installed():
         return Check(
             "aot",
             False,
-            "triton is not installed: nothing to compile",
-            "optional: only the Triton kernels need it; on Linux: pip install triton",
+            t("doc_aot_no_triton"),
+            t("doc_aot_no_triton_fix"),
             required=False,
+            label=label,
         )
     aot = importlib.import_module("pdlab.tools.aot")
     try:
@@ -293,19 +324,21 @@ def run_aot(console: Any) -> Check:
         return Check(
             "aot",
             False,
-            f"the compiler could not run: {e}",
-            "optional: reinstall triton (it ships ptxas)",
+            t("doc_aot_no_compiler", error=_error(e, lang)),
+            t("doc_aot_no_compiler_fix"),
             required=False,
+            label=label,
         )
-    console.print(aot.render_table(results))
+    console.print(aot.render_table(results, lang))
     bad = [r for r in results if not r.ok]
     spilling = sum(1 for r in results if r.ok and r.spills)
+    spills = t("doc_aot_spilling", n=spilling) if spilling else t("doc_aot_no_spills")
     return Check(
         "aot",
         not bad,
-        f"{len(results) - len(bad)}/{len(results)} kernel builds compiled for sm_80 and sm_90, "
-        + (f"{spilling} spilling registers (the spills column)" if spilling else "none spills"),
-        "report the FAIL rows above",
+        t("doc_aot_summary", ok=len(results) - len(bad), n=len(results), spills=spills),
+        t("doc_aot_fix"),
+        label=label,
     )
 
 
@@ -321,26 +354,27 @@ def render(checks: list[Check]) -> Any:
     grid.add_column(overflow="fold")
     for c in checks:
         fix = f" -> {c.fix}" if (c.fix and not c.ok) else ""
-        grid.add_row(f"[{colour[c.tag]}]\\[{c.tag}][/]", c.name, escape(c.detail + fix))
+        grid.add_row(f"[{colour[c.tag]}]\\[{c.tag}][/]", c.label or c.name, escape(c.detail + fix))
     return grid
 
 
-def main(aot: bool = False) -> int:
+def main(aot: bool = False, lang: str = "en") -> int:
     from pdlab.ui.console import make_console
 
+    t = _words(lang)
     console = make_console()
-    checks = run_checks()
+    checks = run_checks(lang)
     console.print(render(checks))
     if aot:
-        summary = run_aot(console)
+        summary = run_aot(console, lang)
         console.print(render([summary]))
         checks.append(summary)
     ok = all(c.ok or not c.required for c in checks)
     warned = any(not c.ok and not c.required for c in checks)
     if not ok:
-        console.print("pdlab cannot run here: fix the FAIL lines above.")
+        console.print(t("doc_cannot_run"))
     elif warned:
-        console.print("pdlab can run here; the WARN lines are optional pieces.")
+        console.print(t("doc_can_run_warned"))
     else:
-        console.print("pdlab can run here.")
+        console.print(t("doc_can_run"))
     return 0 if ok else 1

@@ -96,11 +96,14 @@ def _in_checkout(folder: Path) -> bool:
     return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "pdlab").is_dir()
 
 
-def lab_folder(directory: Path | None) -> tuple[Path, list[str]]:
+def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str]]:
     """The working copy JupyterLab serves, and notes for the reader: ``directory``, else
     ``PDLAB_LAB_DIR``, else :data:`LAB_DIR`. Missing notebooks are copied in; one the reader
     has edited is kept as it is (a note says how to replace it); the shipped folder itself
-    (a checkout's tracked ``notebooks/``, or the installed package's) is refused."""
+    (a checkout's tracked ``notebooks/``, or the installed package's) is refused. The notes
+    are in ``lang``."""
+    from pdlab.ui.text import text
+
     if directory is None:
         directory = Path(os.environ.get("PDLAB_LAB_DIR") or LAB_DIR)
     directory = Path(directory).expanduser()
@@ -123,12 +126,10 @@ def lab_folder(directory: Path | None) -> tuple[Path, list[str]]:
     ]
     if missing:
         copy_notebooks_named(directory, missing)
-        notes.append(f"copied {len(missing)} notebooks into {directory}")
+        notes.append(text(lang, "lab_copied", n=len(missing), dir=directory))
     if edited:
-        notes.append(
-            f"kept your edits in {', '.join(edited)}; `pdlab notebooks {directory} --force` "
-            "replaces them with the shipped versions"
-        )
+        sep = "、" if lang == "zh" else ", "
+        notes.append(text(lang, "lab_kept", names=sep.join(edited), dir=directory))
     return directory, notes
 
 
@@ -177,13 +178,15 @@ def run_lab(
 ) -> int:
     """Start JupyterLab on the working copy (see :func:`lab_folder`); returns its exit
     status. With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
-    folder, notes = lab_folder(directory)
+    from pdlab.ui.text import text
+
+    folder, notes = lab_folder(directory, lang)
     if lang == "zh" and notebook is not None and notebook.isdigit():
         notebook = f"{notebook}_zh"
     cmd = lab_command(folder, port=port, ip=ip, notebook=notebook, no_browser=no_browser)
     for note in notes:
         print(note)
-    print(f"JupyterLab on {folder.resolve()} (your working copy; Ctrl-C to stop)", flush=True)
+    print(text(lang, "lab_serving", dir=folder.resolve()), flush=True)
     if os.name == "posix":
         # Become the server: Ctrl-C and SIGTERM reach JupyterLab itself, which stops its
         # kernels; a parent waiting on it could be killed first and leave them running.

@@ -244,6 +244,8 @@ class FitTable:
             for short, means in [(c["short"], c["means"]), *c.get("extra", [])]:
                 if short and short != means and "/" not in short:
                     said.setdefault(short, means)
+        if not said:  # no header was shortened: nothing to explain
+            return ""
         return self.legend + ", ".join(f"{k} = {v}" for k, v in said.items())
 
     def __rich_console__(self, console: Any, options: Any) -> Any:
@@ -259,7 +261,7 @@ class FitTable:
             table = src._table(short, bare)
             if self._fit(table, console, options, width):
                 yield table
-                if short:
+                if short and src._legend():
                     yield src._legend()
                 break
         else:

@@ -197,6 +197,10 @@ def _allowed(text: str) -> str | None:
     m = re.fullmatch(r"(?P<x>\S+), (?P<what>.+)", text)
     if m and (w := _WHAT.get(m["what"])) is not None:
         return _fill("{x}（" + w + "）", {"x": m["x"]})
+    # "one of auto, triton, torch": bare values are code, so each keeps its backticks
+    m = re.fullmatch(r"one of (?P<x>[\w.-]+(?:, [\w.-]+)+)", text)
+    if m and not any(v[0].isdigit() for v in m["x"].split(", ")):
+        return "、".join(_code(v, always=True) for v in m["x"].split(", ")) + " 之一"
     for pattern, template in _ALLOWED_RE:
         m = pattern.fullmatch(text)
         if m:
