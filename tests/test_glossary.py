@@ -185,6 +185,14 @@ def chinese_texts() -> dict[str, str]:
         for i, (marker, body) in enumerate(cells):
             if "[markdown]" in marker:
                 out[f"{targets['zh']} cell {i}"] = body
+    from pdlab.ui import text_help  # every --help under --lang zh (its %(default)s as code)
+
+    for english, chinese in text_help.entries().items():
+        shown = re.sub(r"%\((\w+)\)[rs]", r"`\1`", chinese).replace("%%", "%")
+        out[f"text_help.py[{english!r}]"] = shown
+    out["text_help.py, the usage line and a choices list"] = (
+        text_help.USAGE + "pdlab tour\n" + text_help.one_of("后端", ["cpu_mla", "flashmla"])
+    )
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     zh = re.search(r"^## 中文.*?(?=^## |\Z)", readme, re.M | re.S)
     assert zh, "README.md has no Chinese section (a heading starting with '## 中文')"

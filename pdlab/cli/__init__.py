@@ -25,7 +25,11 @@ from pathlib import Path
 STARTED = time.monotonic()  # when the command began: pd's --timeout counts from here
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lang: str = "en") -> argparse.ArgumentParser:
+    """The ``pdlab`` parser, its help in ``lang``: under ``zh`` every text of every
+    ``--help`` is Chinese (``pdlab/ui/text_help.py``, imported only then). Every help, in
+    both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an identifier, CJK
+    measured as two columns)."""
     p = argparse.ArgumentParser(
         prog="pdlab",
         description=(
@@ -85,16 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="open this one, e.g. 05, 05_pd_decode_side or 05_zh (Chinese)",
     )
     lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
-    for name, command in sub.choices.items():  # every command lists --lang in its --help
+    for command in sub.choices.values():  # every command lists --lang in its --help
         if not any("--lang" in a.option_strings for a in command._actions):
-            english_only = name not in TRANSLATED
-            command.add_argument(
-                "--lang",
-                choices=LANGS,
-                default="en",
-                help=LANG_HELP + ("; this command prints English only" if english_only else ""),
-            )
-    _short_choices(p)
+            command.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
+    from pdlab.ui.help_format import HelpFormatter
+
+    for parser in _parsers(p):
+        parser.formatter_class = HelpFormatter
+    if lang == "zh":
+        from pdlab.ui.text_help import translate
+
+        translate(_parsers(p))
+    _short_choices(p, lang=lang)
     return p
 
 
@@ -108,10 +114,10 @@ def _parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return out
 
 
-def _short_choices(p: argparse.ArgumentParser, limit: int = 24) -> None:
+def _short_choices(p: argparse.ArgumentParser, limit: int = 24, lang: str = "en") -> None:
     """An option whose ``{a,b,c}`` would be longer than ``limit`` shows a short metavar in
     the usage line (which argparse cannot wrap inside one option) and lists its choices in
-    its help, so every ``--help`` fits 80 columns."""
+    its help (in ``lang``), so every ``--help`` fits 80 columns."""
     for parser in _parsers(p):
         for a in parser._actions:
             if not a.option_strings or a.choices is None or a.metavar is not None:
@@ -121,13 +127,17 @@ def _short_choices(p: argparse.ArgumentParser, limit: int = 24) -> None:
                 continue
             a.metavar = a.dest.upper().replace("-", "_")
             listed = all(n in (a.help or "") for n in names)
-            if not listed:
+            if listed:
+                continue
+            if lang == "zh":
+                from pdlab.ui.text_help import one_of
+
+                a.help = one_of(a.help, names)
+            else:
                 a.help = ((a.help + "; ") if a.help else "") + "one of: " + ", ".join(names)
 
 
 LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"
-# The commands whose output exists in both languages (the others accept --lang and say so).
-TRANSLATED = ("tour", "trace", "pd", "sim", "exercises", "lab")
 
 
 def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:
@@ -209,8 +219,8 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
     taken from wherever it stands."""
     from pdlab.ui.text import LANGS
 
-    parser = build_parser()
     argv, lang = pull_lang(list(sys.argv[1:] if argv is None else argv))
+    parser = build_parser("zh" if lang == "zh" else "en")  # its --help in that language
     if lang is not None and lang not in LANGS:
         command = next((a for a in argv if not a.startswith("-")), None)
         where = parser._subparsers._group_actions[0].choices.get(command, parser)
