@@ -5,6 +5,7 @@ put back, and the CLI flow (start, check, hint, solution, list; --lang before or
 action, kept by start) works in a folder of its own, in English and Chinese."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -490,6 +491,49 @@ def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
     assert "移除" in path.read_text(encoding="utf-8").split('"""\n\n', 1)[1]
 
 
+def test_chinese_solutions_are_the_same_code_with_chinese_comments():
+    import importlib.resources
+
+    from rich.cells import cell_len
+
+    en_dir = importlib.resources.files("pdlab.exercises.solutions")
+    zh_dir = importlib.resources.files("pdlab.exercises.solutions.zh")
+    names = {f.name for f in en_dir.iterdir() if f.name.startswith("ex")}
+    assert names == {f.name for f in zh_dir.iterdir() if f.name.startswith("ex")}
+    for name in names:
+        en = en_dir.joinpath(name).read_text(encoding="utf-8")
+        zh = zh_dir.joinpath(name).read_text(encoding="utf-8")
+        assert _code(en) == _code(zh), name
+        assert any(ord(c) > 0x2E80 for c in zh), name
+        assert max(cell_len(line) for line in zh.splitlines()) <= 100, name
+        # every comment is in Chinese, but for a bare shape such as "# int32 [B]"
+        for comment in _prose(zh).splitlines():
+            english = re.findall(r"\b[A-Za-z]{3,}\b", re.sub(r"`[^`]*`|\[[^\]]*\]", "", comment))
+            assert any(ord(c) > 0x2E80 for c in comment) or not english, (name, comment)
+    for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
+        assert e.file_name in names, e.slug
+    assert ex.solution_text(3, "zh") == zh_dir.joinpath("ex03_remote_kv.py").read_text()
+    assert ex.solution_text(3) == en_dir.joinpath("ex03_remote_kv.py").read_text()
+
+
+def test_solution_speaks_the_learners_language(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["exercises", "solution", "3", "--yes", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert "练习 3 的参考答案" in out and "最终隐藏状态" in out and "hidden state" not in out
+    assert "def _update_waiting_for_remote_kv" in out
+    assert main(["exercises", "solution", "3", "--yes"]) == 0
+    out = capsys.readouterr().out
+    assert "final hidden state" in out and not re.search("[\u4e00-\u9fff]", out)
+    assert main(["exercises", "--lang", "zh", "start", "3"]) == 0
+    capsys.readouterr()
+    assert main(["exercises", "solution", "3", "--yes"]) == 0  # no --lang: the folder's
+    out = capsys.readouterr().out
+    assert "最终隐藏状态" in out and "hidden state" not in out
+    assert main(["exercises", "solution", "3", "--yes", "--lang", "en"]) == 0
+    assert "final hidden state" in capsys.readouterr().out
+
+
 def test_chinese_texts_use_the_glossary_terms():
     from test_glossary import violations
 
@@ -503,6 +547,9 @@ def test_chinese_texts_use_the_glossary_terms():
     for f in importlib.resources.files("pdlab.exercises.stubs.zh").iterdir():
         if f.name.endswith(".py"):  # what a learner reads there: docstrings and comments
             texts[f"stubs/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
+    for f in importlib.resources.files("pdlab.exercises.solutions.zh").iterdir():
+        if f.name.endswith(".py"):  # what `solution --lang zh` shows: its comments
+            texts[f"solutions/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
         texts[f"{e.slug} title"] = e.title["zh"]
         texts[f"{e.slug} statement"] = e.statement["zh"]

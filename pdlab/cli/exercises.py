@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
             print(word(lang, "not_shown"))
             return 0
     print(word(lang, "solution_of", n=args.n))
-    print(ex.solution_text(args.n))
+    print(ex.solution_text(args.n, lang))
     return 0
 
 

@@ -12,9 +12,10 @@ and from a notebook::
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
 The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` (in Chinese in
-``stubs/zh/``, the same code) and reference solutions in ``solutions/``. Each module lists
-the slips learners make (``Exercise.slips``), every one of which its grader must reject by
-name. ``docs/workshop.md`` is the instructor's agenda.
+``stubs/zh/``, the same code) and reference solutions in ``solutions/`` (in Chinese in
+``solutions/zh/``, the same code). Each module lists the slips learners make
+(``Exercise.slips``), every one of which its grader must reject by name.
+``docs/workshop.md`` is the instructor's agenda.
 """
 
 from __future__ import annotations
@@ -83,8 +84,11 @@ def stub_text(n: int, lang: str = "en") -> str:
     return f'"""{statement}\n"""\n\n{stub}'
 
 
-def solution_text(n: int) -> str:
-    return _source("solutions", get(n))
+def solution_text(n: int, lang: str = "en") -> str:
+    """The reference solution ``solution`` shows (in Chinese for ``lang="zh"``:
+    ``solutions/zh/``, the same code with Chinese comments)."""
+    ex = get(n)
+    return _source("solutions.zh" if check_lang(lang) == "zh" else "solutions", ex)
 
 
 def reference(n: int) -> Callable[..., Any]:

@@ -1,0 +1,26 @@
+def split_decodes_and_prefills(
+    query_lens: list[int],
+    is_prefilling: list[bool],
+    decode_threshold: int = 1,
+    require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True,
+) -> tuple[int, int, int, int]:
+    def is_prefill(i: int) -> bool:
+        q = query_lens[i]
+        if require_uniform:
+            # 每个 decode 行的 query 长度都必须等于第一行的；0 是填充。
+            prefill = q > decode_threshold or (q != query_lens[0] and q != 0)
+        else:
+            prefill = q > decode_threshold
+        # 开关：只有在不把短 extend 当作 decode 行时，仍在提示词中的行才不论长度都算作
+        # prefill 行。
+        return prefill or (not treat_short_extends_as_decodes and is_prefilling[i])
+
+    num_decodes = next((i for i in range(len(query_lens)) if is_prefill(i)), len(query_lens))
+    num_decode_tokens = sum(query_lens[:num_decodes])
+    return (
+        num_decodes,
+        len(query_lens) - num_decodes,
+        num_decode_tokens,
+        sum(query_lens) - num_decode_tokens,
+    )
