@@ -530,7 +530,7 @@ for parallel in (ParallelConfig(), PCP2):
 # 只开 PCP 时，每个完整的行轮流交给一个 rank）。D 这一行只有一个 token，并没有被切开：它的分块
 # 大小为 1，rank 0 拿到完整的这一行（`_iter_rank_chunks`）。把它送进 `forward_mha` 的，是
 # builder 的 `not use_pcp` 加上 rank 本地的 `is_prefilling`；上游没有说明理由（“PCP 下大多数
-# 预填充行是分块到达的，所以后端对所有预填充行一视同仁”是 pdlab 的推断）。开启 PCP 时 V2 也不
+# prefill 行是分块到达的，所以后端对所有 prefill 行一视同仁”是 pdlab 的推断）。开启 PCP 时 V2 也不
 # 计算 `prefill_runs_as_decode`，这一步就失去了 decode CUDA graph（`decode_graph_eligible =
 # not has_prefill`）。PCP 是预填充侧的功能：解码实例通常用解码上下文并行（DCP），它让
 # `use_pcp` 保持为 False，所以短 extend 在那里仍是 decode 行；对不支持
@@ -768,7 +768,7 @@ assert table[SHORT][4].endswith("prefill")
 #
 # 上游在别处也用同一个开关：稀疏 MLA builder 和 MLA indexer 同样传 `not use_pcp`。Mamba 和 GDN
 # 的 builder 传 `treat_short_extends_as_decodes=False`，但会先改写 `is_prefilling`：Mamba 把带有
-# 先前状态的单 token 预填充行改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
+# 先前状态的单 token prefill 行改成 decode 行（它的注释点名了 NIXL 分离部署中 `h(N-1) -> N` 的
 # 重算路径），GDN 只把没有先前状态的行算作 prefill 行。所以在那里 D 的第一步同样是 decode 行。
 
 # %% [markdown] en

@@ -115,24 +115,24 @@ def grade(fn: Any, g: Grader) -> None:
             True,
         ),
         (("one-token prompt, nothing cached", "一 token 提示词，无缓存"), [(1, 0, 1)], False),
-        (("three decodes", "三个解码行"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
+        (("three decodes", "三个 decode 行"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
         (
-            ("a decode, D's step and a fresh prompt", "一个解码行、D 的那一步和一个新提示词"),
+            ("a decode, D's step and a fresh prompt", "一个 decode 行、D 的那一步和一个新提示词"),
             [(1, 20, 8), (1, 12, 13), (7, 0, 7)],
             False,
         ),
         (
-            ("a decode and D's step", "一个解码行和 D 的那一步"),
+            ("a decode and D's step", "一个 decode 行和 D 的那一步"),
             [(1, 20, 8), (1, 12, 13)],
             False,
         ),
         (
-            ("two decodes and two of D's steps", "两个解码行和 D 的两步"),
+            ("two decodes and two of D's steps", "两个 decode 行和 D 的两步"),
             [(1, 20, 8), (1, 12, 13), (1, 30, 30), (1, 6, 7)],
             False,
         ),
         (
-            ("a decode and D's step, with PCP", "一个解码行和 D 的那一步，开启 PCP"),
+            ("a decode and D's step, with PCP", "一个 decode 行和 D 的那一步，开启 PCP"),
             [(1, 20, 8), (1, 12, 13)],
             True,
         ),
@@ -209,7 +209,7 @@ puts your flags into a P/D pair's runner and compares the route events D records
 
 V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < prefill_len。不开启
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
-prefill_runs_as_decode（“按解码运行”）。当每一行都是解码行或这样的行时，这一步是
+prefill_runs_as_decode（“按解码运行”）。当每一行都是 decode 行或这样的行时，这一步是
 decode_graph_eligible，即完整解码 CUDA graph 可以重放的统一解码批。开启 PCP 时，V2 不计算
 这个标志（None），只有没有任何行在预填充时这一步才是 decode_graph_eligible。
 
@@ -227,7 +227,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "zh": (
             "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文："
             "它不按解码运行。",
-            "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；eligible = 每个预填充行"
+            "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；"
+            "eligible = 每个 prefill 行"
             "都按解码运行。开 PCP：(None, 没有行在预填充)。",
         ),
     },
@@ -248,14 +249,15 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "pcp_runs_as_decode": {
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
-            "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个预填充行切分到各个 rank，"
+            "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个 prefill 行切分到各个 rank，"
             "这样的行必须走 prefill 路径",
         },
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
             "their prompt that run as a decode; a row past its prompt is a decode already",
-            "zh": "把解码行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、却按解码运行的行；"
-            "提示词已经结束的行本来就是解码行",
+            "zh": "把 decode 行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、"
+            "却按解码运行的行；"
+            "提示词已经结束的行本来就是 decode 行",
         },
     },
     grade=grade,

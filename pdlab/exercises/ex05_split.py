@@ -101,14 +101,14 @@ def grade(fn: Any, g: Grader) -> None:
             False,
         ),
         (
-            ("decode, D's step, fresh prompt of 7", "解码行、D 的那一步、7 个 token 的新提示词"),
+            ("decode, D's step, fresh prompt of 7", "decode 行、D 的那一步、7 个 token 的新提示词"),
             [(1, False), D, (7, True)],
             1,
             False,
             True,
         ),
         (
-            ("decode, D's step, fresh prompt, PCP", "解码行、D 的那一步、新提示词，PCP"),
+            ("decode, D's step, fresh prompt, PCP", "decode 行、D 的那一步、新提示词，PCP"),
             [(1, False), D, (7, True)],
             1,
             False,
@@ -117,7 +117,7 @@ def grade(fn: Any, g: Grader) -> None:
         (
             (
                 "FlashMLA (128, uniform): decodes, prompt of 5",
-                "FlashMLA（128，uniform）：解码行、5 个 token 的提示词",
+                "FlashMLA（128，uniform）：decode 行、5 个 token 的提示词",
             ),
             [(1, False), (1, False), (5, True)],
             128,
@@ -127,7 +127,7 @@ def grade(fn: Any, g: Grader) -> None:
         (
             (
                 "FLASH_ATTN_MLA (512, varlen): decodes, prompt of 5",
-                "FLASH_ATTN_MLA（512，varlen）：解码行、5 个 token 的提示词",
+                "FLASH_ATTN_MLA（512，varlen）：decode 行、5 个 token 的提示词",
             ),
             [(1, False), (1, False), (5, True)],
             512,
@@ -212,16 +212,16 @@ _M = {
     "ignore_uniform": (
         "ignoring require_uniform: under a UNIFORM backend every decode has the first row's "
         "query length",
-        "忽略了 require_uniform：UNIFORM 后端要求每个解码行的 query 长度与第一行相同",
+        "忽略了 require_uniform：UNIFORM 后端要求每个 decode 行的 query 长度与第一行相同",
     ),
     "not_prefix": (
         "counting every decode-like row: the decodes are the rows before the first prefill",
-        "把所有像解码的行都算进去了：解码行是第一个预填充行之前的那些行",
+        "把所有像解码的行都算进去了：decode 行是第一个 prefill 行之前的那些行",
     ),
     "padding_counts": (
         "counting a padding row (query length 0) as a different length under "
         "require_uniform: padding never ends the decodes",
-        "在 require_uniform 下把填充行（query 长度 0）当成了不同的长度：填充行不会结束解码行",
+        "在 require_uniform 下把填充行（query 长度 0）当成了不同的长度：填充行不会结束 decode 行",
     ),
 }
 
@@ -282,7 +282,7 @@ then lets the MLA builder route real batches with your function.""",
 练习 5：split_decodes_and_prefills（pdlab/attention/metadata.py；
 vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
 
-批次按运行器的顺序到达，像解码的行在前。解码行是第一个“算作预填充”的行之前的那些行；
+批次按运行器的顺序到达，像解码的行在前。decode 行是第一个“算作预填充”的行之前的那些行；
 一行在以下情况算作预填充：
   * 它的 query 长度大于 decode_threshold（后端的 reorder_batch_threshold）；
   * 开启 require_uniform 时，它的 query 长度与第一行不同（长度 0 是填充，不计）；

@@ -261,7 +261,7 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "token 2 over all 13 prompt tokens, a plain decode (not is_prefilling)",
             "zh": "first_token 下 D 已经有了 token 1（P 的）：它的第一步在全部 13 个提示词 "
             "token 之上"
-            "解码 token 2，是普通解码行（不是 is_prefilling）",
+            "解码 token 2，是普通 decode 行（不是 is_prefilling）",
         },
         "predict_append_prompt": {
             "en": "under append_prompt P's token is prompt token 14: D's first step is one "

@@ -87,20 +87,21 @@ def _cases(g: Grader) -> list[tuple[tuple[str, str], list[tuple[int, int]], str]
     ctx = g.rng.randrange(1000, 9000)
     decodes = [(4096 + i, 4096 + i) for i in range(b)]
     return [
-        ((f"{b} decodes alone", f"只有 {b} 个解码行"), decodes, "v2"),
+        ((f"{b} decodes alone", f"只有 {b} 个 decode 行"), decodes, "v2"),
         ((f"{b} decodes + recompute's first row (1 over N - 1 = 4095)",
-          f"{b} 个解码行 + recompute 的第一行（在 N - 1 = 4095 之上算 1 个）"),
+          f"{b} 个 decode 行 + recompute 的第一行（在 N - 1 = 4095 之上算 1 个）"),
          decodes + [(4095, 4096)], "v2"),
         ((f"{b} decodes + append_prompt's first row (1 over N of N + 1)",
-          f"{b} 个解码行 + append_prompt 的第一行（N + 1 中在 N 之上算 1 个）"),
+          f"{b} 个 decode 行 + append_prompt 的第一行（N + 1 中在 N 之上算 1 个）"),
          decodes + [(4096, 4097)], "v2"),
         ((f"{b} decodes + recompute's first row, under PCP",
-          f"{b} 个解码行 + recompute 的第一行，开启 PCP"), decodes + [(4095, 4096)], "pcp"),
+          f"{b} 个 decode 行 + recompute 的第一行，开启 PCP"), decodes + [(4095, 4096)], "pcp"),
         ((f"{b} decodes + first_token's first row (a decode), under PCP",
-          f"{b} 个解码行 + first_token 的第一行（一个解码行），开启 PCP"),
+          f"{b} 个 decode 行 + first_token 的第一行（一个 decode 行），开启 PCP"),
          decodes + [(4096, 4096)], "pcp"),
         ((f"{b} decodes + recompute's first row, Model Runner V1",
-          f"{b} 个解码行 + recompute 的第一行，Model Runner V1"), decodes + [(4095, 4096)], "v1"),
+          f"{b} 个 decode 行 + recompute 的第一行，Model Runner V1"),
+         decodes + [(4095, 4096)], "v1"),
         (("a one-token prompt: nothing cached to decode over",
           "一 token 提示词：没有可解码的已缓存上下文"), decodes[:4] + [(0, 1)], "v2"),
         (("a one-token prompt, Model Runner V1", "一 token 提示词，Model Runner V1"),
@@ -240,10 +241,10 @@ must be the unpatched simulator's.""",
         "zh": """\
 练习 13：批次视图（pdlab sim；pdlab/model/batch.py、pdlab/sim/costs.py）
 
-D 运行着一批解码行，新到的请求把它的第一行加进来：recompute 下是 N 个 token 的提示词在 N - 1
+D 运行着一批 decode 行，新到的请求把它的第一行加进来：recompute 下是 N 个 token 的提示词在 N - 1
 个已缓存之上算 1 个（仍 is_prefilling），append_prompt 下是 N + 1 中在 N 之上算 1 个（仍
-is_prefilling），first_token 下是在 N 之上的普通解码行。这一步能否重放完整解码 CUDA graph
-（decode_graph_eligible），决定了每个正在运行的解码行这一步是否要付逐个启动算子的开销：
+is_prefilling），first_token 下是在 N 之上的普通 decode 行。这一步能否重放完整解码 CUDA graph
+（decode_graph_eligible），决定了每个正在运行的 decode 行这一步是否要付逐个启动算子的开销：
 也就是它的 TPOT。
 
 请实现 `batch_view(model, profile, rows, routing)`：`rows` 是
@@ -268,10 +269,10 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
         ),
         "zh": (
             "is_prefilling 即 num_computed_tokens < prefill_len。不开 PCP 的 V2 中，在已有上下文"
-            "之上只有一个 token 的预填充行按解码运行，所以 recompute 的第一行保住了图；"
+            "之上只有一个 token 的 prefill 行按解码运行，所以 recompute 的第一行保住了图；"
             "PCP 下则不然。",
-            "PCP 下预填充行对 builder 而言也是预填充（forward_mha）：把它放进 prefill_rows。"
-            "这里其余每行都是解码行。Row(c) 表示 c 个已缓存 token 加 1 个新 token；代价模型"
+            "PCP 下 prefill 行对 builder 而言也是预填充（forward_mha）：把它放进 prefill_rows。"
+            "这里其余每行都是 decode 行。Row(c) 表示 c 个已缓存 token 加 1 个新 token；代价模型"
             "自己会算上新的那个。",
         ),
     },
@@ -288,13 +289,14 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
             "graph: outside the graph every attention kernel of every layer launches "
             "eagerly, and that is what every running decode's TPOT pays",
             "zh": "把不是 decode_graph_eligible 的一步按重放图来计价：图之外每一层的每个注意力算子"
-            "都要逐个启动，每个正在运行的解码行的 TPOT 都要为此付出",
+            "都要逐个启动，每个正在运行的 decode 行的 TPOT 都要为此付出",
         },
         "pcp_row_as_decode": {
             "en": "a prefilling row as a decode under PCP: the MLA builder passes "
             "treat_short_extends_as_decodes = not use_pcp, so under PCP that row takes "
             "forward_mha",
-            "zh": "PCP 下把预填充行当成了解码行：MLA builder 传入 treat_short_extends_as_decodes "
+            "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入 "
+            "treat_short_extends_as_decodes "
             "= not use_pcp，所以 PCP 下这一行走 forward_mha",
         },
         "v1_as_v2": {

@@ -347,8 +347,9 @@ TEXT: dict[str, dict[str, str]] = {
         " rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每个完整的行"
         "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，rank 0 拿到完整的这个 "
         "token，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
-        "加上 rank 本地的 is_prefilling。上游没有说明理由；“PCP 下大多数预填充行是分块到达的，"
-        "所以后端对所有预填充行一视同仁”是 pdlab 的推断。PCP 是预填充侧的设置：解码实例通常用解码"
+        "加上 rank 本地的 is_prefilling。上游没有说明理由；“PCP 下大多数 prefill 行是分块到达的，"
+        "所以后端对所有 prefill 行一视同仁”是 pdlab 的推断。PCP 是预填充侧的设置："
+        "解码实例通常用解码"
         "上下文并行（DCP），它让 use_pcp 保持为 False（短 extend 仍是 decode 行），并对没有 "
         "supports_dcp_with_varlen 的 builder 把阈值降到 1。下面是 PCP 2 时 D 的第一步（旁边画了"
         "两个正在解码的请求 dec-a、dec-b 作示意）按 PCPManager 的方式排布的样子（* 表示仍在"
@@ -521,7 +522,7 @@ TEXT: dict[str, dict[str, str]] = {
         "(first chunks). So D's first step is a decode there too.",
         "zh": "0.33.0 中其他地方的同一开关：稀疏 MLA builder 和 MLA indexer 同样传 not use_pcp"
         "。Mamba 和 GDN 的 builder 传 False，但会先改写 is_prefilling：Mamba 把带有先前状态"
-        "的单 token 预填充行改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
+        "的单 token prefill 行改成 decode 行（它的注释点名了 NIXL 分离部署中 h(N-1) -> N "
         "的重算路径），GDN 只把没有先前状态的行（第一个分块）算作 prefill 行。所以在那里 "
         "D 的第一步同样是 decode 行。",
     },

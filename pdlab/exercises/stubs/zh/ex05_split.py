@@ -6,5 +6,5 @@ def split_decodes_and_prefills(
     treat_short_extends_as_decodes: bool = True,
 ) -> tuple[int, int, int, int]:
     """对已按运行器顺序排好（像解码的行在前）的批次，返回 `(num_decodes, num_prefills,
-    num_decode_tokens, num_prefill_tokens)`。解码行是第一个算作预填充的行之前的那些行。"""
+    num_decode_tokens, num_prefill_tokens)`。decode 行是第一个算作预填充的行之前的那些行。"""
     raise NotImplementedError("write split_decodes_and_prefills")
