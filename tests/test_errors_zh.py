@@ -130,7 +130,7 @@ def _error_lines(err: str) -> list[str]:
     """The error lines of ``err``, without argparse's usage block."""
     lines, in_usage = [], False
     for line in err.splitlines():
-        if line.startswith("usage:"):
+        if line.startswith(("usage:", "用法：")):
             in_usage = True
         elif in_usage and line.startswith(" "):
             continue
@@ -199,7 +199,7 @@ def test_every_bad_command_line_is_chinese_under_lang_zh(tmp_path, capsys, monke
         at = (0, len(argv), min(1, len(argv)))[i % 3]
         code, out, zh = _run([*argv[:at], "--lang", "zh", *argv[at:]], capsys)
         assert code == 2 and out == "", argv
-        assert zh.startswith("usage: ") and "error:" not in zh, (argv, zh)
+        assert zh.startswith("用法： ") and "error:" not in zh and "usage:" not in zh, (argv, zh)
         lines = _error_lines(zh)
         assert lines[0].startswith(f"{prog}：错误："), (argv, zh)
         bad += problems(message, "\n".join(lines).split("：错误：", 1)[1], str(argv))

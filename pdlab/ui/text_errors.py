@@ -562,13 +562,19 @@ def interrupted_line(prog: str, lang: str) -> str:
 
 def chinese_parser_errors(parsers: list[argparse.ArgumentParser]) -> None:
     """Make each parser's error (a bad option, a missing value, ...) print its usage line as
-    argparse does (option names are identifiers) and the error in Chinese."""
+    argparse does (option names are identifiers), headed 用法： as the Chinese ``--help``
+    heads it, and the error in Chinese."""
     for parser in parsers:
         parser.error = functools.partial(_parser_error, parser)  # type: ignore[method-assign]
 
 
 def _parser_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    parser.print_usage(sys.stderr)
+    from pdlab.ui.text_help import USAGE
+
+    usage = parser.format_usage()  # argparse's "usage: " is as wide as 用法： (7 cells)
+    sys.stderr.write(
+        USAGE + usage.removeprefix("usage: ") if usage.startswith("usage: ") else usage
+    )
     parser.exit(2, error_line(parser.prog, message, "zh"))
 
 

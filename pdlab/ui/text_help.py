@@ -234,8 +234,8 @@ def one_of(help: str | None, names: list[str]) -> str:
 def translate(parsers: list[argparse.ArgumentParser]) -> None:
     """Put every parser's help into Chinese, in place: the texts of :data:`HELP` (a text
     without an entry stays English; the test names it), and argparse's ``usage:`` and
-    heading colons in what ``format_help`` prints (a usage line printed for an error keeps
-    argparse's ``usage:``, as ``pdlab/ui/text_errors.py`` prints it)."""
+    heading colons in what ``format_help`` prints (the usage line printed for an error is
+    headed :data:`USAGE` by ``pdlab/ui/text_errors.py``)."""
     known = entries()
 
     def zh(s: str | None) -> str | None:
