@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pdlab.ui.text_bench import TEXT_BENCH
 from pdlab.ui.text_designs import TEXT_DESIGNS
 from pdlab.ui.text_mtp import TEXT_MTP
 from pdlab.ui.text_notebooks import NOTEBOOKS
@@ -659,7 +660,7 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_BENCH):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)
