@@ -7,10 +7,10 @@ import sys
 
 import pytest
 import torch
-from rich.table import Table
 
 from pdlab.kernels.backend import triton_installed
 from pdlab.tools.bench_kernels import bench_kernels, render_table
+from pdlab.ui.layout import FitTable
 
 
 def test_cpu_benchmark_times_the_twins_and_says_so():
@@ -42,7 +42,7 @@ def test_cpu_benchmark_times_the_twins_and_says_so():
     assert seen[0] == (0, 7) and seen[-1] == (7, 7)
     json.dumps(result)
     table = render_table(result)
-    assert isinstance(table, Table) and table.row_count == 7
+    assert isinstance(table, FitTable) and table.row_count == 7  # fits the width it gets
 
 
 _NO_TRITON = """

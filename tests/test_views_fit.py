@@ -218,18 +218,106 @@ def test_a_failed_request_reads_whole_under_the_step_table(width, monkeypatch) -
     row_line(out, err["req_id"], err.step, err["error"])
 
 
-@pytest.mark.parametrize("width", WIDTHS)
-def test_bench_paths_table_reads_whole(width) -> None:
-    from pdlab.tools.bench import bench_paths, render_paths_table
+@pytest.fixture(scope="module")
+def bench_results():
+    """One run of ``pdlab bench paths`` (both tables) and of ``bench sched``, small."""
+    from pdlab.tools.bench import bench_paths
+    from pdlab.tools.bench_sched import bench_scheduler
 
-    res = bench_paths("deepseek-v3", contexts=[48, 96], num_heads=2, repeats=1)
-    out = render(width, lambda c: c.print(render_paths_table(res)))
+    paths = bench_paths(
+        "deepseek-v3", contexts=[48, 96], num_heads=2, repeats=1, num_speculative_tokens=2
+    )
+    return paths, bench_scheduler(num_requests=8, steps=5, block_size=4, prompt_len=6)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_paths_table_reads_whole(bench_results, width, lang) -> None:
+    from pdlab.tools.bench import render_paths_table, render_spec_table
+
+    res, _ = bench_results
+    out = render(width, lambda c: c.print(render_paths_table(res, lang)))
     for r in res["rows"]:
         if width == 120:  # a table: the row on one line
             row_line(out, r["context"], f"{r['prefill_ms']:.2f}", f"{r['decode_ms']:.2f}")
         else:  # a block per context: each value whole on its own line
             for v in (r["context"], f"{r['prefill_ms']:.2f}", f"{r['flop_ratio']:.1f}x"):
                 row_line(out, v)
+    out = render(width, lambda c: c.print(render_spec_table(res, lang)))
+    for r in res["spec"]:
+        for v in (r["context"], f"{r['one_ms']:.2f}", f"{r['flat_bytes_ratio']:.2f}x"):
+            row_line(out, v)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_bench_kernels_and_sched_read_whole(bench_results, width, lang) -> None:
+    """``pdlab bench kernels`` (a GPU's result and a CPU's, built: the view needs no timing)
+    and ``bench sched``'s line: every kernel name, shape and time whole."""
+    from test_bench_zh import _kernel_result
+
+    from pdlab.tools.bench_kernels import case_label, render_table
+    from pdlab.tools.bench_sched import summary
+
+    for gpu in (False, True):
+        res = _kernel_result(gpu)
+        out = render(width, lambda c, res=res: c.print(render_table(res, lang)))
+        for r in res["rows"]:
+            row_line(out, case_label(r["kernel"], lang))  # a failed case: its label
+            if r["ms"] is not None:
+                row_line(out, f"{r['ms']:.3f}")
+                assert r["shape"].split(" causal")[0] in out
+    _, sched = bench_results
+    out = render(width, lambda c: c.print(summary(sched, lang)))
+    for v in (sched["num_requests"], f"{sched['median_us']:.0f}", f"{sched['mean_us']:.0f}"):
+        row_line(out, v)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("width", WIDTHS)
+def test_train_lines_read_whole(width, lang, tmp_path) -> None:
+    """What ``pdlab train`` prints, from a result built here (the command is run in
+    tests/test_bench_zh.py): every loss, rate and path whole."""
+    from types import SimpleNamespace
+
+    from pdlab.cli.train import header_lines, step_line, summary_lines
+    from pdlab.model import corpus
+    from pdlab.tokenizer import printable
+    from pdlab.ui.text import text
+
+    cfg = SimpleNamespace(steps=3000, batch_size=16, seq_len=128, seed=0, mtp_steps=1500)
+    result = SimpleNamespace(
+        losses=[2.0] * 3, seconds=312.4, tokens_per_step=2048, mtp_losses=[1.5], mtp_seconds=97.6
+    )
+    meta = {
+        "final_loss": "0.4121",
+        "corpus_loss": "0.3817",
+        "mtp_final_loss": "1.2034",
+        "mtp_corpus_loss": "1.1502",
+        "mtp_acceptance": "0.9907,0.3198",
+    }
+    ckpt = tmp_path / "mine.safetensors"
+    ckpt.write_bytes(b"\0" * 2_660_000)
+    plot = tmp_path / "mine-loss.png"
+    samples = [
+        (p, printable(list(b"the last token, again and again")))
+        for p in corpus.DEFAULT_PROMPTS.values()
+    ]
+    name = text(lang, "tr_task_main")
+
+    def show(c) -> None:
+        for line in header_lines(71, cfg, 2, tmp_path / "main.safetensors", lang):
+            c.print(line)
+        c.print(step_line(name, 3000, 3000, 0.4121, lang))
+        for line in summary_lines(result, meta, cfg, ckpt, plot, samples, lang):
+            c.print(line)
+
+    out = render(width, show)
+    rate = f"{cfg.steps * result.tokens_per_step / result.seconds:,.0f}"
+    for v in (*meta.values(), rate, "2.66", "99.1%", "32.0%", "1.99", "2.31", str(ckpt)):
+        if "," not in v or v == rate:
+            row_line(out, v)
+    row_line(out, "3000/3000")
 
 
 @pytest.mark.parametrize("width", WIDTHS)

@@ -2,8 +2,10 @@
 
 The measurements themselves are in ``pdlab/tools/bench.py`` (``paths``),
 ``pdlab/tools/bench_kernels.py`` and ``pdlab/tools/bench_sched.py``; this module checks the
-request (a context the model cannot hold or the memory cannot fit is one line) and prints.
-Upstream's counterpart is ``vllm/entrypoints/cli/benchmark/``.
+request (a context the model cannot hold or the memory cannot fit is one line) and prints,
+in ``--lang`` (the words are in ``pdlab/ui/text_bench.py``; ``--json`` writes the same
+numbers and English notes in both languages). Upstream's counterpart is
+``vllm/entrypoints/cli/benchmark/``.
 """
 
 from __future__ import annotations
@@ -78,43 +80,53 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
         )
 
 
-def _write_json(path: Path | None, data: Any) -> None:
+def _write_json(path: Path | None, data: Any, lang: str = "en") -> None:
+    from pdlab.ui.text import text
+
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(data, indent=1, default=str))
-        print(f"wrote {path}")
+        print(text(lang, "wrote", path=path))
 
 
 @contextlib.contextmanager
-def progress_bar(what: str) -> Iterator[Callable[[int, int, str], None]]:
+def progress_bar(what: str, lang: str = "en") -> Iterator[Callable[[int, int, str], None]]:
     """A ``progress(done, total, label)`` callback: a rich progress bar on stderr when
     stderr is a terminal (gone when done), nothing otherwise, so a pipe or a log file gets
-    only the results."""
+    only the results. ``what`` and the labels are in ``lang`` already."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import Progress
+
+    from pdlab.ui.text import text
 
     err = Console(stderr=True)
     if not err.is_terminal:
         yield lambda done, total, label: None
         return
     with Progress(console=err, transient=True) as prog:
-        task = prog.add_task(what, total=None)
+        task = prog.add_task(escape(what), total=None)
 
         def progress(done: int, total: int, label: str) -> None:
-            prog.update(task, completed=done, total=total, description=f"{what}: {label}")
+            description = escape(text(lang, "bench_progress", what=what, label=label))
+            prog.update(task, completed=done, total=total, description=description)
 
         yield progress
 
 
 def run(args: argparse.Namespace) -> int:
-    from pdlab.ui.console import make_console
+    from rich.markup import escape
 
+    from pdlab.ui.console import make_console
+    from pdlab.ui.text import text
+
+    lang = getattr(args, "lang", None) or "en"
     console = make_console()
     if args.bench == "paths":
         from pdlab.tools.bench import bench_paths, render_paths_table
 
         _check_paths_fit(args.preset, args.context, args.heads)
-        with progress_bar("bench paths") as progress:
+        with progress_bar(text(lang, "bench_what_paths"), lang) as progress:
             res = bench_paths(
                 args.preset,
                 args.context,
@@ -123,27 +135,23 @@ def run(args: argparse.Namespace) -> int:
                 backend=args.backend,
                 progress=progress,
                 num_speculative_tokens=args.num_speculative_tokens,
+                lang=lang,
             )
-        console.print(render_paths_table(res))
+        console.print(render_paths_table(res, lang))
         if "spec" in res:
             from pdlab.tools.bench import render_spec_table
 
-            console.print(render_spec_table(res))
+            console.print(render_spec_table(res, lang))
     elif args.bench == "kernels":
         from pdlab.tools.bench_kernels import bench_kernels, render_table
 
-        with progress_bar("bench kernels") as progress:
-            res = bench_kernels(quick=args.quick, progress=progress)
-        console.print(render_table(res))
+        with progress_bar(text(lang, "bench_what_kernels"), lang) as progress:
+            res = bench_kernels(quick=args.quick, progress=progress, lang=lang)
+        console.print(render_table(res, lang))
     else:
-        from pdlab.tools.bench_sched import bench_scheduler
+        from pdlab.tools.bench_sched import bench_scheduler, summary
 
         res = bench_scheduler(num_requests=args.requests, steps=args.steps)
-        console.print(
-            f"scheduler, {res['num_requests']} running requests decoding: "
-            f"median {res['median_us']:.0f} us per step "
-            f"({res['us_per_request']:.2f} us per request), mean "
-            f"{res['mean_us']:.0f} us over {res['steps']} steps"
-        )
-    _write_json(args.json, res)
+        console.print(escape(summary(res, lang)))
+    _write_json(args.json, res, lang)
     return 0

@@ -5,8 +5,11 @@ with the main model frozen; its greedy acceptance rates measured on the corpus a
 printed); this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and
 the checkpoint (safetensors, DeepSeek parameter names,
 the run's settings in its metadata). ``pdlab trace --weights PATH`` (and ``pd``, ``tour``)
-then run it. The defaults reproduce the checkpoint pdlab ships
-(``pdlab/model/tiny-trained.safetensors``) on a machine with the same torch and threads.
+then run it. Every line it prints, and the loss curve, is in ``--lang`` (the words are in
+``pdlab/ui/text_bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
+build them); the checkpoint's metadata is the same in both languages. The defaults
+reproduce the checkpoint pdlab ships (``pdlab/model/tiny-trained.safetensors``) on a machine
+with the same torch and threads.
 vLLM has no counterpart: it serves checkpoints and never trains one.
 """
 
@@ -67,31 +70,132 @@ def add_arguments(sub: Any) -> None:
 
 
 def save_loss_plot(
-    losses: list[float], path: Path, title: str, mtp_losses: list[float] | None = None
+    losses: list[float],
+    path: Path,
+    *,
+    seed: int,
+    steps: int,
+    tokens_per_step: int,
+    mtp_losses: list[float] | None = None,
+    lang: str = "en",
 ) -> Path:
     """The training loss per step, log scale, as a PNG (the MTP phase's beside it, counted
-    from its own first step)."""
+    from its own first step), labelled in ``lang`` (English where no installed font has
+    Chinese glyphs: :func:`pdlab.ui.plots.lang_fonts`)."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    if losses:
-        ax.semilogy(range(1, len(losses) + 1), losses, lw=1, label="main model (token i + 1)")
-    if mtp_losses:
-        ax.semilogy(
-            range(1, len(mtp_losses) + 1), mtp_losses, lw=1, label="MTP layer (token i + 2)"
-        )
-        ax.legend()
-    ax.set_xlabel("step")
-    ax.set_ylabel("cross-entropy (nats per byte)")
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    from pdlab.ui.plots import lang_fonts
+    from pdlab.ui.text import text
+
+    with lang_fonts(lang) as lang:
+        fig, ax = plt.subplots(figsize=(7, 3.6))
+        if losses:
+            ax.semilogy(range(1, len(losses) + 1), losses, lw=1, label=text(lang, "tr_plot_main"))
+        if mtp_losses:
+            ax.semilogy(
+                range(1, len(mtp_losses) + 1), mtp_losses, lw=1, label=text(lang, "tr_plot_mtp")
+            )
+            ax.legend()
+        ax.set_xlabel(text(lang, "tr_plot_x"))
+        ax.set_ylabel(text(lang, "tr_plot_y"))
+        title = text(lang, "tr_plot_title", seed=seed, steps=steps, tokens=tokens_per_step)
+        ax.set_title(title, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
     return path
+
+
+def header_lines(
+    n_lines: int, cfg: Any, threads: int, main_from: Path | None, lang: str = "en"
+) -> list[str]:
+    """What ``pdlab train`` prints before it starts (rich markup, escaped): the corpus, the
+    steps, the main model's source and the MTP phase."""
+    from rich.markup import escape
+
+    from pdlab.ui.text import text
+
+    key = "tr_threads" if threads > 1 else "tr_thread"
+    lines = [
+        text(lang, "tr_head", n=n_lines),
+        text(
+            lang,
+            "tr_settings",
+            steps=cfg.steps,
+            bs=cfg.batch_size,
+            seq=cfg.seq_len,
+            seed=cfg.seed,
+            threads=text(lang, key, n=threads),
+        ),
+    ]
+    if main_from is not None:
+        lines.append(text(lang, "tr_main_from", path=main_from))
+    lines.append(text(lang, "tr_then_mtp", steps=cfg.mtp_steps))
+    return [escape(line) for line in lines]
+
+
+def step_line(name: str, i: int, steps: int, loss: float, lang: str = "en") -> str:
+    """The line a step prints where stderr is no terminal (plain text): ``name`` is the
+    phase's name in ``lang`` already, ``i`` counts from 1."""
+    from pdlab.ui.text import text
+
+    return text(lang, "tr_step", name=name, i=i, n=steps, loss=f"{loss:.3f}")
+
+
+def summary_lines(
+    result: Any,
+    meta: dict[str, str],
+    cfg: Any,
+    checkpoint: Path,
+    plot: Path,
+    samples: list[tuple[str, str]],
+    lang: str = "en",
+) -> list[str]:
+    """What ``pdlab train`` prints once trained (rich markup, escaped): the rates, the
+    losses and acceptance as the checkpoint's metadata records them, the files written and
+    each ``(prompt, completion)`` of ``samples``."""
+    from rich.markup import escape
+
+    from pdlab.ui.text import text
+
+    lines = []
+    if result.losses:
+        rate = cfg.steps * result.tokens_per_step / result.seconds
+        lines.append(text(lang, "tr_trained", s=f"{result.seconds:.0f}", rate=f"{rate:,.0f}"))
+    lines.append(
+        text(
+            lang,
+            "tr_loss",
+            final=meta["final_loss"],
+            k=min(20, cfg.steps),
+            corpus=meta["corpus_loss"],
+        )
+    )
+    if result.mtp_losses:
+        a = [float(x) for x in meta["mtp_acceptance"].split(",")]  # as recorded
+        lines += [
+            text(lang, "tr_mtp_trained", s=f"{result.mtp_seconds:.0f}"),
+            text(
+                lang,
+                "tr_mtp_loss",
+                final=meta["mtp_final_loss"],
+                k=min(20, cfg.mtp_steps),
+                corpus=meta["mtp_corpus_loss"],
+            ),
+            text(lang, "tr_acceptance", a1=f"{a[0]:.1%}", a2=f"{a[1]:.1%}"),
+            text(lang, "tr_length", k1=f"{1 + a[0]:.2f}", k2=f"{1 + a[0] + a[1]:.2f}"),
+        ]
+    mb = f"{checkpoint.stat().st_size / 1e6:.2f}"
+    lines.append(text(lang, "tr_wrote_checkpoint", path=checkpoint, mb=mb))
+    lines.append(text(lang, "tr_wrote_plot", path=plot))
+    for prompt, completion in samples:
+        lines.append(text(lang, "tr_sample", prompt=repr(prompt), completion=completion))
+    lines.append(text(lang, "tr_run_it", path=checkpoint))
+    return [escape(line) for line in lines]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,7 +216,9 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.model.train import metadata, train
     from pdlab.model.weights import save_checkpoint
     from pdlab.tokenizer import ByteTokenizer, printable
+    from pdlab.ui.text import text
 
+    lang = getattr(args, "lang", None) or "en"
     if args.seed < 0:
         raise ValueError(f"--seed {args.seed} is invalid: expected an integer >= 0")
     if not args.out.name.endswith(".safetensors"):
@@ -132,42 +238,36 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     out = Console()
     err = Console(stderr=True)
-    n = len(corpus.entries())
-    threads = f"{args.threads} thread" + ("s" if args.threads > 1 else "")
-    out.print(f"pdlab train: the tiny model on {n} corpus lines (English and Chinese)")
-    out.print(
-        f"{cfg.steps} steps of {cfg.batch_size} x {cfg.seq_len} bytes, seed {cfg.seed}, {threads}"
-    )
+    for line in header_lines(len(corpus.entries()), cfg, args.threads, args.main_from, lang):
+        out.print(line)
     columns = (
         TextColumn("[bold]{task.description}[/]"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("loss {task.fields[loss]}"),
+        TextColumn(escape(text(lang, "tr_loss_word")) + " {task.fields[loss]}"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    if args.main_from is not None:
-        out.print(escape(f"the main model from {args.main_from}, not trained"))
-    out.print(f"then the MTP layer: {cfg.mtp_steps} steps, the main model frozen")
     tasks: dict[str, Any] = {}
 
-    def reporter(name: str, steps: int) -> Any:
+    def reporter(key: str, steps: int) -> Any:
         every = max(1, steps // 10)  # without a terminal, a line each tenth of the run
+        name = text(lang, key)
 
         def on_step(i: int, loss: float) -> None:
             if name not in tasks:
-                tasks[name] = bar.add_task(name, total=steps, loss="-")
+                tasks[name] = bar.add_task(escape(name), total=steps, loss="-")
             bar.update(tasks[name], advance=1, loss=f"{loss:.3f}")
             if not err.is_terminal and ((i + 1) % every == 0 or i + 1 == steps):
-                err.print(f"{name} step {i + 1}/{steps} loss {loss:.3f}")
+                err.print(escape(step_line(name, i + 1, steps, loss, lang)))
 
         return on_step
 
     with Progress(*columns, console=err, transient=not err.is_terminal) as bar:
         result = train(
             cfg,
-            on_step=reporter("train", cfg.steps),
-            on_mtp_step=reporter("mtp", cfg.mtp_steps),
+            on_step=reporter("tr_task_main", cfg.steps),
+            on_mtp_step=reporter("tr_task_mtp", cfg.mtp_steps),
             main_from=args.main_from,
         )
     meta = metadata(result, cfg)
@@ -175,38 +275,18 @@ def run(args: argparse.Namespace) -> int:
     save_loss_plot(
         result.losses,
         plot,
-        f"pdlab train: tiny model, seed {cfg.seed}, {cfg.steps} steps of "
-        f"{result.tokens_per_step} bytes",
-        result.mtp_losses,
+        seed=cfg.seed,
+        steps=cfg.steps,
+        tokens_per_step=result.tokens_per_step,
+        mtp_losses=result.mtp_losses,
+        lang=lang,
     )
-    if result.losses:
-        rate = cfg.steps * result.tokens_per_step / result.seconds
-        out.print(f"trained in {result.seconds:.0f} s ({rate:,.0f} bytes/s)")
-    out.print(
-        f"loss {meta['final_loss']} nats/byte (the last {min(20, cfg.steps)} steps), "
-        f"{meta['corpus_loss']} over the corpus"
-    )
-    if result.mtp_losses:
-        a = [float(x) for x in meta["mtp_acceptance"].split(",")]  # as recorded
-        out.print(f"MTP layer trained in {result.mtp_seconds:.0f} s (the main model frozen)")
-        out.print(
-            f"MTP loss {meta['mtp_final_loss']} on token i + 2 (the last "
-            f"{min(20, cfg.mtp_steps)} steps), {meta['mtp_corpus_loss']} over the corpus"
-        )
-        out.print(
-            f"MTP acceptance (greedy, every corpus prefix): first draft {a[0]:.1%}, "
-            f"second {a[1]:.1%}"
-        )
-        out.print(
-            f"mean acceptance length with the bonus token: {1 + a[0]:.2f} at K = 1, "
-            f"{1 + a[0] + a[1]:.2f} at K = 2"
-        )
-    out.print(escape(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB)"))
-    out.print(escape(f"wrote {plot} (the loss curve)"))
     tok = ByteTokenizer()
-    for prompt in corpus.DEFAULT_PROMPTS.values():
-        ids = result.model.greedy_generate(tok.encode(prompt), 32)
-        out.print(escape(f"{prompt!r} -> {printable(ids)}"))
-    out.print(escape(f"run it: pdlab trace --weights {path}"))
+    samples = [
+        (prompt, printable(result.model.greedy_generate(tok.encode(prompt), 32)))
+        for prompt in corpus.DEFAULT_PROMPTS.values()
+    ]
+    for line in summary_lines(result, meta, cfg, path, plot, samples, lang):
+        out.print(line)
     sys.stdout.flush()
     return 0

@@ -16,6 +16,10 @@
   per request) and this machine's floor;
 * ``kernels``: each kernel (``pdlab/tools/bench_kernels.py``);
 * ``sched``: the scheduler's own time per step (``pdlab/tools/bench_sched.py``).
+
+The tables are rendered in English or Chinese (``lang``; the words are in
+``pdlab/ui/text_bench.py``); the results, and the JSON written from them, hold numbers and
+English notes only, the same in both languages.
 """
 
 from __future__ import annotations
@@ -80,10 +84,15 @@ def bench_paths(
     seed: int = 0,
     progress: Callable[[int, int, str], None] | None = None,
     num_speculative_tokens: int | None = None,
+    lang: str = "en",
 ) -> dict[str, Any]:
     """Time one layer's attention for D's short extend through both paths (and, with
     ``num_speculative_tokens``, the decode kernel for ``1 + K`` queries: ``"spec"``);
-    ``progress(done, total, label)`` is called before each measurement and at the end."""
+    ``progress(done, total, label)`` is called before each measurement and at the end, its
+    label in ``lang`` (the result is the same in every language)."""
+    from pdlab.ui.text import check_lang, text
+
+    check_lang(lang)
     contexts = contexts or [1024, 4096, 16384]
     if not contexts or any(
         isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
@@ -112,17 +121,17 @@ def bench_paths(
     try:
         tell = progress or (lambda done, total, label: None)
         total = len(contexts) * (1 if K is None else 2) + 1
-        tell(0, total, "this machine's matmul and copy rates")
+        tell(0, total, text(lang, "bp_progress_rates"))
         ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
         run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
         rows, spec = [], []
         for i, n in enumerate(contexts):
-            tell(i + 1, total, f"context {n}: both paths, {repeats} repeats")
+            tell(i + 1, total, text(lang, "bp_progress_paths", n=n, repeats=repeats))
             rows.append(_path_row(run, n, block_size, repeats, workspace_tokens, ceilings))
         for i, n in enumerate(contexts if K is not None else []):
-            tell(len(contexts) + i + 1, total, f"context {n}: 1 and 1 + {K} queries")
+            tell(len(contexts) + i + 1, total, text(lang, "bp_progress_spec", n=n, k=K))
             spec.append(spec_decode_row(run, n, K, block_size, repeats, ceilings))
-        tell(total, total, "done")
+        tell(total, total, text(lang, "bench_done"))
     finally:
         torch.set_num_threads(threads)
     return {
@@ -132,13 +141,12 @@ def bench_paths(
         "dtype": str(dtype),
         "backend": be,
         "block_size": block_size,
+        "repeats": repeats,
         "threads": 1 if dev.type == "cpu" else None,
         "ceilings": ceilings,
         "rows": rows,
         **({"num_speculative_tokens": K, "spec": spec} if K is not None else {}),
-        "note": "one attention layer, one query token over the context; times are medians "
-        f"of {repeats}; ratios are prefill path / decode path; floor = max(modelled FLOPs / "
-        "measured matmul rate, modelled bytes / measured copy rate), measured in this run",
+        "note": text("en", "bp_note", repeats=repeats),  # the JSON's words: English
     }
 
 
@@ -204,33 +212,67 @@ def _path_row(
     }
 
 
-def render_paths_table(res: dict[str, Any]) -> Any:
-    """The table ``pdlab bench paths`` prints (a :class:`~pdlab.ui.fmt.FitTable`: short
-    headers with a legend, or one block per context, where 11 columns do not fit)."""
+def _columns(t: Any, lang: str, columns: tuple, **values: Any) -> None:
+    """``columns`` (``(key, legend)``: the header is ``key``, the short header ``key_s``,
+    ``legend`` the key of what the short one stands for, or None for a column the legend
+    has named already) added to ``t`` in ``lang``, right-justified."""
+    from rich.markup import escape
+
+    from pdlab.ui.text import text
+
+    for key, means in columns:
+        t.add_column(
+            escape(text(lang, key, **values)),
+            justify="right",
+            short=escape(text(lang, f"{key}_s", **values)),
+            means=escape(text(lang, means, **values)) if means else "",
+        )
+
+
+_PATH_COLUMNS = (
+    ("bp_ctx", "bp_ctx_m"),
+    ("bp_mha", "bp_mha_m"),
+    ("bp_floor", "bp_floor_m"),
+    ("bp_xfloor", "bp_xfloor_m"),
+    ("bp_mqa", "bp_mqa_m"),
+    ("bp_floor", None),
+    ("bp_xfloor", None),
+    ("bp_ratio", "bp_ratio_m"),
+    ("bp_flop", "bp_flop_m"),
+    ("bp_bytes", "bp_bytes_m"),
+    ("bp_diff", "bp_diff_m"),
+)
+
+
+def render_paths_table(res: dict[str, Any], lang: str = "en") -> Any:
+    """The table ``pdlab bench paths`` prints, in ``lang`` (a :class:`~pdlab.ui.fmt.FitTable`:
+    short headers with a legend, or one block per context, where 11 columns do not fit)."""
+    from rich.markup import escape
+
     from pdlab.ui.fmt import FitTable
+    from pdlab.ui.text import text
 
     c = res["ceilings"]
     t = FitTable(
-        title=f"D's one-token step, {res['preset']} (H={res['num_heads']}), "
-        f"{res['device']} {res['dtype']}, backend {res['backend']}; this run's ceilings: "
-        f"matmul {c['matmul_tflops'] * 1e3:.0f} GFLOP/s, copy {c['copy_gbps']:.1f} GB/s",
-        caption=res["note"],
-        legend="Columns: ",
+        title=escape(
+            text(
+                lang,
+                "bp_title",
+                preset=res["preset"],
+                h=res["num_heads"],
+                device=res["device"],
+                dtype=res["dtype"],
+                backend=res["backend"],
+                matmul=f"{c['matmul_tflops'] * 1e3:.0f}",
+                copy=f"{c['copy_gbps']:.1f}",
+            )
+        ),
+        caption=escape(
+            text(lang, "bp_note", repeats=res["repeats"]) if "repeats" in res else res["note"]
+        ),
+        legend=escape(text(lang, "bench_legend")),
     )
-    for col, short, means in (
-        ("context", "ctx", "context tokens"),
-        ("forward_mha ms", "pf ms", "forward_mha ms"),
-        ("floor ms", "floor", "its floor ms"),
-        ("x floor", "x", "times its floor"),
-        ("forward_mqa ms", "dc ms", "forward_mqa ms"),
-        ("floor ms", "floor", ""),
-        ("x floor", "x", ""),
-        ("measured ratio", "ratio", "measured pf / dc"),
-        ("modelled FLOP ratio", "FLOP", "modelled FLOP ratio"),
-        ("modelled bytes ratio", "bytes", "modelled bytes ratio"),
-        ("max |diff|", "diff", "max |diff| of the outputs"),
-    ):
-        t.add_column(col, justify="right", short=short, means=means)
+    _columns(t, lang, _PATH_COLUMNS)
     for r in res["rows"]:
         t.add_row(
             str(r["context"]),
@@ -304,36 +346,48 @@ def spec_decode_row(
     return out
 
 
-def render_spec_table(res: dict[str, Any]) -> Any:
-    """The second table of ``pdlab bench paths --num-speculative-tokens K``: the decode
-    kernel for ``1 + K`` queries of one request beside one query, and beside the same
-    queries flattened to one row each."""
+_SPEC_COLUMNS = (
+    ("bp_ctx", "bp_ctx_m"),
+    ("bs_one", "bs_one_m"),
+    ("bp_xfloor", "bp_xfloor_m"),
+    ("bs_many", "bs_many_m"),
+    ("bp_xfloor", None),
+    ("bp_ratio", "bs_ratio_m"),
+    ("bp_flop", "bp_flop_m"),
+    ("bp_bytes", "bp_bytes_m"),
+    ("bs_flat", "bs_flat_m"),
+    ("bs_fbytes", "bs_fbytes_m"),
+    ("bp_diff", "bs_diff_m"),
+)
+
+
+def render_spec_table(res: dict[str, Any], lang: str = "en") -> Any:
+    """The second table of ``pdlab bench paths --num-speculative-tokens K``, in ``lang``:
+    the decode kernel for ``1 + K`` queries of one request beside one query, and beside the
+    same queries flattened to one row each."""
+    from rich.markup import escape
+
     from pdlab.ui.fmt import FitTable
+    from pdlab.ui.text import text
 
     K = res["num_speculative_tokens"]
     t = FitTable(
-        title=f"mla_decode for D's verifying step, 1 + K = {1 + K} queries of one request, "
-        f"{res['preset']} (H={res['num_heads']}), {res['device']} {res['dtype']}, "
-        f"backend {res['backend']}",
-        caption="ratios are 1 + K queries / 1 query (modelled: FLOPs follow the (query, key) "
-        "pairs, the rows are read once per request); flat = the 1 + K queries as one row "
-        "each (0.33.0's Triton MLA), against the shared rows; floors as above",
-        legend="Columns: ",
+        title=escape(
+            text(
+                lang,
+                "bs_title",
+                q=1 + K,
+                preset=res["preset"],
+                h=res["num_heads"],
+                device=res["device"],
+                dtype=res["dtype"],
+                backend=res["backend"],
+            )
+        ),
+        caption=escape(text(lang, "bs_note")),
+        legend=escape(text(lang, "bench_legend")),
     )
-    for col, short, means in (
-        ("context", "ctx", "context tokens"),
-        ("1 query ms", "1q ms", "one query ms"),
-        ("x floor", "x", "times its floor"),
-        (f"1+{K} ms", "nq ms", f"1 + {K} queries ms"),
-        ("x floor", "x", ""),
-        ("measured ratio", "ratio", "measured nq / 1q"),
-        ("modelled FLOP ratio", "FLOP", "modelled FLOP ratio"),
-        ("modelled bytes ratio", "bytes", "modelled bytes ratio"),
-        ("flat / shared ms", "flat", "flattened ms / shared ms"),
-        ("flat / shared bytes", "fbyt", "flattened bytes / shared, modelled"),
-        ("max |diff|", "diff", "max |diff| flat vs shared"),
-    ):
-        t.add_column(col, justify="right", short=short, means=means)
+    _columns(t, lang, _SPEC_COLUMNS, k=K)
     for r in res["spec"]:
         t.add_row(
             str(r["context"]),

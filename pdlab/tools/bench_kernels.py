@@ -13,13 +13,16 @@ On a CPU, the torch twins on small tiny-model shapes, so a laptop shows what eac
 Triton interpreter timings are not reported: the interpreter runs every program instance in
 Python through NumPy, so its speed says nothing about the kernel.
 
-``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`. The timers,
+``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`, in English or
+Chinese (the words are in ``pdlab/ui/text_bench.py``; the result holds English notes and
+numbers, the same in both). The timers,
 the peaks and the test cache are in ``measure.py``; the bytes and FLOPs a case counts come
 from ``pdlab/attention/cost.py``. vLLM 0.33.0 has no counterpart in its package.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -32,23 +35,20 @@ from pdlab.kernels.decode_attention import mla_decode
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
 from pdlab.tools import measure
+from pdlab.ui.text import check_lang, text
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from pdlab.ui.layout import FitTable
 
-CPU_NOTE = (
-    "CPU: the torch twins (tiny widths for the copies, DeepSeek's for attention, beside a "
-    "dense torch version of the same math: vs dense = twin / dense), on one thread: on a "
-    "shared machine, two threads' barriers measure the neighbours' load. The Triton kernels run "
-    "here only through the interpreter, whose timings mean nothing, so they are not "
-    "timed; run `python -m pdlab.tools.gpu_check` on a CUDA machine."
-)
-CPU_NOTE_NO_TRITON = (
-    "CPU: the torch twins, each beside a dense torch version of the same math, on one "
-    "thread. Triton is not installed here (it has Linux wheels only), so only the torch "
-    "twins run; on a CUDA machine, "
-    "`pip install triton` and run `python -m pdlab.tools.gpu_check`."
-)
+# The result's note (English, as the JSON keeps it); render_table shows it in its language.
+CPU_NOTE = text("en", "bk_note_cpu")
+CPU_NOTE_NO_TRITON = text("en", "bk_note_cpu_no_triton")
+GPU_NOTE = text("en", "bk_note_gpu")
+_NOTE_KEYS = {
+    CPU_NOTE: "bk_note_cpu",
+    CPU_NOTE_NO_TRITON: "bk_note_cpu_no_triton",
+    GPU_NOTE: "bk_note_gpu",
+}
 
 
 def cpu_note() -> str:
@@ -231,15 +231,18 @@ def _cpu_cases(quick: bool) -> list[Case]:
 
 
 def bench_kernels(
-    device: str | torch.device | None = None, quick: bool = False, progress: Progress | None = None
+    device: str | torch.device | None = None,
+    quick: bool = False,
+    progress: Progress | None = None,
+    lang: str = "en",
 ) -> dict:
     """Time the kernels on ``device`` (default: CUDA if present, else CPU).
 
     ``progress(done, total, label)`` is called before the first case (``done = 0``) and
-    after each one. Returns a JSON-ready dict: ``device``, ``gpu``, ``note``,
-    ``peak_tflops``, ``peak_gbps`` and ``rows`` (kernel, impl, dtype, shape, ms, and
-    ``gbps``/``tflops``/``share_of_peak`` where they apply, ``error`` for a case that
-    raised: the others still run).
+    after each one, its label in ``lang`` (the result is the same in every language).
+    Returns a JSON-ready dict: ``device``, ``gpu``, ``note``, ``peak_tflops``, ``peak_gbps``
+    and ``rows`` (kernel, impl, dtype, shape, ms, and ``gbps``/``tflops``/``share_of_peak``
+    where they apply, ``error`` for a case that raised: the others still run).
     """
     dev = (
         torch.device(device)
@@ -247,23 +250,21 @@ def bench_kernels(
         else torch.device("cuda" if torch.cuda.is_available() else "cpu")
     )
     gpu = dev.type == "cuda"
+    check_lang(lang)
     if gpu and not _backend.triton_installed():
         raise ValueError("device=cuda needs triton for the kernels under test")
     if gpu:
         peaks = measure.device_peaks(dev)
         cases = _gpu_cases(dev, quick, peaks)
         name = torch.cuda.get_device_name(dev)
-        note = (
-            "GPU: Triton kernels, compiled; decode share = bytes read / peak bandwidth, "
-            "prefill share = FLOP/s / peak dense bf16."
-        )
+        note = GPU_NOTE
     else:
         peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", cpu_note()
     threads = torch.get_num_threads()
     if not gpu:  # see CPU_NOTE: one thread measures this process, not the neighbours
         torch.set_num_threads(1)
     try:
-        rows = _run_cases(cases, progress)
+        rows = _run_cases(cases, progress, lang)
     finally:
         torch.set_num_threads(threads)
     return {
@@ -277,10 +278,19 @@ def bench_kernels(
     }
 
 
-def _run_cases(cases: list[Case], progress: Progress | None) -> list[dict]:
+def case_label(label: str, lang: str = "en") -> str:
+    """A case's label (the ``kernel`` of its row if it fails) as the progress bar shows it in
+    ``lang``: kernel names stay, the words around them are translated."""
+    if label == "starting":
+        return text(lang, "bk_starting")
+    m = re.fullmatch(r"(\w+) prefill H=(\d+)", label)
+    return text(lang, "bk_case_prefill", impl=m[1], h=m[2]) if m else label
+
+
+def _run_cases(cases: list[Case], progress: Progress | None, lang: str = "en") -> list[dict]:
     rows = []
     if progress is not None:
-        progress(0, len(cases), "starting")
+        progress(0, len(cases), case_label("starting", lang))
     with torch.no_grad():
         for i, (label, case) in enumerate(cases):
             try:
@@ -297,32 +307,66 @@ def _run_cases(cases: list[Case], progress: Progress | None) -> list[dict]:
                     }
                 )
             if progress is not None:
-                progress(i + 1, len(cases), label)
+                progress(i + 1, len(cases), case_label(label, lang))
     return rows
 
 
-def render_table(results: dict) -> Table:
-    """A rich Table of :func:`bench_kernels`' result."""
-    from rich.table import Table
+# The shape before dtype and impl, and impl just above ms: stacked one per line (80
+# columns), no time label comes right after a value ending in a digit (a shape, fp32), where
+# it would read as that number's unit.
+_COLUMNS = (
+    ("bk_kernel", "left", None),
+    ("bk_shape", "left", None),
+    ("bk_dtype", "left", "bk_kernel"),
+    ("bk_impl", "left", "bk_kernel"),
+    ("bk_ms", "right", None),
+    ("bk_gbps", "right", None),
+    ("bk_tflops", "right", None),
+    ("bk_peak", "right", None),
+    ("bk_dense_ms", "right", None),
+    ("bk_vs_dense", "right", None),
+)
 
-    table = Table(title=f"pdlab kernels on {results['device']}", caption=results["note"])
-    for col in ("kernel", "impl", "dtype", "shape"):
-        table.add_column(col)
-    for col in ("ms", "GB/s", "TFLOP/s", "of peak", "dense ms", "vs dense"):
-        table.add_column(col, justify="right")
+
+def render_table(results: dict, lang: str = "en") -> FitTable:
+    """:func:`bench_kernels`' result as a table in ``lang`` that reads whole at the width
+    it is printed at (:class:`~pdlab.ui.layout.FitTable`): where ten columns do not fit,
+    ``dtype`` and ``impl`` go under the kernel's name, and where that does not fit either,
+    one block of lines per case."""
+    from rich.markup import escape
+
+    from pdlab.ui.layout import FitTable
+
+    key = _NOTE_KEYS.get(results["note"])
+    table = FitTable(
+        title=escape(text(lang, "bk_title", device=results["device"])),
+        caption=escape(text(lang, key) if key else results["note"]),
+    )
+    for col, justify, under in _COLUMNS:
+        table.add_column(
+            escape(text(lang, col)),
+            justify=justify,
+            under=escape(text(lang, under)) if under else None,
+        )
 
     def fmt(x: float | None, spec: str) -> str:
         return "-" if x is None else format(x, spec)
 
+    causal = f" {text(lang, 'k_causal')}"
     for r in results["rows"]:
         if r.get("error"):
-            table.add_row(r["kernel"], "[red]error[/]", "-", r["error"][:80], *["-"] * 6)
+            error = f"[red]{escape(text(lang, 'bk_error'))}[/]"
+            label = escape(case_label(r["kernel"], lang))  # a failed case: its label
+            table.add_row(label, escape(r["error"][:80]), "-", error, *["-"] * 6)
             continue
+        shape = r["shape"]
+        if shape.endswith(" causal"):  # the one word of a shape: the mask
+            shape = shape[: -len(" causal")] + causal
         table.add_row(
             r["kernel"],
-            r["impl"],
+            escape(shape),
             r["dtype"],
-            r["shape"],
+            r["impl"],
             fmt(r["ms"], ".3f"),
             fmt(r.get("gbps"), ".0f"),
             fmt(r.get("tflops"), ".1f"),

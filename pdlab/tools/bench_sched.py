@@ -3,6 +3,8 @@ with every request decoding, and a fake runner standing in for the model.
 
 vLLM's scheduler runs on the CPU between GPU steps, so its cost per step bounds how short a
 decode step can be (vLLM overlaps them with async scheduling). pdlab's is plain Python too.
+:func:`summary` is the line ``pdlab bench sched`` prints, in English or Chinese (its words are
+in ``pdlab/ui/text_bench.py``).
 """
 
 from __future__ import annotations
@@ -77,3 +79,18 @@ def bench_scheduler(
         "min_us": min(times_us),
         "us_per_request": statistics.median(times_us) / num_requests,
     }
+
+
+def summary(res: dict[str, Any], lang: str = "en") -> str:
+    """:func:`bench_scheduler`'s result in one line, in ``lang`` (plain text, no markup)."""
+    from pdlab.ui.text import text
+
+    return text(
+        lang,
+        "bsch_line",
+        n=res["num_requests"],
+        median=f"{res['median_us']:.0f}",
+        per=f"{res['us_per_request']:.2f}",
+        mean=f"{res['mean_us']:.0f}",
+        steps=res["steps"],
+    )

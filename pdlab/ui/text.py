@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from pdlab.ui.text_bench import TEXT_BENCH
 from pdlab.ui.text_designs import TEXT_DESIGNS
 from pdlab.ui.text_doctor import TEXT_DOCTOR
 from pdlab.ui.text_mtp import TEXT_MTP
@@ -661,7 +662,8 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR,
+               TEXT_BENCH):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)
