@@ -662,8 +662,7 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR,
-               TEXT_BENCH):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)
