@@ -275,9 +275,12 @@ def test_bench_kernels_and_sched_read_whole(bench_results, width, lang) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("width", WIDTHS)
-def test_train_lines_read_whole(width, lang, tmp_path) -> None:
+def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
     """What ``pdlab train`` prints, from a result built here (the command is run in
-    tests/test_bench_zh.py): every loss, rate and path whole."""
+    tests/test_bench_zh.py): every loss, rate and path whole. The paths are relative
+    to a working folder, as a learner types them: pytest's own tmp_path can be wider
+    than 80 columns, and a path wider than the terminal cannot be whole."""
+    from pathlib import Path
     from types import SimpleNamespace
 
     from pdlab.cli.train import header_lines, step_line, summary_lines
@@ -296,9 +299,11 @@ def test_train_lines_read_whole(width, lang, tmp_path) -> None:
         "mtp_corpus_loss": "1.1502",
         "mtp_acceptance": "0.9907,0.3198",
     }
-    ckpt = tmp_path / "mine.safetensors"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    ckpt = Path("runs/mine.safetensors")
     ckpt.write_bytes(b"\0" * 2_660_000)
-    plot = tmp_path / "mine-loss.png"
+    plot = Path("runs/mine-loss.png")
     samples = [
         (p, printable(list(b"the last token, again and again")))
         for p in corpus.DEFAULT_PROMPTS.values()
@@ -306,7 +311,7 @@ def test_train_lines_read_whole(width, lang, tmp_path) -> None:
     name = text(lang, "tr_task_main")
 
     def show(c) -> None:
-        for line in header_lines(71, cfg, 2, tmp_path / "main.safetensors", lang):
+        for line in header_lines(71, cfg, 2, Path("runs/main.safetensors"), lang):
             c.print(line)
         c.print(step_line(name, 3000, 3000, 0.4121, lang))
         for line in summary_lines(result, meta, cfg, ckpt, plot, samples, lang):
