@@ -22,6 +22,7 @@ The check is a rule, not a list of the variants someone happened to find:
 
 from __future__ import annotations
 
+import functools
 import re
 from pathlib import Path
 
@@ -66,19 +67,31 @@ def _split(cell: str) -> list[str]:
     return [x.strip() for x in cell.split(",") if x.strip()]
 
 
-def glossary() -> list[tuple[str, list[str], list[str]]]:
-    """``(english, [chinese renderings], [renderings not used])`` for every term."""
+@functools.cache
+def glossary() -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
+    """``(english, (chinese renderings), (renderings not used))`` for every term, read
+    once per process (the file does not change while the suite runs)."""
     rows = []
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
         cells = _cells(line)
         if not line.startswith("|") or len(cells) != 3 or set(cells[0]) <= {"-"}:
             continue
         if cells[0] != "English":
-            rows.append((cells[0], _split(cells[1]), _split(cells[2])))
-    return rows
+            rows.append((cells[0], tuple(_split(cells[1])), tuple(_split(cells[2]))))
+    return tuple(rows)
+
+
+@functools.cache
+def _kept_names() -> tuple[tuple[str, str], ...]:
+    return tuple(_read_kept_names().items())
 
 
 def kept_names() -> dict[str, str]:
+    """The glossary's names kept in English: name -> what it is (a fresh dict each call)."""
+    return dict(_kept_names())
+
+
+def _read_kept_names() -> dict[str, str]:
     """The glossary's names kept in English (its two-column table): name -> what it is."""
     out = {}
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
@@ -104,10 +117,12 @@ def _is_name(word: str) -> bool:
     )
 
 
-def _renderings() -> list[str]:
-    return sorted({t for _, terms, _ in glossary() for t in terms}, key=len, reverse=True)
+@functools.cache
+def _renderings() -> tuple[str, ...]:
+    return tuple(sorted({t for _, terms, _ in glossary() for t in terms}, key=len, reverse=True))
 
 
+@functools.cache
 def _pattern(variant: str) -> re.Pattern[str]:
     if _CJK.search(variant):
         return re.compile(re.escape(variant).replace(r"\ ", r"\s*"))
