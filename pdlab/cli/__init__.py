@@ -38,7 +38,7 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
         ),
     )
     from pdlab import __version__
-    from pdlab.ui.text import LANGS
+    from pdlab.ui.text import LANG_HELP, LANGS
 
     p.add_argument("--version", action="version", version=f"pdlab {__version__}")
     p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
@@ -135,9 +135,6 @@ def _short_choices(p: argparse.ArgumentParser, limit: int = 24, lang: str = "en"
                 a.help = one_of(a.help, names)
             else:
                 a.help = ((a.help + "; ") if a.help else "") + "one of: " + ", ".join(names)
-
-
-LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"
 
 
 def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:

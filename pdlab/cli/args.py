@@ -25,7 +25,7 @@ from pdlab.config import (
 )
 from pdlab.config.speculative import SPECULATIVE_METHODS
 from pdlab.platforms import GPUS
-from pdlab.ui.text import LANGS
+from pdlab.ui.text import LANG_HELP, LANGS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
@@ -173,7 +173,7 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
-    p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
+    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
     add_weights_argument(p)
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.cli.args import positive_float, positive_int
+from pdlab.ui.text import LANG_HELP, LANGS
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
@@ -105,7 +106,7 @@ def add_arguments(sub: Any) -> None:
         default=50.0,
         help="P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)",
     )
-    s.add_argument("--lang", choices=("en", "zh"), default="en")
+    s.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
     s.add_argument("--plots", type=Path, metavar="DIR", help="write the figures as PNG here")
     s.add_argument("--json", type=Path, metavar="PATH", help="write the numbers as JSON here")
 

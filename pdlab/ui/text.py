@@ -22,6 +22,7 @@ from pdlab.ui.text_notebooks import NOTEBOOKS
 from pdlab.ui.text_views import VIEWS
 
 LANGS = ("en", "zh")
+LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"  # every --lang's help
 
 TEXT: dict[str, dict[str, str]] = {
     # ---- opening ---------------------------------------------------------------------

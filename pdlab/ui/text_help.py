@@ -88,7 +88,6 @@ HELP: dict[str, str] = {
     "MTP 层出草稿，默认）或 `ngram`（在提示词里查找，不用模型）",
     "a prompt (repeat for a batch)": "一个提示词（重复这个选项组成一个批次）",
     "tokens per KV block": "每个 KV 块的 token 数",
-    "en or zh (Simplified Chinese)": "`en` 或 `zh`（简体中文）",
     # ---- tour and trace (pdlab/ui/tour.py) --------------------------------------------
     "the text prompt (default: %(default)r)": "文本提示词（默认：%(default)r）",
     "save the trace as JSON": "把 trace 保存为 JSON",

@@ -50,7 +50,7 @@ from pdlab.config import (
 from pdlab.platforms import routing_reason
 from pdlab.ui import tour_sims
 from pdlab.ui.console import make_console, request_errors
-from pdlab.ui.text import LANGS, text
+from pdlab.ui.text import LANG_HELP, LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 
@@ -124,7 +124,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"show only chapter N (1-{CHAPTERS})",
     )
-    p.add_argument("--lang", choices=LANGS, default="en", help="en or zh (Simplified Chinese)")
+    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
     add_weights_argument(p)
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
