@@ -83,16 +83,8 @@ def glossary() -> tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]:
 
 @functools.cache
 def _kept_names() -> tuple[tuple[str, str], ...]:
-    return tuple(_read_kept_names().items())
-
-
-def kept_names() -> dict[str, str]:
-    """The glossary's names kept in English: name -> what it is (a fresh dict each call)."""
-    return dict(_kept_names())
-
-
-def _read_kept_names() -> dict[str, str]:
-    """The glossary's names kept in English (its two-column table): name -> what it is."""
+    """The glossary's names kept in English (its two-column table): (name, what it is),
+    read once per process."""
     out = {}
     for line in GLOSSARY.read_text(encoding="utf-8").splitlines():
         cells = _cells(line)
@@ -100,7 +92,12 @@ def _read_kept_names() -> dict[str, str]:
             if cells[0] != "kept in English":
                 for name in _split(cells[0]):
                     out[name] = cells[1]
-    return out
+    return tuple(out.items())
+
+
+def kept_names() -> dict[str, str]:
+    """The glossary's names kept in English: name -> what it is (a fresh dict each call)."""
+    return dict(_kept_names())
 
 
 def _is_name(word: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import re
+from pathlib import Path
 
 import pytest
 from rich.cells import cell_len
@@ -280,7 +281,6 @@ def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
     tests/test_bench_zh.py): every loss, rate and path whole. The paths are relative
     to a working folder, as a learner types them: pytest's own tmp_path can be wider
     than 80 columns, and a path wider than the terminal cannot be whole."""
-    from pathlib import Path
     from types import SimpleNamespace
 
     from pdlab.cli.train import header_lines, step_line, summary_lines
