@@ -154,10 +154,10 @@ def triton_interpreting() -> bool:
 def describe(lang: str = "en") -> str:
     """One line for ``pdlab doctor`` and notebook 04: the backend in force for Python code
     (``PDLAB_BACKEND``, default ``auto``) and why, in ``lang`` (the words are in
-    ``pdlab/ui/text_doctor.py``). Raises ``ValueError`` naming a bad ``PDLAB_BACKEND`` or
+    ``pdlab/catalog/doctor.py``). Raises ``ValueError`` naming a bad ``PDLAB_BACKEND`` or
     ``PDLAB_CHECK_INDICES``, which the doctor reports."""
+    from pdlab.catalog import text
     from pdlab.kernels.checks import index_checks_enabled
-    from pdlab.ui.text import text
 
     index_checks_enabled()
     name = get_backend()

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -62,6 +62,7 @@ torch.set_num_threads(1)  # tiny tensors: one thread avoids thread-pool overhead
 
 from IPython.display import HTML, display
 
+from pdlab.catalog import words
 from pdlab.config import CacheConfig
 from pdlab.kernels import gather_cache, reshape_and_cache_mla
 from pdlab.kv_cache.block_hash import hash_block_tokens, hash_request_tokens
@@ -70,7 +71,6 @@ from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.request import Request, SamplingParams
 from pdlab.tokenizer import encode
 from pdlab.ui.fmt import html_table, show_source
-from pdlab.ui.text import words
 from pdlab.ui.widgets import BlockPoolExplorer
 
 BACKEND = "torch"

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -77,11 +77,11 @@ from pdlab.attention.cost import (
     prefill_path_cost,
 )
 from pdlab.attention.reference import mla_absorbed, mla_naive
+from pdlab.catalog import words
 from pdlab.config import ModelConfig
 from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import lang_fonts
-from pdlab.ui.text import words
 
 LANG = "en"  # the language of the printed words and the plots
 t = words(LANG)
@@ -338,7 +338,7 @@ assert flops_per_key(V3, 8192)[0] < flops_per_key(V3, 8192)[1]
 ceil = measure_ceilings(torch.device("cpu"), torch.float32)  # pdlab/tools/measure.py
 cpu_flops, cpu_bw = ceil["matmul_tflops"] * 1e12, ceil["copy_gbps"] * 1e9
 THREADS = torch.get_num_threads()
-DEVICES = {  # the device's name (a key of pdlab/ui/text_notebooks.py): (peak FLOP/s, bytes/s)
+DEVICES = {  # the device's name (a key of pdlab/catalog/notebooks.py): (peak FLOP/s, bytes/s)
     "nb3_dev_h800": published_peak("H800"),
     "nb3_dev_h200": published_peak("H200"),
     "nb3_dev_flashmla": (660e12, 3.0e12),

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -94,6 +94,7 @@ from pdlab.attention.metadata import (
     split_decodes_and_prefills,
 )
 from pdlab.attention.mla import MLAAttention
+from pdlab.catalog import words
 from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.demo import prompt_of_length
 from pdlab.disagg.pair import PDPair
@@ -108,7 +109,6 @@ from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
-from pdlab.ui.text import words
 from pdlab.ui.tour_route import RENAMES, pcp_layout
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -81,6 +81,7 @@ torch.set_num_threads(1)
 from IPython.display import display
 from rich.console import Console
 
+from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
@@ -91,7 +92,6 @@ from pdlab.sim.simulator import SimConfig
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
-from pdlab.ui.text import text
 from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 from pdlab.ui.widgets import SimExplorer
 

@@ -82,7 +82,7 @@ class BackendChoice:
 
 def reason_text(gpu: str, backend: str, how: str, lang: str = "en") -> str:
     """Why ``backend`` runs, in ``lang``: the views' one line, from the trace's fields."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     label, cap = GPUS[gpu]
     if cap is None:
@@ -98,8 +98,8 @@ def routing_reason(routing: dict, lang: str = "en") -> str:
     ``lang`` (the English line is also kept there as ``selected_by``)."""
     how, backend = routing.get("selected_how"), routing["mla_backend"]
     if how == "backend":
+        from pdlab.catalog import text
         from pdlab.config.attention import MLA_BACKENDS
-        from pdlab.ui.text import text
 
         return text(lang, "pf_backend", backend=MLA_BACKENDS[backend].name)
     if how in ("named", "env", "local", "none") and routing.get("gpu"):

@@ -10,9 +10,9 @@ import re
 
 import pytest
 
+from pdlab.catalog import text
+from pdlab.catalog.bench import TEXT_BENCH
 from pdlab.cli import main
-from pdlab.ui.text import text
-from pdlab.ui.text_bench import TEXT_BENCH
 
 _CJK = re.compile("[\u4e00-\u9fff]")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[-+]?\d+)?")
@@ -31,7 +31,7 @@ def _no_english(out: str, keys: list[str]) -> None:
     """None of ``keys``' English words is in ``out`` (its commands such as ``pdlab train``
     left out): each run of an entry's English between its placeholders that holds a word and
     is not in its Chinese too (an identifier, a unit), as whole words, wrapped anywhere."""
-    from pdlab.ui.text import TEXT
+    from pdlab.catalog import TEXT
 
     out = re.sub(r"\bpdlab(?: [a-z]+)+", " ", out)
     for key in keys:

@@ -1,6 +1,6 @@
 """Every number the texts state about upstream's cost and routing, recomputed from the cost
 model and the profiles, so a text cannot drift from what the code computes. Each test names
-where the number is written (tour chapters 4/5 in pdlab/ui/text.py, notebooks 03 and 05/06,
+where the number is written (tour chapters 4/5 in pdlab/catalog/__init__.py, notebooks 03 and 05/06,
 the README)."""
 
 import re
@@ -16,8 +16,8 @@ from pdlab.attention.cost import (
     prefill_path_cost,
     shared_weight_bytes,
 )
+from pdlab.catalog import TEXT
 from pdlab.config import MLA_BACKENDS, ModelConfig
-from pdlab.ui.text import TEXT
 
 V3 = ModelConfig.preset("deepseek-v3")
 

@@ -394,7 +394,7 @@ def test_widgets_show_a_bad_setting_in_chinese():
 def test_the_cpu_platform_is_named_in_chinese(command, capsys):
     """``CPU (no GPU)`` (pdlab/platforms.py GPUS) is the view's Chinese label under zh,
     named (``--gpu cpu``) or from ``PDLAB_GPU`` (tests/conftest.py sets it to cpu)."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     for gpu in (["--gpu", "cpu"], []):
         code, out, _ = _run([*command, "--max-tokens", "2", *gpu, "--lang", "zh"], capsys)

@@ -26,8 +26,8 @@ import functools
 import re
 from pathlib import Path
 
+from pdlab.catalog import TEXT
 from pdlab.ui import bilingual
-from pdlab.ui.text import TEXT
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"
@@ -206,7 +206,9 @@ def chinese_texts() -> dict[str, str]:
         for i, (marker, body) in enumerate(cells):
             if "[markdown]" in marker:
                 out[f"{targets['zh']} cell {i}"] = body
-    from pdlab.ui import text_help  # every --help under --lang zh (its %(default)s as code)
+    from pdlab.catalog import (
+        help as text_help,  # every --help under --lang zh (its %(default)s as code)
+    )
 
     for english, chinese in text_help.entries().items():
         shown = re.sub(r"%\((\w+)\)[rs]", r"`\1`", chinese).replace("%%", "%")

@@ -1,4 +1,4 @@
-"""Every ``pdlab ... --help``: Chinese under ``--lang zh`` (``pdlab/ui/text_help.py``), and
+"""Every ``pdlab ... --help``: Chinese under ``--lang zh`` (``pdlab/catalog/help.py``), and
 wrapped so that it fits the terminal and never splits an identifier, in both languages
 (``pdlab/ui/help_format.py``).
 
@@ -27,8 +27,8 @@ import pytest
 from rich.cells import cell_len
 from test_glossary import violations
 
+from pdlab.catalog import help as text_help
 from pdlab.cli import _parsers, build_parser
-from pdlab.ui import text_help
 
 WIDTHS = (80, 120)
 UNWRAPPED = 100_000  # COLUMNS wide enough that argparse wraps nothing
@@ -122,7 +122,7 @@ def test_every_parser_is_reached() -> None:
 
 
 def test_every_help_text_has_a_chinese_entry() -> None:
-    assert untranslated(parsers("en")) == [], "no Chinese entry in pdlab/ui/text_help.py"
+    assert untranslated(parsers("en")) == [], "no Chinese entry in pdlab/catalog/help.py"
     # ... and under --lang zh every text is one of them (with the choices in Chinese)
     chinese = set(text_help.entries().values())
     for p in parsers("zh"):
@@ -246,7 +246,7 @@ def test_pdlab_lang_zh_help_from_the_shell() -> None:
         "    parse(['--version'])\n"
         "except SystemExit:\n"
         "    pass\n"
-        "print('pdlab.ui.text_help' in sys.modules)\n"
+        "print('pdlab.catalog.help' in sys.modules)\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.splitlines()[-1] == "False", r.stdout + r.stderr

@@ -206,8 +206,8 @@ def test_pcp_splits_the_prefilling_rows_and_keeps_the_others_whole():
 
 
 def test_the_reason_reads_in_either_language(monkeypatch):
+    from pdlab.catalog import text
     from pdlab.platforms import routing_reason
-    from pdlab.ui.text import text
 
     for gpu, how in (("h200", "named"), ("b200", "env"), ("cpu", "none")):
         if how == "env":

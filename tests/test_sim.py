@@ -242,8 +242,8 @@ def test_mtp_pads_the_first_row_and_keeps_the_batch_uniform_under_v2(k):
 
 
 def test_mtp_default_is_deepseeks_published_acceptance_rate():
+    from pdlab.catalog import text
     from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, MTP_ACCEPTANCE_SOURCE
-    from pdlab.ui.text import text
 
     assert MTP_ACCEPTANCE_RATE == 0.85 == SimConfig().acceptance_rate
     assert "2412.19437" in MTP_ACCEPTANCE_SOURCE and "85-90%" in MTP_ACCEPTANCE_SOURCE

@@ -18,12 +18,12 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
+from pdlab.catalog import text
 from pdlab.cli import build_parser
 from pdlab.demo import run_demo
 from pdlab.disagg.pair import PDPair
 from pdlab.ui import tour, tour_kv, tour_route
 from pdlab.ui.console import render_pd_result, step_table
-from pdlab.ui.text import text
 
 WIDTHS = (80, 120)
 
@@ -283,10 +283,10 @@ def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
     than 80 columns, and a path wider than the terminal cannot be whole."""
     from types import SimpleNamespace
 
+    from pdlab.catalog import text
     from pdlab.cli.train import header_lines, step_line, summary_lines
     from pdlab.model import corpus
     from pdlab.tokenizer import printable
-    from pdlab.ui.text import text
 
     cfg = SimpleNamespace(steps=3000, batch_size=16, seq_len=128, seed=0, mtp_steps=1500)
     result = SimpleNamespace(

@@ -10,6 +10,7 @@ import re
 import pytest
 from rich.console import Console
 
+from pdlab.catalog import text
 from pdlab.cli import main
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.demo import Demo, run_demo
@@ -19,7 +20,6 @@ from pdlab.trace import Tracer
 from pdlab.ui import plots
 from pdlab.ui.console import _STEP_COLUMNS, render_pd_result
 from pdlab.ui.pd_explorer import cost_html
-from pdlab.ui.text import text
 from pdlab.ui.trace_views import StepPlayer, timeline_html, trace_html
 from pdlab.ui.widgets import BlockPoolExplorer
 
@@ -185,7 +185,7 @@ def test_what_the_chinese_views_print_follows_the_glossary(monkeypatch, capsys) 
     glossary's rule (``tests/test_glossary.py``)."""
     from test_glossary import violations
 
-    from pdlab.ui.text import TEXT
+    from pdlab.catalog import TEXT
 
     printed: list[tuple[str, str]] = []
 

@@ -97,12 +97,12 @@ from IPython.display import HTML, display
 
 from pdlab import kernels
 from pdlab.attention.reference import causal_mask, naive_attention
+from pdlab.catalog import words
 from pdlab.kernels.backend import triton_installed
 from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
 from pdlab.ui.fmt import html_table, show_source
-from pdlab.ui.text import words
 
 LANG = "en"  # the language of the printed words
 t = words(LANG)

@@ -27,7 +27,7 @@ STARTED = time.monotonic()  # when the command began: pd's --timeout counts from
 
 def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     """The ``pdlab`` parser, its help in ``lang``: under ``zh`` every text of every
-    ``--help`` is Chinese (``pdlab/ui/text_help.py``, imported only then). Every help, in
+    ``--help`` is Chinese (``pdlab/catalog/help.py``, imported only then). Every help, in
     both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an identifier, CJK
     measured as two columns)."""
     p = argparse.ArgumentParser(
@@ -38,7 +38,7 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
         ),
     )
     from pdlab import __version__
-    from pdlab.ui.text import LANG_HELP, LANGS
+    from pdlab.catalog import LANG_HELP, LANGS
 
     p.add_argument("--version", action="version", version=f"pdlab {__version__}")
     p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
@@ -97,7 +97,7 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     for parser in _parsers(p):
         parser.formatter_class = HelpFormatter
     if lang == "zh":
-        from pdlab.ui.text_help import translate
+        from pdlab.catalog.help import translate
 
         translate(_parsers(p))
     _short_choices(p, lang=lang)
@@ -130,7 +130,7 @@ def _short_choices(p: argparse.ArgumentParser, limit: int = 24, lang: str = "en"
             if listed:
                 continue
             if lang == "zh":
-                from pdlab.ui.text_help import one_of
+                from pdlab.catalog.help import one_of
 
                 a.help = one_of(a.help, names)
             else:
@@ -205,7 +205,7 @@ def _notebooks(args: argparse.Namespace) -> int:
     paths = copy_notebooks(args.dir, force=args.force)
     for path in paths:
         print(path)
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
     return 0
@@ -214,7 +214,7 @@ def _notebooks(args: argparse.Namespace) -> int:
 def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     """The parser and the arguments of ``argv`` (default ``sys.argv[1:]``), ``--lang``
     taken from wherever it stands."""
-    from pdlab.ui.text import LANGS
+    from pdlab.catalog import LANGS
 
     argv, lang = pull_lang(list(sys.argv[1:] if argv is None else argv))
     parser = build_parser("zh" if lang == "zh" else "en")  # its --help in that language

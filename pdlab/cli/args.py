@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pdlab.catalog import LANG_HELP, LANGS
 from pdlab.config import (
     MLA_BACKENDS,
     MODEL_RUNNERS,
@@ -25,7 +26,6 @@ from pdlab.config import (
 )
 from pdlab.config.speculative import SPECULATIVE_METHODS
 from pdlab.platforms import GPUS
-from pdlab.ui.text import LANG_HELP, LANGS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 

@@ -3,7 +3,7 @@
 The measurements themselves are in ``pdlab/tools/bench.py`` (``paths``),
 ``pdlab/tools/bench_kernels.py`` and ``pdlab/tools/bench_sched.py``; this module checks the
 request (a context the model cannot hold or the memory cannot fit is one line) and prints,
-in ``--lang`` (the words are in ``pdlab/ui/text_bench.py``; ``--json`` writes the same
+in ``--lang`` (the words are in ``pdlab/catalog/bench.py``; ``--json`` writes the same
 numbers and English notes in both languages). Upstream's counterpart is
 ``vllm/entrypoints/cli/benchmark/``.
 """
@@ -81,7 +81,7 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
 
 
 def _write_json(path: Path | None, data: Any, lang: str = "en") -> None:
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,7 +98,7 @@ def progress_bar(what: str, lang: str = "en") -> Iterator[Callable[[int, int, st
     from rich.markup import escape
     from rich.progress import Progress
 
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     err = Console(stderr=True)
     if not err.is_terminal:
@@ -117,8 +117,8 @@ def progress_bar(what: str, lang: str = "en") -> Iterator[Callable[[int, int, st
 def run(args: argparse.Namespace) -> int:
     from rich.markup import escape
 
+    from pdlab.catalog import text
     from pdlab.ui.console import make_console
-    from pdlab.ui.text import text
 
     lang = getattr(args, "lang", None) or "en"
     console = make_console()

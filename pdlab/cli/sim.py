@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pdlab.catalog import LANG_HELP, LANGS
 from pdlab.cli.args import positive_float, positive_int
-from pdlab.ui.text import LANG_HELP, LANGS
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import Progress
 
+    from pdlab.catalog import text
     from pdlab.config import ModelConfig
     from pdlab.disagg.designs import MODES
     from pdlab.sim import ROUTINGS
@@ -122,7 +123,6 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.sim.report import run_grid, sim_table, write_plots
     from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, SimConfig
     from pdlab.ui.console import make_console
-    from pdlab.ui.text import text
 
     base = SimConfig(
         batch_size=args.batch_size,

@@ -6,7 +6,7 @@ printed); this command adds the progress bars (rich, on stderr), the loss curve 
 the checkpoint (safetensors, DeepSeek parameter names,
 the run's settings in its metadata). ``pdlab trace --weights PATH`` (and ``pd``, ``tour``)
 then run it. Every line it prints, and the loss curve, is in ``--lang`` (the words are in
-``pdlab/ui/text_bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
+``pdlab/catalog/bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
 build them); the checkpoint's metadata is the same in both languages. The defaults
 reproduce the checkpoint pdlab ships (``pdlab/model/tiny-trained.safetensors``) on a machine
 with the same torch and threads.
@@ -87,8 +87,8 @@ def save_loss_plot(
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
 
+    from pdlab.catalog import text
     from pdlab.ui.plots import lang_fonts
-    from pdlab.ui.text import text
 
     with lang_fonts(lang) as lang:
         fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -117,7 +117,7 @@ def header_lines(
     steps, the main model's source and the MTP phase."""
     from rich.markup import escape
 
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     key = "tr_threads" if threads > 1 else "tr_thread"
     lines = [
@@ -141,7 +141,7 @@ def header_lines(
 def step_line(name: str, i: int, steps: int, loss: float, lang: str = "en") -> str:
     """The line a step prints where stderr is no terminal (plain text): ``name`` is the
     phase's name in ``lang`` already, ``i`` counts from 1."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     return text(lang, "tr_step", name=name, i=i, n=steps, loss=f"{loss:.3f}")
 
@@ -160,7 +160,7 @@ def summary_lines(
     each ``(prompt, completion)`` of ``samples``."""
     from rich.markup import escape
 
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     lines = []
     if result.losses:
@@ -211,12 +211,12 @@ def run(args: argparse.Namespace) -> int:
         TimeRemainingColumn,
     )
 
+    from pdlab.catalog import text
     from pdlab.config.train import TrainConfig
     from pdlab.model import corpus
     from pdlab.model.train import metadata, train
     from pdlab.model.weights import save_checkpoint
     from pdlab.tokenizer import ByteTokenizer, printable
-    from pdlab.ui.text import text
 
     lang = getattr(args, "lang", None) or "en"
     if args.seed < 0:

@@ -29,11 +29,11 @@ from typing import Any
 
 import torch
 
+from pdlab.catalog import check_lang
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
 from pdlab.exercises.loader import LearnerFileError, load_function
 from pdlab.exercises.words import reflow, word, wrap80
-from pdlab.ui.text import check_lang
 
 _MODULES = (
     "ex01_slot_mapping",

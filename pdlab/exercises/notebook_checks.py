@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pdlab.catalog import check_lang
 from pdlab.exercises.words import word, wrap80
-from pdlab.ui.text import check_lang
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """The words ``pdlab exercises`` shows around the exercises (headers, verdicts, prompts), in
-English and Simplified Chinese, read through :func:`word` as ``pdlab/ui/text.py`` does for
+English and Simplified Chinese, read through :func:`word` as ``pdlab/catalog/__init__.py`` does for
 the tour. Each exercise's own statement, hints and mistakes sit in its module.
 
 Chinese terms are the glossary's (``docs/glossary.md``; ``tests/test_exercises.py`` checks
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rich.cells import cell_len
 
-from pdlab.ui.text import check_lang
+from pdlab.catalog import check_lang
 
 WORDS: dict[str, dict[str, str]] = {
     "list_title": {"en": "pdlab exercises", "zh": "pdlab 练习"},

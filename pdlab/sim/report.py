@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from rich.markup import escape
 
+from pdlab.catalog import text
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 from pdlab.ui.fmt import FitTable
-from pdlab.ui.text import text
 
 if TYPE_CHECKING:  # matplotlib is imported where a figure is drawn: the table needs none
     from matplotlib.figure import Figure

@@ -314,8 +314,8 @@ def render_table(results: list[AotResult], lang: str = "en") -> Any:
     """A :class:`~pdlab.ui.fmt.FitTable` of :func:`run_aot_check`'s results, one row per
     build (short headers with a legend, or a block per build, where a terminal is narrow);
     ``lang="zh"``: Chinese headers, which are short already."""
+    from pdlab.catalog import text
     from pdlab.ui.fmt import FitTable
-    from pdlab.ui.text import text
     from pdlab.ui.text_errors import error_text
 
     zh = lang == "zh"
@@ -360,7 +360,7 @@ def render_table(results: list[AotResult], lang: str = "en") -> Any:
 
 
 def _zh_header(col: str | None) -> str | None:
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     return col if col in (None, "MMA") else text("zh", f"aot_col_{col}")
 

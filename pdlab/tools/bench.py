@@ -18,7 +18,7 @@
 * ``sched``: the scheduler's own time per step (``pdlab/tools/bench_sched.py``).
 
 The tables are rendered in English or Chinese (``lang``; the words are in
-``pdlab/ui/text_bench.py``); the results, and the JSON written from them, hold numbers and
+``pdlab/catalog/bench.py``); the results, and the JSON written from them, hold numbers and
 English notes only, the same in both languages.
 """
 
@@ -90,7 +90,7 @@ def bench_paths(
     ``num_speculative_tokens``, the decode kernel for ``1 + K`` queries: ``"spec"``);
     ``progress(done, total, label)`` is called before each measurement and at the end, its
     label in ``lang`` (the result is the same in every language)."""
-    from pdlab.ui.text import check_lang, text
+    from pdlab.catalog import check_lang, text
 
     check_lang(lang)
     contexts = contexts or [1024, 4096, 16384]
@@ -218,7 +218,7 @@ def _columns(t: Any, lang: str, columns: tuple, **values: Any) -> None:
     has named already) added to ``t`` in ``lang``, right-justified."""
     from rich.markup import escape
 
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     for key, means in columns:
         t.add_column(
@@ -249,8 +249,8 @@ def render_paths_table(res: dict[str, Any], lang: str = "en") -> Any:
     short headers with a legend, or one block per context, where 11 columns do not fit)."""
     from rich.markup import escape
 
+    from pdlab.catalog import text
     from pdlab.ui.fmt import FitTable
-    from pdlab.ui.text import text
 
     c = res["ceilings"]
     t = FitTable(
@@ -367,8 +367,8 @@ def render_spec_table(res: dict[str, Any], lang: str = "en") -> Any:
     same queries flattened to one row each."""
     from rich.markup import escape
 
+    from pdlab.catalog import text
     from pdlab.ui.fmt import FitTable
-    from pdlab.ui.text import text
 
     K = res["num_speculative_tokens"]
     t = FitTable(

@@ -14,7 +14,7 @@ Triton interpreter timings are not reported: the interpreter runs every program 
 Python through NumPy, so its speed says nothing about the kernel.
 
 ``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`, in English or
-Chinese (the words are in ``pdlab/ui/text_bench.py``; the result holds English notes and
+Chinese (the words are in ``pdlab/catalog/bench.py``; the result holds English notes and
 numbers, the same in both). The timers,
 the peaks and the test cache are in ``measure.py``; the bytes and FLOPs a case counts come
 from ``pdlab/attention/cost.py``. vLLM 0.33.0 has no counterpart in its package.
@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pdlab.attention import cost
+from pdlab.catalog import check_lang, text
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.decode_attention import mla_decode
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
 from pdlab.tools import measure
-from pdlab.ui.text import check_lang, text
 
 if TYPE_CHECKING:
     from pdlab.ui.layout import FitTable

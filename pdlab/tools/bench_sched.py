@@ -4,7 +4,7 @@ with every request decoding, and a fake runner standing in for the model.
 vLLM's scheduler runs on the CPU between GPU steps, so its cost per step bounds how short a
 decode step can be (vLLM overlaps them with async scheduling). pdlab's is plain Python too.
 :func:`summary` is the line ``pdlab bench sched`` prints, in English or Chinese (its words are
-in ``pdlab/ui/text_bench.py``).
+in ``pdlab/catalog/bench.py``).
 """
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def bench_scheduler(
 
 def summary(res: dict[str, Any], lang: str = "en") -> str:
     """:func:`bench_scheduler`'s result in one line, in ``lang`` (plain text, no markup)."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     return text(
         lang,

@@ -9,7 +9,7 @@ pdlab can run here (warnings included), 1 otherwise. ``kernels`` is what ``pdlab
 is what Python code and the notebooks get (``PDLAB_BACKEND``, default ``auto``). ``--aot``
 also compiles every Triton kernel for sm_80 and sm_90 (no GPU needed) and prints a row per
 kernel and target. ``lang="zh"`` prints every detail, fix and verdict in Chinese (the words
-are in :mod:`pdlab.ui.text_doctor`); the tags and package names stay as they are, so a
+are in :mod:`pdlab.catalog.doctor`); the tags and package names stay as they are, so a
 pasted report reads the same.
 """
 
@@ -47,7 +47,7 @@ class Check:
 
 
 def _words(lang: str) -> Any:
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     return lambda key, **values: text(lang, key, **values)
 

@@ -102,7 +102,7 @@ def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str
     has edited is kept as it is (a note says how to replace it); the shipped folder itself
     (a checkout's tracked ``notebooks/``, or the installed package's) is refused. The notes
     are in ``lang``."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     if directory is None:
         directory = Path(os.environ.get("PDLAB_LAB_DIR") or LAB_DIR)
@@ -178,7 +178,7 @@ def run_lab(
 ) -> int:
     """Start JupyterLab on the working copy (see :func:`lab_folder`); returns its exit
     status. With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
-    from pdlab.ui.text import text
+    from pdlab.catalog import text
 
     folder, notes = lab_folder(directory, lang)
     if lang == "zh" and notebook is not None and notebook.isdigit():

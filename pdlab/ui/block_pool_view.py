@@ -10,13 +10,13 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from pdlab.catalog import labels
 from pdlab.config import CacheConfig, SchedulerConfig
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, html_table
-from pdlab.ui.text import labels
 from pdlab.ui.text_errors import zh_error
 from pdlab.ui.trace_views import event_details
 

@@ -11,11 +11,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.catalog import TEXT, text
 from pdlab.platforms import routing_reason
 from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import FitTable
-from pdlab.ui.text import TEXT, text
 
 
 def make_console() -> Console:

@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.markup import escape
 
+from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, design_point, transfer_bytes
 from pdlab.engine import LLMEngine, one_thread
@@ -22,7 +23,6 @@ from pdlab.request import SamplingParams
 from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
 from pdlab.ui import fmt
 from pdlab.ui.fmt import FitTable
-from pdlab.ui.text import text
 
 
 def _run(mode: str, prompts: list[list[int]], cfg, cache, sched, sp, procs, routing) -> tuple:

@@ -4,7 +4,7 @@ cost of D's one-token step through either MLA path against context length.
 Every figure is drawn from a :class:`pdlab.trace.Tracer` (or from the cost model), never
 from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
 ``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
-(:mod:`pdlab.ui.text`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
+(:mod:`pdlab.catalog`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
 the figures are labelled in English).
 """
 
@@ -21,9 +21,9 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from pdlab.attention.cost import decode_path_cost, prefill_path_cost
+from pdlab.catalog import check_lang, text
 from pdlab.config import ModelConfig
 from pdlab.trace import Tracer
-from pdlab.ui.text import check_lang, text
 
 # Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what
 # macOS and Windows ship.

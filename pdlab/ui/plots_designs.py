@@ -17,9 +17,9 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
+from pdlab.catalog import text
 from pdlab.trace import Tracer
 from pdlab.ui.plots import lang_fonts
-from pdlab.ui.text import text
 
 COLORS = {
     "held": "#9ecae1",  # K/V that landed from P

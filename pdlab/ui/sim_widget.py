@@ -2,7 +2,7 @@
 the running decodes' context (log scale, up to 128K), batch size, arrival rate and GPU
 profile; each change reruns the simulator (DeepSeek-V3 widths) and shows TPOT p50/p99,
 D's time to first token, the share of steps that are not uniform decode batches, and the
-step times over the run. Labels in English or Chinese (:mod:`pdlab.ui.text`).
+step times over the run. Labels in English or Chinese (:mod:`pdlab.catalog`).
 """
 
 from __future__ import annotations
@@ -10,13 +10,13 @@ from __future__ import annotations
 import ipywidgets as widgets
 from matplotlib.figure import Figure
 
+from pdlab.catalog import text
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import GPUS, device_profile
 from pdlab.sim.report import summarize
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 from pdlab.ui.fmt import esc, html_table, seconds
-from pdlab.ui.text import text
 from pdlab.ui.text_errors import widget_error_html
 
 

@@ -498,7 +498,7 @@ def _translate(text: str) -> str | None:
 
 def _platform_names(text: str) -> str:
     """The platform's English label inside a message, as the zh views write it."""
-    from pdlab.ui.text import text as view_text
+    from pdlab.catalog import text as view_text
 
     return text.replace("CPU (no GPU)", view_text("zh", "pf_cpu_label"))
 
@@ -569,7 +569,7 @@ def chinese_parser_errors(parsers: list[argparse.ArgumentParser]) -> None:
 
 
 def _parser_error(parser: argparse.ArgumentParser, message: str) -> NoReturn:
-    from pdlab.ui.text_help import USAGE
+    from pdlab.catalog.help import USAGE
 
     usage = parser.format_usage()  # argparse's "usage: " is as wide as 用法： (7 cells)
     sys.stderr.write(

@@ -31,6 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.catalog import LANG_HELP, LANGS, text
 from pdlab.cli.args import (
     BACKENDS,
     add_routing_arguments,
@@ -50,7 +51,6 @@ from pdlab.config import (
 from pdlab.platforms import routing_reason
 from pdlab.ui import tour_sims
 from pdlab.ui.console import make_console, request_errors
-from pdlab.ui.text import LANG_HELP, LANGS, text
 
 DEFAULT_PROMPT = "Why run the last token twice?"
 

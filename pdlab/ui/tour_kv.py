@@ -3,7 +3,7 @@ layer's latent rows; its blocks move into D's; D sets ``num_computed_tokens = N 
 tour shows why (the cache holds K/V, the logits need the last hidden state).
 
 Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
-:mod:`pdlab.ui.text`. Upstream: ``vllm/v1/core/sched/scheduler.py``
+:mod:`pdlab.catalog`. Upstream: ``vllm/v1/core/sched/scheduler.py``
 (``_update_waiting_for_remote_kv``) and ``vllm/v1/core/kv_cache_manager.py``
 (``get_computed_blocks``), vLLM 0.33.0.
 """
@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
+from pdlab.catalog import text
 from pdlab.ui.fmt import FitTable, elided, source_excerpt, source_rich, span, token_char
-from pdlab.ui.text import text
 
 if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); these views only read a Demo
     from pdlab.demo import Demo

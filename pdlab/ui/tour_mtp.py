@@ -14,7 +14,7 @@ that decided it, with its upstream counterpart named:
 5. the drafter fed ``h[N-1]`` from the recomputed position (``MTPProposer.propose``;
    ``target_dependent_ar/speculator.py``), and what PCP does to the row.
 
-The words are in :mod:`pdlab.ui.text_mtp`; every number is the trace's.
+The words are in :mod:`pdlab.catalog.mtp`; every number is the trace's.
 """
 
 from __future__ import annotations

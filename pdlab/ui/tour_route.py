@@ -6,7 +6,7 @@ False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA'
 the generation, next to the colocated output.
 
 Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
-(:mod:`pdlab.attention.cost`); the words are in :mod:`pdlab.ui.text`. Upstream (vLLM 0.33.0):
+(:mod:`pdlab.attention.cost`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
 ``vllm/v1/worker/gpu/model_runner.py`` (V2's batch), ``vllm/v1/worker/gpu/pcp_manager.py``,
 ``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
 ``vllm/model_executor/layers/attention/mla_attention.py`` (the builder and both paths).
@@ -26,12 +26,12 @@ from pdlab.attention.cost import (
     mla_forms_flops,
     prefill_path_cost,
 )
+from pdlab.catalog import text
 from pdlab.config import ModelConfig
 from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
-from pdlab.ui.text import text
 from pdlab.ui.tour_kv import say
 
 if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); chapter 5 runs none

@@ -10,9 +10,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from pdlab.catalog import labels, text
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import esc, html_table
-from pdlab.ui.text import labels, text
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
 _NOISE = {

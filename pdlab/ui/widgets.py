@@ -7,7 +7,7 @@
 * :class:`~pdlab.ui.sim_widget.SimExplorer`: ``pdlab sim`` rerun as the controls change.
 
 Everything shown is read from a trace or from pdlab objects, never typed in. ``lang="zh"``
-gives Chinese labels (:mod:`pdlab.ui.text`); vLLM identifiers stay in English. Formatting
+gives Chinese labels (:mod:`pdlab.catalog`); vLLM identifiers stay in English. Formatting
 helpers live in :mod:`pdlab.ui.fmt`, the demonstration runner in :mod:`pdlab.demo`.
 """
 

@@ -1,7 +1,7 @@
 """The words of ``pdlab doctor`` (:mod:`pdlab.tools.doctor`), of the kernel backend's one-line
 description (:func:`pdlab.kernels.backend.describe`, which the doctor and notebook 04 print),
 of ``pdlab notebooks`` and of ``pdlab lab`` (:mod:`pdlab.tools.lab`), in English and
-Simplified Chinese, merged into :data:`pdlab.ui.text.TEXT`. pdlab's own; it mirrors no
+Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. pdlab's own; it mirrors no
 upstream file. Package names, commands, environment variables and the tags
 ``[OK]``/``[WARN]``/``[FAIL]`` stay as they are in both languages (a pasted report reads the
 same); the Chinese follows ``docs/glossary.md``."""

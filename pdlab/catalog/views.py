@@ -1,6 +1,6 @@
 """The words of the trace views, the console tables and the plots, in English and Simplified
-Chinese (merged into :data:`pdlab.ui.text.TEXT`; read them through
-:func:`pdlab.ui.text.text`). Key prefixes: ``v_`` trace views and console tables, ``plot_``
+Chinese (merged into :data:`pdlab.catalog.TEXT`; read them through
+:func:`pdlab.catalog.text`). Key prefixes: ``v_`` trace views and console tables, ``plot_``
 the matplotlib figures, ``w_`` widget labels (as in ``text.py``). vLLM identifiers stay in
 English in both languages; every number is a placeholder filled from a trace.
 """

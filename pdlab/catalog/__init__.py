@@ -1,25 +1,29 @@
-"""The words every view shows, in English and Simplified Chinese, side by side per key:
-the tour, the widgets and the step table read one table through one function, :func:`text`.
+"""pdlab's message catalog: every word a learner reads, in English and Simplified Chinese,
+side by side per key, rendered by one function, :func:`text` (``text(lang, key, **values)``).
 
-Only words live here: every number is computed from a trace (or the cost model) and passed
+Only words live here: every number is computed from a trace (or a cost model) and passed
 in as a placeholder. vLLM identifiers (``num_computed_tokens``, ``forward_mha``, ...)
 stay in English in both languages, as a Chinese-speaking engineer reads them in the code.
-Keys are grouped by the view that uses them: ``w_`` for the widgets, ``st_`` for the step
-table's column headers, none for the tour; the trace views' and plots' words are in
-:mod:`pdlab.ui.text_views`, the notebooks' in :mod:`pdlab.ui.text_notebooks`, both merged
-into :data:`TEXT` here. The Chinese follows the glossary, ``docs/glossary.md``.
+The catalog is a floor of its own: the engine, the lab (views, CLI, simulator, tools,
+exercises) and the notebooks all read it, and it imports none of them. Its sections:
+this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
+:mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
+:mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor` and
+:mod:`pdlab.catalog.bench`, all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
+(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
+glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from pdlab.ui.text_bench import TEXT_BENCH
-from pdlab.ui.text_designs import TEXT_DESIGNS
-from pdlab.ui.text_doctor import TEXT_DOCTOR
-from pdlab.ui.text_mtp import TEXT_MTP
-from pdlab.ui.text_notebooks import NOTEBOOKS
-from pdlab.ui.text_views import VIEWS
+from pdlab.catalog.bench import TEXT_BENCH
+from pdlab.catalog.designs import TEXT_DESIGNS
+from pdlab.catalog.doctor import TEXT_DOCTOR
+from pdlab.catalog.mtp import TEXT_MTP
+from pdlab.catalog.notebooks import NOTEBOOKS
+from pdlab.catalog.views import VIEWS
 
 LANGS = ("en", "zh")
 LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"  # every --lang's help
