@@ -239,9 +239,9 @@ class ModelRunner:
 
     # ---- the batch (gather_batch_req_state, prepare_inputs, prepare_attn) ----------------
     def _run_batch(self, so: SchedulerOutput, rids: list[str]) -> dict[str, list[int]]:
-        bs = self.cache_config.block_size
+        """One batched forward over ``rids``: the batch order, the inputs, the builder's
+        split, the model, then sampling and drafting (``_sample_and_draft``)."""
         builder = self.attn_metadata_builder
-        threshold = builder.reorder_batch_threshold
         spec = dict(getattr(so, "scheduled_spec_decode_tokens", None) or {})
         spec = {r: list(spec[r]) for r in rids if spec.get(r)}
         batch = gather_batch_req_state(
@@ -251,16 +251,38 @@ class ModelRunner:
             {r: self.requests[r].prefill_len for r in rids},
             model_runner=self.model_runner,
             use_pcp=self.parallel_config.use_pcp,
-            reorder_batch_threshold=threshold,
+            reorder_batch_threshold=builder.reorder_batch_threshold,
             draft_tokens=spec or None,
             decode_query_len=1 + self.num_speculative_tokens,
         )
+        num_drafts = [len(spec.get(r, ())) for r in batch.req_ids]
+        input_ids, positions, common = self.prepare_inputs(batch, num_drafts)
+        # The learner's expression, computed for every request as the runner in force does.
+        is_prefilling = common.is_prefilling
+        qsl = common.query_start_loc_cpu.tolist()
+        meta = builder.build(common)
+        if self.emit is not None:
+            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
+        hidden = self.model(input_ids, positions, self._ctx(meta))
+
+        states = [self.requests[r] for r in batch.req_ids]
+        q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
+        return self._sample_and_draft(
+            states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
+        )
+
+    def prepare_inputs(
+        self, batch: BatchReqState, num_drafts: list[int]
+    ) -> tuple[torch.Tensor, torch.Tensor, CommonAttentionMetadata]:
+        """The flattened token ids and positions of a batch in its order, and its
+        ``CommonAttentionMetadata`` (``slot_mapping``, ``block_table``, ``query_start_loc``,
+        ``seq_lens``, ``is_prefilling``). V2 builds ids and positions in ``prepare_inputs``
+        and the block tables and slot mappings in ``prepare_attn``; V1's ``_prepare_inputs``
+        builds them all, and so does pdlab, in one loop over the rows."""
+        bs = self.cache_config.block_size
         rids = batch.req_ids
         states = [self.requests[r] for r in rids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
-        prompts = batch.num_prompt_tokens
-        num_drafts = [len(spec.get(r, ())) for r in rids]
-
         ids, pos, slots = [], [], []
         for s, n, c, d in zip(states, q_lens, computed, num_drafts):
             toks = s.all_token_ids[c : c + n - d]
@@ -284,25 +306,15 @@ class ModelRunner:
         common = CommonAttentionMetadata.from_batch(
             q_lens,
             computed,
-            prompts,
+            batch.num_prompt_tokens,
             block_table.to(device),
             torch.tensor(slots, dtype=torch.int64),
             rids,
             batch.is_prefilling,
         )
-        # The learner's expression, computed for every request as the runner in force does.
-        is_prefilling = common.is_prefilling
-        qsl = common.query_start_loc_cpu.tolist()
-        meta = builder.build(common)
-        if self.emit is not None:
-            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
         input_ids = torch.tensor(ids, dtype=torch.long, device=device)
         positions = torch.tensor(pos, dtype=torch.long, device=device)
-        hidden = self.model(input_ids, positions, self._ctx(meta))
-
-        return self._sample_and_draft(
-            states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
-        )
+        return input_ids, positions, common
 
     def _ctx(self, meta: MLAMetadata) -> ForwardContext:
         return ForwardContext(
