@@ -167,11 +167,11 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
-# `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
-# `num_computed_tokens = num_tokens - 1`). It applies only when every token landed
-# (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after a
-# failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
+# `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/sched/scheduler.py` too, in the
+# section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
+# writes it as `num_computed_tokens = num_tokens - 1`). It applies only when every token
+# landed (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after
+# a failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
 # block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
 # DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
 # load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
@@ -806,8 +806,8 @@ display(
 )
 
 # %% [markdown]
-# The padding, pdlab's copy of upstream's waiting-loop block (pdlab keeps the scheduler's
-# speculative-decoding methods in `pdlab/sched/spec_decode.py`):
+# The padding, pdlab's copy of upstream's waiting-loop block (in `pdlab/sched/scheduler.py`,
+# the section of the scheduler's speculative-decoding methods):
 
 # %%
 show_source(Scheduler._pad_spec_decode)

@@ -168,9 +168,9 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻（pdlab 把调度器中与 KV 传输相关的方法放在 `pdlab/sched/remote_kv.py`），`- 1` 在末尾
-# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token 都到齐时才生效
-# （`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
+# 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
+# `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
+# 都到齐时才生效（`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
 # （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也这样做
 # （`kv_load_failure_policy="recompute"`）；带 DeepSeek V4.1 滑动窗口层的模型，在加载没有带上
 # 窗口时会重放命中部分末尾的整个窗口（`_mark_prefix_replay`，这是上游的行为；pdlab 的模型没有
@@ -782,8 +782,8 @@ display(
 )
 
 # %% [markdown]
-# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
-# 方法放在 `pdlab/sched/spec_decode.py`）：
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（在 `pdlab/sched/scheduler.py`
+# 里调度器与投机解码相关的方法那一节）：
 
 # %%
 show_source(Scheduler._pad_spec_decode)

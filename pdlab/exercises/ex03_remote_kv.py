@@ -1,7 +1,7 @@
 """Exercise 3: ``_update_waiting_for_remote_kv``, and its ``- 1``.
 
 The learner's method replaces ``Scheduler._update_waiting_for_remote_kv``
-(``pdlab/sched/remote_kv.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
+(``pdlab/sched/scheduler.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
 of a real P/D pair, for one run, and is put back afterwards. Each case runs twice, once with
 the engine's own method and once with the learner's, and everything D can observe must
 agree: what the method leaves in ``num_computed_tokens``, the two id sets it must empty, the
@@ -218,7 +218,7 @@ EXERCISE = Exercise(
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={
         "en": """\
-Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/remote_kv.py)
+Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/scheduler.py)
 
 On the decode instance D of a P/D pair, a request waits in WAITING_FOR_REMOTE_KVS while
 P's blocks are copied into D's. The worker reports the receive finished by putting the
@@ -241,7 +241,7 @@ The grader plugs your method into D's scheduler of a real P/D pair on the tiny m
 beside the engine's own: every step D schedules, the sets, the prefix hits of a later
 request and the tokens must be the same, on whole, short and failed loads.""",
         "zh": """\
-练习 3：_update_waiting_for_remote_kv（pdlab/sched/remote_kv.py）
+练习 3：_update_waiting_for_remote_kv（pdlab/sched/scheduler.py）
 
 在 P/D 分离的解码实例 D 上，P 的块被拷进 D 的块期间，请求处于 WAITING_FOR_REMOTE_KVS。
 worker 接收完成后，会把请求 id 放进 `self.finished_recving_kv_req_ids`，随后 D 的调度器

@@ -1,5 +1,5 @@
 """Exercise 14: D's padded row under MTP: ``Scheduler._pad_spec_decode``
-(``pdlab/sched/spec_decode.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
+(``pdlab/sched/scheduler.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
 waiting loop in ``vllm/v1/core/sched/scheduler.py``, vLLM 0.33.0).
 
 Under speculative decoding every verifying row runs ``1 + K`` tokens; a request admitted
@@ -254,7 +254,7 @@ EXERCISE = Exercise(
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={
         "en": """\
-Exercise 14: D's padded row under MTP (pdlab/sched/spec_decode.py; vLLM 0.33.0's
+Exercise 14: D's padded row under MTP (pdlab/sched/scheduler.py; vLLM 0.33.0's
 pad_spec_decode in vllm/v1/core/sched/scheduler.py)
 
 With speculative decoding (MTP, K drafts per step) every verifying row runs 1 + K tokens:
@@ -275,7 +275,7 @@ tests use, which drafts and verifies), D's side through a real PDConnector, then
 P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
 tokens must agree.""",
         "zh": """\
-练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/spec_decode.py；vLLM 0.33.0
+练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/scheduler.py；vLLM 0.33.0
 vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
 
 开启投机解码（MTP，每步 K 个草稿 token）时，每个验证行运行 1 + K 个 token：它自己的 token 加上
