@@ -170,7 +170,7 @@ for mode in MODES:
 # replays that step by step: 64 decodes over 4K tokens, Poisson arrivals of 4K-token
 # prompts, each step's split made by the engine's own `gather_batch_req_state` and
 # `split_decodes_and_prefills`, each step's time the roofline of its kernel groups
-# (`pdlab/attention/cost.py`) on a published H200 profile, plus a named launch overhead
+# (`pdlab/sim/kernel_costs.py`) on a published H200 profile, plus a named launch overhead
 # when the full decode graph is lost. Under V2's default the arriving row is
 # `prefill_runs_as_decode`; under PCP it becomes a `forward_mha` row; under DCP it stays a
 # decode. The second table is the same grid with MTP (`K = 1`, DeepSeek-V3's published

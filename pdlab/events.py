@@ -170,15 +170,15 @@ class Route(TraceEvent):
 
 @event("kernel")
 class Kernel(TraceEvent):
-    """One kernel call of one layer, with its shapes and modelled FLOPs and bytes."""
+    """One kernel call of one layer: its shapes and the bytes per value of the operands it
+    is priced at (``elem_bytes``); the lab prices it (``pdlab/sim/kernel_costs.py``)."""
 
     name: str
     path: str
     layer: int
     backend: str
     shapes: dict[str, Any]
-    flops: float
-    bytes: float
+    elem_bytes: int
 
 
 @event("sample")

@@ -2,7 +2,7 @@
 
 * ``profiles.py``: device profiles (published peaks with their sources, this machine
   measured), the link and the launch overhead, each a named parameter;
-* ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/attention/cost.py``;
+* ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/sim/kernel_costs.py``;
 * ``simulator.py``: the simulator; ``report.py``: its statistics, table and plots.
 
 The choices below are here, importing nothing, so that ``pdlab --help`` needs no torch.
