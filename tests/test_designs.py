@@ -163,7 +163,7 @@ def test_a_planted_n_minus_one_load_count_is_named_and_ends_the_request_cleanly(
 
 @pytest.mark.slow
 def test_each_design_over_two_processes_equals_colocated():
-    from pdlab.disagg.procs import run_pd_procs
+    from pdlab.disagg.launch import run_pd_procs
 
     for mode in ("first_token", "append_prompt", "hidden_state"):
         r = run_pd_procs(

@@ -90,8 +90,6 @@ KNOWN_CIRCLES = {  # circles with a runtime arrow
     # the decode kernel imports its torch twin at its end, the twin the kernel lazily
     frozenset({"pdlab.kernels.decode_attention", "pdlab.kernels.decode_attention_twin"}),
     frozenset({"pdlab.model.deepseek", "pdlab.model.mtp"}),  # walls
-    frozenset({"pdlab.disagg.launch", "pdlab.disagg.procs"}),  # walls
-    frozenset({"pdlab.cli", "pdlab.tools.doctor"}),  # walls
 }
 KNOWN_UP = {  # arrows running back up the floors
     ("pdlab.catalog.help", "pdlab.config"),  # help builds entries from the presets
@@ -99,9 +97,7 @@ KNOWN_UP = {  # arrows running back up the floors
     ("pdlab.disagg.designs", "pdlab.sim.costs"),  # walls
     ("pdlab.disagg.designs", "pdlab.sim.profiles"),  # walls
     ("pdlab.sim.profiles", "pdlab.tools.measure"),  # walls
-    ("pdlab.sim.profiles", "pdlab.tools.peaks"),  # walls
     ("pdlab.sim.report", "pdlab.ui.fmt"),  # walls
-    ("pdlab.tools.doctor", "pdlab.cli"),  # walls
     ("pdlab.ui.tour", "pdlab.cli.args"),  # walls
 }
 MAX_CIRCLES = 2  # besides the known ones; each type-only
