@@ -97,7 +97,6 @@ KNOWN_UP = {  # arrows running back up the floors
     ("pdlab.disagg.designs", "pdlab.sim.costs"),  # walls
     ("pdlab.disagg.designs", "pdlab.sim.profiles"),  # walls
     ("pdlab.sim.profiles", "pdlab.tools.measure"),  # walls
-    ("pdlab.sim.report", "pdlab.ui.fmt"),  # walls
     ("pdlab.ui.tour", "pdlab.cli.args"),  # walls
 }
 MAX_CIRCLES = 2  # besides the known ones; each type-only

@@ -113,11 +113,12 @@ from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
-from pdlab.sim.report import plot_tpot, run_grid, sim_table
+from pdlab.sim.report import run_grid
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
+from pdlab.ui.sim_report import plot_tpot, sim_table
 from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 from pdlab.ui.widgets import SimExplorer
 

@@ -4,7 +4,8 @@
 * ``profiles.py``: device profiles (published peaks with their sources, this machine
   measured), the link and the launch overhead, each a named parameter;
 * ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/sim/kernel_costs.py``;
-* ``simulator.py``: the simulator; ``report.py``: its statistics, table and plots.
+* ``simulator.py``: the simulator; ``report.py``: its statistics (the table and
+  plots are views: ``pdlab/ui/sim_report.py``).
 
 The choices below are here, importing nothing, so that ``pdlab --help`` needs no torch.
 """
