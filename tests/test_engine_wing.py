@@ -94,8 +94,6 @@ KNOWN_CIRCLES = {  # circles with a runtime arrow
 KNOWN_UP = {  # arrows running back up the floors
     ("pdlab.catalog.help", "pdlab.config"),  # help builds entries from the presets
     ("pdlab.catalog.help", "pdlab.ui.tour"),  # and from the tour's chapters
-    ("pdlab.disagg.designs", "pdlab.sim.costs"),  # walls
-    ("pdlab.disagg.designs", "pdlab.sim.profiles"),  # walls
     ("pdlab.sim.profiles", "pdlab.tools.measure"),  # walls
     ("pdlab.ui.tour", "pdlab.cli.args"),  # walls
 }

@@ -4,6 +4,7 @@
 * ``profiles.py``: device profiles (published peaks with their sources, this machine
   measured), the link and the launch overhead, each a named parameter;
 * ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/sim/kernel_costs.py``;
+* ``designs.py``: the price of each first-token design (the ``first_token`` event, priced);
 * ``simulator.py``: the simulator; ``report.py``: its statistics (the table and
   plots are views: ``pdlab/ui/sim_report.py``).
 
