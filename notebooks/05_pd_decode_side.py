@@ -86,7 +86,6 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     split_decodes_and_prefills,
@@ -102,6 +101,14 @@ from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
 from pdlab.platforms import routing_reason, select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.sim.kernel_costs import (
+    decode_path_cost,
+    gemm,
+    kernel_event_cost,
+    prefill_path_cost,
+    shared_weight_bytes,
+    traced_cost,
+)
 from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
@@ -448,8 +455,8 @@ for label, (runner, parallel) in SETUPS.items():
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            flops(e["flops"]),
-            nbytes(e["bytes"]),
+            flops(kernel_event_cost(e)[0]),
+            nbytes(kernel_event_cost(e)[1]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
@@ -614,8 +621,8 @@ for label, (tracer, _) in runs.items():
             label,
             tracer.first("route", "D")["forward"],
             len(ks),
-            flops(sum(e["flops"] for e in ks)),
-            nbytes(sum(e["bytes"] for e in ks)),
+            flops(traced_cost(ks).flops),
+            nbytes(traced_cost(ks).bytes),
         ]
     )
 headers = [t("nb5_col_setup"), t("nb5_col_path"), t("nb5_col_kernels"), "FLOPs", t("nb5_col_bytes")]
@@ -698,7 +705,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 34 MB at V3
 # widths, on the other) against that one request. In a batch the weights are read once for
 # all requests, so the column "per request in a batch" compares what one more request adds
-# (`shared_weight_bytes` in `pdlab/attention/cost.py`): its latent rows on the decode path,
+# (`shared_weight_bytes` in `pdlab/sim/kernel_costs.py`): its latent rows on the decode path,
 # against the gathered, up-projected and reassembled context on the prefill path. Either
 # way the prefill path computes the right token the expensive way, and under prefill
 # context parallelism *every* request on D starts with this step.

@@ -1,7 +1,7 @@
 """Exercise 9: the absorb crossover from the cost formulas: when the absorbed form needs
 fewer FLOPs, and that it never does for a fresh prompt.
 
-Graded against ``pdlab.attention.cost.mla_forms_flops`` (the cost model the tour, the
+Graded against ``pdlab.sim.kernel_costs.mla_forms_flops`` (the cost model the tour, the
 notebooks and ``pdlab bench paths`` use) at the tiny, DeepSeek-V2-Lite and DeepSeek-V3
 widths; then the consequences are read off the learner's own numbers: the query length at
 which absorbing stops winning over a long context must be ``absorb_crossover_query_len``'s
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdlab.attention import cost
 from pdlab.config import ModelConfig
 from pdlab.exercises.base import Exercise, Grader
+from pdlab.sim import kernel_costs as cost
 
 _PRESETS = ("tiny", "deepseek-v2-lite", "deepseek-v3")
 
@@ -112,7 +112,7 @@ EXERCISE = Exercise(
     title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={
         "en": """\
-Exercise 9: the absorb crossover (pdlab/attention/cost.py)
+Exercise 9: the absorb crossover (pdlab/sim/kernel_costs.py)
 
 For q new tokens of one request over S cached tokens, one layer, count the FLOPs that
 differ between MLA's two forms:
@@ -128,7 +128,7 @@ Return (naive, absorbed). The grader compares with the cost model, then reads fr
 numbers where absorbing stops winning over a long context, and checks that no fresh
 prompt is ever cheaper absorbed.""",
         "zh": """\
-练习 9：吸收的临界点（pdlab/attention/cost.py）
+练习 9：吸收的临界点（pdlab/sim/kernel_costs.py）
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的

@@ -59,8 +59,8 @@ def _nb02() -> dict[str, Any]:
 
 
 def _nb03() -> dict[str, Any]:
-    from pdlab.attention.cost import absorb_crossover_query_len as x
     from pdlab.config import ModelConfig
+    from pdlab.sim.kernel_costs import absorb_crossover_query_len as x
 
     tiny, lite, v3 = (ModelConfig.preset(p) for p in ("tiny", "deepseek-v2-lite", "deepseek-v3"))
     return {
