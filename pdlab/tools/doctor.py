@@ -195,6 +195,7 @@ def _backend_checks(lang: str = "en") -> list[Check]:
     """What the commands run (their ``--backend`` default) and what Python code runs."""
     from pdlab.cli import build_parser
     from pdlab.kernels import backend
+    from pdlab.ui.choices import kernels_line
 
     t = _words(lang)
     out = []
@@ -218,7 +219,7 @@ def _backend_checks(lang: str = "en") -> list[Check]:
                 )
             )
     try:
-        described = backend.describe(lang)
+        described = kernels_line(lang)
         out.append(Check("backend", True, t("doc_backend_ok", described=described)))
     except Exception as e:  # noqa: BLE001
         msg = str(e)
