@@ -537,10 +537,10 @@ def test_solution_speaks_the_learners_language(tmp_path, monkeypatch, capsys):
 def test_chinese_texts_use_the_glossary_terms():
     from test_glossary import violations
 
+    from pdlab.catalog.exercises import TEXT_EXERCISES
     from pdlab.exercises import ex10_quiz
-    from pdlab.exercises.words import WORDS
 
-    texts = {f"words[{k!r}]": v["zh"] for k, v in WORDS.items()}
+    texts = {f"words[{k!r}]": v["zh"] for k, v in TEXT_EXERCISES.items()}
     texts |= {f"quiz {k}": v["zh"] for k, v in ex10_quiz._QUESTIONS.items()}
     import importlib.resources
 

@@ -29,11 +29,11 @@ from typing import Any
 
 import torch
 
-from pdlab.catalog import check_lang
+from pdlab.catalog import check_lang, text
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
 from pdlab.exercises.loader import LearnerFileError, load_function
-from pdlab.exercises.words import reflow, word, wrap80
+from pdlab.exercises.wrap import reflow, wrap80
 
 _MODULES = (
     "ex01_slot_mapping",
@@ -104,7 +104,7 @@ def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = Fals
     ex, folder = get(n), Path(folder)
     path = folder / ex.file_name
     if path.exists() and not force:
-        raise FileExistsError(word(lang, "exists", path=path))
+        raise FileExistsError(text(lang, "ex_exists", path=path))
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(stub_text(n, lang), encoding="utf-8")
     progress.update(folder, started=n, lang=check_lang(lang))
@@ -122,9 +122,9 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
         shown = min(progress.load(folder).hints_used(n) + 1, len(hints))
         if progress.load(folder).hints_used(n) < len(hints):
             progress.update(folder, hint=n)
-    lines = [word(lang, "hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
+    lines = [text(lang, "ex_hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
     if shown == len(hints):
-        lines.append(word(lang, "no_more_hints", n=n))
+        lines.append(text(lang, "ex_no_more_hints", n=n))
     return wrap80("\n".join(lines))
 
 
@@ -177,20 +177,20 @@ def _file_of(fn: Callable[..., Any]) -> str | None:
 def _verdict(r: Result, source: str | None) -> list[str]:
     ex, lang = r.exercise, r.lang
     file = Path(source).name if source else ex.file_name
-    lines = [word(lang, "checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
+    lines = [text(lang, "ex_checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
     if r.passed:
-        return [*lines, word(lang, "pass", cases=r.cases)]
+        return [*lines, text(lang, "ex_pass", cases=r.cases)]
     m = r.failure
     assert m is not None
-    lines.append(word(lang, "fail", case=m.case, cases=r.cases))
+    lines.append(text(lang, "ex_fail", case=m.case, cases=r.cases))
     if m.raised:
-        lines.append(word(lang, "raised", value=m.raised))
+        lines.append(text(lang, "ex_raised", value=m.raised))
     else:
-        lines.append(word(lang, "expected", value=m.expected))
-        lines.append(word(lang, "got", value=m.got))
+        lines.append(text(lang, "ex_expected", value=m.expected))
+        lines.append(text(lang, "ex_got", value=m.got))
     if m.mistake:
-        lines.append(word(lang, "looks_like", what=ex.mistakes[m.mistake][lang]))
+        lines.append(text(lang, "ex_looks_like", what=ex.mistakes[m.mistake][lang]))
     if m.evidence:
-        lines += [word(lang, "evidence"), m.evidence]
-    lines.append(word(lang, "rerun", n=ex.number, file=file, seed=r.seed))
+        lines += [text(lang, "ex_evidence"), m.evidence]
+    lines.append(text(lang, "ex_rerun", n=ex.number, file=file, seed=r.seed))
     return lines

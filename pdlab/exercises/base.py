@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pdlab.exercises.words import word
+from pdlab.catalog import text
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Grader:
         except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
             err = e.error if isinstance(e, LearnerRaised) else e
             if isinstance(err, NotImplementedError):
-                raise Mismatch(name, raised=word(self.lang, "not_written")) from e
+                raise Mismatch(name, raised=text(self.lang, "ex_not_written")) from e
             raise Mismatch(name, raised=self.where(err)) from e
         self.cases += 1
 
