@@ -11,10 +11,11 @@ and from a notebook::
     ex.check(3, _update_waiting_for_remote_kv)          # a function
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
-The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` (in Chinese in
-``stubs/zh/``, the same code) and reference solutions in ``solutions/`` (in Chinese in
-``solutions/zh/``, the same code). Each module lists the slips learners make
-(``Exercise.slips``), every one of which its grader must reject by name.
+The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
+solutions in ``solutions/``, each one source in both languages (the code once, its Chinese
+docstrings and comments on ``# zh:`` lines: :mod:`pdlab.exercises.bilingual`). Each module
+lists the slips learners make (``Exercise.slips``), every one of which its grader must
+reject by name.
 ``docs/workshop.md`` is the instructor's agenda.
 """
 
@@ -32,6 +33,7 @@ import torch
 from pdlab.catalog import check_lang, text
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
+from pdlab.exercises.bilingual import read
 from pdlab.exercises.loader import LearnerFileError, load_function
 from pdlab.exercises.wrap import reflow, wrap80
 
@@ -67,28 +69,19 @@ def get(n: int) -> Exercise:
     return importlib.import_module(f"pdlab.exercises.{_MODULES[n - 1]}").EXERCISE
 
 
-def _source(kind: str, ex: Exercise) -> str:
-    return (
-        importlib.resources.files(f"pdlab.exercises.{kind}")
-        .joinpath(ex.file_name)
-        .read_text(encoding="utf-8")
-    )
-
-
 def stub_text(n: int, lang: str = "en") -> str:
-    """The file ``start`` writes: the statement as the module docstring, then the stub (in
-    Chinese for ``lang="zh"``: ``stubs/zh/``, the same code)."""
+    """The file ``start`` writes: the statement as the module docstring, then the stub,
+    rendered in ``lang`` from its bilingual source (:mod:`pdlab.exercises.bilingual`)."""
     ex = get(n)
     statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
-    stub = _source("stubs.zh" if lang == "zh" else "stubs", ex)
+    stub = read("stubs", ex.file_name, lang)
     return f'"""{statement}\n"""\n\n{stub}'
 
 
 def solution_text(n: int, lang: str = "en") -> str:
-    """The reference solution ``solution`` shows (in Chinese for ``lang="zh"``:
-    ``solutions/zh/``, the same code with Chinese comments)."""
-    ex = get(n)
-    return _source("solutions.zh" if check_lang(lang) == "zh" else "solutions", ex)
+    """The reference solution ``solution`` shows, rendered in ``lang`` from its bilingual
+    source: the same code, its comments in ``lang``."""
+    return read("solutions", get(n).file_name, lang)
 
 
 def reference(n: int) -> Callable[..., Any]:

@@ -15,13 +15,13 @@ agree. No vLLM 0.33.0 counterpart (its proxy forwards the request unchanged, the
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from typing import Any
 
 import pdlab.disagg.pair as pair_module
 from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.bilingual import read
 from pdlab.request import SamplingParams
 
 N = 13
@@ -172,11 +172,7 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
 
 def _slip(old: str, new: str) -> str:
     """The reference solution with ``old`` written as ``new``."""
-    text = (
-        importlib.resources.files("pdlab.exercises.solutions")
-        .joinpath("ex12_designs.py")
-        .read_text(encoding="utf-8")
-    )
+    text = read("solutions", "ex12_designs.py")
     assert old in text, old
     return text.replace(old, new)
 

@@ -23,6 +23,7 @@ from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.bilingual import read
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
@@ -197,13 +198,7 @@ def _simulated(fn: Any, g: Grader, routing: str, design: str) -> dict[str, Any]:
 
 def _slip(old: str, new: str) -> str:
     """The reference solution with ``old`` written as ``new``."""
-    import importlib.resources
-
-    text = (
-        importlib.resources.files("pdlab.exercises.solutions")
-        .joinpath("ex13_batch_view.py")
-        .read_text(encoding="utf-8")
-    )
+    text = read("solutions", "ex13_batch_view.py")
     assert old in text, old
     return text.replace(old, new)
 

@@ -18,7 +18,6 @@ pair on the tiny model, whose MTP layer drafts.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import types
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 
 from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
 from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.bilingual import read
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.request import Request, SamplingParams
@@ -240,8 +240,7 @@ def _steps(log: list) -> str:
 
 
 def _slip(old: str, new: str) -> str:
-    text = (importlib.resources.files("pdlab.exercises.solutions")
-            .joinpath("ex14_spec_pad.py").read_text(encoding="utf-8"))  # fmt: skip
+    text = read("solutions", "ex14_spec_pad.py")
     assert old in text, old
     return text.replace(old, new)
 
