@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -134,7 +134,7 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import routing_reason, select_mla_backend
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
 from pdlab.sim.kernel_costs import (
@@ -147,6 +147,7 @@ from pdlab.sim.kernel_costs import (
 )
 from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
+from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
@@ -711,7 +712,7 @@ settings = [
 ]
 table = {name: [*batch[name]] for name in names}
 for gpu in ("h200", "b200", "cpu"):
-    print(f"{gpu}: {select_mla_backend(gpu).reason}")
+    print(f"{gpu}: {choice_reason(select_mla_backend(gpu), LANG)}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
     state = gather_batch_req_state(

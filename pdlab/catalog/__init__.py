@@ -8,10 +8,10 @@ The catalog is a floor of its own: the engine, the lab (views, CLI, simulator, t
 exercises) and the notebooks all read it, and it imports none of them. Its sections:
 this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
-:mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor` and
-:mod:`pdlab.catalog.bench`, all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
-(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
-glossary, ``docs/glossary.md``.
+:mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
+:mod:`pdlab.catalog.bench` and :mod:`pdlab.catalog.exercises`, all merged into :data:`TEXT`
+here; :mod:`pdlab.catalog.help` (``--help`` under ``--lang zh``) is imported only when asked
+for. The Chinese follows the glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pdlab.catalog.bench import TEXT_BENCH
 from pdlab.catalog.designs import TEXT_DESIGNS
 from pdlab.catalog.doctor import TEXT_DOCTOR
+from pdlab.catalog.exercises import TEXT_EXERCISES
 from pdlab.catalog.mtp import TEXT_MTP
 from pdlab.catalog.notebooks import NOTEBOOKS
 from pdlab.catalog.views import VIEWS
@@ -667,7 +668,7 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH, TEXT_EXERCISES):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)

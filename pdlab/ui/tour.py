@@ -48,8 +48,8 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.platforms import routing_reason
 from pdlab.ui import tour_sims
+from pdlab.ui.choices import routing_reason
 from pdlab.ui.console import make_console, request_errors
 
 DEFAULT_PROMPT = "Why run the last token twice?"
