@@ -81,12 +81,8 @@ FLOORS = (
 )
 
 # Removed by other slices of issue 38 (each names whose room it is in).
-KNOWN_SENTENCES = {  # engine-wing modules reading the catalog for sentences
-    ("pdlab.platforms", "pdlab.catalog"),  # the platform will return data
-    ("pdlab.kernels.backend", "pdlab.catalog"),  # the platform will return data
-}
+KNOWN_SENTENCES: set[tuple[str, str]] = set()  # engine-wing modules reading the catalog
 KNOWN_CIRCLES = {  # circles with a runtime arrow
-    frozenset({"pdlab.config.attention", "pdlab.platforms"}),  # platforms' slice
     # the decode kernel imports its torch twin at its end, the twin the kernel lazily
     frozenset({"pdlab.kernels.decode_attention", "pdlab.kernels.decode_attention_twin"}),
     frozenset({"pdlab.model.deepseek", "pdlab.model.mtp"}),  # walls
