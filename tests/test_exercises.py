@@ -489,6 +489,29 @@ def _both(kind, name):
     return src, render(src, "en"), render(src, "zh")
 
 
+def test_one_source_renders_either_language():
+    from pdlab.exercises.bilingual import render
+
+    src = (
+        "def f(x):\n"
+        '    """Add one.\n\n    Twice."""\n'
+        '    # zh: """加一。\n    # zh:\n    # zh: 两次。"""\n'
+        "    # Why: one.\n"
+        "    # zh: 为什么：一。\n"
+        "    return x + 1  # the sum\n"
+        "    # zh: 和\n"
+    )
+    assert render(src, "en") == (
+        'def f(x):\n    """Add one.\n\n    Twice."""\n    # Why: one.\n'
+        "    return x + 1  # the sum\n"
+    )
+    assert render(src, "zh") == (
+        'def f(x):\n    """加一。\n\n    两次。"""\n    # 为什么：一。\n    return x + 1  # 和\n'
+    )
+    with pytest.raises(ValueError, match="lang='fr' is invalid"):
+        render(src, "fr")
+
+
 def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
     from rich.cells import cell_len
 
