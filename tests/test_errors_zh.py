@@ -241,8 +241,8 @@ BAD_FIELD_VALUES = (-1, 0, "bogus", None, 1.5, True, math.nan, math.inf, 10**9, 
 def config_messages() -> dict[str, str]:
     """What every field of every config says to every bad value: message -> where."""
     from pdlab import config
-    from pdlab.config.train import TrainConfig
     from pdlab.sim.simulator import SimConfig
+    from pdlab.tools.train_config import TrainConfig
 
     classes = {n: getattr(config, n) for n in dir(config) if n.endswith("Config")}
     classes |= {"TrainConfig": TrainConfig, "SimConfig": SimConfig}
