@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from pdlab.config.utils import _check_int
 
@@ -31,11 +33,18 @@ class ParallelConfig:
       (``MLABackendProfile``; then a verifying row of ``1 + K`` tokens is a prefill), and
       under PCP it keeps every whole row on every rank instead of sharding them
       (:func:`pdlab.model.batch.pcp_rank_chunks`).
+    * ``cp_kv_cache_interleave_size``: how many consecutive tokens of the KV cache one DCP
+      rank stores before the next takes over (1: token by token). On a P/D instance under
+      DCP, :func:`pdlab.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it to the
+      block size unless ``allow_auto_resolve_cp_interleave_size`` is False (upstream's
+      ``_allow_auto_resolve_cp_interleave_size``, which ``EngineArgs`` clears when the
+      user names an interleave size).
     """
 
     prefill_context_parallel_size: int = 1
     decode_context_parallel_size: int = 1
     cp_kv_cache_interleave_size: int = 1
+    allow_auto_resolve_cp_interleave_size: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,3 +57,6 @@ class ParallelConfig:
     @property
     def use_pcp(self) -> bool:
         return self.prefill_context_parallel_size > 1
+
+    def replace(self, **changes: Any) -> ParallelConfig:
+        return dataclasses.replace(self, **changes)
