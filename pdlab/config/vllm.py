@@ -66,7 +66,15 @@ def adjust_dcp_kv_cache_interleave_size(
     takes the cache's ``block_size``, upstream the smallest kernel block size of its KV
     cache groups (one group here). FLASH_ATTN_MLA then loses ``supports_dcp_with_varlen``
     and its threshold drops to 1 (:meth:`pdlab.config.MLABackendProfile.effective_threshold`).
-    Anything else comes back unchanged."""
+    Anything else comes back unchanged.
+
+    A difference pdlab keeps: with that interleave, vLLM 0.33.0 refuses any speculative
+    decoding at start-up (``check_attention_cp_compatibility`` in
+    ``vllm/v1/worker/cp_utils.py``: no dense MLA impl sets
+    ``supports_mtp_with_cp_non_trivial_interleave_size``), and FLASHINFER_MLA's builder
+    refuses DCP with an interleave other than 1. pdlab runs both, so that its views can
+    show where the rows would go (``tests/upstream/test_batch_routing.py`` keeps the
+    first)."""
     if (
         not kv_transfer_instance
         or parallel_config.decode_context_parallel_size <= 1

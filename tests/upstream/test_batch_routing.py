@@ -220,3 +220,20 @@ def test_routing_grid_reaches_the_cases_it_is_for():
     print(f"\nrouting grid: {len(GRID)} configurations x {BATCHES_PER_CONFIG} batches "
           f"in {elapsed:.1f} s: {dict(seen)}")  # fmt: skip
     assert len(seen) == 4, dict(seen)
+
+
+def test_vllm_refuses_speculation_on_a_nixl_dcp_instance_which_pdlab_runs():
+    """A kept difference (docs/upstream.md): on a NIXL instance under DCP the interleave
+    is the block size, and with it vLLM's ``check_attention_cp_compatibility`` refuses any
+    speculative config for every dense MLA impl pdlab profiles (none sets
+    ``supports_mtp_with_cp_non_trivial_interleave_size``). pdlab builds the builder
+    (threshold 1 for FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA) so its views can show what the
+    rows would do; fails if vLLM refuses any other grid point, or accepts one of these."""
+    from twin_pdlab import pdlab_routing
+    from twin_vllm import vllm_refuses_cp
+
+    refused = {rc for rc in GRID if vllm_refuses_cp(rc)}
+    assert refused == {rc for rc in GRID if rc.nixl and rc.dcp > 1 and rc.num_spec_tokens}
+    assert all("MTP with cp_kv_cache_interleave_size > 1" in vllm_refuses_cp(rc) for rc in refused)
+    for rc in refused:
+        pdlab_routing(rc, make_routing_batch(0, rc))  # runs, where vLLM would not start

@@ -41,6 +41,7 @@ from vllm.config import (
     VllmConfig,
 )
 from vllm.model_executor.layers.attention import mla_attention as upstream_mla
+from vllm.model_executor.layers.attention_layer_base import AttentionLayerBase
 from vllm.sampling_params import SamplingParams
 from vllm.utils.hashing import sha256
 from vllm.v1.attention import backend as upstream_backend
@@ -51,9 +52,12 @@ from vllm.v1.kv_cache_interface import FullAttentionSpec, KVCacheConfig, KVCache
 from vllm.v1.outputs import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
 from vllm.v1.request import Request, RequestStatus
 from vllm.v1.structured_output import StructuredOutputManager
+from vllm.v1.worker import cp_utils as upstream_cp_utils
 from vllm.v1.worker import gpu_model_runner as upstream_v1
 from vllm.v1.worker.gpu import model_runner as upstream_v2
 from workload import Config, KVReport, Scheduled, Spec
+
+from pdlab.config import MLA_BACKENDS
 
 TINY_MODEL = Path(__file__).parent / "tiny_model"
 init_none_hash(sha256)
@@ -535,3 +539,64 @@ def vllm_routing(rc, switches: BuilderSwitches, batch) -> dict:
         "forward": tuple("mqa" if i < split[0] else "mha" for i in range(len(order))),
     }
     return report
+
+
+def upstream_impl_flag(name: str, path: str, attr: str):
+    """A class attribute of the attention impl of the upstream backend whose ``get_name()``
+    is ``name`` (its ``get_impl_cls()``), read with ``ast`` along the impl's bases in the
+    same file, then from the first base the file does not define (imported: upstream's
+    ``MLACommonImpl`` and the classes above it)."""
+    tree = ast.parse((VLLM_ROOT / path).read_text())
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    backend = next(
+        cls
+        for cls in classes.values()
+        for fn in cls.body
+        if isinstance(fn, ast.FunctionDef) and fn.name == "get_name" and _returns(fn) == name
+    )
+    getter = next(f for f in backend.body if getattr(f, "name", "") == "get_impl_cls")
+    cls = classes[_returns(getter)]
+    while True:
+        for stmt in cls.body:
+            if isinstance(stmt, ast.AnnAssign | ast.Assign) and stmt.value is not None:
+                target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0]
+                if ast.unparse(target) == attr:
+                    return ast.literal_eval(stmt.value)
+        base = ast.unparse(cls.bases[0]).split("[")[0]
+        if base not in classes:
+            return getattr(getattr(upstream_mla, base), attr)
+        cls = classes[base]
+
+
+class _StandInLayer(AttentionLayerBase):
+    """An attention layer as ``check_attention_cp_compatibility`` reads one: its impl."""
+
+    get_attn_backend = None
+    get_kv_cache_spec = None
+
+    def __init__(self, impl) -> None:
+        self.impl = impl
+
+
+def vllm_refuses_cp(rc, vc: VllmConfig | None = None) -> str | None:
+    """Upstream's ``check_attention_cp_compatibility`` (``vllm/v1/worker/cp_utils.py``,
+    which both runners call at start-up) on ``rc``'s adjusted config with one layer whose
+    impl carries the backend's ``supports_mtp_with_cp_non_trivial_interleave_size``; its
+    assertion's message, or None. (The layer reports it returns the LSE for decode, so
+    only the speculative-decoding check speaks.)"""
+    profile = MLA_BACKENDS[rc.backend]
+    vc = vc or routing_vllm_config(rc)
+    vc.compilation_config = copy.copy(vc.compilation_config)
+    impl = SimpleNamespace(
+        supports_mtp_with_cp_non_trivial_interleave_size=upstream_impl_flag(
+            profile.name, profile.upstream, "supports_mtp_with_cp_non_trivial_interleave_size"
+        ),
+        dcp_world_size=rc.dcp,
+        need_to_return_lse_for_decode=True,
+    )
+    vc.compilation_config.static_forward_context = {"layer.0": _StandInLayer(impl)}
+    try:
+        upstream_cp_utils.check_attention_cp_compatibility(vc)
+    except AssertionError as e:
+        return str(e)
+    return None
