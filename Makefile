@@ -8,6 +8,8 @@
 #                    LAB_ARGS="--port 8890 --ip 0.0.0.0 --notebook 05"
 #   make doctor      what works on this machine
 #   make test-upstream  pdlab's scheduler beside vLLM's own (its own venv, .venv-upstream)
+#   make test-tritons   the kernel tests under each triton pyproject.toml admits
+#                       (TRITON_VERSIONS, each in its own venv, .venv-triton-<version>)
 PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
@@ -35,33 +37,52 @@ FAST_MARKERS = not slow and not browser and not notebooks
 VLLM_VERSION  ?= 0.33.0
 UPSTREAM_VENV ?= .venv-upstream
 UPSTREAM_BIN   = $(UPSTREAM_VENV)/bin
+# make test-tritons: every triton that pyproject.toml admits (keep the two in step), each in
+# .venv-triton-<version> with torch chosen as for .venv, except that Linux always takes the
+# CPU build (the checks need no GPU, and PyPI's Linux torch pins one triton). The tests:
+# the ahead-of-time builds for sm_80 and sm_90 (no spills) and the kernels' numerics.
+TRITON_VERSIONS ?= 3.8.0 3.9.0
+TRITON_TESTS    ?= tests/test_kernels_*.py
 
-.PHONY: tour test test-fast test-upstream lint notebooks lab doctor bench env clean
+.PHONY: tour test test-fast test-upstream test-tritons lint notebooks lab doctor bench env clean
 
-# A venv made by `uv venv` has no pip: install with uv's pip when uv is on PATH, else
-# bootstrap pip into the venv (ensurepip ships with Python).
+# $(call venv_pip,VENV): the shell that sets PIP for VENV. A venv made by `uv venv` has no
+# pip: install with uv's pip when uv is on PATH, else bootstrap pip into the venv (ensurepip
+# ships with Python).
+define venv_pip
+if $(1)/bin/python -m pip --version >/dev/null 2>&1; then \
+  PIP="$(1)/bin/python -m pip"; $$PIP install --upgrade pip; \
+elif command -v uv >/dev/null 2>&1; then \
+  PIP="env VIRTUAL_ENV=$(abspath $(1)) uv pip"; \
+else \
+  $(1)/bin/python -m ensurepip --upgrade && PIP="$(1)/bin/python -m pip"; \
+fi
+endef
+
+# $(call install_torch,VENV,WHEN): the shell that puts torch into VENV first, with $$PIP
+# set: PDLAB_TORCH, else on Linux the CPU build from CPU_INDEX when WHEN is "always" or no
+# NVIDIA GPU is here (see PDLAB_TORCH above), else nothing (pip resolves it later).
+define install_torch
+if [ -n "$(PDLAB_TORCH)" ]; then \
+  $$PIP install $(PDLAB_TORCH) || exit 1; \
+elif [ "$$(uname -s)" = Linux ] && ! $(1)/bin/python -c "import torch" 2>/dev/null \
+    && { [ "$(2)" = always ] || { ! command -v nvidia-smi >/dev/null 2>&1 \
+    && [ ! -e /proc/driver/nvidia ]; }; }; then \
+  if $(1)/bin/python -c "import sys, urllib.request as u; \
+      u.urlopen(u.Request(sys.argv[1] + '/torch/', method='HEAD'), timeout=15)" \
+      "$(CPU_INDEX)" >/dev/null 2>&1; then \
+    echo "make: installing the CPU build of torch from $(CPU_INDEX) into $(1)"; \
+    $$PIP install torch --index-url "$(CPU_INDEX)" || exit 1; \
+  else \
+    echo "make: $(CPU_INDEX) cannot be reached: torch comes from the default index (on Linux the CUDA build, several GB)"; \
+  fi; \
+fi
+endef
+
 $(BIN)/pdlab: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	if $(BIN)/python -m pip --version >/dev/null 2>&1; then \
-	  PIP="$(BIN)/python -m pip"; $$PIP install --upgrade pip; \
-	elif command -v uv >/dev/null 2>&1; then \
-	  PIP="env VIRTUAL_ENV=$(abspath $(VENV)) uv pip"; \
-	else \
-	  $(BIN)/python -m ensurepip --upgrade && PIP="$(BIN)/python -m pip"; \
-	fi; \
-	if [ -n "$(PDLAB_TORCH)" ]; then \
-	  $$PIP install $(PDLAB_TORCH) || exit 1; \
-	elif [ "$$(uname -s)" = Linux ] && ! command -v nvidia-smi >/dev/null 2>&1 \
-	    && [ ! -e /proc/driver/nvidia ] && ! $(BIN)/python -c "import torch" 2>/dev/null; then \
-	  if $(BIN)/python -c "import sys, urllib.request as u; \
-	      u.urlopen(u.Request(sys.argv[1] + '/torch/', method='HEAD'), timeout=15)" \
-	      "$(CPU_INDEX)" >/dev/null 2>&1; then \
-	    echo "make: no NVIDIA GPU here: installing the CPU build of torch from $(CPU_INDEX)"; \
-	    $$PIP install torch --index-url "$(CPU_INDEX)" || exit 1; \
-	  else \
-	    echo "make: $(CPU_INDEX) cannot be reached: torch comes from the default index (on Linux the CUDA build, several GB)"; \
-	  fi; \
-	fi; \
+	$(call venv_pip,$(VENV)); \
+	$(call install_torch,$(VENV),no-gpu); \
 	$$PIP install -e ".[dev]"
 	touch $(BIN)/pdlab
 
@@ -119,5 +140,39 @@ $(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION): pyproject.toml
 test-upstream: $(UPSTREAM_VENV)/.installed-vllm-$(VLLM_VERSION)
 	PDLAB_VLLM_VERSION=$(VLLM_VERSION) $(UPSTREAM_BIN)/python -m pytest -n 0 -m upstream tests/upstream
 
+.PRECIOUS: .venv-triton-%/.installed
+# One venv per triton, stamped once the version pip kept is the one asked for (a version
+# outside pyproject.toml's range fails pip's resolution, with pip's own words).
+.venv-triton-%/.installed: pyproject.toml
+	test -x .venv-triton-$*/bin/python || $(PYTHON) -m venv .venv-triton-$*
+	@echo "make test-tritons: installing triton $* into .venv-triton-$*"
+	$(call venv_pip,.venv-triton-$*); \
+	$(call install_torch,.venv-triton-$*,always); \
+	$$PIP install "triton==$*" -e ".[dev]" || { \
+	  echo "make test-tritons: pip could not install triton $* with torch and pdlab" >&2; \
+	  echo "  (outside pyproject.toml's range? PyPI's Linux torch pins its own triton:" >&2; \
+	  echo "  PDLAB_TORCH can name a CPU build of torch)" >&2; exit 1; }; \
+	.venv-triton-$*/bin/python -c "import sys, triton; v = triton.__version__; \
+	  sys.exit(0 if v == sys.argv[1] else f'make test-tritons: asked for triton {sys.argv[1]}, pip kept {v}')" "$*"
+	touch $@
+
+# Every version's tests run, and then the target fails if any of them failed. Off Linux
+# there is no triton wheel to install, and nothing to run.
+TRITON_VENVS = $(if $(filter Linux,$(shell uname -s)),\
+               $(foreach v,$(TRITON_VERSIONS),.venv-triton-$(v)/.installed))
+test-tritons: $(TRITON_VENVS)
+	@if [ "$$(uname -s)" != Linux ]; then \
+	  echo "make test-tritons: triton ships Linux wheels only; nothing to test here"; exit 0; fi; \
+	failed=""; \
+	for v in $(TRITON_VERSIONS); do \
+	  py=.venv-triton-$$v/bin/python; start=$$(date +%s); \
+	  echo "make test-tritons: triton $$v, torch $$($$py -c 'import torch; print(torch.__version__)')"; \
+	  $$py -m pytest -n $(JOBS) --maxprocesses 4 --dist loadgroup --no-loadscope-reorder \
+	    $(TRITON_TESTS) || failed="$$failed $$v"; \
+	  echo "make test-tritons: triton $$v took $$(( $$(date +%s) - start )) s"; \
+	done; \
+	if [ -n "$$failed" ]; then echo "make test-tritons: failed under triton$$failed" >&2; exit 1; fi
+
 clean:
-	rm -rf $(VENV) $(UPSTREAM_VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(UPSTREAM_VENV) .venv-triton-* build dist *.egg-info .pytest_cache \
+	  .ruff_cache .hypothesis

@@ -63,6 +63,7 @@ from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
     MAX_NUM_KV_SPLITS,
     MAX_ROWS,
     MIN_TILES_PER_SPLIT,
+    TAIL_K,
     TAIL_TILE,
     block,
     heads_per_program,

@@ -69,9 +69,25 @@ queries see, are one ``BLOCK_T``-row tail tile with a per-(key, query) mask on t
 Their values are read through ``where(finite, v, 0)``: a masked score's weight is exactly 0,
 but in a product shared by several queries ``0 * NaN`` would still carry one query's garbage
 into another's output. (A query that does see a NaN key gets a NaN score, and so a NaN
-result, as the reference does.) Registers were the constraint (``pdlab doctor --aot``): two
-warp groups, and the row indices and the query reloaded after the loop instead of being
-kept alive across it, are what keep the sm_90 build at DeepSeek's widths spill-free.
+result, as the reference does.)
+
+Registers are the constraint (``pdlab doctor --aot`` reads them from the cubin; at
+DeepSeek's widths, for sm_80 and sm_90, fp16 and bf16, under triton 3.8 and 3.9). What keeps
+every build spill-free:
+
+- two warp groups on sm_90 for the block's rows (one spills);
+- the row indices and the query reloaded after the loop, not kept alive across it;
+- the tail's scores summed over ``BLOCK_K``-column slices of the latent width. Sixteen rows
+  are too few for wgmma (64), so that product is mma.sync's, whose operands sit in
+  registers: all 512 columns at once took 250 to 255 registers on sm_90, and under triton
+  3.8 the fp16 build with 2 queries and 2 splits spilled;
+- the cache's slot stride a constexpr, so that a tile's row offsets are constants. Under
+  triton 3.8 they fold into the copies' addresses instead of one 64-bit register per row a
+  thread copies, held across the loop; triton 3.9 computes them with bit operations that do
+  not fold.
+
+Measured: at most 194 registers on sm_80 under both, 168 on sm_90 under 3.8 and 224 under
+3.9 (had been 247, 255 with 2 spills, and 255).
 """
 
 from __future__ import annotations
@@ -117,7 +133,7 @@ def mla_decode_stage1_kernel(
     stride_q_b,
     stride_q_h,
     stride_cache_block,
-    stride_cache_slot,
+    stride_cache_slot: tl.constexpr,
     stride_block_table,
     stride_o_b,
     stride_o_h,
@@ -137,6 +153,7 @@ def mla_decode_stage1_kernel(
     BLOCK_H: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_T: tl.constexpr,
+    BLOCK_K: tl.constexpr,
     BLOCK_L: tl.constexpr,
     BLOCK_R: tl.constexpr,
     NUM_STAGES: tl.constexpr,
@@ -185,7 +202,9 @@ def mla_decode_stage1_kernel(
     acc = tl.zeros([BLOCK_L, BLOCK_Q * BLOCK_H], dtype=tl.float32)  # out^T, unnormalised
 
     tile_rows = tl.arange(0, BLOCK_N)
-    tile_offs = tile_rows[:, None] * stride_cache_slot  # a page-aligned tile: rows in one page
+    # A page-aligned tile: rows in one page. The slot stride is a constexpr, so these
+    # offsets are constants folded into each copy's address, not registers held over the loop.
+    tile_offs = tile_rows[:, None] * stride_cache_slot
     for start_n in tl.range(start, main_end, BLOCK_N, num_stages=NUM_STAGES):
         pos = start_n + tile_rows  # token positions in the sequence
         mask_n = pos < main_end
@@ -244,25 +263,33 @@ def mla_decode_stage1_kernel(
                 cache_ptr
                 + (page * stride_cache_block + (pos % PAGE_SIZE) * stride_cache_slot)[:, None]
             )
-            kv_c = tl.load(
-                rows_ptr + cols_l[None, :], mask=mask_t[:, None] & mask_l[None, :], other=0.0
-            )
+            # The scores, over BLOCK_K-column slices of the latent width: a product of so
+            # few rows is mma.sync's (wgmma wants 64), whose operands live in registers, and
+            # all L columns of both at once spilled (pdlab doctor --aot). q from L2 again.
+            s = tl.zeros([BLOCK_T, BLOCK_Q * BLOCK_H], dtype=tl.float32)
+            for k0 in tl.range(0, BLOCK_L, BLOCK_K):
+                cols_k = k0 + tl.arange(0, BLOCK_K)
+                mask_k = cols_k < L
+                kv_k = tl.load(
+                    rows_ptr + cols_k[None, :], mask=mask_t[:, None] & mask_k[None, :], other=0.0
+                )
+                q_k = tl.load(
+                    q_cols + cols_k[:, None], mask=mask_k[:, None] & mask_row[None, :], other=0.0
+                )
+                if UPCAST:
+                    kv_k = kv_k.to(tl.float32)
+                    q_k = q_k.to(tl.float32)
+                s = tl.dot(kv_k, q_k, s)
             k_pe = tl.load(
                 rows_ptr + L + cols_r[None, :], mask=mask_t[:, None] & mask_r[None, :], other=0.0
-            )
-            # The query again, from L2, for the same reason.
-            q_lat = tl.load(
-                q_cols + cols_l[:, None], mask=mask_l[:, None] & mask_row[None, :], other=0.0
             )
             q_pe = tl.load(
                 q_cols + L + cols_r[:, None], mask=mask_r[:, None] & mask_row[None, :], other=0.0
             )
             if UPCAST:
-                kv_c = kv_c.to(tl.float32)
                 k_pe = k_pe.to(tl.float32)
-                q_lat = q_lat.to(tl.float32)
                 q_pe = q_pe.to(tl.float32)
-            s = tl.dot(kv_c, q_lat) + tl.dot(k_pe, q_pe)  # [BLOCK_T, rows]
+            s = tl.dot(k_pe, q_pe, s)  # [BLOCK_T, rows]
             limit = seq_len - q_len + first_q + tl.arange(0, BLOCK_Q * BLOCK_H) // BLOCK_H + 1
             sees = mask_t[:, None] & (pos[:, None] < limit[None, :])  # query j: < limit_j
             s = tl.where(sees, s * qk_scale, float("-inf"))
@@ -271,8 +298,14 @@ def mla_decode_stage1_kernel(
             alpha = tl.exp2(m_i - m_safe)
             p = tl.exp2(s - m_safe[None, :])  # exactly 0 where a query may not see the key
             l_i = l_i * alpha + tl.sum(p, axis=0)
-            # A key some query may not see is still a value others read, so its garbage
-            # (NaN, inf) would reach that query as 0 * NaN: values go in finite.
+            # The values: the tile's latent rows whole, read again (from L1). A key some
+            # query may not see is still a value others read, so its garbage (NaN, inf)
+            # would reach that query as 0 * NaN: values go in finite.
+            kv_c = tl.load(
+                rows_ptr + cols_l[None, :], mask=mask_t[:, None] & mask_l[None, :], other=0.0
+            )
+            if UPCAST:
+                kv_c = kv_c.to(tl.float32)
             v = tl.where(tl.abs(kv_c) < float("inf"), kv_c, 0.0)
             acc = acc * alpha[None, :] + tl.dot(tl.trans(v), p.to(v.dtype))
             m_i = m_new

@@ -26,6 +26,7 @@ BLOCK_H = 16
 BLOCK_N = 64  # tokens per tile: wgmma's M
 MAX_BLOCK_Q = 4  # queries of one request per program (1 + K for K <= 3 in one program)
 TAIL_TILE = 16  # keys of the causal tail tile (at most MAX_BLOCK_Q - 1 are used)
+TAIL_K = 64  # latent columns per slice of the tail tile's score product (BLOCK_K)
 MAX_ROWS = BLOCK_H  # (query, head) rows per program: the N side stays 16 wide
 MIN_TILES_PER_SPLIT = 4
 MAX_NUM_KV_SPLITS = 64
@@ -44,12 +45,16 @@ def mla_decode_config(
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
     tile is halved to 32 rows so that two stages still fit an A100. One warp group (4 warps)
     issues Hopper's wgmma; Ampere's mma.sync holds its operands in registers, so 8 warps
-    share them there (4 would spill, measured with ``pdlab doctor --aot``).
+    share them there (4 take all 255 registers, and spill with the causal tail: measured
+    with ``pdlab doctor --aot`` under triton 3.8 and 3.9).
 
     ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
     ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
-    and its causal tail in one ``BLOCK_T``-key tile; ``varlen`` (default ``q_len > 1``):
-    the build that reads ``query_start_loc``."""
+    and its causal tail in one ``BLOCK_T``-key tile, whose scores are summed over
+    ``BLOCK_K``-column slices of the latent width (:data:`TAIL_K`: a 16-row product is
+    mma.sync's, with register operands, and all 512 columns at once spilled under triton
+    3.8: see the kernel's docstring); ``varlen`` (default ``q_len > 1``): the build that
+    reads ``query_start_loc``."""
     varlen = q_len > 1 if varlen is None else varlen
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
     block_q = query_block(q_len) if q_len > 1 else 1
@@ -58,6 +63,7 @@ def mla_decode_config(
             "BLOCK_Q": block_q,
             "BLOCK_H": heads_per_program(q_len),
             "BLOCK_T": TAIL_TILE,
+            "BLOCK_K": min(TAIL_K, block(L)),
             "BLOCK_N": block_n,
             "BLOCK_L": block(L),
             "BLOCK_R": block(R),
@@ -71,7 +77,8 @@ def mla_decode_config(
 def stage1_warps(varlen: bool, target: int) -> int:
     """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
     request; the causal-tail tile of ``1 + K`` queries needs two there (one spills, measured
-    with ``pdlab doctor --aot``), and Ampere's mma.sync needs 8 in any case."""
+    with ``pdlab doctor --aot`` under triton 3.8 and 3.9), and Ampere's mma.sync needs 8 in
+    any case."""
     return 4 if target >= 90 and not varlen else 8
 
 

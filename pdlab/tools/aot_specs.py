@@ -31,7 +31,9 @@ OPTIONS = ("num_warps", "num_stages")
 # The launch the builds stand for: 64 requests of a 4K context in 64-token pages (decode),
 # 4K packed tokens (prefill). The JIT specialises on these values, so the build does too.
 SAMPLE = {"batch": 64, "page": 64, "context": 4096, "tokens": 4096}
-# Queries per request of the speculative-decoding builds (1 + K for K = 1, 2 and 3).
+# Queries per request of the speculative-decoding builds: 1 + K for K = 1 and 2. Every
+# longer request builds as 3 does (BLOCK_Q = MAX_BLOCK_Q = 4 queries of 4 heads, the same
+# split counts for the sample launch), so these two are every multi-query build there is.
 SPEC_Q_LENS = (2, 3)
 
 
@@ -154,7 +156,7 @@ def _decode_specs_for(
     c, o = _split_options(cfg["stage1"])
     varlen = q_len > 1
     ints = {"stride_q_b": H * (L + R), "stride_q_h": L + R, "stride_cache_block": page * (L + R)}
-    ints |= {"stride_cache_slot": L + R, "stride_block_table": ctx // page}
+    ints |= {"stride_block_table": ctx // page}
     ints |= {"stride_o_b": H * L, "stride_o_h": L, "num_heads": H, "L": L}
     ints |= {"num_head_groups": -(-H // c["BLOCK_H"])}
     f32 = "*fp32"
@@ -170,7 +172,9 @@ def _decode_specs_for(
                 "mla_decode stage 1",
                 f"L+R={L}+{R} splits={s}{label}",
                 mla_decode_stage1_kernel,
-                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R, "VARLEN": varlen},
+                # the slot stride is a constexpr of stage 1 (its tile's row offsets)
+                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R, "VARLEN": varlen}
+                | {"stride_cache_slot": L + R},
                 o,
                 {**ints, **mid, "num_kv_splits": s},
                 pointers,
