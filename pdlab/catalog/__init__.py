@@ -8,9 +8,10 @@ The catalog is a floor of its own: the engine, the lab (views, CLI, simulator, t
 exercises) and the notebooks all read it, and it imports none of them. Its sections:
 this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
-:mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor` and
-:mod:`pdlab.catalog.bench`, all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
-(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
+:mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
+:mod:`pdlab.catalog.bench` and :mod:`pdlab.catalog.errors` (what exceptions say: ``err_``),
+all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help` (``--help`` under ``--lang
+zh``) is imported only when asked for. The Chinese follows the
 glossary, ``docs/glossary.md``.
 """
 
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pdlab.catalog.bench import TEXT_BENCH
 from pdlab.catalog.designs import TEXT_DESIGNS
 from pdlab.catalog.doctor import TEXT_DOCTOR
+from pdlab.catalog.errors import TEXT_ERRORS
 from pdlab.catalog.mtp import TEXT_MTP
 from pdlab.catalog.notebooks import NOTEBOOKS
 from pdlab.catalog.views import VIEWS
@@ -667,7 +669,7 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH):
+for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH, TEXT_ERRORS):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)
@@ -675,7 +677,9 @@ for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH
 
 def check_lang(lang: str) -> str:
     if lang not in LANGS:
-        raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
+        from pdlab.errors import Phrase, invalid
+
+        raise invalid("lang", lang, Phrase("err_x_one_of", choices=LANGS))
     return lang
 
 

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pdlab.errors import PdlabValueError
+
 PLACEHOLDER_TOKEN_ID = -1
 
 
@@ -58,14 +60,16 @@ def rejection_sample_greedy(
     return out
 
 
-def check_sampling_params(speculative_config: Any, sampling_params: Any) -> str | None:
-    """Why a request cannot run under this speculative config, or None."""
+def sampling_params_error(speculative_config: Any, sampling_params: Any) -> PdlabValueError | None:
+    """The error a request that cannot run under this speculative config raises, or None."""
     t = float(getattr(sampling_params, "temperature", 0.0) or 0.0)
     if speculative_config is None or t == 0.0:
         return None
-    return (
-        f"SamplingParams.temperature={t} is invalid with speculative decoding "
-        f"(num_speculative_tokens={speculative_config.num_speculative_tokens}): pdlab "
-        "verifies drafts greedily only (upstream's probabilistic rejection sampling is not "
-        "built); expected temperature=0"
-    )
+    k = speculative_config.num_speculative_tokens
+    return PdlabValueError("err_spec_temperature", t=t, k=k)
+
+
+def check_sampling_params(speculative_config: Any, sampling_params: Any) -> str | None:
+    """Why a request cannot run under this speculative config (one line), or None."""
+    error = sampling_params_error(speculative_config, sampling_params)
+    return None if error is None else str(error)

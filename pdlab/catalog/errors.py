@@ -1,0 +1,415 @@
+"""The catalog's error messages (keys ``err_``): what pdlab raises, in English and Chinese.
+
+An exception carries one of these keys and its values (``pdlab/errors.py``); its English is
+the ``en`` template, and ``--lang zh`` renders the ``zh`` one from the same values, spaced by
+the glossary's typography. Most messages are one family, ``err_invalid`` (``name=value is
+invalid: expected ...``), whose ``allowed`` value is itself a key: ``err_x_`` keys say what
+is allowed, ``err_n_`` keys the note in parentheses after it. Identifiers, values, options
+and paths stay as they were in both languages (a ``name=value`` in backticks in Chinese).
+"""
+
+from __future__ import annotations
+
+TEXT_ERRORS: dict[str, dict[str, str]] = {
+    # ---- the families: a value, and what is allowed --------------------------------------
+    "err_invalid": {
+        "en": "{name}={value!r} is invalid: expected {allowed}",
+        "zh": "`{name}={value!r}` 无效：应为{allowed}",
+    },
+    "err_invalid_str": {  # a value shown as str(): an int, a number, a tensor's item
+        "en": "{name}={value} is invalid: expected {allowed}",
+        "zh": "`{name}={value}` 无效：应为{allowed}",
+    },
+    "err_option_invalid": {
+        "en": "{option} {value} is invalid: expected {allowed}",
+        "zh": "{option} {value} 无效：应为{allowed}",
+    },
+    "err_value_invalid": {
+        "en": "{value!r} is invalid: expected {allowed}",
+        "zh": "{value!r} 无效：应为{allowed}",
+    },
+    "err_unknown": {
+        "en": "{name}={value!r} is unknown: expected {allowed}",
+        "zh": "`{name}={value!r}` 未知：应为{allowed}",
+    },
+    "err_out_of_range": {
+        "en": "{name}={value} is out of range: expected {allowed}",
+        "zh": "`{name}={value}` 超出范围：应为{allowed}",
+    },
+    "err_contains": {
+        "en": "{name} contains {value!r}: expected {allowed}",
+        "zh": "`{name}` 含有 {value!r}：应为{allowed}",
+    },
+    "err_value_expected": {
+        "en": "{value!r}: expected {allowed}",
+        "zh": "{value!r}：应为{allowed}",
+    },
+    "err_not_int": {"en": "{value!r} is not an integer", "zh": "{value!r} 不是整数"},
+    "err_not_number": {"en": "{value!r} is not a number", "zh": "{value!r} 不是数"},
+    "err_not": {"en": "{value} is not {allowed}", "zh": "{value} 无效：应为{allowed}"},
+    # ---- what "expected" allows ---------------------------------------------------------
+    "err_x_int_ge": {"en": "an integer >= {n}", "zh": "不小于 {n} 的整数"},
+    "err_x_int_ge_short": {"en": ">= {n}", "zh": "不小于 {n} 的整数"},
+    "err_x_an_int_ge": {"en": "an int >= {n}", "zh": "不小于 {n} 的整数"},
+    "err_x_ints_ge": {"en": "integers >= {n}", "zh": "不小于 {n} 的整数"},
+    "err_x_int_range": {"en": "an integer from {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
+    "err_x_int_to": {"en": "an integer {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
+    "err_x_even_ge": {"en": "an even integer >= {n}", "zh": "不小于 {n} 的偶数"},
+    "err_x_num_gt": {"en": "a number > {n}", "zh": "大于 {n} 的数"},
+    "err_x_num_ge": {"en": "a number >= {n}", "zh": "不小于 {n} 的数"},
+    "err_x_num_range": {"en": "a number from {a} to {b}", "zh": "{a} 到 {b} 之间的数"},
+    "err_x_finite_gt": {"en": "a finite number > {n}", "zh": "大于 {n} 的有限数"},
+    "err_x_finite_ge": {"en": "a finite number >= {n}", "zh": "不小于 {n} 的有限数"},
+    "err_x_port": {"en": "a port in [{a}, {b}]", "zh": "{a} 到 {b} 之间的端口号"},
+    "err_x_prompt_len_ge": {"en": "a prompt length >= {n}", "zh": "不小于 {n} 的提示词长度"},
+    "err_x_one_of": {"en": "one of {choices}", "zh": "{choices} 之一"},
+    "err_x_or": {"en": "{a} or {b}", "zh": "{a} 或 {b}"},
+    "err_x_bool": {"en": "True or False", "zh": "True 或 False"},
+    "err_x_bool_none": {"en": "True, False or None", "zh": "True、False 或 None"},
+    "err_x_none": {"en": "None", "zh": "None"},
+    "err_x_none_or_dict": {"en": "None or a dict", "zh": "None 或 `dict`"},
+    "err_x_none_or_int": {"en": "None or an integer", "zh": "None 或整数"},
+    "err_x_none_or": {"en": "None or a {t}", "zh": "None 或 {t}"},
+    "err_x_a": {"en": "a {t}", "zh": "{t}"},
+    "err_x_str": {"en": "a string", "zh": "字符串"},
+    "err_x_nonempty_str": {"en": "a non-empty string", "zh": "非空字符串"},
+    "err_x_str_or_ids": {"en": "a string or a list of token ids", "zh": "字符串或 token id 列表"},
+    "err_x_token_ids": {"en": "a list of token ids", "zh": "token id 列表"},
+    "err_x_token_ids_seq": {
+        "en": "a list or tuple of token ids",
+        "zh": "token id 的列表或元组",
+    },
+    "err_x_token_ids_ge0": {
+        "en": "token ids that are integers >= 0",
+        "zh": "不小于 0 的整数 token id",
+    },
+    "err_x_token_ids_in": {"en": "token ids in {span}", "zh": "{span} 范围内的 token id"},
+    "err_x_token_id_in": {"en": "a token id in {span}", "zh": "{span} 范围内的 token id"},
+    "err_x_int_token_id_in": {
+        "en": "an integer token id in {span}",
+        "zh": "{span} 范围内的整数 token id",
+    },
+    "err_x_block_ids": {"en": "a list of block ids", "zh": "块 id 列表"},
+    "err_x_block_ids_in": {"en": "block ids in {span}", "zh": "{span} 范围内的块 id"},
+    "err_x_nonempty_block_ids": {
+        "en": "a non-empty list of block ids",
+        "zh": "非空的块 id 列表",
+    },
+    "err_x_floats": {"en": "a list of floats", "zh": "浮点数列表"},
+    "err_x_engine_name": {"en": "a string naming P's engine", "zh": "命名 P 的引擎的字符串"},
+    "err_x_one_token": {"en": "at least one token", "zh": "至少一个 token"},
+    "err_x_one_token_id": {"en": "at least one token id", "zh": "至少一个 token id"},
+    "err_x_at_most": {"en": "at most {bound}", "zh": "不超过 {bound}"},
+    "err_x_at_most_of": {"en": "at most {bound} of {whose}", "zh": "不超过 {whose} 的 {bound}"},
+    "err_x_fewer_than": {"en": "fewer than {bound}", "zh": "少于 {bound}"},
+    "err_x_parts_of": {"en": "parts of {whole}", "zh": "{whole} 中的部分"},
+    "err_x_id_returned": {"en": "an id add_request returned", "zh": "add_request 返回过的 id"},
+    "err_x_request_ids": {
+        "en": "a request id or a list of them",
+        "zh": "请求 id 或请求 id 列表",
+    },
+    "err_x_deepseek_dict": {
+        "en": "a dict loaded from a DeepSeek config.json",
+        "zh": "从 DeepSeek 的 config.json 读出的 dict",
+    },
+    "err_x_safetensors_path": {
+        "en": "a path ending in .safetensors",
+        "zh": "以 `.safetensors` 结尾的路径",
+    },
+    "err_x_weights": {
+        "en": "'trained', 'random' or a path ending in .safetensors",
+        "zh": "'trained'、'random' 或以 `.safetensors` 结尾的路径",
+    },
+    "err_x_slot": {
+        "en": "a slot in {span} = num_blocks * block_size of kv_cache, or negative to skip "
+        "the token",
+        "zh": "{span} 范围内的槽（即 kv_cache 的 num_blocks * block_size），或负数（跳过这个 "
+        "token）",
+    },
+    "err_x_block_table_len": {
+        "en": "a length in {span}, the block table's capacity",
+        "zh": "{span} 范围内的长度（块表的容量）",
+    },
+    "err_x_block_id_in": {"en": "a block id in {span}", "zh": "{span} 范围内的块 id"},
+    "err_x_fixed_by_weights": {
+        "en": "{value!r} with weights='trained' (the shipped checkpoint has the tiny preset's "
+        "shape); pass weights='random' for another",
+        "zh": "{value!r}（`weights='trained'` 时：随附的检查点是 tiny 预设的形状）；要用别的值请传 "
+        "`weights='random'`",
+    },
+    "err_x_with": {"en": "{x} with {setting} ({note})", "zh": "{x}（`{setting}` 时；{note}）"},
+    "err_x_when": {"en": "{x} when {flag} is {value}", "zh": "{x}（{flag} 为 {value} 时）"},
+    "err_x_when_note": {
+        "en": "{x} when {flag} is {value} ({note})",
+        "zh": "{x}（{flag} 为 {value} 时；{note}）",
+    },
+    "err_x_note": {"en": "{x} ({note})", "zh": "{x}（{note}）"},
+    "err_x_for_instance": {
+        "en": "one of {choices} for instance {instance!r}",
+        "zh": "实例 {instance!r} 的 {choices} 之一",
+    },
+    # ---- the notes in parentheses -------------------------------------------------------
+    "err_n_v2": {"en": "V2", "zh": "V2"},
+    "err_n_v1": {"en": "V1", "zh": "V1"},
+    "err_n_p": {"en": "P", "zh": "P"},
+    "err_n_d": {"en": "D", "zh": "D"},
+    "err_n_check": {"en": "check indices", "zh": "检查索引"},
+    "err_n_skip": {"en": "skip", "zh": "跳过"},
+    "err_n_no_mtp": {"en": "no MTP layer", "zh": "没有 MTP 层"},
+    "err_n_v3_one": {"en": "DeepSeek-V3's one", "zh": "即 DeepSeek-V3 的一层"},
+    "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
+    "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
+    "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},
+    "err_n_yarn_only": {"en": "the only scaling DeepSeek uses", "zh": "DeepSeek 只用这一种缩放"},
+    "err_n_p_tokens": {"en": "the tokens P's blocks hold", "zh": "P 的块中的 token 数"},
+    "err_n_ints_ge0": {"en": "integers >= 0", "zh": "不小于 0 的整数"},
+    "err_n_p_hidden": {"en": "P's last hidden state", "zh": "P 最后的隐藏状态"},
+    "err_n_p_or_d": {
+        "en": "a request is either P's prefill or D's decode",
+        "zh": "一个请求要么是 P 的预填充，要么是 D 的解码",
+    },
+    "err_n_vocab_of": {"en": "vocab_size of model {model!r}", "zh": "模型 {model!r} 的 vocab_size"},
+    "err_n_first_output": {
+        "en": "one position is left for the first output token",
+        "zh": "要给第一个输出 token 留一个位置",
+    },
+    "err_n_rope_limit": {"en": "RoPE has no positions beyond it", "zh": "RoPE 没有超出它的位置"},
+    "err_n_greedy": {"en": "0 means greedy", "zh": "0 表示贪心"},
+    "err_n_prefill": {"en": "prefill", "zh": "预填充实例"},
+    "err_n_decode": {"en": "decode", "zh": "解码实例"},
+    # ---- whole messages -----------------------------------------------------------------
+    "err_no_free_blocks": {"en": "no free blocks left", "zh": "没有空闲的块了"},
+    "err_few_free_blocks": {
+        "en": "num_blocks={n} is invalid: only {free} free blocks",
+        "zh": "`num_blocks={n}` 无效：只剩 {free} 个空闲块",
+    },
+    "err_no_tokens_to_allocate": {
+        "en": "num_new_tokens=0 is invalid when there are no external computed tokens: "
+        "expected at least one token to allocate for",
+        "zh": "没有外部已计算的 token 时 `num_new_tokens=0` 无效：至少要为一个 token 分配",
+    },
+    "err_prompt_too_long": {
+        "en": "prompt has {n} tokens: expected fewer than max_model_len={limit} (one position "
+        "is left for the first output token)",
+        "zh": "提示词有 {n} 个 token：应少于 max_model_len={limit}（要给第一个输出 token 留一个"
+        "位置）",
+    },
+    "err_cache_too_large": {
+        "en": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) is too large: it "
+        "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer "
+        "blocks or a smaller block_size",
+        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 "
+        "{device} 上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 "
+        "block_size",
+    },
+    "err_unfinished": {
+        "en": "requests still unfinished after {n} steps",
+        "zh": "{n} 步之后仍有请求没有完成",
+    },
+    "err_model_max_len": {
+        "en": "SchedulerConfig.max_model_len={value} is invalid: expected at most "
+        "max_position_embeddings={limit} of model {model!r} (RoPE has no positions beyond it)",
+        "zh": "`SchedulerConfig.max_model_len={value}` 无效：应不超过模型 {model!r} 的 "
+        "max_position_embeddings={limit}（RoPE 没有超出它的位置）",
+    },
+    "err_model_mismatch": {
+        "en": "model was built for a different ModelConfig than model_config",
+        "zh": "model 是按另一个 ModelConfig 构建的，与 model_config 不同",
+    },
+    "err_pcp_needs_v2": {
+        "en": "{runner} cannot run prefill_context_parallel_size={pcp}: vLLM 0.33.0 "
+        "implements prefill context parallelism only in Model Runner V2; expected "
+        "model_runner='v2' or prefill_context_parallel_size=1",
+        "zh": "{runner} 不能运行 prefill_context_parallel_size={pcp}：vLLM 0.33.0 只在 Model "
+        "Runner V2 中实现了预填充上下文并行；应为 model_runner='v2' 或 "
+        "prefill_context_parallel_size=1",
+    },
+    "err_config_missing": {
+        "en": "config is missing {missing}: expected a DeepSeek-V2/V3 config.json with MLA fields",
+        "zh": "config 缺少 {missing}：应为带 MLA 字段的 DeepSeek-V2/V3 config.json",
+    },
+    "err_seq_too_long": {
+        "en": "seq_lens_cpu={value} is invalid: every length must be <= workspace_size={limit}",
+        "zh": "`seq_lens_cpu={value}` 无效：每个长度都必须 <= workspace_size={limit}",
+    },
+    "err_workspace_small": {
+        "en": "workspace_size={value} is invalid: it must hold at least one block of {rows} rows",
+        "zh": "`workspace_size={value}` 无效：它至少要容纳一个 {rows} 行的块",
+    },
+    "err_empty_offsets": {
+        "en": "{name} is empty: expected num_seqs + 1 offsets starting at 0",
+        "zh": "`{name}` 为空：应为 num_seqs + 1 个从 0 开始的偏移量",
+    },
+    "err_seqlen_small": {
+        "en": "{name}={value} is too small: expected at least {longest}, the longest sequence "
+        "in {where}",
+        "zh": "`{name}={value}` 太小：应至少为 {longest}，即 {where} 中最长的序列",
+    },
+    "err_expected_got": {
+        "en": "{name}: expected {expected}, got {got}",
+        "zh": "`{name}`：应为 {expected}，得到 {got}",
+    },
+    "err_no_such_weights": {
+        "en": "weights={path!r} is invalid: no such file",
+        "zh": "`weights={path!r}` 无效：文件不存在",
+    },
+    "err_not_safetensors": {
+        "en": "weights={path!r} is not a safetensors checkpoint: {why}",
+        "zh": "`weights={path!r}` 不是 safetensors 检查点：{why}",
+    },
+    "err_needs_safetensors": {
+        "en": "weights={path!r} needs the safetensors package (a pdlab dependency): pip install "
+        "safetensors, or run with weights='random'",
+        "zh": "`weights={path!r}` 需要 safetensors 包（pdlab 的依赖）：请 `pip install "
+        "safetensors`，或改用 `weights='random'` 运行",
+    },
+    "err_handshake_failed": {
+        "en": "{peer} failed during the handshake: {why}",
+        "zh": "{peer} 在握手时出错：{why}",
+    },
+    "err_handshake_timeout": {
+        "en": "{peer} did not answer the handshake within {timeout:g} s",
+        "zh": "{peer} 在 {timeout:g} s 内没有回应握手",
+    },
+    "err_payload_size": {
+        "en": "P sent {n} values: expected {shape}",
+        "zh": "P 发来 {n} 个值：应为 {shape}",
+    },
+    "err_kv_differs": {
+        "en": "{key} differs between the two sides: {me} has {mine!r}, {peer} has {theirs!r}; "
+        "expected P and D to share the block size and the model",
+        "zh": "两侧的 {key} 不同：{me} 为 {mine!r}，{peer} 为 {theirs!r}；P 和 D 的块大小与模型"
+        "必须相同",
+    },
+    "err_spec_temperature": {
+        "en": "SamplingParams.temperature={t} is invalid with speculative decoding "
+        "(num_speculative_tokens={k}): pdlab verifies drafts greedily only (upstream's "
+        "probabilistic rejection sampling is not built); expected temperature=0",
+        "zh": "`SamplingParams.temperature={t}` 在投机解码（num_speculative_tokens={k}）下无效："
+        "pdlab 只按贪心验证草稿（上游的概率式拒绝采样没有实现）；应为 temperature=0",
+    },
+    "err_no_mtp_layer": {
+        "en": "the model has no MTP layer: num_nextn_predict_layers=0",
+        "zh": "模型没有 MTP 层：num_nextn_predict_layers=0",
+    },
+    # ---- the command line (pdlab/cli/) ------------------------------------------------
+    "err_not_utf8": {
+        "en": "{value!r} is not UTF-8 text (characters {a}-{b} are undecodable bytes): "
+        "expected text in UTF-8, as the byte tokenizer reads it",
+        "zh": "{value!r} 不是 UTF-8 文本（第 {a}-{b} 个字符是无法解码的字节）：应为 UTF-8 文本，"
+        "字节分词器按它读取",
+    },
+    "err_not_int_list": {
+        "en": "{value!r} is not a comma-separated list of integers",
+        "zh": "{value!r} 不是以逗号分隔的整数列表",
+    },
+    "err_not_weights": {
+        "en": "{value!r} is not trained, random or a path ending in .safetensors",
+        "zh": "{value!r} 无效：应为 `trained`、`random` 或以 `.safetensors` 结尾的路径",
+    },
+    "err_no_such_file": {"en": "{value!r}: no such file", "zh": "{value!r}：文件不存在"},
+    "err_path_is_file": {
+        "en": "{option} {path} is a file: expected a directory",
+        "zh": "{option} {path} 是文件：应为目录",
+    },
+    "err_path_is_dir": {
+        "en": "{option} {path} is a directory: expected a file path",
+        "zh": "{option} {path} 是目录：应为文件路径",
+    },
+    "err_no_parent": {
+        "en": "{option} {path}: the folder {parent} does not exist (it is not created for a "
+        "file; make it first, or write the file elsewhere)",
+        "zh": "{option} {path}：文件夹 {parent} 不存在（不会为文件自动创建它；请先创建，或把文件"
+        "写到别处）",
+    },
+    "err_base_is_file": {
+        "en": "{option} {path} is not writable: {base} is a file, not a directory",
+        "zh": "{option} {path} 不可写：{base} 是文件，不是目录",
+    },
+    "err_not_writable_in": {
+        "en": "{option} {path} is not writable: {why} in {base}",
+        "zh": "{option} {path} 不可写：{base} 中{why}",
+    },
+    "err_not_writable": {
+        "en": "{option} {path} is not writable: {why}",
+        "zh": "{option} {path} 不可写：{why}",
+    },
+    "err_context_needs": {
+        "en": "--context {n} needs about {need:.1f} GiB for the prefill path with {heads} heads "
+        "and {free:.1f} GiB is free: expected a shorter context or fewer --heads",
+        "zh": "--context {n} 在 {heads} 个头时 prefill 路径约需 {need:.1f} GiB，而空闲的只有 "
+        "{free:.1f} GiB：请缩短上下文或减少 --heads",
+    },
+    "err_tour_tokens": {
+        "en": "{value} is more than the tour shows: expected 1 to {n} (`pdlab trace "
+        "--max-tokens` runs longer generations)",
+        "zh": "{value} 超出了导览展示的长度：应为 1 到 {n}（更长的生成请用 `pdlab trace "
+        "--max-tokens`）",
+    },
+    "err_empty_prompt": {"en": "--prompt must not be empty", "zh": "--prompt 不能为空"},
+    "err_peer_unreachable": {
+        "en": "could not reach the {who} peer at {address} within {timeout:g} s",
+        "zh": "在 {timeout:g} s 内没能连上 {address} 的{who}",
+    },
+    "err_pd_compare_role": {
+        "en": "--compare-designs does not go with --role (it runs both sides)",
+        "zh": "--compare-designs 不能与 --role 同用（它自己运行两侧）",
+    },
+    "err_pd_role_port": {
+        "en": "--role needs --port (the same on both machines)",
+        "zh": "--role 需要 --port（两台机器上取同一个值）",
+    },
+    "err_pd_procs_role": {
+        "en": "--procs does not go with --role (each command runs one side)",
+        "zh": "--procs 不能与 --role 同用（每条命令只运行一侧）",
+    },
+    "err_pd_prompt_prefill": {
+        "en": "--prompt goes to --role prefill, which holds the prompts",
+        "zh": "--prompt 应交给 --role prefill：提示词在那一侧",
+    },
+    # ---- pdlab lab and pdlab notebooks (pdlab/tools/lab.py) ------------------------------
+    "err_lab_dest_file": {
+        "en": "DIR={path!r} is a file; expected a folder (new or existing)",
+        "zh": "`DIR={path!r}` 是文件：应为文件夹（新建或已有的均可）",
+    },
+    "err_lab_edited": {
+        "en": "DIR={path!r} already has edited copies of {names}; pass --force to overwrite "
+        "them, or choose another folder",
+        "zh": "`DIR={path!r}` 中已有改过的副本 {names}；用 --force 覆盖它们，或换一个文件夹",
+    },
+    "err_lab_cannot_write": {
+        "en": "{option}={path!r} cannot be written: {why}",
+        "zh": "`{option}={path!r}` 无法写入：{why}",
+    },
+    "err_lab_no_notebook": {
+        "en": "--notebook={name!r} matches no notebook; expected a number or a name among: {names}",
+        "zh": "`--notebook={name!r}` 没有对应的笔记本：应为数字，或以下名称之一：{names}",
+    },
+    "err_lab_own_folder": {
+        "en": "--dir={path!r} is {where}: JupyterLab saves into the folder it serves; pick a "
+        "folder of yours (default {default})",
+        "zh": "`--dir={path!r}` 是 pdlab 自带的笔记本文件夹：JupyterLab 会保存到它打开的文件夹"
+        "里；请选一个你自己的文件夹（默认 {default}）",
+    },
+    "err_lab_dir_file": {
+        "en": "--dir={path!r} is a file; expected a folder",
+        "zh": "`--dir={path!r}` 是文件：应为文件夹",
+    },
+    "err_lab_port": {
+        "en": "--port={port} is out of range; expected 0..65535 (0 picks a free one)",
+        "zh": "`--port={port}` 超出范围：应为 0 到 65535（0 表示挑一个空闲端口）",
+    },
+    # ---- what the operating system said (an OSError's errno; the English is its strerror) --
+    "err_os_EACCES": {"en": "{strerror}", "zh": "权限不足"},
+    "err_os_EPERM": {"en": "{strerror}", "zh": "权限不足"},
+    "err_os_EROFS": {"en": "{strerror}", "zh": "只读文件系统"},
+    "err_os_ENOSPC": {"en": "{strerror}", "zh": "设备空间不足"},
+    "err_os_ENOENT": {"en": "{strerror}", "zh": "没有这个文件或目录"},
+    "err_os_EISDIR": {"en": "{strerror}", "zh": "是目录"},
+    "err_os_ENOTDIR": {"en": "{strerror}", "zh": "不是目录"},
+    "err_os_EEXIST": {"en": "{strerror}", "zh": "文件已存在"},
+    "err_permission_denied": {"en": "permission denied", "zh": "权限不足"},
+    # ---- how an error is shown ------------------------------------------------------------
+    "err_line": {"en": "{prog}: error: {message}", "zh": "{prog}：错误：{message}"},
+    "err_interrupted": {"en": "{prog}: interrupted", "zh": "{prog}: 已中断"},
+}
