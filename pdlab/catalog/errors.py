@@ -148,11 +148,39 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "one of {choices} for instance {instance!r}",
         "zh": "实例 {instance!r} 的 {choices} 之一",
     },
+    "err_x_ge": {"en": ">= {bound}", "zh": "不小于 {bound}"},
+    "err_x_rows_of": {
+        "en": "{total}, the number of rows of {what}",
+        "zh": "{total}（{what} 的行数）",
+    },
+    "err_x_position_ge": {"en": "a position >= {n}", "zh": "不小于 {n} 的位置"},
+    "err_x_length_in_table": {
+        "en": "a length in [0, {capacity}], the block table's capacity ({blocks} blocks of "
+        "{block_size})",
+        "zh": "[0, {capacity}] 范围内的长度（块表的容量：{blocks} 个 {block_size} 行的块）",
+    },
+    "err_x_read_past": {
+        "en": "at most {n} rows: request {i} would read position {pos} past its block table's "
+        "capacity of {capacity} ({blocks} blocks of {block_size})",
+        "zh": "至多 {n} 行：请求 {i} 会读到位置 {pos}，超出它的块表容量 {capacity}（{blocks} 个 "
+        "{block_size} 行的块）",
+    },
+    "err_x_queries_in_keys": {
+        "en": "at most seq_lens[{b}]={n}: a request's queries are among its keys (this step's "
+        "tokens are cached before attention)",
+        "zh": "不超过 seq_lens[{b}]={n}：请求的 query 都在它的 key 之中（这一步的 token 在注意力"
+        "之前已写入缓存）",
+    },
     # ---- the notes in parentheses -------------------------------------------------------
     "err_n_v2": {"en": "V2", "zh": "V2"},
     "err_n_v1": {"en": "V1", "zh": "V1"},
     "err_n_p": {"en": "P", "zh": "P"},
     "err_n_d": {"en": "D", "zh": "D"},
+    "err_n_first_row": {
+        "en": "the first sequence starts at row 0",
+        "zh": "第一个序列从第 0 行开始",
+    },
+    "err_n_monotone": {"en": "offsets never decrease", "zh": "偏移量不会减小"},
     "err_n_check": {"en": "check indices", "zh": "检查索引"},
     "err_n_skip": {"en": "skip", "zh": "跳过"},
     "err_n_no_mtp": {"en": "no MTP layer", "zh": "没有 MTP 层"},
@@ -236,6 +264,12 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "workspace_size={value} is invalid: it must hold at least one block of {rows} rows",
         "zh": "`workspace_size={value}` 无效：它至少要容纳一个 {rows} 行的块",
     },
+    "err_no_is_prefilling": {
+        "en": "is_prefilling is None: treat_short_extends_as_decodes=False needs "
+        "CommonAttentionMetadata.is_prefilling",
+        "zh": "is_prefilling 为 None：treat_short_extends_as_decodes=False 需要 "
+        "CommonAttentionMetadata.is_prefilling",
+    },
     "err_empty_offsets": {
         "en": "{name} is empty: expected num_seqs + 1 offsets starting at 0",
         "zh": "`{name}` 为空：应为 num_seqs + 1 个从 0 开始的偏移量",
@@ -244,6 +278,23 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "{name}={value} is too small: expected at least {longest}, the longest sequence "
         "in {where}",
         "zh": "`{name}={value}` 太小：应至少为 {longest}，即 {where} 中最长的序列",
+    },
+    "err_same_device": {
+        "en": "tensors must share one device; got {devices}",
+        "zh": "张量必须在同一个设备上；实际为 {devices}",
+    },
+    "err_bf16_interpreter": {
+        "en": "bf16 through the Triton interpreter needs UPCAST=True: the interpreter's bf16 "
+        "arithmetic is wrong (see TRITON.md)",
+        "zh": "经 Triton 解释器运行 bf16 需要 UPCAST=True：解释器的 bf16 运算有误（见 TRITON.md）",
+    },
+    "err_triton_imported_first": {
+        "en": "triton was imported before pdlab.kernels, with TRITON_INTERPRET unset, so its "
+        "library is compiled-only while pdlab's kernels are interpreted. Import pdlab.kernels "
+        "first, or set TRITON_INTERPRET=1 before starting Python.",
+        "zh": "triton 在 pdlab.kernels 之前被导入，且当时没有设置 TRITON_INTERPRET，所以它的库只能"
+        "编译运行，而 pdlab 的算子是解释运行的。请先导入 pdlab.kernels，或在启动 Python 之前设置 "
+        "TRITON_INTERPRET=1。",
     },
     "err_expected_got": {
         "en": "{name}: expected {expected}, got {got}",
