@@ -17,6 +17,7 @@ in the trace; vLLM's engine core logs the traceback and reports the request as e
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import string
 from typing import Any
@@ -60,19 +61,35 @@ class Phrase:
         return f"Phrase({self.key!r}, {self.values!r})"
 
 
+class Names(tuple):
+    """Names a value may take, shown bare in English (``auto, triton, torch``) and each as
+    code in Chinese (```auto```、```triton```), as an identifier is."""
+
+    def render(self, lang: str) -> str:
+        if lang == "zh":
+            return "、".join(f"`{n}`" for n in self)
+        return ", ".join(self)
+
+
 def render(lang: str, key: str, values: dict[str, Any]) -> str:
     """The catalog's template for ``key`` in ``lang`` filled with ``values`` (a
     :class:`Phrase` rendered in ``lang`` first); the Chinese spaced by the glossary's rule."""
     from pdlab.catalog import TEXT, check_lang
 
     template = TEXT[key][check_lang(lang)]
-    out = ""
+    out, after_field = "", False
     for literal, field, spec, conv in _FORMATTER.parse(template):
+        if lang == "zh":  # a space between a value and a Chinese word is the value's to ask
+            if after_field and literal[:1] == " " and _CJK.match(literal[1:2]):
+                literal = literal[1:]
+            if field is not None and literal[-1:] == " " and _CJK.match(literal[-2:-1]):
+                literal = literal[:-1]
+        after_field = field is not None
         out = _glue(out, literal) if lang == "zh" else out + literal
         if field is None:
             continue
         value = values[field]
-        if isinstance(value, Phrase):
+        if isinstance(value, (Phrase, Names)):
             piece = value.render(lang)
         else:
             piece = format(_FORMATTER.convert_field(value, conv), spec or "")
@@ -134,27 +151,119 @@ def keyed(e: BaseException) -> PdlabError | None:
     return None
 
 
+class _Said(str):
+    """A value read back out of English text: shown as it was, whatever the template's
+    conversion (``!r``) or format spec (``:.1f``) asks for."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+_FIELD = re.compile(r"\{(\w+)(?:![rs])?(?::[^{}]*)?\}")
+
+
+@functools.cache
+def _patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...], int]]:
+    """Each ``err_`` key with its English template as a pattern, its fields and how much
+    literal text it has."""
+    from pdlab.catalog import TEXT
+
+    out = []
+    for key, langs in TEXT.items():
+        if not key.startswith("err_"):
+            continue
+        template = langs["en"]
+        pieces = _FIELD.split(template)  # literal, field, literal, field, ...
+        fields = tuple(pieces[1::2])
+        if len(set(fields)) != len(fields):
+            continue
+        regex = "".join(
+            re.escape(p) if i % 2 == 0 else f"(?P<{p}>.+?)" for i, p in enumerate(pieces)
+        )
+        literal = sum(map(len, pieces[::2]))
+        if literal:  # a template that is all value ({strerror}) would match anything
+            out.append((key, re.compile(regex, re.S), fields, literal))
+    return out
+
+
+def parse(message: str) -> Phrase | None:
+    """The catalog key and values whose English is ``message``, or None: for an error that
+    crossed a process or the trace as text (:func:`one_line`), so its Chinese comes from
+    the same catalog entry as the exception's would. A value that is itself one of the
+    catalog's phrases (what ``expected`` allows, a note) is read back as one; where two
+    readings fit, the one whose templates account for more of the text wins."""
+    found = _parse(message, phrase=False)
+    return found[0] if found else None
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse(message: str, phrase: bool) -> tuple[Phrase, tuple[int, int]] | None:
+    """The best reading of ``message`` (a whole message, or a phrase inside one) and its
+    score: how many of its characters the templates' own words account for, then the
+    fewer templates the better (``a string or a list of token ids`` is one phrase)."""
+    best: tuple[Phrase, tuple[int, int]] | None = None
+    for key, pattern, fields, literal in _patterns():
+        if key.startswith(("err_x_", "err_n_")) != phrase or key.startswith("err_os_"):
+            continue
+        m = pattern.fullmatch(message)
+        if m is None:
+            continue
+        values: dict[str, Any] = {}
+        score = (literal, -1)
+        for f in fields:
+            inner = _parse(m[f], True) if f in _PHRASE_FIELDS else None
+            values[f] = inner[0] if inner else _Said(m[f])
+            if f == "choices" and _BARE_NAMES.fullmatch(m[f]):
+                values[f] = Names(m[f].split(", "))
+            if inner:
+                score = (score[0] + inner[1][0], score[1] + inner[1][1])
+        if best is None or score > best[1]:
+            best = (Phrase(key, **values), score)
+    return best
+
+
+# The fields a phrase fills (what is allowed, a note, a reason); every other value is data.
+_PHRASE_FIELDS = frozenset({"allowed", "x", "a", "b", "note", "who", "where", "why"})
+_BARE_NAMES = re.compile(r"[A-Za-z_][\w.-]*(?:, [A-Za-z_][\w.-]*)+")
+_KIND = re.compile(r"(\w+(?:Error|Exception|Interrupt)): ")
+
+
 def error_text(e: BaseException | str, lang: str) -> str:
     """What a reader of ``lang`` sees for ``e`` (its first line): the English as raised;
-    in Chinese, the catalog's rendering of its key, or, for an exception with no key (or
-    a message that crossed the trace as text), the Chinese the fallback translator finds,
-    else the English whole after :data:`UNTRANSLATED`."""
+    in Chinese, the catalog's rendering of its key. A message that crossed the trace as
+    text (``"ValueError: ..."``, :func:`one_line`) is read back with :func:`parse`; one
+    the catalog does not hold (an ``OSError``'s, torch's) is shown whole after
+    :data:`UNTRANSLATED`."""
     if lang != "zh":
         return str(e)
     if isinstance(e, PdlabError):
         return e.text("zh")
-    from pdlab.ui.text_errors import zh_error
+    lines = str(e).strip().splitlines()
+    first = lines[0] if lines else ""
+    kind = _KIND.match(first)
+    said = parse(first[kind.end() :] if kind else first)
+    if said is not None:
+        return _glue(kind[1] + "：" if kind else "", said.render("zh"))
+    from pdlab.ui.text_errors import translate
 
-    return zh_error(str(e))
+    old = translate(first)
+    if old is not None:
+        return old
+    if _CJK.search(first):  # already Chinese (a zh caller's)
+        return first
+    return _glue(UNTRANSLATED, first)
 
 
 def one_line(e: BaseException) -> str:
     """``"<ExceptionType>: <first line of the message>"``, at most 300 characters."""
     text = str(e).strip().splitlines()
-    return f"{_builtin_name(e)}: {text[0] if text else ''}"[:300]
+    return f"{builtin_name(e)}: {text[0] if text else ''}"[:300]
 
 
-def _builtin_name(e: BaseException) -> str:
+def builtin_name(e: BaseException) -> str:
     """The name a reader knows: a :class:`PdlabError` by the built-in class it keeps
     (``ValueError``), as it was named before it carried a key."""
     if isinstance(e, PdlabError):
@@ -169,7 +278,7 @@ def cli_message(e: BaseException, lang: str = "en") -> str:
     text = error_text(e, lang).strip().splitlines()
     if (isinstance(e, (ValueError, TypeError)) or getattr(e, "one_line", False)) and text:
         return text[0]
-    return f"{text[0]} ({_builtin_name(e)})" if text else _builtin_name(e)
+    return f"{text[0]} ({builtin_name(e)})" if text else builtin_name(e)
 
 
 def os_reason(e: OSError) -> Phrase | str:

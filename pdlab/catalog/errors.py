@@ -14,39 +14,39 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     # ---- the families: a value, and what is allowed --------------------------------------
     "err_invalid": {
         "en": "{name}={value!r} is invalid: expected {allowed}",
-        "zh": "`{name}={value!r}` 无效：应为{allowed}",
+        "zh": "`{name}={value!r}` 无效：应为 {allowed}",
     },
     "err_invalid_str": {  # a value shown as str(): an int, a number, a tensor's item
         "en": "{name}={value} is invalid: expected {allowed}",
-        "zh": "`{name}={value}` 无效：应为{allowed}",
+        "zh": "`{name}={value}` 无效：应为 {allowed}",
     },
     "err_option_invalid": {
         "en": "{option} {value} is invalid: expected {allowed}",
-        "zh": "{option} {value} 无效：应为{allowed}",
+        "zh": "{option} {value} 无效：应为 {allowed}",
     },
     "err_value_invalid": {
         "en": "{value!r} is invalid: expected {allowed}",
-        "zh": "{value!r} 无效：应为{allowed}",
+        "zh": "{value!r} 无效：应为 {allowed}",
     },
     "err_unknown": {
         "en": "{name}={value!r} is unknown: expected {allowed}",
-        "zh": "`{name}={value!r}` 未知：应为{allowed}",
+        "zh": "`{name}={value!r}` 未知：应为 {allowed}",
     },
     "err_out_of_range": {
         "en": "{name}={value} is out of range: expected {allowed}",
-        "zh": "`{name}={value}` 超出范围：应为{allowed}",
+        "zh": "`{name}={value}` 超出范围：应为 {allowed}",
     },
     "err_contains": {
         "en": "{name} contains {value!r}: expected {allowed}",
-        "zh": "`{name}` 含有 {value!r}：应为{allowed}",
+        "zh": "`{name}` 含有 {value!r}：应为 {allowed}",
     },
     "err_value_expected": {
         "en": "{value!r}: expected {allowed}",
-        "zh": "{value!r}：应为{allowed}",
+        "zh": "{value!r}：应为 {allowed}",
     },
     "err_not_int": {"en": "{value!r} is not an integer", "zh": "{value!r} 不是整数"},
     "err_not_number": {"en": "{value!r} is not a number", "zh": "{value!r} 不是数"},
-    "err_not": {"en": "{value} is not {allowed}", "zh": "{value} 无效：应为{allowed}"},
+    "err_not": {"en": "{value} is not {allowed}", "zh": "{value} 无效：应为 {allowed}"},
     # ---- what "expected" allows ---------------------------------------------------------
     "err_x_int_ge": {"en": "an integer >= {n}", "zh": "不小于 {n} 的整数"},
     "err_x_int_ge_short": {"en": ">= {n}", "zh": "不小于 {n} 的整数"},
@@ -110,7 +110,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_x_deepseek_dict": {
         "en": "a dict loaded from a DeepSeek config.json",
-        "zh": "从 DeepSeek 的 config.json 读出的 dict",
+        "zh": "从 DeepSeek 的 config.json 读出的 `dict`",
     },
     "err_x_safetensors_path": {
         "en": "a path ending in .safetensors",
@@ -227,7 +227,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer "
         "blocks or a smaller block_size",
         "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 "
-        "{device} 上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 "
+        "`{device}` 上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 "
         "block_size",
     },
     "err_unfinished": {
@@ -242,7 +242,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_model_mismatch": {
         "en": "model was built for a different ModelConfig than model_config",
-        "zh": "model 是按另一个 ModelConfig 构建的，与 model_config 不同",
+        "zh": "`model` 是按另一个 ModelConfig 构建的，与 model_config 不同",
     },
     "err_pcp_needs_v2": {
         "en": "{runner} cannot run prefill_context_parallel_size={pcp}: vLLM 0.33.0 "
@@ -254,7 +254,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_config_missing": {
         "en": "config is missing {missing}: expected a DeepSeek-V2/V3 config.json with MLA fields",
-        "zh": "config 缺少 {missing}：应为带 MLA 字段的 DeepSeek-V2/V3 config.json",
+        "zh": "`config` 缺少 {missing}：应为带 MLA 字段的 DeepSeek-V2/V3 config.json",
     },
     "err_seq_too_long": {
         "en": "seq_lens_cpu={value} is invalid: every length must be <= workspace_size={limit}",
@@ -292,9 +292,9 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "triton was imported before pdlab.kernels, with TRITON_INTERPRET unset, so its "
         "library is compiled-only while pdlab's kernels are interpreted. Import pdlab.kernels "
         "first, or set TRITON_INTERPRET=1 before starting Python.",
-        "zh": "triton 在 pdlab.kernels 之前被导入，且当时没有设置 TRITON_INTERPRET，所以它的库只能"
-        "编译运行，而 pdlab 的算子是解释运行的。请先导入 pdlab.kernels，或在启动 Python 之前设置 "
-        "TRITON_INTERPRET=1。",
+        "zh": "triton 在 `pdlab.kernels` 之前被导入，且当时没有设置 TRITON_INTERPRET，所以它的"
+        "库只能编译运行，而 pdlab 的算子是解释运行的。请先导入 `pdlab.kernels`，或在启动 Python "
+        "之前设置 TRITON_INTERPRET=1。",
     },
     "err_expected_got": {
         "en": "{name}: expected {expected}, got {got}",
@@ -306,12 +306,12 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_not_safetensors": {
         "en": "weights={path!r} is not a safetensors checkpoint: {why}",
-        "zh": "`weights={path!r}` 不是 safetensors 检查点：{why}",
+        "zh": "`weights={path!r}` 不是 `safetensors` 检查点：{why}",
     },
     "err_needs_safetensors": {
         "en": "weights={path!r} needs the safetensors package (a pdlab dependency): pip install "
         "safetensors, or run with weights='random'",
-        "zh": "`weights={path!r}` 需要 safetensors 包（pdlab 的依赖）：请 `pip install "
+        "zh": "`weights={path!r}` 需要 `safetensors` 包（pdlab 的依赖）：请 `pip install "
         "safetensors`，或改用 `weights='random'` 运行",
     },
     "err_handshake_failed": {
@@ -379,7 +379,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_not_writable_in": {
         "en": "{option} {path} is not writable: {why} in {base}",
-        "zh": "{option} {path} 不可写：{base} 中{why}",
+        "zh": "{option} {path} 不可写：{base} 中 {why}",
     },
     "err_not_writable": {
         "en": "{option} {path} is not writable: {why}",
@@ -397,10 +397,22 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "{value} 超出了导览展示的长度：应为 1 到 {n}（更长的生成请用 `pdlab trace "
         "--max-tokens`）",
     },
+    "err_no_scheduled_step": {
+        "en": "the trace has no scheduled step for instance {instance!r}",
+        "zh": "trace 中没有实例 {instance!r} 调度过的步",
+    },
+    "err_bench_decoding": {
+        "en": "expected {n} decoding requests, scheduled {tokens} tokens",
+        "zh": "应有 {n} 个请求在解码，实际调度了 {tokens} 个 token",
+    },
+    "err_bench_needs_triton": {
+        "en": "device=cuda needs triton for the kernels under test",
+        "zh": "device=cuda 需要 triton 来运行被测的算子",
+    },
     "err_empty_prompt": {"en": "--prompt must not be empty", "zh": "--prompt 不能为空"},
     "err_peer_unreachable": {
         "en": "could not reach the {who} peer at {address} within {timeout:g} s",
-        "zh": "在 {timeout:g} s 内没能连上 {address} 的{who}",
+        "zh": "在 {timeout:g} s 内没能连上 {address} 的 {who}",
     },
     "err_pd_compare_role": {
         "en": "--compare-designs does not go with --role (it runs both sides)",
@@ -439,9 +451,14 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_lab_own_folder": {
         "en": "--dir={path!r} is {where}: JupyterLab saves into the folder it serves; pick a "
         "folder of yours (default {default})",
-        "zh": "`--dir={path!r}` 是 pdlab 自带的笔记本文件夹：JupyterLab 会保存到它打开的文件夹"
-        "里；请选一个你自己的文件夹（默认 {default}）",
+        "zh": "`--dir={path!r}` 是 {where}：JupyterLab 会保存到它打开的文件夹里；请选一个你自己的"
+        "文件夹（默认 {default}）",
     },
+    "err_n_tracked_notebooks": {
+        "en": "the checkout's tracked notebooks",
+        "zh": "检出目录中受版本管理的笔记本文件夹",
+    },
+    "err_n_own_notebooks": {"en": "pdlab's own", "zh": "pdlab 自带的笔记本文件夹"},
     "err_lab_dir_file": {
         "en": "--dir={path!r} is a file; expected a folder",
         "zh": "`--dir={path!r}` 是文件：应为文件夹",
@@ -460,7 +477,51 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_os_ENOTDIR": {"en": "{strerror}", "zh": "不是目录"},
     "err_os_EEXIST": {"en": "{strerror}", "zh": "文件已存在"},
     "err_permission_denied": {"en": "permission denied", "zh": "权限不足"},
-    # ---- how an error is shown ------------------------------------------------------------
-    "err_line": {"en": "{prog}: error: {message}", "zh": "{prog}：错误：{message}"},
-    "err_interrupted": {"en": "{prog}: interrupted", "zh": "{prog}: 已中断"},
+    # ---- argparse's own messages (Lib/argparse.py; pdlab/cli/errors.py reads them back) ----
+    "err_ap_argument": {"en": "argument {opt}: {rest}", "zh": "参数 {opt}：{rest}"},
+    "err_ap_choice": {
+        "en": "invalid choice: {value} (choose from {choices})",
+        "zh": "无效的选择 {value}（可选：{choices}）",
+    },
+    "err_ap_int": {"en": "invalid int value: {value}", "zh": "{value} 不是整数"},
+    "err_ap_float": {"en": "invalid float value: {value}", "zh": "{value} 不是数"},
+    "err_ap_type": {
+        "en": "invalid {type} value: {value}",
+        "zh": "{value} 不是有效的 {type} 值",
+    },
+    "err_ap_one": {"en": "expected one argument", "zh": "需要一个值"},
+    "err_ap_at_least_one": {"en": "expected at least one argument", "zh": "至少需要一个值"},
+    "err_ap_at_most_one": {"en": "expected at most one argument", "zh": "至多接受一个值"},
+    "err_ap_ignored": {
+        "en": "ignored explicit argument {value}",
+        "zh": "这个开关不接受取值（给了 {value}）",
+    },
+    "err_ap_unrecognized": {
+        "en": "unrecognized arguments: {args}",
+        "zh": "无法识别的参数：`{args}`",
+    },
+    "err_ap_required": {
+        "en": "the following arguments are required: {names}",
+        "zh": "缺少必需的参数：{names}",
+    },
+    "err_ap_one_required": {
+        "en": "one of the arguments {names} is required",
+        "zh": "参数 {names} 必须给出其中一个",
+    },
+    "err_ap_ambiguous": {
+        "en": "ambiguous option: {option} could match {matches}",
+        "zh": "选项 {option} 有歧义，可能是：{matches}",
+    },
+    "err_ap_not_allowed": {
+        "en": "not allowed with argument {option}",
+        "zh": "不能与参数 {option} 同时使用",
+    },
+    # ---- how an error is shown (keys of their own: parse() never reads these back) -----------
+    "show_error_line": {"en": "{prog}: error: {message}", "zh": "{prog}：错误：{message}"},
+    "show_error_kind": {"en": "{kind}: {message}", "zh": "{kind}：{message}"},
+    "show_error_report": {
+        "en": "where it failed (attach it to a bug report)",
+        "zh": "出错位置（请附在问题报告里）",
+    },
+    "show_interrupted": {"en": "{prog}: interrupted", "zh": "{prog}: 已中断"},
 }

@@ -15,12 +15,13 @@ from rich.console import Console
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
+from pdlab.errors import error_text
 from pdlab.exercises.words import word
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 from pdlab.ui.console import step_table
-from pdlab.ui.text_errors import wrap_cells, zh_error
+from pdlab.ui.fmt import wrap_cells
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 64
@@ -121,7 +122,9 @@ def said(message: str | None, lang: str) -> str:
         return ""
     if lang != "zh":
         return "\n".join(textwrap.wrap(word(lang, "engine_said", message=message), 80))
-    return "\n".join(wrap_cells(word(lang, "engine_said", message=zh_error(message)), 80, ""))
+    return "\n".join(
+        wrap_cells(word(lang, "engine_said", message=error_text(message, "zh")), 80, "")
+    )
 
 
 def tokens(outputs: Sequence[Any]) -> list[list[int]]:

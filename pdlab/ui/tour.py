@@ -48,6 +48,7 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.errors import PdlabArgumentTypeError, PdlabError, PdlabValueError
 from pdlab.platforms import routing_reason
 from pdlab.ui import tour_sims
 from pdlab.ui.console import make_console, request_errors
@@ -87,18 +88,15 @@ def tour_needs(args: argparse.Namespace) -> set[str]:
 def _tour_max_tokens(text: str) -> int:
     v = positive_int(text)
     if v > TOUR_MAX_TOKENS:
-        raise argparse.ArgumentTypeError(
-            f"{v} is more than the tour shows: expected 1 to {TOUR_MAX_TOKENS} "
-            "(`pdlab trace --max-tokens` runs longer generations)"
-        )
+        raise PdlabArgumentTypeError("err_tour_tokens", value=v, n=TOUR_MAX_TOKENS)
     return v
 
 
 def _preset(text: str) -> str:
     try:
         ModelConfig.preset(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    except PdlabError as e:
+        raise PdlabArgumentTypeError(e.key, **e.values) from None
     return text
 
 
@@ -208,7 +206,7 @@ class PromptOnly:
 
 def _tour(args: argparse.Namespace, c: Console) -> int:
     if not args.prompt:
-        raise ValueError("--prompt must not be empty")
+        raise PdlabValueError("err_empty_prompt")
     # Chapter 7's simulations do not depend on the prompt: they run on another core while
     # this process imports torch and runs the engine (pdlab/ui/tour_sims.py).
     sims = None
@@ -325,7 +323,7 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
     if any(not p for p in prompts):
-        raise ValueError("--prompt must not be empty")
+        raise PdlabValueError("err_empty_prompt")
     cache = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
     sched = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,
