@@ -343,6 +343,26 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "the model has no MTP layer: num_nextn_predict_layers=0",
         "zh": "模型没有 MTP 层：num_nextn_predict_layers=0",
     },
+    "err_event_field_unknown": {
+        "en": "{kind!r} event: field {name!r} is unknown: expected the fields {fields}",
+        "zh": "{kind!r} 事件：字段 {name!r} 未知：应为这些字段之一 {fields}",
+    },
+    "err_event_field_missing": {
+        "en": "{kind!r} event: field {name!r} is missing",
+        "zh": "{kind!r} 事件：缺少字段 {name!r}",
+    },
+    "err_too_many_drafts": {
+        "en": "draft_tokens[{req!r}] has {n} drafts: expected a scheduled request with fewer "
+        "drafts than its num_scheduled_tokens ({scheduled})",
+        "zh": "`draft_tokens[{req!r}]` 有 {n} 个草稿：应为已调度的请求，且草稿数少于它的 "
+        "num_scheduled_tokens（{scheduled}）",
+    },
+    "err_argmax_len": {
+        "en": "target_argmax has {n} tokens for {drafts} drafts: expected one per draft plus "
+        "the bonus",
+        "zh": "target_argmax 有 {n} 个 token，而草稿有 {drafts} 个：应为每个草稿一个，再加 "
+        "bonus token",
+    },
     # ---- the command line (pdlab/cli/) ------------------------------------------------
     "err_not_utf8": {
         "en": "{value!r} is not UTF-8 text (characters {a}-{b} are undecodable bytes): "

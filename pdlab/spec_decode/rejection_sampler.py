@@ -47,10 +47,7 @@ def rejection_sample_greedy(
     drafts (each equal to the target's token), then one more: the recovered token at the
     first mismatch, or the bonus token after the last draft."""
     if len(target_argmax) != len(draft_token_ids) + 1:
-        raise ValueError(
-            f"target_argmax has {len(target_argmax)} tokens for {len(draft_token_ids)} "
-            "drafts: expected one per draft plus the bonus"
-        )
+        raise PdlabValueError("err_argmax_len", n=len(target_argmax), drafts=len(draft_token_ids))
     out: list[int] = []
     for target, draft in zip(target_argmax, draft_token_ids):
         out.append(int(target))
