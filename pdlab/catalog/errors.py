@@ -339,6 +339,34 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "`SamplingParams.temperature={t}` 在投机解码（num_speculative_tokens={k}）下无效："
         "pdlab 只按贪心验证草稿（上游的概率式拒绝采样没有实现）；应为 temperature=0",
     },
+    "err_mtp_needs_layer": {
+        "en": "SpeculativeConfig(method='mtp') needs a model with an MTP layer: "
+        "ModelConfig.num_nextn_predict_layers={n}, expected 1",
+        "zh": "`SpeculativeConfig(method='mtp')` 需要带 MTP 层的模型："
+        "`ModelConfig.num_nextn_predict_layers={n}`，应为 1",
+    },
+    "err_checkpoint_no_mtp": {
+        "en": "{source} has no MTP layer (no model.layers.{n}.* tensors), which "
+        "num_nextn_predict_layers=1 asks for: pass num_nextn_predict_layers=0 to run it "
+        "without one, or train one with pdlab train",
+        "zh": "{source} 没有 MTP 层（没有 `model.layers.{n}.*` 张量），而 "
+        "num_nextn_predict_layers=1 需要它：传 num_nextn_predict_layers=0 不带它运行，或用 "
+        "`pdlab train` 训练一个",
+    },
+    "err_checkpoint_unshared": {
+        "en": "{source} has {copy} unlike {main}: pdlab's MTP layer shares it with the target, "
+        "as DeepSeek-V3's does",
+        "zh": "{source} 中的 {copy} 与 {main} 不同：pdlab 的 MTP 层与目标模型共用它，DeepSeek-V3 "
+        "也是如此",
+    },
+    "err_no_events": {
+        "en": "no {kind!r} event for instance={instance!r} {match}",
+        "zh": "实例 {instance!r} 没有 {kind!r} 事件 {match}",
+    },
+    "err_no_step_events": {
+        "en": "the trace has no step events for instance={instance!r}",
+        "zh": "trace 中没有实例 {instance!r} 的 `step` 事件",
+    },
     "err_no_mtp_layer": {
         "en": "the model has no MTP layer: num_nextn_predict_layers=0",
         "zh": "模型没有 MTP 层：num_nextn_predict_layers=0",
@@ -360,8 +388,8 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_argmax_len": {
         "en": "target_argmax has {n} tokens for {drafts} drafts: expected one per draft plus "
         "the bonus",
-        "zh": "target_argmax 有 {n} 个 token，而草稿有 {drafts} 个：应为每个草稿一个，再加 "
-        "bonus token",
+        "zh": "target_argmax 有 {n} 个 token，而草稿有 {drafts} 个：应为每个草稿一个，再加一个"
+        "额外 token",
     },
     # ---- the command line (pdlab/cli/) ------------------------------------------------
     "err_not_utf8": {
