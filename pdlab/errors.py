@@ -6,7 +6,9 @@ ValueError`` still catches it): its ``str()`` is the English the catalog renders
 (``pdlab/catalog/errors.py``), and :func:`error_text` renders the same key and values in
 Chinese under ``--lang zh``, so no English is read back to find the Chinese. A value may
 be a :class:`Phrase` (what ``expected`` allows, a note), rendered in the same language.
-An exception that carries no key (an ``OSError``, torch's own) is shown whole after a
+A message that crossed a process or the trace as text is read back with :func:`parse`
+from the catalog's own English templates (so its Chinese cannot drift from the raise
+site's); one the catalog does not hold (an ``OSError``'s, torch's) is shown whole after a
 Chinese lead-in. vLLM's messages are English only; it has no counterpart.
 
 A caught exception travels inside the engine as one line of text (:func:`one_line`: a
@@ -173,7 +175,7 @@ def _patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...], int]]:
 
     out = []
     for key, langs in TEXT.items():
-        if not key.startswith("err_"):
+        if not key.startswith("err_") and key not in _LABELS:
             continue
         template = langs["en"]
         pieces = _FIELD.split(template)  # literal, field, literal, field, ...
@@ -206,7 +208,7 @@ def _parse(message: str, phrase: bool) -> tuple[Phrase, tuple[int, int]] | None:
     fewer templates the better (``a string or a list of token ids`` is one phrase)."""
     best: tuple[Phrase, tuple[int, int]] | None = None
     for key, pattern, fields, literal in _patterns():
-        if key.startswith(("err_x_", "err_n_")) != phrase or key.startswith("err_os_"):
+        if key.startswith(("err_x_", "err_n_") + _LABELS) != phrase or key.startswith("err_os_"):
             continue
         m = pattern.fullmatch(message)
         if m is None:
@@ -218,6 +220,8 @@ def _parse(message: str, phrase: bool) -> tuple[Phrase, tuple[int, int]] | None:
             values[f] = inner[0] if inner else _Said(m[f])
             if f == "choices" and _BARE_NAMES.fullmatch(m[f]):
                 values[f] = Names(m[f].split(", "))
+            if f == "why" and not inner and m[f] in _strerrors():
+                values[f] = Phrase(_strerrors()[m[f]], strerror=m[f])
             if inner:
                 score = (score[0] + inner[1][0], score[1] + inner[1][1])
         if best is None or score > best[1]:
@@ -226,7 +230,8 @@ def _parse(message: str, phrase: bool) -> tuple[Phrase, tuple[int, int]] | None:
 
 
 # The fields a phrase fills (what is allowed, a note, a reason); every other value is data.
-_PHRASE_FIELDS = frozenset({"allowed", "x", "a", "b", "note", "who", "where", "why"})
+_PHRASE_FIELDS = frozenset({"allowed", "x", "a", "b", "note", "who", "where", "why", "platform"})
+_LABELS = ("pf_cpu_label",)  # a view's label a message names (pdlab/platforms.py GPUS)
 _BARE_NAMES = re.compile(r"[A-Za-z_][\w.-]*(?:, [A-Za-z_][\w.-]*)+")
 _KIND = re.compile(r"(\w+(?:Error|Exception|Interrupt)): ")
 
@@ -247,11 +252,6 @@ def error_text(e: BaseException | str, lang: str) -> str:
     said = parse(first[kind.end() :] if kind else first)
     if said is not None:
         return _glue(kind[1] + "：" if kind else "", said.render("zh"))
-    from pdlab.ui.text_errors import translate
-
-    old = translate(first)
-    if old is not None:
-        return old
     if _CJK.search(first):  # already Chinese (a zh caller's)
         return first
     return _glue(UNTRANSLATED, first)
@@ -279,6 +279,21 @@ def cli_message(e: BaseException, lang: str = "en") -> str:
     if (isinstance(e, (ValueError, TypeError)) or getattr(e, "one_line", False)) and text:
         return text[0]
     return f"{text[0]} ({builtin_name(e)})" if text else builtin_name(e)
+
+
+@functools.cache
+def _strerrors() -> dict[str, str]:
+    """The operating system's own reason texts, each to its ``err_os_`` key."""
+    import errno
+    import os
+
+    from pdlab.catalog import TEXT
+
+    out = {}
+    for number, code in errno.errorcode.items():
+        if f"err_os_{code}" in TEXT:
+            out[os.strerror(number)] = f"err_os_{code}"
+    return out
 
 
 def os_reason(e: OSError) -> Phrase | str:

@@ -143,6 +143,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "{x} when {flag} is {value} ({note})",
         "zh": "{x}（{flag} 为 {value} 时；{note}）",
     },
+    "err_x_side_block_size": {
+        "en": "{x}, P's block size (both sides must share it)",
+        "zh": "{x}（P 的块大小，两侧必须一致）",
+    },
+    "err_x_function_or_path": {"en": "a function or a file path", "zh": "函数或文件路径"},
     "err_x_note": {"en": "{x} ({note})", "zh": "{x}（{note}）"},
     "err_x_for_instance": {
         "en": "one of {choices} for instance {instance!r}",
@@ -181,6 +186,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "第一个序列从第 0 行开始",
     },
     "err_n_monotone": {"en": "offsets never decrease", "zh": "偏移量不会减小"},
+    "err_n_interpreter": {"en": "Triton's CPU interpreter", "zh": "Triton 的 CPU 解释器"},
+    "err_n_compile": {"en": "compile for the GPU", "zh": "为 GPU 编译"},
+    "err_n_in_pair": {"en": "still in the pair", "zh": "仍在 P/D 对中"},
+    "err_n_in_scheduler": {"en": "already in the scheduler", "zh": "已在调度器中"},
     "err_n_check": {"en": "check indices", "zh": "检查索引"},
     "err_n_skip": {"en": "skip", "zh": "跳过"},
     "err_n_no_mtp": {"en": "no MTP layer", "zh": "没有 MTP 层"},
@@ -390,6 +399,85 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "the bonus",
         "zh": "target_argmax 有 {n} 个 token，而草稿有 {drafts} 个：应为每个草稿一个，再加一个"
         "额外 token",
+    },
+    # ---- messages of rooms still raising plain exceptions (read back by parse()) ---------
+    "err_cache_too_small": {
+        "en": "the KV cache is too small for request {req!r}: {n} tokens (prompt {prompt} + "
+        "max_tokens {max_tokens} - 1, at most max_model_len) need {need} blocks of "
+        "{block_size}; expected at most num_blocks={num_blocks}",
+        "zh": "KV 缓存对请求 {req!r} 太小：{n} 个 token（提示词 {prompt} + max_tokens "
+        "{max_tokens} - 1，至多为 max_model_len）需要 {need} 个 {block_size} token 的块；应不超过 "
+        "num_blocks={num_blocks}",
+    },
+    "err_cache_too_small_spec": {
+        "en": "the KV cache is too small for request {req!r}: {n} tokens (prompt {prompt} + "
+        "max_tokens {max_tokens} - 1, at most max_model_len) + {extra} for speculative "
+        "decoding need {need} blocks of {block_size}; expected at most num_blocks={num_blocks}",
+        "zh": "KV 缓存对请求 {req!r} 太小：{n} 个 token（提示词 {prompt} + max_tokens "
+        "{max_tokens} - 1，至多为 max_model_len）再加投机解码的 {extra} 个，需要 {need} 个 "
+        "{block_size} token 的块；应不超过 num_blocks={num_blocks}",
+    },
+    "err_cache_too_small_receiving": {
+        "en": "the KV cache is too small for request {req!r}: receiving its {n} prompt tokens "
+        "takes {need} blocks, and {kept} more are kept for a verifying step of 1 + K tokens; "
+        "expected at most num_blocks={num_blocks}",
+        "zh": "KV 缓存对请求 {req!r} 太小：接收它的 {n} 个提示词 token 要 {need} 个块，另有 "
+        "{kept} 个留给 1 + K 个 token 的验证步；应不超过 num_blocks={num_blocks}",
+    },
+    "err_kv_params_here": {
+        "en": "kv_transfer_params={params!r} is invalid here: expected a scheduler with a KV "
+        "connector for P/D requests",
+        "zh": "`kv_transfer_params={params!r}` 在这里无效：P/D 请求需要带 KV connector 的调度器",
+    },
+    "err_dtype_on_platform": {
+        "en": "kv_cache_dtype={dtype!r} is invalid on {platform}: no MLA backend of its "
+        "platform takes it (CPU_MLA takes 'auto' only)",
+        "zh": "`kv_cache_dtype={dtype!r}` 在 {platform} 上无效：其平台没有接受它的 MLA 后端"
+        "（CPU_MLA 只接受 'auto'）",
+    },
+    "err_latent_cache_failed": {
+        "en": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) is too large: the "
+        "latent cache needs {need:.1f} GiB on {device} and allocating it failed ({why}); "
+        "expected fewer blocks or a smaller block_size",
+        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：潜向量缓存在 "
+        "`{device}` 上需要 {need:.1f} GiB，分配失败（{why}）；请减少块数或减小 block_size",
+    },
+    "err_subject_invalid": {
+        "en": "{subject} is invalid: expected {allowed}",
+        "zh": "{subject} 无效：应为 {allowed}",
+    },
+    "err_needs_triton": {
+        "en": "{what} needs triton, which is not installed (it has Linux wheels only): use "
+        "{instead}",
+        "zh": "{what} 需要 triton，但它没有安装（它只有 Linux 的 wheel）：请改用 {instead}",
+    },
+    "err_triton_interpret": {
+        "en": "{what}: TRITON_INTERPRET={raw!r} is invalid: expected {allowed}",
+        "zh": "{what}：`TRITON_INTERPRET={raw!r}` 无效：应为 {allowed}",
+    },
+    "err_no_gpu_to_compile": {
+        "en": "{what} with TRITON_INTERPRET={raw!r} compiles for a GPU and this machine has "
+        "none: unset TRITON_INTERPRET (or set it to 1, the interpreter) or use {instead}",
+        "zh": "{what} 在 `TRITON_INTERPRET={raw!r}` 下要为 GPU 编译，而这台机器没有 GPU：请取消 "
+        "TRITON_INTERPRET（或设为 1，即解释器），或改用 {instead}",
+    },
+    "err_duplicate_id": {
+        "en": "request_id={req!r} is invalid: a request with this id is {where}; expected a "
+        "unique id",
+        "zh": "`request_id={req!r}` 无效：已有同一 id 的请求；应为唯一的 id",
+    },
+    "err_pd_unfinished": {
+        "en": "P/D requests still unfinished after {n} steps",
+        "zh": "{n} 步之后仍有 P/D 请求没有完成",
+    },
+    "err_port_busy": {
+        "en": "port={port} on {host} is not available ({why}): expected a free port, or 0 to "
+        "pick one",
+        "zh": "{host} 上的 `port={port}` 不可用（{why}）：应为空闲端口，或用 0 自动挑选",
+    },
+    "err_are_unknown": {
+        "en": "{name}={value} are unknown: expected {allowed}",
+        "zh": "`{name}={value}` 未知：应为 {allowed}",
     },
     # ---- the command line (pdlab/cli/) ------------------------------------------------
     "err_not_utf8": {
