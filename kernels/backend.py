@@ -151,25 +151,15 @@ def triton_interpreting() -> bool:
     return interpret_setting() == "on"
 
 
-def describe(lang: str = "en") -> str:
-    """One line for ``pdlab doctor`` and notebook 04: the backend in force for Python code
-    (``PDLAB_BACKEND``, default ``auto``) and why, in ``lang`` (the words are in
-    ``pdlab/catalog/doctor.py``). Raises ``ValueError`` naming a bad ``PDLAB_BACKEND`` or
-    ``PDLAB_CHECK_INDICES``, which the doctor reports."""
-    from pdlab.catalog import text
-    from pdlab.kernels.checks import index_checks_enabled
-
-    index_checks_enabled()
+def in_force() -> tuple[str, str]:
+    """The backend in force for Python code (``PDLAB_BACKEND``, default ``auto``) and why, as
+    a code: ``"torch"`` with ``"chosen"`` (``PDLAB_BACKEND=torch``), ``"no_triton"`` or
+    ``"no_gpu"`` (auto), or ``"triton"`` with ``"interpreted"`` or ``"compiled"``. The
+    doctor and notebook 04 put it in words (``pdlab.ui.choices.kernels_line``). Raises
+    ``ValueError`` naming a bad ``PDLAB_BACKEND``."""
     name = get_backend()
-    chosen = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
     if name == "torch":
-        if chosen == "torch":
-            why = text(lang, "be_chosen", env=ENV_VAR)
-        elif not triton_installed():
-            why = text(lang, "be_no_triton")
-        else:
-            why = text(lang, "be_no_gpu")
-        return text(lang, "be_torch", why=why)
-    if triton_interpreting():
-        return text(lang, "be_interpreted")
-    return text(lang, "be_compiled", gpu=torch.cuda.get_device_name(0))
+        if (os.environ.get(ENV_VAR, "auto").strip().lower() or "auto") == "torch":
+            return name, "chosen"
+        return name, "no_triton" if not triton_installed() else "no_gpu"
+    return name, "interpreted" if triton_interpreting() else "compiled"

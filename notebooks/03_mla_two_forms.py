@@ -68,7 +68,10 @@ import torch
 from IPython.display import HTML, display
 from matplotlib.figure import Figure
 
-from pdlab.attention.cost import (
+from pdlab.attention.reference import mla_absorbed, mla_naive
+from pdlab.catalog import words
+from pdlab.config import ModelConfig
+from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     absorb_flops_per_key,
     decode_path_cost,
@@ -76,9 +79,6 @@ from pdlab.attention.cost import (
     mla_forms_flops,
     prefill_path_cost,
 )
-from pdlab.attention.reference import mla_absorbed, mla_naive
-from pdlab.catalog import words
-from pdlab.config import ModelConfig
 from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import lang_fonts
@@ -228,7 +228,7 @@ assert 165 < x_v3 < 175
 
 
 # %%
-flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
+flops_per_key = absorb_flops_per_key  # pdlab/sim/kernel_costs.py
 
 
 qs = [2**k for k in range(0, 14)]
@@ -350,7 +350,7 @@ for key, (f, bw) in DEVICES.items():
 
 # %% [markdown]
 # Where D's one-token step lands, per layer, for DeepSeek-V3 at a 32k context (the cost
-# model of `pdlab.attention.cost`, bf16), and the absorbed decode attention alone for 1, 2
+# model of `pdlab.sim.kernel_costs`, bf16), and the absorbed decode attention alone for 1, 2
 # and 4 query tokens per request (speculative decoding raises the FLOPs per byte read):
 
 # %%

@@ -65,7 +65,10 @@ import torch
 from IPython.display import HTML, display
 from matplotlib.figure import Figure
 
-from pdlab.attention.cost import (
+from pdlab.attention.reference import mla_absorbed, mla_naive
+from pdlab.catalog import words
+from pdlab.config import ModelConfig
+from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     absorb_flops_per_key,
     decode_path_cost,
@@ -73,9 +76,6 @@ from pdlab.attention.cost import (
     mla_forms_flops,
     prefill_path_cost,
 )
-from pdlab.attention.reference import mla_absorbed, mla_naive
-from pdlab.catalog import words
-from pdlab.config import ModelConfig
 from pdlab.tools.measure import measure_ceilings, published_peak
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import lang_fonts
@@ -222,7 +222,7 @@ assert 165 < x_v3 < 175
 
 
 # %%
-flops_per_key = absorb_flops_per_key  # pdlab/attention/cost.py
+flops_per_key = absorb_flops_per_key  # pdlab/sim/kernel_costs.py
 
 
 qs = [2**k for k in range(0, 14)]
@@ -336,7 +336,7 @@ for key, (f, bw) in DEVICES.items():
     print(t("nb3_device", name=name, tf=f / 1e12, gb=bw / 1e9, ridge=f / bw))
 
 # %% [markdown]
-# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.attention.cost` 的成本
+# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.sim.kernel_costs` 的成本
 # 模型，bf16），以及单独的吸收形式解码注意力在每个请求 1、2、4 个 query token 时的位置
 # （投机解码提高了每读一字节的 FLOPs）：
 

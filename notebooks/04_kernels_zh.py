@@ -78,13 +78,14 @@ from pdlab.kernels.backend import triton_installed
 from pdlab.kernels.decode_attention import mla_decode_torch
 from pdlab.kernels.flash_attn import flash_attn_varlen_torch
 from pdlab.kernels.merge import merge_attn_states_torch
+from pdlab.ui.choices import kernels_line
 from pdlab.ui.fmt import html_table, show_source
 
 LANG = "zh"  # the language of the printed words
 t = words(LANG)
 torch.set_num_threads(1)  # small shapes: one thread avoids thread-pool overhead
 BACKENDS = ["triton", "torch"] if triton_installed() else ["torch"]
-print(t("nb4_default", backend=kernels.backend.describe(LANG)))
+print(t("nb4_default", backend=kernels_line(LANG)))
 print(t("nb4_checked", backends=BACKENDS))
 H, L, R = 4, 64, 16  # heads, kv_lora_rank, qk_rope_head_dim (the tiny model)
 D_QK, D_V = 48, 32  # un-absorbed head widths: nope 32 + rope 16, value 32

@@ -86,7 +86,6 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     split_decodes_and_prefills,
@@ -99,11 +98,20 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import routing_reason, select_mla_backend
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.sim.kernel_costs import (
+    decode_path_cost,
+    gemm,
+    kernel_event_cost,
+    prefill_path_cost,
+    shared_weight_bytes,
+    traced_cost,
+)
 from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
+from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
@@ -167,11 +175,11 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
-# `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
-# `num_computed_tokens = num_tokens - 1`). It applies only when every token landed
-# (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after a
-# failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
+# `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/sched/scheduler.py` too, in the
+# section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
+# writes it as `num_computed_tokens = num_tokens - 1`). It applies only when every token
+# landed (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after
+# a failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
 # block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
 # DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
 # load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
@@ -448,8 +456,8 @@ for label, (runner, parallel) in SETUPS.items():
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            flops(e["flops"]),
-            nbytes(e["bytes"]),
+            flops(kernel_event_cost(e)[0]),
+            nbytes(kernel_event_cost(e)[1]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
@@ -528,7 +536,7 @@ settings = [
 ]
 table = {name: [*batch[name]] for name in names}
 for gpu in ("h200", "b200", "cpu"):
-    print(f"{gpu}: {select_mla_backend(gpu).reason}")
+    print(f"{gpu}: {choice_reason(select_mla_backend(gpu), LANG)}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
     state = gather_batch_req_state(
@@ -614,8 +622,8 @@ for label, (tracer, _) in runs.items():
             label,
             tracer.first("route", "D")["forward"],
             len(ks),
-            flops(sum(e["flops"] for e in ks)),
-            nbytes(sum(e["bytes"] for e in ks)),
+            flops(traced_cost(ks).flops),
+            nbytes(traced_cost(ks).bytes),
         ]
     )
 headers = [t("nb5_col_setup"), t("nb5_col_path"), t("nb5_col_kernels"), "FLOPs", t("nb5_col_bytes")]
@@ -698,7 +706,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 34 MB at V3
 # widths, on the other) against that one request. In a batch the weights are read once for
 # all requests, so the column "per request in a batch" compares what one more request adds
-# (`shared_weight_bytes` in `pdlab/attention/cost.py`): its latent rows on the decode path,
+# (`shared_weight_bytes` in `pdlab/sim/kernel_costs.py`): its latent rows on the decode path,
 # against the gathered, up-projected and reassembled context on the prefill path. Either
 # way the prefill path computes the right token the expensive way, and under prefill
 # context parallelism *every* request on D starts with this step.
@@ -806,8 +814,8 @@ display(
 )
 
 # %% [markdown]
-# The padding, pdlab's copy of upstream's waiting-loop block (pdlab keeps the scheduler's
-# speculative-decoding methods in `pdlab/sched/spec_decode.py`):
+# The padding, pdlab's copy of upstream's waiting-loop block (in `pdlab/sched/scheduler.py`,
+# the section of the scheduler's speculative-decoding methods):
 
 # %%
 show_source(Scheduler._pad_spec_decode)

@@ -88,7 +88,6 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     split_decodes_and_prefills,
@@ -101,11 +100,20 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import routing_reason, select_mla_backend
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.sim.kernel_costs import (
+    decode_path_cost,
+    gemm,
+    kernel_event_cost,
+    prefill_path_cost,
+    shared_weight_bytes,
+    traced_cost,
+)
 from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
+from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
@@ -168,9 +176,9 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻（pdlab 把调度器中与 KV 传输相关的方法放在 `pdlab/sched/remote_kv.py`），`- 1` 在末尾
-# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token 都到齐时才生效
-# （`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
+# 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
+# `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
+# 都到齐时才生效（`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
 # （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也这样做
 # （`kv_load_failure_policy="recompute"`）；带 DeepSeek V4.1 滑动窗口层的模型，在加载没有带上
 # 窗口时会重放命中部分末尾的整个窗口（`_mark_prefix_replay`，这是上游的行为；pdlab 的模型没有
@@ -436,8 +444,8 @@ for label, (runner, parallel) in SETUPS.items():
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            flops(e["flops"]),
-            nbytes(e["bytes"]),
+            flops(kernel_event_cost(e)[0]),
+            nbytes(kernel_event_cost(e)[1]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
@@ -515,7 +523,7 @@ settings = [
 ]
 table = {name: [*batch[name]] for name in names}
 for gpu in ("h200", "b200", "cpu"):
-    print(f"{gpu}: {select_mla_backend(gpu).reason}")
+    print(f"{gpu}: {choice_reason(select_mla_backend(gpu), LANG)}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
     state = gather_batch_req_state(
@@ -596,8 +604,8 @@ for label, (tracer, _) in runs.items():
             label,
             tracer.first("route", "D")["forward"],
             len(ks),
-            flops(sum(e["flops"] for e in ks)),
-            nbytes(sum(e["bytes"] for e in ks)),
+            flops(traced_cost(ks).flops),
+            nbytes(traced_cost(ks).bytes),
         ]
     )
 headers = [t("nb5_col_setup"), t("nb5_col_path"), t("nb5_col_kernels"), "FLOPs", t("nb5_col_bytes")]
@@ -676,7 +684,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。字节数之比随上下文增长，
 # 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
 # `W_UV`，V3 维度下约 34 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
-# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
+# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/sim/kernel_costs.py` 中的
 # `shared_weight_bytes`）：decode 路径只是它的潜向量行，prefill 路径则是取出、上投影并重新
 # 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启预填充
 # 上下文并行时，D 上*每个*请求都从这一步开始。
@@ -782,8 +790,8 @@ display(
 )
 
 # %% [markdown]
-# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
-# 方法放在 `pdlab/sched/spec_decode.py`）：
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（在 `pdlab/sched/scheduler.py`
+# 里调度器与投机解码相关的方法那一节）：
 
 # %%
 show_source(Scheduler._pad_spec_decode)

@@ -87,11 +87,12 @@ from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
-from pdlab.sim.report import plot_tpot, run_grid, sim_table
+from pdlab.sim.report import run_grid
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
+from pdlab.ui.sim_report import plot_tpot, sim_table
 from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 from pdlab.ui.widgets import SimExplorer
 
@@ -170,7 +171,7 @@ for mode in MODES:
 # replays that step by step: 64 decodes over 4K tokens, Poisson arrivals of 4K-token
 # prompts, each step's split made by the engine's own `gather_batch_req_state` and
 # `split_decodes_and_prefills`, each step's time the roofline of its kernel groups
-# (`pdlab/attention/cost.py`) on a published H200 profile, plus a named launch overhead
+# (`pdlab/sim/kernel_costs.py`) on a published H200 profile, plus a named launch overhead
 # when the full decode graph is lost. Under V2's default the arriving row is
 # `prefill_runs_as_decode`; under PCP it becomes a `forward_mha` row; under DCP it stays a
 # decode. The second table is the same grid with MTP (`K = 1`, DeepSeek-V3's published

@@ -31,7 +31,6 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.attention.cost import Cost
 from pdlab.config import (
     AttentionConfig,
     CacheConfig,
@@ -47,6 +46,7 @@ from pdlab.errors import Phrase, invalid
 from pdlab.events import TraceEvent
 from pdlab.math_utils import cdiv
 from pdlab.request import SamplingParams
+from pdlab.sim.kernel_costs import Cost, traced_cost
 from pdlab.trace import Tracer
 
 # A sentence of the trained model's corpus (pdlab/model/corpus.py): its continuations read.
@@ -133,10 +133,7 @@ class Demo:
     def traced_cost(self, instance: str = "D") -> Cost:
         """FLOPs and bytes of the instance's first computing step, summed over its kernels."""
         step = self.trace.first_step(instance, self.request_id)
-        c = Cost()
-        for e in self.trace.kernels(instance, step):
-            c.add(f"{e['name']} (layer {e['layer']})", e["flops"], e["bytes"])
-        return c
+        return traced_cost(self.trace.kernels(instance, step))
 
 
 def run_demo(

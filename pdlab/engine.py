@@ -168,12 +168,13 @@ class LLMEngine:
         self.tracer.meta.setdefault("weights", weights_label(model_config.weights))
         self.tracer.meta.setdefault("dtype", str(next(self.model.parameters()).dtype)[6:])
         builder = self.runner.attn_metadata_builder
+        choice = self.attention_config.choice
         self.tracer.meta.setdefault("routing", {})[instance] = {
             "model_runner": self.model_runner,
             "mla_backend": self.attention_config.backend,
             "gpu": self.attention_config.gpu,
-            "selected_by": self.attention_config.selected_by,
-            "selected_how": self.attention_config.selected_how,
+            # the platform's facts (None: the backend was named); the views word them
+            "choice": None if choice is None else dataclasses.asdict(choice),
             "reorder_batch_threshold": builder.reorder_batch_threshold,
             "require_uniform": builder.require_uniform,
             "prefill_context_parallel_size": self.parallel_config.prefill_context_parallel_size,

@@ -171,15 +171,15 @@ class Route(TraceEvent):
 
 @event("kernel")
 class Kernel(TraceEvent):
-    """One kernel call of one layer, with its shapes and modelled FLOPs and bytes."""
+    """One kernel call of one layer: its shapes and the bytes per value of the operands it
+    is priced at (``elem_bytes``); the lab prices it (``pdlab/sim/kernel_costs.py``)."""
 
     name: str
     path: str
     layer: int
     backend: str
     shapes: dict[str, Any]
-    flops: float
-    bytes: float
+    elem_bytes: int
 
 
 @event("sample")
@@ -382,20 +382,18 @@ class KVLoadMismatch(TraceEvent):
 @event("first_token")
 class FirstToken(TraceEvent):
     """How one request's first output token was obtained under its design (``mode``):
-    the bytes that crossed besides and with the K/V, D's modelled FLOPs before the token
-    was known, where and at which step it was known, D's first scheduled step and how it
-    was routed, and the modelled latency after P's prefill on ``profile``."""
+    the bytes that crossed besides and with the K/V, where and at which step it was known,
+    D's first scheduled step and how it was routed, and the bytes per value the pair ran
+    at (``elem_bytes``). The lab prices it (``pdlab/sim/designs.py``)."""
 
     req_id: str
     mode: str
     num_prompt_tokens: int
     kv_bytes: int
     payload_bytes: int
-    d_flops: float
     known_on: str
     known_step: int
     d_first_step: int
     d_first_forward: str
     d_first_is_prefilling: bool
-    latency_s: float
-    profile: str
+    elem_bytes: int

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from enum import Enum
 
 # name -> (what the learner reads, compute capability; None for the CPU platform)
 GPUS: dict[str, tuple[str, tuple[int, int] | None]] = {
@@ -68,43 +69,30 @@ def backend_priorities(capability: tuple[int, int] | None) -> list[str]:
     return ["flash_attn_mla", "flashmla", "flashinfer_mla", "triton_mla"]
 
 
+class Chosen(str, Enum):
+    """How the MLA backend to follow was chosen: a fact that the views put in words
+    (``pdlab.ui.choices``)."""
+
+    NAMED = "named"  # the learner named the GPU (gpu="h200", --gpu h200)
+    ENV = "env"  # the PDLAB_GPU environment variable named it
+    LOCAL = "local"  # this machine's CUDA device
+    NONE = "none"  # no GPU named and none here: the CPU platform
+    BACKEND = "backend"  # the learner named the backend: the platform was not asked
+
+
 @dataclass(frozen=True)
 class BackendChoice:
-    """The backend the platform picks, for which GPU, and why (one line for the views);
-    ``how`` is how the GPU was chosen: ``"named"``, ``"env"`` (``PDLAB_GPU``), ``"local"``
-    (this machine's) or ``"none"`` (no GPU named and none here)."""
+    """The backend the platform picks and the facts it picked by: the GPU (a key of
+    :data:`GPUS`) and how it was chosen, its compute capability (None: the CPU platform),
+    the KV cache dtype, and the priority list walked for that capability; ``backend`` is the
+    list's first entry that accepts both the capability and the dtype."""
 
     backend: str
     gpu: str
-    reason: str
-    how: str = "named"
-
-
-def reason_text(gpu: str, backend: str, how: str, lang: str = "en") -> str:
-    """Why ``backend`` runs, in ``lang``: the views' one line, from the trace's fields."""
-    from pdlab.catalog import text
-
-    label, cap = GPUS[gpu]
-    if cap is None:
-        label = text(lang, "pf_cpu_label")
-    where = text(lang, "pf_cpu") if cap is None else f"sm_{cap[0]}{cap[1]}"
-    return text(
-        lang, f"pf_{how}", gpu=label, where=where, backend=backend.upper(), flag="--gpu h200"
-    )
-
-
-def routing_reason(routing: dict, lang: str = "en") -> str:
-    """Why the profile in a trace's ``meta["routing"][instance]`` was followed, in
-    ``lang`` (the English line is also kept there as ``selected_by``)."""
-    how, backend = routing.get("selected_how"), routing["mla_backend"]
-    if how == "backend":
-        from pdlab.catalog import text
-        from pdlab.config.attention import MLA_BACKENDS
-
-        return text(lang, "pf_backend", backend=MLA_BACKENDS[backend].name)
-    if how in ("named", "env", "local", "none") and routing.get("gpu"):
-        return reason_text(routing["gpu"], backend, how, lang)
-    return routing.get("selected_by", backend)
+    how: Chosen
+    capability: tuple[int, int] | None
+    kv_cache_dtype: str
+    priorities: tuple[str, ...]
 
 
 def _local_gpu() -> str | None:
@@ -145,23 +133,24 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
         raise ValueError(
             f"kv_cache_dtype={kv_cache_dtype!r} is invalid: expected one of {KV_CACHE_DTYPES}"
         )
-    how = "named"
+    how = Chosen.NAMED
     if gpu is None:
         env = os.environ.get("PDLAB_GPU")
         if env:
-            gpu, how = env, "env"
+            gpu, how = env, Chosen.ENV
         else:
             gpu = _local_gpu()
-            how = "local" if gpu else "none"
+            how = Chosen.LOCAL if gpu else Chosen.NONE
             gpu = gpu or "cpu"
-    key = check_gpu(gpu) if how != "env" else _check_env_gpu(gpu)
+    key = check_gpu(gpu) if how != Chosen.ENV else _check_env_gpu(gpu)
     _, cap = GPUS[key]
-    for b in backend_priorities(cap):
+    priorities = tuple(backend_priorities(cap))
+    for b in priorities:
         ok = _SUPPORTS_MAJOR.get(b)
         if kv_cache_dtype == "fp8" and b not in _SUPPORTS_FP8:
             continue
         if cap is None or ok is None or cap[0] in ok:
-            return BackendChoice(b, key, reason_text(key, b, how), how)
+            return BackendChoice(b, key, how, cap, kv_cache_dtype, priorities)
     raise ValueError(
         f"kv_cache_dtype={kv_cache_dtype!r} is invalid on {GPUS[key][0]}: no MLA backend of "
         "its platform takes it (CPU_MLA takes 'auto' only)"

@@ -7,7 +7,9 @@ import re
 
 import pytest
 
-from pdlab.attention.cost import (
+from pdlab.catalog import TEXT
+from pdlab.config import MLA_BACKENDS, ModelConfig
+from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     absorb_flops_per_key,
     decode_path_cost,
@@ -16,8 +18,6 @@ from pdlab.attention.cost import (
     prefill_path_cost,
     shared_weight_bytes,
 )
-from pdlab.catalog import TEXT
-from pdlab.config import MLA_BACKENDS, ModelConfig
 
 V3 = ModelConfig.preset("deepseek-v3")
 
@@ -111,7 +111,7 @@ def test_no_text_gives_the_crossover_as_the_reason_for_the_thresholds():
 def test_h200_ridge_puts_a_one_token_mla_decode_on_the_compute_side():
     # Notebook 03: "On an H200 the ridge is about 206 (989 / 4.8)" and "about 240 FLOP per
     # byte" for one query token over 32K, "just under the H100/H800 ridge (about 295)".
-    from pdlab.attention.cost import mla_decode_cost
+    from pdlab.sim.kernel_costs import mla_decode_cost
     from pdlab.tools.measure import published_peak
 
     f200, b200 = published_peak("H200")
@@ -125,9 +125,9 @@ def test_h200_ridge_puts_a_one_token_mla_decode_on_the_compute_side():
 
 
 def test_forward_mha_bytes_per_prefill_backend():
-    # attention/cost.py: "Packed, about 147 KB per token and layer ... (82 KB without the V
+    # sim/kernel_costs.py: "Packed, about 147 KB per token and layer ... (82 KB without the V
     # copy)"; FA3/FA4 pass V strided, so the default (Hopper's FLASH_ATTN) has no V copy.
-    from pdlab.attention.cost import PREFILL_BACKENDS, k_assembly_cost
+    from pdlab.sim.kernel_costs import PREFILL_BACKENDS, k_assembly_cost
 
     h, n, r, v = V3.num_attention_heads, V3.qk_nope_head_dim, V3.qk_rope_head_dim, V3.v_head_dim
     assert round(k_assembly_cost(1, h, n, r, v)[1] / 1e3) == 148  # "about 147 KB" (147.6)

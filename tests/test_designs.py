@@ -15,6 +15,8 @@ from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
+from pdlab.sim.designs import price_first_token
+from pdlab.sim.profiles import device_profile
 
 CFG = ModelConfig.tiny()
 MODEL = DeepseekV2ForCausalLM(CFG)
@@ -83,14 +85,16 @@ def test_recorded_bytes_and_flops_are_the_cost_models(mode):
         ft = pair.tracer.first("first_token", req_id=f"req-{i}")
         n = len(p)
         assert ft["kv_bytes"] + ft["payload_bytes"] == transfer_bytes(CFG, mode, n, BS, e=4)
+        assert ft["elem_bytes"] == 4  # the pair runs in fp32
+        d_flops, latency_s = price_first_token(ft, CFG, device_profile("H200"))
         if mode == "recompute":
             c = first_token_forward_cost(CFG, n - 1, ft["d_first_forward"], e=4)
-            assert ft["d_flops"] == c.flops > 0 and ft["latency_s"] > 0
+            assert d_flops == c.flops > 0 and latency_s > 0
         elif mode == "hidden_state":
-            assert ft["d_flops"] == lm_head_cost(CFG, 1, e=4).flops
+            assert d_flops == lm_head_cost(CFG, 1, e=4).flops
             assert ft["payload_bytes"] == CFG.hidden_size * 4
         else:
-            assert ft["d_flops"] == 0 and ft["latency_s"] == 0
+            assert d_flops == 0 and latency_s == 0
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -163,7 +167,7 @@ def test_a_planted_n_minus_one_load_count_is_named_and_ends_the_request_cleanly(
 
 @pytest.mark.slow
 def test_each_design_over_two_processes_equals_colocated():
-    from pdlab.disagg.procs import run_pd_procs
+    from pdlab.disagg.launch import run_pd_procs
 
     for mode in ("first_token", "append_prompt", "hidden_state"):
         r = run_pd_procs(

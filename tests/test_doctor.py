@@ -6,6 +6,7 @@ import sys
 
 from pdlab.kernels import backend
 from pdlab.tools import doctor
+from pdlab.ui.choices import kernels_line
 
 
 def test_doctor_reports_backend(capsys):
@@ -165,6 +166,7 @@ def test_doctor_in_chinese_every_line_it_can_print(monkeypatch, capsys):
 def test_the_backend_description_follows_the_language(monkeypatch):
     monkeypatch.setenv("PDLAB_BACKEND", "torch")
     monkeypatch.setattr(backend, "_default", None)
-    en, zh = backend.describe(), backend.describe("zh")
+    assert backend.in_force() == ("torch", "chosen")  # the kernels report a fact
+    en, zh = kernels_line(), kernels_line("zh")
     assert en.startswith("torch (") and "PDLAB_BACKEND" in en
     assert zh.startswith("torch（") and "PDLAB_BACKEND" in zh and not _english_words(zh)

@@ -475,20 +475,56 @@ def _prose(source):
     return "\n".join(docs + comments)
 
 
-def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
+def _cjk(text):
+    return any(ord(c) > 0x2E80 for c in text)
+
+
+def _both(kind, name):
+    """The bilingual source of a stub or solution and its English and Chinese renderings."""
     import importlib.resources
 
+    from pdlab.exercises.bilingual import render
+
+    src = importlib.resources.files(f"pdlab.exercises.{kind}").joinpath(name).read_text("utf-8")
+    return src, render(src, "en"), render(src, "zh")
+
+
+def test_one_source_renders_either_language():
+    from pdlab.exercises.bilingual import render
+
+    src = (
+        "def f(x):\n"
+        '    """Add one.\n\n    Twice."""\n'
+        '    # zh: """加一。\n    # zh:\n    # zh: 两次。"""\n'
+        "    # Why: one.\n"
+        "    # zh: 为什么：一。\n"
+        "    return x + 1  # the sum\n"
+        "    # zh: 和\n"
+    )
+    assert render(src, "en") == (
+        'def f(x):\n    """Add one.\n\n    Twice."""\n    # Why: one.\n'
+        "    return x + 1  # the sum\n"
+    )
+    assert render(src, "zh") == (
+        'def f(x):\n    """加一。\n\n    两次。"""\n    # 为什么：一。\n    return x + 1  # 和\n'
+    )
+    with pytest.raises(ValueError, match="lang='fr' is invalid"):
+        render(src, "fr")
+
+
+def test_chinese_stubs_are_the_same_code_with_chinese_docstrings(tmp_path):
     from rich.cells import cell_len
 
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
-        en = importlib.resources.files("pdlab.exercises.stubs").joinpath(e.file_name)
-        zh = importlib.resources.files("pdlab.exercises.stubs.zh").joinpath(e.file_name)
-        en, zh = en.read_text(encoding="utf-8"), zh.read_text(encoding="utf-8")
-        assert _code(en) == _code(zh), e.slug
-        assert any(ord(c) > 0x2E80 for c in zh), e.slug
+        src, en, zh = _both("stubs", e.file_name)
+        # one source: the code the learner gets in either language is the source's own
+        assert _code(src) == _code(en) == _code(zh), e.slug
+        assert _cjk(zh) and not _cjk(en), e.slug
         assert max(cell_len(line) for line in zh.splitlines()) <= 100, e.slug
     path = ex.start(3, tmp_path, lang="zh")
     assert "移除" in path.read_text(encoding="utf-8").split('"""\n\n', 1)[1]
+    path = ex.start(3, tmp_path / "en")
+    assert not _cjk(path.read_text(encoding="utf-8"))
 
 
 def test_chinese_solutions_are_the_same_code_with_chinese_comments():
@@ -497,14 +533,11 @@ def test_chinese_solutions_are_the_same_code_with_chinese_comments():
     from rich.cells import cell_len
 
     en_dir = importlib.resources.files("pdlab.exercises.solutions")
-    zh_dir = importlib.resources.files("pdlab.exercises.solutions.zh")
     names = {f.name for f in en_dir.iterdir() if f.name.startswith("ex")}
-    assert names == {f.name for f in zh_dir.iterdir() if f.name.startswith("ex")}
     for name in names:
-        en = en_dir.joinpath(name).read_text(encoding="utf-8")
-        zh = zh_dir.joinpath(name).read_text(encoding="utf-8")
-        assert _code(en) == _code(zh), name
-        assert any(ord(c) > 0x2E80 for c in zh), name
+        src, en, zh = _both("solutions", name)
+        assert _code(src) == _code(en) == _code(zh), name
+        assert _cjk(zh) and not _cjk(en), name
         assert max(cell_len(line) for line in zh.splitlines()) <= 100, name
         # every comment is in Chinese, but for a bare shape such as "# int32 [B]"
         for comment in _prose(zh).splitlines():
@@ -512,8 +545,9 @@ def test_chinese_solutions_are_the_same_code_with_chinese_comments():
             assert any(ord(c) > 0x2E80 for c in comment) or not english, (name, comment)
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
         assert e.file_name in names, e.slug
-    assert ex.solution_text(3, "zh") == zh_dir.joinpath("ex03_remote_kv.py").read_text()
-    assert ex.solution_text(3) == en_dir.joinpath("ex03_remote_kv.py").read_text()
+    _, en, zh = _both("solutions", "ex03_remote_kv.py")
+    assert ex.solution_text(3, "zh") == zh and "最终隐藏状态" in zh
+    assert ex.solution_text(3) == en and "final hidden state" in en
 
 
 def test_solution_speaks_the_learners_language(tmp_path, monkeypatch, capsys):
@@ -537,19 +571,17 @@ def test_solution_speaks_the_learners_language(tmp_path, monkeypatch, capsys):
 def test_chinese_texts_use_the_glossary_terms():
     from test_glossary import violations
 
+    from pdlab.catalog.exercises import TEXT_EXERCISES
     from pdlab.exercises import ex10_quiz
-    from pdlab.exercises.words import WORDS
 
-    texts = {f"words[{k!r}]": v["zh"] for k, v in WORDS.items()}
+    texts = {f"words[{k!r}]": v["zh"] for k, v in TEXT_EXERCISES.items()}
     texts |= {f"quiz {k}": v["zh"] for k, v in ex10_quiz._QUESTIONS.items()}
     import importlib.resources
 
-    for f in importlib.resources.files("pdlab.exercises.stubs.zh").iterdir():
-        if f.name.endswith(".py"):  # what a learner reads there: docstrings and comments
-            texts[f"stubs/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
-    for f in importlib.resources.files("pdlab.exercises.solutions.zh").iterdir():
-        if f.name.endswith(".py"):  # what `solution --lang zh` shows: its comments
-            texts[f"solutions/zh/{f.name}"] = _prose(f.read_text(encoding="utf-8"))
+    for kind in ("stubs", "solutions"):  # what a learner reads: docstrings and comments
+        for f in importlib.resources.files(f"pdlab.exercises.{kind}").iterdir():
+            if f.name.startswith("ex"):
+                texts[f"{kind} (zh) {f.name}"] = _prose(_both(kind, f.name)[2])
     for e in [*ex.exercises(), ex08_decode_kernel.TORCH, ex08_decode_kernel.TRITON]:
         texts[f"{e.slug} title"] = e.title["zh"]
         texts[f"{e.slug} statement"] = e.statement["zh"]

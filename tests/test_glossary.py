@@ -47,7 +47,7 @@ _CODE = re.compile(
     r"|\b[\w-]+\.(?:md|py|ipynb|json|png|toml|txt|cpp|safetensors|org|com|io)\b"  # a file
     r"|(?<![\w.])\.(?:py|ipynb|json|md)\b"  # a file type: .py
     r"|\b\w+=\w+"  # a keyword argument: solution=True
-    r"|\b\w*_\w*\b"  # an identifier with an underscore
+    r"|\b(?:\w+\.)*\w*_\w*\b"  # an identifier with an underscore, with its owner: Scheduler._emit
     r"|\b[A-Za-z]\w*\[[^\]\n]*\]"  # an index: row[start:end]
     r"|\b[A-Za-z]\w*(?=\()"  # a call: lm_head(
     r"|\b[A-Za-z]\w*(?= = )"  # an assignment: replicated = ~is_prefilling

@@ -77,8 +77,8 @@ def test_kernels_import_and_run_without_triton():
 def test_bench_paths_reports_each_path_beside_this_machines_floor():
     """The floor is max(FLOPs / matmul rate, bytes / copy rate), both rates measured in the
     same run; the cost model gives FLOPs and bytes."""
-    from pdlab.attention import cost
     from pdlab.config import ModelConfig
+    from pdlab.sim import kernel_costs as cost
     from pdlab.tools.bench import bench_paths, render_paths_table
 
     res = bench_paths("deepseek-v3", contexts=[48], num_heads=2, repeats=1)
@@ -129,7 +129,7 @@ def test_gpu_check_table_logic_runs_on_small_shapes(monkeypatch):
 def test_decode_cost_of_1_plus_k_queries_counts_pairs_and_reads_rows_once():
     """Query j of q_len sees seq_len - q_len + j + 1 keys: FLOPs follow those pairs; the
     latent rows are read once per request, each query and output adds its own bytes."""
-    from pdlab.attention import cost
+    from pdlab.sim import kernel_costs as cost
 
     H, W, V, e = 4, 80, 64, 2
     flops, nbytes = cost.mla_decode_cost([10, 7], H, W, V, e, q_lens=[3, 1])
@@ -148,8 +148,8 @@ def test_bench_paths_with_speculative_tokens_times_1_plus_k_beside_one_query(tmp
     """``pdlab bench paths --num-speculative-tokens 2``: the decode kernel for 1 + K queries
     beside one query and beside the same queries flattened, each beside its floor from the
     modelled cost; the shared and flattened results agree."""
-    from pdlab.attention import cost
     from pdlab.cli import main
+    from pdlab.sim import kernel_costs as cost
     from pdlab.tools.bench import bench_paths, render_spec_table
 
     res = bench_paths(

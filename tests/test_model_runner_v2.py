@@ -2,7 +2,9 @@
 from ``prefill_len``, ``prefill_runs_as_decode`` and ``decode_graph_eligible``; the
 switch between the runners; and the MLA backend the platform picks for each GPU."""
 
+import json
 import random
+from dataclasses import asdict
 
 import pytest
 
@@ -17,8 +19,9 @@ from pdlab.config import (
 )
 from pdlab.disagg.pair import PDPair
 from pdlab.model.batch import gather_batch_req_state, sort_batch_req_ids
-from pdlab.platforms import select_mla_backend
+from pdlab.platforms import GPUS, Chosen, select_mla_backend
 from pdlab.request import SamplingParams
+from pdlab.ui.choices import choice_reason, routing_reason
 
 CFG = ModelConfig.tiny()
 
@@ -146,6 +149,8 @@ def test_ds_first_step_in_the_trace(runner, pcp, runs_as_decode, eligible, forwa
     assert r["prefill_runs_as_decode"] == runs_as_decode
     assert r["decode_graph_eligible"] == eligible and r["forward"] == forward
     assert pair.tracer.meta["routing"]["D"]["model_runner"] == runner
+    # the platform's choice, as facts (the views word them)
+    assert pair.tracer.meta["routing"]["D"]["choice"] == asdict(select_mla_backend())
 
 
 @pytest.mark.parametrize(
@@ -157,13 +162,17 @@ def test_ds_first_step_in_the_trace(runner, pcp, runs_as_decode, eligible, forwa
 def test_platform_picks_the_backend(gpu, backend):
     assert select_mla_backend(gpu).backend == backend
     a = AttentionConfig(gpu=gpu)
-    assert (a.backend, a.gpu) == (backend, gpu) and backend.upper() in a.selected_by
+    assert (a.backend, a.gpu) == (backend, gpu) and backend.upper() in choice_reason(a.choice)
+    # The choice is facts: the backend is the first of the capability's list it walked.
+    assert a.choice.capability == GPUS[gpu][1] and a.choice.kv_cache_dtype == "auto"
+    assert backend in a.choice.priorities
 
 
 def test_unnamed_gpu_reads_the_environment(monkeypatch):
     monkeypatch.setenv("PDLAB_GPU", "h200")
     a = AttentionConfig()
-    assert (a.backend, a.gpu) == ("flash_attn_mla", "h200") and "PDLAB_GPU" in a.selected_by
+    assert (a.backend, a.gpu) == ("flash_attn_mla", "h200") and a.selected_how == Chosen.ENV
+    assert "PDLAB_GPU" in choice_reason(a.choice)
     monkeypatch.setenv("PDLAB_GPU", "tpu")
     with pytest.raises(ValueError, match=r"PDLAB_GPU='tpu' is invalid: expected one of"):
         AttentionConfig()
@@ -207,8 +216,12 @@ def test_pcp_splits_the_prefilling_rows_and_keeps_the_others_whole():
 
 def test_the_reason_reads_in_either_language(monkeypatch):
     from pdlab.catalog import text
-    from pdlab.platforms import routing_reason
 
+    words = {  # what the English line names, from the platform's table
+        "named": ("NVIDIA H200 (named)", "sm_90", "FLASH_ATTN_MLA"),
+        "env": ("NVIDIA B200 (PDLAB_GPU)", "sm_100", "FLASHINFER_MLA"),
+        "none": ("no GPU named", "the CPU platform", "CPU_MLA"),
+    }
     for gpu, how in (("h200", "named"), ("b200", "env"), ("cpu", "none")):
         if how == "env":
             monkeypatch.setenv("PDLAB_GPU", gpu)
@@ -219,10 +232,15 @@ def test_the_reason_reads_in_either_language(monkeypatch):
             a = AttentionConfig()
         else:
             a = AttentionConfig(gpu=gpu)
-        meta = {"gpu": a.gpu, "mla_backend": a.backend, "selected_how": a.selected_how}
-        assert a.selected_how == how and routing_reason(meta) == a.selected_by
+        assert a.selected_how == how
+        en = choice_reason(a.choice)
+        assert all(w in en for w in words[how]), en
+        # What a trace keeps, saved and loaded, reads the same.
+        meta = json.loads(json.dumps({"mla_backend": a.backend, "choice": asdict(a.choice)}))
+        assert routing_reason(meta) == en
         zh = routing_reason(meta, "zh")
-        assert a.backend.upper() in zh and zh != a.selected_by
+        assert a.backend.upper() in zh and zh != en
     named = AttentionConfig("flashmla")
-    meta = {"mla_backend": "flashmla", "selected_how": named.selected_how}
+    assert named.choice is None and named.selected_how == Chosen.BACKEND
+    meta = {"mla_backend": "flashmla", "choice": None}
     assert routing_reason(meta, "zh") == text("zh", "pf_backend", backend="FLASHMLA")

@@ -7,7 +7,7 @@ import psutil
 import pytest
 
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.disagg.procs import run_pd_procs
+from pdlab.disagg.launch import run_pd_procs
 from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 

@@ -6,7 +6,6 @@ import random
 import pytest
 import torch
 
-from pdlab.attention import cost
 from pdlab.attention.builder import (
     MLAMetadataBuilder,
     build_mla_metadata,
@@ -20,6 +19,7 @@ from pdlab.attention.metadata import (
     split_prefill_chunks,
 )
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
+from pdlab.sim import kernel_costs as cost
 
 
 def _common(query_lens, seq_lens=None, is_prefilling=None, padded_num_tokens=None):

@@ -10,8 +10,8 @@ pdlab's block ``i``.
 
 import pytest
 from conftest import all_free, events_of, free_queue_ids, make_scheduler, req, step
+from doubles.fake_connector import FakeKVConnector
 
-from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
 
 BS = 16  # vLLM's unit tests use 16-token blocks

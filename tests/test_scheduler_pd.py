@@ -2,10 +2,10 @@
 
 import pytest
 from conftest import all_free, events_of, make_scheduler, step
+from doubles.fake_connector import FakeKVConnector
 
 from pdlab.config import CacheConfig, SchedulerConfig
 from pdlab.kv_transfer.base import validate_kv_transfer_params
-from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.scheduler import Scheduler
 

@@ -1,4 +1,4 @@
-"""Speculative decoding in the scheduler (pdlab/sched/spec_decode.py, after vLLM 0.33.0's
+"""Speculative decoding in the scheduler (pdlab/sched/scheduler.py, after vLLM 0.33.0's
 scheduler.py): draft tokens scheduled and rolled back, the -1 placeholders that pad a newly
 admitted one-token row to 1 + K (and the conditions under which they do not), blocks, stops
 inside an accepted run, preemption, and D's first step through PDConnector. The fake runner

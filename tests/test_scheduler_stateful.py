@@ -14,6 +14,7 @@ from collections import Counter
 
 import hypothesis
 import pytest
+from doubles.fake_connector import FakeKVConnector
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -31,7 +32,6 @@ from pdlab.config import (
     SpeculativeConfig,
 )
 from pdlab.kv_cache.manager import cdiv
-from pdlab.kv_transfer.fake import FakeKVConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler

@@ -6,11 +6,11 @@ import dataclasses
 import pytest
 import torch
 
-from pdlab.attention.cost import decode_path_cost, prefill_path_cost, shared_weight_bytes
 from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
 from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost, shared_weight_bytes
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import summarize
 from pdlab.sim.simulator import ROUTINGS, SimConfig, simulate
@@ -190,7 +190,7 @@ def test_hidden_state_token_1_is_one_lm_head_row_in_the_step_its_kv_land():
 def test_an_idle_d_agrees_with_the_designs_table():
     """No running decodes: D's step for token 1 is what design_point models after the
     transfer (lm_head alone for hidden_state, the one-token forward for recompute)."""
-    from pdlab.disagg.designs import design_point
+    from pdlab.sim.designs import design_point
 
     for design, forward in (("hidden_state", ""), ("recompute", "forward_mqa")):
         cfg = dataclasses.replace(V3_BASE, batch_size=0, arrival_rate=1.0, duration_s=3.0,

@@ -233,7 +233,7 @@ def test_temperature_under_mtp_is_refused_in_one_line():
 
 
 def test_two_processes_with_mtp_equal_greedy():
-    from pdlab.disagg.procs import run_pd_procs
+    from pdlab.disagg.launch import run_pd_procs
 
     prompts = [_prompt(n) for n in (1, 3, BS, 3 * BS + 1)]
     r = run_pd_procs(

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
+from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 from pdlab.trace import Tracer
 from pdlab.ui import tour
 from pdlab.ui.fmt import token_char

@@ -149,8 +149,8 @@ def designs_and_sim():
 def test_designs_and_sim_tables_read_whole(designs_and_sim, width, lang) -> None:
     """``pdlab pd --compare-designs``, chapter 7 and ``pdlab sim``: each design's values
     whole (a stacked layout keeps the values on their lines and wraps the labels)."""
-    from pdlab.sim.report import sim_table
     from pdlab.ui.designs_view import designs_table
+    from pdlab.ui.sim_report import sim_table
 
     rows, sim_rows, profile = designs_and_sim
     out = render(width, lambda c: c.print(designs_table(rows, lang=lang)))

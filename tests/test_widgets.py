@@ -172,7 +172,7 @@ def test_show_source_reads_the_package() -> None:
     from pdlab.sched.scheduler import Scheduler
 
     code = fmt.show_source(Scheduler._update_waiting_for_remote_kv)
-    assert code.data.startswith("# pdlab/sched/remote_kv.py, line ")
+    assert code.data.startswith("# pdlab/sched/scheduler.py, line ")
     assert "request.num_computed_tokens = request.num_tokens - 1" in code.data
     part = fmt.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
     assert part.data.splitlines()[1] == "# First the RUNNING requests."

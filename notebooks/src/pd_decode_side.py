@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -122,7 +122,6 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.cost import decode_path_cost, gemm, prefill_path_cost, shared_weight_bytes
 from pdlab.attention.metadata import (
     batch_region,
     split_decodes_and_prefills,
@@ -135,11 +134,20 @@ from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.kernels import gather_cache
 from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import routing_reason, select_mla_backend
+from pdlab.platforms import select_mla_backend
 from pdlab.request import SamplingParams
 from pdlab.sched.scheduler import Scheduler
+from pdlab.sim.kernel_costs import (
+    decode_path_cost,
+    gemm,
+    kernel_event_cost,
+    prefill_path_cost,
+    shared_weight_bytes,
+    traced_cost,
+)
 from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
+from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
@@ -219,11 +227,11 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown] en
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py` (pdlab keeps the scheduler's KV-transfer methods in
-# `pdlab/sched/remote_kv.py`); the `- 1` is at the end (vLLM 0.33.0 writes it as
-# `num_computed_tokens = num_tokens - 1`). It applies only when every token landed
-# (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after a
-# failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
+# `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/sched/scheduler.py` too, in the
+# section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
+# writes it as `num_computed_tokens = num_tokens - 1`). It applies only when every token
+# landed (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after
+# a failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
 # block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
 # DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
 # load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
@@ -231,9 +239,9 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown] zh
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻（pdlab 把调度器中与 KV 传输相关的方法放在 `pdlab/sched/remote_kv.py`），`- 1` 在末尾
-# （vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token 都到齐时才生效
-# （`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
+# 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
+# `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
+# 都到齐时才生效（`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
 # （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也这样做
 # （`kv_load_failure_policy="recompute"`）；带 DeepSeek V4.1 滑动窗口层的模型，在加载没有带上
 # 窗口时会重放命中部分末尾的整个窗口（`_mark_prefix_replay`，这是上游的行为；pdlab 的模型没有
@@ -600,8 +608,8 @@ for label, (runner, parallel) in SETUPS.items():
             e["name"],
             e["shapes"].get("part", ""),
             ", ".join(f"{k}={v}" for k, v in e["shapes"].items() if k not in ("part", "kv_cache")),
-            flops(e["flops"]),
-            nbytes(e["bytes"]),
+            flops(kernel_event_cost(e)[0]),
+            nbytes(kernel_event_cost(e)[1]),
         ]
         for e in p.tracer.filter("kernel", "D", step=step, layer=0)
     ]
@@ -704,7 +712,7 @@ settings = [
 ]
 table = {name: [*batch[name]] for name in names}
 for gpu in ("h200", "b200", "cpu"):
-    print(f"{gpu}: {select_mla_backend(gpu).reason}")
+    print(f"{gpu}: {choice_reason(select_mla_backend(gpu), LANG)}")
 for backend, size in settings:
     threshold = AttentionConfig(backend).profile.reorder_batch_threshold
     state = gather_batch_req_state(
@@ -818,8 +826,8 @@ for label, (tracer, _) in runs.items():
             label,
             tracer.first("route", "D")["forward"],
             len(ks),
-            flops(sum(e["flops"] for e in ks)),
-            nbytes(sum(e["bytes"] for e in ks)),
+            flops(traced_cost(ks).flops),
+            nbytes(traced_cost(ks).bytes),
         ]
     )
 headers = [t("nb5_col_setup"), t("nb5_col_path"), t("nb5_col_kernels"), "FLOPs", t("nb5_col_bytes")]
@@ -912,7 +920,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # paths read (`kv_b_proj` on one side; the absorbed `W_UK` and `W_UV`, about 34 MB at V3
 # widths, on the other) against that one request. In a batch the weights are read once for
 # all requests, so the column "per request in a batch" compares what one more request adds
-# (`shared_weight_bytes` in `pdlab/attention/cost.py`): its latent rows on the decode path,
+# (`shared_weight_bytes` in `pdlab/sim/kernel_costs.py`): its latent rows on the decode path,
 # against the gathered, up-projected and reassembled context on the prefill path. Either
 # way the prefill path computes the right token the expensive way, and under prefill
 # context parallelism *every* request on D starts with this step.
@@ -935,7 +943,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 # 对这一个 token，prefill 路径的 FLOPs 是 decode 路径的 100 倍以上。字节数之比随上下文增长，
 # 但对单个请求而言，它把两条路径读的权重（一边是 `kv_b_proj`；另一边是吸收后的 `W_UK` 和
 # `W_UV`，V3 维度下约 34 MB）都算在了这一个请求头上。批处理时权重对所有请求只读一次，所以
-# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/attention/cost.py` 中的
+# “批中每个请求”那一列比较的是每多一个请求多出的字节（`pdlab/sim/kernel_costs.py` 中的
 # `shared_weight_bytes`）：decode 路径只是它的潜向量行，prefill 路径则是取出、上投影并重新
 # 拼装的整个上下文。无论如何，prefill 路径都是用昂贵的方式算出正确的 token；而开启预填充
 # 上下文并行时，D 上*每个*请求都从这一步开始。
@@ -1059,12 +1067,12 @@ display(
 )
 
 # %% [markdown] en
-# The padding, pdlab's copy of upstream's waiting-loop block (pdlab keeps the scheduler's
-# speculative-decoding methods in `pdlab/sched/spec_decode.py`):
+# The padding, pdlab's copy of upstream's waiting-loop block (in `pdlab/sched/scheduler.py`,
+# the section of the scheduler's speculative-decoding methods):
 
 # %% [markdown] zh
-# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（pdlab 把调度器里与投机解码相关的
-# 方法放在 `pdlab/sched/spec_decode.py`）：
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（在 `pdlab/sched/scheduler.py`
+# 里调度器与投机解码相关的方法那一节）：
 
 # %%
 show_source(Scheduler._pad_spec_decode)

@@ -6,7 +6,7 @@
 #       extension: .py
 #       format_name: percent
 #       format_version: '1.3'
-#       jupytext_version: 1.19.6
+#       jupytext_version: 1.19.7
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -113,11 +113,12 @@ from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
-from pdlab.sim.report import plot_tpot, run_grid, sim_table
+from pdlab.sim.report import run_grid
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
+from pdlab.ui.sim_report import plot_tpot, sim_table
 from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 from pdlab.ui.widgets import SimExplorer
 
@@ -224,7 +225,7 @@ for mode in MODES:
 # replays that step by step: 64 decodes over 4K tokens, Poisson arrivals of 4K-token
 # prompts, each step's split made by the engine's own `gather_batch_req_state` and
 # `split_decodes_and_prefills`, each step's time the roofline of its kernel groups
-# (`pdlab/attention/cost.py`) on a published H200 profile, plus a named launch overhead
+# (`pdlab/sim/kernel_costs.py`) on a published H200 profile, plus a named launch overhead
 # when the full decode graph is lost. Under V2's default the arriving row is
 # `prefill_runs_as_decode`; under PCP it becomes a `forward_mha` row; under DCP it stays a
 # decode. The second table is the same grid with MTP (`K = 1`, DeepSeek-V3's published
@@ -237,7 +238,7 @@ for mode in MODES:
 # 在 D 上，每个到达请求的第一步都落进一批正在解码的请求里。`pdlab sim` 逐步重放：64 个解码
 # 请求、上下文 4K token，泊松到达的 4K token 提示词；每一步如何拆分由引擎自己的
 # `gather_batch_req_state` 与 `split_decodes_and_prefills` 决定，每一步的时间是各组算子在
-# 公开的 H200 参数上按 roofline 模型算出的下限（`pdlab/attention/cost.py`），失去完整的
+# 公开的 H200 参数上按 roofline 模型算出的下限（`pdlab/sim/kernel_costs.py`），失去完整的
 # decode CUDA graph 时再加上一个具名的启动开销。V2 默认下到达的那一行是
 # `prefill_runs_as_decode`；PCP 下它变成 `forward_mha` 行；DCP 下它仍是 decode 行。第二张表
 # 是开启 MTP（`K = 1`，DeepSeek-V3 公布的接受率）的同一组模拟：每行验证 `1 + K` 个 token，

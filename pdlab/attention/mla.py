@@ -19,9 +19,9 @@ method names (older releases, and the question pdlab answers, call the two paths
    mask and merges every part with ``merge_attn_states``.
 
 Both paths compute the same numbers (MLA's two forms are algebraically equal); they differ
-in cost, which every kernel call records in the trace: each step is one ``_call``, which
-emits a ``kernel`` event (name, path, shapes, and FLOPs and bytes from
-``pdlab/attention/cost.py``) and then makes the call.
+in cost. Each step is one ``_call``, which emits a ``kernel`` event (name, path, shapes,
+split count and bytes per value: facts) and then makes the call; the lab prices the event
+(``pdlab/sim/kernel_costs.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from typing import Any, Protocol, TypeVar
 import torch
 
 from pdlab import kernels
-from pdlab.attention import cost
 from pdlab.attention.builder import MLAMetadata
 from pdlab.config import ModelConfig
 from pdlab.trace import EventSink
@@ -106,7 +105,7 @@ class MLAAttention:
             ctx, layer, "reshape_and_cache_mla", "write",
             kernels.reshape_and_cache_mla, kv_c_normed, k_pe, kv_cache, m.slot_mapping,
             backend=ctx.backend,
-            cost=cost.reshape_and_cache_cost(t, cfg.kv_cache_dim, kv_c_normed.element_size()),
+            elem_bytes=kv_c_normed.element_size(),
             shapes={"kv_c": kv_c_normed.shape, "k_pe": k_pe.shape, "kv_cache": kv_cache.shape},
         )  # fmt: skip
         out = q.new_empty(t, cfg.num_attention_heads, cfg.v_head_dim)
@@ -132,7 +131,7 @@ class MLAAttention:
     ) -> torch.Tensor:
         cfg = layer.cfg
         w_uk_t, w_uv = self.absorbed_weights(layer)
-        h, n, L, rows = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
+        n, L, rows = cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
         e = q.element_size()
         # Per query token, its request's block table and the keys it sees (bottom-right
         # causal): the kernel's arguments when every decode row has one query.
@@ -141,7 +140,7 @@ class MLAAttention:
         q_latent = _call(
             ctx, layer, "q_nope @ W_UK_T", "decode",
             torch.einsum, "bhn,hnl->bhl", q_nope, w_uk_t.to(q.dtype),
-            cost=cost.per_head_gemm(rows, h, L, n, e),
+            elem_bytes=e,
             shapes={"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
         )  # fmt: skip
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
@@ -159,16 +158,16 @@ class MLAAttention:
         splits = kernels.decode_attention.plan_num_kv_splits(
             q_mqa, seq_lens, ctx.num_kv_splits, L, query_start_loc=qsl
         )
-        # The cost of the call as made: per request with its query count (the rows are
-        # read once per request), or per one-query row.
+        # The call as made: per request with its query count (the rows are read once per
+        # request), or per one-query row; what pricing it needs (the split count, L).
         seq_list = seq_lens.tolist()
-        q_list = None if qsl is None else (qsl[1:] - qsl[:-1]).tolist()
         shapes: dict[str, Any] = {
             "q": q_mqa.shape,
             "kv_cache": kv_cache.shape,
             "block_table": block_table.shape,
             "seq_lens": seq_list,
             "num_kv_splits": splits,
+            "kv_lora_rank": L,
         }
         if qsl is not None:
             shapes["query_start_loc"] = qsl.tolist()
@@ -176,14 +175,13 @@ class MLAAttention:
             ctx, layer, "mla_decode", "decode",
             kernels.mla_decode, q_mqa, kv_cache, block_table, seq_lens, cfg.softmax_scale,
             num_kv_splits=splits, kv_lora_rank=L, backend=ctx.backend, query_start_loc=qsl,
-            cost=cost.mla_decode_call_cost(seq_list, h, L, cfg.qk_rope_head_dim, splits, e,
-                                           q_list),
+            elem_bytes=e,
             shapes=shapes,
         )  # fmt: skip
         return _call(
             ctx, layer, "o_latent @ W_UV", "decode",
             torch.einsum, "bhl,hlv->bhv", o_latent.to(q.dtype), w_uv.to(q.dtype),
-            cost=cost.per_head_gemm(rows, h, cfg.v_head_dim, L, e),
+            elem_bytes=e,
             shapes={"o_latent": o_latent.shape, "W_UV": w_uv.shape},
         )  # fmt: skip
 
@@ -222,7 +220,7 @@ class MLAAttention:
         next chunk, whose result is merged into the first by LSE. Tokens of a request with
         no context keep ``lse = -inf`` (weight 0 in the final merge)."""
         block_table = m.block_table[m.num_decodes :]
-        L, width = layer.cfg.kv_lora_rank, kv_cache.shape[-1]
+        L = layer.cfg.kv_lora_rank
         acc_out = q.new_zeros(q.shape[0], layer.cfg.num_attention_heads, layer.cfg.v_head_dim)
         acc_lse = acc_out.new_full(acc_out.shape[:2], float("-inf"), dtype=torch.float32)
         q_bounds = cu_q.tolist()
@@ -235,7 +233,7 @@ class MLAAttention:
                 ctx, layer, "gather_cache", "prefill",
                 kernels.gather_cache, kv_cache, block_table[rs:re], cu, starts,
                 backend=ctx.backend,
-                cost=cost.gather_cache_cost(int(cu[-1]), width, kv_cache.element_size()),
+                elem_bytes=kv_cache.element_size(),
                 shapes={"kv_cache": kv_cache.shape, "block_table": block_table[rs:re].shape,
                         "rows": int(cu[-1]), "chunk": i, "seq_starts": chunk.starts},
             )  # fmt: skip
@@ -268,16 +266,17 @@ def _call(
     path: str,
     fn: Callable[..., _T],
     *args: Any,
-    cost: tuple[float, float],
+    elem_bytes: int,
     shapes: dict[str, Any],
     **kwargs: Any,
 ) -> _T:
     """Record one kernel call in the trace, then make it: ``fn(*args, **kwargs)``.
 
     The event is ``kernel`` with the call's ``name``, its ``path`` ("write", "decode" or
-    "prefill"), the layer, the backend in force, its ``shapes`` and its modelled
-    ``cost = (flops, bytes)`` (``pdlab/attention/cost.py``). Call sites keep one line per
-    part (what and where, the call, its cost, its shapes) with ``# fmt: skip``."""
+    "prefill"), the layer, the backend in force, its ``shapes`` and the bytes per value of
+    the operands it is priced at (``elem_bytes``): facts, which
+    ``pdlab/sim/kernel_costs.py`` prices. Call sites keep one line per part (what and where,
+    the call, its bytes per value, its shapes) with ``# fmt: skip``."""
     if ctx.emit is not None:
         ctx.emit(
             "kernel",
@@ -286,8 +285,7 @@ def _call(
             layer=layer.layer_idx,
             backend=kernels.backend.resolve(ctx.backend),
             shapes={k: list(v) if isinstance(v, torch.Size) else v for k, v in shapes.items()},
-            flops=float(cost[0]),
-            bytes=float(cost[1]),
+            elem_bytes=int(elem_bytes),
         )
     return fn(*args, **kwargs)
 
@@ -325,14 +323,14 @@ def _up_project(
     kv = _call(
         ctx, layer, f"kv_b_proj ({what})", "prefill",
         layer.kv_b_proj, kv_c,
-        cost=cost.gemm(s, h * (n + dv), cfg.kv_lora_rank, e),
+        elem_bytes=e,
         shapes={"kv_c": kv_c.shape, "kv_b_proj": layer.kv_b_proj.weight.shape},
     )  # fmt: skip
     k_nope, v = kv.view(s, h, n + dv).split([n, dv], dim=-1)
     return _call(
         ctx, layer, f"K/V assembly ({what})", "prefill",
         _assemble_kv, k_nope, k_pe, v,
-        cost=cost.k_assembly_cost(s, h, n, k_pe.shape[-1], dv, e),
+        elem_bytes=e,
         shapes={"k_nope": k_nope.shape, "k_pe": k_pe.shape, "v": v.shape},
     )  # fmt: skip
 
@@ -352,12 +350,11 @@ def _flash(
     cfg = layer.cfg
     q_lens = (cu_q[1:] - cu_q[:-1]).tolist()
     k_lens = (cu_k[1:] - cu_k[:-1]).tolist()
-    h, d_qk, d_v = cfg.num_attention_heads, cfg.qk_head_dim, cfg.v_head_dim
     return _call(
         ctx, layer, "flash_attn_varlen", "prefill",
         kernels.flash_attn_varlen, q, k, v, cu_q, cu_k, max(q_lens), max(k_lens),
         cfg.softmax_scale, causal, backend=ctx.backend,
-        cost=cost.flash_attn_cost(q_lens, k_lens, h, d_qk, d_v, causal, q.element_size()),
+        elem_bytes=q.element_size(),
         shapes={"q": q.shape, "k": k.shape, "v": v.shape, "q_lens": q_lens, "k_lens": k_lens,
                 "causal": causal, "part": what},
     )  # fmt: skip
@@ -369,6 +366,6 @@ def _merge(layer: MLALayer, ctx: ForwardContext, a: _Part, b: _Part) -> _Part:
     return _call(
         ctx, layer, "merge_attn_states", "prefill",
         kernels.merge_attn_states, out_a, lse_a, out_b, lse_b, backend=ctx.backend,
-        cost=cost.merge_attn_states_cost(*out_b.shape, out_b.element_size()),
+        elem_bytes=out_b.element_size(),
         shapes={"out": out_b.shape, "lse": lse_b.shape},
     )  # fmt: skip

@@ -9,9 +9,9 @@ exercises) and the notebooks all read it, and it imports none of them. Its secti
 this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
 :mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
-:mod:`pdlab.catalog.bench` and :mod:`pdlab.catalog.errors` (what exceptions say: ``err_``),
-all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help` (``--help`` under ``--lang
-zh``) is imported only when asked for. The Chinese follows the
+:mod:`pdlab.catalog.bench`, :mod:`pdlab.catalog.exercises` and :mod:`pdlab.catalog.errors`
+(what exceptions say: ``err_``), all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
+(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
 glossary, ``docs/glossary.md``.
 """
 
@@ -23,6 +23,7 @@ from pdlab.catalog.bench import TEXT_BENCH
 from pdlab.catalog.designs import TEXT_DESIGNS
 from pdlab.catalog.doctor import TEXT_DOCTOR
 from pdlab.catalog.errors import TEXT_ERRORS
+from pdlab.catalog.exercises import TEXT_EXERCISES
 from pdlab.catalog.mtp import TEXT_MTP
 from pdlab.catalog.notebooks import NOTEBOOKS
 from pdlab.catalog.views import VIEWS
@@ -669,7 +670,16 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH, TEXT_ERRORS):
+for _table in (
+    VIEWS,
+    NOTEBOOKS,
+    TEXT_DESIGNS,
+    TEXT_MTP,
+    TEXT_DOCTOR,
+    TEXT_BENCH,
+    TEXT_EXERCISES,
+    TEXT_ERRORS,
+):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)

@@ -1,5 +1,5 @@
-"""The words of ``pdlab doctor`` (:mod:`pdlab.tools.doctor`), of the kernel backend's one-line
-description (:func:`pdlab.kernels.backend.describe`, which the doctor and notebook 04 print),
+"""The words of ``pdlab doctor`` (:mod:`pdlab.tools.doctor`), of the line naming the kernels'
+backend (:func:`pdlab.ui.choices.kernels_line`, which the doctor and notebook 04 print),
 of ``pdlab notebooks`` and of ``pdlab lab`` (:mod:`pdlab.tools.lab`), in English and
 Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. pdlab's own; it mirrors no
 upstream file. Package names, commands, environment variables and the tags

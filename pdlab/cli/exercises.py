@@ -58,8 +58,8 @@ def _lang(args: argparse.Namespace, folder: Path) -> str:
 
 def run(args: argparse.Namespace) -> int:
     import pdlab.exercises as ex
+    from pdlab.catalog import text
     from pdlab.exercises.loader import check_file
-    from pdlab.exercises.words import word
 
     lang = _lang(args, args.dir)
     if args.action == "list":
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         except FileExistsError as e:
             print(e)
             return 0
-        print(word(lang, "started_file", path=path, function=ex.get(args.n).function, n=args.n))
+        print(text(lang, "ex_started_file", path=path, function=ex.get(args.n).function, n=args.n))
         return 0
     if args.action == "check":
         file = args.file or args.dir / ex.get(args.n).file_name
@@ -86,13 +86,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     ex.get(args.n)
     if not args.yes:
-        sys.stdout.write(word(lang, "confirm", n=args.n))
+        sys.stdout.write(text(lang, "ex_confirm", n=args.n))
         sys.stdout.flush()
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes", "是"):
-            print(word(lang, "not_shown"))
+            print(text(lang, "ex_not_shown"))
             return 0
-    print(word(lang, "solution_of", n=args.n))
+    print(text(lang, "ex_solution_of", n=args.n))
     print(ex.solution_text(args.n, lang))
     return 0
 
@@ -103,13 +103,13 @@ def _print(text: str) -> None:
 
 def _list(folder: Path, lang: str) -> int:
     import pdlab.exercises as ex
+    from pdlab.catalog import text
     from pdlab.exercises import progress
-    from pdlab.exercises.words import word
 
     p = progress.load(folder)
-    t = Table(title=word(lang, "list_title"))
-    for key in ("col_n", "col_title", "col_status", "col_last", "col_hints"):
-        t.add_column(word(lang, key))
+    t = Table(title=text(lang, "ex_list_title"))
+    for key in ("ex_col_n", "ex_col_title", "ex_col_status", "ex_col_last", "ex_col_hints"):
+        t.add_column(text(lang, key))
     items = ex.exercises()
     for e in items:
         status = (
@@ -117,10 +117,10 @@ def _list(folder: Path, lang: str) -> int:
         )
         last = {True: "last_pass", False: "last_fail", None: "todo"}[p.last_result(e.number)]
         hints = f"{p.hints_used(e.number)}/{len(e.hints[lang])}"
-        t.add_row(str(e.number), escape(e.title[lang]), word(lang, status), word(lang, last),
-                  hints)  # fmt: skip
+        words = (text(lang, f"ex_{status}"), text(lang, f"ex_{last}"))
+        t.add_row(str(e.number), escape(e.title[lang]), *words, hints)
     console = Console(highlight=False, width=80)
     console.print(t)
     passed = len(set(p.passed) & {e.number for e in items})
-    console.print(word(lang, "progress_in", dir=folder, passed=passed, total=len(items)))
+    console.print(text(lang, "ex_progress_in", dir=folder, passed=passed, total=len(items)))
     return 0

@@ -209,7 +209,7 @@ def _run(args: argparse.Namespace) -> int:
             for o in outs
         }
         return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
-    from pdlab.disagg.procs import run_pd_procs
+    from pdlab.disagg.launch import run_pd_procs
 
     res = run_pd_procs(
         ids,

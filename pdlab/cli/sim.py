@@ -124,9 +124,10 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.disagg.designs import MODES
     from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
-    from pdlab.sim.report import run_grid, sim_table, write_plots
+    from pdlab.sim.report import run_grid
     from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, SimConfig
     from pdlab.ui.console import make_console
+    from pdlab.ui.sim_report import sim_table, write_plots
 
     base = SimConfig(
         batch_size=args.batch_size,

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from pdlab.config.utils import _check_int, _fail
 from pdlab.errors import Phrase
+from pdlab.platforms import BackendChoice, Chosen, check_gpu, select_mla_backend
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,9 @@ class AttentionConfig:
     ``backend`` None (the default, as upstream) lets the platform choose for ``gpu``
     (``pdlab.platforms.select_mla_backend``: a name such as ``"h200"`` or ``"cpu"``; None
     reads ``PDLAB_GPU``, then this machine's GPU, else the CPU platform). Naming a backend
-    skips the choice. ``selected_by`` says, in one line, which profile was followed and why.
+    skips the choice. ``choice`` keeps the platform's facts (``BackendChoice``: the GPU, its
+    compute capability, the KV cache dtype, the priority list, how the GPU was chosen); it is
+    None when the backend was named, and :attr:`selected_how` says which of the two it was.
     ``num_speculative_tokens`` changes only the threshold, as upstream's builders do;
     ``LLMEngine`` sets it from its ``SpeculativeConfig`` (``pdlab/config/speculative.py``).
     """
@@ -85,19 +88,15 @@ class AttentionConfig:
     backend: str | None = None
     gpu: str | None = None
     num_speculative_tokens: int = 0
-    selected_by: str = field(default="", compare=False)
-    selected_how: str = field(default="named", compare=False)  # see BackendChoice.how
+    choice: BackendChoice | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
-        from pdlab.platforms import check_gpu, select_mla_backend
-
         _check_int("AttentionConfig", "num_speculative_tokens", self.num_speculative_tokens, 0)
         if self.backend is None:
             choice = select_mla_backend(self.gpu)
             object.__setattr__(self, "backend", choice.backend)
             object.__setattr__(self, "gpu", choice.gpu)
-            object.__setattr__(self, "selected_by", choice.reason)
-            object.__setattr__(self, "selected_how", choice.how)
+            object.__setattr__(self, "choice", choice)
             return
         key = self.backend.lower().replace("-", "_") if isinstance(self.backend, str) else None
         aliases = {p.name.lower(): k for k, p in MLA_BACKENDS.items()}
@@ -113,9 +112,11 @@ class AttentionConfig:
         object.__setattr__(self, "backend", key)
         if self.gpu is not None:
             object.__setattr__(self, "gpu", check_gpu(self.gpu))
-        if not self.selected_by:
-            object.__setattr__(self, "selected_by", f"{MLA_BACKENDS[key].name} (named)")
-            object.__setattr__(self, "selected_how", "backend")
+
+    @property
+    def selected_how(self) -> Chosen:
+        """How the backend was chosen: by the platform (``choice.how``) or named."""
+        return Chosen.BACKEND if self.choice is None else self.choice.how
 
     @property
     def profile(self) -> MLABackendProfile:

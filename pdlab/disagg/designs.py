@@ -72,8 +72,6 @@ from typing import Any
 from pdlab.config import ModelConfig
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
 from pdlab.request import SamplingParams
-from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
-from pdlab.sim.profiles import DeviceProfile, device_profile
 from pdlab.spec_decode.rejection_sampler import check_sampling_params
 from pdlab.trace import Tracer
 
@@ -205,27 +203,16 @@ def _bytes_per_value(tracer: Tracer) -> int:
     return {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
 
 
-def design_point(
-    cfg: ModelConfig, mode: str, n: int, kv_bytes: int, forward: str, profile: DeviceProfile, e: int
-) -> tuple[int, float, float]:
-    """``(payload_bytes, d_flops, latency_s)`` of token 1 of an ``n``-token prompt under
-    ``mode``, given the K/V bytes that crossed and how D's first step was routed
-    (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
-    known, and the modelled latency after P's prefill (the transfer over the profile's
-    link, then D's compute at its roofline; 0 where P's token is the answer), for an idle
-    D: ``pdlab sim`` with no running decodes gives the same compute (its step is that
-    ``lm_head`` alone, or that one-token forward)."""
+def payload_bytes(cfg: ModelConfig, mode: str, kv_bytes: int, e: int) -> int:
+    """What crosses beside the K/V for token 1 under ``mode``: P's token id
+    (``first_token``, ``append_prompt``) or its hidden state (``hidden_state``, ``e`` bytes
+    per value), nothing for ``recompute``, and nothing where no K/V crossed (P's hand-off
+    failed, D computed it all)."""
+    if not kv_bytes:
+        return 0
     if mode in ("first_token", "append_prompt"):
-        return (TOKEN_ID_BYTES if kv_bytes else 0), 0.0, 0.0
-    payload, flops, compute_s = 0, 0.0, 0.0
-    if mode == "hidden_state" and kv_bytes:
-        payload = cfg.hidden_size * e
-        c = lm_head_cost(cfg, 1, e)
-        flops, compute_s = c.flops, profile.roofline_s(c.flops, c.bytes)
-    elif forward:
-        step = first_token_forward_cost(cfg, n - 1, forward, e)
-        flops, compute_s = step.flops, step.time_s(profile)
-    return payload, flops, profile.transfer_s(kv_bytes + payload) + compute_s
+        return TOKEN_ID_BYTES
+    return cfg.hidden_size * e if mode == "hidden_state" else 0
 
 
 def first_token_fields(
@@ -233,11 +220,11 @@ def first_token_fields(
     req_id: str,
     mode: str,
     cfg: ModelConfig,
-    profile: DeviceProfile,
 ) -> dict[str, Any]:
     """The ``first_token`` event of one request, read off the trace of its P/D run (the
     K/V bytes as the transfer measured them, the step token 1 was known on, how D's first
-    step was routed), with :func:`design_point`'s modelled payload, FLOPs and latency."""
+    step was routed) with the payload beside the K/V (:func:`payload_bytes`): facts, which
+    the lab prices (``pdlab/sim/designs.py``)."""
     n = tracer.first("add_request", "P", req_id=req_id)["num_prompt_tokens"]
     p_samples = tracer.filter("sample", "P", req_id=req_id)  # none if P's step failed
     kv = sum(e["nbytes"] for e in tracer.filter("kv_transfer", "D", req_id=req_id) if e["ok"])
@@ -245,7 +232,6 @@ def first_token_fields(
     samples = tracer.filter("sample", "D", req_id=req_id)
     forward = routes[0]["forward"] if routes else ""
     e = _bytes_per_value(tracer)
-    payload, flops, latency = design_point(cfg, mode, n, kv, forward, profile, e)
     if mode in ("first_token", "append_prompt") and p_samples and kv:
         known_on, known_step = "P", p_samples[0].step
     else:
@@ -255,25 +241,20 @@ def first_token_fields(
         "mode": mode,
         "num_prompt_tokens": n,
         "kv_bytes": kv,
-        "payload_bytes": payload,
-        "d_flops": flops,
+        "payload_bytes": payload_bytes(cfg, mode, kv, e),
         "known_on": known_on,
         "known_step": known_step,
         "d_first_step": routes[0].step if routes else -1,
         "d_first_forward": forward,
         "d_first_is_prefilling": bool(routes[0]["is_prefilling"]) if routes else False,
-        "latency_s": latency,
-        "profile": profile.name,
+        "elem_bytes": e,
     }
 
 
-def record_first_tokens(
-    tracer: Tracer, modes: dict[str, str], cfg: ModelConfig, profile: str = "H200"
-) -> None:
+def record_first_tokens(tracer: Tracer, modes: dict[str, str], cfg: ModelConfig) -> None:
     """Add one ``first_token`` event per request (``modes``: request id to mode) to the
     trace, as D's, at the step D first scheduled the request (or P's step, if D never)."""
-    prof = device_profile(profile)
     for rid, mode in modes.items():
-        f = first_token_fields(tracer, rid, mode, cfg, prof)
+        f = first_token_fields(tracer, rid, mode, cfg)
         step = f["d_first_step"] if f["d_first_step"] >= 0 else f["known_step"]
         tracer.emit("first_token", "D", step, **f)

@@ -145,14 +145,13 @@ def run_pd_procs(
     parallel_config: ParallelConfig | None = None,
     model_runner: str | None = None,
     first_token: str = "recompute",
-    profile: str = "H200",
     speculative_config: SpeculativeConfig | None = None,
 ) -> PDProcsResult:
     """Launch P and D as two processes on this machine and wait for both, on events: a
     result, or a process exiting. When one side dies, the other notices at once (its
     transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
     so before it is killed. ``first_token`` is the design (``pdlab/disagg/designs.py``);
-    each answered request gets a ``first_token`` event, modelled on ``profile``. Both sides
+    each answered request gets a ``first_token`` event (facts; the lab prices it). Both sides
     get ``speculative_config`` (both draft; the MTP layer's cache entries travel too)."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
@@ -270,7 +269,7 @@ def run_pd_procs(
     if "prefill" in got:
         tracer.meta["dtype"] = "float32"  # DistTransport moves the caches in fp32
         answered = {r: first_token for r in got["prefill"].outputs}
-        record_first_tokens(tracer, answered, model_config, profile)
+        record_first_tokens(tracer, answered, model_config)
     return PDProcsResult(
         got.get("prefill"),
         got.get("decode"),

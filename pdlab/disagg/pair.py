@@ -67,7 +67,6 @@ class PDPair:
         transport: InProcessTransport | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
         first_token: str = "recompute",
-        profile: str = "H200",
         speculative_config: SpeculativeConfig | None = None,
         **engine_kwargs: Any,
     ) -> None:
@@ -76,7 +75,7 @@ class PDPair:
         # Both sides draft (P's drafts are dropped when its one token ends the request): P's
         # MTP layer writes its cache entries for the prompt, which travel with the K/V.
         engine_kwargs["speculative_config"] = speculative_config
-        self.model_config, self.profile = model_config, profile
+        self.model_config = model_config
         cache_config = cache_config or CacheConfig()
         scheduler_config = scheduler_config or SchedulerConfig()
         d_cache = decode_cache_config or cache_config
@@ -198,7 +197,7 @@ class PDPair:
                     self._record(out.request_id)
 
     def _record(self, rid: str) -> None:
-        record_first_tokens(self.tracer, {rid: self.first_token}, self.model_config, self.profile)
+        record_first_tokens(self.tracer, {rid: self.first_token}, self.model_config)
 
     def _answer(self, rid: str) -> RequestOutput:
         h = self._handoffs[rid]

@@ -12,7 +12,9 @@ Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's
 (``kv_transfer_timeout_s`` only covers a D that is alive but never reads), and stops; the
 launcher kills what does not exit. A peer that never comes, a port in use and a peer with
 another block size or model are each one line (``PeerUnreachable``, ``ValueError``); joining
-the group is in ``pdlab/disagg/group.py``.
+the group is in ``pdlab/disagg/group.py``. The launcher, ``run_pd_procs`` in
+``pdlab/disagg/launch.py``, imports this module (its children run these two sides); this
+module never imports the launcher.
 """
 
 from __future__ import annotations
@@ -334,13 +336,3 @@ def _summarize(
     summary.peer_failed = transport.peer_failed
     summary.seconds = time.monotonic() - t0
     return summary
-
-
-def __getattr__(name: str) -> Any:
-    """``run_pd_procs`` and ``PDProcsResult`` live in ``pdlab/disagg/launch.py``; imported here
-    on first use, since the launcher's children import this module themselves."""
-    if name in ("run_pd_procs", "PDProcsResult"):
-        from pdlab.disagg import launch as pd_launch
-
-        return getattr(pd_launch, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

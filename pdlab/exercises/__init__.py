@@ -11,10 +11,11 @@ and from a notebook::
     ex.check(3, _update_waiting_for_remote_kv)          # a function
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
-The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` (in Chinese in
-``stubs/zh/``, the same code) and reference solutions in ``solutions/`` (in Chinese in
-``solutions/zh/``, the same code). Each module lists the slips learners make
-(``Exercise.slips``), every one of which its grader must reject by name.
+The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
+solutions in ``solutions/``, each one source in both languages (the code once, its Chinese
+docstrings and comments on ``# zh:`` lines: :mod:`pdlab.exercises.bilingual`). Each module
+lists the slips learners make (``Exercise.slips``), every one of which its grader must
+reject by name.
 ``docs/workshop.md`` is the instructor's agenda.
 """
 
@@ -29,11 +30,12 @@ from typing import Any
 
 import torch
 
-from pdlab.catalog import check_lang
+from pdlab.catalog import check_lang, text
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
+from pdlab.exercises.bilingual import read
 from pdlab.exercises.loader import LearnerFileError, load_function
-from pdlab.exercises.words import reflow, word, wrap80
+from pdlab.exercises.wrap import reflow, wrap80
 
 _MODULES = (
     "ex01_slot_mapping",
@@ -67,28 +69,19 @@ def get(n: int) -> Exercise:
     return importlib.import_module(f"pdlab.exercises.{_MODULES[n - 1]}").EXERCISE
 
 
-def _source(kind: str, ex: Exercise) -> str:
-    return (
-        importlib.resources.files(f"pdlab.exercises.{kind}")
-        .joinpath(ex.file_name)
-        .read_text(encoding="utf-8")
-    )
-
-
 def stub_text(n: int, lang: str = "en") -> str:
-    """The file ``start`` writes: the statement as the module docstring, then the stub (in
-    Chinese for ``lang="zh"``: ``stubs/zh/``, the same code)."""
+    """The file ``start`` writes: the statement as the module docstring, then the stub,
+    rendered in ``lang`` from its bilingual source (:mod:`pdlab.exercises.bilingual`)."""
     ex = get(n)
     statement = reflow(ex.statement[check_lang(lang)], 77).replace('"""', "'''")
-    stub = _source("stubs.zh" if lang == "zh" else "stubs", ex)
+    stub = read("stubs", ex.file_name, lang)
     return f'"""{statement}\n"""\n\n{stub}'
 
 
 def solution_text(n: int, lang: str = "en") -> str:
-    """The reference solution ``solution`` shows (in Chinese for ``lang="zh"``:
-    ``solutions/zh/``, the same code with Chinese comments)."""
-    ex = get(n)
-    return _source("solutions.zh" if check_lang(lang) == "zh" else "solutions", ex)
+    """The reference solution ``solution`` shows, rendered in ``lang`` from its bilingual
+    source: the same code, its comments in ``lang``."""
+    return read("solutions", get(n).file_name, lang)
 
 
 def reference(n: int) -> Callable[..., Any]:
@@ -104,7 +97,7 @@ def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = Fals
     ex, folder = get(n), Path(folder)
     path = folder / ex.file_name
     if path.exists() and not force:
-        raise FileExistsError(word(lang, "exists", path=path))
+        raise FileExistsError(text(lang, "ex_exists", path=path))
     folder.mkdir(parents=True, exist_ok=True)
     path.write_text(stub_text(n, lang), encoding="utf-8")
     progress.update(folder, started=n, lang=check_lang(lang))
@@ -122,9 +115,9 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
         shown = min(progress.load(folder).hints_used(n) + 1, len(hints))
         if progress.load(folder).hints_used(n) < len(hints):
             progress.update(folder, hint=n)
-    lines = [word(lang, "hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
+    lines = [text(lang, "ex_hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
     if shown == len(hints):
-        lines.append(word(lang, "no_more_hints", n=n))
+        lines.append(text(lang, "ex_no_more_hints", n=n))
     return wrap80("\n".join(lines))
 
 
@@ -177,20 +170,20 @@ def _file_of(fn: Callable[..., Any]) -> str | None:
 def _verdict(r: Result, source: str | None) -> list[str]:
     ex, lang = r.exercise, r.lang
     file = Path(source).name if source else ex.file_name
-    lines = [word(lang, "checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
+    lines = [text(lang, "ex_checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
     if r.passed:
-        return [*lines, word(lang, "pass", cases=r.cases)]
+        return [*lines, text(lang, "ex_pass", cases=r.cases)]
     m = r.failure
     assert m is not None
-    lines.append(word(lang, "fail", case=m.case, cases=r.cases))
+    lines.append(text(lang, "ex_fail", case=m.case, cases=r.cases))
     if m.raised:
-        lines.append(word(lang, "raised", value=m.raised))
+        lines.append(text(lang, "ex_raised", value=m.raised))
     else:
-        lines.append(word(lang, "expected", value=m.expected))
-        lines.append(word(lang, "got", value=m.got))
+        lines.append(text(lang, "ex_expected", value=m.expected))
+        lines.append(text(lang, "ex_got", value=m.got))
     if m.mistake:
-        lines.append(word(lang, "looks_like", what=ex.mistakes[m.mistake][lang]))
+        lines.append(text(lang, "ex_looks_like", what=ex.mistakes[m.mistake][lang]))
     if m.evidence:
-        lines += [word(lang, "evidence"), m.evidence]
-    lines.append(word(lang, "rerun", n=ex.number, file=file, seed=r.seed))
+        lines += [text(lang, "ex_evidence"), m.evidence]
+    lines.append(text(lang, "ex_rerun", n=ex.number, file=file, seed=r.seed))
     return lines

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from pdlab.exercises.words import word
+from pdlab.catalog import text
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,19 @@ class Result:
         return "\n".join(self.lines)
 
 
+class Words:
+    """What a grader says (a case's name, an expected value in words): a key of the catalog
+    (``pdlab/catalog/exercises.py``) and its values, rendered in the grader's language;
+    values that are :class:`Words` too are rendered in the same language."""
+
+    def __init__(self, key: str, **values: object) -> None:
+        self.key, self.values = key, values
+
+    def render(self, lang: str) -> str:
+        values = {k: v.render(lang) if isinstance(v, Words) else v for k, v in self.values.items()}
+        return text(lang, self.key, **values)
+
+
 class Grader:
     """Runs the learner's function on cases. ``rng`` and ``gen`` are seeded from ``seed``
     (printed with the verdict), so a failing case can be replayed."""
@@ -105,13 +118,13 @@ class Grader:
         self.cases = 0
         self.case_name = ""
 
-    def t(self, text: str | tuple[str, str]) -> str:
-        """``text`` in the grader's language: a string as it is (numbers, identifiers), an
-        ``(english, chinese)`` pair by ``lang``."""
-        return text if isinstance(text, str) else text[self.lang == "zh"]
+    def t(self, words: str | Words) -> str:
+        """``words`` in the grader's language: a string as it is (numbers, identifiers),
+        :class:`Words` from the catalog."""
+        return words if isinstance(words, str) else words.render(self.lang)
 
     @contextlib.contextmanager
-    def case(self, name: str | tuple[str, str]) -> Iterator[None]:
+    def case(self, name: str | Words) -> Iterator[None]:
         """One named case (``name`` as :meth:`t` takes it): an exception from the learner's
         code becomes a Mismatch."""
         name = self.t(name)
@@ -123,7 +136,7 @@ class Grader:
         except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
             err = e.error if isinstance(e, LearnerRaised) else e
             if isinstance(err, NotImplementedError):
-                raise Mismatch(name, raised=word(self.lang, "not_written")) from e
+                raise Mismatch(name, raised=text(self.lang, "ex_not_written")) from e
             raise Mismatch(name, raised=self.where(err)) from e
         self.cases += 1
 
@@ -158,17 +171,10 @@ class Grader:
         )
 
     def _lang(self, value: object) -> object:
-        """An ``(english, chinese)`` pair of strings in the grader's language."""
-        pair = isinstance(value, tuple) and len(value) == 2
-        if (
-            pair
-            and all(isinstance(v, str) for v in value)
-            and any(ord(c) > 0x2E80 for c in value[1])
-        ):
-            return self.t(value)
-        return value
+        """:class:`Words` in the grader's language; any other value as it is."""
+        return value.render(self.lang) if isinstance(value, Words) else value
 
-    def pair(self, got: object, what: str | tuple[str, str]) -> tuple[Any, Any]:
+    def pair(self, got: object, what: str | Words) -> tuple[Any, Any]:
         """``got`` as the two results a function must return (``what`` names them)."""
         if not isinstance(got, (tuple, list)) or len(got) != 2:
             shown = f"{len(got)} values" if isinstance(got, (tuple, list)) else _show(got)

@@ -12,11 +12,11 @@ from typing import Any
 
 from rich.console import Console
 
+from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
 from pdlab.errors import error_text
-from pdlab.exercises.words import word
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
@@ -121,10 +121,9 @@ def said(message: str | None, lang: str) -> str:
     if not message:
         return ""
     if lang != "zh":
-        return "\n".join(textwrap.wrap(word(lang, "engine_said", message=message), 80))
-    return "\n".join(
-        wrap_cells(word(lang, "engine_said", message=error_text(message, "zh")), 80, "")
-    )
+        return "\n".join(textwrap.wrap(text(lang, "ex_engine_said", message=message), 80))
+    zh = text(lang, "ex_engine_said", message=error_text(message, "zh"))
+    return "\n".join(wrap_cells(zh, 80, ""))
 
 
 def tokens(outputs: Sequence[Any]) -> list[list[int]]:

@@ -16,7 +16,7 @@ from typing import Any
 from pdlab.attention.metadata import CommonAttentionMetadata
 from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.request import SamplingParams
 
 BS = er.BLOCK_SIZE
@@ -73,30 +73,24 @@ def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
         (
-            ("one request, empty context, 5 new tokens", "一个请求，空上下文，5 个新 token"),
+            Words("ex01_one_request_empty_context_new"),
             [0],
             [5],
         ),
         (
-            (
-                f"exactly 2 blocks: empty context, {2 * BS} new tokens",
-                f"正好 2 块：空上下文，{2 * BS} 个新 token",
-            ),
+            Words("ex01_exactly_blocks_empty_context_new", v0=2 * BS),
             [0],
             [2 * BS],
         ),
         (
-            (
-                f"2 blocks + 1: context {2 * BS}, 1 new token (a decode)",
-                f"2 块 + 1：上下文 {2 * BS}，1 个新 token（解码）",
-            ),
+            Words("ex01_blocks_context_new_token_decode", v0=2 * BS),
             [2 * BS],
             [1],
         ),
-        (("a later chunk: context 6, 5 new tokens", "后续分块：上下文 6，5 个新 token"), [6], [5]),
-        (("one-token prompt", "只有一个 token 的提示词"), [0], [1]),
+        (Words("ex01_later_chunk_context_new_tokens"), [6], [5]),
+        (Words("ex01_one_token_prompt"), [0], [1]),
         (
-            ("random batch of three", "随机的三请求批次"),
+            Words("ex01_random_batch_three"),
             [r(0, 12), r(0, 12), r(0, 12)],
             [r(1, 9), 1, r(1, 9)],
         ),
@@ -107,12 +101,10 @@ def grade(fn: Any, g: Grader) -> None:
             got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
             g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
     runs = (
-        (("inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
-          "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6"),
+        (Words("ex01_inside_colocated_engine_chunked_prefill"),
          [er.prompt_of(13), er.prompt_of(6, salt=1)], er.MAX_TOKENS,
          {"scheduler_config": SchedulerConfig(max_num_batched_tokens=8)}),
-        (("inside a colocated engine with 10 blocks: one request is preempted and resumes",
-          "在只有 10 个块的非分离引擎中：一个请求被抢占后恢复"),
+        (Words("ex01_inside_colocated_engine_with_10"),
          [er.prompt_of(13), er.prompt_of(14, salt=1)], 8, {"cache": {"num_blocks": 10}}),
     )  # fmt: skip
     for name, prompts, max_tokens, engine_kw in runs:
@@ -150,10 +142,7 @@ def _engine_case(fn: Any, g: Grader, prompts: list[list[int]], max_tokens: int,
     for step, (right, mine, rows, computed, q) in enumerate(seen, 1):
         if mine != right:
             g.case_name = g.t(
-                (
-                    f"engine step {step}: contexts {computed}, new tokens {q}",
-                    f"引擎第 {step} 步：上下文 {computed}，新 token {q}",
-                )
+                Words("ex01_engine_step_contexts_new_tokens", step=step, computed=computed, q=q)
             )
             g.expect(mine, right, _mistakes(rows, computed, q, BS), er.said(error, g.lang))
     want = [er.colocated_tokens(tuple(p), max_tokens) for p in prompts]

@@ -16,7 +16,7 @@ from typing import Any
 
 from pdlab.config import CacheConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kv_cache.block_hash import hash_block_tokens
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.request import Request, SamplingParams
@@ -102,37 +102,28 @@ def grade(fn: Any, g: Grader) -> None:
     other = [(t + 101) % 256 for t in a]
     cases = [
         (
-            (
-                f"fully cached prompt of exactly 3 blocks (N = {3 * BS})",
-                f"全部已缓存、正好 3 块的提示词（N = {3 * BS}）",
-            ),
+            Words("ex02_fully_cached_prompt_exactly_blocks", v0=3 * BS),
             [a[: 3 * BS]],
             a[: 3 * BS],
         ),
         (
-            (
-                f"fully cached prompt of 3 blocks + 1 (N = {3 * BS + 1})",
-                f"全部已缓存、3 块 + 1 的提示词（N = {3 * BS + 1}）",
-            ),
+            Words("ex02_fully_cached_prompt_blocks", v0=3 * BS + 1),
             [a],
             a,
         ),
-        (("one-token prompt, cached", "已缓存的一 token 提示词"), [a[:1]], a[:1]),
-        (("empty cache", "空缓存"), [], a),
+        (Words("ex02_one_token_prompt_cached"), [a[:1]], a[:1]),
+        (Words("ex02_empty_cache"), [], a),
         (
-            ("second block equal, first block different", "第二块相同、第一块不同"),
+            Words("ex02_second_block_equal_first_block"),
             [a],
             other[:BS] + a[BS:],
         ),
-        (("shares 5 tokens: one whole block", "共享 5 个 token：一个整块"), [a], a[:5] + other[5:]),
+        (Words("ex02_shares_tokens_one_whole_block"), [a], a[:5] + other[5:]),
     ]
     n = g.rng.randrange(2, 4 * BS)
     cases.append(
         (
-            (
-                f"random: shares {n} of {3 * BS + 1} tokens",
-                f"随机：共享 {3 * BS + 1} 个 token 中的 {n} 个",
-            ),
+            Words("ex02_random_shares_tokens", n=n, v0=3 * BS + 1),
             [a],
             a[:n] + other[n:],
         )
@@ -154,17 +145,14 @@ def grade(fn: Any, g: Grader) -> None:
             after = _pool_state(mgr)
             if after != free:
                 moved = [i for i, (x, y) in enumerate(zip(free[1], after[1])) if x != y]
-                g.fail(("the block pool as it was (a lookup changes nothing)",
-                        "块池保持原样（查找不改变任何东西）"),
-                       (f"free blocks {free[0]} -> {after[0]}; ref_cnt changed on blocks {moved}",
-                        f"空闲块 {free[0]} -> {after[0]}；块 {moved} 的 ref_cnt 变了"),
+                g.fail(Words("ex02_block_pool_as_it_was"),
+                       Words("ex02_free_blocks_ref_cnt_changed", free=free[0], after=after[0],
+                             moved=moved),
                        "touched")  # fmt: skip
     runs = (
-        (("inside a colocated engine: 13 tokens, the same again, 2 blocks shared, 12",
-          "在非分离引擎中：13 个 token、再来一次相同的、共享 2 块、12 个"),
+        (Words("ex02_inside_colocated_engine_13_tokens"),
          [a, a, a[: 2 * BS] + other[2 * BS :], a[: 3 * BS]], False),
-        (("inside a colocated engine of 10 blocks: two prompts at once, one preempted",
-          "在只有 10 个块的非分离引擎中：两个提示词同时运行，其中一个被抢占"),
+        (Words("ex02_inside_colocated_engine_10_blocks"),
          [a, a[:BS] + other[BS:]], True),
     )  # fmt: skip
     for name, prompts, together in runs:

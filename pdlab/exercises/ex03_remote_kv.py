@@ -1,7 +1,7 @@
 """Exercise 3: ``_update_waiting_for_remote_kv``, and its ``- 1``.
 
 The learner's method replaces ``Scheduler._update_waiting_for_remote_kv``
-(``pdlab/sched/remote_kv.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
+(``pdlab/sched/scheduler.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
 of a real P/D pair, for one run, and is put back afterwards. Each case runs twice, once with
 the engine's own method and once with the learner's, and everything D can observe must
 agree: what the method leaves in ``num_computed_tokens``, the two id sets it must empty, the
@@ -23,7 +23,7 @@ from typing import Any
 
 from pdlab.config import KVTransferConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.request import SamplingParams
 
@@ -79,7 +79,7 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
         arrived = request.request_id in self.finished_recving_kv_req_ids
         ready = _real(self, request) if fn is None else g.call(fn, self, request)
         if ready and not arrived:
-            g.fail(("False while the K/V are still arriving", "K/V 还在路上时返回 False"), "True",
+            g.fail(Words("ex03_false_while_are_still_arriving"), "True",
                    "ready_too_early")  # fmt: skip
         local = before - request.num_external_computed_tokens
         calls.append((before, request.num_computed_tokens, request.num_tokens, local,
@@ -113,33 +113,27 @@ def _reference(prompts: tuple[tuple[int, ...], ...], delay: int, fault: Any) -> 
 _RECOMPUTE = KVTransferConfig(kv_load_failure_policy="recompute")
 
 
-def _cases(g: Grader) -> list[tuple[tuple[str, str], list[list[int]], int, Any]]:
+def _cases(g: Grader) -> list[tuple[Words, list[list[int]], int, Any]]:
     salt = g.seed % 7
     n = g.rng.randrange(5, 24)
     a = er.prompt_of(3 * BS + 1, salt=salt)
     b = a[: 2 * BS] + er.prompt_of(BS + 2, salt=salt + 1)
     return [
-        ((f"3 blocks + 1, N = {3 * BS + 1}", f"3 块 + 1，N = {3 * BS + 1}"), [a], 0, None),
-        ((f"exactly 3 blocks, N = {3 * BS}", f"正好 3 块，N = {3 * BS}"), [a[: 3 * BS]], 0, None),
-        ((f"exactly one block, N = {BS}", f"正好 1 块，N = {BS}"), [a[:BS]], 0, None),
-        (("one-token prompt, N = 1", "一 token 提示词，N = 1"), [a[:1]], 0, None),
-        ((f"random length N = {n}, a slow transfer (3 polls)",
-          f"随机长度 N = {n}，慢速传输（3 次轮询）"), [er.prompt_of(n, salt)], 3, None),
-        ((f"a local prefix hit (2 blocks) beside the remote K/V, N = {len(b)}",
-          f"本地前缀命中（2 块）加上远端 K/V，N = {len(b)}"), [a, b], 0, None),
-        ((f"K/V short of the prompt: blocks 2 and on failed to load, N = {3 * BS + 1}",
-          f"K/V 不足整个提示词：第 2 块起加载失败，N = {3 * BS + 1}"), [a], 0, 2),
-        ((f"the whole load failed (policy recompute), N = {3 * BS + 1}",
-          f"整个加载失败（策略 recompute），N = {3 * BS + 1}"), [a], 0, "fail"),
-        ((f"the same prompt twice, N = {len(a)}: D's prefix cache holds the received blocks",
-          f"同一提示词两次，N = {len(a)}：D 的前缀缓存里有收到的块"), [a, a], 0, None),
+        (Words("ex03_three_blocks_plus_one", v0=3 * BS + 1), [a], 0, None),
+        (Words("ex03_exactly_blocks", v0=3 * BS), [a[: 3 * BS]], 0, None),
+        (Words("ex03_exactly_one_block", BS=BS), [a[:BS]], 0, None),
+        (Words("ex03_one_token_prompt"), [a[:1]], 0, None),
+        (Words("ex03_random_length_slow_transfer_polls", n=n), [er.prompt_of(n, salt)], 3, None),
+        (Words("ex03_local_prefix_hit_blocks_beside", v0=len(b)), [a, b], 0, None),
+        (Words("ex03_short_prompt_blocks_and_on", v0=3 * BS + 1), [a], 0, 2),
+        (Words("ex03_whole_load_failed_policy_recompute", v0=3 * BS + 1), [a], 0, "fail"),
+        (Words("ex03_same_prompt_twice_prefix_cache", v0=len(a)), [a, a], 0, None),
     ]  # fmt: skip
 
 
 def grade(fn: Any, g: Grader) -> None:
     for name, prompts, delay, fault in _cases(g):
-        with g.case((f"{name[0]}: P/D pair with your function on D",
-                     f"{name[1]}：D 上装着你的函数的 P/D 对")):  # fmt: skip
+        with g.case(Words("ex03_pair_with_your_function_on", name=name)):  # fmt: skip
             want = _reference(tuple(map(tuple, prompts)), delay, fault)
             got = _run(fn, prompts, g, delay, fault)
             _judge(g, want, got)
@@ -166,26 +160,21 @@ def _judge(g: Grader, want: dict[str, Any], got: dict[str, Any]) -> None:
         elif local and after == right - local:
             mistake = "external_only"
         g.fail(
-            (f"num_computed_tokens {before} -> {right} (num_tokens = {num_tokens}), "
-             "and D's step runs",
-             f"num_computed_tokens {before} -> {right}（num_tokens = {num_tokens}），"
-             "D 的这一步照常运行"),
+            Words("ex03_num_computed_tokens_num_tokens", before=before, right=right,
+                  num_tokens=num_tokens),
             f"num_computed_tokens {before} -> {after}"
             if got["error"] is None or after is None or after != num_tokens
-            else (f"num_computed_tokens {before} -> {after}: D's step has nothing to schedule",
-                  f"num_computed_tokens {before} -> {after}：D 的这一步无可调度"),
+            else Words("ex03_num_computed_tokens_step_has", before=before, after=after),
             mistake,
             _said(got["error"], g.lang) + "\n" + er.table_text(got["trace"], None, g.lang),
         )  # fmt: skip
     if got["left_in_set"]:
-        g.fail(("finished_recving_kv_req_ids empty after the run",
-                "运行结束后 finished_recving_kv_req_ids 为空"),
-               (f"still holds {got['left_in_set']}", f"仍有 {got['left_in_set']}"),
+        g.fail(Words("ex03_finished_recving_kv_req_ids"),
+               Words("ex03_still_holds", v0=got['left_in_set']),
                "kept_in_set", table)  # fmt: skip
     if got["left_failed"]:
-        g.fail(("failed_recving_kv_req_ids empty after the run",
-                "运行结束后 failed_recving_kv_req_ids 为空"),
-               (f"still holds {got['left_failed']}", f"仍有 {got['left_failed']}"),
+        g.fail(Words("ex03_failed_recving_kv_req_ids"),
+               Words("ex03_still_holds", v0=got['left_failed']),
                "kept_failed", table)  # fmt: skip
     g.expect(got["hits"], want["hits"], evidence=table)
     g.expect(got["rows"], want["rows"], evidence=table)
@@ -199,15 +188,11 @@ def _said(message: str | None, lang: str) -> str:
     if not message:
         return ""
     if "nothing is" in message:
-        return _STOPPED[lang == "zh"]
+        return _STOPPED.render(lang)
     return er.said(message, lang)
 
 
-_STOPPED = (
-    "D's scheduler stopped: the request came back with every token computed, so its step "
-    "had nothing to run.",
-    "D 的调度器停下了：请求回来时所有 token 都已算完，这一步没有可运行的。",
-)
+_STOPPED = Words("ex03_scheduler_stopped_request_came_back")
 
 
 EXERCISE = Exercise(
@@ -218,7 +203,7 @@ EXERCISE = Exercise(
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={
         "en": """\
-Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/remote_kv.py)
+Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/scheduler.py)
 
 On the decode instance D of a P/D pair, a request waits in WAITING_FOR_REMOTE_KVS while
 P's blocks are copied into D's. The worker reports the receive finished by putting the
@@ -241,7 +226,7 @@ The grader plugs your method into D's scheduler of a real P/D pair on the tiny m
 beside the engine's own: every step D schedules, the sets, the prefix hits of a later
 request and the tokens must be the same, on whole, short and failed loads.""",
         "zh": """\
-练习 3：_update_waiting_for_remote_kv（pdlab/sched/remote_kv.py）
+练习 3：_update_waiting_for_remote_kv（pdlab/sched/scheduler.py）
 
 在 P/D 分离的解码实例 D 上，P 的块被拷进 D 的块期间，请求处于 WAITING_FOR_REMOTE_KVS。
 worker 接收完成后，会把请求 id 放进 `self.finished_recving_kv_req_ids`，随后 D 的调度器

@@ -15,7 +15,7 @@ from typing import Any
 
 import pdlab.model.runner as runner_module
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
@@ -102,42 +102,39 @@ def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
         (
-            (
-                "D's first step: 1 token over N - 1 = 12 cached",
-                "D 的第一步：在 N - 1 = 12 个已缓存 token 之上算 1 个",
-            ),
+            Words("ex04_first_step_token_over_12"),
             [(1, 12, 13)],
             False,
         ),
         (
-            ("D's first step under prefill context parallelism", "预填充上下文并行下 D 的第一步"),
+            Words("ex04_first_step_under_prefill_context"),
             [(1, 12, 13)],
             True,
         ),
-        (("one-token prompt, nothing cached", "一 token 提示词，无缓存"), [(1, 0, 1)], False),
-        (("three decodes", "三个 decode 行"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
+        (Words("ex04_one_token_prompt_nothing_cached"), [(1, 0, 1)], False),
+        (Words("ex04_three_decodes"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
         (
-            ("a decode, D's step and a fresh prompt", "一个 decode 行、D 的那一步和一个新提示词"),
+            Words("ex04_decode_step_and_fresh_prompt"),
             [(1, 20, 8), (1, 12, 13), (7, 0, 7)],
             False,
         ),
         (
-            ("a decode and D's step", "一个 decode 行和 D 的那一步"),
+            Words("ex04_decode_and_step"),
             [(1, 20, 8), (1, 12, 13)],
             False,
         ),
         (
-            ("two decodes and two of D's steps", "两个 decode 行和 D 的两步"),
+            Words("ex04_two_decodes_and_two_steps"),
             [(1, 20, 8), (1, 12, 13), (1, 30, 30), (1, 6, 7)],
             False,
         ),
         (
-            ("a decode and D's step, with PCP", "一个 decode 行和 D 的那一步，开启 PCP"),
+            Words("ex04_decode_and_step_with_pcp"),
             [(1, 20, 8), (1, 12, 13)],
             True,
         ),
         (
-            ("a later chunk of a prompt: 4 tokens over 8", "提示词的后续分块：在 8 个之上算 4 个"),
+            Words("ex04_later_chunk_prompt_tokens_over"),
             [(4, 8, 20), (1, 9, 5)],
             False,
         ),
@@ -147,7 +144,7 @@ def grade(fn: Any, g: Grader) -> None:
         p = r(1, 20)
         c = r(0, p + 5)
         rows.append((1 if c >= p else r(1, p - c + 1), c, p))
-    cases.append(((f"random batch {rows}", f"随机批次 {rows}"), rows, bool(r(0, 2))))
+    cases.append((Words("ex04_random_batch", rows=rows), rows, bool(r(0, 2))))
     answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, use_pcp in cases:
         b = _batch(rows, use_pcp)
@@ -163,17 +160,12 @@ def grade(fn: Any, g: Grader) -> None:
         answers.append((name, use_pcp, got, want, _mistakes(args, want)))
     seen = [(got, wrong) for *_, got, _, wrong in answers]
     for name, use_pcp, got, want, wrong in answers:
-        with g.case(tuple(x + (" (use_pcp)" if use_pcp else "") for x in name)):
+        with g.case(Words("ex04_use_pcp", name=name) if use_pcp else name):
             if isinstance(got, Exception):
                 raise got
             g.expect(got, want, consistent(wrong, seen))
     for pcp in (1, 2):
-        with g.case(
-            (
-                f"inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13",
-                f"在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
-            )
-        ):
+        with g.case(Words("ex04_inside_pair_prefill_context_parallel", pcp=pcp)):
             want = _reference_routes(pcp, 13)
             got, table = _routes(fn, g, pcp, 13)
             g.expect(got, want, evidence=table)

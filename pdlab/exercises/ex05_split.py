@@ -19,7 +19,7 @@ import pdlab.attention.builder as builder_module
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -89,70 +89,61 @@ def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     D = (1, True)  # D's first step: one token, still prefilling
     cases = [
-        (("D's step alone, default switches", "只有 D 的那一步，默认开关"), [D], 1, True, True),
+        (Words("ex05_step_alone_default_switches"), [D], 1, True, True),
         (
-            (
-                "D's step alone, treat_short_extends_as_decodes=False (PCP)",
-                "只有 D 的那一步，treat_short_extends_as_decodes=False（PCP）",
-            ),
+            Words("ex05_step_alone_treat_short_extends"),
             [D],
             1,
             True,
             False,
         ),
         (
-            ("decode, D's step, fresh prompt of 7", "decode 行、D 的那一步、7 个 token 的新提示词"),
+            Words("ex05_decode_step_fresh_prompt"),
             [(1, False), D, (7, True)],
             1,
             False,
             True,
         ),
         (
-            ("decode, D's step, fresh prompt, PCP", "decode 行、D 的那一步、新提示词，PCP"),
+            Words("ex05_decode_step_fresh_prompt_pcp"),
             [(1, False), D, (7, True)],
             1,
             False,
             False,
         ),
         (
-            (
-                "FlashMLA (128, uniform): decodes, prompt of 5",
-                "FlashMLA（128，uniform）：decode 行、5 个 token 的提示词",
-            ),
+            Words("ex05_flashmla_128_uniform_decodes_prompt"),
             [(1, False), (1, False), (5, True)],
             128,
             True,
             True,
         ),
         (
-            (
-                "FLASH_ATTN_MLA (512, varlen): decodes, prompt of 5",
-                "FLASH_ATTN_MLA（512，varlen）：decode 行、5 个 token 的提示词",
-            ),
+            Words("ex05_flash_attn_mla_512_varlen"),
             [(1, False), (1, False), (5, True)],
             512,
             False,
             True,
         ),
         (
-            ("uniform with padding rows (query_len 0)", "uniform，带填充行（query_len 0）"),
+            Words("ex05_uniform_with_padding_rows_query"),
             [(2, False), (0, False), (2, False)],
             4,
             True,
             True,
         ),
         (
-            ("first row above the threshold", "第一行超过阈值"),
+            Words("ex05_first_row_above_threshold"),
             [(9, True), (1, False)],
             1,
             False,
             True,
         ),
-        (("empty batch", "空批次"), [], 1, False, True),
+        (Words("ex05_empty_batch"), [], 1, False, True),
     ]
     rows = sorted(((r(1, 4), bool(r(0, 2))) for _ in range(5)), key=lambda x: x[0])
     cases.append(
-        ((f"random batch {rows}", f"随机批次 {rows}"), rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2)))
+        (Words("ex05_random_batch", rows=rows), rows, r(1, 4), bool(r(0, 2)), bool(r(0, 2)))
     )
     answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, thr, uniform, treat in cases:
@@ -173,24 +164,19 @@ def grade(fn: Any, g: Grader) -> None:
         answers.append((name, thr, uniform, treat, got, want, wrong))
     seen = [(got, wrong) for *_, got, _, wrong in answers]
     for name, thr, uniform, treat, got, want, wrong in answers:
-        with g.case(
-            tuple(f"{x} (threshold {thr}, require_uniform {uniform}, treat {treat})" for x in name)
-        ):
+        with g.case(Words("ex05_switches", name=name, thr=thr, uniform=uniform, treat=treat)):
             if isinstance(got, Exception):
                 raise got
             g.expect(got, want, consistent(wrong, seen))
     for what, label in (
-        ("pd1", ("P/D pair, N = 13", "P/D 对，N = 13")),
-        ("pd2", ("P/D pair under PCP = 2, N = 13", "PCP = 2 下的 P/D 对，N = 13")),
+        ("pd1", Words("ex05_pair_13")),
+        ("pd2", Words("ex05_pair_under_pcp_13")),
         (
             "mixed",
-            (
-                "colocated FlashMLA batch of 3, 9, 14 tokens, budget 10",
-                "非分离 FlashMLA 批次：3、9、14 个 token，预算 10",
-            ),
+            Words("ex05_colocated_flashmla_batch_14_tokens"),
         ),
     ):
-        with g.case((f"inside the MLA builder: {label[0]}", f"在 MLA builder 中：{label[1]}")):
+        with g.case(Words("ex05_inside_mla_builder", label=label)):
             want_out, want_routes = _reference(what)
             out, routes, tracer = _run(fn, g, what)
             table = er.table_text(tracer, "D" if what.startswith("pd") else None, g.lang)

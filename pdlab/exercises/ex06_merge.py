@@ -19,7 +19,7 @@ import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
 from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
 from pdlab.request import SamplingParams
 
@@ -68,64 +68,49 @@ def grade(fn: Any, g: Grader) -> None:
     t, h = g.rng.randrange(1, 6), g.rng.randrange(1, 5)
     for name, ka, kb, shift in (
         (
-            (
-                f"random: {t} tokens, {h} heads, 5 keys + 7 keys",
-                f"随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
-            ),
+            Words("ex06_random_tokens_heads_keys_keys", t=t, h=h),
             5,
             7,
             0.0,
         ),
-        (("one key in each part", "每部分一个 key"), 1, 1, 0.0),
-        (("large scores (LSEs in the hundreds)", "很大的分数（LSE 上百）"), 6, 3, 100.0),
+        (Words("ex06_one_key_in_each_part"), 1, 1, 0.0),
+        (Words("ex06_large_scores_lses_in_hundreds"), 6, 3, 100.0),
     ):
         with g.case(name):
             a, b, whole = _parts(g, t, h, ka, kb, shift=shift)
-            got = g.pair(fn(a[0], a[1], b[0], b[1]), ("a pair (out, lse)", "一对 (out, lse)"))
+            got = g.pair(fn(a[0], a[1], b[0], b[1]), Words("ex06_pair_out_lse"))
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             _named(g, got, whole, a, b)
     for empty, label in (
-        ("B", ("part B empty", "B 部分为空")),
-        ("A", ("part A empty", "A 部分为空")),
+        ("B", Words("ex06_part_empty")),
+        ("A", Words("ex06_part_empty_2")),
     ):
-        with g.case((f"{label[0]} (lse = -inf, its output NaN): the result is the other part",
-                     f"{label[1]}（lse = -inf，输出为 NaN）：结果就是另一部分")):  # fmt: skip
+        with g.case(Words("ex06_lse_inf_its_output_nan", label=label)):  # fmt: skip
             part, _, _ = _parts(g, t, h, 4, 1)
             none = _empty(t, h, 8, math.nan)
             args = (*part, *none) if empty == "B" else (*none, *part)
-            got = g.pair(fn(*args), ("a pair (out, lse)", "一对 (out, lse)"))
+            got = g.pair(fn(*args), Words("ex06_pair_out_lse"))
             if isinstance(got[0], torch.Tensor) and bool(torch.isnan(got[0]).any()):
                 g.fail(part, got, "nan_leak")
             g.expect(tuple(got), part)
-    with g.case(
-        (
-            "both parts empty: out = 0, lse = -inf, no NaN",
-            "两部分都为空：out = 0，lse = -inf，不能有 NaN",
-        )
-    ):
+    with g.case(Words("ex06_both_parts_empty_out_lse")):
         got = g.pair(
             fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)),
-            ("a pair (out, lse)", "一对 (out, lse)"),
+            Words("ex06_pair_out_lse"),
         )
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
     for label, make in (
         (
-            (
-                "D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13",
-                "PCP = 2 下 D 的一 token 步骤（forward_mha，12 个已缓存），N = 13",
-            ),
+            Words("ex06_one_token_step_under_pcp"),
             _pd,
         ),
         (
-            (
-                "a colocated engine, chunked prefill (budget 5), N = 14",
-                "非分离引擎，分块预填充（预算 5），N = 14",
-            ),
+            Words("ex06_colocated_engine_chunked_prefill_budget"),
             _chunked,
         ),
     ):
-        with g.case((f"inside forward_mha: {label[0]}", f"在 forward_mha 中：{label[1]}")):
+        with g.case(Words("ex06_inside_forward_mha", label=label)):
             calls: list[tuple[Any, Any, Any]] = []
 
             def learner(out_a, lse_a, out_b, lse_b, *, backend=None, calls=calls):
@@ -141,11 +126,8 @@ def grade(fn: Any, g: Grader) -> None:
             g.expect(out, want, evidence=er.table_text(tracer, None, g.lang))
             if not calls:
                 g.fail(
-                    (
-                        "forward_mha merges its parts with merge_attn_states",
-                        "forward_mha 用 merge_attn_states 合并各部分",
-                    ),
-                    ("no call", "没有调用"),
+                    Words("ex06_forward_mha_merges_its_parts"),
+                    Words("ex06_no_call"),
                 )
 
 

@@ -18,7 +18,7 @@ import torch
 from pdlab.attention.mla import MLAAttention, _decode_rows
 from pdlab.attention.reference import mla_naive
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.request import SamplingParams
 
 
@@ -99,12 +99,12 @@ def grade(fn: Any, g: Grader) -> None:
     rand = g.rng.randrange(2, 30)
     for name, t, s in (
         (
-            (f"random: one query over {rand} cached rows", f"随机：一个 query，{rand} 行缓存"),
+            Words("ex07_random_one_query_over_cached", rand=rand),
             1,
             rand,
         ),
-        (("one cached row", "只有一行缓存"), 1, 1),
-        (("three queries over 9 rows", "三个 query，9 行缓存"), 3, 9),
+        (Words("ex07_one_cached_row"), 1, 1),
+        (Words("ex07_three_queries_over_rows"), 3, 9),
     ):
         with g.case(name):
             q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s)
@@ -120,19 +120,15 @@ def grade(fn: Any, g: Grader) -> None:
                 "softmax_dim": _absorbed(q, kv_c, k_pe, w, n, v, scale, softmax_dim=1),
             })  # fmt: skip
     for pd in (True, False):
-        label = (
-            ("D's steps of a P/D pair, N = 13", "P/D 对中 D 的各步，N = 13")
-            if pd
-            else ("a colocated engine, N = 13", "非分离引擎，N = 13")
-        )
-        with g.case((f"inside forward_mqa: {label[0]}", f"在 forward_mqa 中：{label[1]}")):
+        label = Words("ex07_steps_pair_13") if pd else Words("ex07_colocated_engine_13")
+        with g.case(Words("ex07_inside_forward_mqa", label=label)):
             out, want, calls, tracer = _engine(fn, g, pd)
             table = er.table_text(tracer, "D", g.lang) if tracer is not None else ""
             g.expect(out, want, evidence=table)
             if not calls:
                 g.fail(
-                    ("forward_mqa runs the decode steps", "forward_mqa 运行解码步骤"),
-                    ("no decode step ran", "没有运行任何解码步骤"),
+                    Words("ex07_forward_mqa_runs_decode_steps"),
+                    Words("ex07_no_decode_step_ran"),
                 )
 
 

@@ -19,7 +19,7 @@ import torch
 import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kernels.backend import triton_installed
 from pdlab.request import SamplingParams
 
@@ -134,35 +134,27 @@ def _grader(launch: Any):
     def grade(fn: Any, g: Grader) -> None:
         n = g.rng.randrange(2, 4 * PAGE)
         for name, lens in (
-            (("one cached row (seq_len 1)", "只有一行缓存（seq_len 1）"), [1]),
+            (Words("ex08_one_cached_row_seq_len"), [1]),
             (
-                (f"exactly 2 pages (seq_len {2 * PAGE})", f"正好 2 页（seq_len {2 * PAGE}）"),
+                Words("ex08_exactly_pages_seq_len", v0=2 * PAGE),
                 [2 * PAGE],
             ),
             (
-                (f"2 pages + 1 (seq_len {2 * PAGE + 1})", f"2 页 + 1（seq_len {2 * PAGE + 1}）"),
+                Words("ex08_pages_seq_len", v0=2 * PAGE + 1),
                 [2 * PAGE + 1],
             ),
             (
-                (
-                    f"random batch: seq_lens [{n}, 3, {2 * PAGE - 1}]",
-                    f"随机批次：seq_lens [{n}, 3, {2 * PAGE - 1}]",
-                ),
+                Words("ex08_random_batch_seq_lens", n=n, v0=2 * PAGE - 1),
                 [n, 3, 2 * PAGE - 1],
             ),
         ):
-            with g.case((name[0] + ", unused slots hold NaN", name[1] + "，未用的槽为 NaN")):
+            with g.case(Words("ex08_unused_slots_nan", name=name)):
                 args, want, wrong = _case(g, lens)
-                got = g.pair(launch(fn, *args), ("a pair (out, lse)", "一对 (out, lse)"))
+                got = g.pair(launch(fn, *args), Words("ex08_pair_out_lse"))
                 if bool(torch.isnan(got[1]).any()):  # NaN in an LSE: a NaN slot was scored
                     g.fail(want, tuple(got), "nan")
                 g.expect(tuple(got), want, wrong)
-        with g.case(
-            (
-                "inside a colocated engine: mla_decode is your kernel, N = 13",
-                "在非分离引擎中：mla_decode 换成你的算子，N = 13",
-            )
-        ):
+        with g.case(Words("ex08_inside_colocated_engine_mla_decode")):
             calls = []
 
             def mla_decode(q, kv_cache, block_table, seq_lens, scale, num_kv_splits=None,
@@ -179,8 +171,8 @@ def _grader(launch: Any):
             g.expect(er.tokens(out), [er.colocated_tokens(tuple(prompt))])
             if not calls:
                 g.fail(
-                    ("the decode steps call mla_decode", "解码步骤调用 mla_decode"),
-                    ("no call", "没有调用"),
+                    Words("ex08_decode_steps_call_mla_decode"),
+                    Words("ex08_no_call"),
                 )
 
     return grade

@@ -1,7 +1,7 @@
 """Exercise 9: the absorb crossover from the cost formulas: when the absorbed form needs
 fewer FLOPs, and that it never does for a fresh prompt.
 
-Graded against ``pdlab.attention.cost.mla_forms_flops`` (the cost model the tour, the
+Graded against ``pdlab.sim.kernel_costs.mla_forms_flops`` (the cost model the tour, the
 notebooks and ``pdlab bench paths`` use) at the tiny, DeepSeek-V2-Lite and DeepSeek-V3
 widths; then the consequences are read off the learner's own numbers: the query length at
 which absorbing stops winning over a long context must be ``absorb_crossover_query_len``'s
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdlab.attention import cost
 from pdlab.config import ModelConfig
-from pdlab.exercises.base import Exercise, Grader
+from pdlab.exercises.base import Exercise, Grader, Words
+from pdlab.sim import kernel_costs as cost
 
 _PRESETS = ("tiny", "deepseek-v2-lite", "deepseek-v3")
 
@@ -65,39 +65,29 @@ def grade(fn: Any, g: Grader) -> None:
             "deepseek-v3",
             1,
             4096,
-            ("D's one-token step over 4096 cached", "D 在 4096 个已缓存 token 之上的一 token 步骤"),
+            Words("ex09_one_token_step_over_4096"),
         ),
-        ("deepseek-v3", 4096, 0, ("a fresh prompt of 4096", "4096 个 token 的新提示词")),
-        ("deepseek-v3", 1, 0, ("a one-token prompt, empty context", "一 token 提示词，空上下文")),
-        ("deepseek-v2-lite", 64, 1024, ("a chunk of 64 over 1024", "1024 之上 64 个 token 的分块")),
+        ("deepseek-v3", 4096, 0, Words("ex09_fresh_prompt_4096")),
+        ("deepseek-v3", 1, 0, Words("ex09_one_token_prompt_empty_context")),
+        ("deepseek-v2-lite", 64, 1024, Words("ex09_chunk_64_over_1024")),
         (
             "tiny",
             13,
             0,
-            ("the tiny model's fresh prompt of 13", "tiny 模型 13 个 token 的新提示词"),
+            Words("ex09_tiny_model_fresh_prompt_13"),
         ),
-        (_PRESETS[r(0, 3)], r(1, 400), r(0, 20000), ("random", "随机")),
+        (_PRESETS[r(0, 3)], r(1, 400), r(0, 20000), Words("ex09_random")),
     ]
     for preset, q, s, what in cases:
         cfg = ModelConfig.preset(preset)
-        with g.case(tuple(f"{w}: {preset}, query_len {q}, context_len {s}" for w in what)):
+        with g.case(Words("ex09_case", what=what, preset=preset, q=q, s=s)):
             got = tuple(float(x) for x in fn(cfg, q, s))
             g.expect(got, cost.mla_forms_flops(cfg, q, s), _wrong(cfg, q, s))
     cfg = ModelConfig.deepseek_v3()
-    with g.case(
-        (
-            "deepseek-v3, context 10^7: the last query length at which absorbing wins",
-            "deepseek-v3，上下文 10^7：吸收仍更省的最大 query 长度",
-        )
-    ):
+    with g.case(Words("ex09_deepseek_v3_context_10_last")):
         wins = [q for q in range(1, 400) if fn(cfg, q, 10**7)[1] < fn(cfg, q, 10**7)[0]]
         g.expect(max(wins, default=0), int(cost.absorb_crossover_query_len(cfg)))
-    with g.case(
-        (
-            "no fresh prompt is cheaper absorbed (every preset, query_len 1 to 4096)",
-            "没有哪个新提示词吸收后更省（所有预设，query_len 1 到 4096）",
-        )
-    ):
+    with g.case(Words("ex09_no_fresh_prompt_is_cheaper")):
         for preset in _PRESETS:
             c = ModelConfig.preset(preset)
             cheaper = [q for q in (1, 2, 16, 171, 512, 4096) if fn(c, q, 0)[1] < fn(c, q, 0)[0]]
@@ -112,7 +102,7 @@ EXERCISE = Exercise(
     title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={
         "en": """\
-Exercise 9: the absorb crossover (pdlab/attention/cost.py)
+Exercise 9: the absorb crossover (pdlab/sim/kernel_costs.py)
 
 For q new tokens of one request over S cached tokens, one layer, count the FLOPs that
 differ between MLA's two forms:
@@ -128,7 +118,7 @@ Return (naive, absorbed). The grader compares with the cost model, then reads fr
 numbers where absorbing stops winning over a long context, and checks that no fresh
 prompt is ever cheaper absorbed.""",
         "zh": """\
-练习 9：吸收的临界点（pdlab/attention/cost.py）
+练习 9：吸收的临界点（pdlab/sim/kernel_costs.py）
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的

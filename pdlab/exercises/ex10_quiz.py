@@ -11,7 +11,7 @@ import functools
 from typing import Any
 
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader
+from pdlab.exercises.base import Exercise, Grader, Words
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -63,14 +63,14 @@ def _facts() -> dict[str, tuple[Any, Tracer]]:
 
 
 def grade(fn: Any, g: Grader) -> None:
-    with g.case(("answers() returns a dict of every question", "answers() 返回包含每道题的 dict")):
+    with g.case(Words("ex10_answers_returns_dict_every_question")):
         got = fn()
         if not isinstance(got, dict):
-            g.fail(("a dict", "一个 dict"), type(got).__name__)
+            g.fail(Words("ex10_dict"), type(got).__name__)
         missing = [k for k in _QUESTIONS if k not in got]
         if missing:
-            g.fail((f"keys {list(_QUESTIONS)}", f"键 {list(_QUESTIONS)}"),
-                   (f"missing {missing}", f"缺少 {missing}"))  # fmt: skip
+            g.fail(Words("ex10_keys", v0=list(_QUESTIONS)),
+                   Words("ex10_missing", missing=missing))  # fmt: skip
     facts = _facts()
     for key, question in _QUESTIONS.items():
         with g.case(question[g.lang]):

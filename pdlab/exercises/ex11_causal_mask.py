@@ -20,7 +20,7 @@ from pdlab.attention.mla import MLAAttention
 from pdlab.attention.reference import causal_mask
 from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -82,21 +82,18 @@ def grade(fn: Any, g: Grader) -> None:
     q = g.rng.randrange(1, 6)
     k = q + g.rng.randrange(0, 9)
     for name, ql, kl in (
-        (("a fresh prompt: 5 queries, 5 keys", "新提示词：5 个 query，5 个 key"), 5, 5),
+        (Words("ex11_fresh_prompt_queries_keys"), 5, 5),
         (
-            ("a later chunk: 3 new tokens after 4 cached", "后续分块：4 个已缓存之后 3 个新 token"),
+            Words("ex11_later_chunk_new_tokens_after"),
             3,
             7,
         ),
         (
-            (
-                "D's step: 1 query over 12 cached + itself",
-                "D 的那一步：1 个 query，12 个已缓存加它自己",
-            ),
+            Words("ex11_step_query_over_12_cached"),
             1,
             13,
         ),
-        ((f"random: {q} queries, {k} keys", f"随机：{q} 个 query，{k} 个 key"), q, k),
+        (Words("ex11_random_queries_keys", q=q, k=k), q, k),
     ):
         with g.case(name):
             got = torch.as_tensor(fn(ql, kl), dtype=torch.bool)
@@ -104,22 +101,14 @@ def grade(fn: Any, g: Grader) -> None:
     for pd, label in (
         (
             False,
-            (
-                "a colocated engine, chunked prefill (budget 5), N = 14",
-                "非分离引擎，分块预填充（预算 5），N = 14",
-            ),
+            Words("ex11_colocated_engine_chunked_prefill_budget"),
         ),
         (
             True,
-            ("D's one-token step under PCP = 2, N = 13", "PCP = 2 下 D 的一 token 步骤，N = 13"),
+            Words("ex11_one_token_step_under_pcp"),
         ),
     ):
-        with g.case(
-            (
-                f"inside forward_mha (one attention with your mask): {label[0]}",
-                f"在 forward_mha 中（用你的掩码做一次注意力）：{label[1]}",
-            )
-        ):
+        with g.case(Words("ex11_inside_forward_mha_one_attention", label=label)):
             got, want, tracer, calls = _engine(fn, g, pd)
             table = er.table_text(tracer, "D" if pd else None, g.lang)
             for out, right in calls:  # each call's attention output, as the real path's

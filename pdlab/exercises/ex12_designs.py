@@ -15,13 +15,13 @@ agree. No vLLM 0.33.0 counterpart (its proxy forwards the request unchanged, the
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from typing import Any
 
 import pdlab.disagg.pair as pair_module
 from pdlab.config import SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import read
 from pdlab.request import SamplingParams
 
 N = 13
@@ -80,14 +80,12 @@ def _reference(mode: str, max_tokens: int, stop_first: bool,
 def grade(fn: Any, g: Grader) -> None:
     predictions = getattr(fn, "__globals__", {}).get("PREDICTIONS")
     for mode in MODES:
-        with g.case((f"your prediction: D's first step under {mode}, N = {N}",
-                     f"你的预测：{mode} 下 D 的第一步，N = {N}")):  # fmt: skip
+        with g.case(Words("ex12_your_prediction_first_step_under", mode=mode, N=N)):  # fmt: skip
             want = _reference(mode, er.MAX_TOKENS, False)["first"]
             said = predictions.get(mode) if isinstance(predictions, dict) else None
             if said is None:
-                g.fail(("PREDICTIONS[mode] = (computed before, scheduled, is_prefilling)",
-                        "PREDICTIONS[mode] = (之前已算, 调度数, is_prefilling)"),
-                       ("no prediction written", "还没有写预测"))  # fmt: skip
+                g.fail(Words("ex12_predictions_mode_computed_before_scheduled"),
+                       Words("ex12_no_prediction_written"))  # fmt: skip
             said = tuple(said) if isinstance(said, (tuple, list)) else said
             if said != want:
                 g.fail(want, said, f"predict_{mode}", _table(mode, g))
@@ -97,14 +95,12 @@ def grade(fn: Any, g: Grader) -> None:
     cases += [(m, er.MAX_TOKENS, False, N + 1) for m in ("append_prompt", "first_token")]
     for mode, max_tokens, stop_first, room in cases:
         what = (
-            ("P's token is a stop token", "P 的 token 是停止 token") if stop_first
-            else ("max_tokens = 1", "max_tokens = 1") if max_tokens == 1
-            else (f"max_model_len = {room}: room for one token",
-                  f"max_model_len = {room}：只容得下一个 token") if room
-            else (f"max_tokens = {max_tokens}", f"max_tokens = {max_tokens}")
+            Words("ex12_token_is_stop_token") if stop_first
+            else "max_tokens = 1" if max_tokens == 1
+            else Words("ex12_max_model_len_room_for", room=room) if room
+            else f"max_tokens = {max_tokens}"
         )  # fmt: skip
-        with g.case((f"a live PDPair under {mode}, N = {N}, {what[0]}, your hand_off",
-                     f"{mode} 下的真实 PDPair，N = {N}，{what[1]}，用你的 hand_off")):  # fmt: skip
+        with g.case(Words("ex12_live_pdpair_under_your_hand", mode=mode, N=N, what=what)):
             want = _reference(mode, max_tokens, stop_first, room)
             got = _run(fn, mode, max_tokens, stop_first, g, room)
             _judge(g, mode, want, got, room)
@@ -139,12 +135,11 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
            room: int | None = None) -> None:  # fmt: skip
     table = er.table_text(got["trace"], None, g.lang)
     if got["error"] and not want["error"]:
-        g.fail(want["tokens"], ("D refused the request", "D 拒绝了这个请求"),
+        g.fail(want["tokens"], Words("ex12_refused_request"),
                "length_ignored" if room else None, er.said(got["error"], g.lang))  # fmt: skip
     if want["rows"] == [] and got["rows"]:
-        g.fail(("D never asked: P's token is the whole answer",
-                "不需要 D：P 的 token 就是全部答案"),
-               (f"D ran {len(got['rows'])} steps", f"D 运行了 {len(got['rows'])} 步"),
+        g.fail(Words("ex12_never_asked_token_is_whole"),
+               Words("ex12_ran_steps", v0=len(got['rows'])),
                "length_ignored" if room else "stop_ignored", table)  # fmt: skip
     if got["rows"] != want["rows"]:
         mistake = None
@@ -165,18 +160,14 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
         if any(w[4] and not h[4] for w, h in zip(want["sent"], got["sent"])):
             mistake = "length_ignored" if room else "stop_ignored"  # P's token was the answer
         common = _names(want["sent"]) & _names(got["sent"])
-        shared = g.t(("shared", "相同"))
+        shared = g.t(Words("ex12_shared"))
         g.fail(_sent(want["sent"], common, shared), _sent(got["sent"], common, shared), mistake,
                table)  # fmt: skip
 
 
 def _slip(old: str, new: str) -> str:
     """The reference solution with ``old`` written as ``new``."""
-    text = (
-        importlib.resources.files("pdlab.exercises.solutions")
-        .joinpath("ex12_designs.py")
-        .read_text(encoding="utf-8")
-    )
+    text = read("solutions", "ex12_designs.py")
     assert old in text, old
     return text.replace(old, new)
 

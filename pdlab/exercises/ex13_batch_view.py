@@ -22,7 +22,8 @@ import pdlab.sim.simulator as sim
 from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
-from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.bilingual import read
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
@@ -82,32 +83,25 @@ _VARIANTS = ("prefilling_breaks_graph", "no_launch_cost", "pcp_row_as_decode", "
              "v1_as_v2")  # fmt: skip
 
 
-def _cases(g: Grader) -> list[tuple[tuple[str, str], list[tuple[int, int]], str]]:
+def _cases(g: Grader) -> list[tuple[Words, list[tuple[int, int]], str]]:
     b = g.rng.choice((8, 32, 64))
     ctx = g.rng.randrange(1000, 9000)
     decodes = [(4096 + i, 4096 + i) for i in range(b)]
     return [
-        ((f"{b} decodes alone", f"只有 {b} 个 decode 行"), decodes, "v2"),
-        ((f"{b} decodes + recompute's first row (1 over N - 1 = 4095)",
-          f"{b} 个 decode 行 + recompute 的第一行（在 N - 1 = 4095 之上算 1 个）"),
+        (Words("ex13_decodes_alone", b=b), decodes, "v2"),
+        (Words("ex13_decodes_recompute_first_row_over", b=b),
          decodes + [(4095, 4096)], "v2"),
-        ((f"{b} decodes + append_prompt's first row (1 over N of N + 1)",
-          f"{b} 个 decode 行 + append_prompt 的第一行（N + 1 中在 N 之上算 1 个）"),
+        (Words("ex13_decodes_append_prompt_first_row", b=b),
          decodes + [(4096, 4097)], "v2"),
-        ((f"{b} decodes + recompute's first row, under PCP",
-          f"{b} 个 decode 行 + recompute 的第一行，开启 PCP"), decodes + [(4095, 4096)], "pcp"),
-        ((f"{b} decodes + first_token's first row (a decode), under PCP",
-          f"{b} 个 decode 行 + first_token 的第一行（一个 decode 行），开启 PCP"),
+        (Words("ex13_decodes_recompute_first_row_under", b=b), decodes + [(4095, 4096)], "pcp"),
+        (Words("ex13_decodes_first_token_first_row", b=b),
          decodes + [(4096, 4096)], "pcp"),
-        ((f"{b} decodes + recompute's first row, Model Runner V1",
-          f"{b} 个 decode 行 + recompute 的第一行，Model Runner V1"),
+        (Words("ex13_decodes_recompute_first_row_model", b=b),
          decodes + [(4095, 4096)], "v1"),
-        (("a one-token prompt: nothing cached to decode over",
-          "一 token 提示词：没有可解码的已缓存上下文"), decodes[:4] + [(0, 1)], "v2"),
-        (("a one-token prompt, Model Runner V1", "一 token 提示词，Model Runner V1"),
+        (Words("ex13_one_token_prompt_nothing_cached"), decodes[:4] + [(0, 1)], "v2"),
+        (Words("ex13_one_token_prompt_model_runner"),
          decodes[:4] + [(0, 1)], "v1"),
-        ((f"random: two arrivals over contexts near {ctx}, under PCP",
-          f"随机：两个新到请求，上下文约 {ctx}，开启 PCP"),
+        (Words("ex13_random_two_arrivals_over_contexts", ctx=ctx),
          decodes[: b // 2] + [(ctx - 1, ctx), (ctx + 7, ctx + 8)], "pcp"),
     ]  # fmt: skip
 
@@ -116,9 +110,8 @@ def _same(a: tuple, b: tuple) -> bool:
     return a[0] == b[0] and abs(a[1] - b[1]) <= 1e-9 + 1e-6 * abs(b[1])
 
 
-def _shown(v: tuple) -> tuple[str, str]:
-    return (f"decode_graph_eligible={v[0]}, step {v[1] * 1e3:.4f} ms",
-            f"decode_graph_eligible={v[0]}，这一步 {v[1] * 1e3:.4f} ms")  # fmt: skip
+def _shown(v: tuple) -> Words:
+    return Words("ex13_decode_graph_eligible_step_ms", eligible=v[0], ms=v[1] * 1e3)  # fmt: skip
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -136,7 +129,7 @@ def grade(fn: Any, g: Grader) -> None:
         answers.append((name, routing, got, want, wrong))
     seen = [(got, w) for *_, got, _, w in answers if not isinstance(got, Exception)]
     for name, routing, got, want, wrong in answers:
-        with g.case((f"{name[0]} ({routing})", f"{name[1]}（{routing}）")):
+        with g.case(Words("ex13_case_routing", name=name, routing=routing)):
             if isinstance(got, Exception):
                 raise got
             if not _same(got, want):
@@ -145,8 +138,7 @@ def grade(fn: Any, g: Grader) -> None:
                 g.fail(_shown(want), _shown(got), key)
     for routing, design in (("v2", "recompute"), ("pcp", "recompute"), ("pcp", "first_token"),
                             ("v1", "append_prompt")):  # fmt: skip
-        with g.case((f"inside pdlab sim: --design {design} --routing {routing}, TPOT",
-                     f"在 pdlab sim 中：--design {design} --routing {routing}，TPOT")):  # fmt: skip
+        with g.case(Words("ex13_inside_pdlab_sim_design_routing", design=design, routing=routing)):
             want_s = _simulated(None, g, routing, design)
             got_s = _simulated(fn, g, routing, design)
             for key in ("tpot_p50_s", "tpot_p99_s", "t2t_d_p50_s", "steps"):
@@ -197,13 +189,7 @@ def _simulated(fn: Any, g: Grader, routing: str, design: str) -> dict[str, Any]:
 
 def _slip(old: str, new: str) -> str:
     """The reference solution with ``old`` written as ``new``."""
-    import importlib.resources
-
-    text = (
-        importlib.resources.files("pdlab.exercises.solutions")
-        .joinpath("ex13_batch_view.py")
-        .read_text(encoding="utf-8")
-    )
+    text = read("solutions", "ex13_batch_view.py")
     assert old in text, old
     return text.replace(old, new)
 

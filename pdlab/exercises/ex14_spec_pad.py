@@ -1,5 +1,5 @@
 """Exercise 14: D's padded row under MTP: ``Scheduler._pad_spec_decode``
-(``pdlab/sched/spec_decode.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
+(``pdlab/sched/scheduler.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
 waiting loop in ``vllm/v1/core/sched/scheduler.py``, vLLM 0.33.0).
 
 Under speculative decoding every verifying row runs ``1 + K`` tokens; a request admitted
@@ -18,14 +18,14 @@ pair on the tiny model, whose MTP layer drafts.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import types
 from typing import Any
 
 import torch
 
 from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
-from pdlab.exercises.base import Exercise, Grader, consistent, patched
+from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.bilingual import read
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.request import Request, SamplingParams
@@ -149,24 +149,16 @@ def _scenario(name: str, seam: Any) -> tuple[list, dict]:
 
 
 _CASES = (
-    ("pd1_9", ("D's first step, K = 1, N = 9 (one token over 8 cached)",
-               "D 的第一步，K = 1，N = 9（在 8 个已缓存之上算 1 个）")),
-    ("pd2_8", ("D's first step, K = 2, N = 8 (two whole blocks)",
-               "D 的第一步，K = 2，N = 8（正好两块）")),
-    ("pd2_3", ("D's first step, K = 2, N = 3", "D 的第一步，K = 2，N = 3")),
-    ("cached", ("a fully prefix-cached prompt, K = 2", "全部命中前缀缓存的提示词，K = 2")),
-    ("budget", ("the padded row does not fit the budget beside a verifying row (budget 5)",
-                "补齐后的行与一个验证行一起放不进预算（预算 5）")),
-    ("mid_prefill", ("beside a running row that is mid-prefill, K = 1",
-                     "旁边有一个还在预填充中途的运行行，K = 1")),
-    ("fresh", ("fresh one-token prompts: alone, then beside a running row",
-               "全新的一 token 提示词：先单独，再与一个运行中的行一起")),
-    ("room12", ("max_model_len = 12: room for 8 + 3 + the sampled token",
-                "max_model_len = 12：容得下 8 + 3 加采样出的 token")),
-    ("room11", ("max_model_len = 11: no room for the padded row",
-                "max_model_len = 11：补齐后的行放不下")),
-    ("live2", ("a live P/D pair on the tiny model with MTP, K = 2, N = 13",
-               "tiny 模型上开启 MTP 的真实 P/D 对，K = 2，N = 13")),
+    ("pd1_9", Words("ex14_first_step_one_token_over")),
+    ("pd2_8", Words("ex14_first_step_two_whole_blocks")),
+    ("pd2_3", Words("ex14_first_step")),
+    ("cached", Words("ex14_fully_prefix_cached_prompt")),
+    ("budget", Words("ex14_padded_row_does_not_fit")),
+    ("mid_prefill", Words("ex14_beside_running_row_that_is")),
+    ("fresh", Words("ex14_fresh_one_token_prompts_alone")),
+    ("room12", Words("ex14_max_model_len_12_room")),
+    ("room11", Words("ex14_max_model_len_11_no")),
+    ("live2", Words("ex14_live_pair_on_tiny_model")),
 )  # fmt: skip
 
 
@@ -228,8 +220,8 @@ def grade(fn: Any, g: Grader) -> None:
                         "num_new_tokens={}, num_computed_tokens={}, token_budget={}, "
                         "prefill_scheduled={}, any_scheduled={}"
                     ).format(*args)
-                    g.fail((f"{right!r} for {shown}", f"{shown} 时返回 {right!r}"),
-                           (f"{got!r}", f"{got!r}"), named, _steps(log))  # fmt: skip
+                    g.fail(Words("ex14_right_for_args", right=right, shown=shown),
+                           f"{got!r}", named, _steps(log))  # fmt: skip
             g.expect(log, want_log, evidence=_steps(log))
             g.expect(tokens, want_tokens)
 
@@ -240,8 +232,7 @@ def _steps(log: list) -> str:
 
 
 def _slip(old: str, new: str) -> str:
-    text = (importlib.resources.files("pdlab.exercises.solutions")
-            .joinpath("ex14_spec_pad.py").read_text(encoding="utf-8"))  # fmt: skip
+    text = read("solutions", "ex14_spec_pad.py")
     assert old in text, old
     return text.replace(old, new)
 
@@ -254,7 +245,7 @@ EXERCISE = Exercise(
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={
         "en": """\
-Exercise 14: D's padded row under MTP (pdlab/sched/spec_decode.py; vLLM 0.33.0's
+Exercise 14: D's padded row under MTP (pdlab/sched/scheduler.py; vLLM 0.33.0's
 pad_spec_decode in vllm/v1/core/sched/scheduler.py)
 
 With speculative decoding (MTP, K drafts per step) every verifying row runs 1 + K tokens:
@@ -275,7 +266,7 @@ tests use, which drafts and verifies), D's side through a real PDConnector, then
 P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
 tokens must agree.""",
         "zh": """\
-练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/spec_decode.py；vLLM 0.33.0
+练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/scheduler.py；vLLM 0.33.0
 vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
 
 开启投机解码（MTP，每步 K 个草稿 token）时，每个验证行运行 1 + K 个 token：它自己的 token 加上

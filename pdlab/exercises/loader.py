@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pdlab.exercises.words import word
+from pdlab.catalog import text
 
 _count = itertools.count()
 
@@ -36,36 +36,36 @@ def load_function(
     name = f"pdlab_learner_{next(_count)}_{path.stem}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
-        raise LearnerFileError(word(lang, "not_py", path=path))
+        raise LearnerFileError(text(lang, "ex_not_py", path=path))
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and typing look the module up while it runs
     try:
         spec.loader.exec_module(module)
     except SyntaxError as e:
         line = e.lineno if e.lineno is not None else "?"
-        raise LearnerFileError(word(lang, "syntax", path=path, line=line, msg=e.msg)) from None
+        raise LearnerFileError(text(lang, "ex_syntax", path=path, line=line, msg=e.msg)) from None
     except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
         raise LearnerFileError(
-            word(lang, "import_error", path=path, error=_at(e, str(path.resolve())))
+            text(lang, "ex_import_error", path=path, error=_at(e, str(path.resolve())))
         ) from None
     finally:
         sys.modules.pop(name, None)
     fn = getattr(module, function, None)
     if fn is None:
-        raise LearnerFileError(word(lang, "missing_function", path=path, function=function))
+        raise LearnerFileError(text(lang, "ex_missing_function", path=path, function=function))
     if not callable(fn):
-        raise LearnerFileError(word(lang, "not_callable", path=path, function=function))
+        raise LearnerFileError(text(lang, "ex_not_callable", path=path, function=function))
     return fn
 
 
 def check_file(path: Path, lang: str, n: int | None) -> None:
     """A one-line :class:`LearnerFileError` unless ``path`` is a Python file that exists:
     what is wrong, and the command that writes exercise ``n``'s file."""
-    start = word(lang, "start_writes", n=n) if n is not None else ""
+    start = text(lang, "ex_start_writes", n=n) if n is not None else ""
     if path.is_dir() or (path.exists() and path.suffix != ".py"):
-        raise LearnerFileError(word(lang, "not_py", path=path) + start)
+        raise LearnerFileError(text(lang, "ex_not_py", path=path) + start)
     if not path.is_file():
-        raise LearnerFileError(word(lang, "no_file", path=path) + start)
+        raise LearnerFileError(text(lang, "ex_no_file", path=path) + start)
 
 
 def _at(e: BaseException, source: str) -> str:

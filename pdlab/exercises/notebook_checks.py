@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pdlab.catalog import check_lang
-from pdlab.exercises.words import word, wrap80
+from pdlab.catalog import check_lang, text
+from pdlab.exercises.wrap import wrap80
 
 
 @dataclass(frozen=True)
@@ -59,8 +59,8 @@ def _nb02() -> dict[str, Any]:
 
 
 def _nb03() -> dict[str, Any]:
-    from pdlab.attention.cost import absorb_crossover_query_len as x
     from pdlab.config import ModelConfig
+    from pdlab.sim.kernel_costs import absorb_crossover_query_len as x
 
     tiny, lite, v3 = (ModelConfig.preset(p) for p in ("tiny", "deepseek-v2-lite", "deepseek-v3"))
     return {
@@ -273,7 +273,7 @@ def notebook_check(
     missing = [q.key for q in questions if predictions.get(q.key) is None]
     lines = []
     if missing and not solution:
-        lines.append(word(lang, "nb_fill_in", keys=", ".join(missing)))
+        lines.append(text(lang, "ex_nb_fill_in", keys=", ".join(missing)))
         print(wrap80("\n".join(lines)))
         return False
     ok = True
@@ -284,8 +284,8 @@ def notebook_check(
         mark = "✓" if good else "·" if mine is None else "✗"
         lines.append(f"{mark} {q.text[lang]}: {right[q.key]!r}  ({q.why[lang]})")
         if not good and mine is not None:
-            lines.append("  " + word(lang, "nb_you_said", value=repr(mine)))
-    done = "nb_all_right" if ok else "nb_solution" if missing else "nb_some_wrong"
-    lines.append(word(lang, done))
+            lines.append("  " + text(lang, "ex_nb_you_said", value=repr(mine)))
+    done = "ex_nb_all_right" if ok else "ex_nb_solution" if missing else "ex_nb_some_wrong"
+    lines.append(text(lang, done))
     print(wrap80("\n".join(lines)))
     return ok

@@ -170,7 +170,7 @@ def remote_prefill_params(
     which the proxy forwards to D. pdlab adds ``remote_transfer_id`` (D's read names it,
     and P serves only the transfer it still holds) and ``remote_num_tokens``, the tokens
     whose K/V P's blocks hold: D checks that it counts as loaded exactly the tokens its
-    worker wrote (``pdlab/sched/remote_kv.py``)."""
+    worker wrote (``pdlab/sched/scheduler.py``)."""
     params = {
         "do_remote_prefill": True,
         "do_remote_decode": False,

@@ -1,5 +1,5 @@
 """The modelled cost of one whole model step on a decode instance, in kernel groups, built
-from the per-kernel functions of :mod:`pdlab.attention.cost` (no new formulas for the
+from the per-kernel functions of :mod:`pdlab.sim.kernel_costs` (no new formulas for the
 attention): the dense layers of every token, ``forward_mqa`` over the rows routed as
 decodes, ``forward_mha`` for each row routed as a prefill, ``lm_head`` for every position
 that samples (all ``1 + K`` of a verifying row under speculative decoding, and each hidden
@@ -26,13 +26,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pdlab.attention.cost import (
+from pdlab.config import ModelConfig
+from pdlab.sim.kernel_costs import (
     Cost,
     decode_rows_cost,
     gemm,
     prefill_path_cost,
 )
-from pdlab.config import ModelConfig
 from pdlab.sim.profiles import DeviceProfile
 
 
@@ -112,7 +112,7 @@ def step_cost(
 ) -> StepCost:
     """The cost of one step whose rows the runner and the builder already split: the
     ``decode_rows`` run ``forward_mqa`` together, each of ``prefill_rows`` runs
-    ``forward_mha`` (:func:`pdlab.attention.cost.prefill_path_cost`). ``extra_logits``
+    ``forward_mha`` (:func:`pdlab.sim.kernel_costs.prefill_path_cost`). ``extra_logits``
     hidden states (P's, the ``hidden_state`` design) join the step's ``lm_head``, so its
     weights are read once; ``num_speculative_tokens`` adds the MTP drafter; ``kv_e`` is
     the KV cache's bytes per value (1 for fp8)."""

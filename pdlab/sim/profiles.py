@@ -2,8 +2,8 @@
 bandwidth, each with where it comes from, and the two parameters a roofline alone lacks
 (the link K/V cross and what a CUDA graph saves), named, with their sources.
 
-The published peaks are :data:`pdlab.tools.peaks.PEAKS` (dense bf16 tensor FLOP/s, HBM
-bytes/s) with :data:`pdlab.tools.peaks.PEAK_SOURCES`; ``"here"`` is this machine,
+The published peaks are :data:`pdlab.sim.peaks.PEAKS` (dense bf16 tensor FLOP/s, HBM
+bytes/s) with :data:`pdlab.sim.peaks.PEAK_SOURCES`; ``"here"`` is this machine,
 measured now with :func:`pdlab.tools.measure.measure_ceilings` (the only profile that
 imports torch). vLLM has no counterpart.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdlab.tools.peaks import PEAK_SOURCES, published_peak
+from pdlab.sim.peaks import PEAK_SOURCES, published_peak
 
 GPUS = ("H100", "H800", "H200", "B200")
 PROFILES = (*GPUS, "here")

@@ -2,7 +2,8 @@
 
 * ``bench.py``: ``pdlab bench paths`` (the two paths' cost) and the bench dispatcher;
 * ``bench_kernels.py``: ``pdlab bench kernels``, each kernel timed on this machine;
-* ``measure.py``: the timers, this machine's measured ceilings, published GPU peaks;
+* ``measure.py``: the timers, this machine's measured ceilings, published GPU peaks
+  (re-exported from ``pdlab/sim/peaks.py``);
 * ``bench_sched.py``: ``pdlab bench sched``, the scheduler's own time per step;
 * ``doctor.py``: ``pdlab doctor``, what this machine has and runs;
 * ``aot.py``: compile every Triton kernel for sm_80/sm_90 without a GPU (``doctor --aot``),

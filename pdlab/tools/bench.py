@@ -31,11 +31,11 @@ from typing import Any
 
 import torch
 
-from pdlab.attention import cost
 from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import ModelConfig, ParallelConfig
 from pdlab.errors import Phrase, invalid
+from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
 
 

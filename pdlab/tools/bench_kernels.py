@@ -17,7 +17,7 @@ Python through NumPy, so its speed says nothing about the kernel.
 Chinese (the words are in ``pdlab/catalog/bench.py``; the result holds English notes and
 numbers, the same in both). The timers,
 the peaks and the test cache are in ``measure.py``; the bytes and FLOPs a case counts come
-from ``pdlab/attention/cost.py``. vLLM 0.33.0 has no counterpart in its package.
+from ``pdlab/sim/kernel_costs.py``. vLLM 0.33.0 has no counterpart in its package.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pdlab.attention import cost
 from pdlab.catalog import check_lang, text
 from pdlab.errors import PdlabValueError
 from pdlab.kernels import backend as _backend
@@ -36,6 +35,7 @@ from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.decode_attention import mla_decode
 from pdlab.kernels.flash_attn import flash_attn_varlen
 from pdlab.kernels.merge import merge_attn_states
+from pdlab.sim import kernel_costs as cost
 from pdlab.tools import measure
 
 if TYPE_CHECKING:

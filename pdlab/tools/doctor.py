@@ -193,12 +193,12 @@ def _torch_build_check(torch: Any, lang: str = "en") -> Check | None:
 
 def _backend_checks(lang: str = "en") -> list[Check]:
     """What the commands run (their ``--backend`` default) and what Python code runs."""
-    from pdlab.cli import build_parser
     from pdlab.kernels import backend
+    from pdlab.ui.choices import kernels_line
+    from pdlab.ui.tour import DEFAULT_BACKEND as default
 
     t = _words(lang)
     out = []
-    default = build_parser().parse_args(["tour"]).backend
     lead = t("doc_kernels_lead", default=default)
     try:
         backend.check("triton", "flag")
@@ -218,7 +218,7 @@ def _backend_checks(lang: str = "en") -> list[Check]:
                 )
             )
     try:
-        described = backend.describe(lang)
+        described = kernels_line(lang)
         out.append(Check("backend", True, t("doc_backend_ok", described=described)))
     except Exception as e:  # noqa: BLE001
         msg = str(e)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from pdlab.attention import cost
+from pdlab.sim import kernel_costs as cost
 from pdlab.tools import measure
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 * :func:`measure_ceilings`: the matmul FLOP/s and copy GB/s of this machine, measured now,
   and :func:`floor_ms`, a kernel's roofline floor from them;
 * :data:`PEAKS`: datasheet peaks of common GPUs (:func:`published_peak`, from
-  ``pdlab/tools/peaks.py``, and :func:`device_peaks`);
+  ``pdlab/sim/peaks.py``, and :func:`device_peaks`);
 * :func:`shuffled_paged_cache`: a full latent cache whose pages are shuffled, as after a
   while of serving.
 
@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from pdlab.tools.peaks import PEAK_SOURCES, PEAKS, published_peak
+from pdlab.sim.peaks import PEAK_SOURCES, PEAKS, published_peak
 
-__all__ = ["PEAKS", "PEAK_SOURCES", "published_peak"]  # re-exported: pdlab/tools/peaks.py
+__all__ = ["PEAKS", "PEAK_SOURCES", "published_peak"]  # re-exported: pdlab/sim/peaks.py
 
 
 def device_peaks(device: torch.device) -> tuple[float | None, float | None]:

@@ -3,9 +3,10 @@
 
 :func:`compare_designs` runs the same prompts through a P/D pair once per design (in one
 process, or two with ``procs=2``) and through a colocated engine, and reads each row off
-the trace's ``first_token`` events (``pdlab/disagg/designs.py``); the last column puts the
-same design at DeepSeek-V3's widths for an ``n``-token prompt, modelled with the same
-functions. :func:`designs_table` renders the rows with rich.
+the trace's ``first_token`` events (``pdlab/disagg/designs.py``), priced on ``gpu`` by
+``pdlab/sim/designs.py``; the last column puts the same design at DeepSeek-V3's widths for
+an ``n``-token prompt, modelled with the same functions. :func:`designs_table` renders the
+rows with rich.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from rich.markup import escape
 
 from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-from pdlab.disagg.designs import MODES, design_point, transfer_bytes
+from pdlab.disagg.designs import MODES, transfer_bytes
 from pdlab.engine import LLMEngine, one_thread
 from pdlab.request import SamplingParams
+from pdlab.sim.designs import design_point, price_first_token
 from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
 from pdlab.ui import fmt
 from pdlab.ui.fmt import FitTable
@@ -74,6 +76,7 @@ def compare_designs(
         if traces is not None:
             traces[mode] = trace
         events = trace.filter("first_token")
+        priced = [price_first_token(e, cfg, prof) for e in events]  # (d_flops, latency_s)
         forwards = [e["d_first_forward"] for e in events if e["d_first_forward"]]
         forward = forwards[0] if forwards else "forward_mqa"
         kv3 = transfer_bytes(v3, "recompute", v3_context, cache.block_size)
@@ -86,12 +89,12 @@ def compare_designs(
                 ),
                 "kv_bytes": sum(e["kv_bytes"] for e in events),
                 "payload_bytes": sum(e["payload_bytes"] for e in events),
-                "d_flops": sum(e["d_flops"] for e in events),
+                "d_flops": sum(f for f, _ in priced),
                 "known": sorted({(e["known_on"], e["known_step"]) for e in events}),
                 "d_first": sorted(
                     {(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events}
                 ),
-                "latency_s": max((e["latency_s"] for e in events), default=0.0),
+                "latency_s": max((s for _, s in priced), default=0.0),
                 "v3": {"bytes": kv3 + pay3, "d_flops": flops3, "latency_s": lat3},
             }
         )

@@ -20,10 +20,10 @@ from matplotlib import colormaps, font_manager, rc_context
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from pdlab.attention.cost import decode_path_cost, prefill_path_cost
 from pdlab.catalog import check_lang, text
 from pdlab.config import ModelConfig
 from pdlab.errors import PdlabLookupError, Phrase
+from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 from pdlab.trace import Tracer
 
 # Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what

@@ -49,8 +49,8 @@ from pdlab.config import (
     SchedulerConfig,
 )
 from pdlab.errors import PdlabArgumentTypeError, PdlabError, PdlabValueError
-from pdlab.platforms import routing_reason
 from pdlab.ui import tour_sims
+from pdlab.ui.choices import routing_reason
 from pdlab.ui.console import make_console, request_errors
 
 DEFAULT_PROMPT = "Why run the last token twice?"
@@ -58,6 +58,8 @@ DEFAULT_PROMPT = "Why run the last token twice?"
 
 # ---- arguments ---------------------------------------------------------------------------
 TOUR_MAX_TOKENS = 512
+# The kernels the tour and trace run by default (``pdlab doctor`` reports it).
+DEFAULT_BACKEND = "torch"
 CHAPTERS = 7  # chapters 1-3 in tour_kv.py, 4-6 in tour_route.py, 7 in tour_designs.py
 # What each chapter reads of the demonstration: "run" (the P/D pair and the colocated
 # engine) and the parts of pdlab.demo.PARTS. Chapter 5 is the cost model alone; chapter 7
@@ -135,7 +137,7 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--backend",
         choices=BACKENDS,
-        default="torch",
+        default=DEFAULT_BACKEND,
         help="kernel implementation (default torch; triton needs the triton package, "
         "and without a GPU it runs through Triton's interpreter, slowly)",
     )

@@ -21,10 +21,11 @@ from pdlab.config import CacheConfig, ModelConfig
 from pdlab.demo import Demo
 from pdlab.sim.background import BackgroundGrids
 from pdlab.sim.profiles import device_profile
-from pdlab.sim.report import run_grid, sim_table, write_plots
+from pdlab.sim.report import run_grid
 from pdlab.sim.simulator import SimConfig
 from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
+from pdlab.ui.sim_report import sim_table, write_plots
 from pdlab.ui.tour_kv import say
 from pdlab.ui.tour_sims import (  # noqa: F401 - MTP_*: re-exported for notebook 07
     MTP_BASE,

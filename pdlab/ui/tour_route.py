@@ -6,7 +6,7 @@ False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA'
 the generation, next to the colocated output.
 
 Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
-(:mod:`pdlab.attention.cost`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
+(:mod:`pdlab.sim.kernel_costs`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
 ``vllm/v1/worker/gpu/model_runner.py`` (V2's batch), ``vllm/v1/worker/gpu/pcp_manager.py``,
 ``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
 ``vllm/model_executor/layers/attention/mla_attention.py`` (the builder and both paths).
@@ -20,14 +20,15 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.markup import escape
 
-from pdlab.attention.cost import (
+from pdlab.catalog import text
+from pdlab.config import ModelConfig
+from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     decode_path_cost,
     mla_forms_flops,
     prefill_path_cost,
+    traced_cost,
 )
-from pdlab.catalog import text
-from pdlab.config import ModelConfig
 from pdlab.tokenizer import printable
 from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
@@ -49,11 +50,12 @@ def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
     """What D's first step did: its route, kernels, cost and sampled token."""
     ev, _ = trace.steps("D", rid)[0]
     ks = trace.kernels("D", ev["step"])
+    cost = traced_cost(ks)
     return {
         "route": trace.route_of("D", rid, ev["step"]),
         "kernels": [k for k in ks if k["layer"] == 0 and k["path"] in ("prefill", "decode")],
-        "flops": sum(k["flops"] for k in ks),
-        "bytes": sum(k["bytes"] for k in ks),
+        "flops": cost.flops,
+        "bytes": cost.bytes,
         "sample": trace.first("sample", "D", req_id=rid),
     }
 

@@ -24,8 +24,7 @@ from lockstep import Divergence, run
 import pdlab.model.batch as batch
 from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.sched.remote_kv import RemoteKVMixin
-from pdlab.sched.spec_decode import SpecDecodeMixin
+from pdlab.sched.scheduler import Scheduler
 
 pytestmark = pytest.mark.upstream
 
@@ -63,7 +62,7 @@ def assert_reported(message: str, kind: str) -> None:
 def test_dropping_the_minus_one_after_a_transfer_is_caught(monkeypatch):
     plant(
         monkeypatch,
-        RemoteKVMixin,
+        Scheduler,
         "_update_waiting_for_remote_kv",
         "request.num_computed_tokens = request.num_tokens - 1",
         "request.num_computed_tokens = request.num_tokens",
@@ -110,7 +109,7 @@ def test_a_one_token_first_chunk_run_as_a_decode_is_caught(monkeypatch):
 def test_a_new_one_token_row_left_unpadded_is_caught(monkeypatch):
     plant(
         monkeypatch,
-        SpecDecodeMixin,
+        Scheduler,
         "_pad_spec_decode",
         "self.num_spec_tokens > 0\n",
         "self.num_spec_tokens < 0\n",
@@ -123,7 +122,7 @@ def test_a_new_one_token_row_left_unpadded_is_caught(monkeypatch):
 def test_rejected_drafts_left_computed_are_caught(monkeypatch):
     plant(
         monkeypatch,
-        SpecDecodeMixin,
+        Scheduler,
         "_roll_back_rejected",
         "request.num_computed_tokens -= num_rejected",
         "request.num_computed_tokens -= 0",

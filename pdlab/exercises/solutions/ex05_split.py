@@ -9,11 +9,14 @@ def split_decodes_and_prefills(
         q = query_lens[i]
         if require_uniform:
             # Every decode must have the first row's query length; a 0 is padding.
+            # zh: 每个 decode 行的 query 长度都必须等于第一行的；0 是填充。
             prefill = q > decode_threshold or (q != query_lens[0] and q != 0)
         else:
             prefill = q > decode_threshold
         # The switch: only when short extends are NOT treated as decodes does a row still
         # in its prompt count as a prefill whatever its length.
+        # zh: 开关：只有在不把短 extend 当作 decode 行时，仍在提示词中的行才不论长度都算作
+        # zh: prefill 行。
         return prefill or (not treat_short_extends_as_decodes and is_prefilling[i])
 
     num_decodes = next((i for i in range(len(query_lens)) if is_prefill(i)), len(query_lens))

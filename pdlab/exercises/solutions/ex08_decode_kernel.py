@@ -5,7 +5,9 @@ import triton.language as tl
 @triton.jit
 def paged_decode_kernel(
     q_ptr,  # fp32 [B, H, W]: the absorbed query, W = L + R
+    # zh: fp32 [B, H, W]：吸收式 query，W = L + R
     cache_ptr,  # fp32 [num_blocks, PAGE, W]: the latent rows [kv_c | k_pe]
+    # zh: fp32 [num_blocks, PAGE, W]：潜向量行 [kv_c | k_pe]
     block_table_ptr,  # int32 [B, max_blocks]
     seq_lens_ptr,  # int32 [B]
     out_ptr,  # fp32 [B, H, L]
@@ -31,6 +33,7 @@ def paged_decode_kernel(
     for page in range(0, tl.cdiv(seq_len, PAGE)):
         block_id = tl.load(block_table_ptr + b * max_blocks + page).to(tl.int64)
         valid = page * PAGE + offs < seq_len  # the last page may be partly filled
+        # zh: 最后一页可能只填了一部分
         rows = tl.load(
             cache_ptr + (block_id * PAGE + offs[:, None]) * W + cols[None, :],
             mask=valid[:, None] & in_row[None, :],
@@ -39,6 +42,7 @@ def paged_decode_kernel(
         s = tl.where(valid, tl.sum(rows * q[None, :], axis=1) * scale, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=0))
         alpha = tl.exp(m_i - m_new)  # rescale what was summed under the old max
+        # zh: 把按旧最大值累加的部分重新缩放
         p = tl.exp(s - m_new)
         l_i = l_i * alpha + tl.sum(p, axis=0)
         acc = acc * alpha + tl.sum(p[:, None] * rows, axis=0)

@@ -3,7 +3,8 @@
 It follows NixlConnector's protocol (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/``,
 a package in vLLM 0.33.0) but moves no data: a receive or a send simply completes after a set
 number of steps (calls to ``get_finished``), or fails, as configured. The scheduler cannot
-tell the difference, which is the point: it sees only the interface in ``base.py``.
+tell the difference, which is the point: it sees only the interface in
+``pdlab/kv_transfer/base.py``.
 """
 
 from __future__ import annotations

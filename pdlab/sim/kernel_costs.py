@@ -1,5 +1,7 @@
-"""Modelled FLOPs and bytes: of each kernel call (for the trace) and of D's one-token step
-through either MLA path (for the tour, the notebooks and ``pdlab bench paths``).
+"""Modelled FLOPs and bytes: of each kernel call the trace records (:func:`kernel_event_cost`
+prices a ``kernel`` event from its shapes) and of D's one-token step through either MLA path
+(for the tour, the notebooks and ``pdlab bench paths``). The engine records what it ran;
+this lab module prices it, so no cost model rides on the kernel calls.
 
 A matrix product ``[M, K] @ [K, N]`` costs ``2 M N K`` FLOPs; bytes count each operand read
 once and each result written once, at ``elem_bytes`` per value (2 for bf16). These are the
@@ -10,8 +12,9 @@ of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from pdlab.config import ModelConfig
 
@@ -206,6 +209,57 @@ def mla_decode_call_cost(
     tile = decode_tile(L, R, e)
     wf, wb = split_workspace_cost(seq_lens, heads, L, num_kv_splits, tile, q_lens)
     return fl + wf, by + wb
+
+
+def kernel_event_cost(event: Mapping[str, Any]) -> tuple[float, float]:
+    """``(flops, bytes)`` of one ``kernel`` event, from the shapes, the split count and the
+    bytes per value (``elem_bytes``) that ``pdlab/attention/mla.py`` records with each call.
+    The part a name carries in brackets ("kv_b_proj (context)") does not change the price."""
+    s, e = event["shapes"], int(event["elem_bytes"])
+    op = event["name"].split(" (")[0]
+    if op == "reshape_and_cache_mla":
+        flops, nbytes = reshape_and_cache_cost(s["kv_c"][0], s["kv_cache"][-1], e)
+    elif op == "q_nope @ W_UK_T":
+        rows, h, n = s["q_nope"]
+        flops, nbytes = per_head_gemm(rows, h, s["W_UK_T"][-1], n, e)
+    elif op == "mla_decode":
+        _, h, width = s["q"]
+        L, qsl = s["kv_lora_rank"], s.get("query_start_loc")
+        q_lens = None if qsl is None else [b - a for a, b in zip(qsl, qsl[1:])]
+        flops, nbytes = mla_decode_call_cost(
+            s["seq_lens"], h, L, width - L, s["num_kv_splits"], e, q_lens
+        )
+    elif op == "o_latent @ W_UV":
+        rows, h, L = s["o_latent"]
+        flops, nbytes = per_head_gemm(rows, h, s["W_UV"][-1], L, e)
+    elif op == "gather_cache":
+        flops, nbytes = gather_cache_cost(s["rows"], s["kv_cache"][-1], e)
+    elif op == "kv_b_proj":
+        tokens, L = s["kv_c"]
+        flops, nbytes = gemm(tokens, s["kv_b_proj"][0], L, e)
+    elif op == "K/V assembly":
+        tokens, h, n = s["k_nope"]
+        flops, nbytes = k_assembly_cost(tokens, h, n, s["k_pe"][-1], s["v"][-1], e)
+    elif op == "flash_attn_varlen":
+        h, d_qk, d_v = s["q"][1], s["q"][2], s["v"][2]
+        flops, nbytes = flash_attn_cost(s["q_lens"], s["k_lens"], h, d_qk, d_v, s["causal"], e)
+    elif op == "merge_attn_states":
+        flops, nbytes = merge_attn_states_cost(*s["out"], e)
+    else:
+        raise ValueError(
+            f"event name={event['name']!r} is not a kernel this model prices: expected one "
+            "of reshape_and_cache_mla, q_nope @ W_UK_T, mla_decode, o_latent @ W_UV, "
+            "gather_cache, kv_b_proj, K/V assembly, flash_attn_varlen, merge_attn_states"
+        )
+    return float(flops), float(nbytes)
+
+
+def traced_cost(events: Sequence[Mapping[str, Any]]) -> Cost:
+    """The kernel events' summed cost, one part per event (its name and layer)."""
+    c = Cost()
+    for ev in events:
+        c.add(f"{ev['name']} (layer {ev['layer']})", *kernel_event_cost(ev))
+    return c
 
 
 def prefill_path_cost(

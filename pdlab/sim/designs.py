@@ -1,0 +1,56 @@
+"""The modelled price of each first-token design (``pdlab/disagg/designs.py``): what D
+computes before token 1 is known and how long after P's prefill it is known, on a
+:class:`~pdlab.sim.profiles.DeviceProfile`. The P/D pair records what crossed and how D's
+first step was routed (the ``first_token`` event, facts only); the views and
+``pdlab pd --compare-designs`` price it here. vLLM 0.33.0 has no counterpart: it measures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pdlab.config import ModelConfig
+from pdlab.disagg.designs import payload_bytes
+from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
+from pdlab.sim.profiles import DeviceProfile
+
+
+def design_point(
+    cfg: ModelConfig, mode: str, n: int, kv_bytes: int, forward: str, profile: DeviceProfile, e: int
+) -> tuple[int, float, float]:
+    """``(payload_bytes, d_flops, latency_s)`` of token 1 of an ``n``-token prompt under
+    ``mode``, given the K/V bytes that crossed and how D's first step was routed
+    (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
+    known, and the modelled latency after P's prefill (the transfer over the profile's
+    link, then D's compute at its roofline; 0 where P's token is the answer), for an idle
+    D: ``pdlab sim`` with no running decodes gives the same compute (its step is that
+    ``lm_head`` alone, or that one-token forward)."""
+    payload = payload_bytes(cfg, mode, kv_bytes, e)
+    if mode in ("first_token", "append_prompt"):
+        return payload, 0.0, 0.0
+    flops, compute_s = 0.0, 0.0
+    if mode == "hidden_state" and kv_bytes:
+        c = lm_head_cost(cfg, 1, e)
+        flops, compute_s = c.flops, profile.roofline_s(c.flops, c.bytes)
+    elif forward:
+        step = first_token_forward_cost(cfg, n - 1, forward, e)
+        flops, compute_s = step.flops, step.time_s(profile)
+    return payload, flops, profile.transfer_s(kv_bytes + payload) + compute_s
+
+
+def price_first_token(
+    event: Mapping[str, Any], cfg: ModelConfig, profile: DeviceProfile
+) -> tuple[float, float]:
+    """``(d_flops, latency_s)`` of one ``first_token`` event of a trace, for the model
+    ``cfg`` the pair ran, on ``profile`` (:func:`design_point`)."""
+    _, flops, latency = design_point(
+        cfg,
+        event["mode"],
+        event["num_prompt_tokens"],
+        event["kv_bytes"],
+        event["d_first_forward"],
+        profile,
+        event["elem_bytes"],
+    )
+    return flops, latency
