@@ -479,6 +479,64 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "{name}={value} are unknown: expected {allowed}",
         "zh": "`{name}={value}` 未知：应为 {allowed}",
     },
+    # ---- the scheduler (pdlab/sched/) ------------------------------------------------------
+    "err_spec_budget": {
+        "en": "SchedulerConfig.max_num_batched_tokens={budget} is invalid with "
+        "SpeculativeConfig(method={method!r}, num_speculative_tokens={k}): expected at least "
+        "1 + num_speculative_tokens = {need}",
+        "zh": "`SchedulerConfig.max_num_batched_tokens={budget}` 与 `SpeculativeConfig(method="
+        "{method!r}, num_speculative_tokens={k})` 不兼容：应至少为 1 + num_speculative_tokens = "
+        "{need}",
+    },
+    "err_spec_threshold": {
+        "en": "SchedulerConfig.long_prefill_token_threshold={threshold} is invalid with "
+        "num_speculative_tokens={k}: expected 0 or at least {need} (a padded row of 1 + K "
+        "tokens cannot be cut)",
+        "zh": "`SchedulerConfig.long_prefill_token_threshold={threshold}` 与 "
+        "num_speculative_tokens={k} 不兼容：应为 0 或至少 {need}（补齐到 1 + K 个 token 的行不能"
+        "切开）",
+    },
+    "err_runner_no_entry": {
+        "en": "model_runner_output has no entry for scheduled request {req!r}: expected one "
+        "per scheduled request",
+        "zh": "model_runner_output 中没有已调度请求 {req!r} 的条目：应为每个已调度请求一条",
+    },
+    "err_sampled_count": {
+        "en": "model_runner_output.sampled_token_ids for {req!r} is {tokens}: expected {want} "
+        "after {done} of {total} tokens computed",
+        "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens}：已算 {done}/"
+        "{total} 个 token 时应为 {want}",
+    },
+    "err_x_empty_prompt_incomplete": {
+        "en": "[] (its prompt is not complete)",
+        "zh": "[]（它的提示词还没算完）",
+    },
+    "err_x_accepted_plus_one": {
+        "en": "1 to {n} tokens (one per accepted draft, then one)",
+        "zh": "1 到 {n} 个 token（每个被接受的草稿一个，再加一个）",
+    },
+    "err_x_one_sampled": {"en": "one token", "zh": "一个 token"},
+    "err_drafts_invalid": {
+        "en": "draft_token_ids for {req!r} is {spec}: expected at most num_speculative_tokens="
+        "{k} token ids (integers >= 0, or -1)",
+        "zh": "请求 {req!r} 的 draft_token_ids 为 {spec}：应为至多 num_speculative_tokens={k} 个 "
+        "token id（不小于 0 的整数，或 -1）",
+    },
+    "err_prompt_ids_too_long": {
+        "en": "prompt_token_ids has {n} tokens: expected fewer than max_model_len={limit} (one "
+        "position is left for the first output token)",
+        "zh": "prompt_token_ids 有 {n} 个 token：应少于 max_model_len={limit}（要给第一个输出 "
+        "token 留一个位置）",
+    },
+    "err_entries_per_request": {
+        "en": "{name} has {n} entries for {k} req_ids: expected one per request",
+        "zh": "`{name}` 有 {n} 项，而 req_ids 有 {k} 个：应每个请求一项",
+    },
+    "err_x_fresh_request": {
+        "en": "a fresh Request that no scheduler has run",
+        "zh": "尚未被任何调度器运行过的新 Request",
+    },
+    "err_x_finished_status": {"en": "a FINISHED_* status", "zh": "FINISHED_* 状态"},
     # ---- the command line (pdlab/cli/) ------------------------------------------------
     "err_not_utf8": {
         "en": "{value!r} is not UTF-8 text (characters {a}-{b} are undecodable bytes): "
