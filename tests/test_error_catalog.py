@@ -106,8 +106,8 @@ def test_a_message_read_back_from_text_is_the_exception_it_was(call):
 
 
 # ---- no message of a family the catalog holds is built by hand ------------------------
-# The rooms other branches are reworking now; each raises with keys once it lands.
-NOT_YET: tuple[str, ...] = ()
+# A room another branch is reworking now (issue 38): it raises with keys once it lands.
+NOT_YET: tuple[str, ...] = ("pdlab/tools/aot",)
 _EXCEPTIONS = {
     "ValueError",
     "TypeError",

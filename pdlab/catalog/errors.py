@@ -475,9 +475,17 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "pick one",
         "zh": "{host} 上的 `port={port}` 不可用（{why}）：应为空闲端口，或用 0 自动挑选",
     },
-    "err_are_unknown": {
-        "en": "{name}={value} are unknown: expected {allowed}",
-        "zh": "`{name}={value}` 未知：应为 {allowed}",
+    "err_not_priced": {
+        "en": "event name={name!r} is not a kernel this model prices: expected one of "
+        "reshape_and_cache_mla, q_nope @ W_UK_T, mla_decode, o_latent @ W_UV, gather_cache, "
+        "kv_b_proj, K/V assembly, flash_attn_varlen, merge_attn_states",
+        "zh": "`event name={name!r}` 不是这个模型计价的算子：应为 reshape_and_cache_mla、"
+        "`q_nope @ W_UK_T`、mla_decode、`o_latent @ W_UV`、gather_cache、kv_b_proj、K/V 拼装、"
+        "flash_attn_varlen、merge_attn_states 之一",
+    },
+    "err_predictions_unknown": {
+        "en": "predictions={unknown} are unknown: expected {keys}",
+        "zh": "`predictions={unknown}` 未知：应为 {keys}",
     },
     # ---- the scheduler (pdlab/sched/) ------------------------------------------------------
     "err_spec_budget": {
