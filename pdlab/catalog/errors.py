@@ -542,7 +542,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_x_fresh_request": {
         "en": "a fresh Request that no scheduler has run",
-        "zh": "尚未被任何调度器运行过的新 Request",
+        "zh": "尚未被任何调度器运行过的新 `Request`",
     },
     "err_x_finished_status": {"en": "a FINISHED_* status", "zh": "FINISHED_* 状态"},
     # ---- the command line (pdlab/cli/) ------------------------------------------------
