@@ -80,7 +80,7 @@ test-fast: env
 	$(PYTEST) -m "$(FAST_MARKERS)"
 
 notebooks: env
-	$(BIN)/python -m pdlab.ui.bilingual
+	$(BIN)/python -m pdlab.tools.bilingual
 	$(BIN)/jupytext --sync notebooks/0*.py
 
 lint: env

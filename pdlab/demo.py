@@ -49,7 +49,7 @@ from pdlab.request import SamplingParams
 from pdlab.sim.kernel_costs import Cost, traced_cost
 from pdlab.trace import Tracer
 
-# A sentence of the trained model's corpus (pdlab/model/corpus.py): its continuations read.
+# A sentence of the trained model's corpus (pdlab/tools/corpus.py): its continuations read.
 _TEXT = "The KV cache holds keys and values, not hidden states. "
 
 # (model_runner, prefill_context_parallel_size): the set-ups ``compare`` runs, default first.

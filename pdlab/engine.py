@@ -30,6 +30,7 @@ from pdlab.config import (
     ParallelConfig,
     SchedulerConfig,
     SpeculativeConfig,
+    adjust_dcp_kv_cache_interleave_size,
     resolve_model_runner,
 )
 from pdlab.errors import (
@@ -110,6 +111,10 @@ class LLMEngine:
         # "v2" (vLLM 0.33.0's default) or "v1"; None reads VLLM_USE_V2_MODEL_RUNNER.
         self.model_runner = resolve_model_runner(model_runner, self.parallel_config)
         self.cache_config = cache_config or CacheConfig()
+        # A P/D instance under DCP stores K/V a block per rank (as EngineCore adjusts it).
+        self.parallel_config = adjust_dcp_kv_cache_interleave_size(
+            self.parallel_config, self.cache_config.block_size, kv_connector is not None
+        )
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.tracer = tracer if tracer is not None else Tracer()
         self.instance = instance

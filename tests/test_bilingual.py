@@ -1,5 +1,5 @@
 """Every notebook's English and Chinese versions come from one bilingual source
-(``pdlab/ui/bilingual.py``): the committed ``.py`` twins are exactly what the source renders
+(``pdlab/tools/bilingual.py``): the committed ``.py`` twins are exactly what the source renders
 to, and they share every code cell but the language line."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pdlab.ui import bilingual
+from pdlab.tools import bilingual
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -31,7 +31,7 @@ def test_committed_notebooks_are_rendered_from_the_source(name: str, lang: str) 
     target = bilingual.NOTEBOOKS[name][lang]
     committed = (ROOT / target).read_text(encoding="utf-8")
     assert committed == bilingual.render(source, lang), (
-        f"{target} is stale: run `python -m pdlab.ui.bilingual` "
+        f"{target} is stale: run `python -m pdlab.tools.bilingual` "
         "then `jupytext --sync notebooks/*.py`"
     )
 

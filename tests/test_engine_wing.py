@@ -91,7 +91,6 @@ KNOWN_UP = {  # arrows running back up the floors
     ("pdlab.catalog.help", "pdlab.config"),  # help builds entries from the presets
     ("pdlab.catalog.help", "pdlab.ui.tour"),  # and from the tour's chapters
     ("pdlab.sim.profiles", "pdlab.tools.measure"),  # walls
-    ("pdlab.ui.tour", "pdlab.cli.args"),  # walls
 }
 MAX_CIRCLES = 2  # besides the known ones; each type-only
 MAX_UP = 2  # besides the known ones

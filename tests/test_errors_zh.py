@@ -245,8 +245,8 @@ def config_messages() -> dict[str, tuple[str, Exception]]:
     """What every field of every config says to every bad value: message -> (where, the
     exception)."""
     from pdlab import config
-    from pdlab.config.train import TrainConfig
     from pdlab.sim.simulator import SimConfig
+    from pdlab.tools.train_config import TrainConfig
 
     classes = {n: getattr(config, n) for n in dir(config) if n.endswith("Config")}
     classes |= {"TrainConfig": TrainConfig, "SimConfig": SimConfig}

@@ -27,7 +27,7 @@ import re
 from pathlib import Path
 
 from pdlab.catalog import TEXT
-from pdlab.ui import bilingual
+from pdlab.tools import bilingual
 
 ROOT = Path(__file__).resolve().parents[1]
 GLOSSARY = ROOT / "docs" / "glossary.md"

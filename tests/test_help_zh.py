@@ -138,7 +138,7 @@ def test_every_chinese_entry_is_used() -> None:
 
 
 def test_a_new_option_without_chinese_fails(monkeypatch) -> None:
-    from pdlab.ui import tour
+    from pdlab.cli import tour
 
     original = tour.add_trace_arguments
 

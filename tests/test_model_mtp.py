@@ -216,7 +216,7 @@ def test_draft_and_verify_equals_the_oracles_prefix_by_prefix(weights):
     """The batched measurement behind the acceptance rates: every row is what
     ``propose_greedy`` drafts from that prefix and what ``forward_full`` decodes greedily."""
     from pdlab.model.mtp import draft_and_verify
-    from pdlab.model.train import corpus_ids
+    from pdlab.tools.train import corpus_ids
 
     model = DeepseekV2ForCausalLM(ModelConfig.tiny(weights=weights))
     line = corpus_ids()[5][:26]

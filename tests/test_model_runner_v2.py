@@ -244,3 +244,62 @@ def test_the_reason_reads_in_either_language(monkeypatch):
     assert named.choice is None and named.selected_how == Chosen.BACKEND
     meta = {"mla_backend": "flashmla", "choice": None}
     assert routing_reason(meta, "zh") == text("zh", "pf_backend", backend="FLASHMLA")
+
+
+def _v1_uniform_decode(q: list[int], k: int) -> bool:
+    """V1's ``_is_uniform_decode`` by its definition (``gpu_model_runner.py``): every row
+    has ``uniform_decode_query_len = 1 + num_spec_tokens`` tokens."""
+    return max(q) == 1 + k and sum(q) == (1 + k) * len(q)
+
+
+@pytest.mark.parametrize("k", [0, 1, 2])
+def test_v1_keeps_its_full_graph_for_rows_of_one_plus_k_tokens(k):
+    # Verifying rows and D's first step padded to 1 + K with -1 placeholders over N - 1.
+    rows = {"v0": (1 + k, 50, 20, 20), "d": (1 + k, 39, 40, 40), "v1": (1 + k, 61, 30, 30)}
+    drafts = {"v0": [7] * k, "d": [-1] * k, "v1": [8] * k} if k else None
+    for runner in ("v1", "v2"):
+        s = _state(rows, model_runner=runner, draft_tokens=drafts, decode_query_len=1 + k)
+        assert s.uniform_decode and s.uniform_decode_token_count == 1 + k, runner
+    # A shorter verify (a draft cut by max_model_len) breaks the uniform shape under both.
+    if k:
+        cut = {**rows, "v1": (k, 61, 30, 30)}
+        cut_drafts = {**drafts, "v1": [8] * (k - 1)}
+        for runner in ("v1", "v2"):
+            s = _state(cut, model_runner=runner, draft_tokens=cut_drafts, decode_query_len=1 + k)
+            assert not s.uniform_decode and s.uniform_decode_token_count is None, runner
+
+
+def test_v1_graph_follows_its_uniform_decode_rule_on_random_batches():
+    rng = random.Random(39)
+    for _ in range(300):
+        k = rng.choice((0, 1, 2))
+        rows, drafts = {}, {}
+        for i in range(rng.randint(1, 6)):
+            prompt = rng.randint(2, 60)
+            kind = rng.choice(("verify", "padded", "unpadded", "chunk"))
+            if kind in ("verify", "padded"):
+                c = prompt + rng.randint(0, 9) if kind == "verify" else prompt - 1
+                rows[f"r{i}"] = (1 + k, c, prompt, prompt)
+                if k:
+                    drafts[f"r{i}"] = [-1 if kind == "padded" else 5] * k
+            elif kind == "unpadded":
+                rows[f"r{i}"] = (1, prompt - 1, prompt, prompt)
+            else:
+                rows[f"r{i}"] = (rng.randint(2, prompt), 0, prompt, prompt)
+        s = _state(rows, model_runner="v1", draft_tokens=drafts, decode_query_len=1 + k)
+        q = [v[0] for v in rows.values()]
+        assert s.uniform_decode == _v1_uniform_decode(q, k), (k, rows)
+        assert s.decode_graph_eligible == _v1_uniform_decode(q, k)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_an_unpadded_one_token_row_beside_verify_rows_loses_the_graph(k):
+    # D's row left at one token (the max_model_len edge kept it from padding) beside a
+    # verifying row: both runners call it a decode-like row, but the batch is not uniform.
+    rows = {"v": (1 + k, 50, 20, 20), "d": (1, 39, 40, 40)}
+    drafts = {"v": [3] * k}
+    v2 = _state(rows, draft_tokens=drafts, decode_query_len=1 + k)
+    assert v2.req_ids == ["v", "d"] and v2.prefill_runs_as_decode == [False, True]
+    assert v2.decode_graph_eligible and not v2.uniform_decode
+    v1 = _state(rows, model_runner="v1", draft_tokens=drafts, decode_query_len=1 + k)
+    assert not v1.uniform_decode and v1.uniform_decode_token_count is None

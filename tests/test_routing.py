@@ -233,3 +233,76 @@ def test_attention_pairs_against_the_mask():
         mask = sum(1 for q, k in zip(qs, ks) for i in range(q) for j in range(k) if j <= k - q + i)
         assert cost.attention_pairs(qs, ks, True) == mask
         assert cost.attention_pairs(qs, ks, False) == sum(q * k for q, k in zip(qs, ks))
+
+
+def _split_v2(rows, k, backend, parallel=None):
+    """Forward per row (``mqa``/``mha``) of a batch already in V2's order (rows with drafts
+    first), with K speculative tokens and ``backend``'s builder."""
+    q, c, p = (list(x) for x in zip(*rows))
+    m = build_mla_metadata(
+        q,
+        c,
+        p,
+        torch.zeros(len(q), 64, dtype=torch.int32),
+        torch.zeros(sum(q), dtype=torch.int64),
+        16,
+        attention_config=AttentionConfig(backend, num_speculative_tokens=k),
+        parallel_config=parallel,
+    )
+    return ["mqa" if i < m.num_decodes else "mha" for i in range(len(q))]
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_an_unpadded_one_token_row_is_a_prefill_under_a_uniform_builder(k):
+    # Two verifying rows of 1 + K, then D's row left at one token over N - 1 (unpadded).
+    rows = [(1 + k, 50, 20), (1 + k, 61, 30), (1, 39, 40)]
+    # UNIFORM (require_uniform): a row whose length differs from the first row's is a
+    # prefill, with no PCP in sight; VARLEN keeps every row at or under the threshold.
+    for backend in ("flashmla", "triton_mla"):
+        assert _split_v2(rows, k, backend) == ["mqa", "mqa", "mha"], backend
+    assert _split_v2(rows, k, "flash_attn_mla") == ["mqa"] * 3
+    assert _split_v2(rows, k, "flashinfer_mla") == ["mqa"] * 3
+    # Padded to 1 + K, the same row keeps the decode path under every builder.
+    padded = rows[:2] + [(1 + k, 39, 40)]
+    for backend in ("flashmla", "triton_mla", "flash_attn_mla", "flashinfer_mla"):
+        assert _split_v2(padded, k, backend) == ["mqa"] * 3, backend
+
+
+def test_dcp_on_a_pd_instance_interleaves_by_block_and_drops_flash_attn_mlas_threshold():
+    from pdlab.config import adjust_dcp_kv_cache_interleave_size as adjust
+
+    dcp = ParallelConfig(decode_context_parallel_size=2)
+    # With a connector and DCP > 1 the interleave becomes the block size; otherwise kept.
+    assert adjust(dcp, 16, True).cp_kv_cache_interleave_size == 16
+    assert adjust(dcp, 16, False) == dcp and adjust(ParallelConfig(), 16, True) == ParallelConfig()
+    named = dcp.replace(allow_auto_resolve_cp_interleave_size=False)
+    assert adjust(named, 16, True) == named
+    # FLASH_ATTN_MLA supports DCP with varlen queries only at interleave 1: otherwise
+    # _init_reorder_batch_threshold forces 1, and a verifying row of 1 + K is a prefill.
+    nixl = adjust(dcp, 16, True)
+    for k in (0, 1, 2):
+        b = MLAMetadataBuilder(
+            16, AttentionConfig("flash_attn_mla", num_speculative_tokens=k), nixl
+        )
+        assert b.reorder_batch_threshold == 1
+        b = MLAMetadataBuilder(16, AttentionConfig("flash_attn_mla", num_speculative_tokens=k), dcp)
+        assert b.reorder_batch_threshold == 512
+    rows = [(2, 50, 20), (2, 39, 40)]
+    assert _split_v2(rows, 1, "flash_attn_mla", nixl) == ["mha", "mha"]
+    assert _split_v2(rows, 1, "flash_attn_mla", dcp) == ["mqa", "mqa"]
+    # Without drafts D's one-token row is still a decode there (use_pcp stays False).
+    assert _split_v2([(1, 50, 20), (1, 39, 40)], 0, "flash_attn_mla", nixl) == ["mqa"] * 2
+
+
+def test_a_pd_engine_under_dcp_runs_the_adjusted_threshold():
+    from pdlab.config import CacheConfig
+    from pdlab.disagg.pair import PDPair
+
+    pair = PDPair(
+        ModelConfig.tiny(),
+        CacheConfig(block_size=4, num_blocks=32),
+        attention_config=AttentionConfig("flash_attn_mla"),
+        parallel_config=ParallelConfig(decode_context_parallel_size=2),
+    )
+    assert pair.decode.parallel_config.cp_kv_cache_interleave_size == 4
+    assert pair.decode.runner.attn_metadata_builder.reorder_batch_threshold == 1

@@ -13,17 +13,8 @@ import torch
 from pdlab.cli import main
 from pdlab.config import ModelConfig
 from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM, corpus
+from pdlab.model import DeepseekV2ForCausalLM
 from pdlab.model.mtp import acceptance_rates
-from pdlab.model.train import (
-    TrainConfig,
-    corpus_digest,
-    corpus_ids,
-    corpus_loss,
-    metadata,
-    mtp_corpus_loss,
-    train,
-)
 from pdlab.model.weights import (
     TRAINED_CHECKPOINT,
     checkpoint_metadata,
@@ -32,6 +23,16 @@ from pdlab.model.weights import (
 )
 from pdlab.request import SamplingParams
 from pdlab.tokenizer import printable
+from pdlab.tools import corpus
+from pdlab.tools.train import (
+    TrainConfig,
+    corpus_digest,
+    corpus_ids,
+    corpus_loss,
+    metadata,
+    mtp_corpus_loss,
+    train,
+)
 
 LINES = corpus.entries()[:2] + corpus.entries()[-2:]  # two English lines, two Chinese
 SMALL = TrainConfig(steps=6, batch_size=2, seq_len=48, lr=3e-3, warmup_steps=0, seed=3, mtp_steps=4)

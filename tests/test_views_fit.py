@@ -285,8 +285,8 @@ def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
 
     from pdlab.catalog import text
     from pdlab.cli.train import header_lines, step_line, summary_lines
-    from pdlab.model import corpus
     from pdlab.tokenizer import printable
+    from pdlab.tools import corpus
 
     cfg = SimpleNamespace(steps=3000, batch_size=16, seq_len=128, seed=0, mtp_steps=1500)
     result = SimpleNamespace(

@@ -1,12 +1,13 @@
 """The ``pdlab`` command (mirrors the role of ``vllm/entrypoints/cli/main.py``).
 
 Subcommands: ``tour`` (the guided walkthrough) and ``trace`` (any prompt, any settings, its
-step table; both in ``pdlab/ui/tour.py``), ``pd`` (prefill/decode disaggregation, in one
-process or two; ``pd.py``), ``sim`` (D's decode batch as requests arrive, per first-token
-design and routing; ``sim.py``), ``bench`` (``paths``, ``kernels``, ``sched``; ``bench.py``),
-``train`` (the tiny model on pdlab's own corpus; ``train.py``), ``doctor`` (what works on
-this machine), ``notebooks`` (copy the shipped notebooks out) and ``lab`` (JupyterLab on
-them; ``pdlab/tools/lab.py``). Argument types and the shared options are in ``args.py``.
+step table; both in ``pdlab/ui/tour.py``, their arguments in ``tour.py``), ``pd``
+(prefill/decode disaggregation, in one process or two; ``pd.py``), ``sim`` (D's decode
+batch as requests arrive, per first-token design and routing; ``sim.py``), ``bench``
+(``paths``, ``kernels``, ``sched``; ``bench.py``), ``train`` (the tiny model on pdlab's own
+corpus; ``train.py``), ``doctor`` (what works on this machine), ``notebooks`` (copy the
+shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``). Argument
+types and the shared options are in ``args.py``.
 Bad options exit with code 2 and a message naming the option; so does every other error (a
 bad environment variable, an unwritable output path, an allocation that fails, a peer that
 never comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are
@@ -44,8 +45,8 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    # -- tour and trace (pdlab/ui/tour.py) --
-    from pdlab.ui import tour
+    # -- tour and trace (pdlab/cli/tour.py; the commands in pdlab/ui/tour.py) --
+    from pdlab.cli import tour
 
     tour.add_tour_arguments(
         sub.add_parser("tour", help="guided walkthrough: why D runs the last prompt token again")
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
             return run_lab(
                 args.dir, args.port, args.ip, args.notebook, args.no_browser, lang=args.lang
             )
-        from pdlab.ui import tour
+        from pdlab.cli import tour
 
         if args.command == "tour":
             return tour.run_tour(args)

@@ -1,6 +1,6 @@
 """``pdlab train``: train the tiny model on pdlab's own corpus and save a checkpoint.
 
-The loop is :func:`pdlab.model.train.train` (the main model, then DeepSeek-V3's MTP layer
+The loop is :func:`pdlab.tools.train.train` (the main model, then DeepSeek-V3's MTP layer
 with the main model frozen; its greedy acceptance rates measured on the corpus and
 printed); this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and
 the checkpoint (safetensors, DeepSeek parameter names,
@@ -26,7 +26,7 @@ from pdlab.errors import PdlabValueError, Phrase
 
 def add_arguments(sub: Any) -> None:
     """``pdlab train`` on the parser's subparsers."""
-    from pdlab.config.train import TrainConfig
+    from pdlab.tools.train_config import TrainConfig
 
     d = TrainConfig()
     t = sub.add_parser("train", help="train the tiny model on pdlab's own corpus (a few minutes)")
@@ -213,11 +213,11 @@ def run(args: argparse.Namespace) -> int:
     )
 
     from pdlab.catalog import text
-    from pdlab.config.train import TrainConfig
-    from pdlab.model import corpus
-    from pdlab.model.train import metadata, train
     from pdlab.model.weights import save_checkpoint
     from pdlab.tokenizer import ByteTokenizer, printable
+    from pdlab.tools import corpus
+    from pdlab.tools.train import metadata, train
+    from pdlab.tools.train_config import TrainConfig
 
     lang = getattr(args, "lang", None) or "en"
     if args.seed < 0:

@@ -14,7 +14,11 @@ from pdlab.config.model import PRESETS, ModelConfig
 from pdlab.config.parallel import ParallelConfig
 from pdlab.config.scheduler import SchedulerConfig
 from pdlab.config.speculative import SPECULATIVE_METHODS, SpeculativeConfig
-from pdlab.config.vllm import MODEL_RUNNERS, resolve_model_runner
+from pdlab.config.vllm import (
+    MODEL_RUNNERS,
+    adjust_dcp_kv_cache_interleave_size,
+    resolve_model_runner,
+)
 
 __all__ = [
     "KV_LOAD_FAILURE_POLICIES",
@@ -30,5 +34,6 @@ __all__ = [
     "ParallelConfig",
     "SchedulerConfig",
     "SpeculativeConfig",
+    "adjust_dcp_kv_cache_interleave_size",
     "resolve_model_runner",
 ]

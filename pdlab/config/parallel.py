@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from pdlab.config.utils import _check_int
 
@@ -25,17 +27,28 @@ class ParallelConfig:
       is not cut. That a backend under PCP treats every prefilling row alike, because most
       arrive in pieces, is pdlab's inference. Model Runner V1 cannot run it. PCP belongs
       to the prefill side.
-    * ``decode_context_parallel_size > 1`` (DCP, what a decode instance normally runs)
+    * ``decode_context_parallel_size > 1`` (DCP: opt-in, default 1, reusing TP ranks)
       leaves ``use_pcp`` False, so D's short extend stays a decode; it forces a builder's
-      ``reorder_batch_threshold`` to 1 unless it supports DCP with varlen queries
-      (``MLABackendProfile``; then a verifying row of ``1 + K`` tokens is a prefill), and
-      under PCP it keeps every whole row on every rank instead of sharding them
+      ``reorder_batch_threshold`` to 1 unless the builder supports DCP with varlen queries
+      (``MLABackendProfile``: FLASHINFER_MLA, and FLASH_ATTN_MLA at an interleave of 1;
+      where it is forced to 1, a verifying row of ``1 + K`` tokens is a prefill); under
+      PCP it keeps every
+      whole row on every rank instead of sharding them
       (:func:`pdlab.model.batch.pcp_rank_chunks`).
+    * ``cp_kv_cache_interleave_size``: how many consecutive tokens of the KV cache one DCP
+      rank stores before the next takes over (1: token by token). On a P/D instance under
+      DCP, :func:`pdlab.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it to the
+      block size unless ``allow_auto_resolve_cp_interleave_size`` is False (upstream's
+      ``_allow_auto_resolve_cp_interleave_size``, which ``EngineArgs`` clears when the
+      user names an interleave size). FLASH_ATTN_MLA's threshold then drops to 1, and
+      vLLM refuses speculative decoding on such an instance (a difference pdlab keeps:
+      :func:`pdlab.config.vllm.adjust_dcp_kv_cache_interleave_size`).
     """
 
     prefill_context_parallel_size: int = 1
     decode_context_parallel_size: int = 1
     cp_kv_cache_interleave_size: int = 1
+    allow_auto_resolve_cp_interleave_size: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,3 +61,6 @@ class ParallelConfig:
     @property
     def use_pcp(self) -> bool:
         return self.prefill_context_parallel_size > 1
+
+    def replace(self, **changes: Any) -> ParallelConfig:
+        return dataclasses.replace(self, **changes)

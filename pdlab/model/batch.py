@@ -8,8 +8,9 @@ Mirrors, in vLLM 0.33.0:
 * ``get_uniform_decode_token_count`` and ``is_uniform_query_len`` in
   ``vllm/v1/worker/utils.py``;
 * the V1 runner (``vllm/v1/worker/gpu_model_runner.py``): ``is_prefilling =
-  num_computed_tokens < num_prompt_tokens`` and the four-region reorder
-  (:func:`pdlab.attention.metadata.reorder_batch_to_split_decodes_and_prefills`).
+  num_computed_tokens < num_prompt_tokens``, the four-region reorder
+  (:func:`pdlab.attention.metadata.reorder_batch_to_split_decodes_and_prefills`) and
+  ``_is_uniform_decode`` with ``uniform_decode_query_len = 1 + num_spec_tokens``.
 
 V2 keeps, per request, ``prefill_len``: every token id the request had when the runner was
 given it (the prompt for a new request; prompt and outputs so far for one resumed after a
@@ -29,6 +30,11 @@ row's new tokens without its drafts (``num_new_tokens = num_scheduled - num_draf
 before asking whether it is one token over context, so D's first step, padded by the
 scheduler to ``1 + K`` with ``-1`` placeholder drafts, is still ``prefill_runs_as_decode``
 and the step stays ``decode_graph_eligible`` with ``uniform_decode_token_count = 1 + K``.
+V1 asks only for the shape: every row has ``uniform_decode_query_len = 1 + K`` tokens
+(``_is_uniform_decode``), so a batch of verifying rows and D's padded rows keeps V1's full
+decode graph too, and a one-token row left unpadded beside them (a row that ran a prefill
+chunk this step, or one the ``max_model_len`` edge kept from padding) loses it under
+either runner.
 """
 
 from __future__ import annotations
@@ -64,6 +70,18 @@ def is_uniform_query_len(num_reqs: int, num_tokens: int, max_query_len: int) -> 
     return num_reqs > 0 and num_tokens == max_query_len * num_reqs
 
 
+def is_uniform_decode(
+    max_num_scheduled_tokens: int, uniform_decode_query_len: int, num_tokens: int, num_reqs: int
+) -> bool:
+    """V1's test for its full decode graph (``GPUModelRunner._is_uniform_decode``): every row
+    has ``uniform_decode_query_len`` tokens (``1 + num_spec_tokens``). It reads only the
+    shape, not ``is_prefilling``."""
+    return (
+        max_num_scheduled_tokens == uniform_decode_query_len
+        and num_tokens == max_num_scheduled_tokens * num_reqs
+    )
+
+
 def get_uniform_decode_token_count(
     num_reqs: int, num_tokens: int, max_query_len: int, decode_graph_eligible: bool
 ) -> int | None:
@@ -97,10 +115,19 @@ class BatchReqState:
     uniform_decode_token_count: int | None
     # Draft tokens per row (V2's num_draft_tokens_np); None when no row has any.
     num_draft_tokens: list[int] | None = None
+    # 1 + K: V2's decode_query_len, V1's uniform_decode_query_len.
+    decode_query_len: int = 1
 
     @property
     def order(self) -> list[str]:
         return self.req_ids
+
+    @property
+    def uniform_decode(self) -> bool:
+        """The runner picks its full decode graph: the uniform token count is the decode
+        query length (V2's ``uniform_decode=uniform_tok_count == self.decode_query_len``
+        in ``execute_model``; V1's ``_is_uniform_decode``)."""
+        return self.uniform_decode_token_count == self.decode_query_len
 
 
 def gather_batch_req_state(
@@ -122,8 +149,9 @@ def gather_batch_req_state(
     defaults to the prompt length (a request that was never preempted). V1 orders by
     region with the attention builder's ``reorder_batch_threshold``; V2 ignores it.
     ``draft_tokens`` is the scheduler's ``scheduled_spec_decode_tokens`` (counted in
-    ``num_scheduled_tokens``) and ``decode_query_len`` V2's ``1 + K``; without them the
-    batch has no drafts."""
+    ``num_scheduled_tokens``) and ``decode_query_len`` the runner's ``1 + K`` (V2's
+    ``decode_query_len``, V1's ``uniform_decode_query_len``); without them the batch has
+    no drafts and the full decode graph wants one-token rows."""
     if model_runner not in RUNNERS:
         raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=RUNNERS))
     if (
@@ -179,9 +207,9 @@ def gather_batch_req_state(
         runs_as_decode = [pf and ni == 1 and ci > 0 for pf, ni, ci in zip(is_prefilling, new, cp)]
         eligible = all(rd or not pf for rd, pf in zip(runs_as_decode, is_prefilling))
     elif model_runner == "v1":
-        # V1 has no such flag; its full decode graph needs a uniform batch of one-token rows
+        # V1 has no such flag; its full decode graph needs every row to have 1 + K tokens
         # (``_is_uniform_decode``), whatever is_prefilling says.
-        eligible = bool(q) and max(q) == 1
+        eligible = is_uniform_decode(max(q, default=0), decode_query_len, sum(q), len(q))
     uniform = get_uniform_decode_token_count(len(q), sum(q), max(q, default=0), eligible)
     return BatchReqState(
         model_runner=model_runner,
@@ -197,6 +225,7 @@ def gather_batch_req_state(
         decode_graph_eligible=eligible,
         uniform_decode_token_count=uniform,
         num_draft_tokens=nd if drafts else None,
+        decode_query_len=decode_query_len,
     )
 
 

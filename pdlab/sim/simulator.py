@@ -44,7 +44,12 @@ from dataclasses import dataclass, field
 
 from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import split_query_lens
-from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
+from pdlab.config import (
+    AttentionConfig,
+    ModelConfig,
+    ParallelConfig,
+    adjust_dcp_kv_cache_interleave_size,
+)
 from pdlab.errors import PdlabError, Phrase, invalid
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 from pdlab.model.batch import gather_batch_req_state
@@ -202,13 +207,16 @@ def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
     from pdlab.platforms import select_mla_backend
 
     backend = select_mla_backend(gpu, cfg.kv_cache_dtype).backend
+    parallel = ParallelConfig(
+        prefill_context_parallel_size=2 if cfg.routing == "pcp" else 1,
+        decode_context_parallel_size=2 if cfg.routing == "dcp" else 1,
+    )
+    # D is a NIXL consumer: under DCP its interleave becomes the block size.
+    parallel = adjust_dcp_kv_cache_interleave_size(parallel, cfg.block_size, True)
     return MLAMetadataBuilder(
         cfg.block_size,
         AttentionConfig(backend=backend, num_speculative_tokens=cfg.num_speculative_tokens),
-        ParallelConfig(
-            prefill_context_parallel_size=2 if cfg.routing == "pcp" else 1,
-            decode_context_parallel_size=2 if cfg.routing == "dcp" else 1,
-        ),
+        parallel,
     ), MLA_BACKENDS[backend].name
 
 

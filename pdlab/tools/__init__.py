@@ -9,5 +9,9 @@
 * ``aot.py``: compile every Triton kernel for sm_80/sm_90 without a GPU (``doctor --aot``),
   as ``aot_specs.py`` configures each one;
 * ``gpu_check.py``: the one command for a GPU owner (``python -m pdlab.tools.gpu_check``);
-* ``lab.py``: ``pdlab notebooks`` and ``pdlab lab``.
+* ``lab.py``: ``pdlab notebooks`` and ``pdlab lab``;
+* ``train.py``, ``corpus.py`` and ``train_config.py``: ``pdlab train`` (the loop, the text
+  the tiny model learns, ``TrainConfig``);
+* ``bilingual.py``: every notebook in both languages from one source
+  (``python -m pdlab.tools.bilingual``).
 """

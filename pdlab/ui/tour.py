@@ -1,4 +1,5 @@
-"""``pdlab tour`` and ``pdlab trace``: the commands, and their arguments.
+"""``pdlab tour`` and ``pdlab trace``: the commands, run from their parsed arguments (the
+arguments themselves, and the configurations built from them, are ``pdlab/cli/tour.py``'s).
 
 The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
 pair with the chosen routing settings, pairs under the other set-ups that route D's step
@@ -25,30 +26,18 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 
-from pdlab.catalog import LANG_HELP, LANGS, text
-from pdlab.cli.args import (
-    BACKENDS,
-    add_routing_arguments,
-    add_run_arguments,
-    add_weights_argument,
-    positive_int,
-    prompt_text,
-    routing_configs,
-    tiny_model_config,
-)
+from pdlab.catalog import text
 from pdlab.config import (
-    PRESETS,
     CacheConfig,
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.errors import PdlabArgumentTypeError, PdlabError, PdlabValueError
+from pdlab.errors import PdlabValueError
 from pdlab.ui import tour_sims
 from pdlab.ui.choices import routing_reason
 from pdlab.ui.console import make_console, request_errors
@@ -56,7 +45,7 @@ from pdlab.ui.console import make_console, request_errors
 DEFAULT_PROMPT = "Why run the last token twice?"
 
 
-# ---- arguments ---------------------------------------------------------------------------
+# ---- what the arguments allow (pdlab/cli/tour.py defines them) ---------------------------
 TOUR_MAX_TOKENS = 512
 # The kernels the tour and trace run by default (``pdlab doctor`` reports it).
 DEFAULT_BACKEND = "torch"
@@ -87,83 +76,6 @@ def tour_needs(args: argparse.Namespace) -> set[str]:
     return need
 
 
-def _tour_max_tokens(text: str) -> int:
-    v = positive_int(text)
-    if v > TOUR_MAX_TOKENS:
-        raise PdlabArgumentTypeError("err_tour_tokens", value=v, n=TOUR_MAX_TOKENS)
-    return v
-
-
-def _preset(text: str) -> str:
-    try:
-        ModelConfig.preset(text)
-    except PdlabError as e:
-        raise PdlabArgumentTypeError(e.key, **e.values) from None
-    return text
-
-
-def add_tour_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--prompt",
-        type=prompt_text,
-        default=DEFAULT_PROMPT,
-        help="the text prompt (default: %(default)r)",
-    )
-    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
-    add_routing_arguments(p)
-    p.add_argument(
-        "--preset",
-        type=_preset,
-        default="deepseek-v3",
-        help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
-    )
-    p.add_argument(
-        "--chapter",
-        type=int,
-        choices=range(1, CHAPTERS + 1),
-        metavar="N",
-        help=f"show only chapter N (1-{CHAPTERS})",
-    )
-    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
-    add_weights_argument(p)
-    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
-    p.add_argument(
-        "--max-tokens",
-        type=_tour_max_tokens,
-        default=8,
-        help=f"tokens to generate (1 to {TOUR_MAX_TOKENS}; the tour runs the prompt four ways)",
-    )
-    p.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default=DEFAULT_BACKEND,
-        help="kernel implementation (default torch; triton needs the triton package, "
-        "and without a GPU it runs through Triton's interpreter, slowly)",
-    )
-    p.add_argument(
-        "--no-pager",
-        dest="pager",
-        action="store_false",
-        help="print straight through (a terminal otherwise gets a pager when the tour is "
-        "longer than the screen; a pipe or a file never does)",
-    )
-
-
-def add_trace_arguments(p: argparse.ArgumentParser) -> None:
-    add_run_arguments(p)
-    p.add_argument("--num-blocks", type=positive_int, default=256)
-    p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
-    p.add_argument(
-        "--long-prefill-token-threshold",
-        type=int,
-        default=0,
-        help="cap on a prefill chunk (0: no cap)",
-    )
-    p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
-    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
-
-
 # ---- commands ----------------------------------------------------------------------------
 def page(text: str, height: int) -> None:
     """Print ``text`` (with its colours), through ``less -R`` when it is longer than
@@ -179,16 +91,19 @@ def page(text: str, height: int) -> None:
         pass
 
 
-def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour``: run the demonstration, print the chapters, save what was asked for.
-    On a terminal (and without ``--no-pager``) the chapters go through :func:`page`."""
+def run_tour(
+    args: argparse.Namespace, model_config: ModelConfig, console: Console | None = None
+) -> int:
+    """``pdlab tour``: run the demonstration (the tiny ``model_config`` the arguments ask
+    for), print the chapters, save what was asked for. On a terminal (and without
+    ``--no-pager``) the chapters go through :func:`page`."""
     c = console or make_console()
     if console is None and getattr(args, "pager", False) and sys.stdout.isatty():
         with c.capture() as captured:
-            code = _tour(args, c)
+            code = _tour(args, model_config, c)
         page(captured.get(), c.height)
         return code
-    return _tour(args, c)
+    return _tour(args, model_config, c)
 
 
 def _tour_designs() -> Any:
@@ -206,7 +121,7 @@ class PromptOnly:
     block_size: int
 
 
-def _tour(args: argparse.Namespace, c: Console) -> int:
+def _tour(args: argparse.Namespace, cfg: ModelConfig, c: Console) -> int:
     if not args.prompt:
         raise PdlabValueError("err_empty_prompt")
     # Chapter 7's simulations do not depend on the prompt: they run on another core while
@@ -215,13 +130,13 @@ def _tour(args: argparse.Namespace, c: Console) -> int:
     if tour_sims.shows_chapter7(args):
         sims = tour_sims.take_started() or tour_sims.start_sims()
     try:
-        return _chapters(args, c, sims)
+        return _chapters(args, cfg, c, sims)
     finally:
         if sims is not None:
             sims.close()
 
 
-def _chapters(args: argparse.Namespace, c: Console, sims: Any) -> int:
+def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any) -> int:
     from pdlab.tokenizer import encode
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
@@ -240,7 +155,7 @@ def _chapters(args: argparse.Namespace, c: Console, sims: Any) -> int:
             mla_backend=args.mla_backend,
             max_tokens=args.max_tokens,
             backend=args.backend,
-            model_config=tiny_model_config(args),
+            model_config=cfg,
             compare=need & set(PARTS),
             gpu=args.gpu,
             model_runner=args.model_runner,
@@ -257,7 +172,7 @@ def _chapters(args: argparse.Namespace, c: Console, sims: Any) -> int:
                 c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
             c.print(say(lang, "tour_failed"))
             return 1
-    prompt = PromptOnly(encode(args.prompt), tiny_model_config(args), args.block_size)
+    prompt = PromptOnly(encode(args.prompt), cfg, args.block_size)
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
@@ -315,8 +230,15 @@ def _chapters(args: argparse.Namespace, c: Console, sims: Any) -> int:
     return 0
 
 
-def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab trace``: any prompts, any settings; print the step table, save the trace."""
+def run_trace(
+    args: argparse.Namespace,
+    model_config: ModelConfig,
+    routing: dict[str, Any],
+    console: Console | None = None,
+) -> int:
+    """``pdlab trace``: any prompts, any settings (the tiny ``model_config`` and the
+    ``routing`` configurations the arguments ask for); print the step table, save the
+    trace."""
     from pdlab.disagg.pair import PDPair
     from pdlab.engine import LLMEngine, one_thread
     from pdlab.request import SamplingParams
@@ -332,13 +254,13 @@ def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = tiny_model_config(args)
+    cfg = model_config
     with one_thread():
         if args.pd:
-            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing_configs(args))
+            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
             outs, trace = pair.generate(prompts, sp), pair.tracer
         else:
-            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing_configs(args))
+            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing)
             outs, trace = engine.generate(prompts, sp), engine.tracer
     kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
     routing = next(iter(trace.meta["routing"].values()))

@@ -28,10 +28,18 @@ import os
 import pprint
 from collections import Counter
 
-from twin_pdlab import PdlabTwin
-from twin_vllm import VllmTwin
-from workload import KVReport, Scheduled, Workload, make_workload
+from twin_pdlab import PdlabTwin, pdlab_routing
+from twin_vllm import VllmTwin, upstream_switches, vllm_routing
+from workload import (
+    KVReport,
+    RoutingConfig,
+    Scheduled,
+    Workload,
+    make_routing_batch,
+    make_workload,
+)
 
+from pdlab.config import MLA_BACKENDS
 from pdlab.math_utils import cdiv
 
 MAX_STEPS = 1000  # every workload finishes before this (a test asserts it)
@@ -245,3 +253,39 @@ def features(w: Workload, ours: PdlabTwin, s: Scheduled, seen: Counter) -> None:
         seen["load of whole blocks" if n % bs == 0 else "load with a partial last block"] += 1
         seen["load of a prompt shorter than a block"] += n < bs
         seen["load after a local hit"] += len(ids) < cdiv(n, bs)
+
+
+# ---- routing: every decision on one batch, across configurations ----------------------
+ROUTING_TEST = "tests/upstream/test_batch_routing.py::test_routing_grid_matches_upstream"
+_SWITCHES: dict = {}
+
+
+def run_routing(rc: RoutingConfig, seed: int) -> dict:
+    """One seeded batch (``make_routing_batch``) under one grid point: pdlab's decisions
+    (``twin_pdlab.pdlab_routing``) against vLLM's (``twin_vllm.vllm_routing``): the
+    interleave, the threshold, the order, ``is_prefilling``, V2's
+    ``prefill_runs_as_decode`` and ``decode_graph_eligible``, the uniform decode token
+    count and the graph flag, the split and each row's forward. Raises
+    :class:`Divergence` naming the grid point, the seed, what differs, and a replay
+    command; returns vLLM's report."""
+    profile = MLA_BACKENDS[rc.backend]
+    switches = _SWITCHES.get(rc.backend)
+    if switches is None:
+        switches = _SWITCHES[rc.backend] = upstream_switches(profile.name, profile.upstream)
+    batch = make_routing_batch(seed, rc)
+    theirs = vllm_routing(rc, switches, batch)
+    try:
+        ours = pdlab_routing(rc, batch)
+    except Exception as e:
+        ours = {"raised": f"{type(e).__name__}: {e}"}
+    if ours != theirs:
+        keys = [k for k in theirs if ours.get(k) != theirs.get(k)] or ["raised"]
+        raise Divergence(
+            f"pdlab and vLLM differ: routing {rc.label} batch seed={seed}\n"
+            f"config: {rc}\nbatch: {batch}\ndiffering: {', '.join(keys)}\n"
+            f"pdlab: {pprint.pformat({k: ours.get(k) for k in keys}, width=100)}\n"
+            f"vLLM:  {pprint.pformat({k: theirs.get(k) for k in keys}, width=100)}\n"
+            f"replay: .venv-upstream/bin/python -m pytest -n 0 -m upstream "
+            f"'{ROUTING_TEST}[{rc.label}]'"
+        )
+    return theirs

@@ -18,18 +18,19 @@
 
 from __future__ import annotations
 
-import ast
-import importlib
 import random
+import time
+from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
-import vllm
+from lockstep import run_routing
+from twin_vllm import StandInBatch, StandInOutput, upstream_switches
 from vllm.model_executor.layers.attention import mla_attention as upstream_mla
 from vllm.v1.attention import backend as upstream_backend
 from vllm.v1.attention.backends import utils as upstream_utils
+from workload import make_routing_batch, routing_grid
 
 from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.metadata import (
@@ -42,7 +43,6 @@ from pdlab.config.attention import MLA_BACKENDS
 
 pytestmark = pytest.mark.upstream
 NUM_BATCHES = 300
-VLLM_ROOT = Path(vllm.__file__).parent.parent
 
 
 def random_batch(rng: random.Random, padding: bool = False):
@@ -107,26 +107,6 @@ def test_split_decodes_and_prefills_matches_upstream(seed):
                 assert got == want, f"seed={seed} rows={rows} args={args}: {got} != {want}"
 
 
-class StandInBatch:
-    """What upstream's reorder reads of the V1 runner's ``InputBatch``, and its swap."""
-
-    def __init__(self, rows):
-        self.req_ids = [f"r{i}" for i in range(len(rows))]
-        self.num_computed_tokens_cpu = np.array([c for _, c, _ in rows])
-        self.num_prompt_tokens = np.array([p for _, _, p in rows])
-
-    def swap_states(self, i: int, j: int) -> None:
-        ids = self.req_ids
-        ids[i], ids[j] = ids[j], ids[i]
-        for a in (self.num_computed_tokens_cpu, self.num_prompt_tokens):
-            a[[i, j]] = a[[j, i]]
-
-
-class StandInOutput:
-    def __init__(self, rows):
-        self.num_scheduled_tokens = {f"r{i}": q for i, (q, _, _) in enumerate(rows)}
-
-
 @pytest.mark.parametrize("seed", range(NUM_BATCHES))
 def test_v1_batch_order_matches_upstream(seed):
     rng = random.Random(seed)
@@ -141,56 +121,13 @@ def test_v1_batch_order_matches_upstream(seed):
         assert got == want, f"seed={seed} rows={rows} threshold={threshold}"
 
 
-def _returns(fn: ast.FunctionDef) -> str | None:
-    for stmt in fn.body:
-        if isinstance(stmt, ast.Return) and stmt.value is not None:
-            return ast.unparse(stmt.value).strip("'\"")
-    return None
-
-
-def upstream_switches(name: str, path: str) -> tuple[int, str, str]:
-    """``(reorder_batch_threshold, query_len_support, builder class)`` of the upstream
-    backend whose ``get_name()`` is ``name`` in ``path`` (relative to the vllm package's
-    parent): its ``get_builder_cls()``, or the common builder it inherits."""
-    tree = ast.parse((VLLM_ROOT / path).read_text())
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    backends = [
-        cls
-        for cls in classes.values()
-        for fn in cls.body
-        if isinstance(fn, ast.FunctionDef) and fn.name == "get_name" and _returns(fn) == name
-    ]
-    assert backends, f"{path} has no backend whose get_name() is {name!r}"
-    getters = [f for f in backends[0].body if getattr(f, "name", "") == "get_builder_cls"]
-    builder_name = _returns(getters[0]) if getters else "MLACommonMetadataBuilder"
-    common = upstream_mla.MLACommonMetadataBuilder
-    if builder_name not in classes:
-        assert builder_name == common.__name__, f"{path}: builder {builder_name} not found"
-        return common.reorder_batch_threshold, common.query_len_support.value, builder_name
-    module = path.removesuffix(".py").replace("/", ".")
-    try:
-        builder = getattr(importlib.import_module(module), builder_name)
-        return builder.reorder_batch_threshold, builder.query_len_support.value, builder_name
-    except Exception:  # CUDA-only imports (FlashAttention MLA, CUTLASS MLA): read the class
-        found = {"reorder_batch_threshold": common.reorder_batch_threshold}
-        found["query_len_support"] = common.query_len_support.value
-        for stmt in classes[builder_name].body:
-            if isinstance(stmt, ast.AnnAssign | ast.Assign) and stmt.value is not None:
-                target = stmt.target if isinstance(stmt, ast.AnnAssign) else stmt.targets[0]
-                attr, value = ast.unparse(target), ast.unparse(stmt.value)
-                if attr == "reorder_batch_threshold":
-                    found[attr] = int(value)
-                elif attr == "query_len_support":
-                    found[attr] = upstream_mla.QueryLenSupport[value.split(".")[-1]].value
-        return found["reorder_batch_threshold"], found["query_len_support"], builder_name
-
-
 @pytest.mark.parametrize("key", sorted(MLA_BACKENDS))
 def test_mla_backend_profile_matches_its_upstream_builder(key):
     profile = MLA_BACKENDS[key]
-    threshold, support, builder = upstream_switches(profile.name, profile.upstream)
-    assert (profile.reorder_batch_threshold, profile.query_len_support) == (threshold, support), (
-        f"pdlab's {key} profile differs from {builder} ({profile.upstream})"
+    up = upstream_switches(profile.name, profile.upstream)
+    ours = (profile.reorder_batch_threshold, profile.query_len_support)
+    assert ours == (up.reorder_batch_threshold, up.query_len_support), (
+        f"pdlab's {key} profile differs from {up.builder} ({profile.upstream})"
     )
 
 
@@ -235,3 +172,68 @@ def test_mla_builder_split_matches_upstream(seed):
             )
             got = (m.num_decodes, m.num_prefills, m.num_decode_tokens, m.num_prefill_tokens)
             assert got == tuple(int(x) for x in want), f"seed={seed} {key} pcp={pcp} {batch}"
+
+
+# ---- every decision, across configurations ----------------------------------------------
+GRID = routing_grid()
+BATCHES_PER_CONFIG = 25
+
+
+@pytest.mark.parametrize("rc", GRID, ids=[rc.label for rc in GRID])
+def test_routing_grid_matches_upstream(rc):
+    """``BATCHES_PER_CONFIG`` seeded batches under one configuration: pdlab's interleave,
+    threshold, order, ``is_prefilling``, graph decision, split and forward per row against
+    vLLM's own (``lockstep.run_routing``)."""
+    for seed in range(BATCHES_PER_CONFIG):
+        run_routing(rc, seed)
+
+
+def test_routing_grid_reaches_the_cases_it_is_for():
+    """The grid's batches reach what the issue names, counted from vLLM's reports: V1
+    keeping its full graph for ``1 + K`` rows with D's padded row among them; a NIXL
+    decode instance under DCP where FLASH_ATTN_MLA's ``1 + K`` rows take
+    ``forward_mha``; a one-token row left unpadded beside ``1 + K`` rows sent to
+    ``forward_mha`` by a UNIFORM builder without PCP; padding rows in a split."""
+    seen: Counter = Counter()
+    start = time.perf_counter()
+    for rc in GRID:
+        for seed in range(BATCHES_PER_CONFIG):
+            batch = make_routing_batch(seed, rc)
+            r = run_routing(rc, seed)
+            k, rows = rc.num_spec_tokens, batch.rows
+            q = {rid: rows[rid][0] for rid in rows}
+            padded = any(d and d[0] == -1 for d in batch.drafts.values())
+            if rc.model_runner == "v1" and k and padded and r["uniform_decode"]:
+                seen["v1 graph with a padded 1 + K row"] += 1
+            mha = {rid for rid, f in zip(r["order"], r["forward"]) if f == "mha"}
+            if rc.nixl and rc.dcp > 1 and rc.backend == "flash_attn_mla" and k:
+                if any(q[rid] == 1 + k and rid in mha for rid in rows):
+                    seen["nixl dcp: a 1 + K row on forward_mha"] += 1
+            uniform_builder = rc.backend in ("flashmla", "triton_mla")
+            if uniform_builder and k and rc.pcp == 1 and any(n == 1 + k for n in q.values()):
+                unpadded = [rid for rid in rows if q[rid] == 1 and rows[rid][1] > 0]
+                if any(rid in mha for rid in unpadded):
+                    seen["unpadded one-token row on forward_mha"] += 1
+            if batch.num_padding_rows:
+                seen["padding rows"] += 1
+    elapsed = time.perf_counter() - start
+    print(f"\nrouting grid: {len(GRID)} configurations x {BATCHES_PER_CONFIG} batches "
+          f"in {elapsed:.1f} s: {dict(seen)}")  # fmt: skip
+    assert len(seen) == 4, dict(seen)
+
+
+def test_vllm_refuses_speculation_on_a_nixl_dcp_instance_which_pdlab_runs():
+    """A kept difference (docs/upstream.md): on a NIXL instance under DCP the interleave
+    is the block size, and with it vLLM's ``check_attention_cp_compatibility`` refuses any
+    speculative config for every dense MLA impl pdlab profiles (none sets
+    ``supports_mtp_with_cp_non_trivial_interleave_size``). pdlab builds the builder
+    (threshold 1 for FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA) so its views can show what the
+    rows would do; fails if vLLM refuses any other grid point, or accepts one of these."""
+    from twin_pdlab import pdlab_routing
+    from twin_vllm import vllm_refuses_cp
+
+    refused = {rc for rc in GRID if vllm_refuses_cp(rc)}
+    assert refused == {rc for rc in GRID if rc.nixl and rc.dcp > 1 and rc.num_spec_tokens}
+    assert all("MTP with cp_kv_cache_interleave_size > 1" in vllm_refuses_cp(rc) for rc in refused)
+    for rc in refused:
+        pdlab_routing(rc, make_routing_batch(0, rc))  # runs, where vLLM would not start

@@ -12,10 +12,9 @@ also on batches with speculative decoding's draft tokens: verifying decode rows 
 from __future__ import annotations
 
 import random
-from types import SimpleNamespace
 
-import numpy as np
 import pytest
+from twin_vllm import upstream_state
 from vllm.v1.worker.gpu import model_runner as upstream_v2
 
 from pdlab.model.batch import gather_batch_req_state, sort_batch_req_ids
@@ -55,30 +54,6 @@ def test_sort_batch_req_ids_matches_upstream(seed):
         assert sort_batch_req_ids(num_tokens, drafts, decode_query_len) == want, (
             f"seed={seed} {num_tokens} drafts={drafts} decode_query_len={decode_query_len}"
         )
-
-
-def upstream_state(rows, use_pcp: bool, drafts=None, decode_query_len: int = 1):
-    """Upstream's ``GPUModelRunner.gather_batch_req_state`` on a stand-in runner: one
-    slot per request in ``req_states``, no pipeline parallelism."""
-    rids = list(rows)
-    req_states = SimpleNamespace(
-        req_id_to_index={r: i for i, r in enumerate(rids)},
-        prefill_len=SimpleNamespace(np=np.array([rows[r][3] for r in rids])),
-        num_computed_prefill_tokens=np.array([min(rows[r][1], rows[r][3]) for r in rids]),
-    )
-    runner = SimpleNamespace(
-        req_states=req_states,
-        decode_query_len=decode_query_len,
-        use_pp=False,
-        adaptive_verification=None,
-        pcp_manager=object() if use_pcp else None,
-    )
-    so = SimpleNamespace(
-        num_scheduled_tokens={r: rows[r][0] for r in rids},
-        total_num_scheduled_tokens=sum(rows[r][0] for r in rids),
-        scheduled_spec_decode_tokens=drafts or {},
-    )
-    return upstream_v2.GPUModelRunner.gather_batch_req_state(runner, so, dummy_run=False)
 
 
 @pytest.mark.parametrize("seed", range(NUM_BATCHES))

@@ -8,7 +8,11 @@ transferred request with nothing left to compute); the block pool appending free
 blocks in the wrong order (the LRU order of eviction breaks); the manager freeing a
 request's blocks head first (its shared prefix would be evicted before its tail); under
 speculative decoding, a newly admitted one-token row left unpadded, rejected drafts left
-counted as computed, and V2 counting a padded row's placeholders as new tokens.
+counted as computed, and V2 counting a padded row's placeholders as new tokens; across the
+routing grid (``lockstep.run_routing``), V1's full decode graph wanting one-token rows
+whatever K (vLLM's ``uniform_decode_query_len`` is ``1 + K``), and a NIXL instance under
+DCP keeping an interleave of 1 (vLLM's ``adjust_dcp_kv_cache_interleave_size`` makes it
+the block size, and FLASH_ATTN_MLA's threshold drops to 1).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import sys
 import textwrap
 
 import pytest
-from lockstep import Divergence, run
+from lockstep import Divergence, run, run_routing
 
 import pdlab.model.batch as batch
 from pdlab.kv_cache.block_pool import BlockPool
@@ -145,6 +149,45 @@ def test_placeholders_counted_as_new_tokens_are_caught(monkeypatch):
             assert f"seed={seed}" in str(e)
             return
     pytest.fail("no batch with drafts caught the planted bug")
+
+
+def first_routing_divergence() -> str:
+    from workload import routing_grid
+
+    for rc in routing_grid():
+        for seed in range(25):
+            try:
+                run_routing(rc, seed)
+            except Divergence as e:
+                return str(e)
+    pytest.fail("no configuration of the routing grid caught the planted bug")
+
+
+def test_v1_wanting_one_token_rows_for_its_graph_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        batch,
+        "gather_batch_req_state",
+        "is_uniform_decode(max(q, default=0), decode_query_len,",
+        "is_uniform_decode(max(q, default=0), 1,",
+    )
+    message = first_routing_divergence()
+    assert "-v1-" in message and "uniform_decode" in message and "replay:" in message
+
+
+def test_dcp_on_a_nixl_instance_keeping_its_interleave_is_caught(monkeypatch):
+    import pdlab.config.vllm as config_vllm
+
+    plant(
+        monkeypatch,
+        config_vllm,
+        "adjust_dcp_kv_cache_interleave_size",
+        "return parallel_config.replace(cp_kv_cache_interleave_size=block_size)",
+        "return parallel_config",
+    )
+    message = first_routing_divergence()
+    assert "-dcp2-nixl-" in message and "cp_kv_cache_interleave_size" in message
+    assert "seed=" in message and "replay:" in message
 
 
 def test_an_unplanted_pdlab_passes_the_same_workloads():

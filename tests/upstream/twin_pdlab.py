@@ -11,9 +11,21 @@ driver plays the drafter (``drafts``, as ``update_draft_token_ids``).
 
 from __future__ import annotations
 
+import torch
 from workload import Config, KVReport, Scheduled, Spec
 
-from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
+import pdlab.attention.builder as pdlab_builder
+import pdlab.config.vllm as pdlab_vllm_config
+import pdlab.model.batch as pdlab_batch
+from pdlab.attention.metadata import CommonAttentionMetadata
+from pdlab.config import (
+    AttentionConfig,
+    CacheConfig,
+    KVTransferConfig,
+    ParallelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.output import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
@@ -163,3 +175,63 @@ class PdlabTwin:
             ),
             "connector_request_finished": tuple(self.finished_calls),
         }
+
+
+# ---- routing: pdlab's rules on one batch (test_batch_routing.py's grid) -----------------
+def pdlab_routing(rc, batch) -> dict:
+    """What pdlab decides for ``batch`` under ``rc``, through the engine's own homes of
+    each rule, looked up on their modules at call time (so a planted bug is seen): the
+    config's ``adjust_dcp_kv_cache_interleave_size`` (as ``LLMEngine`` calls it, with a
+    connector on a NIXL instance), ``MLAMetadataBuilder``'s threshold and split,
+    ``gather_batch_req_state``'s order, ``is_prefilling`` and graph decision. Reported as
+    ``twin_vllm.vllm_routing`` reports vLLM's."""
+    k = rc.num_spec_tokens
+    parallel = pdlab_vllm_config.adjust_dcp_kv_cache_interleave_size(
+        ParallelConfig(prefill_context_parallel_size=rc.pcp, decode_context_parallel_size=rc.dcp),
+        rc.block_size,
+        rc.nixl,
+    )
+    builder = pdlab_builder.MLAMetadataBuilder(
+        rc.block_size, AttentionConfig(rc.backend, num_speculative_tokens=k), parallel
+    )
+    rows = batch.rows
+    state = pdlab_batch.gather_batch_req_state(
+        {r: v[0] for r, v in rows.items()},
+        {r: v[1] for r, v in rows.items()},
+        {r: v[2] for r, v in rows.items()},
+        {r: v[3] for r, v in rows.items()},
+        model_runner=rc.model_runner,
+        use_pcp=parallel.use_pcp,
+        reorder_batch_threshold=builder.reorder_batch_threshold,
+        draft_tokens=batch.drafts,
+        decode_query_len=1 + k,
+    )
+    pad = batch.num_padding_rows
+    q = list(state.num_scheduled_tokens) + [0] * pad
+    c = list(state.num_computed_tokens) + [1] * pad
+    cm = CommonAttentionMetadata.from_batch(
+        q,
+        c,
+        [1] * len(q),
+        torch.zeros(len(q), 1, dtype=torch.int32),
+        torch.zeros(sum(q), dtype=torch.int64),
+        list(state.req_ids) + [f"pad{i}" for i in range(pad)],
+        is_prefilling=list(state.is_prefilling) + [False] * pad,
+    )
+    m = builder.build(cm)
+    split = (m.num_decodes, m.num_prefills, m.num_decode_tokens, m.num_prefill_tokens)
+    runs = state.prefill_runs_as_decode
+    report = {
+        "cp_kv_cache_interleave_size": parallel.cp_kv_cache_interleave_size,
+        "reorder_batch_threshold": builder.reorder_batch_threshold,
+        "prefill_runs_as_decode": None if runs is None else tuple(runs),
+        "uniform_decode_token_count": state.uniform_decode_token_count,
+        "uniform_decode": state.uniform_decode,
+        "order": tuple(state.req_ids),
+        "is_prefilling": tuple(state.is_prefilling),
+        "split": split,
+        "forward": tuple("mqa" if i < m.num_decodes else "mha" for i in range(len(rows))),
+    }
+    if rc.model_runner == "v2":  # V1 has no such flag upstream
+        report["decode_graph_eligible"] = state.decode_graph_eligible
+    return report

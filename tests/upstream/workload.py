@@ -273,3 +273,110 @@ def _add_speculation(w: Workload, rng: random.Random) -> None:
         num_spec_tokens=k,
     )
     w.acceptance = rng.choice((0.0, 0.5, 0.8, 1.0))
+
+
+# ---- routing configurations and batches (test_batch_routing.py's grid) -----------------
+MLA_BACKEND_KEYS = (
+    "cpu_mla",
+    "triton_mla",
+    "flashmla",
+    "flash_attn_mla",
+    "flashinfer_mla",
+    "cutlass_mla",
+)
+
+
+@dataclass(frozen=True)
+class RoutingConfig:
+    """One point of the routing grid: the MLA backend (its builder), K, the model runner,
+    PCP and DCP sizes, and whether the instance is a NIXL consumer (D of a P/D pair).
+    ``kv_cache_dtype`` picks nothing for a named backend (the builders' switches do not
+    read it); it is in the grid because the platform's choice does, and
+    ``test_batch_routing.py`` also runs the backend pdlab's platform picks for each dtype."""
+
+    backend: str
+    num_spec_tokens: int
+    model_runner: str
+    pcp: int
+    dcp: int
+    nixl: bool
+    block_size: int = 64
+    kv_cache_dtype: str = "auto"
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.backend}-k{self.num_spec_tokens}-{self.model_runner}-pcp{self.pcp}"
+            f"-dcp{self.dcp}-{'nixl' if self.nixl else 'local'}-{self.kv_cache_dtype}"
+        )
+
+
+def routing_grid() -> list[RoutingConfig]:
+    """Every backend, K = 0, 1, 2, V2 and V1, PCP 1 and 2 (V2 only: V1 refuses PCP, in
+    vLLM and pdlab alike), DCP 1 and 2, local or a NIXL consumer. The KV cache dtype
+    adds the backend the platform picks on an H200 for an fp8 cache (FLASHMLA, where
+    FLASH_ATTN_MLA refuses fp8): the grid's fp8 points."""
+    grid = []
+    for dtype, backends in (("auto", MLA_BACKEND_KEYS), ("fp8", ("flashmla",))):
+        for backend in backends:
+            for k in (0, 1, 2):
+                for runner, pcp in (("v2", 1), ("v2", 2), ("v1", 1)):
+                    for dcp in (1, 2):
+                        for nixl in (False, True):
+                            grid.append(
+                                RoutingConfig(backend, k, runner, pcp, dcp, nixl, 64, dtype)
+                            )
+    return grid
+
+
+@dataclass(frozen=True)
+class RoutingBatch:
+    """One step's batch as the scheduler hands it to the runner: per request
+    ``(num_scheduled_tokens, num_computed_tokens, num_prompt_tokens, prefill_len)`` in the
+    scheduler's order, ``scheduled_spec_decode_tokens``, and how many padding rows (query
+    length 0, a CUDA graph's padding) follow the runner's order in the attention
+    metadata."""
+
+    rows: dict
+    drafts: dict
+    num_padding_rows: int
+
+
+def make_routing_batch(seed: int, rc: RoutingConfig) -> RoutingBatch:
+    """Decodes (``1 + m`` tokens with ``m <= K`` drafts), D's first step padded to
+    ``1 + K`` with ``-1`` placeholders over ``N - 1`` cached, the same row left at one
+    token (unpadded: the ``max_model_len`` edge, or a row given a prefill chunk this step),
+    later chunks, first chunks (some of one token), requests resumed after a preemption
+    (``prefill_len`` past the prompt), and padding rows; a third of the batches are steady
+    decoding (every row ``1 + K``)."""
+    rng = random.Random(seed)
+    k = rc.num_spec_tokens
+    rows: dict = {}
+    drafts: dict = {}
+    # A third of the steps are steady decoding: every row verifies K drafts or is D's
+    # padded row, the batch a full decode graph is for.
+    steady = rng.random() < 0.3
+    for i in range(rng.randint(1, 8)):
+        rid = f"r{i}"
+        prompt = rng.randint(2, 700)
+        plen = prompt + (rng.randint(1, 20) if rng.random() < 0.15 else 0)
+        kind = rng.choice(("decode", "decode", "padded", "unpadded", "chunk", "first"))
+        if steady:
+            kind = rng.choice(("full", "full", "padded"))
+        if kind in ("decode", "full"):
+            m = k if kind == "full" else rng.randint(0, k)
+            rows[rid] = (1 + m, plen + rng.randint(0, 30), prompt, plen)
+            if m:
+                drafts[rid] = [rng.randrange(1000) for _ in range(m)]
+        elif kind == "padded" and k:
+            rows[rid] = (1 + k, plen - 1, prompt, plen)
+            drafts[rid] = [-1] * k
+        elif kind in ("padded", "unpadded"):
+            rows[rid] = (1, plen - 1, prompt, plen)
+        elif kind == "chunk":
+            done = rng.randint(1, plen - 1)
+            rows[rid] = (rng.randint(1, plen - done), done, prompt, plen)
+        else:
+            rows[rid] = (rng.choice((1, rng.randint(1, plen))), 0, prompt, plen)
+    padding = rng.choice((0, 0, rng.randint(1, 3)))
+    return RoutingBatch(rows, drafts, padding)

@@ -1,4 +1,4 @@
-"""The text the tiny model is trained on (``pdlab train``, :mod:`pdlab.model.train`).
+"""The text the tiny model is trained on (``pdlab train``, :mod:`pdlab.tools.train`).
 
 Short questions and answers about the prefill/decode path, in English and in Chinese, written
 for pdlab: nothing is downloaded, and what the trained model writes back is the subject of the

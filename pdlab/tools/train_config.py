@@ -1,6 +1,6 @@
 """How ``pdlab train`` trains: ``TrainConfig`` (no upstream counterpart: vLLM serves
-models, it does not train them). Kept beside the other configs so that the command's
-parser reads its defaults without importing torch."""
+models, it does not train them). Kept apart from the loop (``train.py``) so that the
+command's parser reads its defaults without importing torch."""
 
 from __future__ import annotations
 

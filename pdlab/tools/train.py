@@ -1,4 +1,4 @@
-"""Training the tiny model on pdlab's own corpus (:mod:`pdlab.model.corpus`), for ``pdlab train``.
+"""Training the tiny model on pdlab's own corpus (:mod:`pdlab.tools.corpus`), for ``pdlab train``.
 
 The model is :class:`~pdlab.model.deepseek.DeepseekV2ForCausalLM` as the engine runs it, built
 from its seeded random initialisation and trained through its own cacheless forward, the
@@ -42,12 +42,12 @@ import torch
 from torch.func import vmap
 
 from pdlab.config import ModelConfig
-from pdlab.config.train import TrainConfig
-from pdlab.model import corpus
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.model.mtp import acceptance_rates
 from pdlab.model.weights import checkpoint_metadata, read_checkpoint
 from pdlab.tokenizer import ByteTokenizer
+from pdlab.tools import corpus
+from pdlab.tools.train_config import TrainConfig
 
 # The number of chained drafts the acceptance rates are measured for (K = 1 is the first).
 ACCEPTANCE_K = 2

@@ -1,0 +1,115 @@
+"""The arguments of ``pdlab tour`` and ``pdlab trace``, and the configurations built from
+them; the commands themselves are ``pdlab/ui/tour.py``'s. vLLM 0.33.0's counterpart is its
+per-command argument setup (``vllm/entrypoints/cli/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from pdlab.catalog import LANG_HELP, LANGS
+from pdlab.cli.args import (
+    BACKENDS,
+    add_routing_arguments,
+    add_run_arguments,
+    add_weights_argument,
+    positive_int,
+    prompt_text,
+    routing_configs,
+    tiny_model_config,
+)
+from pdlab.config import PRESETS, ModelConfig
+from pdlab.errors import PdlabArgumentTypeError, PdlabError
+from pdlab.ui.tour import CHAPTERS, DEFAULT_BACKEND, DEFAULT_PROMPT, TOUR_MAX_TOKENS
+
+
+def _tour_max_tokens(text: str) -> int:
+    v = positive_int(text)
+    if v > TOUR_MAX_TOKENS:
+        raise PdlabArgumentTypeError("err_tour_tokens", value=v, n=TOUR_MAX_TOKENS)
+    return v
+
+
+def _preset(text: str) -> str:
+    try:
+        ModelConfig.preset(text)
+    except PdlabError as e:
+        raise PdlabArgumentTypeError(e.key, **e.values) from None
+    return text
+
+
+def add_tour_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--prompt",
+        type=prompt_text,
+        default=DEFAULT_PROMPT,
+        help="the text prompt (default: %(default)r)",
+    )
+    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
+    add_routing_arguments(p)
+    p.add_argument(
+        "--preset",
+        type=_preset,
+        default="deepseek-v3",
+        help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
+    )
+    p.add_argument(
+        "--chapter",
+        type=int,
+        choices=range(1, CHAPTERS + 1),
+        metavar="N",
+        help=f"show only chapter N (1-{CHAPTERS})",
+    )
+    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
+    add_weights_argument(p)
+    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
+    p.add_argument(
+        "--max-tokens",
+        type=_tour_max_tokens,
+        default=8,
+        help=f"tokens to generate (1 to {TOUR_MAX_TOKENS}; the tour runs the prompt four ways)",
+    )
+    p.add_argument(
+        "--backend",
+        choices=BACKENDS,
+        default=DEFAULT_BACKEND,
+        help="kernel implementation (default torch; triton needs the triton package, "
+        "and without a GPU it runs through Triton's interpreter, slowly)",
+    )
+    p.add_argument(
+        "--no-pager",
+        dest="pager",
+        action="store_false",
+        help="print straight through (a terminal otherwise gets a pager when the tour is "
+        "longer than the screen; a pipe or a file never does)",
+    )
+
+
+def add_trace_arguments(p: argparse.ArgumentParser) -> None:
+    add_run_arguments(p)
+    p.add_argument("--num-blocks", type=positive_int, default=256)
+    p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
+    p.add_argument(
+        "--long-prefill-token-threshold",
+        type=int,
+        default=0,
+        help="cap on a prefill chunk (0: no cap)",
+    )
+    p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
+    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
+
+
+def run_tour(args: argparse.Namespace) -> int:
+    """``pdlab tour`` with the tiny model its arguments ask for."""
+    from pdlab.ui import tour
+
+    return tour.run_tour(args, tiny_model_config(args))
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """``pdlab trace`` with the tiny model and the routing its arguments ask for."""
+    from pdlab.ui import tour
+
+    return tour.run_trace(args, tiny_model_config(args), routing_configs(args))
