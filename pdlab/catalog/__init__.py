@@ -686,10 +686,9 @@ for _table in (
 
 
 def check_lang(lang: str) -> str:
-    if lang not in LANGS:
-        from pdlab.errors import Phrase, invalid
-
-        raise invalid("lang", lang, Phrase("err_x_one_of", choices=LANGS))
+    if lang not in LANGS:  # the catalog's own words; pdlab.errors reads the catalog, not back
+        allowed = text("en", "err_x_one_of", choices=LANGS)
+        raise ValueError(text("en", "err_invalid", name="lang", value=lang, allowed=allowed))
     return lang
 
 
