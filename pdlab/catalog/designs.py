@@ -71,7 +71,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_note": {
         "en": "Bytes, steps and routing are the trace's; FLOPs and latency are modelled "
-        "(pdlab/attention/cost.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
+        "(pdlab/sim/kernel_costs.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
         "an idle D: hidden_state's lm_head runs in the step its K/V land, so token 1 is "
         "known a step before recompute's (pdlab sim adds the batch). The payload is the "
         "bytes the design needs; SGLang's metadata buffer pads the token id to 64 B (16 "
@@ -79,7 +79,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "probabilities and indices and the hidden state (python/sglang/srt/"
         "disaggregation/utils.py, MetadataBuffers): the drafter needs h[N-1], the "
         "same reason vLLM's recompute of position N-1 serves its MTP drafter.",
-        "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/attention/cost.py"
+        "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/sim/kernel_costs.py"
         "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}），按空闲的 D 计："
         "hidden_state 的 lm_head 在它的 K/V 到达的那一步里计算，所以 token 1 比 recompute "
         "早一步已知（批次的影响由 pdlab sim 加上）。另附字节是设计本身需要的字节；SGLang 的"
@@ -137,14 +137,14 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "V1",
     },
     "sim_caption": {
-        "en": "Modelled: roofline per kernel group (pdlab/attention/cost.py) on {source}; "
+        "en": "Modelled: roofline per kernel group (pdlab/sim/kernel_costs.py) on {source}; "
         "MLA backend {backend}. TTFT on D is from arrival at D (K/V landed) to token 1 "
         "known; 0 where P's token is the answer. TPOT is a step's time over the tokens "
         "a running row emits in it; a tail over fewer than 100 samples is the max. 'graph "
         "lost': steps that are not a uniform decode batch, so the full decode CUDA "
         "graph cannot replay them. PCP belongs to P and DCP to D: V2 + PCP shows what D would do "
         "under P's setting; DCP is routing only, its costs one device's.",
-        "zh": "模型估算：每组算子按 roofline 模型计（pdlab/attention/cost.py），设备数据：{source}"
+        "zh": "模型估算：每组算子按 roofline 模型计（pdlab/sim/kernel_costs.py），设备数据：{source}"
         "；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
         "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
         "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
