@@ -29,6 +29,8 @@ from collections.abc import Iterator
 
 import torch
 
+from pdlab.errors import Names, PdlabValueError, Phrase, either, invalid, noted
+
 BACKENDS = ("triton", "torch")
 ENV_VAR = "PDLAB_BACKEND"
 
@@ -54,7 +56,8 @@ def _from_env() -> str:
     if value == "auto":
         return _auto()
     if value not in BACKENDS:
-        raise ValueError(f"{ENV_VAR}={value!r} is invalid: expected one of auto, triton, torch")
+        allowed = Phrase("err_x_one_of", choices=Names(("auto", "triton", "torch")))
+        raise invalid(ENV_VAR, value, allowed)
     return check(value, "env")
 
 
@@ -92,24 +95,18 @@ def check(name: str, given: str = "api") -> str:
     it was given (``given``: ``"api"``, ``"flag"`` or ``"env"``) and what to do instead."""
     what, instead = (x.format(name=name) for x in _GIVEN[given])
     if name not in BACKENDS:
-        raise ValueError(f"{what} is invalid: expected one of {', '.join(BACKENDS)}")
+        allowed = Phrase("err_x_one_of", choices=Names(BACKENDS))
+        raise PdlabValueError("err_subject_invalid", subject=what, allowed=allowed)
     if name != "triton":
         return name
     if not triton_installed():
-        raise ValueError(
-            f"{what} needs triton, which is not installed (it has Linux wheels only): use {instead}"
-        )
+        raise PdlabValueError("err_needs_triton", what=what, instead=instead)
     setting, raw = interpret_setting(), os.environ.get("TRITON_INTERPRET", "")
     if setting == "invalid":
-        raise ValueError(
-            f"{what}: TRITON_INTERPRET={raw!r} is invalid: expected 1 (Triton's CPU "
-            "interpreter) or 0 (compile for the GPU)"
-        )
+        allowed = either(noted(1, "err_n_interpreter"), noted(0, "err_n_compile"))
+        raise PdlabValueError("err_triton_interpret", what=what, raw=raw, allowed=allowed)
     if setting == "off" and not cuda_available():
-        raise ValueError(
-            f"{what} with TRITON_INTERPRET={raw!r} compiles for a GPU and this machine has "
-            f"none: unset TRITON_INTERPRET (or set it to 1, the interpreter) or use {instead}"
-        )
+        raise PdlabValueError("err_no_gpu_to_compile", what=what, raw=raw, instead=instead)
     return name
 
 

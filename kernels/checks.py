@@ -24,6 +24,8 @@ from collections.abc import Iterator
 
 import torch
 
+from pdlab.errors import PdlabValueError, Phrase, either, invalid, noted
+
 ENV_VAR = "PDLAB_CHECK_INDICES"
 _ON, _OFF = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 _enabled: bool | None = None  # None: follow the environment variable
@@ -35,7 +37,7 @@ def _from_env() -> bool:
         return True
     if value in _OFF:
         return False
-    raise ValueError(f"{ENV_VAR}={value!r} is invalid: expected 1 (check indices) or 0 (skip)")
+    raise invalid(ENV_VAR, value, either(noted(1, "err_n_check"), noted(0, "err_n_skip")))
 
 
 def index_checks_enabled() -> bool:
@@ -48,7 +50,7 @@ def set_index_checks(enabled: bool | None) -> None:
     ``PDLAB_CHECK_INDICES`` again."""
     global _enabled
     if enabled is not None and not isinstance(enabled, bool):
-        raise ValueError(f"enabled={enabled!r} is invalid: expected True, False or None")
+        raise invalid("enabled", enabled, Phrase("err_x_bool_none"))
     _enabled = enabled
 
 
@@ -74,8 +76,8 @@ def _index(t: object, ndim: int) -> bool:
     return _tensor(t, ndim) and not t.is_floating_point() and not t.is_complex()
 
 
-def _bad(name: str, index: object, value: int, allowed: str) -> None:
-    raise ValueError(f"{name}[{index}]={value} is out of range: expected {allowed}")
+def _bad(name: str, index: object, value: int, allowed: Phrase) -> None:
+    raise PdlabValueError("err_out_of_range", name=f"{name}[{index}]", value=value, allowed=allowed)
 
 
 def _first(mask: torch.Tensor) -> tuple[int, ...]:
@@ -87,14 +89,15 @@ def _cu_seqlens(name: str, cu: torch.Tensor, total: int | None = None, what: str
     rows of ``what``."""
     vals = cu.tolist()
     if not vals:
-        raise ValueError(f"{name} is empty: expected num_seqs + 1 offsets starting at 0")
+        raise PdlabValueError("err_empty_offsets", name=name)
     if vals[0] != 0:
-        _bad(name, 0, vals[0], "0 (the first sequence starts at row 0)")
+        _bad(name, 0, vals[0], noted(0, "err_n_first_row"))
     for i in range(1, len(vals)):
         if vals[i] < vals[i - 1]:
-            _bad(name, i, vals[i], f">= {name}[{i - 1}]={vals[i - 1]} (offsets never decrease)")
+            at_least = Phrase("err_x_ge", bound=f"{name}[{i - 1}]={vals[i - 1]}")
+            _bad(name, i, vals[i], noted(at_least, "err_n_monotone"))
     if total is not None and vals[-1] != total:
-        _bad(name, len(vals) - 1, vals[-1], f"{total}, the number of rows of {what}")
+        _bad(name, len(vals) - 1, vals[-1], Phrase("err_x_rows_of", total=total, what=what))
     return vals
 
 
@@ -112,8 +115,7 @@ def reshape_and_cache_mla(
             "slot_mapping",
             i,
             int(slot_mapping[i]),
-            f"a slot in [0, {num_slots}) = num_blocks * block_size of kv_cache, "
-            "or negative to skip the token",
+            Phrase("err_x_slot", span=f"[0, {num_slots})"),
         )
 
 
@@ -135,7 +137,7 @@ def gather_cache(
         starts = seq_starts.cpu().long()
         if bool((starts < 0).any()):
             (i,) = _first(starts < 0)
-            _bad("seq_starts", i, int(starts[i]), "a position >= 0")
+            _bad("seq_starts", i, int(starts[i]), Phrase("err_x_position_ge", n=0))
     block_size = kv_cache.shape[1]
     capacity = block_table.shape[1] * block_size
     ends = starts + lens
@@ -145,9 +147,15 @@ def gather_cache(
             "cu_seq_lens",
             f"{i + 1}] - cu_seq_lens[{i}",
             int(lens[i]),
-            f"at most {capacity - int(starts[i])} rows: request {i} would read position "
-            f"{int(ends[i]) - 1} past its block table's capacity of {capacity} "
-            f"({block_table.shape[1]} blocks of {block_size})",
+            Phrase(
+                "err_x_read_past",
+                n=capacity - int(starts[i]),
+                i=i,
+                pos=int(ends[i]) - 1,
+                capacity=capacity,
+                blocks=block_table.shape[1],
+                block_size=block_size,
+            ),
         )
     # A request reads blocks [start // bs, ceil(end / bs)); entries before start are unused.
     _block_table_range(block_table, kv_cache.shape[0], block_size, starts, ends)
@@ -169,7 +177,12 @@ def _block_table_range(
     bad = used & ((table < 0) | (table >= num_blocks))
     if bool(bad.any()):
         i, j = _first(bad)
-        _bad("block_table", f"{i}, {j}", int(table[i, j]), f"a block id in [0, {num_blocks})")
+        _bad(
+            "block_table",
+            f"{i}, {j}",
+            int(table[i, j]),
+            Phrase("err_x_block_id_in", span=f"[0, {num_blocks})"),
+        )
 
 
 def flash_attn_varlen(
@@ -199,9 +212,12 @@ def flash_attn_varlen(
             return
         longest = max((b - a for a, b in zip(cu, cu[1:])), default=0)
         if longest > limit:
-            raise ValueError(
-                f"{name}={limit} is too small: expected at least {longest}, the longest "
-                f"sequence in cu_seqlens_{name[-1]}"
+            raise PdlabValueError(
+                "err_seqlen_small",
+                name=name,
+                value=limit,
+                longest=longest,
+                where=f"cu_seqlens_{name[-1]}",
             )
 
 
@@ -231,8 +247,12 @@ def mla_decode(
             "seq_lens",
             i,
             int(lens[i]),
-            f"a length in [0, {capacity}], the block table's capacity "
-            f"({block_table.shape[1]} blocks of {block_size})",
+            Phrase(
+                "err_x_length_in_table",
+                capacity=capacity,
+                blocks=block_table.shape[1],
+                block_size=block_size,
+            ),
         )
     _block_table_range(block_table, kv_cache.shape[0], block_size, torch.zeros_like(lens), lens)
     if not (_index(query_start_loc, 1) and _tensor(q, 3)):
@@ -246,6 +266,5 @@ def mla_decode(
                 "query_start_loc",
                 f"{b + 1}] - query_start_loc[{b}",
                 qsl[b + 1] - qsl[b],
-                f"at most seq_lens[{b}]={int(lens[b])}: a request's queries are among "
-                "its keys (this step's tokens are cached before attention)",
+                Phrase("err_x_queries_in_keys", b=b, n=int(lens[b])),
             )

@@ -28,6 +28,7 @@ import types
 
 import torch
 
+from pdlab.errors import PdlabRuntimeError, PdlabValueError
 from pdlab.kernels.backend import triton_installed, triton_interpreting
 from pdlab.kernels.decode_plan import block  # noqa: F401 - every kernel file's tile widths
 
@@ -58,10 +59,7 @@ def guard_interpreter_dtype(dtype: torch.dtype, upcast_flag: bool) -> None:
     """Refuse a bf16 launch on the interpreter without the fp32 upcast: it would run and
     return wrong numbers, and a test could pass on them silently."""
     if dtype == torch.bfloat16 and triton_interpreting() and not upcast_flag:
-        raise RuntimeError(
-            "bf16 through the Triton interpreter needs UPCAST=True: the "
-            "interpreter's bf16 arithmetic is wrong (see TRITON.md)"
-        )
+        raise PdlabRuntimeError("err_bf16_interpreter")
 
 
 def check_launchable(kernel: object) -> None:
@@ -70,11 +68,7 @@ def check_launchable(kernel: object) -> None:
     ``pdlab.kernels`` is. If ``TRITON_INTERPRET`` was set in between (triton imported first,
     then ``backend.py`` turned the interpreter on), the two flavours disagree."""
     if type(kernel) is not type(tl.zeros):
-        raise RuntimeError(
-            "triton was imported before pdlab.kernels, with TRITON_INTERPRET unset, so its "
-            "library is compiled-only while pdlab's kernels are interpreted. Import "
-            "pdlab.kernels first, or set TRITON_INTERPRET=1 before starting Python."
-        )
+        raise PdlabRuntimeError("err_triton_imported_first")
 
 
 def out_buffer(
@@ -85,7 +79,7 @@ def out_buffer(
 
 
 def fail(name: str, got: str, expected: str) -> None:
-    raise ValueError(f"{name}: expected {expected}, got {got}")
+    raise PdlabValueError("err_expected_got", name=name, expected=expected, got=got)
 
 
 def check_tensor(
@@ -110,4 +104,4 @@ def check_dim(name: str, t: torch.Tensor, dim: int, size: int, what: str) -> Non
 def check_same_device(**tensors: torch.Tensor) -> None:
     devices = {name: t.device for name, t in tensors.items()}
     if len(set(devices.values())) > 1:
-        raise ValueError(f"tensors must share one device; got {devices}")
+        raise PdlabValueError("err_same_device", devices=devices)

@@ -42,6 +42,7 @@ from pdlab.config import (
 )
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine, one_thread
+from pdlab.errors import Phrase, invalid
 from pdlab.events import TraceEvent
 from pdlab.math_utils import cdiv
 from pdlab.request import SamplingParams
@@ -60,7 +61,7 @@ PARTS = ("again", "variants", "fresh")
 def prompt_of_length(n: int) -> str:
     """An ASCII prompt of exactly ``n`` tokens under the byte tokenizer."""
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} is invalid: expected a prompt length >= 1")
+        raise invalid("n", n, Phrase("err_x_prompt_len_ge", n=1))
     return (_TEXT * (n // len(_TEXT) + 1))[:n]
 
 
@@ -157,10 +158,10 @@ def run_demo(
     tokens must still agree."""
     parts = set(PARTS if compare is True else (compare or ()))
     if parts - set(PARTS):
-        raise ValueError(f"compare={sorted(parts)!r} is invalid: expected parts of {PARTS}")
+        raise invalid("compare", sorted(parts), Phrase("err_x_parts_of", whole=PARTS))
     text = prompt_of_length(prompt) if isinstance(prompt, int) else prompt
     if not text:
-        raise ValueError("prompt='' is invalid: expected at least one token")
+        raise invalid("prompt", "", Phrase("err_x_one_token"))
     cfg = model_config or ModelConfig.tiny()
     spec = None
     if num_speculative_tokens:

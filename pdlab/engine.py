@@ -33,7 +33,14 @@ from pdlab.config import (
     adjust_dcp_kv_cache_interleave_size,
     resolve_model_runner,
 )
-from pdlab.errors import one_line
+from pdlab.errors import (
+    PdlabRuntimeError,
+    PdlabTypeError,
+    PdlabValueError,
+    Phrase,
+    invalid,
+    one_line,
+)
 from pdlab.input_processor import check_kv_cache_fits, process_prompt, validate_params
 from pdlab.kernels.backend import resolve
 from pdlab.kv_transfer.base import KVConnector
@@ -43,7 +50,7 @@ from pdlab.model.weights import weights_label
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.output import ModelRunnerOutput, SchedulerOutput
 from pdlab.sched.scheduler import Scheduler
-from pdlab.spec_decode.rejection_sampler import check_sampling_params
+from pdlab.spec_decode.rejection_sampler import sampling_params_error
 from pdlab.tokenizer import ByteTokenizer
 from pdlab.trace import Tracer
 
@@ -89,10 +96,8 @@ class LLMEngine:
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
         if speculative_config is not None and not isinstance(speculative_config, SpeculativeConfig):
-            raise ValueError(
-                f"speculative_config={speculative_config!r} is invalid: "
-                "expected None or a SpeculativeConfig"
-            )
+            allowed = Phrase("err_x_none_or", t="SpeculativeConfig")
+            raise invalid("speculative_config", speculative_config, allowed)
         # None: no speculative decoding (nothing drafts, nothing is padded).
         self.speculative_config = speculative_config
         self.attention_config = attention_config or AttentionConfig()
@@ -121,16 +126,17 @@ class LLMEngine:
         if model is None:
             model = DeepseekV2ForCausalLM(model_config, dtype=dtype, device=device)
         elif model.config != model_config:
-            raise ValueError("model was built for a different ModelConfig than model_config")
+            raise PdlabValueError("err_model_mismatch")
         self.model = model.eval()
         self.max_model_len = (
             self.scheduler_config.max_model_len or model_config.max_position_embeddings
         )
         if self.max_model_len > model_config.max_position_embeddings:
-            raise ValueError(
-                f"SchedulerConfig.max_model_len={self.max_model_len} is invalid: expected at "
-                f"most max_position_embeddings={model_config.max_position_embeddings} of "
-                f"model {model_config.name!r} (RoPE has no positions beyond it)"
+            raise PdlabValueError(
+                "err_model_max_len",
+                value=self.max_model_len,
+                limit=model_config.max_position_embeddings,
+                model=model_config.name,
             )
         self.kv_transfer_config = kv_transfer_config
         check_kv_cache_fits(model_config, self.cache_config, self.model)
@@ -196,9 +202,9 @@ class LLMEngine:
         a whole batch."""
         ids = process_prompt(prompt, self.tokenizer, self.model_config, self.max_model_len)
         validate_params(sampling_params, request_id, kv_transfer_params, self.model_config)
-        why = check_sampling_params(self.speculative_config, sampling_params)
-        if why:  # the runner would fail it at its first step
-            raise ValueError(why)
+        error = sampling_params_error(self.speculative_config, sampling_params)
+        if error is not None:  # the runner would fail it at its first step
+            raise error
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
             rid,
@@ -222,9 +228,8 @@ class LLMEngine:
             not isinstance(request_ids, Sequence)
             or not all(isinstance(r, str) for r in request_ids)
         ):
-            raise TypeError(
-                f"request_ids={request_ids!r} is invalid: expected a request id or a list of them"
-            )
+            allowed = Phrase("err_x_request_ids")
+            raise invalid("request_ids", request_ids, allowed, PdlabTypeError)
         ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
@@ -328,24 +333,25 @@ class LLMEngine:
     ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
+            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
     def run_until_done(self, max_steps: int = 100_000) -> None:
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps={max_steps!r} is invalid: expected an integer >= 1")
+            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 return
             self.step()
-        raise RuntimeError(f"requests still unfinished after {max_steps} steps")
+        raise PdlabRuntimeError("err_unfinished", n=max_steps)
 
     def get_output(self, request_id: str) -> RequestOutput:
         if request_id not in self._outputs:
-            raise ValueError(
-                f"request_id={request_id!r} is unknown: expected an id add_request returned"
+            allowed = Phrase("err_x_id_returned")
+            raise PdlabValueError(
+                "err_unknown", name="request_id", value=request_id, allowed=allowed
             )
         return self._outputs[request_id]
 

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from pdlab.errors import PdlabValueError, Phrase
+
 _RESERVED = ("kind", "instance", "step")
 
 
@@ -81,16 +83,15 @@ def make_event(kind: str, instance: str, step: int, fields: Mapping[str, Any]) -
     first missing or unknown field."""
     cls = EVENT_TYPES.get(kind)
     if cls is None:
-        raise ValueError(f"event kind={kind!r} is unknown: expected one of {sorted(EVENT_TYPES)}")
+        allowed = Phrase("err_x_one_of", choices=sorted(EVENT_TYPES))
+        raise PdlabValueError("err_unknown", name="event kind", value=kind, allowed=allowed)
     own = cls._keys[2:]  # after instance and step
     for name in fields:
         if name not in own:
-            raise ValueError(
-                f"{kind!r} event: field {name!r} is unknown: expected the fields {list(own)}"
-            )
+            raise PdlabValueError("err_event_field_unknown", kind=kind, name=name, fields=list(own))
     for name in own:
         if name not in fields and name not in cls._defaults:
-            raise ValueError(f"{kind!r} event: field {name!r} is missing")
+            raise PdlabValueError("err_event_field_missing", kind=kind, name=name)
     return cls(instance, step, **fields)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from pdlab.config import CacheConfig, ModelConfig
+from pdlab.errors import PdlabTypeError, PdlabValueError, Phrase, invalid, noted
 from pdlab.request import SamplingParams
 
 
@@ -25,31 +26,26 @@ def process_prompt(
     or a list of ints, each a token id of the model, fewer than ``max_model_len`` of them."""
     if isinstance(prompt, str):
         if not prompt:
-            raise ValueError("prompt='' is invalid: expected a non-empty string")
+            raise invalid("prompt", "", Phrase("err_x_nonempty_str"))
         ids = tokenizer.encode(prompt)
     elif isinstance(prompt, (bytes, bytearray)) or not isinstance(prompt, Sequence):
-        raise TypeError(f"prompt={prompt!r} is invalid: expected a string or a list of token ids")
+        raise invalid("prompt", prompt, Phrase("err_x_str_or_ids"), PdlabTypeError)
     else:
         ids = list(prompt)
     if not ids:
-        raise ValueError("prompt=[] is invalid: expected at least one token id")
+        raise invalid("prompt", [], Phrase("err_x_one_token_id"))
     vocab = model_config.vocab_size
     for i, t in enumerate(ids):
         if isinstance(t, bool) or not isinstance(t, int):
-            raise TypeError(
-                f"prompt[{i}]={t!r} is invalid: expected an integer token id in [0, {vocab})"
-            )
+            span = Phrase("err_x_int_token_id_in", span=f"[0, {vocab})")
+            raise invalid(f"prompt[{i}]", t, span, PdlabTypeError)
         if not 0 <= t < vocab:
-            raise ValueError(
-                f"prompt[{i}]={t} is invalid: expected a token id in [0, {vocab}) "
-                f"(vocab_size of model {model_config.name!r})"
-            )
+            span = Phrase("err_x_token_id_in", span=f"[0, {vocab})")
+            of_model = noted(span, "err_n_vocab_of", model=model_config.name)
+            raise PdlabValueError("err_invalid_str", name=f"prompt[{i}]", value=t, allowed=of_model)
     if len(ids) >= max_model_len:
         # As vLLM's input processor: the prompt plus at least one output token must fit.
-        raise ValueError(
-            f"prompt has {len(ids)} tokens: expected fewer than max_model_len={max_model_len} "
-            "(one position is left for the first output token)"
-        )
+        raise PdlabValueError("err_prompt_too_long", n=len(ids), limit=max_model_len)
     return ids
 
 
@@ -58,22 +54,21 @@ def validate_params(
 ) -> None:
     """The rest of ``add_request``'s arguments, checked before anything is queued."""
     if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
-        raise TypeError(
-            f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
-        )
+        allowed = Phrase("err_x_none_or", t="SamplingParams")
+        raise invalid("sampling_params", sampling_params, allowed, PdlabTypeError)
     vocab = model_config.vocab_size
     stops = [t for t in (sampling_params.stop_token_ids if sampling_params else ()) if t >= vocab]
     if stops:
-        raise ValueError(
-            f"sampling_params.stop_token_ids contains {stops[0]}: expected token ids "
-            f"in [0, {vocab}) (vocab_size of model {model_config.name!r})"
+        span = Phrase("err_x_token_ids_in", span=f"[0, {vocab})")
+        allowed = noted(span, "err_n_vocab_of", model=model_config.name)
+        raise PdlabValueError(
+            "err_contains", name="sampling_params.stop_token_ids", value=stops[0], allowed=allowed
         )
     if request_id is not None and (not isinstance(request_id, str) or not request_id):
-        raise TypeError(f"request_id={request_id!r} is invalid: expected a non-empty string")
+        raise invalid("request_id", request_id, Phrase("err_x_nonempty_str"), PdlabTypeError)
     if kv_transfer_params is not None and not isinstance(kv_transfer_params, dict):
-        raise TypeError(
-            f"kv_transfer_params={kv_transfer_params!r} is invalid: expected None or a dict"
-        )
+        allowed = Phrase("err_x_none_or_dict")
+        raise invalid("kv_transfer_params", kv_transfer_params, allowed, PdlabTypeError)
 
 
 # Python bookkeeping per block (a KVCacheBlock in the pool), measured with tracemalloc.
@@ -110,9 +105,11 @@ def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, mo
     for device, need in ((p.device, cache), (torch.device("cpu"), host)):
         free = available_bytes(device)
         if free is not None and need > 0.9 * free:
-            raise ValueError(
-                f"CacheConfig(num_blocks={cache_config.num_blocks}, "
-                f"block_size={cache_config.block_size}) is too large: it needs "
-                f"{need / 2**30:.1f} GiB on {device.type} and {free / 2**30:.1f} GiB is "
-                "available; expected fewer blocks or a smaller block_size"
+            raise PdlabValueError(
+                "err_cache_too_large",
+                num_blocks=cache_config.num_blocks,
+                block_size=cache_config.block_size,
+                need=need / 2**30,
+                device=device.type,
+                free=free / 2**30,
             )

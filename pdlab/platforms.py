@@ -31,6 +31,8 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
+from pdlab.errors import PdlabValueError, Phrase, invalid
+
 # name -> (what the learner reads, compute capability; None for the CPU platform)
 GPUS: dict[str, tuple[str, tuple[int, int] | None]] = {
     "cpu": ("CPU (no GPU)", None),
@@ -119,7 +121,7 @@ def check_gpu(gpu: str) -> str:
         else None
     )
     if key not in GPUS:
-        raise ValueError(f"gpu={gpu!r} is invalid: expected one of {tuple(GPUS)}")
+        raise invalid("gpu", gpu, Phrase("err_x_one_of", choices=tuple(GPUS)))
     return key
 
 
@@ -130,8 +132,8 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
     ``gpu`` None means: the ``PDLAB_GPU`` environment variable if set, else this machine's
     CUDA device if it has a known one, else the CPU platform."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise ValueError(
-            f"kv_cache_dtype={kv_cache_dtype!r} is invalid: expected one of {KV_CACHE_DTYPES}"
+        raise invalid(
+            "kv_cache_dtype", kv_cache_dtype, Phrase("err_x_one_of", choices=KV_CACHE_DTYPES)
         )
     how = Chosen.NAMED
     if gpu is None:
@@ -151,14 +153,13 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
             continue
         if cap is None or ok is None or cap[0] in ok:
             return BackendChoice(b, key, how, cap, kv_cache_dtype, priorities)
-    raise ValueError(
-        f"kv_cache_dtype={kv_cache_dtype!r} is invalid on {GPUS[key][0]}: no MLA backend of "
-        "its platform takes it (CPU_MLA takes 'auto' only)"
-    )
+    # The CPU's label is the views' (their Chinese names it too); a GPU's is its model.
+    platform = Phrase("pf_cpu_label") if key == "cpu" else GPUS[key][0]
+    raise PdlabValueError("err_dtype_on_platform", dtype=kv_cache_dtype, platform=platform)
 
 
 def _check_env_gpu(gpu: str) -> str:
     try:
         return check_gpu(gpu)
     except ValueError:
-        raise ValueError(f"PDLAB_GPU={gpu!r} is invalid: expected one of {tuple(GPUS)}") from None
+        raise invalid("PDLAB_GPU", gpu, Phrase("err_x_one_of", choices=tuple(GPUS))) from None

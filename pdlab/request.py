@@ -16,9 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-
-def _bad(name: str, value: Any, allowed: str) -> ValueError:
-    return ValueError(f"{name}={value!r} is invalid: expected {allowed}")
+from pdlab.errors import Phrase, invalid, noted
 
 
 def _is_int(value: Any) -> bool:
@@ -37,24 +35,22 @@ class SamplingParams:
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_tokens) or self.max_tokens < 1:
-            raise _bad("SamplingParams.max_tokens", self.max_tokens, "an integer >= 1")
+            raise invalid("SamplingParams.max_tokens", self.max_tokens, Phrase("err_x_int_ge", n=1))
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
-            raise _bad("SamplingParams.temperature", t, "a number >= 0 (0 means greedy)")
+            greedy = noted(Phrase("err_x_num_ge", n=0), "err_n_greedy")
+            raise invalid("SamplingParams.temperature", t, greedy)
         stops = self.stop_token_ids
         if (
             isinstance(stops, (str, bytes))
             or not isinstance(stops, Sequence)
             or not all(_is_int(s) and s >= 0 for s in stops)
         ):
-            raise _bad(
-                "SamplingParams.stop_token_ids",
-                stops,
-                "a list or tuple of token ids (integers >= 0)",
-            )
+            ids = noted(Phrase("err_x_token_ids_seq"), "err_n_ints_ge0")
+            raise invalid("SamplingParams.stop_token_ids", stops, ids)
         object.__setattr__(self, "stop_token_ids", tuple(stops))
         if self.seed is not None and not _is_int(self.seed):
-            raise _bad("SamplingParams.seed", self.seed, "None or an integer")
+            raise invalid("SamplingParams.seed", self.seed, Phrase("err_x_none_or_int"))
 
 
 class RequestStatus(enum.IntEnum):
@@ -110,21 +106,20 @@ class Request:
         kv_transfer_params: dict[str, Any] | None = None,
     ) -> None:
         if not isinstance(request_id, str) or not request_id:
-            raise _bad("request_id", request_id, "a non-empty string")
+            raise invalid("request_id", request_id, Phrase("err_x_nonempty_str"))
         if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
-            raise _bad("prompt_token_ids", prompt_token_ids, "a list of token ids")
+            raise invalid("prompt_token_ids", prompt_token_ids, Phrase("err_x_token_ids"))
         if len(prompt_token_ids) == 0:
-            raise _bad("prompt_token_ids", prompt_token_ids, "at least one token id")
+            raise invalid("prompt_token_ids", prompt_token_ids, Phrase("err_x_one_token_id"))
         if not all(_is_int(t) and t >= 0 for t in prompt_token_ids):
-            raise _bad(
-                "prompt_token_ids", list(prompt_token_ids), "token ids that are integers >= 0"
-            )
+            ids = list(prompt_token_ids)
+            raise invalid("prompt_token_ids", ids, Phrase("err_x_token_ids_ge0"))
         if sampling_params is None:
             sampling_params = SamplingParams()
         if not isinstance(sampling_params, SamplingParams):
-            raise _bad("sampling_params", sampling_params, "a SamplingParams")
+            raise invalid("sampling_params", sampling_params, Phrase("err_x_a", t="SamplingParams"))
         if kv_transfer_params is not None and not isinstance(kv_transfer_params, dict):
-            raise _bad("kv_transfer_params", kv_transfer_params, "None or a dict")
+            raise invalid("kv_transfer_params", kv_transfer_params, Phrase("err_x_none_or_dict"))
 
         self.request_id = request_id
         self.sampling_params = sampling_params

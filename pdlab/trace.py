@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
+from pdlab.errors import PdlabLookupError
 from pdlab.events import TraceEvent, event_from_dict, make_event
 
 
@@ -112,7 +113,7 @@ class Tracer:
     def first(self, kind: str, instance: str | None = None, **match: Any) -> TraceEvent:
         found = self.filter(kind, instance, **match)
         if not found:
-            raise LookupError(f"no {kind!r} event for instance={instance!r} {match}")
+            raise PdlabLookupError("err_no_events", kind=kind, instance=instance, match=match)
         return found[0]
 
     def instances(self, kind: str | None = None) -> list[str]:

@@ -152,7 +152,7 @@ def test_doctor_in_chinese_every_line_it_can_print(monkeypatch, capsys):
     seen.append(doctor._smoke_check("zh"))
     failed = {c.name for c in seen if not c.ok}
     assert {"rich", "ipywidgets", "triton", "browser", "aot", "backend", "model"} <= failed
-    from pdlab.ui.text_errors import UNTRANSLATED
+    from pdlab.errors import UNTRANSLATED
 
     assert seen[-1].detail.endswith(UNTRANSLATED + "boom")  # a message no pattern knows
     for c in seen:

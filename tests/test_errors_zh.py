@@ -1,4 +1,5 @@
-"""Under ``--lang zh`` every error a learner reads is Chinese (``pdlab/ui/text_errors.py``).
+"""Under ``--lang zh`` every error a learner reads is Chinese (``pdlab/errors.py``, the
+catalog's ``err_`` keys in ``pdlab/catalog/errors.py``).
 
 The messages are not samples typed in here: they are what pdlab raises for bad input. Every
 option of every ``pdlab`` subcommand (read off the parser itself) gets a set of bad values
@@ -27,7 +28,9 @@ from rich.cells import cell_len
 from test_glossary import prose, violations
 
 from pdlab.cli import build_parser, main, parse
-from pdlab.ui.text_errors import UNTRANSLATED, translate, wrap_cells, zh_error
+from pdlab.errors import UNTRANSLATED, error_text
+from pdlab.errors import parse as read_back
+from pdlab.ui.fmt import wrap_cells
 
 BAD_VALUES = ("bogus", "0", "-1", "1e999", "99999")
 _CJK = re.compile("[\u4e00-\u9fff]")
@@ -238,8 +241,9 @@ def _family(message: str) -> str:
 BAD_FIELD_VALUES = (-1, 0, "bogus", None, 1.5, True, math.nan, math.inf, 10**9, [], -0.5)
 
 
-def config_messages() -> dict[str, str]:
-    """What every field of every config says to every bad value: message -> where."""
+def config_messages() -> dict[str, tuple[str, Exception]]:
+    """What every field of every config says to every bad value: message -> (where, the
+    exception)."""
     from pdlab import config
     from pdlab.sim.simulator import SimConfig
     from pdlab.tools.train_config import TrainConfig
@@ -258,12 +262,13 @@ def config_messages() -> dict[str, str]:
                 try:
                     make(**{f.name: v})
                 except (ValueError, TypeError) as e:
-                    out.setdefault(str(e), f"{name}({f.name}={v!r})")
+                    out.setdefault(str(e), (f"{name}({f.name}={v!r})", e))
     return out
 
 
-def engine_messages() -> dict[str, str]:
-    """What the engine's entry points say to bad requests and states: message -> where."""
+def engine_messages() -> dict[str, tuple[str, Exception]]:
+    """What the engine's entry points say to bad requests and states: message -> (where,
+    the exception)."""
     import torch
 
     from kernels import checks
@@ -314,7 +319,7 @@ def engine_messages() -> dict[str, str]:
         try:
             call()
         except (ValueError, TypeError) as e:
-            out.setdefault(str(e), where)
+            out.setdefault(str(e), (where, e))
     return out
 
 
@@ -322,15 +327,17 @@ def test_every_config_and_engine_message_is_chinese():
     messages = config_messages()
     assert len(messages) >= 300, len(messages)
     engine = engine_messages()
-    assert len(engine) >= 20, sorted(engine.values())
+    assert len(engine) >= 20, sorted(w for w, _ in engine.values())
     messages |= engine
     families = {_family(m) for m in messages}
     bad = []
-    for message, where in messages.items():
-        bad += problems(message, "\n".join(wrap_cells(zh_error(message))), where)
-        # as the grader shows a caught error: its type, then the message
-        if translate(message) and not zh_error(f"ValueError: {message}").startswith("ValueError："):
-            bad.append(f"{where}: the type is lost")
+    for message, (where, e) in messages.items():
+        zh = error_text(e, "zh")
+        bad += problems(message, "\n".join(wrap_cells(zh)), where)
+        # as the grader shows a caught error, as text: its type, then the same Chinese
+        said = error_text(f"ValueError: {message}", "zh")
+        if read_back(message) and said != f"ValueError：{zh}":
+            bad.append(f"{where}: read back from the text, {said!r} is not {zh!r}")
     assert not bad, f"{len(bad)} problems:\n" + "\n".join(bad)
     print(f"{len(messages)} config and engine messages in {len(families)} families")
 
@@ -338,9 +345,11 @@ def test_every_config_and_engine_message_is_chinese():
 # ---- what is shown where -----------------------------------------------------------------
 def test_a_message_no_pattern_knows_is_shown_whole():
     odd = "the flux capacitor ran dry at 88 mph"
-    assert translate(odd) is None
-    assert zh_error(odd) == f"{UNTRANSLATED}{odd}"
-    assert zh_error(f"RuntimeError: {odd}\nsecond line") == f"{UNTRANSLATED}RuntimeError: {odd}"
+    assert read_back(odd) is None
+    assert error_text(odd, "zh") == f"{UNTRANSLATED}{odd}"
+    assert error_text(RuntimeError(odd), "zh") == f"{UNTRANSLATED}{odd}"
+    said = error_text(f"RuntimeError: {odd}\nsecond line", "zh")
+    assert said == f"{UNTRANSLATED}RuntimeError: {odd}"
 
 
 def test_an_unknown_error_in_a_command_is_shown_in_both_languages(monkeypatch, capsys):
@@ -401,6 +410,6 @@ def test_the_cpu_platform_is_named_in_chinese(command, capsys):
         assert code == 0 and "no GPU" not in out, out
         assert re.search(r"CPU（没有\s*GPU）", out) and not re.search(r"CPU\s*平台", out), out
     assert text("en", "pf_cpu_label") == "CPU (no GPU)"
-    zh = zh_error("kv_cache_dtype='fp8' is invalid on CPU (no GPU): no MLA backend of its "
-                  "platform takes it (CPU_MLA takes 'auto' only)")  # fmt: skip
+    zh = error_text("kv_cache_dtype='fp8' is invalid on CPU (no GPU): no MLA backend of its "
+                  "platform takes it (CPU_MLA takes 'auto' only)", "zh")  # fmt: skip
     assert "CPU（没有 GPU）" in zh and "no GPU" not in zh

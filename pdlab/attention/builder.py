@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ParallelConfig
+from pdlab.errors import PdlabValueError
 from pdlab.math_utils import round_down
 
 if TYPE_CHECKING:  # tensors are made in build only: the thresholds are read without torch
@@ -54,10 +55,7 @@ def plan_context_chunks(
     next chunk. A request with no context ends the current chunk and is skipped."""
     max_chunk = round_down(workspace_size, block_size)
     if max_chunk <= 0:
-        raise ValueError(
-            f"workspace_size={workspace_size} is invalid: it must hold at least one "
-            f"block of {block_size} rows"
-        )
+        raise PdlabValueError("err_workspace_small", value=workspace_size, rows=block_size)
     plans: list[ContextChunk] = []
     req, start, n = 0, 0, len(context_lens)
     while req < n:

@@ -35,6 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pdlab.errors import PdlabValueError
+
 if TYPE_CHECKING:  # tensors are made in from_batch only: the rules below run without torch
     import torch
 
@@ -171,10 +173,7 @@ def split_query_lens(
         is_prefill = [n > decode_threshold for n in q]
     if not treat_short_extends_as_decodes:
         if is_prefilling is None:
-            raise ValueError(
-                "is_prefilling is None: treat_short_extends_as_decodes=False needs "
-                "CommonAttentionMetadata.is_prefilling"
-            )
+            raise PdlabValueError("err_no_is_prefilling")
         is_prefill = [a or bool(b) for a, b in zip(is_prefill, is_prefilling)]
     if not any(is_prefill):
         return everything_decodes
@@ -236,10 +235,7 @@ def split_prefill_chunks(
     lens = [int(x) for x in seq_lens_cpu]
     too_long = [x for x in lens if x > workspace_size]
     if too_long:
-        raise ValueError(
-            f"seq_lens_cpu={too_long[0]} is invalid: every length must be <= "
-            f"workspace_size={workspace_size}"
-        )
+        raise PdlabValueError("err_seq_too_long", value=too_long[0], limit=workspace_size)
     bounds, i = [], 0
     while i < len(lens):
         start, total = i, 0

@@ -9,9 +9,10 @@ exercises) and the notebooks all read it, and it imports none of them. Its secti
 this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
 :mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
-:mod:`pdlab.catalog.bench` and :mod:`pdlab.catalog.exercises`, all merged into :data:`TEXT`
-here; :mod:`pdlab.catalog.help` (``--help`` under ``--lang zh``) is imported only when asked
-for. The Chinese follows the glossary, ``docs/glossary.md``.
+:mod:`pdlab.catalog.bench`, :mod:`pdlab.catalog.exercises` and :mod:`pdlab.catalog.errors`
+(what exceptions say: ``err_``), all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
+(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
+glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pdlab.catalog.bench import TEXT_BENCH
 from pdlab.catalog.designs import TEXT_DESIGNS
 from pdlab.catalog.doctor import TEXT_DOCTOR
+from pdlab.catalog.errors import TEXT_ERRORS
 from pdlab.catalog.exercises import TEXT_EXERCISES
 from pdlab.catalog.mtp import TEXT_MTP
 from pdlab.catalog.notebooks import NOTEBOOKS
@@ -668,15 +670,25 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH, TEXT_EXERCISES):
+for _table in (
+    VIEWS,
+    NOTEBOOKS,
+    TEXT_DESIGNS,
+    TEXT_MTP,
+    TEXT_DOCTOR,
+    TEXT_BENCH,
+    TEXT_EXERCISES,
+    TEXT_ERRORS,
+):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)
 
 
 def check_lang(lang: str) -> str:
-    if lang not in LANGS:
-        raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
+    if lang not in LANGS:  # the catalog's own words; pdlab.errors reads the catalog, not back
+        allowed = text("en", "err_x_one_of", choices=LANGS)
+        raise ValueError(text("en", "err_invalid", name="lang", value=lang, allowed=allowed))
     return lang
 
 

@@ -7,7 +7,7 @@ entry until its Chinese is written: :func:`translate` leaves it English and
 ``tests/test_help_zh.py`` fails, naming it. Option names, metavars, choices, ``%(default)s``
 values, paths, environment variables and vLLM's identifiers stay as they are; a value that is
 a plain English word (``trained``, ``start``) is set in backticks, as pdlab's Chinese error
-messages do (``pdlab/ui/text_errors.py``). Terms are the glossary's (``docs/glossary.md``).
+messages do (``pdlab/catalog/errors.py``). Terms are the glossary's (``docs/glossary.md``).
 Imported only under ``--lang zh``, so ``pdlab --version`` does not pay for it.
 
 It mirrors no upstream file: vLLM's CLI help is English only.
@@ -234,7 +234,7 @@ def translate(parsers: list[argparse.ArgumentParser]) -> None:
     """Put every parser's help into Chinese, in place: the texts of :data:`HELP` (a text
     without an entry stays English; the test names it), and argparse's ``usage:`` and
     heading colons in what ``format_help`` prints (the usage line printed for an error is
-    headed :data:`USAGE` by ``pdlab/ui/text_errors.py``)."""
+    headed :data:`USAGE` by ``pdlab/cli/errors.py``)."""
     known = entries()
 
     def zh(s: str | None) -> str | None:

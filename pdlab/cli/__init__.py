@@ -224,7 +224,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
         where = parser._subparsers._group_actions[0].choices.get(command, parser)
         where.error(f"argument --lang: invalid choice: {lang!r} (choose from 'en', 'zh')")
     if lang == "zh":  # argparse's errors in Chinese too
-        from pdlab.ui.text_errors import chinese_parser_errors
+        from pdlab.cli.errors import chinese_parser_errors
 
         chinese_parser_errors(_parsers(parser))
     args = parser.parse_args(argv)
@@ -234,7 +234,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
 
 
 def _interrupted(command: str, lang: str = "en") -> None:
-    from pdlab.ui.text_errors import interrupted_line
+    from pdlab.cli.errors import interrupted_line
 
     sys.stderr.write(interrupted_line(command, lang))
     sys.stderr.flush()
@@ -248,7 +248,6 @@ def main(argv: list[str] | None = None) -> int:
         _interrupted("pdlab")
     try:
         from pdlab.cli.args import check_outputs
-        from pdlab.errors import cli_message
 
         check_outputs(args)
         if args.command == "pd":
@@ -303,9 +302,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         _interrupted(f"pdlab {args.command}", args.lang)
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback
-        from pdlab.ui.text_errors import error_line
+        from pdlab.cli.errors import error_line
 
-        parser.exit(2, error_line(f"pdlab {args.command}", cli_message(e), args.lang))
+        parser.exit(2, error_line(f"pdlab {args.command}", e, args.lang))
     finally:
         if args.command == "tour":
             from pdlab.ui import tour_sims

@@ -25,33 +25,34 @@ from pdlab.config import (
     SpeculativeConfig,
 )
 from pdlab.config.speculative import SPECULATIVE_METHODS
+from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 from pdlab.platforms import GPUS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
 
-def _number(text: str, cast: type, ok: Any, allowed: str) -> Any:
+def _number(text: str, cast: type, ok: Any, allowed: Phrase) -> Any:
     """``cast(text)``, or one line saying what ``text`` is not."""
     try:
         v = cast(text)
     except ValueError:
-        kind = "an integer" if cast is int else "a number"
-        raise argparse.ArgumentTypeError(f"{text!r} is not {kind}") from None
+        key = "err_not_int" if cast is int else "err_not_number"
+        raise PdlabArgumentTypeError(key, value=text) from None
     if not ok(v):
-        raise argparse.ArgumentTypeError(f"{text} is not {allowed}")
+        raise PdlabArgumentTypeError("err_not", value=text, allowed=allowed)
     return v
 
 
 def positive_int(text: str) -> int:
-    return _number(text, int, lambda v: v >= 1, ">= 1")
+    return _number(text, int, lambda v: v >= 1, Phrase("err_x_int_ge_short", n=1))
 
 
 def positive_float(text: str) -> float:
-    return _number(text, float, lambda v: 0 < v < float("inf"), "a finite number > 0")
+    return _number(text, float, lambda v: 0 < v < float("inf"), Phrase("err_x_finite_gt", n=0))
 
 
 def port(text: str) -> int:
-    return _number(text, int, lambda v: 0 <= v <= 65535, "a port in [0, 65535]")
+    return _number(text, int, lambda v: 0 <= v <= 65535, Phrase("err_x_port", a=0, b=65535))
 
 
 def prompt_text(text: str) -> str:
@@ -60,10 +61,7 @@ def prompt_text(text: str) -> str:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not UTF-8 text (characters {e.start}-{e.end - 1} are undecodable "
-            "bytes): expected text in UTF-8, as the byte tokenizer reads it"
-        ) from None
+        raise PdlabArgumentTypeError("err_not_utf8", value=text, a=e.start, b=e.end - 1) from None
     return text
 
 
@@ -71,11 +69,11 @@ def int_list(text: str) -> list[int]:
     try:
         vals = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not a comma-separated list of integers"
-        ) from None
+        raise PdlabArgumentTypeError("err_not_int_list", value=text) from None
     if not vals or min(vals) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers >= 1")
+        raise PdlabArgumentTypeError(
+            "err_value_expected", value=text, allowed=Phrase("err_x_ints_ge", n=1)
+        )
     return vals
 
 
@@ -84,11 +82,9 @@ def weights(text: str) -> str:
     if text in ("trained", "random"):
         return text
     if not text.endswith(".safetensors"):
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not trained, random or a path ending in .safetensors"
-        )
+        raise PdlabArgumentTypeError("err_not_weights", value=text)
     if not Path(text).is_file():
-        raise argparse.ArgumentTypeError(f"{text!r}: no such file")
+        raise PdlabArgumentTypeError("err_no_such_file", value=text)
     return text
 
 
@@ -206,26 +202,27 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
         return
     if path.exists():
         if is_dir and not path.is_dir():
-            raise ValueError(f"{option} {path} is a file: expected a directory")
+            raise PdlabValueError("err_path_is_file", option=option, path=path)
         if not is_dir and path.is_dir():
-            raise ValueError(f"{option} {path} is a directory: expected a file path")
+            raise PdlabValueError("err_path_is_dir", option=option, path=path)
     if not is_dir and not path.parent.is_dir() and not path.parent.exists():
-        raise ValueError(
-            f"{option} {path}: the folder {path.parent} does not exist (it is not created "
-            "for a file; make it first, or write the file elsewhere)"
-        )
+        raise PdlabValueError("err_no_parent", option=option, path=path, parent=path.parent)
     base = path if is_dir else path.parent
     while not base.exists():  # the first folder that exists must take new entries
         base = base.parent
     if not base.is_dir():
-        raise ValueError(f"{option} {path} is not writable: {base} is a file, not a directory")
+        raise PdlabValueError("err_base_is_file", option=option, path=path, base=base)
     try:
         with tempfile.TemporaryFile(dir=base):
             pass
     except OSError as e:
-        raise ValueError(f"{option} {path} is not writable: {e.strerror} in {base}") from None
+        why = os_reason(e)
+        raise PdlabValueError(
+            "err_not_writable_in", option=option, path=path, why=why, base=base
+        ) from None
     if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
-        raise ValueError(f"{option} {path} is not writable: permission denied")
+        why = Phrase("err_permission_denied")
+        raise PdlabValueError("err_not_writable", option=option, path=path, why=why)
 
 
 def check_outputs(args: argparse.Namespace) -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pdlab.cli.args import BACKENDS, int_list, positive_int
 from pdlab.config import PRESETS
+from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
@@ -63,9 +64,10 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
     cfg = ModelConfig.preset(preset)
     longest = max(contexts)
     if longest > cfg.max_position_embeddings:
-        raise ValueError(
-            f"--context {longest} is invalid: expected at most max_position_embeddings="
-            f"{cfg.max_position_embeddings} of {preset}"
+        bound = f"max_position_embeddings={cfg.max_position_embeddings}"
+        allowed = Phrase("err_x_at_most_of", bound=bound, whose=preset)
+        raise PdlabValueError(
+            "err_option_invalid", option="--context", value=longest, allowed=allowed
         )
     h = heads or cfg.num_attention_heads
     elem = 2 if torch.cuda.is_available() else 4
@@ -73,10 +75,8 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     free = available_bytes(dev)
     if free is not None and need > 0.8 * free:
-        raise ValueError(
-            f"--context {longest} needs about {need / 2**30:.1f} GiB for the prefill path "
-            f"with {h} heads and {free / 2**30:.1f} GiB is free: expected a shorter context "
-            "or fewer --heads"
+        raise PdlabValueError(
+            "err_context_needs", n=longest, need=need / 2**30, heads=h, free=free / 2**30
         )
 
 

@@ -29,7 +29,7 @@ from pdlab.cli.args import (
     routing_configs,
     tiny_model_config,
 )
-from pdlab.errors import cli_message
+from pdlab.errors import PdlabValueError, Phrase, cli_message
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 
 
@@ -81,7 +81,12 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
                 return
         except OSError:
             time.sleep(min(0.05, max(_left(args), 0)))
-    raise ValueError(f"could not reach the prefill peer at {host}:{port} within {args.timeout:g} s")
+    raise PdlabValueError(
+        "err_peer_unreachable",
+        who=Phrase("err_n_prefill"),
+        address=f"{host}:{port}",
+        timeout=args.timeout,
+    )
 
 
 def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
@@ -140,7 +145,7 @@ def _run(args: argparse.Namespace) -> int:
         from pdlab.ui.designs_view import compare_designs, designs_table
 
         if args.role is not None:
-            raise ValueError("--compare-designs does not go with --role (it runs both sides)")
+            raise PdlabValueError("err_pd_compare_role")
         rows = compare_designs(ids, cfg, cache, sp, procs=args.procs or 1, **routing)
         make_console().print(designs_table(rows, lang=args.lang))
         return 0 if all(r["same_as_colocated"] for r in rows) else 1
@@ -148,11 +153,11 @@ def _run(args: argparse.Namespace) -> int:
         from pdlab.disagg import procs as pd_procs
 
         if args.port == 0:
-            raise ValueError("--role needs --port (the same on both machines)")
+            raise PdlabValueError("err_pd_role_port")
         if args.procs is not None:
-            raise ValueError("--procs does not go with --role (each command runs one side)")
+            raise PdlabValueError("err_pd_procs_role")
         if args.role == "decode" and args.prompts:
-            raise ValueError("--prompt goes to --role prefill, which holds the prompts")
+            raise PdlabValueError("err_pd_prompt_prefill")
         try:
             common = dict(timeout_s=max(_left(args), 1.0), engine_kwargs=routing)
             if args.role == "prefill":

@@ -14,6 +14,7 @@ from typing import Any
 
 from pdlab.catalog import LANG_HELP, LANGS
 from pdlab.cli.args import positive_float, positive_int
+from pdlab.errors import PdlabArgumentTypeError, Phrase
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
@@ -22,9 +23,10 @@ def _nonnegative_float(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise PdlabArgumentTypeError("err_not_number", value=text) from None
     if not 0 <= v < float("inf"):
-        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected a number >= 0")
+        allowed = Phrase("err_x_num_ge", n=0)
+        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
     return v
 
 
@@ -32,9 +34,10 @@ def _speculative_tokens(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        raise PdlabArgumentTypeError("err_not_int", value=text) from None
     if not 0 <= v <= 16:
-        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected an integer 0 to 16")
+        allowed = Phrase("err_x_int_to", a=0, b=16)
+        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
     return v
 
 
@@ -42,9 +45,10 @@ def _rate(text: str) -> float:
     try:
         v = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise PdlabArgumentTypeError("err_not_number", value=text) from None
     if not 0 <= v <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is invalid: expected a number from 0 to 1")
+        allowed = Phrase("err_x_num_range", a=0, b=1)
+        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
     return v
 
 

@@ -21,6 +21,7 @@ from pdlab.cli.args import (
     tiny_model_config,
 )
 from pdlab.config import PRESETS, ModelConfig
+from pdlab.errors import PdlabArgumentTypeError, PdlabError
 from pdlab.ui.tour import CHAPTERS, DEFAULT_BACKEND, DEFAULT_PROMPT, TOUR_MAX_TOKENS
 
 if TYPE_CHECKING:
@@ -30,18 +31,15 @@ if TYPE_CHECKING:
 def _tour_max_tokens(text: str) -> int:
     v = positive_int(text)
     if v > TOUR_MAX_TOKENS:
-        raise argparse.ArgumentTypeError(
-            f"{v} is more than the tour shows: expected 1 to {TOUR_MAX_TOKENS} "
-            "(`pdlab trace --max-tokens` runs longer generations)"
-        )
+        raise PdlabArgumentTypeError("err_tour_tokens", value=v, n=TOUR_MAX_TOKENS)
     return v
 
 
 def _preset(text: str) -> str:
     try:
         ModelConfig.preset(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
+    except PdlabError as e:
+        raise PdlabArgumentTypeError(e.key, **e.values) from None
     return text
 
 

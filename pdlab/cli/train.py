@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.cli.args import check_output_path, positive_float, positive_int
+from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
@@ -220,9 +221,13 @@ def run(args: argparse.Namespace) -> int:
 
     lang = getattr(args, "lang", None) or "en"
     if args.seed < 0:
-        raise ValueError(f"--seed {args.seed} is invalid: expected an integer >= 0")
+        allowed = Phrase("err_x_int_ge", n=0)
+        raise PdlabValueError(
+            "err_option_invalid", option="--seed", value=args.seed, allowed=allowed
+        )
     if not args.out.name.endswith(".safetensors"):
-        raise ValueError(f"--out {args.out} is invalid: expected a path ending in .safetensors")
+        allowed = Phrase("err_x_safetensors_path")
+        raise PdlabValueError("err_option_invalid", option="--out", value=args.out, allowed=allowed)
     plot = args.plot or args.out.with_name(args.out.name[: -len(".safetensors")] + "-loss.png")
     check_output_path("--out", args.out)
     check_output_path("--plot", plot)

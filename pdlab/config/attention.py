@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pdlab.config.utils import _check_int, _fail
+from pdlab.errors import Phrase
 from pdlab.platforms import BackendChoice, Chosen, check_gpu, select_mla_backend
 
 
@@ -102,7 +103,12 @@ class AttentionConfig:
         aliases["flashattn_mla"] = "flash_attn_mla"
         key = aliases.get(key, key)
         if key not in MLA_BACKENDS:
-            _fail("AttentionConfig", "backend", self.backend, f"one of {tuple(MLA_BACKENDS)}")
+            _fail(
+                "AttentionConfig",
+                "backend",
+                self.backend,
+                Phrase("err_x_one_of", choices=tuple(MLA_BACKENDS)),
+            )
         object.__setattr__(self, "backend", key)
         if self.gpu is not None:
             object.__setattr__(self, "gpu", check_gpu(self.gpu))

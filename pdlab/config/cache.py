@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.config.utils import _check_int, _fail
+from pdlab.errors import Phrase
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,10 @@ class CacheConfig:
         _check_int("CacheConfig", "num_blocks", self.num_blocks)
         if not isinstance(self.enable_prefix_caching, bool):
             _fail(
-                "CacheConfig", "enable_prefix_caching", self.enable_prefix_caching, "True or False"
+                "CacheConfig",
+                "enable_prefix_caching",
+                self.enable_prefix_caching,
+                Phrase("err_x_bool"),
             )
 
     def replace(self, **changes: Any) -> CacheConfig:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.config.utils import _fail
+from pdlab.errors import Phrase
 
 KV_LOAD_FAILURE_POLICIES = ("fail", "recompute")
 
@@ -33,7 +34,7 @@ class KVTransferConfig:
                 "KVTransferConfig",
                 "kv_load_failure_policy",
                 self.kv_load_failure_policy,
-                f"one of {KV_LOAD_FAILURE_POLICIES}",
+                Phrase("err_x_one_of", choices=KV_LOAD_FAILURE_POLICIES),
             )
 
     def replace(self, **changes: Any) -> KVTransferConfig:

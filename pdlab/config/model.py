@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.config.utils import _check_int, _check_positive_float, _fail
+from pdlab.errors import PdlabValueError, Phrase, invalid
 
 
 @dataclass(frozen=True)
@@ -66,12 +67,20 @@ class ModelConfig:
         _check_int(c, "seed", self.seed, minimum=0)
         n = self.num_nextn_predict_layers
         if isinstance(n, bool) or n not in (0, 1):
-            _fail(c, "num_nextn_predict_layers", n, "0 (no MTP layer) or 1 (DeepSeek-V3's one)")
+            none = Phrase("err_x_note", x=0, note=Phrase("err_n_no_mtp"))
+            one = Phrase("err_x_note", x=1, note=Phrase("err_n_v3_one"))
+            _fail(c, "num_nextn_predict_layers", n, Phrase("err_x_or", a=none, b=one))
         if self.q_lora_rank is not None:
             _check_int(c, "q_lora_rank", self.q_lora_rank)
         r = self.qk_rope_head_dim
         if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2:
-            _fail(c, "qk_rope_head_dim", r, "an even integer >= 2 (RoPE rotates pairs)")
+            even = Phrase("err_x_even_ge", n=2)
+            _fail(
+                c,
+                "qk_rope_head_dim",
+                r,
+                Phrase("err_x_note", x=even, note=Phrase("err_n_rope_pairs")),
+            )
         _check_positive_float(c, "rms_norm_eps", self.rms_norm_eps)
         _check_positive_float(c, "rope_theta", self.rope_theta)
         if self.init_std is not None:
@@ -87,7 +96,7 @@ class ModelConfig:
                 "ModelConfig",
                 "weights",
                 w,
-                "'trained', 'random' or a path ending in .safetensors",
+                Phrase("err_x_weights"),
             )
         if w == "trained":
             for k, v in TRAINED_FIELDS.items():
@@ -96,29 +105,31 @@ class ModelConfig:
                         "ModelConfig",
                         k,
                         getattr(self, k),
-                        f"{v!r} with weights='trained' (the shipped checkpoint has the tiny "
-                        "preset's shape); pass weights='random' for another",
+                        Phrase("err_x_fixed_by_weights", value=v),
                     )
 
     def _validate_rope_scaling(self) -> None:
         rs = self.rope_scaling
         if not isinstance(rs, dict):
-            _fail("ModelConfig", "rope_scaling", rs, "None or a dict")
+            _fail("ModelConfig", "rope_scaling", rs, Phrase("err_x_none_or_dict"))
         kind = rs.get("type", rs.get("rope_type"))
         if kind != "yarn":
             _fail(
-                "ModelConfig", "rope_scaling.type", kind, "'yarn' (the only scaling DeepSeek uses)"
+                "ModelConfig",
+                "rope_scaling.type",
+                kind,
+                Phrase("err_x_note", x="'yarn'", note=Phrase("err_n_yarn_only")),
             )
         factor = rs.get("factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
-            _fail("ModelConfig", "rope_scaling.factor", factor, "a number >= 1")
+            _fail("ModelConfig", "rope_scaling.factor", factor, Phrase("err_x_num_ge", n=1))
         orig = rs.get("original_max_position_embeddings")
         if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
             _fail(
                 "ModelConfig",
                 "rope_scaling.original_max_position_embeddings",
                 orig,
-                "an integer >= 1",
+                Phrase("err_x_int_ge", n=1),
             )
 
     # ---- derived numbers -------------------------------------------------------------
@@ -164,7 +175,7 @@ class ModelConfig:
         """A preset by name: ``tiny``, ``deepseek-v2-lite``, ``deepseek-v2``, ``deepseek-v3``."""
         key = name.lower().replace("_", "-") if isinstance(name, str) else name
         if key not in PRESETS:
-            raise ValueError(f"preset={name!r} is invalid: expected one of {sorted(PRESETS)}")
+            raise invalid("preset", name, Phrase("err_x_one_of", choices=sorted(PRESETS)))
         return cls(**{"name": key, **copy.deepcopy(PRESETS[key]), **overrides})
 
     @classmethod
@@ -190,9 +201,11 @@ class ModelConfig:
         """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). MoE fields are ignored:
         pdlab's model is dense, and attention is what it teaches."""
         if not isinstance(config, dict):
-            raise ValueError(
-                f"config={type(config).__name__} is invalid: expected a dict "
-                "loaded from a DeepSeek config.json"
+            raise PdlabValueError(
+                "err_invalid_str",
+                name="config",
+                value=type(config).__name__,
+                allowed=Phrase("err_x_deepseek_dict"),
             )
         required = (
             "hidden_size",
@@ -206,10 +219,7 @@ class ModelConfig:
         )
         missing = [k for k in required if k not in config]
         if missing:
-            raise ValueError(
-                f"config is missing {missing}: expected a DeepSeek-V2/V3 "
-                "config.json with MLA fields"
-            )
+            raise PdlabValueError("err_config_missing", missing=missing)
         kw: dict[str, Any] = {k: config[k] for k in required}
         kw["name"] = config.get("model_type", "hf")
         kw["intermediate_size"] = config.get("intermediate_size", 4 * config["hidden_size"])

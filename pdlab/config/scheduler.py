@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.config.utils import _check_int, _check_positive_float, _fail
+from pdlab.errors import Phrase
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,12 @@ class SchedulerConfig:
     def __post_init__(self) -> None:
         c = "SchedulerConfig"
         if not isinstance(self.scheduler_reserve_full_isl, bool):
-            _fail(c, "scheduler_reserve_full_isl", self.scheduler_reserve_full_isl, "True or False")
+            _fail(
+                c,
+                "scheduler_reserve_full_isl",
+                self.scheduler_reserve_full_isl,
+                Phrase("err_x_bool"),
+            )
         _check_int(c, "max_num_batched_tokens", self.max_num_batched_tokens)
         _check_int(c, "max_num_seqs", self.max_num_seqs)
         _check_int(c, "long_prefill_token_threshold", self.long_prefill_token_threshold, 0)

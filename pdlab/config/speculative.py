@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.config.utils import _check_int, _fail
+from pdlab.errors import Phrase
 
 SPECULATIVE_METHODS = ("mtp", "ngram")
 # Upstream's defaults when neither bound is given ("arbitrarily chosen", its comment says).
@@ -45,13 +46,20 @@ class SpeculativeConfig:
     def __post_init__(self) -> None:
         c = "SpeculativeConfig"
         if self.method not in SPECULATIVE_METHODS:
-            _fail(c, "method", self.method, f"one of {SPECULATIVE_METHODS}")
+            _fail(c, "method", self.method, Phrase("err_x_one_of", choices=SPECULATIVE_METHODS))
         _check_int(c, "num_speculative_tokens", self.num_speculative_tokens, 1)
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if self.method != "ngram":
             for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
                 if value is not None:
-                    _fail(c, name, value, f"None with method={self.method!r} (ngram only)")
+                    only = Phrase("err_n_ngram_only")
+                    when = f"method={self.method!r}"
+                    _fail(
+                        c,
+                        name,
+                        value,
+                        Phrase("err_x_with", x=Phrase("err_x_none"), setting=when, note=only),
+                    )
             return
         for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
             if value is not None:
@@ -62,7 +70,9 @@ class SpeculativeConfig:
         lo = hi if lo is None else lo
         hi = lo if hi is None else hi
         if lo > hi:
-            _fail(c, "prompt_lookup_min", lo, f"at most prompt_lookup_max={hi}")
+            _fail(
+                c, "prompt_lookup_min", lo, Phrase("err_x_at_most", bound=f"prompt_lookup_max={hi}")
+            )
         object.__setattr__(self, "prompt_lookup_min", lo)
         object.__setattr__(self, "prompt_lookup_max", hi)
 

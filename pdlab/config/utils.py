@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdlab.errors import Phrase, invalid
 
-def _fail(cls: str, name: str, value: Any, allowed: str) -> None:
-    raise ValueError(f"{cls}.{name}={value!r} is invalid: expected {allowed}")
+
+def _fail(cls: str, name: str, value: Any, allowed: Phrase) -> None:
+    raise invalid(f"{cls}.{name}", value, allowed)
 
 
 def _check_int(cls: str, name: str, value: Any, minimum: int = 1) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(cls, name, value, f"an integer >= {minimum}")
+        _fail(cls, name, value, Phrase("err_x_int_ge", n=minimum))
 
 
 def _check_positive_float(cls: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-        _fail(cls, name, value, "a number > 0")
+        _fail(cls, name, value, Phrase("err_x_num_gt", n=0))

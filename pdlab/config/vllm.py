@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from pdlab.config.parallel import ParallelConfig
+from pdlab.errors import PdlabValueError, Phrase, either, invalid, noted
 
 MODEL_RUNNERS = ("v2", "v1")
 _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
@@ -33,22 +34,15 @@ def resolve_model_runner(
         elif env.strip().lower() in _FALSE:
             model_runner, origin = "v1", "VLLM_USE_V2_MODEL_RUNNER=" + env
         else:
-            raise ValueError(
-                f"VLLM_USE_V2_MODEL_RUNNER={env!r} is invalid: expected 1 (V2) or 0 (V1)"
-            )
+            v2, v1 = noted(1, "err_n_v2"), noted(0, "err_n_v1")
+            raise invalid("VLLM_USE_V2_MODEL_RUNNER", env, either(v2, v1))
     key = model_runner.lower() if isinstance(model_runner, str) else model_runner
     if key not in MODEL_RUNNERS:
-        raise ValueError(
-            f"model_runner={model_runner!r} is invalid: expected one of {MODEL_RUNNERS}"
-        )
+        raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=MODEL_RUNNERS))
     pcp = (parallel_config or ParallelConfig()).prefill_context_parallel_size
     if key == "v1" and pcp > 1:
         shown = "model_runner='v1'" if origin == "model_runner" else origin
-        raise ValueError(
-            f"{shown} cannot run prefill_context_parallel_size={pcp}: vLLM 0.33.0 "
-            "implements prefill context parallelism only in Model Runner V2; expected "
-            "model_runner='v2' or prefill_context_parallel_size=1"
-        )
+        raise PdlabValueError("err_pcp_needs_v2", runner=shown, pcp=pcp)
     return key
 
 

@@ -70,9 +70,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdlab.config import ModelConfig
+from pdlab.errors import Phrase, invalid
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
 from pdlab.request import SamplingParams
-from pdlab.spec_decode.rejection_sampler import check_sampling_params
+from pdlab.spec_decode.rejection_sampler import sampling_params_error
 from pdlab.trace import Tracer
 
 MODES = FIRST_TOKEN_MODES
@@ -118,11 +119,11 @@ def check_first_token_mode(
     """``mode`` if the pair can run it with these sampling parameters and this speculative
     config; else a one-line ``ValueError`` naming the mode and the setting."""
     if mode not in MODES:
-        raise ValueError(f"first_token={mode!r} is invalid: expected one of {list(MODES)}")
+        raise invalid("first_token", mode, Phrase("err_x_one_of", choices=list(MODES)))
     sp = sampling_params or SamplingParams()
-    why = check_sampling_params(speculative_config, sp)
-    if why:
-        raise ValueError(why)
+    error = sampling_params_error(speculative_config, sp)
+    if error is not None:
+        raise error
     if speculative_config is not None and not WITH_MTP[mode][0]:
         raise ValueError(f"first_token={mode!r} cannot run with MTP: {WITH_MTP[mode][1]}")
     if mode in _GREEDY_ONLY and sp.temperature > 0:

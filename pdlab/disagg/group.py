@@ -18,6 +18,8 @@ from collections.abc import Iterator
 
 import torch.distributed as dist
 
+from pdlab.errors import PdlabValueError, os_reason
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port on ``host`` that is free now (the OS picks it; vLLM's ``get_open_port``)."""
@@ -34,10 +36,8 @@ def check_port_free(host: str, port: int) -> None:
         try:
             s.bind((host, port))
         except OSError as e:
-            raise ValueError(
-                f"port={port} on {host} is not available ({e.strerror}): expected a free "
-                "port, or 0 to pick one"
-            ) from None
+            why = os_reason(e)
+            raise PdlabValueError("err_port_busy", port=port, host=host, why=why) from None
 
 
 @contextlib.contextmanager

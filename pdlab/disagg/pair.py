@@ -43,6 +43,7 @@ from pdlab.disagg.designs import (
     record_first_tokens,
 )
 from pdlab.engine import LLMEngine, RequestOutput, prompt_list
+from pdlab.errors import PdlabRuntimeError, PdlabTypeError, PdlabValueError, Phrase, invalid
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
@@ -82,9 +83,12 @@ class PDPair:
         # Checked before the first request: D writes P's blocks row for row, so a block of
         # P must be a block of D (vLLM's NIXL handshake compares the same).
         if d_cache.block_size != cache_config.block_size:
-            raise ValueError(
-                f"decode_cache_config.block_size={d_cache.block_size} is invalid: expected "
-                f"{cache_config.block_size}, P's block size (both sides must share it)"
+            allowed = Phrase("err_x_side_block_size", x=cache_config.block_size)
+            raise PdlabValueError(
+                "err_invalid_str",
+                name="decode_cache_config.block_size",
+                value=d_cache.block_size,
+                allowed=allowed,
             )
         self.tracer = tracer if tracer is not None else Tracer()
         self.transport = transport or InProcessTransport()
@@ -151,14 +155,10 @@ class PDPair:
         """Send the prompt to P (step 1 of the proxy); D gets it when P finishes."""
         rid = request_id or self.request_id(next(self._ids))
         if rid in self._pending or self.decode.scheduler.get_request(rid) is not None:
-            raise ValueError(
-                f"request_id={rid!r} is invalid: a request with this id is still in the "
-                "pair; expected a unique id"
-            )
+            raise PdlabValueError("err_duplicate_id", req=rid, where=Phrase("err_n_in_pair"))
         if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
-            raise TypeError(
-                f"sampling_params={sampling_params!r} is invalid: expected None or a SamplingParams"
-            )
+            allowed = Phrase("err_x_none_or", t="SamplingParams")
+            raise invalid("sampling_params", sampling_params, allowed, PdlabTypeError)
         sp = sampling_params or SamplingParams()
         check_first_token_mode(self.first_token, sp, self.speculative_config)
         # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
@@ -242,7 +242,7 @@ class PDPair:
                 break
             self.step()
         else:
-            raise RuntimeError(f"P/D requests still unfinished after {max_steps} steps")
+            raise PdlabRuntimeError("err_pd_unfinished", n=max_steps)
         return [self.get_output(r) for r in rids]
 
     def abort_request(self, request_id: str) -> None:

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from pdlab.catalog import check_lang, text
+from pdlab.errors import PdlabTypeError, Phrase, invalid
 from pdlab.exercises import progress
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
 from pdlab.exercises.bilingual import read
@@ -65,7 +66,7 @@ def exercises() -> list[Exercise]:
 def get(n: int) -> Exercise:
     """Exercise ``n`` (1-based)."""
     if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= len(_MODULES):
-        raise ValueError(f"exercise={n!r} is invalid: expected a number from 1 to {len(_MODULES)}")
+        raise invalid("exercise", n, Phrase("err_x_num_range", a=1, b=len(_MODULES)))
     return importlib.import_module(f"pdlab.exercises.{_MODULES[n - 1]}").EXERCISE
 
 
@@ -139,7 +140,8 @@ def check(
         source = str(Path(function).resolve())
         function = load_function(function, ex.function, lang, n)
     elif not callable(function):
-        raise TypeError(f"function={function!r} is invalid: expected a function or a file path")
+        allowed = Phrase("err_x_function_or_path")
+        raise invalid("function", function, allowed, PdlabTypeError)
     seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
     g = Grader(seed, lang, source or _file_of(function))
     failure = None

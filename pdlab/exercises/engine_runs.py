@@ -16,11 +16,12 @@ from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
 from pdlab.engine import LLMEngine
+from pdlab.errors import error_text
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 from pdlab.ui.console import step_table
-from pdlab.ui.text_errors import wrap_cells, zh_error
+from pdlab.ui.fmt import wrap_cells
 
 BLOCK_SIZE = 4
 NUM_BLOCKS = 64
@@ -121,7 +122,8 @@ def said(message: str | None, lang: str) -> str:
         return ""
     if lang != "zh":
         return "\n".join(textwrap.wrap(text(lang, "ex_engine_said", message=message), 80))
-    return "\n".join(wrap_cells(text(lang, "ex_engine_said", message=zh_error(message)), 80, ""))
+    zh = text(lang, "ex_engine_said", message=error_text(message, "zh"))
+    return "\n".join(wrap_cells(zh, 80, ""))
 
 
 def tokens(outputs: Sequence[Any]) -> list[list[int]]:

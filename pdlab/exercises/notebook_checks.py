@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pdlab.catalog import check_lang, text
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.exercises.wrap import wrap80
 
 
@@ -242,7 +243,7 @@ NOTEBOOKS: dict[str, tuple[Callable[[], dict[str, Any]], list[Question]]] = {
 def answers(notebook: str) -> dict[str, Any]:
     """What pdlab computes for ``notebook``'s questions (``"01"`` to ``"05"``, ``"07"``)."""
     if notebook not in NOTEBOOKS:
-        raise ValueError(f"notebook={notebook!r} is invalid: expected one of {tuple(NOTEBOOKS)}")
+        raise invalid("notebook", notebook, Phrase("err_x_one_of", choices=tuple(NOTEBOOKS)))
     return NOTEBOOKS[notebook][0]()
 
 
@@ -267,9 +268,8 @@ def notebook_check(
     questions = NOTEBOOKS[notebook][1]
     unknown = sorted(set(predictions) - {q.key for q in questions})
     if unknown:
-        raise ValueError(
-            f"predictions={unknown} are unknown: expected {[q.key for q in questions]}"
-        )
+        keys = [q.key for q in questions]
+        raise PdlabValueError("err_predictions_unknown", unknown=unknown, keys=keys)
     missing = [q.key for q in questions if predictions.get(q.key) is None]
     lines = []
     if missing and not solution:

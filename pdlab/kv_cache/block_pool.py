@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.kv_cache.block_hash import BlockHash
 
 
@@ -56,7 +57,7 @@ class FreeKVCacheBlockQueue:
 
     def popleft(self) -> KVCacheBlock:
         if not self._blocks:
-            raise ValueError("no free blocks left")
+            raise PdlabValueError("err_no_free_blocks")
         return self._blocks.popitem(last=False)[1]
 
     def append(self, block: KVCacheBlock) -> None:
@@ -91,7 +92,7 @@ class BlockPool:
 
     def __init__(self, num_blocks: int, enable_caching: bool = True) -> None:
         if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise ValueError(f"num_blocks={num_blocks!r} is invalid: expected an integer >= 1")
+            raise invalid("num_blocks", num_blocks, Phrase("err_x_int_ge", n=1))
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
@@ -132,9 +133,8 @@ class BlockPool:
         """Take ``num_blocks`` blocks from the front of the free queue (evicting any that
         were cached) with ``ref_cnt = 1``."""
         if num_blocks > len(self.free_block_queue):
-            raise ValueError(
-                f"num_blocks={num_blocks} is invalid: only {len(self.free_block_queue)} free blocks"
-            )
+            free = len(self.free_block_queue)
+            raise PdlabValueError("err_few_free_blocks", n=num_blocks, free=free)
         blocks = []
         for _ in range(num_blocks):
             block = self.free_block_queue.popleft()

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pdlab.config import CacheConfig
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.kv_cache.block_hash import hash_request_tokens
 from pdlab.kv_cache.block_pool import BlockPool, KVCacheBlock
 from pdlab.math_utils import cdiv
@@ -62,9 +63,7 @@ class KVCacheManager:
             or not isinstance(max_model_len, int)
             or max_model_len < 1
         ):
-            raise ValueError(
-                f"max_model_len={max_model_len!r} is invalid: expected an integer >= 1"
-            )
+            raise invalid("max_model_len", max_model_len, Phrase("err_x_int_ge", n=1))
         self.block_size = cache_config.block_size
         self.num_blocks = cache_config.num_blocks
         self.enable_caching = cache_config.enable_prefix_caching
@@ -166,10 +165,7 @@ class KVCacheManager:
         K/V are written during this step's forward before attention reads them.
         """
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
-            raise ValueError(
-                "num_new_tokens=0 is invalid when there are no external "
-                "computed tokens: expected at least one token to allocate for"
-            )
+            raise PdlabValueError("err_no_tokens_to_allocate")
         new_computed_blocks = list(new_computed_blocks or ())
         req_id = request.request_id
 

@@ -34,6 +34,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pdlab.errors import PdlabError, Phrase, invalid, noted
+
 if TYPE_CHECKING:
     from pdlab.kv_cache.block_pool import KVCacheBlock
     from pdlab.request import Request
@@ -199,30 +201,28 @@ def validate_kv_transfer_params(params: Any) -> None:
     if params is None:
         return
     if not isinstance(params, dict):
-        raise ValueError(f"kv_transfer_params={params!r} is invalid: expected None or a dict")
+        raise invalid("kv_transfer_params", params, Phrase("err_x_none_or_dict"))
 
-    def bad(key: str, allowed: str) -> ValueError:
-        return ValueError(
-            f"kv_transfer_params[{key!r}]={params.get(key)!r} is invalid: expected {allowed}"
-        )
+    def bad(key: str, allowed: Phrase) -> PdlabError:
+        return invalid(f"kv_transfer_params[{key!r}]", params.get(key), allowed)
+
+    prefilling = {"flag": "do_remote_prefill", "value": True}
 
     for key in ("do_remote_prefill", "do_remote_decode"):
         if key in params and not isinstance(params[key], bool):
-            raise bad(key, "True or False")
+            raise bad(key, Phrase("err_x_bool"))
     if params.get("do_remote_prefill") and params.get("do_remote_decode"):
-        raise bad(
-            "do_remote_decode",
-            "False when do_remote_prefill is True (a request is either P's prefill or D's decode)",
-        )
+        p_or_d = Phrase("err_n_p_or_d")
+        raise bad("do_remote_decode", Phrase("err_x_when_note", x=False, note=p_or_d, **prefilling))
     mode = params.get("first_token", "recompute")
     if mode not in FIRST_TOKEN_MODES:
-        raise bad("first_token", f"one of {list(FIRST_TOKEN_MODES)}")
+        raise bad("first_token", Phrase("err_x_one_of", choices=list(FIRST_TOKEN_MODES)))
     firsts = params.get("first_token_ids", [])
     if not isinstance(firsts, list) or not all(_is_index(t) for t in firsts):
-        raise bad("first_token_ids", "a list of token ids (integers >= 0)")
+        raise bad("first_token_ids", noted(Phrase("err_x_token_ids"), "err_n_ints_ge0"))
     hidden = params.get("hidden_state", [])
     if not isinstance(hidden, list) or not all(isinstance(x, float) for x in hidden):
-        raise bad("hidden_state", "a list of floats (P's last hidden state)")
+        raise bad("hidden_state", noted(Phrase("err_x_floats"), "err_n_p_hidden"))
     if not params.get("do_remote_prefill"):
         return
     ids = params.get("remote_block_ids")
@@ -231,23 +231,18 @@ def validate_kv_transfer_params(params: Any) -> None:
         or not ids
         or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in ids)
     ):
-        raise bad(
-            "remote_block_ids",
-            "a non-empty list of block ids (integers >= 0) when do_remote_prefill is True",
-        )
+        ids = noted(Phrase("err_x_nonempty_block_ids"), "err_n_ints_ge0")
+        raise bad("remote_block_ids", Phrase("err_x_when", x=ids, **prefilling))
     if not isinstance(params.get("remote_engine_id"), str):
-        raise bad("remote_engine_id", "a string naming P's engine when do_remote_prefill is True")
-    for key, kind, allowed in (
-        ("remote_host", str, "a string"),
-        ("remote_request_id", str, "a string"),
-        ("remote_transfer_id", str, "a string"),
-    ):
-        if key in params and not isinstance(params[key], kind):
-            raise bad(key, allowed)
+        named = Phrase("err_x_engine_name")
+        raise bad("remote_engine_id", Phrase("err_x_when", x=named, **prefilling))
+    for key in ("remote_host", "remote_request_id", "remote_transfer_id"):
+        if key in params and not isinstance(params[key], str):
+            raise bad(key, Phrase("err_x_str"))
     if "remote_num_tokens" in params and not (
         _is_index(params["remote_num_tokens"]) and params["remote_num_tokens"] > 0
     ):
-        raise bad("remote_num_tokens", "an integer >= 1 (the tokens P's blocks hold)")
+        raise bad("remote_num_tokens", noted(Phrase("err_x_int_ge", n=1), "err_n_p_tokens"))
     port = params.get("remote_port", 0)
     if isinstance(port, bool) or not isinstance(port, int) or port < 0:
-        raise bad("remote_port", "an integer >= 0")
+        raise bad("remote_port", Phrase("err_x_int_ge", n=0))

@@ -38,7 +38,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from pdlab.errors import one_line
+from pdlab.errors import (
+    PdlabRuntimeError,
+    PdlabValueError,
+    either,
+    invalid,
+    noted,
+    one_line,
+)
 from pdlab.kv_transfer.transport import (
     Claim,
     KVTransport,
@@ -76,7 +83,7 @@ class DistTransport(KVTransport):
 
     def __init__(self, rank: int, kv_dtype: torch.dtype) -> None:
         if rank not in (0, 1):
-            raise ValueError(f"rank={rank} is invalid: expected 0 (P) or 1 (D)")
+            raise invalid("rank", rank, either(noted(0, "err_n_p"), noted(1, "err_n_d")))
         self.rank, self.peer = rank, 1 - rank
         self.kv_dtype = kv_dtype
         self.inbox: list[Message] = []
@@ -116,18 +123,21 @@ class DistTransport(KVTransport):
                 self.inbox.remove(hello)
                 break
             if self.peer_failed:
-                raise RuntimeError(f"{peer} failed during the handshake: {self.peer_failed}")
+                raise PdlabRuntimeError("err_handshake_failed", peer=peer, why=self.peer_failed)
             left = deadline - time.monotonic()
             if left <= 0:
-                raise RuntimeError(f"{peer} did not answer the handshake within {timeout_s:g} s")
+                raise PdlabRuntimeError("err_handshake_timeout", peer=peer, timeout=timeout_s)
             self.wait(min(left, 0.5))
         theirs = hello.payload or {}
         for key in sorted(set(info) | set(theirs)):
             if info.get(key) != theirs.get(key):
-                raise ValueError(
-                    f"{key} differs between the two sides: {me} has {info.get(key)!r}, {peer} "
-                    f"has {theirs.get(key)!r}; expected P and D to share the block size and "
-                    "the model"
+                raise PdlabValueError(
+                    "err_kv_differs",
+                    key=key,
+                    me=me,
+                    mine=info.get(key),
+                    peer=peer,
+                    theirs=theirs.get(key),
                 )
 
     def wait(self, timeout_s: float) -> None:
@@ -304,7 +314,7 @@ class DistTransport(KVTransport):
         check_block_ids("local_block_ids", local, self._caches[0].shape[0])
         shape = (len(self._caches), len(local), *self._caches[0].shape[1:])
         if payload.numel() != torch.Size(shape).numel():
-            raise ValueError(f"P sent {payload.numel()} values: expected {list(shape)}")
+            raise PdlabValueError("err_payload_size", n=payload.numel(), shape=list(shape))
         idx = torch.tensor(list(local), dtype=torch.long)
         rows = payload.view(shape)
         for layer, c in enumerate(self._caches):

@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdlab.errors import Phrase, invalid
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_transfer.base import (
     KVConnector,
@@ -97,7 +98,7 @@ class PDConnector(FirstTokenMixin, KVConnector):
         emit: EventSink | None = None,
     ) -> None:
         if role not in ROLES:
-            raise ValueError(f"role={role!r} is invalid: expected one of {ROLES}")
+            raise invalid("role", role, Phrase("err_x_one_of", choices=ROLES))
         self.role, self.engine_id, self.transport = role, engine_id, transport
         self.block_size, self.timeout_s = block_size, timeout_s
         self.host, self.port = host, port

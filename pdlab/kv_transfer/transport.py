@@ -25,7 +25,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from pdlab.errors import one_line
+from pdlab.errors import PdlabValueError, Phrase, invalid, one_line
 
 
 def blocks_checksum(kv_caches: list[torch.Tensor], block_ids: list[int]) -> float:
@@ -49,10 +49,11 @@ Claim = Callable[[str, "str | None", Sequence[int]], "str | None"]
 def check_block_ids(name: str, block_ids: Any, num_blocks: int) -> list[int]:
     """``block_ids`` as a list of ints in ``[0, num_blocks)``, or ``ValueError`` naming it."""
     if isinstance(block_ids, (str, bytes)) or not isinstance(block_ids, Sequence):
-        raise ValueError(f"{name}={block_ids!r} is invalid: expected a list of block ids")
+        raise invalid(name, block_ids, Phrase("err_x_block_ids"))
     for b in block_ids:
         if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b < num_blocks:
-            raise ValueError(f"{name} contains {b!r}: expected block ids in [0, {num_blocks})")
+            allowed = Phrase("err_x_block_ids_in", span=f"[0, {num_blocks})")
+            raise PdlabValueError("err_contains", name=name, value=b, allowed=allowed)
     return list(block_ids)
 
 

@@ -43,6 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pdlab.attention.metadata import reorder_batch_to_split_decodes_and_prefills
+from pdlab.errors import PdlabValueError, Phrase, invalid, noted
 
 RUNNERS = ("v2", "v1")
 
@@ -152,24 +153,20 @@ def gather_batch_req_state(
     ``decode_query_len``, V1's ``uniform_decode_query_len``); without them the batch has
     no drafts and the full decode graph wants one-token rows."""
     if model_runner not in RUNNERS:
-        raise ValueError(f"model_runner={model_runner!r} is invalid: expected one of {RUNNERS}")
+        raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=RUNNERS))
     if (
         isinstance(decode_query_len, bool)
         or not isinstance(decode_query_len, int)
         or (decode_query_len < 1)
     ):
-        raise ValueError(
-            f"decode_query_len={decode_query_len!r} is invalid: expected an integer >= 1 "
-            "(1 + num_speculative_tokens)"
-        )
+        width = noted(Phrase("err_x_int_ge", n=1), "err_n_verify_width")
+        raise invalid("decode_query_len", decode_query_len, width)
     rids = list(num_scheduled_tokens)
     drafts = {r: d for r, d in (draft_tokens or {}).items() if d}
     for r, d in drafts.items():
         if r not in num_scheduled_tokens or len(d) >= num_scheduled_tokens[r]:
-            raise ValueError(
-                f"draft_tokens[{r!r}] has {len(d)} drafts: expected a scheduled request "
-                "with fewer drafts than its num_scheduled_tokens "
-                f"({num_scheduled_tokens.get(r)})"
+            raise PdlabValueError(
+                "err_too_many_drafts", req=r, n=len(d), scheduled=num_scheduled_tokens.get(r)
             )
     plen = dict(prefill_len) if prefill_len is not None else dict(num_prompt_tokens)
     if model_runner == "v2":

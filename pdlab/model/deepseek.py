@@ -23,6 +23,7 @@ from torch import nn
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.attention.rope import apply_rope, rope_cos_sin
 from pdlab.config import ModelConfig
+from pdlab.errors import PdlabValueError
 
 if TYPE_CHECKING:  # the paged path; the oracle path (ctx None) needs no kernels
     from pdlab.attention.mla import ForwardContext
@@ -282,16 +283,11 @@ class DeepseekV2ForCausalLM(nn.Module):
         if self.mtp is None:
             given = {k: v for k, v in given.items() if k not in spec}
         elif not spec - set(shared):
-            raise ValueError(
-                f"{source} has no MTP layer (no model.layers.{n}.* tensors), which "
-                "num_nextn_predict_layers=1 asks for: pass num_nextn_predict_layers=0 to run "
-                "it without one, or train one with pdlab train"
-            )
+            raise PdlabValueError("err_checkpoint_no_mtp", source=source, n=n)
         for copy, main in shared.items():  # optional in a checkpoint; the target's if absent
             if copy in given and main in given and not torch.equal(given[copy], given[main]):
-                raise ValueError(
-                    f"{source} has {copy} unlike {main}: pdlab's MTP layer shares it with "
-                    "the target, as DeepSeek-V3's does"
+                raise PdlabValueError(
+                    "err_checkpoint_unshared", source=source, copy=copy, main=main
                 )
             if copy in own and copy not in given and main in given:
                 given[copy] = given[main]

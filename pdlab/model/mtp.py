@@ -39,6 +39,7 @@ from torch import nn
 
 from pdlab.attention.reference import mla_naive, split_kv_b_proj
 from pdlab.config import ModelConfig
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.model.deepseek import DeepseekV2DecoderLayer, RMSNorm, init_parameters
 
 if TYPE_CHECKING:
@@ -124,7 +125,7 @@ class DeepSeekMTP(nn.Module):
                 f"got shape {tuple(ids.shape)}"
             )
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise ValueError(f"k={k!r} is invalid: expected an integer >= 1")
+            raise invalid("k", k, Phrase("err_x_int_ge", n=1))
         inputs, prev = ids[1:], hidden.to(dev, self.eh_proj.weight.dtype)
         drafts: list[int] = []
         for _ in range(k):
@@ -205,7 +206,7 @@ def draft_and_verify(
     equal the target's tokens."""
     mtp, n = model.mtp, len(token_ids)
     if mtp is None:
-        raise ValueError("the model has no MTP layer: num_nextn_predict_layers=0")
+        raise PdlabValueError("err_no_mtp_layer")
     ids = torch.tensor(token_ids)
     rows = torch.arange(n - 1)
     at, am = _BranchContext(rows + 1), _BranchContext(rows)

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from pdlab.errors import PdlabValueError
+
 if TYPE_CHECKING:
     from pdlab.model.deepseek import DeepseekV2ForCausalLM
 
@@ -36,16 +38,13 @@ def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
         from safetensors import SafetensorError
         from safetensors.torch import load_file
     except ImportError:
-        raise ValueError(
-            f"weights={str(path)!r} needs the safetensors package (a pdlab dependency): "
-            "pip install safetensors, or run with weights='random'"
-        ) from None
+        raise PdlabValueError("err_needs_safetensors", path=str(path)) from None
     if not path.is_file():
-        raise ValueError(f"weights={str(path)!r} is invalid: no such file")
+        raise PdlabValueError("err_no_such_weights", path=str(path))
     try:
         return load_file(path)
     except (SafetensorError, OSError) as e:
-        raise ValueError(f"weights={str(path)!r} is not a safetensors checkpoint: {e}") from None
+        raise PdlabValueError("err_not_safetensors", path=str(path), why=str(e)) from None
 
 
 def checkpoint_metadata(path: str | Path = TRAINED_CHECKPOINT) -> dict[str, str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from pdlab.errors import Phrase, invalid
 from pdlab.kv_transfer.base import KVConnectorWorkerBase
 from pdlab.sched.output import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput, SchedulerOutput
 
@@ -34,9 +35,7 @@ def seeded_drafter(target: TokenAt, acceptance_rate: float, seed: int = 0) -> To
     ``acceptance_rate`` (seeded by ``seed``, the request and the position) and otherwise
     a token the target would not pick there."""
     if isinstance(acceptance_rate, bool) or not 0 <= acceptance_rate <= 1:
-        raise ValueError(
-            f"acceptance_rate={acceptance_rate!r} is invalid: expected a number from 0 to 1"
-        )
+        raise invalid("acceptance_rate", acceptance_rate, Phrase("err_x_num_range", a=0, b=1))
 
     def draft(req_id: str, position: int) -> int:
         want = target(req_id, position)
@@ -61,9 +60,8 @@ class FakeModelRunner:
             or not isinstance(num_speculative_tokens, int)
             or num_speculative_tokens < 0
         ):
-            raise ValueError(
-                f"num_speculative_tokens={num_speculative_tokens!r} is invalid: "
-                "expected an integer >= 0"
+            raise invalid(
+                "num_speculative_tokens", num_speculative_tokens, Phrase("err_x_int_ge", n=0)
             )
         self.connector_worker = connector_worker
         self.sample = sample if sample is not None else (lambda req_id, position: 1)

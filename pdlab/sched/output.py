@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from pdlab.errors import PdlabValueError
 from pdlab.kv_transfer.base import KVConnectorMetadata
 from pdlab.request import Request, SamplingParams
 
@@ -126,9 +127,11 @@ class ModelRunnerOutput:
 
     def __post_init__(self) -> None:
         if len(self.req_ids) != len(self.sampled_token_ids):
-            raise ValueError(
-                f"sampled_token_ids has {len(self.sampled_token_ids)} entries "
-                f"for {len(self.req_ids)} req_ids: expected one per request"
+            raise PdlabValueError(
+                "err_entries_per_request",
+                name="sampled_token_ids",
+                n=len(self.sampled_token_ids),
+                k=len(self.req_ids),
             )
         if not self.req_id_to_index:
             self.req_id_to_index = {r: i for i, r in enumerate(self.req_ids)}
@@ -144,9 +147,11 @@ class DraftTokenIds:
 
     def __post_init__(self) -> None:
         if len(self.req_ids) != len(self.draft_token_ids):
-            raise ValueError(
-                f"draft_token_ids has {len(self.draft_token_ids)} entries "
-                f"for {len(self.req_ids)} req_ids: expected one per request"
+            raise PdlabValueError(
+                "err_entries_per_request",
+                name="draft_token_ids",
+                n=len(self.draft_token_ids),
+                k=len(self.req_ids),
             )
 
 

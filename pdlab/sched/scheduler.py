@@ -91,6 +91,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
@@ -125,16 +126,12 @@ class Scheduler:
         speculative_config: SpeculativeConfig | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
-            raise ValueError(
-                f"connector={connector!r} is invalid: expected None or a KVConnectorBase"
-            )
+            raise invalid("connector", connector, Phrase("err_x_none_or", t="KVConnectorBase"))
         if kv_transfer_config is None:
             kv_transfer_config = KVTransferConfig()
         if not isinstance(kv_transfer_config, KVTransferConfig):
-            raise ValueError(
-                f"kv_transfer_config={kv_transfer_config!r} is invalid: "
-                "expected None or a KVTransferConfig"
-            )
+            allowed = Phrase("err_x_none_or", t="KVTransferConfig")
+            raise invalid("kv_transfer_config", kv_transfer_config, allowed)
         self.kv_transfer_config = kv_transfer_config
         self.recompute_kv_load_failures = kv_transfer_config.kv_load_failure_policy == "recompute"
         self.scheduler_config = scheduler_config
@@ -167,8 +164,8 @@ class Scheduler:
     def _init_spec_decode(self, speculative_config: SpeculativeConfig | None) -> None:
         spec = speculative_config
         if spec is not None and not isinstance(spec, SpeculativeConfig):
-            raise ValueError(
-                f"speculative_config={spec!r} is invalid: expected None or a SpeculativeConfig"
+            raise invalid(
+                "speculative_config", spec, Phrase("err_x_none_or", t="SpeculativeConfig")
             )
         self.speculative_config = spec
         # K, and the KV slots past the scheduled tokens that the drafter writes (MTP).
@@ -186,19 +183,14 @@ class Scheduler:
         # a padded row, and the waiting loop would stop at it every step.
         budget = self.scheduler_config.max_num_batched_tokens
         if budget < 1 + self.num_spec_tokens:
-            raise ValueError(
-                f"SchedulerConfig.max_num_batched_tokens={budget} is invalid with "
-                f"SpeculativeConfig(method={spec.method!r}, num_speculative_tokens="
-                f"{self.num_spec_tokens}): expected at least 1 + num_speculative_tokens = "
-                f"{1 + self.num_spec_tokens}"
+            k = self.num_spec_tokens
+            raise PdlabValueError(
+                "err_spec_budget", budget=budget, method=spec.method, k=k, need=1 + k
             )
         threshold = self.scheduler_config.long_prefill_token_threshold
         if 0 < threshold < 1 + self.num_spec_tokens:
-            raise ValueError(
-                f"SchedulerConfig.long_prefill_token_threshold={threshold} is invalid with "
-                f"num_speculative_tokens={self.num_spec_tokens}: expected 0 or at least "
-                f"{1 + self.num_spec_tokens} (a padded row of 1 + K tokens cannot be cut)"
-            )
+            k = self.num_spec_tokens
+            raise PdlabValueError("err_spec_threshold", threshold=threshold, k=k, need=1 + k)
 
     # ---- one step: schedule ------------------------------------------------------------
     def _cap_new_tokens(self, num_new_tokens: int, token_budget: int) -> int:
@@ -588,10 +580,7 @@ class Scheduler:
             if request is None or request.is_finished():
                 continue  # aborted while the step ran
             if rid not in index:
-                raise ValueError(
-                    f"model_runner_output has no entry for scheduled request "
-                    f"{rid!r}: expected one per scheduled request"
-                )
+                raise PdlabValueError("err_runner_no_entry", req=rid)
             tokens = list(sampled[index[rid]])
             self._check_num_sampled(request, scheduler_output, tokens)
             active.append((request, tokens))
@@ -685,15 +674,18 @@ class Scheduler:
         if complete and 1 <= len(tokens) <= 1 + len(drafts):
             return
         if not complete:
-            want = "[] (its prompt is not complete)"
+            want = Phrase("err_x_empty_prompt_incomplete")
         elif drafts:
-            want = f"1 to {1 + len(drafts)} tokens (one per accepted draft, then one)"
+            want = Phrase("err_x_accepted_plus_one", n=1 + len(drafts))
         else:
-            want = "one token"
-        raise ValueError(
-            f"model_runner_output.sampled_token_ids for {rid!r} is {tokens}: expected "
-            f"{want} after {request.num_computed_tokens} of {request.num_tokens} tokens "
-            "computed"
+            want = Phrase("err_x_one_sampled")
+        raise PdlabValueError(
+            "err_sampled_count",
+            req=rid,
+            tokens=tokens,
+            want=want,
+            done=request.num_computed_tokens,
+            total=request.num_tokens,
         )
 
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
@@ -701,9 +693,7 @@ class Scheduler:
         Finished or unknown requests are skipped; a request that is still prefilling
         drops its drafts."""
         if not isinstance(draft_token_ids, DraftTokenIds):
-            raise ValueError(
-                f"draft_token_ids={draft_token_ids!r} is invalid: expected a DraftTokenIds"
-            )
+            raise invalid("draft_token_ids", draft_token_ids, Phrase("err_x_a", t="DraftTokenIds"))
         k = self.num_spec_tokens
         pairs = [
             (rid, list(spec))
@@ -714,10 +704,7 @@ class Scheduler:
                 isinstance(t, int) and not isinstance(t, bool) and t >= PLACEHOLDER_TOKEN_ID
                 for t in spec
             ):
-                raise ValueError(
-                    f"draft_token_ids for {rid!r} is {spec}: expected at most "
-                    f"num_speculative_tokens={k} token ids (integers >= 0, or -1)"
-                )
+                raise PdlabValueError("err_drafts_invalid", req=rid, spec=spec, k=k)
         for rid, spec in pairs:
             request = self.requests.get(rid)
             if request is None or request.is_finished():
@@ -735,28 +722,21 @@ class Scheduler:
         """Queue a new request. Raises ``ValueError`` (and queues nothing) when the request
         can never run here."""
         if not isinstance(request, Request):
-            raise ValueError(f"request={request!r} is invalid: expected a Request")
+            raise invalid("request", request, Phrase("err_x_a", t="Request"))
         rid = request.request_id
         if rid in self.requests:
-            raise ValueError(
-                f"request_id={rid!r} is invalid: a request with this id is "
-                "already in the scheduler; expected a unique id"
-            )
+            where = Phrase("err_n_in_scheduler")
+            raise PdlabValueError("err_duplicate_id", req=rid, where=where)
         if (
             request.status != RequestStatus.WAITING
             or request.num_computed_tokens
             or request.num_output_tokens
         ):
-            raise ValueError(
-                f"request={request!r} is invalid: expected a fresh Request "
-                "that no scheduler has run"
-            )
+            raise invalid("request", request, Phrase("err_x_fresh_request"))
         if request.num_prompt_tokens >= self.max_model_len:
             # As vLLM's input processor: the prompt plus at least one output token must fit.
-            raise ValueError(
-                f"prompt_token_ids has {request.num_prompt_tokens} tokens: expected fewer "
-                f"than max_model_len={self.max_model_len} (one position is left for the "
-                "first output token)"
+            raise PdlabValueError(
+                "err_prompt_ids_too_long", n=request.num_prompt_tokens, limit=self.max_model_len
             )
         # The longest sequence whose K/V the request will hold (the last sampled token is
         # never fed back), which must fit the whole pool or the request could never finish.
@@ -766,31 +746,33 @@ class Scheduler:
         extra = self.num_spec_tokens + self.num_lookahead_tokens
         need = cdiv(min(max_len + extra, self.max_model_len), self.block_size)
         if need > self.kv_cache_manager.num_blocks:
-            spec = f" + {extra} for speculative decoding" if extra else ""
-            raise ValueError(
-                f"the KV cache is too small for request {rid!r}: {max_len} tokens "
-                f"(prompt {request.num_prompt_tokens} + max_tokens {request.max_tokens} - 1, "
-                f"at most max_model_len){spec} need {need} blocks of {self.block_size}; "
-                f"expected at most num_blocks={self.kv_cache_manager.num_blocks}"
+            raise PdlabValueError(
+                "err_cache_too_small_spec" if extra else "err_cache_too_small",
+                req=rid,
+                n=max_len,
+                prompt=request.num_prompt_tokens,
+                max_tokens=request.max_tokens,
+                extra=extra,
+                need=need,
+                block_size=self.block_size,
+                num_blocks=self.kv_cache_manager.num_blocks,
             )
         params = request.kv_transfer_params
         validate_kv_transfer_params(params)
         if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
             if self.connector is None:
-                raise ValueError(
-                    f"kv_transfer_params={params!r} is invalid here: expected "
-                    "a scheduler with a KV connector for P/D requests"
-                )
+                raise PdlabValueError("err_kv_params_here", params=params)
         if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
             # An async load is admitted only beside one verifying step's blocks.
             need = cdiv(request.num_prompt_tokens, self.block_size)
             if need + self._spec_decode_step_blocks > self.kv_cache_manager.num_blocks:
-                raise ValueError(
-                    f"the KV cache is too small for request {rid!r}: receiving its "
-                    f"{request.num_prompt_tokens} prompt tokens takes {need} blocks, and "
-                    f"{self._spec_decode_step_blocks} more are kept for a verifying step "
-                    f"of 1 + K tokens; expected at most num_blocks="
-                    f"{self.kv_cache_manager.num_blocks}"
+                raise PdlabValueError(
+                    "err_cache_too_small_receiving",
+                    req=rid,
+                    n=request.num_prompt_tokens,
+                    need=need,
+                    kept=self._spec_decode_step_blocks,
+                    num_blocks=self.kv_cache_manager.num_blocks,
                 )
         self.waiting.append(request)
         self.requests[rid] = request
@@ -801,9 +783,8 @@ class Scheduler:
         """Finish requests from outside (an abort). Unknown or finished ids are skipped;
         returns the ids that were finished."""
         if not RequestStatus.is_finished(finished_status):
-            raise ValueError(
-                f"finished_status={finished_status!r} is invalid: expected a FINISHED_* status"
-            )
+            allowed = Phrase("err_x_finished_status")
+            raise invalid("finished_status", finished_status, allowed)
         if isinstance(request_ids, str):
             request_ids = (request_ids,)
         finished = []

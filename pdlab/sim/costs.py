@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pdlab.config import ModelConfig
+from pdlab.errors import either, invalid
 from pdlab.sim.kernel_costs import (
     Cost,
     decode_rows_cost,
@@ -170,7 +171,7 @@ def first_token_forward_cost(cfg: ModelConfig, context: int, forward: str, e: in
     """D's one-token step for the first output token alone (the recompute design): the
     whole model over one token with ``context`` cached, through ``forward``."""
     if forward not in ("forward_mqa", "forward_mha"):
-        raise ValueError(f"forward={forward!r} is invalid: expected 'forward_mqa' or 'forward_mha'")
+        raise invalid("forward", forward, either("'forward_mqa'", "'forward_mha'"))
     row = [Row(context)]
     if forward == "forward_mqa":
         return step_cost(cfg, row, [], graph_eligible=True, e=e)

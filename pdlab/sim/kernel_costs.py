@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdlab.config import ModelConfig
+from pdlab.errors import PdlabValueError, Phrase, either, invalid
 
 
 @dataclass
@@ -87,7 +88,7 @@ def k_assembly_cost(
     context on the prefill path.
     """
     if v_copy not in V_COPIES:
-        raise ValueError(f"v_copy={v_copy!r} is invalid: expected one of {V_COPIES}")
+        raise invalid("v_copy", v_copy, Phrase("err_x_one_of", choices=V_COPIES))
     k_bytes = heads * nope + rope + heads * (nope + rope)
     v_bytes = {"none": 0, "pad": heads * (v_dim + nope + rope), "pack": 2 * heads * v_dim}
     return 0.0, float(e) * tokens * (k_bytes + v_bytes[v_copy])
@@ -246,11 +247,7 @@ def kernel_event_cost(event: Mapping[str, Any]) -> tuple[float, float]:
     elif op == "merge_attn_states":
         flops, nbytes = merge_attn_states_cost(*s["out"], e)
     else:
-        raise ValueError(
-            f"event name={event['name']!r} is not a kernel this model prices: expected one "
-            "of reshape_and_cache_mla, q_nope @ W_UK_T, mla_decode, o_latent @ W_UV, "
-            "gather_cache, kv_b_proj, K/V assembly, flash_attn_varlen, merge_attn_states"
-        )
+        raise PdlabValueError("err_not_priced", name=event["name"])
     return float(flops), float(nbytes)
 
 
@@ -277,10 +274,8 @@ def prefill_path_cost(
     for fp8: the gather reads it at that and writes the workspace at ``e``)."""
     kv_e = e if kv_e is None else kv_e
     if prefill_backend not in PREFILL_BACKENDS:
-        raise ValueError(
-            f"prefill_backend={prefill_backend!r} is invalid: expected one of "
-            f"{list(PREFILL_BACKENDS)}"
-        )
+        allowed = Phrase("err_x_one_of", choices=list(PREFILL_BACKENDS))
+        raise invalid("prefill_backend", prefill_backend, allowed)
     v_new, v_ctx = PREFILL_BACKENDS[prefill_backend]
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
@@ -418,4 +413,4 @@ def shared_weight_bytes(cfg: ModelConfig, path: str, context_len: int, e: int = 
         return float(e) * L * h * (n + v) * (2 if context_len > 0 else 1)
     if path == "decode":
         return float(e) * h * (n * L + L * v)
-    raise ValueError(f"path={path!r} is invalid: expected 'prefill' or 'decode'")
+    raise invalid("path", path, either("'prefill'", "'decode'"))

@@ -6,6 +6,8 @@ counterpart.
 
 from __future__ import annotations
 
+from pdlab.errors import Phrase, invalid
+
 # Published peaks (dense bf16 tensor TFLOP/s, HBM GB/s), matched on the device name.
 # NVIDIA's datasheets list tensor FLOP/s with 2:4 sparsity; dense is half of that figure.
 PEAKS = [
@@ -47,4 +49,4 @@ def published_peak(name: str) -> tuple[float, float]:
     for key, tflops, gbps in PEAKS:
         if key == name:
             return tflops * 1e12, gbps * 1e9
-    raise ValueError(f"name={name!r} is invalid: expected one of {[k for k, _, _ in PEAKS]}")
+    raise invalid("name", name, Phrase("err_x_one_of", choices=[k for k, _, _ in PEAKS]))

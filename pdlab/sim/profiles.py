@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pdlab.errors import Phrase, invalid
 from pdlab.sim.peaks import PEAK_SOURCES, published_peak
 
 GPUS = ("H100", "H800", "H200", "B200")
@@ -58,15 +59,15 @@ def device_profile(
 ) -> DeviceProfile:
     """The profile ``name`` (one of :data:`PROFILES`); ``"here"`` measures this machine."""
     if name not in PROFILES:
-        raise ValueError(f"gpu={name!r} is invalid: expected one of {list(PROFILES)}")
+        raise invalid("gpu", name, Phrase("err_x_one_of", choices=list(PROFILES)))
     for what, v in (
         ("link_bytes_per_s", link_bytes_per_s),
         ("launch_overhead_s", launch_overhead_s),
     ):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
-            raise ValueError(f"{what}={v!r} is invalid: expected a number >= 0")
+            raise invalid(what, v, Phrase("err_x_num_ge", n=0))
     if link_bytes_per_s == 0:
-        raise ValueError("link_bytes_per_s=0 is invalid: expected a number > 0")
+        raise invalid("link_bytes_per_s", 0, Phrase("err_x_num_gt", n=0))
     if name == "here":
         import torch
 

@@ -50,6 +50,7 @@ from pdlab.config import (
     ParallelConfig,
     adjust_dcp_kv_cache_interleave_size,
 )
+from pdlab.errors import PdlabError, Phrase, invalid
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
@@ -89,8 +90,8 @@ class SimConfig:
     kv_cache_dtype: str = "auto"
 
     def __post_init__(self) -> None:
-        def bad(name: str, allowed: str) -> ValueError:
-            return ValueError(f"{name}={getattr(self, name)!r} is invalid: expected {allowed}")
+        def bad(name: str, allowed: Phrase) -> PdlabError:
+            return invalid(name, getattr(self, name), allowed)
 
         for name, allowed in (
             ("design", MODES),
@@ -99,7 +100,7 @@ class SimConfig:
             ("kv_cache_dtype", KV_CACHE_DTYPES),
         ):
             if getattr(self, name) not in allowed:
-                raise bad(name, f"one of {list(allowed)}")
+                raise bad(name, Phrase("err_x_one_of", choices=list(allowed)))
         for name, low, top in (
             ("batch_size", 0, 1 << 20),
             ("context", 1, 1 << 20),
@@ -109,14 +110,14 @@ class SimConfig:
         ):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < low or v > top:
-                raise bad(name, f"an integer from {low} to {top}")
+                raise bad(name, Phrase("err_x_int_range", a=low, b=top))
         for name in ("arrival_rate", "duration_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
-                raise bad(name, "a finite number >= 0")
+                raise bad(name, Phrase("err_x_finite_ge", n=0))
         a = self.acceptance_rate
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
-            raise bad("acceptance_rate", "a number from 0 to 1")
+            raise bad("acceptance_rate", Phrase("err_x_num_range", a=0, b=1))
 
     @property
     def tokens_per_verify_step(self) -> float:

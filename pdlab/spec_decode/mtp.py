@@ -36,6 +36,7 @@ import torch
 
 from pdlab.attention.builder import MLAMetadata, MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata
+from pdlab.errors import PdlabValueError
 
 
 @dataclass
@@ -69,11 +70,8 @@ class MTPProposer:
         max_model_len: int,
     ) -> None:
         if getattr(model, "mtp", None) is None:
-            raise ValueError(
-                "SpeculativeConfig(method='mtp') needs a model with an MTP layer: "
-                f"ModelConfig.num_nextn_predict_layers="
-                f"{getattr(model.config, 'num_nextn_predict_layers', 0)}, expected 1"
-            )
+            n = getattr(model.config, "num_nextn_predict_layers", 0)
+            raise PdlabValueError("err_mtp_needs_layer", n=n)
         self.mtp = model.mtp
         self.num_speculative_tokens = num_speculative_tokens
         self.builder = builder

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from pdlab.errors import PdlabValueError
+
 PLACEHOLDER_TOKEN_ID = -1
 
 
@@ -45,10 +47,7 @@ def rejection_sample_greedy(
     drafts (each equal to the target's token), then one more: the recovered token at the
     first mismatch, or the bonus token after the last draft."""
     if len(target_argmax) != len(draft_token_ids) + 1:
-        raise ValueError(
-            f"target_argmax has {len(target_argmax)} tokens for {len(draft_token_ids)} "
-            "drafts: expected one per draft plus the bonus"
-        )
+        raise PdlabValueError("err_argmax_len", n=len(target_argmax), drafts=len(draft_token_ids))
     out: list[int] = []
     for target, draft in zip(target_argmax, draft_token_ids):
         out.append(int(target))
@@ -58,14 +57,16 @@ def rejection_sample_greedy(
     return out
 
 
-def check_sampling_params(speculative_config: Any, sampling_params: Any) -> str | None:
-    """Why a request cannot run under this speculative config, or None."""
+def sampling_params_error(speculative_config: Any, sampling_params: Any) -> PdlabValueError | None:
+    """The error a request that cannot run under this speculative config raises, or None."""
     t = float(getattr(sampling_params, "temperature", 0.0) or 0.0)
     if speculative_config is None or t == 0.0:
         return None
-    return (
-        f"SamplingParams.temperature={t} is invalid with speculative decoding "
-        f"(num_speculative_tokens={speculative_config.num_speculative_tokens}): pdlab "
-        "verifies drafts greedily only (upstream's probabilistic rejection sampling is not "
-        "built); expected temperature=0"
-    )
+    k = speculative_config.num_speculative_tokens
+    return PdlabValueError("err_spec_temperature", t=t, k=k)
+
+
+def check_sampling_params(speculative_config: Any, sampling_params: Any) -> str | None:
+    """Why a request cannot run under this speculative config (one line), or None."""
+    error = sampling_params_error(speculative_config, sampling_params)
+    return None if error is None else str(error)

@@ -315,8 +315,8 @@ def render_table(results: list[AotResult], lang: str = "en") -> Any:
     build (short headers with a legend, or a block per build, where a terminal is narrow);
     ``lang="zh"``: Chinese headers, which are short already."""
     from pdlab.catalog import text
+    from pdlab.errors import error_text
     from pdlab.ui.fmt import FitTable
-    from pdlab.ui.text_errors import error_text
 
     zh = lang == "zh"
     title = text(lang, "aot_title")

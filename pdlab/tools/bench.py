@@ -34,6 +34,7 @@ import torch
 from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import ModelConfig, ParallelConfig
+from pdlab.errors import Phrase, invalid
 from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
 
@@ -97,10 +98,10 @@ def bench_paths(
     if not contexts or any(
         isinstance(c, bool) or not isinstance(c, int) or c < 1 for c in contexts
     ):
-        raise ValueError(f"contexts={contexts!r} is invalid: expected integers >= 1")
+        raise invalid("contexts", contexts, Phrase("err_x_ints_ge", n=1))
     K = num_speculative_tokens
     if K is not None and (isinstance(K, bool) or not isinstance(K, int) or K < 1):
-        raise ValueError(f"num_speculative_tokens={K!r} is invalid: expected an int >= 1")
+        raise invalid("num_speculative_tokens", K, Phrase("err_x_an_int_ge", n=1))
     cfg = ModelConfig.preset(preset)
     if num_heads is not None:
         cfg = cfg.replace(num_attention_heads=num_heads, weights="random")  # timing only

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pdlab.catalog import check_lang, text
+from pdlab.errors import PdlabValueError
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
 from pdlab.kernels.decode_attention import mla_decode
@@ -252,7 +253,7 @@ def bench_kernels(
     gpu = dev.type == "cuda"
     check_lang(lang)
     if gpu and not _backend.triton_installed():
-        raise ValueError("device=cuda needs triton for the kernels under test")
+        raise PdlabValueError("err_bench_needs_triton")
     if gpu:
         peaks = measure.device_peaks(dev)
         cases = _gpu_cases(dev, quick, peaks)

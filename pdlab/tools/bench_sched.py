@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.errors import PdlabRuntimeError, Phrase, invalid
 from pdlab.math_utils import cdiv
 from pdlab.request import Request, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
@@ -37,7 +38,7 @@ def bench_scheduler(
         ("prompt_len", prompt_len),
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}={value!r} is invalid: expected an integer >= 1")
+            raise invalid(name, value, Phrase("err_x_int_ge", n=1))
     max_len = prompt_len + steps + 2
     sched = Scheduler(
         SchedulerConfig(
@@ -64,9 +65,8 @@ def bench_scheduler(
         sched.update_from_output(so, out)
         t3 = time.perf_counter()
         if so.total_num_scheduled_tokens != num_requests:
-            raise RuntimeError(
-                f"expected {num_requests} decoding requests, scheduled "
-                f"{so.total_num_scheduled_tokens} tokens"
+            raise PdlabRuntimeError(
+                "err_bench_decoding", n=num_requests, tokens=so.total_num_scheduled_tokens
             )
         times_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
     return {

@@ -20,6 +20,8 @@ import argparse
 import re
 from pathlib import Path
 
+from pdlab.errors import Phrase, invalid
+
 LANGS = ("en", "zh")
 SOURCE_DIR = Path("notebooks/src")
 # source name (notebooks/src/NAME.py) -> the notebook it renders to, per language
@@ -60,7 +62,7 @@ def split_cells(text: str) -> tuple[str, list[tuple[str, str]]]:
 def render(text: str, lang: str) -> str:
     """The notebook source for ``lang``: that language's markdown cells, every code cell."""
     if lang not in LANGS:
-        raise ValueError(f"lang={lang!r} is invalid: expected one of {LANGS}")
+        raise invalid("lang", lang, Phrase("err_x_one_of", choices=LANGS))
     header, cells = split_cells(text)
     out = [header]
     for marker, body in cells:

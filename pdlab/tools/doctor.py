@@ -53,9 +53,9 @@ def _words(lang: str) -> Any:
 
 
 def _error(e: BaseException, lang: str) -> str:
-    from pdlab.ui.text_errors import error_text
+    from pdlab.errors import error_text
 
-    return error_text(str(e), lang)
+    return error_text(e, lang)
 
 
 def _version(dist: str) -> str | None:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 
 from pdlab import notebooks_dir
+from pdlab.errors import PdlabValueError, Phrase, os_reason
 
 DEFAULT_DIR = Path("pdlab-notebooks")  # pdlab notebooks' default, in the current folder
 LAB_DIR = Path("~/pdlab-notebooks")  # pdlab lab's working copy (--dir, or PDLAB_LAB_DIR)
@@ -40,7 +41,7 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
     """
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
-        raise ValueError(f"DIR={str(dest)!r} is a file; expected a folder (new or existing)")
+        raise PdlabValueError("err_lab_dest_file", path=str(dest))
     sources = shipped_notebooks()
     changed = [
         dest / s.name
@@ -49,10 +50,7 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
     ]
     if changed and not force:
         names = ", ".join(p.name for p in changed)
-        raise ValueError(
-            f"DIR={str(dest)!r} already has edited copies of {names}; pass --force to "
-            "overwrite them, or choose another folder"
-        )
+        raise PdlabValueError("err_lab_edited", path=str(dest), names=names)
     out = []
     try:
         dest.mkdir(parents=True, exist_ok=True)
@@ -62,7 +60,10 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
                 shutil.copyfile(s, target)
             out.append(target)
     except OSError as e:
-        raise ValueError(f"DIR={str(dest)!r} cannot be written: {e.strerror or e}") from None
+        why = os_reason(e)
+        raise PdlabValueError(
+            "err_lab_cannot_write", option="DIR", path=str(dest), why=why
+        ) from None
     return out
 
 
@@ -84,10 +85,8 @@ def resolve_notebook(name: str, folder: Path) -> str:
     if not hits and same:
         hits = [n for n in same if chinese(n) == zh] or ([] if zh else same)
     if len(hits) != 1:
-        raise ValueError(
-            f"--notebook={name!r} matches no notebook; expected a number or a name among: "
-            + ", ".join(n.removesuffix(".ipynb") for n in names)
-        )
+        among = ", ".join(n.removesuffix(".ipynb") for n in names)
+        raise PdlabValueError("err_lab_no_notebook", name=name, names=among)
     return hits[0]
 
 
@@ -109,14 +108,13 @@ def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str
     directory = Path(directory).expanduser()
     shipped = notebooks_dir()
     if directory.exists() and directory.resolve() == shipped.resolve():
-        where = "the checkout's tracked notebooks" if _in_checkout(shipped) else "pdlab's own"
-        raise ValueError(
-            f"--dir={str(directory)!r} is {where}: JupyterLab saves into the folder it "
-            f"serves; pick a folder of yours (default {LAB_DIR})"
+        where = "err_n_tracked_notebooks" if _in_checkout(shipped) else "err_n_own_notebooks"
+        raise PdlabValueError(
+            "err_lab_own_folder", path=str(directory), where=Phrase(where), default=LAB_DIR
         )
     notes = []
     if directory.exists() and not directory.is_dir():
-        raise ValueError(f"--dir={str(directory)!r} is a file; expected a folder")
+        raise PdlabValueError("err_lab_dir_file", path=str(directory))
     present = {p.name for p in directory.glob("*.ipynb")} if directory.is_dir() else set()
     missing = [s.name for s in shipped_notebooks() if s.name not in present]
     edited = [
@@ -140,7 +138,10 @@ def copy_notebooks_named(dest: Path, names: list[str]) -> None:
         for name in names:
             shutil.copyfile(notebooks_dir() / name, dest / name)
     except OSError as e:
-        raise ValueError(f"--dir={str(dest)!r} cannot be written: {e.strerror or e}") from None
+        why = os_reason(e)
+        raise PdlabValueError(
+            "err_lab_cannot_write", option="--dir", path=str(dest), why=why
+        ) from None
 
 
 def lab_command(
@@ -152,7 +153,7 @@ def lab_command(
 ) -> list[str]:
     """The ``jupyter lab`` command line for :func:`run_lab` (this interpreter's JupyterLab)."""
     if port is not None and not 0 <= port <= 65535:
-        raise ValueError(f"--port={port} is out of range; expected 0..65535 (0 picks a free one)")
+        raise PdlabValueError("err_lab_port", port=port)
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
     if port is not None:
         cmd += [f"--ServerApp.port={port}"]

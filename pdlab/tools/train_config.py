@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdlab.config.utils import _check_int, _check_positive_float
+from pdlab.config.utils import _check_int, _check_positive_float, _fail
+from pdlab.errors import Phrase
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,4 @@ class TrainConfig:
         _check_positive_float(c, "lr", self.lr)
         _check_positive_float(c, "mtp_lr", self.mtp_lr)
         if not (isinstance(self.weight_decay, (int, float)) and self.weight_decay >= 0):
-            raise ValueError(
-                f"TrainConfig.weight_decay={self.weight_decay!r} is invalid: expected a number >= 0"
-            )
+            _fail(c, "weight_decay", self.weight_decay, Phrase("err_x_num_ge", n=0))

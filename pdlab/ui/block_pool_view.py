@@ -12,12 +12,12 @@ import ipywidgets as widgets
 
 from pdlab.catalog import labels
 from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.errors import error_text
 from pdlab.request import Request, RequestStatus, SamplingParams
 from pdlab.sched.fake_runner import FakeModelRunner
 from pdlab.sched.scheduler import Scheduler
 from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, html_table
-from pdlab.ui.text_errors import zh_error
 from pdlab.ui.trace_views import event_details
 
 
@@ -146,7 +146,7 @@ class BlockPoolExplorer(widgets.VBox):
             self.error_html.value = ""
             fn()
         except Exception as exc:  # shown in the widget: an observer's exception is invisible
-            said = esc(exc) if self.lang != "zh" else esc(zh_error(str(exc)))
+            said = esc(exc) if self.lang != "zh" else esc(error_text(exc, "zh"))
             colon = "：" if self.lang == "zh" else ": "
             self.error_html.value = (
                 f"<pre style='color:#b00'>{self.lab['error']}{colon}{said}</pre>"

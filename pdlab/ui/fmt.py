@@ -175,3 +175,41 @@ def show_source(obj: Any, start: str | None = None, end: str | None = None) -> A
 
 
 # ---- tables that fit the terminal ----------------------------------------------------------
+
+
+def wrap_cells(text: str, width: int = 80, indent: str = "  ") -> list[str]:
+    """``text`` cut into lines of at most ``width`` terminal cells (a Chinese character is
+    two), breaking where ``pdlab/ui/layout.py`` allows (never inside an identifier); lines
+    after the first start with ``indent``."""
+    import io
+
+    from rich.console import Console
+    from rich.text import Text
+
+    console = Console(width=width, file=io.StringIO(), color_system=None)
+    lines = [t.plain.strip() for t in Text(text).wrap(console, width - len(indent))]
+    return [lines[0]] + [indent + line for line in lines[1:]] if lines else [""]
+
+
+def widget_error_html(e: BaseException, lang: str) -> str:
+    """What a notebook widget shows for an exception its observer caught (an observer's
+    exception is otherwise invisible): the traceback in English, as it always was; in
+    Chinese the message in Chinese (``pdlab/errors.py``), and under it, for an error that
+    is not a bad setting (a ``ValueError`` or ``TypeError``), the traceback to report."""
+    import traceback
+
+    from pdlab.catalog import text
+    from pdlab.errors import builtin_name, error_text
+
+    tb = "".join(traceback.format_exception(type(e), e, e.__traceback__))
+    if lang != "zh":
+        return f"<pre style='color:#b00'>{html.escape(tb)}</pre>"
+    line = html.escape(
+        text("zh", "show_error_kind", kind=builtin_name(e), message=error_text(e, "zh"))
+    )
+    if isinstance(e, (ValueError, TypeError)):
+        return f"<pre style='color:#b00'>{line}</pre>"
+    return (
+        f"<pre style='color:#b00'>{line}</pre><details><summary>{text('zh', 'show_error_report')}"
+        f"</summary><pre>{html.escape(tb)}</pre></details>"
+    )

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from pdlab.errors import either, invalid
+
 # ---- line breaking ------------------------------------------------------------------------
 _CJK = "\u2e80-\u2fff\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef"
 _OPEN = "（「『【《〈“‘［｛"  # never at a line's end
@@ -77,7 +79,7 @@ class FitTable:
         caption: str | None = None,
     ) -> None:
         if stack not in ("rows", "columns"):
-            raise ValueError(f"stack={stack!r} is invalid: expected 'rows' or 'columns'")
+            raise invalid("stack", stack, either("'rows'", "'columns'"))
         self.title, self.stack, self.legend, self.caption = title, stack, legend, caption
         self.columns: list[dict[str, Any]] = []
         self.rows: list[tuple[list[str], bool]] = []

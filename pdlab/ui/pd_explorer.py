@@ -21,8 +21,7 @@ from pdlab.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
 from pdlab.demo import Demo, run_demo
 from pdlab.sim.kernel_costs import Cost, decode_path_cost, prefill_path_cost
 from pdlab.tokenizer import printable
-from pdlab.ui.fmt import esc, flops, html_table, nbytes
-from pdlab.ui.text_errors import widget_error_html
+from pdlab.ui.fmt import esc, flops, html_table, nbytes, widget_error_html
 from pdlab.ui.trace_views import trace_panels
 
 

@@ -22,6 +22,7 @@ from matplotlib.patches import Rectangle
 
 from pdlab.catalog import check_lang, text
 from pdlab.config import ModelConfig
+from pdlab.errors import PdlabLookupError, Phrase
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 from pdlab.trace import Tracer
 
@@ -96,11 +97,10 @@ def plot_block_table(
     block id and shaded by how many of its slots hold tokens."""
     steps = trace.step_numbers(instance)
     if not steps:
-        raise LookupError(f"the trace has no scheduled step for instance {instance!r}")
+        raise PdlabLookupError("err_no_scheduled_step", instance=instance)
     if step is not None and step not in steps:
-        raise LookupError(
-            f"step={step} is invalid: expected one of {steps} for instance {instance!r}"
-        )
+        allowed = Phrase("err_x_for_instance", choices=steps, instance=instance)
+        raise PdlabLookupError("err_invalid_str", name="step", value=step, allowed=allowed)
     step = steps[0] if step is None else step
     with lang_fonts(lang) as lang:
         return _block_table(trace, instance, step, block_size, lang)

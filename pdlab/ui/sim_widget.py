@@ -16,8 +16,7 @@ from pdlab.disagg.designs import MODES
 from pdlab.sim.profiles import GPUS, device_profile
 from pdlab.sim.report import summarize
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
-from pdlab.ui.fmt import esc, html_table, seconds
-from pdlab.ui.text_errors import widget_error_html
+from pdlab.ui.fmt import esc, html_table, seconds, widget_error_html
 
 
 class SimExplorer(widgets.VBox):

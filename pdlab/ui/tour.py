@@ -37,6 +37,7 @@ from pdlab.config import (
     ModelConfig,
     SchedulerConfig,
 )
+from pdlab.errors import PdlabValueError
 from pdlab.ui import tour_sims
 from pdlab.ui.choices import routing_reason
 from pdlab.ui.console import make_console, request_errors
@@ -122,7 +123,7 @@ class PromptOnly:
 
 def _tour(args: argparse.Namespace, cfg: ModelConfig, c: Console) -> int:
     if not args.prompt:
-        raise ValueError("--prompt must not be empty")
+        raise PdlabValueError("err_empty_prompt")
     # Chapter 7's simulations do not depend on the prompt: they run on another core while
     # this process imports torch and runs the engine (pdlab/ui/tour_sims.py).
     sims = None
@@ -246,7 +247,7 @@ def run_trace(
     c = console or make_console()
     prompts = args.prompts or [DEFAULT_PROMPT]
     if any(not p for p in prompts):
-        raise ValueError("--prompt must not be empty")
+        raise PdlabValueError("err_empty_prompt")
     cache = CacheConfig(block_size=args.block_size, num_blocks=args.num_blocks)
     sched = SchedulerConfig(
         max_num_batched_tokens=args.max_num_batched_tokens,

@@ -11,6 +11,7 @@ from typing import Any
 import ipywidgets as widgets
 
 from pdlab.catalog import labels, text
+from pdlab.errors import PdlabValueError
 from pdlab.trace import Tracer
 from pdlab.ui.fmt import esc, html_table
 
@@ -140,7 +141,7 @@ class StepPlayer(widgets.VBox):
     def __init__(self, tracer: Tracer, instance: str | None = None, lang: str = "en") -> None:
         instances = tracer.instances("step")
         if not (instance in instances if instance else instances):
-            raise ValueError(f"the trace has no step events for instance={instance!r}")
+            raise PdlabValueError("err_no_step_events", instance=instance)
         self.tracer = tracer
         self.instance = instance or instances[0]
         self.steps = tracer.step_numbers(self.instance)
