@@ -145,7 +145,8 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "graph cannot replay them. PCP belongs to P and DCP to D: V2 + PCP shows what D would do "
         "under P's setting; DCP is routing only, its costs one device's.",
         "zh": "模型估算：每组算子按 roofline 模型计（pdlab/sim/kernel_costs.py），"
-        "设备数据：{source}；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
+        "设备数据：{source}；MLA 后端 {backend}。"
+        "D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
         "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
         "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
         "完整的 decode CUDA graph 无法重放的步。预填充上下文并行（PCP）属于 P，解码上下文并行"
