@@ -364,9 +364,9 @@ TEXT: dict[str, dict[str, str]] = {
         "上，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
         "加上 rank 本地的 is_prefilling。上游没有用文字说明理由，理由写在代码里：V2 在 "
         "prefill_runs_as_decode 旁的注释写着“PCP partitions prefill rows”；PCPManager 按 "
-        "is_prefilling 把每个 rank 上的行排成 decode 在前（_reorder_segments）；PCP 与 DCP "
+        "is_prefilling 把每个 rank 上的行排成 decode 行在前（_reorder_segments）；PCP 与 DCP "
         "同开时，K/V 写入只收集 num_decode_tokens 之后的 token（vllm/v1/attention/ops/"
-        "pcp.py）。注意力的 decode/prefill 划分必须与 PCP 的切分一致，而这个切分正是按 "
+        "pcp.py）。注意力对 decode 行与 prefill 行的划分必须与 PCP 的切分一致，而这个切分正是按 "
         "is_prefilling 划的。（解码上下文并行是另一项设置，需显式开启，与解码角色无关：见本章"
         "最后一节。）下面是 PCP 2 时 D 的第一步（旁边画了两个正在解码的请求 dec-a、dec-b "
         "作示意）按 PCPManager 的方式排布的样子（* 表示仍在预填充；pdlab 只在一个设备上复现"
@@ -519,6 +519,9 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "D's row: query_len {q}, threshold {t}, is_prefilling {pf} → {path}: {verdict}",
         "zh": "D 的这一行：query_len {q}，阈值 {t}，is_prefilling {pf} → {path}：{verdict}",
     },
+    "tn_decode": {"en": "a decode", "zh": "decode 行"},
+    "tn_prefill": {"en": "a prefill", "zh": "prefill 行"},
+    "tn_forward": {"en": "{path}, {forward}", "zh": "{path}，{forward}"},
     "tn_holds": {
         "en": "the learner's rule decides it",
         "zh": "由提问里的规则决定",

@@ -197,14 +197,16 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "D recomputes position N-1 because the K/V do not carry its final hidden "
         "state. Other engines send more instead: P's sampled token (SGLang, "
         "TensorRT-LLM), that token appended to D's prompt, or hidden states "
-        "(vLLM V0's SimpleConnector sent those of every prompt position). First the four designs on this prompt, traced; then D's "
+        "(vLLM V0's SimpleConnector sent those of every prompt position). First the "
+        "four designs on this prompt, traced; then D's "
         "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive, "
         "without speculative decoding and with MTP. The first-token question has an "
         "open upstream thread: vllm-project/vllm#25373 asks to reuse P's tokenization "
         "and first token on D.",
         "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
-        "示词里，或者传隐藏状态（vLLM V0 的 SimpleConnector 传了每个提示词位置的隐藏状态）。先看这四种设计在本提示词上的实测"
+        "示词里，或者传隐藏状态（vLLM V0 的 SimpleConnector 传了每个提示词位置的隐藏状态）。"
+        "先看这四种设计在本提示词上的实测"
         " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批次，分别不开投机"
         "解码和开启 MTP。第一个 token 的问题在上游有一个公开的讨论：vllm-project/vllm#25373 "
         "请求在 D 上复用 P 的分词结果和第一个 token。",

@@ -63,7 +63,8 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "D's row only: run with --gpu h200 (FLASH_ATTN_MLA, "
         "the backend vLLM picks on Hopper) to see it as a decode.",
         "zh": "这个 {q} 个 token 的行超过了 decode_threshold = {t}，于是走 prefill 路径；在上游 "
-        "SINGLE_ONLY 的 builder 下，每个 1 + K 的验证行都如此，不只是 D 的这一行：加上 --gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
+        "SINGLE_ONLY 的 builder 下，每个 1 + K 的验证行都如此，不只是 D 的这一行：加上 "
+        "--gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
         "的后端）再运行，就能看到它作为 decode 行。",
     },
     "mtp_verify": {

@@ -203,7 +203,9 @@ def then_and_now_section(
             c.print(f"  [cyan]{escape(line)}[/]")
         verdict = say(lang, "tn_holds" if run.premise_holds else "tn_not")
         pf = "—" if run.is_prefilling is None else run.is_prefilling
-        path = run.path if run.forward is None else f"{run.path} ({run.forward})"
+        path = say(lang, f"tn_{run.path}")
+        if run.forward is not None:
+            path = say(lang, "tn_forward", path=path, forward=run.forward)
         c.print("  " + say(lang, "tn_run", q=run.query_len, t=run.threshold, pf=pf,
                            path=path, verdict=verdict))  # fmt: skip
         if r.key == "ascend_2025":
