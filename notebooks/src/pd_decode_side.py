@@ -70,7 +70,7 @@
 # - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
 #   `num_prompt_tokens = N`；
 # - 问题 2 里的表达式确实存在：vLLM 0.33.0 默认的 model runner（Model Runner V2）为每个请求
-#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，而且亲自点名了 D 的这一行：
+#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，还专门给 D 的这一行起了名字：
 #   在已缓存上下文之上只有一个新的提示词 token，就是 `prefill_runs_as_decode`，于是这一步仍是
 #   均匀解码批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
 #   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
@@ -892,7 +892,7 @@ display(HTML(html_table(headers, summary)))
 
 # %% [markdown] zh
 # tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
-# 为 128/64/128，61 层），按 bf16，用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
+# 为 128/64/128，61 层），按 bf16，用同一个代价模型，看 D 这一个 token 在几种上下文长度下的代价。
 # prefill 路径要把每个上下文 token 经 `kv_b_proj` 上投影：`2 × 1 × (128 × 256) × 512` FLOPs，
 # 也就是每个上下文 token、每层约 33.6 MFLOP。吸收形式的 decode 路径则只把每个上下文 token
 # 的 576 个潜向量值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
@@ -997,7 +997,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 #
 # 每当你改变提示词长度、块大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
 # 下面的探索器都会重新跑一对小的 P/D 引擎（`tiny` 模型，torch 后端）和一个非分离引擎；
-# 预设只影响成本模型。可以试试：
+# 预设只影响代价模型。可以试试：
 #
 # - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
 # - 改提示词长度：`num_computed_tokens` 始终是 `N - 1`；

@@ -694,7 +694,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "D's first step, layer 0 of {layers}",
         "zh": "D 的第一步，第 0 层（共 {layers} 层）",
     },
-    "w_cost": {"en": "modelled cost", "zh": "成本模型"},
+    "w_cost": {"en": "modelled cost", "zh": "代价（模型估算）"},
     "w_tokens": {"en": "tokens", "zh": "生成的 token"},
     "w_p_trace": {"en": "P: the prefill instance", "zh": "P：预填充实例"},
     "w_d_trace": {"en": "D: the decode instance", "zh": "D：解码实例"},

@@ -43,7 +43,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_latency": {
         "en": "latency after P ({gpu})",
-        "zh": "P 后延迟 {gpu}",
+        "zh": "P 完成之后的延迟（{gpu}）",
     },
     "dz_link_source": {
         "en": "one 400 Gb/s InfiniBand port per GPU, an assumption",
