@@ -161,7 +161,7 @@ display(plot_timeline(pcp.tracer, "req-3", LANG))
 for mode in MODES:
     try:
         check_first_token_mode(mode, SamplingParams(temperature=0.8, seed=1))
-        print(f"{mode}: accepted")
+        print(text(LANG, "nb7_accepted", mode=mode))
     except ValueError as e:
         print(e)
 

@@ -346,6 +346,10 @@ NOTEBOOKS.update(
             "en": "bytes",
             "zh": "字节",
         },
+        "nb7_accepted": {
+            "en": "{mode}: accepted",
+            "zh": "{mode}：可以运行",
+        },
         "nb5_upproj": {
             "en": "kv_b_proj up-projection: {mf} MFLOP per context token per layer",
             "zh": "kv_b_proj 上投影：每个上下文 token、每层 {mf} MFLOP",
