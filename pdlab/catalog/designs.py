@@ -195,7 +195,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "ch7_intro": {
         "en": "D recomputes position N-1 because the K/V do not carry its final hidden "
-        "state. Other engines send more instead: P's sampled token (SGLang, "
+        "state (chapter 3). Other engines send more instead: P's sampled token (SGLang, "
         "TensorRT-LLM), that token appended to D's prompt, or hidden states "
         "(vLLM V0's SimpleConnector sent those of every prompt position). First the "
         "four designs on this prompt, traced; then D's "
@@ -203,7 +203,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "without speculative decoding and with MTP. The first-token question has an "
         "open upstream thread: vllm-project/vllm#25373 asks to reuse P's tokenization "
         "and first token on D.",
-        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态。别的引擎改为多"
+        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态（见第 3 章）。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
         "示词里，或者传隐藏状态（vLLM V0 的 SimpleConnector 传了每个提示词位置的隐藏状态）。"
         "先看这四种设计在本提示词上的实测"
