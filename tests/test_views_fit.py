@@ -20,6 +20,7 @@ from rich.console import Console
 
 from pdlab.catalog import text
 from pdlab.cli import build_parser
+from pdlab.cli import tour as cli_tour
 from pdlab.demo import run_demo
 from pdlab.disagg.pair import PDPair
 from pdlab.ui import tour, tour_kv, tour_route
@@ -171,7 +172,7 @@ def test_trace_reads_whole(width, pd, tmp_path) -> None:
     path = tmp_path / "t.json"
     argv = ["trace", "--prompt", "Why run the last token twice?", "--json", str(path)]
     args = build_parser().parse_args(argv + (["--pd"] if pd else []))
-    out = render(width, lambda c: tour.run_trace(args, console=c))
+    out = render(width, lambda c: cli_tour.run_trace(args, console=c))
     trace = Tracer.load(path)
     check_step_rows(out, trace, None)
     out_ids = [e["token"] for e in trace.filter("sample", "D" if pd else "local")]

@@ -549,10 +549,10 @@ TEXT: dict[str, dict[str, str]] = {
     },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
-        "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 (pdlab/attention/cost.py; "
+        "kv_lora_rank {L}, qk_rope_head_dim {R}), per layer, bf16 (pdlab/sim/kernel_costs.py; "
         "forward_mha as FLASH_ATTN's FA3 runs it on Hopper, V passed strided):",
         "zh": "按 {model} 的维度（{H} 个头，kv_lora_rank {L}，qk_rope_head_dim {R}）估算 D 这一个"
-        " token 的开销，单层、bf16（pdlab/attention/cost.py；forward_mha 按 Hopper 上 "
+        " token 的开销，单层、bf16（pdlab/sim/kernel_costs.py；forward_mha 按 Hopper 上 "
         "FLASH_ATTN 的 FA3 计，V 以跨步视图传入，不做拷贝）：",
     },
     "ch5_table": {"en": "one token, one layer", "zh": "一个 token，单层"},

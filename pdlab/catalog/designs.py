@@ -71,7 +71,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_note": {
         "en": "Bytes, steps and routing are the trace's; FLOPs and latency are modelled "
-        "(pdlab/attention/cost.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
+        "(pdlab/sim/kernel_costs.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
         "an idle D: hidden_state's lm_head runs in the step its K/V land, so token 1 is "
         "known a step before recompute's (pdlab sim adds the batch). The payload is the "
         "bytes the design needs; SGLang's metadata buffer pads the token id to 64 B (16 "
@@ -80,7 +80,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "disaggregation/utils.py, MetadataBuffers), so that D can verify P's drafts at "
         "once; TensorRT-LLM's DisaggregatedParams carries draft tokens too. vLLM ships "
         "neither: D's recompute of position N-1 gives its MTP drafter h[N-1].",
-        "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/attention/cost.py"
+        "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/sim/kernel_costs.py"
         "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}），按空闲的 D 计："
         "hidden_state 的 lm_head 在它的 K/V 到达的那一步里计算，所以 token 1 比 recompute "
         "早一步已知（批次的影响由 pdlab sim 加上）。另附字节是设计本身需要的字节；SGLang 的"
@@ -139,7 +139,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "V1",
     },
     "sim_caption": {
-        "en": "Modelled: roofline per kernel group (pdlab/attention/cost.py) on {source}; "
+        "en": "Modelled: roofline per kernel group (pdlab/sim/kernel_costs.py) on {source}; "
         "MLA backend {backend}. TTFT on D is from arrival at D (K/V landed) to token 1 "
         "known; 0 where P's token is the answer. TPOT is a step's time over the tokens "
         "a running row emits in it; a tail over fewer than 100 samples is the max. 'graph "
@@ -147,8 +147,8 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "graph cannot replay them. V2 + PCP is D run with prefill context parallelism; DCP is "
         "D with decode context parallelism 2 on a NIXL instance (opt-in on either role), "
         "routing only, its costs one device's.",
-        "zh": "模型估算：每组算子按 roofline 模型计（pdlab/attention/cost.py），设备数据：{source}"
-        "；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
+        "zh": "模型估算：每组算子按 roofline 模型计（pdlab/sim/kernel_costs.py），设备数据："
+        "{source}；MLA 后端 {backend}。D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
         "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
         "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
         "完整的 decode CUDA graph 无法重放的步。V2 + PCP 是开启预填充上下文并行的 D；DCP 是在 "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pdlab.catalog import LANG_HELP, LANGS
 from pdlab.cli.args import (
@@ -21,6 +22,9 @@ from pdlab.cli.args import (
 )
 from pdlab.config import PRESETS, ModelConfig
 from pdlab.ui.tour import CHAPTERS, DEFAULT_BACKEND, DEFAULT_PROMPT, TOUR_MAX_TOKENS
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def _tour_max_tokens(text: str) -> int:
@@ -103,15 +107,15 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
 
 
-def run_tour(args: argparse.Namespace) -> int:
+def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab tour`` with the tiny model its arguments ask for."""
     from pdlab.ui import tour
 
-    return tour.run_tour(args, tiny_model_config(args))
+    return tour.run_tour(args, tiny_model_config(args), console)
 
 
-def run_trace(args: argparse.Namespace) -> int:
+def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
     """``pdlab trace`` with the tiny model and the routing its arguments ask for."""
     from pdlab.ui import tour
 
-    return tour.run_trace(args, tiny_model_config(args), routing_configs(args))
+    return tour.run_trace(args, tiny_model_config(args), routing_configs(args), console)

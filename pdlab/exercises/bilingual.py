@@ -6,7 +6,7 @@ source stays a runnable module (the marked lines are comments), so the reference
 are imported from it as they are. ``pdlab exercises start N`` and ``solution N`` render it
 in the learner's language (:func:`render`).
 
-Like ``pdlab/ui/bilingual.py`` with ``notebooks/src/`` for the notebooks: the two languages
+Like ``pdlab/tools/bilingual.py`` with ``notebooks/src/`` for the notebooks: the two languages
 cannot drift in their code. pdlab's own; it mirrors no upstream file.
 
 A Chinese block after a docstring keeps each of its lines as it will be shown, after the
