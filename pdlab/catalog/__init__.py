@@ -231,6 +231,18 @@ TEXT: dict[str, dict[str, str]] = {
         "滑动窗口层的模型，若加载没有带上窗口，会重放窗口末尾（_mark_prefix_replay）；NIXL "
         "会加载所有 KV 缓存组，对这类模型改为让 P 少算一个 token（_prefill_backoff）",
     },
+    "ch3_cached": {
+        "en": "The same N - 1 is what D would report as the request's cached prompt tokens "
+        "(prompt_tokens_details.cached_tokens: {nct} of {n}, all of them from the transfer). "
+        "0.33.0 reports P's own prefix-cache hits instead when P's kv_transfer_params carry "
+        "them (remote_prefill_cached_tokens, vllm/v1/core/sched/scheduler.py:2485 and "
+        "vllm/v1/engine/output_processor.py:798).",
+        "zh": "D 若报告这个请求命中缓存的提示词 token 数（prompt_tokens_details.cached_tokens"
+        "），报的也是这个 N - 1：{n} 个中的 {nct} 个，全部来自传输。P 的 kv_transfer_params "
+        "带上 P 自己的前缀缓存命中数时（remote_prefill_cached_tokens，"
+        "vllm/v1/core/sched/scheduler.py:2485 与 vllm/v1/engine/output_processor.py:798），"
+        "0.33.0 改报这个数。",
+    },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
         "vllm/v1/core/kv_cache_manager.py, the same method)",
