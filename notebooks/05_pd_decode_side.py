@@ -521,10 +521,11 @@ display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], re
 # `split_decodes_and_prefills` had no `is_prefilling`), so D's row was a decode there too.
 # The rule as quoted is 0.33.0's `is_prefilling`, read by the split only under PCP, and the
 # rule of vllm-ascend's MLA builder under context parallelism (vllm-ascend runs vLLM on
-# Ascend NPUs; its #10973, "Fix PD recompute decode classification for MTP", exempts exactly
-# D's first step). Each release and setting below names the source line that decides D's
-# row, and runs that rule through pdlab's `split_query_lens` (`pdlab/ui/tour_then.py`; the
-# tour's chapter 4 ends with the same):
+# Ascend NPUs; its #10973, "Fix PD recompute decode classification for MTP", exempts D's
+# first step on a decode instance with `recompute_scheduler_enable`). Each release and
+# setting below names the source line that decides D's row, and runs that rule through
+# pdlab's `split_query_lens` (`pdlab/ui/tour_then.py`; the tour's chapter 4 ends with the
+# same):
 
 # %%
 tn_attn = AttentionConfig("flash_attn_mla", "h200")

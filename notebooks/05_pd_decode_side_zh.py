@@ -505,7 +505,8 @@ display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], re
 # 长度划分 MLA 批次（它的 `split_decodes_and_prefills` 还没有 `is_prefilling`），所以 D 的这一行
 # 在那里也是 decode 行。提问里的规则，是 0.33.0 的 `is_prefilling`，划分只在开启 PCP 时才读它；
 # 它也是 vllm-ascend 的 MLA builder 在上下文并行时的规则（vllm-ascend 让 vLLM 跑在昇腾 NPU 上；
-# 它的 #10973“Fix PD recompute decode classification for MTP”恰好为 D 的第一步开了例外）。下面
+# 它的 #10973“Fix PD recompute decode classification for MTP”为开启
+# `recompute_scheduler_enable` 的解码实例上 D 的第一步开了例外）。下面
 # 每个版本和设置都给出决定 D 这一行的源码行，并用 pdlab 的 `split_query_lens` 把这条规则跑一遍
 # （`pdlab/ui/tour_then.py`；导览第 4 章末尾打印的是同样的内容）：
 

@@ -549,15 +549,17 @@ TEXT: dict[str, dict[str, str]] = {
         "的这一行不在 decode 行之列",
     },
     "tn_outro": {
-        "en": "So the premise holds only where something reads is_prefilling for the "
-        "split: in vLLM 0.33.0 that is PCP alone; in 0.11.1 nothing did; on vllm-ascend "
-        "(the plugin that runs vLLM on Ascend NPUs) it is the rule of its MLA builder under "
-        "context parallelism, and #10973 exempts exactly D's first step, where it had sent "
-        "D's row down the prefill path under DCP and crashed the MTP drafter under PCP.",
-        "zh": "所以，只有在划分读取 is_prefilling 的地方，提问的前提才成立：vLLM 0.33.0 "
-        "里只有 PCP；0.11.1 里没有任何地方读它；在 vllm-ascend（让 vLLM 跑在昇腾 NPU 上的插件）"
-        "上，它是上下文并行时 MLA builder 的规则，而 #10973 恰好为 D 的第一步开了例外：在"
-        "这一步上，DCP 曾把 D 的这一行送进 prefill 路径，PCP 曾让 MTP 的草稿模型崩溃。",
+        "en": "So the premise holds only where something reads is_prefilling for the split "
+        "of DeepSeek's MLA: in vLLM 0.33.0 that is PCP alone; in 0.11.1 nothing did; on "
+        "vllm-ascend (the plugin that runs vLLM on Ascend NPUs) it is the rule of its MLA "
+        "builder under context parallelism, and #10973 exempts D's first step on a decode "
+        "instance with recompute_scheduler_enable, where the rule had sent D's row down the "
+        "prefill path under DCP and crashed the MTP drafter under PCP.",
+        "zh": "所以，只有在 DeepSeek 的 MLA 划分读取 is_prefilling 的地方，提问的前提才成立："
+        "vLLM 0.33.0 里只有 PCP；0.11.1 里没有任何地方读它；在 vllm-ascend（让 vLLM 跑在昇腾 "
+        "NPU 上的插件）上，它是上下文并行时 MLA builder 的规则，而 #10973 为开启 "
+        "recompute_scheduler_enable 的解码实例上 D 的第一步开了例外：这条规则曾在 DCP 下把 D "
+        "的这一行送进 prefill 路径，在 PCP 下让 MTP 的草稿模型崩溃。",
     },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
