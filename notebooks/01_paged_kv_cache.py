@@ -199,12 +199,11 @@ assert hit_tokens == 16 and all(blk.ref_cnt == 2 for blk in hit_blocks)
 show_source(KVCacheManager.get_computed_blocks)
 
 # %% [markdown]
-# The cache holds each layer's keys and values, not the final hidden state of the last
-# token, and the logits for the next token are computed from that hidden state. So at
-# least the last prompt token must run through the model; since hits are whole blocks,
-# the whole block containing it is recomputed. When `N` is a multiple of `B` that is a full
-# block of `B` tokens. (This is the same reason the P/D decode instance computes the last
-# prompt token again: notebook 5.)
+# At least the last prompt token must run through the model again: the next token's
+# logits come from its final hidden state, which no cache holds (notebook 5, section 2,
+# shows it on D, where the same rule makes the `N - 1`). Since hits are whole blocks, the
+# whole block containing it is recomputed; when `N` is a multiple of `B` that is a full
+# block of `B` tokens.
 
 # %%
 rows = []

@@ -336,7 +336,7 @@ for key, (f, bw) in DEVICES.items():
     print(t("nb3_device", name=name, tf=f / 1e12, gb=bw / 1e9, ridge=f / bw))
 
 # %% [markdown]
-# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.sim.kernel_costs` 的成本
+# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.sim.kernel_costs` 的代价
 # 模型，bf16），以及单独的吸收形式解码注意力在每个请求 1、2、4 个 query token 时的位置
 # （投机解码提高了每读一字节的 FLOPs）：
 

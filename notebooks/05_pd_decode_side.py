@@ -84,6 +84,7 @@ import torch
 torch.set_num_threads(1)
 
 from IPython.display import HTML, display
+from rich.console import Console
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.metadata import (
@@ -116,6 +117,7 @@ from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
 from pdlab.ui.tour_route import RENAMES, pcp_layout
+from pdlab.ui.tour_then import then_and_now, then_and_now_section
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "en"  # the language of the widgets' labels
@@ -178,12 +180,13 @@ assert ready["num_computed_tokens"] == N - 1
 # `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/sched/scheduler.py` too, in the
 # section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
 # writes it as `num_computed_tokens = num_tokens - 1`). It applies only when every token
-# landed (`num_computed_tokens == num_tokens`), and 0.33.0 sometimes rewinds further: after
-# a failed load (`_update_requests_with_invalid_blocks`) D recomputes from the last valid
-# block, which pdlab does too (`kv_load_failure_policy="recompute"`); and a model with
-# DeepSeek V4.1's sliding-window layers replays a whole window tail of the hit when the
-# load did not carry the window (`_mark_prefix_replay`, upstream's behaviour; pdlab's model
-# has no such layers):
+# landed (`num_computed_tokens == num_tokens`). A failed load fails the request under the
+# default `kv_load_failure_policy="fail"`; under `"recompute"`
+# (`_update_requests_with_invalid_blocks`) D recomputes from the last valid block, as pdlab
+# does too. A model with DeepSeek V4.1's sliding-window layers replays a window tail of the
+# hit when the load left the window out (`_mark_prefix_replay`); NIXL loads every group
+# and, for such bounded-replay models, stops P one token short instead (`_prefill_backoff`;
+# pdlab's model has no such layers):
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -395,15 +398,20 @@ for parallel in (ParallelConfig(), PCP2):
 # Why does PCP flip it? Upstream's PCP manager (`vllm/v1/worker/gpu/pcp_manager.py`) cuts
 # every row that is still prefilling into `2 x PCP` chunks spread over the ranks, and keeps
 # every other row whole (`replicated = ~is_prefilling`; with PCP alone each whole row goes
-# to one rank in turn). D's one-token row is not cut: its chunk size is 1, so rank 0 gets
-# it whole (`_iter_rank_chunks`). What routes it to `forward_mha` is the builder's
-# `not use_pcp` with the rank-local `is_prefilling`; upstream states no reason (that a
-# backend under PCP treats every prefilling row alike because most arrive in pieces is
-# pdlab's inference). Under PCP V2 also computes no `prefill_runs_as_decode`, and the step
-# loses the decode graph (`decode_graph_eligible = not has_prefill`). PCP is a prefill-side
-# feature: a D instance normally runs decode context parallelism (DCP), which leaves
-# `use_pcp` False, so the short extend stays a decode there, and drops the threshold to 1
-# for a builder without `supports_dcp_with_varlen` (`pdlab sim --routing dcp` shows it).
+# to one rank in turn). D's one-token row is not cut: its chunk size is 1, so all of it
+# lies on rank 0 (`_iter_rank_chunks`). What routes it to `forward_mha` is the builder's
+# `not use_pcp` with the rank-local `is_prefilling`. Upstream gives the reason in code, not
+# in words: V2's comment beside `prefill_runs_as_decode` says "PCP partitions prefill rows",
+# the PCP manager orders each rank's rows decodes first by `is_prefilling`
+# (`_reorder_segments`), and under PCP with DCP the K/V write gathers only the tokens past
+# `num_decode_tokens` (`vllm/v1/attention/ops/pcp.py`): the attention's split has to agree
+# with PCP's partition. Under PCP V2 also computes no `prefill_runs_as_decode`, and the step
+# loses the decode graph (`decode_graph_eligible = not has_prefill`). Decode context
+# parallelism (DCP) is a different setting: opt-in (default 1, reusing TP ranks), on either
+# role. It leaves `use_pcp` False, so the short extend stays a decode, and drops the
+# threshold to 1 for a builder without `supports_dcp_with_varlen`; on a NIXL instance it
+# makes the K/V interleave the block size, so FLASH_ATTN_MLA drops to 1 as well and vLLM
+# refuses MTP there (`pdlab sim --routing dcp` shows the routing).
 # D's first step beside two running decodes, laid out for PCP 2 (pdlab computes every row
 # on one device; this only shows the layout):
 
@@ -503,6 +511,28 @@ assert not routes[PCP_RUN]["decode_graph_eligible"]
 # %%
 renames = [list(r) for r in RENAMES]
 display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], renames)))
+
+# %% [markdown]
+# ### Then and now
+#
+# The question was asked in November 2025, about code in which DeepSeek takes the prefill
+# path when `num_computed_tokens < num_prompt_tokens`. This notebook answers for vLLM 0.33.0.
+# That month's release, 0.11.1, split MLA batches by query length alone (its
+# `split_decodes_and_prefills` had no `is_prefilling`), so D's row was a decode there too.
+# The rule as quoted is 0.33.0's `is_prefilling`, read by the split only under PCP, and the
+# rule of vllm-ascend's MLA builder under context parallelism (vllm-ascend runs vLLM on
+# Ascend NPUs; its #10973, "Fix PD recompute decode classification for MTP", exempts D's
+# first step on a decode instance with `recompute_scheduler_enable`). Each release and
+# setting below names the source line that decides D's row, and runs that rule through
+# pdlab's `split_query_lens` (`pdlab/ui/tour_then.py`; the tour's chapter 4 ends with the
+# same):
+
+# %%
+tn_attn = AttentionConfig("flash_attn_mla", "h200")
+then_and_now_section(Console(width=100), LANG, N, BS, tn_attn)
+tn = {r.rule.key: r for r in then_and_now(N, BS, tn_attn)}
+assert [k for k, r in tn.items() if r.premise_holds] == ["pcp", "ascend_cp"]
+assert tn["v0111"].path == tn["default"].path == tn["ascend_fix"].path == "decode"
 
 # %% [markdown]
 # ## 4. Four kinds of request, three backends
@@ -824,8 +854,8 @@ show_source(Scheduler._pad_spec_decode)
 # Why the padded row is still a decode: the subtraction in `gather_batch_req_state` (the
 # excerpt in section 3 shows it: `new = [qi - di ...]`), and the threshold, raised to
 # `1 + K` for builders that are not SINGLE_ONLY (FLASH_ATTN_MLA's 512 is already above it;
-# TRITON_MLA's 1 becomes `1 + K`; CPU_MLA and CUTLASS_MLA stay at 1, so there the padded row
-# takes `forward_mha`):
+# TRITON_MLA's 1 becomes `1 + K`; CPU_MLA and CUTLASS_MLA stay at 1, so there every `1 + K`
+# verifying row takes `forward_mha`, the padded one among them):
 
 # %%
 show_source(type(H200.profile).effective_threshold)

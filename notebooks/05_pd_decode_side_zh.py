@@ -14,7 +14,7 @@
 # ---
 
 # %% [markdown]
-# # 6. P/D 分离的解码侧：D 为什么要把最后一个提示词 token 再算一遍
+# # 5. P/D 分离的解码侧：D 为什么要把最后一个提示词 token 再算一遍
 #
 # （本篇是第 5 篇的中文版：两篇由同一份源文件生成，代码完全相同。）
 #
@@ -36,7 +36,7 @@
 # - 因此 D 的第一步是一个“短 extend”：`query_len = 1`，`num_computed_tokens = N-1`，
 #   `num_prompt_tokens = N`；
 # - 问题 2 里的表达式确实存在：vLLM 0.33.0 默认的 model runner（Model Runner V2）为每个请求
-#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，而且亲自点名了 D 的这一行：
+#   计算 `is_prefilling = num_computed_prefill_tokens < prefill_len`，还专门给 D 的这一行起了名字：
 #   在已缓存上下文之上只有一个新的提示词 token，就是 `prefill_runs_as_decode`，于是这一步仍是
 #   均匀解码批次（`decode_graph_eligible`）；`split_decodes_and_prefills` 只在
 #   `treat_short_extends_as_decodes` 为 False 时才读 `is_prefilling`，而 MLA builder 只在开启
@@ -86,6 +86,7 @@ import torch
 torch.set_num_threads(1)
 
 from IPython.display import HTML, display
+from rich.console import Console
 
 from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
 from pdlab.attention.metadata import (
@@ -118,6 +119,7 @@ from pdlab.ui.fmt import flops, html_table, nbytes, show_source
 from pdlab.ui.plots import plot_path_costs
 from pdlab.ui.plots_designs import plot_cache_grid, plot_timeline
 from pdlab.ui.tour_route import RENAMES, pcp_layout
+from pdlab.ui.tour_then import then_and_now, then_and_now_section
 from pdlab.ui.widgets import PDExplorer, route_text, trace_panels
 
 LANG = "zh"  # the language of the widgets' labels
@@ -178,11 +180,12 @@ assert ready["num_computed_tokens"] == N - 1
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
 # 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
 # `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
-# 都到齐时才生效（`num_computed_tokens == num_tokens`），而且 0.33.0 有时会退回更多：加载失败后
-# （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也这样做
-# （`kv_load_failure_policy="recompute"`）；带 DeepSeek V4.1 滑动窗口层的模型，在加载没有带上
-# 窗口时会重放命中部分末尾的整个窗口（`_mark_prefix_replay`，这是上游的行为；pdlab 的模型没有
-# 这种层）：
+# 都到齐时才生效（`num_computed_tokens == num_tokens`）。加载失败时，默认的
+# `kv_load_failure_policy="fail"` 让请求失败；设为 `"recompute"` 时
+# （`_update_requests_with_invalid_blocks`）D 从最后一个有效的块开始重算，pdlab 也如此。带
+# DeepSeek V4.1 滑动窗口层的模型，若加载没有带上窗口，会重放命中部分的窗口末尾
+# （`_mark_prefix_replay`）；NIXL 会加载所有 KV 缓存组，对这类有界重放的模型改为让 P 少算一个
+# token（`_prefill_backoff`；pdlab 的模型没有这种层）：
 
 # %%
 show_source(Scheduler._update_waiting_for_remote_kv)
@@ -385,15 +388,18 @@ for parallel in (ParallelConfig(), PCP2):
 # 为什么 PCP 会翻转它？上游的 `PCPManager`（`vllm/v1/worker/gpu/pcp_manager.py`）把每个仍在
 # 预填充的行切成 `2 x PCP` 块分给各个 rank，其他行保持完整（`replicated = ~is_prefilling`；
 # 只开 PCP 时，每个完整的行轮流交给一个 rank）。D 这一行只有一个 token，并没有被切开：它的分块
-# 大小为 1，rank 0 拿到完整的这一行（`_iter_rank_chunks`）。把它送进 `forward_mha` 的，是
-# builder 的 `not use_pcp` 加上 rank 本地的 `is_prefilling`；上游没有说明理由（“PCP 下大多数
-# prefill 行是分块到达的，所以后端对所有 prefill 行一视同仁”是 pdlab 的推断）。开启 PCP 时 V2 也不
-# 计算 `prefill_runs_as_decode`，这一步就失去了 decode CUDA graph（`decode_graph_eligible =
-# not has_prefill`）。PCP 是预填充侧的功能：解码实例通常用解码上下文并行（DCP），它让
-# `use_pcp` 保持为 False，所以短 extend 在那里仍是 decode 行；对不支持
-# `supports_dcp_with_varlen` 的 builder，DCP 会把阈值降到 1（`pdlab sim --routing dcp`
-# 可以看到）。下面是 D 的第一步和两个正在解码的请求一起、按 PCP 2 排布的样子（pdlab 在一个设备上计
-# 算每一行，这里只展示排布）：
+# 大小为 1，整行都落在 rank 0 上（`_iter_rank_chunks`）。把它送进 `forward_mha` 的，是
+# builder 的 `not use_pcp` 加上 rank 本地的 `is_prefilling`。上游没有用文字说明理由，理由写在
+# 代码里：V2 在 `prefill_runs_as_decode` 旁的注释写着“PCP partitions prefill rows”；PCPManager 按
+# `is_prefilling` 把每个 rank 上的行排成 decode 行在前（`_reorder_segments`）；PCP 与 DCP 同开时，
+# K/V 写入只收集 `num_decode_tokens` 之后的 token（`vllm/v1/attention/ops/pcp.py`）。注意力的
+# 划分必须与 PCP 的切分一致。开启 PCP 时 V2 也不计算 `prefill_runs_as_decode`，这一步就失去了
+# decode CUDA graph（`decode_graph_eligible = not has_prefill`）。解码上下文并行（DCP）是另一项
+# 设置：需显式开启（默认 1，复用 TP 的 rank），P、D 都能用。它让 `use_pcp` 保持为 False，所以短
+# extend 仍是 decode 行；对不支持 `supports_dcp_with_varlen` 的 builder，它把阈值降到 1；在 NIXL
+# 实例上它把 K/V 的交错粒度设为块大小，FLASH_ATTN_MLA 的阈值也降到 1，vLLM 也不再允许开 MTP
+# （`pdlab sim --routing dcp` 可以看到路由）。下面是 D 的第一步和两个正在解码的请求一起、按
+# PCP 2 排布的样子（pdlab 在一个设备上计算每一行，这里只展示排布）：
 
 # %%
 show_source(pcp_rank_chunks)
@@ -490,6 +496,26 @@ assert not routes[PCP_RUN]["decode_graph_eligible"]
 # %%
 renames = [list(r) for r in RENAMES]
 display(HTML(html_table([t("nb5_col_old"), "vLLM 0.33.0", t("nb5_col_file")], renames)))
+
+# %% [markdown]
+# ### 从提问时到现在
+#
+# 这个问题提于 2025 年 11 月，针对的代码里，DeepSeek 在 `num_computed_tokens <
+# num_prompt_tokens` 时走 prefill 路径。本篇回答的是 vLLM 0.33.0。当月的版本 0.11.1 只按 query
+# 长度划分 MLA 批次（它的 `split_decodes_and_prefills` 还没有 `is_prefilling`），所以 D 的这一行
+# 在那里也是 decode 行。提问里的规则，是 0.33.0 的 `is_prefilling`，划分只在开启 PCP 时才读它；
+# 它也是 vllm-ascend 的 MLA builder 在上下文并行时的规则（vllm-ascend 让 vLLM 跑在昇腾 NPU 上；
+# 它的 #10973“Fix PD recompute decode classification for MTP”为开启
+# `recompute_scheduler_enable` 的解码实例上 D 的第一步开了例外）。下面
+# 每个版本和设置都给出决定 D 这一行的源码行，并用 pdlab 的 `split_query_lens` 把这条规则跑一遍
+# （`pdlab/ui/tour_then.py`；导览第 4 章末尾打印的是同样的内容）：
+
+# %%
+tn_attn = AttentionConfig("flash_attn_mla", "h200")
+then_and_now_section(Console(width=100), LANG, N, BS, tn_attn)
+tn = {r.rule.key: r for r in then_and_now(N, BS, tn_attn)}
+assert [k for k, r in tn.items() if r.premise_holds] == ["pcp", "ascend_cp"]
+assert tn["v0111"].path == tn["default"].path == tn["ascend_fix"].path == "decode"
 
 # %% [markdown]
 # ## 4. 四类请求，三种后端
@@ -613,7 +639,7 @@ display(HTML(html_table(headers, summary)))
 
 # %% [markdown]
 # tiny 模型看不出量级。换成 DeepSeek-V3 的维度（128 个头，`kv_lora_rank` 512，nope/rope/v
-# 为 128/64/128，61 层），按 bf16，用同一个成本模型，看 D 这一个 token 在几种上下文长度下的代价。
+# 为 128/64/128，61 层），按 bf16，用同一个代价模型，看 D 这一个 token 在几种上下文长度下的代价。
 # prefill 路径要把每个上下文 token 经 `kv_b_proj` 上投影：`2 × 1 × (128 × 256) × 512` FLOPs，
 # 也就是每个上下文 token、每层约 33.6 MFLOP。吸收形式的 decode 路径则只把每个上下文 token
 # 的 576 个潜向量值读一次，所有头共用。最后两列换算成 61 层注意力在 H800 上的时间下界
@@ -693,7 +719,7 @@ plot_path_costs(V3, [2**k for k in range(8, 18)])
 #
 # 每当你改变提示词长度、块大小、`prefill_context_parallel_size` 或 MLA 后端配置时，
 # 下面的探索器都会重新跑一对小的 P/D 引擎（`tiny` 模型，torch 后端）和一个非分离引擎；
-# 预设只影响成本模型。可以试试：
+# 预设只影响代价模型。可以试试：
 #
 # - 把 `prefill_context_parallel_size` 设成 2 再改回来，看路径和算子怎么变；
 # - 改提示词长度：`num_computed_tokens` 始终是 `N - 1`；
@@ -800,7 +826,7 @@ show_source(Scheduler._pad_spec_decode)
 # 补齐后的行为什么仍是 decode 行：`gather_batch_req_state` 里的减法（第 3 节的摘录里就有：
 # `new = [qi - di ...]`），以及阈值：不是 SINGLE_ONLY 的 builder 会把它提高到 `1 + K`
 # （FLASH_ATTN_MLA 的 512 本来就更大；TRITON_MLA 的 1 变成 `1 + K`；CPU_MLA 和 CUTLASS_MLA
-# 保持 1，所以在那里补齐的行走 `forward_mha`）：
+# 保持 1，所以在那里每个 `1 + K` 的验证行都走 `forward_mha`，补齐的这一行也不例外）：
 
 # %%
 show_source(type(H200.profile).effective_threshold)

@@ -28,15 +28,16 @@
 # - `append_prompt` (tried for vLLM's example proxy, vllm-project/vllm#50559, closed): P's
 #   token is appended to D's prompt, so
 #   D's first step is one prompt token over `N`, still `is_prefilling`;
-# - `hidden_state` (vLLM V0's `SimpleConnector`): P sends `h[N-1]` after the final norm; D
-#   computes token 1 with `lm_head` alone, in the step its K/V land, then decodes.
+# - `hidden_state` (after vLLM V0's `SimpleConnector`, which sent the hidden states of every
+#   prompt position; pdlab sends the last one only): P sends `h[N-1]` after the final norm;
+#   D computes token 1 with `lm_head` alone, in the step its K/V land, then decodes.
 #
 # **What you will learn.** Each design gives the same tokens as a colocated run; what each
 # moves, what D computes before token 1 is known, and where it is known; why the first two
 # rows differ only under prefill context parallelism (PCP); and, with a step-level
 # simulator of D driven by the same cost model, what an arriving request's first step
-# costs the whole decode batch under Model Runner V2's default, under PCP (a P-side
-# setting), under DCP (the one a D instance uses) and under V1, without speculative decoding
+# costs the whole decode batch under Model Runner V2's default, under PCP, under DCP (both
+# opt-in settings, on either role) and under V1, without speculative decoding
 # and with DeepSeek's MTP, at DeepSeek-V3's widths on an H200 profile. Everything runs on a
 # CPU in seconds.
 
@@ -160,7 +161,7 @@ display(plot_timeline(pcp.tracer, "req-3", LANG))
 for mode in MODES:
     try:
         check_first_token_mode(mode, SamplingParams(temperature=0.8, seed=1))
-        print(f"{mode}: accepted")
+        print(text(LANG, "nb7_accepted", mode=mode))
     except ValueError as e:
         print(e)
 

@@ -30,13 +30,14 @@
 # - `append_prompt`（在 vLLM 的示例代理上试过，vllm-project/vllm#50559，已关闭）：把 P 的
 #   token 追加到 D 的提示词，D 的第一步
 #   是 `N` 个之上的一个提示词 token，仍是 `is_prefilling`；
-# - `hidden_state`（vLLM V0 的 `SimpleConnector`）：P 传来最终 `norm` 之后的 `h[N-1]`；D
-#   在 K/V 到达的那一步里只用 `lm_head` 算出 token 1，然后解码。
+# - `hidden_state`（参照 vLLM V0 的 `SimpleConnector`，它传的是每个提示词位置的隐藏状态；pdlab
+#   只传最后一个）：P 传来最终 `norm` 之后的 `h[N-1]`；D 在 K/V 到达的那一步里只用 `lm_head`
+#   算出 token 1，然后解码。
 #
 # **你会学到什么。** 每种设计都与非分离运行给出相同的 token；各自传了多少、D 在 token 1
 # 已知之前算了什么、token 1 在哪里已知；为什么前两行只在预填充上下文并行（PCP）下才不同；
-# 以及用同一套代价模型驱动的 D 的逐步模拟器：在 Model Runner V2 默认、PCP（P 侧的设置）、
-# DCP（解码实例用的设置）与 V1 下，不开投机解码和开启 DeepSeek 的 MTP 时，按 DeepSeek-V3
+# 以及用同一套代价模型驱动的 D 的逐步模拟器：在 Model Runner V2 默认、PCP、DCP（两者都需
+# 显式开启，P、D 都能用）与 V1 下，不开投机解码和开启 DeepSeek 的 MTP 时，按 DeepSeek-V3
 # 宽度、H200 配置，一个到达请求的第一步让整个解码批次付出多少。全部在 CPU 上几秒跑完。
 
 # %%
@@ -156,7 +157,7 @@ display(plot_timeline(pcp.tracer, "req-3", LANG))
 for mode in MODES:
     try:
         check_first_token_mode(mode, SamplingParams(temperature=0.8, seed=1))
-        print(f"{mode}: accepted")
+        print(text(LANG, "nb7_accepted", mode=mode))
     except ValueError as e:
         print(e)
 
@@ -167,7 +168,7 @@ for mode in MODES:
 # 请求、上下文 4K token，泊松到达的 4K token 提示词；每一步如何拆分由引擎自己的
 # `gather_batch_req_state` 与 `split_decodes_and_prefills` 决定，每一步的时间是各组算子在
 # 公开的 H200 参数上按 roofline 模型算出的下限（`pdlab/sim/kernel_costs.py`），失去完整的
-# decode CUDA graph 时再加上一个具名的启动开销。V2 默认下到达的那一行是
+# decode CUDA graph 时再加上一项注明出处的启动开销。V2 默认下到达的那一行是
 # `prefill_runs_as_decode`；PCP 下它变成 `forward_mha` 行；DCP 下它仍是 decode 行。第二张表
 # 是开启 MTP（`K = 1`，DeepSeek-V3 公布的接受率）的同一组模拟：每行验证 `1 + K` 个 token，
 # D 的第一行补上 `K` 个占位草稿后仍是 `prefill_runs_as_decode`。

@@ -168,12 +168,14 @@ def test_fp8_cache_backend_and_bytes():
 
 
 def test_texts_say_what_upstream_does_not_give_a_reason_for():
-    # Items 5 and 7 of issue 28: the PCP routing and the 512 are upstream's, their reasons
-    # pdlab's inference, and each text says so, in both languages.
+    # Item 7 of issue 28: the 512 is upstream's, its reason pdlab's inference, and each text
+    # says so. Issue 40: PCP's routing has its reason in upstream's code (V2's comment, the
+    # PCP manager's order, the K/V write past num_decode_tokens), which the text cites.
     for lang, infer in (("en", "inference"), ("zh", "推断")):
         why = TEXT["ch4_why_pcp"][lang]
-        assert "_prefilling" in why and infer in why and "must take" not in why
-        assert "rank 0" in why
+        assert "_prefilling" in why and infer not in why and "must take" not in why
+        assert "rank 0" in why and "PCP partitions prefill rows" in why
+        assert "num_decode_tokens" in why and "_reorder_segments" in why
         fresh = TEXT["ch4_fresh_decode"][lang]
         assert "process small prefills with decode pathway" in fresh and infer in fresh
     for lang in ("en", "zh"):

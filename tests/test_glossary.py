@@ -318,3 +318,31 @@ def test_chinese_texts_use_the_glossary() -> None:
     assert bad == {}, f"{len(bad)} Chinese texts break the glossary:\n" + "\n".join(
         f"  {where}: {'; '.join(v)}" for where, v in bad.items()
     )
+
+
+# Chinese typography forbids a line that starts with closing punctuation (避头尾): a wrap
+# must carry the character before it down too. Opening brackets may start a line.
+_LINE_START = re.compile(r"^[\s#>*|│┃-]*([，。？！；：、）》」』】])")
+
+
+def line_start_punctuation(text: str) -> list[str]:
+    """The lines of ``text`` (prose, a notebook cell, a rendered view) that start with
+    closing CJK punctuation, after any comment, quote, list or table-border marks."""
+    return [ln for ln in text.splitlines() if _LINE_START.match(ln)]
+
+
+def test_line_start_punctuation_rule() -> None:
+    assert line_start_punctuation("# 第一行\n# ，第二行") == ["# ，第二行"]
+    assert line_start_punctuation("│ 。表格里") == ["│ 。表格里"]
+    assert line_start_punctuation("（括号可以在行首）\n- 列表") == []
+
+
+def test_no_chinese_line_starts_with_closing_punctuation() -> None:
+    # A catalog entry may be a fragment that follows other words (": 调度 ..."), so a text's
+    # first line is not checked; the views' wrapped output is (tests/test_views_zh.py).
+    bad = {
+        where: v
+        for where, text in chinese_texts().items()
+        if (v := line_start_punctuation(text.partition("\n")[2]))
+    }
+    assert bad == {}, "\n".join(f"  {where}: {v[:3]}" for where, v in bad.items())

@@ -208,3 +208,18 @@ def test_what_the_chinese_views_print_follows_the_glossary(monkeypatch, capsys) 
     assert {"ch4_intro", "ch4_why_pcp", "ch7_answer", "sim_caption", "pf_env"} <= keys
     bad = {f"{k}: {out[:60]}": v for k, out in printed if (v := violations(out))}
     assert bad == {}, "\n".join(f"{k}: {'; '.join(v)}" for k, v in bad.items())
+
+
+def test_chinese_views_wrap_without_line_start_punctuation(monkeypatch, capsys) -> None:
+    """The Chinese tour, ``pdlab sim`` and ``pdlab trace``, wrapped at 80 columns, never
+    start a line with closing punctuation (``tests/test_glossary.py``'s typography rule)."""
+    from test_glossary import line_start_punctuation
+
+    monkeypatch.setenv("PDLAB_GPU", "h200")
+    monkeypatch.setenv("COLUMNS", "80")
+    assert main(["tour", "--lang", "zh", "--no-pager"]) == 0
+    assert main(["sim", "--lang", "zh", "--duration", "0.2", "--num-speculative-tokens", "1"]) == 0
+    assert main(["trace", "--lang", "zh", "--max-tokens", "2", "--prompt", "你好"]) == 0
+    out = capsys.readouterr().out
+    assert "从提问时到现在" in out  # the tour's then-and-now section, in Chinese
+    assert line_start_punctuation(out) == []

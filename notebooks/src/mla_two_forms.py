@@ -448,7 +448,7 @@ for key, (f, bw) in DEVICES.items():
 # and 4 query tokens per request (speculative decoding raises the FLOPs per byte read):
 
 # %% [markdown] zh
-# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.sim.kernel_costs` 的成本
+# D 那一个 token 的一步落在哪里：DeepSeek-V3、上下文 32k、单层（`pdlab.sim.kernel_costs` 的代价
 # 模型，bf16），以及单独的吸收形式解码注意力在每个请求 1、2、4 个 query token 时的位置
 # （投机解码提高了每读一字节的 FLOPs）：
 

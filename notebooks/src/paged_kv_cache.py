@@ -250,18 +250,17 @@ assert hit_tokens == 16 and all(blk.ref_cnt == 2 for blk in hit_blocks)
 show_source(KVCacheManager.get_computed_blocks)
 
 # %% [markdown] en
-# The cache holds each layer's keys and values, not the final hidden state of the last
-# token, and the logits for the next token are computed from that hidden state. So at
-# least the last prompt token must run through the model; since hits are whole blocks,
-# the whole block containing it is recomputed. When `N` is a multiple of `B` that is a full
-# block of `B` tokens. (This is the same reason the P/D decode instance computes the last
-# prompt token again: notebook 5.)
+# At least the last prompt token must run through the model again: the next token's
+# logits come from its final hidden state, which no cache holds (notebook 5, section 2,
+# shows it on D, where the same rule makes the `N - 1`). Since hits are whole blocks, the
+# whole block containing it is recomputed; when `N` is a multiple of `B` that is a full
+# block of `B` tokens.
 
 # %% [markdown] zh
-# 缓存里存的是每一层的 key 和 value，而不是最后一个 token 的最终隐藏状态，下一个 token 的
-# logits 正是由这个隐藏状态算出的。所以至少最后一个提示词 token 必须过一遍模型；又因为命中
-# 按整块计，包含它的整个块都要重算。当 `N` 是 `B` 的倍数时，这就是整整一块 `B` 个 token。
-# （P/D 的解码实例把最后一个提示词 token 再算一遍，也是同一个原因：见笔记本 5。）
+# 至少最后一个提示词 token 必须再过一遍模型：下一个 token 的 logits 由它的最终隐藏状态算出，
+# 而任何缓存里都没有这个隐藏状态（笔记本 5 第 2 节在 D 上演示了这一点，同一条规则在那里
+# 产生了 `N - 1`）。又因为命中按整块计，包含它的整个块都要重算；当 `N` 是 `B` 的倍数时，
+# 这就是整整一块 `B` 个 token。
 
 # %%
 rows = []

@@ -220,14 +220,30 @@ TEXT: dict[str, dict[str, str]] = {
     "ch3_src": {
         "en": "The line that subtracts one: {path}, {qualname} (upstream: "
         "vllm/v1/core/sched/scheduler.py, the Scheduler method of the same name). It "
-        "subtracts one only when every token landed (num_computed_tokens == num_tokens); "
-        "after a failed load D recomputes from the last valid block (pdlab too), and DeepSeek "
-        "V4.1's sliding-window layers replay a whole window tail (_mark_prefix_replay, "
-        "upstream only)",
+        "subtracts one only when every token landed (num_computed_tokens == num_tokens). "
+        "A failed load fails the request under the default kv_load_failure_policy "
+        '"fail"; under "recompute" D recomputes from the last valid block (pdlab too). A '
+        "model with DeepSeek V4.1's sliding-window layers would replay a window tail after "
+        "a load that left the window out (_mark_prefix_replay); NIXL loads every group, and "
+        "for such a model P stops one token short instead (_prefill_backoff)",
         "zh": "做这个减 1 的代码：{path} 的 {qualname}（上游：vllm/v1/core/sched/scheduler.py 中"
-        "调度器的同名方法）。只有所有 token 都到齐时（num_computed_tokens == num_tokens）才减 1；"
-        "加载失败后 D 从最后一个有效的块开始重算（pdlab 也这样做），DeepSeek V4.1 的滑动窗口层"
-        "则会重放整个窗口末尾（_mark_prefix_replay，只有上游有）",
+        "调度器的同名方法）。只有所有 token 都到齐时（num_computed_tokens == num_tokens）才减 1。"
+        '加载失败时，默认的 kv_load_failure_policy "fail" 让请求直接失败；设为 '
+        '"recompute" 时，D 从最后一个有效的块开始重算（pdlab 也如此）。带 DeepSeek V4.1 '
+        "滑动窗口层的模型，若加载没有带上窗口，会重放窗口末尾（_mark_prefix_replay）；NIXL "
+        "会加载所有 KV 缓存组，对这类模型改为让 P 少算一个 token（_prefill_backoff）",
+    },
+    "ch3_cached": {
+        "en": "The same N - 1 is what D would report as the request's cached prompt tokens "
+        "(prompt_tokens_details.cached_tokens: {nct} of {n}, all of them from the transfer). "
+        "0.33.0 reports P's own prefix-cache hits instead when P's kv_transfer_params carry "
+        "them (remote_prefill_cached_tokens, vllm/v1/core/sched/scheduler.py:2485 and "
+        "vllm/v1/engine/output_processor.py:798).",
+        "zh": "D 若报告这个请求命中缓存的提示词 token 数（prompt_tokens_details.cached_tokens"
+        "），报的也是这个 N - 1：{n} 个中的 {nct} 个，全部来自传输。P 的 kv_transfer_params "
+        "带上 P 自己的前缀缓存命中数时（remote_prefill_cached_tokens，"
+        "vllm/v1/core/sched/scheduler.py:2485 与 vllm/v1/engine/output_processor.py:798），"
+        "0.33.0 改报这个数。",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
@@ -248,8 +264,9 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = "
         "{n}. The learner's expression is real, and vLLM 0.33.0 computes it in the "
         "model runner. By default 0.33.0 runs Model Runner V2 "
-        "(vllm/v1/worker/gpu/model_runner.py): it orders the batch by query length "
-        "(sort_batch_req_ids), computes is_prefilling = num_computed_prefill_tokens < "
+        "(vllm/v1/worker/gpu/model_runner.py): it orders the batch with rows that "
+        "carry drafts first, then rows of the decode query length, then the rest by query "
+        "length (sort_batch_req_ids), computes is_prefilling = num_computed_prefill_tokens < "
         "prefill_len for every row (prefill_len = {plen}, every token the runner was "
         "given with the request; here {prefilling}) and, without prefill context "
         "parallelism, marks a row that schedules one new token over cached context as "
@@ -259,8 +276,9 @@ TEXT: dict[str, dict[str, str]] = {
         "exactly that row. pdlab's copy of the rule:",
         "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = "
         "{n}。提问里的表达式确实存在，vLLM 0.33.0 在 model runner 里计算它。0.33.0 默认"
-        "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它按 query 长度给"
-        "批次排序（sort_batch_req_ids），为每一行计算 is_prefilling = "
+        "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它给批次排序时先放带"
+        "草稿的行，再放 query 长度等于解码 query 长度的行，其余按 query 长度排"
+        "（sort_batch_req_ids），为每一行计算 is_prefilling = "
         "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 model runner "
         "随请求收到的全部 token；这里为 {prefilling}）；在不开预填充上下文并行时，把“"
         "在已缓存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为"
@@ -339,14 +357,16 @@ TEXT: dict[str, dict[str, str]] = {
         "row that is still prefilling into 2 × PCP chunks spread over the ranks and "
         "keeps every other row whole (replicated = ~is_prefilling; with PCP alone each "
         "whole row goes to one rank in turn). A one-token row's chunk size is 1, so rank "
-        "0 gets D's token whole: the split does not cut it. What routes it to forward_mha "
-        "is the builder's not use_pcp with the rank-local is_prefilling. Upstream states no "
-        "reason; that a backend under PCP treats every prefilling row alike because most "
-        "arrive in pieces is pdlab's inference. PCP is a prefill-side setting: a D instance "
-        "normally runs decode context parallelism (DCP), which leaves use_pcp False (the "
-        "short extend stays a decode) and drops the threshold to 1 for a builder without "
-        "supports_dcp_with_varlen. D's first step under PCP 2, beside two "
-        "running decodes (dec-a, "
+        "0 holds all of D's token: the split does not cut it. What routes it to forward_mha "
+        "is the builder's not use_pcp with the rank-local is_prefilling. Upstream gives its "
+        "reason in code rather than in words: beside prefill_runs_as_decode V2's comment "
+        'says "PCP partitions prefill rows", the PCP manager orders each rank\'s rows '
+        "decodes first by is_prefilling (_reorder_segments), and under PCP with DCP the K/V "
+        "write gathers only the tokens past num_decode_tokens (vllm/v1/attention/ops/pcp.py). "
+        "The attention's decode/prefill split has to agree with PCP's partition, and that "
+        "partition is drawn by is_prefilling. (Decode context parallelism is a separate "
+        "setting, opt-in and not tied to the decode role: see the last section of this "
+        "chapter.) D's first step under PCP 2, beside two running decodes (dec-a, "
         "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
         "still prefilling; pdlab reproduces only the routing, on one device):",
         "zh": "为什么 PCP 会翻转这个开关：MLA builder 传入 treat_short_extends_as_decodes = "
@@ -354,15 +374,17 @@ TEXT: dict[str, dict[str, str]] = {
         "decode_graph_eligible 只看“没有任何行在预填充”）。PCPManager（"
         "vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行切成 2 × PCP 块分给各个"
         " rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每个完整的行"
-        "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，rank 0 拿到完整的这个 "
-        "token，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
-        "加上 rank 本地的 is_prefilling。上游没有说明理由；“PCP 下大多数 prefill 行是分块到达的，"
-        "所以后端对所有 prefill 行一视同仁”是 pdlab 的推断。PCP 是预填充侧的设置："
-        "解码实例通常用解码"
-        "上下文并行（DCP），它让 use_pcp 保持为 False（短 extend 仍是 decode 行），并对没有 "
-        "supports_dcp_with_varlen 的 builder 把阈值降到 1。下面是 PCP 2 时 D 的第一步（旁边画了"
-        "两个正在解码的请求 dec-a、dec-b 作示意）按 PCPManager 的方式排布的样子（* 表示仍在"
-        "预填充；pdlab 只在一个设备上复现路由）：",
+        "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，这个 token 整个落在 rank 0 "
+        "上，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
+        "加上 rank 本地的 is_prefilling。上游没有用文字说明理由，理由写在代码里：V2 在 "
+        "prefill_runs_as_decode 旁的注释写着“PCP partitions prefill rows”；PCPManager 按 "
+        "is_prefilling 把每个 rank 上的行排成 decode 行在前（_reorder_segments）；PCP 与 DCP "
+        "同开时，K/V 写入只收集 num_decode_tokens 之后的 token（vllm/v1/attention/ops/"
+        "pcp.py）。注意力对 decode 行与 prefill 行的划分必须与 PCP 的切分一致，而这个切分正是按 "
+        "is_prefilling 划的。（解码上下文并行是另一项设置，需显式开启，与解码角色无关：见本章"
+        "最后一节。）下面是 PCP 2 时 D 的第一步（旁边画了两个正在解码的请求 dec-a、dec-b "
+        "作示意）按 PCPManager 的方式排布的样子（* 表示仍在预填充；pdlab 只在一个设备上复现"
+        "路由）：",
     },
     "ch4_v1": {
         "en": "V1 (VLLM_USE_V2_MODEL_RUNNER=0) computes is_prefilling = num_computed_tokens "
@@ -436,6 +458,110 @@ TEXT: dict[str, dict[str, str]] = {
     "col_where": {
         "en": "where",
         "zh": "位置",
+    },
+    # ---- chapter 4: then and now (pdlab/ui/tour_then.py) ---------------------------
+    "tn_title": {
+        "en": "Then and now: where the learner's rule decides D's row",
+        "zh": "从提问时到现在：提问里的规则在哪里决定 D 的这一行",
+    },
+    "tn_intro": {
+        "en": "The question was asked in November 2025 about code in which, for DeepSeek, "
+        "num_computed_tokens < num_prompt_tokens decides the prefill path. Which code that "
+        "is depends on the release and the setting. For each: the release, the setting, "
+        "the source line that decides D's row, and what pdlab's split (split_query_lens, "
+        "upstream's rule) gives for that row under it: one token over num_computed_tokens "
+        "= {nct} of num_prompt_tokens = {n}, padded to 1 + K under MTP.",
+        "zh": "这个问题提于 2025 年 11 月，针对的代码里，DeepSeek 走不走 prefill 路径由 "
+        "num_computed_tokens < num_prompt_tokens 决定。这是哪一份代码，取决于版本和设置。"
+        "下面逐一列出：版本、设置、决定 D 这一行的源码行，以及按这条规则用 pdlab 的划分"
+        "（split_query_lens，与上游规则相同）算出的结果。这一行是在 num_computed_tokens = "
+        "{nct}、num_prompt_tokens = {n} 之上的一个 token，MTP 下补齐到 1 + K 个。",
+    },
+    "tn_s_v0111": {
+        "en": "the release of November 2025, any setting: the MLA split reads query "
+        "lengths only (split_decodes_and_prefills has no is_prefilling yet, utils.py:817)",
+        "zh": "2025 年 11 月的版本，任何设置：MLA 的划分只看 query 长度"
+        "（split_decodes_and_prefills 还没有 is_prefilling，utils.py:817）",
+    },
+    "tn_s_default": {
+        "en": "default (Model Runner V2, no PCP): is_prefilling is computed "
+        "(gpu/model_runner.py:1338) but the split does not read it",
+        "zh": "默认设置（Model Runner V2，不开 PCP）：is_prefilling 算出来了"
+        "（gpu/model_runner.py:1338），但划分不读它",
+    },
+    "tn_s_pcp": {
+        "en": "prefill context parallelism (PCP 2): the builder passes not use_pcp = False, "
+        "so the split ORs in the rank-local is_prefilling",
+        "zh": "预填充上下文并行（PCP 2）：builder 传入 not use_pcp = False，划分于是并入 "
+        "rank 本地的 is_prefilling",
+    },
+    "tn_s_dcp": {
+        "en": "decode context parallelism (DCP 2, opt-in, default 1, on any instance) on a "
+        "NIXL instance: the interleave becomes the block size, the threshold is "
+        "recomputed, and use_pcp stays False",
+        "zh": "解码上下文并行（DCP 2：需显式开启，默认 1，哪种实例都可以用），NIXL 实例上："
+        "交错粒度变成块大小，阈值随之重算，use_pcp 仍为 False",
+    },
+    "tn_s_mtp": {
+        "en": "MTP, K = 1, no DCP: the scheduler pads D's row with K placeholder drafts and "
+        "the threshold rises to 1 + K. With DCP on a NIXL instance vLLM refuses MTP at "
+        "start-up (v1/worker/cp_utils.py:46)",
+        "zh": "MTP，K = 1，不开 DCP：调度器给 D 的这一行补上 K 个占位草稿，阈值升到 1 + K。"
+        "NIXL 实例开了 DCP 时，vLLM 在启动时就拒绝 MTP（v1/worker/cp_utils.py:46）",
+    },
+    "tn_s_ascend_2025": {
+        "en": "(November 2025), PCP or DCP > 1: the MLA split reads query lengths only "
+        "(attention/utils.py:161-165), while the context-parallel metadata counts decodes "
+        "by the learner's rule, turned around",
+        "zh": "（2025 年 11 月），PCP 或 DCP > 1：MLA 的划分只看 query 长度"
+        "（attention/utils.py:161-165），上下文并行的元数据却按提问里的规则（反过来写）"
+        "统计 decode 行",
+    },
+    "tn_s_ascend_cp": {
+        "en": "(at #10973), PCP or DCP > 1: the MLA builder counts every "
+        "row still in its prompt as a prefill",
+        "zh": "（#10973 所在的提交），PCP 或 DCP > 1：MLA builder 把仍在提示词阶段的每一行"
+        "都算作 prefill 行",
+    },
+    "tn_s_ascend_fix": {
+        "en": '#10973 ("Fix PD recompute decode classification for MTP"), on a decode '
+        "instance with recompute_scheduler_enable: D's first row is a decode again",
+        "zh": "#10973（“Fix PD recompute decode classification for MTP”），在开启 "
+        "recompute_scheduler_enable 的解码实例上：D 的第一行重新算作 decode 行",
+    },
+    "tn_run": {
+        "en": "D's row: query_len {q}, threshold {t}, is_prefilling {pf} → {path}: {verdict}",
+        "zh": "D 的这一行：query_len {q}，阈值 {t}，is_prefilling {pf} → {path}：{verdict}",
+    },
+    "tn_decode": {"en": "a decode", "zh": "decode 行"},
+    "tn_prefill": {"en": "a prefill", "zh": "prefill 行"},
+    "tn_forward": {"en": "{path}, {forward}", "zh": "{path}，{forward}"},
+    "tn_holds": {
+        "en": "the learner's rule decides it",
+        "zh": "由提问里的规则决定",
+    },
+    "tn_not": {
+        "en": "the learner's rule is not read",
+        "zh": "提问里的规则没有被读到",
+    },
+    "tn_ascend_meta": {
+        "en": "its metadata: num_computed_tokens >= num_prompt_tokens is {counted}, so D's "
+        "row is not among the decodes there",
+        "zh": "它的元数据里：num_computed_tokens >= num_prompt_tokens 为 {counted}，所以 D "
+        "的这一行不在 decode 行之列",
+    },
+    "tn_outro": {
+        "en": "So the premise holds only where something reads is_prefilling for the split "
+        "of DeepSeek's MLA: in vLLM 0.33.0 that is PCP alone; in 0.11.1 nothing did; on "
+        "vllm-ascend (the plugin that runs vLLM on Ascend NPUs) it is the rule of its MLA "
+        "builder under context parallelism, and #10973 exempts D's first step on a decode "
+        "instance with recompute_scheduler_enable, where the rule had sent D's row down the "
+        "prefill path under DCP and crashed the MTP drafter under PCP.",
+        "zh": "所以，只有在 DeepSeek 的 MLA 划分读取 is_prefilling 的地方，提问的前提才成立："
+        "vLLM 0.33.0 里只有 PCP；0.11.1 里没有任何地方读它；在 vllm-ascend（让 vLLM 跑在昇腾 "
+        "NPU 上的插件）上，它是上下文并行时 MLA builder 的规则，而 #10973 为开启 "
+        "recompute_scheduler_enable 的解码实例上 D 的第一步开了例外：这条规则曾在 DCP 下把 D "
+        "的这一行送进 prefill 路径，在 PCP 下让 MTP 的草稿模型崩溃。",
     },
     "ch5_intro": {
         "en": "Modelled cost of D's one-token step with {model} dimensions ({H} heads, "
@@ -584,7 +710,7 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "D's first step, layer 0 of {layers}",
         "zh": "D 的第一步，第 0 层（共 {layers} 层）",
     },
-    "w_cost": {"en": "modelled cost", "zh": "成本模型"},
+    "w_cost": {"en": "modelled cost", "zh": "代价（模型估算）"},
     "w_tokens": {"en": "tokens", "zh": "生成的 token"},
     "w_p_trace": {"en": "P: the prefill instance", "zh": "P：预填充实例"},
     "w_d_trace": {"en": "D: the decode instance", "zh": "D：解码实例"},

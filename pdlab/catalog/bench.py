@@ -58,10 +58,10 @@ TEXT_BENCH: dict[str, dict[str, str]] = {
     "bp_ratio_m": {"en": "measured pf / dc", "zh": "实测的 MHA ms / MQA ms"},
     "bp_flop": {"en": "modelled FLOP ratio", "zh": "估算 FLOP 比"},
     "bp_flop_s": {"en": "FLOP", "zh": "FLOP"},
-    "bp_flop_m": {"en": "modelled FLOP ratio", "zh": "按成本模型估算的 FLOP 比"},
+    "bp_flop_m": {"en": "modelled FLOP ratio", "zh": "按代价模型估算的 FLOP 比"},
     "bp_bytes": {"en": "modelled bytes ratio", "zh": "估算字节比"},
     "bp_bytes_s": {"en": "bytes", "zh": "字节"},
-    "bp_bytes_m": {"en": "modelled bytes ratio", "zh": "按成本模型估算的字节比"},
+    "bp_bytes_m": {"en": "modelled bytes ratio", "zh": "按代价模型估算的字节比"},
     "bp_diff": {"en": "max |diff|", "zh": "最大 |差|"},
     "bp_diff_s": {"en": "diff", "zh": "差"},
     "bp_diff_m": {"en": "max |diff| of the outputs", "zh": "两条路径输出之差的最大绝对值"},
@@ -106,7 +106,7 @@ TEXT_BENCH: dict[str, dict[str, str]] = {
     "bs_fbytes_s": {"en": "fbyt", "zh": "展字节"},
     "bs_fbytes_m": {
         "en": "flattened bytes / shared, modelled",
-        "zh": "展平 / 共享的字节数，按成本模型估算",
+        "zh": "展平 / 共享的字节数，按代价模型估算",
     },
     "bs_diff_m": {"en": "max |diff| flat vs shared", "zh": "展平与共享的输出之差的最大绝对值"},
     # ---- bench kernels (pdlab/tools/bench_kernels.py) -----------------------------------

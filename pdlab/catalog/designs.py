@@ -43,7 +43,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "dz_latency": {
         "en": "latency after P ({gpu})",
-        "zh": "P 后延迟 {gpu}",
+        "zh": "P 完成之后的延迟（{gpu}）",
     },
     "dz_link_source": {
         "en": "one 400 Gb/s InfiniBand port per GPU, an assumption",
@@ -76,17 +76,19 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "known a step before recompute's (pdlab sim adds the batch). The payload is the "
         "bytes the design needs; SGLang's metadata buffer pads the token id to 64 B (16 "
         "int32, the RDMA minimum) and, with EAGLE or MTP, also carries top-k "
-        "probabilities and indices and the hidden state (python/sglang/srt/"
-        "disaggregation/utils.py, MetadataBuffers): the drafter needs h[N-1], the "
-        "same reason vLLM's recompute of position N-1 serves its MTP drafter.",
+        "probabilities and indices and the draft model's hidden state (python/sglang/srt/"
+        "disaggregation/utils.py, MetadataBuffers), so that D can verify P's drafts at "
+        "once; TensorRT-LLM's DisaggregatedParams carries draft tokens too. vLLM ships "
+        "neither: D's recompute of position N-1 gives its MTP drafter h[N-1].",
         "zh": "字节、步号与路由取自 trace；FLOPs 与延迟为模型估算（pdlab/sim/kernel_costs.py"
         "，{gpu} roofline 模型，链路 {link} GB/s：{link_source}），按空闲的 D 计："
         "hidden_state 的 lm_head 在它的 K/V 到达的那一步里计算，所以 token 1 比 recompute "
         "早一步已知（批次的影响由 pdlab sim 加上）。另附字节是设计本身需要的字节；SGLang 的"
         "元数据缓存区把 token id 补齐到 64 B（16 个 int32，RDMA 的最小长度），开启 EAGLE "
-        "或 MTP 时还要带上 top-k 概率与下标和隐藏状态（python/sglang/srt/disaggregation/"
-        "utils.py 的 MetadataBuffers）：草稿模型需要 h[N-1]，vLLM 重算位置 N-1 恰好也为它的 "
-        "MTP 草稿模型提供了这一项。",
+        "或 MTP 时还要带上草稿模型的 top-k 概率、下标和隐藏状态（python/sglang/srt/"
+        "disaggregation/utils.py 的 MetadataBuffers），让 D 能立即验证 P 的草稿；"
+        "TensorRT-LLM 的 DisaggregatedParams 也带草稿 token。vLLM 两者都不传：D 重算位置 "
+        "N-1，由此把 h[N-1] 交给它的 MTP 草稿模型。",
     },
     "sim_title": {
         "en": "D's decode batch as requests arrive ({gpu} profile)",
@@ -142,16 +144,17 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "known; 0 where P's token is the answer. TPOT is a step's time over the tokens "
         "a running row emits in it; a tail over fewer than 100 samples is the max. 'graph "
         "lost': steps that are not a uniform decode batch, so the full decode CUDA "
-        "graph cannot replay them. PCP belongs to P and DCP to D: V2 + PCP shows what D would do "
-        "under P's setting; DCP is routing only, its costs one device's.",
+        "graph cannot replay them. V2 + PCP is D run with prefill context parallelism; DCP is "
+        "D with decode context parallelism 2 on a NIXL instance (opt-in on either role), "
+        "routing only, its costs one device's.",
         "zh": "模型估算：每组算子按 roofline 模型计（pdlab/sim/kernel_costs.py），"
         "设备数据：{source}；MLA 后端 {backend}。"
         "D 的 TTFT 从请求到达 D（K/V 已到）算到 token 1 已知；P 的 "
         "token 即答案时为 0。TPOT 是一步的时间除以运行中的每行在这一步产出的 token 数；样本"
         "少于 100 个时尾部取最大值（表头写作 max）。“无 CUDA graph”：不是均匀解码批次、"
-        "完整的 decode CUDA graph 无法重放的步。预填充上下文并行（PCP）属于 P，解码上下文并行"
-        "（DCP）属于 D："
-        "V2 + PCP 展示的是 D 若用 P 的设置会怎样；DCP 只模拟路由，代价按单个设备计。",
+        "完整的 decode CUDA graph 无法重放的步。V2 + PCP 是开启预填充上下文并行的 D；DCP 是在 "
+        "NIXL 实例上开启解码上下文并行 2 的 D（两种角色都可以选择开启），只模拟路由，代价按单个"
+        "设备计。",
     },
     "sim_caption_mtp": {
         "en": " MTP: K = {k} speculative tokens, acceptance rate {a} per draft (the default "
@@ -193,16 +196,18 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     },
     "ch7_intro": {
         "en": "D recomputes position N-1 because the K/V do not carry its final hidden "
-        "state. Other engines send more instead: P's sampled token (SGLang, "
-        "TensorRT-LLM), that token appended to D's prompt, or the hidden state "
-        "itself (vLLM V0). First the four designs on this prompt, traced; then D's "
+        "state (chapter 3). Other engines send more instead: P's sampled token (SGLang, "
+        "TensorRT-LLM), that token appended to D's prompt, or hidden states "
+        "(vLLM V0's SimpleConnector sent those of every prompt position). First the "
+        "four designs on this prompt, traced; then D's "
         "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive, "
         "without speculative decoding and with MTP. The first-token question has an "
         "open upstream thread: vllm-project/vllm#25373 asks to reuse P's tokenization "
         "and first token on D.",
-        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态。别的引擎改为多"
+        "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态（见第 3 章）。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
-        "示词里，或者直接传隐藏状态（vLLM V0）。先看这四种设计在本提示词上的实测"
+        "示词里，或者传隐藏状态（vLLM V0 的 SimpleConnector 传了每个提示词位置的隐藏状态）。"
+        "先看这四种设计在本提示词上的实测"
         " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批次，分别不开投机"
         "解码和开启 MTP。第一个 token 的问题在上游有一个公开的讨论：vllm-project/vllm#25373 "
         "请求在 D 上复用 P 的分词结果和第一个 token。",
@@ -217,14 +222,15 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "is {rc_ttft} against {hs_ttft} for hidden_state, whose lm_head runs in the "
         "step its K/V land (0 where P's token is the answer), and token 2 comes "
         "{rc_t2t} after the K/V land, against {ft_t2t} with first_token. Under prefill "
-        "context parallelism, a P-side setting, recompute and append_prompt make each "
+        "context parallelism, recompute and append_prompt make each "
         "arrival's step a forward_mha row: {pcp_mixed} of the steps lose the full "
         "decode graph, TPOT {pcp_tail} rises to {pcp_p99} ({pcp_x} the default's) and "
         "D's TTFT to {pcp_ttft}, while first_token ({ft_pcp_p99}) and hidden_state "
         "({hs_pcp_p99}), whose first row is a decode, keep the default's. Decode "
-        "context parallelism, the one a D instance normally uses, leaves use_pcp False: the "
-        "short extend stays a decode ({dcp_backend} keeps its threshold {dcp_t} "
-        "under it). With MTP (K = {k}, {acc} acceptance) every row verifies 1 + K "
+        "context parallelism (opt-in, default 1, for either role) leaves use_pcp False: the "
+        "short extend stays a decode; on a NIXL instance it sets the K/V interleave to the "
+        "block size, so {dcp_backend}'s threshold becomes {dcp_t}, and vLLM then refuses "
+        "MTP at start-up. With MTP (K = {k}, {acc} acceptance) every row verifies 1 + K "
         "tokens: the step takes {mtp_step}, a row emits {mtp_tokens} tokens per step, "
         "TPOT falls to {mtp_p50}, and D's first row, padded with K placeholder drafts, "
         "is still prefill_runs_as_decode (D's TTFT {mtp_ttft}); under PCP it is a "
@@ -239,13 +245,14 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "{v2_tail} {v2_p99}。重算的代价落在到达的那个请求身上，而不是整个批次：D 的 TTFT "
         "为 {rc_ttft}，hidden_state 为 {hs_ttft}（它的 lm_head 在 K/V 到达的那一步里计算；"
         "P 的 token 即答案时为 0），第 2 个 token 在 K/V 到达后 {rc_t2t} 出现，first_token "
-        "则是 {ft_t2t}。开启预填充上下文并行（PCP，P 侧的设置）时，recompute 与 "
+        "则是 {ft_t2t}。开启预填充上下文并行（PCP）时，recompute 与 "
         "append_prompt 让每个到达请求的第一步成为 forward_mha 行：{pcp_mixed} 的步失去完整"
         "的 decode CUDA graph，TPOT {pcp_tail} 升到 {pcp_p99}（默认的 {pcp_x}），D 的 TTFT "
         "升到 {pcp_ttft}；而第一行本就是 decode 行的 first_token（{ft_pcp_p99}）与 "
-        "hidden_state（{hs_pcp_p99}）保持默认的水平。解码实例通常用解码上下文并行（DCP），"
-        "它让 use_pcp 保持为 False：短 extend 仍是 decode 行（{dcp_backend} 在 DCP 下保持"
-        "阈值 {dcp_t}）。开启 MTP（K = {k}，接受率 {acc}）时每行验证 1 + K 个 token：一步"
+        "hidden_state（{hs_pcp_p99}）保持默认的水平。解码上下文并行（DCP：需显式开启，默认 1，"
+        "两种角色都能用）让 use_pcp 保持为 False：短 extend 仍是 decode 行；在 NIXL 实例上它"
+        "把 K/V 的交错粒度设为块大小，{dcp_backend} 的阈值于是变为 {dcp_t}，vLLM 也就在启动时"
+        "拒绝 MTP。开启 MTP（K = {k}，接受率 {acc}）时每行验证 1 + K 个 token：一步"
         "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 降到 {mtp_p50}；D 的第一"
         "行补上 K 个占位草稿后仍是 prefill_runs_as_decode（D 的 TTFT {mtp_ttft}），PCP 下"
         "则是 forward_mha 行（{mtp_pcp_mixed} 的步失去 CUDA graph）。所以，只有当某个规则把"

@@ -37,13 +37,16 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "en": "The threshold 1 + K: a builder that supports spec-as-decode (query_len_support "
         "UNIFORM or VARLEN) raises reorder_batch_threshold to max(threshold, 1 + K); a "
         "SINGLE_ONLY one (CPU_MLA, CUTLASS_MLA) keeps 1, and decode context parallelism "
-        "forces 1 where the builder lacks supports_dcp_with_varlen. Here {backend}: "
+        "forces 1 where the builder lacks supports_dcp_with_varlen (on a NIXL "
+        "instance, whose interleave DCP sets to the block size, vLLM refuses MTP "
+        "altogether). Here {backend}: "
         "decode_threshold = {t}, so the {q}-token row takes {path} → {forward}.",
         "zh": "阈值 1 + K：支持把投机解码的验证行当作 decode 行处理的 builder"
         "（query_len_support 为 UNIFORM 或 VARLEN）把 reorder_batch_threshold 提高到 "
         "`max(threshold, 1 + K)`；"
         "SINGLE_ONLY 的（CPU_MLA、CUTLASS_MLA）保持 1；解码上下文并行下，没有 "
-        "supports_dcp_with_varlen 的 builder 被强制为 1。这里是 {backend}：decode_threshold"
+        "supports_dcp_with_varlen 的 builder 被强制为 1（在 NIXL 实例上，DCP 把交错粒度设为块大小，"
+        "vLLM 干脆不允许再开 MTP）。这里是 {backend}：decode_threshold"
         " = {t}，所以这个 {q} 个 token 的行走 {path} → {forward}。",
     },
     "mtp_mqa": {
@@ -56,10 +59,12 @@ TEXT_MTP: dict[str, dict[str, str]] = {
     },
     "mtp_single_only": {
         "en": "The {q}-token row is longer than decode_threshold = {t} and takes the prefill "
-        "path, as upstream's SINGLE_ONLY builders do: run with --gpu h200 (FLASH_ATTN_MLA, "
+        "path, as every 1 + K verifying row does under upstream's SINGLE_ONLY builders, not "
+        "D's row only: run with --gpu h200 (FLASH_ATTN_MLA, "
         "the backend vLLM picks on Hopper) to see it as a decode.",
-        "zh": "这个 {q} 个 token 的行超过了 decode_threshold = {t}，于是走 prefill 路径，与上游"
-        " SINGLE_ONLY 的 builder 一样：加上 --gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
+        "zh": "这个 {q} 个 token 的行超过了 decode_threshold = {t}，于是走 prefill 路径；在上游 "
+        "SINGLE_ONLY 的 builder 下，每个 1 + K 的验证行都如此，不只是 D 的这一行：加上 "
+        "--gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
         "的后端）再运行，就能看到它作为 decode 行。",
     },
     "mtp_verify": {

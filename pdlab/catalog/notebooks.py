@@ -186,7 +186,7 @@ NOTEBOOKS.update(
         "nb3_attainable_axis": {"en": "attainable FLOP/s", "zh": "可达 FLOP/s"},
         "nb3_roofline_title": {
             "en": "Roofline, with DeepSeek-V3 at context {ctx} placed on the H100/H800 roof",
-            "zh": "roofline 模型：上下文 {ctx} 时的 DeepSeek-V3，放在 H100/H800 的屋顶上",
+            "zh": "roofline 模型：上下文 {ctx} 时的 DeepSeek-V3，对照 H100/H800 的算力与带宽上限",
         },
         "nb3_memory": {"en": "memory", "zh": "访存"},
         "nb3_compute": {"en": "compute", "zh": "计算"},
@@ -345,6 +345,10 @@ NOTEBOOKS.update(
         "nb5_col_bytes": {
             "en": "bytes",
             "zh": "字节",
+        },
+        "nb7_accepted": {
+            "en": "{mode}: accepted",
+            "zh": "{mode}：可以运行",
         },
         "nb5_upproj": {
             "en": "kv_b_proj up-projection: {mf} MFLOP per context token per layer",

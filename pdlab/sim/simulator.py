@@ -18,9 +18,12 @@ to ``1 + K`` with ``K`` placeholder drafts, as 0.33.0's ``pad_spec_decode`` does
 emits one token (the placeholders are rejected). The engine's ``gather_batch_req_state``
 is handed every row's drafts and subtracts them before ``prefill_runs_as_decode``, the
 builder's threshold is ``max(threshold, 1 + K)``, and decode context parallelism (routing
-``dcp``) drops it to 1 for a builder without ``supports_dcp_with_varlen``. ``dcp`` models
-only that routing: its costs are one device's (the context split over the ranks is not
-modelled).
+``dcp``: opt-in, on either role) drops it to 1 for a builder without
+``supports_dcp_with_varlen``; D is a NIXL instance, whose interleave DCP sets to the block
+size, so FLASH_ATTN_MLA drops to 1 too, and vLLM 0.33.0 refuses MTP on it at start-up
+(``check_attention_cp_compatibility``), which is why the MTP grids leave ``dcp`` out.
+``dcp`` models only that routing: its costs are one device's (the context split over the
+ranks is not modelled).
 
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.model.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and

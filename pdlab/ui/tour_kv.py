@@ -235,6 +235,7 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
     )
     c.print(say(lang, "ch3_src", path=ex.path, qualname=ex.qualname))
     c.print(source_rich(ex))
+    c.print(say(lang, "ch3_cached", nct=nct, n=n))
     fn = KVCacheManager.get_computed_blocks
     ex = source_excerpt(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1")
     c.print(say(lang, "ch3_local", path=ex.path, qualname=ex.qualname))

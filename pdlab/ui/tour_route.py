@@ -3,7 +3,8 @@ Model Runner V2 (vLLM 0.33.0's default, where the runner itself names the row:
 ``prefill_runs_as_decode``), under prefill context parallelism (``treat_short_extends_as_decodes``
 False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA's
 ``reorder_batch_threshold``; what the two MLA paths cost at DeepSeek's widths; the rest of
-the generation, next to the colocated output.
+the generation, next to the colocated output; then and now, the learner's rule release by
+release (:mod:`pdlab.ui.tour_then`).
 
 Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
 (:mod:`pdlab.sim.kernel_costs`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
@@ -21,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.config import ModelConfig
+from pdlab.config import AttentionConfig, ModelConfig
 from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     decode_path_cost,
@@ -34,6 +35,7 @@ from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_then import then_and_now_section
 
 if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); chapter 5 runs none
     from pdlab.demo import Demo
@@ -237,6 +239,9 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
     c.print(say(lang, "ch4_renames"))
     for old, new, where in renames(lang):  # one per line: names read whole at 80 columns
         c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")
+    then_and_now_section(
+        c, lang, len(demo.prompt_ids), demo.block_size, AttentionConfig(demo.mla_backend)
+    )
 
 
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
