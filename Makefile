@@ -42,7 +42,7 @@ UPSTREAM_BIN   = $(UPSTREAM_VENV)/bin
 # CPU build (the checks need no GPU, and PyPI's Linux torch pins one triton). The tests:
 # the ahead-of-time builds for sm_80 and sm_90 (no spills) and the kernels' numerics.
 TRITON_VERSIONS ?= 3.8.0 3.9.0
-TRITON_TESTS    ?= tests/test_kernels_*.py
+TRITON_TESTS    ?= tests/engine/test_kernels_*.py
 
 .PHONY: tour test test-fast test-upstream test-tritons lint notebooks lab doctor bench env clean
 

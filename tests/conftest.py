@@ -98,7 +98,7 @@ def _browser_available() -> bool:
 
 
 def _skip_notebook_runs_the_browser_does(items: list[pytest.Item]) -> None:
-    """A notebook that tests/test_browser_notebooks.py runs top to bottom in this session (in
+    """A notebook that tests/lab/test_browser_notebooks.py runs top to bottom in this session (in
     JupyterLab's kernel, failing on any error output: a superset of the nbclient run) is not
     executed a second time by test_notebooks.py's nbclient run, which stays for every run
     without a browser, or with the browser tests deselected."""
@@ -123,7 +123,7 @@ def _skip_notebook_runs_the_browser_does(items: list[pytest.Item]) -> None:
 
 
 # ---- scheduler test helpers (sched) ------------------------------------------------------
-# Shared by tests/test_scheduler*.py: build a Scheduler with a fake runner, step it, and
+# Shared by tests/engine/test_scheduler*.py: build a Scheduler with a fake runner, step it, and
 # check that every block came back. Import them with ``from conftest import ...``. pdlab
 # is imported inside the functions so that this block stays apart from the imports above.
 

@@ -143,3 +143,32 @@ def paged_cache(
         torch.tensor(seq_lens, dtype=torch.int32, device=DEVICE),
         rows,
     )
+
+
+def kernel_result(gpu: bool) -> dict:
+    """A result as :func:`bench_kernels` returns it, one on a GPU (shares of peak) and one on a
+    CPU (twins beside dense versions, a failed case): the table needs no timing to test."""
+    from pdlab.tools import bench_kernels as bk
+
+    if gpu:
+        rows = [
+            {"kernel": "mla_decode", "impl": "triton", "dtype": "bf16", "ms": 0.412,
+             "shape": "B=64 ctx=4096 H=128 L+R=512+64 page=64 q_len=3",
+             "gbps": 3911.7, "share_of_peak": 0.814},
+            {"kernel": "flash_attn_varlen", "impl": "triton", "dtype": "bf16", "ms": 1.25,
+             "shape": "B=4 S=2048 H=128 QK=192 V=128 causal", "tflops": 512.34,
+             "share_of_peak": 0.518},
+            {"kernel": "sdpa prefill H=16", "impl": "-", "dtype": "-", "shape": "-",
+             "ms": None, "error": "RuntimeError: no available kernel [flash, mem_efficient]"},
+        ]  # fmt: skip
+        return {"device": "NVIDIA H200", "gpu": True, "note": bk.GPU_NOTE, "rows": rows,
+                "peak_tflops": 989.0, "peak_gbps": 4800.0, "torch": "2.13.0"}  # fmt: skip
+    rows = [
+        {"kernel": "reshape_and_cache_mla", "impl": "torch", "dtype": "fp32",
+         "shape": "T=128 L+R=64+16", "ms": 0.094},
+        {"kernel": "mla_decode", "impl": "torch", "dtype": "fp32", "ms": 5.143,
+         "shape": "B=1 ctx=1024 H=128 L+R=512+64 page=64 splits=auto",
+         "dense_ms": 3.401, "vs_dense": 5.143 / 3.401},
+    ]  # fmt: skip
+    return {"device": "cpu", "gpu": False, "note": bk.CPU_NOTE, "rows": rows,
+            "peak_tflops": None, "peak_gbps": None, "torch": "2.13.0"}  # fmt: skip

@@ -5,7 +5,7 @@ and verdicts (keys ``ex01_`` to ``ex14_``, by exercise; a grader names them with
 :data:`pdlab.catalog.TEXT`. Each exercise's own statement, hints and mistakes sit in its
 module.
 
-Chinese terms are the glossary's (``docs/glossary.md``; ``tests/test_exercises.py`` checks
+Chinese terms are the glossary's (``docs/glossary.md``; ``tests/lab/test_exercises.py`` checks
 every Chinese text of the exercises against it); vLLM identifiers stay in English.
 """
 

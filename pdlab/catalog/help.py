@@ -4,7 +4,7 @@ option's and subcommand's help, the group titles and argparse's own words.
 :data:`HELP` is keyed by the English text itself, as ``pdlab/cli/*.py`` and
 ``pdlab/ui/tour.py`` write it, so a new option, or an English help that changes, has no
 entry until its Chinese is written: :func:`translate` leaves it English and
-``tests/test_help_zh.py`` fails, naming it. Option names, metavars, choices, ``%(default)s``
+``tests/lab/test_help_zh.py`` fails, naming it. Option names, metavars, choices, ``%(default)s``
 values, paths, environment variables and vLLM's identifiers stay as they are; a value that is
 a plain English word (``trained``, ``start``) is set in backticks, as pdlab's Chinese error
 messages do (``pdlab/catalog/errors.py``). Terms are the glossary's (``docs/glossary.md``).

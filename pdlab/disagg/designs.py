@@ -88,7 +88,7 @@ _GREEDY_ONLY = {
 
 
 # Each design under DeepSeek's MTP drafter on D: whether it works, what D's first step
-# schedules and what feeds the drafter's first draft (checked by tests/test_spec_decode_pd.py).
+# schedules and what feeds the drafter's first draft (checked by tests/lab/test_spec_decode_pd.py).
 WITH_MTP: dict[str, tuple[bool, str]] = {
     "recompute": (
         True,

@@ -12,7 +12,7 @@ and a local prefix hit beside the remote K/V. The engine's own error for a missi
 spells out the fix, so the grader shows its own words instead (:func:`_said`).
 
 ``EXERCISE.slips`` are the wrong answers learners write (from the workshop and from the upstream
-bugs named in their explanations); ``tests/test_exercises.py`` submits each.
+bugs named in their explanations); ``tests/lab/test_exercises.py`` submits each.
 """
 
 from __future__ import annotations

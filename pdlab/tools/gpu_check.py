@@ -13,7 +13,7 @@ JSON (``--json PATH``, default ``gpu_check.json``):
   rate and torch SDPA on the same shapes.
 
 Every case runs a handful of times (CUDA events, median), so the whole table takes a few
-minutes, well under 8 on an H100. ``--tests`` also runs ``tests/test_kernels*.py``
+minutes, well under 8 on an H100. ``--tests`` also runs ``tests/engine/test_kernels*.py``
 compiled first (bf16 included, which the CPU interpreter cannot check). Without a GPU the
 module imports and says what to run instead; nothing here needs one to be imported.
 """
@@ -41,15 +41,16 @@ if TYPE_CHECKING:
     from rich.table import Table
 
 # kernels/ is installed as pdlab.kernels (editable), so the tests sit next to it in a checkout.
-TESTS = Path(__file__).resolve().parents[2] / "tests"
+TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 
 
 def run_tests(extra: list[str] | None = None) -> dict:
-    """Run ``tests/test_kernels*.py`` in a child pytest; count outcomes from its JUnit XML."""
+    """Run ``tests/engine/test_kernels*.py`` in a child pytest; count outcomes from its
+    JUnit XML."""
     files = sorted(str(p) for p in TESTS.glob("test_kernels*.py"))
     if not files:
         return {
-            "error": f"no tests/test_kernels*.py next to the package ({TESTS}); run this "
+            "error": f"no tests/engine/test_kernels*.py next to the package ({TESTS}); run this "
             "from a git checkout of pdlab"
         }
     env = {**os.environ, "TRITON_INTERPRET": "0"}
@@ -69,7 +70,7 @@ def run_tests(extra: list[str] | None = None) -> dict:
                 *(extra or []),
             ],
             env=env,
-            cwd=TESTS.parent,
+            cwd=TESTS.parents[1],
             capture_output=True,
             text=True,
         )
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     tests = None
     if args.tests:
-        console.print("running tests/test_kernels*.py compiled ...")
+        console.print("running tests/engine/test_kernels*.py compiled ...")
         tests = run_tests()
         console.print(
             tests.get("error")

@@ -186,6 +186,8 @@ def wrap_cells(text: str, width: int = 80, indent: str = "  ") -> list[str]:
     from rich.console import Console
     from rich.text import Text
 
+    import pdlab.ui.layout  # noqa: F401 - installs the CJK-aware line breaking
+
     console = Console(width=width, file=io.StringIO(), color_system=None)
     lines = [t.plain.strip() for t in Text(text).wrap(console, width - len(indent))]
     return [lines[0]] + [indent + line for line in lines[1:]] if lines else [""]

@@ -108,9 +108,9 @@ def test_installed_bytes_counts_the_files_on_disk():
 
 
 def _english_words(line: str) -> list[str]:
-    """The English words of a Chinese line, as tests/test_glossary.py's rule finds them
+    """The English words of a Chinese line, as tests/contracts/test_glossary.py's rule finds them
     (code, paths, package names and commands stripped first)."""
-    from test_glossary import violations
+    from glossary_rule import violations
 
     line = re.sub(r"\S*\d[.+]\S*", " ", line)  # versions (2.13.0+cpu) are names
     return [v for v in violations(line) if "English in Chinese prose" in v]

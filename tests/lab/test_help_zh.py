@@ -9,7 +9,7 @@ with ``format_help()`` at 80 and 120 columns (``COLUMNS``, which argparse reads)
 compared with the same help unwrapped (a very wide terminal): every run of Latin text
 (identifiers, paths, file names, flags, numbers) must come out whole, every number stay
 on the line of the word after it, and every line fit by display cells (a CJK character is
-two). The Chinese must pass the glossary's rule (``tests/test_glossary.py``) and hold none
+two). The Chinese must pass the glossary's rule (``tests/contracts/test_glossary.py``) and hold none
 of argparse's English words.
 """
 
@@ -24,8 +24,8 @@ import sys
 from collections import Counter
 
 import pytest
+from glossary_rule import violations
 from rich.cells import cell_len
-from test_glossary import violations
 
 from pdlab.catalog import help as text_help
 from pdlab.cli import _parsers, build_parser

@@ -256,13 +256,13 @@ def test_bench_paths_table_reads_whole(bench_results, width, lang) -> None:
 def test_bench_kernels_and_sched_read_whole(bench_results, width, lang) -> None:
     """``pdlab bench kernels`` (a GPU's result and a CPU's, built: the view needs no timing)
     and ``bench sched``'s line: every kernel name, shape and time whole."""
-    from test_bench_zh import _kernel_result
+    from kernel_utils import kernel_result
 
     from pdlab.tools.bench_kernels import case_label, render_table
     from pdlab.tools.bench_sched import summary
 
     for gpu in (False, True):
-        res = _kernel_result(gpu)
+        res = kernel_result(gpu)
         out = render(width, lambda c, res=res: c.print(render_table(res, lang)))
         for r in res["rows"]:
             row_line(out, case_label(r["kernel"], lang))  # a failed case: its label
@@ -279,7 +279,7 @@ def test_bench_kernels_and_sched_read_whole(bench_results, width, lang) -> None:
 @pytest.mark.parametrize("width", WIDTHS)
 def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
     """What ``pdlab train`` prints, from a result built here (the command is run in
-    tests/test_bench_zh.py): every loss, rate and path whole. The paths are relative
+    tests/lab/test_bench_zh.py): every loss, rate and path whole. The paths are relative
     to a working folder, as a learner types them: pytest's own tmp_path can be wider
     than 80 columns, and a path wider than the terminal cannot be whole."""
     from types import SimpleNamespace

@@ -10,7 +10,7 @@ import pytest
 
 from pdlab.tools import bilingual
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 NAMES = sorted(bilingual.NOTEBOOKS)

@@ -1,6 +1,6 @@
 """Tests of the notebook test machinery (tests/nbtools.py), on throwaway notebooks, without a
 browser: the browser helpers are exercised by the real browser run of every notebook
-(tests/test_browser_notebooks.py), which is where they matter."""
+(tests/lab/test_browser_notebooks.py), which is where they matter."""
 
 import json
 import os

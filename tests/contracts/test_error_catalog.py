@@ -25,7 +25,7 @@ from pdlab.errors import (
     parse,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _CJK = re.compile("[\u4e00-\u9fff]")
 _PHRASE = Phrase("err_x_int_ge", n=1)  # a value that is itself a phrase
 

@@ -8,10 +8,11 @@ unknown option and a missing argument, and a list of inputs that pass argparse a
 later (an empty prompt, a folder where a file goes, a role without a port, ...); all run
 in-process through :func:`pdlab.cli.main`. Every field of every config dataclass
 (``pdlab/config/``, ``SimConfig``) gets bad values, and the engine's entry points get bad
-requests. Each Chinese line must pass the glossary's rule (``tests/test_glossary.py``), keep
-the English message's options, quoted values and ``name=value`` pairs as they were, fit 80
-columns, and come from a pattern (not the untranslated fallback). The English output is
-checked unchanged: argparse's own text, one line ``pdlab <command>: error: ...``.
+requests. Each Chinese line must pass the glossary's rule
+(``tests/contracts/test_glossary.py``), keep the English message's options, quoted values
+and ``name=value`` pairs as they were, fit 80 columns, and come from a pattern (not the
+untranslated fallback). The English output is checked unchanged: argparse's own text, one
+line ``pdlab <command>: error: ...``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import re
 from pathlib import Path
 
 import pytest
+from glossary_rule import prose, violations
 from rich.cells import cell_len
-from test_glossary import prose, violations
 
 from pdlab.cli import build_parser, main, parse
 from pdlab.errors import UNTRANSLATED, error_text

@@ -1,5 +1,5 @@
 """The runner under speculative decoding, driven step by step with hand-built scheduler
-outputs (the scheduler's side is tested in tests/test_scheduler*.py): verification,
+outputs (the scheduler's side is tested in tests/engine/test_scheduler*.py): verification,
 rollback, placeholder drafts on D's first step, and the MTP proposer against its
 cacheless oracle (``DeepSeekMTP.propose_greedy``)."""
 

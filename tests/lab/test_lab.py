@@ -44,7 +44,7 @@ def test_pdlab_notebooks_copies_them_and_keeps_edits(tmp_path, capsys) -> None:
 
 
 def test_notebooks_and_the_lab_notes_in_chinese(tmp_path, capsys) -> None:
-    from test_glossary import violations
+    from glossary_rule import violations
 
     dest = tmp_path / "mine"
     assert main(["notebooks", str(dest), "--lang", "zh"]) == 0

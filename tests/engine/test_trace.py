@@ -19,7 +19,7 @@ from pdlab.kv_transfer.transport import InProcessTransport, KVTransport
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

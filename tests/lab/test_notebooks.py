@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from nbtools import check_in_sync, execute_notebook
 
-NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
 # Each in English and in Chinese, both rendered from one bilingual source (test_bilingual.py).
 EXPECTED = [
     "01_paged_kv_cache",

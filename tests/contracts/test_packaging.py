@@ -15,7 +15,7 @@ import pytest
 
 import pdlab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 tomllib = pytest.importorskip("tomllib")  # Python 3.11+
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
@@ -130,7 +130,7 @@ def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(built) -> None:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
     tracked = {"LICENSE", "Makefile", "environment.yml", ".ci/run", "pyproject.toml"}
     tracked.add("pdlab/model/tiny-trained.safetensors")
-    tests = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("*.py")}
+    tests = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*.py")}
     assert tracked | tests | {f"notebooks/{n}" for n in notebooks} <= members
 
 

@@ -35,7 +35,7 @@ from nbtools import (
     widget_errors,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "notebooks").glob("*.ipynb"))
 PD_EXPLORER = "notebooks/05_pd_decode_side.ipynb"
 

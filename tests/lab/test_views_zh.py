@@ -182,8 +182,8 @@ def test_plots_without_a_cjk_font_are_labelled_in_english(run: Demo, monkeypatch
 def test_what_the_chinese_views_print_follows_the_glossary(monkeypatch, capsys) -> None:
     """Every word-table string the Chinese tour, ``pdlab sim`` and ``pdlab trace`` print,
     with its values filled in (the routing reason, the backend, a path), passes the
-    glossary's rule (``tests/test_glossary.py``)."""
-    from test_glossary import violations
+    glossary's rule (``tests/contracts/test_glossary.py``)."""
+    from glossary_rule import violations
 
     from pdlab.catalog import TEXT
 
@@ -212,8 +212,9 @@ def test_what_the_chinese_views_print_follows_the_glossary(monkeypatch, capsys) 
 
 def test_chinese_views_wrap_without_line_start_punctuation(monkeypatch, capsys) -> None:
     """The Chinese tour, ``pdlab sim`` and ``pdlab trace``, wrapped at 80 columns, never
-    start a line with closing punctuation (``tests/test_glossary.py``'s typography rule)."""
-    from test_glossary import line_start_punctuation
+    start a line with closing punctuation (the typography rule of
+    ``tests/contracts/test_glossary.py``)."""
+    from glossary_rule import line_start_punctuation
 
     monkeypatch.setenv("PDLAB_GPU", "h200")
     monkeypatch.setenv("COLUMNS", "80")

@@ -569,7 +569,7 @@ def test_solution_speaks_the_learners_language(tmp_path, monkeypatch, capsys):
 
 
 def test_chinese_texts_use_the_glossary_terms():
-    from test_glossary import violations
+    from glossary_rule import violations
 
     from pdlab.catalog.exercises import TEXT_EXERCISES
     from pdlab.exercises import ex10_quiz

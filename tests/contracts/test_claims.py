@@ -194,7 +194,7 @@ def test_readme_sim_figures_are_the_simulators():
     from pdlab.sim.simulator import SimConfig
     from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 
-    readme = " ".join((Path(__file__).parents[1] / "README.md").read_text().split())
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
     v3, h200 = ModelConfig.deepseek_v3(), device_profile("H200")
     rows, _ = run_grid(SimConfig(), v3, h200, "h200")
     mtp, _ = run_grid(MTP_BASE, v3, h200, "h200", routings=MTP_ROUTINGS)

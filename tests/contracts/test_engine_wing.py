@@ -41,7 +41,7 @@ from pathlib import Path
 
 import pdlab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 ENGINE_WING = (
     "pdlab.request",
