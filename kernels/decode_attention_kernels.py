@@ -81,10 +81,10 @@ every build spill-free:
   are too few for wgmma (64), so that product is mma.sync's, whose operands sit in
   registers: all 512 columns at once took 250 to 255 registers on sm_90, and under triton
   3.8 the fp16 build with 2 queries and 2 splits spilled;
-- the cache's slot stride a constexpr, so that a tile's row offsets are constants. Under
-  triton 3.8 they fold into the copies' addresses instead of one 64-bit register per row a
-  thread copies, held across the loop; triton 3.9 computes them with bit operations that do
-  not fold.
+- the cache's slot stride a constexpr, so that a tile's row offsets are constants. Triton
+  3.8 folds them into the copies' addresses instead of holding one 64-bit register per row
+  a thread copies across the loop; triton 3.9 computes a thread's rows from its index with
+  bit operations and folds fewer of them.
 
 Measured: at most 194 registers on sm_80 under both, 168 on sm_90 under 3.8 and 224 under
 3.9 (had been 247, 255 with 2 spills, and 255).
@@ -202,8 +202,8 @@ def mla_decode_stage1_kernel(
     acc = tl.zeros([BLOCK_L, BLOCK_Q * BLOCK_H], dtype=tl.float32)  # out^T, unnormalised
 
     tile_rows = tl.arange(0, BLOCK_N)
-    # A page-aligned tile: rows in one page. The slot stride is a constexpr, so these
-    # offsets are constants folded into each copy's address, not registers held over the loop.
+    # A page-aligned tile: rows in one page. The slot stride is a constexpr, so these offsets
+    # are constants, which can fold into each copy's address (see the module docstring).
     tile_offs = tile_rows[:, None] * stride_cache_slot
     for start_n in tl.range(start, main_end, BLOCK_N, num_stages=NUM_STAGES):
         pos = start_n + tile_rows  # token positions in the sequence
@@ -265,7 +265,7 @@ def mla_decode_stage1_kernel(
             )
             # The scores, over BLOCK_K-column slices of the latent width: a product of so
             # few rows is mma.sync's (wgmma wants 64), whose operands live in registers, and
-            # all L columns of both at once spilled (pdlab doctor --aot). q from L2 again.
+            # all L columns of both at once spilled under triton 3.8. q from L2 again.
             s = tl.zeros([BLOCK_T, BLOCK_Q * BLOCK_H], dtype=tl.float32)
             for k0 in tl.range(0, BLOCK_L, BLOCK_K):
                 cols_k = k0 + tl.arange(0, BLOCK_K)
