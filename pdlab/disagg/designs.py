@@ -8,7 +8,7 @@ mode              what P sends beside the K/V of 0..N-1      D's first step
 ``first_token``   its sampled token (SGLang, TensorRT-LLM)   that token as a decode over N
 ``append_prompt`` its token, appended to D's prompt (N+1)    one prompt token over N:
                                                              still ``is_prefilling``
-``hidden_state``  ``h[N-1]`` after the final norm (vLLM V0)  none for token 1: D computes
+``hidden_state``  ``h[N-1]`` after the final norm          none for token 1: D computes
                                                              ``lm_head(h)``, then decodes
 ================  =========================================  ===========================
 
@@ -20,15 +20,19 @@ batch (``python/sglang/srt/disaggregation/decode.py``); TensorRT-LLM's generatio
 sets the context position to the prompt length and adds
 ``ContextPhaseParams::getFirstGenTokens()`` as the request's first new token
 (``trtGptModelInflightBatching.cpp``). Appending P's token to the prompt was tried for
-vLLM's toy proxy (vllm-project/vllm#50559, closed); vLLM V0's simple connector shipped the
-hidden state (the issue text's account; V0 is not in 0.33.0). The open upstream thread on
+vLLM's toy proxy (vllm-project/vllm#50559, closed); vLLM V0's ``SimpleConnector`` sent the
+hidden states of every prompt position, not ``h[N-1]`` alone (V0 is not in 0.33.0); the
+``hidden_state`` mode models the smallest hidden-state payload that spares D the recompute.
+The open upstream thread on
 the question is vllm-project/vllm#25373 (a feature request to reuse P's tokenization and
 first token on D).
 
 What else travels: SGLang's ``MetadataBuffers`` (``python/sglang/srt/disaggregation/
 utils.py``) pad the token id to 16 int32 (64 bytes, "the minimal size for RDMA"), and with
-EAGLE or MTP also carry top-k probabilities and indices and the hidden state, because the
-drafter needs ``h[N-1]``; under vLLM 0.33.0's MTP, D's recompute of position ``N-1`` is
+EAGLE or MTP also carry the draft model's top-k probabilities and indices and its hidden
+state (not the target's ``h[N-1]``), so that D can verify P's drafts in its first step;
+TensorRT-LLM's ``DisaggregatedParams`` carries draft tokens too. Under vLLM 0.33.0's MTP,
+D's recompute of position ``N-1`` is
 what hands its drafter ``h[N-1]`` (``vllm/v1/worker/gpu/spec_decode/mtp/``). pdlab counts
 the bytes each design needs (:data:`TOKEN_ID_BYTES` for the token), not an engine's
 padding.
