@@ -29,8 +29,9 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "{dir} 中的进度：{total} 题中通过 {passed} 题。",
     },
     "ex_started_file": {
-        "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n}",
-        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：`pdlab exercises check {n}`",
+        "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n} {path}",
+        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：`pdlab exercises check {n} "
+        "{path}`",
     },
     "ex_exists": {
         "en": "{path} exists already; it was left as it is (--force overwrites it)",
@@ -51,6 +52,28 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     "ex_expected": {"en": "  expected: {value}", "zh": "  期望：{value}"},
     "ex_got": {"en": "  got:      {value}", "zh": "  得到：{value}"},
     "ex_raised": {"en": "  your code raised {value}", "zh": "  你的代码抛出 {value}"},
+    "ex_loading_file": {"en": "loading your file", "zh": "加载你的文件"},
+    "ex_too_slow": {
+        "en": "stopped: this case ran longer than {limit:g} s (an endless loop?)",
+        "zh": "已中止：该用例运行超过 {limit:g} 秒（死循环？）",
+    },
+    "ex_process_ended": {
+        "en": "stopped: your code ended the process (exit code {code}; os._exit?); a check "
+        "passes only when every case runs to its end",
+        "zh": "已中止：你的代码结束了进程（退出码 {code}；os._exit？）；只有每个用例都运行到底，"
+        "检查才算通过",
+    },
+    "ex_called_exit": {
+        "en": "stopped: your code raised SystemExit({code!r}) (sys.exit?); a check passes only "
+        "when every case runs to its end",
+        "zh": "已中止：你的代码抛出 SystemExit({code!r})（`sys.exit`？）；只有每个用例都运行到底，"
+        "检查才算通过",
+    },
+    "ex_raised_interrupt": {
+        "en": "stopped: your code raised KeyboardInterrupt; a check passes only when every "
+        "case runs to its end",
+        "zh": "已中止：你的代码抛出 KeyboardInterrupt；只有每个用例都运行到底，检查才算通过",
+    },
     "ex_looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
     "ex_evidence": {
         "en": "What the engine did with your function (its own step table):",

@@ -72,7 +72,8 @@ def run(args: argparse.Namespace) -> int:
         except FileExistsError as e:
             print(e)
             return 0
-        print(text(lang, "ex_started_file", path=path, function=ex.get(args.n).function, n=args.n))
+        function, typed = ex.get(args.n).function, ex.as_typed(path)
+        print(text(lang, "ex_started_file", path=typed, function=function, n=args.n))
         return 0
     if args.action == "check":
         file = args.file or args.dir / ex.get(args.n).file_name

@@ -69,10 +69,21 @@ class Mismatch(Exception):
         mistake: str | None = None,
         evidence: str = "",
         raised: str = "",
+        stopped: str = "",
     ) -> None:
         super().__init__(case)
         self.case, self.expected, self.got = case, expected, got
         self.mistake, self.evidence, self.raised = mistake, evidence, raised
+        #: One whole line when the case never finished (a clock ran out, the learner's
+        #: code exited): :mod:`pdlab.exercises.sandbox`.
+        self.stopped = stopped
+
+
+def stop_line(e: BaseException, lang: str) -> str:
+    """One line for a ``SystemExit`` or ``KeyboardInterrupt`` the learner's code raised."""
+    if isinstance(e, SystemExit):
+        return text(lang, "ex_called_exit", code=e.code)
+    return text(lang, "ex_raised_interrupt")
 
 
 @dataclass
@@ -117,6 +128,8 @@ class Grader:
         self.gen = torch.Generator().manual_seed(seed)
         self.cases = 0
         self.case_name = ""
+        #: Told each case's name as it starts (the sandbox's clock starts there).
+        self.on_case: Callable[[str], None] | None = None
 
     def t(self, words: str | Words) -> str:
         """``words`` in the grader's language: a string as it is (numbers, identifiers),
@@ -129,10 +142,14 @@ class Grader:
         code becomes a Mismatch."""
         name = self.t(name)
         self.case_name = name
+        if self.on_case is not None:
+            self.on_case(name)
         try:
             yield
         except Mismatch:
             raise
+        except (SystemExit, KeyboardInterrupt) as e:  # the learner's exit: a failure too
+            raise Mismatch(name, stopped=stop_line(e, self.lang)) from None
         except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
             err = e.error if isinstance(e, LearnerRaised) else e
             if isinstance(err, NotImplementedError):
