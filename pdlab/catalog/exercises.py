@@ -74,6 +74,23 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "case runs to its end",
         "zh": "已中止：你的代码抛出 KeyboardInterrupt；只有每个用例都运行到底，检查才算通过",
     },
+    "ex_returned_type": {
+        "en": "your function returned {got}, expected {expected}",
+        "zh": "你的函数返回了 {got}，应为 {expected}",
+    },
+    "ex_returned_type_at": {
+        "en": "your function returned {got} at {at}, expected {expected}",
+        "zh": "你的函数在 {at} 处返回了 {got}，应为 {expected}",
+    },
+    "ex_random_case": {
+        "en": "random case {i} of {count}: {name}",
+        "zh": "随机用例 {i}/{count}：{name}",
+    },
+    "ex_random_case_shrunk": {
+        "en": "random case {i}, shrunk to the smallest that still differs: {name}",
+        "zh": "随机用例 {i}，已缩小到仍有差异的最小用例：{name}",
+    },
+    "ex_random_for": {"en": "{want} for {case}", "zh": "{want}，参数 {case}"},
     "ex_looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
     "ex_evidence": {
         "en": "What the engine did with your function (its own step table):",
@@ -704,6 +721,16 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 pdlab sim 中：--design {design} --routing {routing}，TPOT",
     },
     # ---- ex14_spec_pad.py: its cases and verdicts --------------------------------------------
+    "ex14_random_features": {
+        "en": "K = {k}, {n} new token(s) over {c} computed, {budget}, {room}, {beside}",
+        "zh": "K = {k}，{c} 个已计算 token 之上 {n} 个新 token，{budget}，{room}，{beside}",
+    },
+    "ex14_beside_prefill": {
+        "en": "beside a running row mid-prefill",
+        "zh": "旁边有正处于预填充中途的运行中的行",
+    },
+    "ex14_beside_running": {"en": "beside a running row", "zh": "旁边有运行中的行"},
+    "ex14_alone": {"en": "nothing else scheduled", "zh": "本步没有调度别的行"},
     "ex14_first_step_one_token_over": {
         "en": "D's first step, K = 1, N = 9 (one token over 8 cached)",
         "zh": "D 的第一步，K = 1，N = 9（在 8 个已缓存之上算 1 个）",

@@ -198,6 +198,18 @@ class Grader:
             self.fail(what, shown)
         return got[0], got[1]
 
+    def returns(self, got: object, spec: object) -> Any:
+        """``got``, unless it is not of the type ``spec`` (:func:`wrong_type`): then the
+        case fails in one plain line ("returned str, expected bool"), before any value is
+        compared."""
+        bad = wrong_type(got, spec)
+        if bad:
+            where, shown, expected = bad
+            key = "ex_returned_type_at" if where else "ex_returned_type"
+            line = text(self.lang, key, at=where, got=shown, expected=expected)
+            raise Mismatch(self.case_name, stopped=line)
+        return got
+
     def expect(self, got: object, expected: object, mistakes: dict[str, object] | None = None,
                evidence: str = "") -> None:  # fmt: skip
         """Fail unless ``got == expected``; name the first known mistake whose answer
@@ -262,3 +274,134 @@ def patched(owner: object, name: str, value: object) -> Iterator[None]:
             delattr(owner, name)
         else:
             setattr(owner, name, before)
+
+
+# ---- return types, checked before any value -------------------------------------------
+def type_name(x: object) -> str:
+    """The name a learner knows a value's type by (``bool``, ``int``, ``str``, ...)."""
+    return "None" if x is None else type(x).__name__
+
+
+def _fits(x: object, spec: object) -> bool:
+    """Whether ``x`` has the type ``spec`` says: a type (``bool`` is never an ``int``, an
+    ``int`` is a ``float`` too), ``None``, a tuple of specs (a tuple or list of that many),
+    a one-item list ``[spec]`` (a list of any length), or a set of specs (any of them)."""
+    if isinstance(spec, (set, frozenset)):
+        return any(_fits(x, s) for s in spec)
+    if spec is None:
+        return x is None
+    if isinstance(spec, tuple):
+        return isinstance(x, (tuple, list)) and len(x) == len(spec)
+    if isinstance(spec, list):
+        return isinstance(x, list)
+    if spec is bool:
+        return isinstance(x, bool)
+    if spec is int:
+        return isinstance(x, int) and not isinstance(x, bool)
+    if spec is float:
+        return isinstance(x, (int, float)) and not isinstance(x, bool)
+    return isinstance(x, spec)  # type: ignore[arg-type]
+
+
+def _spec_name(spec: object) -> str:
+    if isinstance(spec, (set, frozenset)):
+        return " | ".join(sorted(_spec_name(s) for s in spec))
+    if spec is None:
+        return "None"
+    if isinstance(spec, tuple):
+        return f"tuple of {len(spec)}"
+    if isinstance(spec, list):
+        return "list"
+    return getattr(spec, "__name__", str(spec))
+
+
+def wrong_type(x: object, spec: object, where: str = "") -> tuple[str, str, str] | None:
+    """None when ``x`` fits ``spec`` (:func:`_fits`) all the way down, else where it does
+    not: ``(where, what it is, what it should be)``, e.g. ``("[0]", "str", "bool")``."""
+    if not _fits(x, spec):
+        shown = f"{type_name(x)} of {len(x)}" if isinstance(x, (tuple, list)) else type_name(x)
+        return where, shown, _spec_name(spec)
+    if isinstance(spec, tuple):
+        for i, (v, s) in enumerate(zip(x, spec)):  # type: ignore[call-overload]
+            bad = wrong_type(v, s, f"{where}[{i}]")
+            if bad:
+                return bad
+    if isinstance(spec, list) and spec:
+        for i, v in enumerate(x):  # type: ignore[call-overload]
+            bad = wrong_type(v, spec[0], f"{where}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+# ---- random cases, compared with the engine's own function, the first failure shrunk ----
+@dataclass
+class Draw:
+    """A random case space: ``draw(rng)`` makes one case (a dict of the function's
+    arguments and whatever the case needs), ``shrink(case)`` smaller cases to try in its
+    place, ``name(case)`` its features in words, ``shown(case)`` its values in one line."""
+
+    draw: Callable[[random.Random], dict]
+    shrink: Callable[[dict], list[dict]]
+    name: Callable[[dict], Words]
+    shown: Callable[[dict], str]
+
+
+def random_cases(
+    g: Grader,
+    space: Draw,
+    learner: Callable[[dict], Any],
+    engine: Callable[[dict], Any],
+    count: int = 40,
+    diagnose: Callable[[dict, Any, Callable[[dict], Any]], str | None] | None = None,
+    spec: object = object,
+    same: Callable[[Any, Any], bool] | None = None,
+) -> None:
+    """``count`` cases drawn from ``space`` with the grader's seed (``--seed`` replays
+    them), each run through ``learner`` (the learner's function, its answer type-checked
+    against ``spec``) and ``engine`` (the engine's own) and compared (``same``, else
+    equality). The first that differs is shrunk to the smallest case that still differs and
+    failed, named by its features, with the mistake ``diagnose(case, got, ask)`` names
+    (``ask(other)``: the learner's answer to another case, or the exception it raised, to
+    tell apart mistakes that answer this case alike)."""
+    equal = same or _same
+    for i in range(count):
+        case = space.draw(g.rng)
+        with g.case(Words("ex_random_case", i=i + 1, count=count, name=space.name(case))):
+            got = g.returns(learner(case), spec)
+            if equal(got, engine(case)):
+                continue
+            case, got = _shrink(g, space, case, got, learner, engine, equal, spec)
+            g.case_name = g.t(Words("ex_random_case_shrunk", i=i + 1, name=space.name(case)))
+            mistake = diagnose(case, got, lambda c: _ask(learner, c)) if diagnose else None
+            g.fail(
+                Words("ex_random_for", want=_show(engine(case)), case=space.shown(case)),
+                got,
+                mistake,
+            )
+
+
+def _ask(learner: Callable[[dict], Any], case: dict) -> Any:
+    try:
+        return learner(case)
+    except Exception as e:  # noqa: BLE001 - a probe's answer, compared by the caller
+        return e
+
+
+def _shrink(g: Grader, space: Draw, case: dict, got: Any, learner: Callable, engine: Callable,
+            equal: Callable, spec: object) -> tuple[dict, Any]:  # fmt: skip
+    """The smallest case that still differs, by greedy steps through ``space.shrink``; a
+    smaller case where the learner raises or returns a wrong type is not taken (the
+    failure shown stays the one found)."""
+    for _ in range(200):
+        for smaller in space.shrink(case):
+            try:
+                mine = learner(smaller)
+            except Exception:  # noqa: BLE001 - a shrink step, not the verdict
+                continue
+            if wrong_type(mine, spec) is None and not equal(mine, engine(smaller)):
+                case, got = smaller, mine
+                break
+        else:
+            return case, got
+    return case, got

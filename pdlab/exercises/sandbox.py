@@ -19,11 +19,13 @@ No upstream file: pdlab's workshop mode.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import pickle
 import signal
 import sys
-from collections.abc import Callable
+import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,7 +77,8 @@ def run(n: int, target: str | Callable[..., Any], seed: int, lang: str, source: 
     ctx = _context()
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, n, target, seed, lang, source), daemon=True)
-    child.start()
+    with _no_main():
+        child.start()
     send.close()
     case, cases = "", 0
     try:
@@ -103,6 +106,19 @@ def run(n: int, target: str | Callable[..., Any], seed: int, lang: str, source: 
         child.join(5)
         if child.is_alive():
             child.kill()
+
+
+@contextlib.contextmanager
+def _no_main() -> Iterator[None]:
+    """Hide the caller's ``__main__`` while the child is launched: multiprocessing would
+    otherwise run the caller's script (or a notebook's kernel launcher) again in the child
+    to rebuild it, and the child needs none of it."""
+    main = sys.modules["__main__"]
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        sys.modules["__main__"] = main
 
 
 def _stopped(case: str, line: str) -> dict[str, Any]:
