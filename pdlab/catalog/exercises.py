@@ -318,6 +318,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "num_computed_tokens {before} -> {after}：D 的这一步无可调度",
     },
     # ---- ex04_runner_v2.py: its cases and verdicts -------------------------------------------
+    "ex04_random_features": {
+        "en": "rows (new tokens, computed, prompt) {rows}, use_pcp {pcp}",
+        "zh": "各行（新 token 数，已计算，提示词）{rows}，use_pcp {pcp}",
+    },
     "ex04_use_pcp": {"en": "{name} (use_pcp)", "zh": "{name} (use_pcp)"},
     "ex04_first_step_token_over_12": {
         "en": "D's first step: 1 token over N - 1 = 12 cached",
@@ -672,6 +676,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "max_model_len = {room}：只容得下一个 token",
     },
     # ---- ex13_batch_view.py: its cases and verdicts ------------------------------------------
+    "ex13_random_features": {
+        "en": "rows (num_computed_tokens, prefill_len) {rows}, routing {routing}",
+        "zh": "各行（num_computed_tokens，prefill_len）{rows}，路由 {routing}",
+    },
     "ex13_decode_graph_eligible_step_ms": {
         "en": "decode_graph_eligible={eligible}, step {ms:.4f} ms",
         "zh": "decode_graph_eligible={eligible}，这一步 {ms:.4f} ms",

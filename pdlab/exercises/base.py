@@ -381,6 +381,30 @@ def random_cases(
             )
 
 
+def diagnose_by(
+    variants: dict[str, Callable[[dict], Any]],
+    probes: Callable[[dict], list[dict]],
+    same: Callable[[Any, Any], bool] | None = None,
+) -> Callable[[dict, Any, Callable[[dict], Any]], str | None]:
+    """A ``diagnose`` for :func:`random_cases`: the first mistake of ``variants`` (``{key:
+    what that mistake answers a case}``) that answers the failing case as the learner did
+    and agrees with the learner on every case of ``probes(case)`` too (two mistakes may
+    answer one case alike; the cases around it tell them apart)."""
+    equal = same or _same
+
+    def diagnose(case: dict, got: Any, ask: Callable[[dict], Any]) -> str | None:
+        keys = [k for k, v in variants.items() if equal(got, v(case))]
+        for probe in probes(case):
+            if not keys:
+                break
+            answer = ask(probe)
+            keys = [k for k in keys if not isinstance(answer, Exception)
+                    and equal(answer, variants[k](probe))]  # fmt: skip
+        return keys[0] if keys else None
+
+    return diagnose
+
+
 def _ask(learner: Callable[[dict], Any], case: dict) -> Any:
     try:
         return learner(case)
