@@ -246,6 +246,33 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "空闲块 {free} -> {after}；块 {moved} 的 ref_cnt 变了",
     },
     # ---- ex03_remote_kv.py: its cases and verdicts -------------------------------------------
+    "ex03_two_receives_one_step": {
+        "en": "two prompts ({n1} and {n2} tokens) sent together: both receives land in one step",
+        "zh": "两个提示词（{n1} 和 {n2} 个 token）同时发出：两个接收在同一步完成",
+    },
+    "ex03_random": {
+        "en": "random: prompts of {lengths} tokens {together}, read delay {delay} polls, {fault}",
+        "zh": "随机：提示词长度 {lengths}，{together}，读取延迟 {delay} 次轮询，{fault}",
+    },
+    "ex03_together": {"en": "sent together", "zh": "同时发出"},
+    "ex03_one_after": {"en": "one after the other", "zh": "依次发出"},
+    "ex03_fault_none": {"en": "the whole load arrives", "zh": "整个加载都到达"},
+    "ex03_fault_fail": {
+        "en": "the first load fails whole (recompute)",
+        "zh": "第一次加载整个失败（recompute）",
+    },
+    "ex03_fault_from": {
+        "en": "the first load fails from block {i} on",
+        "zh": "第一次加载从第 {i} 块起失败",
+    },
+    "ex03_others_stay": {
+        "en": "the other requests' ids left in the sets when {rid} resumes",
+        "zh": "{rid} 恢复时，其他请求的 id 仍留在集合里",
+    },
+    "ex03_others_gone": {
+        "en": "{lost} removed too",
+        "zh": "{lost} 也被移除了",
+    },
     "ex03_scheduler_stopped_request_came_back": {
         "en": "D's scheduler stopped: the request came back with every token computed, so its step "
         "had nothing to run.",
