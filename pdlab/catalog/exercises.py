@@ -201,6 +201,16 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "引擎第 {step} 步：上下文 {computed}，新 token {q}",
     },
     # ---- ex02_computed_blocks.py: its cases and verdicts -------------------------------------
+    "ex02_miss_mid_prefix": {
+        "en": "the prompt cached ({v0} tokens), its block 1 evicted since: a miss mid-prefix",
+        "zh": "提示词已缓存（{v0} 个 token），但它的块 1 此后被驱逐：前缀中途未命中",
+    },
+    "ex02_random": {
+        "en": "random: {cached} tokens cached, blocks {evicted} of them evicted; a query of "
+        "{query} tokens sharing the first {share}",
+        "zh": "随机：已缓存 {cached} 个 token，其中块 {evicted} 已被驱逐；查询 {query} 个 token，"
+        "与之共享前 {share} 个",
+    },
     "ex02_fully_cached_prompt_exactly_blocks": {
         "en": "fully cached prompt of exactly 3 blocks (N = {v0})",
         "zh": "全部已缓存、正好 3 块的提示词（N = {v0}）",
