@@ -672,6 +672,31 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 forward_mha 中（用你的掩码做一次注意力）：{label}",
     },
     # ---- ex12_designs.py: its cases and verdicts ---------------------------------------------
+    "ex12_random_features": {
+        "en": "{mode}, a {n}-token prompt, room {room} under max_model_len, max_tokens "
+        "{max_tokens}, {stop}, {params}",
+        "zh": "{mode}，{n} 个 token 的提示词，max_model_len 之下余 {room}，max_tokens "
+        "{max_tokens}，{stop}，{params}",
+    },
+    "ex12_stop_first": {
+        "en": "P's token the first stop token",
+        "zh": "P 的 token 是第一个停止 token",
+    },
+    "ex12_stop_later": {
+        "en": "P's token a stop token, not the first",
+        "zh": "P 的 token 是停止 token，但不是第一个",
+    },
+    "ex12_stop_no": {"en": "P's token no stop token", "zh": "P 的 token 不是停止 token"},
+    "ex12_failed_handoff": {
+        "en": "a failed hand-off (kv_transfer_params None)",
+        "zh": "交接失败（kv_transfer_params 为 None）",
+    },
+    "ex12_params_sent": {"en": "P's params sent", "zh": "P 的参数已发出"},
+    "ex12_inputs_as_they_were": {
+        "en": "prompt, p_tokens and kv_transfer_params as they were given",
+        "zh": "`prompt`、`p_tokens` 和 `kv_transfer_params` 保持传入时的样子",
+    },
+    "ex12_inputs_changed": {"en": "{what} changed in place", "zh": "{what} 被就地修改"},
     "ex12_token_is_stop_token": {
         "en": "P's token is a stop token",
         "zh": "P 的 token 是停止 token",
