@@ -405,6 +405,20 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
     },
     # ---- ex05_split.py: its cases and verdicts -----------------------------------------------
+    "ex05_random_features": {
+        "en": "query_lens {q}, is_prefilling {pf}, threshold {thr}, require_uniform "
+        "{uniform}, treat_short_extends_as_decodes {treat}",
+        "zh": "query_lens {q}，is_prefilling {pf}，阈值 {thr}，require_uniform {uniform}，"
+        "treat_short_extends_as_decodes {treat}",
+    },
+    "ex05_lists_as_given": {
+        "en": "query_lens {q} and is_prefilling {pf} left as given",
+        "zh": "query_lens {q} 和 is_prefilling {pf} 保持传入时的样子",
+    },
+    "ex05_lists_changed": {
+        "en": "changed to {q} and {pf}",
+        "zh": "被改成了 {q} 和 {pf}",
+    },
     "ex05_switches": {
         "en": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",
         "zh": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",

@@ -392,14 +392,20 @@ def diagnose_by(
     answer one case alike; the cases around it tell them apart)."""
     equal = same or _same
 
+    def answers(key: str, case: dict, got: Any) -> bool:
+        try:
+            return equal(got, variants[key](case))
+        except Exception:  # noqa: BLE001 - a mistake that has no answer here is not it
+            return False
+
     def diagnose(case: dict, got: Any, ask: Callable[[dict], Any]) -> str | None:
-        keys = [k for k, v in variants.items() if equal(got, v(case))]
+        keys = [k for k in variants if answers(k, case, got)]
         for probe in probes(case):
             if not keys:
                 break
             answer = ask(probe)
             keys = [k for k in keys if not isinstance(answer, Exception)
-                    and equal(answer, variants[k](probe))]  # fmt: skip
+                    and answers(k, probe, answer)]  # fmt: skip
         return keys[0] if keys else None
 
     return diagnose
