@@ -640,6 +640,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "没有哪个新提示词吸收后更省（所有预设，query_len 1 到 4096）",
     },
     # ---- ex10_quiz.py: its cases and verdicts ------------------------------------------------
+    "ex10_not_shown": {
+        "en": "(the engine's answer, not shown: it would be copied)",
+        "zh": "（引擎的答案，不展示：否则会被照抄）",
+    },
     "ex10_answers_returns_dict_every_question": {
         "en": "answers() returns a dict of every question",
         "zh": "`answers()` 返回包含每道题的 `dict`",
