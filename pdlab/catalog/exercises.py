@@ -91,6 +91,19 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "随机用例 {i}，已缩小到仍有差异的最小用例：{name}",
     },
     "ex_random_for": {"en": "{want} for {case}", "zh": "{want}，参数 {case}"},
+    "ex_progress_set_aside": {
+        "en": "{path} was damaged ({why}): set aside as {bad}; progress starts afresh",
+        "zh": "{path} 已损坏（{why}）：已另存为 {bad}；进度重新开始",
+    },
+    "ex_progress_not_json": {"en": "not JSON", "zh": "不是 JSON"},
+    "ex_progress_bad_value": {
+        "en": "it holds {value}, which pdlab never writes there",
+        "zh": "其中有 pdlab 从不会写入的值 {value}",
+    },
+    "ex_compare_with": {
+        "en": "Now compare yours with pdlab's own: {where}",
+        "zh": "现在把你的实现与 pdlab 自己的比一比：{where}",
+    },
     "ex_looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
     "ex_evidence": {
         "en": "What the engine did with your function (its own step table):",

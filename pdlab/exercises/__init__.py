@@ -112,8 +112,9 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
     if folder is None:
         shown = len(hints)
     else:
-        shown = min(progress.load(folder).hints_used(n) + 1, len(hints))
-        if progress.load(folder).hints_used(n) < len(hints):
+        used = progress.load(folder, lang).hints_used(n)
+        shown = min(used + 1, len(hints))
+        if used < len(hints):
             progress.update(folder, hint=n)
     lines = [text(lang, "ex_hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
     if shown == len(hints):
@@ -203,7 +204,8 @@ def _verdict(r: Result, source: str | None) -> list[str]:
     file = Path(source).name if source else ex.file_name
     lines = [text(lang, "ex_checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
     if r.passed:
-        return [*lines, text(lang, "ex_pass", cases=r.cases)]
+        compare = [text(lang, "ex_compare_with", where=ex.library)] if ex.library else []
+        return [*lines, text(lang, "ex_pass", cases=r.cases), *compare]
     m = r.failure
     assert m is not None
     lines.append(text(lang, "ex_fail", case=m.case, cases=r.cases))

@@ -31,7 +31,8 @@ class Exercise:
     reference solution are ``stubs/<slug>.py`` and ``solutions/<slug>.py``. ``statement``,
     ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``).
     ``slips`` are wrong answers learners plausibly write, ``{mistake key: a whole learner
-    file}``: the grader must reject each, naming that mistake (the tests submit every one)."""
+    file}``: the grader must reject each, naming that mistake (the tests submit every one).
+    ``library`` is where pdlab implements the function, said only once it passes."""
 
     number: int
     slug: str
@@ -43,6 +44,9 @@ class Exercise:
     grade: Callable[[Callable[..., Any], Grader], None]
     notebook: str = ""
     slips: dict[str, str] = field(default_factory=dict)
+    #: Where pdlab implements it: named only after a pass (to compare), never in the stub,
+    #: where it would be the answer one file away.
+    library: str = ""
 
     @property
     def file_name(self) -> str:

@@ -153,11 +153,12 @@ EXERCISE = Exercise(
     number=1,
     slug="ex01_slot_mapping",
     function="slot_mapping",
+    library="pdlab/model/runner.py (prepare_inputs)",
     notebook="01_paged_kv_cache",
     title={"en": "Slot mapping from a block table", "zh": "由块表计算槽映射"},
     statement={
         "en": """\
-Exercise 1: the slot mapping (pdlab/model/runner.py, prepare_inputs)
+Exercise 1: the slot mapping (the model runner's prepare_inputs)
 
 The paged KV cache is num_blocks blocks of block_size slots; slot s is row s % block_size
 of block s // block_size. A request holds a list of blocks (its row of the block table)
@@ -172,7 +173,7 @@ model runner's slots with yours inside a colocated engine running chunked prefil
 one so small that a request is preempted and resumes: every step must get the runner's
 slots, and the engine must generate the same tokens.""",
         "zh": """\
-练习 1：槽映射 slot_mapping（pdlab/model/runner.py 的 prepare_inputs）
+练习 1：槽映射 slot_mapping（model runner 的 prepare_inputs）
 
 分页 KV 缓存由 num_blocks 个块组成，每块 block_size 个槽；槽 s 是块 s // block_size 的
 第 s % block_size 行。一个请求按位置顺序持有一串块（它在块表中的那一行）：位置 p 位于它的

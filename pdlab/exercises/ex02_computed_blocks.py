@@ -205,6 +205,7 @@ EXERCISE = Exercise(
     number=2,
     slug="ex02_computed_blocks",
     function="get_computed_blocks",
+    library="pdlab/kv_cache/manager.py (KVCacheManager.get_computed_blocks)",
     notebook="01_paged_kv_cache",
     title={
         "en": "Prefix cache hits: chained hashes, N - 1 cap",
@@ -212,7 +213,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 2: KVCacheManager.get_computed_blocks (pdlab/kv_cache/manager.py)
+Exercise 2: KVCacheManager.get_computed_blocks
 
 Prefix caching names each full block by a hash of its tokens chained with the hash of
 the block before it, so equal hashes mean equal prefixes (a token's K/V depend on every
@@ -227,7 +228,7 @@ Write get_computed_blocks as a method of KVCacheManager, returning (blocks, num_
 The grader compares it with the real method on warmed caches, then plugs it into a
 colocated engine: the prefix hits and the tokens must be the engine's.""",
         "zh": """\
-练习 2：KVCacheManager.get_computed_blocks（pdlab/kv_cache/manager.py）
+练习 2：KVCacheManager.get_computed_blocks
 
 前缀缓存用“本块 token 与前一块哈希串联”的哈希给每个满块命名，所以哈希相等意味着前缀相等
 （一个 token 的 K/V 取决于它之前的所有 token）。新请求按顺序查找自己的块，遇到第一个未命中

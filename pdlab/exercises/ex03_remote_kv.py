@@ -245,11 +245,12 @@ EXERCISE = Exercise(
     number=3,
     slug="ex03_remote_kv",
     function="_update_waiting_for_remote_kv",
+    library="pdlab/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
     notebook="05_pd_decode_side",
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={
         "en": """\
-Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/scheduler.py)
+Exercise 3: _update_waiting_for_remote_kv
 
 On the decode instance D of a P/D pair, a request waits in WAITING_FOR_REMOTE_KVS while
 P's blocks are copied into D's. The worker reports the receive finished by putting the
@@ -272,7 +273,7 @@ The grader plugs your method into D's scheduler of a real P/D pair on the tiny m
 beside the engine's own: every step D schedules, the sets, the prefix hits of a later
 request and the tokens must be the same, on whole, short and failed loads.""",
         "zh": """\
-练习 3：_update_waiting_for_remote_kv（pdlab/sched/scheduler.py）
+练习 3：_update_waiting_for_remote_kv
 
 在 P/D 分离的解码实例 D 上，P 的块被拷进 D 的块期间，请求处于 WAITING_FOR_REMOTE_KVS。
 worker 接收完成后，会把请求 id 放进 `self.finished_recving_kv_req_ids`，随后 D 的调度器
@@ -299,16 +300,19 @@ token 都必须相同。""",
             "any token. Which token's final hidden state do the first output logits need?",
             "The last prompt token (position N - 1) must run through every layer again, so it "
             "cannot count as computed: D's first step is one token over N - 1 cached ones.",
-            "if request.num_computed_tokens == request.num_tokens: "
-            "request.num_computed_tokens = request.num_tokens - 1",
+            "Only K/V that cover the whole prompt (num_computed_tokens == num_tokens) leave "
+            "the last prompt token to run again; after a short or failed load it is still to "
+            "compute anyway. Take only this request's id out of the sets: another receive may "
+            "have landed in the same step.",
         ),
         "zh": (
             "KV 缓存保存的是每一层的 key 和 value，而不是任何 token 的最终隐藏状态。第一个输出"
             " token 的 logits 需要哪个 token 的最终隐藏状态？",
             "最后一个提示词 token（位置 N - 1）必须再跑一遍所有层，所以它不能算作已计算："
             "D 的第一步是在 N - 1 个已缓存 token 之上算 1 个 token。",
-            "if request.num_computed_tokens == request.num_tokens: "
-            "request.num_computed_tokens = request.num_tokens - 1",
+            "只有 K/V 覆盖了整个提示词（num_computed_tokens == num_tokens）时，最后一个提示词 "
+            "token 才需要再跑一次；加载不足或失败时它本来就还要计算。只从集合里移除本请求的 id："
+            "同一步里可能还有别的接收完成了。",
         ),
     },
     mistakes={

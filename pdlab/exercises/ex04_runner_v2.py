@@ -274,6 +274,7 @@ EXERCISE = Exercise(
     number=4,
     slug="ex04_runner_v2",
     function="decode_flags",
+    library="pdlab/model/batch.py (gather_batch_req_state)",
     notebook="05_pd_decode_side",
     title={
         "en": "Model Runner V2: prefill_runs_as_decode",
@@ -282,7 +283,7 @@ EXERCISE = Exercise(
     statement={
         "en": """\
 Exercise 4: Model Runner V2's prefill_runs_as_decode and decode_graph_eligible
-(pdlab/model/batch.py; vLLM 0.33.0's vllm/v1/worker/gpu/model_runner.py)
+(vLLM 0.33.0's vllm/v1/worker/gpu/model_runner.py)
 
 V2 computes, for every row of a step, is_prefilling = num_computed_prefill_tokens <
 prefill_len. Without prefill context parallelism (PCP) it then marks the rows that are
@@ -296,7 +297,7 @@ names. Write decode_flags; the grader compares it with the runner on many batche
 puts your flags into a P/D pair's runner and compares the route events D records.""",
         "zh": """\
 练习 4：Model Runner V2 的 prefill_runs_as_decode 与 decode_graph_eligible
-（pdlab/model/batch.py；vLLM 0.33.0 的 vllm/v1/worker/gpu/model_runner.py）
+（vLLM 0.33.0 的 vllm/v1/worker/gpu/model_runner.py）
 
 V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < prefill_len。不开启
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：

@@ -350,6 +350,7 @@ EXERCISE = Exercise(
     number=5,
     slug="ex05_split",
     function="split_decodes_and_prefills",
+    library="pdlab/attention/metadata.py (split_query_lens)",
     notebook="05_pd_decode_side",
     title={
         "en": "split_decodes_and_prefills and its switches",
@@ -357,8 +358,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 5: split_decodes_and_prefills (pdlab/attention/metadata.py;
-vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
+Exercise 5: split_decodes_and_prefills (vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
 
 The batch arrives in the runner's order, decode-like rows first. The decodes are the rows
 before the first row that counts as a prefill, and a row counts as a prefill when:
@@ -372,8 +372,7 @@ The MLA builder passes treat_short_extends_as_decodes = not use_pcp.
 Return (num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens). The grader
 then lets the MLA builder route real batches with your function.""",
         "zh": """\
-练习 5：split_decodes_and_prefills（pdlab/attention/metadata.py；
-vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
+练习 5：split_decodes_and_prefills（vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
 
 批次按运行器的顺序到达，像解码的行在前。decode 行是第一个“算作预填充”的行之前的那些行；
 一行在以下情况算作预填充：

@@ -152,6 +152,7 @@ EXERCISE = Exercise(
     number=6,
     slug="ex06_merge",
     function="merge_attn_states",
+    library="kernels/merge.py (merge_attn_states)",
     notebook="04_kernels",
     title={
         "en": "merge_attn_states: two parts, one softmax",
@@ -159,7 +160,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 6: merge_attn_states (kernels/merge.py; vLLM's
+Exercise 6: merge_attn_states (vLLM's
 vllm/v1/attention/ops/merge_attn_states.py)
 
 Attention of a query over keys K is out = sum_j softmax(s)_j v_j, with
@@ -174,7 +175,7 @@ Write merge_attn_states. Be careful with large LSEs and with empty parts (lse = 
 The grader compares with attention over all keys at once, then puts your merge into
 forward_mha on D under prefill context parallelism and in chunked prefill.""",
         "zh": """\
-练习 6：merge_attn_states（kernels/merge.py；vLLM 的
+练习 6：merge_attn_states（vLLM 的
 vllm/v1/attention/ops/merge_attn_states.py）
 
 一个 query 对 key 集合 K 的注意力是 out = sum_j softmax(s)_j v_j，lse = log(sum_j exp(s_j))，

@@ -98,11 +98,12 @@ EXERCISE = Exercise(
     number=9,
     slug="ex09_crossover",
     function="mla_forms_flops",
+    library="pdlab/sim/kernel_costs.py",
     notebook="03_mla_two_forms",
     title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={
         "en": """\
-Exercise 9: the absorb crossover (pdlab/sim/kernel_costs.py)
+Exercise 9: the absorb crossover
 
 For q new tokens of one request over S cached tokens, one layer, count the FLOPs that
 differ between MLA's two forms:
@@ -118,7 +119,7 @@ Return (naive, absorbed). The grader compares with the cost model, then reads fr
 numbers where absorbing stops winning over a long context, and checks that no fresh
 prompt is ever cheaper absorbed.""",
         "zh": """\
-练习 9：吸收的临界点（pdlab/sim/kernel_costs.py）
+练习 9：吸收的临界点
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的

@@ -120,12 +120,12 @@ EXERCISE = Exercise(
     number=11,
     slug="ex11_causal_mask",
     function="causal_mask",
+    library="pdlab/attention/reference.py (causal_mask), kernels/flash_attn.py",
     notebook="04_kernels",
     title={"en": "The causal mask of a chunk, bottom-right", "zh": "分块的因果掩码：右下对齐"},
     statement={
         "en": """\
-Exercise 11: the causal mask of a chunk (pdlab/attention/reference.py causal_mask;
-kernels/flash_attn.py)
+Exercise 11: the causal mask of a chunk (the attention kernels' causal flag)
 
 With chunked prefill, or on D's one-token step, the new tokens are the LAST q_len tokens
 of a sequence of k_len: they attend to every cached token before them, and causally to
@@ -135,7 +135,7 @@ Write causal_mask(q_len, k_len): bool[q_len, k_len], True where query i may atte
 key j. The grader compares it with the oracle, then runs the prefill path as one attention
 over all cached and new rows with your mask, in chunked prefill and on D under PCP.""",
         "zh": """\
-练习 11：分块的因果掩码（pdlab/attention/reference.py 的 causal_mask；kernels/flash_attn.py）
+练习 11：分块的因果掩码（注意力算子的 `causal` 参数）
 
 在分块预填充中，或在 D 的一 token 步骤上，新 token 是长度为 k_len 的序列中的最后 q_len 个
 token：它们看见之前所有已缓存的 token，彼此之间是因果的。掩码右下对齐，与 FlashAttention

@@ -323,6 +323,7 @@ EXERCISE = Exercise(
     number=12,
     slug="ex12_designs",
     function="hand_off",
+    library="pdlab/disagg/designs.py (hand_off)",
     notebook="07_pd_designs",
     title={
         "en": "Four first-token designs: predict, then run",
@@ -330,7 +331,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 12: the first-token designs (pdlab/disagg/designs.py; pdlab pd --first-token)
+Exercise 12: the first-token designs (pdlab pd --first-token)
 
 P prefills the prompt and samples one token; D must produce the first output token and
 continue. The four designs differ in what travels with the K/V:
@@ -344,11 +345,18 @@ First predict, in PREDICTIONS, D's first step for an N = 13 prompt under each de
 hand_off, the proxy's step 2: what D is sent, and the tokens put before D's. P's token
 can be the whole answer (a stop token, max_tokens = 1): then D is never asked.
 
+The rules hand_off needs: kv_transfer_params is None when P could not hand over (then
+the request goes to D as it came). P's token ends the request when it is any of the
+stop_token_ids, when max_tokens is 1, or when the prompt and it leave no position for
+D's token (len(prompt) + 1 >= max_model_len). p_step is the step P finished in: whenever
+P's token travels, the params say so, first_token_step = p_step. Build new objects;
+never change the prompt, p_tokens or params you are given.
+
 The grader checks your predictions against D's first step in a live PDPair of each
 design, then runs the pairs with your hand_off beside pdlab's own: every step D
 schedules, whether D is asked, and the tokens must agree.""",
         "zh": """\
-练习 12：首 token 设计（pdlab/disagg/designs.py；pdlab pd --first-token）
+练习 12：首 token 设计（pdlab pd --first-token）
 
 P 对提示词做预填充并采样一个 token；D 要给出第一个输出 token 并继续生成。四种设计的区别在于
 随 K/V 一起传什么：
@@ -362,6 +370,12 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
 即代理的第 2 步：发给 D 什么，以及放在 D 的 token 前面的 token。P 的 token 可能就是全部答案
 （停止 token，max_tokens = 1）：这时根本不需要 D。
 
+hand_off 需要的规则：P 无法交接时 kv_transfer_params 为 None（这时请求原样发给 D）。
+P 的 token 是 stop_token_ids 中任何一个、max_tokens 为 1、或提示词加上它之后不再给 D 的
+token 留位置（`len(prompt) + 1 >= max_model_len`）时，P 的 token 就结束了请求。p_step 是
+P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 first_token_step = p_step。请新建
+对象，绝不修改传入的 `prompt`、`p_tokens` 或参数。
+
 评分先把你的预测与每种设计下真实 PDPair 中 D 的第一步比较，再让这些 P/D 对用你的 hand_off
 与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。""",
     },
@@ -370,19 +384,20 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "recompute: the K/V of all N tokens arrive, yet the logits need the last one's "
             "hidden state, so D runs position N - 1 again. append_prompt: D's prompt has "
             "N + 1 tokens and N are cached, so its one new token is still a prompt token.",
-            "first_token: HandOff(prompt, sp, dict(params, first_token_ids=[t])). "
-            "append_prompt: HandOff([*prompt, t], sp with max_tokens - 1, params, [t]). "
-            "Check the stop tokens and max_tokens == 1 first: HandOff(prompt, sp, None, [t], "
-            "True, reason).",
+            "Ask in order: did P hand over at all (kv_transfer_params None: the request goes "
+            "as it came)? Does the design send P's token? Is P's token already the whole "
+            "answer (any stop token, max_tokens 1, no room for D's token)? Then build new "
+            "objects, never change the ones given: first_token puts the token in the params, "
+            "append_prompt in the prompt (D owes one token fewer; the token is the prefix).",
         ),
         "zh": (
             "recompute：全部 N 个 token 的 K/V 都到了，但 logits 需要最后一个 token 的隐藏状态，"
             "所以 D 再算一遍位置 N - 1。append_prompt：D 的提示词有 N + 1 个 token、已缓存 N 个，"
             "所以它那一个新 token 仍是提示词 token。",
-            "first_token：`HandOff(prompt, sp, dict(params, first_token_ids=[t]))`。"
-            "append_prompt：`HandOff([*prompt, t], rest, params, [t])`，`rest` 是 max_tokens "
-            "减 1 的 `sp`。先检查停止 token 和 max_tokens == 1："
-            "`HandOff(prompt, sp, None, [t], True, reason)`。",
+            "按顺序问：P 到底有没有交接（kv_transfer_params 为 None：请求原样发出）？这个设计"
+            "传不传 P 的 token？P 的 token 是否已经是全部回答（任一停止 token、max_tokens 为 1、"
+            "没有 D 的 token 的位置）？然后新建对象，绝不修改传入的：first_token 把 token 放进"
+            "参数，append_prompt 放进提示词（D 少生成一个 token；这个 token 作为前缀）。",
         ),
     },
     mistakes={

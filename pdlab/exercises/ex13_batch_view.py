@@ -261,6 +261,7 @@ EXERCISE = Exercise(
     number=13,
     slug="ex13_batch_view",
     function="batch_view",
+    library="pdlab/model/batch.py, pdlab/attention/metadata.py, pdlab/sim/costs.py",
     notebook="07_pd_designs",
     title={
         "en": "The batch view: the decode graph and TPOT",
@@ -268,7 +269,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 13: the batch view (pdlab sim; pdlab/model/batch.py, pdlab/sim/costs.py)
+Exercise 13: the batch view (pdlab sim)
 
 D runs a batch of decodes, and an arriving request adds its first row to it: under
 recompute one token over N - 1 cached of an N-token prompt (still is_prefilling), under
@@ -288,7 +289,7 @@ The grader compares with the engine's own runner, builder and cost model on name
 batches, then runs pdlab sim with your function pricing every step: the TPOT it reports
 must be the unpatched simulator's.""",
         "zh": """\
-练习 13：批次视图（pdlab sim；pdlab/model/batch.py、pdlab/sim/costs.py）
+练习 13：批次视图（pdlab sim）
 
 D 运行着一批 decode 行，新到的请求把它的第一行加进来：recompute 下是 N 个 token 的提示词在 N - 1
 个已缓存之上算 1 个（仍 is_prefilling），append_prompt 下是 N + 1 中在 N 之上算 1 个（仍

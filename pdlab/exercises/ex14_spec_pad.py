@@ -338,11 +338,12 @@ EXERCISE = Exercise(
     number=14,
     slug="ex14_spec_pad",
     function="_pad_spec_decode",
+    library="pdlab/sched/scheduler.py (Scheduler._pad_spec_decode)",
     notebook="07_pd_designs",
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={
         "en": """\
-Exercise 14: D's padded row under MTP (pdlab/sched/scheduler.py; vLLM 0.33.0's
+Exercise 14: D's padded row under MTP (vLLM 0.33.0's
 pad_spec_decode in vllm/v1/core/sched/scheduler.py)
 
 With speculative decoding (MTP, K drafts per step) every verifying row runs 1 + K tokens:
@@ -363,7 +364,7 @@ tests use, which drafts and verifies), D's side through a real PDConnector, then
 P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
 tokens must agree.""",
         "zh": """\
-练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/scheduler.py；vLLM 0.33.0
+练习 14：MTP 下 D 被补齐的那一行（vLLM 0.33.0
 vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
 
 开启投机解码（MTP，每步 K 个草稿 token）时，每个验证行运行 1 + K 个 token：它自己的 token 加上
@@ -382,18 +383,21 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
     },
     hints={
         "en": (
-            "Five conditions before padding: K > 0, num_new_tokens == 1, not "
-            "prefill_scheduled, any_scheduled or num_computed_tokens > 0, and "
-            "num_computed_tokens + 1 + K + 1 <= max_model_len. Otherwise the row is as it was.",
-            "Padded, the row needs 1 + K tokens of token_budget: when it has fewer, return "
-            "None (the waiting loop stops there), not num_new_tokens.",
+            "Padding keeps every row of a step the one shape a full decode graph replays, "
+            "1 + K. Which rows are decode rows worth padding: how many new tokens, over what "
+            "context, beside which running rows, with speculative decoding on or off?",
+            "Then two limits decide, in this order: is there room below max_model_len for the "
+            "1 + K positions and the sampled token (if not, the row stays as it is)? Does "
+            "1 + K fit token_budget (if not, None: the waiting loop stops)? Mind the edges: a "
+            "budget of exactly 1 + K fits.",
         ),
         "zh": (
-            "补齐之前有五个条件：K > 0、`num_new_tokens == 1`、`prefill_scheduled` 为假、"
-            "`any_scheduled` 为真或 `num_computed_tokens > 0`，以及 "
-            "`num_computed_tokens + 1 + K + 1 <= max_model_len`。否则这一行保持原样。",
-            "补齐后这一行要占 `token_budget` 中的 1 + K 个 token：不够时返回 None（等待队列循环"
-            "就此停止），而不是 `num_new_tokens`。",
+            "补齐让一步中的每一行都保持完整解码 CUDA graph 可以重放的同一个形状 1 + K。哪些行是"
+            "值得补齐的 decode 行：有几个新 token、在什么上下文之上、旁边是哪些运行中的行、"
+            "投机解码开没开？",
+            "接下来按这个顺序由两个上限决定：max_model_len 之下还有没有放 1 + K 个位置和采样出的 "
+            "token 的余地（没有就保持原样）？1 + K 放不放得进 `token_budget`（放不进就返回 None："
+            "等待队列循环停下）？留意边界：预算恰为 1 + K 时放得进。",
         ),
     },
     mistakes={
