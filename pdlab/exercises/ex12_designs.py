@@ -156,7 +156,7 @@ def _draw(rng: Any) -> dict:
     n = rng.choice((1, 2, 4, N, rng.randrange(1, 40)))
     prompt = [rng.randrange(256) for _ in range(n)]
     t = rng.randrange(256)
-    stops = rng.choice(((), (t,), ((t + 1) % 256, t), ((t + 1) % 256,)))
+    stops = rng.choice(((), (), (t,), ((t + 1) % 256, t), ((t + 1) % 256,)))
     sp = SamplingParams(max_tokens=rng.choice((1, 2, 3, rng.randrange(1, 20))),
                         stop_token_ids=stops)  # fmt: skip
     params = None if rng.random() < 0.25 else {
@@ -164,7 +164,7 @@ def _draw(rng: Any) -> dict:
         "do_remote_prefill": True}  # fmt: skip
     return {"mode": rng.choice(MODES), "prompt": prompt, "sp": sp, "params": params,
             "p_tokens": [t] if rng.random() < 0.95 else [], "p_step": rng.randrange(1, 60),
-            "max_len": rng.choice((n + 1, n + 2, n + 3, 4096))}  # fmt: skip
+            "max_len": rng.choice((n + 1, n + 2, n + 2, n + 3, 4096))}  # fmt: skip
 
 
 def _shrink(case: dict) -> list[dict]:
@@ -246,7 +246,7 @@ def _random(fn: Any, g: Grader) -> None:
         Draw(_draw, _shrink, _features, _shown),
         learner,
         functools.partial(_hand_off, ""),
-        count=120,
+        count=200,
         diagnose=diagnose,
         spec=HandOff,
         same=_same_hand_off,

@@ -201,8 +201,8 @@ def _draw(rng: Any) -> dict:
     n = 1 if rng.random() < 0.6 else rng.choice((2, k, 1 + k, 2 + k, rng.randrange(1, 20)))
     c = rng.choice((0, 0, 1, rng.randrange(1, 40)))
     edge = c + 1 + k + 1
-    budget = rng.choice((k, 1 + k, 2 + k, rng.randrange(1, 64)))
-    max_len = rng.choice((edge - 1, edge, edge + 1, 256))
+    budget = rng.choice((k, k, 1 + k, 2 + k, rng.randrange(1, 64)))
+    max_len = rng.choice((edge - 1, edge - 1, edge, edge + 1, 256))
     return {"k": k, "n": max(n, 1), "c": c, "budget": max(budget, 1), "max_len": max_len,
             "prefill": rng.random() < 0.15, "anyone": rng.random() < 0.6}  # fmt: skip
 
@@ -279,7 +279,7 @@ def grade(fn: Any, g: Grader) -> None:
         Draw(_draw, _shrink, _features, _shown),
         lambda case: g.call(fn, _self(case), *_args(case)),
         lambda case: Scheduler._pad_spec_decode(_self(case), *_args(case)),
-        count=200,
+        count=400,
         diagnose=_diagnose,
         spec={int, None},
     )
