@@ -177,6 +177,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "{path}：`{function}` 不是函数",
     },
     # ---- ex01_slot_mapping.py: its cases and verdicts ----------------------------------------
+    "ex01_random": {
+        "en": "random batch: block_size {bs}, contexts {contexts}, new tokens {q_lens}",
+        "zh": "随机批次：block_size {bs}，上下文 {contexts}，新 token 数 {q_lens}",
+    },
     "ex01_one_request_empty_context_new": {
         "en": "one request, empty context, 5 new tokens",
         "zh": "一个请求，空上下文，5 个新 token",
@@ -674,6 +678,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "缺少 {missing}",
     },
     # ---- ex11_causal_mask.py: its cases and verdicts -----------------------------------------
+    "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "torch.bool 类型的张量"},
     "ex11_fresh_prompt_queries_keys": {
         "en": "a fresh prompt: 5 queries, 5 keys",
         "zh": "新提示词：5 个 query，5 个 key",

@@ -78,6 +78,17 @@ def _engine(fn: Any, g: Grader, pd: bool):
         return got, [er.colocated_tokens(tuple(prompt))], tracer, calls
 
 
+def _random_sizes(g: Grader) -> list[tuple[Words, int, int]]:
+    """Random chunks over the whole space, biased to the edges: one query, as many keys as
+    queries (a fresh prompt), one key more, a long context."""
+    out = []
+    for _ in range(10):
+        q = g.rng.choice((1, 1, 2, g.rng.randrange(1, 20)))
+        k = q + g.rng.choice((0, 0, 1, g.rng.randrange(0, 40)))
+        out.append((Words("ex11_random_queries_keys", q=q, k=k), q, k))
+    return out
+
+
 def grade(fn: Any, g: Grader) -> None:
     q = g.rng.randrange(1, 6)
     k = q + g.rng.randrange(0, 9)
@@ -94,9 +105,12 @@ def grade(fn: Any, g: Grader) -> None:
             13,
         ),
         (Words("ex11_random_queries_keys", q=q, k=k), q, k),
+        *_random_sizes(g),
     ):
         with g.case(name):
-            got = torch.as_tensor(fn(ql, kl), dtype=torch.bool)
+            got = g.returns(fn(ql, kl), torch.Tensor)
+            if got.dtype != torch.bool:
+                g.fail(Words("ex11_bool_tensor"), f"tensor of {got.dtype}")
             g.expect(got, causal_mask(ql, kl), _wrong(ql, kl))
     for pd, label in (
         (
