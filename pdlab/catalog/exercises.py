@@ -678,7 +678,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "缺少 {missing}",
     },
     # ---- ex11_causal_mask.py: its cases and verdicts -----------------------------------------
-    "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "torch.bool 类型的张量"},
+    "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "`torch.bool` 类型的张量"},
     "ex11_fresh_prompt_queries_keys": {
         "en": "a fresh prompt: 5 queries, 5 keys",
         "zh": "新提示词：5 个 query，5 个 key",
