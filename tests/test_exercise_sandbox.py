@@ -90,3 +90,27 @@ def test_a_function_from_a_module_is_graded_in_the_sandbox_and_a_notebook_one_he
     assert not sandbox.reachable(local)
     r = ex.check(5, local, seed=SEED, quiet=True)  # in-process, still graded
     assert not r.passed
+
+
+GAMES = {  # a file that hands the question back to the engine it is compared with
+    "delegates": "from pdlab.sched.scheduler import Scheduler\n\n\n"
+    "def _pad_spec_decode(self, *a):\n    return Scheduler._pad_spec_decode(self, *a)\n",
+    "imports_the_solution": "from pdlab.exercises.solutions.ex14_spec_pad import "
+    "_pad_spec_decode as theirs\n\n\ndef _pad_spec_decode(self, *a):\n"
+    "    return theirs(self, *a)\n",
+    "patches_the_engine": "import pdlab.sched.scheduler as s\n\n\n"
+    "def _pad_spec_decode(self, n, *a):\n    return n\n\n\n"
+    "s.Scheduler._pad_spec_decode = _pad_spec_decode\n",
+    "patches_the_grader": "import pdlab.exercises.base as b\n\nb._same = lambda x, y: True\n\n\n"
+    "def _pad_spec_decode(self, n, *a):\n    return n\n",
+}
+
+
+@pytest.mark.parametrize("game", sorted(GAMES))
+def test_a_file_that_games_the_comparison_fails_in_one_line(game, tmp_path):
+    r = ex.check(14, _write(tmp_path, "mine.py", GAMES[game]), "zh", SEED, quiet=True)
+    assert not r.passed and r.cases == 0
+    own, changed = text("zh", "ex_called_own", what="X"), text("zh", "ex_changed_pdlab", names="X")
+    said = r.failure.stopped
+    prefix = (changed if game.startswith("patches") else own).split("X")[0]
+    assert said.startswith(prefix), said

@@ -104,6 +104,17 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "Now compare yours with pdlab's own: {where}",
         "zh": "现在把你的实现与 pdlab 自己的比一比：{where}",
     },
+    "ex_called_own": {
+        "en": "stopped: your function called pdlab's own answer ({what}); write it yourself: "
+        "the check compares yours with that one",
+        "zh": "已中止：你的函数调用了 pdlab 自己的答案（{what}）；请自己实现："
+        "检查正是拿你的实现与它对照",
+    },
+    "ex_changed_pdlab": {
+        "en": "stopped: your code changed pdlab itself ({names}); the check would compare "
+        "your function with itself",
+        "zh": "已中止：你的代码改动了 pdlab 本身（{names}）；这样检查就成了拿你的函数和它自己对照",
+    },
     "ex_looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
     "ex_evidence": {
         "en": "What the engine did with your function (its own step table):",

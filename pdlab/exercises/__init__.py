@@ -32,7 +32,7 @@ import torch
 
 from pdlab.catalog import check_lang, text
 from pdlab.exercises import progress, sandbox
-from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
+from pdlab.exercises.base import Exercise, Grader, Mismatch, Result, fingerprint
 from pdlab.exercises.bilingual import read
 from pdlab.exercises.loader import LearnerFileError, check_file
 from pdlab.exercises.wrap import reflow, wrap80
@@ -175,8 +175,11 @@ def _in_process(ex: Exercise, function: Callable[..., Any], seed: int, lang: str
     # busy 2-core machine, exercise 3 takes 0.4 s on one thread and 8.6 s on two).
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    before = fingerprint()
     try:
+        g.forbid(ex, function)
         ex.grade(function, g)
+        sandbox.untouched(before, g, g.case_name)
     except Mismatch as m:
         failure = m
     finally:

@@ -14,7 +14,9 @@ stubs with tests and Triton-Puzzles' graded puzzles, are named in ``docs/worksho
 from __future__ import annotations
 
 import contextlib
+import importlib
 import random
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -47,10 +49,30 @@ class Exercise:
     #: Where pdlab implements it: named only after a pass (to compare), never in the stub,
     #: where it would be the answer one file away.
     library: str = ""
+    #: pdlab's own functions that compute the answer (``"module:qualname"``): the learner's
+    #: function may not call them (nor the reference solution), or it would pass by
+    #: handing the question back to the engine it is compared with.
+    own: tuple[str, ...] = ()
+
+    def own_code(self) -> frozenset:
+        """The code objects of :attr:`own` and of the reference solution."""
+        codes = set()
+        for spec in (*self.own, f"pdlab.exercises.solutions.{self.slug}:{self.function}"):
+            module, _, qualname = spec.partition(":")
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            codes.add(code_of(obj))
+        return frozenset(codes - {None})
 
     @property
     def file_name(self) -> str:
         return f"{self.slug}.py"
+
+
+def code_of(fn: object) -> Any:
+    """The code object of a function, or of the Python function a Triton kernel wraps."""
+    return getattr(fn, "__code__", None) or getattr(getattr(fn, "fn", None), "__code__", None)
 
 
 class LearnerRaised(Exception):
@@ -134,6 +156,10 @@ class Grader:
         self.case_name = ""
         #: Told each case's name as it starts (the sandbox's clock starts there).
         self.on_case: Callable[[str], None] | None = None
+        #: Code the learner's function may not run (:attr:`Exercise.own`), by name, and
+        #: the code of the function being graded (never forbidden: a reference is graded).
+        self.forbidden: dict[Any, str] = {}
+        self.graded: Any = None
 
     def t(self, words: str | Words) -> str:
         """``words`` in the grader's language: a string as it is (numbers, identifiers),
@@ -161,14 +187,39 @@ class Grader:
             raise Mismatch(name, raised=self.where(err)) from e
         self.cases += 1
 
-    @staticmethod
-    def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` from inside the engine: what it raises is marked as the
-        learner's (:class:`LearnerRaised`), whatever the engine does with it on the way."""
+        learner's (:class:`LearnerRaised`), whatever the engine does with it on the way;
+        a call into pdlab's own answer (:attr:`forbidden`) fails the case."""
+        graded = (code_of(fn), self.graded)
+        watch = {c: n for c, n in self.forbidden.items() if c not in graded}
+        called: list[str] = []
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in watch:
+                called.append(watch[frame.f_code])
+
+        before = sys.getprofile()
+        if watch:
+            sys.setprofile(profile)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - wrapped, reported by case()
             raise LearnerRaised(e) from e
+        finally:
+            if watch:
+                sys.setprofile(before)
+        if called:
+            raise Mismatch(self.case_name, stopped=text(self.lang, "ex_called_own",
+                                                        what=called[0]))  # fmt: skip
+        return out
+
+    def forbid(self, exercise: Exercise, fn: Callable[..., Any]) -> None:
+        """Forbid ``fn``, the function graded, ``exercise``'s own answer
+        (:attr:`Exercise.own`)."""
+        self.graded = code_of(fn)
+        self.forbidden = {c: f"{c.co_filename.split('/pdlab/')[-1]}:{c.co_qualname}"
+                          for c in exercise.own_code()}  # fmt: skip
 
     def where(self, e: BaseException) -> str:
         """``Type: message (file:line)``, the line being the last one in the learner's
@@ -439,3 +490,26 @@ def _shrink(g: Grader, space: Draw, case: dict, got: Any, learner: Callable, eng
         else:
             return case, got
     return case, got
+
+
+# ---- pdlab itself, unchanged by the learner's code ----------------------------------------
+def fingerprint() -> dict[tuple[str, str], int]:
+    """Every name bound in pdlab's modules and their classes, to the identity of what it
+    is bound to: a learner's file that rebinds one (the engine's function it is compared
+    with, or the grader's comparison) changes it."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "pdlab" or name.startswith("pdlab.")) or module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            out[(name, key)] = id(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for attr, member in list(vars(value).items()):
+                    out[(name, f"{key}.{attr}")] = id(member)
+    return out
+
+
+def changed(before: dict[tuple[str, str], int]) -> list[str]:
+    """The names of ``before`` now bound to something else (or gone)."""
+    now = fingerprint()
+    return [f"{m}.{k}" for (m, k), v in before.items() if now.get((m, k)) != v]

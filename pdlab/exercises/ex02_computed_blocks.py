@@ -169,7 +169,7 @@ def grade(fn: Any, g: Grader) -> None:
             want_blocks, want_n = mgr.get_computed_blocks(Request("q", query))
             want = ([b.block_id for b in want_blocks], want_n)
             free = _pool_state(mgr)
-            blocks, num = g.returns(fn(mgr, Request("q", query)), (list, int))
+            blocks, num = g.returns(g.call(fn, mgr, Request("q", query)), (list, int))
             got = ([getattr(b, "block_id", b) for b in blocks], num)
             g.expect(got, want, {
                 "no_cap": _lookup(mgr, query, len(query) // BS),
@@ -206,6 +206,7 @@ EXERCISE = Exercise(
     slug="ex02_computed_blocks",
     function="get_computed_blocks",
     library="pdlab/kv_cache/manager.py (KVCacheManager.get_computed_blocks)",
+    own=("pdlab.kv_cache.manager:KVCacheManager.get_computed_blocks",),
     notebook="01_paged_kv_cache",
     title={
         "en": "Prefix cache hits: chained hashes, N - 1 cap",

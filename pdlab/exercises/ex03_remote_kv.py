@@ -246,6 +246,7 @@ EXERCISE = Exercise(
     slug="ex03_remote_kv",
     function="_update_waiting_for_remote_kv",
     library="pdlab/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
+    own=("pdlab.sched.scheduler:Scheduler._update_waiting_for_remote_kv",),
     notebook="05_pd_decode_side",
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={

@@ -275,6 +275,7 @@ EXERCISE = Exercise(
     slug="ex04_runner_v2",
     function="decode_flags",
     library="pdlab/model/batch.py (gather_batch_req_state)",
+    own=("pdlab.model.batch:gather_batch_req_state",),
     notebook="05_pd_decode_side",
     title={
         "en": "Model Runner V2: prefill_runs_as_decode",

@@ -351,6 +351,10 @@ EXERCISE = Exercise(
     slug="ex05_split",
     function="split_decodes_and_prefills",
     library="pdlab/attention/metadata.py (split_query_lens)",
+    own=(
+        "pdlab.attention.metadata:split_decodes_and_prefills",
+        "pdlab.attention.metadata:split_query_lens",
+    ),
     notebook="05_pd_decode_side",
     title={
         "en": "split_decodes_and_prefills and its switches",

@@ -153,6 +153,10 @@ EXERCISE = Exercise(
     slug="ex06_merge",
     function="merge_attn_states",
     library="kernels/merge.py (merge_attn_states)",
+    own=(
+        "pdlab.kernels.merge:merge_attn_states_torch",
+        "pdlab.kernels.merge:merge_attn_states_triton",
+    ),
     notebook="04_kernels",
     title={
         "en": "merge_attn_states: two parts, one softmax",

@@ -137,6 +137,7 @@ EXERCISE = Exercise(
     slug="ex07_absorb",
     function="absorbed_decode",
     library="pdlab/attention/mla.py (forward_mqa), pdlab/attention/reference.py (mla_absorbed)",
+    own=("pdlab.attention.reference:mla_absorbed", "pdlab.attention.mla:MLAAttention.forward_mqa"),
     notebook="03_mla_two_forms",
     title={"en": "The absorbed decode equals the naive form", "zh": "吸收式解码等于朴素形式"},
     statement={

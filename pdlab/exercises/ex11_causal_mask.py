@@ -108,7 +108,7 @@ def grade(fn: Any, g: Grader) -> None:
         *_random_sizes(g),
     ):
         with g.case(name):
-            got = g.returns(fn(ql, kl), torch.Tensor)
+            got = g.returns(g.call(fn, ql, kl), torch.Tensor)
             if got.dtype != torch.bool:
                 g.fail(Words("ex11_bool_tensor"), f"tensor of {got.dtype}")
             g.expect(got, causal_mask(ql, kl), _wrong(ql, kl))
@@ -135,6 +135,7 @@ EXERCISE = Exercise(
     slug="ex11_causal_mask",
     function="causal_mask",
     library="pdlab/attention/reference.py (causal_mask), kernels/flash_attn.py",
+    own=("pdlab.attention.reference:causal_mask",),
     notebook="04_kernels",
     title={"en": "The causal mask of a chunk, bottom-right", "zh": "分块的因果掩码：右下对齐"},
     statement={

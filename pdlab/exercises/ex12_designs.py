@@ -324,6 +324,7 @@ EXERCISE = Exercise(
     slug="ex12_designs",
     function="hand_off",
     library="pdlab/disagg/designs.py (hand_off)",
+    own=("pdlab.disagg.designs:hand_off",),
     notebook="07_pd_designs",
     title={
         "en": "Four first-token designs: predict, then run",

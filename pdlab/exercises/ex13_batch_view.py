@@ -262,6 +262,7 @@ EXERCISE = Exercise(
     slug="ex13_batch_view",
     function="batch_view",
     library="pdlab/model/batch.py, pdlab/attention/metadata.py, pdlab/sim/costs.py",
+    own=("pdlab.model.batch:gather_batch_req_state", "pdlab.attention.metadata:split_query_lens"),
     notebook="07_pd_designs",
     title={
         "en": "The batch view: the decode graph and TPOT",

@@ -339,6 +339,7 @@ EXERCISE = Exercise(
     slug="ex14_spec_pad",
     function="_pad_spec_decode",
     library="pdlab/sched/scheduler.py (Scheduler._pad_spec_decode)",
+    own=("pdlab.sched.scheduler:Scheduler._pad_spec_decode",),
     notebook="07_pd_designs",
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={

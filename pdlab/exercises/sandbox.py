@@ -121,6 +121,16 @@ def _no_main() -> Iterator[None]:
         sys.modules["__main__"] = main
 
 
+def untouched(before: dict, g: Any, case: str) -> None:
+    """Fail ``case`` when the learner's code rebound a name of pdlab's (the engine's own
+    function, the grader's comparison): the check would compare the learner with itself."""
+    from pdlab.exercises.base import Mismatch, changed
+
+    names = changed(before)
+    if names:
+        raise Mismatch(case, stopped=text(g.lang, "ex_changed_pdlab", names=", ".join(names[:3])))
+
+
 def _stopped(case: str, line: str) -> dict[str, Any]:
     return {"case": case, "stopped": line}
 
@@ -131,7 +141,7 @@ def _child(send: Any, n: int, target: Any, seed: int, lang: str, source: str | N
     import torch
 
     import pdlab.exercises as ex
-    from pdlab.exercises.base import Grader, Mismatch, stop_line
+    from pdlab.exercises.base import Grader, Mismatch, fingerprint, stop_line
     from pdlab.exercises.loader import LearnerFileError, load_function
 
     # The graders' tensors are tiny: more than one torch thread only adds contention.
@@ -140,11 +150,15 @@ def _child(send: Any, n: int, target: Any, seed: int, lang: str, source: str | N
     g = Grader(seed, lang, source)
     g.on_case = lambda name: send.send(("case", (name, g.cases)))
     outcome = Outcome(0)
+    before = fingerprint()
     try:
         fn = target
         if isinstance(target, str):
             fn = load_function(target, exercise.function, lang, n)
+        untouched(before, g, text(lang, "ex_loading_file"))
+        g.forbid(exercise, fn)
         exercise.grade(fn, g)
+        untouched(before, g, g.case_name)
     except LearnerFileError as e:
         outcome.file_error = str(e)
     except Mismatch as m:
