@@ -508,6 +508,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 MLA builder 中：{label}",
     },
     # ---- ex06_merge.py: its cases and verdicts -----------------------------------------------
+    "ex06_random": {
+        "en": "random: {t} tokens, {h} heads, {ka} and {kb} keys, scores shifted by {shift}, "
+        "part A empty at rows {empty_a}, part B at rows {empty_b}",
+        "zh": "随机：{t} 个 token，{h} 个头，{ka} 和 {kb} 个 key，分数平移 {shift}，"
+        "A 部分在第 {empty_a} 行为空，B 部分在第 {empty_b} 行为空",
+    },
     "ex06_random_tokens_heads_keys_keys": {
         "en": "random: {t} tokens, {h} heads, 5 keys + 7 keys",
         "zh": "随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
@@ -531,10 +537,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     "ex06_both_parts_empty_out_lse": {
         "en": "both parts empty: out = 0, lse = -inf, no NaN",
         "zh": "两部分都为空：`out = 0`，`lse = -inf`，不能有 NaN",
-    },
-    "ex06_pair_out_lse": {
-        "en": "a pair (out, lse)",
-        "zh": "一对 `(out, lse)`",
     },
     "ex06_one_token_step_under_pcp": {
         "en": "D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13",
@@ -675,10 +677,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     "ex10_answers_returns_dict_every_question": {
         "en": "answers() returns a dict of every question",
         "zh": "`answers()` 返回包含每道题的 `dict`",
-    },
-    "ex10_dict": {
-        "en": "a dict",
-        "zh": "一个 `dict`",
     },
     "ex10_keys": {
         "en": "keys {v0}",
