@@ -563,6 +563,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "没有调用",
     },
     # ---- ex07_absorb.py: its cases and verdicts ----------------------------------------------
+    "ex07_random": {
+        "en": "random: {t} queries over {s} cached rows, {h} heads, nope {n}, rope {r}, "
+        "v {v}, kv_lora_rank {L}",
+        "zh": "随机：{t} 个 query，{s} 行缓存，{h} 个头，nope {n}，rope {r}，v {v}，"
+        "kv_lora_rank {L}",
+    },
     "ex07_random_one_query_over_cached": {
         "en": "random: one query over {rand} cached rows",
         "zh": "随机：一个 query，{rand} 行缓存",

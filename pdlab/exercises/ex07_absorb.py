@@ -97,20 +97,23 @@ def _engine(fn: Any, g: Grader, pd: bool):
 
 def grade(fn: Any, g: Grader) -> None:
     rand = g.rng.randrange(2, 30)
-    for name, t, s in (
-        (
-            Words("ex07_random_one_query_over_cached", rand=rand),
-            1,
-            rand,
-        ),
-        (Words("ex07_one_cached_row"), 1, 1),
-        (Words("ex07_three_queries_over_rows"), 3, 9),
-    ):
+    cases: list[tuple[Any, int, int, dict[str, int]]] = [
+        (Words("ex07_random_one_query_over_cached", rand=rand), 1, rand, {}),
+        (Words("ex07_one_cached_row"), 1, 1, {}),
+        (Words("ex07_three_queries_over_rows"), 3, 9, {}),
+    ]
+    for _ in range(6):  # random shapes: every width its own, so nothing can be hard-coded
+        dims = {k: g.rng.choice(c) for k, c in (("h", (1, 2, 3, 4)), ("n", (2, 8, 16)),
+                ("r", (2, 4, 8)), ("v", (2, 6, 16)), ("L", (4, 12, 32)))}  # fmt: skip
+        t, s = g.rng.choice((1, 1, 2, 5)), g.rng.choice((1, 2, g.rng.randrange(3, 64)))
+        cases.append((Words("ex07_random", t=t, s=s, **dims), t, s, dims))
+    for name, t, s, dims in cases:
         with g.case(name):
-            q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s)
+            q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s, **dims)
             want, _ = mla_naive(q, kv_c, k_pe, w, n, v, scale, causal=False)
-            got = fn(q, kv_c, k_pe, w, n, v, scale)
-            wrong_scale, _ = mla_naive(q, kv_c, k_pe, w, n, v, (12 + 4) ** -0.5, causal=False)
+            got = g.returns(g.call(fn, q, kv_c, k_pe, w, n, v, scale), torch.Tensor)
+            latent = (kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5
+            wrong_scale, _ = mla_naive(q, kv_c, k_pe, w, n, v, latent, causal=False)
             q0 = q.clone()
             q0[..., n:] = 0
             no_rope, _ = mla_naive(q0, kv_c, k_pe, w, n, v, scale, causal=False)
