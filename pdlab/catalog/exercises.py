@@ -564,10 +564,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     },
     # ---- ex07_absorb.py: its cases and verdicts ----------------------------------------------
     "ex07_random": {
-        "en": "random: {t} queries over {s} cached rows, {h} heads, nope {n}, rope {r}, "
-        "v {v}, kv_lora_rank {L}",
-        "zh": "随机：{t} 个 query，{s} 行缓存，{h} 个头，nope {n}，rope {r}，v {v}，"
-        "kv_lora_rank {L}",
+        "en": "random: {t} queries over {s} cached rows, {h} heads, qk_nope_head_dim {n}, "
+        "qk_rope_head_dim {r}, v_head_dim {v}, kv_lora_rank {L}",
+        "zh": "随机：{t} 个 query，{s} 行缓存，{h} 个头，qk_nope_head_dim {n}，"
+        "qk_rope_head_dim {r}，v_head_dim {v}，kv_lora_rank {L}",
     },
     "ex07_random_one_query_over_cached": {
         "en": "random: one query over {rand} cached rows",
