@@ -181,3 +181,24 @@ def test_a_damaged_progress_file_is_set_aside_with_one_line(content, value, tmp_
     assert len(err) == 1 and why in err[0] and "set aside" in err[0]
     progress.update(tmp_path, hint=3)  # a fresh file, kept
     assert progress.load(tmp_path).hints_used(3) == 1
+
+
+YES = """
+class Yes({base}):
+    def __eq__(self, other):
+        return True
+
+    __hash__ = {base}.__hash__
+"""
+
+
+def test_a_value_that_says_equal_to_anything_is_refused(tmp_path):
+    path = _write(tmp_path, YES.format(base="int") + "\n\ndef _pad_spec_decode(self, n, *a):\n"
+                  "    return Yes(n)\n")  # fmt: skip
+    r = ex.check(14, path, seed=SEEDS[0], quiet=True)
+    assert not r.passed and "returned Yes" in r.failure.stopped, str(r)
+    source = _edit(12, ("return HandOff(prompt, sp, kv_transfer_params)",
+                        "return HandOff(Yes(prompt), sp, kv_transfer_params)"))  # fmt: skip
+    path = _write(tmp_path, source + YES.format(base="list"))
+    r = ex.check(12, path, "zh", SEEDS[0], quiet=True)
+    assert not r.passed and "Yes" in r.failure.stopped and ".prompt" in r.failure.stopped

@@ -82,6 +82,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "your function returned {got} at {at}, expected {expected}",
         "zh": "你的函数在 {at} 处返回了 {got}，应为 {expected}",
     },
+    "ex_returned_odd": {
+        "en": "your function returned a {got} (at {at}): return plain values (int, float, "
+        "bool, str, lists, tuples, dicts, tensors), whose == means equal",
+        "zh": "你的函数返回了一个 {got}（位于 {at}）：请返回普通的值（`int`、`float`、`bool`、"
+        "`str`、列表、元组、字典、张量），它们的 == 才表示相等",
+    },
     "ex_random_case": {
         "en": "random case {i} of {count}: {name}",
         "zh": "随机用例 {i}/{count}：{name}",

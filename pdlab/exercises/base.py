@@ -14,6 +14,7 @@ stubs with tests and Triton-Puzzles' graded puzzles, are named in ``docs/worksho
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import random
 import sys
@@ -263,6 +264,10 @@ class Grader:
             key = "ex_returned_type_at" if where else "ex_returned_type"
             line = text(self.lang, key, at=where, got=shown, expected=expected)
             raise Mismatch(self.case_name, stopped=line)
+        odd = odd_value(got)
+        if odd:
+            line = text(self.lang, "ex_returned_odd", at=odd[0] or "-", got=odd[1])
+            raise Mismatch(self.case_name, stopped=line)
         return got
 
     def expect(self, got: object, expected: object, mistakes: dict[str, object] | None = None,
@@ -339,22 +344,21 @@ def type_name(x: object) -> str:
 
 def _fits(x: object, spec: object) -> bool:
     """Whether ``x`` has the type ``spec`` says: a type (``bool`` is never an ``int``, an
-    ``int`` is a ``float`` too), ``None``, a tuple of specs (a tuple or list of that many),
+    ``int`` is a ``float`` too; the built-in types exactly, never a subclass, whose ``==``
+    could say yes to anything), ``None``, a tuple of specs (a tuple or list of that many),
     a one-item list ``[spec]`` (a list of any length), or a set of specs (any of them)."""
     if isinstance(spec, (set, frozenset)):
         return any(_fits(x, s) for s in spec)
     if spec is None:
         return x is None
     if isinstance(spec, tuple):
-        return isinstance(x, (tuple, list)) and len(x) == len(spec)
+        return type(x) in (tuple, list) and len(x) == len(spec)
     if isinstance(spec, list):
-        return isinstance(x, list)
-    if spec is bool:
-        return isinstance(x, bool)
-    if spec is int:
-        return isinstance(x, int) and not isinstance(x, bool)
+        return type(x) is list
     if spec is float:
-        return isinstance(x, (int, float)) and not isinstance(x, bool)
+        return type(x) in (int, float)
+    if spec in (bool, int, str, dict):  # exactly: a subclass could answer == with True
+        return type(x) is spec
     return isinstance(x, spec)  # type: ignore[arg-type]
 
 
@@ -368,6 +372,40 @@ def _spec_name(spec: object) -> str:
     if isinstance(spec, list):
         return "list"
     return getattr(spec, "__name__", str(spec))
+
+
+_PLAIN = (int, float, bool, str, bytes, type(None), torch.Tensor, torch.dtype)
+
+
+def odd_value(x: object, where: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """None when ``x`` is made of plain values only (the built-in types exactly, tensors,
+    lists, tuples and dicts of them, pdlab's own dataclasses), else ``(where, its type)``
+    of the first that is not: a value of the learner's own class could answer ``==`` with
+    yes to anything."""
+    if depth > 20:
+        return None
+    kind = type(x)
+    if kind in _PLAIN or isinstance(x, torch.Tensor):
+        return None
+    if kind in (list, tuple):
+        for i, v in enumerate(x):  # type: ignore[arg-type]
+            bad = odd_value(v, f"{where}[{i}]", depth + 1)
+            if bad:
+                return bad
+        return None
+    if kind is dict:
+        for k, v in x.items():  # type: ignore[attr-defined]
+            bad = odd_value(k, where, depth + 1) or odd_value(v, f"{where}[{k!r}]", depth + 1)
+            if bad:
+                return bad
+        return None
+    if dataclasses.is_dataclass(x) and kind.__module__.startswith("pdlab."):
+        for f in dataclasses.fields(x):  # type: ignore[arg-type]
+            bad = odd_value(getattr(x, f.name), f"{where}.{f.name}", depth + 1)
+            if bad:
+                return bad
+        return None
+    return where, kind.__name__
 
 
 def wrong_type(x: object, spec: object, where: str = "") -> tuple[str, str, str] | None:
