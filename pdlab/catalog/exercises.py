@@ -29,8 +29,9 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "{dir} 中的进度：{total} 题中通过 {passed} 题。",
     },
     "ex_started_file": {
-        "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n}",
-        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：`pdlab exercises check {n}`",
+        "en": "Wrote {path}. Write `{function}` there, then run: pdlab exercises check {n} {path}",
+        "zh": "已写入 {path}。请在其中实现 `{function}`，然后运行：`pdlab exercises check {n} "
+        "{path}`",
     },
     "ex_exists": {
         "en": "{path} exists already; it was left as it is (--force overwrites it)",
@@ -51,6 +52,75 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     "ex_expected": {"en": "  expected: {value}", "zh": "  期望：{value}"},
     "ex_got": {"en": "  got:      {value}", "zh": "  得到：{value}"},
     "ex_raised": {"en": "  your code raised {value}", "zh": "  你的代码抛出 {value}"},
+    "ex_loading_file": {"en": "loading your file", "zh": "加载你的文件"},
+    "ex_too_slow": {
+        "en": "stopped: this case ran longer than {limit:g} s (an endless loop?)",
+        "zh": "已中止：该用例运行超过 {limit:g} 秒（死循环？）",
+    },
+    "ex_process_ended": {
+        "en": "stopped: your code ended the process (exit code {code}; os._exit?); a check "
+        "passes only when every case runs to its end",
+        "zh": "已中止：你的代码结束了进程（退出码 {code}；os._exit？）；只有每个用例都运行到底，"
+        "检查才算通过",
+    },
+    "ex_called_exit": {
+        "en": "stopped: your code raised SystemExit({code!r}) (sys.exit?); a check passes only "
+        "when every case runs to its end",
+        "zh": "已中止：你的代码抛出 SystemExit({code!r})（`sys.exit`？）；只有每个用例都运行到底，"
+        "检查才算通过",
+    },
+    "ex_raised_interrupt": {
+        "en": "stopped: your code raised KeyboardInterrupt; a check passes only when every "
+        "case runs to its end",
+        "zh": "已中止：你的代码抛出 KeyboardInterrupt；只有每个用例都运行到底，检查才算通过",
+    },
+    "ex_returned_type": {
+        "en": "your function returned {got}, expected {expected}",
+        "zh": "你的函数返回了 {got}，应为 {expected}",
+    },
+    "ex_returned_type_at": {
+        "en": "your function returned {got} at {at}, expected {expected}",
+        "zh": "你的函数在 {at} 处返回了 {got}，应为 {expected}",
+    },
+    "ex_returned_odd": {
+        "en": "your function returned a {got} (at {at}): return plain values (int, float, "
+        "bool, str, lists, tuples, dicts, tensors), whose == means equal",
+        "zh": "你的函数返回了一个 {got}（位于 {at}）：请返回普通的值（`int`、`float`、`bool`、"
+        "`str`、列表、元组、字典、张量），它们的 == 才表示相等",
+    },
+    "ex_random_case": {
+        "en": "random case {i} of {count}: {name}",
+        "zh": "随机用例 {i}/{count}：{name}",
+    },
+    "ex_random_case_shrunk": {
+        "en": "random case {i}, shrunk to the smallest that still differs: {name}",
+        "zh": "随机用例 {i}，已缩小到仍有差异的最小用例：{name}",
+    },
+    "ex_random_for": {"en": "{want} for {case}", "zh": "{want}，参数 {case}"},
+    "ex_progress_set_aside": {
+        "en": "{path} was damaged ({why}): set aside as {bad}; progress starts afresh",
+        "zh": "{path} 已损坏（{why}）：已另存为 {bad}；进度重新开始",
+    },
+    "ex_progress_not_json": {"en": "not JSON", "zh": "不是 JSON"},
+    "ex_progress_bad_value": {
+        "en": "it holds {value}, which pdlab never writes there",
+        "zh": "其中有 pdlab 从不会写入的值 {value}",
+    },
+    "ex_compare_with": {
+        "en": "Now compare yours with pdlab's own: {where}",
+        "zh": "现在把你的实现与 pdlab 自己的比一比：{where}",
+    },
+    "ex_called_own": {
+        "en": "stopped: your function called pdlab's own answer ({what}); write it yourself: "
+        "the check compares yours with that one",
+        "zh": "已中止：你的函数调用了 pdlab 自己的答案（{what}）；请自己实现："
+        "检查正是拿你的实现与它对照",
+    },
+    "ex_changed_pdlab": {
+        "en": "stopped: your code changed pdlab itself ({names}); the check would compare "
+        "your function with itself",
+        "zh": "已中止：你的代码改动了 pdlab 本身（{names}）；这样检查就成了拿你的函数和它自己对照",
+    },
     "ex_looks_like": {"en": "This looks like: {what}", "zh": "这像是：{what}"},
     "ex_evidence": {
         "en": "What the engine did with your function (its own step table):",
@@ -124,6 +194,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "{path}：`{function}` 不是函数",
     },
     # ---- ex01_slot_mapping.py: its cases and verdicts ----------------------------------------
+    "ex01_random": {
+        "en": "random batch: block_size {bs}, contexts {contexts}, new tokens {q_lens}",
+        "zh": "随机批次：block_size {bs}，上下文 {contexts}，新 token 数 {q_lens}",
+    },
     "ex01_one_request_empty_context_new": {
         "en": "one request, empty context, 5 new tokens",
         "zh": "一个请求，空上下文，5 个新 token",
@@ -161,6 +235,16 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "引擎第 {step} 步：上下文 {computed}，新 token {q}",
     },
     # ---- ex02_computed_blocks.py: its cases and verdicts -------------------------------------
+    "ex02_miss_mid_prefix": {
+        "en": "the prompt cached ({v0} tokens), its block 1 evicted since: a miss mid-prefix",
+        "zh": "提示词已缓存（{v0} 个 token），但它的块 1 此后被驱逐：前缀中途未命中",
+    },
+    "ex02_random": {
+        "en": "random: {cached} tokens cached, blocks {evicted} of them evicted; a query of "
+        "{query} tokens sharing the first {share}",
+        "zh": "随机：已缓存 {cached} 个 token，其中块 {evicted} 已被驱逐；查询 {query} 个 token，"
+        "与之共享前 {share} 个",
+    },
     "ex02_fully_cached_prompt_exactly_blocks": {
         "en": "fully cached prompt of exactly 3 blocks (N = {v0})",
         "zh": "全部已缓存、正好 3 块的提示词（N = {v0}）",
@@ -206,6 +290,33 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "空闲块 {free} -> {after}；块 {moved} 的 ref_cnt 变了",
     },
     # ---- ex03_remote_kv.py: its cases and verdicts -------------------------------------------
+    "ex03_two_receives_one_step": {
+        "en": "two prompts ({n1} and {n2} tokens) sent together: both receives land in one step",
+        "zh": "两个提示词（{n1} 和 {n2} 个 token）同时发出：两个接收在同一步完成",
+    },
+    "ex03_random": {
+        "en": "random: prompts of {lengths} tokens {together}, read delay {delay} polls, {fault}",
+        "zh": "随机：提示词长度 {lengths}，{together}，读取延迟 {delay} 次轮询，{fault}",
+    },
+    "ex03_together": {"en": "sent together", "zh": "同时发出"},
+    "ex03_one_after": {"en": "one after the other", "zh": "依次发出"},
+    "ex03_fault_none": {"en": "the whole load arrives", "zh": "整个加载都到达"},
+    "ex03_fault_fail": {
+        "en": "the first load fails whole (recompute)",
+        "zh": "第一次加载整个失败（recompute）",
+    },
+    "ex03_fault_from": {
+        "en": "the first load fails from block {i} on",
+        "zh": "第一次加载从第 {i} 块起失败",
+    },
+    "ex03_others_stay": {
+        "en": "the other requests' ids left in the sets when {rid} resumes",
+        "zh": "{rid} 恢复时，其他请求的 id 仍留在集合里",
+    },
+    "ex03_others_gone": {
+        "en": "{lost} removed too",
+        "zh": "{lost} 也被移除了",
+    },
     "ex03_scheduler_stopped_request_came_back": {
         "en": "D's scheduler stopped: the request came back with every token computed, so its step "
         "had nothing to run.",
@@ -278,6 +389,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "num_computed_tokens {before} -> {after}：D 的这一步无可调度",
     },
     # ---- ex04_runner_v2.py: its cases and verdicts -------------------------------------------
+    "ex04_random_features": {
+        "en": "rows (new tokens, computed, prompt) {rows}, use_pcp {pcp}",
+        "zh": "各行（新 token 数，已计算，提示词）{rows}，use_pcp {pcp}",
+    },
     "ex04_use_pcp": {"en": "{name} (use_pcp)", "zh": "{name} (use_pcp)"},
     "ex04_first_step_token_over_12": {
         "en": "D's first step: 1 token over N - 1 = 12 cached",
@@ -324,6 +439,20 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
     },
     # ---- ex05_split.py: its cases and verdicts -----------------------------------------------
+    "ex05_random_features": {
+        "en": "query_lens {q}, is_prefilling {pf}, threshold {thr}, require_uniform "
+        "{uniform}, treat_short_extends_as_decodes {treat}",
+        "zh": "query_lens {q}，is_prefilling {pf}，阈值 {thr}，require_uniform {uniform}，"
+        "treat_short_extends_as_decodes {treat}",
+    },
+    "ex05_lists_as_given": {
+        "en": "query_lens {q} and is_prefilling {pf} left as given",
+        "zh": "query_lens {q} 和 is_prefilling {pf} 保持传入时的样子",
+    },
+    "ex05_lists_changed": {
+        "en": "changed to {q} and {pf}",
+        "zh": "被改成了 {q} 和 {pf}",
+    },
     "ex05_switches": {
         "en": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",
         "zh": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",
@@ -385,6 +514,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 MLA builder 中：{label}",
     },
     # ---- ex06_merge.py: its cases and verdicts -----------------------------------------------
+    "ex06_random": {
+        "en": "random: {t} tokens, {h} heads, {ka} and {kb} keys, scores shifted by {shift}, "
+        "part A empty at rows {empty_a}, part B at rows {empty_b}",
+        "zh": "随机：{t} 个 token，{h} 个头，{ka} 和 {kb} 个 key，分数平移 {shift}，"
+        "A 部分在第 {empty_a} 行为空，B 部分在第 {empty_b} 行为空",
+    },
     "ex06_random_tokens_heads_keys_keys": {
         "en": "random: {t} tokens, {h} heads, 5 keys + 7 keys",
         "zh": "随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
@@ -408,10 +543,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     "ex06_both_parts_empty_out_lse": {
         "en": "both parts empty: out = 0, lse = -inf, no NaN",
         "zh": "两部分都为空：`out = 0`，`lse = -inf`，不能有 NaN",
-    },
-    "ex06_pair_out_lse": {
-        "en": "a pair (out, lse)",
-        "zh": "一对 `(out, lse)`",
     },
     "ex06_one_token_step_under_pcp": {
         "en": "D's one-token step under PCP = 2 (forward_mha over 12 cached), N = 13",
@@ -438,6 +569,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "没有调用",
     },
     # ---- ex07_absorb.py: its cases and verdicts ----------------------------------------------
+    "ex07_random": {
+        "en": "random: {t} queries over {s} cached rows, {h} heads, qk_nope_head_dim {n}, "
+        "qk_rope_head_dim {r}, v_head_dim {v}, kv_lora_rank {L}",
+        "zh": "随机：{t} 个 query，{s} 行缓存，{h} 个头，qk_nope_head_dim {n}，"
+        "qk_rope_head_dim {r}，v_head_dim {v}，kv_lora_rank {L}",
+    },
     "ex07_random_one_query_over_cached": {
         "en": "random: one query over {rand} cached rows",
         "zh": "随机：一个 query，{rand} 行缓存",
@@ -545,13 +682,13 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "没有哪个新提示词吸收后更省（所有预设，query_len 1 到 4096）",
     },
     # ---- ex10_quiz.py: its cases and verdicts ------------------------------------------------
+    "ex10_not_shown": {
+        "en": "(the engine's answer, not shown: it would be copied)",
+        "zh": "（引擎的答案，不展示：否则会被照抄）",
+    },
     "ex10_answers_returns_dict_every_question": {
         "en": "answers() returns a dict of every question",
         "zh": "`answers()` 返回包含每道题的 `dict`",
-    },
-    "ex10_dict": {
-        "en": "a dict",
-        "zh": "一个 `dict`",
     },
     "ex10_keys": {
         "en": "keys {v0}",
@@ -562,6 +699,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "缺少 {missing}",
     },
     # ---- ex11_causal_mask.py: its cases and verdicts -----------------------------------------
+    "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "`torch.bool` 类型的张量"},
     "ex11_fresh_prompt_queries_keys": {
         "en": "a fresh prompt: 5 queries, 5 keys",
         "zh": "新提示词：5 个 query，5 个 key",
@@ -591,6 +729,31 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 forward_mha 中（用你的掩码做一次注意力）：{label}",
     },
     # ---- ex12_designs.py: its cases and verdicts ---------------------------------------------
+    "ex12_random_features": {
+        "en": "{mode}, a {n}-token prompt, room {room} under max_model_len, max_tokens "
+        "{max_tokens}, {stop}, {params}",
+        "zh": "{mode}，{n} 个 token 的提示词，max_model_len 之下余 {room}，max_tokens "
+        "{max_tokens}，{stop}，{params}",
+    },
+    "ex12_stop_first": {
+        "en": "P's token the first stop token",
+        "zh": "P 的 token 是第一个停止 token",
+    },
+    "ex12_stop_later": {
+        "en": "P's token a stop token, not the first",
+        "zh": "P 的 token 是停止 token，但不是第一个",
+    },
+    "ex12_stop_no": {"en": "P's token no stop token", "zh": "P 的 token 不是停止 token"},
+    "ex12_failed_handoff": {
+        "en": "a failed hand-off (kv_transfer_params None)",
+        "zh": "交接失败（kv_transfer_params 为 None）",
+    },
+    "ex12_params_sent": {"en": "P's params sent", "zh": "P 的参数已发出"},
+    "ex12_inputs_as_they_were": {
+        "en": "prompt, p_tokens and kv_transfer_params as they were given",
+        "zh": "`prompt`、`p_tokens` 和 `kv_transfer_params` 保持传入时的样子",
+    },
+    "ex12_inputs_changed": {"en": "{what} changed in place", "zh": "{what} 被就地修改"},
     "ex12_token_is_stop_token": {
         "en": "P's token is a stop token",
         "zh": "P 的 token 是停止 token",
@@ -632,6 +795,10 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "max_model_len = {room}：只容得下一个 token",
     },
     # ---- ex13_batch_view.py: its cases and verdicts ------------------------------------------
+    "ex13_random_features": {
+        "en": "rows (num_computed_tokens, prefill_len) {rows}, routing {routing}",
+        "zh": "各行（num_computed_tokens，prefill_len）{rows}，路由 {routing}",
+    },
     "ex13_decode_graph_eligible_step_ms": {
         "en": "decode_graph_eligible={eligible}, step {ms:.4f} ms",
         "zh": "decode_graph_eligible={eligible}，这一步 {ms:.4f} ms",
@@ -681,6 +848,16 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "在 pdlab sim 中：--design {design} --routing {routing}，TPOT",
     },
     # ---- ex14_spec_pad.py: its cases and verdicts --------------------------------------------
+    "ex14_random_features": {
+        "en": "K = {k}, {n} new token(s) over {c} computed, {budget}, {room}, {beside}",
+        "zh": "K = {k}，{c} 个已计算 token 之上 {n} 个新 token，{budget}，{room}，{beside}",
+    },
+    "ex14_beside_prefill": {
+        "en": "beside a running row mid-prefill",
+        "zh": "旁边有正处于预填充中途的运行中的行",
+    },
+    "ex14_beside_running": {"en": "beside a running row", "zh": "旁边有运行中的行"},
+    "ex14_alone": {"en": "nothing else scheduled", "zh": "本步没有调度别的行"},
     "ex14_first_step_one_token_over": {
         "en": "D's first step, K = 1, N = 9 (one token over 8 cached)",
         "zh": "D 的第一步，K = 1，N = 9（在 8 个已缓存之上算 1 个）",

@@ -53,6 +53,7 @@ def _lang(args: argparse.Namespace, folder: Path) -> str:
     """The language asked for (after the action, or before it), else the folder's."""
     from pdlab.exercises import progress
 
+    # A damaged file's one line is in English here: the language is not known yet.
     return args.lang_after or args.lang or progress.load(folder).lang or "en"
 
 
@@ -72,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         except FileExistsError as e:
             print(e)
             return 0
-        print(text(lang, "ex_started_file", path=path, function=ex.get(args.n).function, n=args.n))
+        function, typed = ex.get(args.n).function, ex.as_typed(path)
+        print(text(lang, "ex_started_file", path=typed, function=function, n=args.n))
         return 0
     if args.action == "check":
         file = args.file or args.dir / ex.get(args.n).file_name
@@ -106,7 +108,7 @@ def _list(folder: Path, lang: str) -> int:
     from pdlab.catalog import text
     from pdlab.exercises import progress
 
-    p = progress.load(folder)
+    p = progress.load(folder, lang)
     t = Table(title=text(lang, "ex_list_title"))
     for key in ("ex_col_n", "ex_col_title", "ex_col_status", "ex_col_last", "ex_col_hints"):
         t.add_column(text(lang, key))

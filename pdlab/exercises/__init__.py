@@ -32,10 +32,10 @@ import torch
 
 from pdlab.catalog import check_lang, text
 from pdlab.errors import PdlabTypeError, Phrase, invalid
-from pdlab.exercises import progress
-from pdlab.exercises.base import Exercise, Grader, Mismatch, Result
+from pdlab.exercises import progress, sandbox
+from pdlab.exercises.base import Exercise, Grader, Mismatch, Result, fingerprint
 from pdlab.exercises.bilingual import read
-from pdlab.exercises.loader import LearnerFileError, load_function
+from pdlab.exercises.loader import LearnerFileError, check_file
 from pdlab.exercises.wrap import reflow, wrap80
 
 _MODULES = (
@@ -113,8 +113,9 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
     if folder is None:
         shown = len(hints)
     else:
-        shown = min(progress.load(folder).hints_used(n) + 1, len(hints))
-        if progress.load(folder).hints_used(n) < len(hints):
+        used = progress.load(folder, lang).hints_used(n)
+        shown = min(used + 1, len(hints))
+        if used < len(hints):
             progress.update(folder, hint=n)
     lines = [text(lang, "ex_hint", i=shown, total=len(hints), n=n), hints[shown - 1]]
     if shown == len(hints):
@@ -129,39 +130,73 @@ def check(
     seed: int | None = None,
     folder: str | Path | None = None,
     quiet: bool = False,
+    case_limit_s: float = sandbox.CASE_LIMIT_S,
 ) -> Result:
     """Grade ``function`` (or the file at that path) for exercise ``n``; print the verdict
     (unless ``quiet``) and return it. ``seed`` replays the random cases of an earlier run;
-    ``folder`` records the result in its progress file."""
+    ``folder`` records the result in its progress file. The learner's code runs in a child
+    process, each case under ``case_limit_s`` seconds (:mod:`pdlab.exercises.sandbox`); a
+    function defined in a notebook cell, which no child can import, runs here."""
     ex = get(n)
     check_lang(lang)
-    source = None
     if isinstance(function, (str, Path)):
-        source = str(Path(function).resolve())
-        function = load_function(function, ex.function, lang, n)
-    elif not callable(function):
+        check_file(Path(function), lang, n)
+        source: str | None = str(Path(function).resolve())
+        target: Any = source
+    elif callable(function):
+        source = _file_of(function)
+        target = function if sandbox.reachable(function) else None
+    else:
         allowed = Phrase("err_x_function_or_path")
         raise invalid("function", function, allowed, PdlabTypeError)
     seed = random.SystemRandom().randrange(1, 10**6) if seed is None else int(seed)
-    g = Grader(seed, lang, source or _file_of(function))
-    failure = None
-    # The graders' tensors are tiny: more than one torch thread only adds contention (on a
-    # busy 2-core machine, exercise 3 takes 0.4 s on one thread and 8.6 s on two).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        ex.grade(function, g)
-    except Mismatch as m:
-        failure = m
-    finally:
-        torch.set_num_threads(threads)
-    result = Result(ex, failure is None, seed, lang, g.cases, failure)
+    if target is not None:
+        outcome = sandbox.run(n, target, seed, lang, source, case_limit_s)
+        if outcome.file_error is not None:
+            raise LearnerFileError(outcome.file_error)
+        cases = outcome.cases
+        failure = Mismatch(**outcome.failure) if outcome.failure is not None else None
+    else:
+        cases, failure = _in_process(ex, function, seed, lang, source)
+    result = Result(ex, failure is None, seed, lang, cases, failure)
     result.lines = wrap80("\n".join(_verdict(result, source))).splitlines()
     if folder is not None:
         progress.update(folder, checked=(n, result.passed))
     if not quiet:
         print(result)
     return result
+
+
+def _in_process(ex: Exercise, function: Callable[..., Any], seed: int, lang: str,
+                source: str | None) -> tuple[int, Mismatch | None]:  # fmt: skip
+    """Grade here, for a function no child can import (no clock: the kernel is the
+    learner's own)."""
+    g = Grader(seed, lang, source)
+    failure = None
+    # The graders' tensors are tiny: more than one torch thread only adds contention (on a
+    # busy 2-core machine, exercise 3 takes 0.4 s on one thread and 8.6 s on two).
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    before = fingerprint()
+    try:
+        g.forbid(ex, function)
+        ex.grade(function, g)
+        sandbox.untouched(before, g, g.case_name)
+    except Mismatch as m:
+        failure = m
+    finally:
+        torch.set_num_threads(threads)
+    return g.cases, failure
+
+
+def as_typed(path: str | Path) -> str:
+    """``path`` as a command typed here can name it: relative to the current folder when it
+    lies inside it, else whole."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _file_of(fn: Callable[..., Any]) -> str | None:
@@ -174,11 +209,14 @@ def _verdict(r: Result, source: str | None) -> list[str]:
     file = Path(source).name if source else ex.file_name
     lines = [text(lang, "ex_checking", n=ex.number, title=ex.title[lang], file=file, seed=r.seed)]
     if r.passed:
-        return [*lines, text(lang, "ex_pass", cases=r.cases)]
+        compare = [text(lang, "ex_compare_with", where=ex.library)] if ex.library else []
+        return [*lines, text(lang, "ex_pass", cases=r.cases), *compare]
     m = r.failure
     assert m is not None
     lines.append(text(lang, "ex_fail", case=m.case, cases=r.cases))
-    if m.raised:
+    if m.stopped:
+        lines.append("  " + m.stopped)
+    elif m.raised:
         lines.append(text(lang, "ex_raised", value=m.raised))
     else:
         lines.append(text(lang, "ex_expected", value=m.expected))
@@ -187,5 +225,6 @@ def _verdict(r: Result, source: str | None) -> list[str]:
         lines.append(text(lang, "ex_looks_like", what=ex.mistakes[m.mistake][lang]))
     if m.evidence:
         lines += [text(lang, "ex_evidence"), m.evidence]
-    lines.append(text(lang, "ex_rerun", n=ex.number, file=file, seed=r.seed))
+    typed = as_typed(source) if source else ex.file_name
+    lines.append(text(lang, "ex_rerun", n=ex.number, file=typed, seed=r.seed))
     return lines

@@ -14,7 +14,10 @@ stubs with tests and Triton-Puzzles' graded puzzles, are named in ``docs/worksho
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import importlib
 import random
+import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -31,7 +34,8 @@ class Exercise:
     reference solution are ``stubs/<slug>.py`` and ``solutions/<slug>.py``. ``statement``,
     ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``).
     ``slips`` are wrong answers learners plausibly write, ``{mistake key: a whole learner
-    file}``: the grader must reject each, naming that mistake (the tests submit every one)."""
+    file}``: the grader must reject each, naming that mistake (the tests submit every one).
+    ``library`` is where pdlab implements the function, said only once it passes."""
 
     number: int
     slug: str
@@ -43,10 +47,33 @@ class Exercise:
     grade: Callable[[Callable[..., Any], Grader], None]
     notebook: str = ""
     slips: dict[str, str] = field(default_factory=dict)
+    #: Where pdlab implements it: named only after a pass (to compare), never in the stub,
+    #: where it would be the answer one file away.
+    library: str = ""
+    #: pdlab's own functions that compute the answer (``"module:qualname"``): the learner's
+    #: function may not call them (nor the reference solution), or it would pass by
+    #: handing the question back to the engine it is compared with.
+    own: tuple[str, ...] = ()
+
+    def own_code(self) -> frozenset:
+        """The code objects of :attr:`own` and of the reference solution."""
+        codes = set()
+        for spec in (*self.own, f"pdlab.exercises.solutions.{self.slug}:{self.function}"):
+            module, _, qualname = spec.partition(":")
+            obj: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            codes.add(code_of(obj))
+        return frozenset(codes - {None})
 
     @property
     def file_name(self) -> str:
         return f"{self.slug}.py"
+
+
+def code_of(fn: object) -> Any:
+    """The code object of a function, or of the Python function a Triton kernel wraps."""
+    return getattr(fn, "__code__", None) or getattr(getattr(fn, "fn", None), "__code__", None)
 
 
 class LearnerRaised(Exception):
@@ -69,10 +96,21 @@ class Mismatch(Exception):
         mistake: str | None = None,
         evidence: str = "",
         raised: str = "",
+        stopped: str = "",
     ) -> None:
         super().__init__(case)
         self.case, self.expected, self.got = case, expected, got
         self.mistake, self.evidence, self.raised = mistake, evidence, raised
+        #: One whole line when the case never finished (a clock ran out, the learner's
+        #: code exited): :mod:`pdlab.exercises.sandbox`.
+        self.stopped = stopped
+
+
+def stop_line(e: BaseException, lang: str) -> str:
+    """One line for a ``SystemExit`` or ``KeyboardInterrupt`` the learner's code raised."""
+    if isinstance(e, SystemExit):
+        return text(lang, "ex_called_exit", code=e.code)
+    return text(lang, "ex_raised_interrupt")
 
 
 @dataclass
@@ -117,6 +155,12 @@ class Grader:
         self.gen = torch.Generator().manual_seed(seed)
         self.cases = 0
         self.case_name = ""
+        #: Told each case's name as it starts (the sandbox's clock starts there).
+        self.on_case: Callable[[str], None] | None = None
+        #: Code the learner's function may not run (:attr:`Exercise.own`), by name, and
+        #: the code of the function being graded (never forbidden: a reference is graded).
+        self.forbidden: dict[Any, str] = {}
+        self.graded: Any = None
 
     def t(self, words: str | Words) -> str:
         """``words`` in the grader's language: a string as it is (numbers, identifiers),
@@ -129,10 +173,14 @@ class Grader:
         code becomes a Mismatch."""
         name = self.t(name)
         self.case_name = name
+        if self.on_case is not None:
+            self.on_case(name)
         try:
             yield
         except Mismatch:
             raise
+        except (SystemExit, KeyboardInterrupt) as e:  # the learner's exit: a failure too
+            raise Mismatch(name, stopped=stop_line(e, self.lang)) from None
         except Exception as e:  # noqa: BLE001 - the learner's error, reported in one line
             err = e.error if isinstance(e, LearnerRaised) else e
             if isinstance(err, NotImplementedError):
@@ -140,14 +188,39 @@ class Grader:
             raise Mismatch(name, raised=self.where(err)) from e
         self.cases += 1
 
-    @staticmethod
-    def call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    def call(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``fn(*args, **kwargs)`` from inside the engine: what it raises is marked as the
-        learner's (:class:`LearnerRaised`), whatever the engine does with it on the way."""
+        learner's (:class:`LearnerRaised`), whatever the engine does with it on the way;
+        a call into pdlab's own answer (:attr:`forbidden`) fails the case."""
+        graded = (code_of(fn), self.graded)
+        watch = {c: n for c, n in self.forbidden.items() if c not in graded}
+        called: list[str] = []
+
+        def profile(frame: Any, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code in watch:
+                called.append(watch[frame.f_code])
+
+        before = sys.getprofile()
+        if watch:
+            sys.setprofile(profile)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except Exception as e:  # noqa: BLE001 - wrapped, reported by case()
             raise LearnerRaised(e) from e
+        finally:
+            if watch:
+                sys.setprofile(before)
+        if called:
+            raise Mismatch(self.case_name, stopped=text(self.lang, "ex_called_own",
+                                                        what=called[0]))  # fmt: skip
+        return out
+
+    def forbid(self, exercise: Exercise, fn: Callable[..., Any]) -> None:
+        """Forbid ``fn``, the function graded, ``exercise``'s own answer
+        (:attr:`Exercise.own`)."""
+        self.graded = code_of(fn)
+        self.forbidden = {c: f"{c.co_filename.split('/pdlab/')[-1]}:{c.co_qualname}"
+                          for c in exercise.own_code()}  # fmt: skip
 
     def where(self, e: BaseException) -> str:
         """``Type: message (file:line)``, the line being the last one in the learner's
@@ -180,6 +253,22 @@ class Grader:
             shown = f"{len(got)} values" if isinstance(got, (tuple, list)) else _show(got)
             self.fail(what, shown)
         return got[0], got[1]
+
+    def returns(self, got: object, spec: object) -> Any:
+        """``got``, unless it is not of the type ``spec`` (:func:`wrong_type`): then the
+        case fails in one plain line ("returned str, expected bool"), before any value is
+        compared."""
+        bad = wrong_type(got, spec)
+        if bad:
+            where, shown, expected = bad
+            key = "ex_returned_type_at" if where else "ex_returned_type"
+            line = text(self.lang, key, at=where, got=shown, expected=expected)
+            raise Mismatch(self.case_name, stopped=line)
+        odd = odd_value(got)
+        if odd:
+            line = text(self.lang, "ex_returned_odd", at=odd[0] or "-", got=odd[1])
+            raise Mismatch(self.case_name, stopped=line)
+        return got
 
     def expect(self, got: object, expected: object, mistakes: dict[str, object] | None = None,
                evidence: str = "") -> None:  # fmt: skip
@@ -245,3 +334,220 @@ def patched(owner: object, name: str, value: object) -> Iterator[None]:
             delattr(owner, name)
         else:
             setattr(owner, name, before)
+
+
+# ---- return types, checked before any value -------------------------------------------
+def type_name(x: object) -> str:
+    """The name a learner knows a value's type by (``bool``, ``int``, ``str``, ...)."""
+    return "None" if x is None else type(x).__name__
+
+
+def _fits(x: object, spec: object) -> bool:
+    """Whether ``x`` has the type ``spec`` says: a type (``bool`` is never an ``int``, an
+    ``int`` is a ``float`` too; the built-in types exactly, never a subclass, whose ``==``
+    could say yes to anything), ``None``, a tuple of specs (a tuple or list of that many),
+    a one-item list ``[spec]`` (a list of any length), or a set of specs (any of them)."""
+    if isinstance(spec, (set, frozenset)):
+        return any(_fits(x, s) for s in spec)
+    if spec is None:
+        return x is None
+    if isinstance(spec, tuple):
+        return type(x) in (tuple, list) and len(x) == len(spec)
+    if isinstance(spec, list):
+        return type(x) is list
+    if spec is float:
+        return type(x) in (int, float)
+    if spec in (bool, int, str, dict):  # exactly: a subclass could answer == with True
+        return type(x) is spec
+    return isinstance(x, spec)  # type: ignore[arg-type]
+
+
+def _spec_name(spec: object) -> str:
+    if isinstance(spec, (set, frozenset)):
+        return " | ".join(sorted(_spec_name(s) for s in spec))
+    if spec is None:
+        return "None"
+    if isinstance(spec, tuple):
+        return f"tuple of {len(spec)}"
+    if isinstance(spec, list):
+        return "list"
+    return getattr(spec, "__name__", str(spec))
+
+
+_PLAIN = (int, float, bool, str, bytes, type(None), torch.Tensor, torch.dtype)
+
+
+def odd_value(x: object, where: str = "", depth: int = 0) -> tuple[str, str] | None:
+    """None when ``x`` is made of plain values only (the built-in types exactly, tensors,
+    lists, tuples and dicts of them, pdlab's own dataclasses), else ``(where, its type)``
+    of the first that is not: a value of the learner's own class could answer ``==`` with
+    yes to anything."""
+    if depth > 20:
+        return None
+    kind = type(x)
+    if kind in _PLAIN or isinstance(x, torch.Tensor):
+        return None
+    if kind in (list, tuple):
+        for i, v in enumerate(x):  # type: ignore[arg-type]
+            bad = odd_value(v, f"{where}[{i}]", depth + 1)
+            if bad:
+                return bad
+        return None
+    if kind is dict:
+        for k, v in x.items():  # type: ignore[attr-defined]
+            bad = odd_value(k, where, depth + 1) or odd_value(v, f"{where}[{k!r}]", depth + 1)
+            if bad:
+                return bad
+        return None
+    if dataclasses.is_dataclass(x) and kind.__module__.startswith("pdlab."):
+        for f in dataclasses.fields(x):  # type: ignore[arg-type]
+            bad = odd_value(getattr(x, f.name), f"{where}.{f.name}", depth + 1)
+            if bad:
+                return bad
+        return None
+    return where, kind.__name__
+
+
+def wrong_type(x: object, spec: object, where: str = "") -> tuple[str, str, str] | None:
+    """None when ``x`` fits ``spec`` (:func:`_fits`) all the way down, else where it does
+    not: ``(where, what it is, what it should be)``, e.g. ``("[0]", "str", "bool")``."""
+    if not _fits(x, spec):
+        shown = f"{type_name(x)} of {len(x)}" if isinstance(x, (tuple, list)) else type_name(x)
+        return where, shown, _spec_name(spec)
+    if isinstance(spec, tuple):
+        for i, (v, s) in enumerate(zip(x, spec)):  # type: ignore[call-overload]
+            bad = wrong_type(v, s, f"{where}[{i}]")
+            if bad:
+                return bad
+    if isinstance(spec, list) and spec:
+        for i, v in enumerate(x):  # type: ignore[call-overload]
+            bad = wrong_type(v, spec[0], f"{where}[{i}]")
+            if bad:
+                return bad
+    return None
+
+
+# ---- random cases, compared with the engine's own function, the first failure shrunk ----
+@dataclass
+class Draw:
+    """A random case space: ``draw(rng)`` makes one case (a dict of the function's
+    arguments and whatever the case needs), ``shrink(case)`` smaller cases to try in its
+    place, ``name(case)`` its features in words, ``shown(case)`` its values in one line."""
+
+    draw: Callable[[random.Random], dict]
+    shrink: Callable[[dict], list[dict]]
+    name: Callable[[dict], Words]
+    shown: Callable[[dict], str]
+
+
+def random_cases(
+    g: Grader,
+    space: Draw,
+    learner: Callable[[dict], Any],
+    engine: Callable[[dict], Any],
+    count: int = 40,
+    diagnose: Callable[[dict, Any, Callable[[dict], Any]], str | None] | None = None,
+    spec: object = object,
+    same: Callable[[Any, Any], bool] | None = None,
+) -> None:
+    """``count`` cases drawn from ``space`` with the grader's seed (``--seed`` replays
+    them), each run through ``learner`` (the learner's function, its answer type-checked
+    against ``spec``) and ``engine`` (the engine's own) and compared (``same``, else
+    equality). The first that differs is shrunk to the smallest case that still differs and
+    failed, named by its features, with the mistake ``diagnose(case, got, ask)`` names
+    (``ask(other)``: the learner's answer to another case, or the exception it raised, to
+    tell apart mistakes that answer this case alike)."""
+    equal = same or _same
+    for i in range(count):
+        case = space.draw(g.rng)
+        with g.case(Words("ex_random_case", i=i + 1, count=count, name=space.name(case))):
+            got = g.returns(learner(case), spec)
+            if equal(got, engine(case)):
+                continue
+            case, got = _shrink(g, space, case, got, learner, engine, equal, spec)
+            g.case_name = g.t(Words("ex_random_case_shrunk", i=i + 1, name=space.name(case)))
+            mistake = diagnose(case, got, lambda c: _ask(learner, c)) if diagnose else None
+            g.fail(
+                Words("ex_random_for", want=_show(engine(case)), case=space.shown(case)),
+                got,
+                mistake,
+            )
+
+
+def diagnose_by(
+    variants: dict[str, Callable[[dict], Any]],
+    probes: Callable[[dict], list[dict]],
+    same: Callable[[Any, Any], bool] | None = None,
+) -> Callable[[dict, Any, Callable[[dict], Any]], str | None]:
+    """A ``diagnose`` for :func:`random_cases`: the first mistake of ``variants`` (``{key:
+    what that mistake answers a case}``) that answers the failing case as the learner did
+    and agrees with the learner on every case of ``probes(case)`` too (two mistakes may
+    answer one case alike; the cases around it tell them apart)."""
+    equal = same or _same
+
+    def answers(key: str, case: dict, got: Any) -> bool:
+        try:
+            return equal(got, variants[key](case))
+        except Exception:  # noqa: BLE001 - a mistake that has no answer here is not it
+            return False
+
+    def diagnose(case: dict, got: Any, ask: Callable[[dict], Any]) -> str | None:
+        keys = [k for k in variants if answers(k, case, got)]
+        for probe in probes(case):
+            if not keys:
+                break
+            answer = ask(probe)
+            keys = [k for k in keys if not isinstance(answer, Exception)
+                    and answers(k, probe, answer)]  # fmt: skip
+        return keys[0] if keys else None
+
+    return diagnose
+
+
+def _ask(learner: Callable[[dict], Any], case: dict) -> Any:
+    try:
+        return learner(case)
+    except Exception as e:  # noqa: BLE001 - a probe's answer, compared by the caller
+        return e
+
+
+def _shrink(g: Grader, space: Draw, case: dict, got: Any, learner: Callable, engine: Callable,
+            equal: Callable, spec: object) -> tuple[dict, Any]:  # fmt: skip
+    """The smallest case that still differs, by greedy steps through ``space.shrink``; a
+    smaller case where the learner raises or returns a wrong type is not taken (the
+    failure shown stays the one found)."""
+    for _ in range(200):
+        for smaller in space.shrink(case):
+            try:
+                mine = learner(smaller)
+            except Exception:  # noqa: BLE001 - a shrink step, not the verdict
+                continue
+            if wrong_type(mine, spec) is None and not equal(mine, engine(smaller)):
+                case, got = smaller, mine
+                break
+        else:
+            return case, got
+    return case, got
+
+
+# ---- pdlab itself, unchanged by the learner's code ----------------------------------------
+def fingerprint() -> dict[tuple[str, str], int]:
+    """Every name bound in pdlab's modules and their classes, to the identity of what it
+    is bound to: a learner's file that rebinds one (the engine's function it is compared
+    with, or the grader's comparison) changes it."""
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if not (name == "pdlab" or name.startswith("pdlab.")) or module is None:
+            continue
+        for key, value in list(vars(module).items()):
+            out[(name, key)] = id(value)
+            if isinstance(value, type) and value.__module__ == name:
+                for attr, member in list(vars(value).items()):
+                    out[(name, f"{key}.{attr}")] = id(member)
+    return out
+
+
+def changed(before: dict[tuple[str, str], int]) -> list[str]:
+    """The names of ``before`` now bound to something else (or gone)."""
+    now = fingerprint()
+    return [f"{m}.{k}" for (m, k), v in before.items() if now.get((m, k)) != v]

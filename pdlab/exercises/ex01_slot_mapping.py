@@ -58,15 +58,30 @@ def _mistakes(table, computed, q_lens, bs):
     }
 
 
-def _batch(g: Grader, contexts: list[int], q_lens: list[int]) -> tuple[list[list[int]], ...]:
-    ids = list(range(1, 64))
+def _batch(g: Grader, contexts: list[int], q_lens: list[int],
+           bs: int = BS) -> tuple[list[list[int]], ...]:  # fmt: skip
+    ids = list(range(1, 64 * 64))
     g.rng.shuffle(ids)
     table, k = [], 0
     for c, q in zip(contexts, q_lens):
-        n = -(-(c + q) // BS)
+        n = -(-(c + q) // bs)
         table.append(ids[k : k + n] + [0] * 2)  # padded, as the runner's table rows are
         k += n
     return table, contexts, q_lens
+
+
+def _random_case(g: Grader) -> tuple[Words, list[int], list[int], int]:
+    """A random batch of 1 to 5 requests, biased to the edges: a block size of 1 to 16,
+    contexts of 0, one short of a block, a whole number of blocks, one over, new tokens
+    from 1 (a decode) to several blocks."""
+    r = g.rng
+    bs = r.choice((1, 2, 4, 4, 16))
+    n = r.randrange(1, 6)
+    contexts = [r.choice((0, 0, bs - 1, bs, 2 * bs, 2 * bs + 1, r.randrange(0, 5 * bs)))
+                for _ in range(n)]  # fmt: skip
+    q_lens = [r.choice((1, 1, bs, bs + 1, r.randrange(1, 3 * bs + 2))) for _ in range(n)]
+    name = Words("ex01_random", bs=bs, contexts=contexts, q_lens=q_lens)
+    return name, contexts, q_lens, bs
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -95,11 +110,13 @@ def grade(fn: Any, g: Grader) -> None:
             [r(1, 9), 1, r(1, 9)],
         ),
     ]
-    for name, contexts, q_lens in cases:
+    cases = [(*case, BS) for case in cases] + [_random_case(g) for _ in range(12)]
+    for name, contexts, q_lens, bs in cases:
         with g.case(name):
-            table, computed, q = _batch(g, contexts, q_lens)
-            got = [int(s) for s in fn([list(row) for row in table], list(computed), list(q), BS)]
-            g.expect(got, _slots(table, computed, q, BS), _mistakes(table, computed, q, BS))
+            table, computed, q = _batch(g, contexts, q_lens, bs)
+            got = fn([list(row) for row in table], list(computed), list(q), bs)
+            got = g.returns(got, [int])
+            g.expect(got, _slots(table, computed, q, bs), _mistakes(table, computed, q, bs))
     runs = (
         (Words("ex01_inside_colocated_engine_chunked_prefill"),
          [er.prompt_of(13), er.prompt_of(6, salt=1)], er.MAX_TOKENS,
@@ -153,11 +170,12 @@ EXERCISE = Exercise(
     number=1,
     slug="ex01_slot_mapping",
     function="slot_mapping",
+    library="pdlab/model/runner.py (prepare_inputs)",
     notebook="01_paged_kv_cache",
     title={"en": "Slot mapping from a block table", "zh": "由块表计算槽映射"},
     statement={
         "en": """\
-Exercise 1: the slot mapping (pdlab/model/runner.py, prepare_inputs)
+Exercise 1: the slot mapping (the model runner's prepare_inputs)
 
 The paged KV cache is num_blocks blocks of block_size slots; slot s is row s % block_size
 of block s // block_size. A request holds a list of blocks (its row of the block table)
@@ -172,7 +190,7 @@ model runner's slots with yours inside a colocated engine running chunked prefil
 one so small that a request is preempted and resumes: every step must get the runner's
 slots, and the engine must generate the same tokens.""",
         "zh": """\
-练习 1：槽映射 slot_mapping（pdlab/model/runner.py 的 prepare_inputs）
+练习 1：槽映射 slot_mapping（model runner 的 prepare_inputs）
 
 分页 KV 缓存由 num_blocks 个块组成，每块 block_size 个槽；槽 s 是块 s // block_size 的
 第 s % block_size 行。一个请求按位置顺序持有一串块（它在块表中的那一行）：位置 p 位于它的

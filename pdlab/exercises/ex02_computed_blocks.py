@@ -42,8 +42,10 @@ def get_computed_blocks(self, request):
 """
 
 
-def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool = True):
-    """A known mistake's answer: at most ``max_blocks`` blocks, hashes chained or not."""
+def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool = True,
+            skip: bool = False):  # fmt: skip
+    """A known mistake's answer: at most ``max_blocks`` blocks, hashes chained or not, a
+    miss ending the lookup or (``skip``) passed over."""
     ids, parent = [], None
     for i in range(max(max_blocks, 0)):
         block_tokens = tokens[i * BS : (i + 1) * BS]
@@ -51,6 +53,8 @@ def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool
             break
         parent = hash_block_tokens(parent if chain else None, block_tokens)
         block = mgr.block_pool.get_cached_block(parent, block_tokens)
+        if block is None and skip:
+            continue
         if block is None:
             break
         ids.append(block.block_id)
@@ -63,13 +67,41 @@ def _pool_state(mgr: KVCacheManager) -> tuple[int, tuple[int, ...]]:
     return pool.get_num_free_blocks(), tuple(b.ref_cnt for b in pool.blocks)
 
 
-def _warm(cached: list[list[int]]) -> KVCacheManager:
+def _warm(cached: list[list[int]], evict: tuple[int, ...] = ()) -> KVCacheManager:
+    """A manager whose pool caches the blocks of ``cached``, but for the blocks ``evict``
+    names of the first prompt (evicted since, as a full pool evicts: a miss mid-prefix)."""
     mgr = KVCacheManager(CacheConfig(block_size=BS, num_blocks=48), max_model_len=512)
     for i, tokens in enumerate(cached):
         req = Request(f"warm-{i}", tokens)
         mgr.allocate_slots(req, len(tokens))
         mgr.free(req)  # the blocks stay cached, evictable
+    parent = None
+    for i in range(len(cached[0]) // BS if cached else 0):
+        block_tokens = cached[0][i * BS : (i + 1) * BS]
+        parent = hash_block_tokens(parent, block_tokens)
+        block = mgr.block_pool.get_cached_block(parent, block_tokens)
+        if i in evict and block is not None:
+            mgr.block_pool._maybe_evict_cached_block(block)
     return mgr
+
+
+def _random_case(g: Grader, salt: int) -> tuple[Words, list[list[int]], list[int], tuple]:
+    """A random lookup: a cached prompt at a block edge or not, a block of it evicted (a
+    miss mid-prefix) or not, a query sharing a prefix of it cut anywhere, 1 token long or
+    block-aligned or anything."""
+    r = g.rng
+    n = r.choice((BS, 2 * BS, 3 * BS, 3 * BS + 1, 4 * BS + 2, r.randrange(1, 5 * BS)))
+    base = er.prompt_of(n, salt=salt)
+    other = [(t + 37 + salt) % 256 for t in er.prompt_of(5 * BS, salt=salt + 1)]
+    share = r.choice((0, BS - 1, BS, 2 * BS, n, n, r.randrange(0, n + 1)))
+    length = r.choice((1, share, share + 1, (share // BS + 1) * BS, n, r.randrange(1, 5 * BS)))
+    query = (base[:share] + other[share:])[: max(length, 1)]
+    blocks = n // BS
+    evict = tuple(sorted({r.randrange(blocks) for _ in range(r.choice((0, 1, 1, 2)))})) if (
+        blocks > 1) else ()  # fmt: skip
+    name = Words("ex02_random", cached=n, query=len(query), share=min(share, len(query)),
+                 evicted=list(evict))  # fmt: skip
+    return name, [base], query, evict
 
 
 def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]], together: bool = False):
@@ -128,19 +160,23 @@ def grade(fn: Any, g: Grader) -> None:
             a[:n] + other[n:],
         )
     )
-    for name, cached, query in cases:
+    cases = [(name, cached, query, ()) for name, cached, query in cases]
+    cases.append((Words("ex02_miss_mid_prefix", v0=len(a)), [a], a, (1,)))
+    cases += [_random_case(g, g.seed % 11 + i) for i in range(12)]
+    for name, cached, query, evict in cases:
         with g.case(name):
-            mgr = _warm(cached)
+            mgr = _warm(cached, evict)
             want_blocks, want_n = mgr.get_computed_blocks(Request("q", query))
             want = ([b.block_id for b in want_blocks], want_n)
             free = _pool_state(mgr)
-            blocks, num = fn(mgr, Request("q", query))
-            got = ([getattr(b, "block_id", b) for b in blocks], int(num))
+            blocks, num = g.returns(g.call(fn, mgr, Request("q", query)), (list, int))
+            got = ([getattr(b, "block_id", b) for b in blocks], num)
             g.expect(got, want, {
                 "no_cap": _lookup(mgr, query, len(query) // BS),
                 "one_block_short": _lookup(mgr, query, len(query) // BS - 1),
                 "no_chain": _lookup(mgr, query, (len(query) - 1) // BS, chain=False),
                 "blocks_not_tokens": (want[0], len(want[0])),
+                "skips_miss": _lookup(mgr, query, (len(query) - 1) // BS, skip=True),
             })  # fmt: skip
             after = _pool_state(mgr)
             if after != free:
@@ -169,6 +205,8 @@ EXERCISE = Exercise(
     number=2,
     slug="ex02_computed_blocks",
     function="get_computed_blocks",
+    library="pdlab/kv_cache/manager.py (KVCacheManager.get_computed_blocks)",
+    own=("pdlab.kv_cache.manager:KVCacheManager.get_computed_blocks",),
     notebook="01_paged_kv_cache",
     title={
         "en": "Prefix cache hits: chained hashes, N - 1 cap",
@@ -176,7 +214,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 2: KVCacheManager.get_computed_blocks (pdlab/kv_cache/manager.py)
+Exercise 2: KVCacheManager.get_computed_blocks
 
 Prefix caching names each full block by a hash of its tokens chained with the hash of
 the block before it, so equal hashes mean equal prefixes (a token's K/V depend on every
@@ -191,7 +229,7 @@ Write get_computed_blocks as a method of KVCacheManager, returning (blocks, num_
 The grader compares it with the real method on warmed caches, then plugs it into a
 colocated engine: the prefix hits and the tokens must be the engine's.""",
         "zh": """\
-练习 2：KVCacheManager.get_computed_blocks（pdlab/kv_cache/manager.py）
+练习 2：KVCacheManager.get_computed_blocks
 
 前缀缓存用“本块 token 与前一块哈希串联”的哈希给每个满块命名，所以哈希相等意味着前缀相等
 （一个 token 的 K/V 取决于它之前的所有 token）。新请求按顺序查找自己的块，遇到第一个未命中
@@ -219,6 +257,13 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
         ),
     },
     mistakes={
+        "skips_miss": {
+            "en": "passing over a miss (continue) instead of stopping there: a block after a "
+            "missing one was computed over K/V that are gone, so the hit ends at the first "
+            "miss; the request would reuse blocks its own prefix does not lead to",
+            "zh": "遇到未命中时跳过（`continue`）而不是停下：未命中块之后的块依赖已经不在的 K/V，"
+            "所以命中止于第一个未命中；否则会复用前缀接不上的块",
+        },
         "no_cap": {
             "en": "no N - 1 cap: a fully cached prompt leaves nothing to compute, and the "
             "next token's logits need the last token's hidden state",
@@ -257,6 +302,10 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
         ),
         "blocks_not_tokens": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
             "len(blocks) * bs", "len(blocks)"
+        ),
+        "skips_miss": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
+            "        if block is None:\n            break",
+            "        if block is None:\n            continue",
         ),
         "touched": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
             "    return blocks,", "    self.block_pool.touch(blocks)\n    return blocks,"

@@ -59,11 +59,12 @@ def _real(self: Any, request: Any) -> bool:
 
 
 def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
-         fault: str | int | None = None) -> dict[str, Any]:  # fmt: skip
+         fault: str | int | None = None, together: bool = False) -> dict[str, Any]:  # fmt: skip
     """Run ``prompts`` one after the other through a P/D pair with ``fn`` on D (the engine's
-    own method when ``fn`` is None), each read landing ``delay`` polls after it starts;
-    ``fault`` makes the first read fail whole (``"fail"``) or fail from that block index
-    on (an int: the K/V arrive short of the prompt). What happened, and what it left."""
+    own method when ``fn`` is None), or all at once when ``together`` (their receives then
+    land in the same step), each read landing ``delay`` polls after it starts; ``fault``
+    makes the first read fail whole (``"fail"``) or fail from that block index on (an int:
+    the K/V arrive short of the prompt). What happened, and what it left."""
     transport = InProcessTransport()
     transport.delay_polls = delay
     pair = er.pair(transport=transport, kv_transfer_config=_RECOMPUTE)
@@ -77,10 +78,18 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
     def learner(self: Any, request: Any) -> bool:
         before = request.num_computed_tokens
         arrived = request.request_id in self.finished_recving_kv_req_ids
+        others = (self.finished_recving_kv_req_ids | self.failed_recving_kv_req_ids) - {
+            request.request_id}  # fmt: skip
         ready = _real(self, request) if fn is None else g.call(fn, self, request)
+        if fn is not None:
+            ready = g.returns(ready, bool)
         if ready and not arrived:
             g.fail(Words("ex03_false_while_are_still_arriving"), "True",
                    "ready_too_early")  # fmt: skip
+        lost = others - self.finished_recving_kv_req_ids - self.failed_recving_kv_req_ids
+        if lost:
+            g.fail(Words("ex03_others_stay", rid=request.request_id),
+                   Words("ex03_others_gone", lost=sorted(lost)), "cleared_others")  # fmt: skip
         local = before - request.num_external_computed_tokens
         calls.append((before, request.num_computed_tokens, request.num_tokens, local,
                       bool(ready)))  # fmt: skip
@@ -90,7 +99,10 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
     sp = SamplingParams(max_tokens=er.MAX_TOKENS)
     with patched(sched, "_update_waiting_for_remote_kv", types.MethodType(learner, sched)):
         try:
-            for prompt in prompts:
+            if together:  # a request that never resumes must not keep the pair running
+                outs = pair.generate(prompts, sp, max_steps=40 + 10 * delay)
+                got["tokens"] = [o.output_token_ids for o in outs]
+            for prompt in [] if together else prompts:
                 got["tokens"].append(pair.generate(prompt, sp)[0].output_token_ids)
         except (RuntimeError, ValueError, IndexError, AssertionError) as e:
             got["error"] = f"{type(e).__name__}: {e}"
@@ -105,37 +117,71 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
 
 
 @functools.lru_cache(maxsize=32)
-def _reference(prompts: tuple[tuple[int, ...], ...], delay: int, fault: Any) -> dict[str, Any]:
+def _reference(prompts: tuple[tuple[int, ...], ...], delay: int, fault: Any,
+               together: bool = False) -> dict[str, Any]:  # fmt: skip
     """What the engine's own method does in this case (the same every time)."""
-    return _run(None, [list(p) for p in prompts], Grader(0, "en"), delay, fault)
+    return _run(None, [list(p) for p in prompts], Grader(0, "en"), delay, fault, together)
 
 
 _RECOMPUTE = KVTransferConfig(kv_load_failure_policy="recompute")
 
 
-def _cases(g: Grader) -> list[tuple[Words, list[list[int]], int, Any]]:
+def _cases(g: Grader) -> list[tuple[Words, list[list[int]], int, Any, bool]]:
     salt = g.seed % 7
     n = g.rng.randrange(5, 24)
     a = er.prompt_of(3 * BS + 1, salt=salt)
     b = a[: 2 * BS] + er.prompt_of(BS + 2, salt=salt + 1)
+    c = er.prompt_of(2 * BS, salt=salt + 2)
     return [
-        (Words("ex03_three_blocks_plus_one", v0=3 * BS + 1), [a], 0, None),
-        (Words("ex03_exactly_blocks", v0=3 * BS), [a[: 3 * BS]], 0, None),
-        (Words("ex03_exactly_one_block", BS=BS), [a[:BS]], 0, None),
-        (Words("ex03_one_token_prompt"), [a[:1]], 0, None),
-        (Words("ex03_random_length_slow_transfer_polls", n=n), [er.prompt_of(n, salt)], 3, None),
-        (Words("ex03_local_prefix_hit_blocks_beside", v0=len(b)), [a, b], 0, None),
-        (Words("ex03_short_prompt_blocks_and_on", v0=3 * BS + 1), [a], 0, 2),
-        (Words("ex03_whole_load_failed_policy_recompute", v0=3 * BS + 1), [a], 0, "fail"),
-        (Words("ex03_same_prompt_twice_prefix_cache", v0=len(a)), [a, a], 0, None),
+        (Words("ex03_three_blocks_plus_one", v0=3 * BS + 1), [a], 0, None, False),
+        (Words("ex03_exactly_blocks", v0=3 * BS), [a[: 3 * BS]], 0, None, False),
+        (Words("ex03_exactly_one_block", BS=BS), [a[:BS]], 0, None, False),
+        (Words("ex03_one_token_prompt"), [a[:1]], 0, None, False),
+        (Words("ex03_random_length_slow_transfer_polls", n=n), [er.prompt_of(n, salt)], 3, None,
+         False),
+        (Words("ex03_local_prefix_hit_blocks_beside", v0=len(b)), [a, b], 0, None, False),
+        (Words("ex03_short_prompt_blocks_and_on", v0=3 * BS + 1), [a], 0, 2, False),
+        (Words("ex03_whole_load_failed_policy_recompute", v0=3 * BS + 1), [a], 0, "fail", False),
+        (Words("ex03_same_prompt_twice_prefix_cache", v0=len(a)), [a, a], 0, None, False),
+        (Words("ex03_two_receives_one_step", n1=len(a), n2=len(c)), [a, c], 0, None, True),
+        *(_random_case(g, salt + 3 + i) for i in range(4)),
     ]  # fmt: skip
 
 
+def _random_case(g: Grader, salt: int) -> tuple[Words, list[list[int]], int, Any, bool]:
+    """A random case over the whole space: 1 to 3 prompts (lengths at the block edges, one
+    token, or anything), sent one after the other or together (receives landing in one
+    step), a slow read or not, a whole, short or failed load."""
+    r = g.rng
+    lengths = [r.choice((1, BS, 2 * BS, 2 * BS + 1, 3 * BS - 1, r.randrange(2, 6 * BS)))
+               for _ in range(r.choice((1, 2, 2, 3)))]  # fmt: skip
+    prompts = [er.prompt_of(n, salt=salt + i) for i, n in enumerate(lengths)]
+    if len(prompts) > 1 and r.random() < 0.3:  # the second shares the first's blocks
+        share = (min(lengths) - 1) // BS * BS
+        prompts[1] = prompts[0][:share] + prompts[1][share:]
+    together = len(prompts) > 1 and r.random() < 0.6
+    delay = r.choice((0, 0, 1, 3))
+    blocks = -(-lengths[0] // BS)
+    fault = r.choice((None, None, "fail", r.randrange(0, blocks) if blocks > 1 else None))
+    name = Words(
+        "ex03_random",
+        lengths=lengths,
+        together=Words("ex03_together" if together else "ex03_one_after"),
+        delay=delay,
+        fault=Words("ex03_fault_none")
+        if fault is None
+        else Words("ex03_fault_fail")
+        if fault == "fail"
+        else Words("ex03_fault_from", i=fault),
+    )
+    return name, prompts, delay, fault, together  # fmt: skip
+
+
 def grade(fn: Any, g: Grader) -> None:
-    for name, prompts, delay, fault in _cases(g):
+    for name, prompts, delay, fault, together in _cases(g):
         with g.case(Words("ex03_pair_with_your_function_on", name=name)):  # fmt: skip
-            want = _reference(tuple(map(tuple, prompts)), delay, fault)
-            got = _run(fn, prompts, g, delay, fault)
+            want = _reference(tuple(map(tuple, prompts)), delay, fault, together)
+            got = _run(fn, prompts, g, delay, fault, together)
             _judge(g, want, got)
 
 
@@ -199,11 +245,13 @@ EXERCISE = Exercise(
     number=3,
     slug="ex03_remote_kv",
     function="_update_waiting_for_remote_kv",
+    library="pdlab/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
+    own=("pdlab.sched.scheduler:Scheduler._update_waiting_for_remote_kv",),
     notebook="05_pd_decode_side",
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={
         "en": """\
-Exercise 3: _update_waiting_for_remote_kv (pdlab/sched/scheduler.py)
+Exercise 3: _update_waiting_for_remote_kv
 
 On the decode instance D of a P/D pair, a request waits in WAITING_FOR_REMOTE_KVS while
 P's blocks are copied into D's. The worker reports the receive finished by putting the
@@ -226,7 +274,7 @@ The grader plugs your method into D's scheduler of a real P/D pair on the tiny m
 beside the engine's own: every step D schedules, the sets, the prefix hits of a later
 request and the tokens must be the same, on whole, short and failed loads.""",
         "zh": """\
-练习 3：_update_waiting_for_remote_kv（pdlab/sched/scheduler.py）
+练习 3：_update_waiting_for_remote_kv
 
 在 P/D 分离的解码实例 D 上，P 的块被拷进 D 的块期间，请求处于 WAITING_FOR_REMOTE_KVS。
 worker 接收完成后，会把请求 id 放进 `self.finished_recving_kv_req_ids`，随后 D 的调度器
@@ -253,16 +301,19 @@ token 都必须相同。""",
             "any token. Which token's final hidden state do the first output logits need?",
             "The last prompt token (position N - 1) must run through every layer again, so it "
             "cannot count as computed: D's first step is one token over N - 1 cached ones.",
-            "if request.num_computed_tokens == request.num_tokens: "
-            "request.num_computed_tokens = request.num_tokens - 1",
+            "Only K/V that cover the whole prompt (num_computed_tokens == num_tokens) leave "
+            "the last prompt token to run again; after a short or failed load it is still to "
+            "compute anyway. Take only this request's id out of the sets: another receive may "
+            "have landed in the same step.",
         ),
         "zh": (
             "KV 缓存保存的是每一层的 key 和 value，而不是任何 token 的最终隐藏状态。第一个输出"
             " token 的 logits 需要哪个 token 的最终隐藏状态？",
             "最后一个提示词 token（位置 N - 1）必须再跑一遍所有层，所以它不能算作已计算："
             "D 的第一步是在 N - 1 个已缓存 token 之上算 1 个 token。",
-            "if request.num_computed_tokens == request.num_tokens: "
-            "request.num_computed_tokens = request.num_tokens - 1",
+            "只有 K/V 覆盖了整个提示词（num_computed_tokens == num_tokens）时，最后一个提示词 "
+            "token 才需要再跑一次；加载不足或失败时它本来就还要计算。只从集合里移除本请求的 id："
+            "同一步里可能还有别的接收完成了。",
         ),
     },
     mistakes={
@@ -315,6 +366,13 @@ token 都必须相同。""",
             "zh": "加载失败后没有把 id 从 failed_recving_kv_req_ids 中移除：只要 D 在运行，"
             "这个集合就一直留着它",
         },
+        "cleared_others": {
+            "en": "emptying the whole set (clear()) instead of removing this request's id: "
+            "when two receives land in one step, the other request's id is gone and it waits "
+            "in WAITING_FOR_REMOTE_KVS forever",
+            "zh": "清空了整个集合（clear()），而不是只移除本请求的 id：两个接收在同一步完成时，"
+            "另一个请求的 id 也没了，它会永远停在 WAITING_FOR_REMOTE_KVS",
+        },
         "external_only": {
             "en": "counting only the transferred tokens (num_external_computed_tokens): the "
             "blocks D found in its own prefix cache are computed too",
@@ -340,6 +398,10 @@ token 都必须相同。""",
             "request.num_computed_tokens = request.num_external_computed_tokens - 1"
         ),
         "kept_in_set": _slip(remove="self.finished_recving_kv_req_ids.remove(rid)"),
+        "cleared_others": _slip().replace(
+            "self.finished_recving_kv_req_ids.remove(rid)",
+            "self.finished_recving_kv_req_ids.clear()",
+        ),
         "kept_failed": _slip(remove="self.failed_recving_kv_req_ids.discard(rid)"),
         "ready_too_early": _slip(
             remove="if rid not in self.finished_recving_kv_req_ids:\n        return False"

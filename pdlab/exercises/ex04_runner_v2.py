@@ -15,7 +15,16 @@ from typing import Any
 
 import pdlab.model.runner as runner_module
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.base import (
+    Draw,
+    Exercise,
+    Grader,
+    Words,
+    consistent,
+    diagnose_by,
+    patched,
+    random_cases,
+)
 from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.request import SamplingParams
 
@@ -66,6 +75,94 @@ def _mistakes(args: tuple, want: tuple) -> dict[str, tuple]:
         "eligible_any_prefill": (want[0], not any(pf)),
         "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
     }
+
+
+def _flags(key: str, case: dict) -> tuple[list[bool], bool]:
+    """What the runner (``key`` ""), or the learner who made mistake ``key``, answers for
+    the batch of ``case``."""
+    pf, q, c, use_pcp = _args(case)
+    if use_pcp and key != "pcp_runs_as_decode":
+        return [False] * len(q), not any(pf)
+    least = {"no_context_test": 0, "context_gt_one": 2}.get(key, 1)
+    most = 2 if key == "short_rows_as_decode" else 1
+    runs = [(x or key == "every_row") and 1 <= qi <= most and ci >= least
+            for x, qi, ci in zip(pf, q, c)]  # fmt: skip
+    if key == "eligible_any_prefill":
+        return runs, not any(pf)
+    return runs, all(r or not x for r, x in zip(runs, pf))
+
+
+_RANDOM_MISTAKES = ("no_context_test", "context_gt_one", "short_rows_as_decode",
+                    "eligible_any_prefill", "pcp_runs_as_decode", "every_row")  # fmt: skip
+
+
+def _args(case: dict) -> tuple:
+    """The learner's arguments for ``case``'s batch, as the runner orders and flags it."""
+    b = _batch(case["rows"], case["pcp"])
+    return (list(b.is_prefilling), list(b.num_scheduled_tokens),
+            list(b.num_computed_prefill_tokens), case["pcp"])  # fmt: skip
+
+
+def _draw(rng: Any) -> dict:
+    """A batch of 1 to 5 rows ``(new tokens, computed, prompt)``, biased to the edges:
+    nothing computed, one token computed, one token left, 1 or 2 new tokens, decodes."""
+    rows = []
+    for _ in range(rng.randrange(1, 6)):
+        p = rng.choice((1, 2, 3, rng.randrange(2, 30)))
+        c = max(0, rng.choice((0, 1, 1, 2, p - 1, p - 1, p, p + rng.randrange(1, 9))))
+        left = p - c
+        q = 1 if left <= 0 else min(left, rng.choice((1, 1, 2, 2, 3, left)))
+        rows.append((q, c, p))
+    return {"rows": rows, "pcp": rng.random() < 0.25}
+
+
+def _shrink(case: dict) -> list[dict]:
+    rows, out = case["rows"], []
+    if len(rows) > 1:
+        out += [case | {"rows": rows[:i] + rows[i + 1 :]} for i in range(len(rows))]
+    if case["pcp"]:
+        out.append(case | {"pcp": False})
+    return out
+
+
+def _features(case: dict) -> Words:
+    return Words("ex04_random_features", rows=case["rows"], pcp=case["pcp"])
+
+
+def _shown(case: dict) -> str:
+    pf, q, c, pcp = _args(case)
+    return (f"is_prefilling={pf}, num_scheduled_tokens={q}, "
+            f"num_computed_prefill_tokens={c}, use_pcp={pcp}")  # fmt: skip
+
+
+def _same_flags(got: Any, want: Any) -> bool:
+    try:
+        return _norm(got[0], len(want[0])) == list(want[0]) and bool(got[1]) == want[1]
+    except (TypeError, IndexError):
+        return False
+
+
+def _random(fn: Any, g: Grader) -> None:
+    variants = {k: functools.partial(_flags, k) for k in _RANDOM_MISTAKES}
+
+    def probes(case: dict) -> list[dict]:
+        one = [(q, c, p) for q, c, p in case["rows"]]
+        return [{"rows": [row], "pcp": pcp} for row in one for pcp in (False, True)] + [
+            {"rows": [(1, 0, 1)], "pcp": False}, {"rows": [(1, 1, 5)], "pcp": False},
+            {"rows": [(2, 1, 5)], "pcp": False}, {"rows": [(1, 9, 5)], "pcp": False},
+            {"rows": [(1, 9, 5), (1, 4, 5)], "pcp": True},
+        ]  # fmt: skip
+
+    random_cases(
+        g,
+        Draw(_draw, _shrink, _features, _shown),
+        lambda case: g.call(fn, *_args(case)),
+        functools.partial(_flags, ""),
+        count=150,
+        diagnose=diagnose_by(variants, probes, _same_flags),
+        spec=({list, None}, bool),
+        same=_same_flags,
+    )
 
 
 def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:
@@ -153,17 +250,19 @@ def grade(fn: Any, g: Grader) -> None:
         n = len(rows)
         want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
         try:
-            runs, eligible = fn(*args)
-            got: Any = (_norm(runs, n), bool(eligible))
+            got: Any = fn(*args)
         except Exception as e:  # noqa: BLE001 - raised again in its case, below
             got = e
         answers.append((name, use_pcp, got, want, _mistakes(args, want)))
-    seen = [(got, wrong) for *_, got, _, wrong in answers]
+    seen = [((_norm(got[0], len(want[0])), got[1]), wrong) for *_, got, want, wrong in answers
+            if _same_flags(got, got) and isinstance(got[1], bool)]  # fmt: skip
     for name, use_pcp, got, want, wrong in answers:
         with g.case(Words("ex04_use_pcp", name=name) if use_pcp else name):
             if isinstance(got, Exception):
                 raise got
-            g.expect(got, want, consistent(wrong, seen))
+            runs, eligible = g.returns(got, ({list, None}, bool))
+            g.expect((_norm(runs, len(want[0])), eligible), want, consistent(wrong, seen))
+    _random(fn, g)
     for pcp in (1, 2):
         with g.case(Words("ex04_inside_pair_prefill_context_parallel", pcp=pcp)):
             want = _reference_routes(pcp, 13)
@@ -175,6 +274,8 @@ EXERCISE = Exercise(
     number=4,
     slug="ex04_runner_v2",
     function="decode_flags",
+    library="pdlab/model/batch.py (gather_batch_req_state)",
+    own=("pdlab.model.batch:gather_batch_req_state",),
     notebook="05_pd_decode_side",
     title={
         "en": "Model Runner V2: prefill_runs_as_decode",
@@ -183,7 +284,7 @@ EXERCISE = Exercise(
     statement={
         "en": """\
 Exercise 4: Model Runner V2's prefill_runs_as_decode and decode_graph_eligible
-(pdlab/model/batch.py; vLLM 0.33.0's vllm/v1/worker/gpu/model_runner.py)
+(vLLM 0.33.0's vllm/v1/worker/gpu/model_runner.py)
 
 V2 computes, for every row of a step, is_prefilling = num_computed_prefill_tokens <
 prefill_len. Without prefill context parallelism (PCP) it then marks the rows that are
@@ -197,7 +298,7 @@ names. Write decode_flags; the grader compares it with the runner on many batche
 puts your flags into a P/D pair's runner and compares the route events D records.""",
         "zh": """\
 练习 4：Model Runner V2 的 prefill_runs_as_decode 与 decode_graph_eligible
-（pdlab/model/batch.py；vLLM 0.33.0 的 vllm/v1/worker/gpu/model_runner.py）
+（vLLM 0.33.0 的 vllm/v1/worker/gpu/model_runner.py）
 
 V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < prefill_len。不开启
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
@@ -244,6 +345,20 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个 prefill 行切分到各个 rank，"
             "这样的行必须走 prefill 路径",
         },
+        "context_gt_one": {
+            "en": "asking for more than one computed token (c > 1): one token of context is "
+            "context, so a row of one new token over exactly one computed token runs as a "
+            "decode (the test is num_computed > 0)",
+            "zh": "要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，"
+            "所以在恰好一个已计算 token 之上只有一个新 token 的行按解码运行"
+            "（判断是 num_computed > 0）",
+        },
+        "short_rows_as_decode": {
+            "en": "letting two new tokens run as a decode (q <= 2): only a row of exactly one "
+            "new prompt token runs as a decode; two are a prefill chunk",
+            "zh": "让两个新 token 的行也按解码运行（q <= 2）：只有恰好一个新的提示词 token 的行才按"
+            "解码运行；两个就是预填充的一块",
+        },
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
             "their prompt that run as a decode; a row past its prompt is a decode already",
@@ -258,5 +373,7 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "eligible_any_prefill": _slip(eligible="not any(is_prefilling)"),
         "pcp_runs_as_decode": _slip(pcp="False"),
         "every_row": _slip(runs="q == 1 and c > 0"),
+        "context_gt_one": _slip(runs="pf and q == 1 and c > 1"),
+        "short_rows_as_decode": _slip(runs="pf and q <= 2 and c > 0"),
     },
 )

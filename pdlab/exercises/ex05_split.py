@@ -19,7 +19,16 @@ import pdlab.attention.builder as builder_module
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, SchedulerConfig
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.base import (
+    Draw,
+    Exercise,
+    Grader,
+    Words,
+    consistent,
+    diagnose_by,
+    patched,
+    random_cases,
+)
 from pdlab.request import SamplingParams
 from pdlab.trace import Tracer
 
@@ -54,11 +63,87 @@ def _padding_counts(q_lens, pf, thr, uniform, treat):
     return nd, len(q_lens) - nd, t, sum(q_lens) - t
 
 
+def _split(variant: str, case: dict) -> tuple[int, int, int, int]:
+    """The engine's split of ``case`` (``variant`` ""), or a known mistake's."""
+    q, pf, thr, uniform, treat = (case[k] for k in ("q", "pf", "thr", "uniform", "treat"))
+    if variant == "pops_padding":
+        while q and q[-1] == 0:
+            q, pf = q[:-1], pf[:-1]
+        if not q:
+            return 0, 0, 0, 0
+    if variant == "not_prefix":
+        return _prefix_count(q, pf, thr, uniform, treat)
+    if variant == "padding_counts":
+        return _padding_counts(q, pf, thr, uniform, treat)
+    treat = {"always_or": False, "wrong_switch": not treat}.get(variant, treat)
+    uniform = False if variant == "ignore_uniform" else uniform
+    return split_decodes_and_prefills(_meta(q, pf), thr, uniform, treat)
+
+
+_RANDOM_MISTAKES = ("pops_padding", "always_or", "wrong_switch", "ignore_uniform", "not_prefix",
+                    "padding_counts")  # fmt: skip
+
+
+def _draw(rng: Any) -> dict:
+    """A batch of 1 to 6 rows in any order, biased to the edges: padding rows (query length
+    0) at every position, rows at the threshold and one over it, rows still in their
+    prompt, each backend's threshold and switches."""
+    thr = rng.choice((1, 1, 2, 4, 128, 512))
+    q = [rng.choice((0, 0, 1, 1, 2, thr, thr + 1, rng.randrange(1, 9)))
+         for _ in range(rng.randrange(1, 7))]  # fmt: skip
+    if not any(q):  # a batch has a row that is not padding
+        q[rng.randrange(len(q))] = rng.choice((1, 2, thr))
+    pf = [x > 0 and rng.random() < 0.4 for x in q]
+    return {"q": q, "pf": pf, "thr": thr, "uniform": rng.random() < 0.5,
+            "treat": rng.random() < 0.6}  # fmt: skip
+
+
+def _shrink(case: dict) -> list[dict]:
+    q, pf = case["q"], case["pf"]
+    smaller = [case | {"q": q[:i] + q[i + 1 :], "pf": pf[:i] + pf[i + 1 :]} for i in range(len(q))]
+    return [c for c in smaller if any(c["q"])]  # a batch has a row that is not padding
+
+
+def _shown(case: dict) -> str:
+    return (f"query_lens={case['q']}, is_prefilling={case['pf']}, "
+            f"decode_threshold={case['thr']}, require_uniform={case['uniform']}, "
+            f"treat_short_extends_as_decodes={case['treat']}")  # fmt: skip
+
+
+def _random(fn: Any, g: Grader) -> None:
+    def learner(case: dict) -> Any:
+        q, pf = list(case["q"]), list(case["pf"])
+        got = g.call(fn, q, pf, case["thr"], case["uniform"], case["treat"])
+        if (q, pf) != (case["q"], case["pf"]):
+            g.fail(Words("ex05_lists_as_given", q=case["q"], pf=case["pf"]),
+                   Words("ex05_lists_changed", q=q, pf=pf), "mutated_input")  # fmt: skip
+        return got
+
+    def probes(case: dict) -> list[dict]:
+        base = {"thr": 4, "uniform": True, "treat": True}
+        batches = ([2, 0, 2], [2, 2, 0], [0, 2], [1, 3], [1, 1, 5], [3, 1])
+        return [base | {"q": q, "pf": [x > 2 for x in q], "treat": t, "uniform": u, "thr": thr}
+                for q in batches for t in (True, False) for u in (True, False)
+                for thr in (1, 4)]  # fmt: skip
+
+    variants = {k: functools.partial(_split, k) for k in _RANDOM_MISTAKES}
+    random_cases(
+        g,
+        Draw(_draw, _shrink, lambda c: Words("ex05_random_features", **c), _shown),
+        learner,
+        functools.partial(_split, ""),
+        count=150,
+        diagnose=diagnose_by(variants, probes),
+        spec=(int, int, int, int),
+        same=lambda a, b: tuple(a) == tuple(b),
+    )
+
+
 def _run(fn: Any | None, g: Grader, what: str):
     def learner(m, decode_threshold=1, require_uniform=False, treat_short_extends_as_decodes=True):
         out = g.call(fn, m.query_lens_cpu.tolist(), m.is_prefilling.tolist(), decode_threshold,
                      require_uniform, treat_short_extends_as_decodes)  # fmt: skip
-        return tuple(int(x) for x in out)
+        return tuple(g.returns(out, (int, int, int, int)))
 
     seam = learner if fn is not None else split_decodes_and_prefills
     with patched(builder_module, "split_decodes_and_prefills", seam):
@@ -158,16 +243,19 @@ def grade(fn: Any, g: Grader) -> None:
             wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
             wrong["padding_counts"] = _padding_counts(q, pf, thr, uniform, treat)
         try:
-            got: Any = tuple(int(x) for x in fn(list(q), list(pf), thr, uniform, treat))
+            got: Any = fn(list(q), list(pf), thr, uniform, treat)
         except Exception as e:  # noqa: BLE001 - raised again in its case, below
             got = e
         answers.append((name, thr, uniform, treat, got, want, wrong))
-    seen = [(got, wrong) for *_, got, _, wrong in answers]
+    seen = [(tuple(got), wrong) for *_, got, _, wrong in answers
+            if isinstance(got, (tuple, list))]  # fmt: skip
     for name, thr, uniform, treat, got, want, wrong in answers:
         with g.case(Words("ex05_switches", name=name, thr=thr, uniform=uniform, treat=treat)):
             if isinstance(got, Exception):
                 raise got
+            got = tuple(g.returns(got, (int, int, int, int)))
             g.expect(got, want, consistent(wrong, seen))
+    _random(fn, g)
     for what, label in (
         ("pd1", Words("ex05_pair_13")),
         ("pd2", Words("ex05_pair_under_pcp_13")),
@@ -204,6 +292,18 @@ _M = {
         "counting every decode-like row: the decodes are the rows before the first prefill",
         "把所有像解码的行都算进去了：decode 行是第一个 prefill 行之前的那些行",
     ),
+    "pops_padding": (
+        "dropping the trailing padding rows (query length 0): they are rows of the batch "
+        "too, counted among the decodes when no prefill comes before them",
+        "丢掉了末尾的填充行（query 长度 0）：它们也是批次的行，前面没有 prefill 行时就算作 "
+        "decode 行",
+    ),
+    "mutated_input": (
+        "changing query_lens or is_prefilling in place: the lists are the caller's (upstream "
+        "the split reads the attention metadata the whole step uses); the split only counts",
+        "就地修改了 query_lens 或 is_prefilling：这些列表属于调用者（上游的划分读的是整步都要用的"
+        "注意力元数据）；划分只负责计数",
+    ),
     "padding_counts": (
         "counting a padding row (query length 0) as a different length under "
         "require_uniform: padding never ends the decodes",
@@ -214,6 +314,10 @@ _M = {
 _SLIP = """\
 def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
                                require_uniform=False, treat_short_extends_as_decodes=True):
+    if (max(query_lens, default=0) <= decode_threshold
+            and (not require_uniform or decode_threshold <= 1) and SWITCH_EARLY):
+        return len(query_lens), 0, sum(query_lens), 0
+
     def is_prefill(i):
         q = query_lens[i]
         prefill = q > decode_threshold or (require_uniform and UNIFORM)
@@ -227,7 +331,10 @@ def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
 
 def _slip(uniform: str = "q not in (query_lens[0], 0)",
           switch: str = "not treat_short_extends_as_decodes") -> str:  # fmt: skip
-    return _SLIP.replace("UNIFORM", uniform).replace("SWITCH", switch)
+    early = "False" if switch == "True" else (
+        "not " + switch if switch.startswith("treat") else switch[4:])  # fmt: skip
+    return (_SLIP.replace("SWITCH_EARLY", early).replace("UNIFORM", uniform)
+            .replace("SWITCH", switch))  # fmt: skip
 
 
 _NOT_PREFIX = """\
@@ -243,6 +350,11 @@ EXERCISE = Exercise(
     number=5,
     slug="ex05_split",
     function="split_decodes_and_prefills",
+    library="pdlab/attention/metadata.py (split_query_lens)",
+    own=(
+        "pdlab.attention.metadata:split_decodes_and_prefills",
+        "pdlab.attention.metadata:split_query_lens",
+    ),
     notebook="05_pd_decode_side",
     title={
         "en": "split_decodes_and_prefills and its switches",
@@ -250,8 +362,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 5: split_decodes_and_prefills (pdlab/attention/metadata.py;
-vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
+Exercise 5: split_decodes_and_prefills (vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
 
 The batch arrives in the runner's order, decode-like rows first. The decodes are the rows
 before the first row that counts as a prefill, and a row counts as a prefill when:
@@ -265,8 +376,7 @@ The MLA builder passes treat_short_extends_as_decodes = not use_pcp.
 Return (num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens). The grader
 then lets the MLA builder route real batches with your function.""",
         "zh": """\
-练习 5：split_decodes_and_prefills（pdlab/attention/metadata.py；
-vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
+练习 5：split_decodes_and_prefills（vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
 
 批次按运行器的顺序到达，像解码的行在前。decode 行是第一个“算作预填充”的行之前的那些行；
 一行在以下情况算作预填充：
@@ -299,5 +409,16 @@ builder 用你的函数为真实批次路由。""",
         "ignore_uniform": _slip(uniform="False"),
         "padding_counts": _slip(uniform="q != query_lens[0]"),
         "not_prefix": _NOT_PREFIX,
+        "mutated_input": _slip().replace(
+            "=True):\n",
+            "=True):\n    while query_lens and query_lens[-1] == 0:\n        query_lens.pop()\n",
+            1,
+        ),
+        "pops_padding": _slip().replace(
+            "=True):\n",
+            "=True):\n    query_lens = list(query_lens)\n"
+            "    while query_lens and query_lens[-1] == 0:\n        query_lens.pop()\n",
+            1,
+        ),
     },
 )

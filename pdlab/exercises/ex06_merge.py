@@ -78,7 +78,7 @@ def grade(fn: Any, g: Grader) -> None:
     ):
         with g.case(name):
             a, b, whole = _parts(g, t, h, ka, kb, shift=shift)
-            got = g.pair(fn(a[0], a[1], b[0], b[1]), Words("ex06_pair_out_lse"))
+            got = _tensors(g, g.call(fn, a[0], a[1], b[0], b[1]))
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             _named(g, got, whole, a, b)
@@ -90,16 +90,14 @@ def grade(fn: Any, g: Grader) -> None:
             part, _, _ = _parts(g, t, h, 4, 1)
             none = _empty(t, h, 8, math.nan)
             args = (*part, *none) if empty == "B" else (*none, *part)
-            got = g.pair(fn(*args), Words("ex06_pair_out_lse"))
+            got = _tensors(g, g.call(fn, *args))
             if isinstance(got[0], torch.Tensor) and bool(torch.isnan(got[0]).any()):
                 g.fail(part, got, "nan_leak")
             g.expect(tuple(got), part)
     with g.case(Words("ex06_both_parts_empty_out_lse")):
-        got = g.pair(
-            fn(*_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)),
-            Words("ex06_pair_out_lse"),
-        )
+        got = _tensors(g, g.call(fn, *_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)))
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
+    _random(fn, g)
     for label, make in (
         (
             Words("ex06_one_token_step_under_pcp"),
@@ -131,6 +129,35 @@ def grade(fn: Any, g: Grader) -> None:
                 )
 
 
+def _tensors(g: Grader, got: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """``got`` as the pair of tensors a merge returns, its types checked first."""
+    return tuple(g.returns(got, (torch.Tensor, torch.Tensor)))  # type: ignore[return-value]
+
+
+def _random(fn: Any, g: Grader) -> None:
+    """Random merges, a seed replaying them, biased to the edges: one key in a part, large
+    scores, and rows (tokens) whose part A or B is empty (LSE -inf, output NaN) at every
+    position, as a chunk with no context for some rows leaves them."""
+    for _ in range(8):
+        t, h = g.rng.randrange(1, 7), g.rng.randrange(1, 5)
+        ka, kb = g.rng.choice((1, 2, 7)), g.rng.choice((1, 3, 8))
+        shift = g.rng.choice((0.0, 0.0, 50.0, -50.0))
+        a, b, _ = _parts(g, t, h, ka, kb, shift=shift)
+        (out_a, lse_a), (out_b, lse_b) = (x.clone() for x in a), (x.clone() for x in b)
+        empty_a = [i for i in range(t) if g.rng.random() < 0.25]
+        empty_b = [i for i in range(t) if i not in empty_a and g.rng.random() < 0.25]
+        for rows, out, lse in ((empty_a, out_a, lse_a), (empty_b, out_b, lse_b)):
+            out[rows], lse[rows] = math.nan, -math.inf
+        name = Words("ex06_random", t=t, h=h, ka=ka, kb=kb, shift=shift, empty_a=empty_a,
+                     empty_b=empty_b)  # fmt: skip
+        with g.case(name):
+            got = _tensors(g, g.call(fn, out_a, lse_a, out_b, lse_b))
+            want = merge_attn_states_torch(out_a, lse_a, out_b, lse_b)
+            if bool(torch.isnan(got[0]).any()) and not bool(torch.isnan(want[0]).any()):
+                g.fail(want, got, "nan_leak")
+            g.expect(got, want, {"base2": _base2(out_a, lse_a, out_b, lse_b)})
+
+
 def _pd():
     pair = er.pair(2)
     prompt = er.prompt_of(13)
@@ -152,6 +179,11 @@ EXERCISE = Exercise(
     number=6,
     slug="ex06_merge",
     function="merge_attn_states",
+    library="kernels/merge.py (merge_attn_states)",
+    own=(
+        "pdlab.kernels.merge:merge_attn_states_torch",
+        "pdlab.kernels.merge:merge_attn_states_triton",
+    ),
     notebook="04_kernels",
     title={
         "en": "merge_attn_states: two parts, one softmax",
@@ -159,7 +191,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 6: merge_attn_states (kernels/merge.py; vLLM's
+Exercise 6: merge_attn_states (vLLM's
 vllm/v1/attention/ops/merge_attn_states.py)
 
 Attention of a query over keys K is out = sum_j softmax(s)_j v_j, with
@@ -174,7 +206,7 @@ Write merge_attn_states. Be careful with large LSEs and with empty parts (lse = 
 The grader compares with attention over all keys at once, then puts your merge into
 forward_mha on D under prefill context parallelism and in chunked prefill.""",
         "zh": """\
-练习 6：merge_attn_states（kernels/merge.py；vLLM 的
+练习 6：merge_attn_states（vLLM 的
 vllm/v1/attention/ops/merge_attn_states.py）
 
 一个 query 对 key 集合 K 的注意力是 out = sum_j softmax(s)_j v_j，lse = log(sum_j exp(s_j))，

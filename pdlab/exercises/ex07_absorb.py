@@ -97,20 +97,23 @@ def _engine(fn: Any, g: Grader, pd: bool):
 
 def grade(fn: Any, g: Grader) -> None:
     rand = g.rng.randrange(2, 30)
-    for name, t, s in (
-        (
-            Words("ex07_random_one_query_over_cached", rand=rand),
-            1,
-            rand,
-        ),
-        (Words("ex07_one_cached_row"), 1, 1),
-        (Words("ex07_three_queries_over_rows"), 3, 9),
-    ):
+    cases: list[tuple[Any, int, int, dict[str, int]]] = [
+        (Words("ex07_random_one_query_over_cached", rand=rand), 1, rand, {}),
+        (Words("ex07_one_cached_row"), 1, 1, {}),
+        (Words("ex07_three_queries_over_rows"), 3, 9, {}),
+    ]
+    for _ in range(6):  # random shapes: every width its own, so nothing can be hard-coded
+        dims = {k: g.rng.choice(c) for k, c in (("h", (1, 2, 3, 4)), ("n", (2, 8, 16)),
+                ("r", (2, 4, 8)), ("v", (2, 6, 16)), ("L", (4, 12, 32)))}  # fmt: skip
+        t, s = g.rng.choice((1, 1, 2, 5)), g.rng.choice((1, 2, g.rng.randrange(3, 64)))
+        cases.append((Words("ex07_random", t=t, s=s, **dims), t, s, dims))
+    for name, t, s, dims in cases:
         with g.case(name):
-            q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s)
+            q, kv_c, k_pe, w, n, v, scale = _inputs(g, t, s, **dims)
             want, _ = mla_naive(q, kv_c, k_pe, w, n, v, scale, causal=False)
-            got = fn(q, kv_c, k_pe, w, n, v, scale)
-            wrong_scale, _ = mla_naive(q, kv_c, k_pe, w, n, v, (12 + 4) ** -0.5, causal=False)
+            got = g.returns(g.call(fn, q, kv_c, k_pe, w, n, v, scale), torch.Tensor)
+            latent = (kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5
+            wrong_scale, _ = mla_naive(q, kv_c, k_pe, w, n, v, latent, causal=False)
             q0 = q.clone()
             q0[..., n:] = 0
             no_rope, _ = mla_naive(q0, kv_c, k_pe, w, n, v, scale, causal=False)
@@ -136,12 +139,13 @@ EXERCISE = Exercise(
     number=7,
     slug="ex07_absorb",
     function="absorbed_decode",
+    library="pdlab/attention/mla.py (forward_mqa), pdlab/attention/reference.py (mla_absorbed)",
+    own=("pdlab.attention.reference:mla_absorbed", "pdlab.attention.mla:MLAAttention.forward_mqa"),
     notebook="03_mla_two_forms",
     title={"en": "The absorbed decode equals the naive form", "zh": "吸收式解码等于朴素形式"},
     statement={
         "en": """\
-Exercise 7: the absorbed decode (pdlab/attention/mla.py forward_mqa;
-pdlab/attention/reference.py mla_naive and mla_absorbed)
+Exercise 7: the absorbed decode (MLA's forward_mqa)
 
 MLA caches one latent row per token: kv_c (L values) and k_pe (R values, RoPE applied).
 The naive form up-projects every cached row through kv_b_proj into per-head keys
@@ -155,8 +159,7 @@ each head's latent output to v values. Same numbers, no cached row up-projected.
 Write absorbed_decode. The grader compares it with the naive form, then lets forward_mqa
 use it for every decode row of a P/D pair and of a colocated engine.""",
         "zh": """\
-练习 7：吸收式解码（pdlab/attention/mla.py 的 forward_mqa；
-pdlab/attention/reference.py 的 mla_naive 与 mla_absorbed）
+练习 7：吸收式解码（MLA 的 forward_mqa）
 
 MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值，已施加 RoPE）。朴素形式把每一行
 缓存经 kv_b_proj 上投影成每个头的 key `[k_nope | k_pe]` 和 value v。`kv_b_proj.weight` 视为

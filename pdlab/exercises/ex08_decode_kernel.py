@@ -181,7 +181,7 @@ def _grader(launch: Any):
 _STATEMENT = {
     "en": """\
 Exercise 8: the online-softmax loop of a paged decode kernel ({form};
-kernels/decode_attention.py and decode_attention_kernels.py, after vLLM's
+after vLLM's
 vllm/v1/attention/ops/triton_decode_attention.py)
 
 Absorbed MLA decodes as multi-query attention over the latent rows: for one head's query
@@ -197,7 +197,7 @@ rescaling both by exp(m_old - m_new) when the max grows (the online softmax).
 NaN, then runs a colocated engine's decode steps with it.""",
     "zh": """\
 练习 8：分页解码算子中的在线 softmax 循环（{form}；
-kernels/decode_attention.py 与 decode_attention_kernels.py，参照 vLLM 的
+参照 vLLM 的
 vllm/v1/attention/ops/triton_decode_attention.py）
 
 吸收式 MLA 的解码是对潜向量行的多查询注意力：对一个头的 query q（W = L + R 个值），
@@ -258,6 +258,7 @@ def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, st
         number=8,
         slug=slug,
         function=function,
+        library="kernels/decode_attention.py, kernels/decode_attention_kernels.py",
         notebook="04_kernels",
         title={
             "en": f"Paged decode, online softmax ({form['en']})",

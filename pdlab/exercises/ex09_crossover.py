@@ -78,10 +78,14 @@ def grade(fn: Any, g: Grader) -> None:
         ),
         (_PRESETS[r(0, 3)], r(1, 400), r(0, 20000), Words("ex09_random")),
     ]
+    for _ in range(12):  # random, biased to the edges: 1 query, no context, near 171
+        q = g.rng.choice((1, 2, 170, 171, 172, r(1, 8193)))
+        s = g.rng.choice((0, 0, 1, r(1, 10**6)))
+        cases.append((_PRESETS[r(0, 3)], q, s, Words("ex09_random")))
     for preset, q, s, what in cases:
         cfg = ModelConfig.preset(preset)
         with g.case(Words("ex09_case", what=what, preset=preset, q=q, s=s)):
-            got = tuple(float(x) for x in fn(cfg, q, s))
+            got = tuple(g.returns(g.call(fn, cfg, q, s), (float, float)))
             g.expect(got, cost.mla_forms_flops(cfg, q, s), _wrong(cfg, q, s))
     cfg = ModelConfig.deepseek_v3()
     with g.case(Words("ex09_deepseek_v3_context_10_last")):
@@ -98,11 +102,13 @@ EXERCISE = Exercise(
     number=9,
     slug="ex09_crossover",
     function="mla_forms_flops",
+    own=("pdlab.sim.kernel_costs:mla_forms_flops",),
+    library="pdlab/sim/kernel_costs.py",
     notebook="03_mla_two_forms",
     title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={
         "en": """\
-Exercise 9: the absorb crossover (pdlab/sim/kernel_costs.py)
+Exercise 9: the absorb crossover
 
 For q new tokens of one request over S cached tokens, one layer, count the FLOPs that
 differ between MLA's two forms:
@@ -118,7 +124,7 @@ Return (naive, absorbed). The grader compares with the cost model, then reads fr
 numbers where absorbing stops winning over a long context, and checks that no fresh
 prompt is ever cheaper absorbed.""",
         "zh": """\
-练习 9：吸收的临界点（pdlab/sim/kernel_costs.py）
+练习 9：吸收的临界点
 
 对一个请求的 q 个新 token、S 个已缓存 token、单层，计算 MLA 两种形式之间不同的 FLOPs：
   * 朴素（forward_mha）：kv_b_proj 把每个 key（已缓存的和新的）从潜向量 L 上投影成每个头的

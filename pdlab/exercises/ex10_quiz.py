@@ -65,8 +65,7 @@ def _facts() -> dict[str, tuple[Any, Tracer]]:
 def grade(fn: Any, g: Grader) -> None:
     with g.case(Words("ex10_answers_returns_dict_every_question")):
         got = fn()
-        if not isinstance(got, dict):
-            g.fail(Words("ex10_dict"), type(got).__name__)
+        got = g.returns(got, dict)
         missing = [k for k in _QUESTIONS if k not in got]
         if missing:
             g.fail(Words("ex10_keys", v0=list(_QUESTIONS)),
@@ -74,13 +73,11 @@ def grade(fn: Any, g: Grader) -> None:
     facts = _facts()
     for key, question in _QUESTIONS.items():
         with g.case(question[g.lang]):
-            want, tracer = facts[key]
-            answer = got[key]
-            same = answer == want and type(answer) is type(want)
-            if isinstance(want, str):
-                same = isinstance(answer, str) and answer.strip() == want
-            if not same:
-                g.fail(want, answer, key, er.table_text(tracer, "D", g.lang))
+            want, _ = facts[key]
+            answer = g.returns(got[key], type(want))
+            same = answer.strip() == want if isinstance(want, str) else answer == want
+            if not same:  # the engine's answer is never shown: it would be copied
+                g.fail(Words("ex10_not_shown"), answer, key)
 
 
 # What the engine answers (the grader reads each from a trace; these only build the slips).
@@ -125,45 +122,58 @@ _QUESTIONS = {
     },
 }
 
+# Said of a wrong answer: a question that leads to the right one, never the answer itself
+# (copying the grader's answers must not pass; ``pdlab exercises solution 10`` has them).
 _WHY = {
     "d_num_computed_tokens": (
-        "N - 1: the K/V of every prompt token arrived, but not the last token's final hidden "
-        "state, and the first output token's logits need it",
-        "N - 1：所有提示词 token 的 K/V 都到了，但最后一个 token 的最终隐藏状态没有，而第一个输出"
-        " token 的 logits 需要它",
+        "taking what P sent for all D needs: P sent the keys and values of every prompt "
+        "token, in every layer; which token's final hidden state do the first output "
+        "token's logits need, and did it travel with them?",
+        "把 P 传来的当成了 D 需要的全部：P 传来了每个提示词 token "
+        "在每一层的 key 和 value；第一个输出 token 的 logi"
+        "ts 需要哪个 token 的最终隐藏状态，它随 K/V 一起传来了吗？",
     ),
     "d_prompt_tokens_computed": (
-        "yes, D computes one prompt token, the last, again: a one-token step over N - 1 "
-        "cached tokens that yields the first output token's logits",
-        "是的，D 会把一个提示词 token（最后一个）再算一遍：在 N - 1 个已缓存 token 之上的一 token "
-        "步骤，产出第一个输出 token 的 logits",
+        "a count of D's prompt work that misses a step: after the K/V arrived, count "
+        "the prompt tokens D's steps schedule while num_computed_tokens < "
+        "num_prompt_tokens",
+        "漏算了 D 在提示词上的某一步：K/V 到达后，数一数 num_comp"
+        "uted_tokens < num_prompt_tokens 期间 D"
+        " 的各步调度了多少个提示词 token",
     ),
     "d_is_prefilling": (
-        "num_computed_tokens (N - 1) < num_prompt_tokens (N): the row is still prefilling, a "
-        "short extend",
-        "num_computed_tokens (N - 1) < num_prompt_tokens (N)：这一行仍在预填充，是一个短 extend",
+        "judging D's row without its numbers: compare its num_computed_tokens once the "
+        "K/V arrived with num_prompt_tokens",
+        "没看数字就判断了 D 的那一行：把 K/V 到达后的 num_compu"
+        "ted_tokens 与 num_prompt_tokens 比一比",
     ),
     "d_forward_default": (
-        "is_prefilling is read only when treat_short_extends_as_decodes is False; the MLA "
-        "builder passes not use_pcp, so by default the short extend is a decode (forward_mqa)",
-        "只有 treat_short_extends_as_decodes 为 False 时才读 is_prefilling；MLA builder 传入 "
-        "not use_pcp，所以默认情况下短 extend 是解码（forward_mqa）",
+        "routing D's row by is_prefilling alone: it is read only when "
+        "treat_short_extends_as_decodes is False, and the MLA builder passes not "
+        "use_pcp; what is use_pcp by default?",
+        "只凭 is_prefilling 给 D 的那一行选了路径：只有 tre"
+        "at_short_extends_as_decodes 为 False "
+        "时才读 is_prefilling，而 MLA builder 传入 n"
+        "ot use_pcp；默认情况下 use_pcp 是什么？",
     ),
     "d_forward_pcp2": (
-        "under PCP the builder passes treat_short_extends_as_decodes=False: a row still in its "
-        "prompt is a prefill, and forward_mha gathers and up-projects the whole context",
-        "PCP 下 builder 传入 treat_short_extends_as_decodes=False：仍在提示词阶段的行算作预填充，"
-        "forward_mha 会收集并上投影整个上下文",
+        "routing under PCP as without it: the builder passes "
+        "treat_short_extends_as_decodes = not use_pcp; what does a row still in its "
+        "prompt count as then?",
+        "把 PCP 下的路由当成了不开 PCP 时的：builder 传入 tr"
+        "eat_short_extends_as_decodes = not u"
+        "se_pcp；这时仍在提示词阶段的行算作什么？",
     ),
     "d_prompt_tokens_computed_without_params": (
-        "without kv_transfer_params D knows of no remote K/V and prefills the whole prompt "
-        "itself (the transfer is wasted)",
-        "没有 kv_transfer_params，D 不知道有远端 K/V，会自己把整个提示词预填充一遍（传输白做了）",
+        "assuming D finds P's K/V on its own: without kv_transfer_params, what does D "
+        "know of the K/V P holds for it?",
+        "以为 D 自己能找到 P 的 K/V：没有 kv_transfer_pa"
+        "rams 时，D 对 P 为它保存的 K/V 知道些什么？",
     ),
     "same_tokens_as_colocated": (
-        "P and D load the same weights and decode greedily; MLA's two forms are equal up to "
-        "rounding, so the tokens are the colocated engine's",
-        "P 和 D 加载相同权重、贪心解码；MLA 两种形式在舍入误差内相等，所以 token 与非分离引擎相同",
+        "doubting that the runs agree: P and D load the same weights and decode "
+        "greedily; are MLA's two forms equal up to rounding?",
+        "怀疑两次运行不一致：P 和 D 加载相同权重、贪心解码；MLA 的两种形式在舍入误差内相等吗？",
     ),
 }
 
@@ -183,8 +193,9 @@ first step then a prefill? D also prefills, is that normal? Why did D prefill th
 prompt again?
 
 Fill in answers(). Every answer is checked by running the engine (a P/D pair on the tiny
-model, block_size 4, a prompt of 13 tokens) and reading what its trace recorded; a
-wrong answer is shown what the engine did.""",
+model, block_size 4, a prompt of 13 tokens) and reading what its trace recorded. A wrong
+answer gets a question to think about, never the engine's answer: run the pair yourself
+(pdlab pd), or see pdlab exercises solution 10.""",
         "zh": """\
 练习 10：来自真实问题的测验（vllm-project/vllm#28566、vllm-project/vllm#26896、
 ai-dynamo/dynamo#850）
@@ -193,7 +204,8 @@ ai-dynamo/dynamo#850）
 预填充吗？D 也在做预填充，正常吗？为什么 D 把整个提示词又预填充了一遍？
 
 请填写 answers()。每个答案都通过运行引擎（tiny 模型的 P/D 对，block_size 4，13 个 token 的
-提示词）并读取其 trace 来检查；答错时会展示引擎实际做了什么。""",
+提示词）并读取其 trace 来检查。答错时只会给出一个值得思考的问题，不会给出引擎的答案：
+请自己运行 P/D 对（pdlab pd），或查看 pdlab exercises solution 10。""",
     },
     hints={
         "en": (

@@ -78,6 +78,17 @@ def _engine(fn: Any, g: Grader, pd: bool):
         return got, [er.colocated_tokens(tuple(prompt))], tracer, calls
 
 
+def _random_sizes(g: Grader) -> list[tuple[Words, int, int]]:
+    """Random chunks over the whole space, biased to the edges: one query, as many keys as
+    queries (a fresh prompt), one key more, a long context."""
+    out = []
+    for _ in range(10):
+        q = g.rng.choice((1, 1, 2, g.rng.randrange(1, 20)))
+        k = q + g.rng.choice((0, 0, 1, g.rng.randrange(0, 40)))
+        out.append((Words("ex11_random_queries_keys", q=q, k=k), q, k))
+    return out
+
+
 def grade(fn: Any, g: Grader) -> None:
     q = g.rng.randrange(1, 6)
     k = q + g.rng.randrange(0, 9)
@@ -94,9 +105,12 @@ def grade(fn: Any, g: Grader) -> None:
             13,
         ),
         (Words("ex11_random_queries_keys", q=q, k=k), q, k),
+        *_random_sizes(g),
     ):
         with g.case(name):
-            got = torch.as_tensor(fn(ql, kl), dtype=torch.bool)
+            got = g.returns(g.call(fn, ql, kl), torch.Tensor)
+            if got.dtype != torch.bool:
+                g.fail(Words("ex11_bool_tensor"), f"tensor of {got.dtype}")
             g.expect(got, causal_mask(ql, kl), _wrong(ql, kl))
     for pd, label in (
         (
@@ -120,12 +134,13 @@ EXERCISE = Exercise(
     number=11,
     slug="ex11_causal_mask",
     function="causal_mask",
+    library="pdlab/attention/reference.py (causal_mask), kernels/flash_attn.py",
+    own=("pdlab.attention.reference:causal_mask",),
     notebook="04_kernels",
     title={"en": "The causal mask of a chunk, bottom-right", "zh": "分块的因果掩码：右下对齐"},
     statement={
         "en": """\
-Exercise 11: the causal mask of a chunk (pdlab/attention/reference.py causal_mask;
-kernels/flash_attn.py)
+Exercise 11: the causal mask of a chunk (the attention kernels' causal flag)
 
 With chunked prefill, or on D's one-token step, the new tokens are the LAST q_len tokens
 of a sequence of k_len: they attend to every cached token before them, and causally to
@@ -135,7 +150,7 @@ Write causal_mask(q_len, k_len): bool[q_len, k_len], True where query i may atte
 key j. The grader compares it with the oracle, then runs the prefill path as one attention
 over all cached and new rows with your mask, in chunked prefill and on D under PCP.""",
         "zh": """\
-练习 11：分块的因果掩码（pdlab/attention/reference.py 的 causal_mask；kernels/flash_attn.py）
+练习 11：分块的因果掩码（注意力算子的 `causal` 参数）
 
 在分块预填充中，或在 D 的一 token 步骤上，新 token 是长度为 k_len 的序列中的最后 q_len 个
 token：它们看见之前所有已缓存的 token，彼此之间是因果的。掩码右下对齐，与 FlashAttention

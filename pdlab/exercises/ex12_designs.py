@@ -14,13 +14,16 @@ agree. No vLLM 0.33.0 counterpart (its proxy forwards the request unchanged, the
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 from typing import Any
 
 import pdlab.disagg.pair as pair_module
 from pdlab.config import SchedulerConfig
+from pdlab.disagg.designs import HandOff
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.base import Draw, Exercise, Grader, Words, diagnose_by, patched, random_cases
 from pdlab.exercises.bilingual import read
 from pdlab.request import SamplingParams
 
@@ -89,6 +92,7 @@ def grade(fn: Any, g: Grader) -> None:
             said = tuple(said) if isinstance(said, (tuple, list)) else said
             if said != want:
                 g.fail(want, said, f"predict_{mode}", _table(mode, g))
+    _random(fn, g)
     cases = [(mode, er.MAX_TOKENS, False, None) for mode in MODES]
     cases += [(m, 1, False, None) for m in ("first_token", "append_prompt")]
     cases += [(m, er.MAX_TOKENS, True, None) for m in MODES]
@@ -104,6 +108,149 @@ def grade(fn: Any, g: Grader) -> None:
             want = _reference(mode, max_tokens, stop_first, room)
             got = _run(fn, mode, max_tokens, stop_first, g, room)
             _judge(g, mode, want, got, room)
+
+
+def _hand_off(variant: str, case: dict) -> HandOff:
+    """pdlab's ``hand_off`` (``variant`` ""), or what a learner who made mistake
+    ``variant`` returns, for the random ``case``."""
+    mode, prompt, sp = case["mode"], list(case["prompt"]), case["sp"]
+    params, p_tokens, p_step = case["params"], case["p_tokens"], case["p_step"]
+    failed = params is None and variant != "failed_handoff_ignored"
+    skip = (
+        ("recompute",)
+        if variant == "hidden_state_sent_token"
+        else (
+            ("hidden_state",)
+            if variant == "recompute_sent_token"
+            else ("recompute", "hidden_state")
+        )
+    )
+    if failed or mode in skip or not p_tokens:
+        return HandOff(prompt, sp, params)
+    t = p_tokens[0]
+    stops = sp.stop_token_ids[:1] if variant == "first_stop_only" else sp.stop_token_ids
+    if t in stops and variant != "stop_ignored":
+        return HandOff(prompt, sp, None, [t], True, "stop")
+    room = len(prompt) + (2 if variant == "length_off_by_one" else 1) >= case["max_len"]
+    if sp.max_tokens == 1 or (room and variant != "length_ignored"):
+        return HandOff(prompt, sp, None, [t], True, "length")
+    params = dict(params or {}, first_token_step=p_step)
+    if mode in ("first_token", "recompute", "hidden_state"):
+        again = [*prompt, t] if variant == "first_token_appended" else prompt
+        return HandOff(again, sp, dict(params, first_token_ids=[t]))
+    left = sp.max_tokens if variant == "max_tokens_kept" else sp.max_tokens - 1
+    rest = dataclasses.replace(sp, max_tokens=left)
+    return HandOff([*prompt, t], rest, params, [] if variant == "no_prefix" else [t])
+
+
+_RANDOM_MISTAKES = ("failed_handoff_ignored", "first_stop_only", "length_off_by_one",
+                    "stop_ignored", "length_ignored",
+                    "hidden_state_sent_token", "recompute_sent_token", "first_token_appended",
+                    "max_tokens_kept", "no_prefix")  # fmt: skip
+
+
+def _draw(rng: Any) -> dict:
+    """One hand-off, biased to the edges: a failed hand-off (no params), a 1-token prompt,
+    max_model_len at, under and over the prompt and P's token, max_tokens 1 or 2, P's
+    token a stop token first or second in the list."""
+    n = rng.choice((1, 2, 4, N, rng.randrange(1, 40)))
+    prompt = [rng.randrange(256) for _ in range(n)]
+    t = rng.randrange(256)
+    stops = rng.choice(((), (), (t,), ((t + 1) % 256, t), ((t + 1) % 256,)))
+    sp = SamplingParams(max_tokens=rng.choice((1, 2, 3, rng.randrange(1, 20))),
+                        stop_token_ids=stops)  # fmt: skip
+    params = None if rng.random() < 0.25 else {
+        "remote_block_ids": list(range(rng.randrange(1, 5))), "remote_engine_id": "P",
+        "do_remote_prefill": True}  # fmt: skip
+    return {"mode": rng.choice(MODES), "prompt": prompt, "sp": sp, "params": params,
+            "p_tokens": [t] if rng.random() < 0.95 else [], "p_step": rng.randrange(1, 60),
+            "max_len": rng.choice((n + 1, n + 2, n + 2, n + 3, 4096))}  # fmt: skip
+
+
+def _shrink(case: dict) -> list[dict]:
+    out = []
+    if len(case["prompt"]) > 1:
+        cut = len(case["prompt"]) - 1
+        out.append(case | {"prompt": case["prompt"][:cut], "max_len": case["max_len"] - 1})
+    if case["sp"].max_tokens > 2:
+        out.append(case | {"sp": dataclasses.replace(case["sp"], max_tokens=2)})
+    return out
+
+
+def _features(case: dict) -> Words:
+    n, sp = len(case["prompt"]), case["sp"]
+    t = case["p_tokens"][0] if case["p_tokens"] else None
+    stop = ("ex12_stop_first" if sp.stop_token_ids[:1] == (t,) else
+            "ex12_stop_later" if t in sp.stop_token_ids else "ex12_stop_no")  # fmt: skip
+    params = "ex12_failed_handoff" if case["params"] is None else "ex12_params_sent"
+    return Words("ex12_random_features", mode=case["mode"], n=n, room=case["max_len"] - n,
+                 max_tokens=sp.max_tokens, stop=Words(stop), params=Words(params))  # fmt: skip
+
+
+def _shown(case: dict) -> str:
+    return (f"hand_off({case['mode']!r}, prompt of {len(case['prompt'])}, {case['sp']}, "
+            f"p_tokens={case['p_tokens']}, kv_transfer_params={case['params']}, "
+            f"p_step={case['p_step']}, max_model_len={case['max_len']})")  # fmt: skip
+
+
+def _as_tuple(h: Any) -> tuple:
+    return (list(h.prompt), h.sampling_params, h.kv_transfer_params, list(h.prefix), h.done,
+            h.finish_reason)  # fmt: skip
+
+
+def _same_hand_off(a: Any, b: Any) -> bool:
+    try:
+        return _as_tuple(a) == _as_tuple(b)
+    except (AttributeError, TypeError):
+        return False
+
+
+def _random(fn: Any, g: Grader) -> None:
+    def learner(case: dict) -> Any:
+        given = copy.deepcopy(case)
+        got = g.call(fn, case["mode"], given["prompt"], given["sp"], given["p_tokens"],
+                     given["params"], case["p_step"], case["max_len"])  # fmt: skip
+        changed = [k for k in ("prompt", "p_tokens", "params") if given[k] != case[k]]
+        if changed:
+            g.fail(
+                Words("ex12_inputs_as_they_were"),
+                Words("ex12_inputs_changed", what=", ".join(changed)),
+                "mutated_input",
+            )
+        return got
+
+    def probes(case: dict) -> list[dict]:
+        n, t = len(case["prompt"]), (case["p_tokens"] or [7])[0]
+        out = [case | {"max_len": m} for m in (n + 1, n + 2, 4096)]
+        out += [case | {"mode": m, "params": {"x": 1}, "p_tokens": [t], "max_len": 4096,
+                        "sp": SamplingParams(max_tokens=5, stop_token_ids=stops)}
+                for m in MODES for stops in ((), ((t + 1) % 256, t), (t,))]  # fmt: skip
+        out += [case | {"params": None}]
+        return out
+
+    variants = {k: functools.partial(_hand_off, k) for k in _RANDOM_MISTAKES}
+    by_variant = diagnose_by(variants, probes, _same_hand_off)
+
+    def diagnose(case: dict, got: Any, ask: Any) -> str | None:
+        want = _hand_off("", case)
+        mine, right = dict(got.kv_transfer_params or {}), dict(want.kv_transfer_params or {})
+        step = mine.pop("first_token_step", None), right.pop("first_token_step", None)
+        if step[0] != step[1] and mine == right and _same_hand_off(
+                dataclasses.replace(got, kv_transfer_params=None),
+                dataclasses.replace(want, kv_transfer_params=None)):  # fmt: skip
+            return "first_token_step"
+        return by_variant(case, got, ask)
+
+    random_cases(
+        g,
+        Draw(_draw, _shrink, _features, _shown),
+        learner,
+        functools.partial(_hand_off, ""),
+        count=200,
+        diagnose=diagnose,
+        spec=HandOff,
+        same=_same_hand_off,
+    )
 
 
 def _names(sent: list[tuple]) -> set[str]:
@@ -176,6 +323,8 @@ EXERCISE = Exercise(
     number=12,
     slug="ex12_designs",
     function="hand_off",
+    library="pdlab/disagg/designs.py (hand_off)",
+    own=("pdlab.disagg.designs:hand_off",),
     notebook="07_pd_designs",
     title={
         "en": "Four first-token designs: predict, then run",
@@ -183,7 +332,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 12: the first-token designs (pdlab/disagg/designs.py; pdlab pd --first-token)
+Exercise 12: the first-token designs (pdlab pd --first-token)
 
 P prefills the prompt and samples one token; D must produce the first output token and
 continue. The four designs differ in what travels with the K/V:
@@ -197,11 +346,18 @@ First predict, in PREDICTIONS, D's first step for an N = 13 prompt under each de
 hand_off, the proxy's step 2: what D is sent, and the tokens put before D's. P's token
 can be the whole answer (a stop token, max_tokens = 1): then D is never asked.
 
+The rules hand_off needs: kv_transfer_params is None when P could not hand over (then
+the request goes to D as it came). P's token ends the request when it is any of the
+stop_token_ids, when max_tokens is 1, or when the prompt and it leave no position for
+D's token (len(prompt) + 1 >= max_model_len). p_step is the step P finished in: whenever
+P's token travels, the params say so, first_token_step = p_step. Build new objects;
+never change the prompt, p_tokens or params you are given.
+
 The grader checks your predictions against D's first step in a live PDPair of each
 design, then runs the pairs with your hand_off beside pdlab's own: every step D
 schedules, whether D is asked, and the tokens must agree.""",
         "zh": """\
-练习 12：首 token 设计（pdlab/disagg/designs.py；pdlab pd --first-token）
+练习 12：首 token 设计（pdlab pd --first-token）
 
 P 对提示词做预填充并采样一个 token；D 要给出第一个输出 token 并继续生成。四种设计的区别在于
 随 K/V 一起传什么：
@@ -215,6 +371,12 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
 即代理的第 2 步：发给 D 什么，以及放在 D 的 token 前面的 token。P 的 token 可能就是全部答案
 （停止 token，max_tokens = 1）：这时根本不需要 D。
 
+hand_off 需要的规则：P 无法交接时 kv_transfer_params 为 None（这时请求原样发给 D）。
+P 的 token 是 stop_token_ids 中任何一个、max_tokens 为 1、或提示词加上它之后不再给 D 的
+token 留位置（`len(prompt) + 1 >= max_model_len`）时，P 的 token 就结束了请求。p_step 是
+P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 first_token_step = p_step。请新建
+对象，绝不修改传入的 `prompt`、`p_tokens` 或参数。
+
 评分先把你的预测与每种设计下真实 PDPair 中 D 的第一步比较，再让这些 P/D 对用你的 hand_off
 与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。""",
     },
@@ -223,19 +385,20 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "recompute: the K/V of all N tokens arrive, yet the logits need the last one's "
             "hidden state, so D runs position N - 1 again. append_prompt: D's prompt has "
             "N + 1 tokens and N are cached, so its one new token is still a prompt token.",
-            "first_token: HandOff(prompt, sp, dict(params, first_token_ids=[t])). "
-            "append_prompt: HandOff([*prompt, t], sp with max_tokens - 1, params, [t]). "
-            "Check the stop tokens and max_tokens == 1 first: HandOff(prompt, sp, None, [t], "
-            "True, reason).",
+            "Ask in order: did P hand over at all (kv_transfer_params None: the request goes "
+            "as it came)? Does the design send P's token? Is P's token already the whole "
+            "answer (any stop token, max_tokens 1, no room for D's token)? Then build new "
+            "objects, never change the ones given: first_token puts the token in the params, "
+            "append_prompt in the prompt (D owes one token fewer; the token is the prefix).",
         ),
         "zh": (
             "recompute：全部 N 个 token 的 K/V 都到了，但 logits 需要最后一个 token 的隐藏状态，"
             "所以 D 再算一遍位置 N - 1。append_prompt：D 的提示词有 N + 1 个 token、已缓存 N 个，"
             "所以它那一个新 token 仍是提示词 token。",
-            "first_token：`HandOff(prompt, sp, dict(params, first_token_ids=[t]))`。"
-            "append_prompt：`HandOff([*prompt, t], rest, params, [t])`，`rest` 是 max_tokens "
-            "减 1 的 `sp`。先检查停止 token 和 max_tokens == 1："
-            "`HandOff(prompt, sp, None, [t], True, reason)`。",
+            "按顺序问：P 到底有没有交接（kv_transfer_params 为 None：请求原样发出）？这个设计"
+            "传不传 P 的 token？P 的 token 是否已经是全部回答（任一停止 token、max_tokens 为 1、"
+            "没有 D 的 token 的位置）？然后新建对象，绝不修改传入的：first_token 把 token 放进"
+            "参数，append_prompt 放进提示词（D 少生成一个 token；这个 token 作为前缀）。",
         ),
     },
     mistakes={
@@ -298,6 +461,40 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             "zh": "recompute 下发送了 P 的 token：vLLM 的设计只传 K/V，D 重算位置 N - 1 "
             "得到 token 1",
         },
+        "failed_handoff_ignored": {
+            "en": "treating a failed hand-off (kv_transfer_params None: P could not hand "
+            "over) as a sent one: there are no K/V to pull, so D gets the request as it "
+            "came, params None, and computes it all",
+            "zh": "把失败的交接（`kv_transfer_params` 为 None：P 无法交接）当成已发送的："
+            "没有可拉取的 K/V，所以 D 原样收到请求、参数为 None，全部自己计算",
+        },
+        "first_stop_only": {
+            "en": "testing P's token against the first stop token only: any of "
+            "stop_token_ids ends the request",
+            "zh": "只拿 P 的 token 和第一个停止 token 比较：stop_token_ids 中任何一个都会结束请求",
+        },
+        "length_off_by_one": {
+            "en": "the max_model_len test one off: P's token ends the request only when the "
+            "prompt and it leave no position for D's token, len(prompt) + 1 >= max_model_len; "
+            "one earlier and the answer loses a token D had room for",
+            "zh": "max_model_len 的判断差了一个：只有提示词加上 P 的 token 后不再给 D 的 token "
+            "留位置，即 `len(prompt) + 1 >= max_model_len` 时，P 的 token 才结束请求；"
+            "提前一个就会让回答少一个 D 本有位置生成的 token",
+        },
+        "first_token_step": {
+            "en": "first_token_step missing or not p_step: whenever P's token travels, the "
+            "params say the step P sampled it in, first_token_step = p_step (P's step count "
+            "when it finished)",
+            "zh": "first_token_step 缺失或不等于 p_step：只要 P 的 token 随参数传出，"
+            "参数就要写明 P 是在哪一步采样出它的，即 first_token_step = p_step（P 完成时的步数）",
+        },
+        "mutated_input": {
+            "en": "changing what you were given (the prompt, p_tokens or kv_transfer_params) "
+            "in place: the proxy still holds them for the answer and for other requests; "
+            "build new ones (list(prompt), dict(params, ...))",
+            "zh": "就地修改了传入的对象（`prompt`、`p_tokens` 或 `kv_transfer_params`）："
+            "代理作答和处理其他请求时还要用它们；请新建（`list(prompt)`、`dict(params, ...)`）",
+        },
         "max_tokens_kept": {
             "en": "under append_prompt, keeping max_tokens: P's token is one of the answer's "
             "tokens, so D owes one fewer (max_tokens - 1)",
@@ -343,6 +540,20 @@ P 对提示词做预填充并采样一个 token；D 要给出第一个输出 tok
             'mode in ("recompute", "hidden_state")', 'mode == "recompute"'
         ).replace('if mode == "first_token":', 'if mode in ("first_token", "hidden_state"):'),
         "max_tokens_kept": _slip("max_tokens=sp.max_tokens - 1", "max_tokens=sp.max_tokens"),
+        "first_stop_only": _slip(
+            "if t in sp.stop_token_ids:", "if sp.stop_token_ids and t == sp.stop_token_ids[0]:"
+        ),
+        "length_off_by_one": _slip(
+            "len(prompt) + 1 >= max_model_len", "len(prompt) + 2 >= max_model_len"
+        ),
+        "first_token_step": _slip("first_token_step=p_step)", "first_token_step=p_step + 1)"),
+        "mutated_input": _slip(
+            "params = dict(kv_transfer_params, first_token_step=p_step)",
+            'kv_transfer_params["first_token_step"] = p_step\n    params = kv_transfer_params',
+        ),
+        "failed_handoff_ignored": _slip("if kv_transfer_params is None or mode", "if mode").replace(
+            "dict(kv_transfer_params, first", "dict(kv_transfer_params or {}, first"
+        ),
         "no_prefix": _slip(
             "return HandOff([*prompt, t], rest, params, [t])",
             "return HandOff([*prompt, t], rest, params)",

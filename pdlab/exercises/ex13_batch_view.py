@@ -22,7 +22,16 @@ import pdlab.sim.simulator as sim
 from pdlab.attention.builder import MLAMetadataBuilder
 from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
-from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.base import (
+    Draw,
+    Exercise,
+    Grader,
+    Words,
+    consistent,
+    diagnose_by,
+    patched,
+    random_cases,
+)
 from pdlab.exercises.bilingual import read
 from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim.costs import Row, StepCost, step_cost
@@ -64,6 +73,8 @@ def engine_view(model, profile, rows, routing, variant: str = "") -> tuple[bool,
     eligible = b.decode_graph_eligible
     if variant == "prefilling_breaks_graph" and routing == "v2":
         eligible = not any(b.is_prefilling)
+    if variant == "context_gt_one" and routing == "v2":
+        eligible = all(not pf or c > 1 for c, pf in zip(b.num_computed_tokens, b.is_prefilling))
     shift = 1 if variant == "context_plus_one" else 0
     ordered = [Row(c + shift) for c in b.num_computed_tokens]
     cost = step_cost(model, ordered[:nd], ordered[nd:], eligible or variant == "no_launch_cost")
@@ -80,7 +91,8 @@ def _builder(use_pcp: bool) -> MLAMetadataBuilder:
 
 
 _VARIANTS = ("prefilling_breaks_graph", "no_launch_cost", "pcp_row_as_decode", "context_plus_one",
-             "v1_as_v2")  # fmt: skip
+             "v1_as_v2", "context_gt_one")  # fmt: skip
+_SPEC = (bool, float)  # (decode_graph_eligible, step_time_s)
 
 
 def _cases(g: Grader) -> list[tuple[Words, list[tuple[int, int]], str]]:
@@ -123,19 +135,20 @@ def grade(fn: Any, g: Grader) -> None:
         wrong = {k: v for k, v in wrong.items() if not _same(v, want)}
         try:
             got: Any = fn(model, profile, [tuple(r) for r in rows], routing)
-            got = (bool(got[0]), float(got[1]))
         except Exception as e:  # noqa: BLE001 - raised again in its case, below
             got = e
         answers.append((name, routing, got, want, wrong))
-    seen = [(got, w) for *_, got, _, w in answers if not isinstance(got, Exception)]
+    seen = [(got, w) for *_, got, _, w in answers if _typed(got)]
     for name, routing, got, want, wrong in answers:
         with g.case(Words("ex13_case_routing", name=name, routing=routing)):
             if isinstance(got, Exception):
                 raise got
+            got = g.returns(got, _SPEC)
             if not _same(got, want):
                 ranked = consistent(wrong, [(a, _close(a, w)) for a, w in seen])
                 key = next((k for k, v in ranked.items() if _same(got, v)), None)
                 g.fail(_shown(want), _shown(got), key)
+    _random(fn, g)
     for routing, design in (("v2", "recompute"), ("pcp", "recompute"), ("pcp", "first_token"),
                             ("v1", "append_prompt")):  # fmt: skip
         with g.case(Words("ex13_inside_pdlab_sim_design_routing", design=design, routing=routing)):
@@ -144,6 +157,56 @@ def grade(fn: Any, g: Grader) -> None:
             for key in ("tpot_p50_s", "tpot_p99_s", "t2t_d_p50_s", "steps"):
                 if abs(got_s[key] - want_s[key]) > 1e-9 + 1e-6 * abs(want_s[key]):
                     g.fail(f"{key} = {want_s[key]:.6g}", f"{key} = {got_s[key]:.6g}")
+
+
+def _typed(got: Any) -> bool:
+    from pdlab.exercises.base import wrong_type
+
+    return not isinstance(got, Exception) and wrong_type(got, _SPEC) is None
+
+
+def _draw(rng: Any) -> dict:
+    """A step of 1 to 6 one-token rows ``(num_computed_tokens, prefill_len)`` under one
+    routing, biased to the edges: a one-token prompt, one token computed, the last prompt
+    token (recompute's row), the first token past the prompt (first_token's row)."""
+    rows = []
+    for _ in range(rng.randrange(1, 7)):
+        plen = rng.choice((1, 2, rng.randrange(2, 9000)))
+        c = rng.choice((0, 1, plen - 1, plen - 1, plen, plen + rng.randrange(1, 50)))
+        rows.append((max(c, 0), plen))
+    return {"rows": rows, "routing": rng.choice(("v2", "v2", "pcp", "v1"))}
+
+
+def _shrink(case: dict) -> list[dict]:
+    rows = case["rows"]
+    return [case | {"rows": rows[:i] + rows[i + 1:]} for i in range(len(rows))] if len(
+        rows) > 1 else []  # fmt: skip
+
+
+def _random(fn: Any, g: Grader) -> None:
+    model, profile = _setup()
+
+    def engine(case: dict, variant: str = "") -> tuple[bool, float]:
+        return engine_view(model, profile, case["rows"], case["routing"], variant)
+
+    def probes(case: dict) -> list[dict]:
+        rows = [(4096, 4096), (1, 9), (0, 1), (4095, 4096)]
+        return [{"rows": [r, *more], "routing": x} for r in rows for x in ("v2", "pcp", "v1")
+                for more in ([], case["rows"])]  # fmt: skip
+
+    random_cases(
+        g,
+        Draw(_draw, _shrink,
+             lambda c: Words("ex13_random_features", rows=c["rows"], routing=c["routing"]),
+             lambda c: f"rows={c['rows']}, routing={c['routing']!r}"),
+        lambda case: g.call(fn, model, profile, list(case["rows"]), case["routing"]),
+        engine,
+        count=60,
+        diagnose=diagnose_by({k: functools.partial(engine, variant=k) for k in _VARIANTS},
+                             probes, _same),
+        spec=_SPEC,
+        same=_same,
+    )  # fmt: skip
 
 
 def _close(got: tuple, wrong: dict[str, tuple]) -> dict[str, tuple]:
@@ -176,7 +239,7 @@ def _simulated(fn: Any, g: Grader, routing: str, design: str) -> dict[str, Any]:
     def gather(q, c, p, pl, **kw):
         b = real_gather(q, c, p, pl, **kw)
         rows = [(c[r], pl[r]) for r in q]
-        eligible, dt = g.call(fn, model, profile, rows, routing)
+        eligible, dt = g.returns(g.call(fn, model, profile, rows, routing), _SPEC)
         last["dt"] = float(dt)
         return dataclasses.replace(b, decode_graph_eligible=bool(eligible))
 
@@ -198,6 +261,8 @@ EXERCISE = Exercise(
     number=13,
     slug="ex13_batch_view",
     function="batch_view",
+    library="pdlab/model/batch.py, pdlab/attention/metadata.py, pdlab/sim/costs.py",
+    own=("pdlab.model.batch:gather_batch_req_state", "pdlab.attention.metadata:split_query_lens"),
     notebook="07_pd_designs",
     title={
         "en": "The batch view: the decode graph and TPOT",
@@ -205,7 +270,7 @@ EXERCISE = Exercise(
     },
     statement={
         "en": """\
-Exercise 13: the batch view (pdlab sim; pdlab/model/batch.py, pdlab/sim/costs.py)
+Exercise 13: the batch view (pdlab sim)
 
 D runs a batch of decodes, and an arriving request adds its first row to it: under
 recompute one token over N - 1 cached of an N-token prompt (still is_prefilling), under
@@ -225,7 +290,7 @@ The grader compares with the engine's own runner, builder and cost model on name
 batches, then runs pdlab sim with your function pricing every step: the TPOT it reports
 must be the unpatched simulator's.""",
         "zh": """\
-练习 13：批次视图（pdlab sim；pdlab/model/batch.py、pdlab/sim/costs.py）
+练习 13：批次视图（pdlab sim）
 
 D 运行着一批 decode 行，新到的请求把它的第一行加进来：recompute 下是 N 个 token 的提示词在 N - 1
 个已缓存之上算 1 个（仍 is_prefilling），append_prompt 下是 N + 1 中在 N 之上算 1 个（仍
@@ -291,6 +356,14 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
             "zh": "把 Model Runner V1 当成了 V2：V1 没有 prefill_runs_as_decode；它的完整解码图"
             "只要求每行一个 token 的统一批次，不管 is_prefilling 怎么说",
         },
+        "context_gt_one": {
+            "en": "asking for more than one computed token (c > 1) under V2: one token of "
+            "context is context, so a prompt row of one token over exactly one computed "
+            "token runs as a decode and keeps the graph (the test is c > 0)",
+            "zh": "在 V2 下要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，"
+            "所以在恰好一个已计算 token 之上只有一个 token 的提示词行按解码运行，"
+            "保住了图（判断是 c > 0）",
+        },
         "context_plus_one": {
             "en": "Row(num_computed_tokens + 1): a Row's context is the tokens cached before "
             "the step; the cost model adds the scheduled token itself",
@@ -314,6 +387,10 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
             "]\n    prefills = []",
         ),
         "context_plus_one": _slip("[Row(c)", "[Row(c + 1)"),
+        "context_gt_one": _slip(
+            "eligible = all(not pf or c > 0 for (c, _), pf in zip(rows, prefilling))",
+            "eligible = all(not pf or c > 1 for (c, _), pf in zip(rows, prefilling))",
+        ),
         "v1_as_v2": _slip(
             '    if routing == "v1":\n        # V1\'s full decode graph wants a uniform batch of '
             "one-token rows: every row here.\n        eligible = bool(rows)\n    elif use_pcp:",

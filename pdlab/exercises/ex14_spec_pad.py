@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
-from pdlab.exercises.base import Exercise, Grader, Words, consistent, patched
+from pdlab.exercises.base import Draw, Exercise, Grader, Words, consistent, patched, random_cases
 from pdlab.exercises.bilingual import read
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
@@ -174,23 +174,120 @@ def _reference(name: str) -> tuple[list, dict]:
 def _variant(key: str, k: int, sampled: int, max_len: int, args: tuple) -> int | None:
     """What a known mistake answers for one call."""
     n, c, budget, prefill, anyone = args
-    pads = k > 0 and sampled > 0 and n == 1
+    pads = k > 0 and sampled > 0 and (n == 1 or (key == "pads_short_rows" and n < 1 + k))
     pads = pads and (key == "always_pad" or not prefill)
     pads = pads and (key == "no_context_rule" or anyone or c > 0)
     if not pads:
         return n
     padded = k if key == "pad_by_k" else 1 + k
+    fits = padded < budget if key == "budget_ge" else padded <= budget
+    if key == "budget_before_room" and not fits:
+        return None
     if key != "no_room_check" and c + padded + sampled > max_len:
         return n
-    if padded > budget:
+    if not fits:
         return n if key == "schedule_unpadded" else None
     return padded
 
 
-_MISTAKES = ("always_pad", "no_context_rule", "pad_by_k", "no_room_check", "schedule_unpadded")
+_MISTAKES = ("always_pad", "no_context_rule", "pad_by_k", "no_room_check", "schedule_unpadded",
+             "pads_short_rows", "budget_ge", "budget_before_room")  # fmt: skip
+
+
+def _draw(rng: Any) -> dict:
+    """One call of the method, biased to its edges: K from 0 to 3, one new token or 1 + K
+    or fewer, the budget and max_model_len at, under and over the padded row's needs."""
+    k = rng.choice((0, 1, 2, 2, 3, 3))
+    n = 1 if rng.random() < 0.6 else rng.choice((2, k, 1 + k, 2 + k, rng.randrange(1, 20)))
+    c = rng.choice((0, 0, 1, rng.randrange(1, 40)))
+    edge = c + 1 + k + 1
+    budget = rng.choice((k, k, 1 + k, 2 + k, rng.randrange(1, 64)))
+    max_len = rng.choice((edge - 1, edge - 1, edge, edge + 1, 256))
+    return {"k": k, "n": max(n, 1), "c": c, "budget": max(budget, 1), "max_len": max_len,
+            "prefill": rng.random() < 0.15, "anyone": rng.random() < 0.6}  # fmt: skip
+
+
+def _shrink(case: dict) -> list[dict]:
+    """Smaller cases: fewer computed tokens (max_model_len moving with them), fewer new
+    tokens, a smaller K, flags off."""
+    out = []
+    if case["c"] > 0:
+        for c in (0, case["c"] // 2, case["c"] - 1):
+            out.append(case | {"c": c, "max_len": case["max_len"] - case["c"] + c})
+    if case["n"] > 1:
+        out.append(case | {"n": case["n"] - 1})
+    if case["max_len"] > case["c"] + case["k"] + 3:
+        out.append(case | {"max_len": case["c"] + case["k"] + 3})
+    if case["budget"] > case["k"] + 2:
+        out.append(case | {"budget": case["k"] + 2})
+    if case["k"] > 1:
+        out.append(case | {"k": case["k"] - 1})
+    out += [case | {f: False} for f in ("prefill", "anyone") if case[f]]
+    return [c for c in out if c != case]
+
+
+def _features(case: dict) -> Words:
+    padded, edge = 1 + case["k"], case["c"] + 1 + case["k"] + 1
+    rel = {-1: "<", 0: "=", 1: ">"}
+    sign = (case["budget"] > padded) - (case["budget"] < padded)
+    room = (case["max_len"] > edge) - (case["max_len"] < edge)
+    beside = "ex14_beside_prefill" if case["prefill"] else (
+        "ex14_beside_running" if case["anyone"] else "ex14_alone")  # fmt: skip
+    return Words("ex14_random_features", k=case["k"], n=case["n"], c=case["c"],
+                 budget=f"token_budget {rel[sign]} 1 + K",
+                 room=f"max_model_len {rel[room]} num_computed_tokens + 1 + K + 1",
+                 beside=Words(beside))  # fmt: skip
+
+
+def _args(case: dict) -> tuple:
+    return case["n"], case["c"], case["budget"], case["prefill"], case["anyone"]
+
+
+def _shown(case: dict) -> str:
+    return ("K={k}, max_model_len={max_len}: num_new_tokens={n}, num_computed_tokens={c}, "
+            "token_budget={budget}, prefill_scheduled={prefill}, any_scheduled={anyone}"
+            ).format(**case)  # fmt: skip
+
+
+def _self(case: dict) -> Any:
+    """What the method reads of its scheduler, for one call."""
+    return types.SimpleNamespace(num_spec_tokens=case["k"], num_sampled_tokens_per_step=1,
+                                 max_model_len=case["max_len"])  # fmt: skip
+
+
+def _diagnose(case: dict, got: Any, ask: Any) -> str | None:
+    """The mistake that answers this case as the learner did and agrees with the learner on
+    the cases around it (another budget, max_model_len, flags or row size)."""
+
+    def variant(key: str, c: dict) -> Any:
+        return _variant(key, c["k"], 1, c["max_len"], _args(c))
+
+    keys = [k for k in _MISTAKES if variant(k, case) == got]
+    probes = [case | {"budget": b} for b in range(1, case["k"] + 4)]
+    probes += [case | {"max_len": m} for m in range(case["c"] + 1, case["c"] + case["k"] + 5)]
+    probes += [case | {"n": n} for n in range(1, case["k"] + 3)]
+    probes += [case | {"prefill": not case["prefill"]}, case | {"anyone": not case["anyone"]}]
+    for probe in probes:
+        answer = ask(probe)
+        keys = [k for k in keys if variant(k, probe) == answer]
+    return keys[0] if keys else None
 
 
 def grade(fn: Any, g: Grader) -> None:
+    random_cases(
+        g,
+        Draw(_draw, _shrink, _features, _shown),
+        lambda case: g.call(fn, _self(case), *_args(case)),
+        lambda case: Scheduler._pad_spec_decode(_self(case), *_args(case)),
+        count=400,
+        diagnose=_diagnose,
+        spec={int, None},
+    )
+    _named_cases(fn, g)
+
+
+def _named_cases(fn: Any, g: Grader) -> None:
+    """The named scenarios, in the real scheduler and a live P/D pair."""
     calls: list[tuple] = []  # every call of every case: (args, k, sampled, max_len, got)
     for name, label in _CASES:
         with g.case(label):
@@ -199,7 +296,7 @@ def grade(fn: Any, g: Grader) -> None:
 
             def seam(s: Scheduler, mine: list = mine) -> Any:
                 def learner(self: Scheduler, *call: Any) -> Any:
-                    got = g.call(fn, self, *call)
+                    got = g.returns(g.call(fn, self, *call), {int, None})
                     right = type(self)._pad_spec_decode(self, *call)
                     ctx = (self.num_spec_tokens, self.num_sampled_tokens_per_step,
                            self.max_model_len)  # fmt: skip
@@ -241,11 +338,13 @@ EXERCISE = Exercise(
     number=14,
     slug="ex14_spec_pad",
     function="_pad_spec_decode",
+    library="pdlab/sched/scheduler.py (Scheduler._pad_spec_decode)",
+    own=("pdlab.sched.scheduler:Scheduler._pad_spec_decode",),
     notebook="07_pd_designs",
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={
         "en": """\
-Exercise 14: D's padded row under MTP (pdlab/sched/scheduler.py; vLLM 0.33.0's
+Exercise 14: D's padded row under MTP (vLLM 0.33.0's
 pad_spec_decode in vllm/v1/core/sched/scheduler.py)
 
 With speculative decoding (MTP, K drafts per step) every verifying row runs 1 + K tokens:
@@ -266,7 +365,7 @@ tests use, which drafts and verifies), D's side through a real PDConnector, then
 P/D pair with MTP, beside the scheduler's own method: every answer, every step and the
 tokens must agree.""",
         "zh": """\
-练习 14：MTP 下 D 被补齐的那一行（pdlab/sched/scheduler.py；vLLM 0.33.0
+练习 14：MTP 下 D 被补齐的那一行（vLLM 0.33.0
 vllm/v1/core/sched/scheduler.py 中的 pad_spec_decode）
 
 开启投机解码（MTP，每步 K 个草稿 token）时，每个验证行运行 1 + K 个 token：它自己的 token 加上
@@ -285,18 +384,21 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
     },
     hints={
         "en": (
-            "Five conditions before padding: K > 0, num_new_tokens == 1, not "
-            "prefill_scheduled, any_scheduled or num_computed_tokens > 0, and "
-            "num_computed_tokens + 1 + K + 1 <= max_model_len. Otherwise the row is as it was.",
-            "Padded, the row needs 1 + K tokens of token_budget: when it has fewer, return "
-            "None (the waiting loop stops there), not num_new_tokens.",
+            "Padding keeps every row of a step the one shape a full decode graph replays, "
+            "1 + K. Which rows are decode rows worth padding: how many new tokens, over what "
+            "context, beside which running rows, with speculative decoding on or off?",
+            "Then two limits decide, in this order: is there room below max_model_len for the "
+            "1 + K positions and the sampled token (if not, the row stays as it is)? Does "
+            "1 + K fit token_budget (if not, None: the waiting loop stops)? Mind the edges: a "
+            "budget of exactly 1 + K fits.",
         ),
         "zh": (
-            "补齐之前有五个条件：K > 0、`num_new_tokens == 1`、`prefill_scheduled` 为假、"
-            "`any_scheduled` 为真或 `num_computed_tokens > 0`，以及 "
-            "`num_computed_tokens + 1 + K + 1 <= max_model_len`。否则这一行保持原样。",
-            "补齐后这一行要占 `token_budget` 中的 1 + K 个 token：不够时返回 None（等待队列循环"
-            "就此停止），而不是 `num_new_tokens`。",
+            "补齐让一步中的每一行都保持完整解码 CUDA graph 可以重放的同一个形状 1 + K。哪些行是"
+            "值得补齐的 decode 行：有几个新 token、在什么上下文之上、旁边是哪些运行中的行、"
+            "投机解码开没开？",
+            "接下来按这个顺序由两个上限决定：max_model_len 之下还有没有放 1 + K 个位置和采样出的 "
+            "token 的余地（没有就保持原样）？1 + K 放不放得进 `token_budget`（放不进就返回 None："
+            "等待队列循环停下）？留意边界：预算恰为 1 + K 时放得进。",
         ),
     },
     mistakes={
@@ -323,6 +425,26 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "zh": "在 max_model_len 之下没有余地时仍然补齐：1 + K 个位置和采样出的 token 都要"
             "放得下，否则这一行仍是一个 token",
         },
+        "pads_short_rows": {
+            "en": "padding a row of more than one new token (fewer than 1 + K): only a row of "
+            "exactly one new token over its context is a decode row to pad; a row of 2 to K "
+            "new tokens is a prefill chunk and keeps its size",
+            "zh": "把不止一个新 token（少于 1 + K 个）的行也补齐了：只有在上下文之上恰好一个新 "
+            "token 的行才是要补齐的 decode 行；2 到 K 个新 token 的行是预填充的一块，保持原样",
+        },
+        "budget_ge": {
+            "en": "refusing a padded row that fits the budget exactly: 1 + K tokens fit a "
+            "token_budget of 1 + K (the test is 1 + K > token_budget, not >=)",
+            "zh": "补齐后的行正好放得进预算时也拒绝了：1 + K 个 token 放得进等于 1 + K 的 "
+            "token_budget（判断是 1 + K > token_budget，不是 >=）",
+        },
+        "budget_before_room": {
+            "en": "testing the budget before max_model_len: a row with no room for 1 + K "
+            "positions is not padded at all, so it is scheduled as it is (its one token) "
+            "whatever the budget, never held back with None",
+            "zh": "先判断了预算再判断 max_model_len：放不下 1 + K 个位置的行根本不补齐，无论预算"
+            "多少都按原样（一个 token）调度，绝不会因返回 None 而被挡下",
+        },
         "schedule_unpadded": {
             "en": "scheduling the row unpadded when 1 + K does not fit the budget: upstream "
             "returns None and the waiting loop stops, rather than break the 1 + K shape",
@@ -342,6 +464,17 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
         ),
         "schedule_unpadded": _slip(
             "return None  # upstream would rather", "return num_new_tokens  # upstream would rather"
+        ),
+        "pads_short_rows": _slip("and num_new_tokens == 1\n", "and num_new_tokens < 1 + k\n"),
+        "budget_ge": _slip("if padded > token_budget:", "if padded >= token_budget:"),
+        "budget_before_room": _slip(
+            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
+            "self.max_model_len:\n        return num_new_tokens\n"
+            "    if padded > token_budget:\n",
+            "    if padded > token_budget:\n        return None\n"
+            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
+            "self.max_model_len:\n        return num_new_tokens\n"
+            "    if False:\n",
         ),
     },  # fmt: skip
 )

@@ -2,14 +2,19 @@
 which exercises were started and passed once, the result of each one's last check (so a
 file that passed and now fails says so), how many hints each has used, and the learner's
 language (``start --lang zh`` keeps it, so a plain ``check`` grades in Chinese). A file that is
-not valid JSON, or not this shape, is set aside as ``.pdlab-exercises.json.bad`` and a fresh
-one started, so a learner is never stuck on a damaged file."""
+not valid JSON, or not this shape (an exercise number or a hint count that is not a whole
+number >= 0, a last result that is not true or false, an unknown language), is set aside as
+``.pdlab-exercises.json.bad`` with one line saying so, and a fresh one started, so a learner
+is never stuck on a damaged file."""
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from pdlab.catalog import text
 
 FILE_NAME = ".pdlab-exercises.json"
 
@@ -34,25 +39,71 @@ def progress_path(folder: str | Path) -> Path:
     return Path(folder) / FILE_NAME
 
 
-def load(folder: str | Path) -> Progress:
+def load(folder: str | Path, lang: str = "en") -> Progress:
+    """``folder``'s progress; a damaged file is set aside (one line on stderr, in
+    ``lang``) and a fresh state returned."""
     path = progress_path(folder)
     if not path.exists():
         return Progress()
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        return _set_aside(path, lang, text(lang, "ex_progress_not_json"))
+    try:
+        if not isinstance(data, dict):
+            raise _Damaged(data)
         p = Progress(
-            started=[int(x) for x in data.get("started", [])],
-            passed=[int(x) for x in data.get("passed", [])],
-            hints={str(k): int(v) for k, v in data.get("hints", {}).items()},
-            last={str(k): bool(v) for k, v in data.get("last", {}).items()},
+            started=[_count(x) for x in _list(data.get("started", []))],
+            passed=[_count(x) for x in _list(data.get("passed", []))],
+            hints={str(k): _count(v) for k, v in _dict(data.get("hints", {})).items()},
+            last={str(k): _flag(v) for k, v in _dict(data.get("last", {})).items()},
             lang=str(data.get("lang", "")),
         )
         if p.lang not in ("", "en", "zh"):
-            raise ValueError(p.lang)
-    except (ValueError, TypeError, AttributeError):
-        path.replace(path.with_name(FILE_NAME + ".bad"))
-        return Progress()
+            raise _Damaged(p.lang)
+    except _Damaged as e:
+        return _set_aside(path, lang, text(lang, "ex_progress_bad_value", value=e.value))
     return p
+
+
+class _Damaged(Exception):
+    """A value the progress file holds that pdlab never writes there."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(repr(value))
+        self.value = json.dumps(value)[:60]
+
+
+def _set_aside(path: Path, lang: str, why: str) -> Progress:
+    bad = path.with_name(FILE_NAME + ".bad")
+    path.replace(bad)
+    print(text(lang, "ex_progress_set_aside", path=path, bad=bad.name, why=why), file=sys.stderr)
+    return Progress()
+
+
+def _count(x: object) -> int:
+    """A whole number >= 0 as JSON has it (never a bool, a float or a string)."""
+    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+        raise _Damaged(x)
+    return x
+
+
+def _flag(x: object) -> bool:
+    if not isinstance(x, bool):
+        raise _Damaged(x)
+    return x
+
+
+def _list(x: object) -> list:
+    if not isinstance(x, list):
+        raise _Damaged(x)
+    return x
+
+
+def _dict(x: object) -> dict:
+    if not isinstance(x, dict):
+        raise _Damaged(x)
+    return x
 
 
 def save(folder: str | Path, progress: Progress) -> Path:

@@ -5,6 +5,17 @@ def split_decodes_and_prefills(
     require_uniform: bool = False,
     treat_short_extends_as_decodes: bool = True,
 ) -> tuple[int, int, int, int]:
+    # Only short rows (with require_uniform, only under threshold 1): all decodes, padding
+    # rows wherever they are; upstream returns before looking at any row.
+    # zh: 只有短行（require_uniform 时只在阈值为 1 时）：全部是 decode 行，填充行无论在哪里
+    # zh: 都一样；上游不看任何一行就直接返回。
+    if (
+        max(query_lens, default=0) <= decode_threshold
+        and (not require_uniform or decode_threshold <= 1)
+        and treat_short_extends_as_decodes
+    ):
+        return len(query_lens), 0, sum(query_lens), 0
+
     def is_prefill(i: int) -> bool:
         q = query_lens[i]
         if require_uniform:

@@ -3,14 +3,14 @@ from pdlab.kv_cache.block_hash import hash_block_tokens  # noqa: F401 - for you 
 
 
 def get_computed_blocks(self, request):
-    """A method of KVCacheManager (pdlab/kv_cache/manager.py): the cached blocks that hold a
+    """A method of KVCacheManager: the cached blocks that hold a
     prefix of ``request``, and how many tokens they cover, as ``(blocks, num_tokens)``.
 
     Available: ``self.block_size``; ``request.all_token_ids`` (its tokens) and
     ``request.num_tokens``; ``hash_block_tokens(parent_hash, block_token_ids)`` (the parent
     of the first block is None); ``self.block_pool.get_cached_block(block_hash,
     block_token_ids)``, the cached block with that hash and tokens, or None."""
-    # zh: """KVCacheManager 的方法（pdlab/kv_cache/manager.py）：存有 `request` 某个前缀的已缓存块，
+    # zh: """KVCacheManager 的方法：存有 `request` 某个前缀的已缓存块，
     # zh: 以及它们覆盖的 token 数，返回 `(blocks, num_tokens)`。
     # zh:
     # zh: 可用：`self.block_size`；`request.all_token_ids`（它的 token）和
