@@ -303,11 +303,12 @@ puts your flags into a P/D pair's runner and compares the route events D records
 V2 为一步中的每一行计算 is_prefilling = num_computed_prefill_tokens < prefill_len。不开启
 预填充上下文并行（PCP）时，它再标出“在已有上下文之上只有一个新的提示词 token”的行：
 prefill_runs_as_decode（“按解码运行”）。当每一行都是 decode 行或这样的行时，这一步是
-decode_graph_eligible，即完整解码 CUDA graph 可以重放的统一解码批。开启 PCP 时，V2 不计算
+decode_graph_eligible，即完整解码 CUDA graph 可以重放的均匀解码批次。开启 PCP 时，V2 不计算
 这个标志（None），只有没有任何行在预填充时这一步才是 decode_graph_eligible。
 
 KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
-请实现 decode_flags；评分先在许多批次上与运行器比较，再把你的标志放进一个 P/D 对的运行器，
+请实现 decode_flags；评分先在许多批次上与 model runner 比较，
+再把你的标志放进一个 P/D 对的 model runner，
 比较 D 记录下的 `route` 事件。""",
     },
     hints={
@@ -336,7 +337,7 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "
             "replay the decode graph, which is what prefill_runs_as_decode is for",
             "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能"
-            "重放解码图，"
+            "重放完整的 decode CUDA graph，"
             "而 prefill_runs_as_decode 正是为此而设",
         },
         "pcp_runs_as_decode": {

@@ -378,7 +378,7 @@ then lets the MLA builder route real batches with your function.""",
         "zh": """\
 练习 5：split_decodes_and_prefills（vLLM 0.33.0 的 vllm/v1/attention/backends/utils.py）
 
-批次按运行器的顺序到达，像解码的行在前。decode 行是第一个“算作预填充”的行之前的那些行；
+批次按 model runner 的顺序到达，像解码的行在前。decode 行是第一个“算作预填充”的行之前的那些行；
 一行在以下情况算作预填充：
   * 它的 query 长度大于 decode_threshold（后端的 reorder_batch_threshold）；
   * 开启 require_uniform 时，它的 query 长度与第一行不同（长度 0 是填充，不计）；

@@ -142,7 +142,7 @@ EXERCISE = Exercise(
     library="pdlab/attention/mla.py (forward_mqa), pdlab/attention/reference.py (mla_absorbed)",
     own=("pdlab.attention.reference:mla_absorbed", "pdlab.attention.mla:MLAAttention.forward_mqa"),
     notebook="03_mla_two_forms",
-    title={"en": "The absorbed decode equals the naive form", "zh": "吸收式解码等于朴素形式"},
+    title={"en": "The absorbed decode equals the naive form", "zh": "吸收形式的解码等于朴素形式"},
     statement={
         "en": """\
 Exercise 7: the absorbed decode (MLA's forward_mqa)
@@ -159,7 +159,7 @@ each head's latent output to v values. Same numbers, no cached row up-projected.
 Write absorbed_decode. The grader compares it with the naive form, then lets forward_mqa
 use it for every decode row of a P/D pair and of a colocated engine.""",
         "zh": """\
-练习 7：吸收式解码（MLA 的 forward_mqa）
+练习 7：吸收形式的解码（MLA 的 forward_mqa）
 
 MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值，已施加 RoPE）。朴素形式把每一行
 缓存经 kv_b_proj 上投影成每个头的 key `[k_nope | k_pe]` 和 value v。`kv_b_proj.weight` 视为

@@ -200,7 +200,7 @@ NaN, then runs a colocated engine's decode steps with it.""",
 参照 vLLM 的
 vllm/v1/attention/ops/triton_decode_attention.py）
 
-吸收式 MLA 的解码是对潜向量行的多查询注意力：对一个头的 query q（W = L + R 个值），
+吸收形式的 MLA 解码是对潜向量行的多查询注意力：对一个头的 query q（W = L + R 个值），
 请求的 seq_len 行缓存中每一行的分数 `s_j = scale * q · row_j`，
 `out = sum_j softmax(s)_j row_j[:L]`，`lse = log sum_j exp(s_j)`。
 

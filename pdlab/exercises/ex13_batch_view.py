@@ -266,7 +266,7 @@ EXERCISE = Exercise(
     notebook="07_pd_designs",
     title={
         "en": "The batch view: the decode graph and TPOT",
-        "zh": "批次视图：解码图与 TPOT",
+        "zh": "批次视图：完整的 decode CUDA graph 与 TPOT",
     },
     statement={
         "en": """\
@@ -281,7 +281,8 @@ decides whether every running decode pays eager kernel launches in it: its TPOT.
 Write batch_view(model, profile, rows, routing): rows are (num_computed_tokens,
 prefill_len), one token scheduled each; routing is "v2" (Model Runner V2), "pcp" (V2 with
 prefill context parallelism: no prefill_runs_as_decode, and the MLA builder passes
-treat_short_extends_as_decodes = not use_pcp) or "v1" (its graph wants one-token rows).
+treat_short_extends_as_decodes = not use_pcp) or "v1" (its graph wants rows of
+uniform_decode_query_len = 1 + K tokens; with no drafts here, one token each).
 Return (decode_graph_eligible, step_time_s), the time from pdlab sim's cost model:
 step_cost(model, decode_rows, prefill_rows, eligible).time_s(profile), a Row(context)
 per row.
@@ -302,11 +303,12 @@ is_prefilling），first_token 下是在 N 之上的普通 decode 行。这一�
 `(num_computed_tokens, prefill_len)`，每行调度 1 个 token；`routing` 是 "v2"
 （Model Runner V2）、"pcp"（开启预填充上下文并行的 V2：没有 prefill_runs_as_decode，
 MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它的图要求每行
-一个 token）。返回 `(decode_graph_eligible, step_time_s)`，时间取自 pdlab sim 的代价模型：
+uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个）。
+返回 `(decode_graph_eligible, step_time_s)`，时间取自 pdlab sim 的代价模型：
 `step_cost(model, decode_rows, prefill_rows, eligible).time_s(profile)`，每行一个
 `Row(context)`。
 
-评分先在若干命名批次上与引擎自己的运行器、builder 和代价模型比较，再让 pdlab sim 用你的函数
+评分先在若干命名批次上与引擎自己的 model runner、builder 和代价模型比较，再让 pdlab sim 用你的函数
 为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。""",
     },
     hints={
@@ -333,7 +335,8 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
             "prefill_runs_as_decode keeps recompute's first row (one token over N - 1) "
             "inside the full decode graph; only PCP loses it",
             "zh": "V2 下也认为任何处于提示词阶段的行都会破坏图：V2 的 prefill_runs_as_decode "
-            "让 recompute 的第一行（在 N - 1 之上算 1 个）留在完整解码图里；只有 PCP 会失去它",
+            "让 recompute 的第一行（在 N - 1 之上算 1 个）留在完整的 decode CUDA graph 里；"
+            "只有 PCP 会失去它",
         },
         "no_launch_cost": {
             "en": "pricing a step that is not decode_graph_eligible as if it replayed the "
@@ -352,9 +355,11 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
         },
         "v1_as_v2": {
             "en": "Model Runner V1 judged as V2: V1 has no prefill_runs_as_decode; its full "
-            "decode graph wants a uniform batch of one-token rows, whatever is_prefilling says",
-            "zh": "把 Model Runner V1 当成了 V2：V1 没有 prefill_runs_as_decode；它的完整解码图"
-            "只要求每行一个 token 的统一批次，不管 is_prefilling 怎么说",
+            "decode graph wants a uniform batch of 1 + K-token rows (one token each without "
+            "drafts), whatever is_prefilling says",
+            "zh": "把 Model Runner V1 当成了 V2：V1 没有 prefill_runs_as_decode；"
+            "它的完整的 decode CUDA graph 只要求每行 1 + K 个 token 的均匀解码批次（没有草稿时"
+            "每行一个），不管 is_prefilling 怎么说",
         },
         "context_gt_one": {
             "en": "asking for more than one computed token (c > 1) under V2: one token of "
@@ -393,7 +398,8 @@ MLA builder 传入 treat_short_extends_as_decodes = not use_pcp）或 "v1"（它
         ),
         "v1_as_v2": _slip(
             '    if routing == "v1":\n        # V1\'s full decode graph wants a uniform batch of '
-            "one-token rows: every row here.\n        eligible = bool(rows)\n    elif use_pcp:",
+            "1 + K-token rows: with no drafts,\n        # one token each, as every row here is.\n"
+            "        eligible = bool(rows)\n    elif use_pcp:",
             "    if use_pcp:",
         ),
     },

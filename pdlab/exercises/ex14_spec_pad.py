@@ -378,7 +378,7 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
 全新的提示词只有在本步已调度了某一行时才补；采样出的 token 在 max_model_len 之下还有位置时才补；
 补齐后的行放不进预算时返回 None：上游宁可不调度它，也不调度一个没补齐的行。
 
-评分用真实的调度器和一个没有模型的运行器（调度器测试用的那个，会起草并验证），D 端经过
+评分用真实的调度器和一个没有模型的 model runner（调度器测试用的那个，会起草并验证），解码侧经过
 真实的 PDConnector，再用一个开启 MTP 的真实 P/D 对，与调度器自己的方法对照：每次返回值、每一步
 以及生成的 token 都必须一致。""",
     },
@@ -406,7 +406,7 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "en": "padding beside a running row that is mid-prefill: the step is not a "
             "uniform decode batch anyway, and upstream pads only when no scheduled running "
             "row is still in its prefill",
-            "zh": "旁边有还在预填充中途的运行行时也补齐了：这一步反正不是统一解码批，上游只在"
+            "zh": "旁边有还在预填充中途的运行行时也补齐了：这一步反正不是均匀解码批次，上游只在"
             "已调度的运行行都不在预填充中时才补齐",
         },
         "no_context_rule": {

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import html
 import inspect
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -186,11 +187,28 @@ def wrap_cells(text: str, width: int = 80, indent: str = "  ") -> list[str]:
     from rich.console import Console
     from rich.text import Text
 
-    import pdlab.ui.layout  # noqa: F401 - installs the CJK-aware line breaking
-
     console = Console(width=width, file=io.StringIO(), color_system=None)
-    lines = [t.plain.strip() for t in Text(text).wrap(console, width - len(indent))]
+    room = width - len(indent)
+    text = re.sub(r"\S+", lambda m: _fold_path(m.group(0), room), text)
+    lines = [t.plain.strip() for t in Text(text).wrap(console, room)]
     return [lines[0]] + [indent + line for line in lines[1:]] if lines else [""]
+
+
+def _fold_path(word: str, room: int) -> str:
+    """A path too long for one line, cut after a ``/`` into pieces that fit (a line break
+    between them), so that it is never folded inside a name (``no/su`` ``ch``); any other
+    word is returned as it is."""
+    from rich.cells import cell_len
+
+    if cell_len(word) <= room or "/" not in word:
+        return word
+    pieces, line = [], ""
+    for part in re.split(r"(?<=/)", word):
+        if line and cell_len(line + part) > room:
+            pieces.append(line)
+            line = ""
+        line += part
+    return "\n".join([*pieces, line])
 
 
 def widget_error_html(e: BaseException, lang: str) -> str:

@@ -7,8 +7,10 @@ def batch_view(model, profile, rows, routing):
     # zh: 每行调度一个 token；`computed < prefill_len` 时它仍在提示词中。
     prefilling = [c < plen for c, plen in rows]
     if routing == "v1":
-        # V1's full decode graph wants a uniform batch of one-token rows: every row here.
-        # zh: V1 的完整 decode CUDA graph 要的是每行一个 token 的均匀解码批次：这里每一行都是。
+        # V1's full decode graph wants a uniform batch of 1 + K-token rows: with no drafts,
+        # one token each, as every row here is.
+        # zh: V1 的完整 decode CUDA graph 要的是每行 1 + K 个 token 的均匀解码批次：没有草稿时
+        # zh: 每行一个 token，这里每一行都是。
         eligible = bool(rows)
     elif use_pcp:
         # V2 under PCP: no prefill_runs_as_decode, so any row in its prompt breaks the graph.

@@ -9,7 +9,7 @@ def _update_waiting_for_remote_kv(self, request) -> bool:
 
     ``request.num_computed_tokens`` already counts the transferred tokens (N for a whole
     prompt, fewer after a failed load); ``request.num_tokens`` is N."""
-    # zh: """D 端：对状态为 WAITING_FOR_REMOTE_KVS 的请求，每次 schedule() 都会调用。K/V 还在路上时
+    # zh: """解码侧：对状态为 WAITING_FOR_REMOTE_KVS 的请求，每次 schedule() 都会调用。K/V 还在路上时
     # zh: 返回 False。到达后（请求 id 在 `self.finished_recving_kv_req_ids` 中）：把它从该集合中
     # zh: 移除（加载失败时它也在 `self.failed_recving_kv_req_ids` 中，也要移除），缓存它的块
     # zh: （`self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)`），把

@@ -8,6 +8,6 @@ def split_decodes_and_prefills(
     """``(num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)`` for a batch
     already in the runner's order (decode-like rows first). The decodes are the rows before
     the first row that counts as a prefill."""
-    # zh: """对已按运行器顺序排好（像解码的行在前）的批次，返回 `(num_decodes, num_prefills,
+    # zh: """对已按 model runner 顺序排好（像解码的行在前）的批次，返回 `(num_decodes, num_prefills,
     # zh: num_decode_tokens, num_prefill_tokens)`。decode 行是第一个算作预填充的行之前的那些行。"""
     raise NotImplementedError("write split_decodes_and_prefills")

@@ -5,7 +5,7 @@ import triton.language as tl
 @triton.jit
 def paged_decode_kernel(
     q_ptr,  # fp32 [B, H, W]: the absorbed query, W = L + R
-    # zh: fp32 [B, H, W]：吸收式 query，W = L + R
+    # zh: fp32 [B, H, W]：吸收形式的 query，W = L + R
     cache_ptr,  # fp32 [num_blocks, PAGE, W]: the latent rows [kv_c | k_pe]
     # zh: fp32 [num_blocks, PAGE, W]：潜向量行 [kv_c | k_pe]
     block_table_ptr,  # int32 [B, max_blocks]
