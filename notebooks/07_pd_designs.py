@@ -86,6 +86,7 @@ from pdlab.catalog import text
 from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
+from pdlab.errors import error_text
 from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import run_grid
@@ -163,7 +164,7 @@ for mode in MODES:
         check_first_token_mode(mode, SamplingParams(temperature=0.8, seed=1))
         print(text(LANG, "nb7_accepted", mode=mode))
     except ValueError as e:
-        print(e)
+        print(error_text(e, LANG))
 
 # %% [markdown]
 # ## What the short extend costs the whole batch

@@ -726,4 +726,21 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "出错位置（请附在问题报告里）",
     },
     "show_interrupted": {"en": "{prog}: interrupted", "zh": "{prog}: 已中断"},
+    # ---- a first-token design that cannot honour the sampling (pdlab/disagg/designs.py) ----
+    "err_greedy_only": {
+        "en": "first_token={mode!r} cannot honour SamplingParams.temperature={temperature} "
+        "(seed={seed}): {why}; expected temperature=0 or first_token='recompute'",
+        "zh": "`first_token={mode!r}` 无法满足 `SamplingParams.temperature={temperature}`"
+        "（`seed={seed}`）：{why}；应为 `temperature=0` 或 `first_token='recompute'`",
+    },
+    "err_n_two_samplers": {
+        "en": "P samples token 1 and D the rest, from two generators seeded apart",
+        "zh": "token 1 由 P 采样，其余由 D 采样，两个随机数生成器各自播种",
+    },
+    "err_n_before_seed": {
+        "en": "D takes token 1 from P's hidden state before its runner seeds the "
+        "request's generator",
+        "zh": "D 在它的 model runner 为这个请求的随机数生成器播种之前，就从 P 的隐藏状态得到了 "
+        "token 1",
+    },
 }

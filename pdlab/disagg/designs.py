@@ -74,7 +74,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pdlab.config import ModelConfig
-from pdlab.errors import Phrase, invalid
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
 from pdlab.request import SamplingParams
 from pdlab.spec_decode.rejection_sampler import sampling_params_error
@@ -83,11 +83,10 @@ from pdlab.trace import Tracer
 MODES = FIRST_TOKEN_MODES
 TOKEN_ID_BYTES = 4  # an int32 token id, as the engines' metadata buffers carry it
 
-_GREEDY_ONLY = {
-    "first_token": "P samples token 1 and D the rest, from two generators seeded apart",
-    "append_prompt": "P samples token 1 and D the rest, from two generators seeded apart",
-    "hidden_state": "D takes token 1 from P's hidden state before its runner seeds the "
-    "request's generator",
+_GREEDY_ONLY = {  # why each mode cannot sample: a catalog key (pdlab/catalog/errors.py)
+    "first_token": "err_n_two_samplers",
+    "append_prompt": "err_n_two_samplers",
+    "hidden_state": "err_n_before_seed",
 }
 
 
@@ -131,10 +130,9 @@ def check_first_token_mode(
     if speculative_config is not None and not WITH_MTP[mode][0]:
         raise ValueError(f"first_token={mode!r} cannot run with MTP: {WITH_MTP[mode][1]}")
     if mode in _GREEDY_ONLY and sp.temperature > 0:
-        raise ValueError(
-            f"first_token={mode!r} cannot honour SamplingParams.temperature={sp.temperature} "
-            f"(seed={sp.seed}): {_GREEDY_ONLY[mode]}; expected temperature=0 or "
-            "first_token='recompute'"
+        why = Phrase(_GREEDY_ONLY[mode])
+        raise PdlabValueError(
+            "err_greedy_only", mode=mode, temperature=sp.temperature, seed=sp.seed, why=why
         )
     return mode
 
