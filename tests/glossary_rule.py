@@ -110,7 +110,8 @@ def _pattern(variant: str) -> re.Pattern[str]:
 
 def prose(text: str) -> str:
     """``text`` as a reader sees it: comment markers of a notebook cell dropped, wrapped
-    lines joined (no space between two Chinese characters, one elsewhere)."""
+    lines joined (no space between two Chinese characters or after a path cut at a ``/``,
+    one elsewhere)."""
     lines = [
         re.sub(r"^\s*# ?", "", ln) if ln.lstrip().startswith("#") else ln
         for ln in text.splitlines()
@@ -123,7 +124,7 @@ def prose(text: str) -> str:
             continue
         if out and not out.endswith("\n"):
             both = _CJK.match(out[-1]) and _CJK.match(ln[0])
-            out += "" if both or out[-1] in "，。：；、（“" else " "
+            out += "" if both or out[-1] in "，。：；、（“/" else " "
         out += ln
     return out
 
