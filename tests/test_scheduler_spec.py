@@ -323,8 +323,12 @@ def test_sampled_lists_longer_than_the_drafts_allow_are_refused():
     so = sched.schedule()
     from pdlab.sched.output import ModelRunnerOutput
 
-    with pytest.raises(ValueError, match="expected 1 to 2 tokens"):
-        sched.update_from_output(so, ModelRunnerOutput(["r"], [[1, 2, 3]]))
+    r = sched.get_request("r")
+    assert r.num_computed_tokens > r.num_tokens  # schedule() counted the draft computed
+    [out] = sched.update_from_output(so, ModelRunnerOutput(["r"], [[1, 2, 3]]))
+    # The row cannot go on: it ends with the reason, its blocks back in the pool.
+    assert out.finish_reason == "error" and "expected 1 to 2 tokens" in out.error
+    assert sched.get_request("r") is None and all_free(sched)
 
 
 # ---- blocks and preemption -------------------------------------------------------------

@@ -515,6 +515,18 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens}：已算 {done}/"
         "{total} 个 token 时应为 {want}",
     },
+    "err_sampled_ids": {
+        "en": "model_runner_output.sampled_token_ids for {req!r} is {tokens!r}: expected a list "
+        "of token ids (integers >= 0)",
+        "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens!r}：应为 token id "
+        "列表（不小于 0 的整数）",
+    },
+    "err_sampled_ids_vocab": {
+        "en": "model_runner_output.sampled_token_ids for {req!r} is {tokens!r}: expected a list "
+        "of token ids from 0 to {top} (vocab_size={vocab_size})",
+        "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens!r}：应为 0 到 "
+        "{top} 之间的 token id 列表（vocab_size={vocab_size}）",
+    },
     "err_x_empty_prompt_incomplete": {
         "en": "[] (its prompt is not complete)",
         "zh": "[]（它的提示词还没算完）",
