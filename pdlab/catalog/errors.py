@@ -527,6 +527,14 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens!r}：应为 0 到 "
         "{top} 之间的 token id 列表（vocab_size={vocab_size}）",
     },
+    "err_x_unique_req_ids": {
+        "en": "a list of distinct request ids (strings)",
+        "zh": "互不相同的请求 id（字符串）列表",
+    },
+    "err_x_token_id_lists": {
+        "en": "a list of token-id lists (integers), one per request",
+        "zh": "token id（整数）列表的列表，每个请求一个",
+    },
     "err_x_empty_prompt_incomplete": {
         "en": "[] (its prompt is not complete)",
         "zh": "[]（它的提示词还没算完）",
