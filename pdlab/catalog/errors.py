@@ -337,9 +337,9 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_kv_differs": {
         "en": "{key} differs between the two sides: {me} has {mine!r}, {peer} has {theirs!r}; "
-        "expected P and D to share the block size and the model",
-        "zh": "两侧的 {key} 不同：{me} 为 {mine!r}，{peer} 为 {theirs!r}；P 和 D 的块大小与模型"
-        "必须相同",
+        "expected P and D to agree on it (block size, KV dtype, speculative decoding, model)",
+        "zh": "两侧的 {key} 不同：{me} 为 {mine!r}，{peer} 为 {theirs!r}；P 和 D 在这一项上必须"
+        "一致（块大小、KV 缓存的数据类型、投机解码、模型）",
     },
     "err_spec_temperature": {
         "en": "SamplingParams.temperature={t} is invalid with speculative decoding "
