@@ -768,6 +768,20 @@ class Scheduler:
             or request.num_output_tokens
         ):
             raise invalid("request", request, Phrase("err_x_fresh_request"))
+        params = request.kv_transfer_params
+        validate_kv_transfer_params(params)
+        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
+            if self.connector is None:
+                raise PdlabValueError("err_kv_params_here", params=params)
+        self.check_request_fits(request)
+        self.waiting.append(request)
+        self.requests[rid] = request
+
+    def check_request_fits(self, request: Request) -> None:
+        """Raise ``ValueError`` when ``request`` could never run here: its prompt leaves no
+        room below ``max_model_len``, or this pool cannot hold it whole. A P/D pair asks D
+        this before P computes anything (``pdlab/disagg/pair.py``)."""
+        rid = request.request_id
         if request.num_prompt_tokens >= self.max_model_len:
             # As vLLM's input processor: the prompt plus at least one output token must fit.
             raise PdlabValueError(
@@ -793,10 +807,6 @@ class Scheduler:
                 num_blocks=self.kv_cache_manager.num_blocks,
             )
         params = request.kv_transfer_params
-        validate_kv_transfer_params(params)
-        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
-            if self.connector is None:
-                raise PdlabValueError("err_kv_params_here", params=params)
         if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
             # An async load is admitted only beside one verifying step's blocks.
             need = cdiv(request.num_prompt_tokens, self.block_size)
@@ -809,8 +819,6 @@ class Scheduler:
                     kept=self._spec_decode_step_blocks,
                     num_blocks=self.kv_cache_manager.num_blocks,
                 )
-        self.waiting.append(request)
-        self.requests[rid] = request
 
     def finish_requests(
         self, request_ids: str | Iterable[str], finished_status: RequestStatus
