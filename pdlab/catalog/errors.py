@@ -56,6 +56,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_x_int_to": {"en": "an integer {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
     "err_x_even_ge": {"en": "an even integer >= {n}", "zh": "不小于 {n} 的偶数"},
     "err_x_num_gt": {"en": "a number > {n}", "zh": "大于 {n} 的数"},
+    "err_x_num_gt_le": {"en": "a number > {a} and <= {b}", "zh": "大于 {a} 且不大于 {b} 的数"},
     "err_x_num_ge": {"en": "a number >= {n}", "zh": "不小于 {n} 的数"},
     "err_x_num_range": {"en": "a number from {a} to {b}", "zh": "{a} 到 {b} 之间的数"},
     "err_x_finite_gt": {"en": "a finite number > {n}", "zh": "大于 {n} 的有限数"},
@@ -197,6 +198,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
     "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
     "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},
+    "err_n_sim_arrivals": {
+        "en": "at most {n} arrivals in {setting}",
+        "zh": "{setting} 内至多 {n} 个请求到达",
+    },
     "err_n_yarn_only": {"en": "the only scaling DeepSeek uses", "zh": "DeepSeek 只用这一种缩放"},
     "err_n_p_tokens": {"en": "the tokens P's blocks hold", "zh": "P 的块中的 token 数"},
     "err_n_ints_ge0": {"en": "integers >= 0", "zh": "不小于 0 的整数"},

@@ -14,7 +14,7 @@ from typing import Any
 
 from pdlab.catalog import LANG_HELP, LANGS
 from pdlab.cli.args import positive_float, positive_int
-from pdlab.errors import PdlabArgumentTypeError, Phrase
+from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
@@ -28,6 +28,27 @@ def _nonnegative_float(text: str) -> float:
         allowed = Phrase("err_x_num_ge", n=0)
         raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
     return v
+
+
+def _duration(text: str) -> float:
+    from pdlab.sim.simulator import MAX_SIM_DURATION_S as top
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise PdlabArgumentTypeError("err_not_number", value=text) from None
+    if not 0 < v <= top:
+        allowed = Phrase("err_x_num_gt_le", a=0, b=f"{top:g}")
+        raise PdlabArgumentTypeError("err_not", value=text, allowed=allowed)
+    return v
+
+
+def _gpu(text: str) -> str:
+    """A GPU name in any case (``h200``), as the other commands take it."""
+    for name in GPU_CHOICES:
+        if text.lower() == name.lower():
+            return name
+    return text  # argparse's choices refuse it
 
 
 def _speculative_tokens(text: str) -> int:
@@ -59,7 +80,7 @@ def add_arguments(sub: Any) -> None:
     s = sub.add_parser(
         "sim", help="simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design"
     )
-    s.add_argument("--gpu", choices=GPU_CHOICES, default="H200", help="device profile")
+    s.add_argument("--gpu", type=_gpu, choices=GPU_CHOICES, default="H200", help="device profile")
     s.add_argument("--design", choices=(*MODES, "all"), default="all")
     s.add_argument("--routing", choices=(*ROUTINGS, "all"), default="all")
     s.add_argument(
@@ -72,9 +93,9 @@ def add_arguments(sub: Any) -> None:
     s.add_argument("--output-len", type=positive_int, default=64, help="tokens each decodes")
     s.add_argument(
         "--duration",
-        type=positive_float,
+        type=_duration,
         default=5.0,
-        help="simulated seconds (default 5: about 240 steps, enough for a p99)",
+        help="simulated seconds, at most 300 (default 5: about 240 steps, enough for a p99)",
     )
     s.add_argument(
         "--num-speculative-tokens",
@@ -125,10 +146,21 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
-    from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, SimConfig
+    from pdlab.sim.simulator import (
+        MTP_ACCEPTANCE_RATE,
+        SimConfig,
+        arrival_rate_allowed,
+        max_arrival_rate,
+    )
     from pdlab.ui.console import make_console
     from pdlab.ui.sim_report import sim_table, write_plots
 
+    top = max_arrival_rate(args.duration)
+    if args.rate > top:  # the arrivals the run would step through
+        allowed = arrival_rate_allowed(top, f"--duration {args.duration:g}")
+        raise PdlabValueError(
+            "err_option_invalid", option="--rate", value=f"{args.rate:g}", allowed=allowed
+        )
     base = SimConfig(
         batch_size=args.batch_size,
         context=args.context,
@@ -169,7 +201,12 @@ def run(args: argparse.Namespace) -> int:
         for p in write_plots(rows, runs, args.plots):
             print(p)
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"profile": profile.__dict__, "rows": rows}, indent=1) + "\n"
-        )
+        data = json.dumps({"profile": profile.__dict__, "rows": rows}, indent=1) + "\n"
+        try:
+            args.json.write_text(data)
+        except OSError as e:  # a full disk, a device that refuses: the option and the path
+            why = os_reason(e)
+            raise PdlabValueError(
+                "err_not_writable", option="--json", path=args.json, why=why
+            ) from None
     return 0
