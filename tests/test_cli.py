@@ -416,3 +416,34 @@ def test_pd_roles_with_different_speculative_settings_stop_at_the_handshake(
     assert d_code == 2 and d_out == "" and "Traceback" not in d_err
     assert d_err.strip().splitlines()[-1].startswith("pdlab pd: error: ")
     assert "differs between the two sides" in d_err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["pd", "--procs", "1", "--speculative-method", "ngram"],
+            "--speculative-method ngram has no effect without --num-speculative-tokens",
+        ),
+        (
+            ["sim", "--acceptance-rate", "0.5"],
+            "--acceptance-rate 0.5 has no effect without --num-speculative-tokens",
+        ),
+        (["pd", "--procs", "1", "--num-speculative-tokens", "1000"], "1000 is not an integer"),
+        (["tour", "--num-speculative-tokens", "17"], "17 is not an integer from 1 to 16"),
+        (["bench", "paths", "--num-speculative-tokens", "1000000"], "from 1 to 16"),
+        (["sim", "--seed", str(10**39)], "is not an integer from 0 to 9223372036854775807"),
+        (["train", "--seed", str(10**39)], "is not an integer from 0 to 9223372036854775807"),
+        (["train", "--seed", "-1"], "-1 is not an integer from 0 to"),
+    ],
+)
+def test_speculative_and_seed_options_out_of_bounds_are_one_line(argv, needle, capsys):
+    # Issue 42, item 6: each refused before any work, naming the option.
+    line = _one_line_refusal(argv, capsys)
+    assert line.startswith(f"pdlab {argv[0]}") and ": error: " in line and needle in line, line
+
+
+def test_a_large_k_in_bounds_gets_a_cache_that_holds_it(capsys):
+    assert main(["pd", "--procs", "1", "--num-speculative-tokens", "16", "--block-size", "1",
+                 "--speculative-method", "ngram"]) == 0  # fmt: skip
+    assert "too small" not in capsys.readouterr().err

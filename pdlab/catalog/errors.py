@@ -198,9 +198,9 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
     "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
     "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},
-    "err_n_sim_arrivals": {
-        "en": "at most {n} arrivals in {setting}",
-        "zh": "{setting} 内至多 {n} 个请求到达",
+    "err_x_sim_rate": {
+        "en": "a number from 0 to {top} (at most {n} arrivals in {setting})",
+        "zh": "0 到 {top} 之间的数（{setting} 内至多 {n} 个请求到达）",
     },
     "err_n_yarn_only": {"en": "the only scaling DeepSeek uses", "zh": "DeepSeek 只用这一种缩放"},
     "err_n_p_tokens": {"en": "the tokens P's blocks hold", "zh": "P 的块中的 token 数"},
@@ -648,6 +648,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_pd_role_port": {
         "en": "--role needs --port (the same on both machines)",
         "zh": "--role 需要 --port（两台机器上取同一个值）",
+    },
+    "err_option_without": {
+        "en": "{option} {value} has no effect without {needed}: expected {needed} too, or "
+        "no {option}",
+        "zh": "没有 {needed} 时 {option} {value} 不起作用：应同时给出 {needed}，或不给 {option}",
     },
     "err_pd_procs_role": {
         "en": "--procs does not go with --role (each command runs one side)",

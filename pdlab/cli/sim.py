@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.catalog import LANG_HELP, LANGS
-from pdlab.cli.args import positive_float, positive_int
+from pdlab.cli.args import positive_float, positive_int, seed_int
 from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
@@ -117,7 +117,7 @@ def add_arguments(sub: Any) -> None:
         default="auto",
         help="D's KV cache (fp8: FLASH_ATTN_MLA refuses it, Hopper runs FLASHMLA)",
     )
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
         "--launch-us",
         type=_nonnegative_float,
@@ -155,6 +155,13 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.ui.console import make_console
     from pdlab.ui.sim_report import sim_table, write_plots
 
+    if args.acceptance_rate is not None and not args.num_speculative_tokens:
+        raise PdlabValueError(
+            "err_option_without",
+            option="--acceptance-rate",
+            value=f"{args.acceptance_rate:g}",
+            needed="--num-speculative-tokens",
+        )
     top = max_arrival_rate(args.duration)
     if args.rate > top:  # the arrivals the run would step through
         allowed = arrival_rate_allowed(top, f"--duration {args.duration:g}")

@@ -145,8 +145,7 @@ def max_arrival_rate(duration_s: float) -> float:
 def arrival_rate_allowed(top: float, setting: str) -> Phrase:
     """What an arrival rate may be: ``a number from 0 to top (at most N arrivals in
     <setting>)``."""
-    note = Phrase("err_n_sim_arrivals", n=MAX_SIM_ARRIVALS, setting=setting)
-    return Phrase("err_x_note", x=Phrase("err_x_num_range", a=0, b=f"{top:g}"), note=note)
+    return Phrase("err_x_sim_rate", top=f"{top:g}", n=MAX_SIM_ARRIVALS, setting=setting)
 
 
 @dataclass
