@@ -168,8 +168,20 @@ def test_lab_refuses_to_serve_the_shipped_notebooks(monkeypatch, capsys) -> None
 )
 def test_lab_bad_options(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exc:
-        main([*argv, "--dir", str(tmp_path)])
+        main([*argv, "--dir", str(tmp_path / "nb")])
     assert exc.value.code == 2 and needle in capsys.readouterr().err
+    assert not (tmp_path / "nb").exists()  # refused before anything is copied (issue 42)
+
+
+def test_pdlab_notebooks_refuses_the_shipped_folder(capsys) -> None:
+    # Copying the notebooks onto themselves would then advise a lab --dir that lab refuses.
+    before = sorted(p.name for p in notebooks_dir().iterdir())
+    with pytest.raises(SystemExit) as exc:
+        main(["notebooks", str(notebooks_dir())])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert err[0].startswith("pdlab notebooks: error: DIR=") and "pick a folder of yours" in err[0]
+    assert sorted(p.name for p in notebooks_dir().iterdir()) == before
 
 
 @pytest.mark.slow

@@ -686,6 +686,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "`--dir={path!r}` 是 {where}：JupyterLab 会保存到它打开的文件夹里；请选一个你自己的"
         "文件夹（默认 {default}）",
     },
+    "err_nbs_own_folder": {
+        "en": "DIR={path!r} is {where}: pick a folder of yours to copy the notebooks into "
+        "(default {default})",
+        "zh": "`DIR={path!r}` 是 {where}：请选一个你自己的文件夹来存放笔记本副本（默认 {default}）",
+    },
     "err_n_tracked_notebooks": {
         "en": "the checkout's tracked notebooks",
         "zh": "检出目录中受版本管理的笔记本文件夹",
