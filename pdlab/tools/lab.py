@@ -15,6 +15,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -203,9 +204,30 @@ def run_lab(
     for note in notes:
         print(note)
     print(text(lang, "lab_serving", dir=folder.resolve()), flush=True)
-    if os.name == "posix":
-        # Become the server: Ctrl-C and SIGTERM reach JupyterLab itself, which stops its
-        # kernels; a parent waiting on it could be killed first and leave them running.
-        os.chdir(folder)
-        os.execv(sys.executable, cmd)
-    return subprocess.call(cmd, cwd=folder)
+    return _serve(cmd, folder)
+
+
+def _serve(cmd: list[str], folder: Path) -> int:
+    """Run JupyterLab and wait for it. Ctrl-C and SIGTERM sent to pdlab reach it as
+    SIGTERM, so it stops its kernels before pdlab returns (a SIGINT could be ignored: a
+    server started in the background inherits an ignored SIGINT, and with a terminal it
+    only asks whether to stop); after a Ctrl-C pdlab raises ``KeyboardInterrupt`` (the
+    CLI's one line and exit 130) instead of returning 0."""
+    server = subprocess.Popen(cmd, cwd=folder)
+    got: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        got.append(signum)
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+
+    caught = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, forward) for s in caught}
+    try:
+        status = server.wait()
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if signal.SIGINT in got:
+        raise KeyboardInterrupt
+    return status
