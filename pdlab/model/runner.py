@@ -30,7 +30,8 @@ Sampling is the runner's, for every request, speculative or not. With a
 ``SpeculativeConfig``, the runner calls ``pdlab/spec_decode/`` (the proposers and the
 rejection sampler): a row with scheduled drafts feeds its known tokens and then the drafts
 this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft buffer),
-is verified greedily at each of its last ``1 + d`` positions, and rolls
+is verified greedily against those fed drafts (the scheduler's list gives only how many) at
+each of its last ``1 + d`` positions, and rolls
 ``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the drafter
 (the MTP layer, on its own cache entry after the target's layers, or prompt lookup)
 proposes the next step's drafts, which ``take_draft_token_ids`` hands to the engine.
