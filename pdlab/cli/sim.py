@@ -95,7 +95,7 @@ def add_arguments(sub: Any) -> None:
         "--duration",
         type=_duration,
         default=5.0,
-        help="simulated seconds, at most 300 (default 5: about 240 steps, enough for a p99)",
+        help="simulated seconds (default 5: about 240 steps, enough for a p99)",
     )
     s.add_argument(
         "--num-speculative-tokens",
