@@ -169,7 +169,9 @@ def run_demo(
         if not cfg.num_nextn_predict_layers:
             cfg = cfg.replace(num_nextn_predict_layers=1)
     # Enough blocks for any prompt the model accepts (longer ones fail with a clear error).
-    need = cdiv(len(text.encode("utf-8")) + max_tokens, block_size)
+    # Under speculative decoding a row also holds K drafts and the MTP layer's K slots.
+    extra = 2 * num_speculative_tokens if num_speculative_tokens else 0
+    need = cdiv(len(text.encode("utf-8")) + max_tokens + extra, block_size)
     cache = CacheConfig(block_size=block_size, num_blocks=max(256, need + 1))
     sp = SamplingParams(max_tokens=max_tokens)
     attn = AttentionConfig(mla_backend, gpu)

@@ -151,6 +151,7 @@ class LLMEngine:
             emit=self._emit,
             kv_transfer_config=kv_transfer_config,
             speculative_config=speculative_config,
+            vocab_size=model_config.vocab_size,
         )
         self.runner = ModelRunner(
             self.model,

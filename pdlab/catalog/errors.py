@@ -56,6 +56,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_x_int_to": {"en": "an integer {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
     "err_x_even_ge": {"en": "an even integer >= {n}", "zh": "不小于 {n} 的偶数"},
     "err_x_num_gt": {"en": "a number > {n}", "zh": "大于 {n} 的数"},
+    "err_x_num_gt_le": {"en": "a number > {a} and <= {b}", "zh": "大于 {a} 且不大于 {b} 的数"},
     "err_x_num_ge": {"en": "a number >= {n}", "zh": "不小于 {n} 的数"},
     "err_x_num_range": {"en": "a number from {a} to {b}", "zh": "{a} 到 {b} 之间的数"},
     "err_x_finite_gt": {"en": "a finite number > {n}", "zh": "大于 {n} 的有限数"},
@@ -197,6 +198,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
     "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
     "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},
+    "err_x_sim_rate": {
+        "en": "a number from 0 to {top} (at most {n} arrivals in {setting})",
+        "zh": "0 到 {top} 之间的数（{setting} 内至多 {n} 个请求到达）",
+    },
     "err_n_yarn_only": {"en": "the only scaling DeepSeek uses", "zh": "DeepSeek 只用这一种缩放"},
     "err_n_p_tokens": {"en": "the tokens P's blocks hold", "zh": "P 的块中的 token 数"},
     "err_n_ints_ge0": {"en": "integers >= 0", "zh": "不小于 0 的整数"},
@@ -337,9 +342,9 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_kv_differs": {
         "en": "{key} differs between the two sides: {me} has {mine!r}, {peer} has {theirs!r}; "
-        "expected P and D to share the block size and the model",
-        "zh": "两侧的 {key} 不同：{me} 为 {mine!r}，{peer} 为 {theirs!r}；P 和 D 的块大小与模型"
-        "必须相同",
+        "expected P and D to agree on it (block size, KV dtype, speculative decoding, model)",
+        "zh": "两侧的 {key} 不同：{me} 为 {mine!r}，{peer} 为 {theirs!r}；P 和 D 在这一项上必须"
+        "一致（块大小、KV 缓存的数据类型、投机解码、模型）",
     },
     "err_spec_temperature": {
         "en": "SamplingParams.temperature={t} is invalid with speculative decoding "
@@ -515,6 +520,26 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens}：已算 {done}/"
         "{total} 个 token 时应为 {want}",
     },
+    "err_sampled_ids": {
+        "en": "model_runner_output.sampled_token_ids for {req!r} is {tokens!r}: expected a list "
+        "of token ids (integers >= 0)",
+        "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens!r}：应为 token id "
+        "列表（不小于 0 的整数）",
+    },
+    "err_sampled_ids_vocab": {
+        "en": "model_runner_output.sampled_token_ids for {req!r} is {tokens!r}: expected a list "
+        "of token ids from 0 to {top} (vocab_size={vocab_size})",
+        "zh": "请求 {req!r} 的 model_runner_output.sampled_token_ids 为 {tokens!r}：应为 0 到 "
+        "{top} 之间的 token id 列表（vocab_size={vocab_size}）",
+    },
+    "err_x_unique_req_ids": {
+        "en": "a list of distinct request ids (strings)",
+        "zh": "互不相同的请求 id（字符串）列表",
+    },
+    "err_x_token_id_lists": {
+        "en": "a list of token-id lists (integers), one per request",
+        "zh": "token id（整数）列表的列表，每个请求一个",
+    },
     "err_x_empty_prompt_incomplete": {
         "en": "[] (its prompt is not complete)",
         "zh": "[]（它的提示词还没算完）",
@@ -624,6 +649,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "--role needs --port (the same on both machines)",
         "zh": "--role 需要 --port（两台机器上取同一个值）",
     },
+    "err_option_without": {
+        "en": "{option} {value} has no effect without {needed}: expected {needed} too, or "
+        "no {option}",
+        "zh": "没有 {needed} 时 {option} {value} 不起作用：应同时给出 {needed}，或不给 {option}",
+    },
     "err_pd_procs_role": {
         "en": "--procs does not go with --role (each command runs one side)",
         "zh": "--procs 不能与 --role 同用（每条命令只运行一侧）",
@@ -655,6 +685,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "folder of yours (default {default})",
         "zh": "`--dir={path!r}` 是 {where}：JupyterLab 会保存到它打开的文件夹里；请选一个你自己的"
         "文件夹（默认 {default}）",
+    },
+    "err_nbs_own_folder": {
+        "en": "DIR={path!r} is {where}: pick a folder of yours to copy the notebooks into "
+        "(default {default})",
+        "zh": "`DIR={path!r}` 是 {where}：请选一个你自己的文件夹来存放笔记本副本（默认 {default}）",
     },
     "err_n_tracked_notebooks": {
         "en": "the checkout's tracked notebooks",

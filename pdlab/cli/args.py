@@ -24,7 +24,7 @@ from pdlab.config import (
     ParallelConfig,
     SpeculativeConfig,
 )
-from pdlab.config.speculative import SPECULATIVE_METHODS
+from pdlab.config.speculative import MAX_NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHODS
 from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 from pdlab.platforms import GPUS
 
@@ -45,6 +45,18 @@ def _number(text: str, cast: type, ok: Any, allowed: Phrase) -> Any:
 
 def positive_int(text: str) -> int:
     return _number(text, int, lambda v: v >= 1, Phrase("err_x_int_ge_short", n=1))
+
+
+def speculative_tokens(text: str) -> int:
+    """K for ``--num-speculative-tokens``: 1 to :data:`MAX_NUM_SPECULATIVE_TOKENS`."""
+    top = MAX_NUM_SPECULATIVE_TOKENS
+    return _number(text, int, lambda v: 1 <= v <= top, Phrase("err_x_int_range", a=1, b=top))
+
+
+def seed_int(text: str) -> int:
+    """A ``--seed``: what torch's and Python's generators both take."""
+    top = 2**63 - 1
+    return _number(text, int, lambda v: 0 <= v <= top, Phrase("err_x_int_range", a=0, b=top))
 
 
 def positive_float(text: str) -> float:
@@ -138,7 +150,7 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--num-speculative-tokens",
-        type=positive_int,
+        type=speculative_tokens,
         default=None,
         metavar="K",
         help="speculative decoding with DeepSeek's MTP layer: K drafts per step, verified "
@@ -147,7 +159,7 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--speculative-method",
         choices=SPECULATIVE_METHODS,
-        default="mtp",
+        default=None,
         help="with --num-speculative-tokens: mtp (DeepSeek's MTP layer drafts, the default) "
         "or ngram (prompt lookup, no model)",
     )
@@ -177,7 +189,15 @@ def routing_configs(args: argparse.Namespace) -> dict[str, Any]:
     """``attention_config``, ``parallel_config``, ``model_runner`` and
     ``speculative_config`` for an engine, from the arguments."""
     k = getattr(args, "num_speculative_tokens", None)
-    method = getattr(args, "speculative_method", "mtp")
+    method = getattr(args, "speculative_method", None)
+    if method is not None and not k:
+        raise PdlabValueError(
+            "err_option_without",
+            option="--speculative-method",
+            value=method,
+            needed="--num-speculative-tokens",
+        )
+    method = method or "mtp"
     return {
         "attention_config": AttentionConfig(args.mla_backend, getattr(args, "gpu", None)),
         "parallel_config": ParallelConfig(args.pcp),
@@ -190,7 +210,7 @@ def tiny_model_config(args: argparse.Namespace) -> ModelConfig:
     """The tiny model with ``--weights``; under ``--num-speculative-tokens`` with the MTP
     method it has its MTP layer (the drafter) whatever the preset says."""
     k = getattr(args, "num_speculative_tokens", None)
-    mtp = bool(k) and getattr(args, "speculative_method", "mtp") == "mtp"
+    mtp = bool(k) and (getattr(args, "speculative_method", None) or "mtp") == "mtp"
     extra = {"num_nextn_predict_layers": 1} if mtp else {}
     return ModelConfig.tiny(weights=args.weights, **extra)
 

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pdlab.cli.args import BACKENDS, int_list, positive_int
+from pdlab.cli.args import BACKENDS, int_list, positive_int, speculative_tokens
 from pdlab.config import PRESETS
 from pdlab.errors import PdlabValueError, Phrase
 
@@ -39,7 +39,7 @@ def add_arguments(sub: Any) -> None:
     bp.add_argument("--backend", choices=BACKENDS)
     bp.add_argument(
         "--num-speculative-tokens",
-        type=positive_int,
+        type=speculative_tokens,
         metavar="K",
         help="also time mla_decode for 1 + K queries per request beside one query",
     )

@@ -91,14 +91,19 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
 
 def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
     """A KV cache that holds every request whole (``pd`` has no ``--num-blocks``): each
-    prompt plus ``--max-tokens`` up to max_model_len, at least 256 blocks. ``--role decode``
+    prompt plus ``--max-tokens`` (and 2K under speculative decoding) up to max_model_len,
+    at least 256 blocks. ``--role decode``
     does not see the prompts; it holds two requests of max_model_len."""
     from pdlab.math_utils import cdiv
 
     longest = cfg.max_position_embeddings
     if args.role == "decode":
         return max(256, 2 * cdiv(longest, args.block_size) + 1)
-    need = sum(cdiv(min(len(i) + args.max_tokens - 1, longest), args.block_size) for i in ids)
+    # Under speculative decoding a row also holds K drafts and the MTP layer's K slots.
+    extra = 2 * (args.num_speculative_tokens or 0)
+    need = sum(
+        cdiv(min(len(i) + args.max_tokens - 1 + extra, longest), args.block_size) for i in ids
+    )
     return max(256, need + 1)
 
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.catalog import LANG_HELP, LANGS
-from pdlab.cli.args import positive_float, positive_int
-from pdlab.errors import PdlabArgumentTypeError, Phrase
+from pdlab.cli.args import positive_float, positive_int, seed_int
+from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
@@ -28,6 +28,27 @@ def _nonnegative_float(text: str) -> float:
         allowed = Phrase("err_x_num_ge", n=0)
         raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
     return v
+
+
+def _duration(text: str) -> float:
+    from pdlab.sim.simulator import MAX_SIM_DURATION_S as top
+
+    try:
+        v = float(text)
+    except ValueError:
+        raise PdlabArgumentTypeError("err_not_number", value=text) from None
+    if not 0 < v <= top:
+        allowed = Phrase("err_x_num_gt_le", a=0, b=f"{top:g}")
+        raise PdlabArgumentTypeError("err_not", value=text, allowed=allowed)
+    return v
+
+
+def _gpu(text: str) -> str:
+    """A GPU name in any case (``h200``), as the other commands take it."""
+    for name in GPU_CHOICES:
+        if text.lower() == name.lower():
+            return name
+    return text  # argparse's choices refuse it
 
 
 def _speculative_tokens(text: str) -> int:
@@ -59,7 +80,7 @@ def add_arguments(sub: Any) -> None:
     s = sub.add_parser(
         "sim", help="simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design"
     )
-    s.add_argument("--gpu", choices=GPU_CHOICES, default="H200", help="device profile")
+    s.add_argument("--gpu", type=_gpu, choices=GPU_CHOICES, default="H200", help="device profile")
     s.add_argument("--design", choices=(*MODES, "all"), default="all")
     s.add_argument("--routing", choices=(*ROUTINGS, "all"), default="all")
     s.add_argument(
@@ -72,7 +93,7 @@ def add_arguments(sub: Any) -> None:
     s.add_argument("--output-len", type=positive_int, default=64, help="tokens each decodes")
     s.add_argument(
         "--duration",
-        type=positive_float,
+        type=_duration,
         default=5.0,
         help="simulated seconds (default 5: about 240 steps, enough for a p99)",
     )
@@ -96,7 +117,7 @@ def add_arguments(sub: Any) -> None:
         default="auto",
         help="D's KV cache (fp8: FLASH_ATTN_MLA refuses it, Hopper runs FLASHMLA)",
     )
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
         "--launch-us",
         type=_nonnegative_float,
@@ -125,10 +146,28 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
-    from pdlab.sim.simulator import MTP_ACCEPTANCE_RATE, SimConfig
+    from pdlab.sim.simulator import (
+        MTP_ACCEPTANCE_RATE,
+        SimConfig,
+        arrival_rate_allowed,
+        max_arrival_rate,
+    )
     from pdlab.ui.console import make_console
     from pdlab.ui.sim_report import sim_table, write_plots
 
+    if args.acceptance_rate is not None and not args.num_speculative_tokens:
+        raise PdlabValueError(
+            "err_option_without",
+            option="--acceptance-rate",
+            value=f"{args.acceptance_rate:g}",
+            needed="--num-speculative-tokens",
+        )
+    top = max_arrival_rate(args.duration)
+    if args.rate > top:  # the arrivals the run would step through
+        allowed = arrival_rate_allowed(top, f"--duration {args.duration:g}")
+        raise PdlabValueError(
+            "err_option_invalid", option="--rate", value=f"{args.rate:g}", allowed=allowed
+        )
     base = SimConfig(
         batch_size=args.batch_size,
         context=args.context,
@@ -169,7 +208,12 @@ def run(args: argparse.Namespace) -> int:
         for p in write_plots(rows, runs, args.plots):
             print(p)
     if args.json is not None:
-        args.json.write_text(
-            json.dumps({"profile": profile.__dict__, "rows": rows}, indent=1) + "\n"
-        )
+        data = json.dumps({"profile": profile.__dict__, "rows": rows}, indent=1) + "\n"
+        try:
+            args.json.write_text(data)
+        except OSError as e:  # a full disk, a device that refuses: the option and the path
+            why = os_reason(e)
+            raise PdlabValueError(
+                "err_not_writable", option="--json", path=args.json, why=why
+            ) from None
     return 0

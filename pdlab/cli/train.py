@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pdlab.cli.args import check_output_path, positive_float, positive_int
+from pdlab.cli.args import check_output_path, positive_float, positive_int, seed_int
 from pdlab.errors import PdlabValueError, Phrase
 
 
@@ -47,7 +47,7 @@ def add_arguments(sub: Any) -> None:
         help="read the main model from this checkpoint (made with the same settings) and "
         "train only its MTP layer",
     )
-    t.add_argument("--seed", type=int, default=d.seed, help="seeds the model and the batches")
+    t.add_argument("--seed", type=seed_int, default=d.seed, help="seeds the model and the batches")
     t.add_argument(
         "--threads",
         type=positive_int,
@@ -220,11 +220,6 @@ def run(args: argparse.Namespace) -> int:
     from pdlab.tools.train_config import TrainConfig
 
     lang = getattr(args, "lang", None) or "en"
-    if args.seed < 0:
-        allowed = Phrase("err_x_int_ge", n=0)
-        raise PdlabValueError(
-            "err_option_invalid", option="--seed", value=args.seed, allowed=allowed
-        )
     if not args.out.name.endswith(".safetensors"):
         allowed = Phrase("err_x_safetensors_path")
         raise PdlabValueError("err_option_invalid", option="--out", value=args.out, allowed=allowed)

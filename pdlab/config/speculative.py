@@ -33,6 +33,9 @@ from pdlab.errors import Phrase
 SPECULATIVE_METHODS = ("mtp", "ngram")
 # Upstream's defaults when neither bound is given ("arbitrarily chosen", its comment says).
 NGRAM_DEFAULT_LOOKUP = 5
+# pdlab's bound on K (upstream sets none): every verifying row holds 1 + K tokens and, with
+# MTP, 2K slots past them, so a K in the thousands only ever fails in the allocator.
+MAX_NUM_SPECULATIVE_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,11 @@ class SpeculativeConfig:
         c = "SpeculativeConfig"
         if self.method not in SPECULATIVE_METHODS:
             _fail(c, "method", self.method, Phrase("err_x_one_of", choices=SPECULATIVE_METHODS))
-        _check_int(c, "num_speculative_tokens", self.num_speculative_tokens, 1)
+        k = self.num_speculative_tokens
+        _check_int(c, "num_speculative_tokens", k, 1)
+        if k > MAX_NUM_SPECULATIVE_TOKENS:
+            allowed = Phrase("err_x_int_range", a=1, b=MAX_NUM_SPECULATIVE_TOKENS)
+            _fail(c, "num_speculative_tokens", k, allowed)
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if self.method != "ngram":
             for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):

@@ -44,11 +44,14 @@ from pdlab.disagg.designs import (
 )
 from pdlab.engine import LLMEngine, RequestOutput, prompt_list
 from pdlab.errors import PdlabRuntimeError, PdlabTypeError, PdlabValueError, Phrase, invalid
+from pdlab.input_processor import process_prompt
 from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.kv_transfer.transport import InProcessTransport
 from pdlab.model.deepseek import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.request import Request, SamplingParams
 from pdlab.trace import Tracer
+
+_RECEIVING = {"do_remote_prefill": True}  # how D will hold a request: receiving its K/V
 
 
 class PDPair:
@@ -161,6 +164,11 @@ class PDPair:
             raise invalid("sampling_params", sampling_params, allowed, PdlabTypeError)
         sp = sampling_params or SamplingParams()
         check_first_token_mode(self.first_token, sp, self.speculative_config)
+        # D must be able to hold the request before P computes it: a refusal after P's
+        # prefill would waste it and hold P's blocks for a read that never comes.
+        d = self.decode
+        ids = process_prompt(prompt, d.tokenizer, self.model_config, d.max_model_len)
+        d.scheduler.check_request_fits(Request(rid, ids, sp, kv_transfer_params=_RECEIVING))
         # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
         p_params = dataclasses.replace(sp, max_tokens=1)
         self.prefill.add_request(prompt, p_params, rid, prefill_params(self.first_token))
@@ -236,7 +244,14 @@ class PDPair:
         sampling_params: SamplingParams | None = None,
         max_steps: int = 100_000,
     ) -> list[RequestOutput]:
-        rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
+        rids: list[str] = []
+        try:
+            for p in prompt_list(prompts):
+                rids.append(self.add_request(p, sampling_params))
+        except Exception:
+            for rid in rids:  # all or nothing: the batch is refused whole
+                self.abort_request(rid)
+            raise
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 break
@@ -246,7 +261,10 @@ class PDPair:
         return [self.get_output(r) for r in rids]
 
     def abort_request(self, request_id: str) -> None:
+        """Abort on both sides; blocks P holds for D's read are released at once."""
         self._pending.pop(request_id, None)
         for eng in (self.prefill, self.decode):
             if eng.scheduler.get_request(request_id) is not None:
                 eng.abort_request(request_id)
+        if self.p_connector.is_sending(request_id):
+            self.p_connector.end_send(request_id, "aborted")

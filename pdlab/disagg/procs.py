@@ -10,11 +10,11 @@ machines (``pdlab pd --role prefill`` on one, ``pdlab pd --role decode`` on the 
 Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's pending
 ``recv`` at once, so P ends its hand-offs and frees the blocks it held for D right away
 (``kv_transfer_timeout_s`` only covers a D that is alive but never reads), and stops; the
-launcher kills what does not exit. A peer that never comes, a port in use and a peer with
-another block size or model are each one line (``PeerUnreachable``, ``ValueError``); joining
-the group is in ``pdlab/disagg/group.py``. The launcher, ``run_pd_procs`` in
-``pdlab/disagg/launch.py``, imports this module (its children run these two sides); this
-module never imports the launcher.
+launcher kills what does not exit. A peer that never comes, a port in use and a peer that
+differs in anything both must share (:func:`pair_identity`) are each one line
+(``PeerUnreachable``, ``ValueError``); joining the group is in ``pdlab/disagg/group.py``.
+The launcher, ``run_pd_procs`` in ``pdlab/disagg/launch.py``, imports this module (its
+children run these two sides); this module never imports the launcher.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def _build(
     timeout_s: float,
     engine_kwargs: dict[str, Any] | None = None,
 ) -> tuple[LLMEngine, PDConnector, DistTransport]:
-    """Join the two-process group (P is rank 0), agree on block size and model with the
-    peer, then build this side's engine."""
+    """Join the two-process group (P is rank 0), agree with the peer on everything both
+    sides must share (:func:`pair_identity`), then build this side's engine."""
     from pdlab.engine import LLMEngine
     from pdlab.kv_transfer.dist import DistTransport
     from pdlab.kv_transfer.pd_connector import PDConnector
@@ -84,10 +84,9 @@ def _build(
     rank = 0 if role == "prefill" else 1
     join_group(rank, host, port, timeout_s)
     transport = DistTransport(rank, torch.float32)
-    transport.handshake(
-        {"block_size": cache_config.block_size, "model": dataclasses.asdict(model_config)},
-        timeout_s,
-    )
+    kw = engine_kwargs or {}
+    info = pair_identity(model_config, cache_config, kw.get("speculative_config"), kw.get("dtype"))
+    transport.handshake(info, timeout_s)
     instance, tracer = "P" if rank == 0 else "D", Tracer()
     conn = PDConnector(
         role,
@@ -111,6 +110,29 @@ def _build(
         **(engine_kwargs or {}),
     )
     return engine, conn, transport
+
+
+def pair_identity(
+    model_config: ModelConfig,
+    cache_config: CacheConfig,
+    speculative_config: Any = None,
+    engine_dtype: torch.dtype | None = None,
+) -> dict[str, Any]:
+    """What P and D must share, compared field by field at the handshake (as vLLM's NIXL
+    handshake refuses a peer whose compatibility hash differs: its block size, KV dtype,
+    model, speculative method and draft model). A D verifying drafts P's MTP layer never
+    cached, or expecting drafts where P sends none, would fail every request it reads."""
+    spec = speculative_config
+    info: dict[str, Any] = {
+        "block_size": cache_config.block_size,
+        "kv_cache_dtype": str(engine_dtype or torch.float32).removeprefix("torch."),
+        "speculative_method": None if spec is None else spec.method,
+        "num_speculative_tokens": 0 if spec is None else spec.num_speculative_tokens,
+        "prompt_lookup_min": getattr(spec, "prompt_lookup_min", None),
+        "prompt_lookup_max": getattr(spec, "prompt_lookup_max", None),
+    }
+    info.update({f"model.{k}": v for k, v in dataclasses.asdict(model_config).items()})
+    return info
 
 
 def _stop_after_peer_failure(

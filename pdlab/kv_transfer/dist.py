@@ -13,8 +13,9 @@ plain ``send``, which completes at once because the peer's receiver is always wa
   checksum, which D checks after writing them into its own blocks;
 * ``FAILED`` P -> D: the answer to a READ that P refuses (JSON: why); P serves a READ only
   if its connector's ``claim`` accepts the request, transfer id and block ids;
-* ``HELLO`` either way, once, first: each side's block size and model, compared before any
-  request (:meth:`DistTransport.handshake`);
+* ``HELLO`` either way, once, first: what each side must share with the other (block size,
+  KV dtype, speculative method, K and drafter, model), compared before any request
+  (:meth:`DistTransport.handshake`);
 * ``RESULT`` D -> P: a finished request's output (JSON); ``SHUTDOWN`` either way.
 
 Serving a READ is what tells P that D has its blocks, so P frees them then (vLLM: NIXL's
@@ -110,8 +111,9 @@ class DistTransport(KVTransport):
         self._claim = claim
 
     def handshake(self, info: dict[str, Any], timeout_s: float) -> None:
-        """Exchange ``info`` (block size, model) with the peer before any request; raise
-        ``ValueError`` naming the first field where the two sides differ, or
+        """Exchange ``info`` (what both sides must share: ``pdlab/disagg/procs.py``'s
+        ``pair_identity``) with the peer before any request; raise ``ValueError`` naming
+        the first field where the two sides differ (both sides raise the same), or
         ``RuntimeError`` if the peer does not answer within ``timeout_s``."""
         me, peer = ("P", "D") if self.rank == 0 else ("D", "P")
         self.send_json(HELLO, info)
@@ -129,7 +131,7 @@ class DistTransport(KVTransport):
                 raise PdlabRuntimeError("err_handshake_timeout", peer=peer, timeout=timeout_s)
             self.wait(min(left, 0.5))
         theirs = hello.payload or {}
-        for key in sorted(set(info) | set(theirs)):
+        for key in [*info, *(k for k in theirs if k not in info)]:  # in the order given
             if info.get(key) != theirs.get(key):
                 raise PdlabValueError(
                     "err_kv_differs",

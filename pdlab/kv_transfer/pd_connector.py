@@ -344,6 +344,10 @@ class PDConnector(FirstTokenMixin, KVConnector):
             self.end_send(rid, reason)
         return ended
 
+    def is_sending(self, req_id: str) -> bool:
+        """P side: whether blocks are held for D's read of ``req_id``."""
+        return req_id in self._sending or req_id in self._need_send
+
     def end_send(self, req_id: str, reason: str) -> None:
         """P side: end one hand-off now (D will not read it), so the scheduler frees its
         blocks with the next step's report."""

@@ -30,7 +30,8 @@ Sampling is the runner's, for every request, speculative or not. With a
 ``SpeculativeConfig``, the runner calls ``pdlab/spec_decode/`` (the proposers and the
 rejection sampler): a row with scheduled drafts feeds its known tokens and then the drafts
 this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft buffer),
-is verified greedily at each of its last ``1 + d`` positions, and rolls
+is verified greedily against those fed drafts (the scheduler's list gives only how many) at
+each of its last ``1 + d`` positions, and rolls
 ``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the drafter
 (the MTP layer, on its own cache entry after the target's layers, or prompt lookup)
 proposes the next step's drafts, which ``take_draft_token_ids`` hands to the engine.
@@ -67,6 +68,7 @@ from pdlab.sched.output import (
 from pdlab.spec_decode.mtp import DraftRow, MTPProposer
 from pdlab.spec_decode.ngram import NgramProposer
 from pdlab.spec_decode.rejection_sampler import (
+    PLACEHOLDER_TOKEN_ID,
     check_sampling_params,
     gather_draft_sampled,
     rejection_sample_greedy,
@@ -256,7 +258,8 @@ class ModelRunner:
             decode_query_len=1 + self.num_speculative_tokens,
         )
         num_drafts = [len(spec.get(r, ())) for r in batch.req_ids]
-        input_ids, positions, common = self.prepare_inputs(batch, num_drafts)
+        fed = {r: self._fed_drafts(self.requests[r], d) for r, d in spec.items()}
+        input_ids, positions, common = self.prepare_inputs(batch, num_drafts, fed)
         # The learner's expression, computed for every request as the runner in force does.
         is_prefilling = common.is_prefilling
         qsl = common.query_start_loc_cpu.tolist()
@@ -268,11 +271,26 @@ class ModelRunner:
         states = [self.requests[r] for r in batch.req_ids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
         return self._sample_and_draft(
-            states, q_lens, computed, num_drafts, spec, qsl, input_ids, positions, hidden, meta
+            states, q_lens, computed, num_drafts, fed, qsl, input_ids, positions, hidden, meta
         )
 
+    @staticmethod
+    def _fed_drafts(s: CachedRequestState, scheduled: list[int]) -> list[int]:
+        """The drafts a verifying row feeds, and so the ones it verifies: this runner's own
+        proposals (V2 reads its draft buffer; the scheduler's list gives only their count),
+        ``-1`` where it proposed none or the scheduler sent a placeholder. Verifying any
+        other list would accept a bonus token computed on a context the model never saw."""
+        own = s.draft_token_ids
+        return [
+            own[j] if j < len(own) and t != PLACEHOLDER_TOKEN_ID else PLACEHOLDER_TOKEN_ID
+            for j, t in enumerate(scheduled)
+        ]
+
     def prepare_inputs(
-        self, batch: BatchReqState, num_drafts: list[int]
+        self,
+        batch: BatchReqState,
+        num_drafts: list[int],
+        fed: dict[str, list[int]] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, CommonAttentionMetadata]:
         """The flattened token ids and positions of a batch in its order, and its
         ``CommonAttentionMetadata`` (``slot_mapping``, ``block_table``, ``query_start_loc``,
@@ -291,10 +309,10 @@ class ModelRunner:
                     f"request {s.req_id}: scheduled {n - d} known tokens from {c} but only "
                     f"{s.num_tokens} are known"
                 )
-            # A verifying row feeds the runner's own drafts; a placeholder (-1) slot feeds
+            # A verifying row feeds its drafts (_fed_drafts); a placeholder (-1) slot feeds
             # token 0, as V2's zeroed draft buffer does for a request it has not drafted for.
-            fed = (s.draft_token_ids + [0] * d)[:d]
-            ids.extend(toks + fed)
+            drafts = (fed or {}).get(s.req_id) or [PLACEHOLDER_TOKEN_ID] * d
+            ids.extend(toks + [max(t, 0) for t in drafts])
             for p in range(c, c + n):
                 pos.append(p)
                 slots.append(s.block_ids[p // bs] * bs + p % bs)

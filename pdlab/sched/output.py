@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.errors import PdlabValueError
+from pdlab.errors import PdlabValueError, Phrase, invalid
 from pdlab.kv_transfer.base import KVConnectorMetadata
 from pdlab.request import Request, SamplingParams
 
@@ -126,6 +126,7 @@ class ModelRunnerOutput:
     req_id_to_index: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check_rows(self.req_ids, self.sampled_token_ids, "sampled_token_ids")
         if len(self.req_ids) != len(self.sampled_token_ids):
             raise PdlabValueError(
                 "err_entries_per_request",
@@ -146,6 +147,7 @@ class DraftTokenIds:
     draft_token_ids: list[list[int]]
 
     def __post_init__(self) -> None:
+        _check_rows(self.req_ids, self.draft_token_ids, "draft_token_ids")
         if len(self.req_ids) != len(self.draft_token_ids):
             raise PdlabValueError(
                 "err_entries_per_request",
@@ -169,3 +171,20 @@ class EngineCoreOutput:
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
+
+
+def _check_rows(req_ids: Any, rows: Any, name: str) -> None:
+    """A runner's per-request lists are well formed: distinct string ids, and a list of
+    integer ids for each (their count and range are the scheduler's to check)."""
+    if (
+        not isinstance(req_ids, (list, tuple))
+        or not all(isinstance(r, str) for r in req_ids)
+        or len(set(req_ids)) != len(req_ids)
+    ):
+        raise invalid("req_ids", req_ids, Phrase("err_x_unique_req_ids"))
+    if not isinstance(rows, (list, tuple)) or not all(
+        isinstance(row, (list, tuple))
+        and all(isinstance(t, int) and not isinstance(t, bool) for t in row)
+        for row in rows
+    ):
+        raise invalid(name, rows, Phrase("err_x_token_id_lists"))

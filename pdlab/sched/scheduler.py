@@ -91,7 +91,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
-from pdlab.errors import PdlabValueError, Phrase, invalid
+from pdlab.errors import PdlabError, PdlabValueError, Phrase, invalid, one_line
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
 from pdlab.kv_transfer.base import KVConnectorBase, validate_kv_transfer_params
@@ -124,6 +124,7 @@ class Scheduler:
         emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
         speculative_config: SpeculativeConfig | None = None,
+        vocab_size: int | None = None,
     ) -> None:
         if connector is not None and not isinstance(connector, KVConnectorBase):
             raise invalid("connector", connector, Phrase("err_x_none_or", t="KVConnectorBase"))
@@ -139,6 +140,8 @@ class Scheduler:
         self.max_num_running_reqs = scheduler_config.max_num_seqs
         self.max_num_scheduled_tokens = scheduler_config.max_num_batched_tokens
         self.max_model_len = max_model_len
+        # Sampled ids are checked against it (None: only that they are ids, >= 0).
+        self.vocab_size = vocab_size
         # One sampled token per step keeps one position free below max_model_len.
         self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
@@ -520,13 +523,15 @@ class Scheduler:
     ) -> list[EngineCoreOutput]:
         """Append sampled tokens, stop finished requests, and apply the KV connector's
         report. Returns one ``EngineCoreOutput`` per request with news."""
-        active = self._check_runner_output(scheduler_output, model_runner_output)
+        active, refused = self._check_runner_output(scheduler_output, model_runner_output)
+        # A row the runner answered wrongly cannot go on (schedule() already counted its
+        # tokens computed): it ends with an error and gives its blocks back.
+        outputs = self._finish_refused(refused)
         kv_out = model_runner_output.kv_connector_output
         failed_kv_load_req_ids: set[str] = set()
         if kv_out is not None:
             failed_kv_load_req_ids = self._handle_failed_recvs(kv_out)
 
-        outputs: list[EngineCoreOutput] = []
         stopped: set[Request] = set()
         for request, new_token_ids in active:
             if request.request_id in failed_kv_load_req_ids:
@@ -569,22 +574,52 @@ class Scheduler:
 
     def _check_runner_output(
         self, scheduler_output: SchedulerOutput, model_runner_output: ModelRunnerOutput
-    ) -> list[tuple[Request, list[int]]]:
+    ) -> tuple[list[tuple[Request, list[int]]], dict[str, PdlabError]]:
         """Pair each scheduled, still-running request with its sampled tokens, checking the
-        runner's answer before anything changes."""
+        runner's answer before anything changes; the rows it refuses, each with why."""
         index = model_runner_output.req_id_to_index
         sampled = model_runner_output.sampled_token_ids
-        active = []
+        active, refused = [], {}
         for rid in scheduler_output.num_scheduled_tokens:
             request = self.requests.get(rid)
             if request is None or request.is_finished():
                 continue  # aborted while the step ran
-            if rid not in index:
-                raise PdlabValueError("err_runner_no_entry", req=rid)
-            tokens = list(sampled[index[rid]])
-            self._check_num_sampled(request, scheduler_output, tokens)
+            try:
+                if rid not in index:
+                    raise PdlabValueError("err_runner_no_entry", req=rid)
+                tokens = self._check_sampled_ids(rid, sampled[index[rid]])
+                self._check_num_sampled(request, scheduler_output, tokens)
+            except PdlabError as e:
+                refused[rid] = e
+                continue
             active.append((request, tokens))
-        return active
+        return active, refused
+
+    def _check_sampled_ids(self, rid: str, tokens: Any) -> list[int]:
+        """A row's sampled tokens as a list of ids inside the vocabulary."""
+        ok = isinstance(tokens, (list, tuple)) and all(
+            isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in tokens
+        )
+        if ok and (self.vocab_size is None or all(t < self.vocab_size for t in tokens)):
+            return list(tokens)
+        if self.vocab_size is None:
+            raise PdlabValueError("err_sampled_ids", req=rid, tokens=tokens)
+        raise PdlabValueError(
+            "err_sampled_ids_vocab",
+            req=rid,
+            tokens=tokens,
+            top=self.vocab_size - 1,
+            vocab_size=self.vocab_size,
+        )
+
+    def _finish_refused(self, refused: dict[str, PdlabError]) -> list[EngineCoreOutput]:
+        """End each refused row with ``FINISHED_ERROR``, its blocks freed, and say why."""
+        outputs = []
+        for rid in self.finish_requests(list(refused), RequestStatus.FINISHED_ERROR):
+            why = one_line(refused[rid])
+            self._emit("request_error", req_id=rid, error=why)
+            outputs.append(EngineCoreOutput(rid, [], "error", error=why))
+        return outputs
 
     def _update_request_with_output(
         self, request: Request, new_token_ids: list[int]
@@ -733,6 +768,20 @@ class Scheduler:
             or request.num_output_tokens
         ):
             raise invalid("request", request, Phrase("err_x_fresh_request"))
+        params = request.kv_transfer_params
+        validate_kv_transfer_params(params)
+        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
+            if self.connector is None:
+                raise PdlabValueError("err_kv_params_here", params=params)
+        self.check_request_fits(request)
+        self.waiting.append(request)
+        self.requests[rid] = request
+
+    def check_request_fits(self, request: Request) -> None:
+        """Raise ``ValueError`` when ``request`` could never run here: its prompt leaves no
+        room below ``max_model_len``, or this pool cannot hold it whole. A P/D pair asks D
+        this before P computes anything (``pdlab/disagg/pair.py``)."""
+        rid = request.request_id
         if request.num_prompt_tokens >= self.max_model_len:
             # As vLLM's input processor: the prompt plus at least one output token must fit.
             raise PdlabValueError(
@@ -758,10 +807,6 @@ class Scheduler:
                 num_blocks=self.kv_cache_manager.num_blocks,
             )
         params = request.kv_transfer_params
-        validate_kv_transfer_params(params)
-        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
-            if self.connector is None:
-                raise PdlabValueError("err_kv_params_here", params=params)
         if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
             # An async load is admitted only beside one verifying step's blocks.
             need = cdiv(request.num_prompt_tokens, self.block_size)
@@ -774,8 +819,6 @@ class Scheduler:
                     kept=self._spec_decode_step_blocks,
                     num_blocks=self.kv_cache_manager.num_blocks,
                 )
-        self.waiting.append(request)
-        self.requests[rid] = request
 
     def finish_requests(
         self, request_ids: str | Iterable[str], finished_status: RequestStatus

@@ -70,6 +70,10 @@ MTP_ACCEPTANCE_SOURCE = (
     "second token; pdlab takes 85% for every draft"
 )
 KV_CACHE_DTYPES = ("auto", "fp8")
+# Bounds that keep one run a few seconds of CPU (the loop steps through simulated time
+# and every arrival): five simulated minutes, and at most this many arrivals in them.
+MAX_SIM_DURATION_S = 300.0
+MAX_SIM_ARRIVALS = 10_000
 KV_BYTES_PER_VALUE = {"auto": 2, "fp8": 1}  # DeepSeek's bf16, or fp8 with a per-tensor scale
 
 
@@ -118,6 +122,12 @@ class SimConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
                 raise bad(name, Phrase("err_x_finite_ge", n=0))
+        if self.duration_s > MAX_SIM_DURATION_S:
+            raise bad("duration_s", Phrase("err_x_num_range", a=0, b=f"{MAX_SIM_DURATION_S:g}"))
+        top = max_arrival_rate(self.duration_s)
+        if self.arrival_rate > top:
+            setting = f"duration_s={self.duration_s:g}"
+            raise bad("arrival_rate", arrival_rate_allowed(top, setting))
         a = self.acceptance_rate
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
             raise bad("acceptance_rate", Phrase("err_x_num_range", a=0, b=1))
@@ -127,6 +137,18 @@ class SimConfig:
         """Tokens a verifying row emits per step on average: the first (always), then each
         draft while every one before it was accepted, ``1 + a + ... + a^K``."""
         return sum(self.acceptance_rate**i for i in range(self.num_speculative_tokens + 1))
+
+
+def max_arrival_rate(duration_s: float) -> float:
+    """The highest arrival rate whose expected arrivals in ``duration_s`` stay within
+    :data:`MAX_SIM_ARRIVALS`."""
+    return MAX_SIM_ARRIVALS / duration_s if duration_s > 0 else math.inf
+
+
+def arrival_rate_allowed(top: float, setting: str) -> Phrase:
+    """What an arrival rate may be: ``a number from 0 to top (at most N arrivals in
+    <setting>)``."""
+    return Phrase("err_x_sim_rate", top=f"{top:g}", n=MAX_SIM_ARRIVALS, setting=setting)
 
 
 @dataclass

@@ -25,8 +25,9 @@ def ngram_drafts(token_ids: Sequence[int], k: int, min_n: int, max_n: int) -> li
     """The K drafts prompt lookup proposes after ``token_ids`` (the last one just sampled)."""
     toks, length = list(token_ids), len(token_ids)
     best: tuple[int, int] | None = None  # (n, pos): longest n, then rightmost pos
-    for n in range(min_n, max_n + 1):
-        suffix = toks[length - n :] if length >= n else None
+    # A suffix of n tokens can only recur earlier when n < length: longer bounds are moot.
+    for n in range(min_n, min(max_n, length - 1) + 1):
+        suffix = toks[length - n :]
         for pos in range(length - n - 1, -1, -1):
             if toks[pos : pos + n] == suffix:
                 best = (n, pos)

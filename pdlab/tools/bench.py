@@ -34,6 +34,7 @@ import torch
 from pdlab.attention.builder import build_mla_metadata
 from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.config import ModelConfig, ParallelConfig
+from pdlab.config.speculative import MAX_NUM_SPECULATIVE_TOKENS
 from pdlab.errors import Phrase, invalid
 from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
@@ -100,8 +101,9 @@ def bench_paths(
     ):
         raise invalid("contexts", contexts, Phrase("err_x_ints_ge", n=1))
     K = num_speculative_tokens
-    if K is not None and (isinstance(K, bool) or not isinstance(K, int) or K < 1):
-        raise invalid("num_speculative_tokens", K, Phrase("err_x_an_int_ge", n=1))
+    top = MAX_NUM_SPECULATIVE_TOKENS
+    if K is not None and (isinstance(K, bool) or not isinstance(K, int) or not 1 <= K <= top):
+        raise invalid("num_speculative_tokens", K, Phrase("err_x_int_range", a=1, b=top))
     cfg = ModelConfig.preset(preset)
     if num_heads is not None:
         cfg = cfg.replace(num_attention_heads=num_heads, weights="random")  # timing only

@@ -15,6 +15,7 @@ from __future__ import annotations
 import filecmp
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,10 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise PdlabValueError("err_lab_dest_file", path=str(dest))
+    if dest.exists() and dest.resolve() == notebooks_dir().resolve():
+        raise PdlabValueError(
+            "err_nbs_own_folder", path=str(dest), where=_shipped_where(), default=DEFAULT_DIR
+        )
     sources = shipped_notebooks()
     changed = [
         dest / s.name
@@ -95,6 +100,12 @@ def _in_checkout(folder: Path) -> bool:
     return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "pdlab").is_dir()
 
 
+def _shipped_where() -> Phrase:
+    """What the shipped folder is: a checkout's tracked notebooks, or the package's own."""
+    shipped = notebooks_dir()
+    return Phrase("err_n_tracked_notebooks" if _in_checkout(shipped) else "err_n_own_notebooks")
+
+
 def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str]]:
     """The working copy JupyterLab serves, and notes for the reader: ``directory``, else
     ``PDLAB_LAB_DIR``, else :data:`LAB_DIR`. Missing notebooks are copied in; one the reader
@@ -108,9 +119,8 @@ def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str
     directory = Path(directory).expanduser()
     shipped = notebooks_dir()
     if directory.exists() and directory.resolve() == shipped.resolve():
-        where = "err_n_tracked_notebooks" if _in_checkout(shipped) else "err_n_own_notebooks"
         raise PdlabValueError(
-            "err_lab_own_folder", path=str(directory), where=Phrase(where), default=LAB_DIR
+            "err_lab_own_folder", path=str(directory), where=_shipped_where(), default=LAB_DIR
         )
     notes = []
     if directory.exists() and not directory.is_dir():
@@ -181,16 +191,43 @@ def run_lab(
     status. With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
     from pdlab.catalog import text
 
-    folder, notes = lab_folder(directory, lang)
+    # Every option is checked before anything is copied (against the shipped names, which
+    # the working copy holds once lab_folder has filled it).
+    if port is not None and not 0 <= port <= 65535:
+        raise PdlabValueError("err_lab_port", port=port)
     if lang == "zh" and notebook is not None and notebook.isdigit():
         notebook = f"{notebook}_zh"
+    if notebook is not None:
+        resolve_notebook(notebook, notebooks_dir())
+    folder, notes = lab_folder(directory, lang)
     cmd = lab_command(folder, port=port, ip=ip, notebook=notebook, no_browser=no_browser)
     for note in notes:
         print(note)
     print(text(lang, "lab_serving", dir=folder.resolve()), flush=True)
-    if os.name == "posix":
-        # Become the server: Ctrl-C and SIGTERM reach JupyterLab itself, which stops its
-        # kernels; a parent waiting on it could be killed first and leave them running.
-        os.chdir(folder)
-        os.execv(sys.executable, cmd)
-    return subprocess.call(cmd, cwd=folder)
+    return _serve(cmd, folder)
+
+
+def _serve(cmd: list[str], folder: Path) -> int:
+    """Run JupyterLab and wait for it. Ctrl-C and SIGTERM sent to pdlab reach it as
+    SIGTERM, so it stops its kernels before pdlab returns (a SIGINT could be ignored: a
+    server started in the background inherits an ignored SIGINT, and with a terminal it
+    only asks whether to stop); after a Ctrl-C pdlab raises ``KeyboardInterrupt`` (the
+    CLI's one line and exit 130) instead of returning 0."""
+    server = subprocess.Popen(cmd, cwd=folder)
+    got: list[int] = []
+
+    def forward(signum: int, frame: object) -> None:
+        got.append(signum)
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+
+    caught = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.signal(s, forward) for s in caught}
+    try:
+        status = server.wait()
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+    if signal.SIGINT in got:
+        raise KeyboardInterrupt
+    return status

@@ -106,3 +106,33 @@ def test_without_a_config_the_engine_asks_for_no_drafts():
     e.generate(["abc"], SamplingParams(max_tokens=3))
     assert runner.taken == 0
     assert all(r["spec_token_ids"] == [] for s in e.tracer.filter("step") for r in s["scheduled"])
+
+
+class WrongRunner(FakeRunnerInEngine):
+    """A runner whose answer for request ``bad`` is ``tokens`` (issue 42, item 3)."""
+
+    def __init__(self, k, tokens):
+        super().__init__(k, 0.5)
+        self.tokens = tokens
+
+    def execute_model(self, so, step=0):
+        out = self.fake.execute_model(so)
+        for i, rid in enumerate(out.req_ids):
+            if rid == "bad" and out.sampled_token_ids[i]:
+                out.sampled_token_ids[i] = list(self.tokens)
+        return out
+
+
+@pytest.mark.parametrize("k", [0, 2])
+@pytest.mark.parametrize("tokens", [[10**9], [-1], [65, 66, 67, 68]], ids=["big", "neg", "many"])
+def test_a_refused_runner_row_ends_with_its_reason_and_frees_its_blocks(k, tokens):
+    e = engine(SpeculativeConfig("ngram", k) if k else None)
+    e.runner = WrongRunner(k, tokens)
+    e.add_request([1, 2, 3, 4, 5], SamplingParams(max_tokens=4), request_id="bad")
+    e.add_request([7, 8, 9], SamplingParams(max_tokens=4), request_id="good")
+    e.run_until_done(50)
+    bad, good = e.get_output("bad"), e.get_output("good")
+    assert bad.finish_reason == "error" and "'bad'" in bad.error
+    assert good.finish_reason == "length" and len(good.output_token_ids) == 4
+    mgr = e.scheduler.kv_cache_manager
+    assert mgr.num_free_blocks == mgr.num_blocks and not e.scheduler.requests

@@ -242,21 +242,22 @@ def test_bad_inputs_raise_and_leave_the_scheduler_usable():
     assert all_free(sched)
 
 
-def test_bad_runner_output_is_rejected_before_any_change():
+def test_bad_runner_output_is_refused_before_any_change():
     sched, runner, _ = make(budget=4)
     sched.add_request(req("a", 6))
-    so = sched.schedule()  # 4 of 6 prompt tokens: no token expected
-    with pytest.raises(ValueError, match="sampled_token_ids for 'a' is \\[5\\].*\\[\\]"):
-        sched.update_from_output(so, ModelRunnerOutput(["a"], [[5]]))
-    with pytest.raises(ValueError, match="no entry for scheduled request 'a'"):
-        sched.update_from_output(so, ModelRunnerOutput([], []))
+    sched.add_request(req("b", 6, start=10))
+    so = sched.schedule()  # 4 of a's 6 prompt tokens: no token expected
     with pytest.raises(ValueError, match="one per request"):
         ModelRunnerOutput(["a"], [])
-    assert sched.get_request("a").num_output_tokens == 0
-    sched.update_from_output(so, ModelRunnerOutput(["a"], [[]]))
-    so = sched.schedule()  # the last 2 prompt tokens: one token due
-    with pytest.raises(ValueError, match="expected one token"):
-        sched.update_from_output(so, ModelRunnerOutput(["a"], [[]]))
+    [out] = sched.update_from_output(so, ModelRunnerOutput(["a"], [[5]]))
+    assert out.finish_reason == "error"
+    assert "sampled_token_ids for 'a' is [5]: expected [] (its prompt" in out.error
+    so = sched.schedule()  # b's first 4
+    sched.update_from_output(so, ModelRunnerOutput(["b"], [[]]))
+    so = sched.schedule()  # b's last 2 prompt tokens: one token due
+    [out] = sched.update_from_output(so, ModelRunnerOutput(["b"], [[]]))
+    assert "expected one token" in out.error
+    assert not sched.requests and all_free(sched)
 
 
 def test_empty_schedule_and_counts():
@@ -267,3 +268,49 @@ def test_empty_schedule_and_counts():
     assert sched.get_num_unfinished_requests() == 1 and sched.has_unfinished_requests()
     assert sched.get_request("a").status == RequestStatus.WAITING
     assert sched.get_request("zzz") is None
+
+
+# ---- a runner output the scheduler refuses (issue 42, item 3) ----------------------------
+@pytest.mark.parametrize(
+    "bad",
+    [[], [1, 2], None],
+    ids=["no-token", "too-many", "no-entry"],
+)
+def test_a_refused_row_is_finished_with_an_error_and_frees_its_blocks(bad):
+    sched, runner, events = make()
+    sched.add_request(req("a", 6))
+    sched.add_request(req("b", 5, start=20))
+    so = sched.schedule()
+    good = runner.execute_model(so)
+    rows = {r: t for r, t in zip(good.req_ids, good.sampled_token_ids)}
+    if bad is None:
+        del rows["a"]
+    else:
+        rows["a"] = bad
+    outs = sched.update_from_output(so, ModelRunnerOutput(list(rows), list(rows.values())))
+    by_id = {o.req_id: o for o in outs}
+    assert by_id["a"].finish_reason == "error" and by_id["a"].new_token_ids == []
+    assert "'a'" in by_id["a"].error and "\n" not in by_id["a"].error
+    assert sched.get_request("a") is None  # finished, its blocks back in the pool
+    assert sched.kv_cache_manager.get_block_ids("a") == []
+    assert ("request_error", {"req_id": "a", "error": by_id["a"].error}) in events
+    assert by_id["b"].new_token_ids == rows["b"]  # the other row carried on
+    while sched.has_requests():
+        step(sched, runner)
+    assert all_free(sched)
+
+
+@pytest.mark.parametrize("token", [10**9, -1])
+def test_a_sampled_id_outside_the_vocabulary_is_refused_where_it_appears(token):
+    from pdlab.config import CacheConfig, SchedulerConfig
+    from pdlab.sched.scheduler import Scheduler
+
+    sched = Scheduler(
+        SchedulerConfig(), CacheConfig(block_size=4, num_blocks=16), 64, vocab_size=100
+    )
+    sched.add_request(req("a", 6))
+    so = sched.schedule()
+    [out] = sched.update_from_output(so, ModelRunnerOutput(["a"], [[token]]))
+    assert out.finish_reason == "error" and out.new_token_ids == []
+    assert "0 to 99" in out.error and "vocab_size=100" in out.error
+    assert sched.get_request("a") is None and sched.kv_cache_manager.num_free_blocks == 16

@@ -300,6 +300,30 @@ def test_update_draft_token_ids_skips_finished_and_unknown_and_drops_prefill_chu
         DraftTokenIds(["long"], [])
 
 
+@pytest.mark.parametrize(
+    "req_ids, drafts, name",
+    [
+        (["r"], [5], "draft_token_ids"),
+        (["r"], [None], "draft_token_ids"),
+        (["r"], None, "draft_token_ids"),
+        (["r"], "12", "draft_token_ids"),
+        (["r"], ["12"], "draft_token_ids"),
+        (["r"], [[1.0]], "draft_token_ids"),
+        (["r", "r"], [[1], [2]], "req_ids"),
+        ("r", [[1]], "req_ids"),
+        (None, [[1]], "req_ids"),
+    ],
+)
+def test_malformed_draft_token_ids_are_one_line_naming_the_field(req_ids, drafts, name):
+    with pytest.raises(ValueError, match=rf"^{name}=.* is invalid: expected ") as e:
+        DraftTokenIds(req_ids, drafts)
+    assert "\n" not in str(e.value)
+    from pdlab.sched.output import ModelRunnerOutput
+
+    with pytest.raises(ValueError, match="is invalid: expected"):
+        ModelRunnerOutput(req_ids, drafts)
+
+
 def test_drafts_are_scheduled_once_then_cleared():
     k = 2
     sched, runner, _ = make_scheduler(speculative_config=spec(k), sample=target)
@@ -323,8 +347,12 @@ def test_sampled_lists_longer_than_the_drafts_allow_are_refused():
     so = sched.schedule()
     from pdlab.sched.output import ModelRunnerOutput
 
-    with pytest.raises(ValueError, match="expected 1 to 2 tokens"):
-        sched.update_from_output(so, ModelRunnerOutput(["r"], [[1, 2, 3]]))
+    r = sched.get_request("r")
+    assert r.num_computed_tokens > r.num_tokens  # schedule() counted the draft computed
+    [out] = sched.update_from_output(so, ModelRunnerOutput(["r"], [[1, 2, 3]]))
+    # The row cannot go on: it ends with the reason, its blocks back in the pool.
+    assert out.finish_reason == "error" and "expected 1 to 2 tokens" in out.error
+    assert sched.get_request("r") is None and all_free(sched)
 
 
 # ---- blocks and preemption -------------------------------------------------------------

@@ -69,10 +69,11 @@ def _oracle_drafts(model, tokens: list[int], k: int) -> list[int]:
     return model.mtp.propose_greedy(tokens, hidden, k)
 
 
-def _decode(runner, model, prompt, max_tokens, k, computed=0, oracle=True):
+def _decode(runner, model, prompt, max_tokens, k, computed=0, oracle=True, swap=None):
     """One request through the runner as the scheduler would drive it: the prompt (from
     ``computed`` cached tokens), then verifying steps of 1 + len(drafts) tokens, rolled back
-    over the rejected drafts. Returns the outputs and each step's (scheduled, sampled)."""
+    over the rejected drafts. Returns the outputs and each step's (scheduled, sampled).
+    ``swap(out, drafts)``: the drafts the scheduler sends instead of the runner's."""
     blocks = list(range(1, 1 + -(-(len(prompt) + max_tokens + k + 1) // BS)))
     new = NewRequestData("r", list(prompt), SamplingParams(), blocks, computed, list(prompt))
     n = len(prompt) - computed
@@ -99,6 +100,8 @@ def _decode(runner, model, prompt, max_tokens, k, computed=0, oracle=True):
             if oracle:
                 assert drafts.draft_token_ids[0] == _oracle_drafts(model, [*prompt, *out], k)
             d = drafts.draft_token_ids[0]
+            if swap is not None:
+                d = swap(out, d)
         else:
             d = []
         assert runner.requests["r"].num_computed_tokens == computed
@@ -131,6 +134,23 @@ def test_local_spec_decode_equals_greedy_and_drafts_equal_the_oracle(k, weights,
     assert out == want
     # Every step after the prompt verifies K drafts, and produces 1 to 1 + K tokens.
     assert all(n == 1 + k and 1 <= len(t) <= 1 + k for n, _, t in steps[1:])
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_the_runner_verifies_the_drafts_it_fed_not_the_schedulers(k):
+    # The scheduler's drafts are the right answer, the runner's its own (mostly wrong):
+    # a bonus token counts only on the context the runner computed (issue 42, item 5).
+    model = _model()
+    prompt = list(b"the cat sat on the mat. the cat")
+    want = model.greedy_generate(prompt, 12)
+    swapped = []
+
+    def truth(out, runners):
+        swapped.append(want[len(out) : len(out) + k] != runners)
+        return want[len(out) : len(out) + k]
+
+    out, _ = _decode(_runner(model, k), model, prompt, 12, k, swap=truth)
+    assert any(swapped) and out == want
 
 
 @pytest.mark.parametrize("k", [1, 2])

@@ -387,3 +387,63 @@ def test_role_decode_without_a_peer_answers_within_its_timeout() -> None:
         r.stderr == "pdlab pd: error: could not reach the prefill peer at 127.0.0.1:1 within 2 s\n"
     )
     assert elapsed < 2 + 1, f"answered after {elapsed:.1f} s for --timeout 2"
+
+
+@pytest.mark.parametrize(
+    "decode_args, prefill_args, needle",
+    [
+        ([], ["--num-speculative-tokens", "2"], "P has 'mtp', D has None"),
+        (["--num-speculative-tokens", "2"], [], "P has None, D has 'mtp'"),
+        (
+            ["--num-speculative-tokens", "2", "--speculative-method", "mtp"],
+            ["--num-speculative-tokens", "2", "--speculative-method", "ngram"],
+            "P has 'ngram', D has 'mtp'",
+        ),
+        (
+            ["--num-speculative-tokens", "1"],
+            ["--num-speculative-tokens", "2"],
+            "num_speculative_tokens differs between the two sides: P has 2, D has 1",
+        ),
+    ],
+    ids=["none-vs-k", "k-vs-none", "ngram-vs-mtp", "k1-vs-k2"],
+)
+def test_pd_roles_with_different_speculative_settings_stop_at_the_handshake(
+    decode_args, prefill_args, needle
+):
+    # Issue 42, item 1: both sides refuse in one line and exit non-zero, before any request.
+    p, d_code, d_out, d_err = _two_roles([], decode_args, prefill_args)
+    _one_error_line(p, "pd", needle)
+    assert d_code == 2 and d_out == "" and "Traceback" not in d_err
+    assert d_err.strip().splitlines()[-1].startswith("pdlab pd: error: ")
+    assert "differs between the two sides" in d_err
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["pd", "--procs", "1", "--speculative-method", "ngram"],
+            "--speculative-method ngram has no effect without --num-speculative-tokens",
+        ),
+        (
+            ["sim", "--acceptance-rate", "0.5"],
+            "--acceptance-rate 0.5 has no effect without --num-speculative-tokens",
+        ),
+        (["pd", "--procs", "1", "--num-speculative-tokens", "1000"], "1000 is not an integer"),
+        (["tour", "--num-speculative-tokens", "17"], "17 is not an integer from 1 to 16"),
+        (["bench", "paths", "--num-speculative-tokens", "1000000"], "from 1 to 16"),
+        (["sim", "--seed", str(10**39)], "is not an integer from 0 to 9223372036854775807"),
+        (["train", "--seed", str(10**39)], "is not an integer from 0 to 9223372036854775807"),
+        (["train", "--seed", "-1"], "-1 is not an integer from 0 to"),
+    ],
+)
+def test_speculative_and_seed_options_out_of_bounds_are_one_line(argv, needle, capsys):
+    # Issue 42, item 6: each refused before any work, naming the option.
+    line = _one_line_refusal(argv, capsys)
+    assert line.startswith(f"pdlab {argv[0]}") and ": error: " in line and needle in line, line
+
+
+def test_a_large_k_in_bounds_gets_a_cache_that_holds_it(capsys):
+    assert main(["pd", "--procs", "1", "--num-speculative-tokens", "16", "--block-size", "1",
+                 "--speculative-method", "ngram"]) == 0  # fmt: skip
+    assert "too small" not in capsys.readouterr().err

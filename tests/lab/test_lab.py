@@ -110,13 +110,51 @@ def test_a_number_means_the_english_notebook_and_zh_its_chinese_twin() -> None:
         lab.resolve_notebook("06", folder)
 
 
-def _lab_argv(monkeypatch) -> list[list[str]]:
-    """Run ``pdlab lab`` up to the point it would become JupyterLab; the command lines."""
-    started: list[list[str]] = []
-    monkeypatch.setattr(os, "execv", lambda exe, cmd: started.append(cmd))
-    monkeypatch.setattr(subprocess, "call", lambda cmd, cwd=None: started.append(cmd) or 0)
-    monkeypatch.setattr(os, "chdir", lambda d: None)
+class FakeServer:
+    """What ``pdlab lab`` starts instead of JupyterLab: records its command line and the
+    signals forwarded to it; ``during_wait`` runs while pdlab waits on it."""
+
+    def __init__(self, started, during_wait=None):
+        self.started, self.during_wait, self.signals = started, during_wait, []
+
+    def __call__(self, cmd, cwd=None):
+        self.started.append(cmd)
+        return self
+
+    def poll(self):
+        return None
+
+    def send_signal(self, signum):
+        self.signals.append(signum)
+
+    def wait(self):
+        if self.during_wait is not None:
+            self.during_wait()
+        return 0
+
+
+class Started(list):
+    server: FakeServer
+
+
+def _lab_argv(monkeypatch, during_wait=None) -> Started:
+    """Run ``pdlab lab`` with a fake JupyterLab; the command lines it started."""
+    started = Started()
+    started.server = FakeServer(started, during_wait)
+    monkeypatch.setattr(subprocess, "Popen", started.server)
     return started
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGINT")
+def test_ctrl_c_stops_the_server_then_is_one_line_and_130(tmp_path, monkeypatch, capsys):
+    # Issue 42, item 6: the interrupt reaches JupyterLab (which stops its kernels), then
+    # pdlab says so in one line and exits 130, as every other command does.
+    started = _lab_argv(monkeypatch, lambda: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(SystemExit) as exc:
+        main(["lab", "--dir", str(tmp_path / "nb"), "--no-browser"])
+    assert exc.value.code == 130 and started.server.signals == [signal.SIGTERM]
+    assert capsys.readouterr().err == "pdlab lab: interrupted\n"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
 def test_lab_serves_a_working_copy_never_the_tracked_notebooks(tmp_path, monkeypatch, capsys):
@@ -168,8 +206,20 @@ def test_lab_refuses_to_serve_the_shipped_notebooks(monkeypatch, capsys) -> None
 )
 def test_lab_bad_options(argv, needle, capsys, tmp_path) -> None:
     with pytest.raises(SystemExit) as exc:
-        main([*argv, "--dir", str(tmp_path)])
+        main([*argv, "--dir", str(tmp_path / "nb")])
     assert exc.value.code == 2 and needle in capsys.readouterr().err
+    assert not (tmp_path / "nb").exists()  # refused before anything is copied (issue 42)
+
+
+def test_pdlab_notebooks_refuses_the_shipped_folder(capsys) -> None:
+    # Copying the notebooks onto themselves would then advise a lab --dir that lab refuses.
+    before = sorted(p.name for p in notebooks_dir().iterdir())
+    with pytest.raises(SystemExit) as exc:
+        main(["notebooks", str(notebooks_dir())])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exc.value.code == 2 and len(err) == 1
+    assert err[0].startswith("pdlab notebooks: error: DIR=") and "pick a folder of yours" in err[0]
+    assert sorted(p.name for p in notebooks_dir().iterdir()) == before
 
 
 @pytest.mark.slow

@@ -201,3 +201,43 @@ def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
     monkeypatch.setattr(Scheduler, "_update_waiting_for_remote_kv", keep_every_token)
     with pytest.raises(RuntimeError, match="which KV transfer does not carry"):
         _pair().generate(list(range(40, 51)), SamplingParams(max_tokens=2))
+
+
+@pytest.mark.parametrize("spec", [None, 2], ids=["plain", "k2"])
+def test_a_request_d_cannot_hold_is_refused_before_p_computes_it(spec):
+    # Issue 42, item 4: D's pool is smaller than P's; the refusal comes from add_request,
+    # before P runs, and the requests already queued by generate are taken back.
+    from pdlab.config import SpeculativeConfig
+
+    pair = PDPair(
+        CFG,
+        CacheConfig(block_size=BS, num_blocks=64),
+        SchedulerConfig(),
+        backend="torch",
+        decode_cache_config=CacheConfig(block_size=BS, num_blocks=6),
+        speculative_config=SpeculativeConfig("ngram", spec) if spec else None,
+    )
+    with pytest.raises(ValueError, match=r"too small.*num_blocks=6"):
+        pair.generate([list(range(8)), list(range(40))], SamplingParams(max_tokens=4))
+    assert not pair.tracer.filter("step", "P")  # P computed nothing
+    assert not pair.has_unfinished_requests()
+    pair_all_free(pair)
+    # The pair still serves a request D can hold.
+    [out] = pair.generate(list(range(8)), SamplingParams(max_tokens=2))
+    assert out.finish_reason == "length" and len(out.output_token_ids) == 2
+    pair_all_free(pair)
+
+
+def test_abort_after_p_prefilled_releases_p_at_once():
+    # P has prefilled and holds its blocks for a D that has not read them: an abort on the
+    # pair ends the hand-off now, not after kv_transfer_timeout_s (issue 42, item 4).
+    pair = _pair()
+    pair.prefill.add_request(
+        list(range(20)), SamplingParams(max_tokens=1), "r", {"do_remote_decode": True}
+    )
+    pair.prefill.run_until_done()
+    assert pair.prefill.scheduler.kv_cache_manager.num_free_blocks < 64  # held for D
+    pair.abort_request("r")
+    pair.step()
+    assert not pair.has_unfinished_requests()
+    pair_all_free(pair)

@@ -309,3 +309,48 @@ def test_sim_command_runs_without_torch():
     from fresh import loaded_by
 
     assert loaded_by(["sim", "--duration", "0.05", "--batch-size", "4"])["torch"] is False
+
+
+# ---- bounds that keep a run finite, and the sim's own surface (issue 42, items 2 and 6) --
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (
+            ["--rate", "1e12"],
+            "--rate 1e+12 is invalid: expected a number from 0 to 2000 (at most 10000 "
+            "arrivals in --duration 5)",
+        ),
+        (["--duration", "1e9"], "argument --duration: 1e9 is not a number > 0 and <= 300"),
+        (["--rate", "100", "--duration", "300"], "--rate 100 is invalid: expected a number"),
+    ],
+)
+def test_sim_options_that_would_not_end_are_one_line(argv, needle, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["sim", *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and err[-1].startswith("pdlab sim: error: ") and needle in err[-1]
+
+
+def test_sim_config_bounds_the_arrivals_and_the_duration():
+    from pdlab.sim.simulator import MAX_SIM_ARRIVALS, MAX_SIM_DURATION_S, SimConfig
+
+    with pytest.raises(
+        ValueError, match=r"^duration_s=.* is invalid: expected a number from 0 to 300"
+    ):
+        SimConfig(duration_s=1e9)
+    with pytest.raises(
+        ValueError, match=r"^arrival_rate=.* is invalid: .*at most 10000 arrivals in duration_s=5"
+    ):
+        SimConfig(arrival_rate=1e12)
+    SimConfig(duration_s=MAX_SIM_DURATION_S, arrival_rate=MAX_SIM_ARRIVALS / MAX_SIM_DURATION_S)
+
+
+def test_sim_takes_the_gpu_in_any_case_and_names_an_unwritable_json(capsys):
+    argv = ["sim", "--duration", "0.05", "--batch-size", "4", "--design", "recompute"]
+    assert main([*argv, "--routing", "v2", "--gpu", "h200"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        main([*argv, "--routing", "v2", "--json", "/dev/full"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1
+    assert err[0] == "pdlab sim: error: --json /dev/full is not writable: No space left on device"

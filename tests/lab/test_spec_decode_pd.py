@@ -271,6 +271,22 @@ def test_ngram_drafts_are_upstreams_prompt_lookup():
     assert ngram_drafts([5, 6, 7], 2, 2, 2) == [7, 7]  # no match: the last token
     assert ngram_drafts([1, 2, 3, 1, 2], 3, 2, 2) == [3, 1, 2]  # found, then the last token
 
+    # A suffix as long as the tokens has no earlier occurrence: a bound past it changes
+    # nothing and costs nothing (issue 42, item 2: prompt_lookup_max=10**9 hung generate).
+    assert ngram_drafts(toks, 3, 1, 10**9) == ngram_drafts(toks, 3, 1, len(toks)) == [7, 2, 3]
+    assert ngram_drafts([4], 2, 10**9, 10**9) == [4, 4]
+
+
+def test_ngram_with_a_huge_lookup_bound_generates_as_greedy():
+    spec = SpeculativeConfig("ngram", 2, prompt_lookup_max=10**9)
+    plain = ModelConfig.tiny(weights="random")
+    model = DeepseekV2ForCausalLM(plain)
+    prompt = list(b"abcabcabc")
+    e = LLMEngine(plain, CacheConfig(block_size=BS), model=model, backend="torch",
+                  speculative_config=spec)  # fmt: skip
+    out = e.generate(prompt, SamplingParams(max_tokens=6))[0]
+    assert out.output_token_ids == model.greedy_generate(prompt, 6)
+
 
 @pytest.mark.parametrize("k", [1, 3])
 def test_ngram_spec_decode_equals_greedy_local_and_pd(k):
