@@ -662,6 +662,11 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "--prompt goes to --role prefill, which holds the prompts",
         "zh": "--prompt 应交给 --role prefill：提示词在那一侧",
     },
+    # ---- pdlab exercises start (pdlab/exercises/__init__.py) ------------------------------
+    "err_start_dir_file": {
+        "en": "DIR={path!r} is a file; expected a folder for the stub (new or existing)",
+        "zh": "`DIR={path!r}` 是文件：应为放桩函数的文件夹（新建或已有的均可）",
+    },
     # ---- pdlab lab and pdlab notebooks (pdlab/tools/lab.py) ------------------------------
     "err_lab_dest_file": {
         "en": "DIR={path!r} is a file; expected a folder (new or existing)",

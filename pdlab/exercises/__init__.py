@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from pdlab.catalog import check_lang, text
-from pdlab.errors import PdlabTypeError, Phrase, invalid
+from pdlab.errors import PdlabTypeError, PdlabValueError, Phrase, invalid
 from pdlab.exercises import progress, sandbox
 from pdlab.exercises.base import Exercise, Grader, Mismatch, Result, fingerprint
 from pdlab.exercises.bilingual import read
@@ -96,6 +96,8 @@ def start(n: int, folder: str | Path = ".", lang: str = "en", force: bool = Fals
     """Write exercise ``n``'s stub into ``folder``; never over an existing file unless
     ``force``. Returns its path (raises ``FileExistsError`` when it is kept)."""
     ex, folder = get(n), Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise PdlabValueError("err_start_dir_file", path=str(folder))
     path = folder / ex.file_name
     if path.exists() and not force:
         raise FileExistsError(text(lang, "ex_exists", path=path))

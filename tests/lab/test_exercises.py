@@ -634,3 +634,18 @@ def test_exercise_3_short_load_case_loads_short():
 
     got = _reference((tuple(prompt_of(13)),), 0, 2)
     assert got["rows"][0][1:] == (8, 5)  # 2 blocks of 4 loaded, 5 tokens computed on D
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_start_into_a_file_is_one_line_and_writes_nothing(tmp_path, monkeypatch, capsys, lang):
+    """``start N FILE`` (a file where the folder goes): exit 2, one error line naming DIR,
+    the file untouched and no progress file beside it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    with pytest.raises(SystemExit) as exit_:
+        main(["exercises", "start", "3", "afile", "--lang", lang])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert "DIR='afile'" in err and "Traceback" not in err and "Errno" not in err
+    assert (tmp_path / "afile").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
