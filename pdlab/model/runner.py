@@ -69,9 +69,9 @@ from pdlab.spec_decode.mtp import DraftRow, MTPProposer
 from pdlab.spec_decode.ngram import NgramProposer
 from pdlab.spec_decode.rejection_sampler import (
     PLACEHOLDER_TOKEN_ID,
-    check_sampling_params,
     gather_draft_sampled,
     rejection_sample_greedy,
+    sampling_params_error,
 )
 from pdlab.trace import EventSink
 
@@ -586,9 +586,9 @@ class ModelRunner:
         s = self.requests.get(rid)
         if s is None:
             return f"the runner has no state for request {rid!r}"
-        why = check_sampling_params(self.speculative_config, s.sampling_params)
-        if why:
-            return why
+        error = sampling_params_error(self.speculative_config, s.sampling_params)
+        if error is not None:
+            return str(error)
         c, bs = s.num_computed_tokens, self.cache_config.block_size
         toks = s.all_token_ids[c : c + n - num_drafts]
         if num_drafts < 0 or len(toks) != n - num_drafts:

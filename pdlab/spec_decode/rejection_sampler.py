@@ -14,7 +14,7 @@ Mirrors, in vLLM 0.33.0's Model Runner V2 (``vllm/v1/worker/gpu/spec_decode/``):
   ``d + 1`` tokens and ``num_rejected = d + 1 - num_sampled`` positions are rolled back
   (``get_num_sampled_and_rejected``).
 
-Temperature above 0 is refused (:func:`check_sampling_params`): upstream's probabilistic
+Temperature above 0 is refused (:func:`sampling_params_error`): upstream's probabilistic
 rejection sampling, which needs the drafter's probabilities, is not built here.
 """
 
@@ -64,9 +64,3 @@ def sampling_params_error(speculative_config: Any, sampling_params: Any) -> Pdla
         return None
     k = speculative_config.num_speculative_tokens
     return PdlabValueError("err_spec_temperature", t=t, k=k)
-
-
-def check_sampling_params(speculative_config: Any, sampling_params: Any) -> str | None:
-    """Why a request cannot run under this speculative config (one line), or None."""
-    error = sampling_params_error(speculative_config, sampling_params)
-    return None if error is None else str(error)
