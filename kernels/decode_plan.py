@@ -10,7 +10,7 @@ its docstring. Mirrors the plan half of ``decode_attention_fwd`` in vLLM 0.33.0'
 
 from __future__ import annotations
 
-from pdlab.math_utils import cdiv
+from pdlab.engine.math_utils import cdiv
 
 
 def block(n: int, minimum: int = 16) -> int:

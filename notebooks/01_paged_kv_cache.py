@@ -64,13 +64,13 @@ torch.set_num_threads(1)  # tiny tensors: one thread avoids thread-pool overhead
 from IPython.display import HTML, display
 
 from pdlab.catalog import words
-from pdlab.config import CacheConfig
+from pdlab.engine.config import CacheConfig
+from pdlab.engine.core.block_pool import BlockPool
+from pdlab.engine.core.kv_cache_manager import KVCacheManager
+from pdlab.engine.core.kv_cache_utils import hash_block_tokens, hash_request_tokens
+from pdlab.engine.request import Request, SamplingParams
+from pdlab.engine.tokenizer import encode
 from pdlab.kernels import gather_cache, reshape_and_cache_mla
-from pdlab.kv_cache.block_hash import hash_block_tokens, hash_request_tokens
-from pdlab.kv_cache.block_pool import BlockPool
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.request import Request, SamplingParams
-from pdlab.tokenizer import encode
 from pdlab.ui.fmt import html_table, show_source
 from pdlab.ui.widgets import BlockPoolExplorer
 

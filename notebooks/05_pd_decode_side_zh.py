@@ -88,22 +88,29 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 from rich.console import Console
 
-from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.metadata import (
+from pdlab.catalog import words
+from pdlab.demo import prompt_of_length
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.attention.backend import (
     batch_region,
     split_decodes_and_prefills,
 )
-from pdlab.attention.mla import MLAAttention
-from pdlab.catalog import words
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.demo import prompt_of_length
-from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
+from pdlab.engine.attention.mla_attention import MLAAttention
+from pdlab.engine.attention.mla_builder import MLAMetadataBuilder, build_mla_metadata
+from pdlab.engine.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.platforms import select_mla_backend
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.tokenizer import printable
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state, pcp_rank_chunks
 from pdlab.kernels import gather_cache
-from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import select_mla_backend
-from pdlab.request import SamplingParams
-from pdlab.sched.scheduler import Scheduler
 from pdlab.sim.kernel_costs import (
     decode_path_cost,
     gemm,
@@ -112,7 +119,6 @@ from pdlab.sim.kernel_costs import (
     shared_weight_bytes,
     traced_cost,
 )
-from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
 from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
@@ -178,7 +184,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown]
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
+# 的复刻（pdlab 的也在 `pdlab/engine/core/sched/scheduler.py` 里，
+# 在调度器与 KV 传输相关的方法那一节），
 # `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
 # 都到齐时才生效（`num_computed_tokens == num_tokens`）。加载失败时，默认的
 # `kv_load_failure_policy="fail"` 让请求失败；设为 `"recompute"` 时
@@ -529,7 +536,7 @@ assert tn["v0111"].path == tn["default"].path == tn["ascend_fix"].path == "decod
 # `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：KV 缓存为 auto/bf16
 # 时 H100/H200 上是 `FLASH_ATTN_MLA`（它不接受 fp8 缓存，这时列表落到 `FLASHMLA`），B200 上是
 # `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
-# （`pdlab.platforms.select_mla_backend`）：
+# （`pdlab.engine.platforms.select_mla_backend`）：
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -750,9 +757,9 @@ explorer
 # 完全相同。
 
 # %%
-from pdlab.config import SpeculativeConfig
-from pdlab.spec_decode.mtp import MTPProposer
-from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
+from pdlab.engine.config import SpeculativeConfig
+from pdlab.engine.worker.gpu.spec_decode.mtp import MTPProposer
+from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
 
 MTP = ModelConfig.tiny()  # the shipped checkpoint: the target and its MTP layer
 H200 = AttentionConfig(gpu="h200")
@@ -816,7 +823,8 @@ display(
 )
 
 # %% [markdown]
-# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（在 `pdlab/sched/scheduler.py`
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻
+# （在 `pdlab/engine/core/sched/scheduler.py`
 # 里调度器与投机解码相关的方法那一节）：
 
 # %%

@@ -82,11 +82,11 @@ from IPython.display import display
 from rich.console import Console
 
 from pdlab.catalog import text
-from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, check_first_token_mode, hand_off
 from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.engine.request import SamplingParams
 from pdlab.errors import error_text
-from pdlab.request import SamplingParams
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import run_grid
 from pdlab.sim.simulator import SimConfig

@@ -58,15 +58,15 @@ def notebooks_dir() -> Path:
 # What a learner types first, loaded on first use (PEP 562) so that importing pdlab for its
 # version or its notebooks does not import torch.
 _EXPORTS = {
-    "LLMEngine": "pdlab.engine",
+    "LLMEngine": "pdlab.engine.llm_engine",
     "PDPair": "pdlab.disagg.pair",
-    "SamplingParams": "pdlab.request",
-    "ModelConfig": "pdlab.config",
-    "CacheConfig": "pdlab.config",
-    "SchedulerConfig": "pdlab.config",
-    "ParallelConfig": "pdlab.config",
-    "AttentionConfig": "pdlab.config",
-    "KVTransferConfig": "pdlab.config",
+    "SamplingParams": "pdlab.engine.request",
+    "ModelConfig": "pdlab.engine.config",
+    "CacheConfig": "pdlab.engine.config",
+    "SchedulerConfig": "pdlab.engine.config",
+    "ParallelConfig": "pdlab.engine.config",
+    "AttentionConfig": "pdlab.engine.config",
+    "KVTransferConfig": "pdlab.engine.config",
     "run_demo": "pdlab.demo",
 }
 __all__ = [*_EXPORTS, "__version__", "notebooks_dir"]

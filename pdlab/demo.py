@@ -31,7 +31,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.config import (
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import (
     AttentionConfig,
     CacheConfig,
     ModelConfig,
@@ -40,14 +41,13 @@ from pdlab.config import (
     SpeculativeConfig,
     resolve_model_runner,
 )
-from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine, one_thread
+from pdlab.engine.events import TraceEvent
+from pdlab.engine.llm_engine import LLMEngine, one_thread
+from pdlab.engine.math_utils import cdiv
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.errors import Phrase, invalid
-from pdlab.events import TraceEvent
-from pdlab.math_utils import cdiv
-from pdlab.request import SamplingParams
 from pdlab.sim.kernel_costs import Cost, traced_cost
-from pdlab.trace import Tracer
 
 # A sentence of the trained model's corpus (pdlab/tools/corpus.py): its continuations read.
 _TEXT = "The KV cache holds keys and values, not hidden states. "

@@ -231,7 +231,7 @@ def _parse(message: str, phrase: bool) -> tuple[Phrase, tuple[int, int]] | None:
 
 # The fields a phrase fills (what is allowed, a note, a reason); every other value is data.
 _PHRASE_FIELDS = frozenset({"allowed", "x", "a", "b", "note", "who", "where", "why", "platform"})
-_LABELS = ("pf_cpu_label",)  # a view's label a message names (pdlab/platforms.py GPUS)
+_LABELS = ("pf_cpu_label",)  # a view's label a message names (pdlab/engine/platforms.py GPUS)
 _BARE_NAMES = re.compile(r"[A-Za-z_][\w.-]*(?:, [A-Za-z_][\w.-]*)+")
 _KIND = re.compile(r"(\w+(?:Error|Exception|Interrupt)): ")
 

@@ -25,7 +25,7 @@ from pdlab.kernels.backend import triton_installed
 _workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
 if _workers > 1:
     torch.set_num_threads(max(1, (os.cpu_count() or 1) // _workers))
-# The MLA backend profile follows the GPU the platform sees (pdlab/platforms.py). Pin the
+# The MLA backend profile follows the GPU the platform sees (pdlab/engine/platforms.py). Pin the
 # CPU platform (CPU_MLA) so the suite means the same on a laptop and on an H100; the tests
 # of the choice itself name their GPU. Subprocesses inherit it.
 os.environ["PDLAB_GPU"] = "cpu"
@@ -148,9 +148,9 @@ def make_scheduler(
     the scheduler's events are appended to as ``(kind, fields)``. With a
     ``speculative_config`` the runner drafts K tokens per step with ``draft`` (default:
     agreeing with ``sample`` half the time)."""
-    from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
-    from pdlab.sched.fake_runner import FakeModelRunner
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.config import CacheConfig, KVTransferConfig, SchedulerConfig
+    from pdlab.engine.core.sched.scheduler import Scheduler
+    from pdlab.engine.worker.fake_runner import FakeModelRunner
 
     events = []
     sched = Scheduler(
@@ -185,7 +185,7 @@ def step(sched, runner):
 
 def req(rid, n, max_tokens=4, start=0, **sp):
     """A request whose prompt is ``start, start + 1, ..., start + n - 1``."""
-    from pdlab.request import Request, SamplingParams
+    from pdlab.engine.request import Request, SamplingParams
 
     return Request(rid, [start + i for i in range(n)], SamplingParams(max_tokens=max_tokens, **sp))
 

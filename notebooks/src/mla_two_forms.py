@@ -86,7 +86,7 @@ from matplotlib.figure import Figure
 
 from pdlab.attention.reference import mla_absorbed, mla_naive
 from pdlab.catalog import words
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
 from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     absorb_flops_per_key,

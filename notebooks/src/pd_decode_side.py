@@ -122,22 +122,29 @@ torch.set_num_threads(1)
 from IPython.display import HTML, display
 from rich.console import Console
 
-from pdlab.attention.builder import MLAMetadataBuilder, build_mla_metadata
-from pdlab.attention.metadata import (
+from pdlab.catalog import words
+from pdlab.demo import prompt_of_length
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.attention.backend import (
     batch_region,
     split_decodes_and_prefills,
 )
-from pdlab.attention.mla import MLAAttention
-from pdlab.catalog import words
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.demo import prompt_of_length
-from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
+from pdlab.engine.attention.mla_attention import MLAAttention
+from pdlab.engine.attention.mla_builder import MLAMetadataBuilder, build_mla_metadata
+from pdlab.engine.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.platforms import select_mla_backend
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.tokenizer import printable
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state, pcp_rank_chunks
 from pdlab.kernels import gather_cache
-from pdlab.model.batch import gather_batch_req_state, pcp_rank_chunks
-from pdlab.platforms import select_mla_backend
-from pdlab.request import SamplingParams
-from pdlab.sched.scheduler import Scheduler
 from pdlab.sim.kernel_costs import (
     decode_path_cost,
     gemm,
@@ -146,7 +153,6 @@ from pdlab.sim.kernel_costs import (
     shared_weight_bytes,
     traced_cost,
 )
-from pdlab.tokenizer import printable
 from pdlab.tools.measure import published_peak
 from pdlab.ui.choices import choice_reason, routing_reason
 from pdlab.ui.fmt import flops, html_table, nbytes, show_source
@@ -229,8 +235,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown] en
 # This is pdlab's copy of `Scheduler._update_waiting_for_remote_kv` in
-# `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/sched/scheduler.py` too, in the
-# section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
+# `vllm/v1/core/sched/scheduler.py` (pdlab's is in `pdlab/engine/core/sched/scheduler.py` too, in
+# the section of the scheduler's KV-transfer methods); the `- 1` is at the end (vLLM 0.33.0
 # writes it as `num_computed_tokens = num_tokens - 1`). It applies only when every token
 # landed (`num_computed_tokens == num_tokens`). A failed load fails the request under the
 # default `kv_load_failure_policy="fail"`; under `"recompute"`
@@ -242,7 +248,8 @@ assert ready["num_computed_tokens"] == N - 1
 
 # %% [markdown] zh
 # 这是 pdlab 对 `vllm/v1/core/sched/scheduler.py` 里 `Scheduler._update_waiting_for_remote_kv`
-# 的复刻（pdlab 的也在 `pdlab/sched/scheduler.py` 里，在调度器与 KV 传输相关的方法那一节），
+# 的复刻（pdlab 的也在 `pdlab/engine/core/sched/scheduler.py` 里，
+# 在调度器与 KV 传输相关的方法那一节），
 # `- 1` 在末尾（vLLM 0.33.0 写作 `num_computed_tokens = num_tokens - 1`）。它只在所有 token
 # 都到齐时才生效（`num_computed_tokens == num_tokens`）。加载失败时，默认的
 # `kv_load_failure_policy="fail"` 让请求失败；设为 `"recompute"` 时
@@ -725,7 +732,7 @@ assert tn["v0111"].path == tn["default"].path == tn["ascend_fix"].path == "decod
 # the backend takes variable-length queries. Which backend runs is the platform's choice
 # (`vllm/platforms/cuda.py`): `FLASH_ATTN_MLA` on an H100/H200 with an auto/bf16 KV cache
 # (it refuses an fp8 cache, and the list then falls to `FLASHMLA`), `FLASHINFER_MLA` on a
-# B200, `TRITON_MLA` on sm_120 GPUs (`pdlab.platforms.select_mla_backend`):
+# B200, `TRITON_MLA` on sm_120 GPUs (`pdlab.engine.platforms.select_mla_backend`):
 
 # %% [markdown] zh
 # ## 4. 四类请求，三种后端
@@ -739,7 +746,7 @@ assert tn["v0111"].path == tn["default"].path == tn["ascend_fix"].path == "decod
 # `require_uniform`。实际跑哪个后端由平台决定（`vllm/platforms/cuda.py`）：KV 缓存为 auto/bf16
 # 时 H100/H200 上是 `FLASH_ATTN_MLA`（它不接受 fp8 缓存，这时列表落到 `FLASHMLA`），B200 上是
 # `FLASHINFER_MLA`，sm_120 的 GPU 上是 `TRITON_MLA`
-# （`pdlab.platforms.select_mla_backend`）：
+# （`pdlab.engine.platforms.select_mla_backend`）：
 
 # %%
 batch = {  # name: (query_len, num_computed_tokens before the step, num_prompt_tokens)
@@ -1048,9 +1055,9 @@ explorer
 # 完全相同。
 
 # %%
-from pdlab.config import SpeculativeConfig
-from pdlab.spec_decode.mtp import MTPProposer
-from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
+from pdlab.engine.config import SpeculativeConfig
+from pdlab.engine.worker.gpu.spec_decode.mtp import MTPProposer
+from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
 
 MTP = ModelConfig.tiny()  # the shipped checkpoint: the target and its MTP layer
 H200 = AttentionConfig(gpu="h200")
@@ -1114,11 +1121,13 @@ display(
 )
 
 # %% [markdown] en
-# The padding, pdlab's copy of upstream's waiting-loop block (in `pdlab/sched/scheduler.py`,
-# the section of the scheduler's speculative-decoding methods):
+# The padding, pdlab's copy of upstream's waiting-loop block (in
+# `pdlab/engine/core/sched/scheduler.py`, the section of the scheduler's speculative-decoding
+# methods):
 
 # %% [markdown] zh
-# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻（在 `pdlab/sched/scheduler.py`
+# 补齐的规则，pdlab 对上游处理等待队列的循环中那段代码的复刻
+# （在 `pdlab/engine/core/sched/scheduler.py`
 # 里调度器与投机解码相关的方法那一节）：
 
 # %%

@@ -88,10 +88,10 @@ torch.set_num_threads(1)  # the tiny model's matrices are too small to split acr
 from IPython.display import HTML, display
 
 from pdlab.catalog import words
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-from pdlab.engine import LLMEngine
-from pdlab.request import SamplingParams
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.request import SamplingParams
 from pdlab.ui.fmt import show_source
 from pdlab.ui.plots import plot_num_computed_tokens
 from pdlab.ui.trace_views import timeline_html

@@ -1,1 +1,1 @@
-"""pdlab.attention"""
+"""The naive oracle every kernel and path is checked against (``reference.py``)."""

@@ -492,7 +492,8 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "en": "predictions={unknown} are unknown: expected {keys}",
         "zh": "`predictions={unknown}` 未知：应为 {keys}",
     },
-    # ---- the scheduler (pdlab/sched/) ------------------------------------------------------
+    # ---- the scheduler (pdlab/engine/core/sched/)
+    # ------------------------------------------------------
     "err_spec_budget": {
         "en": "SchedulerConfig.max_num_batched_tokens={budget} is invalid with "
         "SpeculativeConfig(method={method!r}, num_speculative_tokens={k}): expected at least "

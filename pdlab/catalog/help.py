@@ -192,7 +192,7 @@ HELP: dict[str, str] = {
 def _computed() -> dict[str, str]:
     """The entries whose English is built from pdlab's constants (the presets, the tour's
     chapters and its token limit), built the same way."""
-    from pdlab.config import PRESETS
+    from pdlab.engine.config import PRESETS
     from pdlab.ui.tour import CHAPTERS, TOUR_MAX_TOKENS
 
     return {

@@ -38,7 +38,7 @@ VIEWS: dict[str, dict[str, str]] = {
     "v_instance": {"en": "instance {inst}", "zh": "实例 {inst}"},
     "v_one_engine": {"en": "one engine", "zh": "单个引擎"},
     "v_pd_run": {"en": "P/D run over {transport}", "zh": "P/D 运行，传输方式 {transport}"},
-    # why an MLA backend profile was followed (pdlab/platforms.py)
+    # why an MLA backend profile was followed (pdlab/engine/platforms.py)
     "pf_cpu": {"en": "the CPU platform", "zh": "CPU"},  # 在 CPU 上选 (no space before 上)
     "pf_cpu_label": {"en": "CPU (no GPU)", "zh": "CPU（没有 GPU）"},
     "pf_named": {

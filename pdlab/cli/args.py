@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.catalog import LANG_HELP, LANGS
-from pdlab.config import (
+from pdlab.engine.config import (
     MLA_BACKENDS,
     MODEL_RUNNERS,
     AttentionConfig,
@@ -24,9 +24,9 @@ from pdlab.config import (
     ParallelConfig,
     SpeculativeConfig,
 )
-from pdlab.config.speculative import MAX_NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHODS
+from pdlab.engine.config.speculative import MAX_NUM_SPECULATIVE_TOKENS, SPECULATIVE_METHODS
+from pdlab.engine.platforms import GPUS
 from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
-from pdlab.platforms import GPUS
 
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 

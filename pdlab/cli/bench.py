@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.cli.args import BACKENDS, int_list, positive_int, speculative_tokens
-from pdlab.config import PRESETS
+from pdlab.engine.config import PRESETS
 from pdlab.errors import PdlabValueError, Phrase
 
 
@@ -58,8 +58,8 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
     within free memory: the OS would grant more and then kill the process mid-run."""
     import torch
 
-    from pdlab.config import ModelConfig
-    from pdlab.input_processor import available_bytes
+    from pdlab.engine.config import ModelConfig
+    from pdlab.engine.input_processor import available_bytes
 
     cfg = ModelConfig.preset(preset)
     longest = max(contexts)

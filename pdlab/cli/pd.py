@@ -29,8 +29,8 @@ from pdlab.cli.args import (
     routing_configs,
     tiny_model_config,
 )
+from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 from pdlab.errors import PdlabValueError, Phrase, cli_message
-from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 
 
 def add_arguments(sub: Any) -> None:
@@ -94,7 +94,7 @@ def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int
     prompt plus ``--max-tokens`` (and 2K under speculative decoding) up to max_model_len,
     at least 256 blocks. ``--role decode``
     does not see the prompts; it holds two requests of max_model_len."""
-    from pdlab.math_utils import cdiv
+    from pdlab.engine.math_utils import cdiv
 
     longest = cfg.max_position_embeddings
     if args.role == "decode":
@@ -124,9 +124,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdlab.config import CacheConfig, SchedulerConfig
-    from pdlab.model.weights import weights_label
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, SchedulerConfig
+    from pdlab.engine.model_executor.model_loader import weights_label
+    from pdlab.engine.request import SamplingParams
     from pdlab.ui.console import render_pd_result
 
     prompts = args.prompts or [

@@ -74,7 +74,7 @@ def _rate(text: str) -> float:
 
 
 def add_arguments(sub: Any) -> None:
-    from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
+    from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES as MODES
     from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 
     s = sub.add_parser(
@@ -141,8 +141,8 @@ def run(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from pdlab.catalog import text
-    from pdlab.config import ModelConfig
     from pdlab.disagg.designs import MODES
+    from pdlab.engine.config import ModelConfig
     from pdlab.sim import ROUTINGS
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid

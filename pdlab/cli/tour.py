@@ -20,7 +20,7 @@ from pdlab.cli.args import (
     routing_configs,
     tiny_model_config,
 )
-from pdlab.config import PRESETS, ModelConfig
+from pdlab.engine.config import PRESETS, ModelConfig
 from pdlab.errors import PdlabArgumentTypeError, PdlabError
 from pdlab.ui.tour import CHAPTERS, DEFAULT_BACKEND, DEFAULT_PROMPT, TOUR_MAX_TOKENS
 

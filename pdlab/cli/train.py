@@ -8,8 +8,8 @@ the run's settings in its metadata). ``pdlab trace --weights PATH`` (and ``pd``,
 then run it. Every line it prints, and the loss curve, is in ``--lang`` (the words are in
 ``pdlab/catalog/bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
 build them); the checkpoint's metadata is the same in both languages. The defaults
-reproduce the checkpoint pdlab ships (``pdlab/model/tiny-trained.safetensors``) on a machine
-with the same torch and threads.
+reproduce the checkpoint pdlab ships (``pdlab/engine/model_executor/tiny-trained.safetensors``) on
+a machine with the same torch and threads.
 vLLM has no counterpart: it serves checkpoints and never trains one.
 """
 
@@ -213,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
     )
 
     from pdlab.catalog import text
-    from pdlab.model.weights import save_checkpoint
-    from pdlab.tokenizer import ByteTokenizer, printable
+    from pdlab.engine.model_executor.model_loader import save_checkpoint
+    from pdlab.engine.tokenizer import ByteTokenizer, printable
     from pdlab.tools import corpus
     from pdlab.tools.train import metadata, train
     from pdlab.tools.train_config import TrainConfig

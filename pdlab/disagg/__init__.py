@@ -7,6 +7,6 @@
 * ``designs.py``: the four ways D gets its first token (``first_token=`` of both), the
   proxy's part of each, what each refuses, and the ``first_token`` event of each request.
 
-The connector and transports they use are in ``pdlab/kv_transfer/`` (vLLM's
+The connector and transports they use are in ``pdlab/engine/distributed/kv_transfer/`` (vLLM's
 ``vllm/distributed/kv_transfer/``).
 """

@@ -63,7 +63,7 @@ SGLang's P/D does ship one (``prefill.py`` keeps P's draft state,
 ``output_topk_p``/``output_topk_index``/``hidden_states_tensor``, in its metadata
 buffers) because its D verifies P's drafts in its very first step; pdlab's D, as vLLM
 0.33.0's, pads that step with ``-1`` placeholders instead. Temperature above 0 is refused
-under speculative decoding (greedy verification only, ``pdlab/spec_decode``).
+under speculative decoding (greedy verification only, ``pdlab/engine/worker/gpu/spec_decode``).
 """
 
 from __future__ import annotations
@@ -73,12 +73,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
+from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import sampling_params_error
 from pdlab.errors import PdlabValueError, Phrase, invalid
-from pdlab.kv_transfer.base import FIRST_TOKEN_MODES
-from pdlab.request import SamplingParams
-from pdlab.spec_decode.rejection_sampler import sampling_params_error
-from pdlab.trace import Tracer
 
 MODES = FIRST_TOKEN_MODES
 TOKEN_ID_BYTES = 4  # an int32 token id, as the engines' metadata buffers carry it

@@ -31,7 +31,10 @@ from typing import Any
 
 import torch
 
-from pdlab.config import (
+from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
+from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
+from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
+from pdlab.engine.config import (
     AttentionConfig,
     CacheConfig,
     ModelConfig,
@@ -39,12 +42,9 @@ from pdlab.config import (
     SchedulerConfig,
     SpeculativeConfig,
 )
-from pdlab.disagg.designs import check_first_token_mode, record_first_tokens
-from pdlab.disagg.group import PeerUnreachable, check_port_free, free_port
-from pdlab.disagg.procs import InstanceSummary, run_decode, run_prefill
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.errors import one_line
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
 
 
 def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) -> None:

@@ -28,13 +28,6 @@ from typing import Any
 
 import torch
 
-from pdlab.config import (
-    CacheConfig,
-    KVTransferConfig,
-    ModelConfig,
-    SchedulerConfig,
-    SpeculativeConfig,
-)
 from pdlab.disagg.designs import (
     HandOff,
     check_first_token_mode,
@@ -42,14 +35,21 @@ from pdlab.disagg.designs import (
     prefill_params,
     record_first_tokens,
 )
-from pdlab.engine import LLMEngine, RequestOutput, prompt_list
+from pdlab.engine.config import (
+    CacheConfig,
+    KVTransferConfig,
+    ModelConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+)
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
+from pdlab.engine.input_processor import process_prompt
+from pdlab.engine.llm_engine import LLMEngine, RequestOutput, prompt_list
+from pdlab.engine.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM
+from pdlab.engine.request import Request, SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.errors import PdlabRuntimeError, PdlabTypeError, PdlabValueError, Phrase, invalid
-from pdlab.input_processor import process_prompt
-from pdlab.kv_transfer.pd_connector import PDConnector
-from pdlab.kv_transfer.transport import InProcessTransport
-from pdlab.model.deepseek import DeepseekV2ForCausalLM
-from pdlab.request import Request, SamplingParams
-from pdlab.trace import Tracer
 
 _RECEIVING = {"do_remote_prefill": True}  # how D will hold a request: receiving its K/V
 

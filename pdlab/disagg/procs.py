@@ -1,11 +1,12 @@
 """P and D as two processes that exchange K/V over ``torch.distributed``.
 
-The same engines and connector as ``pdlab/disagg/pair.py``, with :class:`~pdlab.kv_transfer.dist.
-DistTransport` between them: rank 0 is the prefill instance (which here also plays vLLM's
-proxy: it holds the prompts, forwards each finished prefill to D with its
-``kv_transfer_params`` and collects D's answers), rank 1 is the decode instance. By default
-both run on this machine on 127.0.0.1 and a free port; ``host``/``port`` let them run on two
-machines (``pdlab pd --role prefill`` on one, ``pdlab pd --role decode`` on the other).
+The same engines and connector as ``pdlab/disagg/pair.py``, with
+:class:`~pdlab.engine.distributed.kv_transfer.dist. DistTransport` between them: rank 0 is the
+prefill instance (which here also plays vLLM's proxy: it holds the prompts, forwards each finished
+prefill to D with its ``kv_transfer_params`` and collects D's answers), rank 1 is the decode
+instance. By default both run on this machine on 127.0.0.1 and a free port; ``host``/``port`` let
+them run on two machines (``pdlab pd --role prefill`` on one, ``pdlab pd --role decode`` on the
+other).
 
 Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's pending
 ``recv`` at once, so P ends its hand-offs and frees the blocks it held for D right away
@@ -27,22 +28,22 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from pdlab.config import (
+from pdlab.disagg.designs import HandOff, check_first_token_mode, hand_off, prefill_params
+from pdlab.disagg.group import join_group
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import (
     CacheConfig,
     ModelConfig,
     SchedulerConfig,
 )
-from pdlab.disagg.designs import HandOff, check_first_token_mode, hand_off, prefill_params
-from pdlab.disagg.group import join_group
-from pdlab.disagg.pair import PDPair
-from pdlab.events import TraceEvent
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
+from pdlab.engine.events import TraceEvent
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 
 if TYPE_CHECKING:
-    from pdlab.engine import LLMEngine
-    from pdlab.kv_transfer.dist import DistTransport
-    from pdlab.kv_transfer.pd_connector import PDConnector
+    from pdlab.engine.distributed.kv_transfer.dist import DistTransport
+    from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+    from pdlab.engine.llm_engine import LLMEngine
 
 
 @dataclass
@@ -77,9 +78,9 @@ def _build(
 ) -> tuple[LLMEngine, PDConnector, DistTransport]:
     """Join the two-process group (P is rank 0), agree with the peer on everything both
     sides must share (:func:`pair_identity`), then build this side's engine."""
-    from pdlab.engine import LLMEngine
-    from pdlab.kv_transfer.dist import DistTransport
-    from pdlab.kv_transfer.pd_connector import PDConnector
+    from pdlab.engine.distributed.kv_transfer.dist import DistTransport
+    from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+    from pdlab.engine.llm_engine import LLMEngine
 
     rank = 0 if role == "prefill" else 1
     join_group(rank, host, port, timeout_s)
@@ -172,7 +173,7 @@ def run_prefill(
     ``die_after_handoffs`` kills this process abruptly after that many hand-offs to D (a
     fault test: D is then waiting to read blocks from a P that is gone). ``first_token``
     is the design of ``pdlab/disagg/designs.py``; the proxy's part of it runs here."""
-    from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
+    from pdlab.engine.distributed.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     check_first_token_mode(first_token, sampling_params)
     t0 = time.monotonic()
@@ -281,7 +282,7 @@ def run_decode(
 ) -> InstanceSummary:
     """Rank 1: take requests from P, read their K/V, decode, send the outputs back.
     ``die_after_requests`` kills this process abruptly (a fault test)."""
-    from pdlab.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
+    from pdlab.engine.distributed.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     t0 = time.monotonic()
     engine, conn, transport = _build(

@@ -13,13 +13,13 @@ from typing import Any
 from rich.console import Console
 
 from pdlab.catalog import text
-from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
+from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.errors import error_text
-from pdlab.model.deepseek import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
 from pdlab.ui.console import step_table
 from pdlab.ui.fmt import wrap_cells
 

@@ -3,7 +3,7 @@
 Graded twice: on batches built here against the contract (``slot = block_id * block_size +
 offset``, ``docs/design.md``), then inside a colocated engine with chunked prefill, where the
 learner's slots replace the ones the model runner computed (``ModelRunner.prepare_inputs``
-in ``pdlab/model/runner.py``, upstream ``BlockTable.compute_slot_mapping`` in
+in ``pdlab/engine/worker/gpu/model_runner.py``, upstream ``BlockTable.compute_slot_mapping`` in
 ``vllm/v1/worker/block_table.py``) on their way into ``CommonAttentionMetadata``: each step
 must get the runner's slots, and the engine must generate the same tokens; then again in
 an engine of 10 blocks, where a request is preempted and resumes.
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdlab.attention.metadata import CommonAttentionMetadata
-from pdlab.config import SchedulerConfig
+from pdlab.engine.attention.backend import CommonAttentionMetadata
+from pdlab.engine.config import SchedulerConfig
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
-from pdlab.request import SamplingParams
 
 BS = er.BLOCK_SIZE
 
@@ -170,7 +170,7 @@ EXERCISE = Exercise(
     number=1,
     slug="ex01_slot_mapping",
     function="slot_mapping",
-    library="pdlab/model/runner.py (prepare_inputs)",
+    library="pdlab/engine/worker/gpu/model_runner.py (prepare_inputs)",
     notebook="01_paged_kv_cache",
     title={"en": "Slot mapping from a block table", "zh": "由块表计算槽映射"},
     statement={

@@ -1,7 +1,7 @@
 """Exercise 2: ``KVCacheManager.get_computed_blocks``: chained block hashes and the
 ``N - 1`` cap.
 
-Graded against the real method (``pdlab/kv_cache/manager.py``, upstream
+Graded against the real method (``pdlab/engine/core/kv_cache_manager.py``, upstream
 ``vllm/v1/core/kv_cache_manager.py``) on a warmed block pool, then plugged into a colocated
 engine's manager for a run of prompts that share prefixes: the prefix hits the scheduler
 records, the tokens and the free blocks left after the run must be the unpatched
@@ -14,19 +14,19 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from pdlab.config import CacheConfig
+from pdlab.engine.config import CacheConfig
+from pdlab.engine.core.kv_cache_manager import KVCacheManager
+from pdlab.engine.core.kv_cache_utils import hash_block_tokens
+from pdlab.engine.request import Request, SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
-from pdlab.kv_cache.block_hash import hash_block_tokens
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.request import Request, SamplingParams
-from pdlab.trace import Tracer
 
 BS = er.BLOCK_SIZE
 
 
 _SLIP = """\
-from pdlab.kv_cache.block_hash import hash_block_tokens
+from pdlab.engine.core.kv_cache_utils import hash_block_tokens
 
 
 def get_computed_blocks(self, request):
@@ -205,8 +205,8 @@ EXERCISE = Exercise(
     number=2,
     slug="ex02_computed_blocks",
     function="get_computed_blocks",
-    library="pdlab/kv_cache/manager.py (KVCacheManager.get_computed_blocks)",
-    own=("pdlab.kv_cache.manager:KVCacheManager.get_computed_blocks",),
+    library="pdlab/engine/core/kv_cache_manager.py (KVCacheManager.get_computed_blocks)",
+    own=("pdlab.engine.core.kv_cache_manager:KVCacheManager.get_computed_blocks",),
     notebook="01_paged_kv_cache",
     title={
         "en": "Prefix cache hits: chained hashes, N - 1 cap",

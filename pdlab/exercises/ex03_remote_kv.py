@@ -1,9 +1,9 @@
 """Exercise 3: ``_update_waiting_for_remote_kv``, and its ``- 1``.
 
 The learner's method replaces ``Scheduler._update_waiting_for_remote_kv``
-(``pdlab/sched/scheduler.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's scheduler
-of a real P/D pair, for one run, and is put back afterwards. Each case runs twice, once with
-the engine's own method and once with the learner's, and everything D can observe must
+(``pdlab/engine/core/sched/scheduler.py``, upstream ``vllm/v1/core/sched/scheduler.py``) on D's
+scheduler of a real P/D pair, for one run, and is put back afterwards. Each case runs twice, once
+with the engine's own method and once with the learner's, and everything D can observe must
 agree: what the method leaves in ``num_computed_tokens``, the two id sets it must empty, the
 prefix hits a later request gets, every step D schedules, the tokens and the free blocks.
 The cases include the unhappy paths the ``==`` guard exists for: K/V that arrive short of
@@ -21,11 +21,11 @@ import functools
 import types
 from typing import Any
 
-from pdlab.config import KVTransferConfig
+from pdlab.engine.config import KVTransferConfig
+from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
-from pdlab.kv_transfer.transport import InProcessTransport
-from pdlab.request import SamplingParams
 
 BS = er.BLOCK_SIZE
 
@@ -245,8 +245,8 @@ EXERCISE = Exercise(
     number=3,
     slug="ex03_remote_kv",
     function="_update_waiting_for_remote_kv",
-    library="pdlab/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
-    own=("pdlab.sched.scheduler:Scheduler._update_waiting_for_remote_kv",),
+    library="pdlab/engine/core/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
+    own=("pdlab.engine.core.sched.scheduler:Scheduler._update_waiting_for_remote_kv",),
     notebook="05_pd_decode_side",
     title={"en": "D's scheduler: K/V arrived, and the - 1", "zh": "D 的调度器：K/V 到达，以及 - 1"},
     statement={

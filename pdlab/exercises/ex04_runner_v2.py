@@ -1,6 +1,6 @@
 """Exercise 4: Model Runner V2's ``prefill_runs_as_decode`` and ``decode_graph_eligible``.
 
-Graded against :func:`pdlab.model.batch.gather_batch_req_state` (upstream
+Graded against :func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state` (upstream
 ``GPUModelRunner.gather_batch_req_state`` in ``vllm/v1/worker/gpu/model_runner.py``) on
 batches of every kind, then inside the engine: the learner's flags replace the runner's for
 a P/D pair (with and without prefill context parallelism), and the route events D records
@@ -13,7 +13,9 @@ import dataclasses
 import functools
 from typing import Any
 
-import pdlab.model.runner as runner_module
+import pdlab.engine.worker.gpu.model_runner as runner_module
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import (
     Draw,
@@ -25,8 +27,6 @@ from pdlab.exercises.base import (
     patched,
     random_cases,
 )
-from pdlab.model.batch import gather_batch_req_state, get_uniform_decode_token_count
-from pdlab.request import SamplingParams
 
 _SLIP = """\
 def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens, use_pcp):
@@ -274,8 +274,8 @@ EXERCISE = Exercise(
     number=4,
     slug="ex04_runner_v2",
     function="decode_flags",
-    library="pdlab/model/batch.py (gather_batch_req_state)",
-    own=("pdlab.model.batch:gather_batch_req_state",),
+    library="pdlab/engine/worker/gpu/batch.py (gather_batch_req_state)",
+    own=("pdlab.engine.worker.gpu.batch:gather_batch_req_state",),
     notebook="05_pd_decode_side",
     title={
         "en": "Model Runner V2: prefill_runs_as_decode",

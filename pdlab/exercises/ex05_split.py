@@ -1,9 +1,9 @@
 """Exercise 5: ``split_decodes_and_prefills`` with ``treat_short_extends_as_decodes``,
 ``require_uniform`` and ``is_prefilling``.
 
-Graded against :func:`pdlab.attention.metadata.split_decodes_and_prefills` (upstream
+Graded against :func:`pdlab.engine.attention.backend.split_decodes_and_prefills` (upstream
 ``vllm/v1/attention/backends/utils.py``) on batches of every kind and every backend's
-switches, then inside the engine: the MLA builder (``pdlab/attention/builder.py``) calls
+switches, then inside the engine: the MLA builder (``pdlab/engine/attention/mla_builder.py``) calls
 the learner's split for a P/D pair with and without prefill context parallelism and for a
 mixed colocated batch under FlashMLA's profile; the routes and tokens must be upstream's.
 """
@@ -15,9 +15,11 @@ from typing import Any
 
 import torch
 
-import pdlab.attention.builder as builder_module
-from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
-from pdlab.config import AttentionConfig, SchedulerConfig
+import pdlab.engine.attention.mla_builder as builder_module
+from pdlab.engine.attention.backend import CommonAttentionMetadata, split_decodes_and_prefills
+from pdlab.engine.config import AttentionConfig, SchedulerConfig
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import (
     Draw,
@@ -29,8 +31,6 @@ from pdlab.exercises.base import (
     patched,
     random_cases,
 )
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
 
 
 def _meta(q_lens: list[int], pf: list[bool]) -> CommonAttentionMetadata:
@@ -350,10 +350,10 @@ EXERCISE = Exercise(
     number=5,
     slug="ex05_split",
     function="split_decodes_and_prefills",
-    library="pdlab/attention/metadata.py (split_query_lens)",
+    library="pdlab/engine/attention/backend.py (split_query_lens)",
     own=(
-        "pdlab.attention.metadata:split_decodes_and_prefills",
-        "pdlab.attention.metadata:split_query_lens",
+        "pdlab.engine.attention.backend:split_decodes_and_prefills",
+        "pdlab.engine.attention.backend:split_query_lens",
     ),
     notebook="05_pd_decode_side",
     title={

@@ -2,10 +2,11 @@
 
 Graded against the oracle (``naive_attention`` over all keys, ``pdlab/attention/reference.py``)
 for two parts computed apart, with empty parts and large scores, then inside ``forward_mha``
-(``pdlab/attention/mla.py``): the learner's merge replaces ``pdlab.kernels.merge_attn_states``
-(upstream ``vllm/v1/attention/ops/merge_attn_states.py``) while D runs its one-token step
-under prefill context parallelism and a colocated engine runs chunked prefill; every call
-must give the kernel's result, and the tokens must be the unpatched engine's.
+(``pdlab/engine/attention/mla_attention.py``): the learner's merge replaces
+``pdlab.kernels.merge_attn_states`` (upstream ``vllm/v1/attention/ops/merge_attn_states.py``)
+while D runs its one-token step under prefill context parallelism and a colocated engine runs
+chunked prefill; every call must give the kernel's result, and the tokens must be the unpatched
+engine's.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ import torch
 
 import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
-from pdlab.config import SchedulerConfig
+from pdlab.engine.config import SchedulerConfig
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
-from pdlab.request import SamplingParams
 
 
 def _base2(out_a, lse_a, out_b, lse_b):
@@ -166,7 +167,7 @@ def _pd():
 
 
 def _chunked():
-    from pdlab.trace import Tracer
+    from pdlab.engine.trace import Tracer
 
     tracer = Tracer()
     engine = er.colocated(tracer=tracer, scheduler_config=SchedulerConfig(max_num_batched_tokens=5))

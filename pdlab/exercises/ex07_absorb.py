@@ -3,10 +3,11 @@ equal to the naive form.
 
 Graded against the oracle's naive form (``mla_naive`` in ``pdlab/attention/reference.py``,
 after DeepSeek-V3's ``attn_impl="naive"``), then inside the engine: the learner's function
-replaces the attention of ``MLAAttention.forward_mqa`` (``pdlab/attention/mla.py``, upstream
-``vllm/model_executor/layers/attention/mla_attention.py``) for every decode row, reading the
-row's latent context from the paged cache, while a P/D pair and a colocated engine generate;
-the tokens must be the unpatched engine's.
+replaces the attention of ``MLAAttention.forward_mqa``
+(``pdlab/engine/attention/mla_attention.py``, upstream
+``vllm/model_executor/layers/attention/mla_attention.py``) for every decode row, reading the row's
+latent context from the paged cache, while a P/D pair and a colocated engine generate; the tokens
+must be the unpatched engine's.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from typing import Any
 
 import torch
 
-from pdlab.attention.mla import MLAAttention, _decode_rows
 from pdlab.attention.reference import mla_naive
+from pdlab.engine.attention.mla_attention import MLAAttention, _decode_rows
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
-from pdlab.request import SamplingParams
 
 
 def _inputs(g: Grader, t: int, s: int, h: int = 3, n: int = 8, r: int = 4, v: int = 6, L: int = 12):
@@ -139,8 +140,14 @@ EXERCISE = Exercise(
     number=7,
     slug="ex07_absorb",
     function="absorbed_decode",
-    library="pdlab/attention/mla.py (forward_mqa), pdlab/attention/reference.py (mla_absorbed)",
-    own=("pdlab.attention.reference:mla_absorbed", "pdlab.attention.mla:MLAAttention.forward_mqa"),
+    library=(
+        "pdlab/engine/attention/mla_attention.py (forward_mqa), "
+        "pdlab/attention/reference.py (mla_absorbed)"
+    ),
+    own=(
+        "pdlab.attention.reference:mla_absorbed",
+        "pdlab.engine.attention.mla_attention:MLAAttention.forward_mqa",
+    ),
     notebook="03_mla_two_forms",
     title={"en": "The absorbed decode equals the naive form", "zh": "吸收形式的解码等于朴素形式"},
     statement={

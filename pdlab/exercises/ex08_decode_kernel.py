@@ -18,10 +18,10 @@ import torch
 
 import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kernels.backend import triton_installed
-from pdlab.request import SamplingParams
 
 PAGE, L, R = 4, 16, 8
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
 from pdlab.exercises.base import Exercise, Grader, Words
 from pdlab.sim import kernel_costs as cost
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
 
 N = 13
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import torch
 
-from pdlab.attention.mla import MLAAttention
 from pdlab.attention.reference import causal_mask
-from pdlab.config import SchedulerConfig
+from pdlab.engine.attention.mla_attention import MLAAttention
+from pdlab.engine.config import SchedulerConfig
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
 
 
 def _wrong(q: int, k: int) -> dict[str, torch.Tensor]:

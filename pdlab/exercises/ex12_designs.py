@@ -20,12 +20,12 @@ import functools
 from typing import Any
 
 import pdlab.disagg.pair as pair_module
-from pdlab.config import SchedulerConfig
 from pdlab.disagg.designs import HandOff
+from pdlab.engine.config import SchedulerConfig
+from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Draw, Exercise, Grader, Words, diagnose_by, patched, random_cases
 from pdlab.exercises.bilingual import read
-from pdlab.request import SamplingParams
 
 N = 13
 MODES = ("recompute", "first_token", "append_prompt", "hidden_state")

@@ -5,7 +5,7 @@ The learner's ``batch_view`` takes a step of D's batch as ``pdlab sim`` builds i
 token per row, ``pdlab/sim/simulator.py``) and returns ``decode_graph_eligible`` and the
 step's modelled time from the simulator's cost model (``pdlab/sim/costs.py``). Graded on
 named batches against the engine's own chain (Model Runner V2's
-:func:`pdlab.model.batch.gather_batch_req_state`, the MLA builder's
+:func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state`, the MLA builder's
 ``split_decodes_and_prefills`` and :func:`pdlab.sim.costs.step_cost`), then inside the
 simulator: for each routing and design, every step's eligibility and time come from the
 learner's function, and the TPOT the simulation reports must be the unpatched one.
@@ -19,9 +19,10 @@ import functools
 from typing import Any
 
 import pdlab.sim.simulator as sim
-from pdlab.attention.builder import MLAMetadataBuilder
-from pdlab.attention.metadata import CommonAttentionMetadata, split_decodes_and_prefills
-from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
+from pdlab.engine.attention.backend import CommonAttentionMetadata, split_decodes_and_prefills
+from pdlab.engine.attention.mla_builder import MLAMetadataBuilder
+from pdlab.engine.config import AttentionConfig, ModelConfig, ParallelConfig
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state
 from pdlab.exercises.base import (
     Draw,
     Exercise,
@@ -33,7 +34,6 @@ from pdlab.exercises.base import (
     random_cases,
 )
 from pdlab.exercises.bilingual import read
-from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import summarize
@@ -261,8 +261,13 @@ EXERCISE = Exercise(
     number=13,
     slug="ex13_batch_view",
     function="batch_view",
-    library="pdlab/model/batch.py, pdlab/attention/metadata.py, pdlab/sim/costs.py",
-    own=("pdlab.model.batch:gather_batch_req_state", "pdlab.attention.metadata:split_query_lens"),
+    library=(
+        "pdlab/engine/worker/gpu/batch.py, pdlab/engine/attention/backend.py, pdlab/sim/costs.py"
+    ),
+    own=(
+        "pdlab.engine.worker.gpu.batch:gather_batch_req_state",
+        "pdlab.engine.attention.backend:split_query_lens",
+    ),
     notebook="07_pd_designs",
     title={
         "en": "The batch view: the decode graph and TPOT",

@@ -1,5 +1,5 @@
 """Exercise 14: D's padded row under MTP: ``Scheduler._pad_spec_decode``
-(``pdlab/sched/scheduler.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
+(``pdlab/engine/core/sched/scheduler.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
 waiting loop in ``vllm/v1/core/sched/scheduler.py``, vLLM 0.33.0).
 
 Under speculative decoding every verifying row runs ``1 + K`` tokens; a request admitted
@@ -8,7 +8,7 @@ prompt) is padded to ``1 + K`` with ``-1`` placeholder drafts so the step keeps 
 and its full decode graph. The learner's method replaces the scheduler's for a run, beside
 a run with the scheduler's own: every call's answer, every step's scheduled tokens and
 placeholder drafts, and the tokens must agree. Graded in the real :class:`Scheduler` with
-:class:`pdlab.sched.fake_runner.FakeModelRunner` (the runner without a model the scheduler
+:class:`pdlab.engine.worker.fake_runner.FakeModelRunner` (the runner without a model the scheduler
 tests use, which plays the drafter and the rejection sampler): D's side through a real
 :class:`PDConnector`, and the cases the padding rule has (a budget too small, a row
 mid-prefill beside it, no context, no room under ``max_model_len``); then in a live P/D
@@ -23,14 +23,14 @@ from typing import Any
 
 import torch
 
-from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.engine.config import CacheConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
+from pdlab.engine.request import Request, SamplingParams
 from pdlab.exercises.base import Draw, Exercise, Grader, Words, consistent, patched, random_cases
 from pdlab.exercises.bilingual import read
-from pdlab.kv_transfer.pd_connector import PDConnector
-from pdlab.kv_transfer.transport import InProcessTransport
-from pdlab.request import Request, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.worker.fake_runner import FakeModelRunner
 
 B = 4
 
@@ -338,8 +338,8 @@ EXERCISE = Exercise(
     number=14,
     slug="ex14_spec_pad",
     function="_pad_spec_decode",
-    library="pdlab/sched/scheduler.py (Scheduler._pad_spec_decode)",
-    own=("pdlab.sched.scheduler:Scheduler._pad_spec_decode",),
+    library="pdlab/engine/core/sched/scheduler.py (Scheduler._pad_spec_decode)",
+    own=("pdlab.engine.core.sched.scheduler:Scheduler._pad_spec_decode",),
     notebook="07_pd_designs",
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={

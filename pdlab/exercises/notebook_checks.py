@@ -29,9 +29,9 @@ class Question:
 
 
 def _nb01() -> dict[str, Any]:
-    from pdlab.config import CacheConfig
-    from pdlab.kv_cache.manager import KVCacheManager
-    from pdlab.request import Request
+    from pdlab.engine.config import CacheConfig
+    from pdlab.engine.core.kv_cache_manager import KVCacheManager
+    from pdlab.engine.request import Request
 
     out = {}
     for n in (23, 24):
@@ -44,9 +44,9 @@ def _nb01() -> dict[str, Any]:
 
 
 def _nb02() -> dict[str, Any]:
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-    from pdlab.engine import LLMEngine
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.engine.llm_engine import LLMEngine
+    from pdlab.engine.request import SamplingParams
 
     eng = LLMEngine(
         ModelConfig.tiny(), CacheConfig(block_size=4), SchedulerConfig(max_num_batched_tokens=16),
@@ -60,7 +60,7 @@ def _nb02() -> dict[str, Any]:
 
 
 def _nb03() -> dict[str, Any]:
-    from pdlab.config import ModelConfig
+    from pdlab.engine.config import ModelConfig
     from pdlab.sim.kernel_costs import absorb_crossover_query_len as x
 
     tiny, lite, v3 = (ModelConfig.preset(p) for p in ("tiny", "deepseek-v2-lite", "deepseek-v3"))
@@ -100,10 +100,10 @@ def _nb04() -> dict[str, Any]:
 
 
 def _nb05() -> dict[str, Any]:
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
     from pdlab.demo import prompt_of_length, run_demo
-    from pdlab.engine import LLMEngine
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.engine.llm_engine import LLMEngine
+    from pdlab.engine.request import SamplingParams
 
     n, bs = 37, 16
     check = run_demo(n, block_size=bs, pcp=2, max_tokens=3)
@@ -128,10 +128,10 @@ def _nb05() -> dict[str, Any]:
 
 
 def _nb07() -> dict[str, Any]:
-    from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
     from pdlab.disagg.designs import MODES
     from pdlab.disagg.pair import PDPair
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+    from pdlab.engine.request import SamplingParams
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
     from pdlab.sim.simulator import SimConfig

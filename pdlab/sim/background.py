@@ -59,7 +59,7 @@ class Grid:
 
     def run(self) -> list[dict[str, Any]]:
         """The grid's summary rows, computed in this process."""
-        from pdlab.config import ModelConfig
+        from pdlab.engine.config import ModelConfig
         from pdlab.sim.profiles import device_profile
         from pdlab.sim.report import run_grid
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
 from pdlab.errors import either, invalid
 from pdlab.sim.kernel_costs import (
     Cost,

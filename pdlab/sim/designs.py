@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pdlab.config import ModelConfig
 from pdlab.disagg.designs import payload_bytes
+from pdlab.engine.config import ModelConfig
 from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
 from pdlab.sim.profiles import DeviceProfile
 

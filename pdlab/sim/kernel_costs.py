@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
 from pdlab.errors import PdlabValueError, Phrase, either, invalid
 
 
@@ -60,7 +60,7 @@ PREFILL_BACKENDS = {  # name -> (V copy for the new tokens, V copy for the conte
     "flash_attn": ("none", "none"),  # FA3 (sm_90) or FA4: what H100/H200/B200 run
     "flash_attn_fa2": ("pad", "pad"),  # FA2 (A100 and others)
     "trtllm_ragged": ("none", "pack"),  # the CuTe DSL ragged path (Blackwell)
-    "pdlab": ("pack", "pack"),  # pdlab's kernels (pdlab/attention/mla.py)
+    "pdlab": ("pack", "pack"),  # pdlab's kernels (pdlab/engine/attention/mla_attention.py)
 }
 
 
@@ -214,7 +214,8 @@ def mla_decode_call_cost(
 
 def kernel_event_cost(event: Mapping[str, Any]) -> tuple[float, float]:
     """``(flops, bytes)`` of one ``kernel`` event, from the shapes, the split count and the
-    bytes per value (``elem_bytes``) that ``pdlab/attention/mla.py`` records with each call.
+    bytes per value (``elem_bytes``) that ``pdlab/engine/attention/mla_attention.py`` records with
+    each call.
     The part a name carries in brackets ("kv_b_proj (context)") does not change the price."""
     s, e = event["shapes"], int(event["elem_bytes"])
     op = event["name"].split(" (")[0]

@@ -16,8 +16,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
+from pdlab.engine.config import ModelConfig
 from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 

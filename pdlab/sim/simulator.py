@@ -26,12 +26,12 @@ size, so FLASH_ATTN_MLA drops to 1 too, and vLLM 0.33.0 refuses MTP on it at sta
 ranks is not modelled).
 
 Every routing decision is the engine's own code: the model runner's
-:func:`pdlab.model.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
+:func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
 ``decode_graph_eligible``, PCP's reorder, V1), and the rule of
-:func:`pdlab.attention.metadata.split_decodes_and_prefills`
-(:func:`~pdlab.attention.metadata.split_query_lens`, on the runner's query lengths and
+:func:`pdlab.engine.attention.backend.split_decodes_and_prefills`
+(:func:`~pdlab.engine.attention.backend.split_query_lens`, on the runner's query lengths and
 ``is_prefilling``) with the thresholds of the MLA builder for the backend the platform
-picks for the GPU (``pdlab/platforms.py``) and ``treat_short_extends_as_decodes = not
+picks for the GPU (``pdlab/engine/platforms.py``) and ``treat_short_extends_as_decodes = not
 use_pcp``. None of it needs torch, and the simulator does not import it. Each step's time is
 :meth:`pdlab.sim.costs.StepCost.time_s` on the device profile. vLLM has no counterpart;
 published simulators (vidur, DistServe's, splitwise-sim, llm-d's) assume P emits token 1
@@ -45,17 +45,17 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pdlab.attention.builder import MLAMetadataBuilder
-from pdlab.attention.metadata import split_query_lens
-from pdlab.config import (
+from pdlab.engine.attention.backend import split_query_lens
+from pdlab.engine.attention.mla_builder import MLAMetadataBuilder
+from pdlab.engine.config import (
     AttentionConfig,
     ModelConfig,
     ParallelConfig,
     adjust_dcp_kv_cache_interleave_size,
 )
+from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES as MODES
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state
 from pdlab.errors import PdlabError, Phrase, invalid
-from pdlab.kv_transfer.base import FIRST_TOKEN_MODES as MODES
-from pdlab.model.batch import gather_batch_req_state
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import DeviceProfile
@@ -227,9 +227,9 @@ def first_row(design: str, n: int) -> tuple[int, int, int]:
 def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
     """The MLA builder D runs under ``cfg``'s routing, speculative tokens and KV cache
     dtype on ``gpu``, and its backend's name (the one the platform picks:
-    ``pdlab/platforms.py``)."""
-    from pdlab.config import MLA_BACKENDS
-    from pdlab.platforms import select_mla_backend
+    ``pdlab/engine/platforms.py``)."""
+    from pdlab.engine.config import MLA_BACKENDS
+    from pdlab.engine.platforms import select_mla_backend
 
     backend = select_mla_backend(gpu, cfg.kv_cache_dtype).backend
     parallel = ParallelConfig(

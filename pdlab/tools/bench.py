@@ -31,10 +31,10 @@ from typing import Any
 
 import torch
 
-from pdlab.attention.builder import build_mla_metadata
-from pdlab.attention.mla import ForwardContext, MLAAttention
-from pdlab.config import ModelConfig, ParallelConfig
-from pdlab.config.speculative import MAX_NUM_SPECULATIVE_TOKENS
+from pdlab.engine.attention.mla_attention import ForwardContext, MLAAttention
+from pdlab.engine.attention.mla_builder import build_mla_metadata
+from pdlab.engine.config import ModelConfig, ParallelConfig
+from pdlab.engine.config.speculative import MAX_NUM_SPECULATIVE_TOKENS
 from pdlab.errors import Phrase, invalid
 from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms

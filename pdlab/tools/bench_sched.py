@@ -14,12 +14,12 @@ import statistics
 import time
 from typing import Any
 
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.engine.config import CacheConfig, SchedulerConfig
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.math_utils import cdiv
+from pdlab.engine.request import Request, SamplingParams
 from pdlab.errors import PdlabRuntimeError, Phrase, invalid
-from pdlab.math_utils import cdiv
-from pdlab.request import Request, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.worker.fake_runner import FakeModelRunner
 
 
 def bench_scheduler(

@@ -285,8 +285,8 @@ def _smoke_check(lang: str = "en") -> Check:
     """Run the tiny model once, so OK means the numbers flow, not just that imports work."""
     t = _words(lang)
     try:
-        from pdlab.config import ModelConfig
-        from pdlab.model import DeepseekV2ForCausalLM
+        from pdlab.engine.config import ModelConfig
+        from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 
         t0 = time.perf_counter()
         model = DeepseekV2ForCausalLM(ModelConfig.tiny())

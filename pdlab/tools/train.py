@@ -1,8 +1,8 @@
 """Training the tiny model on pdlab's own corpus (:mod:`pdlab.tools.corpus`), for ``pdlab train``.
 
-The model is :class:`~pdlab.model.deepseek.DeepseekV2ForCausalLM` as the engine runs it, built
-from its seeded random initialisation and trained through its own cacheless forward, the
-model-level oracle (``attn_impl="naive"``: the up-projected form, which is cheaper to
+The model is :class:`~pdlab.engine.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM` as the
+engine runs it, built from its seeded random initialisation and trained through its own cacheless
+forward, the model-level oracle (``attn_impl="naive"``: the up-projected form, which is cheaper to
 differentiate at these sizes; the absorbed form the engine runs computes the same attention).
 A batch is ``batch_size`` sequences of ``seq_len + 1`` bytes, each starting at the first byte
 of a corpus line, so a prompt at position 0 reads like the questions did; ``torch.func.vmap``
@@ -10,23 +10,23 @@ runs the one-sequence forward over the batch. AdamW, linear warm-up, cosine deca
 clipping at 1. Everything random draws from generators seeded by ``seed``: the same seed and
 the same number of threads give the same weights, bit for bit.
 
-Then DeepSeek-V3's MTP layer (:mod:`pdlab.model.mtp`) learns to guess the token after next:
-at position ``i`` it reads token ``i + 1`` and the main model's hidden state at ``i`` and is
-scored on token ``i + 2`` (the depth-1 MTP loss of DeepSeek-V3's report). DeepSeek-V3 trains
-the two jointly, adding the MTP loss with a weight (0.3, then 0.1); pdlab trains the MTP
-after the main model, which stays frozen, its embedding and head (shared with the MTP)
-included. That keeps the main model's tensors, and so every output pdlab documents, what
+Then DeepSeek-V3's MTP layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) learns to
+guess the token after next: at position ``i`` it reads token ``i + 1`` and the main model's hidden
+state at ``i`` and is scored on token ``i + 2`` (the depth-1 MTP loss of DeepSeek-V3's report).
+DeepSeek-V3 trains the two jointly, adding the MTP loss with a weight (0.3, then 0.1); pdlab
+trains the MTP after the main model, which stays frozen, its embedding and head (shared with the
+MTP) included. That keeps the main model's tensors, and so every output pdlab documents, what
 they were before the MTP came (a joint loss would move them). With the main model frozen a
 loss weight would only rescale the MTP's gradients (AdamW is nearly blind to that, the
 clipping aside), so there is none. The MTP phase draws from the same generator after the
-main phase, and :func:`pdlab.model.mtp.acceptance_rates` measures the result on the corpus.
-``main_from`` takes the main model from a checkpoint instead (the shipped one's main model
-was made on another machine, whose float rounding this one does not repeat exactly: its
-MTP layer was trained on those tensors, so they ship unchanged).
+main phase, and :func:`pdlab.engine.model_executor.models.deepseek_mtp.acceptance_rates` measures
+the result on the corpus. ``main_from`` takes the main model from a checkpoint instead (the
+shipped one's main model was made on another machine, whose float rounding this one does not
+repeat exactly: its MTP layer was trained on those tensors, so they ship unchanged).
 
 vLLM has no counterpart (it serves checkpoints and never trains one); the result is saved in
 the format a DeepSeek checkpoint uses (safetensors, DeepSeek parameter names) and loaded by
-the same loader (:mod:`pdlab.model.weights`).
+the same loader (:mod:`pdlab.engine.model_executor.model_loader`).
 """
 
 from __future__ import annotations
@@ -41,11 +41,11 @@ from pathlib import Path
 import torch
 from torch.func import vmap
 
-from pdlab.config import ModelConfig
-from pdlab.model.deepseek import DeepseekV2ForCausalLM
-from pdlab.model.mtp import acceptance_rates
-from pdlab.model.weights import checkpoint_metadata, read_checkpoint
-from pdlab.tokenizer import ByteTokenizer
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.model_loader import checkpoint_metadata, read_checkpoint
+from pdlab.engine.model_executor.models.deepseek_mtp import acceptance_rates
+from pdlab.engine.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM
+from pdlab.engine.tokenizer import ByteTokenizer
 from pdlab.tools import corpus
 from pdlab.tools.train_config import TrainConfig
 

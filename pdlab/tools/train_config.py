@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pdlab.config.utils import _check_int, _check_positive_float, _fail
+from pdlab.engine.config.utils import _check_int, _check_positive_float, _fail
 from pdlab.errors import Phrase
 
 

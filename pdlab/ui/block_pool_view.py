@@ -11,12 +11,12 @@ from typing import Any
 import ipywidgets as widgets
 
 from pdlab.catalog import labels
-from pdlab.config import CacheConfig, SchedulerConfig
+from pdlab.engine.config import CacheConfig, SchedulerConfig
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
+from pdlab.engine.tokenizer import printable
 from pdlab.errors import error_text
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
-from pdlab.sched.scheduler import Scheduler
-from pdlab.tokenizer import printable
+from pdlab.engine.worker.fake_runner import FakeModelRunner
 from pdlab.ui.fmt import esc, html_table
 from pdlab.ui.trace_views import event_details
 

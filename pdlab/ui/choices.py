@@ -1,5 +1,5 @@
 """The words for two choices the engine reports as facts: which MLA backend's routing a run
-followed and why (the platform's :class:`~pdlab.platforms.BackendChoice`, which a trace
+followed and why (the platform's :class:`~pdlab.engine.platforms.BackendChoice`, which a trace
 keeps in ``meta["routing"][instance]["choice"]``), and which implementation runs the kernels
 (:func:`pdlab.kernels.backend.in_force`). The platform and the kernels hand out values and
 codes; the tour, the console views, the doctor and the notebooks print these lines, in
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pdlab.catalog import text
-from pdlab.config.attention import MLA_BACKENDS
-from pdlab.platforms import GPUS, BackendChoice, Chosen
+from pdlab.engine.config.attention import MLA_BACKENDS
+from pdlab.engine.platforms import GPUS, BackendChoice, Chosen
 
 
 def choice_reason(choice: BackendChoice | Mapping[str, Any], lang: str = "en") -> str:

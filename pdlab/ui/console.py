@@ -12,8 +12,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import TEXT, text
-from pdlab.tokenizer import printable
-from pdlab.trace import Tracer
+from pdlab.engine.tokenizer import printable
+from pdlab.engine.trace import Tracer
 from pdlab.ui.choices import routing_reason
 from pdlab.ui.fmt import FitTable
 

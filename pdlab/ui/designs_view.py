@@ -17,10 +17,10 @@ from typing import Any
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, transfer_bytes
-from pdlab.engine import LLMEngine, one_thread
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.llm_engine import LLMEngine, one_thread
+from pdlab.engine.request import SamplingParams
 from pdlab.sim.designs import design_point, price_first_token
 from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
 from pdlab.ui import fmt

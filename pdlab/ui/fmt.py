@@ -17,7 +17,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from pdlab.tokenizer import printable
+from pdlab.engine.tokenizer import printable
 from pdlab.ui.layout import FitTable  # noqa: F401 - re-exported: every view imports it here
 
 # ---- numbers -----------------------------------------------------------------------------
@@ -62,7 +62,8 @@ def tokens(n: int) -> str:
 
 def token_char(i: int) -> str:
     """A byte-tokenizer id as a printable character: ``␣`` for a space, otherwise as
-    :func:`pdlab.tokenizer.printable` shows it (a byte that is no character alone, ``\\xNN``)."""
+    :func:`pdlab.engine.tokenizer.printable` shows it (a byte that is no character alone,
+    ``\\xNN``)."""
     return "␣" if i == 32 else printable([i], quote=False)
 
 
@@ -105,7 +106,7 @@ def html_table(headers: list[str], rows: list[list[Any]], raw: bool = False) -> 
 class SourceExcerpt:
     """Lines of a function's real source, with where they live."""
 
-    path: str  # the module as imported, e.g. pdlab/sched/scheduler.py
+    path: str  # the module as imported, e.g. pdlab/engine/core/sched/scheduler.py
     qualname: str
     first_line: int  # line number of the first line shown
     text: str  # dedented

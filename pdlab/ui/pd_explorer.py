@@ -17,10 +17,10 @@ from typing import Any
 import ipywidgets as widgets
 
 from pdlab.catalog import labels, text
-from pdlab.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
 from pdlab.demo import Demo, run_demo
+from pdlab.engine.config import MLA_BACKENDS, PRESETS, AttentionConfig, ModelConfig
+from pdlab.engine.tokenizer import printable
 from pdlab.sim.kernel_costs import Cost, decode_path_cost, prefill_path_cost
-from pdlab.tokenizer import printable
 from pdlab.ui.fmt import esc, flops, html_table, nbytes, widget_error_html
 from pdlab.ui.trace_views import trace_panels
 

@@ -1,7 +1,7 @@
 """Matplotlib views of a trace: the block table, ``num_computed_tokens`` per step, and the
 cost of D's one-token step through either MLA path against context length.
 
-Every figure is drawn from a :class:`pdlab.trace.Tracer` (or from the cost model), never
+Every figure is drawn from a :class:`pdlab.engine.trace.Tracer` (or from the cost model), never
 from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
 ``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
 (:mod:`pdlab.catalog`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from pdlab.catalog import check_lang, text
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.trace import Tracer
 from pdlab.errors import PdlabLookupError, Phrase
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
-from pdlab.trace import Tracer
 
 # Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what
 # macOS and Windows ship.

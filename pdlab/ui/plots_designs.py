@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from pdlab.catalog import text
-from pdlab.trace import Tracer
+from pdlab.engine.trace import Tracer
 from pdlab.ui.plots import lang_fonts
 
 COLORS = {

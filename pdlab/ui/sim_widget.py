@@ -11,8 +11,8 @@ import ipywidgets as widgets
 from matplotlib.figure import Figure
 
 from pdlab.catalog import text
-from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
+from pdlab.engine.config import ModelConfig
 from pdlab.sim.profiles import GPUS, device_profile
 from pdlab.sim.report import summarize
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate

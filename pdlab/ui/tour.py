@@ -32,7 +32,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.config import (
+from pdlab.engine.config import (
     CacheConfig,
     ModelConfig,
     SchedulerConfig,
@@ -137,7 +137,7 @@ def _tour(args: argparse.Namespace, cfg: ModelConfig, c: Console) -> int:
 
 
 def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any) -> int:
-    from pdlab.tokenizer import encode
+    from pdlab.engine.tokenizer import encode
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
     from pdlab.ui.tour_kv import say
@@ -240,8 +240,8 @@ def run_trace(
     ``routing`` configurations the arguments ask for); print the step table, save the
     trace."""
     from pdlab.disagg.pair import PDPair
-    from pdlab.engine import LLMEngine, one_thread
-    from pdlab.request import SamplingParams
+    from pdlab.engine.llm_engine import LLMEngine, one_thread
+    from pdlab.engine.request import SamplingParams
     from pdlab.ui.console import generation_line, step_table, weights_line
 
     c = console or make_console()

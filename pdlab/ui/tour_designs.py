@@ -17,8 +17,8 @@ from typing import Any
 
 from rich.console import Console
 
-from pdlab.config import CacheConfig, ModelConfig
 from pdlab.demo import Demo
+from pdlab.engine.config import CacheConfig, ModelConfig
 from pdlab.sim.background import BackgroundGrids
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import run_grid

@@ -226,8 +226,8 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
             verdict=say(lang, "same" if d_tok == p_tok else "different"),
         )
     )
-    from pdlab.kv_cache.manager import KVCacheManager
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.core.kv_cache_manager import KVCacheManager
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     fn = Scheduler._update_waiting_for_remote_kv
     ex = source_excerpt(

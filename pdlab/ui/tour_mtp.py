@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.demo import Demo
-from pdlab.trace import Tracer
+from pdlab.engine.trace import Tracer
 from pdlab.ui.tour_kv import say
 
 
@@ -34,11 +34,11 @@ def _first(trace: Tracer, kind: str, rid: str) -> dict | None:
 
 def mtp_section(c: Console, demo: Demo, lang: str) -> None:
     """Print the five stops for ``demo`` (a run with ``num_speculative_tokens > 0``)."""
-    from pdlab.config.attention import MLABackendProfile
-    from pdlab.model.batch import pcp_rank_chunks
-    from pdlab.sched.scheduler import Scheduler
-    from pdlab.spec_decode.mtp import MTPProposer
-    from pdlab.spec_decode.rejection_sampler import gather_draft_sampled
+    from pdlab.engine.config.attention import MLABackendProfile
+    from pdlab.engine.core.sched.scheduler import Scheduler
+    from pdlab.engine.worker.gpu.batch import pcp_rank_chunks
+    from pdlab.engine.worker.gpu.spec_decode.mtp import MTPProposer
+    from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import gather_draft_sampled
     from pdlab.ui.fmt import source_excerpt, source_rich
 
     t, rid, k = demo.trace, demo.request_id, demo.num_speculative_tokens

@@ -22,7 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.config import AttentionConfig, ModelConfig
+from pdlab.engine.config import AttentionConfig, ModelConfig
+from pdlab.engine.tokenizer import printable
+from pdlab.engine.trace import Tracer
 from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     decode_path_cost,
@@ -30,8 +32,6 @@ from pdlab.sim.kernel_costs import (
     prefill_path_cost,
     traced_cost,
 )
-from pdlab.tokenizer import printable
-from pdlab.trace import Tracer
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
 from pdlab.ui.tour_kv import say
@@ -123,7 +123,7 @@ def pcp_layout(rows: list[tuple[str, int, bool]], size: int) -> list[str]:
     """Each PCP rank's part of a batch, one string per rank (``row[start:end]``, ``*`` on a
     row still prefilling), for ``rows`` of ``(name, query_len, is_prefilling)``: the
     layout ``pcp_rank_chunks`` computes, as the tour and notebooks 05/06 show it."""
-    from pdlab.model.batch import pcp_rank_chunks
+    from pdlab.engine.worker.gpu.batch import pcp_rank_chunks
 
     chunks = pcp_rank_chunks([q for _, q, _ in rows], [pf for _, _, pf in rows], size)
     return [
@@ -143,7 +143,7 @@ def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
 
 def chapter4(c: Console, demo: Demo, lang: str) -> None:
     from pdlab.demo import VARIANTS
-    from pdlab.model.batch import gather_batch_req_state
+    from pdlab.engine.worker.gpu.batch import gather_batch_req_state
     from pdlab.ui.fmt import source_excerpt, source_rich
 
     rid = demo.request_id

@@ -5,7 +5,7 @@ decided by ``num_computed_tokens < num_prompt_tokens``". Which code said so depe
 release and the setting. :data:`RULES` holds, for each, the argument that decides D's
 one-token row in that release's MLA split and the source line it was read from; nothing
 here restates a result: :func:`then_and_now` runs each rule through pdlab's
-:func:`~pdlab.attention.metadata.split_query_lens` (upstream's rule, to which vLLM 0.11.1's
+:func:`~pdlab.engine.attention.backend.split_query_lens` (upstream's rule, to which vLLM 0.11.1's
 split is the case ``treat_short_extends_as_decodes=True``: it had no ``is_prefilling``)
 for D's row. The words are in :mod:`pdlab.catalog` (``tn_*``).
 
@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.markup import escape
 
-from pdlab.attention.metadata import split_query_lens
-from pdlab.config import AttentionConfig, ParallelConfig
-from pdlab.config.vllm import adjust_dcp_kv_cache_interleave_size
+from pdlab.engine.attention.backend import split_query_lens
+from pdlab.engine.config import AttentionConfig, ParallelConfig
+from pdlab.engine.config.vllm import adjust_dcp_kv_cache_interleave_size
 from pdlab.ui.tour_kv import say
 
 ASCEND_NOV_2025 = "bc67696a02"
@@ -146,7 +146,8 @@ def then_and_now(
     """D's first row (one token over ``N - 1`` cached, padded to ``1 + K`` under MTP) run
     through each rule of :data:`RULES` with pdlab's split. vLLM rows use the backend
     profile of ``attention_config`` (its threshold after DCP, the NIXL interleave and MTP,
-    as :meth:`~pdlab.config.MLABackendProfile.effective_threshold` computes it); vllm-ascend's
+    as :meth:`~pdlab.engine.config.MLABackendProfile.effective_threshold` computes it);
+    vllm-ascend's
     MLA builder starts at 1 and adds the speculative tokens (``mla_v1.py:264-267``)."""
     profile = (attention_config or AttentionConfig()).profile
     nct = num_prompt_tokens - 1

@@ -11,8 +11,8 @@ from typing import Any
 import ipywidgets as widgets
 
 from pdlab.catalog import labels, text
+from pdlab.engine.trace import Tracer
 from pdlab.errors import PdlabValueError
-from pdlab.trace import Tracer
 from pdlab.ui.fmt import esc, html_table
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from pdlab.catalog import TEXT
-from pdlab.config import MLA_BACKENDS, ModelConfig
+from pdlab.engine.config import MLA_BACKENDS, ModelConfig
 from pdlab.sim.kernel_costs import (
     absorb_crossover_query_len,
     absorb_flops_per_key,
@@ -146,7 +146,7 @@ def test_fp8_cache_backend_and_bytes():
     # Tour ch. 4, notebooks 03 and 05/06: "FLASH_ATTN_MLA refuses an fp8 cache, and vLLM then
     # picks FLASHMLA: 128, uniform"; an fp8 row is 576 bytes, half a bf16 one.
     from pdlab.disagg.designs import transfer_bytes
-    from pdlab.platforms import select_mla_backend
+    from pdlab.engine.platforms import select_mla_backend
 
     for gpu in ("h100", "h200", "h800"):
         assert select_mla_backend(gpu).backend == "flash_attn_mla"

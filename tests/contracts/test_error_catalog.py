@@ -10,6 +10,7 @@ import ast
 import pickle
 import re
 import string
+from importlib import import_module
 from pathlib import Path
 
 import pytest
@@ -82,16 +83,12 @@ def test_an_exception_keeps_its_class_and_its_english():
 @pytest.mark.parametrize(
     "call",
     [
-        lambda: __import__("pdlab.request").request.SamplingParams(temperature=-1),
-        lambda: __import__("pdlab.config").config.CacheConfig(block_size=0),
-        lambda: (
-            __import__("pdlab.kv_cache.block_pool")
-            .kv_cache.block_pool.BlockPool(2)
-            .get_new_blocks(5)
-        ),
-        lambda: __import__("pdlab.kv_transfer.base").kv_transfer.base.validate_kv_transfer_params(
-            {"do_remote_prefill": True, "do_remote_decode": True}
-        ),
+        lambda: import_module("pdlab.engine.request").SamplingParams(temperature=-1),
+        lambda: import_module("pdlab.engine.config").CacheConfig(block_size=0),
+        lambda: import_module("pdlab.engine.core.block_pool").BlockPool(2).get_new_blocks(5),
+        lambda: import_module(
+            "pdlab.engine.distributed.kv_transfer.base"
+        ).validate_kv_transfer_params({"do_remote_prefill": True, "do_remote_decode": True}),
     ],
 )
 def test_a_message_read_back_from_text_is_the_exception_it_was(call):

@@ -123,13 +123,13 @@ def test_wheel_ships_the_notebooks_and_the_sdist_its_tests(built) -> None:
     assert {f"pdlab/notebooks/{n}" for n in notebooks} <= names
     assert "pdlab/kernels/__init__.py" in names and "pdlab/__main__.py" in names
     assert "pdlab/notebooks/src/pd_decode_side.py" in names  # 05/06's bilingual source
-    assert "pdlab/model/tiny-trained.safetensors" in names  # the default weights
+    assert "pdlab/engine/model_executor/tiny-trained.safetensors" in names  # the default weights
     assert not any(n.startswith(("kernels/", "notebooks/", "tests/")) for n in names)
 
     with tarfile.open(sdist) as sdist:
         members = {m.name.split("/", 1)[1] for m in sdist.getmembers() if "/" in m.name}
     tracked = {"LICENSE", "Makefile", "environment.yml", ".ci/run", "pyproject.toml"}
-    tracked.add("pdlab/model/tiny-trained.safetensors")
+    tracked.add("pdlab/engine/model_executor/tiny-trained.safetensors")
     tests = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("*.py")}
     assert tracked | tests | {f"notebooks/{n}" for n in notebooks} <= members
 

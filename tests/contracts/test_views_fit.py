@@ -90,7 +90,7 @@ def demo():
 @pytest.mark.parametrize("lang", ["en", "zh"])
 @pytest.mark.parametrize("width", WIDTHS)
 def test_tour_chapters_read_whole(demo, width, lang) -> None:
-    from pdlab.config import ModelConfig
+    from pdlab.engine.config import ModelConfig
 
     shows = {
         1: lambda c: tour_kv.chapter1(c, demo, lang),
@@ -132,7 +132,7 @@ def test_tour_chapters_read_whole(demo, width, lang) -> None:
 def designs_and_sim():
     from dataclasses import replace
 
-    from pdlab.config import CacheConfig, ModelConfig
+    from pdlab.engine.config import CacheConfig, ModelConfig
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
     from pdlab.sim.simulator import SimConfig
@@ -167,7 +167,7 @@ def test_designs_and_sim_tables_read_whole(designs_and_sim, width, lang) -> None
 @pytest.mark.parametrize("pd", [False, True])
 @pytest.mark.parametrize("width", WIDTHS)
 def test_trace_reads_whole(width, pd, tmp_path) -> None:
-    from pdlab.trace import Tracer
+    from pdlab.engine.trace import Tracer
 
     path = tmp_path / "t.json"
     argv = ["trace", "--prompt", "Why run the last token twice?", "--json", str(path)]
@@ -181,8 +181,8 @@ def test_trace_reads_whole(width, pd, tmp_path) -> None:
 
 @pytest.mark.parametrize("width", WIDTHS)
 def test_pd_reads_whole(width) -> None:
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.engine.request import SamplingParams
 
     pair = PDPair(ModelConfig.tiny(), CacheConfig(block_size=4), SchedulerConfig(), backend="torch")
     prompts = ["Why does the decode instance run the last prompt token again?", "KV, not h."]
@@ -202,8 +202,8 @@ def test_pd_reads_whole(width) -> None:
 def test_a_failed_request_reads_whole_under_the_step_table(width, monkeypatch) -> None:
     import torch
 
-    from pdlab.config import CacheConfig, ModelConfig
-    from pdlab.engine import LLMEngine
+    from pdlab.engine.config import CacheConfig, ModelConfig
+    from pdlab.engine.llm_engine import LLMEngine
 
     real = torch.nn.Embedding.forward
 
@@ -286,7 +286,7 @@ def test_train_lines_read_whole(width, lang, tmp_path, monkeypatch) -> None:
 
     from pdlab.catalog import text
     from pdlab.cli.train import header_lines, step_line, summary_lines
-    from pdlab.tokenizer import printable
+    from pdlab.engine.tokenizer import printable
     from pdlab.tools import corpus
 
     cfg = SimpleNamespace(steps=3000, batch_size=16, seq_len=128, seed=0, mtp_steps=1500)

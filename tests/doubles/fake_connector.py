@@ -4,7 +4,7 @@ It follows NixlConnector's protocol (``vllm/distributed/kv_transfer/kv_connector
 a package in vLLM 0.33.0) but moves no data: a receive or a send simply completes after a set
 number of steps (calls to ``get_finished``), or fails, as configured. The scheduler cannot
 tell the difference, which is the point: it sees only the interface in
-``pdlab/kv_transfer/base.py``.
+``pdlab/engine/distributed/kv_transfer/base.py``.
 """
 
 from __future__ import annotations
@@ -13,14 +13,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdlab.kv_cache.block_pool import KVCacheBlock
-from pdlab.kv_transfer.base import (
+from pdlab.engine.core.block_pool import KVCacheBlock
+from pdlab.engine.core.sched.output import SchedulerOutput
+from pdlab.engine.distributed.kv_transfer.base import (
     KVConnector,
     KVConnectorMetadata,
     remote_prefill_params,
 )
-from pdlab.request import Request, RequestStatus
-from pdlab.sched.output import SchedulerOutput
+from pdlab.engine.request import Request, RequestStatus
 
 
 @dataclass

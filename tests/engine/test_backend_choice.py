@@ -17,10 +17,10 @@ import pytest
 import torch
 
 from pdlab.cli import main
-from pdlab.config import CacheConfig, ModelConfig
-from pdlab.engine import LLMEngine
+from pdlab.engine.config import CacheConfig, ModelConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.trace import Tracer
 from pdlab.kernels import backend
-from pdlab.trace import Tracer
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pdlab.config import (
+from pdlab.engine.config import (
     AttentionConfig,
     CacheConfig,
     ModelConfig,

@@ -9,10 +9,16 @@ import random
 import pytest
 import torch
 
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.config import (
+    AttentionConfig,
+    CacheConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 from pdlab.sim.kernel_costs import kernel_event_cost
 
 CFG = ModelConfig.tiny()

@@ -2,15 +2,15 @@
 builders' threshold, and each step ends as upstream's EngineCore.post_step does (the
 runner's drafts go to Scheduler.update_draft_token_ids). The model runner here is the
 FakeModelRunner behind the engine's call signature (the real runner's drafter is
-pdlab/model/runner.py's), so the test sees the scheduler's side only."""
+pdlab/engine/worker/gpu/model_runner.py's), so the test sees the scheduler's side only."""
 
 import pytest
 
-from pdlab.config import AttentionConfig, ModelConfig, SpeculativeConfig
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner, seeded_drafter
+from pdlab.engine.config import AttentionConfig, ModelConfig, SpeculativeConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.worker.fake_runner import FakeModelRunner, seeded_drafter
 
 CFG = ModelConfig.tiny()
 MODEL = DeepseekV2ForCausalLM(CFG)

@@ -5,10 +5,10 @@ import re
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 
 CFG = ModelConfig.tiny()
 MODEL = DeepseekV2ForCausalLM(CFG)

@@ -29,10 +29,10 @@ from kernel_utils import (
     randn,
 )
 
-from pdlab.attention.builder import build_mla_metadata
-from pdlab.attention.mla import ForwardContext, MLAAttention
 from pdlab.attention.reference import mla_absorbed, mla_naive, naive_attention, split_kv_b_proj
-from pdlab.config import ModelConfig, ParallelConfig
+from pdlab.engine.attention.mla_attention import ForwardContext, MLAAttention
+from pdlab.engine.attention.mla_builder import build_mla_metadata
+from pdlab.engine.config import ModelConfig, ParallelConfig
 from pdlab.kernels import decode_attention, mla_decode, reshape_and_cache_mla
 from pdlab.kernels.backend import triton_interpreting
 

@@ -1,10 +1,10 @@
-"""KVCacheManager (pdlab/kv_cache/manager.py): prefix hits, allocation, freeing."""
+"""KVCacheManager (pdlab/engine/core/kv_cache_manager.py): prefix hits, allocation, freeing."""
 
 import pytest
 
-from pdlab.config import CacheConfig
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.request import Request, SamplingParams
+from pdlab.engine.config import CacheConfig
+from pdlab.engine.core.kv_cache_manager import KVCacheManager
+from pdlab.engine.request import Request, SamplingParams
 
 
 def make(block_size=4, num_blocks=16, caching=True, max_model_len=1024):

@@ -1,12 +1,12 @@
-"""Block hashing and the block pool (pdlab/kv_cache/block_hash.py, block_pool.py)."""
+"""Block hashing and the block pool (pdlab/engine/core/kv_cache_utils.py, block_pool.py)."""
 
 import hashlib
 import struct
 
 import pytest
 
-from pdlab.kv_cache.block_hash import NONE_HASH, hash_block_tokens, hash_request_tokens
-from pdlab.kv_cache.block_pool import BlockPool
+from pdlab.engine.core.block_pool import BlockPool
+from pdlab.engine.core.kv_cache_utils import NONE_HASH, hash_block_tokens, hash_request_tokens
 
 
 def test_hash_chains_parent_and_tokens():

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from pdlab.config import ModelConfig
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.tokenizer import ByteTokenizer
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.tokenizer import ByteTokenizer
 
 
 def test_checkpoint_parameter_names():

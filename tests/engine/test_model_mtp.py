@@ -5,10 +5,10 @@ here from the layer's definition."""
 import pytest
 import torch
 
-from pdlab.config import ModelConfig
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.model.mtp import DeepSeekMTP
-from pdlab.model.weights import read_checkpoint, save_checkpoint
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.model_loader import read_checkpoint, save_checkpoint
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.model_executor.models.deepseek_mtp import DeepSeekMTP
 
 RANDOM_MTP = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
 PLAIN = ModelConfig.tiny(weights="random", num_nextn_predict_layers=0)
@@ -215,7 +215,7 @@ def test_num_nextn_predict_layers_is_validated_and_read_from_a_config_json():
 def test_draft_and_verify_equals_the_oracles_prefix_by_prefix(weights):
     """The batched measurement behind the acceptance rates: every row is what
     ``propose_greedy`` drafts from that prefix and what ``forward_full`` decodes greedily."""
-    from pdlab.model.mtp import draft_and_verify
+    from pdlab.engine.model_executor.models.deepseek_mtp import draft_and_verify
     from pdlab.tools.train import corpus_ids
 
     model = DeepseekV2ForCausalLM(ModelConfig.tiny(weights=weights))

@@ -8,7 +8,8 @@ from dataclasses import asdict
 
 import pytest
 
-from pdlab.config import (
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import (
     MLA_BACKENDS,
     AttentionConfig,
     CacheConfig,
@@ -17,10 +18,9 @@ from pdlab.config import (
     SchedulerConfig,
     resolve_model_runner,
 )
-from pdlab.disagg.pair import PDPair
-from pdlab.model.batch import gather_batch_req_state, sort_batch_req_ids
-from pdlab.platforms import GPUS, Chosen, select_mla_backend
-from pdlab.request import SamplingParams
+from pdlab.engine.platforms import GPUS, Chosen, select_mla_backend
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state, sort_batch_req_ids
 from pdlab.ui.choices import choice_reason, routing_reason
 
 CFG = ModelConfig.tiny()
@@ -197,7 +197,7 @@ def test_threshold_under_speculation_and_decode_context_parallelism():
 
 
 def test_pcp_splits_the_prefilling_rows_and_keeps_the_others_whole():
-    from pdlab.model.batch import pcp_rank_chunks
+    from pdlab.engine.worker.gpu.batch import pcp_rank_chunks
 
     # Two decodes, D's one-token row (prefilling), a 10-token prefill, PCP 2.
     ranks = pcp_rank_chunks([1, 1, 1, 10], [False, False, True, True], 2)
@@ -228,7 +228,7 @@ def test_the_reason_reads_in_either_language(monkeypatch):
             a = AttentionConfig()
         elif how == "none":
             monkeypatch.delenv("PDLAB_GPU")
-            monkeypatch.setattr("pdlab.platforms._local_gpu", lambda: None)
+            monkeypatch.setattr("pdlab.engine.platforms._local_gpu", lambda: None)
             a = AttentionConfig()
         else:
             a = AttentionConfig(gpu=gpu)

@@ -5,8 +5,8 @@ import torch
 import torch.nn.functional as F
 
 from pdlab.attention.reference import causal_mask, mla_absorbed, mla_naive, naive_attention
-from pdlab.attention.rope import apply_rope, rope_cos_sin, rope_inv_freq
-from pdlab.config import ModelConfig
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.rotary_embedding import apply_rope, rope_cos_sin, rope_inv_freq
 
 
 def _sdpa(q, k, v, scale, causal):
@@ -87,7 +87,7 @@ def test_mla_naive_equals_absorbed(cfg, t, s):
 @pytest.mark.parametrize("qlora", [None, 24])
 def test_model_attention_forms_agree_end_to_end(qlora):
     """With and without q_lora_rank, the whole tiny model gives the same logits either way."""
-    from pdlab.model import DeepseekV2ForCausalLM
+    from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 
     model = DeepseekV2ForCausalLM(
         ModelConfig.tiny(q_lora_rank=qlora, weights="random" if qlora else "trained")

@@ -1,8 +1,8 @@
-"""Request, RequestStatus and SamplingParams (pdlab/request.py)."""
+"""Request, RequestStatus and SamplingParams (pdlab/engine/request.py)."""
 
 import pytest
 
-from pdlab.request import Request, RequestStatus, SamplingParams
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
 
 
 def test_sampling_params_defaults_are_greedy():

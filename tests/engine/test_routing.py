@@ -6,19 +6,19 @@ import random
 import pytest
 import torch
 
-from pdlab.attention.builder import (
-    MLAMetadataBuilder,
-    build_mla_metadata,
-    plan_context_chunks,
-)
-from pdlab.attention.metadata import (
+from pdlab.engine.attention.backend import (
     CommonAttentionMetadata,
     batch_region,
     reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
     split_prefill_chunks,
 )
-from pdlab.config import AttentionConfig, ModelConfig, ParallelConfig
+from pdlab.engine.attention.mla_builder import (
+    MLAMetadataBuilder,
+    build_mla_metadata,
+    plan_context_chunks,
+)
+from pdlab.engine.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.sim import kernel_costs as cost
 
 
@@ -269,7 +269,7 @@ def test_an_unpadded_one_token_row_is_a_prefill_under_a_uniform_builder(k):
 
 
 def test_dcp_on_a_pd_instance_interleaves_by_block_and_drops_flash_attn_mlas_threshold():
-    from pdlab.config import adjust_dcp_kv_cache_interleave_size as adjust
+    from pdlab.engine.config import adjust_dcp_kv_cache_interleave_size as adjust
 
     dcp = ParallelConfig(decode_context_parallel_size=2)
     # With a connector and DCP > 1 the interleave becomes the block size; otherwise kept.
@@ -295,8 +295,8 @@ def test_dcp_on_a_pd_instance_interleaves_by_block_and_drops_flash_attn_mlas_thr
 
 
 def test_a_pd_engine_under_dcp_runs_the_adjusted_threshold():
-    from pdlab.config import CacheConfig
     from pdlab.disagg.pair import PDPair
+    from pdlab.engine.config import CacheConfig
 
     pair = PDPair(
         ModelConfig.tiny(),

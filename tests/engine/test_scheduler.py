@@ -1,10 +1,11 @@
-"""Scheduler without P/D (pdlab/sched/scheduler.py): budget, chunking, preemption, stops."""
+"""Scheduler without P/D (pdlab/engine/core/sched/scheduler.py): budget, chunking,
+preemption, stops."""
 
 import pytest
 from conftest import all_free, make_scheduler, req, step
 
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.output import ModelRunnerOutput
+from pdlab.engine.core.sched.output import ModelRunnerOutput
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
 
 
 def make(**kw):
@@ -302,8 +303,8 @@ def test_a_refused_row_is_finished_with_an_error_and_frees_its_blocks(bad):
 
 @pytest.mark.parametrize("token", [10**9, -1])
 def test_a_sampled_id_outside_the_vocabulary_is_refused_where_it_appears(token):
-    from pdlab.config import CacheConfig, SchedulerConfig
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.config import CacheConfig, SchedulerConfig
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     sched = Scheduler(
         SchedulerConfig(), CacheConfig(block_size=4, num_blocks=16), 64, vocab_size=100

@@ -12,7 +12,7 @@ import pytest
 from conftest import all_free, events_of, free_queue_ids, make_scheduler, req, step
 from doubles.fake_connector import FakeKVConnector
 
-from pdlab.request import Request, RequestStatus, SamplingParams
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
 
 BS = 16  # vLLM's unit tests use 16-token blocks
 NUM_BLOCKS = 40
@@ -302,7 +302,7 @@ def test_prefix_cache_stats_count_resumed_lookups_apart():
 def test_removing_the_minus_one_names_the_real_cause(monkeypatch):
     # What the learner sees if the "- 1" after a receive is taken out: a clear error about
     # the resumed request, not about the connector.
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     def no_minus_one(self, request):
         rid = request.request_id
@@ -321,8 +321,8 @@ def test_removing_the_minus_one_names_the_real_cause(monkeypatch):
 
 
 def test_kv_transfer_config_and_admission_switch_are_validated():
-    from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.config import CacheConfig, KVTransferConfig, SchedulerConfig
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     with pytest.raises(ValueError, match=r"kv_load_failure_policy='retry' is invalid: expected"):
         KVTransferConfig(kv_load_failure_policy="retry")

@@ -4,10 +4,10 @@ import pytest
 from conftest import all_free, events_of, make_scheduler, step
 from doubles.fake_connector import FakeKVConnector
 
-from pdlab.config import CacheConfig, SchedulerConfig
-from pdlab.kv_transfer.base import validate_kv_transfer_params
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.config import CacheConfig, SchedulerConfig
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.distributed.kv_transfer.base import validate_kv_transfer_params
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
 
 B = 4
 
@@ -358,9 +358,9 @@ def test_connector_type_is_checked():
 def test_pd_pair_whose_p_token_is_a_stop_token_still_hands_off():
     """End to end on the tiny model: P's one token is a stop token; D still reads P's blocks
     (no recompute of the prompt), samples that token itself and stops, as colocated."""
-    from pdlab.config import ModelConfig
     from pdlab.disagg.pair import PDPair
-    from pdlab.engine import LLMEngine
+    from pdlab.engine.config import ModelConfig
+    from pdlab.engine.llm_engine import LLMEngine
 
     cfg, cache = ModelConfig.tiny(), CacheConfig(block_size=B, num_blocks=32)
     prompt = [(5 * i + 3) % 256 for i in range(2 * B + 3)]

@@ -1,4 +1,4 @@
-"""Speculative decoding in the scheduler (pdlab/sched/scheduler.py, after vLLM 0.33.0's
+"""Speculative decoding in the scheduler (pdlab/engine/core/sched/scheduler.py, after vLLM 0.33.0's
 scheduler.py): draft tokens scheduled and rolled back, the -1 placeholders that pad a newly
 admitted one-token row to 1 + K (and the conditions under which they do not), blocks, stops
 inside an accepted run, preemption, and D's first step through PDConnector. The fake runner
@@ -9,15 +9,15 @@ import pytest
 import torch
 from conftest import all_free, events_of, make_scheduler, req, step
 
-from pdlab.config import CacheConfig, SchedulerConfig, SpeculativeConfig
-from pdlab.kv_transfer.pd_connector import PDConnector
-from pdlab.kv_transfer.transport import InProcessTransport
-from pdlab.math_utils import cdiv
-from pdlab.model.batch import gather_batch_req_state
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner, seeded_drafter
-from pdlab.sched.output import DraftTokenIds
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.config import CacheConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.engine.core.sched.output import DraftTokenIds
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
+from pdlab.engine.math_utils import cdiv
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state
+from pdlab.engine.worker.fake_runner import FakeModelRunner, seeded_drafter
 
 B = 4
 
@@ -318,7 +318,7 @@ def test_malformed_draft_token_ids_are_one_line_naming_the_field(req_ids, drafts
     with pytest.raises(ValueError, match=rf"^{name}=.* is invalid: expected ") as e:
         DraftTokenIds(req_ids, drafts)
     assert "\n" not in str(e.value)
-    from pdlab.sched.output import ModelRunnerOutput
+    from pdlab.engine.core.sched.output import ModelRunnerOutput
 
     with pytest.raises(ValueError, match="is invalid: expected"):
         ModelRunnerOutput(req_ids, drafts)
@@ -345,7 +345,7 @@ def test_sampled_lists_longer_than_the_drafts_allow_are_refused():
     step(sched, runner)
     sched.update_draft_token_ids(DraftTokenIds(["r"], [[1]]))
     so = sched.schedule()
-    from pdlab.sched.output import ModelRunnerOutput
+    from pdlab.engine.core.sched.output import ModelRunnerOutput
 
     r = sched.get_request("r")
     assert r.num_computed_tokens > r.num_tokens  # schedule() counted the draft computed

@@ -24,17 +24,17 @@ from hypothesis.stateful import (
     rule,
 )
 
-from pdlab.config import (
+from pdlab.engine.config import (
     KV_LOAD_FAILURE_POLICIES,
     CacheConfig,
     KVTransferConfig,
     SchedulerConfig,
     SpeculativeConfig,
 )
-from pdlab.kv_cache.manager import cdiv
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.fake_runner import FakeModelRunner
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.core.kv_cache_manager import cdiv
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
+from pdlab.engine.worker.fake_runner import FakeModelRunner
 
 MAX_MODEL_LEN = 40
 STOP = 3

@@ -10,12 +10,15 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from pdlab.config import AttentionConfig, CacheConfig, ModelConfig, SchedulerConfig
-from pdlab.model.deepseek import DeepseekV2ForCausalLM
-from pdlab.model.runner import ModelRunner
-from pdlab.request import SamplingParams
-from pdlab.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
-from pdlab.spec_decode.rejection_sampler import gather_draft_sampled, rejection_sample_greedy
+from pdlab.engine.config import AttentionConfig, CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.core.sched.output import CachedRequestData, NewRequestData, SchedulerOutput
+from pdlab.engine.model_executor.models.deepseek_v2 import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.worker.gpu.model_runner import ModelRunner
+from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import (
+    gather_draft_sampled,
+    rejection_sample_greedy,
+)
 
 BS = 4
 
@@ -177,7 +180,7 @@ def test_ds_first_step_is_padded_with_placeholders_and_feeds_the_drafter(k, n):
 
 
 def test_route_and_verify_events_of_ds_first_step():
-    from pdlab.trace import Tracer
+    from pdlab.engine.trace import Tracer
 
     model, t = _model(), Tracer()
     prompt = list(b"hello there, world")

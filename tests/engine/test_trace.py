@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine, one_thread
-from pdlab.events import EVENT_TYPES, TraceEvent, make_event
-from pdlab.kv_transfer.dist import DistTransport
-from pdlab.kv_transfer.transport import InProcessTransport, KVTransport
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.distributed.kv_transfer.dist import DistTransport
+from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport, KVTransport
+from pdlab.engine.events import EVENT_TYPES, TraceEvent, make_event
+from pdlab.engine.llm_engine import LLMEngine, one_thread
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -212,7 +212,7 @@ def test_kernel_progress_labels_in_chinese() -> None:
 
 def test_train_lang_zh(tmp_path, capsys, monkeypatch) -> None:
     """Four corpus lines keep it short: what it prints is read from the checkpoint it wrote."""
-    from pdlab.model.weights import checkpoint_metadata
+    from pdlab.engine.model_executor.model_loader import checkpoint_metadata
     from pdlab.tools import corpus
 
     lines = corpus.entries()[:2] + corpus.entries()[-2:]

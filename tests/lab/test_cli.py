@@ -237,7 +237,7 @@ def test_pd_roles_with_different_block_sizes_stop_at_the_handshake():
     [("1000000", "expected at most max_position_embeddings=163840"), ("163840", "GiB")],
 )
 def test_bench_paths_context_beyond_the_model_or_memory_is_one_line(context, needle, capsys):
-    import pdlab.input_processor as ip
+    import pdlab.engine.input_processor as ip
 
     # 1 GiB free, whatever this machine has: the check, not the machine, is under test
     with pytest.MonkeyPatch.context() as mp:
@@ -255,7 +255,8 @@ def test_version_and_help_do_not_import_torch():
         "import sys\n"
         "from pdlab.cli import build_parser\n"
         "build_parser()\n"
-        "print(sorted(m for m in ('torch', 'pdlab.engine', 'pdlab.kernels') if m in sys.modules))\n"
+        "print(sorted(m for m in ('torch', 'pdlab.engine.llm_engine', 'pdlab.kernels')"
+        " if m in sys.modules))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -8,12 +8,12 @@ import random
 import pytest
 from conftest import pair_all_free
 
-from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.designs import MODES, check_first_token_mode, transfer_bytes
 from pdlab.disagg.pair import PDPair
-from pdlab.kv_transfer.pd_connector import PDConnector
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 from pdlab.sim.costs import first_token_forward_cost, lm_head_cost
 from pdlab.sim.designs import price_first_token
 from pdlab.sim.profiles import device_profile

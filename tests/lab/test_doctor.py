@@ -143,7 +143,7 @@ def test_doctor_in_chinese_every_line_it_can_print(monkeypatch, capsys):
     monkeypatch.setattr(backend, "_default", None)  # read the variable again
     seen += [c for c in doctor.run_checks("zh") if c.name == "backend"]
     monkeypatch.undo()
-    from pdlab.model import DeepseekV2ForCausalLM
+    from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 
     def broken(self, ids):
         raise RuntimeError("boom")

@@ -7,7 +7,7 @@ option of every ``pdlab`` subcommand (read off the parser itself) gets a set of 
 unknown option and a missing argument, and a list of inputs that pass argparse and fail
 later (an empty prompt, a folder where a file goes, a role without a port, ...); all run
 in-process through :func:`pdlab.cli.main`. Every field of every config dataclass
-(``pdlab/config/``, ``SimConfig``) gets bad values, and the engine's entry points get bad
+(``pdlab/engine/config/``, ``SimConfig``) gets bad values, and the engine's entry points get bad
 requests. Each Chinese line must pass the glossary's rule
 (``tests/contracts/test_glossary.py``), keep the English message's options, quoted values
 and ``name=value`` pairs as they were, fit 80 columns, and come from a pattern (not the
@@ -245,7 +245,7 @@ BAD_FIELD_VALUES = (-1, 0, "bogus", None, 1.5, True, math.nan, math.inf, 10**9, 
 def config_messages() -> dict[str, tuple[str, Exception]]:
     """What every field of every config says to every bad value: message -> (where, the
     exception)."""
-    from pdlab import config
+    from pdlab.engine import config
     from pdlab.sim.simulator import SimConfig
     from pdlab.tools.train_config import TrainConfig
 
@@ -273,12 +273,12 @@ def engine_messages() -> dict[str, tuple[str, Exception]]:
     import torch
 
     from kernels import checks
-    from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
-    from pdlab.engine import LLMEngine
-    from pdlab.kv_cache.block_pool import BlockPool
-    from pdlab.kv_transfer.base import validate_kv_transfer_params
-    from pdlab.platforms import check_gpu, select_mla_backend
-    from pdlab.request import SamplingParams
+    from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+    from pdlab.engine.core.block_pool import BlockPool
+    from pdlab.engine.distributed.kv_transfer.base import validate_kv_transfer_params
+    from pdlab.engine.llm_engine import LLMEngine
+    from pdlab.engine.platforms import check_gpu, select_mla_backend
+    from pdlab.engine.request import SamplingParams
 
     engine = LLMEngine(ModelConfig.tiny(), CacheConfig(num_blocks=8), SchedulerConfig())
     pool = BlockPool(4, enable_caching=True)
@@ -402,7 +402,7 @@ def test_widgets_show_a_bad_setting_in_chinese():
 
 @pytest.mark.parametrize("command", [["trace", "--prompt", "hi"], ["pd"]])
 def test_the_cpu_platform_is_named_in_chinese(command, capsys):
-    """``CPU (no GPU)`` (pdlab/platforms.py GPUS) is the view's Chinese label under zh,
+    """``CPU (no GPU)`` (pdlab/engine/platforms.py GPUS) is the view's Chinese label under zh,
     named (``--gpu cpu``) or from ``PDLAB_GPU`` (tests/conftest.py sets it to cpu)."""
     from pdlab.catalog import text
 

@@ -93,12 +93,12 @@ def test_a_function_from_a_module_is_graded_in_the_sandbox_and_a_notebook_one_he
 
 
 GAMES = {  # a file that hands the question back to the engine it is compared with
-    "delegates": "from pdlab.sched.scheduler import Scheduler\n\n\n"
+    "delegates": "from pdlab.engine.core.sched.scheduler import Scheduler\n\n\n"
     "def _pad_spec_decode(self, *a):\n    return Scheduler._pad_spec_decode(self, *a)\n",
     "imports_the_solution": "from pdlab.exercises.solutions.ex14_spec_pad import "
     "_pad_spec_decode as theirs\n\n\ndef _pad_spec_decode(self, *a):\n"
     "    return theirs(self, *a)\n",
-    "patches_the_engine": "import pdlab.sched.scheduler as s\n\n\n"
+    "patches_the_engine": "import pdlab.engine.core.sched.scheduler as s\n\n\n"
     "def _pad_spec_decode(self, n, *a):\n    return n\n\n\n"
     "s.Scheduler._pad_spec_decode = _pad_spec_decode\n",
     "patches_the_grader": "import pdlab.exercises.base as b\n\nb._same = lambda x, y: True\n\n\n"

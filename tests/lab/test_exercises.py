@@ -10,13 +10,13 @@ import textwrap
 
 import pytest
 
-import pdlab.attention.builder as builder_module
+import pdlab.engine.attention.mla_builder as builder_module
+import pdlab.engine.worker.gpu.model_runner as runner_module
 import pdlab.exercises as ex
 import pdlab.kernels as kernels_module
-import pdlab.model.runner as runner_module
-from pdlab.attention.metadata import CommonAttentionMetadata
-from pdlab.attention.mla import MLAAttention
 from pdlab.cli import main
+from pdlab.engine.attention.backend import CommonAttentionMetadata
+from pdlab.engine.attention.mla_attention import MLAAttention
 from pdlab.exercises import ex08_decode_kernel, progress
 from pdlab.exercises.solutions.ex08_decode_torch import paged_decode
 from pdlab.kernels.backend import triton_installed
@@ -77,7 +77,7 @@ WRONG = {
     2: (
         "no_cap",
         """
-        from pdlab.kv_cache.block_hash import hash_block_tokens
+        from pdlab.engine.core.kv_cache_utils import hash_block_tokens
 
         def get_computed_blocks(self, request):
             bs, toks, blocks, parent = self.block_size, request.all_token_ids, [], None
@@ -610,11 +610,11 @@ def test_damaged_progress_file_is_set_aside(tmp_path):
 
 def test_the_preemption_cases_do_preempt():
     """The cases named for preemption (exercises 1 and 2) run an engine that preempts."""
+    from pdlab.engine.request import SamplingParams
+    from pdlab.engine.trace import Tracer
     from pdlab.exercises import engine_runs as er
     from pdlab.exercises.base import Grader
     from pdlab.exercises.ex02_computed_blocks import _engine_run
-    from pdlab.request import SamplingParams
-    from pdlab.trace import Tracer
 
     tracer = Tracer()
     engine = er.colocated(tracer=tracer, cache={"num_blocks": 10})

@@ -5,14 +5,14 @@ held. Time is driven through the connector's clock, never slept."""
 import pytest
 from conftest import pair_all_free
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 
 try:  # added by the scheduler's kv_load_failure_policy work; until it lands D recomputes
-    from pdlab.config import KVTransferConfig
+    from pdlab.engine.config import KVTransferConfig
 except ImportError:  # pragma: no cover - depends on the merge order
     KVTransferConfig = None
 

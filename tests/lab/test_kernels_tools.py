@@ -77,7 +77,7 @@ def test_kernels_import_and_run_without_triton():
 def test_bench_paths_reports_each_path_beside_this_machines_floor():
     """The floor is max(FLOPs / matmul rate, bytes / copy rate), both rates measured in the
     same run; the cost model gives FLOPs and bytes."""
-    from pdlab.config import ModelConfig
+    from pdlab.engine.config import ModelConfig
     from pdlab.sim import kernel_costs as cost
     from pdlab.tools.bench import bench_paths, render_paths_table
 

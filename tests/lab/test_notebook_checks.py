@@ -8,7 +8,7 @@ import pytest
 def _formula_answers():
     """What each notebook's check cell used to assert, from the formulas the notebooks
     teach: N - 1 capped whole blocks, ceil(N / budget) chunks, the crossover's ratio."""
-    from pdlab.config import ModelConfig
+    from pdlab.engine.config import ModelConfig
     from pdlab.sim.kernel_costs import absorb_crossover_query_len
 
     v3 = absorb_crossover_query_len(ModelConfig.deepseek_v3())

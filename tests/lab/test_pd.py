@@ -6,17 +6,17 @@ import time
 import pytest
 from conftest import pair_all_free
 
-from pdlab.config import (
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import (
     CacheConfig,
     KVTransferConfig,
     ModelConfig,
     ParallelConfig,
     SchedulerConfig,
 )
-from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 
 CFG = ModelConfig.tiny()
 MODEL = DeepseekV2ForCausalLM(CFG)
@@ -187,7 +187,7 @@ def test_p_requests_hold_blocks_until_read():
 def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
     """Removing the ``- 1`` (a learner's experiment) must fail with the reason, not with a
     message about the connector."""
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     orig = Scheduler._update_waiting_for_remote_kv
 
@@ -207,7 +207,7 @@ def test_without_the_minus_one_the_error_names_the_real_cause(monkeypatch):
 def test_a_request_d_cannot_hold_is_refused_before_p_computes_it(spec):
     # Issue 42, item 4: D's pool is smaller than P's; the refusal comes from add_request,
     # before P runs, and the requests already queued by generate are taken back.
-    from pdlab.config import SpeculativeConfig
+    from pdlab.engine.config import SpeculativeConfig
 
     pair = PDPair(
         CFG,

@@ -6,10 +6,10 @@ import time
 import psutil
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from pdlab.disagg.launch import run_pd_procs
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 
 CFG = ModelConfig.tiny()
 # 36 tokens (9 blocks of 4), exactly one block, below one block, two blocks plus one

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
-from pdlab.config import ModelConfig
 from pdlab.demo import Demo, run_demo
+from pdlab.engine.config import ModelConfig
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 from pdlab.ui.plots import plot_block_table, plot_num_computed_tokens, plot_path_costs, save_all
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from pdlab.cli import main
-from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
-from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost, shared_weight_bytes
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import summarize

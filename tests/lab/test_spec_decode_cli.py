@@ -6,8 +6,8 @@ import json
 import pytest
 
 from pdlab.cli import main
-from pdlab.config import ModelConfig
-from pdlab.model import DeepseekV2ForCausalLM
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 
 MODEL = DeepseekV2ForCausalLM(ModelConfig.tiny(weights="random", num_nextn_predict_layers=1))
 

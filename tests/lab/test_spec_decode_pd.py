@@ -6,17 +6,17 @@ read from the trace."""
 import pytest
 from conftest import pair_all_free
 
-from pdlab.config import (
+from pdlab.disagg.pair import PDPair
+from pdlab.engine.config import (
     AttentionConfig,
     CacheConfig,
     ModelConfig,
     SchedulerConfig,
     SpeculativeConfig,
 )
-from pdlab.disagg.pair import PDPair
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.request import SamplingParams
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.request import SamplingParams
 
 CFG = ModelConfig.tiny(weights="random", num_nextn_predict_layers=1)
 MODEL = DeepseekV2ForCausalLM(CFG)
@@ -262,7 +262,7 @@ def test_two_processes_with_mtp_equal_greedy():
 
 
 def test_ngram_drafts_are_upstreams_prompt_lookup():
-    from pdlab.spec_decode.ngram import ngram_drafts
+    from pdlab.engine.worker.gpu.spec_decode.ngram import ngram_drafts
 
     #      0  1  2  3  4  5  6  7  8: the suffix [2, 3] last occurred at 1..2, then 4, 9
     toks = [1, 2, 3, 4, 9, 2, 3, 7, 2, 3]

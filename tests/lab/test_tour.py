@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from pdlab.cli import main
-from pdlab.config import ModelConfig
 from pdlab.disagg.designs import MODES
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.trace import Tracer
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
-from pdlab.trace import Tracer
 from pdlab.ui import tour
 from pdlab.ui.fmt import token_char
 from pdlab.ui.tour_route import COST_CONTEXTS
@@ -171,7 +171,7 @@ def test_chapter_4_alone_shows_every_set_up_and_the_fresh_prompt(
     # the rule as pdlab's source has it today (an excerpt, so it cannot drift)
     import inspect
 
-    from pdlab.model import batch
+    from pdlab.engine.worker.gpu import batch
 
     (rule,) = [
         ln.strip()
@@ -291,7 +291,7 @@ def test_json_and_plots_options(capsys, tmp_path) -> None:
 
 
 def test_chapter_7_states_the_answer_with_the_simulations_numbers(capsys, tmp_path) -> None:
-    from pdlab.config import ModelConfig
+    from pdlab.engine.config import ModelConfig
     from pdlab.sim.profiles import device_profile
     from pdlab.sim.report import run_grid
     from pdlab.sim.simulator import SimConfig

@@ -9,8 +9,8 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 
-from pdlab.config import ModelConfig
 from pdlab.demo import run_demo
+from pdlab.engine.config import ModelConfig
 from pdlab.ui import tour_route
 
 

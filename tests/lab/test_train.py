@@ -11,18 +11,18 @@ import pytest
 import torch
 
 from pdlab.cli import main
-from pdlab.config import ModelConfig
-from pdlab.engine import LLMEngine
-from pdlab.model import DeepseekV2ForCausalLM
-from pdlab.model.mtp import acceptance_rates
-from pdlab.model.weights import (
+from pdlab.engine.config import ModelConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.model_executor.model_loader import (
     TRAINED_CHECKPOINT,
     checkpoint_metadata,
     read_checkpoint,
     save_checkpoint,
 )
-from pdlab.request import SamplingParams
-from pdlab.tokenizer import printable
+from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
+from pdlab.engine.model_executor.models.deepseek_mtp import acceptance_rates
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.tokenizer import printable
 from pdlab.tools import corpus
 from pdlab.tools.train import (
     TrainConfig,
@@ -236,7 +236,7 @@ def test_cli_weights_option(capsys):
 def test_bytes_that_are_not_utf8_show_one_way():
     ids = [*"块表".encode(), 0xE7, 0x9A, 10, 3, 256]
     assert printable(ids) == "'块表\\xe7\\x9a\\n\\x03<bos>'"
-    from pdlab.tokenizer import decode
+    from pdlab.engine.tokenizer import decode
     from pdlab.ui.fmt import token_char
 
     assert decode(ids[:8]) == "块表\\xe7\\x9a"  # RequestOutput.text writes them the same way
@@ -257,8 +257,8 @@ def test_train_command_refuses_bad_output_in_one_line(tmp_path, capsys):
 
 @pytest.mark.parametrize("weights", ["trained", "random"])
 def test_pd_equals_colocated_with_either_weights(weights):
-    from pdlab.config import CacheConfig
     from pdlab.disagg.pair import PDPair
+    from pdlab.engine.config import CacheConfig
 
     cfg, cache = ModelConfig.tiny(weights=weights), CacheConfig(block_size=4, num_blocks=64)
     prompt = corpus.DEFAULT_PROMPTS["en"]

@@ -12,11 +12,11 @@ from rich.console import Console
 
 from pdlab.catalog import text
 from pdlab.cli import main
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.demo import Demo, run_demo
 from pdlab.disagg.pair import PDPair
-from pdlab.request import SamplingParams
-from pdlab.trace import Tracer
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.request import SamplingParams
+from pdlab.engine.trace import Tracer
 from pdlab.ui import plots
 from pdlab.ui.console import _STEP_COLUMNS, render_pd_result
 from pdlab.ui.pd_explorer import cost_html

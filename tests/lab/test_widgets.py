@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from pdlab.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.demo import prompt_of_length, run_demo
-from pdlab.engine import LLMEngine
-from pdlab.request import SamplingParams
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
+from pdlab.engine.llm_engine import LLMEngine
+from pdlab.engine.request import SamplingParams
 from pdlab.ui import fmt
 from pdlab.ui import widgets as w
 
@@ -169,10 +169,10 @@ def test_block_pool_explorer_add_step_free() -> None:
 
 
 def test_show_source_reads_the_package() -> None:
-    from pdlab.sched.scheduler import Scheduler
+    from pdlab.engine.core.sched.scheduler import Scheduler
 
     code = fmt.show_source(Scheduler._update_waiting_for_remote_kv)
-    assert code.data.startswith("# pdlab/sched/scheduler.py, line ")
+    assert code.data.startswith("# pdlab/engine/core/sched/scheduler.py, line ")
     assert "request.num_computed_tokens = request.num_tokens - 1" in code.data
     part = fmt.show_source(Scheduler.schedule, start="# First the RUNNING", end="req_index += 1")
     assert part.data.splitlines()[1] == "# First the RUNNING requests."

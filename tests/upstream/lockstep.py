@@ -39,8 +39,8 @@ from workload import (
     make_workload,
 )
 
-from pdlab.config import MLA_BACKENDS
-from pdlab.math_utils import cdiv
+from pdlab.engine.config import MLA_BACKENDS
+from pdlab.engine.math_utils import cdiv
 
 MAX_STEPS = 1000  # every workload finishes before this (a test asserts it)
 TEST_FILES = {

@@ -1,6 +1,6 @@
 """Routing beside vLLM 0.33.0's own functions, on seeded random batches.
 
-* ``split_decodes_and_prefills``: pdlab.attention.metadata against
+* ``split_decodes_and_prefills``: pdlab.engine.attention.backend against
   ``vllm/v1/attention/backends/utils.py``, with every decode_threshold, require_uniform
   and treat_short_extends_as_decodes, on batches in order and out of it, with padding
   rows (query length 0).
@@ -32,14 +32,14 @@ from vllm.v1.attention import backend as upstream_backend
 from vllm.v1.attention.backends import utils as upstream_utils
 from workload import make_routing_batch, routing_grid
 
-from pdlab.attention.builder import build_mla_metadata
-from pdlab.attention.metadata import (
+from pdlab.engine.attention.backend import (
     CommonAttentionMetadata,
     reorder_batch_to_split_decodes_and_prefills,
     split_decodes_and_prefills,
 )
-from pdlab.config import AttentionConfig, ParallelConfig
-from pdlab.config.attention import MLA_BACKENDS
+from pdlab.engine.attention.mla_builder import build_mla_metadata
+from pdlab.engine.config import AttentionConfig, ParallelConfig
+from pdlab.engine.config.attention import MLA_BACKENDS
 
 pytestmark = pytest.mark.upstream
 NUM_BATCHES = 300

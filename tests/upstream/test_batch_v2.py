@@ -1,5 +1,5 @@
 """Model Runner V2's batch beside vLLM 0.33.0's own code (vllm/v1/worker/gpu/model_runner.py),
-on seeded random batches: ``sort_batch_req_ids`` (pdlab.model.batch against upstream's,
+on seeded random batches: ``sort_batch_req_ids`` (pdlab.engine.worker.gpu.batch against upstream's,
 draft tokens included), and ``gather_batch_req_state``: upstream's method runs on a small
 stand-in runner holding the per-request arrays it reads (``req_states``), against pdlab's
 function of the same name (the order, ``is_prefilling``, ``has_prefill``,
@@ -17,7 +17,7 @@ import pytest
 from twin_vllm import upstream_state
 from vllm.v1.worker.gpu import model_runner as upstream_v2
 
-from pdlab.model.batch import gather_batch_req_state, sort_batch_req_ids
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state, sort_batch_req_ids
 
 pytestmark = pytest.mark.upstream
 NUM_BATCHES = 300

@@ -25,10 +25,10 @@ import textwrap
 import pytest
 from lockstep import Divergence, run, run_routing
 
-import pdlab.model.batch as batch
-from pdlab.kv_cache.block_pool import BlockPool
-from pdlab.kv_cache.manager import KVCacheManager
-from pdlab.sched.scheduler import Scheduler
+import pdlab.engine.worker.gpu.batch as batch
+from pdlab.engine.core.block_pool import BlockPool
+from pdlab.engine.core.kv_cache_manager import KVCacheManager
+from pdlab.engine.core.sched.scheduler import Scheduler
 
 pytestmark = pytest.mark.upstream
 
@@ -176,7 +176,7 @@ def test_v1_wanting_one_token_rows_for_its_graph_is_caught(monkeypatch):
 
 
 def test_dcp_on_a_nixl_instance_keeping_its_interleave_is_caught(monkeypatch):
-    import pdlab.config.vllm as config_vllm
+    import pdlab.engine.config.vllm as config_vllm
 
     plant(
         monkeypatch,

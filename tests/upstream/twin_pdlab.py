@@ -1,8 +1,8 @@
 """pdlab's scheduler behind the interface ``twin_vllm.py`` gives vLLM's: the same
 ``add``, ``abort``, ``schedule``, ``update`` and ``state``, reporting the same plain data.
 
-pdlab's side is ``pdlab.sched.scheduler.Scheduler`` with its ``pdlab.kv_cache`` manager
-and, on the decode side, the scheduler half of ``PDConnector(role="decode")``. The
+pdlab's side is ``pdlab.engine.core.sched.scheduler.Scheduler`` with its ``pdlab.engine.core``
+manager and, on the decode side, the scheduler half of ``PDConnector(role="decode")``. The
 connector's transport is a recorder: the scheduler half only ever asks it to tell P to
 let go of a request's blocks (``release``); the lockstep driver plays the worker half.
 A workload with speculative decoding gives the scheduler a ``SpeculativeConfig``; the
@@ -14,11 +14,11 @@ from __future__ import annotations
 import torch
 from workload import Config, KVReport, Scheduled, Spec
 
-import pdlab.attention.builder as pdlab_builder
-import pdlab.config.vllm as pdlab_vllm_config
-import pdlab.model.batch as pdlab_batch
-from pdlab.attention.metadata import CommonAttentionMetadata
-from pdlab.config import (
+import pdlab.engine.attention.mla_builder as pdlab_builder
+import pdlab.engine.config.vllm as pdlab_vllm_config
+import pdlab.engine.worker.gpu.batch as pdlab_batch
+from pdlab.engine.attention.backend import CommonAttentionMetadata
+from pdlab.engine.config import (
     AttentionConfig,
     CacheConfig,
     KVTransferConfig,
@@ -26,10 +26,10 @@ from pdlab.config import (
     SchedulerConfig,
     SpeculativeConfig,
 )
-from pdlab.kv_transfer.pd_connector import PDConnector
-from pdlab.request import Request, RequestStatus, SamplingParams
-from pdlab.sched.output import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
-from pdlab.sched.scheduler import Scheduler
+from pdlab.engine.core.sched.output import DraftTokenIds, KVConnectorOutput, ModelRunnerOutput
+from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
+from pdlab.engine.request import Request, RequestStatus, SamplingParams
 
 
 class ReleaseRecorder:

@@ -57,7 +57,7 @@ from vllm.v1.worker import gpu_model_runner as upstream_v1
 from vllm.v1.worker.gpu import model_runner as upstream_v2
 from workload import Config, KVReport, Scheduled, Spec
 
-from pdlab.config import MLA_BACKENDS
+from pdlab.engine.config import MLA_BACKENDS
 
 TINY_MODEL = Path(__file__).parent / "tiny_model"
 init_none_hash(sha256)

@@ -34,7 +34,7 @@ import dataclasses
 import random
 from dataclasses import dataclass, field
 
-from pdlab.math_utils import cdiv
+from pdlab.engine.math_utils import cdiv
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-from pdlab.kv_cache.block_hash import hash_block_tokens
+from pdlab.engine.core.kv_cache_utils import hash_block_tokens
 
 
 def get_computed_blocks(self, request):

@@ -1,4 +1,4 @@
-from pdlab.kv_cache.block_hash import hash_block_tokens  # noqa: F401 - for you to use
+from pdlab.engine.core.kv_cache_utils import hash_block_tokens  # noqa: F401 - for you to use
 # zh: noqa: F401 - 供你使用
 
 

@@ -1,0 +1,322 @@
+"""The model's shape: ``ModelConfig`` and its presets (vLLM's ``vllm/config/model.py``, with the
+fields of a DeepSeek-V2/V3 ``config.json``: ``DeepseekV2Config``/``DeepseekV3Config`` in
+transformers).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pdlab.engine.config.utils import _check_int, _check_positive_float, _fail
+from pdlab.errors import PdlabValueError, Phrase, invalid
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The dimensions of a DeepSeek-style decoder with Multi-head Latent Attention (MLA).
+
+    The KV cache of one layer holds, per token, one latent row of ``kv_cache_dim =
+    kv_lora_rank + qk_rope_head_dim`` values (576 for DeepSeek), shared by all heads.
+    """
+
+    name: str = "custom"
+    vocab_size: int = 258
+    hidden_size: int = 128
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    q_lora_rank: int | None = None
+    kv_lora_rank: int = 64
+    qk_nope_head_dim: int = 32
+    qk_rope_head_dim: int = 16
+    v_head_dim: int = 32
+    rms_norm_eps: float = 1e-6
+    rope_theta: float = 10000.0
+    max_position_embeddings: int = 4096
+    # YaRN scaling as in a DeepSeek config.json: {"type": "yarn", "factor", "mscale",
+    # "mscale_all_dim", "original_max_position_embeddings", "beta_fast", "beta_slow"}.
+    rope_scaling: dict[str, Any] | None = None
+    init_std: float | None = None
+    # DeepSeek-V3's name: how many multi-token-prediction (MTP) layers follow the decoder
+    # (``pdlab.engine.model_executor.models.deepseek_mtp``); 0 = none (V2, V2-Lite), 1 =
+    # DeepSeek-V3's single MTP layer.
+    num_nextn_predict_layers: int = 0
+    seed: int = 0
+    # Which weights the model loads: "random" (seeded by ``seed``; vLLM's
+    # ``--load-format dummy`` plays the same role), "trained" (the checkpoint pdlab ships,
+    # made by ``pdlab train`` for the tiny preset's dimensions) or a ``.safetensors`` path.
+    weights: str = "random"
+
+    def __post_init__(self) -> None:
+        c = "ModelConfig"
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "v_head_dim",
+            "max_position_embeddings",
+        ):
+            _check_int(c, name, getattr(self, name))
+        _check_int(c, "seed", self.seed, minimum=0)
+        n = self.num_nextn_predict_layers
+        if isinstance(n, bool) or n not in (0, 1):
+            none = Phrase("err_x_note", x=0, note=Phrase("err_n_no_mtp"))
+            one = Phrase("err_x_note", x=1, note=Phrase("err_n_v3_one"))
+            _fail(c, "num_nextn_predict_layers", n, Phrase("err_x_or", a=none, b=one))
+        if self.q_lora_rank is not None:
+            _check_int(c, "q_lora_rank", self.q_lora_rank)
+        r = self.qk_rope_head_dim
+        if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2:
+            even = Phrase("err_x_even_ge", n=2)
+            _fail(
+                c,
+                "qk_rope_head_dim",
+                r,
+                Phrase("err_x_note", x=even, note=Phrase("err_n_rope_pairs")),
+            )
+        _check_positive_float(c, "rms_norm_eps", self.rms_norm_eps)
+        _check_positive_float(c, "rope_theta", self.rope_theta)
+        if self.init_std is not None:
+            _check_positive_float(c, "init_std", self.init_std)
+        if self.rope_scaling is not None:
+            self._validate_rope_scaling()
+        self._validate_weights()
+
+    def _validate_weights(self) -> None:
+        w = self.weights
+        if not isinstance(w, str) or not (w in WEIGHTS or w.endswith(".safetensors")):
+            _fail(
+                "ModelConfig",
+                "weights",
+                w,
+                Phrase("err_x_weights"),
+            )
+        if w == "trained":
+            for k, v in TRAINED_FIELDS.items():
+                if getattr(self, k) != v:
+                    _fail(
+                        "ModelConfig",
+                        k,
+                        getattr(self, k),
+                        Phrase("err_x_fixed_by_weights", value=v),
+                    )
+
+    def _validate_rope_scaling(self) -> None:
+        rs = self.rope_scaling
+        if not isinstance(rs, dict):
+            _fail("ModelConfig", "rope_scaling", rs, Phrase("err_x_none_or_dict"))
+        kind = rs.get("type", rs.get("rope_type"))
+        if kind != "yarn":
+            _fail(
+                "ModelConfig",
+                "rope_scaling.type",
+                kind,
+                Phrase("err_x_note", x="'yarn'", note=Phrase("err_n_yarn_only")),
+            )
+        factor = rs.get("factor")
+        if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
+            _fail("ModelConfig", "rope_scaling.factor", factor, Phrase("err_x_num_ge", n=1))
+        orig = rs.get("original_max_position_embeddings")
+        if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
+            _fail(
+                "ModelConfig",
+                "rope_scaling.original_max_position_embeddings",
+                orig,
+                Phrase("err_x_int_ge", n=1),
+            )
+
+    # ---- derived numbers -------------------------------------------------------------
+    @property
+    def qk_head_dim(self) -> int:
+        """Per-head query/key width of the un-absorbed form (192 for DeepSeek)."""
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    @property
+    def kv_cache_dim(self) -> int:
+        """Width of one latent cache row, ``[kv_c_normed | k_pe]`` (576 for DeepSeek)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+    @property
+    def mscale(self) -> float:
+        """YaRN attention-temperature factor, ``0.1 * mscale_all_dim * ln(factor) + 1``."""
+        rs = self.rope_scaling
+        if not rs:
+            return 1.0
+        factor = float(rs["factor"])
+        m = float(rs.get("mscale_all_dim", 0.0) or 0.0)
+        if factor <= 1 or m == 0:
+            return 1.0
+        return 0.1 * m * math.log(factor) + 1.0
+
+    @property
+    def softmax_scale(self) -> float:
+        """``qk_head_dim ** -0.5 * mscale ** 2``: never ``kv_cache_dim ** -0.5``, even when
+        the absorbed form computes scores over 576-wide rows (the scores are the same)."""
+        return self.qk_head_dim**-0.5 * self.mscale**2
+
+    @property
+    def kv_cache_bytes_per_token(self) -> int:
+        """Bytes of latent cache per token for all layers, in bf16."""
+        return self.kv_cache_dim * self.num_hidden_layers * 2
+
+    def replace(self, **changes: Any) -> ModelConfig:
+        return dataclasses.replace(self, **changes)
+
+    # ---- presets ---------------------------------------------------------------------
+    @classmethod
+    def preset(cls, name: str, **overrides: Any) -> ModelConfig:
+        """A preset by name: ``tiny``, ``deepseek-v2-lite``, ``deepseek-v2``, ``deepseek-v3``."""
+        key = name.lower().replace("_", "-") if isinstance(name, str) else name
+        if key not in PRESETS:
+            raise invalid("preset", name, Phrase("err_x_one_of", choices=sorted(PRESETS)))
+        return cls(**{"name": key, **copy.deepcopy(PRESETS[key]), **overrides})
+
+    @classmethod
+    def tiny(cls, **overrides: Any) -> ModelConfig:
+        """DeepSeek's structure with small numbers: a block table fits on a screen, and the
+        latent row (64 + 16 = 80) is not a power of two, like the real 576 = 512 + 64."""
+        return cls.preset("tiny", **overrides)
+
+    @classmethod
+    def deepseek_v2_lite(cls, **overrides: Any) -> ModelConfig:
+        return cls.preset("deepseek-v2-lite", **overrides)
+
+    @classmethod
+    def deepseek_v2(cls, **overrides: Any) -> ModelConfig:
+        return cls.preset("deepseek-v2", **overrides)
+
+    @classmethod
+    def deepseek_v3(cls, **overrides: Any) -> ModelConfig:
+        return cls.preset("deepseek-v3", **overrides)
+
+    @classmethod
+    def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
+        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). MoE fields are ignored:
+        pdlab's model is dense, and attention is what it teaches."""
+        if not isinstance(config, dict):
+            raise PdlabValueError(
+                "err_invalid_str",
+                name="config",
+                value=type(config).__name__,
+                allowed=Phrase("err_x_deepseek_dict"),
+            )
+        required = (
+            "hidden_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "kv_lora_rank",
+            "qk_nope_head_dim",
+            "qk_rope_head_dim",
+            "v_head_dim",
+            "vocab_size",
+        )
+        missing = [k for k in required if k not in config]
+        if missing:
+            raise PdlabValueError("err_config_missing", missing=missing)
+        kw: dict[str, Any] = {k: config[k] for k in required}
+        kw["name"] = config.get("model_type", "hf")
+        kw["intermediate_size"] = config.get("intermediate_size", 4 * config["hidden_size"])
+        kw["q_lora_rank"] = config.get("q_lora_rank")
+        kw["rms_norm_eps"] = float(config.get("rms_norm_eps", 1e-6))
+        kw["rope_theta"] = float(config.get("rope_theta", 10000.0))
+        kw["max_position_embeddings"] = config.get("max_position_embeddings", 4096)
+        kw["rope_scaling"] = config.get("rope_scaling")
+        kw["num_nextn_predict_layers"] = config.get("num_nextn_predict_layers", 0)
+        kw.update(overrides)
+        return cls(**kw)
+
+
+def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
+    return {
+        "type": "yarn",
+        "factor": 40,
+        "mscale": mscale,
+        "mscale_all_dim": mscale_all_dim,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+    }
+
+
+# DeepSeek's MLA widths, the same in V2-Lite, V2 and V3 (their config.json files).
+_DEEPSEEK_MLA: dict[str, Any] = dict(
+    kv_lora_rank=512,
+    qk_nope_head_dim=128,
+    qk_rope_head_dim=64,
+    v_head_dim=128,
+    max_position_embeddings=163840,
+)
+
+# The values of ``ModelConfig.weights`` that are not a path.
+WEIGHTS = ("trained", "random")
+
+# Each preset's fields (the name is the key). The tiny preset loads the trained checkpoint.
+PRESETS: dict[str, dict[str, Any]] = {
+    "tiny": dict(
+        vocab_size=258,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        q_lora_rank=None,
+        kv_lora_rank=64,
+        qk_nope_head_dim=32,
+        qk_rope_head_dim=16,
+        v_head_dim=32,
+        max_position_embeddings=4096,
+        num_nextn_predict_layers=1,  # the shipped checkpoint holds DeepSeek-V3's MTP layer
+        weights="trained",
+    ),
+    "deepseek-v2-lite": dict(
+        vocab_size=102400,
+        hidden_size=2048,
+        intermediate_size=10944,
+        num_hidden_layers=27,
+        num_attention_heads=16,
+        q_lora_rank=None,
+        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        **_DEEPSEEK_MLA,
+    ),
+    "deepseek-v2": dict(
+        vocab_size=102400,
+        hidden_size=5120,
+        intermediate_size=12288,
+        num_hidden_layers=60,
+        num_attention_heads=128,
+        q_lora_rank=1536,
+        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        **_DEEPSEEK_MLA,
+    ),
+    "deepseek-v3": dict(
+        vocab_size=129280,
+        hidden_size=7168,
+        intermediate_size=18432,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+        q_lora_rank=1536,
+        num_nextn_predict_layers=1,
+        rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
+        **_DEEPSEEK_MLA,
+    ),
+}
+
+# The fields the shipped checkpoint's tensors (and what they learned) depend on, with the
+# values it was trained with. ``num_nextn_predict_layers`` is free: with 0 the loader skips
+# the checkpoint's MTP layer, as vLLM's target model does.
+TRAINED_FIELDS: dict[str, Any] = {
+    **{
+        k: v
+        for k, v in PRESETS["tiny"].items()
+        if k not in ("max_position_embeddings", "weights", "num_nextn_predict_layers")
+    },
+    "rope_theta": 10000.0,
+    "rope_scaling": None,
+}

@@ -1,0 +1,103 @@
+"""Speculative decoding: ``SpeculativeConfig`` (vLLM's ``vllm/config/speculative.py``).
+
+Two of upstream's methods: ``"mtp"`` (DeepSeek's multi-token-prediction module drafts
+from the target's hidden states; pdlab's default, as DeepSeek-V3/R1 is served) and
+``"ngram"`` (prompt lookup: drafts copied from an earlier match of the last
+``prompt_lookup_min``..``prompt_lookup_max`` tokens, no model at all).
+``num_speculative_tokens`` is K, the drafts proposed per step; a verifying decode row then
+runs ``1 + K`` tokens. ``None`` in place of a config (the engine's default) means no
+speculative decoding.
+
+The properties below are the ones vLLM 0.33.0 derives from its config and the scheduler
+reads: ``num_lookahead_tokens`` (``VllmConfig.num_lookahead_tokens``: KV slots past the
+scheduled tokens that a drafter with its own KV cache writes; K for MTP, 0 for n-gram),
+``max_num_new_slots_for_drafting`` (0 for both methods, upstream's table) and
+``use_eagle`` (upstream's name for "drafts from the target's hidden states": true for MTP).
+
+Differences from upstream: no draft model, quantization or parallel config (pdlab's MTP
+module lives in the target checkpoint, ``pdlab/engine/model_executor/models/deepseek_mtp.py``);
+prompt-lookup bounds given for ``"mtp"`` are refused in one line where upstream silently sets them
+to 0; a single MTP module (``num_prefill_lookahead_tokens`` is 1, so upstream's
+``_reserve_prefill_lookahead`` never moves a chunk boundary).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from pdlab.engine.config.utils import _check_int, _fail
+from pdlab.errors import Phrase
+
+SPECULATIVE_METHODS = ("mtp", "ngram")
+# Upstream's defaults when neither bound is given ("arbitrarily chosen", its comment says).
+NGRAM_DEFAULT_LOOKUP = 5
+# pdlab's bound on K (upstream sets none): every verifying row holds 1 + K tokens and, with
+# MTP, 2K slots past them, so a K in the thousands only ever fails in the allocator.
+MAX_NUM_SPECULATIVE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class SpeculativeConfig:
+    method: str = "mtp"
+    num_speculative_tokens: int = 1
+    # ngram only: the shortest and longest suffix matched against earlier tokens.
+    prompt_lookup_min: int | None = None
+    prompt_lookup_max: int | None = None
+
+    def __post_init__(self) -> None:
+        c = "SpeculativeConfig"
+        if self.method not in SPECULATIVE_METHODS:
+            _fail(c, "method", self.method, Phrase("err_x_one_of", choices=SPECULATIVE_METHODS))
+        k = self.num_speculative_tokens
+        _check_int(c, "num_speculative_tokens", k, 1)
+        if k > MAX_NUM_SPECULATIVE_TOKENS:
+            allowed = Phrase("err_x_int_range", a=1, b=MAX_NUM_SPECULATIVE_TOKENS)
+            _fail(c, "num_speculative_tokens", k, allowed)
+        lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
+        if self.method != "ngram":
+            for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
+                if value is not None:
+                    only = Phrase("err_n_ngram_only")
+                    when = f"method={self.method!r}"
+                    _fail(
+                        c,
+                        name,
+                        value,
+                        Phrase("err_x_with", x=Phrase("err_x_none"), setting=when, note=only),
+                    )
+            return
+        for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
+            if value is not None:
+                _check_int(c, name, value, 1)
+        # As upstream: one bound given sets the other; neither gives 5 and 5.
+        if lo is None and hi is None:
+            lo = hi = NGRAM_DEFAULT_LOOKUP
+        lo = hi if lo is None else lo
+        hi = lo if hi is None else hi
+        if lo > hi:
+            _fail(
+                c, "prompt_lookup_min", lo, Phrase("err_x_at_most", bound=f"prompt_lookup_max={hi}")
+            )
+        object.__setattr__(self, "prompt_lookup_min", lo)
+        object.__setattr__(self, "prompt_lookup_max", hi)
+
+    def use_eagle(self) -> bool:
+        """Upstream's name for "drafts from the target's hidden states" (MTP here)."""
+        return self.method == "mtp"
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """KV slots reserved past the scheduled tokens for the drafter to write
+        (``VllmConfig.num_lookahead_tokens``): K for MTP, 0 for n-gram."""
+        return self.num_speculative_tokens if self.use_eagle() else 0
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """Extra query slots per request a drafter adds to the target's batch: 0 for
+        both MTP and n-gram (upstream's table)."""
+        return 0
+
+    def replace(self, **changes: Any) -> SpeculativeConfig:
+        return dataclasses.replace(self, **changes)

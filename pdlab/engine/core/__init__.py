@@ -1,0 +1,1 @@
+"""The KV cache and the scheduler, as ``vllm/v1/core/``."""

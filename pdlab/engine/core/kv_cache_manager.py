@@ -1,0 +1,240 @@
+"""KVCacheManager: which blocks each request holds, prefix-cache lookups, allocation.
+
+Mirrors ``vllm/v1/core/kv_cache_manager.py`` (``KVCacheManager``) together with the
+single-group bookkeeping of ``vllm/v1/core/single_type_kv_cache_manager.py``
+(``req_to_blocks``, ``num_cached_block``). pdlab has one KV-cache group (every layer uses
+the same block table), so block ids are a plain ``list[int]`` rather than vLLM's tuple of
+lists per group.
+
+The scheduler asks three things of it:
+
+* ``get_computed_blocks(request)``: the longest run of cached full blocks matching the
+  request's prefix, capped so that at least the last token is left to compute;
+* ``allocate_slots(...)``: blocks for the tokens about to be computed (None when the pool
+  cannot supply them, with nothing changed);
+* ``free(request)``: give the request's blocks back, tail first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pdlab.engine.config import CacheConfig
+from pdlab.engine.core.block_pool import BlockPool, KVCacheBlock
+from pdlab.engine.core.kv_cache_utils import hash_request_tokens
+from pdlab.engine.math_utils import cdiv
+from pdlab.engine.request import Request
+from pdlab.errors import PdlabValueError, Phrase, invalid
+
+
+@dataclass
+class PrefixCacheStats:
+    """Prefix-cache lookups, counted in tokens (vLLM's ``PrefixCacheStats`` in
+    ``vllm/v1/metrics/stats.py``). Lookups of requests resuming after a preemption are
+    counted apart, so recomputation does not inflate the hit rate."""
+
+    requests: int = 0
+    queries: int = 0
+    hits: int = 0
+    preempted_requests: int = 0
+    preempted_queries: int = 0
+    preempted_hits: int = 0
+
+    def record(self, num_tokens: int, num_hits: int, preempted: bool = False) -> None:
+        if preempted:
+            self.preempted_requests += 1
+            self.preempted_queries += num_tokens
+            self.preempted_hits += num_hits
+            return
+        self.requests += 1
+        self.queries += num_tokens
+        self.hits += num_hits
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hits / self.queries if self.queries else 0.0
+
+
+class KVCacheManager:
+    def __init__(self, cache_config: CacheConfig, max_model_len: int) -> None:
+        if (
+            isinstance(max_model_len, bool)
+            or not isinstance(max_model_len, int)
+            or max_model_len < 1
+        ):
+            raise invalid("max_model_len", max_model_len, Phrase("err_x_int_ge", n=1))
+        self.block_size = cache_config.block_size
+        self.num_blocks = cache_config.num_blocks
+        self.enable_caching = cache_config.enable_prefix_caching
+        self.max_model_len = max_model_len
+        self.block_pool = BlockPool(cache_config.num_blocks, self.enable_caching)
+        self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
+        # How many leading blocks of each request are cached (hashed) already.
+        self.num_cached_block: dict[str, int] = {}
+        self.prefix_cache_stats = PrefixCacheStats()
+
+    @property
+    def usage(self) -> float:
+        """Fraction of the pool held by requests, between 0 and 1."""
+        return self.block_pool.get_usage()
+
+    @property
+    def num_free_blocks(self) -> int:
+        return self.block_pool.get_num_free_blocks()
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """The cached blocks that hold a prefix of ``request``, and how many tokens they
+        cover. Only whole blocks are reused.
+
+        The hit is capped at ``request.num_tokens - 1`` (vLLM's ``max_cache_hit_length``):
+        the cache holds each layer's keys and values, not the last hidden state, and the
+        logits for the next token need that hidden state, so the last token must run
+        through the model again. Because hits are whole blocks, a fully cached prompt of
+        ``N`` tokens reuses ``floor((N - 1) / block_size) * block_size`` tokens.
+        """
+        if not self.enable_caching:
+            return [], 0
+        max_cache_hit_length = request.num_tokens - 1
+        max_num_blocks = max_cache_hit_length // self.block_size
+        token_ids = request.all_token_ids
+        hashes = hash_request_tokens(
+            self.block_size, token_ids, request.block_hashes, max_num_blocks
+        )
+        bs = self.block_size
+        blocks: list[KVCacheBlock] = []
+        for i in range(max_num_blocks):
+            block = self.block_pool.get_cached_block(hashes[i], token_ids[i * bs : (i + 1) * bs])
+            if block is None:
+                break
+            blocks.append(block)
+        return blocks, len(blocks) * bs
+
+    def record_prefix_cache_stats(self, request: Request, num_hits: int) -> None:
+        """Count one lookup of ``request`` that found ``num_hits`` tokens."""
+        if self.enable_caching:
+            self.prefix_cache_stats.record(
+                request.num_tokens, num_hits, preempted=request.num_preemptions > 0
+            )
+
+    def get_num_blocks_to_allocate(
+        self,
+        request_id: str,
+        num_tokens: int,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+    ) -> int:
+        """Free blocks the request would use to hold ``num_tokens`` slots: the blocks it
+        lacks, plus the prefix hits that sit in the free queue (touching one takes it out
+        of the queue, so it costs a free block too)."""
+        num_held = len(self.req_to_blocks.get(request_id, ())) + len(new_computed_blocks)
+        num_new_blocks = max(cdiv(num_tokens, self.block_size) - num_held, 0)
+        return num_new_blocks + sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] | None = None,
+        num_lookahead_tokens: int = 0,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+        full_sequence_must_fit: bool = False,
+        reserved_blocks: int = 0,
+    ) -> list[KVCacheBlock] | None:
+        """Give ``request`` slots for the tokens it is about to compute.
+
+        Layout of the request's tokens (as in vLLM's docstring)::
+
+            | computed | new_computed | external | new | lookahead |
+                                      |   to be allocated          |
+
+        ``computed`` is ``request.num_computed_tokens``; ``new_computed`` are prefix-cache
+        hits (``new_computed_blocks``, from ``get_computed_blocks``); ``external`` are
+        tokens a KV connector will load; ``new`` are the tokens computed this step.
+
+        ``full_sequence_must_fit`` (the scheduler's ``scheduler_reserve_full_isl``) first
+        checks that the free blocks could hold the request's whole sequence, not only this
+        chunk: an admission gate, so chunked prefill does not admit requests it will have
+        to preempt. ``reserved_blocks`` are free blocks this allocation must leave alone
+        (what in-flight prefills still need, when an asynchronous KV load is admitted).
+
+        Returns the newly allocated blocks, or None if the pool cannot supply them (then
+        nothing has changed). Unless ``delay_cache_blocks`` (the K/V of a P/D receive are
+        not there yet), the full blocks among the known tokens are cached right away: their
+        K/V are written during this step's forward before attention reads them.
+        """
+        if num_new_tokens == 0 and num_external_computed_tokens == 0:
+            raise PdlabValueError("err_no_tokens_to_allocate")
+        new_computed_blocks = list(new_computed_blocks or ())
+        req_id = request.request_id
+
+        num_local_computed_tokens = request.num_computed_tokens + num_new_computed_tokens
+        total_computed_tokens = min(
+            num_local_computed_tokens + num_external_computed_tokens, self.max_model_len
+        )
+        num_free = self.block_pool.get_num_free_blocks()
+        if full_sequence_must_fit:
+            full_num_tokens = min(request.num_tokens, self.max_model_len)
+            if self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks) > (
+                num_free
+            ):
+                return None
+        num_tokens_need_slot = min(
+            total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len
+        )
+        num_blocks_to_allocate = self.get_num_blocks_to_allocate(
+            req_id, num_tokens_need_slot, new_computed_blocks
+        )
+        if num_blocks_to_allocate > num_free - reserved_blocks:
+            return None
+
+        self.block_pool.touch(new_computed_blocks)
+        req_blocks = self.req_to_blocks.setdefault(req_id, [])
+        if new_computed_blocks:
+            req_blocks.extend(new_computed_blocks)
+            self.num_cached_block.setdefault(req_id, len(new_computed_blocks))
+        num_new_blocks = max(cdiv(num_tokens_need_slot, self.block_size) - len(req_blocks), 0)
+        new_blocks = self.block_pool.get_new_blocks(num_new_blocks)
+        req_blocks.extend(new_blocks)
+
+        if not self.enable_caching or delay_cache_blocks:
+            return new_blocks
+        self.cache_blocks(request, min(total_computed_tokens + num_new_tokens, request.num_tokens))
+        return new_blocks
+
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        """Cache (hash) the request's blocks that are full within its first
+        ``num_computed_tokens`` tokens. A partial block is never cached."""
+        if not self.enable_caching:
+            return
+        req_id = request.request_id
+        num_full_blocks = min(num_computed_tokens, request.num_tokens) // self.block_size
+        num_cached_blocks = self.num_cached_block.get(req_id, 0)
+        if num_full_blocks <= num_cached_blocks:
+            return
+        hash_request_tokens(
+            self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks
+        )
+        self.block_pool.cache_full_blocks(
+            self.req_to_blocks[req_id],
+            request.block_hashes,
+            request.all_token_ids,
+            self.block_size,
+            num_cached_blocks,
+            num_full_blocks,
+        )
+        self.num_cached_block[req_id] = num_full_blocks
+
+    def free(self, request: Request) -> None:
+        """Give the request's blocks back, last block first, so that its tail is evicted
+        before its prefix (the part other requests are likely to share)."""
+        blocks = self.req_to_blocks.pop(request.request_id, [])
+        self.num_cached_block.pop(request.request_id, None)
+        self.block_pool.free_blocks(reversed(blocks))
+
+    def get_blocks(self, request_id: str) -> list[KVCacheBlock]:
+        return list(self.req_to_blocks.get(request_id, ()))
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        return [b.block_id for b in self.req_to_blocks.get(request_id, ())]

@@ -1,0 +1,1 @@
+"""As ``vllm/distributed/``: only KV transfer."""

@@ -1,0 +1,1 @@
+"""KV transfer between instances, as ``vllm/distributed/kv_transfer/``."""

@@ -1,0 +1,1 @@
+"""The model, its layers and its loader, as ``vllm/model_executor/``."""

@@ -1,0 +1,1 @@
+"""The model runner, as ``vllm/v1/worker/``."""

@@ -1,0 +1,1 @@
+"""Model Runner V2, as ``vllm/v1/worker/gpu/``."""
