@@ -189,15 +189,17 @@ def chinese_texts() -> dict[str, str]:
         for i, (marker, body) in enumerate(cells):
             if "[markdown]" in marker:
                 out[f"{targets['zh']} cell {i}"] = body
+    from pdlab.catalog import Help
     from pdlab.catalog import (
-        help as text_help,  # every --help under --lang zh (its %(default)s as code)
+        help as text_help,  # every --help (its %(default)s and {values} as code)
     )
 
-    for english, chinese in text_help.entries().items():
-        shown = re.sub(r"%\((\w+)\)[rs]", r"`\1`", chinese).replace("%%", "%")
-        out[f"text_help.py[{english!r}]"] = shown
-    out["text_help.py, the usage line and a choices list"] = (
-        text_help.USAGE + "pdlab tour\n" + text_help.one_of("后端", ["cpu_mla", "flashmla"])
+    for key, entry in text_help.TEXT_HELP.items():
+        shown = re.sub(r"%\((\w+)\)[rs]|\{(\w+)\}", r"`\1\2`", entry["zh"])
+        out[f"help.py[{key!r}]"] = shown.replace("%%", "%")
+    listing = Help("help_gpu").listing(("cpu_mla", "flashmla"))
+    out["help.py, the usage line and a choices list"] = (
+        text_help.USAGE + "pdlab tour\n" + text_help.render(listing, "zh")
     )
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     zh = re.search(r"^## 中文.*?(?=^## |\Z)", readme, re.M | re.S)

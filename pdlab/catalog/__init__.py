@@ -10,8 +10,10 @@ this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
 :mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
 :mod:`pdlab.catalog.bench`, :mod:`pdlab.catalog.exercises` and :mod:`pdlab.catalog.errors`
-(what exceptions say: ``err_``), all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
-(``--help`` under ``--lang zh``) is imported only when asked for. The Chinese follows the
+(what exceptions say: ``err_``), all merged into :data:`TEXT` here. :mod:`pdlab.catalog.help`
+(every ``--help`` text: ``help_``) is imported only when a help is printed, in either
+language: a parser holds :class:`Help` keys until then, so a command that prints no help
+(``pdlab --version``, an English or a Chinese run) never loads it. The Chinese follows the
 glossary, ``docs/glossary.md``.
 """
 
@@ -29,7 +31,27 @@ from pdlab.catalog.notebooks import NOTEBOOKS
 from pdlab.catalog.views import VIEWS
 
 LANGS = ("en", "zh")
-LANG_HELP = "en or zh (Simplified Chinese), anywhere on the line"  # every --lang's help
+
+
+class Help(str):
+    """A ``--help`` text not rendered yet: a ``help_`` key of :mod:`pdlab.catalog.help` and
+    its values (a list or tuple value is joined with the language's separator); ``choices``
+    are listed after the words (``one of: ...``) unless the words name them all. The string
+    itself is the key: a help printed without :func:`pdlab.catalog.help.words` shows it."""
+
+    key: str
+    values: dict[str, object]
+    choices: tuple[str, ...]
+
+    def __new__(cls, key: str, choices: tuple[str, ...] = (), **values: object) -> Help:
+        self = super().__new__(cls, key)
+        self.key, self.values, self.choices = key, values, choices
+        return self
+
+    def listing(self, choices: tuple[str, ...]) -> Help:
+        """This help with ``choices`` listed after it."""
+        return Help(self.key, choices, **self.values)
+
 
 TEXT: dict[str, dict[str, str]] = {
     # ---- opening ---------------------------------------------------------------------
@@ -820,8 +842,13 @@ def check_lang(lang: str) -> str:
 
 def text(lang: str, key: str, **values: object) -> str:
     """The words for ``key`` in ``lang``, with ``values`` filled in (not escaped: a view
-    escapes for its medium, rich markup or HTML)."""
-    return TEXT[key][check_lang(lang)].format(**values)
+    escapes for its medium, rich markup or HTML). A ``help_`` key is read from
+    :mod:`pdlab.catalog.help`, imported then."""
+    if key.startswith("help_"):
+        from pdlab.catalog.help import TEXT_HELP as table
+    else:
+        table = TEXT
+    return table[key][check_lang(lang)].format(**values)
 
 
 def words(lang: str) -> Callable[..., str]:

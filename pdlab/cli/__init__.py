@@ -19,43 +19,36 @@ before argparse reads the rest, so every subcommand, present and future, accepts
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 STARTED = time.monotonic()  # when the command began: pd's --timeout counts from here
 
 
 def build_parser(lang: str = "en") -> argparse.ArgumentParser:
-    """The ``pdlab`` parser, its help in ``lang``: under ``zh`` every text of every
-    ``--help`` is Chinese (``pdlab/catalog/help.py``, imported only then). Every help, in
-    both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an identifier, CJK
-    measured as two columns)."""
-    p = argparse.ArgumentParser(
-        prog="pdlab",
-        description=(
-            "Run the prefill/decode path of an LLM inference engine: paged KV cache, vLLM-v1 "
-            "scheduler, MLA kernels, P/D disaggregation."
-        ),
-    )
-    from pdlab import __version__
-    from pdlab.catalog import LANG_HELP, LANGS
+    """The ``pdlab`` parser, its help in ``lang``. Every help text is a catalog key
+    (:class:`pdlab.catalog.Help`) until a help is printed: then ``pdlab/catalog/help.py``,
+    imported only then, renders it in ``lang`` (under ``zh`` argparse's own words too).
+    Every help, in both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an
+    identifier, CJK measured as two columns)."""
+    from pdlab.catalog import LANGS, Help
 
-    p.add_argument("--version", action="version", version=f"pdlab {__version__}")
-    p.add_argument("--lang", choices=LANGS, help=LANG_HELP)
+    p = argparse.ArgumentParser(prog="pdlab", description=Help("help_pdlab"))
+    from pdlab import __version__
+
+    version = f"pdlab {__version__}"
+    p.add_argument("--version", action="version", version=version, help=Help("help_ap_version"))
+    p.add_argument("--lang", choices=LANGS, help=Help("help_lang"))
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     # -- tour and trace (pdlab/cli/tour.py; the commands in pdlab/ui/tour.py) --
     from pdlab.cli import tour
 
-    tour.add_tour_arguments(
-        sub.add_parser("tour", help="guided walkthrough: why D runs the last prompt token again")
-    )
-    tour.add_trace_arguments(
-        sub.add_parser(
-            "trace", help="run any prompt with any settings; print or save its step table"
-        )
-    )
+    tour.add_tour_arguments(sub.add_parser("tour", help=Help("help_cmd_tour")))
+    tour.add_trace_arguments(sub.add_parser("trace", help=Help("help_cmd_trace")))
 
     from pdlab.cli import bench, exercises, pd, sim, train
 
@@ -65,44 +58,46 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     train.add_arguments(sub)
     exercises.add_arguments(sub)
 
-    d = sub.add_parser("doctor", help="check what works on this machine")
-    d.add_argument(
-        "--aot", action="store_true", help="also compile every Triton kernel for sm_80 and sm_90"
-    )
+    d = sub.add_parser("doctor", help=Help("help_cmd_doctor"))
+    d.add_argument("--aot", action="store_true", help=Help("help_doctor_aot"))
 
-    nb = sub.add_parser(
-        "notebooks", help="copy the notebooks into a folder (default ./pdlab-notebooks)"
-    )
+    nb = sub.add_parser("notebooks", help=Help("help_cmd_notebooks"))
     nb.add_argument("dir", nargs="?", type=Path, default=Path("pdlab-notebooks"), metavar="DIR")
-    nb.add_argument("--force", action="store_true", help="overwrite copies you have edited")
-    lab = sub.add_parser("lab", help="open the notebooks in JupyterLab")
+    nb.add_argument("--force", action="store_true", help=Help("help_notebooks_force"))
+    lab = sub.add_parser("lab", help=Help("help_cmd_lab"))
     lab.add_argument(
         "--dir",
         type=Path,
-        help="your working copy (made once; the notebooks missing from it are copied in, "
-        "your edits are kept); default ~/pdlab-notebooks or PDLAB_LAB_DIR",
+        help=Help("help_lab_dir"),
     )
-    lab.add_argument("--port", type=int, help="default: JupyterLab's (8888, or the next free)")
-    lab.add_argument("--ip", help="address to listen on (default localhost; 0.0.0.0 for all)")
+    lab.add_argument("--port", type=int, help=Help("help_lab_port"))
+    lab.add_argument("--ip", help=Help("help_lab_ip"))
     lab.add_argument(
         "--notebook",
         metavar="NAME",
-        help="open this one, e.g. 05, 05_pd_decode_side or 05_zh (Chinese)",
+        help=Help("help_lab_notebook"),
     )
-    lab.add_argument("--no-browser", action="store_true", help="do not open a web browser")
+    lab.add_argument("--no-browser", action="store_true", help=Help("help_lab_no_browser"))
     for command in sub.choices.values():  # every command lists --lang in its --help
         if not any("--lang" in a.option_strings for a in command._actions):
-            command.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
+            command.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
     from pdlab.ui.help_format import HelpFormatter
 
     for parser in _parsers(p):
         parser.formatter_class = HelpFormatter
-    if lang == "zh":
-        from pdlab.catalog.help import translate
-
-        translate(_parsers(p))
-    _short_choices(p, lang=lang)
+        for a in parser._actions:
+            if isinstance(a, argparse._HelpAction):
+                a.help = Help("help_ap_help")
+        original = parser.format_help
+        parser.format_help = functools.partial(_format_help, parser, original, lang)  # type: ignore[method-assign]
+    _short_choices(p)
     return p
+
+
+def _format_help(parser: argparse.ArgumentParser, original: Callable[[], str], lang: str) -> str:
+    from pdlab.catalog.help import format_help
+
+    return format_help(parser, original, lang)
 
 
 def _parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
@@ -115,27 +110,21 @@ def _parsers(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
     return out
 
 
-def _short_choices(p: argparse.ArgumentParser, limit: int = 24, lang: str = "en") -> None:
+def _short_choices(p: argparse.ArgumentParser, limit: int = 24) -> None:
     """An option whose ``{a,b,c}`` would be longer than ``limit`` shows a short metavar in
     the usage line (which argparse cannot wrap inside one option) and lists its choices in
-    its help (in ``lang``), so every ``--help`` fits 80 columns."""
+    its help (unless its words name them all), so every ``--help`` fits 80 columns."""
+    from pdlab.catalog import Help
+
     for parser in _parsers(p):
         for a in parser._actions:
             if not a.option_strings or a.choices is None or a.metavar is not None:
                 continue
-            names = [str(c) for c in a.choices]
+            names = tuple(str(c) for c in a.choices)
             if len("{" + ",".join(names) + "}") <= limit:
                 continue
             a.metavar = a.dest.upper().replace("-", "_")
-            listed = all(n in (a.help or "") for n in names)
-            if listed:
-                continue
-            if lang == "zh":
-                from pdlab.catalog.help import one_of
-
-                a.help = one_of(a.help, names)
-            else:
-                a.help = ((a.help + "; ") if a.help else "") + "one of: " + ", ".join(names)
+            a.help = (a.help or Help("")).listing(names)
 
 
 def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:

@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pdlab.catalog import LANG_HELP, LANGS
+from pdlab.catalog import LANGS, Help
 from pdlab.engine.config import (
     MLA_BACKENDS,
     MODEL_RUNNERS,
@@ -106,8 +106,7 @@ def add_weights_argument(p: argparse.ArgumentParser) -> None:
         type=weights,
         default="trained",
         metavar="W",
-        help="trained (the shipped checkpoint, default), random (seeded random weights) or a "
-        ".safetensors file written by pdlab train",
+        help=Help("help_weights"),
     )
 
 
@@ -120,48 +119,41 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         type=positive_int,
         default=1,
         metavar="N",
-        help="prefill_context_parallel_size; above 1 the MLA builder passes "
-        "treat_short_extends_as_decodes=False (pdlab reproduces only this routing "
-        "consequence, not context parallelism itself)",
+        help=Help("help_pcp"),
     )
     p.add_argument(
         "--model-runner",
         type=str.lower,
         choices=MODEL_RUNNERS,
         default=None,
-        help="v2 (vLLM 0.33.0's default) or v1 (VLLM_USE_V2_MODEL_RUNNER=0); "
-        "unset: VLLM_USE_V2_MODEL_RUNNER, else v2",
+        help=Help("help_model_runner"),
     )
     p.add_argument(
         "--gpu",
         type=str.lower,
         choices=tuple(GPUS),
         default=None,
-        help="follow the MLA backend vLLM picks on this GPU (h100/h200: FLASH_ATTN_MLA, "
-        "b200: FLASHINFER_MLA, cpu: CPU_MLA); unset: PDLAB_GPU, this machine's GPU, else cpu",
+        help=Help("help_gpu"),
     )
     p.add_argument(
         "--mla-backend",
         type=str.lower,
         choices=tuple(MLA_BACKENDS),
         default=None,
-        help="name the backend instead of the GPU: its reorder_batch_threshold and "
-        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
+        help=Help("help_mla_backend"),
     )
     p.add_argument(
         "--num-speculative-tokens",
         type=speculative_tokens,
         default=None,
         metavar="K",
-        help="speculative decoding with DeepSeek's MTP layer: K drafts per step, verified "
-        "in rows of 1 + K tokens (D's first step padded with K placeholders); unset: none",
+        help=Help("help_num_spec"),
     )
     p.add_argument(
         "--speculative-method",
         choices=SPECULATIVE_METHODS,
         default=None,
-        help="with --num-speculative-tokens: mtp (DeepSeek's MTP layer drafts, the default) "
-        "or ngram (prompt lookup, no model)",
+        help=Help("help_spec_method"),
     )
 
 
@@ -175,13 +167,13 @@ def add_run_arguments(p: argparse.ArgumentParser) -> None:
         type=prompt_text,
         dest="prompts",
         metavar="TEXT",
-        help="a prompt (repeat for a batch)",
+        help=Help("help_prompts"),
     )
     p.add_argument("--max-tokens", type=positive_int, default=8)
-    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
+    p.add_argument("--block-size", type=positive_int, default=4, help=Help("help_block_size"))
     add_routing_arguments(p)
     p.add_argument("--backend", choices=BACKENDS, default="torch")
-    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
+    p.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
     add_weights_argument(p)
 
 

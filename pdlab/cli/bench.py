@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from pdlab.catalog import Help
 from pdlab.cli.args import BACKENDS, int_list, positive_int, speculative_tokens
 from pdlab.engine.config import PRESETS
 from pdlab.errors import PdlabValueError, Phrase
@@ -24,32 +25,32 @@ from pdlab.errors import PdlabValueError, Phrase
 
 def add_arguments(sub: Any) -> None:
     """``pdlab bench`` and its three subcommands, on the parser's subparsers."""
-    b = sub.add_parser("bench", help="measurements: paths, kernels, sched")
+    b = sub.add_parser("bench", help=Help("help_cmd_bench"))
     bsub = b.add_subparsers(dest="bench", required=True, metavar="WHAT")
-    bp = bsub.add_parser("paths", help="D's one-token step through both MLA paths")
+    bp = bsub.add_parser("paths", help=Help("help_bench_paths"))
     bp.add_argument("--preset", choices=sorted(PRESETS), default="deepseek-v3")
     bp.add_argument(
         "--context",
         type=int_list,
         default=[1024, 4096, 16384],
-        help="comma-separated context lengths (default 1024,4096,16384)",
+        help=Help("help_bench_context"),
     )
-    bp.add_argument("--heads", type=positive_int, help="override the preset's head count")
+    bp.add_argument("--heads", type=positive_int, help=Help("help_bench_heads"))
     bp.add_argument("--repeats", type=positive_int, default=3)
     bp.add_argument("--backend", choices=BACKENDS)
     bp.add_argument(
         "--num-speculative-tokens",
         type=speculative_tokens,
         metavar="K",
-        help="also time mla_decode for 1 + K queries per request beside one query",
+        help=Help("help_bench_num_spec"),
     )
-    bk = bsub.add_parser("kernels", help="each kernel (GPU: GB/s and TFLOP/s vs peak)")
+    bk = bsub.add_parser("kernels", help=Help("help_bench_kernels"))
     bk.add_argument("--quick", action="store_true")
-    bs = bsub.add_parser("sched", help="the scheduler's time per step")
+    bs = bsub.add_parser("sched", help=Help("help_bench_sched"))
     bs.add_argument("--requests", type=positive_int, default=256)
     bs.add_argument("--steps", type=positive_int, default=200)
     for x in (bp, bk, bs):
-        x.add_argument("--json", type=Path, metavar="PATH", help="also write results as JSON")
+        x.add_argument("--json", type=Path, metavar="PATH", help=Help("help_bench_json"))
 
 
 def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> None:

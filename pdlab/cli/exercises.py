@@ -19,34 +19,32 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pdlab.catalog import LANGS, Help
+
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
-    ex = sub.add_parser("exercises", help="graded exercises: write the piece, run it in the engine")
-    ex.add_argument("--lang", choices=LANGS, default=None, help=LANG_HELP)
-    ex.add_argument("--dir", type=Path, default=Path("."), help="working folder (default .)")
+    ex = sub.add_parser("exercises", help=Help("help_cmd_exercises"))
+    ex.add_argument("--lang", choices=LANGS, default=None, help=Help("help_ex_lang"))
+    ex.add_argument("--dir", type=Path, default=Path("."), help=Help("help_ex_dir"))
     acts = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
-    lst = acts.add_parser("list", help="every exercise, with your progress in --dir")
-    s = acts.add_parser("start", help="write exercise N's stub (with its statement) into DIR")
+    lst = acts.add_parser("list", help=Help("help_ex_list"))
+    s = acts.add_parser("start", help=Help("help_ex_start"))
     s.add_argument("n", type=int, metavar="N")
-    s.add_argument("folder", nargs="?", type=Path, metavar="DIR", help="default: --dir")
-    s.add_argument("--force", action="store_true", help="overwrite the file if it exists")
-    c = acts.add_parser("check", help="grade FILE (default: the file start wrote in --dir)")
+    s.add_argument("folder", nargs="?", type=Path, metavar="DIR", help=Help("help_ex_start_dir"))
+    s.add_argument("--force", action="store_true", help=Help("help_ex_force"))
+    c = acts.add_parser("check", help=Help("help_ex_check"))
     c.add_argument("n", type=int, metavar="N")
     c.add_argument("file", nargs="?", type=Path, metavar="FILE")
-    c.add_argument("--seed", type=int, help="replay the random cases of an earlier check")
-    h = acts.add_parser("hint", help="one more hint for exercise N")
+    c.add_argument("--seed", type=int, help=Help("help_ex_seed"))
+    h = acts.add_parser("hint", help=Help("help_ex_hint"))
     h.add_argument("n", type=int, metavar="N")
-    so = acts.add_parser("solution", help="show exercise N's reference solution (asks first)")
+    so = acts.add_parser("solution", help=Help("help_ex_solution"))
     so.add_argument("n", type=int, metavar="N")
-    so.add_argument("--yes", action="store_true", help="do not ask (for scripts)")
+    so.add_argument("--yes", action="store_true", help=Help("help_ex_yes"))
     for action in (lst, s, c, h, so):  # after the action too (its own dest: a subparser's
         # default would overwrite the one given before the action)
         action.add_argument("--lang", dest="lang_after", choices=LANGS, default=None,
-                            help=LANG_HELP)  # fmt: skip
-
-
-LANGS = ("en", "zh")
-LANG_HELP = "en or zh; default: the language start was given in this folder, else en"
+                            help=Help("help_ex_lang"))  # fmt: skip
 
 
 def _lang(args: argparse.Namespace, folder: Path) -> str:

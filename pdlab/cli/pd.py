@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Any
 
+from pdlab.catalog import Help
 from pdlab.cli.args import (
     add_run_arguments,
     port,
@@ -35,34 +36,32 @@ from pdlab.errors import PdlabValueError, Phrase, cli_message
 
 def add_arguments(sub: Any) -> None:
     """``pdlab pd`` on the parser's subparsers."""
-    pd = sub.add_parser("pd", help="prefill/decode disaggregation: P and D in one process or two")
+    pd = sub.add_parser("pd", help=Help("help_cmd_pd"))
     pd.add_argument(
         "--procs",
         type=int,
         choices=(1, 2),
-        help="1: both engines in this process; 2: two processes over torch.distributed (default)",
+        help=Help("help_pd_procs"),
     )
     pd.add_argument(
         "--role",
         choices=("prefill", "decode"),
-        help="run one side only (two machines): prefill holds the prompts",
+        help=Help("help_pd_role"),
     )
     add_run_arguments(pd)
     pd.add_argument("--host", default="127.0.0.1")
-    pd.add_argument("--port", type=port, default=0, help="0 picks a free port")
-    pd.add_argument("--timeout", type=positive_float, default=120.0, help="seconds, for every wait")
+    pd.add_argument("--port", type=port, default=0, help=Help("help_pd_port"))
+    pd.add_argument("--timeout", type=positive_float, default=120.0, help=Help("help_pd_timeout"))
     pd.add_argument(
         "--first-token",
         choices=MODES,
         default="recompute",
-        help="how D gets its first token: recompute (vLLM's, the default), first_token "
-        "(P's token as D's first output), append_prompt (P's token appended to D's "
-        "prompt), hidden_state (P's last hidden state, D runs lm_head)",
+        help=Help("help_pd_first_token"),
     )
     pd.add_argument(
         "--compare-designs",
         action="store_true",
-        help="run the prompts under all four first-token designs and print a table",
+        help=Help("help_pd_compare"),
     )
 
 

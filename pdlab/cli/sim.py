@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pdlab.catalog import LANG_HELP, LANGS
+from pdlab.catalog import LANGS, Help
 from pdlab.cli.args import positive_float, positive_int, seed_int
 from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
 
@@ -77,63 +77,61 @@ def add_arguments(sub: Any) -> None:
     from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES as MODES
     from pdlab.sim import DISTRIBUTIONS, ROUTINGS
 
-    s = sub.add_parser(
-        "sim", help="simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design"
+    s = sub.add_parser("sim", help=Help("help_cmd_sim"))
+    s.add_argument(
+        "--gpu", type=_gpu, choices=GPU_CHOICES, default="H200", help=Help("help_sim_gpu")
     )
-    s.add_argument("--gpu", type=_gpu, choices=GPU_CHOICES, default="H200", help="device profile")
     s.add_argument("--design", choices=(*MODES, "all"), default="all")
     s.add_argument("--routing", choices=(*ROUTINGS, "all"), default="all")
+    s.add_argument("--batch-size", type=positive_int, default=64, help=Help("help_sim_batch_size"))
+    s.add_argument("--context", type=positive_int, default=4096, help=Help("help_sim_context"))
+    s.add_argument("--rate", type=_nonnegative_float, default=20.0, help=Help("help_sim_rate"))
     s.add_argument(
-        "--batch-size", type=positive_int, default=64, help="running decodes (default 64)"
+        "--prompt-len", type=positive_int, default=4096, help=Help("help_sim_prompt_len")
     )
-    s.add_argument("--context", type=positive_int, default=4096, help="their context, tokens")
-    s.add_argument("--rate", type=_nonnegative_float, default=20.0, help="arrivals per second")
-    s.add_argument("--prompt-len", type=positive_int, default=4096, help="mean prompt length")
     s.add_argument("--prompt-dist", choices=DISTRIBUTIONS, default="fixed")
-    s.add_argument("--output-len", type=positive_int, default=64, help="tokens each decodes")
+    s.add_argument("--output-len", type=positive_int, default=64, help=Help("help_sim_output_len"))
     s.add_argument(
         "--duration",
         type=_duration,
         default=5.0,
-        help="simulated seconds (default 5: about 240 steps, enough for a p99)",
+        help=Help("help_sim_duration"),
     )
     s.add_argument(
         "--num-speculative-tokens",
         type=_speculative_tokens,
         default=0,
         metavar="K",
-        help="MTP draft tokens per step, 0 to 16 (default 0: no speculative decoding)",
+        help=Help("help_sim_num_spec"),
     )
     s.add_argument(
         "--acceptance-rate",
         type=_rate,
         default=None,
-        help="each draft's acceptance rate, 0 to 1 (default 0.85: DeepSeek-V3's report, "
-        "85-90%% for the second token)",
+        help=Help("help_sim_acceptance"),
     )
     s.add_argument(
         "--kv-cache-dtype",
         choices=("auto", "fp8"),
         default="auto",
-        help="D's KV cache (fp8: FLASH_ATTN_MLA refuses it, Hopper runs FLASHMLA)",
+        help=Help("help_sim_kv_dtype"),
     )
     s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
         "--launch-us",
         type=_nonnegative_float,
         default=5.0,
-        help="eager launch cost per attention kernel when the full decode graph is lost "
-        "(an assumption, no published figure; default 5)",
+        help=Help("help_sim_launch_us"),
     )
     s.add_argument(
         "--link-gbps",
         type=positive_float,
         default=50.0,
-        help="P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)",
+        help=Help("help_sim_link"),
     )
-    s.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
-    s.add_argument("--plots", type=Path, metavar="DIR", help="write the figures as PNG here")
-    s.add_argument("--json", type=Path, metavar="PATH", help="write the numbers as JSON here")
+    s.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
+    s.add_argument("--plots", type=Path, metavar="DIR", help=Help("help_sim_plots"))
+    s.add_argument("--json", type=Path, metavar="PATH", help=Help("help_sim_json"))
 
 
 def run(args: argparse.Namespace) -> int:

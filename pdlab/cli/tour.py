@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdlab.catalog import LANG_HELP, LANGS
+from pdlab.catalog import LANGS, Help
 from pdlab.cli.args import (
     BACKENDS,
     add_routing_arguments,
@@ -48,46 +48,44 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         "--prompt",
         type=prompt_text,
         default=DEFAULT_PROMPT,
-        help="the text prompt (default: %(default)r)",
+        help=Help("help_tour_prompt"),
     )
-    p.add_argument("--block-size", type=positive_int, default=4, help="tokens per KV block")
+    p.add_argument("--block-size", type=positive_int, default=4, help=Help("help_block_size"))
     add_routing_arguments(p)
     p.add_argument(
         "--preset",
         type=_preset,
         default="deepseek-v3",
-        help=f"model dimensions for the cost chapter: {', '.join(PRESETS)}",
+        help=Help("help_tour_preset", presets=tuple(PRESETS)),
     )
     p.add_argument(
         "--chapter",
         type=int,
         choices=range(1, CHAPTERS + 1),
         metavar="N",
-        help=f"show only chapter N (1-{CHAPTERS})",
+        help=Help("help_tour_chapter", n=CHAPTERS),
     )
-    p.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
+    p.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
     add_weights_argument(p)
-    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write the PNG plots into DIR")
+    p.add_argument("--json", type=Path, metavar="PATH", help=Help("help_json_trace"))
+    p.add_argument("--plots", type=Path, metavar="DIR", help=Help("help_plots"))
     p.add_argument(
         "--max-tokens",
         type=_tour_max_tokens,
         default=8,
-        help=f"tokens to generate (1 to {TOUR_MAX_TOKENS}; the tour runs the prompt four ways)",
+        help=Help("help_tour_max_tokens", n=TOUR_MAX_TOKENS),
     )
     p.add_argument(
         "--backend",
         choices=BACKENDS,
         default=DEFAULT_BACKEND,
-        help="kernel implementation (default torch; triton needs the triton package, "
-        "and without a GPU it runs through Triton's interpreter, slowly)",
+        help=Help("help_backend"),
     )
     p.add_argument(
         "--no-pager",
         dest="pager",
         action="store_false",
-        help="print straight through (a terminal otherwise gets a pager when the tour is "
-        "longer than the screen; a pipe or a file never does)",
+        help=Help("help_no_pager"),
     )
 
 
@@ -99,10 +97,10 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
         "--long-prefill-token-threshold",
         type=int,
         default=0,
-        help="cap on a prefill chunk (0: no cap)",
+        help=Help("help_long_prefill"),
     )
-    p.add_argument("--pd", action="store_true", help="a P/D pair instead of one engine")
-    p.add_argument("--json", type=Path, metavar="PATH", help="save the trace as JSON")
+    p.add_argument("--pd", action="store_true", help=Help("help_trace_pd"))
+    p.add_argument("--json", type=Path, metavar="PATH", help=Help("help_json_trace"))
 
 
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pdlab.catalog import Help
 from pdlab.cli.args import check_output_path, positive_float, positive_int, seed_int
 from pdlab.errors import PdlabValueError, Phrase
 
@@ -29,44 +30,44 @@ def add_arguments(sub: Any) -> None:
     from pdlab.tools.train_config import TrainConfig
 
     d = TrainConfig()
-    t = sub.add_parser("train", help="train the tiny model on pdlab's own corpus (a few minutes)")
+    t = sub.add_parser("train", help=Help("help_cmd_train"))
     t.add_argument("--steps", type=positive_int, default=d.steps)
     t.add_argument("--batch-size", type=positive_int, default=d.batch_size)
-    t.add_argument("--seq-len", type=positive_int, default=d.seq_len, help="bytes per sequence")
-    t.add_argument("--lr", type=positive_float, default=d.lr, help="peak learning rate")
+    t.add_argument(
+        "--seq-len", type=positive_int, default=d.seq_len, help=Help("help_train_seq_len")
+    )
+    t.add_argument("--lr", type=positive_float, default=d.lr, help=Help("help_train_lr"))
     t.add_argument(
         "--mtp-steps",
         type=positive_int,
         default=d.mtp_steps,
-        help="steps of the MTP layer (DeepSeek-V3's drafter), the main model frozen",
+        help=Help("help_train_mtp_steps"),
     )
     t.add_argument(
         "--main-from",
         type=Path,
         metavar="PATH",
-        help="read the main model from this checkpoint (made with the same settings) and "
-        "train only its MTP layer",
+        help=Help("help_train_main_from"),
     )
-    t.add_argument("--seed", type=seed_int, default=d.seed, help="seeds the model and the batches")
+    t.add_argument("--seed", type=seed_int, default=d.seed, help=Help("help_train_seed"))
     t.add_argument(
         "--threads",
         type=positive_int,
         default=1,
-        help="torch threads (default 1: on a shared machine more threads wait on each other; "
-        "the result can depend on the number)",
+        help=Help("help_train_threads"),
     )
     t.add_argument(
         "--out",
         type=Path,
         default=Path("tiny-trained.safetensors"),
         metavar="PATH",
-        help="the checkpoint to write (default %(default)s)",
+        help=Help("help_train_out"),
     )
     t.add_argument(
         "--plot",
         type=Path,
         metavar="PATH",
-        help="the loss curve PNG (default: next to --out, ending -loss.png)",
+        help=Help("help_train_plot"),
     )
 
 

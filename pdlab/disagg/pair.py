@@ -6,8 +6,8 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
 2. P prefills, samples one token (the proxy discards it), holds the blocks, and returns
    ``kv_transfer_params`` (its block ids and engine id);
 3. the original request goes to D with those params (``do_remote_prefill``); D reads P's
-   blocks, sets ``num_computed_tokens = N - 1``, runs the last prompt token again for its
-   logits, and generates the whole answer.
+   blocks, sets ``num_computed_tokens = N - 1``, runs the last prompt token again (why:
+   ``pdlab tour --chapter 3``) and generates the whole answer.
 
 Both instances run one model object, so the same weights (``ModelConfig.weights``: the
 shipped checkpoint by default), and the output equals a colocated run's.

@@ -79,10 +79,7 @@ KNOWN_CIRCLES = {  # circles with a runtime arrow
     # the decode kernel imports its torch twin at its end, the twin the kernel lazily
     frozenset({"pdlab.kernels.decode_attention", "pdlab.kernels.decode_attention_twin"}),
 }
-KNOWN_UP = {  # arrows running back up the floors
-    ("pdlab.catalog.help", "pdlab.engine.config"),  # help builds entries from the presets
-    ("pdlab.catalog.help", "pdlab.ui.tour"),  # and from the tour's chapters
-}
+KNOWN_UP: set[tuple[str, str]] = set()  # arrows running back up the floors
 # Declared in README.md ("The walls"), each with its reason there.
 DECLARED_CIRCLES = {
     frozenset(

@@ -23,8 +23,8 @@ The prefill/decode hand-off, as with NixlConnector (D pulls the blocks from P)::
        blocks allocated, status WAITING_FOR_REMOTE_KVS, nothing scheduled
        update_state_after_alloc, build_connector_meta -> worker start_load_kv
        worker get_finished -> finished_recving
-       scheduler: num_computed_tokens = N - 1, schedule the last prompt token,
-       whose hidden state gives the first token's logits.
+       scheduler: num_computed_tokens = N - 1, schedule the last prompt token
+       (why: docs/reading-d-first-step.md, "D's scheduler: the N - 1").
 """
 
 from __future__ import annotations

@@ -179,9 +179,8 @@ class DeepseekV2Model(nn.Module):
 class DeepseekV2ForCausalLM(nn.Module):
     """The whole decoder. ``forward`` returns the final hidden states (after ``model.norm``,
     as upstream's; they are also what the MTP drafter takes); ``compute_logits`` applies
-    ``lm_head``: the first output token needs the hidden state of the last prompt position,
-    which is why that position must run through every layer. ``mtp`` is DeepSeek-V3's MTP
-    layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) when
+    ``lm_head`` (why D reruns the last prompt position for it: ``pdlab tour --chapter 3``).
+    ``mtp`` is DeepSeek-V3's MTP layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) when
     ``num_nextn_predict_layers`` is 1, else None."""
 
     def __init__(

@@ -19,9 +19,9 @@ vLLM 0.33.0's Model Runner V2:
    as its previous hidden state (DeepSeek's MTP layer recycles its normed output), one
    query per request; each gives the next draft.
 
-So on D's first step the target recomputes position ``N - 1`` and the drafter is handed
-``h[N - 1]`` with the token just sampled from it: the recompute is also what feeds the
-drafter. Drafts are greedy (argmax), as upstream's ``sample_draft`` is at temperature 0.
+On D's first step the drafter is handed ``h[N - 1]``, from the target's recompute of
+position ``N - 1`` (why D recomputes it: ``pdlab tour --chapter 3``), with the token just
+sampled from it. Drafts are greedy (argmax), as upstream's ``sample_draft`` is at temperature 0.
 A row whose next draft position has no slot (past its blocks or ``max_model_len``) stops
 drafting there; upstream clamps the position instead.
 """
