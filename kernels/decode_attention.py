@@ -38,11 +38,7 @@ import torch
 from pdlab.kernels import backend as _backend
 from pdlab.kernels import checks
 from pdlab.kernels.common import (
-    FLOAT_DTYPES,
-    check_dim,
     check_launchable,
-    check_same_device,
-    check_tensor,
     device_target,
     fail,
     guard_interpreter_dtype,
@@ -53,6 +49,11 @@ from pdlab.kernels.common import (
 from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage1_kernel,
     mla_decode_stage2_kernel,
+)
+from pdlab.kernels.decode_attention_twin import (
+    check_decode,
+    mla_decode_torch,
+    resolve_splits,
 )
 from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
     BLOCK_H,
@@ -75,23 +76,6 @@ from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
 )
 
 
-def device_num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors of ``device``; :data:`CPU_NUM_SMS` without a GPU."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return CPU_NUM_SMS
-
-
-def _resolve_splits(
-    num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int, q_len: int = 1
-) -> int:
-    if num_kv_splits is not None:
-        return num_kv_splits
-    B, (_, H, D) = seq_lens.shape[0], q.shape
-    max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
-    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L, q_len)
-
-
 def max_query_len(query_start_loc: torch.Tensor | None) -> int:
     """The longest request's query count (1 without ``query_start_loc``): one host copy."""
     if query_start_loc is None:
@@ -109,7 +93,7 @@ def plan_num_kv_splits(
     query_start_loc: torch.Tensor | None = None,
 ) -> int:
     """The split count ``mla_decode`` will use for this call (``None``: automatic)."""
-    return _resolve_splits(num_kv_splits, q, seq_lens, L, max_query_len(query_start_loc))
+    return resolve_splits(num_kv_splits, q, seq_lens, L, max_query_len(query_start_loc))
 
 
 def mla_decode_triton(
@@ -123,7 +107,7 @@ def mla_decode_triton(
     query_start_loc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
-    L = _check_decode(
+    L = check_decode(
         q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
     )
     T, H, D = q.shape
@@ -141,7 +125,7 @@ def mla_decode_triton(
         return out.to(q.dtype), lse
     if varlen and Q == 1 and T == B:  # then query_start_loc is 0, 1, ..., B: one query each
         varlen = False
-    S = _resolve_splits(num_kv_splits, q, seq_lens, L, Q)
+    S = resolve_splits(num_kv_splits, q, seq_lens, L, Q)
     if S > 1:  # one partial result per query row, head and split
         mid_out = torch.empty((T, H, S, L), dtype=torch.float32, device=q.device)
         mid_lse = torch.empty((T, H, S), dtype=torch.float32, device=q.device)
@@ -237,43 +221,3 @@ def mla_decode(
     if _backend.resolve(backend) == "triton":
         return mla_decode_triton(*args, query_start_loc)
     return mla_decode_torch(*args, query_start_loc)
-
-
-def _check_decode(
-    q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc=None
-) -> int:
-    check_tensor("q", q, 3, FLOAT_DTYPES)
-    check_tensor("kv_cache", kv_cache, 3)
-    check_tensor("block_table", block_table, 2, (torch.int32,))
-    check_tensor("seq_lens", seq_lens, 1, (torch.int32,))
-    T, _, D = q.shape
-    check_dim("kv_cache", kv_cache, 2, D, "row width L + R = q's width")
-    if kv_cache.dtype != q.dtype:
-        fail("kv_cache", str(kv_cache.dtype), f"dtype {q.dtype} (q's)")
-    if query_start_loc is None:
-        check_dim("block_table", block_table, 0, T, "one row per request of q")
-        check_dim("seq_lens", seq_lens, 0, T, "one length per request of q")
-    else:
-        B = block_table.shape[0]
-        check_tensor("query_start_loc", query_start_loc, 1, (torch.int32,))
-        check_dim("seq_lens", seq_lens, 0, B, "one length per row of block_table")
-        check_dim("query_start_loc", query_start_loc, 0, B + 1, "num_reqs + 1 offsets")
-    if num_kv_splits is not None and (
-        isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1
-    ):
-        fail("num_kv_splits", repr(num_kv_splits), "an int >= 1, or None (automatic)")
-    if kv_lora_rank is None:
-        kv_lora_rank = 1 << ((D - 1).bit_length() - 1) if D > 1 else 0
-    if (
-        isinstance(kv_lora_rank, bool)
-        or not isinstance(kv_lora_rank, int)
-        or not 0 < kv_lora_rank < D
-    ):
-        fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
-    check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
-    if query_start_loc is not None:
-        check_same_device(q=q, query_start_loc=query_start_loc)
-    return kv_lora_rank
-
-
-from pdlab.kernels.decode_attention_twin import mla_decode_torch  # noqa: E402

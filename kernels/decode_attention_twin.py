@@ -16,6 +16,10 @@ causal). The keys every query sees (``< seq_len - q_len + 1``) go through the ba
 product; each of the last ``q_len - 1`` keys, which only the later queries see, is a part
 of one key, merged in by its LSE. A key a query may not see never meets that query's
 weights, not even as ``0 * value``: a NaN there cannot leak.
+
+The argument checks and the split count both backends share are here too
+(:func:`check_decode`, :func:`resolve_splits`), so the launcher imports the twin and the
+twin nothing of the launcher.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import math
 import torch
 
 from pdlab.kernels import checks
+from pdlab.kernels.common import FLOAT_DTYPES, check_dim, check_same_device, check_tensor, fail
+from pdlab.kernels.decode_plan import CPU_NUM_SMS, mla_decode_config, num_kv_splits_auto
 from pdlab.kernels.merge import merge_attn_states_torch, merge_splits_torch
 
 TWIN_ROWS = 4096  # cached rows the torch twin gathers at once (9 MiB of fp32 at 576 wide)
@@ -41,10 +47,8 @@ def mla_decode_torch(
     query_start_loc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``mla_decode`` as tensor operations (see the module docstring)."""
-    from pdlab.kernels import decode_attention as da
-
     checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
-    L = da._check_decode(
+    L = check_decode(
         q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
     )
     T, H, D = q.shape
@@ -61,8 +65,8 @@ def mla_decode_torch(
         has = j[None, :] < q_lens[:, None]  # [B, Q]: query j of request b exists
         qp = q.new_zeros((B, Q, H, D), dtype=torch.float32)
         qp[has] = q.float()  # tokens are ordered by request, then by j
-    S = da._resolve_splits(num_kv_splits, q, seq_lens, L, Q)
-    tile = da.mla_decode_config(L, D - L, q.element_size())["stage1"]["BLOCK_N"]
+    S = resolve_splits(num_kv_splits, q, seq_lens, L, Q)
+    tile = mla_decode_config(L, D - L, q.element_size())["stage1"]["BLOCK_N"]
     # Keys every query of the request sees; the remaining q_len - 1 are the causal tail.
     seq_all = torch.where(q_lens > 0, seq - q_lens + 1, 0)
     out, lse = _stage1_and_2(qp * scale, kv_cache, block_table, seq, seq_all, S, tile, L)
@@ -150,3 +154,59 @@ def _tail_key(
     lse = torch.where(sees[..., None], score, float("-inf"))
     out = torch.where(sees[..., None, None], row[:, None, None, :L], 0.0).expand(B, Q, H, L)
     return out.contiguous(), lse
+
+
+def check_decode(
+    q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc=None
+) -> int:
+    """Checks ``mla_decode``'s arguments (both backends); returns ``kv_lora_rank``."""
+    check_tensor("q", q, 3, FLOAT_DTYPES)
+    check_tensor("kv_cache", kv_cache, 3)
+    check_tensor("block_table", block_table, 2, (torch.int32,))
+    check_tensor("seq_lens", seq_lens, 1, (torch.int32,))
+    T, _, D = q.shape
+    check_dim("kv_cache", kv_cache, 2, D, "row width L + R = q's width")
+    if kv_cache.dtype != q.dtype:
+        fail("kv_cache", str(kv_cache.dtype), f"dtype {q.dtype} (q's)")
+    if query_start_loc is None:
+        check_dim("block_table", block_table, 0, T, "one row per request of q")
+        check_dim("seq_lens", seq_lens, 0, T, "one length per request of q")
+    else:
+        B = block_table.shape[0]
+        check_tensor("query_start_loc", query_start_loc, 1, (torch.int32,))
+        check_dim("seq_lens", seq_lens, 0, B, "one length per row of block_table")
+        check_dim("query_start_loc", query_start_loc, 0, B + 1, "num_reqs + 1 offsets")
+    if num_kv_splits is not None and (
+        isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1
+    ):
+        fail("num_kv_splits", repr(num_kv_splits), "an int >= 1, or None (automatic)")
+    if kv_lora_rank is None:
+        kv_lora_rank = 1 << ((D - 1).bit_length() - 1) if D > 1 else 0
+    if (
+        isinstance(kv_lora_rank, bool)
+        or not isinstance(kv_lora_rank, int)
+        or not 0 < kv_lora_rank < D
+    ):
+        fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
+    check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
+    if query_start_loc is not None:
+        check_same_device(q=q, query_start_loc=query_start_loc)
+    return kv_lora_rank
+
+
+def device_num_sms(device: torch.device) -> int:
+    """Streaming multiprocessors of ``device``; :data:`CPU_NUM_SMS` without a GPU."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return CPU_NUM_SMS
+
+
+def resolve_splits(
+    num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int, q_len: int = 1
+) -> int:
+    """The split count: ``num_kv_splits``, or :func:`num_kv_splits_auto`'s for ``None``."""
+    if num_kv_splits is not None:
+        return num_kv_splits
+    B, (_, H, D) = seq_lens.shape[0], q.shape
+    max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
+    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L, q_len)

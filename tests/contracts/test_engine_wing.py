@@ -75,10 +75,7 @@ KNOWN_SENTENCES: set[tuple[str, str]] = set()  # engine-wing modules reading the
 # The one engine module that reads the catalog by design: an exception carries a catalog key
 # and its English is the catalog's (issue 38, "errors are raised with a key and values").
 MESSAGE_DOOR = ("pdlab.errors", "pdlab.catalog")
-KNOWN_CIRCLES = {  # circles with a runtime arrow
-    # the decode kernel imports its torch twin at its end, the twin the kernel lazily
-    frozenset({"pdlab.kernels.decode_attention", "pdlab.kernels.decode_attention_twin"}),
-}
+KNOWN_CIRCLES: set[frozenset[str]] = set()  # circles with a runtime arrow
 KNOWN_UP: set[tuple[str, str]] = set()  # arrows running back up the floors
 # Declared in README.md ("The walls"), each with its reason there.
 DECLARED_CIRCLES = {
