@@ -28,9 +28,9 @@ from pdlab.engine.core.sched.scheduler import Scheduler
 from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
 from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
 from pdlab.engine.request import Request, SamplingParams
+from pdlab.engine.worker.fake_runner import FakeModelRunner
 from pdlab.exercises.base import Draw, Exercise, Grader, Words, consistent, patched, random_cases
 from pdlab.exercises.bilingual import read
-from pdlab.engine.worker.fake_runner import FakeModelRunner
 
 B = 4
 

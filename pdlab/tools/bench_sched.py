@@ -18,8 +18,8 @@ from pdlab.engine.config import CacheConfig, SchedulerConfig
 from pdlab.engine.core.sched.scheduler import Scheduler
 from pdlab.engine.math_utils import cdiv
 from pdlab.engine.request import Request, SamplingParams
-from pdlab.errors import PdlabRuntimeError, Phrase, invalid
 from pdlab.engine.worker.fake_runner import FakeModelRunner
+from pdlab.errors import PdlabRuntimeError, Phrase, invalid
 
 
 def bench_scheduler(

@@ -15,8 +15,8 @@ from pdlab.engine.config import CacheConfig, SchedulerConfig
 from pdlab.engine.core.sched.scheduler import Scheduler
 from pdlab.engine.request import Request, RequestStatus, SamplingParams
 from pdlab.engine.tokenizer import printable
-from pdlab.errors import error_text
 from pdlab.engine.worker.fake_runner import FakeModelRunner
+from pdlab.errors import error_text
 from pdlab.ui.fmt import esc, html_table
 from pdlab.ui.trace_views import event_details
 

@@ -16,8 +16,8 @@ from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
 from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
 from pdlab.engine.math_utils import cdiv
 from pdlab.engine.request import Request, RequestStatus, SamplingParams
-from pdlab.engine.worker.gpu.batch import gather_batch_req_state
 from pdlab.engine.worker.fake_runner import FakeModelRunner, seeded_drafter
+from pdlab.engine.worker.gpu.batch import gather_batch_req_state
 
 B = 4
 
