@@ -469,18 +469,6 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "Where the learner's code went (older vLLM → 0.33.0)",
         "zh": "提问里的代码去了哪里（旧版 vLLM → 0.33.0）",
     },
-    "col_old_name": {
-        "en": "then",
-        "zh": "旧名",
-    },
-    "col_new_name": {
-        "en": "0.33.0",
-        "zh": "0.33.0",
-    },
-    "col_where": {
-        "en": "where",
-        "zh": "位置",
-    },
     # ---- chapter 4: then and now (pdlab/ui/tour_then.py) ---------------------------
     "tn_title": {
         "en": "Then and now: where the learner's rule decides D's row",

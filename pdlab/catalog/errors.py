@@ -50,7 +50,6 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     # ---- what "expected" allows ---------------------------------------------------------
     "err_x_int_ge": {"en": "an integer >= {n}", "zh": "不小于 {n} 的整数"},
     "err_x_int_ge_short": {"en": ">= {n}", "zh": "不小于 {n} 的整数"},
-    "err_x_an_int_ge": {"en": "an int >= {n}", "zh": "不小于 {n} 的整数"},
     "err_x_ints_ge": {"en": "integers >= {n}", "zh": "不小于 {n} 的整数"},
     "err_x_int_range": {"en": "an integer from {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
     "err_x_int_to": {"en": "an integer {a} to {b}", "zh": "{a} 到 {b} 之间的整数"},
@@ -102,7 +101,6 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_x_one_token_id": {"en": "at least one token id", "zh": "至少一个 token id"},
     "err_x_at_most": {"en": "at most {bound}", "zh": "不超过 {bound}"},
     "err_x_at_most_of": {"en": "at most {bound} of {whose}", "zh": "不超过 {whose} 的 {bound}"},
-    "err_x_fewer_than": {"en": "fewer than {bound}", "zh": "少于 {bound}"},
     "err_x_parts_of": {"en": "parts of {whole}", "zh": "{whole} 中的部分"},
     "err_x_id_returned": {"en": "an id add_request returned", "zh": "add_request 返回过的 id"},
     "err_x_request_ids": {
@@ -126,10 +124,6 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "the token",
         "zh": "{span} 范围内的槽（即 kv_cache 的 num_blocks * block_size），或负数（跳过这个 "
         "token）",
-    },
-    "err_x_block_table_len": {
-        "en": "a length in {span}, the block table's capacity",
-        "zh": "{span} 范围内的长度（块表的容量）",
     },
     "err_x_block_id_in": {"en": "a block id in {span}", "zh": "{span} 范围内的块 id"},
     "err_x_fixed_by_weights": {
@@ -211,14 +205,8 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "一个请求要么是 P 的预填充，要么是 D 的解码",
     },
     "err_n_vocab_of": {"en": "vocab_size of model {model!r}", "zh": "模型 {model!r} 的 vocab_size"},
-    "err_n_first_output": {
-        "en": "one position is left for the first output token",
-        "zh": "要给第一个输出 token 留一个位置",
-    },
-    "err_n_rope_limit": {"en": "RoPE has no positions beyond it", "zh": "RoPE 没有超出它的位置"},
     "err_n_greedy": {"en": "0 means greedy", "zh": "0 表示贪心"},
     "err_n_prefill": {"en": "prefill", "zh": "预填充实例"},
-    "err_n_decode": {"en": "decode", "zh": "解码实例"},
     # ---- whole messages -----------------------------------------------------------------
     "err_no_free_blocks": {"en": "no free blocks left", "zh": "没有空闲的块了"},
     "err_few_free_blocks": {
@@ -439,13 +427,6 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "platform takes it (CPU_MLA takes 'auto' only)",
         "zh": "`kv_cache_dtype={dtype!r}` 在 {platform} 上无效：其平台没有接受它的 MLA 后端"
         "（CPU_MLA 只接受 'auto'）",
-    },
-    "err_latent_cache_failed": {
-        "en": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) is too large: the "
-        "latent cache needs {need:.1f} GiB on {device} and allocating it failed ({why}); "
-        "expected fewer blocks or a smaller block_size",
-        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：潜向量缓存在 "
-        "`{device}` 上需要 {need:.1f} GiB，分配失败（{why}）；请减少块数或减小 block_size",
     },
     "err_subject_invalid": {
         "en": "{subject} is invalid: expected {allowed}",

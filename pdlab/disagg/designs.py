@@ -27,15 +27,9 @@ The open upstream thread on
 the question is vllm-project/vllm#25373 (a feature request to reuse P's tokenization and
 first token on D).
 
-What else travels: SGLang's ``MetadataBuffers`` (``python/sglang/srt/disaggregation/
-utils.py``) pad the token id to 16 int32 (64 bytes, "the minimal size for RDMA"), and with
-EAGLE or MTP also carry the draft model's top-k probabilities and indices and its hidden
-state (not the target's ``h[N-1]``), so that D can verify P's drafts in its first step;
-TensorRT-LLM's ``DisaggregatedParams`` carries draft tokens too. Under vLLM 0.33.0's MTP,
-D's recompute of position ``N-1`` is
-what hands its drafter ``h[N-1]`` (``vllm/v1/worker/gpu/spec_decode/mtp/``). pdlab counts
-the bytes each design needs (:data:`TOKEN_ID_BYTES` for the token), not an engine's
-padding.
+What else travels (SGLang's padded metadata buffers, draft state for EAGLE or MTP,
+TensorRT-LLM's draft tokens) is told in the catalog's ``dz_note``; pdlab counts the bytes
+each design needs (:data:`TOKEN_ID_BYTES` for the token), not an engine's padding.
 
 ``hidden_state`` here is ``h[N-1]`` as :meth:`DeepseekV2ForCausalLM.forward` returns it,
 after the final ``norm``, the input of ``compute_logits`` (``lm_head`` only), so D runs
@@ -58,11 +52,9 @@ its first draft, the target's hidden state at the last computed position. P runs
 layer over its prompt too (it drafts and the drafts are dropped), so its entries for
 ``0 .. N-1`` travel with the K/V as one more layer; ``recompute`` then hands D's drafter
 ``h[N-1]`` from the recomputed position, and the three others, whose first D step computes
-position ``N``, hand it ``h[N]``. None has to ship a hidden state for the drafter.
-SGLang's P/D does ship one (``prefill.py`` keeps P's draft state,
-``output_topk_p``/``output_topk_index``/``hidden_states_tensor``, in its metadata
-buffers) because its D verifies P's drafts in its very first step; pdlab's D, as vLLM
-0.33.0's, pads that step with ``-1`` placeholders instead. Temperature above 0 is refused
+position ``N``, hand it ``h[N]``. None has to ship a hidden state for the drafter
+(SGLang's does, as its D verifies P's drafts in its very first step; pdlab's D, as vLLM
+0.33.0's, pads that step with ``-1`` placeholders instead). Temperature above 0 is refused
 under speculative decoding (greedy verification only, ``pdlab/engine/worker/gpu/spec_decode``).
 """
 
@@ -188,16 +180,13 @@ def transfer_bytes(
     block_size: int,
     e: int = 2,
     kv_e: int | None = None,
-    mtp_layers: int = 0,
 ) -> int:
     """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
     whole (every layer's latent rows, ``kv_cache_dim`` values each, ``kv_e`` bytes per
     value: ``e`` by default, 1 for an fp8 KV cache, which halves the transfer of a bf16
-    one; the ``mtp_layers`` MTP layers' too under speculative decoding), plus the token id
-    or the hidden state (``e`` bytes per value)."""
+    one), plus the token id or the hidden state (``e`` bytes per value)."""
     blocks = -(-n // block_size)
-    layers = cfg.num_hidden_layers + mtp_layers
-    kv = blocks * block_size * cfg.kv_cache_dim * layers * (kv_e or e)
+    kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * (kv_e or e)
     extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
     return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
 

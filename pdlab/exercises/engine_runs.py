@@ -96,12 +96,6 @@ def prompt_of(n: int, salt: int = 0) -> list[int]:
     return [(7 * i + 3 * n + salt) % 256 for i in range(n)]
 
 
-def first_d_step(trace: Tracer, instance: str = "D") -> dict[str, Any] | None:
-    """The first step row on ``instance`` that scheduled anything."""
-    rows = trace.step_rows(instance)
-    return rows[0] if rows else None
-
-
 def table_text(trace: Tracer, instance: str | None, lang: str, rows: int = 6) -> str:
     """The step table of ``instance`` (its first ``rows`` rows) as plain text, 80 wide."""
     kept = Tracer()

@@ -115,8 +115,8 @@ def save(folder: str | Path, progress: Progress) -> Path:
     return path
 
 
-def update(folder: str | Path, *, started: int | None = None, passed: int | None = None,
-           hint: int | None = None, checked: tuple[int, bool] | None = None,
+def update(folder: str | Path, *, started: int | None = None, hint: int | None = None,
+           checked: tuple[int, bool] | None = None,
            lang: str | None = None) -> Progress:  # fmt: skip
     """Record one event in ``folder``'s progress file and return the new state:
     ``checked`` is ``(n, passed)`` of a check (a pass is also kept in ``passed``)."""
@@ -129,8 +129,6 @@ def update(folder: str | Path, *, started: int | None = None, passed: int | None
         p.lang = lang
     if started is not None:
         p.started.append(started)
-    if passed is not None:
-        p.passed.append(passed)
     if hint is not None:
         p.hints[str(hint)] = p.hints_used(hint) + 1
     save(folder, p)

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 
 
-def run_tests(extra: list[str] | None = None) -> dict:
+def run_tests() -> dict:
     """Run ``tests/engine/test_kernels*.py`` in a child pytest; count outcomes from its
     JUnit XML."""
     files = sorted(str(p) for p in TESTS.glob("test_kernels*.py"))
@@ -67,7 +67,6 @@ def run_tests(extra: list[str] | None = None) -> dict:
                 "no:cacheprovider",
                 f"--junitxml={xml}",
                 *files,
-                *(extra or []),
             ],
             env=env,
             cwd=TESTS.parents[1],

@@ -74,9 +74,9 @@ def corpus_ids(lines: list[str] | None = None) -> list[list[int]]:
     return [tok.encode(line + "\n") for line in (lines or corpus.entries())]
 
 
-def corpus_digest(lines: list[str] | None = None) -> str:
+def corpus_digest() -> str:
     """sha256 of the corpus text, recorded in the checkpoint's metadata."""
-    text = "\n".join(lines or corpus.entries())
+    text = "\n".join(corpus.entries())
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

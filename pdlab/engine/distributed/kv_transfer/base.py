@@ -226,11 +226,7 @@ def validate_kv_transfer_params(params: Any) -> None:
     if not params.get("do_remote_prefill"):
         return
     ids = params.get("remote_block_ids")
-    if (
-        not isinstance(ids, (list, tuple))
-        or not ids
-        or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in ids)
-    ):
+    if not isinstance(ids, (list, tuple)) or not ids or not all(_is_index(b) for b in ids):
         ids = noted(Phrase("err_x_nonempty_block_ids"), "err_n_ints_ge0")
         raise bad("remote_block_ids", Phrase("err_x_when", x=ids, **prefilling))
     if not isinstance(params.get("remote_engine_id"), str):

@@ -155,57 +155,36 @@ class InProcessTransport(KVTransport):
         transfer_id: str | None = None,
     ) -> None:
         """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
-        self._in_flight.setdefault(engine_id, []).append(
-            [
-                self.delay_polls,
-                (
-                    req_id,
-                    remote_engine_id,
-                    remote_block_ids,
-                    local_caches,
-                    local_block_ids,
-                    remote_request_id,
-                    transfer_id,
-                ),
-            ]
+        read = (
+            req_id,
+            remote_engine_id,
+            remote_block_ids,
+            local_caches,
+            local_block_ids,
+            remote_request_id or req_id,
+            transfer_id,
         )
+        self._in_flight.setdefault(engine_id, []).append([self.delay_polls, read])
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         done, waiting = [], []
         for item in self._in_flight.get(engine_id, []):
             if item[0] <= 0:
-                done.append(self.read_blocks(*item[1]))
+                done.append(self._read_or_fail(*item[1]))
             else:
                 item[0] -= 1
                 waiting.append(item)
         self._in_flight[engine_id] = waiting
         return done
 
-    def read_blocks(
-        self,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        transfer_id: str | None = None,
-    ) -> ReadResult:
-        """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's. Any
-        problem (P no longer holds the blocks, bad ids, mismatched caches, an injected
-        fault) is a failed read, reported once; nothing raises into the engine."""
-        n = len(local_block_ids) if isinstance(local_block_ids, Sequence) else 0
+    def _read_or_fail(self, req_id: str, *read: Any) -> ReadResult:
+        """:meth:`_read`; any problem (P no longer holds the blocks, bad ids, mismatched
+        caches, an injected fault) is a failed read, reported once; nothing raises into
+        the engine."""
         try:
-            return self._read(
-                req_id,
-                remote_engine_id,
-                remote_block_ids,
-                local_caches,
-                local_block_ids,
-                remote_request_id or req_id,
-                transfer_id,
-            )
+            return self._read(req_id, *read)
         except Exception as e:  # noqa: BLE001 - a failed read, never a failed step
+            n = len(read[3]) if isinstance(read[3], Sequence) else 0
             return ReadResult(req_id, False, n, 0, one_line(e))
 
     def _read(
@@ -218,6 +197,7 @@ class InProcessTransport(KVTransport):
         remote_request_id: str,
         transfer_id: str | None,
     ) -> ReadResult:
+        """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
         fault, self.fault_once = self.fault_once or self.fault, None
         src = self._engines.get(remote_engine_id)
         n = len(local_block_ids)

@@ -53,10 +53,6 @@ if TYPE_CHECKING:
         DeepseekV2MLAAttention,
     )
 
-# The MTP layer's own names in a DeepSeek-V3 checkpoint (upstream's
-# ``spec_layer_weight_names``); every other name under the layer is the block's.
-SPEC_LAYER_WEIGHT_NAMES = ("embed_tokens", "enorm", "hnorm", "eh_proj", "shared_head")
-
 
 class SharedHead(nn.Module):
     """``norm`` then ``head``; calling it applies the norm only, as upstream's does."""
