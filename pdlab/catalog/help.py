@@ -125,8 +125,8 @@ HELP: dict[str, str] = {
     "arrivals per second": "每秒到达的请求数",
     "mean prompt length": "平均提示词长度",
     "tokens each decodes": "每个请求解码的 token 数",
-    "simulated seconds (default 5: about 240 steps, enough for a p99)": "模拟的秒数（默认 5："
-    "约 240 步，足够算出 p99）",
+    "simulated seconds (default 5: about 160 steps, enough for a p99)": "模拟的秒数（默认 5："
+    "约 160 步，足够算出 p99）",
     "MTP draft tokens per step, 0 to 16 (default 0: no speculative decoding)": "每步的 MTP 草稿 "
     "token 数，0 到 16（默认 0：不做投机解码）",
     "each draft's acceptance rate, 0 to 1 (default 0.85: DeepSeek-V3's report, 85-90%% for "
@@ -137,8 +137,14 @@ HELP: dict[str, str] = {
     "eager launch cost per attention kernel when the full decode graph is lost (an "
     "assumption, no published figure; default 5)": "失去完整的 decode CUDA graph 时，每个注意力"
     "算子单独启动的开销，单位 us（假设值，没有公开数据；默认 5）",
-    "P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)": "P->D 链路的带宽，"
-    "单位 GB/s（默认 50：每个 GPU 一个 400 Gb/s 端口，假设值）",
+    "P->D link and the experts' all-to-all, GB/s (default 50: one 400 Gb/s port per GPU, an "
+    "assumption)": "P->D 链路与专家全对全通信的带宽，单位 GB/s（默认 50：每个 GPU 一个 "
+    "400 Gb/s 端口，假设值）",
+    "GPUs of the decode instance, 1 to 1024: attention data parallel, routed experts expert "
+    "parallel (default 144: DeepSeek's decode deployment)": "解码实例的 GPU 数，1 到 1024："
+    "注意力按数据并行，路由专家按专家并行（默认 144：DeepSeek 的解码部署）",
+    "the linear layers' weights (default fp8: DeepSeek-V3's checkpoint)": "线性层权重的数据"
+    "类型（默认 fp8：DeepSeek-V3 的检查点）",
     "write the figures as PNG here": "把图以 PNG 格式写到这里",
     "write the numbers as JSON here": "把数字以 JSON 格式写到这里",
     # ---- bench (pdlab/cli/bench.py) ----------------------------------------------------

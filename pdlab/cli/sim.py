@@ -62,6 +62,19 @@ def _speculative_tokens(text: str) -> int:
     return v
 
 
+def _num_gpus(text: str) -> int:
+    from pdlab.sim.costs import MAX_GPUS as top
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise PdlabArgumentTypeError("err_not_int", value=text) from None
+    if not 1 <= v <= top:
+        allowed = Phrase("err_x_int_to", a=1, b=top)
+        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
+    return v
+
+
 def _rate(text: str) -> float:
     try:
         v = float(text)
@@ -95,7 +108,7 @@ def add_arguments(sub: Any) -> None:
         "--duration",
         type=_duration,
         default=5.0,
-        help="simulated seconds (default 5: about 240 steps, enough for a p99)",
+        help="simulated seconds (default 5: about 160 steps, enough for a p99)",
     )
     s.add_argument(
         "--num-speculative-tokens",
@@ -117,6 +130,19 @@ def add_arguments(sub: Any) -> None:
         default="auto",
         help="D's KV cache (fp8: FLASH_ATTN_MLA refuses it, Hopper runs FLASHMLA)",
     )
+    s.add_argument(
+        "--num-gpus",
+        type=_num_gpus,
+        default=144,
+        help="GPUs of the decode instance, 1 to 1024: attention data parallel, routed "
+        "experts expert parallel (default 144: DeepSeek's decode deployment)",
+    )
+    s.add_argument(
+        "--weight-dtype",
+        choices=("fp8", "bf16"),
+        default="fp8",
+        help="the linear layers' weights (default fp8: DeepSeek-V3's checkpoint)",
+    )
     s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
         "--launch-us",
@@ -129,7 +155,8 @@ def add_arguments(sub: Any) -> None:
         "--link-gbps",
         type=positive_float,
         default=50.0,
-        help="P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)",
+        help="P->D link and the experts' all-to-all, GB/s (default 50: one 400 Gb/s port "
+        "per GPU, an assumption)",
     )
     s.add_argument("--lang", choices=LANGS, default="en", help=LANG_HELP)
     s.add_argument("--plots", type=Path, metavar="DIR", help="write the figures as PNG here")
@@ -182,6 +209,8 @@ def run(args: argparse.Namespace) -> int:
         if args.acceptance_rate is None
         else args.acceptance_rate,
         kv_cache_dtype=args.kv_cache_dtype,
+        num_gpus=args.num_gpus,
+        weight_dtype=args.weight_dtype,
     )
     profile = device_profile(
         args.gpu, link_bytes_per_s=args.link_gbps * 1e9, launch_overhead_s=args.launch_us * 1e-6
