@@ -157,8 +157,9 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "设备计。",
     },
     "sim_caption_moe": {
-        "en": " The model as deployed, DeepSeek's decode layout (DeepSeek-V3/R1 Inference "
-        "System Overview: EP144, DP144): {gpus} GPUs; attention, the shared expert and the "
+        "en": " The model as deployed, in DeepSeek's decode layout (DeepSeek-V3/R1 "
+        "Inference System Overview: EP144, DP144; --num-gpus sets the size): {gpus} "
+        "GPUs; attention, the shared expert and the "
         "{dense} dense layers data parallel, the batch above one GPU's (the other GPUs "
         "assumed to run as many tokens); the {experts} routed experts (each token picks "
         "{k}) expert parallel on the other {moe} layers, {per} a GPU ({redundant} "
@@ -168,9 +169,10 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "combine bf16) crosses the {link} GB/s link, added to the step, not overlapped "
         "(DeepSeek overlaps two micro-batches): an upper bound. Math at the dense bf16 "
         "peak, {peak} TFLOP/s.",
-        "zh": "模型按实际部署计，即 DeepSeek 的解码部署（“DeepSeek-V3/R1 Inference System "
-        "Overview”：EP144、DP144）：{gpus} 块 GPU；注意力、共享专家和前 {dense} 个稠密层按数据"
-        "并行，上表的批次是一块 GPU 的（假设其余 GPU 跑同样多的 token）；其余 {moe} 层的 "
+        "zh": "模型按实际部署计，采用 DeepSeek 的解码布局（“DeepSeek-V3/R1 Inference System "
+        "Overview”：EP144、DP144；规模由 --num-gpus 设定）：{gpus} 块 GPU；注意力、"
+        "共享专家和前 {dense} 个稠密层按数据并行，上表的批次是一块 GPU 的（假设其余 GPU "
+        "跑同样多的 token）；其余 {moe} 层的 "
         "{experts} 个路由专家（每个 token 选 {k} 个）按专家并行，每块 GPU {per} 个（{redundant} "
         "个冗余副本）。权重 {dtype}，每块 GPU {gb} GB（不计分块缩放因子；lm_head、路由器与 "
         "kv_b_proj 为 bf16）。一步读取它的 token 触及的专家，按均匀路由计（这是假设）。"
