@@ -49,6 +49,18 @@ def test_v3_preset_has_deepseeks_moe_fields():
     assert (V3.moe_intermediate_size, V3.intermediate_size) == (2048, 18432)
     assert V3.first_k_dense_replace == 3 and num_moe_layers(V3) == 58
     assert num_moe_layers(ModelConfig.tiny()) == 0
+    # DeepSeek-V2's and V2-Lite's config.json: 160 and 64 routed experts, 6 a token, 2
+    # shared, the first layer dense.
+    for cfg, routed, width in (
+        (ModelConfig.deepseek_v2(), 160, 1536),
+        (ModelConfig.deepseek_v2_lite(), 64, 1408),
+    ):
+        assert (cfg.n_routed_experts, cfg.moe_intermediate_size) == (routed, width)
+        assert (cfg.num_experts_per_tok, cfg.n_shared_experts, cfg.first_k_dense_replace) == (
+            6,
+            2,
+            1,
+        )
 
 
 def test_the_preset_holds_deepseeks_671b_parameters():
