@@ -50,8 +50,8 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": "每块 GPU 一个 400 Gb/s InfiniBand 端口，属假设",
     },
     "dz_v3": {
-        "en": "DeepSeek-V3 widths, N = {n}: bytes / D FLOPs / latency",
-        "zh": "DeepSeek-V3 宽度，N = {n}：字节 / D FLOPs / 延迟",
+        "en": "DeepSeek-V3 as pdlab sim deploys it, N = {n}: bytes / D FLOPs / latency",
+        "zh": "DeepSeek-V3 按 pdlab sim 的部署，N = {n}：字节 / D FLOPs / 延迟",
     },
     "dz_yes": {
         "en": "yes",
@@ -156,6 +156,30 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "NIXL 实例上开启解码上下文并行 2 的 D（两种角色都可以选择开启），只模拟路由，代价按单个"
         "设备计。",
     },
+    "sim_caption_moe": {
+        "en": " The model as deployed, in DeepSeek's decode layout (DeepSeek-V3/R1 "
+        "Inference System Overview: EP144, DP144; --num-gpus sets the size): {gpus} "
+        "GPUs; attention, the shared expert and the "
+        "{dense} dense layers data parallel, the batch above one GPU's (the other GPUs "
+        "assumed to run as many tokens); the {experts} routed experts (each token picks "
+        "{k}) expert parallel on the other {moe} layers, {per} a GPU ({redundant} "
+        "redundant copies). Weights {dtype}, {gb} GB a GPU (block scales not counted; "
+        "lm_head, the router and kv_b_proj bf16). A step reads the experts its tokens "
+        "touch under uniform routing (an assumption). The all-to-all (dispatch fp8, "
+        "combine bf16) crosses the {link} GB/s link, added to the step, not overlapped "
+        "(DeepSeek overlaps two micro-batches): an upper bound. Math at the dense bf16 "
+        "peak, {peak} TFLOP/s.",
+        "zh": "模型按实际部署计，采用 DeepSeek 的解码布局（“DeepSeek-V3/R1 Inference System "
+        "Overview”：EP144、DP144；规模由 --num-gpus 设定）：{gpus} 块 GPU；注意力、"
+        "共享专家和前 {dense} 个稠密层按数据并行，上表的批次是一块 GPU 的（假设其余 GPU "
+        "跑同样多的 token）；其余 {moe} 层的 "
+        "{experts} 个路由专家（每个 token 选 {k} 个）按专家并行，每块 GPU {per} 个（{redundant} "
+        "个冗余副本）。权重 {dtype}，每块 GPU {gb} GB（不计分块缩放因子；lm_head、路由器与 "
+        "kv_b_proj 为 bf16）。一步读取它的 token 触及的专家，按均匀路由计（这是假设）。"
+        "专家的全对全通信（分发用 fp8，合并用 bf16）走 {link} GB/s 的链路，加到每一步上、"
+        "不与计算重叠（DeepSeek 用两个微批次重叠）：这是上限。计算按稠密 bf16 峰值 {peak} "
+        "TFLOP/s 计。",
+    },
     "sim_caption_mtp": {
         "en": " MTP: K = {k} speculative tokens, acceptance rate {a} per draft (the default "
         "is DeepSeek-V3's own figure, Technical Report arXiv:2412.19437, section 5.4.3: "
@@ -166,25 +190,28 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "对每个草稿都取 85%，第一个之后属假设）。",
     },
     "sim_source_H100": {
-        "en": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
-        "3.35 TB/s HBM3",
-        "zh": "NVIDIA H100 Tensor Core GPU 数据手册（SXM）：bf16 稀疏 1,979 TFLOPS，HBM3 3.35 TB/s",
+        "en": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
+        "with sparsity), 3.35 TB/s HBM3",
+        "zh": "NVIDIA H100 Tensor Core GPU 数据手册（SXM）：bf16 稠密 989 TFLOP/s（稀疏 "
+        "1,979），HBM3 3.35 TB/s",
     },
     "sim_source_H800": {
-        "en": "NVIDIA H800 SXM product brief: H100's tensor cores (1,979 TFLOPS bf16 with "
-        "sparsity), 3.35 TB/s HBM3; NVLink cut to 400 GB/s",
-        "zh": "NVIDIA H800 SXM 产品简介：与 H100 相同的 Tensor Core（bf16 稀疏 1,979 TFLOPS），"
-        "HBM3 3.35 TB/s；NVLink 降到 400 GB/s",
+        "en": "NVIDIA H800 SXM product brief: H100's tensor cores (989 TFLOP/s dense bf16, "
+        "1,979 with sparsity), 3.35 TB/s HBM3; NVLink cut to 400 GB/s",
+        "zh": "NVIDIA H800 SXM 产品简介：与 H100 相同的 Tensor Core（bf16 稠密 989 TFLOP/s，"
+        "稀疏 1,979），HBM3 3.35 TB/s；NVLink 降到 400 GB/s",
     },
     "sim_source_H200": {
-        "en": "NVIDIA H200 Tensor Core GPU datasheet (SXM): 1,979 TFLOPS bf16 with sparsity, "
-        "4.8 TB/s HBM3e",
-        "zh": "NVIDIA H200 Tensor Core GPU 数据手册（SXM）：bf16 稀疏 1,979 TFLOPS，HBM3e 4.8 TB/s",
+        "en": "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
+        "with sparsity), 4.8 TB/s HBM3e",
+        "zh": "NVIDIA H200 Tensor Core GPU 数据手册（SXM）：bf16 稠密 989 TFLOP/s（稀疏 "
+        "1,979），HBM3e 4.8 TB/s",
     },
     "sim_source_B200": {
-        "en": "NVIDIA HGX B200 specifications (1,000 W): 4.5 PFLOPS bf16 with sparsity, "
-        "8 TB/s HBM3e",
-        "zh": "NVIDIA HGX B200 规格（1,000 W）：bf16 稀疏 4.5 PFLOPS，HBM3e 8 TB/s",
+        "en": "NVIDIA HGX B200 specifications (1,000 W): 2,250 TFLOP/s dense bf16 (4.5 "
+        "PFLOPS with sparsity), 8 TB/s HBM3e",
+        "zh": "NVIDIA HGX B200 规格（1,000 W）：bf16 稠密 2,250 TFLOP/s（稀疏 4.5 PFLOPS），"
+        "HBM3e 8 TB/s",
     },
     "sim_source_here": {
         "en": "measured now on this {on}: {shape} matmul, tensor copy",
@@ -200,20 +227,24 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "TensorRT-LLM), that token appended to D's prompt, or hidden states "
         "(vLLM V0's SimpleConnector sent those of every prompt position). First the "
         "four designs on this prompt, traced; then D's "
-        "whole decode batch, simulated at DeepSeek-V3's widths as requests arrive, "
-        "without speculative decoding and with MTP. The first-token question has an "
+        "whole decode batch, simulated for DeepSeek-V3 as deployed (fp8 weights, experts "
+        "spread over DeepSeek's 144-GPU decode instance) as requests arrive, without "
+        "speculative decoding and with MTP. The first-token question has an "
         "open upstream thread: vllm-project/vllm#25373 asks to reuse P's tokenization "
         "and first token on D.",
         "zh": "D 要重算位置 N-1，是因为 K/V 里没有它最后一层的隐藏状态（见第 3 章）。别的引擎改为多"
         "传一点：P 采样出的 token（SGLang、TensorRT-LLM），把这个 token 追加到 D 的提"
         "示词里，或者传隐藏状态（vLLM V0 的 SimpleConnector 传了每个提示词位置的隐藏状态）。"
         "先看这四种设计在本提示词上的实测"
-        " trace，再看请求陆续到达时，按 DeepSeek-V3 宽度模拟的 D 的整个解码批次，分别不开投机"
-        "解码和开启 MTP。第一个 token 的问题在上游有一个公开的讨论：vllm-project/vllm#25373 "
+        " trace，再看请求陆续到达时，按 DeepSeek-V3 的实际部署（fp8 权重，专家分布在 DeepSeek "
+        "144 块 GPU 的解码实例上）模拟的 D 的整个解码批次，分别不开投机解码和开启 MTP。"
+        "第一个 token 的问题在上游有一个公开的讨论：vllm-project/vllm#25373 "
         "请求在 D 上复用 P 的分词结果和第一个 token。",
     },
     "ch7_answer": {
-        "en": "The answer. At DeepSeek-V3's widths on the {gpu} profile ({batch} running "
+        "en": "The answer. For DeepSeek-V3 as deployed ({dtype} weights, {gpus} GPUs of the "
+        "{gpu} profile, routed experts expert parallel, attention data parallel; the "
+        "table's caption states every assumption), on one GPU ({batch} running "
         "decodes over {ctx} tokens, {rate} arrivals/s of {plen}-token prompts, {steps} "
         "steps): under Model Runner V2's default, D's short extend is a "
         "prefill_runs_as_decode row, every step stays a uniform decode batch and TPOT "
@@ -232,14 +263,17 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "block size, so {dcp_backend}'s threshold becomes {dcp_t}, and vLLM then refuses "
         "MTP at start-up. With MTP (K = {k}, {acc} acceptance) every row verifies 1 + K "
         "tokens: the step takes {mtp_step}, a row emits {mtp_tokens} tokens per step, "
-        "TPOT falls to {mtp_p50}, and D's first row, padded with K placeholder drafts, "
-        "is still prefill_runs_as_decode (D's TTFT {mtp_ttft}); under PCP it is a "
-        "forward_mha row ({mtp_pcp_mixed} of the steps lose the graph). So the short "
-        "extend matters where something counts it as a prefill (PCP) and the contexts "
-        "are long; under V2's default it costs one step of latency for the request "
-        "that arrives, and nothing for the rest.",
-        "zh": "结论。按 DeepSeek-V3 宽度、{gpu} 配置（{batch} 个运行中的解码请求，上下文 "
-        "{ctx} token，每秒到达 {rate} 个 {plen} token 的提示词，共 {steps} 步）：在 "
+        "TPOT is {mtp_p50} (without MTP {v2_p50}: every verified token also crosses the "
+        "experts' all-to-all, charged in full), and D's first row, padded with K "
+        "placeholder drafts, is still prefill_runs_as_decode (D's TTFT {mtp_ttft}); "
+        "under PCP it is a forward_mha row ({mtp_pcp_mixed} of the steps lose the "
+        "graph). So the short extend matters where something counts it as a prefill "
+        "(PCP) and the contexts are long; under V2's default it costs one step of "
+        "latency for the request that arrives, and nothing for the rest.",
+        "zh": "结论。按 DeepSeek-V3 的实际部署（{dtype} 权重，{gpu} 配置的 {gpus} 块 GPU，路由"
+        "专家按专家并行，注意力按数据并行；每条假设见表格的说明），一块 GPU 上（{batch} 个运行中"
+        "的解码请求，上下文 {ctx} token，每秒到达 {rate} 个 {plen} token 的提示词，"
+        "共 {steps} 步）：在 "
         "Model Runner V2 的默认设置下，D 的短 extend 是一行 prefill_runs_as_decode，每一步"
         "都仍是均匀解码批次，recompute 与 first_token 的 TPOT 同为 p50 {v2_p50} / "
         "{v2_tail} {v2_p99}。重算的代价落在到达的那个请求身上，而不是整个批次：D 的 TTFT "
@@ -253,7 +287,9 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "两种角色都能用）让 use_pcp 保持为 False：短 extend 仍是 decode 行；在 NIXL 实例上它"
         "把 K/V 的交错粒度设为块大小，{dcp_backend} 的阈值于是变为 {dcp_t}，vLLM 也就在启动时"
         "拒绝 MTP。开启 MTP（K = {k}，接受率 {acc}）时每行验证 1 + K 个 token：一步"
-        "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 降到 {mtp_p50}；D 的第一"
+        "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 为 {mtp_p50}"
+        "（不开 MTP 时 {v2_p50}："
+        "每个被验证的 token 都要走一遍专家的全对全通信，这部分全额计入）；D 的第一"
         "行补上 K 个占位草稿后仍是 prefill_runs_as_decode（D 的 TTFT {mtp_ttft}），PCP 下"
         "则是 forward_mha 行（{mtp_pcp_mixed} 的步失去 CUDA graph）。所以，只有当某个规则把"
         "短 extend 算作 prefill 行（PCP）且上下文很长时，它才要紧；在 V2 默认设置下，它只"
@@ -265,9 +301,10 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
     "w_sim_rate": {"en": "arrivals/s", "zh": "每秒到达数"},
     "w_sim_k": {"en": "MTP K", "zh": "MTP K"},
     "w_sim_note": {
-        "en": "{steps} steps, {n} arrivals, DeepSeek-V3 widths, {gpu} profile; prompts as "
-        "long as the context.",
-        "zh": "共 {steps} 步、{n} 个到达请求，DeepSeek-V3 宽度，{gpu} 配置；提示词与上下文等长。",
+        "en": "{steps} steps, {n} arrivals, DeepSeek-V3 as deployed ({dtype} weights, "
+        "{gpus} GPUs, one GPU's batch), {gpu} profile; prompts as long as the context.",
+        "zh": "共 {steps} 步、{n} 个到达请求，DeepSeek-V3 按实际部署（{dtype} 权重，{gpus} 块 "
+        "GPU，批次为一块 GPU 的），{gpu} 配置；提示词与上下文等长。",
     },
     "v_arrived_first": {
         "en": "D {req}: K/V for {n} tokens arrived; num_computed_tokens = {nct} (nothing "

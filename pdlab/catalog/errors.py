@@ -192,6 +192,12 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
     "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
     "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},
+    "err_x_sim_fits": {
+        "en": "at least {n} on the {gpu} profile ({model}'s {dtype} weights take {gb} GB a "
+        "GPU on {value}; one {gpu} holds {mem} GB)",
+        "zh": "{gpu} 配置下至少 {n}（{value} 块 GPU 时 {model} 的 {dtype} 权重每块占 {gb} GB；"
+        "一块 {gpu} 只有 {mem} GB）",
+    },
     "err_x_sim_rate": {
         "en": "a number from 0 to {top} (at most {n} arrivals in {setting})",
         "zh": "0 到 {top} 之间的数（{setting} 内至多 {n} 个请求到达）",

@@ -261,8 +261,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "zh": "每个请求解码的 token 数",
     },
     "help_sim_duration": {
-        "en": "simulated seconds (default 5: about 240 steps, enough for a p99)",
-        "zh": "模拟的秒数（默认 5：约 240 步，足够算出 p99）",
+        "en": "simulated seconds (default 5: about 160 steps, enough for a p99)",
+        "zh": "模拟的秒数（默认 5：约 160 步，足够算出 p99）",
     },
     "help_sim_num_spec": {
         "en": "MTP draft tokens per step, 0 to 16 (default 0: no speculative decoding)",
@@ -285,8 +285,20 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "没有公开数据；默认 5）",
     },
     "help_sim_link": {
-        "en": "P->D link, GB/s (default 50: one 400 Gb/s port per GPU, an assumption)",
-        "zh": "P->D 链路的带宽，单位 GB/s（默认 50：每个 GPU 一个 400 Gb/s 端口，假设值）",
+        "en": "P->D link and the experts' all-to-all, GB/s (default 50: one 400 Gb/s port "
+        "per GPU, an assumption)",
+        "zh": "P->D 链路与专家全对全通信的带宽，单位 GB/s（默认 50：每个 GPU 一个 400 Gb/s "
+        "端口，假设值）",
+    },
+    "help_sim_num_gpus": {
+        "en": "GPUs of the decode instance, 1 to 1024: attention data parallel, routed "
+        "experts expert parallel (default 144: DeepSeek's decode deployment)",
+        "zh": "解码实例的 GPU 数，1 到 1024：注意力按数据并行，路由专家按专家并行（默认 144："
+        "DeepSeek 的解码部署）",
+    },
+    "help_sim_weight_dtype": {
+        "en": "the linear layers' weights (default fp8: DeepSeek-V3's checkpoint)",
+        "zh": "线性层权重的数据类型（默认 fp8：DeepSeek-V3 的检查点）",
     },
     "help_sim_plots": {
         "en": "write the figures as PNG here",

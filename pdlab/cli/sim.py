@@ -62,6 +62,19 @@ def _speculative_tokens(text: str) -> int:
     return v
 
 
+def _num_gpus(text: str) -> int:
+    from pdlab.sim.costs import MAX_GPUS as top
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise PdlabArgumentTypeError("err_not_int", value=text) from None
+    if not 1 <= v <= top:
+        allowed = Phrase("err_x_int_to", a=1, b=top)
+        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
+    return v
+
+
 def _rate(text: str) -> float:
     try:
         v = float(text)
@@ -115,6 +128,18 @@ def add_arguments(sub: Any) -> None:
         choices=("auto", "fp8"),
         default="auto",
         help=Help("help_sim_kv_dtype"),
+    )
+    s.add_argument(
+        "--num-gpus",
+        type=_num_gpus,
+        default=144,
+        help=Help("help_sim_num_gpus"),
+    )
+    s.add_argument(
+        "--weight-dtype",
+        choices=("fp8", "bf16"),
+        default="fp8",
+        help=Help("help_sim_weight_dtype"),
     )
     s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
@@ -180,6 +205,8 @@ def run(args: argparse.Namespace) -> int:
         if args.acceptance_rate is None
         else args.acceptance_rate,
         kv_cache_dtype=args.kv_cache_dtype,
+        num_gpus=args.num_gpus,
+        weight_dtype=args.weight_dtype,
     )
     profile = device_profile(
         args.gpu, link_bytes_per_s=args.link_gbps * 1e9, launch_overhead_s=args.launch_us * 1e-6

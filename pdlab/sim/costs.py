@@ -1,23 +1,40 @@
 """The modelled cost of one whole model step on a decode instance, in kernel groups, built
 from the per-kernel functions of :mod:`pdlab.sim.kernel_costs` (no new formulas for the
-attention): the dense layers of every token, ``forward_mqa`` over the rows routed as
+attention): the projections of every token, ``forward_mqa`` over the rows routed as
 decodes, ``forward_mha`` for each row routed as a prefill, ``lm_head`` for every position
 that samples (all ``1 + K`` of a verifying row under speculative decoding, and each hidden
 state P sent, in the same product), and, with ``K`` speculative tokens, the MTP drafter.
 
 Each group's time is its roofline floor, ``max(FLOPs / peak, bytes / bandwidth)``, on a
-:class:`~pdlab.sim.profiles.DeviceProfile`; a step that is not ``decode_graph_eligible``
-also pays one eager launch per attention kernel and layer (the full decode CUDA graph is
-lost; see :data:`pdlab.sim.profiles.LAUNCH_OVERHEAD_S`). Weights are read once per step
-for the whole batch. Two simplifications, said plainly: the dense part is pdlab's dense
-gated MLP of ``intermediate_size`` on every layer (DeepSeek-V3 routes tokens to 8 of 256
-experts on 58 of its 61 layers: more weight bytes per step than this counts), and
-``mla_decode``'s split workspace is left out (its size depends on the kernel's split plan).
+:class:`~pdlab.sim.profiles.DeviceProfile` (the dense bf16 peak); a step that is not
+``decode_graph_eligible`` also pays one eager launch per attention kernel and layer (the
+full decode CUDA graph is lost; see :data:`pdlab.sim.profiles.LAUNCH_OVERHEAD_S`). Weights
+are read once per step for the whole batch; ``mla_decode``'s split workspace is left out
+(its size depends on the kernel's split plan).
+
+A model without experts (the tiny preset) runs on one GPU, every layer a dense gated MLP
+of ``intermediate_size``, every weight at ``e`` bytes. A model with experts (DeepSeek-V3,
+V2) runs as a :class:`Deployment` says, by default DeepSeek's own decode deployment
+(:data:`DEEPSEEK_DECODE_GPUS`): attention data parallel (each GPU its own batch, all of
+attention's and the shared expert's weights), routed experts expert parallel over the
+GPUs; the step is one GPU's, the other GPUs assumed to run as many tokens. Its first
+``first_k_dense_replace`` layers are dense; each later layer runs the router, the shared
+experts and this GPU's routed experts (:func:`moe_layer_cost`), and moves its tokens to
+and from their experts' GPUs (dispatch in fp8, combine in bf16, DeepEP's low-latency
+kernels) over the profile's link, added to the step, not overlapped. Linear weights are
+``Deployment.weight_dtype`` (fp8: 1 byte, block scales not counted: 4 bytes per 128 x 128
+block, 0.02%); ``lm_head``, the router and the attention kernels' own weights (``kv_b_proj``,
+the absorbed ``W_UK``/``W_UV``, which vLLM dequantizes) stay bf16. The math is counted at
+the dense bf16 peak (fp8 GEMMs could run at twice it: a compute floor not lowered).
+vLLM's counterpart is its analytic FLOPs and bytes model (``vllm/v1/metrics/perf.py``),
+which assumes every expert touched once ``T K`` reaches the experts; pdlab counts the
+experts a step's tokens touch under uniform routing.
+
 The MTP drafter is DeepSeek-V3's MTP module run ``K`` times, one token per row each time
 (``eh_proj`` over the normed embedding and hidden state, one decoder layer, the shared
 ``lm_head``), its own graphs launched without overhead: pdlab's simplification of
 ``vllm/v1/worker/gpu/spec_decode/mtp/speculator.py``, whose first pass also covers the
-accepted positions. vLLM has no counterpart: it measures.
+accepted positions. vLLM itself measures.
 """
 
 from __future__ import annotations
@@ -27,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from pdlab.engine.config import ModelConfig
-from pdlab.errors import either, invalid
+from pdlab.errors import Phrase, either, invalid
 from pdlab.sim.kernel_costs import (
     Cost,
     decode_rows_cost,
@@ -36,23 +53,167 @@ from pdlab.sim.kernel_costs import (
 )
 from pdlab.sim.profiles import DeviceProfile
 
+# DeepSeek's decode deployment of V3/R1 ("DeepSeek-V3/R1 Inference System Overview",
+# deepseek-ai/open-infra-index, 2025): routed experts EP144, MLA and the shared expert
+# DP144, 18 nodes of 8 GPUs, 32 redundant routed experts, each GPU 2 routed experts.
+DEEPSEEK_DECODE_GPUS = 144
+MAX_GPUS = 1024
+WEIGHT_BYTES = {"fp8": 1, "bf16": 2}  # per linear weight value
+# DeepEP's low-latency all-to-all sends each token to its experts in fp8 (dispatch) and
+# returns their outputs in bf16 (combine): bytes per value.
+DISPATCH_BYTES, COMBINE_BYTES = 1, 2
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """How a model with experts is split over one decode instance: ``num_gpus`` GPUs,
+    attention (and the shared experts, the dense layers, ``lm_head``) data parallel, each
+    GPU its own batch; the routed experts expert parallel, ``ceil(E / num_gpus)`` slots on
+    each GPU (the slots past ``E`` hold redundant copies, as DeepSeek's 32 do); linear
+    weights stored as ``weight_dtype``."""
+
+    num_gpus: int = DEEPSEEK_DECODE_GPUS
+    weight_dtype: str = "fp8"
+
+    def __post_init__(self) -> None:
+        n = self.num_gpus
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_GPUS:
+            raise invalid("num_gpus", n, Phrase("err_x_int_range", a=1, b=MAX_GPUS))
+        if not isinstance(self.weight_dtype, str) or self.weight_dtype not in WEIGHT_BYTES:
+            allowed = Phrase("err_x_one_of", choices=list(WEIGHT_BYTES))
+            raise invalid("weight_dtype", self.weight_dtype, allowed)
+
+    @property
+    def weight_bytes(self) -> int:
+        return WEIGHT_BYTES[self.weight_dtype]
+
+    def experts_per_gpu(self, cfg: ModelConfig) -> int:
+        return -(-(cfg.n_routed_experts or 0) // self.num_gpus)
+
+    def redundant_experts(self, cfg: ModelConfig) -> int:
+        return self.experts_per_gpu(cfg) * self.num_gpus - (cfg.n_routed_experts or 0)
+
+
+DEFAULT_DEPLOYMENT = Deployment()
+
+
+def has_experts(cfg: ModelConfig) -> bool:
+    return bool(cfg.n_routed_experts and cfg.num_experts_per_tok and cfg.moe_intermediate_size)
+
+
+def num_moe_layers(cfg: ModelConfig) -> int:
+    """The decoder layers that route to experts (from ``first_k_dense_replace`` on)."""
+    if not has_experts(cfg):
+        return 0
+    return max(0, cfg.num_hidden_layers - cfg.first_k_dense_replace)
+
+
+def touched_experts(num_experts: int, top_k: int, tokens: float) -> float:
+    """The expected number of distinct experts ``tokens`` tokens touch, each choosing
+    ``top_k`` of ``num_experts``, under uniform routing (an assumption: a trained router
+    is not uniform, and DeepSeek balances its load): ``E (1 - (1 - k / E) ** T)``."""
+    return num_experts * (1.0 - (1.0 - top_k / num_experts) ** tokens)
+
+
+def linear(m: int, n: int, k: int, e: int, w_e: int) -> tuple[float, float]:
+    """:func:`~pdlab.sim.kernel_costs.gemm` with the weight ``[k, n]`` stored at ``w_e``
+    bytes a value and the activations at ``e``."""
+    return 2.0 * m * n * k, float(e) * (m * k + m * n) + float(w_e) * k * n
+
+
+def attention_proj_cost(cfg: ModelConfig, tokens: int, e: int = 2, w_e: int | None = None) -> Cost:
+    """One layer's projections around the attention kernels, for ``tokens`` tokens: the
+    query (``q_proj`` or ``q_a_proj``/``q_b_proj``), ``kv_a_proj_with_mqa`` and ``o_proj``,
+    weights at ``w_e`` bytes a value (by default ``e``)."""
+    d, h, w = cfg.hidden_size, cfg.num_attention_heads, e if w_e is None else w_e
+    c = Cost()
+    if cfg.q_lora_rank is None:
+        c.add("q_proj", *linear(tokens, h * cfg.qk_head_dim, d, e, w))
+    else:
+        c.add("q_a_proj", *linear(tokens, cfg.q_lora_rank, d, e, w))
+        c.add("q_b_proj", *linear(tokens, h * cfg.qk_head_dim, cfg.q_lora_rank, e, w))
+    c.add("kv_a_proj_with_mqa", *linear(tokens, cfg.kv_cache_dim, d, e, w))
+    c.add("o_proj", *linear(tokens, d, h * cfg.v_head_dim, e, w))
+    return c
+
+
+def mlp_cost(cfg: ModelConfig, tokens: int, e: int = 2, w_e: int | None = None) -> Cost:
+    """The dense gated MLP of ``intermediate_size`` (gate and up, then down)."""
+    d, i, w = cfg.hidden_size, cfg.intermediate_size, e if w_e is None else w_e
+    c = Cost().add("gate_up_proj", *linear(tokens, 2 * i, d, e, w))
+    return c.add("down_proj", *linear(tokens, d, i, e, w))
+
 
 def dense_layer_cost(cfg: ModelConfig, tokens: int, e: int = 2) -> Cost:
     """One layer's projections outside the attention kernels, for ``tokens`` tokens: the
     query (``q_proj`` or ``q_a_proj``/``q_b_proj``), ``kv_a_proj_with_mqa``, ``o_proj``
     and the gated MLP (gate and up, then down)."""
-    d, h = cfg.hidden_size, cfg.num_attention_heads
-    c = Cost()
-    if cfg.q_lora_rank is None:
-        c.add("q_proj", *gemm(tokens, h * cfg.qk_head_dim, d, e))
-    else:
-        c.add("q_a_proj", *gemm(tokens, cfg.q_lora_rank, d, e))
-        c.add("q_b_proj", *gemm(tokens, h * cfg.qk_head_dim, cfg.q_lora_rank, e))
-    c.add("kv_a_proj_with_mqa", *gemm(tokens, cfg.kv_cache_dim, d, e))
-    c.add("o_proj", *gemm(tokens, d, h * cfg.v_head_dim, e))
-    c.add("gate_up_proj", *gemm(tokens, 2 * cfg.intermediate_size, d, e))
-    c.add("down_proj", *gemm(tokens, d, cfg.intermediate_size, e))
+    c = attention_proj_cost(cfg, tokens, e)
+    for part in mlp_cost(cfg, tokens, e).parts:
+        c.add(*part)
     return c
+
+
+def moe_layer_cost(cfg: ModelConfig, tokens: int, deploy: Deployment, e: int = 2) -> Cost:
+    """One MoE layer's MLP on one GPU of ``deploy``, for its ``tokens`` tokens: the router
+    (bf16), the shared experts (every token), and this GPU's routed expert slots. All
+    ``num_gpus`` GPUs run as many tokens, routed uniformly, so this GPU computes ``tokens
+    * top_k`` (token, expert) pairs, and reads the weights of each of its slots whose
+    expert any of the instance's ``num_gpus * tokens`` tokens touched
+    (:func:`touched_experts`)."""
+    d, mi, w = cfg.hidden_size, cfg.moe_intermediate_size or 0, deploy.weight_bytes
+    E, k, S = cfg.n_routed_experts or 0, cfg.num_experts_per_tok or 0, cfg.n_shared_experts or 0
+    c = Cost().add("gate (router)", *linear(tokens, E, d, e, 2))
+    if S:
+        c.add("shared_experts gate_up", *linear(tokens, 2 * S * mi, d, e, w))
+        c.add("shared_experts down", *linear(tokens, d, S * mi, e, w))
+    pairs = tokens * k
+    share = touched_experts(E, k, deploy.num_gpus * tokens) / E  # of the slots, touched
+    weights = float(w) * deploy.experts_per_gpu(cfg) * share * 3 * d * mi
+    acts = float(e) * pairs * (d + 2 * mi + mi + d)  # in, gate/up out, down in, out
+    return c.add("routed_experts", 2.0 * pairs * 3 * d * mi, weights + acts)
+
+
+def all_to_all_bytes(cfg: ModelConfig, tokens: int, deploy: Deployment) -> float:
+    """Bytes one GPU sends in one MoE layer: its tokens' hidden states to each routed
+    expert on another GPU (dispatch, fp8), and back (combine, bf16); as many arrive."""
+    k, d, n = cfg.num_experts_per_tok or 0, cfg.hidden_size, deploy.num_gpus
+    away = (n - 1) / n  # the pairs whose expert is on another GPU
+    return tokens * k * away * d * float(DISPATCH_BYTES + COMBINE_BYTES)
+
+
+def model_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+    """The weights one GPU of ``deploy`` holds: every layer's attention (the projections at
+    the weight dtype, ``kv_b_proj`` in bf16), the dense layers' MLP, each MoE layer's router,
+    shared experts and this GPU's expert slots, the embedding and ``lm_head`` (bf16); the
+    MTP module is left out."""
+    d, h, L = cfg.hidden_size, cfg.num_attention_heads, cfg.kv_lora_rank
+    w, moe = deploy.weight_bytes, num_moe_layers(cfg)
+    attn = sum(p[2] for p in attention_proj_cost(cfg, 0, 0, w).parts)
+    attn += 2.0 * L * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # kv_b_proj
+    dense = sum(p[2] for p in mlp_cost(cfg, 0, 0, w).parts)
+    mi = cfg.moe_intermediate_size or 0
+    expert = float(w) * 3 * d * mi
+    per_moe = 2.0 * (cfg.n_routed_experts or 0) * d + expert * (cfg.n_shared_experts or 0)
+    per_moe += expert * deploy.experts_per_gpu(cfg)
+    layers = cfg.num_hidden_layers
+    return attn * layers + dense * (layers - moe) + per_moe * moe + 2.0 * 2 * cfg.vocab_size * d
+
+
+def _layers_cost(
+    cfg: ModelConfig, tokens: int, e: int, deploy: Deployment | None, layers: int
+) -> tuple[Cost, Cost | None, float]:
+    """``layers`` decoder layers' projections and MLPs outside the attention kernels:
+    (the attention projections and dense MLPs, the MoE MLPs or None, the all-to-all bytes).
+    ``deploy`` None (a model without experts): every layer dense, at ``e``."""
+    if deploy is None:
+        return _scaled(dense_layer_cost(cfg, tokens, e), layers), None, 0.0
+    moe = min(layers, num_moe_layers(cfg))
+    dense = _scaled(attention_proj_cost(cfg, tokens, e, deploy.weight_bytes), layers)
+    for part in _scaled(mlp_cost(cfg, tokens, e, deploy.weight_bytes), layers - moe).parts:
+        dense.add(*part)
+    experts = _scaled(moe_layer_cost(cfg, tokens, deploy, e), moe)
+    return dense, experts, all_to_all_bytes(cfg, tokens, deploy) * moe
 
 
 def lm_head_cost(cfg: ModelConfig, rows: int, e: int = 2) -> Cost:
@@ -77,6 +238,7 @@ class StepCost:
 
     groups: dict[str, Cost] = field(default_factory=dict)
     eager_launches: int = 0
+    link_bytes: float = 0.0  # the MoE all-to-all, each way: over the profile's link
 
     @property
     def flops(self) -> float:
@@ -87,7 +249,10 @@ class StepCost:
         return sum(c.bytes for c in self.groups.values())
 
     def group_times(self, profile: DeviceProfile) -> dict[str, float]:
-        return {k: profile.roofline_s(c.flops, c.bytes) for k, c in self.groups.items()}
+        out = {k: profile.roofline_s(c.flops, c.bytes) for k, c in self.groups.items()}
+        if self.link_bytes:
+            out["all-to-all"] = self.link_bytes / profile.link_bytes_per_s
+        return out
 
     def time_s(self, profile: DeviceProfile) -> float:
         t = sum(self.group_times(profile).values())
@@ -110,18 +275,24 @@ def step_cost(
     extra_logits: int = 0,
     num_speculative_tokens: int = 0,
     kv_e: int | None = None,
+    deploy: Deployment | None = None,
 ) -> StepCost:
     """The cost of one step whose rows the runner and the builder already split: the
     ``decode_rows`` run ``forward_mqa`` together, each of ``prefill_rows`` runs
     ``forward_mha`` (:func:`pdlab.sim.kernel_costs.prefill_path_cost`). ``extra_logits``
     hidden states (P's, the ``hidden_state`` design) join the step's ``lm_head``, so its
     weights are read once; ``num_speculative_tokens`` adds the MTP drafter; ``kv_e`` is
-    the KV cache's bytes per value (1 for fp8)."""
+    the KV cache's bytes per value (1 for fp8). A model with experts runs on one GPU of
+    ``deploy`` (by default :data:`DEFAULT_DEPLOYMENT`), the rows being that GPU's batch."""
+    deploy = (deploy or DEFAULT_DEPLOYMENT) if has_experts(cfg) else None
     layers = cfg.num_hidden_layers
     tokens = sum(r.query_len for r in decode_rows) + sum(r.query_len for r in prefill_rows)
     s = StepCost()
     if tokens:  # no rows (only P's hidden states to turn into tokens): no weights read
-        s.groups["dense"] = _scaled(dense_layer_cost(cfg, tokens, e), layers)
+        dense, experts, s.link_bytes = _layers_cost(cfg, tokens, e, deploy, layers)
+        s.groups["dense"] = dense
+        if experts is not None:
+            s.groups["moe"] = experts
     launches = 0
     if decode_rows:
         mqa = decode_rows_cost(
@@ -147,20 +318,32 @@ def step_cost(
         s.groups["lm_head"] = lm_head_cost(cfg, logits, e)
     rows = [*decode_rows, *prefill_rows]
     if num_speculative_tokens and rows:
-        s.groups["MTP drafter"] = _scaled(
-            mtp_draft_cost(cfg, [r.context for r in rows], e), num_speculative_tokens
-        )
+        draft = mtp_draft_cost(cfg, [r.context for r in rows], e, deploy)
+        s.groups["MTP drafter"] = _scaled(draft, num_speculative_tokens)
+        s.link_bytes += num_speculative_tokens * mtp_link_bytes(cfg, len(rows), deploy)
     s.eager_launches = 0 if graph_eligible else launches
     return s
 
 
-def mtp_draft_cost(cfg: ModelConfig, contexts: Sequence[int], e: int = 2) -> Cost:
+def mtp_link_bytes(cfg: ModelConfig, rows: int, deploy: Deployment | None) -> float:
+    """The all-to-all bytes of one MTP pass (its decoder layer is an MoE layer)."""
+    if deploy is None or not num_moe_layers(cfg):
+        return 0.0
+    return all_to_all_bytes(cfg, rows, deploy)
+
+
+def mtp_draft_cost(
+    cfg: ModelConfig, contexts: Sequence[int], e: int = 2, deploy: Deployment | None = None
+) -> Cost:
     """One pass of DeepSeek-V3's MTP module, one token for each row over its ``contexts``:
     ``eh_proj`` (``2 hidden -> hidden``), one decoder layer (its projections and
-    ``forward_mqa``) and the shared ``lm_head``."""
+    ``forward_mqa``; an MoE layer on ``deploy`` for a model with experts) and the shared
+    ``lm_head``."""
     b, d = len(contexts), cfg.hidden_size
     c = Cost().add("eh_proj", *gemm(b, d, 2 * d, e))
-    for part in (dense_layer_cost(cfg, b, e), decode_rows_cost(cfg, [x + 1 for x in contexts], e)):
+    dense, experts, _ = _layers_cost(cfg, b, e, deploy, 1)
+    attention = decode_rows_cost(cfg, [x + 1 for x in contexts], e)
+    for part in (dense, experts or Cost(), attention):
         for name, fl, by in part.parts:
             c.add(name, fl, by)
     c.add("lm_head", *gemm(b, cfg.vocab_size, d, e))

@@ -18,6 +18,7 @@ from typing import Any
 
 from pdlab.disagg.designs import MODES
 from pdlab.engine.config import ModelConfig
+from pdlab.sim.costs import has_experts, model_weight_bytes, num_moe_layers
 from pdlab.sim.profiles import DeviceProfile
 from pdlab.sim.simulator import ROUTINGS, SimConfig, SimResult, simulate
 
@@ -69,7 +70,30 @@ def summarize(res: SimResult) -> dict[str, Any]:
     }
     for name, xs in (("tpot", tpot), ("ttft_d", ttft), ("t2t_d", t2t)):
         out[f"{name}_tail"], out[f"{name}_p99_s"] = tail(xs)
+    out.update(deployment_figures(res))
     return out
+
+
+def deployment_figures(res: SimResult) -> dict[str, Any]:
+    """How the run's model was deployed (:class:`pdlab.sim.costs.Deployment`): for a model
+    with experts, the GPUs, the weights' dtype, each GPU's expert slots, the redundant
+    ones and each GPU's weights in bytes; for a model without, one GPU."""
+    m = res.model
+    if m is None or not has_experts(m):
+        return {"num_gpus": 1}
+    d = res.config.deployment
+    return {
+        "num_gpus": d.num_gpus,
+        "weight_dtype": d.weight_dtype,
+        "experts_per_gpu": d.experts_per_gpu(m),
+        "redundant_experts": d.redundant_experts(m),
+        "weight_bytes_per_gpu": model_weight_bytes(m, d),
+        "routed_experts": m.n_routed_experts,
+        "top_k": m.num_experts_per_tok,
+        "shared_experts": m.n_shared_experts or 0,
+        "dense_layers": m.num_hidden_layers - num_moe_layers(m),
+        "layers": m.num_hidden_layers,
+    }
 
 
 def run_grid(

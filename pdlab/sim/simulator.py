@@ -25,6 +25,12 @@ size, so FLASH_ATTN_MLA drops to 1 too, and vLLM 0.33.0 refuses MTP on it at sta
 ``dcp`` models only that routing: its costs are one device's (the context split over the
 ranks is not modelled).
 
+A model with experts (DeepSeek-V3) runs as deployed: ``num_gpus`` GPUs (DeepSeek's decode
+instance, 144, by default), attention data parallel with ``batch_size`` the decodes of the
+one GPU simulated, the routed experts expert parallel, weights ``weight_dtype``
+(:class:`pdlab.sim.costs.Deployment`; :func:`check_fits` refuses an instance whose weights
+overflow a GPU). A model without experts runs on one GPU.
+
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
 ``decode_graph_eligible``, PCP's reorder, V1), and the rule of
@@ -57,7 +63,17 @@ from pdlab.engine.distributed.kv_transfer.base import FIRST_TOKEN_MODES as MODES
 from pdlab.engine.worker.gpu.batch import gather_batch_req_state
 from pdlab.errors import PdlabError, Phrase, invalid
 from pdlab.sim import DISTRIBUTIONS, ROUTINGS
-from pdlab.sim.costs import Row, StepCost, step_cost
+from pdlab.sim.costs import (
+    DEEPSEEK_DECODE_GPUS,
+    MAX_GPUS,
+    Deployment,
+    Row,
+    StepCost,
+    has_experts,
+    model_weight_bytes,
+    step_cost,
+)
+from pdlab.sim.peaks import MEMORY_GB
 from pdlab.sim.profiles import DeviceProfile
 
 # DeepSeek-V3's own figure for its MTP module (depth 1) as a speculative drafter: "the
@@ -89,12 +105,17 @@ class SimConfig:
     prompt_len: int = 4096  # the distribution's mean ("fixed": every prompt)
     prompt_dist: str = "fixed"
     output_len: int = 64
-    duration_s: float = 5.0  # at the defaults about 240 steps: enough for a p99
+    duration_s: float = 5.0  # at the defaults about 160 steps: enough for a p99
     block_size: int = 64
     seed: int = 0
     num_speculative_tokens: int = 0
     acceptance_rate: float = MTP_ACCEPTANCE_RATE
     kv_cache_dtype: str = "auto"
+    # A model with experts: the decode instance's GPUs and its linear weights' dtype
+    # (pdlab.sim.costs.Deployment; DeepSeek's decode deployment by default). The batch
+    # above is one GPU's; a model without experts runs on one GPU and ignores both.
+    num_gpus: int = DEEPSEEK_DECODE_GPUS
+    weight_dtype: str = "fp8"
 
     def __post_init__(self) -> None:
         def bad(name: str, allowed: Phrase) -> PdlabError:
@@ -131,6 +152,12 @@ class SimConfig:
         a = self.acceptance_rate
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
             raise bad("acceptance_rate", Phrase("err_x_num_range", a=0, b=1))
+        self.deployment  # noqa: B018 - checks num_gpus and weight_dtype
+
+    @property
+    def deployment(self) -> Deployment:
+        """How a model with experts is split over the instance's GPUs."""
+        return Deployment(self.num_gpus, self.weight_dtype)
 
     @property
     def tokens_per_verify_step(self) -> float:
@@ -186,6 +213,7 @@ class SimResult:
     requests: list[SimRequest] = field(default_factory=list)
     mla_backend: str = ""
     reorder_batch_threshold: int = 1
+    model: ModelConfig | None = None
 
 
 def _prompt_sampler(cfg: SimConfig, rng: random.Random) -> Callable[[], int]:
@@ -282,6 +310,29 @@ def _arrived(requests: list[SimRequest], t: float, before: bool = False) -> int:
     return n
 
 
+def check_fits(cfg: SimConfig, model: ModelConfig, profile: DeviceProfile) -> None:
+    """Refuse a deployment whose weights alone overflow one GPU of the profile (a model
+    with experts on a profile whose memory is published)."""
+    mem = MEMORY_GB.get(profile.name)
+    if mem is None or not has_experts(model):
+        return
+    need = lambda n: model_weight_bytes(model, Deployment(n, cfg.weight_dtype))  # noqa: E731
+    if need(cfg.num_gpus) <= mem * 1e9:
+        return
+    least = next((n for n in range(cfg.num_gpus, MAX_GPUS + 1) if need(n) <= mem * 1e9), None)
+    allowed = Phrase(
+        "err_x_sim_fits",
+        n=least if least is not None else f"> {MAX_GPUS}",
+        gpu=profile.name,
+        model=model.name,
+        dtype=cfg.weight_dtype,
+        gb=f"{need(cfg.num_gpus) / 1e9:.0f}",
+        value=cfg.num_gpus,
+        mem=mem,
+    )
+    raise invalid("num_gpus", cfg.num_gpus, allowed)
+
+
 def simulate(
     cfg: SimConfig,
     model: ModelConfig,
@@ -291,6 +342,7 @@ def simulate(
 ) -> SimResult:
     """Run D until ``duration_s`` of simulated time has passed and every arrival has its
     second token. ``progress`` is told the simulated time after each step."""
+    check_fits(cfg, model, profile)
     use_pcp = cfg.routing == "pcp"
     builder, backend_name = builder_for(cfg, gpu)
     threshold = builder.reorder_batch_threshold
@@ -303,7 +355,9 @@ def simulate(
         requests=arrivals(cfg),
         mla_backend=backend_name,
         reorder_batch_threshold=threshold,
+        model=model,
     )
+    deploy = cfg.deployment
     # The running decodes all started at ``context`` and grow alike: one context for all.
     background_ids = [f"b{i}" for i in range(cfg.batch_size)]
     background = float(cfg.context)
@@ -349,12 +403,12 @@ def simulate(
         ordered = [same.get(x) or same.setdefault(x, Row(*x)) for x in zip(contexts, q)]
 
         dec, pre = ordered[:nd], ordered[nd:]
-        cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
+        cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e, deploy)
         if hidden:  # P's hidden states whose K/V land while this step runs join its lm_head
             t_end = t + cost.time_s(profile)
             waiting = pending[len(landing) :]  # all arrive after t, none has landed
             landing += waiting[: _arrived(waiting, t_end, before=True)]
-            cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e)
+            cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e, deploy)
         dt = cost.time_s(profile)
         verifying = len(background_ids) + len(active)
         res.steps.append(

@@ -4,8 +4,9 @@
 :func:`compare_designs` runs the same prompts through a P/D pair once per design (in one
 process, or two with ``procs=2``) and through a colocated engine, and reads each row off
 the trace's ``first_token`` events (``pdlab/disagg/designs.py``), priced on ``gpu`` by
-``pdlab/sim/designs.py``; the last column puts the same design at DeepSeek-V3's widths for
-an ``n``-token prompt, modelled with the same functions. :func:`designs_table` renders the
+``pdlab/sim/designs.py``; the last column puts the same design on DeepSeek-V3 as ``pdlab
+sim`` deploys it (one GPU of ``pdlab.sim.costs.DEFAULT_DEPLOYMENT``) for an ``n``-token
+prompt, modelled with the same functions. :func:`designs_table` renders the
 rows with rich.
 """
 
@@ -59,7 +60,8 @@ def compare_designs(
     """One row per design: whether every prompt's tokens equal the colocated run's, the
     trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
     routed and the modelled latency after P (summed or listed over the prompts), and the
-    same design at DeepSeek-V3's widths for a ``v3_context``-token prompt on ``gpu``.
+    same design on DeepSeek-V3 as ``pdlab sim`` deploys it for a ``v3_context``-token prompt
+    on ``gpu``.
     ``traces``, if given, receives each design's trace."""
     cfg = model_config or ModelConfig.tiny()
     cache = cache_config or CacheConfig()

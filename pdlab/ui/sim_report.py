@@ -39,6 +39,7 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
         title=escape(text(lang, "sim_title", gpu=profile.name)),
         caption=escape(
             text(lang, "sim_caption", source=source, backend=backends)
+            + deployment_caption(rows, profile, lang)
             + (
                 text(
                     lang,
@@ -73,6 +74,29 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
             f"{100 * r['non_uniform_share']:.0f}%",
         )
     return t
+
+
+def deployment_caption(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str) -> str:
+    """The caption's sentences on how the model was deployed (a model with experts:
+    :func:`pdlab.sim.report.deployment_figures`); empty for a one-GPU model."""
+    r = rows[0] if rows else {}
+    if "weight_dtype" not in r:
+        return ""
+    return text(
+        lang,
+        "sim_caption_moe",
+        gpus=r["num_gpus"],
+        dense=r["dense_layers"],
+        experts=r["routed_experts"],
+        k=r["top_k"],
+        moe=r["layers"] - r["dense_layers"],
+        per=r["experts_per_gpu"],
+        redundant=r["redundant_experts"],
+        dtype=r["weight_dtype"],
+        gb=f"{r['weight_bytes_per_gpu'] / 1e9:.0f}",
+        link=f"{profile.link_bytes_per_s / 1e9:g}",
+        peak=f"{profile.peak_flops / 1e12:,.0f}",
+    )
 
 
 def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figure:

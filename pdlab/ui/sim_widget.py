@@ -1,6 +1,6 @@
 """``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07): first-token design, routing,
 the running decodes' context (log scale, up to 128K), batch size, arrival rate and GPU
-profile; each change reruns the simulator (DeepSeek-V3 widths) and shows TPOT p50/p99,
+profile; each change reruns the simulator (DeepSeek-V3 as deployed) and shows TPOT p50/p99,
 D's time to first token, the share of steps that are not uniform decode batches, and the
 step times over the run. Labels in English or Chinese (:mod:`pdlab.catalog`).
 """
@@ -119,7 +119,15 @@ class SimExplorer(widgets.VBox):
             f"{s['tokens_per_step']:.2f}",
             f"{100 * s['non_uniform_share']:.0f}%",
         ]
-        note = text(lang, "w_sim_note", steps=s["steps"], n=s["arrivals"], gpu=profile.name)
+        note = text(
+            lang,
+            "w_sim_note",
+            steps=s["steps"],
+            n=s["arrivals"],
+            gpu=profile.name,
+            dtype=s["weight_dtype"],
+            gpus=s["num_gpus"],
+        )
         self.summary.value = html_table(head, [cells]) + f"<div>{esc(note)}</div>"
         fig = Figure(figsize=(7, 2.4))
         ax = fig.subplots()

@@ -1,8 +1,9 @@
 """The tour's closing chapter (7): could D skip the recompute, and does it matter?
 
 It runs the tour's prompt under the four first-token designs (``pdlab/disagg/designs.py``,
-table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid at DeepSeek-V3's widths
-on the H200 profile with its defaults (``pdlab/sim/``), and the same under MTP (``K = 1``,
+table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid for DeepSeek-V3 as
+deployed (``pdlab.sim.costs.Deployment``) on the H200 profile with its defaults
+(``pdlab/sim/``), and the same under MTP (``K = 1``,
 routings V2 and PCP: D's step with and without speculative decoding), and states the answer
 in one paragraph with those runs' numbers. The tour starts the two grids on another core
 before it imports torch (``pdlab/ui/tour_sims.py``, ``pdlab/sim/background.py``).
@@ -71,6 +72,8 @@ def answer_values(
     mv2 = m["v2", "recompute"]
     return {
         "gpu": GPU,
+        "gpus": v2["num_gpus"],
+        "dtype": v2.get("weight_dtype", "bf16"),
         "batch": base.batch_size,
         "ctx": fmt.tokens(base.context),
         "rate": f"{base.arrival_rate:g}",

@@ -45,6 +45,17 @@ class ModelConfig:
     # (``pdlab.engine.model_executor.models.deepseek_mtp``); 0 = none (V2, V2-Lite), 1 =
     # DeepSeek-V3's single MTP layer.
     num_nextn_predict_layers: int = 0
+    # DeepSeek's MoE fields, named as in its config.json and vLLM 0.33.0's deepseek_v2.py:
+    # layers from ``first_k_dense_replace`` on route each token to ``num_experts_per_tok``
+    # of ``n_routed_experts`` experts of width ``moe_intermediate_size``, beside
+    # ``n_shared_experts`` that every token runs; the first layers keep a dense MLP of
+    # ``intermediate_size``. None: no experts. pdlab's model runs every layer dense; only
+    # ``pdlab sim``'s cost model (pdlab/sim/costs.py) reads these.
+    n_routed_experts: int | None = None
+    num_experts_per_tok: int | None = None
+    n_shared_experts: int | None = None
+    moe_intermediate_size: int | None = None
+    first_k_dense_replace: int = 0
     seed: int = 0
     # Which weights the model loads: "random" (seeded by ``seed``; vLLM's
     # ``--load-format dummy`` plays the same role), "trained" (the checkpoint pdlab ships,
@@ -66,6 +77,15 @@ class ModelConfig:
         ):
             _check_int(c, name, getattr(self, name))
         _check_int(c, "seed", self.seed, minimum=0)
+        _check_int(c, "first_k_dense_replace", self.first_k_dense_replace, minimum=0)
+        for name, low in (
+            ("n_routed_experts", 1),
+            ("num_experts_per_tok", 1),
+            ("n_shared_experts", 0),
+            ("moe_intermediate_size", 1),
+        ):
+            if getattr(self, name) is not None:
+                _check_int(c, name, getattr(self, name), minimum=low)
         n = self.num_nextn_predict_layers
         if isinstance(n, bool) or n not in (0, 1):
             none = Phrase("err_x_note", x=0, note=Phrase("err_n_no_mtp"))
@@ -283,6 +303,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_attention_heads=16,
         q_lora_rank=None,
         rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        n_routed_experts=64,
+        num_experts_per_tok=6,
+        n_shared_experts=2,
+        moe_intermediate_size=1408,
+        first_k_dense_replace=1,
         **_DEEPSEEK_MLA,
     ),
     "deepseek-v2": dict(
@@ -293,6 +318,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         num_attention_heads=128,
         q_lora_rank=1536,
         rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+        n_routed_experts=160,
+        num_experts_per_tok=6,
+        n_shared_experts=2,
+        moe_intermediate_size=1536,
+        first_k_dense_replace=1,
         **_DEEPSEEK_MLA,
     ),
     "deepseek-v3": dict(
@@ -304,6 +334,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         q_lora_rank=1536,
         num_nextn_predict_layers=1,
         rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
+        n_routed_experts=256,
+        num_experts_per_tok=8,
+        n_shared_experts=1,
+        moe_intermediate_size=2048,
+        first_k_dense_replace=3,
         **_DEEPSEEK_MLA,
     ),
 }
