@@ -31,7 +31,8 @@ are freed and it is recomputed later (prompt and outputs), as vLLM does.
 The waiting loop is inline in upstream's ``schedule`` ("Next, schedule the WAITING
 requests"); here it is ``_schedule_waiting``, right after ``schedule``. A request is
 admitted when the budget, a running slot and its blocks allow: its local prefix-cache hit
-and the KV connector's external tokens count as computed, an asynchronous KV load only
+(under MTP, what ``pdlab/kv_cache/manager.py`` says is left of it) and the KV connector's
+external tokens count as computed, an asynchronous KV load only
 holds blocks (the request waits for its K/V), and under speculative decoding a row with
 one new token over computed context is padded to ``1 + K`` with ``-1`` placeholder drafts.
 
@@ -68,10 +69,7 @@ Deliberate differences from vLLM 0.33.0, which has many features pdlab does not 
 no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
 parallelism (so no output placeholders and no deferred frees), no dynamic speculative
 decoding (``num_speculative_tokens_per_batch_size``), no grammar check of drafts and no
-watermark (vLLM's default watermark is 0). Under MTP the prefix cache keeps the trailing
-block of a hit, which upstream drops when a KV connector is configured
-(``use_eagle_block_drop``: the drafter's KV at a block's last position depends on the next
-token; without a connector upstream hashes each block with the token after it instead).
+watermark (vLLM's default watermark is 0).
 ``finish_requests`` returns the ids it finished rather than the requests, and a request
 admitted with nothing to compute gets a ``RuntimeError`` naming the cause where vLLM
 asserts. Refused in one line when the scheduler is built: a
@@ -90,7 +88,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from pdlab.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.config import (
+    CacheConfig,
+    KVTransferConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    num_hash_lookahead_tokens,
+)
 from pdlab.errors import PdlabError, PdlabValueError, Phrase, invalid, one_line
 from pdlab.kv_cache.block_pool import KVCacheBlock
 from pdlab.kv_cache.manager import KVCacheManager
@@ -145,8 +149,24 @@ class Scheduler:
         # One sampled token per step keeps one position free below max_model_len.
         self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
-        self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
         self._init_spec_decode(speculative_config)
+        # Under MTP: drop a hit's trailing block with a connector, else hash ahead
+        # (pdlab/kv_cache/manager.py tells why).
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens(
+            speculative_config, cache_config.enable_prefix_caching, connector is not None
+        )
+        self.use_eagle_block_drop = (
+            speculative_config is not None
+            and speculative_config.use_eagle_block_drop()
+            and not self.num_hash_lookahead_tokens
+        )
+        self.kv_cache_manager = KVCacheManager(
+            cache_config,
+            max_model_len,
+            use_eagle=self.use_eagle_block_drop,
+            num_hash_lookahead_tokens=self.num_hash_lookahead_tokens,
+            num_prefill_lookahead=self.num_prefill_lookahead,
+        )
         self.connector = connector
         self.emit = emit
 
@@ -174,6 +194,7 @@ class Scheduler:
         # K, and the KV slots past the scheduled tokens that the drafter writes (MTP).
         self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
         self.num_lookahead_tokens = spec.num_lookahead_tokens if spec is not None else 0
+        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
         # What one verifying step may add to a request: kept free beside an async load.
         step_tokens = 1 + self.num_spec_tokens + self.num_lookahead_tokens
         self._spec_decode_step_blocks = (

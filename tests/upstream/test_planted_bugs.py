@@ -8,7 +8,9 @@ transferred request with nothing left to compute); the block pool appending free
 blocks in the wrong order (the LRU order of eviction breaks); the manager freeing a
 request's blocks head first (its shared prefix would be evicted before its tail); under
 speculative decoding, a newly admitted one-token row left unpadded, rejected drafts left
-counted as computed, and V2 counting a padded row's placeholders as new tokens; across the
+counted as computed, V2 counting a padded row's placeholders as new tokens, and under MTP
+a prefix cache that keeps a hit's trailing block on D or hashes no token ahead without a
+connector (``pdlab/kv_cache/manager.py``); across the
 routing grid (``lockstep.run_routing``), V1's full decode graph wanting one-token rows
 whatever K (vLLM's ``uniform_decode_query_len`` is ``1 + K``), and a NIXL instance under
 DCP keeping an interleave of 1 (vLLM's ``adjust_dcp_kv_cache_interleave_size`` makes it
@@ -149,6 +151,30 @@ def test_placeholders_counted_as_new_tokens_are_caught(monkeypatch):
             assert f"seed={seed}" in str(e)
             return
     pytest.fail("no batch with drafts caught the planted bug")
+
+
+def test_mtp_on_d_keeping_the_trailing_prefix_block_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        KVCacheManager,
+        "get_computed_blocks",
+        "if self.use_eagle and blocks:",
+        "if False and blocks:",
+    )
+    message = first_divergence("decode_spec", range(100))
+    assert_reported(message, "decode_spec")
+
+
+def test_mtp_without_a_connector_hashing_no_token_ahead_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        KVCacheManager,
+        "__init__",
+        "self.num_hash_lookahead_tokens = num_hash_lookahead_tokens",
+        "self.num_hash_lookahead_tokens = 0",
+    )
+    message = first_divergence("local_spec", range(100))
+    assert_reported(message, "local_spec")
 
 
 def first_routing_divergence() -> str:

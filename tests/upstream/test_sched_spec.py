@@ -10,7 +10,7 @@ import dataclasses
 from collections import Counter
 
 import pytest
-from lockstep import Divergence, run
+from lockstep import run
 from twin_pdlab import PdlabTwin
 from twin_vllm import VllmTwin
 from workload import Config, Spec, make_workload
@@ -59,29 +59,45 @@ def test_spec_workloads_reach_every_case():
         assert seen[case] > 0, f"no spec workload among the first 200 of each kind reached {case!r}"
 
 
-class BlockDropVllmTwin(VllmTwin):
-    def __init__(self, cfg):
-        super().__init__(cfg, block_drop=True)
+def _resend(twin, n: int, block_size: int) -> int:
+    """A prompt of ``n`` tokens run to its end, then the same prompt again: the tokens of
+    the second one's prefix-cache hit (its first schedule's num_computed_tokens)."""
+    prompt = tuple(range(1, n + 1))
+    twin.add(Spec("first", prompt, 2))
+    for _ in range(n + 4):
+        so, s = twin.schedule()
+        done = {row[0] for row in s.rows if row[1] + row[3] >= n}
+        if any(reason for _, _, reason in twin.update(so, dict.fromkeys(done, [150]), None)):
+            break
+    twin.add(Spec("again", prompt, 2))
+    (row,) = twin.schedule()[1].rows
+    return row[3]
 
 
-def test_mtp_on_d_keeps_the_trailing_prefix_block_vllm_drops():
-    """A kept difference (docs/upstream.md): under MTP with a KV connector vLLM drops the
-    last block of a local prefix-cache hit (use_eagle_block_drop), pdlab keeps it; the
-    lockstep runs vLLM with disable_eagle_block_drop=True. With vLLM's default some of the
-    same workloads diverge: only decode-side MTP workloads with prefix caching on. (Without
-    a connector vLLM instead hashes each block with one token past it and drops nothing;
-    that agrees with pdlab here. n-gram drafts have no KV, so nothing is dropped.)"""
-    diverged = []
-    for seed in range(60):
-        for kind in ("local_spec", "decode_spec"):
-            w = make_workload(seed, kind)
-            try:
-                run(seed, kind, vllm_twin=BlockDropVllmTwin)
-            except Divergence:
-                diverged.append((seed, kind))
-                assert kind == "decode_spec", (seed, kind)
-                assert w.config.spec_method == "mtp" and w.config.caching, (seed, kind)
-    assert len(diverged) >= 3, diverged
+@pytest.mark.parametrize("n", [8, 9, 12, 13, 16, 17])
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_resent_prompt_under_mtp_reuses_what_vllm_reuses(n, k):
+    """Under MTP, without a connector, vLLM's block hashes look one token ahead and a
+    resent prompt of N tokens reuses floor((N - 1) / B) * B; the connector case
+    (use_eagle_block_drop, one block less) is test_a_cached_prompt_on_d_under_mtp_....
+    pdlab/kv_cache/manager.py tells why."""
+    b = 4
+    cfg = Config(b, 40, 64, 4, 0, 64, spec_method="mtp", num_spec_tokens=k)
+    hit = _resend(VllmTwin(cfg), n, b)
+    assert hit == (n - 1) // b * b
+    assert _resend(PdlabTwin(cfg), n, b) == hit
+
+
+@pytest.mark.parametrize("n", [5, 8, 9, 13])
+def test_a_cached_prompt_on_d_under_mtp_loses_its_trailing_block(n):
+    """With a KV connector (D) vLLM keeps the plain hashes and drops the last block of a
+    local hit: a resent prompt of N tokens reuses (floor((N - 1) / B) - 1) * B. A pdlab
+    that keeps the block fails here and in test_planted_bugs.py."""
+    b = 4
+    cfg = Config(b, 40, 64, 4, 0, 64, decode=True, spec_method="mtp", num_spec_tokens=2)
+    hit = _resend(VllmTwin(cfg), n, b)
+    assert hit == max((n - 1) // b - 1, 0) * b
+    assert _resend(PdlabTwin(cfg), n, b) == hit
 
 
 def _warm_then_hit(twin):

@@ -52,7 +52,9 @@ class PdlabTwin:
             connector = PDConnector("decode", "decode-engine", self.transport, cfg.block_size)
         spec = None
         if cfg.spec_method is not None:
-            spec = SpeculativeConfig(cfg.spec_method, cfg.num_spec_tokens)
+            spec = SpeculativeConfig(
+                cfg.spec_method, cfg.num_spec_tokens, num_nextn_predict_layers=cfg.mtp_modules
+            )
         self.sched = Scheduler(
             SchedulerConfig(
                 max_num_batched_tokens=cfg.budget,

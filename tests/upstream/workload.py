@@ -53,6 +53,7 @@ class Config:
     policy: str = "fail"  # kv_load_failure_policy
     spec_method: str | None = None  # SpeculativeConfig.method; None: no speculation
     num_spec_tokens: int = 0  # K
+    mtp_modules: int = 1  # the checkpoint's num_nextn_predict_layers (MTP only)
 
 
 @dataclass(frozen=True)
