@@ -63,7 +63,11 @@ already scheduled or the request has computed context, and ``1 + K`` positions p
 sampled token fit ``max_model_len``. If the padded row does not fit the budget, the
 waiting loop stops there: upstream would rather not schedule it than schedule it unpadded.
 After the step ``num_computed_tokens`` is rolled back over the rejected drafts:
-``len(drafts) - (len(sampled) - 1)``.
+``len(drafts) - (len(sampled) - 1)``. With more than one MTP module
+(``num_prefill_lookahead_tokens`` K > 1) a prefill chunk ends the prompt or stops at
+least K tokens before its end (``_reserve_prefill_lookahead``; a waiting request whose
+chunk would shrink to nothing is passed over this step), and a connector is told of each
+new request (``on_new_request``: P cuts its backoff, ``pdlab/kv_transfer/pd_connector.py``).
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
 no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
@@ -253,6 +257,9 @@ class Scheduler:
                 num_new_tokens,
                 self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
             )
+            num_new_tokens = self._reserve_prefill_lookahead(
+                request, request.num_computed_tokens, num_new_tokens
+            )
             if num_new_tokens <= 0:
                 # Nothing to compute this step; the requests behind it may still go on.
                 req_index += 1
@@ -397,6 +404,13 @@ class Scheduler:
                     break  # the padded row does not fit: it waits, and so does the rest
                 pad_spec_decode = padded != num_new_tokens
                 num_new_tokens = self._cap_new_tokens(padded, token_budget)
+                if num_new_tokens > 0:
+                    num_new_tokens = self._reserve_prefill_lookahead(
+                        request, num_computed_tokens, num_new_tokens
+                    )
+                    if num_new_tokens == 0:
+                        skipped.append(queue.popleft())  # its chunk would end too near
+                        continue
                 if num_new_tokens <= 0 and not did_prefix_cache_lookup:
                     raise RuntimeError(
                         f"request {rid!r} resumed after its KV transfer with "
@@ -656,6 +670,18 @@ class Scheduler:
         return new_token_ids, False
 
     # ---- speculative decoding: drafts, the -1 padding, the rollback --------------------
+    def _reserve_prefill_lookahead(
+        self, request: Request, num_computed_tokens: int, num_new_tokens: int
+    ) -> int:
+        """Multi-module MTP: a prefill chunk either ends the prompt or leaves at least
+        ``num_prefill_lookahead`` (K) tokens after it, since at a chunk's end the drafter
+        reads the next K known tokens; closer to the end it would read sampled ones and
+        leave them in its modules' K/V (upstream's docstring). One module: no change."""
+        remaining = request.num_tokens - num_computed_tokens - num_new_tokens
+        if 0 < remaining < self.num_prefill_lookahead:
+            num_new_tokens -= self.num_prefill_lookahead - remaining
+        return max(num_new_tokens, 0)
+
     def _pad_spec_decode(
         self,
         num_new_tokens: int,
@@ -797,6 +823,8 @@ class Scheduler:
         self.check_request_fits(request)
         self.waiting.append(request)
         self.requests[rid] = request
+        if self.connector is not None:
+            self.connector.on_new_request(request)  # P may cut its prompt (pd_connector.py)
 
     def check_request_fits(self, request: Request) -> None:
         """Raise ``ValueError`` when ``request`` could never run here: its prompt leaves no

@@ -10,7 +10,8 @@ request's blocks head first (its shared prefix would be evicted before its tail)
 speculative decoding, a newly admitted one-token row left unpadded, rejected drafts left
 counted as computed, V2 counting a padded row's placeholders as new tokens, and under MTP
 a prefix cache that keeps a hit's trailing block on D or hashes no token ahead without a
-connector (``pdlab/kv_cache/manager.py``); across the
+connector (``pdlab/kv_cache/manager.py``), and with two MTP modules D loading the whole
+prompt (no backoff) or a chunk ending within K of the prompt's end; across the
 routing grid (``lockstep.run_routing``), V1's full decode graph wanting one-token rows
 whatever K (vLLM's ``uniform_decode_query_len`` is ``1 + K``), and a NIXL instance under
 DCP keeping an interleave of 1 (vLLM's ``adjust_dcp_kv_cache_interleave_size`` makes it
@@ -30,6 +31,7 @@ from lockstep import Divergence, run, run_routing
 import pdlab.model.batch as batch
 from pdlab.kv_cache.block_pool import BlockPool
 from pdlab.kv_cache.manager import KVCacheManager
+from pdlab.kv_transfer.pd_connector import PDConnector
 from pdlab.sched.scheduler import Scheduler
 
 pytestmark = pytest.mark.upstream
@@ -174,6 +176,30 @@ def test_mtp_without_a_connector_hashing_no_token_ahead_is_caught(monkeypatch):
         "self.num_hash_lookahead_tokens = 0",
     )
     message = first_divergence("local_spec", range(100))
+    assert_reported(message, "local_spec")
+
+
+def test_d_under_multi_module_mtp_loading_the_whole_prompt_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        PDConnector,
+        "_prefill_backoff",
+        "max(0, self.num_prefill_lookahead_tokens - 1)",
+        "0",
+    )
+    message = first_divergence("decode_spec", range(200))
+    assert_reported(message, "decode_spec")
+
+
+def test_a_chunk_ending_within_k_of_the_prompt_end_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        Scheduler,
+        "_reserve_prefill_lookahead",
+        "if 0 < remaining < self.num_prefill_lookahead:",
+        "if False:",
+    )
+    message = first_divergence("local_spec", range(200))
     assert_reported(message, "local_spec")
 
 

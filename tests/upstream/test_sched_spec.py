@@ -55,6 +55,7 @@ def test_spec_workloads_reach_every_case():
         "finish stop",
         "finish length",
         "remote K/V in: one token over N - 1",
+        "multi-module MTP",
     ):
         assert seen[case] > 0, f"no spec workload among the first 200 of each kind reached {case!r}"
 
@@ -141,3 +142,58 @@ def test_an_ngram_budget_below_one_plus_k_is_refused_where_vllm_never_pads():
         twin.update(so, {}, None)
     with pytest.raises(ValueError, match="max_num_batched_tokens=2 is invalid"):
         PdlabTwin(cfg)
+
+
+def _first_steps(twin, specs, steps: int = 3) -> list:
+    """What ``schedule()`` gave for ``steps`` steps over ``specs`` (every row sampling
+    token 150 once its prompt is computed), with the state after each."""
+    for s in specs:
+        twin.add(s)
+    seen = []
+    for _ in range(steps):
+        so, s = twin.schedule()
+        num_tokens = {rid: r[2] for rid, r in twin.state()["requests"].items()}
+        done = {row[0] for row in s.rows if row[1] + row[3] >= num_tokens[row[0]]}
+        twin.update(so, dict.fromkeys(done, [150]), None)
+        seen.append((s, twin.state()))
+    return seen
+
+
+@pytest.mark.parametrize("modules,k", [(1, 2), (2, 2), (3, 3), (2, 3)])
+@pytest.mark.parametrize("n", [1, 2, 7, 9])
+def test_p_under_multi_module_mtp_prefills_all_but_k_minus_1(modules, k, n):
+    """P (a NIXL producer) cuts the last K - 1 prompt tokens of a request it prefills for
+    D when more than one MTP module drafts (min(modules, K) > 1) and the prompt is longer:
+    P prefills N - (K - 1) and D computes the rest (pdlab/kv_transfer/pd_connector.py)."""
+    cfg = Config(
+        4,
+        40,
+        64,
+        4,
+        0,
+        64,
+        prefill=True,
+        spec_method="mtp",
+        num_spec_tokens=k,
+        mtp_modules=modules,
+    )
+    spec = Spec("p", tuple(range(1, n + 1)), 1, remote_decode=True)
+    theirs = _first_steps(VllmTwin(cfg), [spec])
+    first_row = theirs[0][0].rows[0]
+    # K - 1, whatever the number of modules past one (num_prefill_lookahead_tokens is K).
+    backoff = k - 1 if min(modules, k) > 1 and n > k - 1 else 0
+    assert first_row[1] == n - backoff
+    assert _first_steps(PdlabTwin(cfg), [spec]) == theirs
+
+
+@pytest.mark.parametrize("budget,n", [(8, 10), (8, 9), (8, 11), (4, 6)])
+def test_a_chunk_never_ends_within_k_of_the_prompt_end_under_multi_module_mtp(budget, n):
+    """With K = 3 MTP modules a prefill chunk ends the prompt or leaves at least K tokens
+    after it (upstream's _reserve_prefill_lookahead)."""
+    k = 3
+    cfg = Config(4, 40, budget, 4, 0, 64, spec_method="mtp", num_spec_tokens=k, mtp_modules=k)
+    spec = Spec("a", tuple(range(1, n + 1)), 2)
+    theirs = _first_steps(VllmTwin(cfg), [spec])
+    first = theirs[0][0].rows[0][1]
+    assert first == n or n - first >= k
+    assert _first_steps(PdlabTwin(cfg), [spec]) == theirs

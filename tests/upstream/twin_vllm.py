@@ -120,6 +120,10 @@ def _vllm_config(cfg: Config) -> VllmConfig:
     cc.enable_prefix_caching = cfg.caching
     cc.num_gpu_blocks = cfg.num_blocks + 1
     vc.kv_transfer_config = None
+    if cfg.prefill:
+        vc.kv_transfer_config = KVTransferConfig(
+            kv_connector="NixlConnector", kv_role="kv_producer"
+        )
     if cfg.decode:
         vc.kv_transfer_config = KVTransferConfig(
             kv_connector="NixlConnector",
@@ -424,7 +428,7 @@ def routing_vllm_config(rc) -> VllmConfig:
         )
     vc.speculative_config = None
     if rc.num_spec_tokens:
-        vc.speculative_config = _speculative_config(base, "mtp", rc.num_spec_tokens, False)
+        vc.speculative_config = _speculative_config(base, "mtp", rc.num_spec_tokens, 1)
     spec = FullAttentionSpec(
         block_size=rc.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
     )
