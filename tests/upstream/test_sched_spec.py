@@ -1,10 +1,12 @@
 """vLLM 0.33.0's scheduler and pdlab's with speculative decoding, in lockstep on seeded
 local and decode-side workloads (lockstep.py, workload.py): the workloads of
 test_sched_local.py and test_sched_decode.py with a SpeculativeConfig (mtp or ngram, K = 1
-and K = 2), drafts fed back after every step as a model runner would (seeded, accepted at
-the workload's rate) and verified greedily. Every step's scheduled tokens, spec tokens
-(the -1 placeholders that pad a newly admitted one-token row, D's first step among them)
-and num_computed_tokens are compared, and the whole state after it."""
+and K = 2, MTP with one or two modules), drafts fed back after every step as a model
+runner would (seeded, accepted at the workload's rate) and verified greedily. Every
+step's scheduled tokens, spec tokens (the -1 placeholders that pad a newly admitted
+one-token row, D's first step among them) and num_computed_tokens are compared, and the
+whole state after it. Then targeted cases: a resent prompt under MTP with and without a
+connector, P's backoff with several MTP modules, and chunks kept K from a prompt's end."""
 
 import dataclasses
 from collections import Counter

@@ -17,8 +17,10 @@ values; aborts while the K/V arrive.
 
 The speculative-decoding kinds (``local_spec``, ``decode_spec``) are the same workloads,
 drawn from the same seed, with a ``SpeculativeConfig`` (``mtp`` or ``ngram``, K = 1 or 2)
-drawn after them, and a seeded drafter (:meth:`Workload.draft`) that agrees with the
-sampler at the workload's acceptance rate: accepted runs, rejections, placeholders.
+drawn after them (MTP with K = 2 drafts with two modules half the time, unless the block
+size is below K with prefix caching, which both refuse), and a seeded drafter
+(:meth:`Workload.draft`) that agrees with the sampler at the workload's acceptance rate:
+accepted runs, rejections, placeholders.
 Three inputs are moved out of the way where pdlab refuses a configuration vLLM accepts: a
 ``long_prefill_token_threshold`` below ``1 + K`` becomes ``1 + K`` (vLLM asserts on the
 first padded row it cuts); a budget below ``1 + K`` becomes ``1 + K`` (for MTP vLLM's
