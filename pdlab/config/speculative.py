@@ -24,7 +24,12 @@ module lives in the target checkpoint, ``pdlab/model/mtp.py``); prompt-lookup bo
 for ``"mtp"`` are refused in one line where upstream silently sets them to 0.
 ``num_nextn_predict_layers`` (the MTP modules the checkpoint holds) sits here, where
 upstream reads it from the draft model's ``hf_config``; pdlab's model runs one module, so
-a value above 1 drives the scheduler, the prefix cache and the connector only.
+a value above 1 drives the scheduler, the prefix cache and the connector only. The drafts
+are then not upstream's: 0.33.0 runs ``MultiModuleMTPSpeculator``
+(``vllm/v1/worker/gpu/spec_decode/multi_module_mtp/``, one module per draft step, with
+future prompt tokens swapped in at a chunk's end), while pdlab's one module, run K times,
+keeps on D the row P's drafter wrote at ``N - K`` from P's sampled token (the tokens are
+greedy's all the same: ``tests/lab/test_spec_decode_pd.py``).
 """
 
 from __future__ import annotations
