@@ -203,7 +203,9 @@ show_source(KVCacheManager.get_computed_blocks)
 # logits come from its final hidden state, which no cache holds (notebook 5, section 2,
 # shows it on D, where the same rule makes the `N - 1`). Since hits are whole blocks, the
 # whole block containing it is recomputed; when `N` is a multiple of `B` that is a full
-# block of `B` tokens.
+# block of `B` tokens. (Under MTP behind a KV connector vLLM drops one block more, for the
+# same reason: the drafter needs what the cache does not hold; notebook 5, section 8, and
+# `pdlab/engine/core/kv_cache_manager.py`.)
 
 # %%
 rows = []

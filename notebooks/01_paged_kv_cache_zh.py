@@ -197,7 +197,8 @@ show_source(KVCacheManager.get_computed_blocks)
 # 至少最后一个提示词 token 必须再过一遍模型：下一个 token 的 logits 由它的最终隐藏状态算出，
 # 而任何缓存里都没有这个隐藏状态（笔记本 5 第 2 节在 D 上演示了这一点，同一条规则在那里
 # 产生了 `N - 1`）。又因为命中按整块计，包含它的整个块都要重算；当 `N` 是 `B` 的倍数时，
-# 这就是整整一块 `B` 个 token。
+# 这就是整整一块 `B` 个 token。（在 MTP 下且有 KV connector 时，vLLM 还要多丢一块，原因相同：
+# 草稿模型需要缓存里没有的东西；见笔记本 5 第 8 节和 `pdlab/engine/core/kv_cache_manager.py`。）
 
 # %%
 rows = []

@@ -874,6 +874,62 @@ for r, cells in enumerate(pcp_layout(layout_rows, 2)):
     print(f"rank {r}: {cells}")
 
 # %% [markdown]
+# 在 connector 之后，MTP 还改变了三件事（原因见 `pdlab/engine/core/kv_cache_manager.py` 和
+# `pdlab/engine/distributed/kv_transfer/pd_connector.py` 的文档字符串）。
+# 草稿模型自己在 `N - 1` 的 K/V 行：P 的
+# MTP 层用 P 采样出的 token 写了它，代理丢掉这个 token，D 的草稿预填充再用 D 的 token 把它
+# 写一遍。NIXL 的回退：MTP 模块多于一个时，P 只预填充 `N - (K - 1)` 个 token，最后 `K - 1`
+# 个由 D 计算。还有前缀缓存：有 KV connector 时，vLLM 在 P 和 D 上都丢掉每次本地命中的最后
+# 一块，所以同一个提示词再发一次，复用的比 `floor((N-1)/B)*B` 少一块。下面这对实例在
+# K = 2 下把提示词发两次，先是一个 MTP 模块，再按两个模块（`num_nextn_predict_layers=2`：
+# 调度器、connector 和前缀缓存按 vLLM 0.33.0 有两个模块时那样做；pdlab 的模型只有一个
+# 模块，运行两次）。两个模块时 P 停在 `N - 2`，所以它最后写的草稿模型行在那里，D 写的
+# 第一行在 `N - 1`。
+
+# %%
+connector_rows = []
+for modules in (1, 2):
+    two = SpeculativeConfig(num_speculative_tokens=2, num_nextn_predict_layers=modules)
+    c_pair = PDPair(MTP, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND,
+                    speculative_config=two)  # fmt: skip
+    first, again = (c_pair.generate(prompt, SamplingParams(max_tokens=3))[0] for _ in range(2))
+    tr, rid = c_pair.tracer, first.request_id
+    cut = tr.filter("kv_prefill_backoff", "P", req_id=rid)
+    _, d_row = tr.steps("D", rid)[0]
+    p_dr, d_dr = tr.first("draft", "P", req_id=rid), tr.first("draft", "D", req_id=rid)
+    hit = tr.first("prefix_hit", "D", req_id=again.request_id)["num_hit_tokens"]
+    assert hit == ((N - 1) // 4 - 1) * 4 and d_row["num_computed_tokens_before"] == N - 1
+    connector_rows.append(
+        [
+            modules,
+            cut[0]["num_tokens"] if cut else 0,
+            d_row["num_computed_tokens_before"],
+            d_row["num_scheduled_tokens"],
+            f"h[{p_dr['hidden_position']}], {p_dr['next_token']}",
+            f"h[{d_dr['hidden_position']}], {d_dr['next_token']}",
+            hit,
+            (N - 1) // 4 * 4,
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "num_nextn_predict_layers",
+                t("nb5_mtp_col_backoff"),
+                "num_computed_tokens",
+                t("nb5_mtp_col_scheduled"),
+                t("nb5_mtp_col_p_row"),
+                t("nb5_mtp_col_d_row"),
+                t("nb5_mtp_col_hit_again"),
+                "floor((N-1)/B)*B",
+            ],
+            connector_rows,
+        )
+    )
+)
+
+# %% [markdown]
 # ## 自测
 #
 # 在下面的单元格里写下你的预测，再运行：37 个 token 的提示词，块大小

@@ -9,7 +9,9 @@ colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a 
 under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200 (``reorder_batch_threshold =
 512``, varlen), where P's own short prompt takes the absorbed decode path. With
 ``num_speculative_tokens`` the pair runs DeepSeek's MTP drafter (D's first step becomes
-``1 + K`` tokens with ``K`` placeholder drafts) and the colocated engine does not.
+``1 + K`` tokens with ``K`` placeholder drafts) and the colocated engine does not; the pair
+then runs the prompt once more (``pd_again_id``), so that the trace holds a local prefix
+hit behind the connector (its trailing block dropped, ``pdlab/engine/core/kv_cache_manager.py``).
 
 The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained checkpoint pdlab
 ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
@@ -91,6 +93,9 @@ class Demo:
     variant_traces: dict[tuple[str, int], Tracer] = field(default_factory=dict)
     variant_tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     num_speculative_tokens: int = 0  # K: the pair drafts with MTP; the colocated run does not
+    # Under MTP the pair runs the prompt a second time (a local prefix hit on P and on D,
+    # its trailing block dropped behind the connector): that request's id.
+    pd_again_id: str | None = None
 
     @property
     def other_pcp(self) -> int | None:
@@ -190,6 +195,7 @@ def run_demo(
     with one_thread():
         pair = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(pcp))
         pd_out = pair.generate(text, sp)[0]
+        again_id = pair.generate(text, sp)[0].request_id if spec is not None else None
         model = pair.prefill.model
         local = LLMEngine(
             cfg,
@@ -250,5 +256,6 @@ def run_demo(
         local_ids=[o.request_id for o in outs],
         model_runner=runner,
         num_speculative_tokens=num_speculative_tokens,
+        pd_again_id=again_id,
         **extra,
     )

@@ -1200,6 +1200,76 @@ for r, cells in enumerate(pcp_layout(layout_rows, 2)):
     print(f"rank {r}: {cells}")
 
 # %% [markdown] en
+# Behind the connector, three more things change under MTP (why: the docstrings of
+# `pdlab/engine/core/kv_cache_manager.py` and
+# `pdlab/engine/distributed/kv_transfer/pd_connector.py`). The drafter's own K/V row at `N - 1`:
+# P's MTP layer wrote it from P's sampled token, which the proxy throws away, and D's draft
+# prefill writes it again from D's. NIXL's backoff: with more than one MTP module P prefills only
+# `N - (K - 1)` tokens and D computes the last `K - 1`. And the prefix cache: with a KV connector
+# vLLM drops the last block of every local hit, on P and on D, so the same prompt sent again
+# reuses one block less than `floor((N-1)/B)*B`. Below, the pair sends the prompt twice with K =
+# 2, with one MTP module and as with two (`num_nextn_predict_layers=2`: the scheduler, the
+# connector and the prefix cache act as vLLM 0.33.0 does with two modules; pdlab's model has one,
+# and runs it twice). With two modules P stops at `N - 2`, so its last drafter row is there, and
+# D's first is at `N - 1`.
+
+# %% [markdown] zh
+# 在 connector 之后，MTP 还改变了三件事（原因见 `pdlab/engine/core/kv_cache_manager.py` 和
+# `pdlab/engine/distributed/kv_transfer/pd_connector.py` 的文档字符串）。
+# 草稿模型自己在 `N - 1` 的 K/V 行：P 的
+# MTP 层用 P 采样出的 token 写了它，代理丢掉这个 token，D 的草稿预填充再用 D 的 token 把它
+# 写一遍。NIXL 的回退：MTP 模块多于一个时，P 只预填充 `N - (K - 1)` 个 token，最后 `K - 1`
+# 个由 D 计算。还有前缀缓存：有 KV connector 时，vLLM 在 P 和 D 上都丢掉每次本地命中的最后
+# 一块，所以同一个提示词再发一次，复用的比 `floor((N-1)/B)*B` 少一块。下面这对实例在
+# K = 2 下把提示词发两次，先是一个 MTP 模块，再按两个模块（`num_nextn_predict_layers=2`：
+# 调度器、connector 和前缀缓存按 vLLM 0.33.0 有两个模块时那样做；pdlab 的模型只有一个
+# 模块，运行两次）。两个模块时 P 停在 `N - 2`，所以它最后写的草稿模型行在那里，D 写的
+# 第一行在 `N - 1`。
+
+# %%
+connector_rows = []
+for modules in (1, 2):
+    two = SpeculativeConfig(num_speculative_tokens=2, num_nextn_predict_layers=modules)
+    c_pair = PDPair(MTP, CacheConfig(block_size=4), SchedulerConfig(), backend=BACKEND,
+                    speculative_config=two)  # fmt: skip
+    first, again = (c_pair.generate(prompt, SamplingParams(max_tokens=3))[0] for _ in range(2))
+    tr, rid = c_pair.tracer, first.request_id
+    cut = tr.filter("kv_prefill_backoff", "P", req_id=rid)
+    _, d_row = tr.steps("D", rid)[0]
+    p_dr, d_dr = tr.first("draft", "P", req_id=rid), tr.first("draft", "D", req_id=rid)
+    hit = tr.first("prefix_hit", "D", req_id=again.request_id)["num_hit_tokens"]
+    assert hit == ((N - 1) // 4 - 1) * 4 and d_row["num_computed_tokens_before"] == N - 1
+    connector_rows.append(
+        [
+            modules,
+            cut[0]["num_tokens"] if cut else 0,
+            d_row["num_computed_tokens_before"],
+            d_row["num_scheduled_tokens"],
+            f"h[{p_dr['hidden_position']}], {p_dr['next_token']}",
+            f"h[{d_dr['hidden_position']}], {d_dr['next_token']}",
+            hit,
+            (N - 1) // 4 * 4,
+        ]
+    )
+display(
+    HTML(
+        html_table(
+            [
+                "num_nextn_predict_layers",
+                t("nb5_mtp_col_backoff"),
+                "num_computed_tokens",
+                t("nb5_mtp_col_scheduled"),
+                t("nb5_mtp_col_p_row"),
+                t("nb5_mtp_col_d_row"),
+                t("nb5_mtp_col_hit_again"),
+                "floor((N-1)/B)*B",
+            ],
+            connector_rows,
+        )
+    )
+)
+
+# %% [markdown] en
 # ## Check yourself
 #
 # Write your predictions in the cell below, then run it: a 37-token prompt, block size 16,

@@ -489,6 +489,13 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "{method!r}, num_speculative_tokens={k})` 不兼容：应至少为 1 + num_speculative_tokens = "
         "{need}",
     },
+    "err_mtp_block_size": {
+        "en": "CacheConfig.block_size={bs} is invalid with multi-module MTP and prefix "
+        "caching: expected at least num_speculative_tokens={k} (a dropped block must hold "
+        "the drafter's lookahead)",
+        "zh": "`CacheConfig.block_size={bs}` 与多模块 MTP 加前缀缓存不兼容：应至少为 "
+        "num_speculative_tokens={k}（丢掉的块须容下草稿模型的前瞻 token）",
+    },
     "err_spec_threshold": {
         "en": "SchedulerConfig.long_prefill_token_threshold={threshold} is invalid with "
         "num_speculative_tokens={k}: expected 0 or at least {need} (a padded row of 1 + K "

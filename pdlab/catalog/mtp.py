@@ -102,11 +102,54 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "False，所以这个仍在预填充的补齐行走 {path} → {forward}；PCP 管理器（`PCPManager`）"
         "把它的 {q} 个 token（连同占位草稿）切分到各个 rank：",
     },
+    "mtp_drafter_row": {
+        "en": "Behind the connector, three more things (pdlab/engine/core/kv_cache_manager.py and "
+        "pdlab/engine/distributed/kv_transfer/pd_connector.py tell why). "
+        "The drafter's own K/V row at N - 1: "
+        "P's MTP layer wrote it from h[{hp}] and P's sampled token {ptok}, and it crossed "
+        "with the K/V; the proxy throws P's token away, and D's draft prefill wrote the row "
+        "again from h[{dhp}] and D's token {dtok}. The same token here (greedy); with "
+        "sampling they may differ, and D's row is the one that counts.",
+        "zh": "在 connector 之后，还有三件事（原因见 pdlab/engine/core/kv_cache_manager.py 和 "
+        "pdlab/engine/distributed/kv_transfer/pd_connector.py）。"
+        "草稿模型自己在 N - 1 的 K/V 行：P 的 MTP 层用 "
+        "h[{hp}] 和 P 采样出的 token {ptok} 写了它，它随 K/V 一起传了过来；代理丢掉 P 的 "
+        "token，D 的草稿预填充用 h[{dhp}] 和 D 的 token {dtok} 把这一行重写了一遍。这里两个 "
+        "token 相同（贪心）；采样时可能不同，算数的是 D 写的那一行。",
+    },
+    "mtp_backoff": {
+        "en": "NIXL's backoff: with K MTP modules (K > 1) P cuts the last K - 1 prompt tokens "
+        "off the request, prefills N - (K - 1), and D computes the rest; otherwise a "
+        "module's K/V would hold P's unverified drafts, which D never rewrites. Here K = "
+        "{k} with one MTP module: P cut {cut} of N = {n} tokens, and D's first step is the "
+        "N - 1 story.",
+        "zh": "NIXL 的回退：有 K 个 MTP 模块（K > 1）时，P 把请求的最后 K - 1 个提示词 token 切掉，"
+        "只预填充 N - (K - 1) 个，其余由 D 计算；否则模块的 K/V 里会留下 P 未经验证的草稿，"
+        "而 D 永远不会重写它们。这里 K = {k}，只有一个 MTP 模块：P 在 N = {n} 个 token 中切掉了 "
+        "{cut} 个，D 的第一步就是 N - 1 的那一套。",
+    },
+    "mtp_block_drop": {
+        "en": "The prompt sent again: D found it in its local prefix cache, but kept {d_hit} "
+        "tokens, not floor((N - 1) / {bs}) × {bs} = {full} (N = {n}): with a KV connector "
+        "vLLM drops the last block of every local hit (use_eagle_block_drop), because the "
+        "drafter's row at a block's last position was built from a token the block does not "
+        "hold. P did the same ({p_hit}). Without a connector the block hashes cover the "
+        "next token instead, and a resent prompt keeps {full}.",
+        "zh": "把这个提示词再发一次：D 在本地前缀缓存里找到了它，但只保留 {d_hit} 个 token，"
+        "而不是 floor((N - 1) / {bs}) × {bs} = {full}（N = {n}）：有 KV connector 时，vLLM 丢掉"
+        "每次本地命中的最后一块（use_eagle_block_drop），因为草稿模型在一块最后位置的那一行"
+        "是用这块之外的 token 算出来的。P 也一样（{p_hit}）。没有 connector 时，块哈希改为把"
+        "下一个 token 也算进去，再发一次的提示词保留 {full} 个。",
+    },
     # ---- notebooks 05/06, section 8 ---------------------------------------------------
     "nb5_mtp_col_scheduled": {"en": "scheduled", "zh": "调度的 token 数"},
     "nb5_mtp_col_sampled": {"en": "tokens produced", "zh": "产生的 token"},
     "nb5_mtp_col_rolled_back": {"en": "rolled back", "zh": "回退的位置数"},
     "nb5_mtp_col_drafter_input": {"en": "drafter's input", "zh": "草稿模型的输入"},
+    "nb5_mtp_col_backoff": {"en": "tokens P cut", "zh": "P 切掉的 token 数"},
+    "nb5_mtp_col_p_row": {"en": "P's drafter row", "zh": "P 的草稿模型写的行"},
+    "nb5_mtp_col_d_row": {"en": "D's drafter row", "zh": "D 的草稿模型写的行"},
+    "nb5_mtp_col_hit_again": {"en": "D's hit, sent again", "zh": "再发一次时 D 的命中"},
     "nb5_mtp_drafter": {
         "en": "K = {k}, PCP {pcp}: the drafter took h[{hp}] and token {tok}, and proposed "
         "{drafts} for D's next step",

@@ -97,6 +97,9 @@ class PDPair:
         self.transport = transport or InProcessTransport()
         model = DeepseekV2ForCausalLM(model_config, dtype=dtype)  # shared: same weights
         timeout = scheduler_config.kv_transfer_timeout_s
+        # With more than one MTP module P leaves the last K - 1 prompt tokens to D.
+        spec = speculative_config
+        lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
         # Each connector reports to its engine's sink, the tracer's one object per instance.
         self.p_connector = PDConnector(
             "prefill",
@@ -105,9 +108,16 @@ class PDPair:
             cache_config.block_size,
             timeout,
             emit=self.tracer.sink("P"),
+            num_prefill_lookahead_tokens=lookahead,
         )
         self.d_connector = PDConnector(
-            "decode", "D", self.transport, d_cache.block_size, timeout, emit=self.tracer.sink("D")
+            "decode",
+            "D",
+            self.transport,
+            d_cache.block_size,
+            timeout,
+            emit=self.tracer.sink("D"),
+            num_prefill_lookahead_tokens=lookahead,
         )
         self.prefill = LLMEngine(
             model_config,

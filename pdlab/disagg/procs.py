@@ -98,6 +98,11 @@ def _build(
         host,
         port,
         emit=tracer.sink(instance),
+        num_prefill_lookahead_tokens=(
+            kw["speculative_config"].num_prefill_lookahead_tokens
+            if kw.get("speculative_config") is not None
+            else 0
+        ),
     )
     engine = LLMEngine(
         model_config,

@@ -351,6 +351,16 @@ class KVRelease(TraceEvent):
     remote_request_id: str
 
 
+@event("kv_prefill_backoff")
+class KVPrefillBackoff(TraceEvent):
+    """P cut the last ``num_tokens`` prompt tokens off a request it prefills for D
+    (K - 1 with K MTP modules; ``engine/distributed/kv_transfer/pd_connector.py`` tells
+    why)."""
+
+    req_id: str
+    num_tokens: int
+
+
 @event("kv_send_timeout")
 class KVSendTimeout(TraceEvent):
     """P freed blocks that D did not read within ``timeout_s``."""

@@ -12,7 +12,12 @@ that decided it, with its upstream counterpart named:
    ``vllm/v1/attention/backend.py``) and the path the row takes;
 4. the placeholders rejected (``gather_draft_sampled``) and the rollback;
 5. the drafter fed ``h[N-1]`` from the recomputed position (``MTPProposer.propose``;
-   ``target_dependent_ar/speculator.py``), and what PCP does to the row.
+   ``target_dependent_ar/speculator.py``), and what PCP does to the row;
+6. behind the connector: the drafter's K/V row at ``N - 1`` (P wrote it from P's token,
+   D's draft prefill rewrites it from D's), NIXL's backoff (``K - 1`` prompt tokens left
+   to D with K MTP modules; 0 here, one module) and the prompt sent again, whose local
+   prefix hit on D loses its trailing block (``use_eagle_block_drop``; the fact is told in
+   ``pdlab/engine/core/kv_cache_manager.py``).
 
 The words are in :mod:`pdlab.catalog.mtp`; every number is the trace's.
 """
@@ -33,7 +38,7 @@ def _first(trace: Tracer, kind: str, rid: str) -> dict | None:
 
 
 def mtp_section(c: Console, demo: Demo, lang: str) -> None:
-    """Print the five stops for ``demo`` (a run with ``num_speculative_tokens > 0``)."""
+    """Print the six stops for ``demo`` (a run with ``num_speculative_tokens > 0``)."""
     from pdlab.engine.config.attention import MLABackendProfile
     from pdlab.engine.core.sched.scheduler import Scheduler
     from pdlab.engine.worker.gpu.batch import pcp_rank_chunks
@@ -146,3 +151,34 @@ def mtp_section(c: Console, demo: Demo, lang: str) -> None:
         for r, parts in enumerate(ranks):
             cells = ", ".join(f"{rid}[{o}:{o + n}]" for _, o, n in parts) or "—"
             c.print(escape(f"  rank {r}: {cells}"))
+    connector_section(c, demo, lang)
+
+
+def connector_section(c: Console, demo: Demo, lang: str) -> None:
+    """Stop 6: the drafter's row at N - 1, the backoff and the trailing-block drop, each
+    read from the pair's trace."""
+    t, rid, n, bs = demo.trace, demo.request_id, len(demo.prompt_ids), demo.block_size
+    p_drafts = t.filter("draft", "P", req_id=rid)
+    p_draft, d_draft = (dict(p_drafts[0]) if p_drafts else None), _first(t, "draft", rid)
+    if p_draft is not None and d_draft is not None:
+        c.print(
+            say(
+                lang,
+                "mtp_drafter_row",
+                hp=p_draft["hidden_position"],
+                ptok=p_draft["next_token"],
+                dhp=d_draft["hidden_position"],
+                dtok=d_draft["next_token"],
+            )
+        )
+    cut = t.filter("kv_prefill_backoff", "P", req_id=rid)
+    k = demo.num_speculative_tokens
+    c.print(say(lang, "mtp_backoff", k=k, cut=cut[0]["num_tokens"] if cut else 0, n=n))
+    again = demo.pd_again_id
+    if again is None:
+        return
+    hits = {i: t.filter("prefix_hit", i, req_id=again) for i in ("P", "D")}
+    d_hit = hits["D"][0]["num_hit_tokens"] if hits["D"] else 0
+    p_hit = hits["P"][0]["num_hit_tokens"] if hits["P"] else 0
+    full = (n - 1) // bs * bs
+    c.print(say(lang, "mtp_block_drop", n=n, bs=bs, full=full, d_hit=d_hit, p_hit=p_hit))

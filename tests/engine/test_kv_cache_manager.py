@@ -204,3 +204,21 @@ def test_uncached_blocks_all_go_to_the_front_without_prefix_caching():
     prefill(mgr, a)
     mgr.free(a)
     assert [b.block_id for b in mgr.block_pool.free_block_queue] == [1, 0, 2, 3, 4, 5]
+
+
+def test_multi_module_mtp_refuses_a_block_smaller_than_k_with_caching():
+    """vLLM's coordinator refuses scheduler_block_size < num_prefill_lookahead when the
+    group holds the drafter's layers and caching is on; pdlab's manager refuses it in one
+    line naming the block size (tests/upstream checks the lockstep with a legal one)."""
+    from pdlab.engine.config import SchedulerConfig, SpeculativeConfig
+    from pdlab.engine.core.sched.scheduler import Scheduler
+
+    spec = SpeculativeConfig("mtp", 3, num_nextn_predict_layers=3)
+    assert spec.num_prefill_lookahead_tokens == 3
+    with pytest.raises(ValueError, match=r"CacheConfig.block_size=2 is invalid") as e:
+        Scheduler(SchedulerConfig(), CacheConfig(block_size=2), 64, speculative_config=spec)
+    assert "\n" not in str(e.value)
+    off = CacheConfig(block_size=2, enable_prefix_caching=False)
+    Scheduler(SchedulerConfig(), off, 64, speculative_config=spec)  # no cache, no refusal
+    one = SpeculativeConfig("mtp", 3)  # one module: the lookahead is 1
+    Scheduler(SchedulerConfig(), CacheConfig(block_size=2), 64, speculative_config=one)

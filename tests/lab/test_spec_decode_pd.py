@@ -320,3 +320,30 @@ def test_pd_with_the_shipped_mtp_layer_accepts_drafts_and_equals_greedy():
     verifies = [v for v in pair.tracer.filter("verify", "D") if not v["num_placeholders"]]
     assert sum(v["num_accepted"] for v in verifies) > len(verifies)  # > 1 per step
     pair_all_free(pair)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+@pytest.mark.parametrize("n", [2, BS, 3 * BS + 1])
+def test_pd_as_with_k_mtp_modules_backs_off_k_minus_1_and_equals_greedy(k, n):
+    """With K MTP modules (num_nextn_predict_layers = K; pdlab's model runs its one module
+    K times) P cuts the last K - 1 prompt tokens, D loads the rest and computes them, and
+    the tokens are still greedy's; a resent prompt's hit on D is one block short of
+    floor((N - 1) / B) * B. Expectations: NIXL's _prefill_backoff and the coordinator's
+    drop in 0.33.0 (tests/upstream compares the scheduler with vLLM's own)."""
+    spec = SpeculativeConfig(num_speculative_tokens=k, num_nextn_predict_layers=k)
+    pair = PDPair(CFG, CacheConfig(block_size=BS, num_blocks=64), SchedulerConfig(),
+                  backend="torch", speculative_config=spec)  # fmt: skip
+    prompt = _prompt(n)
+    outs = [pair.generate(prompt, SamplingParams(max_tokens=5))[0] for _ in range(2)]
+    greedy = MODEL.greedy_generate(prompt, 5)
+    assert [o.output_token_ids for o in outs] == [greedy, greedy], outs[0].error
+    t, rid = pair.tracer, outs[0].request_id
+    backoff = k - 1 if n > k - 1 else 0
+    cut = t.filter("kv_prefill_backoff", "P", req_id=rid)
+    assert [e["num_tokens"] for e in cut] == ([backoff] if backoff else [])
+    first = t.steps("D", rid)[0][1]
+    loaded = n - backoff if backoff else n - 1  # without a backoff, the N - 1 rule
+    assert first["num_computed_tokens_before"] == loaded
+    hit = t.filter("prefix_hit", "D", req_id=outs[1].request_id)
+    assert (hit[0]["num_hit_tokens"] if hit else 0) == max((n - 1) // BS - 1, 0) * BS
+    pair_all_free(pair)

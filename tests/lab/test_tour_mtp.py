@@ -58,3 +58,34 @@ def test_chapter4_shows_ds_first_step_under_mtp(demo, width, lang):
     assert p["forward"] == "forward_mha" and f"{rid}[0:1]" in out
     # The tokens still agree with colocated decoding without speculative decoding.
     assert demo.tokens_equal
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_chapter4_shows_the_connector_under_mtp(demo, lang):
+    """Stop 6: the drafter's row at N - 1 written on P and again on D, the backoff (none
+    with one MTP module) and the resent prompt's local hit on D, its trailing block
+    dropped behind the connector; every number from the trace."""
+    from pdlab.catalog import text
+
+    out = _render(80, demo, lang)
+    t, rid, bs = demo.trace, demo.request_id, demo.block_size
+    n = t.route_of("D", rid)["num_prompt_tokens"]
+    p_draft, d_draft = t.first("draft", "P", req_id=rid), t.first("draft", "D", req_id=rid)
+    assert p_draft["hidden_position"] == d_draft["hidden_position"] == n - 1
+    assert not t.filter("kv_prefill_backoff", "P")  # one module: P prefills all N
+    hit = t.first("prefix_hit", "D", req_id=demo.pd_again_id)["num_hit_tokens"]
+    assert hit == ((n - 1) // bs - 1) * bs  # one block less than without a connector
+    drop = text(
+        lang,
+        "mtp_block_drop",
+        n=n,
+        bs=bs,
+        full=(n - 1) // bs * bs,
+        d_hit=hit,
+        p_hit=t.first("prefix_hit", "P", req_id=demo.pd_again_id)["num_hit_tokens"],
+    )
+    flat = out.replace(" ", "")  # a Chinese line may wrap between two characters
+    assert re.sub(r"\s+", "", drop) in flat
+    row = text(lang, "mtp_drafter_row", hp=n - 1, ptok=p_draft["next_token"], dhp=n - 1,
+               dtok=d_draft["next_token"])  # fmt: skip
+    assert re.sub(r"\s+", "", row) in flat

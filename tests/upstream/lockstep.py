@@ -234,6 +234,7 @@ def features(w: Workload, ours: PdlabTwin, s: Scheduled, seen: Counter) -> None:
     reach every case they are meant to (seen from pdlab's side; both sides agreed)."""
     cfg = w.config
     seen["preemption"] += len(s.preempted)
+    seen["multi-module MTP"] += cfg.mtp_modules > 1
     for rid, n, kind, computed, _ in s.rows:
         r = ours.request(rid)
         if computed + n < r.num_tokens:

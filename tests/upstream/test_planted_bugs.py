@@ -8,7 +8,10 @@ transferred request with nothing left to compute); the block pool appending free
 blocks in the wrong order (the LRU order of eviction breaks); the manager freeing a
 request's blocks head first (its shared prefix would be evicted before its tail); under
 speculative decoding, a newly admitted one-token row left unpadded, rejected drafts left
-counted as computed, and V2 counting a padded row's placeholders as new tokens; across the
+counted as computed, V2 counting a padded row's placeholders as new tokens, and under MTP
+a prefix cache that keeps a hit's trailing block on D or hashes no token ahead without a
+connector (``pdlab/engine/core/kv_cache_manager.py``), and with two MTP modules D loading the whole
+prompt (no backoff) or a chunk ending within K of the prompt's end; across the
 routing grid (``lockstep.run_routing``), V1's full decode graph wanting one-token rows
 whatever K (vLLM's ``uniform_decode_query_len`` is ``1 + K``), and a NIXL instance under
 DCP keeping an interleave of 1 (vLLM's ``adjust_dcp_kv_cache_interleave_size`` makes it
@@ -29,6 +32,7 @@ import pdlab.engine.worker.gpu.batch as batch
 from pdlab.engine.core.block_pool import BlockPool
 from pdlab.engine.core.kv_cache_manager import KVCacheManager
 from pdlab.engine.core.sched.scheduler import Scheduler
+from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
 
 pytestmark = pytest.mark.upstream
 
@@ -149,6 +153,54 @@ def test_placeholders_counted_as_new_tokens_are_caught(monkeypatch):
             assert f"seed={seed}" in str(e)
             return
     pytest.fail("no batch with drafts caught the planted bug")
+
+
+def test_mtp_on_d_keeping_the_trailing_prefix_block_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        KVCacheManager,
+        "get_computed_blocks",
+        "if self.use_eagle and blocks:",
+        "if False and blocks:",
+    )
+    message = first_divergence("decode_spec", range(100))
+    assert_reported(message, "decode_spec")
+
+
+def test_mtp_without_a_connector_hashing_no_token_ahead_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        KVCacheManager,
+        "__init__",
+        "self.num_hash_lookahead_tokens = num_hash_lookahead_tokens",
+        "self.num_hash_lookahead_tokens = 0",
+    )
+    message = first_divergence("local_spec", range(100))
+    assert_reported(message, "local_spec")
+
+
+def test_d_under_multi_module_mtp_loading_the_whole_prompt_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        PDConnector,
+        "_prefill_backoff",
+        "max(0, self.num_prefill_lookahead_tokens - 1)",
+        "0",
+    )
+    message = first_divergence("decode_spec", range(200))
+    assert_reported(message, "decode_spec")
+
+
+def test_a_chunk_ending_within_k_of_the_prompt_end_is_caught(monkeypatch):
+    plant(
+        monkeypatch,
+        Scheduler,
+        "_reserve_prefill_lookahead",
+        "if 0 < remaining < self.num_prefill_lookahead:",
+        "if False:",
+    )
+    message = first_divergence("local_spec", range(200))
+    assert_reported(message, "local_spec")
 
 
 def first_routing_divergence() -> str:

@@ -47,12 +47,22 @@ class PdlabTwin:
         self.cfg = cfg
         self.transport = None
         connector = None
-        if cfg.decode:
-            self.transport = ReleaseRecorder()
-            connector = PDConnector("decode", "decode-engine", self.transport, cfg.block_size)
         spec = None
         if cfg.spec_method is not None:
-            spec = SpeculativeConfig(cfg.spec_method, cfg.num_spec_tokens)
+            spec = SpeculativeConfig(
+                cfg.spec_method, cfg.num_spec_tokens, num_nextn_predict_layers=cfg.mtp_modules
+            )
+        lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
+        if cfg.decode or cfg.prefill:
+            self.transport = ReleaseRecorder()
+            role, engine = ("decode", "decode-engine") if cfg.decode else ("prefill", "p")
+            connector = PDConnector(
+                role,
+                engine,
+                self.transport,
+                cfg.block_size,
+                num_prefill_lookahead_tokens=lookahead,
+            )
         self.sched = Scheduler(
             SchedulerConfig(
                 max_num_batched_tokens=cfg.budget,

@@ -10,9 +10,11 @@ weights, no tokenizer (``skip_tokenizer_init=True``). ``conftest.py`` selects vL
 platform before vLLM is imported. A workload with speculative decoding adds vLLM's
 ``SpeculativeConfig``: ``ngram`` as built, and ``mtp`` as an ngram config whose method is
 then set to ``"mtp"`` (vLLM builds an MTP config only from a checkpoint with an MTP
-module; its scheduler reads only the method, K and the flags). MTP runs with
-``disable_eagle_block_drop=True``: pdlab's prefix cache keeps the trailing block of a hit
-that vLLM drops for MTP on D, a difference ``test_sched_spec.py`` keeps (docs/upstream.md).
+module; its scheduler reads only the method, K, the flags and the draft model's
+``num_nextn_predict_layers``, given here as a stand-in ``draft_model_config``). vLLM runs
+as configured: under MTP its KV cache group holds the drafter's layers
+(``is_eagle_group``, as ``kv_cache_planning.py`` flags it), and the block hasher looks
+``VllmConfig.num_hash_lookahead_tokens`` past each block, as ``EngineCore`` builds it.
 
 Everything this twin reports is in pdlab's numbering: vLLM keeps block 0 as its null
 block, so vLLM's block ``b`` is pdlab's ``b - 1``, and vLLM gets one block more for the
@@ -67,9 +69,10 @@ _BASE: dict[int, VllmConfig] = {}
 _SPEC: dict[tuple, SpeculativeConfig] = {}
 
 
-def _speculative_config(base: VllmConfig, method: str, k: int, block_drop: bool):
-    """vLLM's SpeculativeConfig for ``method`` and K (see the module docstring)."""
-    key = (base.model_config.max_model_len, method, k, block_drop)
+def _speculative_config(base: VllmConfig, method: str, k: int, modules: int):
+    """vLLM's SpeculativeConfig for ``method``, K and the MTP modules (the module
+    docstring)."""
+    key = (base.model_config.max_model_len, method, k, modules)
     spec = _SPEC.get(key)
     if spec is None:
         spec = SpeculativeConfig(
@@ -77,15 +80,16 @@ def _speculative_config(base: VllmConfig, method: str, k: int, block_drop: bool)
             num_speculative_tokens=k,
             target_model_config=base.model_config,
             target_parallel_config=base.parallel_config,
-            disable_eagle_block_drop=not block_drop,
         )
         if method == "mtp":
             spec.method = "mtp"
+            hf_config = SimpleNamespace(num_nextn_predict_layers=modules)
+            spec.draft_model_config = SimpleNamespace(hf_config=hf_config)
         _SPEC[key] = spec
     return spec
 
 
-def _vllm_config(cfg: Config, block_drop: bool = False) -> VllmConfig:
+def _vllm_config(cfg: Config) -> VllmConfig:
     """A VllmConfig for ``cfg``. Building one takes a tenth of a second, so one is built per
     ``max_model_len`` and copied with this workload's numbers (the scheduler reads them)."""
     base = _BASE.get(cfg.max_model_len)
@@ -116,6 +120,10 @@ def _vllm_config(cfg: Config, block_drop: bool = False) -> VllmConfig:
     cc.enable_prefix_caching = cfg.caching
     cc.num_gpu_blocks = cfg.num_blocks + 1
     vc.kv_transfer_config = None
+    if cfg.prefill:
+        vc.kv_transfer_config = KVTransferConfig(
+            kv_connector="NixlConnector", kv_role="kv_producer"
+        )
     if cfg.decode:
         vc.kv_transfer_config = KVTransferConfig(
             kv_connector="NixlConnector",
@@ -125,27 +133,27 @@ def _vllm_config(cfg: Config, block_drop: bool = False) -> VllmConfig:
     vc.speculative_config = None
     if cfg.spec_method is not None:
         vc.speculative_config = _speculative_config(
-            base, cfg.spec_method, cfg.num_spec_tokens, block_drop
+            base, cfg.spec_method, cfg.num_spec_tokens, cfg.mtp_modules
         )
     return vc
 
 
 class VllmTwin:
-    def __init__(self, cfg: Config, block_drop: bool = False) -> None:
+    def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
-        vc = _vllm_config(cfg, block_drop)
+        vc = _vllm_config(cfg)
         spec = FullAttentionSpec(
             block_size=cfg.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
         )
+        group = KVCacheGroupSpec(["layer.0"], spec)
+        group.is_eagle_group = cfg.spec_method == "mtp"
         kv_cache_config = KVCacheConfig(
-            num_blocks=cfg.num_blocks + 1,
-            kv_cache_tensors=[],
-            kv_cache_groups=[KVCacheGroupSpec(["layer.0"], spec)],
+            num_blocks=cfg.num_blocks + 1, kv_cache_tensors=[], kv_cache_groups=[group]
         )
         self.sched = Scheduler(
             vc, kv_cache_config, StructuredOutputManager(vc), cfg.block_size, log_stats=True
         )
-        self.hasher = get_request_block_hasher(cfg.block_size, sha256)
+        self.hasher = get_request_block_hasher(cfg.block_size, sha256, vc.num_hash_lookahead_tokens)
         self.finished_calls: list[tuple[str, str, tuple[int, ...]]] = []
         if self.sched.connector is not None:
             self._wrap_request_finished(self.sched.connector)
@@ -420,7 +428,7 @@ def routing_vllm_config(rc) -> VllmConfig:
         )
     vc.speculative_config = None
     if rc.num_spec_tokens:
-        vc.speculative_config = _speculative_config(base, "mtp", rc.num_spec_tokens, False)
+        vc.speculative_config = _speculative_config(base, "mtp", rc.num_spec_tokens, 1)
     spec = FullAttentionSpec(
         block_size=rc.block_size, num_kv_heads=1, head_size=1, dtype=torch.float32
     )

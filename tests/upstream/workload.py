@@ -17,8 +17,10 @@ values; aborts while the K/V arrive.
 
 The speculative-decoding kinds (``local_spec``, ``decode_spec``) are the same workloads,
 drawn from the same seed, with a ``SpeculativeConfig`` (``mtp`` or ``ngram``, K = 1 or 2)
-drawn after them, and a seeded drafter (:meth:`Workload.draft`) that agrees with the
-sampler at the workload's acceptance rate: accepted runs, rejections, placeholders.
+drawn after them (MTP with K = 2 drafts with two modules half the time, unless the block
+size is below K with prefix caching, which both refuse), and a seeded drafter
+(:meth:`Workload.draft`) that agrees with the sampler at the workload's acceptance rate:
+accepted runs, rejections, placeholders.
 Three inputs are moved out of the way where pdlab refuses a configuration vLLM accepts: a
 ``long_prefill_token_threshold`` below ``1 + K`` becomes ``1 + K`` (vLLM asserts on the
 first padded row it cuts); a budget below ``1 + K`` becomes ``1 + K`` (for MTP vLLM's
@@ -53,6 +55,8 @@ class Config:
     policy: str = "fail"  # kv_load_failure_policy
     spec_method: str | None = None  # SpeculativeConfig.method; None: no speculation
     num_spec_tokens: int = 0  # K
+    mtp_modules: int = 1  # the checkpoint's num_nextn_predict_layers (MTP only)
+    prefill: bool = False  # P side, the same connectors (tests that build a Config only)
 
 
 @dataclass(frozen=True)
@@ -64,9 +68,13 @@ class Spec:
     max_tokens: int
     stop_token_ids: tuple[int, ...] = ()
     remote_block_ids: tuple[int, ...] | None = None  # D side: P's blocks holding its K/V
+    remote_decode: bool = False  # P side: a request P prefills for D
 
     def kv_transfer_params(self) -> dict | None:
-        """NixlConnector's keys, as P's ``request_finished`` returns them."""
+        """NixlConnector's keys, as P's ``request_finished`` returns them (on P, as the
+        proxy sends them)."""
+        if self.remote_decode:
+            return {"do_remote_decode": True, "do_remote_prefill": False}
         if self.remote_block_ids is None:
             return None
         return {
@@ -273,6 +281,12 @@ def _add_speculation(w: Workload, rng: random.Random) -> None:
         num_spec_tokens=k,
     )
     w.acceptance = rng.choice((0.0, 0.5, 0.8, 1.0))
+    # Multi-module MTP (two MTP modules, K = 2): D loads all but the last K - 1 prompt
+    # tokens, and no chunk ends within K of a prompt's end. vLLM refuses a block size
+    # below K with prefix caching, and so does pdlab: not drawn here.
+    if method == "mtp" and k == 2 and rng.random() < 0.5:
+        if not (cfg.caching and cfg.block_size < k):
+            w.config = dataclasses.replace(w.config, mtp_modules=2)
 
 
 # ---- routing configurations and batches (test_batch_routing.py's grid) -----------------

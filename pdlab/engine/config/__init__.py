@@ -17,6 +17,7 @@ from pdlab.engine.config.speculative import SPECULATIVE_METHODS, SpeculativeConf
 from pdlab.engine.config.vllm import (
     MODEL_RUNNERS,
     adjust_dcp_kv_cache_interleave_size,
+    num_hash_lookahead_tokens,
     resolve_model_runner,
 )
 
@@ -35,5 +36,6 @@ __all__ = [
     "SchedulerConfig",
     "SpeculativeConfig",
     "adjust_dcp_kv_cache_interleave_size",
+    "num_hash_lookahead_tokens",
     "resolve_model_runner",
 ]

@@ -11,14 +11,25 @@ speculative decoding.
 The properties below are the ones vLLM 0.33.0 derives from its config and the scheduler
 reads: ``num_lookahead_tokens`` (``VllmConfig.num_lookahead_tokens``: KV slots past the
 scheduled tokens that a drafter with its own KV cache writes; K for MTP, 0 for n-gram),
-``max_num_new_slots_for_drafting`` (0 for both methods, upstream's table) and
-``use_eagle`` (upstream's name for "drafts from the target's hidden states": true for MTP).
+``max_num_new_slots_for_drafting`` (0 for both methods, upstream's table),
+``use_eagle`` (upstream's name for "drafts from the target's hidden states": true for MTP),
+``use_eagle_block_drop`` (the trailing prefix-cache block of a hit is recomputed, for MTP),
+``use_multi_module_mtp`` and ``num_prefill_lookahead_tokens``
+(``VllmConfig.num_prefill_lookahead_tokens``: K with more than one MTP module, 1 with one,
+0 for n-gram). What they do to the prefix cache and to P/D is told once, in
+``pdlab/engine/core/kv_cache_manager.py``'s docstring.
 
 Differences from upstream: no draft model, quantization or parallel config (pdlab's MTP
 module lives in the target checkpoint, ``pdlab/engine/model_executor/models/deepseek_mtp.py``);
 prompt-lookup bounds given for ``"mtp"`` are refused in one line where upstream silently sets them
-to 0; a single MTP module (``num_prefill_lookahead_tokens`` is 1, so upstream's
-``_reserve_prefill_lookahead`` never moves a chunk boundary).
+to 0. ``num_nextn_predict_layers`` (the MTP modules the checkpoint holds) sits here, where
+upstream reads it from the draft model's ``hf_config``; pdlab's model runs one module, so
+a value above 1 drives the scheduler, the prefix cache and the connector only. The drafts
+are then not upstream's: 0.33.0 runs ``MultiModuleMTPSpeculator``
+(``vllm/v1/worker/gpu/spec_decode/multi_module_mtp/``, one module per draft step, with
+future prompt tokens swapped in at a chunk's end), while pdlab's one module, run K times,
+keeps on D the row P's drafter wrote at ``N - K`` from P's sampled token (the tokens are
+greedy's all the same: ``tests/lab/test_spec_decode_pd.py``).
 """
 
 from __future__ import annotations
@@ -45,9 +56,12 @@ class SpeculativeConfig:
     # ngram only: the shortest and longest suffix matched against earlier tokens.
     prompt_lookup_min: int | None = None
     prompt_lookup_max: int | None = None
+    # mtp only: the MTP modules of the checkpoint (upstream's hf_config field).
+    num_nextn_predict_layers: int = 1
 
     def __post_init__(self) -> None:
         c = "SpeculativeConfig"
+        _check_int(c, "num_nextn_predict_layers", self.num_nextn_predict_layers, 1)
         if self.method not in SPECULATIVE_METHODS:
             _fail(c, "method", self.method, Phrase("err_x_one_of", choices=SPECULATIVE_METHODS))
         k = self.num_speculative_tokens
@@ -92,6 +106,28 @@ class SpeculativeConfig:
         """KV slots reserved past the scheduled tokens for the drafter to write
         (``VllmConfig.num_lookahead_tokens``): K for MTP, 0 for n-gram."""
         return self.num_speculative_tokens if self.use_eagle() else 0
+
+    def use_eagle_block_drop(self) -> bool:
+        """Whether a prefix-cache hit recomputes its trailing block (upstream's
+        ``use_eagle_block_drop``, before ``VllmConfig`` swaps it for lookahead hashes):
+        the drafter's K/V at a position is built from the next token, so MTP needs it and
+        n-gram, with no K/V, does not. Upstream's ``disable_eagle_block_drop`` (an
+        experimental switch, off by default) is not in pdlab."""
+        return self.use_eagle()
+
+    def use_multi_module_mtp(self) -> bool:
+        """More than one MTP module runs: ``min(num_nextn_predict_layers, K) > 1``."""
+        modules = min(self.num_nextn_predict_layers, self.num_speculative_tokens)
+        return self.method == "mtp" and modules > 1
+
+    @property
+    def num_prefill_lookahead_tokens(self) -> int:
+        """Prompt tokens past a chunk's end that the drafter reads
+        (``VllmConfig.num_prefill_lookahead_tokens``): K for multi-module MTP (each module
+        reads one token further), 1 for one MTP module, 0 for n-gram."""
+        if not self.use_eagle():
+            return 0
+        return self.num_speculative_tokens if self.use_multi_module_mtp() else 1
 
     @property
     def max_num_new_slots_for_drafting(self) -> int:

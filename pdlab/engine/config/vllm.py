@@ -1,6 +1,7 @@
 """What vLLM's ``VllmConfig`` (``vllm/config/vllm.py``, 0.33.0) decides across configs:
-which model runner an engine uses (``VllmConfig.use_v2_model_runner``), and the DCP
-interleave of a P/D instance (``adjust_dcp_kv_cache_interleave_size``).
+which model runner an engine uses (``VllmConfig.use_v2_model_runner``), the DCP
+interleave of a P/D instance (``adjust_dcp_kv_cache_interleave_size``), and how far a
+prefix-cache hash looks past its block (``num_hash_lookahead_tokens``).
 
 Upstream runs Model Runner V2 (``vllm/v1/worker/gpu/model_runner.py``) unless the
 environment sets ``VLLM_USE_V2_MODEL_RUNNER=0`` or a feature V2 lacks is asked for; V1
@@ -12,6 +13,7 @@ switch: ``model_runner="v2"`` or ``"v1"``, else ``VLLM_USE_V2_MODEL_RUNNER``, el
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pdlab.engine.config.parallel import ParallelConfig
 from pdlab.errors import PdlabValueError, Phrase, either, invalid, noted
@@ -77,3 +79,22 @@ def adjust_dcp_kv_cache_interleave_size(
     ):
         return parallel_config
     return parallel_config.replace(cp_kv_cache_interleave_size=block_size)
+
+
+def num_hash_lookahead_tokens(
+    speculative_config: Any, enable_prefix_caching: bool, has_kv_connector: bool
+) -> int:
+    """Tokens after each block that its prefix-cache hash covers
+    (``VllmConfig.num_hash_lookahead_tokens``): with a drafter that needs the trailing
+    block recomputed (MTP) and prefix caching on, the drafter's prefill lookahead, unless
+    a KV connector is configured (connectors keep the legacy hashes, upstream's comment
+    says; it gives no other reason); else 0. What follows is told in
+    ``pdlab/engine/core/kv_cache_manager.py``'s docstring."""
+    if (
+        speculative_config is None
+        or not speculative_config.use_eagle_block_drop()
+        or not enable_prefix_caching
+        or has_kv_connector
+    ):
+        return 0
+    return speculative_config.num_prefill_lookahead_tokens

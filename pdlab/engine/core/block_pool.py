@@ -35,8 +35,8 @@ class KVCacheBlock:
 
     block_id: int
     ref_cnt: int = 0
-    # Set only when the block is full and cached; ``token_ids`` are the tokens it holds,
-    # kept so a hash hit can be confirmed rather than trusted.
+    # Set only when the block is full and cached; ``token_ids`` are the tokens it holds
+    # (and the lookahead tokens its hash covers), kept so a hit is confirmed, not trusted.
     block_hash: BlockHash | None = None
     token_ids: tuple[int, ...] | None = None
 
@@ -119,14 +119,17 @@ class BlockPool:
         block_size: int,
         num_cached_blocks: int,
         num_full_blocks: int,
+        num_lookahead_tokens: int = 0,
     ) -> None:
         """Cache ``blocks[num_cached_blocks:num_full_blocks]``, now full, under their
         hashes. ``token_ids`` are the request's tokens, block ``i`` holding
-        ``token_ids[i*block_size:(i+1)*block_size]``."""
+        ``token_ids[i*block_size:(i+1)*block_size]``; the ``num_lookahead_tokens`` after
+        it, which its hash covers, are kept with them to confirm a hit."""
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             block.block_hash = block_hashes[i]
-            block.token_ids = tuple(token_ids[i * block_size : (i + 1) * block_size])
+            end = (i + 1) * block_size + num_lookahead_tokens
+            block.token_ids = tuple(token_ids[i * block_size : end])
             self.cached_block_hash_to_block.setdefault(block.block_hash, {})[block.block_id] = block
 
     def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:

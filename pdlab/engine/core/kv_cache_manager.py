@@ -13,6 +13,32 @@ The scheduler asks three things of it:
 * ``allocate_slots(...)``: blocks for the tokens about to be computed (None when the pool
   cannot supply them, with nothing changed);
 * ``free(request)``: give the request's blocks back, tail first.
+
+MTP and the prefix cache (vLLM 0.33.0: ``kv_cache_coordinator.py``,
+``single_type_kv_cache_manager.py``, ``kv_cache_utils.py``, ``VllmConfig`` in
+``config/vllm.py``). This is the one place the fact is told; the rest points here.
+The cache holds the drafter's K/V too (the MTP layer's), and the MTP layer builds its
+row at position ``p`` from the target's hidden state at ``p`` and the token at ``p + 1``.
+So the drafter's row at a block's last position depends on a token the block does not
+hold: the first of the next block (with K MTP modules, module ``k`` reads ``k`` tokens
+ahead, so the first K). It is the reason of D's ``N - 1``, again: the drafter needs what
+the cache does not hold. A request that shares the block but not the tokens after it
+must not reuse that row. Upstream has two answers, and the KV connector picks one:
+
+* **No KV connector** (prefix caching on): lookahead hashes. A block's hash covers the
+  ``num_prefill_lookahead_tokens`` L tokens after it (1 with one MTP module, K with
+  more), and a block is hashed, so cached, only once they exist: a hit proves the next
+  tokens too, and nothing is dropped. A resent prompt of N tokens reuses
+  ``floor((N - L) / B) * B`` tokens, ``floor((N - 1) / B) * B`` with one module.
+* **A KV connector** (NIXL's, on P and on D): connectors keep the plain hashes
+  (upstream's comment gives no other reason), and ``use_eagle_block_drop`` drops the
+  last block of every local prefix hit, which is then recomputed: a resent prompt
+  reuses ``(floor((N - 1) / B) - 1) * B`` tokens, one block less (0 if it had one).
+
+With more than one MTP module, the last ``K - 1`` computed tokens are not cached yet
+(``num_reprefillable_tokens``: the drafter may still rewrite their rows), and a
+``block_size`` below K is refused with prefix caching on (the dropped block must hold
+the drafter's whole lookahead). n-gram drafts have no K/V: none of this applies.
 """
 
 from __future__ import annotations
@@ -57,13 +83,33 @@ class PrefixCacheStats:
 
 
 class KVCacheManager:
-    def __init__(self, cache_config: CacheConfig, max_model_len: int) -> None:
+    def __init__(
+        self,
+        cache_config: CacheConfig,
+        max_model_len: int,
+        *,
+        use_eagle: bool = False,
+        num_hash_lookahead_tokens: int = 0,
+        num_prefill_lookahead: int = 0,
+    ) -> None:
+        """``use_eagle`` (upstream's name, the scheduler's ``use_eagle_block_drop``): drop
+        the trailing block of each hit; ``num_hash_lookahead_tokens``: tokens after each
+        block its hash covers; ``num_prefill_lookahead``: the drafter's prefill lookahead
+        (the module docstring tells why each)."""
         if (
             isinstance(max_model_len, bool)
             or not isinstance(max_model_len, int)
             or max_model_len < 1
         ):
             raise invalid("max_model_len", max_model_len, Phrase("err_x_int_ge", n=1))
+        self.use_eagle = use_eagle
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
+        # Computed tokens a multi-module drafter may still rewrite: not cached yet.
+        self.num_reprefillable_tokens = max(0, num_prefill_lookahead - 1)
+        if cache_config.enable_prefix_caching and num_prefill_lookahead > cache_config.block_size:
+            raise PdlabValueError(
+                "err_mtp_block_size", bs=cache_config.block_size, k=num_prefill_lookahead
+            )
         self.block_size = cache_config.block_size
         self.num_blocks = cache_config.num_blocks
         self.enable_caching = cache_config.enable_prefix_caching
@@ -91,23 +137,28 @@ class KVCacheManager:
         the cache holds each layer's keys and values, not the last hidden state, and the
         logits for the next token need that hidden state, so the last token must run
         through the model again. Because hits are whole blocks, a fully cached prompt of
-        ``N`` tokens reuses ``floor((N - 1) / block_size) * block_size`` tokens.
+        ``N`` tokens reuses ``floor((N - 1) / block_size) * block_size`` tokens, less
+        under MTP (the module docstring).
         """
         if not self.enable_caching:
             return [], 0
         max_cache_hit_length = request.num_tokens - 1
         max_num_blocks = max_cache_hit_length // self.block_size
         token_ids = request.all_token_ids
+        ahead = self.num_hash_lookahead_tokens
         hashes = hash_request_tokens(
-            self.block_size, token_ids, request.block_hashes, max_num_blocks
+            self.block_size, token_ids, request.block_hashes, max_num_blocks, ahead
         )
         bs = self.block_size
         blocks: list[KVCacheBlock] = []
-        for i in range(max_num_blocks):
-            block = self.block_pool.get_cached_block(hashes[i], token_ids[i * bs : (i + 1) * bs])
+        for i in range(min(max_num_blocks, len(hashes))):
+            tokens = token_ids[i * bs : (i + 1) * bs + ahead]
+            block = self.block_pool.get_cached_block(hashes[i], tokens)
             if block is None:
                 break
             blocks.append(block)
+        if self.use_eagle and blocks:
+            blocks.pop()  # the trailing block is recomputed (the module docstring)
         return blocks, len(blocks) * bs
 
     def record_prefix_cache_stats(self, request: Request, num_hits: int) -> None:
@@ -209,12 +260,18 @@ class KVCacheManager:
         if not self.enable_caching:
             return
         req_id = request.request_id
-        num_full_blocks = min(num_computed_tokens, request.num_tokens) // self.block_size
+        # The last num_reprefillable_tokens are not final yet; a block is hashed only once
+        # the tokens its hash looks ahead to exist.
+        ahead = self.num_hash_lookahead_tokens
+        num_cacheable = min(
+            num_computed_tokens - self.num_reprefillable_tokens, request.num_tokens - ahead
+        )
+        num_full_blocks = max(num_cacheable, 0) // self.block_size
         num_cached_blocks = self.num_cached_block.get(req_id, 0)
         if num_full_blocks <= num_cached_blocks:
             return
         hash_request_tokens(
-            self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks
+            self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks, ahead
         )
         self.block_pool.cache_full_blocks(
             self.req_to_blocks[req_id],
@@ -223,6 +280,7 @@ class KVCacheManager:
             self.block_size,
             num_cached_blocks,
             num_full_blocks,
+            ahead,
         )
         self.num_cached_block[req_id] = num_full_blocks
 

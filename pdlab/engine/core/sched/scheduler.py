@@ -31,7 +31,8 @@ are freed and it is recomputed later (prompt and outputs), as vLLM does.
 The waiting loop is inline in upstream's ``schedule`` ("Next, schedule the WAITING
 requests"); here it is ``_schedule_waiting``, right after ``schedule``. A request is
 admitted when the budget, a running slot and its blocks allow: its local prefix-cache hit
-and the KV connector's external tokens count as computed, an asynchronous KV load only
+(under MTP, what ``pdlab/engine/core/kv_cache_manager.py`` says is left of it) and the KV
+connector's external tokens count as computed, an asynchronous KV load only
 holds blocks (the request waits for its K/V), and under speculative decoding a row with
 one new token over computed context is padded to ``1 + K`` with ``-1`` placeholder drafts.
 
@@ -62,16 +63,18 @@ already scheduled or the request has computed context, and ``1 + K`` positions p
 sampled token fit ``max_model_len``. If the padded row does not fit the budget, the
 waiting loop stops there: upstream would rather not schedule it than schedule it unpadded.
 After the step ``num_computed_tokens`` is rolled back over the rejected drafts:
-``len(drafts) - (len(sampled) - 1)``.
+``len(drafts) - (len(sampled) - 1)``. With more than one MTP module
+(``num_prefill_lookahead_tokens`` K > 1) a prefill chunk ends the prompt or stops at
+least K tokens before its end (``_reserve_prefill_lookahead``; a waiting request whose
+chunk would shrink to nothing is passed over this step), and a connector is told of each
+new request (``on_new_request``: P cuts its backoff,
+``pdlab/engine/distributed/kv_transfer/pd_connector.py``).
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
 no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
 parallelism (so no output placeholders and no deferred frees), no dynamic speculative
 decoding (``num_speculative_tokens_per_batch_size``), no grammar check of drafts and no
-watermark (vLLM's default watermark is 0). Under MTP the prefix cache keeps the trailing
-block of a hit, which upstream drops when a KV connector is configured
-(``use_eagle_block_drop``: the drafter's KV at a block's last position depends on the next
-token; without a connector upstream hashes each block with the token after it instead).
+watermark (vLLM's default watermark is 0).
 ``finish_requests`` returns the ids it finished rather than the requests, and a request
 admitted with nothing to compute gets a ``RuntimeError`` naming the cause where vLLM
 asserts. Refused in one line when the scheduler is built: a
@@ -90,7 +93,13 @@ from collections import deque
 from collections.abc import Iterable
 from typing import Any
 
-from pdlab.engine.config import CacheConfig, KVTransferConfig, SchedulerConfig, SpeculativeConfig
+from pdlab.engine.config import (
+    CacheConfig,
+    KVTransferConfig,
+    SchedulerConfig,
+    SpeculativeConfig,
+    num_hash_lookahead_tokens,
+)
 from pdlab.engine.core.block_pool import KVCacheBlock
 from pdlab.engine.core.kv_cache_manager import KVCacheManager
 from pdlab.engine.core.sched.output import (
@@ -145,8 +154,24 @@ class Scheduler:
         # One sampled token per step keeps one position free below max_model_len.
         self.num_sampled_tokens_per_step = 1
         self.block_size = cache_config.block_size
-        self.kv_cache_manager = KVCacheManager(cache_config, max_model_len)
         self._init_spec_decode(speculative_config)
+        # Under MTP: drop a hit's trailing block with a connector, else hash ahead
+        # (pdlab/engine/core/kv_cache_manager.py tells why).
+        self.num_hash_lookahead_tokens = num_hash_lookahead_tokens(
+            speculative_config, cache_config.enable_prefix_caching, connector is not None
+        )
+        self.use_eagle_block_drop = (
+            speculative_config is not None
+            and speculative_config.use_eagle_block_drop()
+            and not self.num_hash_lookahead_tokens
+        )
+        self.kv_cache_manager = KVCacheManager(
+            cache_config,
+            max_model_len,
+            use_eagle=self.use_eagle_block_drop,
+            num_hash_lookahead_tokens=self.num_hash_lookahead_tokens,
+            num_prefill_lookahead=self.num_prefill_lookahead,
+        )
         self.connector = connector
         self.emit = emit
 
@@ -174,6 +199,7 @@ class Scheduler:
         # K, and the KV slots past the scheduled tokens that the drafter writes (MTP).
         self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
         self.num_lookahead_tokens = spec.num_lookahead_tokens if spec is not None else 0
+        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
         # What one verifying step may add to a request: kept free beside an async load.
         step_tokens = 1 + self.num_spec_tokens + self.num_lookahead_tokens
         self._spec_decode_step_blocks = (
@@ -231,6 +257,9 @@ class Scheduler:
             num_new_tokens = min(
                 num_new_tokens,
                 self.max_model_len - request.num_computed_tokens - self.num_sampled_tokens_per_step,
+            )
+            num_new_tokens = self._reserve_prefill_lookahead(
+                request, request.num_computed_tokens, num_new_tokens
             )
             if num_new_tokens <= 0:
                 # Nothing to compute this step; the requests behind it may still go on.
@@ -376,6 +405,13 @@ class Scheduler:
                     break  # the padded row does not fit: it waits, and so does the rest
                 pad_spec_decode = padded != num_new_tokens
                 num_new_tokens = self._cap_new_tokens(padded, token_budget)
+                if num_new_tokens > 0:
+                    num_new_tokens = self._reserve_prefill_lookahead(
+                        request, num_computed_tokens, num_new_tokens
+                    )
+                    if num_new_tokens == 0:
+                        skipped.append(queue.popleft())  # its chunk would end too near
+                        continue
                 if num_new_tokens <= 0 and not did_prefix_cache_lookup:
                     raise RuntimeError(
                         f"request {rid!r} resumed after its KV transfer with "
@@ -635,6 +671,18 @@ class Scheduler:
         return new_token_ids, False
 
     # ---- speculative decoding: drafts, the -1 padding, the rollback --------------------
+    def _reserve_prefill_lookahead(
+        self, request: Request, num_computed_tokens: int, num_new_tokens: int
+    ) -> int:
+        """Multi-module MTP: a prefill chunk either ends the prompt or leaves at least
+        ``num_prefill_lookahead`` (K) tokens after it, since at a chunk's end the drafter
+        reads the next K known tokens; closer to the end it would read sampled ones and
+        leave them in its modules' K/V (upstream's docstring). One module: no change."""
+        remaining = request.num_tokens - num_computed_tokens - num_new_tokens
+        if 0 < remaining < self.num_prefill_lookahead:
+            num_new_tokens -= self.num_prefill_lookahead - remaining
+        return max(num_new_tokens, 0)
+
     def _pad_spec_decode(
         self,
         num_new_tokens: int,
@@ -776,6 +824,8 @@ class Scheduler:
         self.check_request_fits(request)
         self.waiting.append(request)
         self.requests[rid] = request
+        if self.connector is not None:
+            self.connector.on_new_request(request)  # P may cut its prompt (pd_connector.py)
 
     def check_request_fits(self, request: Request) -> None:
         """Raise ``ValueError`` when ``request`` could never run here: its prompt leaves no

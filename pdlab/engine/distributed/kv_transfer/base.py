@@ -65,6 +65,10 @@ class KVConnectorBase(ABC):
         the connector cannot tell yet; the scheduler asks again next step.
         """
 
+    def on_new_request(self, request: Request) -> None:  # noqa: B027 (a no-op hook)
+        """Called when the scheduler queues ``request`` (upstream's ``on_new_request``);
+        nothing by default."""
+
     @abstractmethod
     def update_state_after_alloc(
         self, request: Request, blocks: list[KVCacheBlock], num_external_tokens: int

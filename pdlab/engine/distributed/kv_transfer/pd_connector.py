@@ -5,12 +5,21 @@ Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`
 (its scheduler and worker sides):
 
 * **D, scheduler side.** ``get_num_new_matched_tokens`` offers every prompt token not
-  cached locally, loaded asynchronously; ``update_state_after_alloc`` notes which local
-  blocks receive which of P's blocks (only the tail P has and D lacks, so a local prefix
-  hit on D is not read again).
+  cached locally but the last ``_prefill_backoff()``, loaded asynchronously;
+  ``update_state_after_alloc`` notes which local blocks receive which of P's blocks (only
+  the tail P has and D lacks, so a local prefix hit on D is not read again).
 * **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
   that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
   match P's checksum, which the scheduler recomputes locally.
+* **The backoff** (``_prefill_backoff``, NIXL's ``base_scheduler.py``). With more than
+  one MTP module (``num_prefill_lookahead_tokens`` K > 1) P must not prefill the last
+  ``K - 1`` prompt tokens: its drafter would read its own unverified drafts there and
+  leave them in the MTP modules' K/V, which D never rewrites (D's first verifying step
+  rejects nothing). So P cuts them off the prompt (``on_new_request``,
+  ``_truncate_request_for_prefill``): it prefills ``N - (K - 1)`` tokens, and D loads
+  those and computes the last ``K - 1`` itself. With one module the backoff is 0 and D's
+  first step is the ``N - 1`` story. (Upstream also backs off 1 for Mamba layers or a
+  bounded-replay sliding window; pdlab has neither.)
 * **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request that ended
   by its length cap or a stop token holds its blocks (``delay_free=True``) and returns the
   ``kv_transfer_params`` D needs.
@@ -96,9 +105,13 @@ class PDConnector(FirstTokenMixin, KVConnector):
         port: int = 0,
         *,
         emit: EventSink | None = None,
+        num_prefill_lookahead_tokens: int = 0,
     ) -> None:
+        """``num_prefill_lookahead_tokens``: the engine's
+        ``SpeculativeConfig.num_prefill_lookahead_tokens`` (0 without one)."""
         if role not in ROLES:
             raise invalid("role", role, Phrase("err_x_one_of", choices=ROLES))
+        self.num_prefill_lookahead_tokens = num_prefill_lookahead_tokens
         self.role, self.engine_id, self.transport = role, engine_id, transport
         self.block_size, self.timeout_s = block_size, timeout_s
         self.host, self.port = host, port
@@ -125,6 +138,39 @@ class PDConnector(FirstTokenMixin, KVConnector):
             self.emit(kind, **fields)
 
     # ---- scheduler side --------------------------------------------------------------
+    def _prefill_backoff(self) -> int:
+        """Trailing prompt tokens P leaves to D: ``K - 1`` with K MTP modules, else 0."""
+        return max(0, self.num_prefill_lookahead_tokens - 1)
+
+    def _get_remote_prefill_token_count(self, num_prompt_tokens: int) -> int:
+        """D: the prompt tokens to load from P, short of the backoff D computes."""
+        backoff = self._prefill_backoff()
+        if backoff and num_prompt_tokens > backoff:
+            return num_prompt_tokens - backoff
+        return num_prompt_tokens
+
+    def on_new_request(self, request: Request) -> None:
+        params = request.kv_transfer_params
+        if self.role == "prefill" and params and params.get("do_remote_decode"):
+            self._truncate_request_for_prefill(request)
+
+    def _truncate_request_for_prefill(self, request: Request) -> None:
+        """P: cut the backoff off the prompt (once, even if the request is preempted)."""
+        backoff = self._prefill_backoff()
+        params = request.kv_transfer_params
+        if (
+            backoff
+            and params is not None
+            and not params.get("_p_side_truncated")
+            and request.num_prompt_tokens > backoff
+        ):
+            del request.prompt_token_ids[-backoff:]
+            del request._all_token_ids[-backoff:]
+            request.num_prompt_tokens -= backoff
+            request.max_tokens = 1
+            params["_p_side_truncated"] = True
+            self._emit("kv_prefill_backoff", req_id=request.request_id, num_tokens=backoff)
+
     def get_num_new_matched_tokens(
         self, request: Request, num_computed_tokens: int
     ) -> tuple[int | None, bool]:
@@ -132,9 +178,12 @@ class PDConnector(FirstTokenMixin, KVConnector):
         if self.role == "prefill" and params and params.get("first_token") == "hidden_state":
             self._want_hidden.add(request.request_id)
         if self.role == "decode" and params and params.get("do_remote_prefill"):
-            # The prompt tokens P holds: all of them, or, when P's token was appended to
-            # the prompt (append_prompt), the N before it.
-            held = min(request.num_prompt_tokens, params.get("remote_num_tokens", 1 << 62))
+            # The prompt tokens P holds: all of them but the backoff, or, when P's token
+            # was appended to the prompt (append_prompt), the N before it.
+            held = min(
+                self._get_remote_prefill_token_count(request.num_prompt_tokens),
+                params.get("remote_num_tokens", 1 << 62),
+            )
             count = held - num_computed_tokens
             if count > 0:
                 return count, True
@@ -153,7 +202,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
         n = cdiv(num_external_tokens, self.block_size)
         remote = list(params["remote_block_ids"])
         first = len(remote) - n  # blocks before it are D's local prefix-cache hit
-        local = [b.block_id for b in blocks][max(first, 0) : max(first, 0) + n]
+        # The blocks past D's local hit (none of them cached yet), as NIXL takes them.
+        local = [b.block_id for b in blocks if b.block_hash is None]
         recv = ReqToRecv(
             request.request_id,
             local,
