@@ -453,6 +453,51 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "zh": "{what} 在 `TRITON_INTERPRET={raw!r}` 下要为 GPU 编译，而这台机器没有 GPU：请取消 "
         "TRITON_INTERPRET（或设为 1，即解释器），或改用 {instead}",
     },
+    # ---- why the runner leaves a request out, why P refuses a read (trace text) ---------
+    "err_runner_no_state": {
+        "en": "the runner has no state for request {req!r}",
+        "zh": "model runner 中没有请求 {req!r} 的状态",
+    },
+    "err_runner_tokens": {
+        "en": "scheduled {n} known tokens from {start} but only {known} are known",
+        "zh": "从位置 {start} 起调度了 {n} 个已知 token，但已知的只有 {known} 个",
+    },
+    "err_runner_token_id": {
+        "en": "token id {value} is out of range: expected [0, {vocab}) (vocab_size)",
+        "zh": "token id {value} 超出范围：应在 [0, {vocab}) 内（vocab_size）",
+    },
+    "err_runner_position": {
+        "en": "position {value} is out of range: expected < {limit} (max_position_embeddings)",
+        "zh": "位置 {value} 超出范围：应小于 {limit}（max_position_embeddings）",
+    },
+    "err_runner_blocks": {
+        "en": "{have} blocks hold {tokens} tokens: expected {need}",
+        "zh": "{have} 个块装 {tokens} 个 token：应为 {need} 个块",
+    },
+    "err_runner_block_id": {
+        "en": "block id {value} is out of range: expected [0, {num_blocks}) (num_blocks)",
+        "zh": "块 id {value} 超出范围：应在 [0, {num_blocks}) 内（num_blocks）",
+    },
+    "err_claim_no_blocks": {
+        "en": "P holds no blocks for request {req!r} (released or timed out)",
+        "zh": "P 没有为请求 {req!r} 保留块（已释放或已超时）",
+    },
+    "err_claim_stale": {
+        "en": "transfer_id={tid!r} is stale: P's current transfer of {req!r} is {current!r}",
+        "zh": "`transfer_id={tid!r}` 已过时：P 对 {req!r} 当前的传输是 {current!r}",
+    },
+    "err_claim_read": {
+        "en": "transfer {tid!r} was already read",
+        "zh": "传输 {tid!r} 已经被读取过",
+    },
+    "err_claim_expired": {
+        "en": "transfer {tid!r} expired after kv_transfer_timeout_s={timeout}",
+        "zh": "传输 {tid!r} 已在 `kv_transfer_timeout_s={timeout}` 后过期",
+    },
+    "err_claim_foreign": {
+        "en": "block {block} is not one of the blocks P holds for {tid!r}",
+        "zh": "块 {block} 不是 P 为 {tid!r} 保留的块",
+    },
     "err_duplicate_id": {
         "en": "request_id={req!r} is invalid: a request with this id is {where}; expected a "
         "unique id",

@@ -10,6 +10,7 @@ from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine.llm_engine import LLMEngine
 from pdlab.engine.model_executor.models import DeepseekV2ForCausalLM
 from pdlab.engine.request import SamplingParams
+from pdlab.errors import parse
 
 try:  # added by the scheduler's kv_load_failure_policy work; until it lands D recomputes
     from pdlab.engine.config import KVTransferConfig
@@ -107,10 +108,18 @@ def test_second_read_of_one_transfer_is_refused():
     params = pair.prefill.get_output("r").kv_transfer_params
     ids = params["remote_block_ids"]
     claim = pair.p_connector.claim_read
-    assert claim("r", "P-999", ids).startswith("transfer_id='P-999' is stale")
-    assert "not one of the blocks" in claim("r", params["remote_transfer_id"], [63])
-    assert claim("r", params["remote_transfer_id"], ids) is None
-    assert "already read" in claim("r", params["remote_transfer_id"], ids)
+    tid = params["remote_transfer_id"]
+    stale, foreign = claim("r", "P-999", ids), claim("r", tid, [63])
+    assert stale.startswith("transfer_id='P-999' is stale")
+    assert "not one of the blocks" in foreign
+    assert claim("r", tid, ids) is None
+    again = claim("r", tid, ids)
+    assert "already read" in again
+    # Each reason is a catalog message: read back from its English, it has its Chinese.
+    reasons = [stale, foreign, again]
+    keys = [parse(why).key for why in reasons]
+    assert keys == ["err_claim_stale", "err_claim_foreign", "err_claim_read"]
+    assert all(parse(why).render("zh") != why for why in reasons)
 
 
 @pytest.mark.parametrize(

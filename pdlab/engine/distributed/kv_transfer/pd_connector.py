@@ -285,25 +285,25 @@ class PDConnector(FirstTokenMixin, KVConnector):
         self, remote_request_id: str, transfer_id: str | None, block_ids: Sequence[int]
     ) -> str | None:
         """P side, called by the transport before it serves a read: None to serve it, else
-        why not. A read is served once, only while P still holds the request's blocks for
-        that transfer, and only for those blocks (D may read a tail of them)."""
+        why not (a catalog message's English). A read is served once, only while P still
+        holds the request's blocks for that transfer, and only for those blocks (D may read
+        a tail of them)."""
         held = self._transfers.get(remote_request_id)
         if held is None:
-            return f"P holds no blocks for request {remote_request_id!r} (released or timed out)"
+            return str(Phrase("err_claim_no_blocks", req=remote_request_id))
         tid, ids = held
         if transfer_id != tid:
-            return (
-                f"transfer_id={transfer_id!r} is stale: P's current transfer of "
-                f"{remote_request_id!r} is {tid!r}"
+            return str(
+                Phrase("err_claim_stale", tid=transfer_id, req=remote_request_id, current=tid)
             )
         if remote_request_id in self._claimed:
-            return f"transfer {tid!r} was already read"
+            return str(Phrase("err_claim_read", tid=tid))
         deadline = self._need_send.get(remote_request_id, self._sending.get(remote_request_id))
         if deadline is not None and self.clock() > deadline:
-            return f"transfer {tid!r} expired after kv_transfer_timeout_s={self.timeout_s}"
+            return str(Phrase("err_claim_expired", tid=tid, timeout=self.timeout_s))
         foreign = [b for b in block_ids if b not in ids]
         if foreign:
-            return f"block {foreign[0]} is not one of the blocks P holds for {tid!r}"
+            return str(Phrase("err_claim_foreign", block=foreign[0], tid=tid))
         self._claimed.add(remote_request_id)
         return None
 

@@ -73,7 +73,7 @@ from pdlab.engine.worker.gpu.spec_decode.rejection_sampler import (
     rejection_sample_greedy,
     sampling_params_error,
 )
-from pdlab.errors import one_line
+from pdlab.errors import Phrase, one_line
 
 
 @dataclass
@@ -582,34 +582,35 @@ class ModelRunner:
 
     def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> str | None:
         """Why this request's inputs cannot run (sampling under speculative decoding,
-        token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts."""
+        token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts. The
+        reason is a catalog message (its English), so a view reads it back in any language
+        (:func:`pdlab.errors.parse`)."""
+        why = self._input_phrase(rid, n, num_drafts)
+        return None if why is None else str(why)
+
+    def _input_phrase(self, rid: str, n: int, num_drafts: int) -> Phrase | Exception | None:
         s = self.requests.get(rid)
         if s is None:
-            return f"the runner has no state for request {rid!r}"
+            return Phrase("err_runner_no_state", req=rid)
         error = sampling_params_error(self.speculative_config, s.sampling_params)
         if error is not None:
-            return str(error)
+            return error
         c, bs = s.num_computed_tokens, self.cache_config.block_size
         toks = s.all_token_ids[c : c + n - num_drafts]
         if num_drafts < 0 or len(toks) != n - num_drafts:
-            return (
-                f"scheduled {n - num_drafts} known tokens from {c} but only "
-                f"{s.num_tokens} are known"
-            )
+            return Phrase("err_runner_tokens", n=n - num_drafts, start=c, known=s.num_tokens)
         vocab = self.cfg.vocab_size
         bad = [t for t in toks if not 0 <= t < vocab]
         if bad:
-            return f"token id {bad[0]} is out of range: expected [0, {vocab}) (vocab_size)"
+            return Phrase("err_runner_token_id", value=bad[0], vocab=vocab)
         if c + n > self.cfg.max_position_embeddings:
-            return (
-                f"position {c + n - 1} is out of range: expected < "
-                f"{self.cfg.max_position_embeddings} (max_position_embeddings)"
-            )
+            limit = self.cfg.max_position_embeddings
+            return Phrase("err_runner_position", value=c + n - 1, limit=limit)
         need = cdiv(c + n, bs)
         if len(s.block_ids) < need:
-            return f"{len(s.block_ids)} blocks hold {c + n} tokens: expected {need}"
+            return Phrase("err_runner_blocks", have=len(s.block_ids), tokens=c + n, need=need)
         nb = self.cache_config.num_blocks
         wild = [b for b in s.block_ids[:need] if not 0 <= b < nb]
         if wild:
-            return f"block id {wild[0]} is out of range: expected [0, {nb}) (num_blocks)"
+            return Phrase("err_runner_block_id", value=wild[0], num_blocks=nb)
         return None
