@@ -200,6 +200,12 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "数字，技术报告 arXiv:2412.19437 第 5.4.3 节：第二个 token 的接受率为 85-90%；pdlab "
         "对每个草稿都取 85%，第一个之后属假设）。",
     },
+    "sim_caption_mtp_weights": {
+        "en": " Each GPU's weights include the MTP module's own (its decoder layer and "
+        "eh_proj; its embedding and lm_head are the target's, shared).",
+        "zh": "每块 GPU 的权重包括 MTP 模块自己的权重（它的解码层与 eh_proj；嵌入层和 "
+        "lm_head 与目标模型共用）。",
+    },
     "sim_source_H100": {
         "en": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
         "with sparsity), 3.35 TB/s HBM3",

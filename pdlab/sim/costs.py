@@ -199,22 +199,47 @@ def all_to_all_bytes(cfg: ModelConfig, tokens: int, deploy: Deployment) -> float
     return tokens * k * away * d * float(DISPATCH_BYTES + COMBINE_BYTES)
 
 
-def model_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+def model_weight_bytes(cfg: ModelConfig, deploy: Deployment, mtp: bool = False) -> float:
     """The weights one GPU of ``deploy`` holds: every layer's attention (the projections at
     the weight dtype, ``kv_b_proj`` in bf16), the dense layers' MLP, each MoE layer's router,
-    shared experts and this GPU's expert slots, the embedding and ``lm_head`` (bf16); the
-    MTP module is left out."""
-    d, h, L = cfg.hidden_size, cfg.num_attention_heads, cfg.kv_lora_rank
-    w, moe = deploy.weight_bytes, num_moe_layers(cfg)
-    attn = sum(p[2] for p in attention_proj_cost(cfg, 0, 0, w).parts)
-    attn += 2.0 * L * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # kv_b_proj
+    shared experts and this GPU's expert slots, the embedding and ``lm_head`` (bf16); with
+    ``mtp``, DeepSeek-V3's MTP module too (:func:`mtp_weight_bytes`)."""
+    d, w, moe = cfg.hidden_size, deploy.weight_bytes, num_moe_layers(cfg)
     dense = sum(p[2] for p in mlp_cost(cfg, 0, 0, w).parts)
-    mi = cfg.moe_intermediate_size or 0
-    expert = float(w) * 3 * d * mi
-    per_moe = 2.0 * (cfg.n_routed_experts or 0) * d + expert * (cfg.n_shared_experts or 0)
-    per_moe += expert * deploy.experts_per_gpu(cfg)
     layers = cfg.num_hidden_layers
-    return attn * layers + dense * (layers - moe) + per_moe * moe + 2.0 * 2 * cfg.vocab_size * d
+    total = _attention_weight_bytes(cfg, w) * layers + dense * (layers - moe)
+    total += _moe_weight_bytes(cfg, deploy) * moe + 2.0 * 2 * cfg.vocab_size * d
+    return total + (mtp_weight_bytes(cfg, deploy) if mtp else 0.0)
+
+
+def mtp_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+    """The MTP module's own weights on one GPU: ``eh_proj`` (a plain ``nn.Linear`` in
+    vLLM's ``deepseek_mtp.py``: bf16) and one decoder layer (an MoE layer where the model
+    has experts); its embedding and ``lm_head`` are the target's, shared (vLLM 0.33.0's
+    ``load_eagle_model``, ``vllm/v1/worker/gpu/spec_decode/eagle/utils.py``)."""
+    d, w = cfg.hidden_size, deploy.weight_bytes
+    mlp = (
+        _moe_weight_bytes(cfg, deploy)
+        if num_moe_layers(cfg)
+        else sum(p[2] for p in mlp_cost(cfg, 0, 0, w).parts)
+    )
+    return 2.0 * 2 * d * d + _attention_weight_bytes(cfg, w) + mlp
+
+
+def _attention_weight_bytes(cfg: ModelConfig, w: int) -> float:
+    """One layer's attention weights: the projections at ``w`` bytes, ``kv_b_proj`` bf16."""
+    h, L = cfg.num_attention_heads, cfg.kv_lora_rank
+    attn = sum(p[2] for p in attention_proj_cost(cfg, 0, 0, w).parts)
+    return attn + 2.0 * L * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # kv_b_proj
+
+
+def _moe_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+    """One MoE layer's MLP weights on one GPU: the router (bf16), the shared experts and
+    this GPU's expert slots."""
+    d, mi = cfg.hidden_size, cfg.moe_intermediate_size or 0
+    expert = float(deploy.weight_bytes) * 3 * d * mi
+    per_moe = 2.0 * (cfg.n_routed_experts or 0) * d + expert * (cfg.n_shared_experts or 0)
+    return per_moe + expert * deploy.experts_per_gpu(cfg)
 
 
 def _layers_cost(

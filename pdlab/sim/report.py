@@ -82,7 +82,8 @@ def summarize(res: SimResult) -> dict[str, Any]:
 def deployment_figures(res: SimResult) -> dict[str, Any]:
     """How the run's model was deployed (:class:`pdlab.sim.costs.Deployment`): for a model
     with experts, the GPUs, the weights' dtype, each GPU's expert slots, the redundant
-    ones and each GPU's weights in bytes; for a model without, one GPU."""
+    ones and each GPU's weights in bytes (the MTP module's with speculative decoding); for
+    a model without, one GPU."""
     m = res.model
     if m is None or not has_experts(m):
         return {"num_gpus": 1}
@@ -93,7 +94,7 @@ def deployment_figures(res: SimResult) -> dict[str, Any]:
         "overlap_all_to_all": d.overlaps,
         "experts_per_gpu": d.experts_per_gpu(m),
         "redundant_experts": d.redundant_experts(m),
-        "weight_bytes_per_gpu": model_weight_bytes(m, d),
+        "weight_bytes_per_gpu": model_weight_bytes(m, d, res.config.num_speculative_tokens > 0),
         "routed_experts": m.n_routed_experts,
         "top_k": m.num_experts_per_tok,
         "shared_experts": m.n_shared_experts or 0,

@@ -318,7 +318,8 @@ def check_fits(cfg: SimConfig, model: ModelConfig, profile: DeviceProfile) -> No
     mem = MEMORY_GB.get(profile.name)
     if mem is None or not has_experts(model):
         return
-    need = lambda n: model_weight_bytes(model, Deployment(n, cfg.weight_dtype))  # noqa: E731
+    mtp = cfg.num_speculative_tokens > 0  # the MTP module is loaded
+    need = lambda n: model_weight_bytes(model, Deployment(n, cfg.weight_dtype), mtp)  # noqa: E731
     if need(cfg.num_gpus) <= mem * 1e9:
         return
     least = next((n for n in range(cfg.num_gpus, MAX_GPUS + 1) if need(n) <= mem * 1e9), None)

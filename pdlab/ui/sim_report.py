@@ -50,6 +50,7 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
                 if k
                 else ""
             )
+            + (text(lang, "sim_caption_mtp_weights") if k and "weight_dtype" in rows[0] else "")
         ),
     )
     tail_word = "p99" if all(r["tpot_tail"] == "p99" for r in rows) else "max"

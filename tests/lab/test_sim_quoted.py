@@ -22,6 +22,7 @@ from pdlab.sim.costs import (
     attention_proj_cost,
     mlp_cost,
     model_weight_bytes,
+    mtp_weight_bytes,
     num_moe_layers,
     step_cost,
     touched_experts,
@@ -71,6 +72,30 @@ def test_the_preset_holds_deepseeks_671b_parameters():
     # left out; DeepSeek-V3's report: 671B total.
     params = model_weight_bytes(V3, Deployment(1, "bf16")) / 2
     assert round(params / 1e9) == 671
+
+
+def test_the_mtp_module_is_deepseeks_14b_and_counted_under_mtp(grids):
+    # DeepSeek-V3's model card: 685B on Hugging Face, 671B the main model and 14B the MTP
+    # module (rounded figures), whose checkpoint holds its own copies of the embedding
+    # and lm_head; vLLM shares the target's, so pdlab counts them once.
+    one = Deployment(1, "bf16")
+    own = mtp_weight_bytes(V3, one) / 2
+    module = own + 2 * V3.vocab_size * V3.hidden_size
+    assert abs(module / 1e9 - 14) < 1
+    with_mtp = model_weight_bytes(V3, one, True) - model_weight_bytes(V3, one)
+    assert with_mtp == pytest.approx(2 * own)
+    assert abs((model_weight_bytes(V3, one) / 2 + module) / 1e9 - 685) < 1
+    # Its decoder layer is an MoE layer: this GPU's expert slots, not all 256 experts.
+    assert mtp_weight_bytes(V3, DEFAULT_DEPLOYMENT) < 0.1 * mtp_weight_bytes(V3, one)
+    # The caption's per-GPU total counts the module only where MTP runs.
+    rows, mtp = grids
+    gb = [model_weight_bytes(V3, DEFAULT_DEPLOYMENT, m) for m in (False, True)]
+    assert {r["weight_bytes_per_gpu"] for r in rows} == {gb[0]}
+    assert {r["weight_bytes_per_gpu"] for r in mtp} == {gb[1]} and gb[1] > gb[0]
+    for lang in ("en", "zh"):
+        caption = re.sub(r"\s+", " ", str(sim_table(mtp, H200, lang).caption))
+        assert f"{gb[1] / 1e9:.0f} GB" in caption and "eh_proj" in caption
+        assert "eh_proj" not in str(sim_table(rows, H200, lang).caption)
 
 
 def test_touched_experts_is_what_seeded_uniform_routing_touches():
