@@ -172,9 +172,10 @@ for mode in MODES:
 # On D every arriving request's first step lands in a batch of running decodes. `pdlab sim`
 # replays that step by step for DeepSeek-V3 as deployed: fp8 weights, DeepSeek's 144-GPU
 # decode instance with the routed experts expert parallel and attention data parallel, the
-# batch one GPU's (the table's caption states every assumption, the all-to-all included):
-# 64 decodes over 4K tokens, Poisson arrivals of 4K-token prompts, each step's split made
-# by the engine's own `gather_batch_req_state` and `split_decodes_and_prefills`, each
+# batch one GPU's, the experts' all-to-all overlapped with compute by two micro-batches as
+# DeepSeek's decode does (the table's caption states every assumption): 64 decodes over
+# 4K tokens, Poisson arrivals of 4K-token prompts, each step's split made by the engine's
+# own `gather_batch_req_state` and `split_decodes_and_prefills`, each
 # step's time the roofline of its kernel groups (`pdlab/sim/kernel_costs.py`) on a
 # published H200 profile, plus a named launch overhead when the full decode graph is lost.
 # Under V2's default the arriving row is `prefill_runs_as_decode`; under PCP it becomes a

@@ -167,7 +167,8 @@ for mode in MODES:
 #
 # 在 D 上，每个到达请求的第一步都落进一批正在解码的请求里。`pdlab sim` 按 DeepSeek-V3 的实际
 # 部署逐步重放：fp8 权重，DeepSeek 的 144 块 GPU 解码实例，路由专家按专家并行、注意力按数据并行，
-# 批次是一块 GPU 的（每条假设见表格的说明，包括专家的全对全通信）：64 个解码请求、上下文
+# 批次是一块 GPU 的，专家的全对全通信按 DeepSeek 解码的做法用两个微批次与计算重叠（每条假设见
+# 表格的说明）：64 个解码请求、上下文
 # 4K token，泊松到达的 4K token 提示词；每一步如何拆分由引擎自己的
 # `gather_batch_req_state` 与 `split_decodes_and_prefills` 决定，每一步的时间是各组算子在
 # 公开的 H200 参数上按 roofline 模型算出的下限（`pdlab/sim/kernel_costs.py`），失去完整的

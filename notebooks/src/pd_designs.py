@@ -227,9 +227,10 @@ for mode in MODES:
 # On D every arriving request's first step lands in a batch of running decodes. `pdlab sim`
 # replays that step by step for DeepSeek-V3 as deployed: fp8 weights, DeepSeek's 144-GPU
 # decode instance with the routed experts expert parallel and attention data parallel, the
-# batch one GPU's (the table's caption states every assumption, the all-to-all included):
-# 64 decodes over 4K tokens, Poisson arrivals of 4K-token prompts, each step's split made
-# by the engine's own `gather_batch_req_state` and `split_decodes_and_prefills`, each
+# batch one GPU's, the experts' all-to-all overlapped with compute by two micro-batches as
+# DeepSeek's decode does (the table's caption states every assumption): 64 decodes over
+# 4K tokens, Poisson arrivals of 4K-token prompts, each step's split made by the engine's
+# own `gather_batch_req_state` and `split_decodes_and_prefills`, each
 # step's time the roofline of its kernel groups (`pdlab/sim/kernel_costs.py`) on a
 # published H200 profile, plus a named launch overhead when the full decode graph is lost.
 # Under V2's default the arriving row is `prefill_runs_as_decode`; under PCP it becomes a
@@ -243,7 +244,8 @@ for mode in MODES:
 #
 # 在 D 上，每个到达请求的第一步都落进一批正在解码的请求里。`pdlab sim` 按 DeepSeek-V3 的实际
 # 部署逐步重放：fp8 权重，DeepSeek 的 144 块 GPU 解码实例，路由专家按专家并行、注意力按数据并行，
-# 批次是一块 GPU 的（每条假设见表格的说明，包括专家的全对全通信）：64 个解码请求、上下文
+# 批次是一块 GPU 的，专家的全对全通信按 DeepSeek 解码的做法用两个微批次与计算重叠（每条假设见
+# 表格的说明）：64 个解码请求、上下文
 # 4K token，泊松到达的 4K token 提示词；每一步如何拆分由引擎自己的
 # `gather_batch_req_state` 与 `split_decodes_and_prefills` 决定，每一步的时间是各组算子在
 # 公开的 H200 参数上按 roofline 模型算出的下限（`pdlab/sim/kernel_costs.py`），失去完整的

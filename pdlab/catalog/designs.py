@@ -166,8 +166,7 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "redundant copies). Weights {dtype}, {gb} GB a GPU (block scales not counted; "
         "lm_head, the router and kv_b_proj bf16). A step reads the experts its tokens "
         "touch under uniform routing (an assumption). The all-to-all (dispatch fp8, "
-        "combine bf16) crosses the {link} GB/s link, added to the step, not overlapped "
-        "(DeepSeek overlaps two micro-batches): an upper bound. Math at the dense bf16 "
+        "combine bf16) crosses the {link} GB/s link{overlap}. Math at the dense bf16 "
         "peak, {peak} TFLOP/s.",
         "zh": "模型按实际部署计，采用 DeepSeek 的解码布局（“DeepSeek-V3/R1 Inference System "
         "Overview”：EP144、DP144；规模由 --num-gpus 设定）：{gpus} 块 GPU；注意力、"
@@ -176,9 +175,21 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "{experts} 个路由专家（每个 token 选 {k} 个）按专家并行，每块 GPU {per} 个（{redundant} "
         "个冗余副本）。权重 {dtype}，每块 GPU {gb} GB（不计分块缩放因子；lm_head、路由器与 "
         "kv_b_proj 为 bf16）。一步读取它的 token 触及的专家，按均匀路由计（这是假设）。"
-        "专家的全对全通信（分发用 fp8，合并用 bf16）走 {link} GB/s 的链路，加到每一步上、"
-        "不与计算重叠（DeepSeek 用两个微批次重叠）：这是上限。计算按稠密 bf16 峰值 {peak} "
-        "TFLOP/s 计。",
+        "专家的全对全通信（分发用 fp8，合并用 bf16）走 {link} GB/s 的链路，{overlap}。"
+        "计算按稠密 bf16 峰值 {peak} TFLOP/s 计。",
+    },
+    "sim_caption_overlap_on": {
+        "en": ", overlapped with compute as in DeepSeek's decode: each step runs as two "
+        "micro-batches, one's all-to-all crossing while the other computes, so a step "
+        "takes the larger of the two (an assumption: hidden fully, the pipeline's fill "
+        "and drain not counted), and every weight is read once per micro-batch",
+        "zh": "并按 DeepSeek 解码的做法与计算重叠：每一步拆成两个微批次，一个在做全对全"
+        "通信时另一个在计算，所以一步的时间取两者中较大的一个（这是假设：通信完全被掩盖，"
+        "不计流水线的填充与排空），每个权重每个微批次读一次",
+    },
+    "sim_caption_overlap_off": {
+        "en": ", added to the step, not overlapped (overlap_all_to_all=False): an upper bound",
+        "zh": "加到每一步上、不与计算重叠（overlap_all_to_all=False）：这是上限",
     },
     "sim_caption_mtp": {
         "en": " MTP: K = {k} speculative tokens, acceptance rate {a} per draft (the default "
@@ -188,6 +199,12 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "zh": " MTP：K = {k} 个草稿 token，每个草稿的接受率 {a}（默认值取自 DeepSeek-V3 自己的"
         "数字，技术报告 arXiv:2412.19437 第 5.4.3 节：第二个 token 的接受率为 85-90%；pdlab "
         "对每个草稿都取 85%，第一个之后属假设）。",
+    },
+    "sim_caption_mtp_weights": {
+        "en": " Each GPU's weights include the MTP module's own (its decoder layer and "
+        "eh_proj; its embedding and lm_head are the target's, shared).",
+        "zh": "每块 GPU 的权重包括 MTP 模块自己的权重（它的解码层与 eh_proj；嵌入层和 "
+        "lm_head 与目标模型共用）。",
     },
     "sim_source_H100": {
         "en": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
@@ -263,9 +280,12 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "block size, so {dcp_backend}'s threshold becomes {dcp_t}, and vLLM then refuses "
         "MTP at start-up. With MTP (K = {k}, {acc} acceptance) every row verifies 1 + K "
         "tokens: the step takes {mtp_step}, a row emits {mtp_tokens} tokens per step, "
-        "TPOT is {mtp_p50} (without MTP {v2_p50}: every verified token also crosses the "
-        "experts' all-to-all, charged in full), and D's first row, padded with K "
-        "placeholder drafts, is still prefill_runs_as_decode (D's TTFT {mtp_ttft}); "
+        "and TPOT is {mtp_p50} with MTP against {v2_p50} without: every verified token "
+        "crosses the experts' all-to-all, which outlasts the compute in {mtp_link} of "
+        "these steps ({link} without MTP; DeepSeek report about 1.8x the tokens per second "
+        "with MTP; try a smaller --batch-size or a faster --link-gbps). D's first row, "
+        "padded with K placeholder drafts, is still prefill_runs_as_decode (D's TTFT "
+        "{mtp_ttft}); "
         "under PCP it is a forward_mha row ({mtp_pcp_mixed} of the steps lose the "
         "graph). So the short extend matters where something counts it as a prefill "
         "(PCP) and the contexts are long; under V2's default it costs one step of "
@@ -287,10 +307,11 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "两种角色都能用）让 use_pcp 保持为 False：短 extend 仍是 decode 行；在 NIXL 实例上它"
         "把 K/V 的交错粒度设为块大小，{dcp_backend} 的阈值于是变为 {dcp_t}，vLLM 也就在启动时"
         "拒绝 MTP。开启 MTP（K = {k}，接受率 {acc}）时每行验证 1 + K 个 token：一步"
-        "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 为 {mtp_p50}"
-        "（不开 MTP 时 {v2_p50}："
-        "每个被验证的 token 都要走一遍专家的全对全通信，这部分全额计入）；D 的第一"
-        "行补上 K 个占位草稿后仍是 prefill_runs_as_decode（D 的 TTFT {mtp_ttft}），PCP 下"
+        "用时 {mtp_step}，每行每步产出 {mtp_tokens} 个 token，TPOT 为 {mtp_p50}，"
+        "不开 MTP 时为 {v2_p50}：每个被验证的 token 都要走一遍专家的全对全通信，"
+        "在这些步中有 {mtp_link} 比计算还长（不开 MTP 时为 {link}；DeepSeek 报告开启 MTP "
+        "后每秒 token 数约为 1.8 倍；可以试试更小的 --batch-size 或更快的 --link-gbps）。"
+        "D 的第一行补上 K 个占位草稿后仍是 prefill_runs_as_decode（D 的 TTFT {mtp_ttft}），PCP 下"
         "则是 forward_mha 行（{mtp_pcp_mixed} 的步失去 CUDA graph）。所以，只有当某个规则把"
         "短 extend 算作 prefill 行（PCP）且上下文很长时，它才要紧；在 V2 默认设置下，它只"
         "让到达的那个请求多等一步，对其余请求没有影响。",

@@ -21,7 +21,13 @@ GPUs; the step is one GPU's, the other GPUs assumed to run as many tokens. Its f
 ``first_k_dense_replace`` layers are dense; each later layer runs the router, the shared
 experts and this GPU's routed experts (:func:`moe_layer_cost`), and moves its tokens to
 and from their experts' GPUs (dispatch in fp8, combine in bf16, DeepEP's low-latency
-kernels) over the profile's link, added to the step, not overlapped. Linear weights are
+kernels) over the profile's link. By default (``Deployment.overlap_all_to_all``) the
+step runs as DeepSeek's decode does: its rows split into two micro-batches, each a forward
+pass of its own (every weight, ``lm_head`` and the MTP drafter's included, read once per
+micro-batch, so twice a step; each micro-batch launches its own eager kernels), one's
+all-to-all crossing while the other computes, so the step takes ``max(compute, all-to-all)``
+(the pipeline's fill and drain not counted); a one-row step, or one GPU, has nothing to
+overlap. With the overlap off, the all-to-all is added to the step. Linear weights are
 ``Deployment.weight_dtype`` (fp8: 1 byte, block scales not counted: 4 bytes per 128 x 128
 block, 0.02%); ``lm_head``, the router and the attention kernels' own weights (``kv_b_proj``,
 the absorbed ``W_UK``/``W_UV``, which vLLM dequantizes) stay bf16. The math is counted at
@@ -40,7 +46,7 @@ accepted positions. vLLM itself measures.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from pdlab.engine.config import ModelConfig
@@ -74,6 +80,10 @@ class Deployment:
 
     num_gpus: int = DEEPSEEK_DECODE_GPUS
     weight_dtype: str = "fp8"
+    # DeepSeek's decode overlaps the experts' all-to-all with computation by splitting a
+    # step's batch into two micro-batches (their Inference System Overview): an assumption
+    # that it hides fully, the weights read once per micro-batch. False: added to the step.
+    overlap_all_to_all: bool = True
 
     def __post_init__(self) -> None:
         n = self.num_gpus
@@ -82,6 +92,13 @@ class Deployment:
         if not isinstance(self.weight_dtype, str) or self.weight_dtype not in WEIGHT_BYTES:
             allowed = Phrase("err_x_one_of", choices=list(WEIGHT_BYTES))
             raise invalid("weight_dtype", self.weight_dtype, allowed)
+        if not isinstance(self.overlap_all_to_all, bool):
+            raise invalid("overlap_all_to_all", self.overlap_all_to_all, Phrase("err_x_bool"))
+
+    @property
+    def overlaps(self) -> bool:
+        """Two micro-batches, the all-to-all overlapped: on, with another GPU to send to."""
+        return self.overlap_all_to_all and self.num_gpus > 1
 
     @property
     def weight_bytes(self) -> int:
@@ -182,22 +199,47 @@ def all_to_all_bytes(cfg: ModelConfig, tokens: int, deploy: Deployment) -> float
     return tokens * k * away * d * float(DISPATCH_BYTES + COMBINE_BYTES)
 
 
-def model_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+def model_weight_bytes(cfg: ModelConfig, deploy: Deployment, mtp: bool = False) -> float:
     """The weights one GPU of ``deploy`` holds: every layer's attention (the projections at
     the weight dtype, ``kv_b_proj`` in bf16), the dense layers' MLP, each MoE layer's router,
-    shared experts and this GPU's expert slots, the embedding and ``lm_head`` (bf16); the
-    MTP module is left out."""
-    d, h, L = cfg.hidden_size, cfg.num_attention_heads, cfg.kv_lora_rank
-    w, moe = deploy.weight_bytes, num_moe_layers(cfg)
-    attn = sum(p[2] for p in attention_proj_cost(cfg, 0, 0, w).parts)
-    attn += 2.0 * L * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # kv_b_proj
+    shared experts and this GPU's expert slots, the embedding and ``lm_head`` (bf16); with
+    ``mtp``, DeepSeek-V3's MTP module too (:func:`mtp_weight_bytes`)."""
+    d, w, moe = cfg.hidden_size, deploy.weight_bytes, num_moe_layers(cfg)
     dense = sum(p[2] for p in mlp_cost(cfg, 0, 0, w).parts)
-    mi = cfg.moe_intermediate_size or 0
-    expert = float(w) * 3 * d * mi
-    per_moe = 2.0 * (cfg.n_routed_experts or 0) * d + expert * (cfg.n_shared_experts or 0)
-    per_moe += expert * deploy.experts_per_gpu(cfg)
     layers = cfg.num_hidden_layers
-    return attn * layers + dense * (layers - moe) + per_moe * moe + 2.0 * 2 * cfg.vocab_size * d
+    total = _attention_weight_bytes(cfg, w) * layers + dense * (layers - moe)
+    total += _moe_weight_bytes(cfg, deploy) * moe + 2.0 * 2 * cfg.vocab_size * d
+    return total + (mtp_weight_bytes(cfg, deploy) if mtp else 0.0)
+
+
+def mtp_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+    """The MTP module's own weights on one GPU: ``eh_proj`` (a plain ``nn.Linear`` in
+    vLLM's ``deepseek_mtp.py``: bf16) and one decoder layer (an MoE layer where the model
+    has experts); its embedding and ``lm_head`` are the target's, shared (vLLM 0.33.0's
+    ``load_eagle_model``, ``vllm/v1/worker/gpu/spec_decode/eagle/utils.py``)."""
+    d, w = cfg.hidden_size, deploy.weight_bytes
+    mlp = (
+        _moe_weight_bytes(cfg, deploy)
+        if num_moe_layers(cfg)
+        else sum(p[2] for p in mlp_cost(cfg, 0, 0, w).parts)
+    )
+    return 2.0 * 2 * d * d + _attention_weight_bytes(cfg, w) + mlp
+
+
+def _attention_weight_bytes(cfg: ModelConfig, w: int) -> float:
+    """One layer's attention weights: the projections at ``w`` bytes, ``kv_b_proj`` bf16."""
+    h, L = cfg.num_attention_heads, cfg.kv_lora_rank
+    attn = sum(p[2] for p in attention_proj_cost(cfg, 0, 0, w).parts)
+    return attn + 2.0 * L * h * (cfg.qk_nope_head_dim + cfg.v_head_dim)  # kv_b_proj
+
+
+def _moe_weight_bytes(cfg: ModelConfig, deploy: Deployment) -> float:
+    """One MoE layer's MLP weights on one GPU: the router (bf16), the shared experts and
+    this GPU's expert slots."""
+    d, mi = cfg.hidden_size, cfg.moe_intermediate_size or 0
+    expert = float(deploy.weight_bytes) * 3 * d * mi
+    per_moe = 2.0 * (cfg.n_routed_experts or 0) * d + expert * (cfg.n_shared_experts or 0)
+    return per_moe + expert * deploy.experts_per_gpu(cfg)
 
 
 def _layers_cost(
@@ -234,11 +276,13 @@ class Row(NamedTuple):
 @dataclass
 class StepCost:
     """A step's kernel groups (all layers), and how many attention kernels it launches
-    eagerly (0 when it replays the full decode graph)."""
+    eagerly (0 when it replays the full decode graph); ``overlap``: two micro-batches, the
+    all-to-all hidden behind the groups' time (:class:`Deployment`)."""
 
     groups: dict[str, Cost] = field(default_factory=dict)
     eager_launches: int = 0
     link_bytes: float = 0.0  # the MoE all-to-all, each way: over the profile's link
+    overlap: bool = False
 
     @property
     def flops(self) -> float:
@@ -255,8 +299,18 @@ class StepCost:
         return out
 
     def time_s(self, profile: DeviceProfile) -> float:
-        t = sum(self.group_times(profile).values())
+        """The groups' times and the all-to-all's, summed, or with ``overlap`` the larger
+        of the two; then the eager launches."""
+        t, link = self.compute_and_link_s(profile)
+        t = max(t, link) if self.overlap else t + link
         return t + self.eager_launches * profile.launch_overhead_s
+
+    def compute_and_link_s(self, profile: DeviceProfile) -> tuple[float, float]:
+        """The groups' times summed (the GPU's compute and memory time), and the
+        all-to-all's (0 without experts)."""
+        times = self.group_times(profile)
+        link = times.pop("all-to-all", 0.0)
+        return sum(times.values()), link
 
 
 def _scaled(c: Cost, n: int) -> Cost:
@@ -285,6 +339,9 @@ def step_cost(
     the KV cache's bytes per value (1 for fp8). A model with experts runs on one GPU of
     ``deploy`` (by default :data:`DEFAULT_DEPLOYMENT`), the rows being that GPU's batch."""
     deploy = (deploy or DEFAULT_DEPLOYMENT) if has_experts(cfg) else None
+    if deploy is not None and deploy.overlaps and len(decode_rows) + len(prefill_rows) > 1:
+        args = (graph_eligible, e, extra_logits, num_speculative_tokens, kv_e)
+        return _two_micro_batches(cfg, decode_rows, prefill_rows, deploy, *args)
     layers = cfg.num_hidden_layers
     tokens = sum(r.query_len for r in decode_rows) + sum(r.query_len for r in prefill_rows)
     s = StepCost()
@@ -322,6 +379,50 @@ def step_cost(
         s.groups["MTP drafter"] = _scaled(draft, num_speculative_tokens)
         s.link_bytes += num_speculative_tokens * mtp_link_bytes(cfg, len(rows), deploy)
     s.eager_launches = 0 if graph_eligible else launches
+    return s
+
+
+def _two_micro_batches(
+    cfg: ModelConfig,
+    decode_rows: Sequence[Row],
+    prefill_rows: Sequence[Row],
+    deploy: Deployment,
+    graph_eligible: bool,
+    e: int,
+    extra_logits: int,
+    num_speculative_tokens: int,
+    kv_e: int | None,
+) -> StepCost:
+    """The step as two micro-batches, every other row in each (P's hidden states with the
+    first), each costed as a step of its own and the two summed part by part, the
+    all-to-all overlapped (:class:`Deployment`)."""
+    rows = [*decode_rows, *prefill_rows]
+    nd, single = len(decode_rows), replace(deploy, overlap_all_to_all=False)
+    s, sums = StepCost(overlap=True), dict[str, dict[str, tuple[float, float]]]()
+    for first in (0, 1):
+        mine = range(first, len(rows), 2)
+        part = step_cost(
+            cfg,
+            [rows[i] for i in mine if i < nd],
+            [rows[i] for i in mine if i >= nd],
+            graph_eligible,
+            e,
+            0 if first else extra_logits,
+            num_speculative_tokens,
+            kv_e,
+            single,
+        )
+        for group, c in part.groups.items():
+            parts = sums.setdefault(group, {})
+            for name, fl, by in c.parts:  # one part a name, as one step has
+                f0, b0 = parts.get(name, (0.0, 0.0))
+                parts[name] = (f0 + fl, b0 + by)
+        s.eager_launches += part.eager_launches
+        s.link_bytes += part.link_bytes
+    for group, parts in sums.items():
+        s.groups[group] = Cost()
+        for name, (fl, by) in parts.items():
+            s.groups[group].add(name, fl, by)
     return s
 
 

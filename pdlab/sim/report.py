@@ -2,9 +2,11 @@
 p50 and its tail (each step gives every running decode ``1 + a + ... + a^K`` tokens, one
 without speculative decoding, so a step's time over that is one TPOT sample), D's time to
 first token (arrival at D to token 1 known; 0 where P's token is the answer) and to the
-second token, the tokens a row emits per step, and the share of steps that are not
-uniform decode batches (the full decode CUDA graph lost); the grid over routings and
-designs. Its table and plots are views: ``pdlab/ui/sim_report.py``.
+second token, the tokens a row emits per step, the share of steps that are not
+uniform decode batches (the full decode CUDA graph lost) and the share whose experts'
+all-to-all takes at least as long as the rest of the step (bound by the link, where the
+two overlap); the grid over routings and designs. Its table and plots are views:
+``pdlab/ui/sim_report.py``.
 
 The tail is a p99 only where there are at least :data:`P99_MIN_SAMPLES` samples (a
 nearest-rank p99 of fewer is the maximum); below that the report says ``max``.
@@ -50,6 +52,8 @@ def summarize(res: SimResult) -> dict[str, Any]:
     ttft = [r.ttft_d for r in res.requests if r.ttft_d >= 0]
     t2t = [r.t2t_d for r in res.requests if r.t2t_d >= 0]
     mixed = sum(not s.uniform_decode for s in res.steps)
+    times = [s.cost.compute_and_link_s(res.profile) for s in res.steps]
+    link_bound = sum(0 < link >= compute for compute, link in times)
     rows = sum(len(s.query_lens) for s in res.steps)
     out = {
         "design": res.config.design,
@@ -66,6 +70,7 @@ def summarize(res: SimResult) -> dict[str, Any]:
         "t2t_d_p50_s": percentile(t2t, 50),
         "tokens_per_step": sum(s.tokens for s in res.steps) / rows if rows else 0.0,
         "non_uniform_share": mixed / len(res.steps) if res.steps else 0.0,
+        "link_bound_share": link_bound / len(res.steps) if res.steps else 0.0,
         "simulated_s": res.steps[-1].t + res.steps[-1].time_s if res.steps else 0.0,
     }
     for name, xs in (("tpot", tpot), ("ttft_d", ttft), ("t2t_d", t2t)):
@@ -77,7 +82,8 @@ def summarize(res: SimResult) -> dict[str, Any]:
 def deployment_figures(res: SimResult) -> dict[str, Any]:
     """How the run's model was deployed (:class:`pdlab.sim.costs.Deployment`): for a model
     with experts, the GPUs, the weights' dtype, each GPU's expert slots, the redundant
-    ones and each GPU's weights in bytes; for a model without, one GPU."""
+    ones and each GPU's weights in bytes (the MTP module's with speculative decoding); for
+    a model without, one GPU."""
     m = res.model
     if m is None or not has_experts(m):
         return {"num_gpus": 1}
@@ -85,9 +91,10 @@ def deployment_figures(res: SimResult) -> dict[str, Any]:
     return {
         "num_gpus": d.num_gpus,
         "weight_dtype": d.weight_dtype,
+        "overlap_all_to_all": d.overlaps,
         "experts_per_gpu": d.experts_per_gpu(m),
         "redundant_experts": d.redundant_experts(m),
-        "weight_bytes_per_gpu": model_weight_bytes(m, d),
+        "weight_bytes_per_gpu": model_weight_bytes(m, d, res.config.num_speculative_tokens > 0),
         "routed_experts": m.n_routed_experts,
         "top_k": m.num_experts_per_tok,
         "shared_experts": m.n_shared_experts or 0,

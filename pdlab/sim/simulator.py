@@ -27,9 +27,10 @@ ranks is not modelled).
 
 A model with experts (DeepSeek-V3) runs as deployed: ``num_gpus`` GPUs (DeepSeek's decode
 instance, 144, by default), attention data parallel with ``batch_size`` the decodes of the
-one GPU simulated, the routed experts expert parallel, weights ``weight_dtype``
-(:class:`pdlab.sim.costs.Deployment`; :func:`check_fits` refuses an instance whose weights
-overflow a GPU). A model without experts runs on one GPU.
+one GPU simulated, the routed experts expert parallel, weights ``weight_dtype``, the
+experts' all-to-all overlapped with compute by two micro-batches unless
+``overlap_all_to_all`` is False (:class:`pdlab.sim.costs.Deployment`; :func:`check_fits`
+refuses an instance whose weights overflow a GPU). A model without experts runs on one GPU.
 
 Every routing decision is the engine's own code: the model runner's
 :func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
@@ -116,6 +117,7 @@ class SimConfig:
     # above is one GPU's; a model without experts runs on one GPU and ignores both.
     num_gpus: int = DEEPSEEK_DECODE_GPUS
     weight_dtype: str = "fp8"
+    overlap_all_to_all: bool = True  # two micro-batches, as DeepSeek's decode
 
     def __post_init__(self) -> None:
         def bad(name: str, allowed: Phrase) -> PdlabError:
@@ -152,12 +154,12 @@ class SimConfig:
         a = self.acceptance_rate
         if isinstance(a, bool) or not isinstance(a, (int, float)) or not 0 <= a <= 1:
             raise bad("acceptance_rate", Phrase("err_x_num_range", a=0, b=1))
-        self.deployment  # noqa: B018 - checks num_gpus and weight_dtype
+        self.deployment  # noqa: B018 - checks num_gpus, weight_dtype, overlap_all_to_all
 
     @property
     def deployment(self) -> Deployment:
         """How a model with experts is split over the instance's GPUs."""
-        return Deployment(self.num_gpus, self.weight_dtype)
+        return Deployment(self.num_gpus, self.weight_dtype, self.overlap_all_to_all)
 
     @property
     def tokens_per_verify_step(self) -> float:
@@ -316,7 +318,8 @@ def check_fits(cfg: SimConfig, model: ModelConfig, profile: DeviceProfile) -> No
     mem = MEMORY_GB.get(profile.name)
     if mem is None or not has_experts(model):
         return
-    need = lambda n: model_weight_bytes(model, Deployment(n, cfg.weight_dtype))  # noqa: E731
+    mtp = cfg.num_speculative_tokens > 0  # the MTP module is loaded
+    need = lambda n: model_weight_bytes(model, Deployment(n, cfg.weight_dtype), mtp)  # noqa: E731
     if need(cfg.num_gpus) <= mem * 1e9:
         return
     least = next((n for n in range(cfg.num_gpus, MAX_GPUS + 1) if need(n) <= mem * 1e9), None)

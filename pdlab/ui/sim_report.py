@@ -50,6 +50,7 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
                 if k
                 else ""
             )
+            + (text(lang, "sim_caption_mtp_weights") if k and "weight_dtype" in rows[0] else "")
         ),
     )
     tail_word = "p99" if all(r["tpot_tail"] == "p99" for r in rows) else "max"
@@ -95,6 +96,7 @@ def deployment_caption(rows: list[dict[str, Any]], profile: DeviceProfile, lang:
         dtype=r["weight_dtype"],
         gb=f"{r['weight_bytes_per_gpu'] / 1e9:.0f}",
         link=f"{profile.link_bytes_per_s / 1e9:g}",
+        overlap=text(lang, "sim_caption_overlap_" + ("on" if r["overlap_all_to_all"] else "off")),
         peak=f"{profile.peak_flops / 1e12:,.0f}",
     )
 

@@ -102,6 +102,8 @@ def answer_values(
         "mtp_p50": s(mv2["tpot_p50_s"]),
         "mtp_ttft": s(mv2["ttft_d_p50_s"]),
         "mtp_pcp_mixed": f"{100 * m['pcp', 'recompute']['non_uniform_share']:.0f}%",
+        "link": f"{100 * v2['link_bound_share']:.0f}%",
+        "mtp_link": f"{100 * mv2['link_bound_share']:.0f}%",
     }
 
 

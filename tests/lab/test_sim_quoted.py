@@ -19,7 +19,10 @@ from pdlab.sim.costs import (
     DEFAULT_DEPLOYMENT,
     Deployment,
     Row,
+    attention_proj_cost,
+    mlp_cost,
     model_weight_bytes,
+    mtp_weight_bytes,
     num_moe_layers,
     step_cost,
     touched_experts,
@@ -33,6 +36,7 @@ from pdlab.ui.tour_designs import MTP_BASE, MTP_ROUTINGS, answer_values
 
 V3 = ModelConfig.deepseek_v3()
 H200 = device_profile("H200")
+ALONE = Deployment(overlap_all_to_all=False)  # DeepSeek's instance, the all-to-all added
 README = " ".join((Path(__file__).parents[2] / "README.md").read_text().split())
 
 
@@ -70,6 +74,30 @@ def test_the_preset_holds_deepseeks_671b_parameters():
     assert round(params / 1e9) == 671
 
 
+def test_the_mtp_module_is_deepseeks_14b_and_counted_under_mtp(grids):
+    # DeepSeek-V3's model card: 685B on Hugging Face, 671B the main model and 14B the MTP
+    # module (rounded figures), whose checkpoint holds its own copies of the embedding
+    # and lm_head; vLLM shares the target's, so pdlab counts them once.
+    one = Deployment(1, "bf16")
+    own = mtp_weight_bytes(V3, one) / 2
+    module = own + 2 * V3.vocab_size * V3.hidden_size
+    assert abs(module / 1e9 - 14) < 1
+    with_mtp = model_weight_bytes(V3, one, True) - model_weight_bytes(V3, one)
+    assert with_mtp == pytest.approx(2 * own)
+    assert abs((model_weight_bytes(V3, one) / 2 + module) / 1e9 - 685) < 1
+    # Its decoder layer is an MoE layer: this GPU's expert slots, not all 256 experts.
+    assert mtp_weight_bytes(V3, DEFAULT_DEPLOYMENT) < 0.1 * mtp_weight_bytes(V3, one)
+    # The caption's per-GPU total counts the module only where MTP runs.
+    rows, mtp = grids
+    gb = [model_weight_bytes(V3, DEFAULT_DEPLOYMENT, m) for m in (False, True)]
+    assert {r["weight_bytes_per_gpu"] for r in rows} == {gb[0]}
+    assert {r["weight_bytes_per_gpu"] for r in mtp} == {gb[1]} and gb[1] > gb[0]
+    for lang in ("en", "zh"):
+        caption = re.sub(r"\s+", " ", str(sim_table(mtp, H200, lang).caption))
+        assert f"{gb[1] / 1e9:.0f} GB" in caption and "eh_proj" in caption
+        assert "eh_proj" not in str(sim_table(rows, H200, lang).caption)
+
+
 def test_touched_experts_is_what_seeded_uniform_routing_touches():
     rng = random.Random(0)
     for tokens in (1, 4, 16, 64, 256):
@@ -84,7 +112,8 @@ def test_an_moe_layers_flops_are_nine_experts_per_token():
     # tokens * (8 routed + 1 shared) * 3 matrices * hidden * moe_intermediate * 2, and the
     # router (hidden x 256) on top.
     t, d, mi = 64, V3.hidden_size, V3.moe_intermediate_size
-    cost = step_cost(V3, [Row(100)] * t, [], True)
+    # One batch (two micro-batches, each reading the weights: see below).
+    cost = step_cost(V3, [Row(100)] * t, [], True, deploy=ALONE)
     router = 2 * t * d * V3.n_routed_experts
     assert cost.groups["moe"].flops == 58 * (t * 9 * 3 * d * mi * 2 + router)
     # One GPU of 144 holds 2 expert slots (288 - 256 = 32 redundant, as DeepSeek's).
@@ -178,10 +207,14 @@ def test_every_sim_figure_the_readme_quotes_is_the_simulators(grids):
         f"p50 {v['rc_ttft']} ms for recompute ({v['pcp_ttft']} ms under PCP)",
         f"{v['hs_ttft']} ms for hidden_state",
         f"a step takes {v['mtp_step']} ms, a row emits {v['mtp_tokens']} tokens",
-        f"TPOT p50 {v['mtp_p50']} ms",
-        f"{device_profile('H200').link_bytes_per_s / 1e9:g} GB/s added to each step",
+        f"TPOT p50 {v['mtp_p50']} ms, above the {v['v2_p50']} ms without MTP",
+        f"outlasts the compute in {v['mtp_link']} of these steps ({v['link']} without MTP)",
+        f"{device_profile('H200').link_bytes_per_s / 1e9:g} GB/s overlapped with compute "
+        "by two micro-batches",
     ):
         assert phrase in README, phrase
+    m = {(x["routing"], x["design"]): x for x in mtp}
+    assert m["v2", "recompute"]["tpot_p50_s"] > r["v2", "recompute"]["tpot_p50_s"]  # "above"
 
 
 def test_the_answer_paragraph_states_the_deployment(grids):
@@ -205,3 +238,78 @@ def test_the_static_texts_name_the_simulators_deployment():
     assert f"DeepSeek's {n}-GPU decode instance" in src and f"DeepSeek 的 {n} 块 GPU" in src
     assert SimConfig().batch_size == 64 and "64 decodes over 4K tokens" in src
     assert f"{DEFAULT_DEPLOYMENT.weight_dtype} weights" in src
+
+
+def dense_weight_bytes():
+    """One batch's read of the ``dense`` group's weights: every layer's attention
+    projections and the dense layers' MLP, at the deployment's weight bytes."""
+    w, layers = DEFAULT_DEPLOYMENT.weight_bytes, V3.num_hidden_layers
+    attn = sum(p[2] for p in attention_proj_cost(V3, 0, 0, w).parts)
+    return attn * layers + sum(p[2] for p in mlp_cost(V3, 0, 0, w).parts) * (
+        layers - num_moe_layers(V3)
+    )
+
+
+@pytest.mark.parametrize("k", [0, 1])
+def test_the_all_to_all_hides_behind_two_micro_batches(k):
+    rows = [Row(4096, 1 + k)] * 63 + [Row(900, 1 + k)]
+    both = step_cost(V3, rows, [], True, num_speculative_tokens=k)
+    whole = step_cost(V3, rows, [], True, num_speculative_tokens=k, deploy=ALONE)
+    # Every other row in each micro-batch, each costed as a step alone.
+    parts = [
+        step_cost(V3, rows[i::2], [], True, num_speculative_tokens=k, deploy=ALONE) for i in (0, 1)
+    ]
+    # The bytes crossing do not change; every group is the two micro-batches' sum.
+    assert both.link_bytes == pytest.approx(whole.link_bytes)
+    assert both.link_bytes == pytest.approx(sum(p.link_bytes for p in parts))
+    assert both.groups.keys() == whole.groups.keys()
+    for name, group in both.groups.items():
+        assert group.bytes == pytest.approx(sum(p.groups[name].bytes for p in parts)), name
+        assert group.flops == pytest.approx(whole.groups[name].flops), name
+    # Each micro-batch reads the weights: the dense group reads them once more.
+    extra = both.groups["dense"].bytes - whole.groups["dense"].bytes
+    assert extra == pytest.approx(dense_weight_bytes())
+    # The step takes the larger of its compute and its all-to-all, which stays visible;
+    # with the overlap off, their sum.
+    times = both.group_times(H200)
+    link = times.pop("all-to-all")
+    assert link == pytest.approx(both.link_bytes / H200.link_bytes_per_s)
+    assert both.time_s(H200) == pytest.approx(max(sum(times.values()), link))
+    alone = whole.group_times(H200)
+    assert whole.time_s(H200) == pytest.approx(sum(alone.values()))
+    assert "all-to-all" in alone and alone["all-to-all"] == pytest.approx(link)
+
+
+def test_one_gpu_one_row_and_a_model_without_experts_are_not_split():
+    for cfg, rows, deploy in (
+        (V3, [Row(100)], DEFAULT_DEPLOYMENT),
+        (V3, [Row(100)] * 8, Deployment(1, "fp8")),
+        (ModelConfig.tiny(), [Row(10)] * 8, DEFAULT_DEPLOYMENT),
+    ):
+        cost = step_cost(cfg, rows, [], True, deploy=deploy)
+        off = Deployment(deploy.num_gpus, deploy.weight_dtype, overlap_all_to_all=False)
+        plain = step_cost(cfg, rows, [], True, deploy=off)
+        assert not cost.overlap and cost.time_s(H200) == plain.time_s(H200)
+        assert {k: c.bytes for k, c in cost.groups.items()} == {
+            k: c.bytes for k, c in plain.groups.items()
+        }
+
+
+@pytest.mark.parametrize("bad", [0, 1, "yes", None])
+def test_a_bad_overlap_is_one_error_naming_it(bad):
+    with pytest.raises(PdlabValueError, match="overlap_all_to_all"):
+        SimConfig(overlap_all_to_all=bad)
+
+
+@pytest.mark.parametrize(
+    "on, en, zh",
+    [(True, "two micro-batches", "两个微批次"), (False, "not overlapped", "不与计算重叠")],
+)
+def test_the_caption_states_the_overlap_either_way(on, en, zh):
+    cfg = SimConfig(duration_s=0.1, overlap_all_to_all=on)
+    rows, _ = run_grid(cfg, V3, H200, "h200", designs=("recompute",), routings=("v2",))
+    assert rows[0]["overlap_all_to_all"] is on
+    for lang, fact in (("en", en), ("zh", zh)):
+        caption = re.sub(r"\s+", " ", str(sim_table(rows, H200, lang).caption))
+        assert fact in caption, (lang, on)
+        assert ("overlap_all_to_all=False" in caption) is not on

@@ -308,7 +308,8 @@ def test_chapter_7_states_the_answer_with_the_simulations_numbers(capsys, tmp_pa
     assert f"TPOT p99 rises to {v['pcp_p99']} ({v['pcp_x']} the default's)" in flat(out)
     # Each design's own figure (first_token and hidden_state differ by the lm_head rows).
     assert f"first_token ({v['ft_pcp_p99']}) and hidden_state ({v['hs_pcp_p99']})" in flat(out)
-    assert f"TPOT is {v['mtp_p50']} (without MTP {v['v2_p50']}" in flat(out)
+    assert f"TPOT is {v['mtp_p50']} with MTP against {v['v2_p50']} without" in flat(out)
+    assert f"compute in {v['mtp_link']} of these steps ({v['link']} without MTP" in flat(out)
     assert "V2 + DCP" in flat(out)
     # DeepSeek-V3 as deployed: the answer and the tables' caption say how.
     assert f"({v['dtype']} weights, {v['gpus']} GPUs of the H200 profile" in flat(out)
