@@ -82,6 +82,10 @@ def test_preset_by_name_and_from_hf():
         "rope_theta": 10000,
         "max_position_embeddings": 163840,
         "n_routed_experts": 256,
+        "num_experts_per_tok": 8,
+        "n_shared_experts": 1,
+        "moe_intermediate_size": 2048,
+        "first_k_dense_replace": 3,
         "rope_scaling": {
             "type": "yarn",
             "factor": 40,
@@ -94,6 +98,10 @@ def test_preset_by_name_and_from_hf():
     }
     cfg = ModelConfig.from_hf(hf)
     assert cfg.kv_cache_dim == 576 and cfg.softmax_scale == pytest.approx(0.13523, abs=5e-5)
+    moe = ("n_routed_experts", "num_experts_per_tok", "n_shared_experts")
+    moe += ("moe_intermediate_size", "first_k_dense_replace")
+    v3 = ModelConfig.deepseek_v3()
+    assert [getattr(cfg, k) for k in moe] == [getattr(v3, k) for k in moe]
     with pytest.raises(ValueError, match=r"missing \['kv_lora_rank'\]"):
         ModelConfig.from_hf({k: v for k, v in hf.items() if k != "kv_lora_rank"})
     with pytest.raises(ValueError, match="preset='gpt2' is invalid"):

@@ -219,8 +219,8 @@ class ModelConfig:
 
     @classmethod
     def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
-        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). MoE fields are ignored:
-        pdlab's model is dense, and attention is what it teaches."""
+        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). The MoE fields are kept
+        for the simulator's costs; pdlab's own model runs every layer's MLP dense."""
         if not isinstance(config, dict):
             raise PdlabValueError(
                 "err_invalid_str",
@@ -250,6 +250,10 @@ class ModelConfig:
         kw["max_position_embeddings"] = config.get("max_position_embeddings", 4096)
         kw["rope_scaling"] = config.get("rope_scaling")
         kw["num_nextn_predict_layers"] = config.get("num_nextn_predict_layers", 0)
+        for k in ("n_routed_experts", "num_experts_per_tok", "n_shared_experts"):
+            kw[k] = config.get(k)
+        kw["moe_intermediate_size"] = config.get("moe_intermediate_size")
+        kw["first_k_dense_replace"] = config.get("first_k_dense_replace", 0)
         kw.update(overrides)
         return cls(**kw)
 
