@@ -187,8 +187,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_n_in_scheduler": {"en": "already in the scheduler", "zh": "已在调度器中"},
     "err_n_check": {"en": "check indices", "zh": "检查索引"},
     "err_n_skip": {"en": "skip", "zh": "跳过"},
-    "err_n_no_mtp": {"en": "no MTP layer", "zh": "没有 MTP 层"},
-    "err_n_v3_one": {"en": "DeepSeek-V3's one", "zh": "即 DeepSeek-V3 的一层"},
+    "err_n_one_mtp_trained": {
+        "en": "the shipped checkpoint holds one MTP module; weights='random' for more",
+        "zh": "随附的检查点只有一个 MTP 模块；更多请用 `weights='random'`",
+    },
     "err_n_rope_pairs": {"en": "RoPE rotates pairs", "zh": "RoPE 成对旋转"},
     "err_n_verify_width": {"en": "1 + num_speculative_tokens", "zh": "1 + num_speculative_tokens"},
     "err_n_ngram_only": {"en": "ngram only", "zh": "只用于 `ngram` 方法"},

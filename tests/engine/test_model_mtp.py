@@ -192,9 +192,11 @@ def test_mismatched_mtp_tensors_are_rejected_by_name():
 
 
 def test_num_nextn_predict_layers_is_validated_and_read_from_a_config_json():
-    for bad in (2, -1, True, "1"):
-        with pytest.raises(ValueError, match=r"num_nextn_predict_layers=.* is invalid: expected 0"):
+    for bad in (5, -1, True, "1"):
+        with pytest.raises(ValueError, match=r"predict_layers=.* is invalid: expected an"):
             ModelConfig.tiny(weights="random", num_nextn_predict_layers=bad)
+    with pytest.raises(ValueError, match=r"=2 is invalid: .* 0 to 1 with weights='trained'"):
+        ModelConfig.tiny(num_nextn_predict_layers=2)
     hf = dict(
         hidden_size=128,
         num_hidden_layers=2,
@@ -232,3 +234,26 @@ def test_draft_and_verify_equals_the_oracles_prefix_by_prefix(weights):
             greedy.append(int(model.forward_full(seq)[-1].argmax()))
             seq = seq + [d]
         assert target[r].tolist() == greedy, r
+
+
+def test_more_mtp_modules_are_checkpoint_layers_after_the_decoder():
+    """Module j is DeepSeek's ``model.layers.{num_hidden_layers + j}``: its own weights and
+    KV-cache entry, the target's embedding and head; module 0 is the one-module model's,
+    unchanged. A one-module checkpoint does not fill a two-module model."""
+    two = DeepseekV2ForCausalLM(RANDOM_MTP.replace(num_nextn_predict_layers=2))
+    one = DeepseekV2ForCausalLM(RANDOM_MTP)
+    assert [m.layer_idx for m in two.mtp_layers] == [2, 3]
+    assert two.mtp1.embed_tokens is two.model.embed_tokens
+    assert two.mtp1.shared_head.head is two.lm_head
+    assert not torch.equal(two.mtp.eh_proj.weight, two.mtp1.eh_proj.weight)
+    sd = two.hf_state_dict()
+    assert {k: v for k, v in sd.items() if "layers.3." not in k}.keys() == (
+        one.hf_state_dict().keys()
+    )
+    assert all(torch.equal(v, sd[k]) for k, v in one.hf_state_dict().items())
+    assert "model.layers.3.self_attn.kv_b_proj.weight" in sd
+    again = DeepseekV2ForCausalLM(RANDOM_MTP.replace(num_nextn_predict_layers=2, seed=9))
+    again.load_hf_state_dict(sd)
+    assert torch.equal(again.mtp1.eh_proj.weight, two.mtp1.eh_proj.weight)
+    with pytest.raises(ValueError, match=r"missing keys \[model\.layers\.3\."):
+        again.load_hf_state_dict(one.hf_state_dict())

@@ -43,7 +43,8 @@ class ModelConfig:
     init_std: float | None = None
     # DeepSeek-V3's name: how many multi-token-prediction (MTP) layers follow the decoder
     # (``pdlab.engine.model_executor.models.deepseek_mtp``); 0 = none (V2, V2-Lite), 1 =
-    # DeepSeek-V3's single MTP layer.
+    # DeepSeek-V3's single MTP layer, more = one module per draft step (vLLM 0.33.0's
+    # multi-module MTP), at most ``MAX_NUM_NEXTN_PREDICT_LAYERS``.
     num_nextn_predict_layers: int = 0
     # DeepSeek's MoE fields, named as in its config.json and vLLM 0.33.0's deepseek_v2.py:
     # layers from ``first_k_dense_replace`` on route each token to ``num_experts_per_tok``
@@ -86,11 +87,9 @@ class ModelConfig:
         ):
             if getattr(self, name) is not None:
                 _check_int(c, name, getattr(self, name), minimum=low)
-        n = self.num_nextn_predict_layers
-        if isinstance(n, bool) or n not in (0, 1):
-            none = Phrase("err_x_note", x=0, note=Phrase("err_n_no_mtp"))
-            one = Phrase("err_x_note", x=1, note=Phrase("err_n_v3_one"))
-            _fail(c, "num_nextn_predict_layers", n, Phrase("err_x_or", a=none, b=one))
+        n, top = self.num_nextn_predict_layers, MAX_NUM_NEXTN_PREDICT_LAYERS
+        if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= top:
+            _fail(c, "num_nextn_predict_layers", n, Phrase("err_x_int_range", a=0, b=top))
         if self.q_lora_rank is not None:
             _check_int(c, "q_lora_rank", self.q_lora_rank)
         r = self.qk_rope_head_dim
@@ -120,6 +119,12 @@ class ModelConfig:
                 Phrase("err_x_weights"),
             )
         if w == "trained":
+            n = self.num_nextn_predict_layers
+            if n > 1:  # the shipped checkpoint holds one MTP module
+                one = Phrase("err_x_int_range", a=0, b=1)
+                note = Phrase("err_n_one_mtp_trained")
+                allowed = Phrase("err_x_with", x=one, setting="weights='trained'", note=note)
+                _fail("ModelConfig", "num_nextn_predict_layers", n, allowed)
             for k, v in TRAINED_FIELDS.items():
                 if getattr(self, k) != v:
                     _fail(
@@ -278,6 +283,10 @@ _DEEPSEEK_MLA: dict[str, Any] = dict(
     v_head_dim=128,
     max_position_embeddings=163840,
 )
+
+# pdlab's bound on ``num_nextn_predict_layers`` (upstream sets none; DeepSeek-V3 ships 1):
+# each module is one more decoder layer with its own KV cache.
+MAX_NUM_NEXTN_PREDICT_LAYERS = 4
 
 # The values of ``ModelConfig.weights`` that are not a path.
 WEIGHTS = ("trained", "random")

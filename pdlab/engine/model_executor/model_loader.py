@@ -3,11 +3,11 @@
 Plays the part of vLLM's model loader (``vllm/model_executor/model_loader/``: the default
 loader reads safetensors files; ``--load-format dummy`` gives random weights instead). A
 checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict (DeepSeek parameter
-names, DeepSeek-V3's MTP layer under ``model.layers.{num_hidden_layers}``), and every one,
+names, MTP module ``j`` under ``model.layers.{num_hidden_layers + j}``), and every one,
 the shipped file included, goes through the same loader,
 :meth:`DeepseekV2ForCausalLM.load_hf_state_dict`, which rejects a mismatch by name.
 ``ModelConfig.weights`` chooses: ``"trained"`` (:data:`TRAINED_CHECKPOINT`, made by
-``pdlab train``), ``"random"``, or a path.
+``pdlab train``, one MTP module), ``"random"`` (any number of modules), or a path.
 """
 
 from __future__ import annotations

@@ -67,15 +67,16 @@ class SharedHead(nn.Module):
 
 
 class DeepSeekMTP(nn.Module):
-    """One MTP layer (DeepSeek-V3 has one). Built alone it owns ``embed_tokens`` and
+    """One MTP layer (DeepSeek-V3 has one; module ``index`` of several is layer
+    ``num_hidden_layers + index``). Built alone it owns ``embed_tokens`` and
     ``shared_head.head``; inside
     :class:`~pdlab.engine.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM` they
     are the target's ``model.embed_tokens`` and ``lm_head`` (the same tensors)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, index: int = 0) -> None:
         super().__init__()
         self.config = cfg
-        self.layer_idx = cfg.num_hidden_layers  # its KV-cache entry, after the target's
+        self.layer_idx = cfg.num_hidden_layers + index  # its KV-cache entry
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
         self.enorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.hnorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
@@ -142,10 +143,12 @@ class DeepSeekMTP(nn.Module):
 
 
 def checkpoint_name(module_name: str, num_hidden_layers: int) -> str:
-    """``mtp.<name>`` (pdlab's module) as a DeepSeek-V3 checkpoint names it: the layer's own
-    weights under ``model.layers.{num_hidden_layers}.``, the block's without ``mtp_block``."""
-    name = module_name.removeprefix("mtp.")
-    return f"model.layers.{num_hidden_layers}." + name.removeprefix("mtp_block.")
+    """``mtp.<name>`` (pdlab's module; ``mtp{j}.<name>`` for module ``j``) as a DeepSeek-V3
+    checkpoint names it: the layer's own weights under ``model.layers.{num_hidden_layers +
+    j}.``, the block's without ``mtp_block``."""
+    head, name = module_name.split(".", 1)
+    layer = num_hidden_layers + int(head.removeprefix("mtp") or 0)
+    return f"model.layers.{layer}." + name.removeprefix("mtp_block.")
 
 
 def spec_layer_index(name: str, num_hidden_layers: int) -> int | None:

@@ -181,7 +181,8 @@ class DeepseekV2ForCausalLM(nn.Module):
     as upstream's; they are also what the MTP drafter takes); ``compute_logits`` applies
     ``lm_head`` (why D reruns the last prompt position for it: ``pdlab tour --chapter 3``).
     ``mtp`` is DeepSeek-V3's MTP layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) when
-    ``num_nextn_predict_layers`` is 1, else None."""
+    ``num_nextn_predict_layers`` is 1 or more, else None; module ``j >= 1`` is ``mtp{j}``,
+    and ``mtp_layers`` lists them all in order."""
 
     def __init__(
         self,
@@ -200,16 +201,24 @@ class DeepseekV2ForCausalLM(nn.Module):
         if cfg.num_nextn_predict_layers:
             from pdlab.engine.model_executor.models.deepseek_mtp import DeepSeekMTP
 
-            with torch.random.fork_rng(devices=[]):
-                self.mtp = DeepSeekMTP(cfg)
-            self.mtp.embed_tokens = self.model.embed_tokens
-            self.mtp.shared_head.head = self.lm_head
+            for j in range(cfg.num_nextn_predict_layers):
+                with torch.random.fork_rng(devices=[]):
+                    mtp = DeepSeekMTP(cfg, j)
+                mtp.embed_tokens = self.model.embed_tokens
+                mtp.shared_head.head = self.lm_head
+                setattr(self, f"mtp{j or ''}", mtp)  # mtp, mtp1, mtp2, ...
         self._init_weights()
         if cfg.weights != "random":
             from pdlab.engine.model_executor.model_loader import load_weights
 
             load_weights(self, cfg.weights)
         self.to(device=device, dtype=dtype)
+
+    @property
+    def mtp_layers(self) -> list[DeepSeekMTP]:
+        """The MTP modules in order: module ``j`` is layer ``num_hidden_layers + j``."""
+        n = self.config.num_nextn_predict_layers
+        return [getattr(self, f"mtp{j or ''}") for j in range(n)]
 
     @torch.no_grad()
     def _init_weights(self) -> None:
@@ -252,14 +261,15 @@ class DeepseekV2ForCausalLM(nn.Module):
         return out
 
     def hf_state_dict(self) -> dict[str, torch.Tensor]:
-        """The state dict under DeepSeek checkpoint names: the target's as they are, the MTP
-        layer's as ``model.layers.{num_hidden_layers}.*`` (with its copies of the shared
-        ``embed_tokens`` and ``shared_head.head``, as DeepSeek-V3's checkpoint holds them)."""
+        """The state dict under DeepSeek checkpoint names: the target's as they are, MTP
+        module ``j``'s as ``model.layers.{num_hidden_layers + j}.*`` (with its copies of the
+        shared ``embed_tokens`` and ``shared_head.head``, as DeepSeek-V3's checkpoint holds
+        them)."""
         from pdlab.engine.model_executor.models.deepseek_mtp import checkpoint_name
 
         n = self.config.num_hidden_layers
         return {
-            checkpoint_name(k, n) if k.startswith("mtp.") else k: v
+            checkpoint_name(k, n) if k.startswith("mtp") else k: v
             for k, v in self.state_dict().items()
         }
 
@@ -277,10 +287,10 @@ class DeepseekV2ForCausalLM(nn.Module):
         own = self.hf_state_dict()
         given = {k: v for k, v in state_dict.items() if not k.endswith("rotary_emb.inv_freq")}
         spec = {k for k in given if spec_layer_index(k, n) is not None}
-        shared = {
-            f"model.layers.{n}.embed_tokens.weight": "model.embed_tokens.weight",
-            f"model.layers.{n}.shared_head.head.weight": "lm_head.weight",
-        }
+        shared = {}
+        for j in range(max(self.config.num_nextn_predict_layers, 1)):
+            shared[f"model.layers.{n + j}.embed_tokens.weight"] = "model.embed_tokens.weight"
+            shared[f"model.layers.{n + j}.shared_head.head.weight"] = "lm_head.weight"
         if self.mtp is None:
             given = {k: v for k, v in given.items() if k not in spec}
         elif not spec - set(shared):
