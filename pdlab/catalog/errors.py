@@ -351,9 +351,16 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_mtp_needs_layer": {
         "en": "SpeculativeConfig(method='mtp') needs a model with an MTP layer: "
-        "ModelConfig.num_nextn_predict_layers={n}, expected 1",
+        "ModelConfig.num_nextn_predict_layers={n}, expected 1 or more",
         "zh": "`SpeculativeConfig(method='mtp')` 需要带 MTP 层的模型："
-        "`ModelConfig.num_nextn_predict_layers={n}`，应为 1",
+        "`ModelConfig.num_nextn_predict_layers={n}`，应不小于 1",
+    },
+    "err_mtp_k_over_modules": {
+        "en": "num_speculative_tokens={k} is more than the model's {n} MTP modules: "
+        "expected at most {n} (vLLM 0.33.0 would run the modules round again, each "
+        "rewriting its own K/V rows)",
+        "zh": "`num_speculative_tokens={k}` 多于模型的 {n} 个 MTP 模块：应不超过 {n}"
+        "（vLLM 0.33.0 会让各模块再轮一遍，各自改写自己的 K/V 行）",
     },
     "err_checkpoint_no_mtp": {
         "en": "{source} has no MTP layer (no model.layers.{n}.* tensors), which "

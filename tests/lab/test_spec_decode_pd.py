@@ -1,9 +1,11 @@
 """Speculative decoding (MTP) end to end: a colocated engine and the P/D pair, K = 1 and 2,
 against greedy decoding without it (the model's ``greedy_generate``), token for token; D's
 first step as 0.33.0 schedules it (1 + K tokens over N - 1 cached, K ``-1`` placeholders),
-read from the trace."""
+read from the trace; with K MTP modules, 0.33.0's drafts (module j for draft j) against a
+cacheless oracle and P's backoff of K - 1 prompt tokens."""
 
 import pytest
+import torch
 from conftest import pair_all_free
 
 from pdlab.disagg.pair import PDPair
@@ -325,9 +327,10 @@ def test_pd_with_the_shipped_mtp_layer_accepts_drafts_and_equals_greedy():
 @pytest.mark.parametrize("k", [2, 3])
 @pytest.mark.parametrize("n", [2, BS, 3 * BS + 1])
 def test_pd_as_with_k_mtp_modules_backs_off_k_minus_1_and_equals_greedy(k, n):
-    """With K MTP modules (num_nextn_predict_layers = K; pdlab's model runs its one module
-    K times) P cuts the last K - 1 prompt tokens, D loads the rest and computes them, and
-    the tokens are still greedy's; a resent prompt's hit on D is one block short of
+    """With K MTP modules (SpeculativeConfig.num_nextn_predict_layers = K; the model here
+    has one, run K times, so only the scheduler and the connector act for K: the next test
+    runs K modules) P cuts the last K - 1 prompt tokens, D loads the rest and computes them,
+    and the tokens are still greedy's; a resent prompt's hit on D is one block short of
     floor((N - 1) / B) * B. Expectations: NIXL's _prefill_backoff and the coordinator's
     drop in 0.33.0 (tests/upstream compares the scheduler with vLLM's own)."""
     spec = SpeculativeConfig(num_speculative_tokens=k, num_nextn_predict_layers=k)
@@ -346,4 +349,71 @@ def test_pd_as_with_k_mtp_modules_backs_off_k_minus_1_and_equals_greedy(k, n):
     assert first["num_computed_tokens_before"] == loaded
     hit = t.filter("prefix_hit", "D", req_id=outs[1].request_id)
     assert (hit[0]["num_hit_tokens"] if hit else 0) == max((n - 1) // BS - 1, 0) * BS
+    pair_all_free(pair)
+
+
+@torch.no_grad()
+def _module_oracle(model, known, k, p_view=None, loaded=0):
+    """0.33.0's multi-module drafts, recomputed with no cache from the model's own layers:
+    the target over ``known[:-1]``, then module ``j`` over the same positions, reading at
+    position ``p`` token ``p + 1 + j`` (of ``known`` and the drafts so far; of ``p_view``
+    below ``loaded``, where P wrote the rows) and ``shared_head`` of module ``j - 1``'s
+    output; draft ``j + 1`` is its argmax at the last position."""
+    n, modules = len(known) - 1, model.mtp_layers
+    prev, drafts = model(torch.tensor(known[:-1]), torch.arange(n)), []
+    for j in range(k):
+        mtp = modules[j % len(modules)]
+        seq = known + drafts
+        ids = torch.tensor([(p_view if p < loaded else seq)[p + 1 + j] for p in range(n)])
+        out = mtp(ids, torch.arange(n), prev)
+        drafts.append(int(mtp.compute_logits(out[-1:])[0].argmax()))
+        prev = mtp.shared_head(out)
+    return drafts
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_k_mtp_modules_draft_as_0_33_0_and_p_backs_off_k_minus_1(k):
+    """A model with K MTP modules (random weights): module j drafts token j, after
+    rejections the later modules' rows are rebuilt, and at a chunk's end the next prompt
+    tokens stand in for drafts. Colocated, every draft equals the cacheless oracle reading
+    the known tokens. Under P/D, P backs off K - 1 prompt tokens (the trace's
+    kv_prefill_backoff) and D's drafts equal the oracle in which the rows P wrote, below
+    the L tokens D loads, read P's tokens (its truncated prompt, its sampled token, its
+    drafts): D never rebuilds them, as 0.33.0 (NIXL's _prefill_backoff docstring), and
+    reading D's tokens there instead gives other drafts."""
+    cfg = ModelConfig.tiny(weights="random", num_nextn_predict_layers=k)
+    model = DeepseekV2ForCausalLM(cfg)
+    spec = SpeculativeConfig(num_speculative_tokens=k, num_nextn_predict_layers=k)
+    chunks = SchedulerConfig(long_prefill_token_threshold=5)  # prompts cut in chunks
+    e = LLMEngine(cfg, CacheConfig(block_size=BS, num_blocks=64), model=model,
+                  backend="torch", scheduler_config=chunks,
+                  speculative_config=spec)  # fmt: skip
+    prompts = [_prompt(n) for n in (5, 3 * BS + 1, 9)]
+    outs = e.generate(prompts, SamplingParams(max_tokens=10))
+    assert [o.output_token_ids for o in outs] == [model.greedy_generate(p, 10) for p in prompts]
+    tokens = {o.request_id: [*o.prompt_token_ids, *o.output_token_ids] for o in outs}
+    for d in e.tracer.filter("draft"):
+        got = d["draft_token_ids"]
+        known = tokens[d["req_id"]][: d["hidden_position"] + 2]
+        assert got == _module_oracle(model, known, k)[: len(got)]
+
+    pair = PDPair(cfg, CacheConfig(block_size=BS, num_blocks=64), SchedulerConfig(),
+                  backend="torch", speculative_config=spec)  # fmt: skip
+    prompt = _prompt(9)
+    out = pair.generate(prompt, SamplingParams(max_tokens=6))[0]
+    assert out.output_token_ids == model.greedy_generate(prompt, 6)
+    t, rid = pair.tracer, out.request_id
+    assert [c["num_tokens"] for c in t.filter("kv_prefill_backoff", "P", req_id=rid)] == [k - 1]
+    loaded = len(prompt) - (k - 1)
+    assert t.steps("D", rid)[0][1]["num_computed_tokens_before"] == loaded
+    p_draft = t.first("draft", "P")
+    assert p_draft["hidden_position"] == loaded - 1
+    p_view = [*prompt[:loaded], p_draft["next_token"], *p_draft["draft_token_ids"]]
+    full = [*prompt, *out.output_token_ids]
+    kept_differs = False
+    for d in t.filter("draft", "D", req_id=rid):
+        got, known = d["draft_token_ids"], full[: d["hidden_position"] + 2]
+        assert got == _module_oracle(model, known, k, p_view, loaded)[: len(got)]
+        kept_differs |= got != _module_oracle(model, known, k)[: len(got)]
+    assert kept_differs
     pair_all_free(pair)

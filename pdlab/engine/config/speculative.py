@@ -23,13 +23,15 @@ Differences from upstream: no draft model, quantization or parallel config (pdla
 module lives in the target checkpoint, ``pdlab/engine/model_executor/models/deepseek_mtp.py``);
 prompt-lookup bounds given for ``"mtp"`` are refused in one line where upstream silently sets them
 to 0. ``num_nextn_predict_layers`` (the MTP modules the checkpoint holds) sits here, where
-upstream reads it from the draft model's ``hf_config``; pdlab's model runs one module, so
-a value above 1 drives the scheduler, the prefix cache and the connector only. The drafts
-are then not upstream's: 0.33.0 runs ``MultiModuleMTPSpeculator``
-(``vllm/v1/worker/gpu/spec_decode/multi_module_mtp/``, one module per draft step, with
-future prompt tokens swapped in at a chunk's end), while pdlab's one module, run K times,
-keeps on D the row P's drafter wrote at ``N - K`` from P's sampled token (the tokens are
-greedy's all the same: ``tests/lab/test_spec_decode_pd.py``).
+upstream reads it from the draft model's ``hf_config``; it drives the scheduler, the prefix
+cache and the connector. The drafts come from the model's own modules
+(``ModelConfig.num_nextn_predict_layers``): with more than one, module ``j`` drafts token
+``j`` as 0.33.0's ``MultiModuleMTPSpeculator`` does
+(``pdlab/engine/worker/gpu/spec_decode/mtp.py``; ``tests/lab/test_spec_decode_pd.py``
+checks the drafts against a cacheless oracle, colocated and on D). Upstream has one
+number for both; pdlab does not check that they agree, so a one-module model with a
+value above 1 here runs its module K times while the scheduler and the connector act
+for K modules.
 """
 
 from __future__ import annotations

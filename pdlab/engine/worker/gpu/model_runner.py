@@ -500,7 +500,7 @@ class ModelRunner:
             logits = self.model.compute_logits(hidden[torch.tensor(logit_rows, device=device)])
         at, draft_rows = 0, []
         for i, (s, n, c, d) in enumerate(zip(states, q_lens, computed, num_drafts)):
-            rejected, next_token = 0, None
+            rejected, next_token, lookahead = 0, None, ()
             if rows and i == rows[0]:
                 rows.pop(0)
                 assert logits is not None
@@ -512,13 +512,15 @@ class ModelRunner:
                 sampled[s.req_id], rejected, next_token = toks, d + 1 - len(toks), toks[-1]
             elif c + n < s.num_tokens:
                 next_token = s.all_token_ids[c + n]  # a prompt chunk: the next prompt token
+                ahead = getattr(self.drafter, "num_speculative_tokens", 1) - 1
+                lookahead = tuple(s.all_token_ids[c + n + 1 : c + n + 1 + ahead])
             # V2's post_update: computed += query_len - num_rejected (the scheduler rolls
             # its own count back the same way).
             s.num_computed_tokens = c + n - rejected
             if next_token is not None:
                 draft_rows.append(
                     DraftRow(s.req_id, qsl[i], n, rejected, next_token, s.req_id in sampled,
-                             s.block_ids)
+                             s.block_ids, lookahead)
                 )  # fmt: skip
         if self.drafter is not None and draft_rows:
             drafts = self.drafter.propose(draft_rows, input_ids, positions, hidden, self._ctx, meta)

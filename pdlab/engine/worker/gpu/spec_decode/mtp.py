@@ -19,6 +19,24 @@ vLLM 0.33.0's Model Runner V2:
    as its previous hidden state (DeepSeek's MTP layer recycles its normed output), one
    query per request; each gives the next draft.
 
+**More than one MTP module** (``num_nextn_predict_layers`` > 1 in the model's config and
+K > 1: ``SpeculativeConfig.use_multi_module_mtp``) follows ``MultiModuleMTPSpeculator``
+(``vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py``) instead: draft step
+``j`` runs module ``j``. Upstream's model picks module ``spec_step_idx % num_mtp_layers``:
+with K above the module count the modules come round again, each rewriting its own K/V
+rows at the window's positions with other inputs (pdlab refuses that in one line); with K
+below it the last modules never run; with K = 1 module 0 alone runs, the path above.
+Every step runs over the same positions, the row's window, none further on: module ``j``
+at position ``p`` reads token ``p + 1 + j`` (the window's input ids shifted by ``j``, with
+the drafts in the last places, or at a prompt chunk's end the next prompt tokens,
+``DraftRow.lookahead``) and ``shared_head`` of module ``j - 1``'s output at ``p``; its
+output at the window's last position gives draft ``j + 1``. After ``r`` rejections the
+later modules' rows at the ``r - 1`` positions before the window were built on rejected
+drafts, so the window starts that much earlier (upstream's re-prefill), from the inputs
+this proposer kept of the request's last step. With none kept (D's first step, whose K
+placeholders count as rejected here) nothing is rebuilt, and the rows P wrote stay:
+0.33.0's ``_prefill_backoff`` docstring says D's first decode rebuilds nothing.
+
 On D's first step the drafter is handed ``h[N - 1]``, from the target's recompute of
 position ``N - 1`` (why D recomputes it: ``pdlab tour --chapter 3``), with the token just
 sampled from it. Drafts are greedy (argmax), as upstream's ``sample_draft`` is at temperature 0.
@@ -50,6 +68,9 @@ class DraftRow:
     next_token: int  # the last token sampled, or the next prompt token of a chunk
     wants_drafts: bool  # it sampled this step (a prompt chunk's drafts are dropped)
     block_ids: list[int]
+    # The known tokens after ``next_token`` for a prompt chunk (multi-module MTP swaps them
+    # in for drafts, upstream's ``draft_input_id_overrides``); empty when it sampled.
+    lookahead: tuple[int, ...] = ()
 
     @property
     def last_token_index(self) -> int:
@@ -74,6 +95,14 @@ class MTPProposer:
             n = getattr(model.config, "num_nextn_predict_layers", 0)
             raise PdlabValueError("err_mtp_needs_layer", n=n)
         self.mtp = model.mtp
+        self.modules = list(getattr(model, "mtp_layers", [model.mtp]))
+        if 1 < len(self.modules) < num_speculative_tokens:
+            raise PdlabValueError(
+                "err_mtp_k_over_modules", k=num_speculative_tokens, n=len(self.modules)
+            )
+        # req_id -> (first position, module-0 input ids, hidden states) of its last window's
+        # last K - 1 positions: what a rebuild after rejections reads (multi-module only).
+        self._kept: dict[str, tuple[int, list[int], torch.Tensor]] = {}
         self.num_speculative_tokens = num_speculative_tokens
         self.builder = builder
         self.block_size = block_size
@@ -90,6 +119,8 @@ class MTPProposer:
         attn_metadata: MLAMetadata,
     ) -> dict[str, list[int]]:
         """Drafts for every row that ``wants_drafts``; every row writes its MTP entries."""
+        if len(self.modules) > 1 and self.num_speculative_tokens > 1:
+            return self._propose_modules(rows, input_ids, positions, hidden_states, make_ctx)
         ids = input_ids.clone()
         for r in rows:
             a, b = r.query_start, r.query_start + r.query_len
@@ -117,6 +148,75 @@ class MTPProposer:
             for r, t in zip(want, drafts):
                 result[r.req_id].append(int(t))
         return result
+
+    def _propose_modules(
+        self,
+        rows: Sequence[DraftRow],
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        hidden_states: torch.Tensor,
+        make_ctx: Callable[[MLAMetadata], Any],
+    ) -> dict[str, list[int]]:
+        """Multi-module MTP (the module docstring): each row's window, module ``j`` for
+        draft ``j + 1``, all rows in one batch per module, shortest windows first (the
+        decodes before the prefills, as the metadata builder's split expects)."""
+        k, keep = self.num_speculative_tokens, self.num_speculative_tokens - 1
+        wins = []  # (row, first position, module-0 input ids, hidden states)
+        for r in rows:
+            a, last = r.query_start, r.last_token_index
+            first = int(positions[a])
+            toks = [*input_ids[a + 1 : last + 1].tolist(), r.next_token]
+            hid = hidden_states[a : last + 1]
+            back, kept = max(0, r.num_rejected - 1), self._kept.get(r.req_id)
+            if back and kept and kept[0] <= first - back < first <= kept[0] + len(kept[1]):
+                i = first - back - kept[0]
+                toks = kept[1][i : i + back] + toks
+                hid = torch.cat([kept[2][i : i + back], hid])
+                first -= back
+            wins.append((r, first, toks, hid))
+            n = len(toks)
+            self._kept[r.req_id] = (first + max(0, n - keep), toks[-keep:], hid[-keep:].clone())
+        self._kept = {r.req_id: self._kept[r.req_id] for r in rows}
+        wins.sort(key=lambda w: len(w[2]))
+        meta = self._window_metadata(wins, input_ids.device)
+        seqs = [list(w[2]) for w in wins]
+        lens = [len(w[2]) for w in wins]
+        last = torch.tensor(lens, device=input_ids.device).cumsum(0) - 1
+        pos = torch.cat([torch.arange(f, f + n) for (_, f, _, _), n in zip(wins, lens)])
+        prev = torch.cat([w[3] for w in wins])
+        drafts: dict[str, list[int]] = {w[0].req_id: [] for w in wins}
+        for j in range(k):
+            mtp = self.modules[j % len(self.modules)]
+            inp = torch.tensor([t for q, n in zip(seqs, lens) for t in q[j : j + n]])
+            out = mtp(inp.to(input_ids.device), pos.to(input_ids.device), prev, make_ctx(meta))
+            tokens = mtp.compute_logits(out[last]).argmax(-1).tolist()
+            for (r, _, _, _), q, t in zip(wins, seqs, tokens):
+                drafts[r.req_id].append(t)
+                q.append(r.lookahead[j] if j < len(r.lookahead) else t)
+            prev = mtp.shared_head(out)
+        return {r.req_id: drafts[r.req_id] for r in rows if r.wants_drafts}
+
+    def _window_metadata(self, wins: Sequence[Any], device: torch.device) -> MLAMetadata:
+        """Each row's window (positions ``first ..``) over the MTP entries before it."""
+        bs = self.block_size
+        width = max(len(w[0].block_ids) for w in wins)
+        table = torch.zeros(len(wins), width, dtype=torch.int32)
+        slots = []
+        for i, (r, first, toks, _) in enumerate(wins):
+            table[i, : len(r.block_ids)] = torch.tensor(r.block_ids, dtype=torch.int32)
+            ps = range(first, first + len(toks))
+            slots += [r.block_ids[p // bs] * bs + p % bs for p in ps]
+        ends = [w[1] + len(w[2]) for w in wins]
+        cm = CommonAttentionMetadata.from_batch(
+            [len(w[2]) for w in wins],
+            [w[1] for w in wins],
+            ends,
+            table.to(device),
+            torch.tensor(slots, dtype=torch.int64),
+            [w[0].req_id for w in wins],
+            [False] * len(wins),
+        )
+        return self.builder.build(cm)
 
     def _has_slot(self, row: DraftRow, position: int) -> bool:
         return position < self.max_model_len and position // self.block_size < len(row.block_ids)
