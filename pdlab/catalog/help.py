@@ -261,8 +261,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "zh": "每个请求解码的 token 数",
     },
     "help_sim_duration": {
-        "en": "simulated seconds (default 5: about 160 steps, enough for a p99)",
-        "zh": "模拟的秒数（默认 5：约 160 步，足够算出 p99）",
+        "en": "simulated seconds (default 5: about 300 steps, enough for a p99)",
+        "zh": "模拟的秒数（默认 5：约 300 步，足够算出 p99）",
     },
     "help_sim_num_spec": {
         "en": "MTP draft tokens per step, 0 to 16 (default 0: no speculative decoding)",

@@ -106,7 +106,7 @@ class SimConfig:
     prompt_len: int = 4096  # the distribution's mean ("fixed": every prompt)
     prompt_dist: str = "fixed"
     output_len: int = 64
-    duration_s: float = 5.0  # at the defaults about 160 steps: enough for a p99
+    duration_s: float = 5.0  # at the defaults about 300 steps: enough for a p99
     block_size: int = 64
     seed: int = 0
     num_speculative_tokens: int = 0

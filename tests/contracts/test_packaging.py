@@ -71,7 +71,7 @@ def test_kernels_import_from_a_checkout_without_an_editable_install(tmp_path) ->
 
 def _copy_tree(dest: Path) -> Path:
     junk = shutil.ignore_patterns(
-        ".git", ".venv", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
+        ".git", ".venv*", "build", "dist", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"
     )
     return Path(shutil.copytree(ROOT, dest, ignore=junk))
 
