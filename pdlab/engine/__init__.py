@@ -1,25 +1,11 @@
 """The engine wing: everything in pdlab that mirrors vLLM 0.33.0, laid out as vLLM is.
 
-A file here sits where its upstream file sits, with ``v1/`` dropped: ``pdlab/engine/X`` is
-``vllm/v1/X``, or ``vllm/X`` where ``v1`` has no ``X``; the engine loop and the input
-processor (``vllm/v1/engine/``) sit at this folder's top. Each module's docstring names
-its upstream file.
-
-==================================  ====================================================
-``request.py``                      ``vllm/v1/request.py``
-``llm_engine.py``                   ``vllm/v1/engine/llm_engine.py`` and ``core.py``
-``input_processor.py``              ``vllm/v1/engine/input_processor.py``
-``config/``                         ``vllm/config/``
-``platforms.py``                    ``vllm/platforms/cuda.py``
-``core/`` (block pool, manager)     ``vllm/v1/core/``
-``core/sched/``                     ``vllm/v1/core/sched/``
-``worker/gpu/``                     ``vllm/v1/worker/gpu/`` (Model Runner V2)
-``worker/gpu/spec_decode/``         ``vllm/v1/worker/gpu/spec_decode/``
-``attention/``                      ``vllm/v1/attention/`` and the MLA layer
-``model_executor/``                 ``vllm/model_executor/`` (DeepSeek, MTP, loader)
-``distributed/kv_transfer/``        ``vllm/distributed/kv_transfer/``
-``trace.py``, ``events.py``         ``vllm/v1/metrics/stats.py`` (pdlab's trace)
-==================================  ====================================================
+A folder here is its upstream folder with ``v1/`` dropped (``core/sched/`` is
+``vllm/v1/core/sched/``, ``config/`` is ``vllm/config/``); the engine loop and the input
+processor (``vllm/v1/engine/``) sit at the top. Where pdlab folds an upstream folder into
+one file (``platforms.py``, ``model_loader.py``) or keeps the MLA layer beside its metadata
+(``attention/mla_attention.py``), the module's docstring names the upstream file; README.md
+("Layout") lists them all.
 
 The kernels are ``pdlab.kernels`` (the top-level ``kernels/`` folder) and the naive oracle
 is ``pdlab.attention.reference``. The wing imports nothing of the lab (P/D orchestration,
