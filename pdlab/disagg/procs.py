@@ -39,6 +39,7 @@ from pdlab.engine.config import (
 from pdlab.engine.events import TraceEvent
 from pdlab.engine.request import SamplingParams
 from pdlab.engine.trace import Tracer
+from pdlab.errors import PdlabError, one_line
 
 if TYPE_CHECKING:
     from pdlab.engine.distributed.kv_transfer.dist import DistTransport
@@ -249,6 +250,8 @@ def run_prefill(
             if msg.type == RESULT:
                 r = msg.payload
                 h = handoffs[r["request_id"]]
+                if r.get("error") and conn.is_sending(r["request_id"]):  # D refused it
+                    conn.end_send(r["request_id"], r["error"])
                 if h.prefix:
                     r = dict(r, **_answer(engine, r["request_id"], h, r["output_token_ids"], ""))
                 summary.outputs[r["request_id"]] = r
@@ -316,17 +319,23 @@ def run_decode(
                 if die_after_requests is not None and received > die_after_requests:
                     os._exit(17)
                 r = msg.payload
-                engine.add_request(
-                    r["prompt_token_ids"],
-                    SamplingParams(
-                        **{
-                            k: tuple(v) if isinstance(v, list) else v
-                            for k, v in r["sampling_params"].items()
-                        }
-                    ),
-                    r["request_id"],
-                    r["kv_transfer_params"],
-                )
+                try:
+                    engine.add_request(
+                        r["prompt_token_ids"],
+                        SamplingParams(
+                            **{
+                                k: tuple(v) if isinstance(v, list) else v
+                                for k, v in r["sampling_params"].items()
+                            }
+                        ),
+                        r["request_id"],
+                        r["kv_transfer_params"],
+                    )
+                except PdlabError as e:  # D cannot take it (its cache, its limits): say so
+                    # to P, which frees the blocks it holds for D's read, and go on serving.
+                    refused = {"request_id": r["request_id"], "output_token_ids": [], "text": ""}
+                    refused.update(finish_reason="error", error=one_line(e))
+                    transport.send_json(RESULT, refused)
             elif msg.type == SHUTDOWN:
                 shutdown = True
         transport.inbox.clear()

@@ -139,3 +139,30 @@ def test_port_in_use_is_one_line_before_any_process_starts():
         with pytest.raises(ValueError, match=f"port={port} on 127.0.0.1 is not available"):
             run_pd_procs(PROMPTS[:1], CFG, port=port)
     _no_children_left()
+
+
+def test_a_request_d_cannot_hold_is_refused_alone_and_p_frees_its_blocks():
+    """D's cache (6 blocks of 4) cannot hold the first request's 27 tokens (prompt 20,
+    max_tokens 8): D answers it with its one-line reason and serves the next one; P frees
+    the blocks it held for D's read at once (the transfer timeout is an hour)."""
+    big, small = list(range(1, 21)), [5, 6, 7]
+    r = run_pd_procs(
+        [big, small],
+        CFG,
+        CacheConfig(block_size=4, num_blocks=6),
+        SchedulerConfig(kv_transfer_timeout_s=3600.0),
+        SamplingParams(max_tokens=8),
+        timeout_s=60,
+        max_in_flight=1,
+    )
+    assert r.errors == {} and r.exitcodes == {"prefill": 0, "decode": 0}
+    refused, served = r.prefill.outputs["req-0"], r.prefill.outputs["req-1"]
+    assert refused["finish_reason"] == "error" and refused["output_token_ids"] == []
+    assert "num_blocks=6" in refused["error"] and refused["error"].startswith("ValueError: ")
+    assert served["output_token_ids"] == DeepseekV2ForCausalLM(CFG).greedy_generate(small, 8)
+    aborted = r.tracer.filter("kv_send_aborted", "P")
+    assert [e["req_id"] for e in aborted] == ["req-0"]
+    assert not r.tracer.filter("kv_send_timeout", "P")
+    assert r.prefill.num_free_blocks == r.prefill.num_blocks
+    assert r.decode.num_free_blocks == r.decode.num_blocks
+    _no_children_left()
