@@ -563,8 +563,8 @@ class ModelRunner:
         spec = getattr(so, "scheduled_spec_decode_tokens", None) or {}
         for r in rids:
             why = self._input_error(r, so.num_scheduled_tokens[r], len(spec.get(r, ())))
-            if why:
-                self.req_errors[r] = why
+            if why is not None:
+                self.req_errors[r] = str(why)
         good = [r for r in rids if r not in self.req_errors]
         if not good:
             return {}
@@ -582,15 +582,11 @@ class ModelRunner:
                 self.req_errors[r] = one_line(e)
         return sampled
 
-    def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> str | None:
+    def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> Phrase | Exception | None:
         """Why this request's inputs cannot run (sampling under speculative decoding,
         token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts. The
-        reason is a catalog message (its English), so a view reads it back in any language
+        reason is a catalog message, so a view reads its English back in any language
         (:func:`pdlab.errors.parse`)."""
-        why = self._input_phrase(rid, n, num_drafts)
-        return None if why is None else str(why)
-
-    def _input_phrase(self, rid: str, n: int, num_drafts: int) -> Phrase | Exception | None:
         s = self.requests.get(rid)
         if s is None:
             return Phrase("err_runner_no_state", req=rid)

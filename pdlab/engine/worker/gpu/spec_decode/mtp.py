@@ -198,25 +198,8 @@ class MTPProposer:
 
     def _window_metadata(self, wins: Sequence[Any], device: torch.device) -> MLAMetadata:
         """Each row's window (positions ``first ..``) over the MTP entries before it."""
-        bs = self.block_size
-        width = max(len(w[0].block_ids) for w in wins)
-        table = torch.zeros(len(wins), width, dtype=torch.int32)
-        slots = []
-        for i, (r, first, toks, _) in enumerate(wins):
-            table[i, : len(r.block_ids)] = torch.tensor(r.block_ids, dtype=torch.int32)
-            ps = range(first, first + len(toks))
-            slots += [r.block_ids[p // bs] * bs + p % bs for p in ps]
-        ends = [w[1] + len(w[2]) for w in wins]
-        cm = CommonAttentionMetadata.from_batch(
-            [len(w[2]) for w in wins],
-            [w[1] for w in wins],
-            ends,
-            table.to(device),
-            torch.tensor(slots, dtype=torch.int64),
-            [w[0].req_id for w in wins],
-            [False] * len(wins),
-        )
-        return self.builder.build(cm)
+        rows, firsts = [w[0] for w in wins], [w[1] for w in wins]
+        return self._span_metadata(rows, firsts, [len(w[2]) for w in wins], device)
 
     def _has_slot(self, row: DraftRow, position: int) -> bool:
         return position < self.max_model_len and position // self.block_size < len(row.block_ids)
@@ -225,16 +208,28 @@ class MTPProposer:
         self, rows: Sequence[DraftRow], positions: list[int], device: torch.device
     ) -> MLAMetadata:
         """One query per row at ``positions`` over the MTP entries before it: a decode."""
+        return self._span_metadata(rows, positions, [1] * len(rows), device)
+
+    def _span_metadata(
+        self,
+        rows: Sequence[DraftRow],
+        firsts: Sequence[int],
+        lens: Sequence[int],
+        device: torch.device,
+    ) -> MLAMetadata:
+        """Row ``i``'s ``lens[i]`` queries at positions ``firsts[i] ..`` over the MTP
+        entries before them, through the row's block table."""
         bs = self.block_size
         width = max(len(r.block_ids) for r in rows)
         table = torch.zeros(len(rows), width, dtype=torch.int32)
-        for i, r in enumerate(rows):
+        slots = []
+        for i, (r, first, n) in enumerate(zip(rows, firsts, lens)):
             table[i, : len(r.block_ids)] = torch.tensor(r.block_ids, dtype=torch.int32)
-        slots = [r.block_ids[p // bs] * bs + p % bs for r, p in zip(rows, positions)]
+            slots += [r.block_ids[p // bs] * bs + p % bs for p in range(first, first + n)]
         cm = CommonAttentionMetadata.from_batch(
-            [1] * len(rows),
-            positions,
-            [p + 1 for p in positions],
+            list(lens),
+            list(firsts),
+            [f + n for f, n in zip(firsts, lens)],
             table.to(device),
             torch.tensor(slots, dtype=torch.int64),
             [r.req_id for r in rows],
