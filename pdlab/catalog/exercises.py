@@ -214,14 +214,8 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "a later chunk: context 6, 5 new tokens",
         "zh": "后续分块：上下文 6，5 个新 token",
     },
-    "ex01_one_token_prompt": {
-        "en": "one-token prompt",
-        "zh": "只有一个 token 的提示词",
-    },
-    "ex01_random_batch_three": {
-        "en": "random batch of three",
-        "zh": "随机的三请求批次",
-    },
+    "ex01_one_token_prompt": {"en": "one-token prompt", "zh": "只有一个 token 的提示词"},
+    "ex01_random_batch_three": {"en": "random batch of three", "zh": "随机的三请求批次"},
     "ex01_inside_colocated_engine_chunked_prefill": {
         "en": "inside a colocated engine, chunked prefill (budget 8), prompts of 13 and 6",
         "zh": "在非分离引擎中：分块预填充（预算 8），提示词长 13 和 6",
@@ -257,10 +251,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "one-token prompt, cached",
         "zh": "已缓存的一 token 提示词",
     },
-    "ex02_empty_cache": {
-        "en": "empty cache",
-        "zh": "空缓存",
-    },
+    "ex02_empty_cache": {"en": "empty cache", "zh": "空缓存"},
     "ex02_second_block_equal_first_block": {
         "en": "second block equal, first block different",
         "zh": "第二块相同、第一块不同",
@@ -313,31 +304,16 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "the other requests' ids left in the sets when {rid} resumes",
         "zh": "{rid} 恢复时，其他请求的 id 仍留在集合里",
     },
-    "ex03_others_gone": {
-        "en": "{lost} removed too",
-        "zh": "{lost} 也被移除了",
-    },
+    "ex03_others_gone": {"en": "{lost} removed too", "zh": "{lost} 也被移除了"},
     "ex03_scheduler_stopped_request_came_back": {
         "en": "D's scheduler stopped: the request came back with every token computed, so its step "
         "had nothing to run.",
         "zh": "D 的调度器停下了：请求回来时所有 token 都已算完，这一步没有可运行的。",
     },
-    "ex03_three_blocks_plus_one": {
-        "en": "3 blocks + 1, N = {v0}",
-        "zh": "3 块 + 1，N = {v0}",
-    },
-    "ex03_exactly_blocks": {
-        "en": "exactly 3 blocks, N = {v0}",
-        "zh": "正好 3 块，N = {v0}",
-    },
-    "ex03_exactly_one_block": {
-        "en": "exactly one block, N = {BS}",
-        "zh": "正好 1 块，N = {BS}",
-    },
-    "ex03_one_token_prompt": {
-        "en": "one-token prompt, N = 1",
-        "zh": "一 token 提示词，N = 1",
-    },
+    "ex03_three_blocks_plus_one": {"en": "3 blocks + 1, N = {v0}", "zh": "3 块 + 1，N = {v0}"},
+    "ex03_exactly_blocks": {"en": "exactly 3 blocks, N = {v0}", "zh": "正好 3 块，N = {v0}"},
+    "ex03_exactly_one_block": {"en": "exactly one block, N = {BS}", "zh": "正好 1 块，N = {BS}"},
+    "ex03_one_token_prompt": {"en": "one-token prompt, N = 1", "zh": "一 token 提示词，N = 1"},
     "ex03_random_length_slow_transfer_polls": {
         "en": "random length N = {n}, a slow transfer (3 polls)",
         "zh": "随机长度 N = {n}，慢速传输（3 次轮询）",
@@ -368,10 +344,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "finished_recving_kv_req_ids empty after the run",
         "zh": "运行结束后 finished_recving_kv_req_ids 为空",
     },
-    "ex03_still_holds": {
-        "en": "still holds {v0}",
-        "zh": "仍有 {v0}",
-    },
+    "ex03_still_holds": {"en": "still holds {v0}", "zh": "仍有 {v0}"},
     "ex03_failed_recving_kv_req_ids": {
         "en": "failed_recving_kv_req_ids empty after the run",
         "zh": "运行结束后 failed_recving_kv_req_ids 为空",
@@ -406,18 +379,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "one-token prompt, nothing cached",
         "zh": "一 token 提示词，无缓存",
     },
-    "ex04_three_decodes": {
-        "en": "three decodes",
-        "zh": "三个 decode 行",
-    },
+    "ex04_three_decodes": {"en": "three decodes", "zh": "三个 decode 行"},
     "ex04_decode_step_and_fresh_prompt": {
         "en": "a decode, D's step and a fresh prompt",
         "zh": "一个 decode 行、D 的那一步和一个新提示词",
     },
-    "ex04_decode_and_step": {
-        "en": "a decode and D's step",
-        "zh": "一个 decode 行和 D 的那一步",
-    },
+    "ex04_decode_and_step": {"en": "a decode and D's step", "zh": "一个 decode 行和 D 的那一步"},
     "ex04_two_decodes_and_two_steps": {
         "en": "two decodes and two of D's steps",
         "zh": "两个 decode 行和 D 的两步",
@@ -430,10 +397,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "a later chunk of a prompt: 4 tokens over 8",
         "zh": "提示词的后续分块：在 8 个之上算 4 个",
     },
-    "ex04_random_batch": {
-        "en": "random batch {rows}",
-        "zh": "随机批次 {rows}",
-    },
+    "ex04_random_batch": {"en": "random batch {rows}", "zh": "随机批次 {rows}"},
     "ex04_inside_pair_prefill_context_parallel": {
         "en": "inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13",
         "zh": "在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
@@ -449,10 +413,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "query_lens {q} and is_prefilling {pf} left as given",
         "zh": "query_lens {q} 和 is_prefilling {pf} 保持传入时的样子",
     },
-    "ex05_lists_changed": {
-        "en": "changed to {q} and {pf}",
-        "zh": "被改成了 {q} 和 {pf}",
-    },
+    "ex05_lists_changed": {"en": "changed to {q} and {pf}", "zh": "被改成了 {q} 和 {pf}"},
     "ex05_switches": {
         "en": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",
         "zh": "{name} (threshold {thr}, require_uniform {uniform}, treat {treat})",
@@ -489,18 +450,9 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "first row above the threshold",
         "zh": "第一行超过阈值",
     },
-    "ex05_empty_batch": {
-        "en": "empty batch",
-        "zh": "空批次",
-    },
-    "ex05_random_batch": {
-        "en": "random batch {rows}",
-        "zh": "随机批次 {rows}",
-    },
-    "ex05_pair_13": {
-        "en": "P/D pair, N = 13",
-        "zh": "P/D 对，N = 13",
-    },
+    "ex05_empty_batch": {"en": "empty batch", "zh": "空批次"},
+    "ex05_random_batch": {"en": "random batch {rows}", "zh": "随机批次 {rows}"},
+    "ex05_pair_13": {"en": "P/D pair, N = 13", "zh": "P/D 对，N = 13"},
     "ex05_pair_under_pcp_13": {
         "en": "P/D pair under PCP = 2, N = 13",
         "zh": "PCP = 2 下的 P/D 对，N = 13",
@@ -524,22 +476,13 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "random: {t} tokens, {h} heads, 5 keys + 7 keys",
         "zh": "随机：{t} 个 token，{h} 个头，5 个 key + 7 个 key",
     },
-    "ex06_one_key_in_each_part": {
-        "en": "one key in each part",
-        "zh": "每部分一个 key",
-    },
+    "ex06_one_key_in_each_part": {"en": "one key in each part", "zh": "每部分一个 key"},
     "ex06_large_scores_lses_in_hundreds": {
         "en": "large scores (LSEs in the hundreds)",
         "zh": "很大的分数（LSE 上百）",
     },
-    "ex06_part_empty": {
-        "en": "part B empty",
-        "zh": "B 部分为空",
-    },
-    "ex06_part_empty_2": {
-        "en": "part A empty",
-        "zh": "A 部分为空",
-    },
+    "ex06_part_empty": {"en": "part B empty", "zh": "B 部分为空"},
+    "ex06_part_empty_2": {"en": "part A empty", "zh": "A 部分为空"},
     "ex06_both_parts_empty_out_lse": {
         "en": "both parts empty: out = 0, lse = -inf, no NaN",
         "zh": "两部分都为空：`out = 0`，`lse = -inf`，不能有 NaN",
@@ -564,10 +507,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "forward_mha merges its parts with merge_attn_states",
         "zh": "forward_mha 用 merge_attn_states 合并各部分",
     },
-    "ex06_no_call": {
-        "en": "no call",
-        "zh": "没有调用",
-    },
+    "ex06_no_call": {"en": "no call", "zh": "没有调用"},
     # ---- ex07_absorb.py: its cases and verdicts ----------------------------------------------
     "ex07_random": {
         "en": "random: {t} queries over {s} cached rows, {h} heads, qk_nope_head_dim {n}, "
@@ -579,10 +519,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "random: one query over {rand} cached rows",
         "zh": "随机：一个 query，{rand} 行缓存",
     },
-    "ex07_one_cached_row": {
-        "en": "one cached row",
-        "zh": "只有一行缓存",
-    },
+    "ex07_one_cached_row": {"en": "one cached row", "zh": "只有一行缓存"},
     "ex07_three_queries_over_rows": {
         "en": "three queries over 9 rows",
         "zh": "三个 query，9 行缓存",
@@ -591,10 +528,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "D's steps of a P/D pair, N = 13",
         "zh": "P/D 对中 D 的各步，N = 13",
     },
-    "ex07_colocated_engine_13": {
-        "en": "a colocated engine, N = 13",
-        "zh": "非分离引擎，N = 13",
-    },
+    "ex07_colocated_engine_13": {"en": "a colocated engine, N = 13", "zh": "非分离引擎，N = 13"},
     "ex07_inside_forward_mqa": {
         "en": "inside forward_mqa: {label}",
         "zh": "在 forward_mqa 中：{label}",
@@ -603,10 +537,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "forward_mqa runs the decode steps",
         "zh": "forward_mqa 运行解码步骤",
     },
-    "ex07_no_decode_step_ran": {
-        "en": "no decode step ran",
-        "zh": "没有运行任何解码步骤",
-    },
+    "ex07_no_decode_step_ran": {"en": "no decode step ran", "zh": "没有运行任何解码步骤"},
     # ---- ex08_decode_kernel.py: its cases and verdicts ---------------------------------------
     "ex08_unused_slots_nan": {
         "en": "{name}, unused slots hold NaN",
@@ -620,10 +551,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "exactly 2 pages (seq_len {v0})",
         "zh": "正好 2 页（seq_len {v0}）",
     },
-    "ex08_pages_seq_len": {
-        "en": "2 pages + 1 (seq_len {v0})",
-        "zh": "2 页 + 1（seq_len {v0}）",
-    },
+    "ex08_pages_seq_len": {"en": "2 pages + 1 (seq_len {v0})", "zh": "2 页 + 1（seq_len {v0}）"},
     "ex08_random_batch_seq_lens": {
         "en": "random batch: seq_lens [{n}, 3, {v0}]",
         "zh": "随机批次：seq_lens [{n}, 3, {v0}]",
@@ -632,18 +560,12 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "inside a colocated engine: mla_decode is your kernel, N = 13",
         "zh": "在非分离引擎中：mla_decode 换成你的算子，N = 13",
     },
-    "ex08_pair_out_lse": {
-        "en": "a pair (out, lse)",
-        "zh": "一对 `(out, lse)`",
-    },
+    "ex08_pair_out_lse": {"en": "a pair (out, lse)", "zh": "一对 `(out, lse)`"},
     "ex08_decode_steps_call_mla_decode": {
         "en": "the decode steps call mla_decode",
         "zh": "解码步骤调用 mla_decode",
     },
-    "ex08_no_call": {
-        "en": "no call",
-        "zh": "没有调用",
-    },
+    "ex08_no_call": {"en": "no call", "zh": "没有调用"},
     # ---- ex09_crossover.py: its cases and verdicts -------------------------------------------
     "ex09_case": {
         "en": "{what}: {preset}, query_len {q}, context_len {s}",
@@ -653,10 +575,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "D's one-token step over 4096 cached",
         "zh": "D 在 4096 个已缓存 token 之上的一 token 步骤",
     },
-    "ex09_fresh_prompt_4096": {
-        "en": "a fresh prompt of 4096",
-        "zh": "4096 个 token 的新提示词",
-    },
+    "ex09_fresh_prompt_4096": {"en": "a fresh prompt of 4096", "zh": "4096 个 token 的新提示词"},
     "ex09_one_token_prompt_empty_context": {
         "en": "a one-token prompt, empty context",
         "zh": "一 token 提示词，空上下文",
@@ -669,10 +588,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "the tiny model's fresh prompt of 13",
         "zh": "tiny 模型 13 个 token 的新提示词",
     },
-    "ex09_random": {
-        "en": "random",
-        "zh": "随机",
-    },
+    "ex09_random": {"en": "random", "zh": "随机"},
     "ex09_deepseek_v3_context_10_last": {
         "en": "deepseek-v3, context 10^7: the last query length at which absorbing wins",
         "zh": "deepseek-v3，上下文 10^7：吸收仍更省的最大 query 长度",
@@ -690,14 +606,8 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "answers() returns a dict of every question",
         "zh": "`answers()` 返回包含每道题的 `dict`",
     },
-    "ex10_keys": {
-        "en": "keys {v0}",
-        "zh": "键 {v0}",
-    },
-    "ex10_missing": {
-        "en": "missing {missing}",
-        "zh": "缺少 {missing}",
-    },
+    "ex10_keys": {"en": "keys {v0}", "zh": "键 {v0}"},
+    "ex10_missing": {"en": "missing {missing}", "zh": "缺少 {missing}"},
     # ---- ex11_causal_mask.py: its cases and verdicts -----------------------------------------
     "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "`torch.bool` 类型的张量"},
     "ex11_fresh_prompt_queries_keys": {
@@ -758,22 +668,13 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "P's token is a stop token",
         "zh": "P 的 token 是停止 token",
     },
-    "ex12_refused_request": {
-        "en": "D refused the request",
-        "zh": "D 拒绝了这个请求",
-    },
+    "ex12_refused_request": {"en": "D refused the request", "zh": "D 拒绝了这个请求"},
     "ex12_never_asked_token_is_whole": {
         "en": "D never asked: P's token is the whole answer",
         "zh": "不需要 D：P 的 token 就是全部答案",
     },
-    "ex12_ran_steps": {
-        "en": "D ran {v0} steps",
-        "zh": "D 运行了 {v0} 步",
-    },
-    "ex12_shared": {
-        "en": "shared",
-        "zh": "相同",
-    },
+    "ex12_ran_steps": {"en": "D ran {v0} steps", "zh": "D 运行了 {v0} 步"},
+    "ex12_shared": {"en": "shared", "zh": "相同"},
     "ex12_your_prediction_first_step_under": {
         "en": "your prediction: D's first step under {mode}, N = {N}",
         "zh": "你的预测：{mode} 下 D 的第一步，N = {N}",
@@ -786,10 +687,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "PREDICTIONS[mode] = (computed before, scheduled, is_prefilling)",
         "zh": "PREDICTIONS[mode] = (之前已算, 调度数, is_prefilling)",
     },
-    "ex12_no_prediction_written": {
-        "en": "no prediction written",
-        "zh": "还没有写预测",
-    },
+    "ex12_no_prediction_written": {"en": "no prediction written", "zh": "还没有写预测"},
     "ex12_max_model_len_room_for": {
         "en": "max_model_len = {room}: room for one token",
         "zh": "max_model_len = {room}：只容得下一个 token",
@@ -803,10 +701,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "decode_graph_eligible={eligible}, step {ms:.4f} ms",
         "zh": "decode_graph_eligible={eligible}，这一步 {ms:.4f} ms",
     },
-    "ex13_decodes_alone": {
-        "en": "{b} decodes alone",
-        "zh": "只有 {b} 个 decode 行",
-    },
+    "ex13_decodes_alone": {"en": "{b} decodes alone", "zh": "只有 {b} 个 decode 行"},
     "ex13_decodes_recompute_first_row_over": {
         "en": "{b} decodes + recompute's first row (1 over N - 1 = 4095)",
         "zh": "{b} 个 decode 行 + recompute 的第一行（在 N - 1 = 4095 之上算 1 个）",
@@ -839,10 +734,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "random: two arrivals over contexts near {ctx}, under PCP",
         "zh": "随机：两个新到请求，上下文约 {ctx}，开启 PCP",
     },
-    "ex13_case_routing": {
-        "en": "{name} ({routing})",
-        "zh": "{name}（{routing}）",
-    },
+    "ex13_case_routing": {"en": "{name} ({routing})", "zh": "{name}（{routing}）"},
     "ex13_inside_pdlab_sim_design_routing": {
         "en": "inside pdlab sim: --design {design} --routing {routing}, TPOT",
         "zh": "在 pdlab sim 中：--design {design} --routing {routing}，TPOT",
@@ -866,10 +758,7 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "D's first step, K = 2, N = 8 (two whole blocks)",
         "zh": "D 的第一步，K = 2，N = 8（正好两块）",
     },
-    "ex14_first_step": {
-        "en": "D's first step, K = 2, N = 3",
-        "zh": "D 的第一步，K = 2，N = 3",
-    },
+    "ex14_first_step": {"en": "D's first step, K = 2, N = 3", "zh": "D 的第一步，K = 2，N = 3"},
     "ex14_fully_prefix_cached_prompt": {
         "en": "a fully prefix-cached prompt, K = 2",
         "zh": "全部命中前缀缓存的提示词，K = 2",
@@ -898,8 +787,5 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "a live P/D pair on the tiny model with MTP, K = 2, N = 13",
         "zh": "tiny 模型上开启 MTP 的真实 P/D 对，K = 2，N = 13",
     },
-    "ex14_right_for_args": {
-        "en": "{right!r} for {shown}",
-        "zh": "{shown} 时返回 {right!r}",
-    },
+    "ex14_right_for_args": {"en": "{right!r} for {shown}", "zh": "{shown} 时返回 {right!r}"},
 }

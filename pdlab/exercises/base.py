@@ -233,11 +233,7 @@ class Grader:
         return f"{type(e).__name__}: {msg[0] if msg else ''}"[:300] + at
 
     def fail(
-        self,
-        expected: object,
-        got: object,
-        mistake: str | None = None,
-        evidence: str = "",
+        self, expected: object, got: object, mistake: str | None = None, evidence: str = ""
     ) -> None:
         raise Mismatch(
             self.case_name, _show(self._lang(expected)), _show(self._lang(got)), mistake, evidence

@@ -87,28 +87,12 @@ def _random_case(g: Grader) -> tuple[Words, list[int], list[int], int]:
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
-        (
-            Words("ex01_one_request_empty_context_new"),
-            [0],
-            [5],
-        ),
-        (
-            Words("ex01_exactly_blocks_empty_context_new", v0=2 * BS),
-            [0],
-            [2 * BS],
-        ),
-        (
-            Words("ex01_blocks_context_new_token_decode", v0=2 * BS),
-            [2 * BS],
-            [1],
-        ),
+        (Words("ex01_one_request_empty_context_new"), [0], [5]),
+        (Words("ex01_exactly_blocks_empty_context_new", v0=2 * BS), [0], [2 * BS]),
+        (Words("ex01_blocks_context_new_token_decode", v0=2 * BS), [2 * BS], [1]),
         (Words("ex01_later_chunk_context_new_tokens"), [6], [5]),
         (Words("ex01_one_token_prompt"), [0], [1]),
-        (
-            Words("ex01_random_batch_three"),
-            [r(0, 12), r(0, 12), r(0, 12)],
-            [r(1, 9), 1, r(1, 9)],
-        ),
+        (Words("ex01_random_batch_three"), [r(0, 12), r(0, 12), r(0, 12)], [r(1, 9), 1, r(1, 9)]),
     ]
     cases = [(*case, BS) for case in cases] + [_random_case(g) for _ in range(12)]
     for name, contexts, q_lens, bs in cases:

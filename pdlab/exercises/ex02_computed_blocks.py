@@ -133,33 +133,15 @@ def grade(fn: Any, g: Grader) -> None:
     a = er.prompt_of(3 * BS + 1, salt=g.seed % 5)
     other = [(t + 101) % 256 for t in a]
     cases = [
-        (
-            Words("ex02_fully_cached_prompt_exactly_blocks", v0=3 * BS),
-            [a[: 3 * BS]],
-            a[: 3 * BS],
-        ),
-        (
-            Words("ex02_fully_cached_prompt_blocks", v0=3 * BS + 1),
-            [a],
-            a,
-        ),
+        (Words("ex02_fully_cached_prompt_exactly_blocks", v0=3 * BS), [a[: 3 * BS]], a[: 3 * BS]),
+        (Words("ex02_fully_cached_prompt_blocks", v0=3 * BS + 1), [a], a),
         (Words("ex02_one_token_prompt_cached"), [a[:1]], a[:1]),
         (Words("ex02_empty_cache"), [], a),
-        (
-            Words("ex02_second_block_equal_first_block"),
-            [a],
-            other[:BS] + a[BS:],
-        ),
+        (Words("ex02_second_block_equal_first_block"), [a], other[:BS] + a[BS:]),
         (Words("ex02_shares_tokens_one_whole_block"), [a], a[:5] + other[5:]),
     ]
     n = g.rng.randrange(2, 4 * BS)
-    cases.append(
-        (
-            Words("ex02_random_shares_tokens", n=n, v0=3 * BS + 1),
-            [a],
-            a[:n] + other[n:],
-        )
-    )
+    cases.append((Words("ex02_random_shares_tokens", n=n, v0=3 * BS + 1), [a], a[:n] + other[n:]))
     cases = [(name, cached, query, ()) for name, cached, query in cases]
     cases.append((Words("ex02_miss_mid_prefix", v0=len(a)), [a], a, (1,)))
     cases += [_random_case(g, g.seed % 11 + i) for i in range(12)]

@@ -198,43 +198,19 @@ def _reference_routes(pcp: int, n: int) -> list[tuple]:
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
-        (
-            Words("ex04_first_step_token_over_12"),
-            [(1, 12, 13)],
-            False,
-        ),
-        (
-            Words("ex04_first_step_under_prefill_context"),
-            [(1, 12, 13)],
-            True,
-        ),
+        (Words("ex04_first_step_token_over_12"), [(1, 12, 13)], False),
+        (Words("ex04_first_step_under_prefill_context"), [(1, 12, 13)], True),
         (Words("ex04_one_token_prompt_nothing_cached"), [(1, 0, 1)], False),
         (Words("ex04_three_decodes"), [(1, 20, 8), (1, 9, 5), (1, 30, 30)], False),
-        (
-            Words("ex04_decode_step_and_fresh_prompt"),
-            [(1, 20, 8), (1, 12, 13), (7, 0, 7)],
-            False,
-        ),
-        (
-            Words("ex04_decode_and_step"),
-            [(1, 20, 8), (1, 12, 13)],
-            False,
-        ),
+        (Words("ex04_decode_step_and_fresh_prompt"), [(1, 20, 8), (1, 12, 13), (7, 0, 7)], False),
+        (Words("ex04_decode_and_step"), [(1, 20, 8), (1, 12, 13)], False),
         (
             Words("ex04_two_decodes_and_two_steps"),
             [(1, 20, 8), (1, 12, 13), (1, 30, 30), (1, 6, 7)],
             False,
         ),
-        (
-            Words("ex04_decode_and_step_with_pcp"),
-            [(1, 20, 8), (1, 12, 13)],
-            True,
-        ),
-        (
-            Words("ex04_later_chunk_prompt_tokens_over"),
-            [(4, 8, 20), (1, 9, 5)],
-            False,
-        ),
+        (Words("ex04_decode_and_step_with_pcp"), [(1, 20, 8), (1, 12, 13)], True),
+        (Words("ex04_later_chunk_prompt_tokens_over"), [(4, 8, 20), (1, 9, 5)], False),
     ]
     rows = []
     for _ in range(4):

@@ -175,27 +175,9 @@ def grade(fn: Any, g: Grader) -> None:
     D = (1, True)  # D's first step: one token, still prefilling
     cases = [
         (Words("ex05_step_alone_default_switches"), [D], 1, True, True),
-        (
-            Words("ex05_step_alone_treat_short_extends"),
-            [D],
-            1,
-            True,
-            False,
-        ),
-        (
-            Words("ex05_decode_step_fresh_prompt"),
-            [(1, False), D, (7, True)],
-            1,
-            False,
-            True,
-        ),
-        (
-            Words("ex05_decode_step_fresh_prompt_pcp"),
-            [(1, False), D, (7, True)],
-            1,
-            False,
-            False,
-        ),
+        (Words("ex05_step_alone_treat_short_extends"), [D], 1, True, False),
+        (Words("ex05_decode_step_fresh_prompt"), [(1, False), D, (7, True)], 1, False, True),
+        (Words("ex05_decode_step_fresh_prompt_pcp"), [(1, False), D, (7, True)], 1, False, False),
         (
             Words("ex05_flashmla_128_uniform_decodes_prompt"),
             [(1, False), (1, False), (5, True)],
@@ -217,13 +199,7 @@ def grade(fn: Any, g: Grader) -> None:
             True,
             True,
         ),
-        (
-            Words("ex05_first_row_above_threshold"),
-            [(9, True), (1, False)],
-            1,
-            False,
-            True,
-        ),
+        (Words("ex05_first_row_above_threshold"), [(9, True), (1, False)], 1, False, True),
         (Words("ex05_empty_batch"), [], 1, False, True),
     ]
     rows = sorted(((r(1, 4), bool(r(0, 2))) for _ in range(5)), key=lambda x: x[0])
@@ -259,10 +235,7 @@ def grade(fn: Any, g: Grader) -> None:
     for what, label in (
         ("pd1", Words("ex05_pair_13")),
         ("pd2", Words("ex05_pair_under_pcp_13")),
-        (
-            "mixed",
-            Words("ex05_colocated_flashmla_batch_14_tokens"),
-        ),
+        ("mixed", Words("ex05_colocated_flashmla_batch_14_tokens")),
     ):
         with g.case(Words("ex05_inside_mla_builder", label=label)):
             want_out, want_routes = _reference(what)

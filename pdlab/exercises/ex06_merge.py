@@ -68,12 +68,7 @@ def _empty(t: int, h: int, d: int, fill: float) -> tuple[torch.Tensor, torch.Ten
 def grade(fn: Any, g: Grader) -> None:
     t, h = g.rng.randrange(1, 6), g.rng.randrange(1, 5)
     for name, ka, kb, shift in (
-        (
-            Words("ex06_random_tokens_heads_keys_keys", t=t, h=h),
-            5,
-            7,
-            0.0,
-        ),
+        (Words("ex06_random_tokens_heads_keys_keys", t=t, h=h), 5, 7, 0.0),
         (Words("ex06_one_key_in_each_part"), 1, 1, 0.0),
         (Words("ex06_large_scores_lses_in_hundreds"), 6, 3, 100.0),
     ):
@@ -83,10 +78,7 @@ def grade(fn: Any, g: Grader) -> None:
             if shift and not all(bool(torch.isfinite(x).all()) for x in got):
                 g.fail(whole, got, "overflow")
             _named(g, got, whole, a, b)
-    for empty, label in (
-        ("B", Words("ex06_part_empty")),
-        ("A", Words("ex06_part_empty_2")),
-    ):
+    for empty, label in (("B", Words("ex06_part_empty")), ("A", Words("ex06_part_empty_2"))):
         with g.case(Words("ex06_lse_inf_its_output_nan", label=label)):  # fmt: skip
             part, _, _ = _parts(g, t, h, 4, 1)
             none = _empty(t, h, 8, math.nan)
@@ -100,14 +92,8 @@ def grade(fn: Any, g: Grader) -> None:
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
     _random(fn, g)
     for label, make in (
-        (
-            Words("ex06_one_token_step_under_pcp"),
-            _pd,
-        ),
-        (
-            Words("ex06_colocated_engine_chunked_prefill_budget"),
-            _chunked,
-        ),
+        (Words("ex06_one_token_step_under_pcp"), _pd),
+        (Words("ex06_colocated_engine_chunked_prefill_budget"), _chunked),
     ):
         with g.case(Words("ex06_inside_forward_mha", label=label)):
             calls: list[tuple[Any, Any, Any]] = []
@@ -124,10 +110,7 @@ def grade(fn: Any, g: Grader) -> None:
                 g.expect(got, right, {"base2": base2})
             g.expect(out, want, evidence=er.table_text(tracer, None, g.lang))
             if not calls:
-                g.fail(
-                    Words("ex06_forward_mha_merges_its_parts"),
-                    Words("ex06_no_call"),
-                )
+                g.fail(Words("ex06_forward_mha_merges_its_parts"), Words("ex06_no_call"))
 
 
 def _tensors(g: Grader, got: Any) -> tuple[torch.Tensor, torch.Tensor]:

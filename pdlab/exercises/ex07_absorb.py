@@ -131,8 +131,7 @@ def grade(fn: Any, g: Grader) -> None:
             g.expect(out, want, evidence=table)
             if not calls:
                 g.fail(
-                    Words("ex07_forward_mqa_runs_decode_steps"),
-                    Words("ex07_no_decode_step_ran"),
+                    Words("ex07_forward_mqa_runs_decode_steps"), Words("ex07_no_decode_step_ran")
                 )
 
 

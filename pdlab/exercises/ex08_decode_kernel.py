@@ -135,18 +135,9 @@ def _grader(launch: Any):
         n = g.rng.randrange(2, 4 * PAGE)
         for name, lens in (
             (Words("ex08_one_cached_row_seq_len"), [1]),
-            (
-                Words("ex08_exactly_pages_seq_len", v0=2 * PAGE),
-                [2 * PAGE],
-            ),
-            (
-                Words("ex08_pages_seq_len", v0=2 * PAGE + 1),
-                [2 * PAGE + 1],
-            ),
-            (
-                Words("ex08_random_batch_seq_lens", n=n, v0=2 * PAGE - 1),
-                [n, 3, 2 * PAGE - 1],
-            ),
+            (Words("ex08_exactly_pages_seq_len", v0=2 * PAGE), [2 * PAGE]),
+            (Words("ex08_pages_seq_len", v0=2 * PAGE + 1), [2 * PAGE + 1]),
+            (Words("ex08_random_batch_seq_lens", n=n, v0=2 * PAGE - 1), [n, 3, 2 * PAGE - 1]),
         ):
             with g.case(Words("ex08_unused_slots_nan", name=name)):
                 args, want, wrong = _case(g, lens)
@@ -170,10 +161,7 @@ def _grader(launch: Any):
                 out = er.colocated().generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS))
             g.expect(er.tokens(out), [er.colocated_tokens(tuple(prompt))])
             if not calls:
-                g.fail(
-                    Words("ex08_decode_steps_call_mla_decode"),
-                    Words("ex08_no_call"),
-                )
+                g.fail(Words("ex08_decode_steps_call_mla_decode"), Words("ex08_no_call"))
 
     return grade
 

@@ -61,21 +61,11 @@ def _slip(**wrong: str) -> str:
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     cases = [
-        (
-            "deepseek-v3",
-            1,
-            4096,
-            Words("ex09_one_token_step_over_4096"),
-        ),
+        ("deepseek-v3", 1, 4096, Words("ex09_one_token_step_over_4096")),
         ("deepseek-v3", 4096, 0, Words("ex09_fresh_prompt_4096")),
         ("deepseek-v3", 1, 0, Words("ex09_one_token_prompt_empty_context")),
         ("deepseek-v2-lite", 64, 1024, Words("ex09_chunk_64_over_1024")),
-        (
-            "tiny",
-            13,
-            0,
-            Words("ex09_tiny_model_fresh_prompt_13"),
-        ),
+        ("tiny", 13, 0, Words("ex09_tiny_model_fresh_prompt_13")),
         (_PRESETS[r(0, 3)], r(1, 400), r(0, 20000), Words("ex09_random")),
     ]
     for _ in range(12):  # random, biased to the edges: 1 query, no context, near 171

@@ -94,16 +94,8 @@ def grade(fn: Any, g: Grader) -> None:
     k = q + g.rng.randrange(0, 9)
     for name, ql, kl in (
         (Words("ex11_fresh_prompt_queries_keys"), 5, 5),
-        (
-            Words("ex11_later_chunk_new_tokens_after"),
-            3,
-            7,
-        ),
-        (
-            Words("ex11_step_query_over_12_cached"),
-            1,
-            13,
-        ),
+        (Words("ex11_later_chunk_new_tokens_after"), 3, 7),
+        (Words("ex11_step_query_over_12_cached"), 1, 13),
         (Words("ex11_random_queries_keys", q=q, k=k), q, k),
         *_random_sizes(g),
     ):
@@ -113,14 +105,8 @@ def grade(fn: Any, g: Grader) -> None:
                 g.fail(Words("ex11_bool_tensor"), f"tensor of {got.dtype}")
             g.expect(got, causal_mask(ql, kl), _wrong(ql, kl))
     for pd, label in (
-        (
-            False,
-            Words("ex11_colocated_engine_chunked_prefill_budget"),
-        ),
-        (
-            True,
-            Words("ex11_one_token_step_under_pcp"),
-        ),
+        (False, Words("ex11_colocated_engine_chunked_prefill_budget")),
+        (True, Words("ex11_one_token_step_under_pcp")),
     ):
         with g.case(Words("ex11_inside_forward_mha_one_attention", label=label)):
             got, want, tracer, calls = _engine(fn, g, pd)
