@@ -162,10 +162,9 @@ class Grader:
         self.forbidden: dict[Any, str] = {}
         self.graded: Any = None
 
-    def t(self, words: str | Words) -> str:
-        """``words`` in the grader's language: a string as it is (numbers, identifiers),
-        :class:`Words` from the catalog."""
-        return words if isinstance(words, str) else words.render(self.lang)
+    def t(self, words: Any) -> Any:
+        """:class:`Words` in the grader's language; any other value as it is."""
+        return words.render(self.lang) if isinstance(words, Words) else words
 
     @contextlib.contextmanager
     def case(self, name: str | Words) -> Iterator[None]:
@@ -236,12 +235,8 @@ class Grader:
         self, expected: object, got: object, mistake: str | None = None, evidence: str = ""
     ) -> None:
         raise Mismatch(
-            self.case_name, _show(self._lang(expected)), _show(self._lang(got)), mistake, evidence
+            self.case_name, _show(self.t(expected)), _show(self.t(got)), mistake, evidence
         )
-
-    def _lang(self, value: object) -> object:
-        """:class:`Words` in the grader's language; any other value as it is."""
-        return value.render(self.lang) if isinstance(value, Words) else value
 
     def pair(self, got: object, what: str | Words) -> tuple[Any, Any]:
         """``got`` as the two results a function must return (``what`` names them)."""
@@ -462,7 +457,7 @@ def random_cases(
                 continue
             case, got = _shrink(g, space, case, got, learner, engine, equal, spec)
             g.case_name = g.t(Words("ex_random_case_shrunk", i=i + 1, name=space.name(case)))
-            mistake = diagnose(case, got, lambda c: _ask(learner, c)) if diagnose else None
+            mistake = diagnose(case, got, lambda c: ask(learner, c)) if diagnose else None
             g.fail(
                 Words("ex_random_for", want=_show(engine(case)), case=space.shown(case)),
                 got,
@@ -500,10 +495,12 @@ def diagnose_by(
     return diagnose
 
 
-def _ask(learner: Callable[[dict], Any], case: dict) -> Any:
+def ask(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)``, or the exception it raised (an answer to compare, or to raise again
+    in its case)."""
     try:
-        return learner(case)
-    except Exception as e:  # noqa: BLE001 - a probe's answer, compared by the caller
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - an answer, compared or raised by the caller
         return e
 
 

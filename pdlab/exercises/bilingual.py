@@ -99,3 +99,10 @@ def read(kind: str, file_name: str, lang: str = "en") -> str:
     """``stubs/`` or ``solutions/`` (``kind``) ``file_name``, rendered in ``lang``."""
     source = importlib.resources.files(f"pdlab.exercises.{kind}").joinpath(file_name)
     return render(source.read_text(encoding="utf-8"), lang)
+
+
+def slip(slug: str, old: str, new: str) -> str:
+    """The reference solution of ``slug`` with ``old`` written as ``new``."""
+    text = read("solutions", f"{slug}.py")
+    assert old in text, old
+    return text.replace(old, new)

@@ -22,6 +22,7 @@ from pdlab.exercises.base import (
     Exercise,
     Grader,
     Words,
+    ask,
     consistent,
     diagnose_by,
     patched,
@@ -225,10 +226,7 @@ def grade(fn: Any, g: Grader) -> None:
                 list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
         n = len(rows)
         want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
-        try:
-            got: Any = fn(*args)
-        except Exception as e:  # noqa: BLE001 - raised again in its case, below
-            got = e
+        got = ask(fn, *args)
         answers.append((name, use_pcp, got, want, _mistakes(args, want)))
     seen = [((_norm(got[0], len(want[0])), got[1]), wrong) for *_, got, want, wrong in answers
             if _same_flags(got, got) and isinstance(got[1], bool)]  # fmt: skip

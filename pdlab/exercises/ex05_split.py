@@ -26,6 +26,7 @@ from pdlab.exercises.base import (
     Exercise,
     Grader,
     Words,
+    ask,
     consistent,
     diagnose_by,
     patched,
@@ -41,28 +42,6 @@ def _meta(q_lens: list[int], pf: list[bool]) -> CommonAttentionMetadata:
     )  # fmt: skip
 
 
-def _prefix_count(q_lens, pf, thr, uniform, treat):
-    """A known mistake: every decode-like row counted, not the rows before the first
-    prefill."""
-    d = [i for i, q in enumerate(q_lens) if q <= thr and (treat or not pf[i])]
-    nd = sum(q_lens[i] for i in d)
-    return len(d), len(q_lens) - len(d), nd, sum(q_lens) - nd
-
-
-def _padding_counts(q_lens, pf, thr, uniform, treat):
-    """A known mistake: under require_uniform, a padding row (query length 0) counted as a
-    length that differs from the first row's."""
-
-    def pre(i):
-        q = q_lens[i]
-        p = q > thr or (uniform and q != q_lens[0])
-        return p or (not treat and pf[i])
-
-    nd = next((i for i in range(len(q_lens)) if pre(i)), len(q_lens))
-    t = sum(q_lens[:nd])
-    return nd, len(q_lens) - nd, t, sum(q_lens) - t
-
-
 def _split(variant: str, case: dict) -> tuple[int, int, int, int]:
     """The engine's split of ``case`` (``variant`` ""), or a known mistake's."""
     q, pf, thr, uniform, treat = (case[k] for k in ("q", "pf", "thr", "uniform", "treat"))
@@ -71,10 +50,18 @@ def _split(variant: str, case: dict) -> tuple[int, int, int, int]:
             q, pf = q[:-1], pf[:-1]
         if not q:
             return 0, 0, 0, 0
-    if variant == "not_prefix":
-        return _prefix_count(q, pf, thr, uniform, treat)
-    if variant == "padding_counts":
-        return _padding_counts(q, pf, thr, uniform, treat)
+    if variant == "not_prefix":  # every decode-like row, not the rows before the first prefill
+        d = [i for i, x in enumerate(q) if x <= thr and (treat or not pf[i])]
+        nd = sum(q[i] for i in d)
+        return len(d), len(q) - len(d), nd, sum(q) - nd
+    if variant == "padding_counts":  # a padding row counted as a length unlike the first's
+
+        def pre(i: int) -> bool:
+            return q[i] > thr or (uniform and q[i] != q[0]) or (not treat and pf[i])
+
+        nd = next((i for i in range(len(q)) if pre(i)), len(q))
+        t = sum(q[:nd])
+        return nd, len(q) - nd, t, sum(q) - t
     treat = {"always_or": False, "wrong_switch": not treat}.get(variant, treat)
     uniform = False if variant == "ignore_uniform" else uniform
     return split_decodes_and_prefills(_meta(q, pf), thr, uniform, treat)
@@ -173,32 +160,15 @@ def _reference(what: str):
 def grade(fn: Any, g: Grader) -> None:
     r = g.rng.randrange
     D = (1, True)  # D's first step: one token, still prefilling
+    mixed, padded = [(1, False), (1, False), (5, True)], [(2, False), (0, False), (2, False)]
     cases = [
         (Words("ex05_step_alone_default_switches"), [D], 1, True, True),
         (Words("ex05_step_alone_treat_short_extends"), [D], 1, True, False),
         (Words("ex05_decode_step_fresh_prompt"), [(1, False), D, (7, True)], 1, False, True),
         (Words("ex05_decode_step_fresh_prompt_pcp"), [(1, False), D, (7, True)], 1, False, False),
-        (
-            Words("ex05_flashmla_128_uniform_decodes_prompt"),
-            [(1, False), (1, False), (5, True)],
-            128,
-            True,
-            True,
-        ),
-        (
-            Words("ex05_flash_attn_mla_512_varlen"),
-            [(1, False), (1, False), (5, True)],
-            512,
-            False,
-            True,
-        ),
-        (
-            Words("ex05_uniform_with_padding_rows_query"),
-            [(2, False), (0, False), (2, False)],
-            4,
-            True,
-            True,
-        ),
+        (Words("ex05_flashmla_128_uniform_decodes_prompt"), mixed, 128, True, True),
+        (Words("ex05_flash_attn_mla_512_varlen"), mixed, 512, False, True),
+        (Words("ex05_uniform_with_padding_rows_query"), padded, 4, True, True),
         (Words("ex05_first_row_above_threshold"), [(9, True), (1, False)], 1, False, True),
         (Words("ex05_empty_batch"), [], 1, False, True),
     ]
@@ -209,19 +179,11 @@ def grade(fn: Any, g: Grader) -> None:
     answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, thr, uniform, treat in cases:
         q, pf = [x[0] for x in rows], [x[1] for x in rows]
-        m = _meta(q, pf)
-        want = split_decodes_and_prefills(m, thr, uniform, treat)
-        wrong = {}
-        if q:
-            wrong["always_or"] = split_decodes_and_prefills(m, thr, uniform, False)
-            wrong["wrong_switch"] = split_decodes_and_prefills(m, thr, uniform, not treat)
-            wrong["ignore_uniform"] = split_decodes_and_prefills(m, thr, False, treat)
-            wrong["not_prefix"] = _prefix_count(q, pf, thr, uniform, treat)
-            wrong["padding_counts"] = _padding_counts(q, pf, thr, uniform, treat)
-        try:
-            got: Any = fn(list(q), list(pf), thr, uniform, treat)
-        except Exception as e:  # noqa: BLE001 - raised again in its case, below
-            got = e
+        case = {"q": q, "pf": pf, "thr": thr, "uniform": uniform, "treat": treat}
+        want = _split("", case)
+        keys = ("always_or", "wrong_switch", "ignore_uniform", "not_prefix", "padding_counts")
+        wrong = {k: _split(k, case) for k in keys} if q else {}
+        got = ask(fn, list(q), list(pf), thr, uniform, treat)
         answers.append((name, thr, uniform, treat, got, want, wrong))
     seen = [(tuple(got), wrong) for *_, got, _, wrong in answers
             if isinstance(got, (tuple, list))]  # fmt: skip

@@ -25,7 +25,7 @@ from pdlab.engine.config import SchedulerConfig
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Draw, Exercise, Grader, Words, diagnose_by, patched, random_cases
-from pdlab.exercises.bilingual import read
+from pdlab.exercises.bilingual import slip
 
 N = 13
 MODES = ("recompute", "first_token", "append_prompt", "hidden_state")
@@ -312,11 +312,7 @@ def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],
                table)  # fmt: skip
 
 
-def _slip(old: str, new: str) -> str:
-    """The reference solution with ``old`` written as ``new``."""
-    text = read("solutions", "ex12_designs.py")
-    assert old in text, old
-    return text.replace(old, new)
+_slip = functools.partial(slip, "ex12_designs")
 
 
 EXERCISE = Exercise(

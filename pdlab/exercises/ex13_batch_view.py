@@ -28,12 +28,13 @@ from pdlab.exercises.base import (
     Exercise,
     Grader,
     Words,
+    ask,
     consistent,
     diagnose_by,
     patched,
     random_cases,
 )
-from pdlab.exercises.bilingual import read
+from pdlab.exercises.bilingual import slip
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import summarize
@@ -101,18 +102,13 @@ def _cases(g: Grader) -> list[tuple[Words, list[tuple[int, int]], str]]:
     decodes = [(4096 + i, 4096 + i) for i in range(b)]
     return [
         (Words("ex13_decodes_alone", b=b), decodes, "v2"),
-        (Words("ex13_decodes_recompute_first_row_over", b=b),
-         decodes + [(4095, 4096)], "v2"),
-        (Words("ex13_decodes_append_prompt_first_row", b=b),
-         decodes + [(4096, 4097)], "v2"),
+        (Words("ex13_decodes_recompute_first_row_over", b=b), decodes + [(4095, 4096)], "v2"),
+        (Words("ex13_decodes_append_prompt_first_row", b=b), decodes + [(4096, 4097)], "v2"),
         (Words("ex13_decodes_recompute_first_row_under", b=b), decodes + [(4095, 4096)], "pcp"),
-        (Words("ex13_decodes_first_token_first_row", b=b),
-         decodes + [(4096, 4096)], "pcp"),
-        (Words("ex13_decodes_recompute_first_row_model", b=b),
-         decodes + [(4095, 4096)], "v1"),
+        (Words("ex13_decodes_first_token_first_row", b=b), decodes + [(4096, 4096)], "pcp"),
+        (Words("ex13_decodes_recompute_first_row_model", b=b), decodes + [(4095, 4096)], "v1"),
         (Words("ex13_one_token_prompt_nothing_cached"), decodes[:4] + [(0, 1)], "v2"),
-        (Words("ex13_one_token_prompt_model_runner"),
-         decodes[:4] + [(0, 1)], "v1"),
+        (Words("ex13_one_token_prompt_model_runner"), decodes[:4] + [(0, 1)], "v1"),
         (Words("ex13_random_two_arrivals_over_contexts", ctx=ctx),
          decodes[: b // 2] + [(ctx - 1, ctx), (ctx + 7, ctx + 8)], "pcp"),
     ]  # fmt: skip
@@ -133,10 +129,7 @@ def grade(fn: Any, g: Grader) -> None:
         want = engine_view(model, profile, rows, routing)
         wrong = {k: engine_view(model, profile, rows, routing, k) for k in _VARIANTS}
         wrong = {k: v for k, v in wrong.items() if not _same(v, want)}
-        try:
-            got: Any = fn(model, profile, [tuple(r) for r in rows], routing)
-        except Exception as e:  # noqa: BLE001 - raised again in its case, below
-            got = e
+        got = ask(fn, model, profile, [tuple(r) for r in rows], routing)
         answers.append((name, routing, got, want, wrong))
     seen = [(got, w) for *_, got, _, w in answers if _typed(got)]
     for name, routing, got, want, wrong in answers:
@@ -250,11 +243,7 @@ def _simulated(fn: Any, g: Grader, routing: str, design: str) -> dict[str, Any]:
         return summarize(sim.simulate(cfg, model, profile, GPU))
 
 
-def _slip(old: str, new: str) -> str:
-    """The reference solution with ``old`` written as ``new``."""
-    text = read("solutions", "ex13_batch_view.py")
-    assert old in text, old
-    return text.replace(old, new)
+_slip = functools.partial(slip, "ex13_batch_view")
 
 
 EXERCISE = Exercise(

@@ -30,7 +30,7 @@ from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
 from pdlab.engine.request import Request, SamplingParams
 from pdlab.engine.worker.fake_runner import FakeModelRunner
 from pdlab.exercises.base import Draw, Exercise, Grader, Words, consistent, patched, random_cases
-from pdlab.exercises.bilingual import read
+from pdlab.exercises.bilingual import slip
 
 B = 4
 
@@ -328,10 +328,7 @@ def _steps(log: list) -> str:
     return "\n".join(f"  {i + 1}: {q} {d or ''}" for i, (q, d) in enumerate(log[:6]))
 
 
-def _slip(old: str, new: str) -> str:
-    text = read("solutions", "ex14_spec_pad.py")
-    assert old in text, old
-    return text.replace(old, new)
+_slip = functools.partial(slip, "ex14_spec_pad")
 
 
 EXERCISE = Exercise(

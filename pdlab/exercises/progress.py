@@ -13,6 +13,7 @@ import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pdlab.catalog import text
 
@@ -50,13 +51,12 @@ def load(folder: str | Path, lang: str = "en") -> Progress:
     except (ValueError, UnicodeDecodeError):
         return _set_aside(path, lang, text(lang, "ex_progress_not_json"))
     try:
-        if not isinstance(data, dict):
-            raise _Damaged(data)
+        _need(data, dict)
         p = Progress(
-            started=[_count(x) for x in _list(data.get("started", []))],
-            passed=[_count(x) for x in _list(data.get("passed", []))],
-            hints={str(k): _count(v) for k, v in _dict(data.get("hints", {})).items()},
-            last={str(k): _flag(v) for k, v in _dict(data.get("last", {})).items()},
+            started=[_count(x) for x in _need(data.get("started", []), list)],
+            passed=[_count(x) for x in _need(data.get("passed", []), list)],
+            hints={str(k): _count(v) for k, v in _need(data.get("hints", {}), dict).items()},
+            last={str(k): _need(v, bool) for k, v in _need(data.get("last", {}), dict).items()},
             lang=str(data.get("lang", "")),
         )
         if p.lang not in ("", "en", "zh"):
@@ -83,25 +83,14 @@ def _set_aside(path: Path, lang: str, why: str) -> Progress:
 
 def _count(x: object) -> int:
     """A whole number >= 0 as JSON has it (never a bool, a float or a string)."""
-    if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+    if type(x) is not int or x < 0:
         raise _Damaged(x)
     return x
 
 
-def _flag(x: object) -> bool:
-    if not isinstance(x, bool):
-        raise _Damaged(x)
-    return x
-
-
-def _list(x: object) -> list:
-    if not isinstance(x, list):
-        raise _Damaged(x)
-    return x
-
-
-def _dict(x: object) -> dict:
-    if not isinstance(x, dict):
+def _need(x: Any, kind: type) -> Any:
+    """``x``, when JSON gave it as a ``kind`` (exactly: a bool is no int)."""
+    if type(x) is not kind:
         raise _Damaged(x)
     return x
 
