@@ -193,7 +193,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "{path}: `{function}` is not a function",
         "zh": "{path}：`{function}` 不是函数",
     },
-    # ---- ex01_slot_mapping.py: its cases and verdicts ----------------------------------------
     "ex01_random": {
         "en": "random batch: block_size {bs}, contexts {contexts}, new tokens {q_lens}",
         "zh": "随机批次：block_size {bs}，上下文 {contexts}，新 token 数 {q_lens}",
@@ -228,7 +227,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "engine step {step}: contexts {computed}, new tokens {q}",
         "zh": "引擎第 {step} 步：上下文 {computed}，新 token {q}",
     },
-    # ---- ex02_computed_blocks.py: its cases and verdicts -------------------------------------
     "ex02_miss_mid_prefix": {
         "en": "the prompt cached ({v0} tokens), its block 1 evicted since: a miss mid-prefix",
         "zh": "提示词已缓存（{v0} 个 token），但它的块 1 此后被驱逐：前缀中途未命中",
@@ -280,7 +278,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "free blocks {free} -> {after}; ref_cnt changed on blocks {moved}",
         "zh": "空闲块 {free} -> {after}；块 {moved} 的 ref_cnt 变了",
     },
-    # ---- ex03_remote_kv.py: its cases and verdicts -------------------------------------------
     "ex03_two_receives_one_step": {
         "en": "two prompts ({n1} and {n2} tokens) sent together: both receives land in one step",
         "zh": "两个提示词（{n1} 和 {n2} 个 token）同时发出：两个接收在同一步完成",
@@ -361,7 +358,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "num_computed_tokens {before} -> {after}: D's step has nothing to schedule",
         "zh": "num_computed_tokens {before} -> {after}：D 的这一步无可调度",
     },
-    # ---- ex04_runner_v2.py: its cases and verdicts -------------------------------------------
     "ex04_random_features": {
         "en": "rows (new tokens, computed, prompt) {rows}, use_pcp {pcp}",
         "zh": "各行（新 token 数，已计算，提示词）{rows}，use_pcp {pcp}",
@@ -402,7 +398,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "inside a P/D pair, prefill_context_parallel_size = {pcp}, N = 13",
         "zh": "在 P/D 对中，prefill_context_parallel_size = {pcp}，N = 13",
     },
-    # ---- ex05_split.py: its cases and verdicts -----------------------------------------------
     "ex05_random_features": {
         "en": "query_lens {q}, is_prefilling {pf}, threshold {thr}, require_uniform "
         "{uniform}, treat_short_extends_as_decodes {treat}",
@@ -465,7 +460,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "inside the MLA builder: {label}",
         "zh": "在 MLA builder 中：{label}",
     },
-    # ---- ex06_merge.py: its cases and verdicts -----------------------------------------------
     "ex06_random": {
         "en": "random: {t} tokens, {h} heads, {ka} and {kb} keys, scores shifted by {shift}, "
         "part A empty at rows {empty_a}, part B at rows {empty_b}",
@@ -508,7 +502,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "forward_mha 用 merge_attn_states 合并各部分",
     },
     "ex06_no_call": {"en": "no call", "zh": "没有调用"},
-    # ---- ex07_absorb.py: its cases and verdicts ----------------------------------------------
     "ex07_random": {
         "en": "random: {t} queries over {s} cached rows, {h} heads, qk_nope_head_dim {n}, "
         "qk_rope_head_dim {r}, v_head_dim {v}, kv_lora_rank {L}",
@@ -538,7 +531,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "forward_mqa 运行解码步骤",
     },
     "ex07_no_decode_step_ran": {"en": "no decode step ran", "zh": "没有运行任何解码步骤"},
-    # ---- ex08_decode_kernel.py: its cases and verdicts ---------------------------------------
     "ex08_unused_slots_nan": {
         "en": "{name}, unused slots hold NaN",
         "zh": "{name}，未用的槽为 NaN",
@@ -566,7 +558,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "zh": "解码步骤调用 mla_decode",
     },
     "ex08_no_call": {"en": "no call", "zh": "没有调用"},
-    # ---- ex09_crossover.py: its cases and verdicts -------------------------------------------
     "ex09_case": {
         "en": "{what}: {preset}, query_len {q}, context_len {s}",
         "zh": "{what}: {preset}, query_len {q}, context_len {s}",
@@ -597,7 +588,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "no fresh prompt is cheaper absorbed (every preset, query_len 1 to 4096)",
         "zh": "没有哪个新提示词吸收后更省（所有预设，query_len 1 到 4096）",
     },
-    # ---- ex10_quiz.py: its cases and verdicts ------------------------------------------------
     "ex10_not_shown": {
         "en": "(the engine's answer, not shown: it would be copied)",
         "zh": "（引擎的答案，不展示：否则会被照抄）",
@@ -608,7 +598,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
     },
     "ex10_keys": {"en": "keys {v0}", "zh": "键 {v0}"},
     "ex10_missing": {"en": "missing {missing}", "zh": "缺少 {missing}"},
-    # ---- ex11_causal_mask.py: its cases and verdicts -----------------------------------------
     "ex11_bool_tensor": {"en": "a tensor of torch.bool", "zh": "`torch.bool` 类型的张量"},
     "ex11_fresh_prompt_queries_keys": {
         "en": "a fresh prompt: 5 queries, 5 keys",
@@ -638,7 +627,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "inside forward_mha (one attention with your mask): {label}",
         "zh": "在 forward_mha 中（用你的掩码做一次注意力）：{label}",
     },
-    # ---- ex12_designs.py: its cases and verdicts ---------------------------------------------
     "ex12_random_features": {
         "en": "{mode}, a {n}-token prompt, room {room} under max_model_len, max_tokens "
         "{max_tokens}, {stop}, {params}",
@@ -692,7 +680,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "max_model_len = {room}: room for one token",
         "zh": "max_model_len = {room}：只容得下一个 token",
     },
-    # ---- ex13_batch_view.py: its cases and verdicts ------------------------------------------
     "ex13_random_features": {
         "en": "rows (num_computed_tokens, prefill_len) {rows}, routing {routing}",
         "zh": "各行（num_computed_tokens，prefill_len）{rows}，路由 {routing}",
@@ -739,7 +726,6 @@ TEXT_EXERCISES: dict[str, dict[str, str]] = {
         "en": "inside pdlab sim: --design {design} --routing {routing}, TPOT",
         "zh": "在 pdlab sim 中：--design {design} --routing {routing}，TPOT",
     },
-    # ---- ex14_spec_pad.py: its cases and verdicts --------------------------------------------
     "ex14_random_features": {
         "en": "K = {k}, {n} new token(s) over {c} computed, {budget}, {room}, {beside}",
         "zh": "K = {k}，{c} 个已计算 token 之上 {n} 个新 token，{budget}，{room}，{beside}",

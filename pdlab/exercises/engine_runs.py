@@ -69,14 +69,13 @@ def fail_blocks_from(pair: PDPair, first: int) -> None:
     conn.get_finished, conn.get_block_ids_with_load_errors = finished, errors
 
 
-def colocated(pcp: int = 1, tracer: Tracer | None = None, **kw: Any) -> LLMEngine:
+def colocated(pcp: int = 1, **kw: Any) -> LLMEngine:
     """One engine that prefills and decodes, on the same weights as :func:`pair`."""
     cfg, model = tiny()
     return LLMEngine(
         cfg,
         CacheConfig(**{"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, **kw.pop("cache", {})}),
         kw.pop("scheduler_config", SchedulerConfig()),
-        tracer=tracer,
         model=model,
         backend="torch",
         parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
@@ -89,6 +88,17 @@ def colocated_tokens(prompt: tuple[int, ...], max_tokens: int = MAX_TOKENS) -> l
     """The tokens a colocated engine generates for ``prompt`` (greedy)."""
     out = colocated().generate(list(prompt), SamplingParams(max_tokens=max_tokens))
     return out[0].output_token_ids
+
+
+def pcp_or_chunked(pd: bool) -> tuple[list[list[int]], list[list[int]], Tracer]:
+    """D's one-token step: a P/D pair under prefill context parallelism generating for 13
+    tokens, or (not ``pd``) a colocated engine prefilling 14 in chunks of 5. Its tokens, the
+    colocated engine's (what they must be) and its trace."""
+    prompt = prompt_of(13 if pd else 14)
+    budget = SchedulerConfig(max_num_batched_tokens=5)
+    engine: Any = pair(2) if pd else colocated(scheduler_config=budget)
+    out = tokens(engine.generate(prompt, SamplingParams(max_tokens=MAX_TOKENS)))
+    return out, [colocated_tokens(tuple(prompt))], engine.tracer
 
 
 def prompt_of(n: int, salt: int = 0) -> list[int]:

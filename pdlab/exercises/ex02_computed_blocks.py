@@ -18,7 +18,6 @@ from pdlab.engine.config import CacheConfig
 from pdlab.engine.core.kv_cache_manager import KVCacheManager
 from pdlab.engine.core.kv_cache_utils import hash_block_tokens
 from pdlab.engine.request import Request, SamplingParams
-from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 
@@ -108,8 +107,8 @@ def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]], together: b
     """``prompts`` one after the other (or all at once, ``together``, in an engine of 10
     blocks, where one is preempted and looks its prefix up again) with ``fn`` as the
     manager's lookup."""
-    tracer = Tracer()
-    engine = er.colocated(tracer=tracer, cache={"num_blocks": 10} if together else {})
+    engine = er.colocated(cache={"num_blocks": 10} if together else {})
+    tracer = engine.tracer
     mgr = engine.scheduler.kv_cache_manager
 
     def learner(self: Any, request: Any):

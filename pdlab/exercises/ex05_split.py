@@ -19,7 +19,6 @@ import pdlab.engine.attention.mla_builder as builder_module
 from pdlab.engine.attention.backend import CommonAttentionMetadata, split_decodes_and_prefills
 from pdlab.engine.config import AttentionConfig, SchedulerConfig
 from pdlab.engine.request import SamplingParams
-from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import (
     Draw,
@@ -135,18 +134,15 @@ def _run(fn: Any | None, g: Grader, what: str):
     seam = learner if fn is not None else split_decodes_and_prefills
     with patched(builder_module, "split_decodes_and_prefills", seam):
         if what.startswith("pd"):
-            pair = er.pair(int(what[-1]))
-            out = er.tokens(pair.generate(er.prompt_of(13), SamplingParams(max_tokens=3)))
-            tracer = pair.tracer
+            engine: Any = er.pair(int(what[-1]))
+            prompts = er.prompt_of(13)
         else:
-            tracer = Tracer()
-            engine = er.colocated(
-                tracer=tracer,
-                attention_config=AttentionConfig(backend="flashmla"),
-                scheduler_config=SchedulerConfig(max_num_batched_tokens=10),
-            )
+            budget = SchedulerConfig(max_num_batched_tokens=10)
+            flashmla = AttentionConfig(backend="flashmla")
+            engine = er.colocated(attention_config=flashmla, scheduler_config=budget)
             prompts = [er.prompt_of(n, salt=n) for n in (3, 9, 14)]
-            out = er.tokens(engine.generate(prompts, SamplingParams(max_tokens=3)))
+        out = er.tokens(engine.generate(prompts, SamplingParams(max_tokens=3)))
+    tracer = engine.tracer
     routes = [(e.instance, e.step, e["req_id"], e["forward"]) for e in tracer.filter("route")]
     return out, routes, tracer
 

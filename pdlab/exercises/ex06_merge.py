@@ -18,8 +18,6 @@ import torch
 
 import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
-from pdlab.engine.config import SchedulerConfig
-from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.kernels.merge import merge_attn_states_torch, partial_attention
@@ -91,9 +89,9 @@ def grade(fn: Any, g: Grader) -> None:
         got = _tensors(g, g.call(fn, *_empty(t, h, 8, 0.0), *_empty(t, h, 8, 0.0)))
         g.expect(tuple(got), (torch.zeros(t, h, 8), torch.full((t, h), -math.inf)))
     _random(fn, g)
-    for label, make in (
-        (Words("ex06_one_token_step_under_pcp"), _pd),
-        (Words("ex06_colocated_engine_chunked_prefill_budget"), _chunked),
+    for label, pd in (
+        (Words("ex06_one_token_step_under_pcp"), True),
+        (Words("ex06_colocated_engine_chunked_prefill_budget"), False),
     ):
         with g.case(Words("ex06_inside_forward_mha", label=label)):
             calls: list[tuple[Any, Any, Any]] = []
@@ -105,7 +103,7 @@ def grade(fn: Any, g: Grader) -> None:
                 return got
 
             with patched(kernels_module, "merge_attn_states", learner):
-                out, want, tracer = make()
+                out, want, tracer = er.pcp_or_chunked(pd)
             for got, right, base2 in calls:
                 g.expect(got, right, {"base2": base2})
             g.expect(out, want, evidence=er.table_text(tracer, None, g.lang))
@@ -140,23 +138,6 @@ def _random(fn: Any, g: Grader) -> None:
             if bool(torch.isnan(got[0]).any()) and not bool(torch.isnan(want[0]).any()):
                 g.fail(want, got, "nan_leak")
             g.expect(got, want, {"base2": _base2(out_a, lse_a, out_b, lse_b)})
-
-
-def _pd():
-    pair = er.pair(2)
-    prompt = er.prompt_of(13)
-    out = er.tokens(pair.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-    return out, [er.colocated_tokens(tuple(prompt))], pair.tracer
-
-
-def _chunked():
-    from pdlab.engine.trace import Tracer
-
-    tracer = Tracer()
-    engine = er.colocated(tracer=tracer, scheduler_config=SchedulerConfig(max_num_batched_tokens=5))
-    prompt = er.prompt_of(14)
-    out = er.tokens(engine.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-    return out, [er.colocated_tokens(tuple(prompt))], tracer
 
 
 EXERCISE = Exercise(

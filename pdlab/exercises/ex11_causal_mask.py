@@ -18,9 +18,6 @@ import torch
 
 from pdlab.attention.reference import causal_mask
 from pdlab.engine.attention.mla_attention import MLAAttention
-from pdlab.engine.config import SchedulerConfig
-from pdlab.engine.request import SamplingParams
-from pdlab.engine.trace import Tracer
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 
@@ -38,12 +35,8 @@ def _engine(fn: Any, g: Grader, pd: bool):
 
     def forward_mha(self, layer, q, kv_c, k_pe, kv_cache, m, ctx):
         cfg, bs = layer.cfg, kv_cache.shape[1]
-        h, n, dv, L = (
-            cfg.num_attention_heads,
-            cfg.qk_nope_head_dim,
-            cfg.v_head_dim,
-            cfg.kv_lora_rank,
-        )
+        h, n, dv = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.v_head_dim
+        L = cfg.kv_lora_rank
         out = q.new_empty(q.shape[0], h, dv)
         qsl = (m.query_start_loc[m.num_decodes :] - m.query_start_loc[m.num_decodes]).tolist()
         for r in range(m.num_prefills):
@@ -64,18 +57,7 @@ def _engine(fn: Any, g: Grader, pd: bool):
         return out
 
     with patched(MLAAttention, "forward_mha", forward_mha):
-        if pd:
-            pair = er.pair(2)
-            prompt = er.prompt_of(13)
-            got = er.tokens(pair.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-            return got, [er.colocated_tokens(tuple(prompt))], pair.tracer, calls
-        tracer = Tracer()
-        engine = er.colocated(
-            tracer=tracer, scheduler_config=SchedulerConfig(max_num_batched_tokens=5)
-        )
-        prompt = er.prompt_of(14)
-        got = er.tokens(engine.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-        return got, [er.colocated_tokens(tuple(prompt))], tracer, calls
+        return (*er.pcp_or_chunked(pd), calls)
 
 
 def _random_sizes(g: Grader) -> list[tuple[Words, int, int]]:
