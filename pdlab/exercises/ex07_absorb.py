@@ -85,15 +85,9 @@ def _engine(fn: Any, g: Grader, pd: bool):
 
     prompt = er.prompt_of(13)
     with patched(MLAAttention, "forward_mqa", forward_mqa):
-        if pd:
-            pair = er.pair()
-            out = er.tokens(pair.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-            tracer = pair.tracer
-        else:
-            engine = er.colocated()
-            out = er.tokens(engine.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
-            tracer = None
-    return out, [er.colocated_tokens(tuple(prompt))], calls, tracer
+        engine: Any = er.pair() if pd else er.colocated()
+        out = er.tokens(engine.generate(prompt, SamplingParams(max_tokens=er.MAX_TOKENS)))
+    return out, [er.colocated_tokens(tuple(prompt))], calls, engine.tracer if pd else None
 
 
 def grade(fn: Any, g: Grader) -> None:
