@@ -189,10 +189,8 @@ EXERCISE = Exercise(
     library="pdlab/engine/core/kv_cache_manager.py (KVCacheManager.get_computed_blocks)",
     own=("pdlab.engine.core.kv_cache_manager:KVCacheManager.get_computed_blocks",),
     notebook="01_paged_kv_cache",
-    title={
-        "en": "Prefix cache hits: chained hashes, N - 1 cap",
-        "zh": "前缀缓存命中：链式哈希与 N - 1 上限",
-    },
+    title={"en": "Prefix cache hits: chained hashes, N - 1 cap",
+           "zh": "前缀缓存命中：链式哈希与 N - 1 上限"},
     statement={
         "en": """\
 Exercise 2: KVCacheManager.get_computed_blocks
@@ -292,4 +290,4 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
             "    return blocks,", "    self.block_pool.touch(blocks)\n    return blocks,"
         ),
     },
-)
+)  # fmt: skip

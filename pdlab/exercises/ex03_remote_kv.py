@@ -340,10 +340,8 @@ token 都必须相同。""",
             "do not hold P's keys and values yet",
             "zh": "K/V 还没到就返回了 True：D 会在还没有装入 P 的 key 和 value 的块上计算",
         },
-        "kept_in_set": {
-            "en": "not removing the id from finished_recving_kv_req_ids",
-            "zh": "没有把 id 从 finished_recving_kv_req_ids 中移除",
-        },
+        "kept_in_set": {"en": "not removing the id from finished_recving_kv_req_ids",
+                        "zh": "没有把 id 从 finished_recving_kv_req_ids 中移除"},
         "unguarded_minus_one": {
             "en": "subtracting one whatever arrived: the - 1 is only for K/V that cover the "
             "whole prompt (num_computed_tokens == num_tokens); when they arrive short (a "
@@ -407,4 +405,4 @@ token 都必须相同。""",
             remove="if rid not in self.finished_recving_kv_req_ids:\n        return False"
         ).replace(".remove(rid)", ".discard(rid)"),
     },  # fmt: skip
-)
+)  # fmt: skip

@@ -251,10 +251,8 @@ EXERCISE = Exercise(
     library="pdlab/engine/worker/gpu/batch.py (gather_batch_req_state)",
     own=("pdlab.engine.worker.gpu.batch:gather_batch_req_state",),
     notebook="05_pd_decode_side",
-    title={
-        "en": "Model Runner V2: prefill_runs_as_decode",
-        "zh": "Model Runner V2：prefill_runs_as_decode",
-    },
+    title={"en": "Model Runner V2: prefill_runs_as_decode",
+           "zh": "Model Runner V2：prefill_runs_as_decode"},
     statement={
         "en": """\
 Exercise 4: Model Runner V2's prefill_runs_as_decode and decode_graph_eligible
@@ -351,4 +349,4 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "context_gt_one": _slip(runs="pf and q == 1 and c > 1"),
         "short_rows_as_decode": _slip(runs="pf and q <= 2 and c > 0"),
     },
-)
+)  # fmt: skip

@@ -287,10 +287,8 @@ EXERCISE = Exercise(
         "pdlab.engine.attention.backend:split_query_lens",
     ),
     notebook="05_pd_decode_side",
-    title={
-        "en": "split_decodes_and_prefills and its switches",
-        "zh": "split_decodes_and_prefills 及其开关",
-    },
+    title={"en": "split_decodes_and_prefills and its switches",
+           "zh": "split_decodes_and_prefills 及其开关"},
     statement={
         "en": """\
 Exercise 5: split_decodes_and_prefills (vLLM 0.33.0's vllm/v1/attention/backends/utils.py)
@@ -352,4 +350,4 @@ builder 用你的函数为真实批次路由。""",
             1,
         ),
     },
-)
+)  # fmt: skip

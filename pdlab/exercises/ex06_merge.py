@@ -150,10 +150,8 @@ EXERCISE = Exercise(
         "pdlab.kernels.merge:merge_attn_states_triton",
     ),
     notebook="04_kernels",
-    title={
-        "en": "merge_attn_states: two parts, one softmax",
-        "zh": "merge_attn_states：两部分，一个 softmax",
-    },
+    title={"en": "merge_attn_states: two parts, one softmax",
+           "zh": "merge_attn_states：两部分，一个 softmax"},
     statement={
         "en": """\
 Exercise 6: merge_attn_states (vLLM's
@@ -202,10 +200,8 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "en": "exp() of a large LSE overflows: subtract max(lse_a, lse_b) before exp()",
             "zh": "对很大的 LSE 求 exp() 溢出了：先减去 max(lse_a, lse_b) 再求 exp()",
         },
-        "base2": {
-            "en": "a base-2 LSE (exp2/log2): pdlab's and vLLM's merge read the natural log",
-            "zh": "以 2 为底的 LSE（exp2/log2）：pdlab 和 vLLM 的合并使用自然对数",
-        },
+        "base2": {"en": "a base-2 LSE (exp2/log2): pdlab's and vLLM's merge read the natural log",
+                  "zh": "以 2 为底的 LSE（exp2/log2）：pdlab 和 vLLM 的合并使用自然对数"},
         "average": {
             "en": "averaging the two parts: each part weighs what its keys weigh in the "
             "whole softmax, exp(lse_part - lse), not one half",
@@ -291,4 +287,4 @@ def merge_attn_states(out_a, lse_a, out_b, lse_b):
     return out, m + torch.log(t)
 """,
     },
-)
+)  # fmt: skip

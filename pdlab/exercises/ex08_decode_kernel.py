@@ -248,16 +248,14 @@ def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, st
         function=function,
         library="kernels/decode_attention.py, kernels/decode_attention_kernels.py",
         notebook="04_kernels",
-        title={
-            "en": f"Paged decode, online softmax ({form['en']})",
-            "zh": f"分页解码的在线 softmax（{form['zh']}）",
-        },
+        title={"en": f"Paged decode, online softmax ({form['en']})",
+               "zh": f"分页解码的在线 softmax（{form['zh']}）"},
         statement={k: _STATEMENT[k].format(form=form[k], task=task[k]) for k in ("en", "zh")},
         hints=_HINTS,
         mistakes=_MISTAKES,
         grade=_grader(launch),
         slips=slips,
-    )
+    )  # fmt: skip
 
 
 _TRITON_SLIP = """\

@@ -100,27 +100,19 @@ _QUESTIONS = {
         "en": "dynamo#850, 'D also prefills, is that normal?': prompt tokens D computes",
         "zh": "dynamo#850，“D 也在做预填充，正常吗？”：D 计算的提示词 token 数",
     },
-    "d_is_prefilling": {
-        "en": "#28566: is D's first step is_prefilling?",
-        "zh": "#28566：D 的第一步 is_prefilling 吗？",
-    },
-    "d_forward_default": {
-        "en": "the MLA path of D's first step, default settings",
-        "zh": "默认设置下 D 第一步走的 MLA 路径",
-    },
-    "d_forward_pcp2": {
-        "en": "the MLA path of D's first step, prefill_context_parallel_size = 2",
-        "zh": "prefill_context_parallel_size = 2 时 D 第一步走的 MLA 路径",
-    },
+    "d_is_prefilling": {"en": "#28566: is D's first step is_prefilling?",
+                        "zh": "#28566：D 的第一步 is_prefilling 吗？"},
+    "d_forward_default": {"en": "the MLA path of D's first step, default settings",
+                          "zh": "默认设置下 D 第一步走的 MLA 路径"},
+    "d_forward_pcp2": {"en": "the MLA path of D's first step, prefill_context_parallel_size = 2",
+                       "zh": "prefill_context_parallel_size = 2 时 D 第一步走的 MLA 路径"},
     "d_prompt_tokens_computed_without_params": {
         "en": "#26896: prompt tokens D computes when the proxy drops kv_transfer_params",
         "zh": "#26896：代理丢掉 kv_transfer_params 时 D 计算的提示词 token 数",
     },
-    "same_tokens_as_colocated": {
-        "en": "does the P/D pair generate the colocated engine's tokens?",
-        "zh": "P/D 对生成的 token 与非分离引擎相同吗？",
-    },
-}
+    "same_tokens_as_colocated": {"en": "does the P/D pair generate the colocated engine's tokens?",
+                                 "zh": "P/D 对生成的 token 与非分离引擎相同吗？"},
+}  # fmt: skip
 
 # Said of a wrong answer: a question that leads to the right one, never the answer itself
 # (copying the grader's answers must not pass; ``pdlab exercises solution 10`` has them).

@@ -147,10 +147,8 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
             "zh": "左上对齐（j <= i）：只在 q_len == k_len 时正确；后续分块的 query 看不到上下文，"
             "D 的那一个 token 只能看见 key 0",
         },
-        "no_self": {
-            "en": "leaving out the diagonal: a token attends to itself too",
-            "zh": "漏了对角线：token 也要关注它自己",
-        },
+        "no_self": {"en": "leaving out the diagonal: a token attends to itself too",
+                    "zh": "漏了对角线：token 也要关注它自己"},
         "inverted": {
             "en": "the mask inverted: True marks a key the query may see (the engine fills "
             "the False entries with -inf), not one it must not",
@@ -175,4 +173,4 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
             "transposed": "(j <= k_len - q_len + i).T",
         }.items()
     },
-)
+)  # fmt: skip

@@ -322,10 +322,8 @@ EXERCISE = Exercise(
     library="pdlab/disagg/designs.py (hand_off)",
     own=("pdlab.disagg.designs:hand_off",),
     notebook="07_pd_designs",
-    title={
-        "en": "Four first-token designs: predict, then run",
-        "zh": "四种首 token 设计：先预测，再运行",
-    },
+    title={"en": "Four first-token designs: predict, then run",
+           "zh": "四种首 token 设计：先预测，再运行"},
     statement={
         "en": """\
 Exercise 12: the first-token designs (pdlab pd --first-token)
@@ -555,4 +553,4 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
             "return HandOff([*prompt, t], rest, params)",
         ),
     },  # fmt: skip
-)
+)  # fmt: skip

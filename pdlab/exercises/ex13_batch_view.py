@@ -258,10 +258,8 @@ EXERCISE = Exercise(
         "pdlab.engine.attention.backend:split_query_lens",
     ),
     notebook="07_pd_designs",
-    title={
-        "en": "The batch view: the decode graph and TPOT",
-        "zh": "批次视图：完整的 decode CUDA graph 与 TPOT",
-    },
+    title={"en": "The batch view: the decode graph and TPOT",
+           "zh": "批次视图：完整的 decode CUDA graph 与 TPOT"},
     statement={
         "en": """\
 Exercise 13: the batch view (pdlab sim)
@@ -397,4 +395,4 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
             "    if use_pcp:",
         ),
     },
-)
+)  # fmt: skip
