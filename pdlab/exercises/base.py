@@ -273,6 +273,14 @@ class Grader:
         self.fail(expected, got, None, evidence)
 
 
+def fill(template: str, right: dict[str, str], **wrong: str) -> str:
+    """A whole learner file: ``template`` with each placeholder of ``right`` written as
+    ``right`` says, or as ``wrong`` does (a slip, one part written wrongly)."""
+    for key, value in {**right, **wrong}.items():
+        template = template.replace(key, value)
+    return template
+
+
 def consistent(mistakes: dict[str, object], answers: list[tuple[object, dict]]) -> dict:
     """The ``mistakes`` whose answers equal the learner's in every case of ``answers``
     (``(got, that case's mistakes)`` pairs; a case without the key does not count against

@@ -25,6 +25,7 @@ from pdlab.exercises.base import (
     ask,
     consistent,
     diagnose_by,
+    fill,
     patched,
     random_cases,
 )
@@ -39,13 +40,9 @@ def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_token
 """
 
 
-def _slip(
-    pcp: str = "use_pcp",
-    runs: str = "pf and q == 1 and c > 0",
-    eligible: str = "all(r or not pf for r, pf in zip(runs, is_prefilling))",
-) -> str:
-    """The solution with one of its three parts written wrongly."""
-    return _SLIP.replace("PCP", pcp).replace("RUNS", runs).replace("ELIGIBLE", eligible)
+_RIGHT = {"PCP": "use_pcp", "RUNS": "pf and q == 1 and c > 0",
+          "ELIGIBLE": "all(r or not pf for r, pf in zip(runs, is_prefilling))"}  # fmt: skip
+_slip = functools.partial(fill, _SLIP, _RIGHT)
 
 
 def _norm(runs: Any, n: int) -> list[bool]:
@@ -342,11 +339,11 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
     },
     grade=grade,
     slips={
-        "no_context_test": _slip(runs="pf and q == 1"),
-        "eligible_any_prefill": _slip(eligible="not any(is_prefilling)"),
-        "pcp_runs_as_decode": _slip(pcp="False"),
-        "every_row": _slip(runs="q == 1 and c > 0"),
-        "context_gt_one": _slip(runs="pf and q == 1 and c > 1"),
-        "short_rows_as_decode": _slip(runs="pf and q <= 2 and c > 0"),
+        "no_context_test": _slip(RUNS="pf and q == 1"),
+        "eligible_any_prefill": _slip(ELIGIBLE="not any(is_prefilling)"),
+        "pcp_runs_as_decode": _slip(PCP="False"),
+        "every_row": _slip(RUNS="q == 1 and c > 0"),
+        "context_gt_one": _slip(RUNS="pf and q == 1 and c > 1"),
+        "short_rows_as_decode": _slip(RUNS="pf and q <= 2 and c > 0"),
     },
 )  # fmt: skip

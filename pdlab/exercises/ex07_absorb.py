@@ -20,7 +20,7 @@ from pdlab.attention.reference import mla_naive
 from pdlab.engine.attention.mla_attention import MLAAttention, _decode_rows
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.base import Exercise, Grader, Words, fill, patched
 
 
 def _inputs(g: Grader, t: int, s: int, h: int = 3, n: int = 8, r: int = 4, v: int = 6, L: int = 12):
@@ -60,10 +60,8 @@ def absorbed_decode(q, kv_c, k_pe, w_kv_b, qk_nope_head_dim, v_head_dim, scale):
 """
 
 
-def _slip(split: str = "w[:, :n], w[:, n:]", rope: str = "+ torch.einsum('thr,sr->ths', "
-          "q[..., n:], k_pe)", scale: str = "scale", dim: str = "-1") -> str:  # fmt: skip
-    return (_SLIP.replace("W_SPLIT", split).replace("ROPE", rope).replace("SCALE", scale)
-            .replace("DIM", dim))  # fmt: skip
+_RIGHT = {"W_SPLIT": "w[:, :n], w[:, n:]", "SCALE": "scale", "DIM": "-1",
+          "ROPE": "+ torch.einsum('thr,sr->ths', q[..., n:], k_pe)"}  # fmt: skip
 
 
 def _engine(fn: Any, g: Grader, pd: bool):
@@ -212,9 +210,9 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
     },
     grade=grade,
     slips={
-        "latent_scale": _slip(scale="(kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5"),
-        "no_rope": _slip(rope=""),
-        "uv_first": _slip(split="w[:, v:], w[:, :v]"),
-        "softmax_dim": _slip(dim="1"),
+        "latent_scale": fill(_SLIP, _RIGHT, SCALE="(kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5"),
+        "no_rope": fill(_SLIP, _RIGHT, ROPE=""),
+        "uv_first": fill(_SLIP, _RIGHT, W_SPLIT="w[:, v:], w[:, :v]"),
+        "softmax_dim": fill(_SLIP, _RIGHT, DIM="1"),
     },
 )

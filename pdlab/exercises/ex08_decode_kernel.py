@@ -20,7 +20,7 @@ import pdlab.kernels as kernels_module
 from pdlab.attention.reference import naive_attention
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.base import Exercise, Grader, Words, fill, patched
 from pdlab.kernels.backend import triton_installed
 
 PAGE, L, R = 4, 16, 8
@@ -319,13 +319,7 @@ def paged_decode(q, kv_cache, block_ids, seq_len, scale, kv_lora_rank, page_size
 
 def _slips(template: str, right: dict[str, str], wrong: dict[str, dict[str, str]]):
     """Each known mistake as a whole file: the template with one part written wrongly."""
-    out = {}
-    for key, parts in wrong.items():
-        text = template
-        for k, v in {**right, **parts}.items():
-            text = text.replace(k, v)
-        out[key] = text
-    return out
+    return {key: fill(template, right, **parts) for key, parts in wrong.items()}
 
 
 _TRITON_RIGHT = {

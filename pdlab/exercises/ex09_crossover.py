@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from pdlab.engine.config import ModelConfig
-from pdlab.exercises.base import Exercise, Grader, Words
+from pdlab.exercises.base import Exercise, Grader, Words, fill
 from pdlab.sim import kernel_costs as cost
 
 _PRESETS = ("tiny", "deepseek-v2-lite", "deepseek-v3")
@@ -49,13 +49,6 @@ def mla_forms_flops(cfg, query_len, context_len):
 """
 _RIGHT = {"PAIRS": "q * s + q * (q + 1) / 2", "NAIVE_KEYS": "(s + q)", "ABSORBED_PROJ": "q * proj",
           "PAIR_WIDTH": "(L + R) + L"}  # fmt: skip
-
-
-def _slip(**wrong: str) -> str:
-    text = _SLIP
-    for k, v in {**_RIGHT, **wrong}.items():
-        text = text.replace(k, v)
-    return text
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -166,9 +159,9 @@ prompt is ever cheaper absorbed.""",
     },
     grade=grade,
     slips={
-        "context_only": _slip(NAIVE_KEYS="s"),
-        "no_absorb_cost": _slip(ABSORBED_PROJ="0"),
-        "no_causal": _slip(PAIRS="q * (s + q)"),
-        "latent_pair_width": _slip(PAIR_WIDTH="L + R"),
+        "context_only": fill(_SLIP, _RIGHT, NAIVE_KEYS="s"),
+        "no_absorb_cost": fill(_SLIP, _RIGHT, ABSORBED_PROJ="0"),
+        "no_causal": fill(_SLIP, _RIGHT, PAIRS="q * (s + q)"),
+        "latent_pair_width": fill(_SLIP, _RIGHT, PAIR_WIDTH="L + R"),
     },
 )
