@@ -151,16 +151,9 @@ def _random(fn: Any, g: Grader) -> None:
             {"rows": [(1, 9, 5), (1, 4, 5)], "pcp": True},
         ]  # fmt: skip
 
-    random_cases(
-        g,
-        Draw(_draw, _shrink, _features, _shown),
-        lambda case: g.call(fn, *_args(case)),
-        functools.partial(_flags, ""),
-        count=150,
-        diagnose=diagnose_by(variants, probes, _same_flags),
-        spec=({list, None}, bool),
-        same=_same_flags,
-    )
+    random_cases(g, Draw(_draw, _shrink, _features, _shown), lambda case: g.call(fn, *_args(case)),
+                 functools.partial(_flags, ""), count=150, spec=({list, None}, bool),
+                 diagnose=diagnose_by(variants, probes, _same_flags), same=_same_flags)  # fmt: skip
 
 
 def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:

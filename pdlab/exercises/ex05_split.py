@@ -113,16 +113,10 @@ def _random(fn: Any, g: Grader) -> None:
                 for thr in (1, 4)]  # fmt: skip
 
     variants = {k: functools.partial(_split, k) for k in _RANDOM_MISTAKES}
-    random_cases(
-        g,
-        Draw(_draw, _shrink, lambda c: Words("ex05_random_features", **c), _shown),
-        learner,
-        functools.partial(_split, ""),
-        count=150,
-        diagnose=diagnose_by(variants, probes),
-        spec=(int, int, int, int),
-        same=lambda a, b: tuple(a) == tuple(b),
-    )
+    random_cases(g, Draw(_draw, _shrink, lambda c: Words("ex05_random_features", **c), _shown),
+                 learner, functools.partial(_split, ""), count=150, spec=(int, int, int, int),
+                 diagnose=diagnose_by(variants, probes),
+                 same=lambda a, b: tuple(a) == tuple(b))  # fmt: skip
 
 
 def _run(fn: Any | None, g: Grader, what: str):

@@ -241,16 +241,9 @@ def _random(fn: Any, g: Grader) -> None:
             return "first_token_step"
         return by_variant(case, got, ask)
 
-    random_cases(
-        g,
-        Draw(_draw, _shrink, _features, _shown),
-        learner,
-        functools.partial(_hand_off, ""),
-        count=200,
-        diagnose=diagnose,
-        spec=HandOff,
-        same=_same_hand_off,
-    )
+    random_cases(g, Draw(_draw, _shrink, _features, _shown), learner,
+                 functools.partial(_hand_off, ""), count=200, diagnose=diagnose, spec=HandOff,
+                 same=_same_hand_off)  # fmt: skip
 
 
 def _names(sent: list[tuple]) -> set[str]:
@@ -506,51 +499,37 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
     grade=grade,
     slips={
         "predict_recompute": _slip('"recompute": (12, 1, True)', '"recompute": (13, 1, True)'),
-        "predict_first_token": _slip(
-            '"first_token": (13, 1, False)', '"first_token": (12, 1, True)'
-        ),
-        "predict_append_prompt": _slip(
-            '"append_prompt": (13, 1, True)', '"append_prompt": (13, 1, False)'
-        ),
-        "predict_hidden_state": _slip(
-            '"hidden_state": (13, 1, False)', '"hidden_state": (12, 1, True)'
-        ),
-        "stop_ignored": _slip(
-            "    if t in sp.stop_token_ids:\n        return HandOff(prompt, "
-            'sp, None, [t], True, "stop")\n',
-            "",
-        ),
-        "length_ignored": _slip(
-            "sp.max_tokens == 1 or len(prompt) + 1 >= max_model_len", "sp.max_tokens == 1"
-        ),
-        "first_token_appended": _slip(
-            "return HandOff(prompt, sp, dict(params, first_token_ids",
-            "return HandOff([*prompt, t], sp, dict(params, first_token_ids",
-        ),
-        "recompute_sent_token": _slip(
-            'mode in ("recompute", "hidden_state")', 'mode == "hidden_state"'
-        ).replace('if mode == "first_token":', 'if mode in ("first_token", "recompute"):'),
-        "hidden_state_sent_token": _slip(
-            'mode in ("recompute", "hidden_state")', 'mode == "recompute"'
-        ).replace('if mode == "first_token":', 'if mode in ("first_token", "hidden_state"):'),
+        "predict_first_token": _slip('"first_token": (13, 1, False)',
+                                     '"first_token": (12, 1, True)'),
+        "predict_append_prompt": _slip('"append_prompt": (13, 1, True)',
+                                       '"append_prompt": (13, 1, False)'),
+        "predict_hidden_state": _slip('"hidden_state": (13, 1, False)',
+                                      '"hidden_state": (12, 1, True)'),
+        "stop_ignored": _slip('    if t in sp.stop_token_ids:\n        return HandOff(prompt, '
+                              'sp, None, [t], True, "stop")\n', ""),
+        "length_ignored": _slip("sp.max_tokens == 1 or len(prompt) + 1 >= max_model_len",
+                                "sp.max_tokens == 1"),
+        "first_token_appended": _slip("return HandOff(prompt, sp, dict(params, first_token_ids",
+                                      "return HandOff([*prompt, t], sp, dict(params, "
+                                      "first_token_ids"),
+        "recompute_sent_token": _slip('mode in ("recompute", "hidden_state")',
+                                      'mode == "hidden_state"')
+        .replace('if mode == "first_token":', 'if mode in ("first_token", "recompute"):'),
+        "hidden_state_sent_token": _slip('mode in ("recompute", "hidden_state")',
+                                         'mode == "recompute"')
+        .replace('if mode == "first_token":', 'if mode in ("first_token", "hidden_state"):'),
         "max_tokens_kept": _slip("max_tokens=sp.max_tokens - 1", "max_tokens=sp.max_tokens"),
-        "first_stop_only": _slip(
-            "if t in sp.stop_token_ids:", "if sp.stop_token_ids and t == sp.stop_token_ids[0]:"
-        ),
-        "length_off_by_one": _slip(
-            "len(prompt) + 1 >= max_model_len", "len(prompt) + 2 >= max_model_len"
-        ),
+        "first_stop_only": _slip("if t in sp.stop_token_ids:",
+                                 "if sp.stop_token_ids and t == sp.stop_token_ids[0]:"),
+        "length_off_by_one": _slip("len(prompt) + 1 >= max_model_len",
+                                   "len(prompt) + 2 >= max_model_len"),
         "first_token_step": _slip("first_token_step=p_step)", "first_token_step=p_step + 1)"),
-        "mutated_input": _slip(
-            "params = dict(kv_transfer_params, first_token_step=p_step)",
-            'kv_transfer_params["first_token_step"] = p_step\n    params = kv_transfer_params',
-        ),
-        "failed_handoff_ignored": _slip("if kv_transfer_params is None or mode", "if mode").replace(
-            "dict(kv_transfer_params, first", "dict(kv_transfer_params or {}, first"
-        ),
-        "no_prefix": _slip(
-            "return HandOff([*prompt, t], rest, params, [t])",
-            "return HandOff([*prompt, t], rest, params)",
-        ),
+        "mutated_input": _slip("params = dict(kv_transfer_params, first_token_step=p_step)",
+                               'kv_transfer_params["first_token_step"] = p_step\n'
+                               "    params = kv_transfer_params"),
+        "failed_handoff_ignored": _slip("if kv_transfer_params is None or mode", "if mode")
+        .replace("dict(kv_transfer_params, first", "dict(kv_transfer_params or {}, first"),
+        "no_prefix": _slip("return HandOff([*prompt, t], rest, params, [t])",
+                           "return HandOff([*prompt, t], rest, params)"),
     },  # fmt: skip
 )  # fmt: skip

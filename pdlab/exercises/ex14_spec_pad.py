@@ -274,15 +274,10 @@ def _diagnose(case: dict, got: Any, ask: Any) -> str | None:
 
 
 def grade(fn: Any, g: Grader) -> None:
-    random_cases(
-        g,
-        Draw(_draw, _shrink, _features, _shown),
-        lambda case: g.call(fn, _self(case), *_args(case)),
-        lambda case: Scheduler._pad_spec_decode(_self(case), *_args(case)),
-        count=400,
-        diagnose=_diagnose,
-        spec={int, None},
-    )
+    random_cases(g, Draw(_draw, _shrink, _features, _shown),
+                 lambda case: g.call(fn, _self(case), *_args(case)),
+                 lambda case: Scheduler._pad_spec_decode(_self(case), *_args(case)),
+                 count=400, diagnose=_diagnose, spec={int, None})  # fmt: skip
     _named_cases(fn, g)
 
 
