@@ -10,9 +10,6 @@ The cases include the unhappy paths the ``==`` guard exists for: K/V that arrive
 the prompt (blocks that failed to load, a whole failed load under the ``recompute`` policy)
 and a local prefix hit beside the remote K/V. The engine's own error for a missing ``- 1``
 spells out the fix, so the grader shows its own words instead (:func:`_said`).
-
-``EXERCISE.slips`` are the wrong answers learners write (from the workshop and from the upstream
-bugs named in their explanations); ``tests/lab/test_exercises.py`` submits each.
 """
 
 from __future__ import annotations

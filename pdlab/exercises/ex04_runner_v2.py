@@ -17,18 +17,8 @@ import pdlab.engine.worker.gpu.model_runner as runner_module
 from pdlab.engine.request import SamplingParams
 from pdlab.engine.worker.gpu.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import (
-    Draw,
-    Exercise,
-    Grader,
-    Words,
-    ask,
-    consistent,
-    diagnose_by,
-    fill,
-    patched,
-    random_cases,
-)
+from pdlab.exercises.base import Exercise, Grader, Words, fill, patched
+from pdlab.exercises.cases import Draw, ask, consistent, diagnose_by, random_cases
 
 _SLIP = """\
 def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens, use_pcp):

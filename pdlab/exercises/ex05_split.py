@@ -20,17 +20,8 @@ from pdlab.engine.attention.backend import CommonAttentionMetadata, split_decode
 from pdlab.engine.config import AttentionConfig, SchedulerConfig
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import (
-    Draw,
-    Exercise,
-    Grader,
-    Words,
-    ask,
-    consistent,
-    diagnose_by,
-    patched,
-    random_cases,
-)
+from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.cases import Draw, ask, consistent, diagnose_by, random_cases
 
 
 def _meta(q_lens: list[int], pf: list[bool]) -> CommonAttentionMetadata:

@@ -2,14 +2,11 @@
 schedules under ``recompute``, ``first_token``, ``append_prompt`` and ``hidden_state``
 (``pdlab/disagg/designs.py``, chapter 7 and notebook 07).
 
-The learner first writes ``PREDICTIONS`` (read from the function's module), graded against
-D's first step in a live :class:`pdlab.disagg.pair.PDPair` of each design, then
-``hand_off``, the proxy's step 2, which replaces :func:`pdlab.disagg.designs.hand_off` in
-the pair for a run and is put back afterwards. Each case runs the pair twice, with pdlab's
-``hand_off`` and with the learner's: every step D schedules, whether D is asked at all
-(P's token may be the whole answer: ``max_tokens=1``, a stop token) and the tokens must
-agree. No vLLM 0.33.0 counterpart (its proxy forwards the request unchanged, the
-``recompute`` design); the other designs' sources are named in ``designs.py``.
+``PREDICTIONS`` (read from the function's module) is graded against D's first step in a
+live :class:`pdlab.disagg.pair.PDPair` of each design; ``hand_off`` replaces
+:func:`pdlab.disagg.designs.hand_off` in pairs run beside pdlab's own: every step D
+schedules, whether D is asked at all, and the tokens must agree. No vLLM 0.33.0
+counterpart (its proxy forwards the request unchanged, the ``recompute`` design).
 """
 
 from __future__ import annotations
@@ -24,8 +21,9 @@ from pdlab.disagg.designs import HandOff
 from pdlab.engine.config import SchedulerConfig
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Draw, Exercise, Grader, Words, diagnose_by, patched, random_cases
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.exercises.bilingual import slip
+from pdlab.exercises.cases import Draw, diagnose_by, random_cases
 
 N = 13
 MODES = ("recompute", "first_token", "append_prompt", "hidden_state")

@@ -23,18 +23,9 @@ from pdlab.engine.attention.backend import CommonAttentionMetadata, split_decode
 from pdlab.engine.attention.mla_builder import MLAMetadataBuilder
 from pdlab.engine.config import AttentionConfig, ModelConfig, ParallelConfig
 from pdlab.engine.worker.gpu.batch import gather_batch_req_state
-from pdlab.exercises.base import (
-    Draw,
-    Exercise,
-    Grader,
-    Words,
-    ask,
-    consistent,
-    diagnose_by,
-    patched,
-    random_cases,
-)
+from pdlab.exercises.base import Exercise, Grader, Words, patched, wrong_type
 from pdlab.exercises.bilingual import slip
+from pdlab.exercises.cases import Draw, ask, consistent, diagnose_by, random_cases
 from pdlab.sim.costs import Row, StepCost, step_cost
 from pdlab.sim.profiles import device_profile
 from pdlab.sim.report import summarize
@@ -153,8 +144,6 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 def _typed(got: Any) -> bool:
-    from pdlab.exercises.base import wrong_type
-
     return not isinstance(got, Exception) and wrong_type(got, _SPEC) is None
 
 

@@ -2,17 +2,11 @@
 (``pdlab/engine/core/sched/scheduler.py``; upstream the ``pad_spec_decode`` block of ``schedule``'s
 waiting loop in ``vllm/v1/core/sched/scheduler.py``, vLLM 0.33.0).
 
-Under speculative decoding every verifying row runs ``1 + K`` tokens; a request admitted
-with one new token over computed context (D's row after the ``- 1``, a fully prefix-cached
-prompt) is padded to ``1 + K`` with ``-1`` placeholder drafts so the step keeps that shape
-and its full decode graph. The learner's method replaces the scheduler's for a run, beside
-a run with the scheduler's own: every call's answer, every step's scheduled tokens and
-placeholder drafts, and the tokens must agree. Graded in the real :class:`Scheduler` with
-:class:`pdlab.engine.worker.fake_runner.FakeModelRunner` (the runner without a model the scheduler
-tests use, which plays the drafter and the rejection sampler): D's side through a real
-:class:`PDConnector`, and the cases the padding rule has (a budget too small, a row
-mid-prefill beside it, no context, no room under ``max_model_len``); then in a live P/D
-pair on the tiny model, whose MTP layer drafts.
+Graded on random calls against the scheduler's own method, then in the real
+:class:`Scheduler` with :class:`pdlab.engine.worker.fake_runner.FakeModelRunner` (D's side
+through a real :class:`PDConnector`, and each case the padding rule has), then in a live
+P/D pair with MTP: every call's answer, every step's scheduled tokens and placeholder
+drafts, and the tokens must be the scheduler's own.
 """
 
 from __future__ import annotations
@@ -29,8 +23,9 @@ from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
 from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
 from pdlab.engine.request import Request, SamplingParams
 from pdlab.engine.worker.fake_runner import FakeModelRunner
-from pdlab.exercises.base import Draw, Exercise, Grader, Words, consistent, patched, random_cases
+from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.exercises.bilingual import slip
+from pdlab.exercises.cases import Draw, consistent, random_cases
 
 B = 4
 
