@@ -12,10 +12,7 @@ and from a notebook::
     ex.check(3, "ex03_remote_kv.py", lang="zh")         # or a file
 
 The exercises are one module each (``exNN_*.py``), their stubs in ``stubs/`` and reference
-solutions in ``solutions/``, each one source in both languages (the code once, its Chinese
-docstrings and comments on ``# zh:`` lines: :mod:`pdlab.exercises.bilingual`). Each module
-lists the slips learners make (``Exercise.slips``), every one of which its grader must
-reject by name.
+solutions in ``solutions/`` (both languages in one source: :mod:`pdlab.exercises.bilingual`).
 ``docs/workshop.md`` is the instructor's agenda.
 """
 
@@ -146,7 +143,7 @@ def check(
         source: str | None = str(Path(function).resolve())
         target: Any = source
     elif callable(function):
-        source = _file_of(function)
+        source = getattr(getattr(function, "__code__", None), "co_filename", None)
         target = function if sandbox.reachable(function) else None
     else:
         allowed = Phrase("err_x_function_or_path")
@@ -199,11 +196,6 @@ def as_typed(path: str | Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
-
-
-def _file_of(fn: Callable[..., Any]) -> str | None:
-    code = getattr(fn, "__code__", None)
-    return code.co_filename if code is not None else None
 
 
 def _verdict(r: Result, source: str | None) -> list[str]:
