@@ -160,18 +160,11 @@ def _random_case(g: Grader, salt: int) -> tuple[Words, list[list[int]], int, Any
     delay = r.choice((0, 0, 1, 3))
     blocks = -(-lengths[0] // BS)
     fault = r.choice((None, None, "fail", r.randrange(0, blocks) if blocks > 1 else None))
-    name = Words(
-        "ex03_random",
-        lengths=lengths,
-        together=Words("ex03_together" if together else "ex03_one_after"),
-        delay=delay,
-        fault=Words("ex03_fault_none")
-        if fault is None
-        else Words("ex03_fault_fail")
-        if fault == "fail"
-        else Words("ex03_fault_from", i=fault),
-    )
-    return name, prompts, delay, fault, together  # fmt: skip
+    said = (Words("ex03_fault_none") if fault is None else Words("ex03_fault_fail")
+            if fault == "fail" else Words("ex03_fault_from", i=fault))  # fmt: skip
+    name = Words("ex03_random", lengths=lengths, delay=delay, fault=said,
+                 together=Words("ex03_together" if together else "ex03_one_after"))  # fmt: skip
+    return name, prompts, delay, fault, together
 
 
 def grade(fn: Any, g: Grader) -> None:

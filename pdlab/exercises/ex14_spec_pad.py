@@ -44,7 +44,8 @@ def _sched(k: int, connector: Any = None, budget: int = 64, threshold: int = 0,
     return s, runner
 
 
-def _step(s: Scheduler, runner: FakeModelRunner, log: list) -> list:
+def _step(s: Scheduler, runner: FakeModelRunner, log: list, tokens: dict | None = None) -> list:
+    """One step; its scheduled tokens and drafts into ``log``, its tokens into ``tokens``."""
     so = s.schedule()
     if so.total_num_scheduled_tokens:
         log.append((dict(so.num_scheduled_tokens), dict(so.scheduled_spec_decode_tokens)))
@@ -52,6 +53,8 @@ def _step(s: Scheduler, runner: FakeModelRunner, log: list) -> list:
     drafts = runner.take_draft_token_ids()
     if drafts is not None:
         s.update_draft_token_ids(drafts)
+    for o in outs if tokens is not None else ():
+        tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
     return outs
 
 
@@ -63,8 +66,7 @@ def _finish(s: Scheduler, runner: FakeModelRunner, log: list, tokens: dict) -> N
     for _ in range(200):
         if not s.has_requests():
             return
-        for o in _step(s, runner, log):
-            tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
+        _step(s, runner, log, tokens)
 
 
 def _live(k: int, seam: Any) -> tuple[list, dict]:
@@ -110,17 +112,15 @@ def _scenario(name: str, seam: Any) -> tuple[list, dict]:
             for _ in range(60):
                 if not (d.has_requests() or p.has_requests()):
                     break
-                for o in _step(d, d_runner, log):
-                    tokens.setdefault(o.req_id, []).extend(o.new_token_ids)
+                _step(d, d_runner, log, tokens)
                 if p.has_requests():
                     _step(p, p_runner, [])
         return log, tokens
-    k = 2 if name != "budget" else 2
     kw = {"budget": 5} if name == "budget" else {}
     kw |= {"budget": 12, "threshold": 8} if name == "mid_prefill" else {}
     if name.startswith("room"):
         kw["max_model_len"] = int(name[4:])
-    s, runner = _sched(1 if name == "mid_prefill" else k, **kw)
+    s, runner = _sched(1 if name == "mid_prefill" else 2, **kw)
     with patched(s, "_pad_spec_decode", seam(s)):
         if name != "fresh":
             s.add_request(_req("warm", 9, max_tokens=1))
@@ -238,10 +238,12 @@ def _args(case: dict) -> tuple:
     return case["n"], case["c"], case["budget"], case["prefill"], case["anyone"]
 
 
+_CALL = ("num_new_tokens={}, num_computed_tokens={}, token_budget={}, prefill_scheduled={}, "
+         "any_scheduled={}")  # fmt: skip
+
+
 def _shown(case: dict) -> str:
-    return ("K={k}, max_model_len={max_len}: num_new_tokens={n}, num_computed_tokens={c}, "
-            "token_budget={budget}, prefill_scheduled={prefill}, any_scheduled={anyone}"
-            ).format(**case)  # fmt: skip
+    return f"K={case['k']}, max_model_len={case['max_len']}: " + _CALL.format(*_args(case))
 
 
 def _self(case: dict) -> Any:
@@ -303,10 +305,7 @@ def _named_cases(fn: Any, g: Grader) -> None:
                             for c in calls]  # fmt: skip
                     wrong = {m: _variant(m, *ctx, args) for m in _MISTAKES}
                     named = next(iter(consistent(wrong, seen)), None)
-                    shown = (
-                        "num_new_tokens={}, num_computed_tokens={}, token_budget={}, "
-                        "prefill_scheduled={}, any_scheduled={}"
-                    ).format(*args)
+                    shown = _CALL.format(*args)
                     g.fail(Words("ex14_right_for_args", right=right, shown=shown),
                            f"{got!r}", named, _steps(log))  # fmt: skip
             g.expect(log, want_log, evidence=_steps(log))

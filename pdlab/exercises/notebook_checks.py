@@ -88,10 +88,8 @@ def _nb04() -> dict[str, Any]:
     cache = torch.randn(2, 4, 24, generator=g)
     qd = torch.randn(1, 2, 24, generator=g)
     table, lens = torch.tensor([[1, 0]], dtype=torch.int32), torch.tensor([3], dtype=torch.int32)
-    d1 = kernels.mla_decode(qd, cache, table, lens, 0.2, num_kv_splits=1, kv_lora_rank=16,
-                            backend="torch")  # fmt: skip
-    d16 = kernels.mla_decode(qd, cache, table, lens, 0.2, num_kv_splits=16, kv_lora_rank=16,
-                             backend="torch")  # fmt: skip
+    d1, d16 = (kernels.mla_decode(qd, cache, table, lens, 0.2, num_kv_splits=n, kv_lora_rank=16,
+                                  backend="torch") for n in (1, 16))  # fmt: skip
     return {
         "empty_part_returns_the_other": bool(torch.equal(o1, a[0]) and torch.equal(l1, a[1])),
         "order_matters": not torch.allclose(o2, whole, rtol=1e-5, atol=1e-5),
@@ -108,11 +106,8 @@ def _nb05() -> dict[str, Any]:
     n, bs = 37, 16
     check = run_demo(n, block_size=bs, pcp=2, max_tokens=3)
     step = check.d_first_step
-    gathered = [
-        e["shapes"]["rows"]
-        for e in check.trace.filter("kernel", "D", step=step["step"], layer=0)
-        if e["name"] == "gather_cache"
-    ]
+    d_kernels = check.trace.filter("kernel", "D", step=step["step"], layer=0)
+    gathered = [e["shapes"]["rows"] for e in d_kernels if e["name"] == "gather_cache"]
     local = LLMEngine(ModelConfig.tiny(), CacheConfig(block_size=bs), SchedulerConfig(),
                       backend="torch")  # fmt: skip
     local.generate([prompt_of_length(n)] * 2, SamplingParams(max_tokens=1))
