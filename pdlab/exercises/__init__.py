@@ -122,15 +122,9 @@ def hint(n: int, folder: str | Path | None = None, lang: str = "en") -> str:
     return wrap80("\n".join(lines))
 
 
-def check(
-    n: int,
-    function: Callable[..., Any] | str | Path,
-    lang: str = "en",
-    seed: int | None = None,
-    folder: str | Path | None = None,
-    quiet: bool = False,
-    case_limit_s: float = sandbox.CASE_LIMIT_S,
-) -> Result:
+def check(n: int, function: Callable[..., Any] | str | Path, lang: str = "en",
+          seed: int | None = None, folder: str | Path | None = None, quiet: bool = False,
+          case_limit_s: float = sandbox.CASE_LIMIT_S) -> Result:  # fmt: skip
     """Grade ``function`` (or the file at that path) for exercise ``n``; print the verdict
     (unless ``quiet``) and return it. ``seed`` replays the random cases of an earlier run;
     ``folder`` records the result in its progress file. The learner's code runs in a child

@@ -88,16 +88,8 @@ class LearnerRaised(Exception):
 class Mismatch(Exception):
     """A case the learner's function got wrong (or raised in)."""
 
-    def __init__(
-        self,
-        case: str,
-        expected: str = "",
-        got: str = "",
-        mistake: str | None = None,
-        evidence: str = "",
-        raised: str = "",
-        stopped: str = "",
-    ) -> None:
+    def __init__(self, case: str, expected: str = "", got: str = "", mistake: str | None = None,
+                 evidence: str = "", raised: str = "", stopped: str = "") -> None:  # fmt: skip
         super().__init__(case)
         self.case, self.expected, self.got = case, expected, got
         self.mistake, self.evidence, self.raised = mistake, evidence, raised
@@ -231,9 +223,8 @@ class Grader:
         msg = str(e).strip().splitlines()
         return f"{type(e).__name__}: {msg[0] if msg else ''}"[:300] + at
 
-    def fail(
-        self, expected: object, got: object, mistake: str | None = None, evidence: str = ""
-    ) -> None:
+    def fail(self, expected: object, got: object, mistake: str | None = None,
+             evidence: str = "") -> None:  # fmt: skip
         raise Mismatch(
             self.case_name, _show(self.t(expected)), _show(self.t(got)), mistake, evidence
         )

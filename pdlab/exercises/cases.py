@@ -36,16 +36,11 @@ class Draw:
     shown: Callable[[dict], str]
 
 
-def random_cases(
-    g: Grader,
-    space: Draw,
-    learner: Callable[[dict], Any],
-    engine: Callable[[dict], Any],
-    count: int = 40,
-    diagnose: Callable[[dict, Any, Callable[[dict], Any]], str | None] | None = None,
-    spec: object = object,
-    same: Callable[[Any, Any], bool] | None = None,
-) -> None:
+def random_cases(g: Grader, space: Draw, learner: Callable[[dict], Any],
+                 engine: Callable[[dict], Any], count: int = 40,
+                 diagnose: Callable[[dict, Any, Callable[[dict], Any]], str | None] | None = None,
+                 spec: object = object,
+                 same: Callable[[Any, Any], bool] | None = None) -> None:  # fmt: skip
     """``count`` cases drawn from ``space`` with the grader's seed (``--seed`` replays
     them), each run through ``learner`` (the learner's function, its answer type-checked
     against ``spec``) and ``engine`` (the engine's own) and compared (``same``, else
@@ -63,11 +58,8 @@ def random_cases(
             case, got = _shrink(g, space, case, got, learner, engine, equal, spec)
             g.case_name = g.t(Words("ex_random_case_shrunk", i=i + 1, name=space.name(case)))
             mistake = diagnose(case, got, lambda c: ask(learner, c)) if diagnose else None
-            g.fail(
-                Words("ex_random_for", want=_show(engine(case)), case=space.shown(case)),
-                got,
-                mistake,
-            )
+            want = _show(engine(case))
+            g.fail(Words("ex_random_for", want=want, case=space.shown(case)), got, mistake)
 
 
 def diagnose_by(

@@ -114,15 +114,8 @@ def _hand_off(variant: str, case: dict) -> HandOff:
     mode, prompt, sp = case["mode"], list(case["prompt"]), case["sp"]
     params, p_tokens, p_step = case["params"], case["p_tokens"], case["p_step"]
     failed = params is None and variant != "failed_handoff_ignored"
-    skip = (
-        ("recompute",)
-        if variant == "hidden_state_sent_token"
-        else (
-            ("hidden_state",)
-            if variant == "recompute_sent_token"
-            else ("recompute", "hidden_state")
-        )
-    )
+    skips = {"hidden_state_sent_token": ("recompute",), "recompute_sent_token": ("hidden_state",)}
+    skip = skips.get(variant, ("recompute", "hidden_state"))
     if failed or mode in skip or not p_tokens:
         return HandOff(prompt, sp, params)
     t = p_tokens[0]

@@ -27,9 +27,8 @@ class LearnerFileError(Exception):
     one_line = True
 
 
-def load_function(
-    path: str | Path, function: str, lang: str = "en", n: int | None = None
-) -> Callable[..., Any]:
+def load_function(path: str | Path, function: str, lang: str = "en",
+                  n: int | None = None) -> Callable[..., Any]:  # fmt: skip
     """``function`` from the Python file at ``path`` (the file of exercise ``n``)."""
     path = Path(path)
     check_file(path, lang, n)

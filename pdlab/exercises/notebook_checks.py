@@ -252,9 +252,8 @@ def _same(mine: Any, right: Any) -> bool:
     return isinstance(mine, int) and not isinstance(mine, bool) and mine == right
 
 
-def notebook_check(
-    notebook: str, predictions: Mapping[str, Any], lang: str = "en", solution: bool = False
-) -> bool:
+def notebook_check(notebook: str, predictions: Mapping[str, Any], lang: str = "en",
+                   solution: bool = False) -> bool:  # fmt: skip
     """Grade ``predictions`` for ``notebook``'s check-yourself questions and print the
     verdict; ``True`` when every one is right. While any prediction is None, nothing is
     revealed (unless ``solution``)."""

@@ -58,10 +58,8 @@ def _context() -> multiprocessing.context.BaseContext:
 def reachable(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` can be named in a child (a module's own function, not ``__main__``'s
     or a closure): pickle sends functions by module and name."""
-    module = getattr(fn, "__module__", None)
-    if module in (None, "__main__", "__mp_main__") or "<locals>" in getattr(
-        fn, "__qualname__", "<locals>"
-    ):
+    local = "<locals>" in getattr(fn, "__qualname__", "<locals>")
+    if local or getattr(fn, "__module__", None) in (None, "__main__", "__mp_main__"):
         return False
     try:
         pickle.dumps(fn)
