@@ -29,6 +29,8 @@ PAGE, L, R = 4, 16, 8
 def _launch_triton(kernel: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
     """Launch the learner's kernel: through the interpreter on the CPU tensors, or compiled
     on a GPU (the tensors go there and the results come back), as pdlab's backend chose."""
+    import triton
+
     interpreting = os.environ.get("TRITON_INTERPRET") == "1" or not torch.cuda.is_available()
     dev = "cpu" if interpreting else "cuda"
     q, cache, table, seq_lens = (x.to(dev) for x in (q, cache, table, seq_lens))
@@ -37,18 +39,12 @@ def _launch_triton(kernel: Any, q, cache, table, seq_lens, scale, kv_lora_rank):
     lse = torch.empty(b, h, device=dev)
     with warnings.catch_warnings():  # the interpreter's numpy warns of 0/0 in a bad kernel
         warnings.simplefilter("ignore", RuntimeWarning)
-        _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank)
+        kernel[(b, h)](
+            q.float().contiguous(), cache.float().contiguous(), table.int().contiguous(),
+            seq_lens.int().contiguous(), out, lse, float(scale), table.shape[1], h,
+            L=kv_lora_rank, W=w, PAGE=cache.shape[1], BLOCK_W=triton.next_power_of_2(w),
+        )  # fmt: skip
     return out.cpu(), lse.cpu()
-
-
-def _run_kernel(kernel, b, h, w, q, cache, table, seq_lens, out, lse, scale, kv_lora_rank):
-    import triton
-
-    kernel[(b, h)](
-        q.float().contiguous(), cache.float().contiguous(), table.int().contiguous(),
-        seq_lens.int().contiguous(), out, lse, float(scale), table.shape[1], h,
-        L=kv_lora_rank, W=w, PAGE=cache.shape[1], BLOCK_W=triton.next_power_of_2(w),
-    )  # fmt: skip
 
 
 def _launch_torch(fn: Any, q, cache, table, seq_lens, scale, kv_lora_rank):

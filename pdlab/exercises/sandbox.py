@@ -49,12 +49,6 @@ class Outcome:
     file_error: str | None = None
 
 
-def _context() -> multiprocessing.context.BaseContext:
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["pdlab.exercises.sandbox_preload"])
-    return ctx
-
-
 def reachable(fn: Callable[..., Any]) -> bool:
     """Whether ``fn`` can be named in a child (a module's own function, not ``__main__``'s
     or a closure): pickle sends functions by module and name."""
@@ -72,7 +66,8 @@ def run(n: int, target: str | Callable[..., Any], seed: int, lang: str, source: 
         limit_s: float = CASE_LIMIT_S) -> Outcome:  # fmt: skip
     """Grade ``target`` (a file path, or a function :func:`reachable` says can travel) for
     exercise ``n`` in a child process, each case under ``limit_s`` seconds."""
-    ctx = _context()
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["pdlab.exercises.sandbox_preload"])
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_child, args=(send, n, target, seed, lang, source), daemon=True)
     with _no_main():
