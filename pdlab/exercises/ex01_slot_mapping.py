@@ -193,13 +193,11 @@ num_computed_tokens[i] + query_lens[i] - 1。
             "Positions start at num_computed_tokens[i], not at 0: a later chunk or a decode "
             "continues where the cache ends.",
             "block_table[i][p // block_size] is the id of the block holding position p; the "
-            "slot is that id times block_size, plus p % block_size.",
-        ),
+            "slot is that id times block_size, plus p % block_size."),
         "zh": (
             "位置从 num_computed_tokens[i] 开始，而不是从 0：后续的分块或解码从缓存末尾接着写。",
             "block_table[i][p // block_size] 是存放位置 p 的块的 id；槽是该 id 乘以 "
-            "block_size，再加 p % block_size。",
-        ),
+            "block_size，再加 p % block_size。"),
     },
     mistakes={
         key: {
@@ -224,8 +222,7 @@ num_computed_tokens[i] + query_lens[i] - 1。
             "en": "adding the offset to the block id itself: a block's first slot is "
             "block_id * block_size, so neighbouring blocks' tokens collide",
             "zh": "把块内偏移直接加在块 id 上：一个块的第一个槽是 block_id * block_size，"
-            "相邻块的 token 会互相覆盖",
-        },
+            "相邻块的 token 会互相覆盖"},
     },
     grade=grade,
     slips={
@@ -238,4 +235,4 @@ num_computed_tokens[i] + query_lens[i] - 1。
             "no_scale": "blocks[p // block_size] + p % block_size",
         }.items()
     },
-)
+)  # fmt: skip

@@ -226,14 +226,12 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
             "all_token_ids[i * block_size:(i + 1) * block_size]; pass the previous block's "
             "hash as the parent (None for block 0).",
             "At most (num_tokens - 1) // block_size blocks: a fully cached prompt of N tokens "
-            "reuses floor((N - 1) / B) * B tokens.",
-        ),
+            "reuses floor((N - 1) / B) * B tokens."),
         "zh": (
             "对块 i = 0, 1, ... 循环；块 i 的 token 是 all_token_ids[i * block_size:(i + 1) * "
             "block_size]；把前一块的哈希作为 `parent` 传入（块 0 为 None）。",
             "最多 (num_tokens - 1) // block_size 块：N 个 token 的提示词即使全部缓存，"
-            "也只复用 floor((N - 1) / B) * B 个 token。",
-        ),
+            "也只复用 floor((N - 1) / B) * B 个 token。"),
     },
     mistakes={
         "skips_miss": {
@@ -241,14 +239,12 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
             "missing one was computed over K/V that are gone, so the hit ends at the first "
             "miss; the request would reuse blocks its own prefix does not lead to",
             "zh": "遇到未命中时跳过（`continue`）而不是停下：未命中块之后的块依赖已经不在的 K/V，"
-            "所以命中止于第一个未命中；否则会复用前缀接不上的块",
-        },
+            "所以命中止于第一个未命中；否则会复用前缀接不上的块"},
         "no_cap": {
             "en": "no N - 1 cap: a fully cached prompt leaves nothing to compute, and the "
             "next token's logits need the last token's hidden state",
             "zh": "没有 N - 1 上限：全部缓存的提示词就没有要算的了，而下一个 token 的 logits "
-            "需要最后一个 token 的隐藏状态",
-        },
+            "需要最后一个 token 的隐藏状态"},
         "one_block_short": {
             "en": "capping one block too early: the cap is num_tokens - 1 tokens, then "
             "rounded down to whole blocks",
@@ -269,8 +265,7 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
             "takes them, so a lookup that touches leaks a reference per hit and the blocks "
             "are never free again",
             "zh": "在查找里 `touch` 了块（ref_cnt += 1）：只有 allocate_slots 才占用它们，查找时 "
-            "`touch` 会让每次命中多留一个引用，这些块再也不会被释放",
-        },
+            "`touch` 会让每次命中多留一个引用，这些块再也不会被释放"},
     },
     grade=grade,
     slips={

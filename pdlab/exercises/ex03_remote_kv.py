@@ -294,8 +294,7 @@ token 都必须相同。""",
             "Only K/V that cover the whole prompt (num_computed_tokens == num_tokens) leave "
             "the last prompt token to run again; after a short or failed load it is still to "
             "compute anyway. Take only this request's id out of the sets: another receive may "
-            "have landed in the same step.",
-        ),
+            "have landed in the same step."),
         "zh": (
             "KV 缓存保存的是每一层的 key 和 value，而不是任何 token 的最终隐藏状态。第一个输出"
             " token 的 logits 需要哪个 token 的最终隐藏状态？",
@@ -303,8 +302,7 @@ token 都必须相同。""",
             "D 的第一步是在 N - 1 个已缓存 token 之上算 1 个 token。",
             "只有 K/V 覆盖了整个提示词（num_computed_tokens == num_tokens）时，最后一个提示词 "
             "token 才需要再跑一次；加载不足或失败时它本来就还要计算。只从集合里移除本请求的 id："
-            "同一步里可能还有别的接收完成了。",
-        ),
+            "同一步里可能还有别的接收完成了。"),
     },
     mistakes={
         "no_minus_one": {
@@ -312,8 +310,7 @@ token 都必须相同。""",
             "to schedule, yet the first output token needs the last prompt token's final "
             "hidden state, which the transfer does not carry",
             "zh": "忘了 - 1：N 个 token 全算作已计算，就没有可调度的了，但第一个输出 token 需要"
-            "最后一个提示词 token 的最终隐藏状态，而传输并不携带它",
-        },
+            "最后一个提示词 token 的最终隐藏状态，而传输并不携带它"},
         "minus_two": {
             "en": "subtracting one too many: D recomputes two prompt tokens instead of one",
             "zh": "多减了一个：D 重算了两个提示词 token，而不是一个",
@@ -323,8 +320,7 @@ token 都必须相同。""",
             "prefills again what its own prefix cache does not hold (the symptom reported in "
             "vllm-project/vllm#26896)",
             "zh": "把 num_computed_tokens 置 0：D 丢掉传来的 K/V，把自己前缀缓存里没有的部分重新"
-            "预填充（vllm-project/vllm#26896 报告的现象）",
-        },
+            "预填充（vllm-project/vllm#26896 报告的现象）"},
         "ready_too_early": {
             "en": "returning True before the K/V arrived: D would compute over blocks that "
             "do not hold P's keys and values yet",
@@ -339,34 +335,29 @@ token 都必须相同。""",
             "and D would recompute one cached token more",
             "zh": "不管到了多少都减一：- 1 只用于 K/V 覆盖了整个提示词的情况"
             "（num_computed_tokens == num_tokens）；K/V 不足时（有块加载失败、部分加载），最后一个"
-            "提示词 token 本来就要计算，D 会多重算一个已缓存的 token",
-        },
+            "提示词 token 本来就要计算，D 会多重算一个已缓存的 token"},
         "always_n_minus_one": {
             "en": "setting num_tokens - 1 whatever arrived: after a failed or partial load "
             "only the tokens before the first failed block hold K/V, and D would attend to "
             "blocks that hold none",
             "zh": "不管到了多少都设成 num_tokens - 1：加载失败或只加载了一部分时，只有第一个失败块"
-            "之前的 token 有 K/V，D 会去关注没有 K/V 的块",
-        },
+            "之前的 token 有 K/V，D 会去关注没有 K/V 的块"},
         "kept_failed": {
             "en": "not removing the id from failed_recving_kv_req_ids after a failed load: "
             "the set keeps it for as long as D runs",
             "zh": "加载失败后没有把 id 从 failed_recving_kv_req_ids 中移除：只要 D 在运行，"
-            "这个集合就一直留着它",
-        },
+            "这个集合就一直留着它"},
         "cleared_others": {
             "en": "emptying the whole set (clear()) instead of removing this request's id: "
             "when two receives land in one step, the other request's id is gone and it waits "
             "in WAITING_FOR_REMOTE_KVS forever",
             "zh": "清空了整个集合（clear()），而不是只移除本请求的 id：两个接收在同一步完成时，"
-            "另一个请求的 id 也没了，它会永远停在 WAITING_FOR_REMOTE_KVS",
-        },
+            "另一个请求的 id 也没了，它会永远停在 WAITING_FOR_REMOTE_KVS"},
         "external_only": {
             "en": "counting only the transferred tokens (num_external_computed_tokens): the "
             "blocks D found in its own prefix cache are computed too",
             "zh": "只算了传来的 token（num_external_computed_tokens）：D 在自己前缀缓存里找到的"
-            "块也是已计算的",
-        },
+            "块也是已计算的"},
     },
     grade=grade,
     slips={

@@ -268,57 +268,49 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "A fresh one-token prompt is prefilling with one new token, but it has no "
             "existing context: it does not run as a decode.",
             "Without PCP: runs = is_prefilling and new tokens == 1 and computed > 0; eligible "
-            "= every prefilling row runs as a decode. With PCP: (None, no row prefilling).",
-        ),
+            "= every prefilling row runs as a decode. With PCP: (None, no row prefilling)."),
         "zh": (
             "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文："
             "它不按解码运行。",
             "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；"
             "eligible = 每个 prefill 行"
-            "都按解码运行。开 PCP：(None, 没有行在预填充)。",
-        ),
+            "都按解码运行。开 PCP：(None, 没有行在预填充)。"),
     },
     mistakes={
         "no_context_test": {
             "en": "leaving out num_computed > 0: a fresh one-token prompt has no context to "
             "decode over, so V2 does not run it as a decode",
             "zh": "漏了 num_computed > 0：全新的一 token 提示词没有可以解码的上下文，"
-            "V2 不会按解码运行它",
-        },
+            "V2 不会按解码运行它"},
         "eligible_any_prefill": {
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "
             "replay the decode graph, which is what prefill_runs_as_decode is for",
             "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能"
             "重放完整的 decode CUDA graph，"
-            "而 prefill_runs_as_decode 正是为此而设",
-        },
+            "而 prefill_runs_as_decode 正是为此而设"},
         "pcp_runs_as_decode": {
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
             "zh": "在 PCP 下也用了 prefill_runs_as_decode：PCP 会把每个 prefill 行切分到各个 rank，"
-            "这样的行必须走 prefill 路径",
-        },
+            "这样的行必须走 prefill 路径"},
         "context_gt_one": {
             "en": "asking for more than one computed token (c > 1): one token of context is "
             "context, so a row of one new token over exactly one computed token runs as a "
             "decode (the test is num_computed > 0)",
             "zh": "要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，"
             "所以在恰好一个已计算 token 之上只有一个新 token 的行按解码运行"
-            "（判断是 num_computed > 0）",
-        },
+            "（判断是 num_computed > 0）"},
         "short_rows_as_decode": {
             "en": "letting two new tokens run as a decode (q <= 2): only a row of exactly one "
             "new prompt token runs as a decode; two are a prefill chunk",
             "zh": "让两个新 token 的行也按解码运行（q <= 2）：只有恰好一个新的提示词 token 的行才按"
-            "解码运行；两个就是预填充的一块",
-        },
+            "解码运行；两个就是预填充的一块"},
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
             "their prompt that run as a decode; a row past its prompt is a decode already",
             "zh": "把 decode 行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、"
             "却按解码运行的行；"
-            "提示词已经结束的行本来就是 decode 行",
-        },
+            "提示词已经结束的行本来就是 decode 行"},
     },
     grade=grade,
     slips={

@@ -193,8 +193,7 @@ _M = {
         "OR-ing is_prefilling under the wrong switch: a row still in its prompt is a prefill "
         "only when treat_short_extends_as_decodes is False (the MLA builder passes not use_pcp)",
         "在错误的开关下 OR 了 is_prefilling：只有 treat_short_extends_as_decodes 为 False 时"
-        "（MLA builder 传入 not use_pcp），仍在提示词阶段的行才算预填充",
-    ),
+        "（MLA builder 传入 not use_pcp），仍在提示词阶段的行才算预填充"),
     "always_or": (
         "OR-ing is_prefilling always: by default D's one-token step is a decode (forward_mqa)",
         "总是 OR 上 is_prefilling：默认情况下 D 的一 token 步骤是解码（forward_mqa）",
@@ -212,20 +211,18 @@ _M = {
         "dropping the trailing padding rows (query length 0): they are rows of the batch "
         "too, counted among the decodes when no prefill comes before them",
         "丢掉了末尾的填充行（query 长度 0）：它们也是批次的行，前面没有 prefill 行时就算作 "
-        "decode 行",
-    ),
+        "decode 行"),
     "mutated_input": (
         "changing query_lens or is_prefilling in place: the lists are the caller's (upstream "
         "the split reads the attention metadata the whole step uses); the split only counts",
         "就地修改了 query_lens 或 is_prefilling：这些列表属于调用者（上游的划分读的是整步都要用的"
-        "注意力元数据）；划分只负责计数",
-    ),
+        "注意力元数据）；划分只负责计数"),
     "padding_counts": (
         "counting a padding row (query length 0) as a different length under "
         "require_uniform: padding never ends the decodes",
         "在 require_uniform 下把填充行（query 长度 0）当成了不同的长度：填充行不会结束 decode 行",
     ),
-}
+}  # fmt: skip
 
 _SLIP = """\
 def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
@@ -307,13 +304,11 @@ builder 用你的函数为真实批次路由。""",
             "Find the index of the first row that counts as a prefill; everything before it "
             "is a decode, everything from it on a prefill.",
             "is_prefilling matters only when treat_short_extends_as_decodes is False: that "
-            "is how D's one-token step becomes a prefill under PCP and a decode otherwise.",
-        ),
+            "is how D's one-token step becomes a prefill under PCP and a decode otherwise."),
         "zh": (
             "找出第一个算作预填充的行的下标；它之前的都是解码，从它开始都是预填充。",
             "只有 treat_short_extends_as_decodes 为 False 时 is_prefilling 才起作用：D 的一 token "
-            "步骤在 PCP 下因此成为预填充，否则是解码。",
-        ),
+            "步骤在 PCP 下因此成为预填充，否则是解码。"),
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _M.items()},
     grade=grade,

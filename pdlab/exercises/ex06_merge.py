@@ -186,14 +186,12 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
         "en": (
             "lse = log(exp(lse_a) + exp(lse_b)); each part's weight is exp(lse_part - lse).",
             "Subtract m = max(lse_a, lse_b) before exp(); if both are -inf use m = 0, and never "
-            "multiply an empty part's output (it may be NaN) by its zero weight.",
-        ),
+            "multiply an empty part's output (it may be NaN) by its zero weight."),
         "zh": (
             "`lse = log(exp(lse_a) + exp(lse_b))`；每部分的权重是 `exp(lse_part - lse)`。",
             "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 `-inf` 时取 `m = 0`；"
             "不要把空部分的"
-            "输出（可能是 NaN）乘以它为零的权重。",
-        ),
+            "输出（可能是 NaN）乘以它为零的权重。"),
     },
     mistakes={
         "overflow": {
@@ -206,15 +204,13 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "en": "averaging the two parts: each part weighs what its keys weigh in the "
             "whole softmax, exp(lse_part - lse), not one half",
             "zh": "把两部分取了平均：每部分的权重是它的 key 在整体 softmax 中的份额 "
-            "`exp(lse_part - lse)`，而不是一半",
-        },
+            "`exp(lse_part - lse)`，而不是一半"},
         "lse_max": {
             "en": "the merged LSE as max(lse_a, lse_b): the output is right, but the LSE "
             "is the log of the summed weights, log(exp(lse_a) + exp(lse_b)), and a later "
             "merge (the next context chunk) reads it",
             "zh": "把合并后的 LSE 写成 max(lse_a, lse_b)：输出是对的，但 LSE 是权重和的对数 "
-            "log(exp(lse_a) + exp(lse_b))，之后的合并（下一个上下文分块）还要读它",
-        },
+            "log(exp(lse_a) + exp(lse_b))，之后的合并（下一个上下文分块）还要读它"},
         "unnormalised": {
             "en": "weighting by exp(lse_part) without dividing by the sum: the weights of "
             "the two parts must add up to 1",
@@ -224,8 +220,7 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "en": "multiplying an empty part's output by its zero weight: its output may be "
             "NaN (it attended to no key), and 0 * NaN is NaN",
             "zh": "把空部分的输出乘以它为零的权重：它的输出可能是 NaN（没有 key 可看），而 "
-            "0 * NaN 仍是 NaN",
-        },
+            "0 * NaN 仍是 NaN"},
     },
     grade=grade,
     slips={

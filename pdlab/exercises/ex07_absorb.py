@@ -175,23 +175,20 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
             "w_kv_b.view(H, nope + v, L): [:, :nope] is W_UK, [:, nope:] is W_UV. A score is "
             "q_nope . k_nope + q_pe . k_pe, and q_nope . (W_UK kv_c) = (q_nope W_UK) . kv_c.",
             "Keep the scale you are given (qk_head_dim ** -0.5, from nope + rope), not "
-            "(L + R) ** -0.5: absorbing changes the widths, not the scores.",
-        ),
+            "(L + R) ** -0.5: absorbing changes the widths, not the scores."),
         "zh": (
             "`w_kv_b.view(H, nope + v, L)`：`[:, :nope]` 是 W_UK，`[:, nope:]` 是 W_UV。分数是 "
             "`q_nope · k_nope + q_pe · k_pe`，而 `q_nope · (W_UK kv_c) = (q_nope W_UK) · kv_c`。",
             "用给定的 `scale`（`qk_head_dim ** -0.5`，来自 `nope + rope`），"
             "不要用 (L + R) ** -0.5："
-            "吸收改变的是宽度，不是分数。",
-        ),
+            "吸收改变的是宽度，不是分数。"),
     },
     mistakes={
         "latent_scale": {
             "en": "scaling by the latent width ((L + R) ** -0.5): the softmax scale is "
             "qk_head_dim ** -0.5 in both forms",
             "zh": "按潜向量宽度缩放（(L + R) ** -0.5）：两种形式的 softmax `scale` 都是 "
-            "qk_head_dim ** -0.5",
-        },
+            "qk_head_dim ** -0.5"},
         "no_rope": {
             "en": "leaving out the RoPE part: the score adds q_pe . k_pe to the latent term",
             "zh": "漏了 RoPE 部分：分数要在潜向量项上加 q_pe · k_pe",
@@ -200,8 +197,7 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
             "en": "reading kv_b_proj's rows as [W_UV | W_UK]: each head's rows are its "
             "qk_nope_head_dim rows of W_UK first, then its v_head_dim rows of W_UV",
             "zh": "把 kv_b_proj 的行读成了 [W_UV | W_UK]：每个头的行先是 W_UK 的 "
-            "qk_nope_head_dim 行，然后才是 W_UV 的 v_head_dim 行",
-        },
+            "qk_nope_head_dim 行，然后才是 W_UV 的 v_head_dim 行"},
         "softmax_dim": {
             "en": "the softmax over the heads: each head's weights are a softmax over the "
             "cached rows (the last axis of the scores)",
@@ -215,4 +211,4 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
         "uv_first": fill(_SLIP, _RIGHT, W_SPLIT="w[:, v:], w[:, :v]"),
         "softmax_dim": fill(_SLIP, _RIGHT, DIM="1"),
     },
-)
+)  # fmt: skip

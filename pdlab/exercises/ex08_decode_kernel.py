@@ -199,41 +199,35 @@ _HINTS = {
         "Mask the positions page * PAGE + offs >= seq_len: their slots hold NaN. Give them a "
         "score of -inf, and load them as 0.",
         "m_new = max(m, max(s)); alpha = exp(m - m_new); p = exp(s - m_new); l = l * alpha + "
-        "sum(p); acc = acc * alpha + sum(p * rows); m = m_new.",
-    ),
+        "sum(p); acc = acc * alpha + sum(p * rows); m = m_new."),
     "zh": (
         "屏蔽 `page * PAGE + offs >= seq_len` 的位置：它们的槽是 NaN。给它们 `-inf` 的分数，"
         "加载时取 0。",
         "m_new = max(m, max(s))；alpha = exp(m - m_new)；p = exp(s - m_new)；l = l * alpha + "
-        "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。",
-    ),
-}
+        "sum(p)；acc = acc * alpha + sum(p * rows)；m = m_new。"),
+}  # fmt: skip
 _MISTAKES = {
     "nan": {
         "en": "reading past seq_len: the slots after the request's last token are not its "
         "(here they hold NaN); mask them out of the load and the softmax",
         "zh": "读过了 seq_len：请求最后一个 token 之后的槽不属于它（这里是 NaN）；"
-        "加载和 softmax 时都要屏蔽它们",
-    },
+        "加载和 softmax 时都要屏蔽它们"},
     "scores_unmasked": {
         "en": "masking the load but not the scores: the unused slots load as 0, so they "
         "score 0 and still take a share exp(0 - m) of the softmax; give them -inf",
         "zh": "只屏蔽了加载而没有屏蔽分数：未用的槽加载为 0，分数为 0，仍在 softmax 中占了 "
-        "exp(0 - m) 的一份；要给它们 `-inf`",
-    },
+        "exp(0 - m) 的一份；要给它们 `-inf`"},
     "no_rescale": {
         "en": "not rescaling acc when the max grows: what was summed under the old max must "
         "be multiplied by exp(m_old - m_new), acc as well as l",
         "zh": "最大值增大时没有重新缩放 `acc`：旧最大值下累加的部分要乘以 exp(m_old - m_new)，"
-        "`acc` 和 `l` 都要",
-    },
+        "`acc` 和 `l` 都要"},
     "lse_no_max": {
         "en": "the LSE as log(l): l sums exp(s - m), so the LSE is m + log(l) (the merge "
         "of exercise 6 reads it)",
         "zh": "把 LSE 写成 log(l)：l 累加的是 exp(s - m)，所以 LSE 是 m + log(l)"
-        "（练习 6 的合并会读它）",
-    },
-}
+        "（练习 6 的合并会读它）"},
+}  # fmt: skip
 
 
 def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, str], launch,

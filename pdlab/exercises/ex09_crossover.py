@@ -126,14 +126,12 @@ prompt is ever cheaper absorbed.""",
             "the naive form, every query in the absorbed one.",
             "pairs = q * S + q * (q + 1) / 2; naive pair cost 2 H (nope + R + v); absorbed "
             "2 H ((L + R) + L). With S = 0 the projections match and every pair costs more "
-            "absorbed.",
-        ),
+            "absorbed."),
         "zh": (
             "kv_b_proj 每作用于一个 token 花费 `2 * L * H * (nope + v)`：朴素形式作用于每个 key，"
             "吸收形式作用于每个 query。",
             "对数 = q * S + q * (q + 1) / 2；朴素每对 `2 H (nope + R + v)`；吸收每对 "
-            "`2 H ((L + R) + L)`。S = 0 时投影相同，而每一对吸收后都更贵。",
-        ),
+            "`2 H ((L + R) + L)`。S = 0 时投影相同，而每一对吸收后都更贵。"),
     },
     mistakes={
         "context_only": {
@@ -164,4 +162,4 @@ prompt is ever cheaper absorbed.""",
         "no_causal": fill(_SLIP, _RIGHT, PAIRS="q * (s + q)"),
         "latent_pair_width": fill(_SLIP, _RIGHT, PAIR_WIDTH="L + R"),
     },
-)
+)  # fmt: skip

@@ -111,22 +111,19 @@ _WHY = {
         "token's logits need, and did it travel with them?",
         "把 P 传来的当成了 D 需要的全部：P 传来了每个提示词 token "
         "在每一层的 key 和 value；第一个输出 token 的 logi"
-        "ts 需要哪个 token 的最终隐藏状态，它随 K/V 一起传来了吗？",
-    ),
+        "ts 需要哪个 token 的最终隐藏状态，它随 K/V 一起传来了吗？"),
     "d_prompt_tokens_computed": (
         "a count of D's prompt work that misses a step: after the K/V arrived, count "
         "the prompt tokens D's steps schedule while num_computed_tokens < "
         "num_prompt_tokens",
         "漏算了 D 在提示词上的某一步：K/V 到达后，数一数 num_comp"
         "uted_tokens < num_prompt_tokens 期间 D"
-        " 的各步调度了多少个提示词 token",
-    ),
+        " 的各步调度了多少个提示词 token"),
     "d_is_prefilling": (
         "judging D's row without its numbers: compare its num_computed_tokens once the "
         "K/V arrived with num_prompt_tokens",
         "没看数字就判断了 D 的那一行：把 K/V 到达后的 num_compu"
-        "ted_tokens 与 num_prompt_tokens 比一比",
-    ),
+        "ted_tokens 与 num_prompt_tokens 比一比"),
     "d_forward_default": (
         "routing D's row by is_prefilling alone: it is read only when "
         "treat_short_extends_as_decodes is False, and the MLA builder passes not "
@@ -134,28 +131,25 @@ _WHY = {
         "只凭 is_prefilling 给 D 的那一行选了路径：只有 tre"
         "at_short_extends_as_decodes 为 False "
         "时才读 is_prefilling，而 MLA builder 传入 n"
-        "ot use_pcp；默认情况下 use_pcp 是什么？",
-    ),
+        "ot use_pcp；默认情况下 use_pcp 是什么？"),
     "d_forward_pcp2": (
         "routing under PCP as without it: the builder passes "
         "treat_short_extends_as_decodes = not use_pcp; what does a row still in its "
         "prompt count as then?",
         "把 PCP 下的路由当成了不开 PCP 时的：builder 传入 tr"
         "eat_short_extends_as_decodes = not u"
-        "se_pcp；这时仍在提示词阶段的行算作什么？",
-    ),
+        "se_pcp；这时仍在提示词阶段的行算作什么？"),
     "d_prompt_tokens_computed_without_params": (
         "assuming D finds P's K/V on its own: without kv_transfer_params, what does D "
         "know of the K/V P holds for it?",
         "以为 D 自己能找到 P 的 K/V：没有 kv_transfer_pa"
-        "rams 时，D 对 P 为它保存的 K/V 知道些什么？",
-    ),
+        "rams 时，D 对 P 为它保存的 K/V 知道些什么？"),
     "same_tokens_as_colocated": (
         "doubting that the runs agree: P and D load the same weights and decode "
         "greedily; are MLA's two forms equal up to rounding?",
         "怀疑两次运行不一致：P 和 D 加载相同权重、贪心解码；MLA 的两种形式在舍入误差内相等吗？",
     ),
-}
+}  # fmt: skip
 
 EXERCISE = Exercise(
     number=10,
@@ -192,13 +186,11 @@ ai-dynamo/dynamo#850）
             "What did P send: each layer's keys and values, or also the last token's final "
             "hidden state?",
             "Two facts route a row: its query length against the threshold, and is_prefilling, "
-            "which counts only when treat_short_extends_as_decodes = not use_pcp is False.",
-        ),
+            "which counts only when treat_short_extends_as_decodes = not use_pcp is False."),
         "zh": (
             "P 传来了什么：只是每一层的 key 和 value，还是也有最后一个 token 的最终隐藏状态？",
             "决定一行路由的有两点：query 长度与阈值的比较，以及 is_prefilling；后者只有在 "
-            "treat_short_extends_as_decodes = not use_pcp 为 False 时才起作用。",
-        ),
+            "treat_short_extends_as_decodes = not use_pcp 为 False 时才起作用。"),
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()},
     grade=grade,
@@ -214,4 +206,4 @@ ai-dynamo/dynamo#850）
             "same_tokens_as_colocated": False,
         }.items()
     },
-)
+)  # fmt: skip

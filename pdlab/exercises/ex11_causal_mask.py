@@ -132,34 +132,29 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
         "en": (
             "Query i is token k_len - q_len + i of the sequence.",
             "mask[i, j] = j <= k_len - q_len + i. With q_len == k_len this is the usual "
-            "lower triangle; with q_len == 1 the one query sees every key.",
-        ),
+            "lower triangle; with q_len == 1 the one query sees every key."),
         "zh": (
             "query i 是序列中的第 k_len - q_len + i 个 token。",
             "mask[i, j] = j <= k_len - q_len + i。q_len == k_len 时就是通常的下三角；"
-            "q_len == 1 时唯一的 query 看见所有 key。",
-        ),
+            "q_len == 1 时唯一的 query 看见所有 key。"),
     },
     mistakes={
         "top_left": {
             "en": "top-left causal alignment (j <= i): right only when q_len == k_len; a "
             "later chunk's queries lose their context, and D's one token sees only key 0",
             "zh": "左上对齐（j <= i）：只在 q_len == k_len 时正确；后续分块的 query 看不到上下文，"
-            "D 的那一个 token 只能看见 key 0",
-        },
+            "D 的那一个 token 只能看见 key 0"},
         "no_self": {"en": "leaving out the diagonal: a token attends to itself too",
                     "zh": "漏了对角线：token 也要关注它自己"},
         "inverted": {
             "en": "the mask inverted: True marks a key the query may see (the engine fills "
             "the False entries with -inf), not one it must not",
             "zh": "掩码反了：True 表示 query 可以看见的 key（引擎把 False 的位置填成 `-inf`），"
-            "而不是不能看见的",
-        },
+            "而不是不能看见的"},
         "transposed": {
             "en": "a [k_len, q_len] mask: one row per query, one column per key, [q_len, k_len]",
             "zh": "掩码形状成了 [k_len, q_len]：每个 query 一行、每个 key 一列，"
-            "应为 [q_len, k_len]",
-        },
+            "应为 [q_len, k_len]"},
     },
     grade=grade,
     slips={

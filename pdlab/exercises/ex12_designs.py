@@ -367,8 +367,7 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
             "as it came)? Does the design send P's token? Is P's token already the whole "
             "answer (any stop token, max_tokens 1, no room for D's token)? Then build new "
             "objects, never change the ones given: first_token puts the token in the params, "
-            "append_prompt in the prompt (D owes one token fewer; the token is the prefix).",
-        ),
+            "append_prompt in the prompt (D owes one token fewer; the token is the prefix)."),
         "zh": (
             "recompute：全部 N 个 token 的 K/V 都到了，但 logits 需要最后一个 token 的隐藏状态，"
             "所以 D 再算一遍位置 N - 1。append_prompt：D 的提示词有 N + 1 个 token、已缓存 N 个，"
@@ -376,8 +375,7 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
             "按顺序问：P 到底有没有交接（kv_transfer_params 为 None：请求原样发出）？这个设计"
             "传不传 P 的 token？P 的 token 是否已经是全部回答（任一停止 token、max_tokens 为 1、"
             "没有 D 的 token 的位置）？然后新建对象，绝不修改传入的：first_token 把 token 放进"
-            "参数，append_prompt 放进提示词（D 少生成一个 token；这个 token 作为前缀）。",
-        ),
+            "参数，append_prompt 放进提示词（D 少生成一个 token；这个 token 作为前缀）。"),
     },
     mistakes={
         "predict_recompute": {
@@ -386,66 +384,56 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
             "one's final hidden state, and token 1's logits need it",
             "zh": "recompute 的第一步是在 N - 1 = 12 之上算 1 个 token，仍 is_prefilling："
             "传输带来了 13 个提示词 token 每一层的 K/V，却没有最后一个的最终隐藏状态，"
-            "而 token 1 的 logits 需要它",
-        },
+            "而 token 1 的 logits 需要它"},
         "predict_first_token": {
             "en": "under first_token D already holds token 1 (P's): its first step decodes "
             "token 2 over all 13 prompt tokens, a plain decode (not is_prefilling)",
             "zh": "first_token 下 D 已经有了 token 1（P 的）：它的第一步在全部 13 个提示词 "
             "token 之上"
-            "解码 token 2，是普通 decode 行（不是 is_prefilling）",
-        },
+            "解码 token 2，是普通 decode 行（不是 is_prefilling）"},
         "predict_append_prompt": {
             "en": "under append_prompt P's token is prompt token 14: D's first step is one "
             "token over the 13 cached, and it is still is_prefilling (13 < 14)",
             "zh": "append_prompt 下 P 的 token 是第 14 个提示词 token：D 的第一步在 13 个已缓存之上"
-            "算 1 个，且仍 is_prefilling（13 < 14）",
-        },
+            "算 1 个，且仍 is_prefilling（13 < 14）"},
         "predict_hidden_state": {
             "en": "under hidden_state token 1 comes from lm_head(h) alone, no model step: D's "
             "first step decodes token 2 over all 13, not is_prefilling",
             "zh": "hidden_state 下 token 1 只由 lm_head(h) 得到，不需要模型步：D 的第一步在"
             "全部 13 个"
-            "之上解码 token 2，不是 is_prefilling",
-        },
+            "之上解码 token 2，不是 is_prefilling"},
         "stop_ignored": {
             "en": "asking D when P's token already ended the request (a stop token, "
             "max_tokens = 1, or no room left under max_model_len): the proxy answers with "
             "P's token alone and D never runs",
             "zh": "P 的 token 已经结束了请求（停止 token、max_tokens = 1，或 max_model_len 已无"
-            "余地）却仍然请求 D：代理只用 P 的 token 作答，D 根本不运行",
-        },
+            "余地）却仍然请求 D：代理只用 P 的 token 作答，D 根本不运行"},
         "length_ignored": {
             "en": "asking D when the prompt and P's token fill max_model_len: there is no "
             "room for D's token, so P's token ends the request (finish_reason length)",
             "zh": "提示词加上 P 的 token 已经占满 max_model_len 却仍然请求 D：D 的 token 已无位置，"
-            "所以 P 的 token 结束了请求（`finish_reason` 为 `length`）",
-        },
+            "所以 P 的 token 结束了请求（`finish_reason` 为 `length`）"},
         "hidden_state_sent_token": {
             "en": "sending P's token under hidden_state: what travels is P's last hidden "
             "state (already in the params); D computes token 1 from it with lm_head",
             "zh": "hidden_state 下发送了 P 的 token：传过去的是 P 的最后隐藏状态（已在参数里）；"
-            "D 用 lm_head 由它算出 token 1",
-        },
+            "D 用 lm_head 由它算出 token 1"},
         "first_token_appended": {
             "en": "under first_token, appending P's token to D's prompt as well: D takes it "
             "as its first output token (first_token_ids); the prompt stays N tokens",
             "zh": "first_token 下还把 P 的 token 追加到了 D 的提示词后：D 把它作为第一个输出 token"
-            "（first_token_ids）；提示词仍是 N 个 token",
-        },
+            "（first_token_ids）；提示词仍是 N 个 token"},
         "recompute_sent_token": {
             "en": "sending P's token under recompute: vLLM's design sends nothing but the "
             "K/V, and D recomputes position N - 1 for token 1",
             "zh": "recompute 下发送了 P 的 token：vLLM 的设计只传 K/V，D 重算位置 N - 1 "
-            "得到 token 1",
-        },
+            "得到 token 1"},
         "failed_handoff_ignored": {
             "en": "treating a failed hand-off (kv_transfer_params None: P could not hand "
             "over) as a sent one: there are no K/V to pull, so D gets the request as it "
             "came, params None, and computes it all",
             "zh": "把失败的交接（`kv_transfer_params` 为 None：P 无法交接）当成已发送的："
-            "没有可拉取的 K/V，所以 D 原样收到请求、参数为 None，全部自己计算",
-        },
+            "没有可拉取的 K/V，所以 D 原样收到请求、参数为 None，全部自己计算"},
         "first_stop_only": {
             "en": "testing P's token against the first stop token only: any of "
             "stop_token_ids ends the request",
@@ -457,35 +445,30 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
             "one earlier and the answer loses a token D had room for",
             "zh": "max_model_len 的判断差了一个：只有提示词加上 P 的 token 后不再给 D 的 token "
             "留位置，即 `len(prompt) + 1 >= max_model_len` 时，P 的 token 才结束请求；"
-            "提前一个就会让回答少一个 D 本有位置生成的 token",
-        },
+            "提前一个就会让回答少一个 D 本有位置生成的 token"},
         "first_token_step": {
             "en": "first_token_step missing or not p_step: whenever P's token travels, the "
             "params say the step P sampled it in, first_token_step = p_step (P's step count "
             "when it finished)",
             "zh": "first_token_step 缺失或不等于 p_step：只要 P 的 token 随参数传出，"
-            "参数就要写明 P 是在哪一步采样出它的，即 first_token_step = p_step（P 完成时的步数）",
-        },
+            "参数就要写明 P 是在哪一步采样出它的，即 first_token_step = p_step（P 完成时的步数）"},
         "mutated_input": {
             "en": "changing what you were given (the prompt, p_tokens or kv_transfer_params) "
             "in place: the proxy still holds them for the answer and for other requests; "
             "build new ones (list(prompt), dict(params, ...))",
             "zh": "就地修改了传入的对象（`prompt`、`p_tokens` 或 `kv_transfer_params`）："
-            "代理作答和处理其他请求时还要用它们；请新建（`list(prompt)`、`dict(params, ...)`）",
-        },
+            "代理作答和处理其他请求时还要用它们；请新建（`list(prompt)`、`dict(params, ...)`）"},
         "max_tokens_kept": {
             "en": "under append_prompt, keeping max_tokens: P's token is one of the answer's "
             "tokens, so D owes one fewer (max_tokens - 1)",
             "zh": "append_prompt 下没有改 max_tokens：P 的 token 算作答案的一个 token，"
             "所以 D 少生成"
-            "一个（max_tokens - 1）",
-        },
+            "一个（max_tokens - 1）"},
         "no_prefix": {
             "en": "under append_prompt, no prefix: D's prompt holds P's token, so D's output "
             "starts at token 2 and the proxy must put P's token in front",
             "zh": "append_prompt 下没有前缀：P 的 token 在 D 的提示词里，D 的输出从 token 2 开始，"
-            "代理必须把 P 的 token 放在前面",
-        },
+            "代理必须把 P 的 token 放在前面"},
     },
     grade=grade,
     slips={

@@ -299,16 +299,14 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
             "recompute's first row keeps the graph; under PCP it does not.",
             "Under PCP a prefilling row is a prefill for the builder too (forward_mha): put it "
             "in prefill_rows. Every other row here is a decode. Row(c) is c tokens cached "
-            "and one new; the cost model adds the new one itself.",
-        ),
+            "and one new; the cost model adds the new one itself."),
         "zh": (
             "is_prefilling 即 num_computed_tokens < prefill_len。不开 PCP 的 V2 中，在已有上下文"
             "之上只有一个 token 的 prefill 行按解码运行，所以 recompute 的第一行保住了图；"
             "PCP 下则不然。",
             "PCP 下 prefill 行对 builder 而言也是预填充（forward_mha）：把它放进 prefill_rows。"
             "这里其余每行都是 decode 行。Row(c) 表示 c 个已缓存 token 加 1 个新 token；代价模型"
-            "自己会算上新的那个。",
-        ),
+            "自己会算上新的那个。"),
     },
     mistakes={
         "prefilling_breaks_graph": {
@@ -317,45 +315,39 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
             "inside the full decode graph; only PCP loses it",
             "zh": "V2 下也认为任何处于提示词阶段的行都会破坏图：V2 的 prefill_runs_as_decode "
             "让 recompute 的第一行（在 N - 1 之上算 1 个）留在完整的 decode CUDA graph 里；"
-            "只有 PCP 会失去它",
-        },
+            "只有 PCP 会失去它"},
         "no_launch_cost": {
             "en": "pricing a step that is not decode_graph_eligible as if it replayed the "
             "graph: outside the graph every attention kernel of every layer launches "
             "eagerly, and that is what every running decode's TPOT pays",
             "zh": "把不是 decode_graph_eligible 的一步按重放图来计价：图之外每一层的每个注意力算子"
-            "都要逐个启动，每个正在运行的 decode 行的 TPOT 都要为此付出",
-        },
+            "都要逐个启动，每个正在运行的 decode 行的 TPOT 都要为此付出"},
         "pcp_row_as_decode": {
             "en": "a prefilling row as a decode under PCP: the MLA builder passes "
             "treat_short_extends_as_decodes = not use_pcp, so under PCP that row takes "
             "forward_mha",
             "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入 "
             "treat_short_extends_as_decodes "
-            "= not use_pcp，所以 PCP 下这一行走 forward_mha",
-        },
+            "= not use_pcp，所以 PCP 下这一行走 forward_mha"},
         "v1_as_v2": {
             "en": "Model Runner V1 judged as V2: V1 has no prefill_runs_as_decode; its full "
             "decode graph wants a uniform batch of 1 + K-token rows (one token each without "
             "drafts), whatever is_prefilling says",
             "zh": "把 Model Runner V1 当成了 V2：V1 没有 prefill_runs_as_decode；"
             "它的完整的 decode CUDA graph 只要求每行 1 + K 个 token 的均匀解码批次（没有草稿时"
-            "每行一个），不管 is_prefilling 怎么说",
-        },
+            "每行一个），不管 is_prefilling 怎么说"},
         "context_gt_one": {
             "en": "asking for more than one computed token (c > 1) under V2: one token of "
             "context is context, so a prompt row of one token over exactly one computed "
             "token runs as a decode and keeps the graph (the test is c > 0)",
             "zh": "在 V2 下要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，"
             "所以在恰好一个已计算 token 之上只有一个 token 的提示词行按解码运行，"
-            "保住了图（判断是 c > 0）",
-        },
+            "保住了图（判断是 c > 0）"},
         "context_plus_one": {
             "en": "Row(num_computed_tokens + 1): a Row's context is the tokens cached before "
             "the step; the cost model adds the scheduled token itself",
             "zh": "写成了 `Row(num_computed_tokens + 1)`：`Row` 的 `context` 是这一步之前已缓存的 "
-            "token；代价模型自己会加上调度的那个 token",
-        },
+            "token；代价模型自己会加上调度的那个 token"},
     },
     grade=grade,
     slips={

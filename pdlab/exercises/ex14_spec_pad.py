@@ -376,16 +376,14 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "Then two limits decide, in this order: is there room below max_model_len for the "
             "1 + K positions and the sampled token (if not, the row stays as it is)? Does "
             "1 + K fit token_budget (if not, None: the waiting loop stops)? Mind the edges: a "
-            "budget of exactly 1 + K fits.",
-        ),
+            "budget of exactly 1 + K fits."),
         "zh": (
             "补齐让一步中的每一行都保持完整解码 CUDA graph 可以重放的同一个形状 1 + K。哪些行是"
             "值得补齐的 decode 行：有几个新 token、在什么上下文之上、旁边是哪些运行中的行、"
             "投机解码开没开？",
             "接下来按这个顺序由两个上限决定：max_model_len 之下还有没有放 1 + K 个位置和采样出的 "
             "token 的余地（没有就保持原样）？1 + K 放不放得进 `token_budget`（放不进就返回 None："
-            "等待队列循环停下）？留意边界：预算恰为 1 + K 时放得进。",
-        ),
+            "等待队列循环停下）？留意边界：预算恰为 1 + K 时放得进。"),
     },
     mistakes={
         "always_pad": {
@@ -393,14 +391,12 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "uniform decode batch anyway, and upstream pads only when no scheduled running "
             "row is still in its prefill",
             "zh": "旁边有还在预填充中途的运行行时也补齐了：这一步反正不是均匀解码批次，上游只在"
-            "已调度的运行行都不在预填充中时才补齐",
-        },
+            "已调度的运行行都不在预填充中时才补齐"},
         "no_context_rule": {
             "en": "padding a fresh one-token prompt that runs alone: with no computed context "
             "and nothing else scheduled, upstream leaves it as it is",
             "zh": "把单独运行的全新一 token 提示词也补齐了：没有已计算的上下文、也没有别的行被"
-            "调度时，上游保持原样",
-        },
+            "调度时，上游保持原样"},
         "pad_by_k": {
             "en": "padding to K tokens: a verifying row is the token itself plus K drafts, 1 + K",
             "zh": "补齐到了 K 个 token：验证行是它自己的 token 加上 K 个草稿 token，即 1 + K",
@@ -409,34 +405,29 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "en": "padding without room below max_model_len: the 1 + K positions and the "
             "sampled token must all fit, or the row stays one token",
             "zh": "在 max_model_len 之下没有余地时仍然补齐：1 + K 个位置和采样出的 token 都要"
-            "放得下，否则这一行仍是一个 token",
-        },
+            "放得下，否则这一行仍是一个 token"},
         "pads_short_rows": {
             "en": "padding a row of more than one new token (fewer than 1 + K): only a row of "
             "exactly one new token over its context is a decode row to pad; a row of 2 to K "
             "new tokens is a prefill chunk and keeps its size",
             "zh": "把不止一个新 token（少于 1 + K 个）的行也补齐了：只有在上下文之上恰好一个新 "
-            "token 的行才是要补齐的 decode 行；2 到 K 个新 token 的行是预填充的一块，保持原样",
-        },
+            "token 的行才是要补齐的 decode 行；2 到 K 个新 token 的行是预填充的一块，保持原样"},
         "budget_ge": {
             "en": "refusing a padded row that fits the budget exactly: 1 + K tokens fit a "
             "token_budget of 1 + K (the test is 1 + K > token_budget, not >=)",
             "zh": "补齐后的行正好放得进预算时也拒绝了：1 + K 个 token 放得进等于 1 + K 的 "
-            "token_budget（判断是 1 + K > token_budget，不是 >=）",
-        },
+            "token_budget（判断是 1 + K > token_budget，不是 >=）"},
         "budget_before_room": {
             "en": "testing the budget before max_model_len: a row with no room for 1 + K "
             "positions is not padded at all, so it is scheduled as it is (its one token) "
             "whatever the budget, never held back with None",
             "zh": "先判断了预算再判断 max_model_len：放不下 1 + K 个位置的行根本不补齐，无论预算"
-            "多少都按原样（一个 token）调度，绝不会因返回 None 而被挡下",
-        },
+            "多少都按原样（一个 token）调度，绝不会因返回 None 而被挡下"},
         "schedule_unpadded": {
             "en": "scheduling the row unpadded when 1 + K does not fit the budget: upstream "
             "returns None and the waiting loop stops, rather than break the 1 + K shape",
             "zh": "1 + K 放不进预算时调度了没补齐的行：上游返回 None，等待队列循环停下，而不是"
-            "破坏 1 + K 的形状",
-        },
+            "破坏 1 + K 的形状"},
     },
     grade=grade,
     slips={
@@ -460,7 +451,6 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
             "    if padded > token_budget:\n        return None\n"
             "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
             "self.max_model_len:\n        return num_new_tokens\n"
-            "    if False:\n",
-        ),
+            "    if False:\n"),
     },  # fmt: skip
-)
+)  # fmt: skip
