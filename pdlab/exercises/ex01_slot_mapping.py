@@ -151,9 +151,7 @@ def _engine_case(fn: Any, g: Grader, prompts: list[list[int]], max_tokens: int,
 
 
 EXERCISE = Exercise(
-    number=1,
-    slug="ex01_slot_mapping",
-    function="slot_mapping",
+    number=1, slug="ex01_slot_mapping", function="slot_mapping",
     library="pdlab/engine/worker/gpu/model_runner.py (prepare_inputs)",
     notebook="01_paged_kv_cache",
     title={"en": "Slot mapping from a block table", "zh": "由块表计算槽映射"},

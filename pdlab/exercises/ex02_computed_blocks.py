@@ -183,9 +183,7 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=2,
-    slug="ex02_computed_blocks",
-    function="get_computed_blocks",
+    number=2, slug="ex02_computed_blocks", function="get_computed_blocks",
     library="pdlab/engine/core/kv_cache_manager.py (KVCacheManager.get_computed_blocks)",
     own=("pdlab.engine.core.kv_cache_manager:KVCacheManager.get_computed_blocks",),
     notebook="01_paged_kv_cache",

@@ -232,9 +232,7 @@ _STOPPED = Words("ex03_scheduler_stopped_request_came_back")
 
 
 EXERCISE = Exercise(
-    number=3,
-    slug="ex03_remote_kv",
-    function="_update_waiting_for_remote_kv",
+    number=3, slug="ex03_remote_kv", function="_update_waiting_for_remote_kv",
     library="pdlab/engine/core/sched/scheduler.py (Scheduler._update_waiting_for_remote_kv)",
     own=("pdlab.engine.core.sched.scheduler:Scheduler._update_waiting_for_remote_kv",),
     notebook="05_pd_decode_side",

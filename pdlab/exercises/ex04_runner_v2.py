@@ -225,12 +225,9 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=4,
-    slug="ex04_runner_v2",
-    function="decode_flags",
+    number=4, slug="ex04_runner_v2", function="decode_flags",
     library="pdlab/engine/worker/gpu/batch.py (gather_batch_req_state)",
-    own=("pdlab.engine.worker.gpu.batch:gather_batch_req_state",),
-    notebook="05_pd_decode_side",
+    own=("pdlab.engine.worker.gpu.batch:gather_batch_req_state",), notebook="05_pd_decode_side",
     title={"en": "Model Runner V2: prefill_runs_as_decode",
            "zh": "Model Runner V2：prefill_runs_as_decode"},
     statement={

@@ -260,15 +260,10 @@ def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
 """
 
 EXERCISE = Exercise(
-    number=5,
-    slug="ex05_split",
-    function="split_decodes_and_prefills",
+    number=5, slug="ex05_split", function="split_decodes_and_prefills",
     library="pdlab/engine/attention/backend.py (split_query_lens)",
-    own=(
-        "pdlab.engine.attention.backend:split_decodes_and_prefills",
-        "pdlab.engine.attention.backend:split_query_lens",
-    ),
-    notebook="05_pd_decode_side",
+    own=("pdlab.engine.attention.backend:split_decodes_and_prefills",
+         "pdlab.engine.attention.backend:split_query_lens"), notebook="05_pd_decode_side",
     title={"en": "split_decodes_and_prefills and its switches",
            "zh": "split_decodes_and_prefills 及其开关"},
     statement={
@@ -310,8 +305,7 @@ builder 用你的函数为真实批次路由。""",
             "只有 treat_short_extends_as_decodes 为 False 时 is_prefilling 才起作用：D 的一 token "
             "步骤在 PCP 下因此成为预填充，否则是解码。"),
     },
-    mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _M.items()},
-    grade=grade,
+    mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _M.items()}, grade=grade,
     slips={
         "wrong_switch": _slip(switch="treat_short_extends_as_decodes"),
         "always_or": _slip(switch="True"),

@@ -141,15 +141,10 @@ def _random(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=6,
-    slug="ex06_merge",
-    function="merge_attn_states",
+    number=6, slug="ex06_merge", function="merge_attn_states",
     library="kernels/merge.py (merge_attn_states)",
-    own=(
-        "pdlab.kernels.merge:merge_attn_states_torch",
-        "pdlab.kernels.merge:merge_attn_states_triton",
-    ),
-    notebook="04_kernels",
+    own=("pdlab.kernels.merge:merge_attn_states_torch",
+         "pdlab.kernels.merge:merge_attn_states_triton"), notebook="04_kernels",
     title={"en": "merge_attn_states: two parts, one softmax",
            "zh": "merge_attn_states：两部分，一个 softmax"},
     statement={

@@ -128,17 +128,11 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=7,
-    slug="ex07_absorb",
-    function="absorbed_decode",
-    library=(
-        "pdlab/engine/attention/mla_attention.py (forward_mqa), "
-        "pdlab/attention/reference.py (mla_absorbed)"
-    ),
-    own=(
-        "pdlab.attention.reference:mla_absorbed",
-        "pdlab.engine.attention.mla_attention:MLAAttention.forward_mqa",
-    ),
+    number=7, slug="ex07_absorb", function="absorbed_decode",
+    library="pdlab/engine/attention/mla_attention.py (forward_mqa), "
+            "pdlab/attention/reference.py (mla_absorbed)",
+    own=("pdlab.attention.reference:mla_absorbed",
+         "pdlab.engine.attention.mla_attention:MLAAttention.forward_mqa"),
     notebook="03_mla_two_forms",
     title={"en": "The absorbed decode equals the naive form", "zh": "吸收形式的解码等于朴素形式"},
     statement={

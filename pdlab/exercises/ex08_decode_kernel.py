@@ -233,18 +233,13 @@ _MISTAKES = {
 def _exercise(slug: str, function: str, form: dict[str, str], task: dict[str, str], launch,
               slips: dict[str, str]):  # fmt: skip
     return Exercise(
-        number=8,
-        slug=slug,
-        function=function,
+        number=8, slug=slug, function=function,
         library="kernels/decode_attention.py, kernels/decode_attention_kernels.py",
         notebook="04_kernels",
         title={"en": f"Paged decode, online softmax ({form['en']})",
                "zh": f"分页解码的在线 softmax（{form['zh']}）"},
         statement={k: _STATEMENT[k].format(form=form[k], task=task[k]) for k in ("en", "zh")},
-        hints=_HINTS,
-        mistakes=_MISTAKES,
-        grade=_grader(launch),
-        slips=slips,
+        hints=_HINTS, mistakes=_MISTAKES, grade=_grader(launch), slips=slips,
     )  # fmt: skip
 
 

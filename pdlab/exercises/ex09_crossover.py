@@ -82,11 +82,8 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=9,
-    slug="ex09_crossover",
-    function="mla_forms_flops",
-    own=("pdlab.sim.kernel_costs:mla_forms_flops",),
-    library="pdlab/sim/kernel_costs.py",
+    number=9, slug="ex09_crossover", function="mla_forms_flops",
+    own=("pdlab.sim.kernel_costs:mla_forms_flops",), library="pdlab/sim/kernel_costs.py",
     notebook="03_mla_two_forms",
     title={"en": "When absorbing wins: the crossover", "zh": "吸收何时更省：临界点"},
     statement={

@@ -152,10 +152,7 @@ _WHY = {
 }  # fmt: skip
 
 EXERCISE = Exercise(
-    number=10,
-    slug="ex10_quiz",
-    function="answers",
-    notebook="05_pd_decode_side",
+    number=10, slug="ex10_quiz", function="answers", notebook="05_pd_decode_side",
     title={"en": "Misconception quiz, checked by the engine", "zh": "误区测验（由引擎判分）"},
     statement={
         "en": """\
@@ -192,8 +189,7 @@ ai-dynamo/dynamo#850）
             "决定一行路由的有两点：query 长度与阈值的比较，以及 is_prefilling；后者只有在 "
             "treat_short_extends_as_decodes = not use_pcp 为 False 时才起作用。"),
     },
-    mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()},
-    grade=grade,
+    mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()}, grade=grade,
     slips={  # the answers workshop learners give, one misconception each
         key: "def answers():\n    return " + repr({**_RIGHT, key: value}) + "\n"
         for key, value in {

@@ -99,12 +99,9 @@ def grade(fn: Any, g: Grader) -> None:
 
 
 EXERCISE = Exercise(
-    number=11,
-    slug="ex11_causal_mask",
-    function="causal_mask",
+    number=11, slug="ex11_causal_mask", function="causal_mask",
     library="pdlab/attention/reference.py (causal_mask), kernels/flash_attn.py",
-    own=("pdlab.attention.reference:causal_mask",),
-    notebook="04_kernels",
+    own=("pdlab.attention.reference:causal_mask",), notebook="04_kernels",
     title={"en": "The causal mask of a chunk, bottom-right", "zh": "分块的因果掩码：右下对齐"},
     statement={
         "en": """\

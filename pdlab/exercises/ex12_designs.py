@@ -300,11 +300,8 @@ _slip = functools.partial(slip, "ex12_designs")
 
 
 EXERCISE = Exercise(
-    number=12,
-    slug="ex12_designs",
-    function="hand_off",
-    library="pdlab/disagg/designs.py (hand_off)",
-    own=("pdlab.disagg.designs:hand_off",),
+    number=12, slug="ex12_designs", function="hand_off",
+    library="pdlab/disagg/designs.py (hand_off)", own=("pdlab.disagg.designs:hand_off",),
     notebook="07_pd_designs",
     title={"en": "Four first-token designs: predict, then run",
            "zh": "四种首 token 设计：先预测，再运行"},

@@ -236,17 +236,11 @@ _slip = functools.partial(slip, "ex13_batch_view")
 
 
 EXERCISE = Exercise(
-    number=13,
-    slug="ex13_batch_view",
-    function="batch_view",
-    library=(
-        "pdlab/engine/worker/gpu/batch.py, pdlab/engine/attention/backend.py, pdlab/sim/costs.py"
-    ),
-    own=(
-        "pdlab.engine.worker.gpu.batch:gather_batch_req_state",
-        "pdlab.engine.attention.backend:split_query_lens",
-    ),
-    notebook="07_pd_designs",
+    number=13, slug="ex13_batch_view", function="batch_view",
+    library="pdlab/engine/worker/gpu/batch.py, pdlab/engine/attention/backend.py, "
+            "pdlab/sim/costs.py",
+    own=("pdlab.engine.worker.gpu.batch:gather_batch_req_state",
+         "pdlab.engine.attention.backend:split_query_lens"), notebook="07_pd_designs",
     title={"en": "The batch view: the decode graph and TPOT",
            "zh": "批次视图：完整的 decode CUDA graph 与 TPOT"},
     statement={

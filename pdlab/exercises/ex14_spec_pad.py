@@ -321,12 +321,9 @@ _slip = functools.partial(slip, "ex14_spec_pad")
 
 
 EXERCISE = Exercise(
-    number=14,
-    slug="ex14_spec_pad",
-    function="_pad_spec_decode",
+    number=14, slug="ex14_spec_pad", function="_pad_spec_decode",
     library="pdlab/engine/core/sched/scheduler.py (Scheduler._pad_spec_decode)",
-    own=("pdlab.engine.core.sched.scheduler:Scheduler._pad_spec_decode",),
-    notebook="07_pd_designs",
+    own=("pdlab.engine.core.sched.scheduler:Scheduler._pad_spec_decode",), notebook="07_pd_designs",
     title={"en": "D's padded row under MTP", "zh": "MTP 下 D 被补齐的那一行"},
     statement={
         "en": """\
