@@ -37,14 +37,10 @@ def tiny() -> tuple[ModelConfig, DeepseekV2ForCausalLM]:
 def pair(pcp: int = 1, **kw: Any) -> PDPair:
     """A P/D pair on the tiny model (both sides load the same seeded weights)."""
     cfg, _ = tiny()
-    return PDPair(
-        cfg,
-        CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS),
-        kw.pop("scheduler_config", SchedulerConfig()),
-        backend="torch",
-        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
-        **kw,
-    )
+    parallel = ParallelConfig(prefill_context_parallel_size=pcp)
+    return PDPair(cfg, CacheConfig(block_size=BLOCK_SIZE, num_blocks=NUM_BLOCKS),
+                  kw.pop("scheduler_config", SchedulerConfig()), backend="torch",
+                  parallel_config=parallel, **kw)  # fmt: skip
 
 
 def fail_blocks_from(pair: PDPair, first: int) -> None:
@@ -69,18 +65,13 @@ def fail_blocks_from(pair: PDPair, first: int) -> None:
     conn.get_finished, conn.get_block_ids_with_load_errors = finished, errors
 
 
-def colocated(pcp: int = 1, **kw: Any) -> LLMEngine:
+def colocated(**kw: Any) -> LLMEngine:
     """One engine that prefills and decodes, on the same weights as :func:`pair`."""
     cfg, model = tiny()
-    return LLMEngine(
-        cfg,
-        CacheConfig(**{"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS, **kw.pop("cache", {})}),
-        kw.pop("scheduler_config", SchedulerConfig()),
-        model=model,
-        backend="torch",
-        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
-        **kw,
-    )
+    cache = CacheConfig(**{"block_size": BLOCK_SIZE, "num_blocks": NUM_BLOCKS,
+                           **kw.pop("cache", {})})  # fmt: skip
+    return LLMEngine(cfg, cache, kw.pop("scheduler_config", SchedulerConfig()), model=model,
+                     backend="torch", parallel_config=ParallelConfig(), **kw)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=64)

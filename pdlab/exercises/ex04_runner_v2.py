@@ -43,12 +43,8 @@ def _norm(runs: Any, n: int) -> list[bool]:
 def _batch(rows: list[tuple[int, int, int]], use_pcp: bool):
     """``rows`` of (scheduled, computed, prompt) through the real runner."""
     ids = [f"r{i}" for i in range(len(rows))]
-    return gather_batch_req_state(
-        {r: q for r, (q, _, _) in zip(ids, rows)},
-        {r: c for r, (_, c, _) in zip(ids, rows)},
-        {r: p for r, (_, _, p) in zip(ids, rows)},
-        use_pcp=use_pcp,
-    )
+    scheduled, computed, prompt = ({r: row[k] for r, row in zip(ids, rows)} for k in range(3))
+    return gather_batch_req_state(scheduled, computed, prompt, use_pcp=use_pcp)
 
 
 def _mistakes(args: tuple, want: tuple) -> dict[str, tuple]:

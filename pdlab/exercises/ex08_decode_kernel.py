@@ -89,19 +89,14 @@ def _case(g: Grader, seq_lens: list[int], h: int = 2):
         want_l.append(lse[0])
         for m, kw in _VARIANTS.items():
             wrong[m].append(_online(q[i], rows, w**-0.5, **kw))
-    mistakes = {
-        m: (torch.stack([o for o, _ in v]), torch.stack([x for _, x in v]))
-        for m, v in wrong.items()
-    }
+    mistakes = {m: (torch.stack([o for o, _ in v]), torch.stack([x for _, x in v]))
+                for m, v in wrong.items()}  # fmt: skip
     args = (q, cache, table, torch.tensor(seq_lens, dtype=torch.int32), w**-0.5, L)
     return args, (torch.stack(want_o), torch.stack(want_l)), mistakes
 
 
-_VARIANTS = {
-    "scores_unmasked": {"mask_scores": False},
-    "no_rescale": {"rescale": False},
-    "lse_no_max": {"lse_max": False},
-}
+_VARIANTS = {"scores_unmasked": {"mask_scores": False}, "no_rescale": {"rescale": False},
+             "lse_no_max": {"lse_max": False}}  # fmt: skip
 
 
 def _online(q, rows, scale, mask_scores=True, rescale=True, lse_max=True):
@@ -313,12 +308,8 @@ _TRITON_RIGHT = {
     "ACC": "acc * alpha",
     "LSE": "m_i + tl.log(l_i)",
 }
-_TORCH_RIGHT = {
-    "LOAD_MASK": "rows[n:] = 0",
-    "SCORES": "s[:, n:] = float('-inf')",
-    "ACC": "acc * alpha[:, None]",
-    "LSE": "m + torch.log(l)",
-}
+_TORCH_RIGHT = {"LOAD_MASK": "rows[n:] = 0", "SCORES": "s[:, n:] = float('-inf')",
+                "ACC": "acc * alpha[:, None]", "LSE": "m + torch.log(l)"}  # fmt: skip
 
 
 TRITON = _exercise(

@@ -203,11 +203,8 @@ def _random(fn: Any, g: Grader) -> None:
                      given["params"], case["p_step"], case["max_len"])  # fmt: skip
         changed = [k for k in ("prompt", "p_tokens", "params") if given[k] != case[k]]
         if changed:
-            g.fail(
-                Words("ex12_inputs_as_they_were"),
-                Words("ex12_inputs_changed", what=", ".join(changed)),
-                "mutated_input",
-            )
+            what = Words("ex12_inputs_changed", what=", ".join(changed))
+            g.fail(Words("ex12_inputs_as_they_were"), what, "mutated_input")
         return got
 
     def probes(case: dict) -> list[dict]:

@@ -75,11 +75,8 @@ def engine_view(model, profile, rows, routing, variant: str = "") -> tuple[bool,
 
 @functools.lru_cache(maxsize=2)
 def _builder(use_pcp: bool) -> MLAMetadataBuilder:
-    return MLAMetadataBuilder(
-        64,
-        AttentionConfig(gpu=GPU),
-        ParallelConfig(prefill_context_parallel_size=2 if use_pcp else 1),
-    )
+    pcp = ParallelConfig(prefill_context_parallel_size=2 if use_pcp else 1)
+    return MLAMetadataBuilder(64, AttentionConfig(gpu=GPU), pcp)
 
 
 _VARIANTS = ("prefilling_breaks_graph", "no_launch_cost", "pcp_row_as_decode", "context_plus_one",
