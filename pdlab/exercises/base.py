@@ -34,8 +34,7 @@ class Exercise:
     reference solution are ``stubs/<slug>.py`` and ``solutions/<slug>.py``. ``statement``,
     ``hints`` and ``mistakes`` hold English and Chinese (``{"en": ..., "zh": ...}``).
     ``slips`` are wrong answers learners plausibly write, ``{mistake key: a whole learner
-    file}``: the grader must reject each, naming that mistake (the tests submit every one).
-    ``library`` is where pdlab implements the function, said only once it passes."""
+    file}``: the grader must reject each, naming that mistake (the tests submit every one)."""
 
     number: int
     slug: str
@@ -225,9 +224,8 @@ class Grader:
 
     def fail(self, expected: object, got: object, mistake: str | None = None,
              evidence: str = "") -> None:  # fmt: skip
-        raise Mismatch(
-            self.case_name, _show(self.t(expected)), _show(self.t(got)), mistake, evidence
-        )
+        shown = _show(self.t(expected)), _show(self.t(got))
+        raise Mismatch(self.case_name, *shown, mistake, evidence)
 
     def pair(self, got: object, what: str | Words) -> tuple[Any, Any]:
         """``got`` as the two results a function must return (``what`` names them)."""
@@ -256,12 +254,9 @@ class Grader:
                evidence: str = "") -> None:  # fmt: skip
         """Fail unless ``got == expected``; name the first known mistake whose answer
         ``got`` equals."""
-        if _same(got, expected):
-            return
-        for key, wrong in (mistakes or {}).items():
-            if _same(got, wrong):
-                self.fail(expected, got, key, evidence)
-        self.fail(expected, got, None, evidence)
+        if not _same(got, expected):
+            key = next((k for k, wrong in (mistakes or {}).items() if _same(got, wrong)), None)
+            self.fail(expected, got, key, evidence)
 
 
 def fill(template: str, right: dict[str, str], **wrong: str) -> str:
