@@ -142,6 +142,12 @@ def invalid(name: str, value: Any, allowed: Phrase, cls: type[PdlabError] = Pdla
     return cls("err_invalid", name=name, value=value, allowed=allowed)
 
 
+def none_or(name: str, value: Any, kind: type, cls: type[PdlabError] = PdlabValueError) -> None:
+    """Refuse ``value`` unless it is None or a ``kind``: ``expected None or a <kind>``."""
+    if value is not None and not isinstance(value, kind):
+        raise invalid(name, value, Phrase("err_x_none_or", t=kind.__name__), cls)
+
+
 def keyed(e: BaseException) -> PdlabError | None:
     """The key-carrying exception behind ``e``: ``e`` itself, or the one it was raised
     from or during (argparse wraps an argument type's error in its own)."""

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
-from pdlab.engine.config.utils import _check_int
+from pdlab.engine.config.utils import ConfigBase, _check_int
 
 
 @dataclass(frozen=True)
-class ParallelConfig:
-    """The parallelism settings that change routing (``vllm/config/parallel.py``).
+class ParallelConfig(ConfigBase):
+    """The parallelism settings that change routing.
 
     pdlab runs on one device and implements no context parallelism. It reproduces only the
     routing consequences:
@@ -33,19 +31,13 @@ class ParallelConfig:
     * ``decode_context_parallel_size > 1`` (DCP: opt-in, default 1, reusing TP ranks)
       leaves ``use_pcp`` False, so D's short extend stays a decode; it forces a builder's
       ``reorder_batch_threshold`` to 1 unless the builder supports DCP with varlen queries
-      (``MLABackendProfile``: FLASHINFER_MLA, and FLASH_ATTN_MLA at an interleave of 1;
-      where it is forced to 1, a verifying row of ``1 + K`` tokens is a prefill); under
-      PCP it keeps every
-      whole row on every rank instead of sharding them
-      (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`).
+      (``MLABackendProfile.effective_threshold``; a verifying row of ``1 + K`` tokens is
+      then a prefill); under PCP it keeps every whole row on every rank instead of
+      sharding them (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`).
     * ``cp_kv_cache_interleave_size``: how many consecutive tokens of the KV cache one DCP
-      rank stores before the next takes over (1: token by token). On a P/D instance under
-      DCP, :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it to the
-      block size unless ``allow_auto_resolve_cp_interleave_size`` is False (upstream's
-      ``_allow_auto_resolve_cp_interleave_size``, which ``EngineArgs`` clears when the
-      user names an interleave size). FLASH_ATTN_MLA's threshold then drops to 1, and
-      vLLM refuses speculative decoding on such an instance (a difference pdlab keeps:
-      :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size`).
+      rank stores before the next takes over (1: token by token); on a P/D instance under
+      DCP, :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it
+      to the block size unless ``allow_auto_resolve_cp_interleave_size`` is False.
     """
 
     prefill_context_parallel_size: int = 1
@@ -64,6 +56,3 @@ class ParallelConfig:
     @property
     def use_pcp(self) -> bool:
         return self.prefill_context_parallel_size > 1
-
-    def replace(self, **changes: Any) -> ParallelConfig:
-        return dataclasses.replace(self, **changes)
