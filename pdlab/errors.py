@@ -142,6 +142,12 @@ def invalid(name: str, value: Any, allowed: Phrase, cls: type[PdlabError] = Pdla
     return cls("err_invalid", name=name, value=value, allowed=allowed)
 
 
+def check_int(name: str, value: Any, minimum: int = 1) -> None:
+    """Refuse ``value`` unless it is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise invalid(name, value, Phrase("err_x_int_ge", n=minimum))
+
+
 def none_or(name: str, value: Any, kind: type, cls: type[PdlabError] = PdlabValueError) -> None:
     """Refuse ``value`` unless it is None or a ``kind``: ``expected None or a <kind>``."""
     if value is not None and not isinstance(value, kind):

@@ -103,8 +103,7 @@ def event_from_dict(record: Mapping[str, Any]) -> TraceEvent:
     return make_event(record["kind"], record["instance"], record["step"], fields)
 
 
-# ---- the engine (pdlab/engine/llm_engine.py)
-# --------------------------------------------------------
+# ---- the engine (pdlab/engine/llm_engine.py) ---------------------------------------------
 @event("add_request")
 class AddRequest(TraceEvent):
     """A request queued on this instance."""

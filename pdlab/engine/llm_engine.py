@@ -49,7 +49,9 @@ from pdlab.errors import (
     PdlabTypeError,
     PdlabValueError,
     Phrase,
+    check_int,
     invalid,
+    none_or,
     one_line,
 )
 from pdlab.kernels.backend import resolve
@@ -95,9 +97,7 @@ class LLMEngine:
     ) -> None:
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
-        if speculative_config is not None and not isinstance(speculative_config, SpeculativeConfig):
-            allowed = Phrase("err_x_none_or", t="SpeculativeConfig")
-            raise invalid("speculative_config", speculative_config, allowed)
+        none_or("speculative_config", speculative_config, SpeculativeConfig)
         # None: no speculative decoding (nothing drafts, nothing is padded).
         self.speculative_config = speculative_config
         self.attention_config = attention_config or AttentionConfig()
@@ -333,15 +333,13 @@ class LLMEngine:
         max_steps: int = 100_000,
     ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
+        check_int("max_steps", max_steps)
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
     def run_until_done(self, max_steps: int = 100_000) -> None:
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
+        check_int("max_steps", max_steps)
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 return

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pdlab.errors import Phrase, invalid, noted
+from pdlab.errors import Phrase, check_int, invalid, noted
 
 
 def _is_int(value: Any) -> bool:
@@ -34,8 +34,7 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_tokens) or self.max_tokens < 1:
-            raise invalid("SamplingParams.max_tokens", self.max_tokens, Phrase("err_x_int_ge", n=1))
+        check_int("SamplingParams.max_tokens", self.max_tokens)
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
             greedy = noted(Phrase("err_x_num_ge", n=0), "err_n_greedy")

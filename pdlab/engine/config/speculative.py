@@ -113,9 +113,3 @@ class SpeculativeConfig(ConfigBase):
         if not self.use_eagle():
             return 0
         return self.num_speculative_tokens if self.use_multi_module_mtp() else 1
-
-    @property
-    def max_num_new_slots_for_drafting(self) -> int:
-        """Extra query slots per request a drafter adds to the target's batch: 0 for
-        both MTP and n-gram (upstream's table)."""
-        return 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, TypeVar
 
-from pdlab.errors import Phrase, invalid
+from pdlab.errors import Phrase, check_int, invalid
 
 C = TypeVar("C")
 
@@ -25,8 +25,7 @@ def _fail(cls: str, name: str, value: Any, allowed: Phrase) -> None:
 
 
 def _check_int(cls: str, name: str, value: Any, minimum: int = 1) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        _fail(cls, name, value, Phrase("err_x_int_ge", n=minimum))
+    check_int(f"{cls}.{name}", value, minimum)
 
 
 def _check_bool(cls: str, name: str, value: Any) -> None:
