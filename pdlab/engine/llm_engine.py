@@ -2,9 +2,8 @@
 
 Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/v1/engine/core.py`` (``EngineCore.step``)
 in one small class: text in through the byte tokenizer, tokens out, greedy by default so
-runs compare token for token. Every step is recorded in the tracer: what was scheduled,
-``num_computed_tokens`` before and after, the routing decision, each kernel with its
-modelled cost, and each sampled token. The P/D pair lives in ``pdlab/disagg/pair.py``.
+runs compare token for token, every step recorded in the tracer. The P/D pair lives in
+``pdlab/disagg/pair.py``.
 
 With a ``SpeculativeConfig`` the step ends as ``EngineCore.post_step`` does: the drafts
 the runner proposed (``take_draft_token_ids``) go to ``Scheduler.update_draft_token_ids``

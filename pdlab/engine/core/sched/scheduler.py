@@ -530,21 +530,15 @@ class Scheduler:
                     # a stop frees them); allocate_slots cached only up to the known
                     # tokens, drafts excluded.
                     self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
-            kv_transfer_params = None
-            finish_reason = None
+            kv_transfer_params = finish_reason = None
             if stop:
                 finish_reason = request.get_finished_reason()
                 kv_transfer_params = self._free_request(request)
                 stopped.add(request)
             if new_token_ids or stop:
+                rid, cached = request.request_id, request.num_cached_tokens
                 outputs.append(
-                    EngineCoreOutput(
-                        req_id=request.request_id,
-                        new_token_ids=new_token_ids,
-                        finish_reason=finish_reason,
-                        kv_transfer_params=kv_transfer_params,
-                        num_cached_tokens=request.num_cached_tokens,
-                    )
+                    EngineCoreOutput(rid, new_token_ids, finish_reason, kv_transfer_params, cached)
                 )
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
@@ -1068,12 +1062,7 @@ class Scheduler:
         over (``_update_from_kv_xfer_finished``)."""
         failed = {rid: self.requests[rid] for rid in req_ids}
         return [
-            EngineCoreOutput(
-                req_id=rid,
-                new_token_ids=[],
-                finish_reason=failed[rid].get_finished_reason(),
-                num_cached_tokens=failed[rid].num_cached_tokens,
-            )
+            EngineCoreOutput(rid, [], "error", None, failed[rid].num_cached_tokens)
             for rid in self.finish_requests(failed, RequestStatus.FINISHED_ERROR)
         ]
 
