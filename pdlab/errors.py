@@ -204,11 +204,9 @@ def _patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...], int]]:
 
 
 def parse(message: str) -> Phrase | None:
-    """The catalog key and values whose English is ``message``, or None: for an error that
-    crossed a process or the trace as text (:func:`one_line`), so its Chinese comes from
-    the same catalog entry as the exception's would. A value that is itself one of the
-    catalog's phrases (what ``expected`` allows, a note) is read back as one; where two
-    readings fit, the one whose templates account for more of the text wins."""
+    """The catalog key and values whose English is ``message``, or None. A value that is
+    itself one of the catalog's phrases is read back as one; where two readings fit, the
+    one whose templates account for more of the text wins."""
     found = _parse(message, phrase=False)
     return found[0] if found else None
 
@@ -249,11 +247,9 @@ _KIND = re.compile(r"(\w+(?:Error|Exception|Interrupt)): ")
 
 
 def error_text(e: BaseException | str, lang: str) -> str:
-    """What a reader of ``lang`` sees for ``e`` (its first line): the English as raised;
-    in Chinese, the catalog's rendering of its key. A message that crossed the trace as
-    text (``"ValueError: ..."``, :func:`one_line`) is read back with :func:`parse`; one
-    the catalog does not hold (an ``OSError``'s, torch's) is shown whole after
-    :data:`UNTRANSLATED`."""
+    """What a reader of ``lang`` sees for ``e`` (its first line): the English as raised,
+    or the catalog's Chinese for its key (read back from text as the module docstring
+    tells)."""
     if lang != "zh":
         return str(e)
     if isinstance(e, PdlabError):

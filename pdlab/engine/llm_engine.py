@@ -224,13 +224,11 @@ class LLMEngine:
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
-        if not isinstance(request_ids, str) and (
-            not isinstance(request_ids, Sequence)
-            or not all(isinstance(r, str) for r in request_ids)
-        ):
+        ids = [request_ids] if isinstance(request_ids, str) else request_ids
+        if not isinstance(ids, Sequence) or not all(isinstance(r, str) for r in ids):
             allowed = Phrase("err_x_request_ids")
             raise invalid("request_ids", request_ids, allowed, PdlabTypeError)
-        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        ids = list(ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
             out = self._outputs.get(rid)

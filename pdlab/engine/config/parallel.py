@@ -17,17 +17,11 @@ class ParallelConfig(ConfigBase):
     * ``prefill_context_parallel_size > 1`` sets the MLA builder's ``use_pcp``, which
       passes ``treat_short_extends_as_decodes = not use_pcp`` to
       ``split_decodes_and_prefills``, so a request still in its prompt
-      (``is_prefilling``) runs ``forward_mha`` even for a one-token query; and Model Runner
-      V2 then computes no ``prefill_runs_as_decode``. Its PCP manager
-      (``vllm/v1/worker/gpu/pcp_manager.py``) splits every row that is still prefilling
-      across the PCP ranks and replicates the others (``replicated = ~is_prefilling``); a
-      one-token row has chunk size 1 and lands whole on rank 0. Upstream gives its reason in
-      its code: V2's comment "PCP partitions prefill rows"
-      (``vllm/v1/worker/gpu/model_runner.py``), the manager ordering each rank's decodes
-      first by ``is_prefilling``, and the KV write under PCP + DCP gathering only the tokens
-      past ``num_decode_tokens`` (``vllm/v1/attention/ops/pcp.py``): the attention's split
-      must agree with PCP's partition. Model Runner V1 cannot run it. PCP is an opt-in
-      setting, as DCP is; neither is tied to a role.
+      (``is_prefilling``) runs ``forward_mha`` even for a one-token query, and Model Runner
+      V2 then computes no ``prefill_runs_as_decode``: the attention's split must agree with
+      the PCP manager's partition (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`;
+      upstream's reasons are quoted in the tour's chapter 4). Model Runner V1 cannot run
+      it. PCP is an opt-in setting, as DCP is; neither is tied to a role.
     * ``decode_context_parallel_size > 1`` (DCP: opt-in, default 1, reusing TP ranks)
       leaves ``use_pcp`` False, so D's short extend stays a decode; it forces a builder's
       ``reorder_batch_threshold`` to 1 unless the builder supports DCP with varlen queries
