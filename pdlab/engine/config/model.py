@@ -194,8 +194,7 @@ class ModelConfig(ConfigBase):
 
     @classmethod
     def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
-        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). The MoE fields are kept
-        for the simulator's costs; pdlab's own model runs every layer's MLP dense."""
+        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict)."""
         if not isinstance(config, dict):
             raise PdlabValueError(
                 "err_invalid_str",

@@ -149,18 +149,16 @@ class Scheduler:
         none_or("speculative_config", spec, SpeculativeConfig)
         self.speculative_config = spec
         # K, and the KV slots past the scheduled tokens that the drafter writes (MTP).
-        self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
-        self.num_lookahead_tokens = spec.num_lookahead_tokens if spec is not None else 0
-        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
+        self.num_spec_tokens = self.num_lookahead_tokens = self.num_prefill_lookahead = 0
         # What one verifying step may add to a request: kept free beside an async load.
-        step_tokens = 1 + self.num_spec_tokens + self.num_lookahead_tokens
-        self._spec_decode_step_blocks = (
-            cdiv(step_tokens, self.block_size) if self.num_spec_tokens else 0
-        )
+        self._spec_decode_step_blocks = 0
         if spec is None:
             return
+        k = self.num_spec_tokens = spec.num_speculative_tokens
+        self.num_lookahead_tokens = spec.num_lookahead_tokens
+        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens
+        self._spec_decode_step_blocks = cdiv(1 + k + self.num_lookahead_tokens, self.block_size)
         # 1 + K whatever the method (the module docstring tells upstream's rule).
-        k = self.num_spec_tokens
         budget = self.scheduler_config.max_num_batched_tokens
         if budget < 1 + k:
             raise PdlabValueError(
@@ -1029,7 +1027,7 @@ class Scheduler:
         under "recompute" (under "fail" its count is left, as upstream leaves it); a
         partly failed one keeps the tokens before its first failed block. "recompute"
         marks them for local recompute and returns none; "fail" returns their ids, to be
-        finished with an error."""
+        finished with an error. pdlab's connectors fail asynchronous loads only."""
         affected: set[str] = set()
         for rid in kv_out.failed_recving:
             request = self.requests.get(rid)
