@@ -154,10 +154,7 @@ class KVCacheManager:
             )
 
     def get_num_blocks_to_allocate(
-        self,
-        request_id: str,
-        num_tokens: int,
-        new_computed_blocks: Sequence[KVCacheBlock] = (),
+        self, request_id: str, num_tokens: int, new_computed_blocks: Sequence[KVCacheBlock] = ()
     ) -> int:
         """Free blocks the request would use to hold ``num_tokens`` slots: the blocks it
         lacks, plus the prefix hits that sit in the free queue (touching one takes it out
@@ -205,9 +202,8 @@ class KVCacheManager:
         num_free = self.block_pool.get_num_free_blocks()
         if full_sequence_must_fit:
             full_num_tokens = min(request.num_tokens, self.max_model_len)
-            if self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks) > (
-                num_free
-            ):
+            need = self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks)
+            if need > num_free:
                 return None
         num_tokens_need_slot = min(
             total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len

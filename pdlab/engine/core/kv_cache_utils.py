@@ -58,11 +58,6 @@ def hash_request_tokens(
     for i in range(len(block_hashes), num_full):
         parent = block_hashes[i - 1] if i > 0 else None
         end = (i + 1) * block_size
-        block_hashes.append(
-            hash_block_tokens(
-                parent,
-                token_ids[i * block_size : end],
-                token_ids[end : end + num_lookahead_tokens],
-            )
-        )
+        lookahead = token_ids[end : end + num_lookahead_tokens]
+        block_hashes.append(hash_block_tokens(parent, token_ids[i * block_size : end], lookahead))
     return block_hashes
