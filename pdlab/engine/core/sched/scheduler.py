@@ -308,9 +308,8 @@ class Scheduler:
             num_external_tokens, load_kv_async = 0, False
             did_prefix_cache_lookup = request.num_computed_tokens == 0
             if did_prefix_cache_lookup:
-                new_computed_blocks, num_local_tokens = self.kv_cache_manager.get_computed_blocks(
-                    request
-                )
+                hit = self.kv_cache_manager.get_computed_blocks(request)
+                new_computed_blocks, num_local_tokens = hit
                 if self.connector is not None:
                     ext, load_kv_async = self.connector.get_num_new_matched_tokens(
                         request, num_local_tokens
@@ -509,9 +508,7 @@ class Scheduler:
         # tokens computed): it ends with an error and gives its blocks back.
         outputs = self._finish_refused(refused)
         kv_out = model_runner_output.kv_connector_output
-        failed_kv_load_req_ids: set[str] = set()
-        if kv_out is not None:
-            failed_kv_load_req_ids = self._handle_failed_recvs(kv_out)
+        failed_kv_load_req_ids = set() if kv_out is None else self._handle_failed_recvs(kv_out)
 
         stopped: set[Request] = set()
         for request, new_token_ids in active:
