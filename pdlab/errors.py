@@ -142,6 +142,18 @@ def invalid(name: str, value: Any, allowed: Phrase, cls: type[PdlabError] = Pdla
     return cls("err_invalid", name=name, value=value, allowed=allowed)
 
 
+def check_int(name: str, value: Any, minimum: int = 1) -> None:
+    """Refuse ``value`` unless it is an int (not a bool) of at least ``minimum``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise invalid(name, value, Phrase("err_x_int_ge", n=minimum))
+
+
+def none_or(name: str, value: Any, kind: type, cls: type[PdlabError] = PdlabValueError) -> None:
+    """Refuse ``value`` unless it is None or a ``kind``: ``expected None or a <kind>``."""
+    if value is not None and not isinstance(value, kind):
+        raise invalid(name, value, Phrase("err_x_none_or", t=kind.__name__), cls)
+
+
 def keyed(e: BaseException) -> PdlabError | None:
     """The key-carrying exception behind ``e``: ``e`` itself, or the one it was raised
     from or during (argparse wraps an argument type's error in its own)."""
@@ -192,11 +204,9 @@ def _patterns() -> list[tuple[str, re.Pattern[str], tuple[str, ...], int]]:
 
 
 def parse(message: str) -> Phrase | None:
-    """The catalog key and values whose English is ``message``, or None: for an error that
-    crossed a process or the trace as text (:func:`one_line`), so its Chinese comes from
-    the same catalog entry as the exception's would. A value that is itself one of the
-    catalog's phrases (what ``expected`` allows, a note) is read back as one; where two
-    readings fit, the one whose templates account for more of the text wins."""
+    """The catalog key and values whose English is ``message``, or None. A value that is
+    itself one of the catalog's phrases is read back as one; where two readings fit, the
+    one whose templates account for more of the text wins."""
     found = _parse(message, phrase=False)
     return found[0] if found else None
 
@@ -237,11 +247,9 @@ _KIND = re.compile(r"(\w+(?:Error|Exception|Interrupt)): ")
 
 
 def error_text(e: BaseException | str, lang: str) -> str:
-    """What a reader of ``lang`` sees for ``e`` (its first line): the English as raised;
-    in Chinese, the catalog's rendering of its key. A message that crossed the trace as
-    text (``"ValueError: ..."``, :func:`one_line`) is read back with :func:`parse`; one
-    the catalog does not hold (an ``OSError``'s, torch's) is shown whole after
-    :data:`UNTRANSLATED`."""
+    """What a reader of ``lang`` sees for ``e`` (its first line): the English as raised,
+    or the catalog's Chinese for its key (read back from text as the module docstring
+    tells)."""
     if lang != "zh":
         return str(e)
     if isinstance(e, PdlabError):

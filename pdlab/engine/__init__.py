@@ -1,16 +1,11 @@
 """The engine wing: everything in pdlab that mirrors vLLM 0.33.0, laid out as vLLM is.
 
 A folder here is its upstream folder with ``v1/`` dropped (``core/sched/`` is
-``vllm/v1/core/sched/``, ``config/`` is ``vllm/config/``); the engine loop and the input
-processor (``vllm/v1/engine/``) sit at the top. Where pdlab folds an upstream folder into
-one file (``platforms.py``, ``model_loader.py``) or keeps the MLA layer beside its metadata
-(``attention/mla_attention.py``), the module's docstring names the upstream file; README.md
-("Layout") lists them all.
-
-The kernels are ``pdlab.kernels`` (the top-level ``kernels/`` folder) and the naive oracle
-is ``pdlab.attention.reference``. The wing imports nothing of the lab (P/D orchestration,
-the simulator, the views, the CLI, the tools, the exercises): it reports what happened as
-facts on the trace, and the lab says them (tests/contracts/test_engine_wing.py).
+``vllm/v1/core/sched/``); the engine loop and the input processor (``vllm/v1/engine/``) sit
+at the top, and each module's docstring names its upstream file (README.md, "Layout", lists
+them all). The wing imports nothing of the lab (P/D orchestration, the simulator, the
+views, the CLI, the tools, the exercises): it reports what happened as facts on the trace,
+and the lab says them (tests/contracts/test_engine_wing.py).
 
 ``LLMEngine`` is importable from here, loaded on first use (PEP 562).
 """

@@ -1,14 +1,11 @@
 """The event types of a trace: one frozen dataclass per kind, found through one registry.
 
-Every component reports what it did through an :class:`~pdlab.engine.trace.EventSink`,
-``emit(kind, **fields)``; the :class:`~pdlab.engine.trace.Tracer` builds the event with
-:func:`make_event`, which looks ``kind`` up in :data:`EVENT_TYPES`. An unknown kind, a
-missing field or an unknown one is a ``ValueError`` at emit time, in one line naming the
-kind and the field, so a typo cannot silently start a new kind.
-
-An event still reads as the flat record the views and the JSON file use: every event is a
-read-only :class:`collections.abc.Mapping` whose keys are ``kind``, ``instance``, ``step``
-and then its own fields, in order (``e["req_id"]``, ``e.get("x")``, ``dict(e)``).
+A component's ``emit(kind, **fields)`` becomes an event through :func:`make_event`, which
+looks ``kind`` up in :data:`EVENT_TYPES`: an unknown kind, a missing field or an unknown
+one is a ``ValueError`` at emit time, in one line, so a typo cannot start a new kind. Every
+event is a read-only :class:`collections.abc.Mapping` whose keys are ``kind``,
+``instance``, ``step`` and then its own fields, in order: the flat record the views and
+the JSON file use (``e["req_id"]``, ``e.get("x")``, ``dict(e)``).
 
 vLLM has no single equivalent: the closest are its ``SchedulerStats`` and
 ``IterationStats`` (``vllm/v1/metrics/stats.py``), and the profiler's kernel records.
@@ -103,8 +100,7 @@ def event_from_dict(record: Mapping[str, Any]) -> TraceEvent:
     return make_event(record["kind"], record["instance"], record["step"], fields)
 
 
-# ---- the engine (pdlab/engine/llm_engine.py)
-# --------------------------------------------------------
+# ---- the engine (pdlab/engine/llm_engine.py) ---------------------------------------------
 @event("add_request")
 class AddRequest(TraceEvent):
     """A request queued on this instance."""
@@ -142,11 +138,8 @@ class Route(TraceEvent):
     ``"forward_mqa"`` or ``"forward_mha"``), with the values ``split_decodes_and_prefills``
     read, the rule in force, and what the model runner decided about the row and the step
     (``prefill_runs_as_decode`` is None where the runner computes none: V1, or V2 under
-    PCP; ``decode_graph_eligible`` is the step's). Under speculative decoding
-    ``query_len`` counts the row's ``num_draft_tokens`` (``draft_token_ids`` as the
-    scheduler sent them, ``-1`` a placeholder), and ``uniform_decode_token_count`` is the
-    step's ``1 + K`` when every row is a verifying decode of that width (None otherwise;
-    ``1`` for a uniform batch of one-token decodes)."""
+    PCP). ``query_len`` counts the row's drafts; ``uniform_decode_token_count`` is the
+    step's ``1 + K`` when every row is a verifying decode of that width (else None)."""
 
     req_id: str
     query_len: int
@@ -196,10 +189,9 @@ class Sample(TraceEvent):
 # ---- speculative decoding (engine/worker/gpu/spec_decode, in the model runner) -----------------
 @event("verify")
 class Verify(TraceEvent):
-    """A row's drafts checked against the target (greedy): ``draft_token_ids`` as verified
-    (``-1`` a placeholder, never accepted), the target's argmax after each verified
-    position (``target_token_ids``, one more than the drafts), the tokens the row produced
-    (the accepted drafts and one more) and how many positions are rolled back."""
+    """A row's drafts checked against the target (greedy): ``target_token_ids`` is its
+    argmax after each verified position (one more than the drafts), ``sampled_token_ids``
+    the accepted drafts and one more."""
 
     req_id: str
     draft_token_ids: list[int]
@@ -212,10 +204,8 @@ class Verify(TraceEvent):
 
 @event("draft")
 class Draft(TraceEvent):
-    """The drafter's proposal for a request's next step: it was fed the target's hidden
-    state at ``hidden_position`` (``h[hidden_position]``) and the token after it
-    (``next_token``), and proposed ``draft_token_ids`` for the positions after that
-    (``hidden_position`` is -1 for the n-gram proposer, which reads no hidden state)."""
+    """The drafter's proposal for a request's next step, fed the target's hidden state at
+    ``hidden_position`` (-1 for n-gram, which reads none) and the token after it."""
 
     req_id: str
     method: str

@@ -16,7 +16,7 @@ import torch
 
 from pdlab.engine.config import CacheConfig, ModelConfig
 from pdlab.engine.request import SamplingParams
-from pdlab.errors import PdlabTypeError, PdlabValueError, Phrase, invalid, noted
+from pdlab.errors import PdlabTypeError, PdlabValueError, Phrase, invalid, none_or, noted
 
 
 def process_prompt(
@@ -53,9 +53,7 @@ def validate_params(
     sampling_params: Any, request_id: Any, kv_transfer_params: Any, model_config: ModelConfig
 ) -> None:
     """The rest of ``add_request``'s arguments, checked before anything is queued."""
-    if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
-        allowed = Phrase("err_x_none_or", t="SamplingParams")
-        raise invalid("sampling_params", sampling_params, allowed, PdlabTypeError)
+    none_or("sampling_params", sampling_params, SamplingParams, PdlabTypeError)
     vocab = model_config.vocab_size
     stops = [t for t in (sampling_params.stop_token_ids if sampling_params else ()) if t >= vocab]
     if stops:

@@ -2,9 +2,8 @@
 
 Mirrors ``vllm/v1/engine/llm_engine.py`` and ``vllm/v1/engine/core.py`` (``EngineCore.step``)
 in one small class: text in through the byte tokenizer, tokens out, greedy by default so
-runs compare token for token. Every step is recorded in the tracer: what was scheduled,
-``num_computed_tokens`` before and after, the routing decision, each kernel with its
-modelled cost, and each sampled token. The P/D pair lives in ``pdlab/disagg/pair.py``.
+runs compare token for token, every step recorded in the tracer. The P/D pair lives in
+``pdlab/disagg/pair.py``.
 
 With a ``SpeculativeConfig`` the step ends as ``EngineCore.post_step`` does: the drafts
 the runner proposed (``take_draft_token_ids``) go to ``Scheduler.update_draft_token_ids``
@@ -49,7 +48,9 @@ from pdlab.errors import (
     PdlabTypeError,
     PdlabValueError,
     Phrase,
+    check_int,
     invalid,
+    none_or,
     one_line,
 )
 from pdlab.kernels.backend import resolve
@@ -95,9 +96,7 @@ class LLMEngine:
     ) -> None:
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
-        if speculative_config is not None and not isinstance(speculative_config, SpeculativeConfig):
-            allowed = Phrase("err_x_none_or", t="SpeculativeConfig")
-            raise invalid("speculative_config", speculative_config, allowed)
+        none_or("speculative_config", speculative_config, SpeculativeConfig)
         # None: no speculative decoding (nothing drafts, nothing is padded).
         self.speculative_config = speculative_config
         self.attention_config = attention_config or AttentionConfig()
@@ -225,13 +224,11 @@ class LLMEngine:
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
-        if not isinstance(request_ids, str) and (
-            not isinstance(request_ids, Sequence)
-            or not all(isinstance(r, str) for r in request_ids)
-        ):
+        ids = [request_ids] if isinstance(request_ids, str) else request_ids
+        if not isinstance(ids, Sequence) or not all(isinstance(r, str) for r in ids):
             allowed = Phrase("err_x_request_ids")
             raise invalid("request_ids", request_ids, allowed, PdlabTypeError)
-        ids = [request_ids] if isinstance(request_ids, str) else list(request_ids)
+        ids = list(ids)
         self.scheduler.finish_requests(ids, RequestStatus.FINISHED_ABORTED)
         for rid in ids:
             out = self._outputs.get(rid)
@@ -333,15 +330,13 @@ class LLMEngine:
         max_steps: int = 100_000,
     ) -> list[RequestOutput]:
         """Run prompts to completion; outputs in prompt order."""
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
+        check_int("max_steps", max_steps)
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
         self.run_until_done(max_steps)
         return [self._outputs[r] for r in rids]
 
     def run_until_done(self, max_steps: int = 100_000) -> None:
-        if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
-            raise invalid("max_steps", max_steps, Phrase("err_x_int_ge", n=1))
+        check_int("max_steps", max_steps)
         for _ in range(max_steps):
             if not self.has_unfinished_requests():
                 return

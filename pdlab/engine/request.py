@@ -1,11 +1,9 @@
 """A request as the scheduler sees it: its tokens, how many of them are computed, its status.
 
 Mirrors ``vllm/v1/request.py`` (``Request``, ``RequestStatus``) and the fields of
-``vllm/sampling_params.py`` (``SamplingParams``) that pdlab uses. The scheduler has no
-prefill or decode phase; a request only carries ``num_computed_tokens`` (tokens whose K/V
-are in the paged cache) and ``num_tokens`` (prompt + outputs), and each step tries to close
-the gap between them. Under speculative decoding a request also carries ``spec_token_ids``,
-the drafts proposed after its last step, which the next step verifies.
+``vllm/sampling_params.py`` (``SamplingParams``) that pdlab uses. A request carries no
+phase, only ``num_computed_tokens`` (tokens whose K/V are in the paged cache) and
+``num_tokens`` (prompt + outputs); ``pdlab/engine/core/sched/scheduler.py`` closes the gap.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pdlab.errors import Phrase, invalid, noted
+from pdlab.errors import Phrase, check_int, invalid, noted
 
 
 def _is_int(value: Any) -> bool:
@@ -34,8 +32,7 @@ class SamplingParams:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if not _is_int(self.max_tokens) or self.max_tokens < 1:
-            raise invalid("SamplingParams.max_tokens", self.max_tokens, Phrase("err_x_int_ge", n=1))
+        check_int("SamplingParams.max_tokens", self.max_tokens)
         t = self.temperature
         if isinstance(t, bool) or not isinstance(t, (int, float)) or not t >= 0:
             greedy = noted(Phrase("err_x_num_ge", n=0), "err_n_greedy")
@@ -137,8 +134,7 @@ class Request:
         self.num_prompt_tokens = len(self.prompt_token_ids)
         self._output_token_ids: list[int] = []
         self._all_token_ids: list[int] = list(self.prompt_token_ids)
-        # Tokens whose K/V are in the cache. While WAITING_FOR_REMOTE_KVS it already counts
-        # the K/V on their way (as vLLM 0.33.0), and is cut back if the load fails.
+        # While WAITING_FOR_REMOTE_KVS it already counts the K/V on their way (as vLLM).
         self.num_computed_tokens = 0
         # Prefix hit (local + external) when first scheduled; -1 until then.
         self.num_cached_tokens = -1

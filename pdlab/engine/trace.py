@@ -3,23 +3,8 @@
 The console tour, the widgets, the plots and the notebooks all read a :class:`Tracer`, so
 what a learner sees is what the engine did, and they ask it through its query methods
 (:meth:`Tracer.step_rows`, :meth:`Tracer.route_of`, ...), not by walking the events. Each
-event is a typed, read-only record (:mod:`pdlab.engine.events`, one type per kind) with ``kind``,
-``instance`` (``"P"``, ``"D"`` or ``"local"``) and ``step``, plus fields of its kind:
-
-* ``step``: the requests scheduled, each with ``num_prompt_tokens``,
-  ``num_computed_tokens`` before and after, and ``num_scheduled_tokens``;
-* ``route``: per request the routing decision (``path`` is ``"decode"`` or ``"prefill"``),
-  the rule in force and the values it read;
-* ``kernel``: a kernel call with its layer, path, backend, shapes, modelled FLOPs and bytes;
-* ``sample``: a sampled token; ``kv_transfer``: blocks moved from P to D;
-* scheduler events (``admit``, ``waiting_for_remote_kvs``, ``remote_kv_ready``, ``preempt``,
-  ``finish``, ``free``, ...) and the connector's (``kv_transfer``, ``kv_release``, ...).
-
-Components report through an :class:`EventSink` given at construction; an engine's sink is
-:meth:`Tracer.sink`, which stamps the instance and the engine's current step.
-
-vLLM has no single equivalent; the closest are its ``SchedulerStats``/``IterationStats``
-(``vllm/v1/metrics/stats.py``) and the profiler's kernel records.
+event is a typed, read-only record of one kind (:mod:`pdlab.engine.events` lists the kinds
+and their fields, and names vLLM's closest equivalents).
 """
 
 from __future__ import annotations
@@ -49,9 +34,8 @@ def _jsonable(v: Any) -> Any:
 
 class EventSink(Protocol):
     """Where a component reports what it did: ``emit(kind, **fields)``. Each component
-    takes one at construction (``emit: EventSink | None = None``); an engine's is
-    :meth:`Tracer.sink`, shared with its runner, its attention and its connector, so every
-    event lands in one :class:`Tracer`."""
+    takes one at construction; an engine's is :meth:`Tracer.sink`, shared with its
+    runner, its attention and its connector, so every event lands in one tracer."""
 
     def __call__(self, kind: str, **fields: Any) -> None: ...
 
@@ -83,9 +67,7 @@ class Tracer:
     def sink(self, instance: str) -> InstanceSink:
         """The sink of ``instance``: one object per instance, so a connector built before
         its engine (as :class:`~pdlab.disagg.pair.PDPair` does) shares the engine's step."""
-        if instance not in self._sinks:
-            self._sinks[instance] = InstanceSink(self, instance)
-        return self._sinks[instance]
+        return self._sinks.setdefault(instance, InstanceSink(self, instance))
 
     def emit(self, kind: str, instance: str, step: int, **fields: Any) -> None:
         """Record one event; ``ValueError`` names an unknown kind or a missing or unknown

@@ -1,9 +1,7 @@
 """Configuration: the model's shape, the paged cache, the scheduler, routing, KV transfer.
 
 Mirrors the package vLLM threads through its v1 engine, ``vllm/config/``, one module per
-config: ``model.py``, ``cache.py``, ``scheduler.py``, ``parallel.py``, ``attention.py``,
-``kv_transfer.py``, ``speculative.py`` (speculative decoding) and ``vllm.py`` (which model
-runner). Every config validates itself on construction: a bad value raises ``ValueError``
+config. Every config validates itself on construction: a bad value raises ``ValueError``
 naming the field, the value and what is allowed.
 """
 

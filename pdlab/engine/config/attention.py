@@ -37,10 +37,9 @@ class MLABackendProfile:
         cp_kv_cache_interleave_size: int = 1,
     ) -> int:
         """The builder's threshold after ``_init_reorder_batch_threshold``
-        (``vllm/v1/attention/backend.py``): a builder that is not SINGLE_ONLY raises it to
-        ``1 + num_speculative_tokens`` (a verification row), and decode context
-        parallelism forces 1 unless the builder supports DCP with varlen queries
-        (FLASH_ATTN_MLA only with ``cp_kv_cache_interleave_size == 1``)."""
+        (``vllm/v1/attention/backend.py``): raised to ``1 + num_speculative_tokens`` (a
+        verification row) unless SINGLE_ONLY; 1 under DCP unless the builder supports DCP
+        with varlen queries (FLASH_ATTN_MLA only at ``cp_kv_cache_interleave_size == 1``)."""
         t = self.reorder_batch_threshold
         if self.query_len_support != "single_only" and num_speculative_tokens > 0:
             t = max(t, 1 + num_speculative_tokens)
@@ -76,13 +75,10 @@ class AttentionConfig:
     """Which MLA backend's routing to follow (``vllm/config/attention.py``'s ``backend``).
 
     ``backend`` None (the default, as upstream) lets the platform choose for ``gpu``
-    (``pdlab.engine.platforms.select_mla_backend``: a name such as ``"h200"`` or ``"cpu"``; None
-    reads ``PDLAB_GPU``, then this machine's GPU, else the CPU platform). Naming a backend
-    skips the choice. ``choice`` keeps the platform's facts (``BackendChoice``: the GPU, its
-    compute capability, the KV cache dtype, the priority list, how the GPU was chosen); it is
-    None when the backend was named, and :attr:`selected_how` says which of the two it was.
-    ``num_speculative_tokens`` changes only the threshold, as upstream's builders do;
-    ``LLMEngine`` sets it from its ``SpeculativeConfig`` (``pdlab/engine/config/speculative.py``).
+    (``pdlab.engine.platforms.select_mla_backend``; None reads ``PDLAB_GPU``, then this
+    machine's GPU, else the CPU platform); ``choice`` keeps its facts (``BackendChoice``),
+    None when the backend was named. ``num_speculative_tokens`` changes only the threshold,
+    as upstream's builders do; ``LLMEngine`` sets it from its ``SpeculativeConfig``.
     """
 
     backend: str | None = None

@@ -6,17 +6,16 @@ transformers).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
 
-from pdlab.engine.config.utils import _check_int, _check_positive_float, _fail
-from pdlab.errors import PdlabValueError, Phrase, invalid
+from pdlab.engine.config.utils import ConfigBase, _check_int, _check_positive_float, _fail
+from pdlab.errors import PdlabValueError, Phrase, invalid, noted
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(ConfigBase):
     """The dimensions of a DeepSeek-style decoder with Multi-head Latent Attention (MLA).
 
     The KV cache of one layer holds, per token, one latent row of ``kv_cache_dim =
@@ -94,13 +93,8 @@ class ModelConfig:
             _check_int(c, "q_lora_rank", self.q_lora_rank)
         r = self.qk_rope_head_dim
         if isinstance(r, bool) or not isinstance(r, int) or r < 2 or r % 2:
-            even = Phrase("err_x_even_ge", n=2)
-            _fail(
-                c,
-                "qk_rope_head_dim",
-                r,
-                Phrase("err_x_note", x=even, note=Phrase("err_n_rope_pairs")),
-            )
+            even = noted(Phrase("err_x_even_ge", n=2), "err_n_rope_pairs")
+            _fail(c, "qk_rope_head_dim", r, even)
         _check_positive_float(c, "rms_norm_eps", self.rms_norm_eps)
         _check_positive_float(c, "rope_theta", self.rope_theta)
         if self.init_std is not None:
@@ -110,53 +104,32 @@ class ModelConfig:
         self._validate_weights()
 
     def _validate_weights(self) -> None:
-        w = self.weights
+        c, w = "ModelConfig", self.weights
         if not isinstance(w, str) or not (w in WEIGHTS or w.endswith(".safetensors")):
-            _fail(
-                "ModelConfig",
-                "weights",
-                w,
-                Phrase("err_x_weights"),
-            )
+            _fail(c, "weights", w, Phrase("err_x_weights"))
         if w == "trained":
             n = self.num_nextn_predict_layers
             if n > 1:  # the shipped checkpoint holds one MTP module
                 one = Phrase("err_x_int_range", a=0, b=1)
                 note = Phrase("err_n_one_mtp_trained")
                 allowed = Phrase("err_x_with", x=one, setting="weights='trained'", note=note)
-                _fail("ModelConfig", "num_nextn_predict_layers", n, allowed)
+                _fail(c, "num_nextn_predict_layers", n, allowed)
             for k, v in TRAINED_FIELDS.items():
                 if getattr(self, k) != v:
-                    _fail(
-                        "ModelConfig",
-                        k,
-                        getattr(self, k),
-                        Phrase("err_x_fixed_by_weights", value=v),
-                    )
+                    _fail(c, k, getattr(self, k), Phrase("err_x_fixed_by_weights", value=v))
 
     def _validate_rope_scaling(self) -> None:
-        rs = self.rope_scaling
+        c, rs = "ModelConfig", self.rope_scaling
         if not isinstance(rs, dict):
-            _fail("ModelConfig", "rope_scaling", rs, Phrase("err_x_none_or_dict"))
+            _fail(c, "rope_scaling", rs, Phrase("err_x_none_or_dict"))
         kind = rs.get("type", rs.get("rope_type"))
         if kind != "yarn":
-            _fail(
-                "ModelConfig",
-                "rope_scaling.type",
-                kind,
-                Phrase("err_x_note", x="'yarn'", note=Phrase("err_n_yarn_only")),
-            )
+            _fail(c, "rope_scaling.type", kind, noted("'yarn'", "err_n_yarn_only"))
         factor = rs.get("factor")
         if isinstance(factor, bool) or not isinstance(factor, (int, float)) or factor < 1:
-            _fail("ModelConfig", "rope_scaling.factor", factor, Phrase("err_x_num_ge", n=1))
+            _fail(c, "rope_scaling.factor", factor, Phrase("err_x_num_ge", n=1))
         orig = rs.get("original_max_position_embeddings")
-        if isinstance(orig, bool) or not isinstance(orig, int) or orig < 1:
-            _fail(
-                "ModelConfig",
-                "rope_scaling.original_max_position_embeddings",
-                orig,
-                Phrase("err_x_int_ge", n=1),
-            )
+        _check_int(c, "rope_scaling.original_max_position_embeddings", orig)
 
     # ---- derived numbers -------------------------------------------------------------
     @property
@@ -192,9 +165,6 @@ class ModelConfig:
         """Bytes of latent cache per token for all layers, in bf16."""
         return self.kv_cache_dim * self.num_hidden_layers * 2
 
-    def replace(self, **changes: Any) -> ModelConfig:
-        return dataclasses.replace(self, **changes)
-
     # ---- presets ---------------------------------------------------------------------
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
@@ -224,8 +194,7 @@ class ModelConfig:
 
     @classmethod
     def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
-        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict). The MoE fields are kept
-        for the simulator's costs; pdlab's own model runs every layer's MLP dense."""
+        """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict)."""
         if not isinstance(config, dict):
             raise PdlabValueError(
                 "err_invalid_str",
@@ -283,6 +252,15 @@ _DEEPSEEK_MLA: dict[str, Any] = dict(
     v_head_dim=128,
     max_position_embeddings=163840,
 )
+# And what V2-Lite and V2 share besides.
+_DEEPSEEK_V2: dict[str, Any] = dict(
+    vocab_size=102400,
+    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+    num_experts_per_tok=6,
+    n_shared_experts=2,
+    first_k_dense_replace=1,
+    **_DEEPSEEK_MLA,
+)
 
 # pdlab's bound on ``num_nextn_predict_layers`` (upstream sets none; DeepSeek-V3 ships 1):
 # each module is one more decoder layer with its own KV cache.
@@ -309,34 +287,24 @@ PRESETS: dict[str, dict[str, Any]] = {
         weights="trained",
     ),
     "deepseek-v2-lite": dict(
-        vocab_size=102400,
         hidden_size=2048,
         intermediate_size=10944,
         num_hidden_layers=27,
         num_attention_heads=16,
         q_lora_rank=None,
-        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
         n_routed_experts=64,
-        num_experts_per_tok=6,
-        n_shared_experts=2,
         moe_intermediate_size=1408,
-        first_k_dense_replace=1,
-        **_DEEPSEEK_MLA,
+        **_DEEPSEEK_V2,
     ),
     "deepseek-v2": dict(
-        vocab_size=102400,
         hidden_size=5120,
         intermediate_size=12288,
         num_hidden_layers=60,
         num_attention_heads=128,
         q_lora_rank=1536,
-        rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
         n_routed_experts=160,
-        num_experts_per_tok=6,
-        n_shared_experts=2,
         moe_intermediate_size=1536,
-        first_k_dense_replace=1,
-        **_DEEPSEEK_MLA,
+        **_DEEPSEEK_V2,
     ),
     "deepseek-v3": dict(
         vocab_size=129280,

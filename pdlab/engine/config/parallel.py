@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
-from pdlab.engine.config.utils import _check_int
+from pdlab.engine.config.utils import ConfigBase, _check_int
 
 
 @dataclass(frozen=True)
-class ParallelConfig:
-    """The parallelism settings that change routing (``vllm/config/parallel.py``).
+class ParallelConfig(ConfigBase):
+    """The parallelism settings that change routing.
 
     pdlab runs on one device and implements no context parallelism. It reproduces only the
     routing consequences:
@@ -19,33 +17,21 @@ class ParallelConfig:
     * ``prefill_context_parallel_size > 1`` sets the MLA builder's ``use_pcp``, which
       passes ``treat_short_extends_as_decodes = not use_pcp`` to
       ``split_decodes_and_prefills``, so a request still in its prompt
-      (``is_prefilling``) runs ``forward_mha`` even for a one-token query; and Model Runner
-      V2 then computes no ``prefill_runs_as_decode``. Its PCP manager
-      (``vllm/v1/worker/gpu/pcp_manager.py``) splits every row that is still prefilling
-      across the PCP ranks and replicates the others (``replicated = ~is_prefilling``); a
-      one-token row has chunk size 1 and lands whole on rank 0. Upstream gives its reason in
-      its code: V2's comment "PCP partitions prefill rows"
-      (``vllm/v1/worker/gpu/model_runner.py``), the manager ordering each rank's decodes
-      first by ``is_prefilling``, and the KV write under PCP + DCP gathering only the tokens
-      past ``num_decode_tokens`` (``vllm/v1/attention/ops/pcp.py``): the attention's split
-      must agree with PCP's partition. Model Runner V1 cannot run it. PCP is an opt-in
-      setting, as DCP is; neither is tied to a role.
+      (``is_prefilling``) runs ``forward_mha`` even for a one-token query, and Model Runner
+      V2 then computes no ``prefill_runs_as_decode``: the attention's split must agree with
+      the PCP manager's partition (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`;
+      upstream's reasons are quoted in the tour's chapter 4). Model Runner V1 cannot run
+      it. PCP is an opt-in setting, as DCP is; neither is tied to a role.
     * ``decode_context_parallel_size > 1`` (DCP: opt-in, default 1, reusing TP ranks)
       leaves ``use_pcp`` False, so D's short extend stays a decode; it forces a builder's
       ``reorder_batch_threshold`` to 1 unless the builder supports DCP with varlen queries
-      (``MLABackendProfile``: FLASHINFER_MLA, and FLASH_ATTN_MLA at an interleave of 1;
-      where it is forced to 1, a verifying row of ``1 + K`` tokens is a prefill); under
-      PCP it keeps every
-      whole row on every rank instead of sharding them
-      (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`).
+      (``MLABackendProfile.effective_threshold``; a verifying row of ``1 + K`` tokens is
+      then a prefill); under PCP it keeps every whole row on every rank instead of
+      sharding them (:func:`pdlab.engine.worker.gpu.batch.pcp_rank_chunks`).
     * ``cp_kv_cache_interleave_size``: how many consecutive tokens of the KV cache one DCP
-      rank stores before the next takes over (1: token by token). On a P/D instance under
-      DCP, :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it to the
-      block size unless ``allow_auto_resolve_cp_interleave_size`` is False (upstream's
-      ``_allow_auto_resolve_cp_interleave_size``, which ``EngineArgs`` clears when the
-      user names an interleave size). FLASH_ATTN_MLA's threshold then drops to 1, and
-      vLLM refuses speculative decoding on such an instance (a difference pdlab keeps:
-      :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size`).
+      rank stores before the next takes over (1: token by token); on a P/D instance under
+      DCP, :func:`pdlab.engine.config.vllm.adjust_dcp_kv_cache_interleave_size` raises it
+      to the block size unless ``allow_auto_resolve_cp_interleave_size`` is False.
     """
 
     prefill_context_parallel_size: int = 1
@@ -64,6 +50,3 @@ class ParallelConfig:
     @property
     def use_pcp(self) -> bool:
         return self.prefill_context_parallel_size > 1
-
-    def replace(self, **changes: Any) -> ParallelConfig:
-        return dataclasses.replace(self, **changes)

@@ -6,18 +6,9 @@ from the target's hidden states; pdlab's default, as DeepSeek-V3/R1 is served) a
 ``prompt_lookup_min``..``prompt_lookup_max`` tokens, no model at all).
 ``num_speculative_tokens`` is K, the drafts proposed per step; a verifying decode row then
 runs ``1 + K`` tokens. ``None`` in place of a config (the engine's default) means no
-speculative decoding.
-
-The properties below are the ones vLLM 0.33.0 derives from its config and the scheduler
-reads: ``num_lookahead_tokens`` (``VllmConfig.num_lookahead_tokens``: KV slots past the
-scheduled tokens that a drafter with its own KV cache writes; K for MTP, 0 for n-gram),
-``max_num_new_slots_for_drafting`` (0 for both methods, upstream's table),
-``use_eagle`` (upstream's name for "drafts from the target's hidden states": true for MTP),
-``use_eagle_block_drop`` (the trailing prefix-cache block of a hit is recomputed, for MTP),
-``use_multi_module_mtp`` and ``num_prefill_lookahead_tokens``
-(``VllmConfig.num_prefill_lookahead_tokens``: K with more than one MTP module, 1 with one,
-0 for n-gram). What they do to the prefix cache and to P/D is told once, in
-``pdlab/engine/core/kv_cache_manager.py``'s docstring.
+speculative decoding. The methods and properties below are the ones vLLM 0.33.0 derives
+from its config and the scheduler reads; what they do to the prefix cache and to P/D is
+told once, in ``pdlab/engine/core/kv_cache_manager.py``'s docstring.
 
 Differences from upstream: no draft model, quantization or parallel config (pdlab's MTP
 module lives in the target checkpoint, ``pdlab/engine/model_executor/models/deepseek_mtp.py``);
@@ -36,11 +27,9 @@ for K modules.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
 
-from pdlab.engine.config.utils import _check_int, _fail
+from pdlab.engine.config.utils import ConfigBase, _check_int, _fail
 from pdlab.errors import Phrase
 
 SPECULATIVE_METHODS = ("mtp", "ngram")
@@ -52,7 +41,7 @@ MAX_NUM_SPECULATIVE_TOKENS = 16
 
 
 @dataclass(frozen=True)
-class SpeculativeConfig:
+class SpeculativeConfig(ConfigBase):
     method: str = "mtp"
     num_speculative_tokens: int = 1
     # ngram only: the shortest and longest suffix matched against earlier tokens.
@@ -73,16 +62,11 @@ class SpeculativeConfig:
             _fail(c, "num_speculative_tokens", k, allowed)
         lo, hi = self.prompt_lookup_min, self.prompt_lookup_max
         if self.method != "ngram":
+            only, when = Phrase("err_n_ngram_only"), f"method={self.method!r}"
+            none = Phrase("err_x_with", x=Phrase("err_x_none"), setting=when, note=only)
             for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
                 if value is not None:
-                    only = Phrase("err_n_ngram_only")
-                    when = f"method={self.method!r}"
-                    _fail(
-                        c,
-                        name,
-                        value,
-                        Phrase("err_x_with", x=Phrase("err_x_none"), setting=when, note=only),
-                    )
+                    _fail(c, name, value, none)
             return
         for name, value in (("prompt_lookup_min", lo), ("prompt_lookup_max", hi)):
             if value is not None:
@@ -93,9 +77,8 @@ class SpeculativeConfig:
         lo = hi if lo is None else lo
         hi = lo if hi is None else hi
         if lo > hi:
-            _fail(
-                c, "prompt_lookup_min", lo, Phrase("err_x_at_most", bound=f"prompt_lookup_max={hi}")
-            )
+            at_most = Phrase("err_x_at_most", bound=f"prompt_lookup_max={hi}")
+            _fail(c, "prompt_lookup_min", lo, at_most)
         object.__setattr__(self, "prompt_lookup_min", lo)
         object.__setattr__(self, "prompt_lookup_max", hi)
 
@@ -130,12 +113,3 @@ class SpeculativeConfig:
         if not self.use_eagle():
             return 0
         return self.num_speculative_tokens if self.use_multi_module_mtp() else 1
-
-    @property
-    def max_num_new_slots_for_drafting(self) -> int:
-        """Extra query slots per request a drafter adds to the target's batch: 0 for
-        both MTP and n-gram (upstream's table)."""
-        return 0
-
-    def replace(self, **changes: Any) -> SpeculativeConfig:
-        return dataclasses.replace(self, **changes)

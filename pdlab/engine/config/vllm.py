@@ -1,7 +1,4 @@
-"""What vLLM's ``VllmConfig`` (``vllm/config/vllm.py``, 0.33.0) decides across configs:
-which model runner an engine uses (``VllmConfig.use_v2_model_runner``), the DCP
-interleave of a P/D instance (``adjust_dcp_kv_cache_interleave_size``), and how far a
-prefix-cache hash looks past its block (``num_hash_lookahead_tokens``).
+"""What vLLM's ``VllmConfig`` (``vllm/config/vllm.py``, 0.33.0) decides across configs.
 
 Upstream runs Model Runner V2 (``vllm/v1/worker/gpu/model_runner.py``) unless the
 environment sets ``VLLM_USE_V2_MODEL_RUNNER=0`` or a feature V2 lacks is asked for; V1
@@ -25,7 +22,8 @@ _TRUE, _FALSE = ("1", "true", "yes"), ("0", "false", "no")
 def resolve_model_runner(
     model_runner: str | None, parallel_config: ParallelConfig | None = None
 ) -> str:
-    """``"v2"`` or ``"v1"``; ``ValueError`` in one line for a bad value or V1 with PCP."""
+    """Which model runner (``VllmConfig.use_v2_model_runner``): ``"v2"`` or ``"v1"``;
+    ``ValueError`` in one line for a bad value or V1 with PCP."""
     origin = "model_runner"
     if model_runner is None:
         env = os.environ.get("VLLM_USE_V2_MODEL_RUNNER")
@@ -58,12 +56,12 @@ def adjust_dcp_kv_cache_interleave_size(
     ``kv_transfer_instance``) and ``decode_context_parallel_size > 1``, the interleave
     becomes the block size, so that a whole block of K/V lives on one DCP rank
     (upstream's log line: "for block-level alignment"; P sends whole blocks), unless the
-    user named an interleave (``allow_auto_resolve_cp_interleave_size`` False). pdlab
+    user named an interleave (``allow_auto_resolve_cp_interleave_size`` False, upstream's
+    ``_allow_auto_resolve_cp_interleave_size``, which ``EngineArgs`` clears). pdlab
     takes the cache's ``block_size``, upstream the smallest kernel block size of its KV
     cache groups (one group here). FLASH_ATTN_MLA then loses ``supports_dcp_with_varlen``
-    and its threshold drops to 1
-    (:meth:`pdlab.engine.config.MLABackendProfile.effective_threshold`). Anything else comes back
-    unchanged.
+    and its threshold drops to 1 (``MLABackendProfile.effective_threshold``). Anything
+    else comes back unchanged.
 
     A difference pdlab keeps: with that interleave, vLLM 0.33.0 refuses any speculative
     decoding at start-up (``check_attention_cp_compatibility`` in

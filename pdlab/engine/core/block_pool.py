@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pdlab.engine.core.kv_cache_utils import BlockHash
-from pdlab.errors import PdlabValueError, Phrase, invalid
+from pdlab.errors import PdlabValueError, check_int
 
 
 @dataclass(eq=False)
@@ -49,7 +49,7 @@ class FreeKVCacheBlockQueue:
     """Free blocks in eviction order: ``popleft`` takes the least recently freed.
 
     vLLM uses a hand-written doubly linked list; an ``OrderedDict`` gives the same O(1)
-    ``popleft``, ``append`` and ``remove`` (a cached block taken back out of the middle).
+    ``popleft``, appends and ``remove`` (a cached block taken back out of the middle).
     """
 
     def __init__(self, blocks: Iterable[KVCacheBlock]) -> None:
@@ -59,9 +59,6 @@ class FreeKVCacheBlockQueue:
         if not self._blocks:
             raise PdlabValueError("err_no_free_blocks")
         return self._blocks.popitem(last=False)[1]
-
-    def append(self, block: KVCacheBlock) -> None:
-        self._blocks[block.block_id] = block
 
     def append_n(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Put ``blocks`` at the back, in order (the first given is evicted first)."""
@@ -91,8 +88,7 @@ class BlockPool:
     """All blocks of the cache, the free queue, and the map from block hash to block."""
 
     def __init__(self, num_blocks: int, enable_caching: bool = True) -> None:
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 1:
-            raise invalid("num_blocks", num_blocks, Phrase("err_x_int_ge", n=1))
+        check_int("num_blocks", num_blocks)
         self.num_blocks = num_blocks
         self.enable_caching = enable_caching
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks)]
@@ -167,10 +163,9 @@ class BlockPool:
             block.ref_cnt += 1
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """Drop one reference from each block, given in eviction order (first given,
-        first evicted). Blocks no one holds any more go back to the free queue: those
-        without a hash (never a prefix hit) to the front, so they are reused first; cached
-        ones to the back, where they wait as LRU eviction candidates."""
+        """Drop one reference from each block, given in eviction order; blocks no one holds
+        any more go back to the free queue, uncached ones to the front and cached ones to
+        the back (the module docstring)."""
         evict_first: list[KVCacheBlock] = []
         evict_last: list[KVCacheBlock] = []
         for block in ordered_blocks:

@@ -6,14 +6,6 @@ single-group bookkeeping of ``vllm/v1/core/single_type_kv_cache_manager.py``
 the same block table), so block ids are a plain ``list[int]`` rather than vLLM's tuple of
 lists per group.
 
-The scheduler asks three things of it:
-
-* ``get_computed_blocks(request)``: the longest run of cached full blocks matching the
-  request's prefix, capped so that at least the last token is left to compute;
-* ``allocate_slots(...)``: blocks for the tokens about to be computed (None when the pool
-  cannot supply them, with nothing changed);
-* ``free(request)``: give the request's blocks back, tail first.
-
 MTP and the prefix cache (vLLM 0.33.0: ``kv_cache_coordinator.py``,
 ``single_type_kv_cache_manager.py``, ``kv_cache_utils.py``, ``VllmConfig`` in
 ``config/vllm.py``). This is the one place the fact is told; the rest points here.
@@ -51,7 +43,7 @@ from pdlab.engine.core.block_pool import BlockPool, KVCacheBlock
 from pdlab.engine.core.kv_cache_utils import hash_request_tokens
 from pdlab.engine.math_utils import cdiv
 from pdlab.engine.request import Request
-from pdlab.errors import PdlabValueError, Phrase, invalid
+from pdlab.errors import PdlabValueError, check_int
 
 
 @dataclass
@@ -92,16 +84,9 @@ class KVCacheManager:
         num_hash_lookahead_tokens: int = 0,
         num_prefill_lookahead: int = 0,
     ) -> None:
-        """``use_eagle`` (upstream's name, the scheduler's ``use_eagle_block_drop``): drop
-        the trailing block of each hit; ``num_hash_lookahead_tokens``: tokens after each
-        block its hash covers; ``num_prefill_lookahead``: the drafter's prefill lookahead
-        (the module docstring tells why each)."""
-        if (
-            isinstance(max_model_len, bool)
-            or not isinstance(max_model_len, int)
-            or max_model_len < 1
-        ):
-            raise invalid("max_model_len", max_model_len, Phrase("err_x_int_ge", n=1))
+        """``use_eagle`` (upstream's name, the scheduler's ``use_eagle_block_drop``) drops
+        the trailing block of each hit (the module docstring tells why each option)."""
+        check_int("max_model_len", max_model_len)
         self.use_eagle = use_eagle
         self.num_hash_lookahead_tokens = num_hash_lookahead_tokens
         # Computed tokens a multi-module drafter may still rewrite: not cached yet.
@@ -169,10 +154,7 @@ class KVCacheManager:
             )
 
     def get_num_blocks_to_allocate(
-        self,
-        request_id: str,
-        num_tokens: int,
-        new_computed_blocks: Sequence[KVCacheBlock] = (),
+        self, request_id: str, num_tokens: int, new_computed_blocks: Sequence[KVCacheBlock] = ()
     ) -> int:
         """Free blocks the request would use to hold ``num_tokens`` slots: the blocks it
         lacks, plus the prefix hits that sit in the free queue (touching one takes it out
@@ -193,27 +175,20 @@ class KVCacheManager:
         full_sequence_must_fit: bool = False,
         reserved_blocks: int = 0,
     ) -> list[KVCacheBlock] | None:
-        """Give ``request`` slots for the tokens it is about to compute.
-
-        Layout of the request's tokens (as in vLLM's docstring)::
+        """Give ``request`` slots for the tokens it is about to compute (layout as in
+        vLLM's docstring)::
 
             | computed | new_computed | external | new | lookahead |
                                       |   to be allocated          |
 
-        ``computed`` is ``request.num_computed_tokens``; ``new_computed`` are prefix-cache
-        hits (``new_computed_blocks``, from ``get_computed_blocks``); ``external`` are
-        tokens a KV connector will load; ``new`` are the tokens computed this step.
-
-        ``full_sequence_must_fit`` (the scheduler's ``scheduler_reserve_full_isl``) first
-        checks that the free blocks could hold the request's whole sequence, not only this
-        chunk: an admission gate, so chunked prefill does not admit requests it will have
-        to preempt. ``reserved_blocks`` are free blocks this allocation must leave alone
-        (what in-flight prefills still need, when an asynchronous KV load is admitted).
-
-        Returns the newly allocated blocks, or None if the pool cannot supply them (then
-        nothing has changed). Unless ``delay_cache_blocks`` (the K/V of a P/D receive are
-        not there yet), the full blocks among the known tokens are cached right away: their
-        K/V are written during this step's forward before attention reads them.
+        ``new_computed`` are prefix-cache hits (``new_computed_blocks``), ``external``
+        tokens a KV connector will load. ``full_sequence_must_fit`` (the scheduler's
+        ``scheduler_reserve_full_isl``) first checks that the free blocks could hold the
+        whole sequence, not only this chunk; ``reserved_blocks`` are free blocks to leave
+        alone. Returns the new blocks, or None (nothing changed) if the pool cannot supply
+        them. Unless ``delay_cache_blocks`` (a P/D receive's K/V are not there yet), the
+        full blocks among the known tokens are cached right away: their K/V are written
+        during this step's forward before attention reads them.
         """
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
             raise PdlabValueError("err_no_tokens_to_allocate")
@@ -227,9 +202,8 @@ class KVCacheManager:
         num_free = self.block_pool.get_num_free_blocks()
         if full_sequence_must_fit:
             full_num_tokens = min(request.num_tokens, self.max_model_len)
-            if self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks) > (
-                num_free
-            ):
+            need = self.get_num_blocks_to_allocate(req_id, full_num_tokens, new_computed_blocks)
+            if need > num_free:
                 return None
         num_tokens_need_slot = min(
             total_computed_tokens + num_new_tokens + num_lookahead_tokens, self.max_model_len

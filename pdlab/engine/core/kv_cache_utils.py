@@ -5,14 +5,12 @@ The hash of block ``i`` chains the hash of block ``i - 1`` with block ``i``'s to
 equal hashes mean equal prefixes, not just equal blocks: the K/V of a token depend on every
 token before it, and a block can only be reused after the same prefix.
 
-pdlab uses SHA-256 over a fixed byte encoding (parent digest, then each token id as a
-little-endian int64), so a hash is the same in every process and on every machine (vLLM's
-default is also SHA-256; Python's ``hash()`` would do within one process). vLLM also mixes
-in "extra keys" (LoRA id, multimodal hashes, cache salt); pdlab has none. Only full blocks
-are hashed: a partial block's tokens are not final yet. With ``num_lookahead_tokens`` L > 0
-(``get_request_block_hasher``'s ``num_hash_lookahead_tokens``) a block's hash also covers
-the L tokens after it, and exists only once they do (why:
-``pdlab/engine/core/kv_cache_manager.py``).
+pdlab uses SHA-256 (vLLM's default) over a fixed byte encoding (parent digest, then each
+token id as a little-endian int64), so a hash is the same in every process and on every
+machine. vLLM also mixes in "extra keys" (LoRA id, multimodal hashes, cache salt); pdlab
+has none. Only full blocks are hashed: a partial block's tokens are not final yet. With
+``num_lookahead_tokens`` L > 0 (``get_request_block_hasher``'s ``num_hash_lookahead_tokens``)
+a block's hash also covers the L tokens after it (why: ``pdlab/engine/core/kv_cache_manager.py``).
 """
 
 from __future__ import annotations
@@ -51,23 +49,15 @@ def hash_request_tokens(
     num_lookahead_tokens: int = 0,
 ) -> list[BlockHash]:
     """Extend ``block_hashes`` in place with the hashes of the next full blocks of
-    ``token_ids`` (up to ``num_blocks`` blocks if given) and return it. With
-    ``num_lookahead_tokens`` L, a block is hashed only once the L tokens after it exist.
-
-    Hashes already in the list are kept: a request's tokens only ever grow, so the hash of
-    a full block never changes.
-    """
+    ``token_ids`` (up to ``num_blocks`` blocks if given) and return it; a block is hashed
+    only once the ``num_lookahead_tokens`` after it exist. Hashes already in the list are
+    kept: a request's tokens only ever grow, so the hash of a full block never changes."""
     num_full = max(len(token_ids) - num_lookahead_tokens, 0) // block_size
     if num_blocks is not None:
         num_full = min(num_full, num_blocks)
     for i in range(len(block_hashes), num_full):
         parent = block_hashes[i - 1] if i > 0 else None
         end = (i + 1) * block_size
-        block_hashes.append(
-            hash_block_tokens(
-                parent,
-                token_ids[i * block_size : end],
-                token_ids[end : end + num_lookahead_tokens],
-            )
-        )
+        lookahead = token_ids[end : end + num_lookahead_tokens]
+        block_hashes.append(hash_block_tokens(parent, token_ids[i * block_size : end], lookahead))
     return block_hashes

@@ -127,13 +127,6 @@ class ModelRunnerOutput:
 
     def __post_init__(self) -> None:
         _check_rows(self.req_ids, self.sampled_token_ids, "sampled_token_ids")
-        if len(self.req_ids) != len(self.sampled_token_ids):
-            raise PdlabValueError(
-                "err_entries_per_request",
-                name="sampled_token_ids",
-                n=len(self.sampled_token_ids),
-                k=len(self.req_ids),
-            )
         if not self.req_id_to_index:
             self.req_id_to_index = {r: i for i, r in enumerate(self.req_ids)}
 
@@ -148,13 +141,6 @@ class DraftTokenIds:
 
     def __post_init__(self) -> None:
         _check_rows(self.req_ids, self.draft_token_ids, "draft_token_ids")
-        if len(self.req_ids) != len(self.draft_token_ids):
-            raise PdlabValueError(
-                "err_entries_per_request",
-                name="draft_token_ids",
-                n=len(self.draft_token_ids),
-                k=len(self.req_ids),
-            )
 
 
 @dataclass
@@ -175,7 +161,7 @@ class EngineCoreOutput:
 
 def _check_rows(req_ids: Any, rows: Any, name: str) -> None:
     """A runner's per-request lists are well formed: distinct string ids, and a list of
-    integer ids for each (their count and range are the scheduler's to check)."""
+    integer ids for each (their count and range are the scheduler's to check), one per id."""
     if (
         not isinstance(req_ids, (list, tuple))
         or not all(isinstance(r, str) for r in req_ids)
@@ -188,3 +174,6 @@ def _check_rows(req_ids: Any, rows: Any, name: str) -> None:
         for row in rows
     ):
         raise invalid(name, rows, Phrase("err_x_token_id_lists"))
+    if len(req_ids) != len(rows):
+        k = len(req_ids)
+        raise PdlabValueError("err_entries_per_request", name=name, n=len(rows), k=k)

@@ -1,74 +1,33 @@
 """The scheduler: which requests run this step, and how many tokens each computes.
 
-Mirrors ``vllm/v1/core/sched/scheduler.py`` (vLLM 0.33.0): one class, ``Scheduler``, in one
-file, its methods in upstream's order, in sections: ``schedule()``, its waiting loop, the
-step's results, speculative decoding, a request's way around ``schedule()`` (it is added,
-``add_request``; its sampled tokens come back, ``update_from_output`` and ``check_stop``; it
-finishes or is aborted, ``finish_requests``; its blocks are freed) and the KV connector's
-side (remote KV).
-Methods that upstream has keep its names (``add_request``, ``finish_requests``,
-``update_from_output``, ``_update_request_with_output``, ``_free_request``, ``_free_blocks``,
-``update_draft_token_ids``, ``_handle_blocked_waiting_request``,
-``_update_waiting_for_remote_kv``, ``_update_from_kv_xfer_finished``, ``_connector_finished``,
-``_inflight_prefill_reserved_blocks``, ``_holds_kv_blocks``); ``_handle_failed_recvs``
-condenses upstream's ``_handle_failed_recving`` and ``_handle_invalid_blocks``.
-``check_stop`` is in ``utils.py``, as upstream (``vllm/v1/core/sched/utils.py``), and what
-the scheduler hands out and takes in is in ``output.py`` (upstream's ``sched/output.py``).
+Mirrors ``vllm/v1/core/sched/scheduler.py`` (vLLM 0.33.0): one class, ``Scheduler``, its
+methods in upstream's order and under upstream's names where upstream has them;
+``_handle_failed_recvs`` condenses upstream's ``_handle_failed_recving`` and
+``_handle_invalid_blocks``. ``check_stop`` is in ``utils.py`` and what the scheduler hands
+out and takes in is in ``output.py``, as upstream.
 
-There is no prefill phase and no decode phase. A request has ``num_computed_tokens`` and
-``num_tokens``; each step gives it ``num_tokens - num_computed_tokens`` new tokens, cut to
-the step's token budget (``max_num_batched_tokens``) and to
-``long_prefill_token_threshold`` (only when more than one request is running or waiting:
-a lone request starves nobody). A long prompt is thus prefilled in chunks, a decoding
-request gets one token (``1 + K`` with K drafts to verify), and D's first step after a KV
-transfer gets one prompt token (padded to ``1 + K`` under speculative decoding).
-Running requests go first, then waiting ones in arrival order. A waiting request is
-admitted only if its whole sequence fits in the free blocks
-(``scheduler_reserve_full_isl``, vLLM's default), not just its first chunk. When the pool
-runs out of blocks, the most recently admitted running request is preempted: its blocks
-are freed and it is recomputed later (prompt and outputs), as vLLM does.
+There is no prefill phase and no decode phase: each step gives a request
+``num_tokens - num_computed_tokens`` new tokens, cut to the step's token budget
+(``max_num_batched_tokens``) and to ``long_prefill_token_threshold`` (only when more than
+one request is running or waiting: a lone request starves nobody). A long prompt is thus
+prefilled in chunks, a decoding request gets one token (``1 + K`` with K drafts to
+verify), and D's first step after a KV transfer gets one prompt token. Running requests go
+first, then waiting ones in arrival order (the waiting loop is inline in upstream's
+``schedule``; here it is ``_schedule_waiting``). A waiting request is admitted only if its
+whole sequence fits in the free blocks (``scheduler_reserve_full_isl``, vLLM's default).
+When the pool runs out of blocks, the most recently admitted running request is
+preempted and recomputed later, as vLLM does.
 
-The waiting loop is inline in upstream's ``schedule`` ("Next, schedule the WAITING
-requests"); here it is ``_schedule_waiting``, right after ``schedule``. A request is
-admitted when the budget, a running slot and its blocks allow: its local prefix-cache hit
-(under MTP, what ``pdlab/engine/core/kv_cache_manager.py`` says is left of it) and the KV
-connector's external tokens count as computed, an asynchronous KV load only
-holds blocks (the request waits for its K/V), and under speculative decoding a row with
-one new token over computed context is padded to ``1 + K`` with ``-1`` placeholder drafts.
+Remote KV (P/D): waiting requests that already hold blocks (D side: K/V still arriving,
+or arrived and not yet scheduled) wait in ``skipped_waiting`` (upstream's
+``kv_holding_waiting``), served before ``waiting``: letting newer or preempted requests
+overtake them could starve everyone, as a request that needs their blocks would preempt
+itself forever. A failed load follows ``KVTransferConfig.kv_load_failure_policy``.
 
-Remote KV (P/D): K/V arriving from another instance, failed receives, finished sends and
-receives, and the blocks in-flight prefills keep back. Waiting requests that already hold
-blocks (D side: K/V still arriving, or arrived and not yet scheduled) wait in
-``skipped_waiting`` (upstream's ``kv_holding_waiting``), which is served before
-``waiting``. Letting newer or preempted requests overtake them could starve everyone: a
-request that needs the blocks they hold would preempt itself forever. An asynchronous KV
-load is admitted only if its blocks fit beside what the prefills in flight still need
-(``_inflight_prefill_reserved_blocks``). A failed load follows
-``KVTransferConfig.kv_load_failure_policy``: ``"fail"`` (the default) ends the request
-with ``FINISHED_ERROR``, ``"recompute"`` computes the missing tokens locally.
-
-Speculative decoding is inline upstream: the "Speculative decode related" block of
-``schedule``'s running loop, the "Pad new decode requests to uniform spec decoding size to
-preserve full cudagraph for this step" block of its waiting loop (``pad_spec_decode``), the
-rejection count in ``update_from_output``, and ``update_draft_token_ids``. Here it is a
-section of its own. A running request carries the drafts proposed after its last step
-(``spec_token_ids``); the running loop asks for ``num_tokens_with_spec -
-num_computed_tokens`` tokens, cut as any row is (``long_prefill_token_threshold``, the
-budget, ``max_model_len``), and the drafts that survive the cut become
-``scheduled_spec_decode_tokens``. A request admitted with one new token over computed
-context (D's row after the ``- 1``, or a fully prefix-cached prompt) is padded to ``1 + K``
-tokens with ``[-1] * K`` placeholders, so the step keeps the ``1 + K`` shape of every
-verifying row, when: K > 0, no running row scheduled this step is mid-prefill, some row is
-already scheduled or the request has computed context, and ``1 + K`` positions plus the
-sampled token fit ``max_model_len``. If the padded row does not fit the budget, the
-waiting loop stops there: upstream would rather not schedule it than schedule it unpadded.
-After the step ``num_computed_tokens`` is rolled back over the rejected drafts:
-``len(drafts) - (len(sampled) - 1)``. With more than one MTP module
-(``num_prefill_lookahead_tokens`` K > 1) a prefill chunk ends the prompt or stops at
-least K tokens before its end (``_reserve_prefill_lookahead``; a waiting request whose
-chunk would shrink to nothing is passed over this step), and a connector is told of each
-new request (``on_new_request``: P cuts its backoff,
-``pdlab/engine/distributed/kv_transfer/pd_connector.py``).
+Speculative decoding is inline upstream (the "Speculative decode related" block of
+``schedule``'s running loop, the ``pad_spec_decode`` block of its waiting loop, the
+rejection count in ``update_from_output``, and ``update_draft_token_ids``); here it is a
+section of its own.
 
 Deliberate differences from vLLM 0.33.0, which has many features pdlab does not teach:
 no structured output, encoders, LoRA, priority policy, async scheduling or pipeline
@@ -116,7 +75,7 @@ from pdlab.engine.distributed.kv_transfer.base import KVConnectorBase, validate_
 from pdlab.engine.math_utils import cdiv
 from pdlab.engine.request import Request, RequestStatus
 from pdlab.engine.trace import EventSink
-from pdlab.errors import PdlabError, PdlabValueError, Phrase, invalid, one_line
+from pdlab.errors import PdlabError, PdlabValueError, Phrase, invalid, none_or, one_line
 
 PLACEHOLDER_TOKEN_ID = -1  # a padded draft: never accepted
 
@@ -135,13 +94,9 @@ class Scheduler:
         speculative_config: SpeculativeConfig | None = None,
         vocab_size: int | None = None,
     ) -> None:
-        if connector is not None and not isinstance(connector, KVConnectorBase):
-            raise invalid("connector", connector, Phrase("err_x_none_or", t="KVConnectorBase"))
-        if kv_transfer_config is None:
-            kv_transfer_config = KVTransferConfig()
-        if not isinstance(kv_transfer_config, KVTransferConfig):
-            allowed = Phrase("err_x_none_or", t="KVTransferConfig")
-            raise invalid("kv_transfer_config", kv_transfer_config, allowed)
+        none_or("connector", connector, KVConnectorBase)
+        none_or("kv_transfer_config", kv_transfer_config, KVTransferConfig)
+        kv_transfer_config = kv_transfer_config or KVTransferConfig()
         self.kv_transfer_config = kv_transfer_config
         self.recompute_kv_load_failures = kv_transfer_config.kv_load_failure_policy == "recompute"
         self.scheduler_config = scheduler_config
@@ -191,34 +146,26 @@ class Scheduler:
 
     def _init_spec_decode(self, speculative_config: SpeculativeConfig | None) -> None:
         spec = speculative_config
-        if spec is not None and not isinstance(spec, SpeculativeConfig):
-            raise invalid(
-                "speculative_config", spec, Phrase("err_x_none_or", t="SpeculativeConfig")
-            )
+        none_or("speculative_config", spec, SpeculativeConfig)
         self.speculative_config = spec
         # K, and the KV slots past the scheduled tokens that the drafter writes (MTP).
-        self.num_spec_tokens = spec.num_speculative_tokens if spec is not None else 0
-        self.num_lookahead_tokens = spec.num_lookahead_tokens if spec is not None else 0
-        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
+        self.num_spec_tokens = self.num_lookahead_tokens = self.num_prefill_lookahead = 0
         # What one verifying step may add to a request: kept free beside an async load.
-        step_tokens = 1 + self.num_spec_tokens + self.num_lookahead_tokens
-        self._spec_decode_step_blocks = (
-            cdiv(step_tokens, self.block_size) if self.num_spec_tokens else 0
-        )
+        self._spec_decode_step_blocks = 0
         if spec is None:
             return
-        # Upstream refuses a budget of num_lookahead_tokens or less (K, for MTP); pdlab
-        # asks for 1 + K whatever the method, since a smaller budget could never schedule
-        # a padded row, and the waiting loop would stop at it every step.
+        k = self.num_spec_tokens = spec.num_speculative_tokens
+        self.num_lookahead_tokens = spec.num_lookahead_tokens
+        self.num_prefill_lookahead = spec.num_prefill_lookahead_tokens
+        self._spec_decode_step_blocks = cdiv(1 + k + self.num_lookahead_tokens, self.block_size)
+        # 1 + K whatever the method (the module docstring tells upstream's rule).
         budget = self.scheduler_config.max_num_batched_tokens
-        if budget < 1 + self.num_spec_tokens:
-            k = self.num_spec_tokens
+        if budget < 1 + k:
             raise PdlabValueError(
                 "err_spec_budget", budget=budget, method=spec.method, k=k, need=1 + k
             )
         threshold = self.scheduler_config.long_prefill_token_threshold
-        if 0 < threshold < 1 + self.num_spec_tokens:
-            k = self.num_spec_tokens
+        if 0 < threshold < 1 + k:
             raise PdlabValueError("err_spec_threshold", threshold=threshold, k=k, need=1 + k)
 
     # ---- one step: schedule ------------------------------------------------------------
@@ -342,10 +289,8 @@ class Scheduler:
         running_scheduled: bool,
     ) -> None:
         """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
-        order while the budget, the running slots and the blocks last. Under speculative
-        decoding a row with one new token is padded to ``1 + K`` (``_pad_spec_decode``):
-        ``prefill_scheduled`` and ``running_scheduled`` say what the running loop
-        scheduled."""
+        order while the budget, the running slots and the blocks last (the two flags, what
+        the running loop scheduled, are for ``_pad_spec_decode``)."""
         # Requests passed over this step keep their place at the head of their queue.
         skipped: list[Request] = []
         while token_budget > 0 and len(self.running) < self.max_num_running_reqs:
@@ -363,9 +308,8 @@ class Scheduler:
             num_external_tokens, load_kv_async = 0, False
             did_prefix_cache_lookup = request.num_computed_tokens == 0
             if did_prefix_cache_lookup:
-                new_computed_blocks, num_local_tokens = self.kv_cache_manager.get_computed_blocks(
-                    request
-                )
+                hit = self.kv_cache_manager.get_computed_blocks(request)
+                new_computed_blocks, num_local_tokens = hit
                 if self.connector is not None:
                     ext, load_kv_async = self.connector.get_num_new_matched_tokens(
                         request, num_local_tokens
@@ -564,9 +508,7 @@ class Scheduler:
         # tokens computed): it ends with an error and gives its blocks back.
         outputs = self._finish_refused(refused)
         kv_out = model_runner_output.kv_connector_output
-        failed_kv_load_req_ids: set[str] = set()
-        if kv_out is not None:
-            failed_kv_load_req_ids = self._handle_failed_recvs(kv_out)
+        failed_kv_load_req_ids = set() if kv_out is None else self._handle_failed_recvs(kv_out)
 
         stopped: set[Request] = set()
         for request, new_token_ids in active:
@@ -583,21 +525,15 @@ class Scheduler:
                     # a stop frees them); allocate_slots cached only up to the known
                     # tokens, drafts excluded.
                     self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
-            kv_transfer_params = None
-            finish_reason = None
+            kv_transfer_params = finish_reason = None
             if stop:
                 finish_reason = request.get_finished_reason()
                 kv_transfer_params = self._free_request(request)
                 stopped.add(request)
             if new_token_ids or stop:
+                rid, cached = request.request_id, request.num_cached_tokens
                 outputs.append(
-                    EngineCoreOutput(
-                        req_id=request.request_id,
-                        new_token_ids=new_token_ids,
-                        finish_reason=finish_reason,
-                        kv_transfer_params=kv_transfer_params,
-                        num_cached_tokens=request.num_cached_tokens,
-                    )
+                    EngineCoreOutput(rid, new_token_ids, finish_reason, kv_transfer_params, cached)
                 )
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
@@ -715,10 +651,8 @@ class Scheduler:
         ``spec_token_ids`` are cleared either way (new ones come after the step)."""
         if not request.spec_token_ids:
             return None
-        num_scheduled_spec_tokens = (
-            num_new_tokens + request.num_computed_tokens - request.num_tokens
-        )
-        drafts = request.spec_token_ids[: max(num_scheduled_spec_tokens, 0)]
+        num_spec = num_new_tokens + request.num_computed_tokens - request.num_tokens
+        drafts = request.spec_token_ids[: max(num_spec, 0)]
         request.spec_token_ids = []
         return drafts or None
 
@@ -790,12 +724,8 @@ class Scheduler:
                 raise PdlabValueError("err_drafts_invalid", req=rid, spec=spec, k=k)
         for rid, spec in pairs:
             request = self.requests.get(rid)
-            if request is None or request.is_finished():
-                continue
-            if request.is_prefill_chunk:
-                request.spec_token_ids = []
-                continue
-            request.spec_token_ids = spec
+            if request is not None and not request.is_finished():
+                request.spec_token_ids = [] if request.is_prefill_chunk else spec
 
     # ---- requests in and out -----------------------------------------------------------
     def get_request(self, request_id: str) -> Request | None:
@@ -818,9 +748,9 @@ class Scheduler:
             raise invalid("request", request, Phrase("err_x_fresh_request"))
         params = request.kv_transfer_params
         validate_kv_transfer_params(params)
-        if params and (params.get("do_remote_prefill") or params.get("do_remote_decode")):
-            if self.connector is None:
-                raise PdlabValueError("err_kv_params_here", params=params)
+        remote = params and (params.get("do_remote_prefill") or params.get("do_remote_decode"))
+        if remote and self.connector is None:
+            raise PdlabValueError("err_kv_params_here", params=params)
         self.check_request_fits(request)
         self.waiting.append(request)
         self.requests[rid] = request
@@ -838,9 +768,7 @@ class Scheduler:
                 "err_prompt_ids_too_long", n=request.num_prompt_tokens, limit=self.max_model_len
             )
         # The longest sequence whose K/V the request will hold (the last sampled token is
-        # never fed back), which must fit the whole pool or the request could never finish.
-        # Under speculative decoding its last step also holds K drafts and the drafter's
-        # lookahead slots past them: a pool short of that would stall it for ever.
+        # never fed back), plus its last verifying step's drafts and lookahead slots.
         max_len = min(request.num_prompt_tokens + request.max_tokens - 1, self.max_model_len)
         extra = self.num_spec_tokens + self.num_lookahead_tokens
         need = cdiv(min(max_len + extra, self.max_model_len), self.block_size)
@@ -1058,10 +986,8 @@ class Scheduler:
         num_external_tokens: int,
         num_local_tokens: int,
     ) -> None:
-        """The request was given its blocks and now waits for its K/V to arrive."""
-        # As vLLM 0.33.0: while the K/V arrive the request already counts them as
-        # computed (local hit + external tokens); a failed load resets the count,
-        # and _update_waiting_for_remote_kv caches the blocks once they hold data.
+        """The request was given its blocks and now waits for its K/V to arrive (what it
+        counts as computed meanwhile: ``_update_waiting_for_remote_kv``)."""
         rid = request.request_id
         request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
         request.num_computed_tokens = num_computed_tokens
@@ -1094,13 +1020,11 @@ class Scheduler:
 
     def _handle_failed_recvs(self, kv_out: KVConnectorOutput) -> set[str]:
         """Apply failed asynchronous receives (vLLM's ``_handle_failed_recving`` and the
-        async half of ``_handle_invalid_blocks``): a request whose whole receive failed
-        keeps no token under "recompute" (under "fail" its count is left as it was, as
-        upstream leaves it); one whose blocks partly failed keeps the tokens before the
-        first failed block, under either policy. Under the "recompute" policy they are
-        marked for local recompute and none is returned; under "fail" nothing is marked
-        and the affected ids are returned, to be finished with an error. pdlab's
-        connectors report failures of asynchronous loads only."""
+        async half of ``_handle_invalid_blocks``): a whole failed receive keeps no token
+        under "recompute" (under "fail" its count is left, as upstream leaves it); a
+        partly failed one keeps the tokens before its first failed block. "recompute"
+        marks them for local recompute and returns none; "fail" returns their ids, to be
+        finished with an error. pdlab's connectors fail asynchronous loads only."""
         affected: set[str] = set()
         for rid in kv_out.failed_recving:
             request = self.requests.get(rid)
@@ -1133,28 +1057,17 @@ class Scheduler:
         over (``_update_from_kv_xfer_finished``)."""
         failed = {rid: self.requests[rid] for rid in req_ids}
         return [
-            EngineCoreOutput(
-                req_id=rid,
-                new_token_ids=[],
-                finish_reason=failed[rid].get_finished_reason(),
-                num_cached_tokens=failed[rid].num_cached_tokens,
-            )
+            EngineCoreOutput(rid, [], "error", None, failed[rid].num_cached_tokens)
             for rid in self.finish_requests(failed, RequestStatus.FINISHED_ERROR)
         ]
 
     def _check_landed_kv(self, kv_out: KVConnectorOutput) -> list[EngineCoreOutput]:
-        """D side, for each receive that landed whole: the invariant, then the first token.
-
-        The tokens the scheduler counts as loaded (``num_external_computed_tokens``, set
-        when the load was admitted) must be the tokens the worker wrote: LMCache and vLLM
-        have shipped the N-1 against N mismatch, whose first token then differed from a
-        colocated run's. A mismatch is named in one line and ends the request with an
-        error; its blocks are freed once the receive is reported over.
-
-        Then, when a first output token came with the K/V (P's, or the logits of P's
-        hidden state, ``pdlab/disagg/designs.py``), it becomes the request's first output:
-        the request now has ``N + 1`` tokens with ``N`` computed, so nothing is subtracted
-        and its first step decodes that token."""
+        """D side, for each receive that landed whole: the tokens counted as loaded
+        (``num_external_computed_tokens``) must be the tokens the worker wrote (LMCache and
+        vLLM have shipped the N-1 against N mismatch); a mismatch ends the request with an
+        error. A first output token that came with the K/V (``pdlab/disagg/designs.py``)
+        becomes the request's first output: ``N + 1`` tokens with ``N`` computed, so
+        nothing is subtracted and its first step decodes that token."""
         outputs: list[EngineCoreOutput] = []
         landed = set(kv_out.finished_recving or ()) - kv_out.failed_recving
         for rid in sorted(landed):
