@@ -54,20 +54,11 @@ NUM_WARPS = 4
 # %% reshape_and_cache_mla: Triton
 @triton.jit
 def reshape_and_cache_mla_kernel(
-    kv_c_ptr,
-    k_pe_ptr,
-    cache_ptr,
-    slot_mapping_ptr,
-    stride_kv_c,
-    stride_k_pe,
-    stride_cache_block,
-    stride_cache_slot,
-    block_size,
-    L,
-    R,
-    BLOCK_L: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-):
+    kv_c_ptr, k_pe_ptr, cache_ptr, slot_mapping_ptr,
+    stride_kv_c, stride_k_pe, stride_cache_block, stride_cache_slot,
+    block_size, L, R,
+    BLOCK_L: tl.constexpr, BLOCK_R: tl.constexpr,
+):  # fmt: skip
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token)  # int64
     # A padded token (slot < 0) writes no column: fold the test into the column bounds.
@@ -106,19 +97,10 @@ def reshape_and_cache_mla_triton(
     cfg = reshape_and_cache_mla_config(L, R)
     check_launchable(reshape_and_cache_mla_kernel)
     reshape_and_cache_mla_kernel[(num_tokens,)](
-        kv_c,
-        k_pe,
-        kv_cache,
-        slot_mapping,
-        kv_c.stride(0),
-        k_pe.stride(0),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.shape[1],
-        L,
-        R,
-        **cfg,
-    )
+        kv_c, k_pe, kv_cache, slot_mapping,
+        kv_c.stride(0), k_pe.stride(0), kv_cache.stride(0), kv_cache.stride(1),
+        kv_cache.shape[1], L, R, **cfg,
+    )  # fmt: skip
 
 
 # %% reshape_and_cache_mla: torch twin
@@ -174,21 +156,11 @@ def _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping) -> tuple[int, i
 # %% gather_cache: Triton
 @triton.jit
 def gather_cache_kernel(
-    cache_ptr,
-    block_table_ptr,
-    cu_seq_lens_ptr,
-    seq_starts_ptr,
-    out_ptr,
-    stride_cache_block,
-    stride_cache_slot,
-    stride_block_table,
-    stride_out,
-    block_size,
-    D,
-    HAS_SEQ_STARTS: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
+    cache_ptr, block_table_ptr, cu_seq_lens_ptr, seq_starts_ptr, out_ptr,
+    stride_cache_block, stride_cache_slot, stride_block_table, stride_out,
+    block_size, D,
+    HAS_SEQ_STARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
     req = tl.program_id(0)
     tile = tl.program_id(1)
     out_begin = tl.load(cu_seq_lens_ptr + req)
@@ -250,20 +222,10 @@ def gather_cache_triton(
     starts = seq_starts if seq_starts is not None else cu_seq_lens  # unused when absent
     check_launchable(gather_cache_kernel)
     gather_cache_kernel[grid](
-        kv_cache,
-        block_table,
-        cu_seq_lens,
-        starts,
-        out,
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        block_table.stride(0),
-        out.stride(0),
-        kv_cache.shape[1],
-        D,
-        HAS_SEQ_STARTS=seq_starts is not None,
-        **cfg,
-    )
+        kv_cache, block_table, cu_seq_lens, starts, out,
+        kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0), out.stride(0),
+        kv_cache.shape[1], D, HAS_SEQ_STARTS=seq_starts is not None, **cfg,
+    )  # fmt: skip
     return out
 
 

@@ -138,51 +138,19 @@ def mla_decode_triton(
     qsl = query_start_loc.contiguous() if varlen else seq_lens  # unread when not varlen
     check_launchable(mla_decode_stage1_kernel)
     mla_decode_stage1_kernel[(groups * triton.cdiv(Q, c1["BLOCK_Q"]), B, S)](
-        q,
-        kv_cache,
-        block_table,
-        seq_lens,
-        qsl,
-        out,
-        lse,
-        mid_out,
-        mid_lse,
-        q.stride(0),
-        q.stride(1),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        block_table.stride(0),
-        out.stride(0),
-        out.stride(1),
-        *mid_strides,
-        H,
-        groups,
-        S,
-        float(scale),
-        L=L,
-        R=R,
-        UPCAST=up,
-        PAGE_SIZE=kv_cache.shape[1],
-        VARLEN=varlen,
-        **c1,
-    )
+        q, kv_cache, block_table, seq_lens, qsl,
+        out, lse, mid_out, mid_lse,
+        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0),
+        out.stride(0), out.stride(1), *mid_strides,
+        H, groups, S, float(scale),
+        L=L, R=R, UPCAST=up, PAGE_SIZE=kv_cache.shape[1], VARLEN=varlen, **c1,
+    )  # fmt: skip
     if S > 1:
         mla_decode_stage2_kernel[(B, H)](
-            mid_out,
-            mid_lse,
-            seq_lens,
-            qsl,
-            out,
-            lse,
-            *mid_strides,
-            out.stride(0),
-            out.stride(1),
-            H,
-            S,
-            L,
-            VARLEN=varlen,
-            **cfg["stage2"],
-        )
+            mid_out, mid_lse, seq_lens, qsl, out, lse,
+            *mid_strides, out.stride(0), out.stride(1),
+            H, S, L, VARLEN=varlen, **cfg["stage2"],
+        )  # fmt: skip
     return out.to(q.dtype), lse
 
 

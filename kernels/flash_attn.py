@@ -96,29 +96,11 @@ def flash_attn_varlen_triton(
     grid = (triton.cdiv(max_seqlen_q, cfg["BLOCK_M"]), num_seqs, H)
     check_launchable(flash_attn_varlen_kernel)
     flash_attn_varlen_kernel[grid](
-        q,
-        k,
-        v,
-        out,
-        lse,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        q.stride(0),
-        q.stride(1),
-        k.stride(0),
-        k.stride(1),
-        v.stride(0),
-        v.stride(1),
-        out.stride(0),
-        out.stride(1),
-        H,
-        float(scale),
-        D_QK=d_qk,
-        D_V=d_v,
-        CAUSAL=bool(causal),
-        UPCAST=up,
-        **cfg,
-    )
+        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1), H, float(scale),
+        D_QK=d_qk, D_V=d_v, CAUSAL=bool(causal), UPCAST=up, **cfg,
+    )  # fmt: skip
     return out.to(q.dtype), lse
 
 

@@ -54,23 +54,11 @@ NUM_WARPS = 4
 # %% Triton
 @triton.jit
 def merge_attn_states_kernel(
-    out_ptr,
-    lse_ptr,
-    out_a_ptr,
-    lse_a_ptr,
-    out_b_ptr,
-    lse_b_ptr,
-    stride_out_t,
-    stride_out_h,
-    stride_a_t,
-    stride_a_h,
-    stride_b_t,
-    stride_b_h,
-    H,
-    D,
-    BLOCK_H: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
+    out_ptr, lse_ptr, out_a_ptr, lse_a_ptr, out_b_ptr, lse_b_ptr,
+    stride_out_t, stride_out_h, stride_a_t, stride_a_h, stride_b_t, stride_b_h,
+    H, D,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
     token = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask_h = heads < H
@@ -136,22 +124,11 @@ def merge_attn_states_triton(
     grid = (T, triton.cdiv(H, cfg["BLOCK_H"]))
     check_launchable(merge_attn_states_kernel)
     merge_attn_states_kernel[grid](
-        out,
-        lse,
-        out_a,
-        lse_a,
-        out_b,
-        lse_b,
-        out.stride(0),
-        out.stride(1),
-        out_a.stride(0),
-        out_a.stride(1),
-        out_b.stride(0),
-        out_b.stride(1),
-        H,
-        D,
-        **cfg,
-    )
+        out, lse, out_a, lse_a, out_b, lse_b,
+        out.stride(0), out.stride(1),
+        out_a.stride(0), out_a.stride(1), out_b.stride(0), out_b.stride(1),
+        H, D, **cfg,
+    )  # fmt: skip
     return out.to(out_a.dtype), lse
 
 
