@@ -112,10 +112,7 @@ def reshape_and_cache_mla(
     if bool(bad.any()):
         (i,) = _first(bad)
         _bad(
-            "slot_mapping",
-            i,
-            int(slot_mapping[i]),
-            Phrase("err_x_slot", span=f"[0, {num_slots})"),
+            "slot_mapping", i, int(slot_mapping[i]), Phrase("err_x_slot", span=f"[0, {num_slots})")
         )
 
 
@@ -204,10 +201,7 @@ def flash_attn_varlen(
         return
     cq = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], "q")
     ck = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], "k")
-    for name, cu, limit in (
-        ("max_seqlen_q", cq, max_seqlen_q),
-        ("max_seqlen_k", ck, max_seqlen_k),
-    ):
+    for name, cu, limit in (("max_seqlen_q", cq, max_seqlen_q), ("max_seqlen_k", ck, max_seqlen_k)):
         if isinstance(limit, bool) or not isinstance(limit, int):
             return
         longest = max((b - a for a, b in zip(cu, cu[1:])), default=0)

@@ -50,11 +50,7 @@ from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage1_kernel,
     mla_decode_stage2_kernel,
 )
-from pdlab.kernels.decode_attention_twin import (
-    check_decode,
-    mla_decode_torch,
-    resolve_splits,
-)
+from pdlab.kernels.decode_attention_twin import check_decode, mla_decode_torch, resolve_splits
 from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
     BLOCK_H,
     BLOCK_N,

@@ -46,14 +46,7 @@ from pdlab.engine.distributed.kv_transfer.transport import (
     blocks_checksum,
     check_block_ids,
 )
-from pdlab.errors import (
-    PdlabRuntimeError,
-    PdlabValueError,
-    either,
-    invalid,
-    noted,
-    one_line,
-)
+from pdlab.errors import PdlabRuntimeError, PdlabValueError, either, invalid, noted, one_line
 
 REQUEST, READ, BLOCKS, RESULT, SHUTDOWN, FAILED, HELLO = 1, 2, 3, 4, 5, 6, 7
 

@@ -143,10 +143,7 @@ class ModelRunner:
         self.connector_worker = connector_worker
         self.attention = MLAAttention()
         self.attn_metadata_builder = MLAMetadataBuilder(
-            cache_config.block_size,
-            self.attention_config,
-            self.parallel_config,
-            workspace_tokens,
+            cache_config.block_size, self.attention_config, self.parallel_config, workspace_tokens
         )
         self.drafter: MTPProposer | NgramProposer | None = None
         if speculative_config is not None and speculative_config.method == "mtp":
@@ -287,10 +284,7 @@ class ModelRunner:
         ]
 
     def prepare_inputs(
-        self,
-        batch: BatchReqState,
-        num_drafts: list[int],
-        fed: dict[str, list[int]] | None = None,
+        self, batch: BatchReqState, num_drafts: list[int], fed: dict[str, list[int]] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, CommonAttentionMetadata]:
         """The flattened token ids and positions of a batch in its order, and its
         ``CommonAttentionMetadata`` (``slot_mapping``, ``block_table``, ``query_start_loc``,
