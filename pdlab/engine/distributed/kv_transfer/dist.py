@@ -163,29 +163,17 @@ class DistTransport(KVTransport):
             self._results.append(ReadResult(req_id, False, len(local_block_ids), 0, why))
             del self._pending[key]
             return
-        self.send_json(
-            READ,
-            {
-                "remote_request_id": remote_request_id or req_id,
-                "remote_block_ids": list(remote_block_ids),
-                "transfer_id": transfer_id,
-            },
-            key,
-        )
+        self._send_read(remote_request_id or req_id, list(remote_block_ids), transfer_id, key)
 
     def release(
         self, remote_engine_id: str | None, remote_request_id: str, transfer_id: str | None = None
     ) -> None:
         """D will not read this request: an empty READ lets P free its blocks now."""
-        self.send_json(
-            READ,
-            {
-                "remote_request_id": remote_request_id,
-                "remote_block_ids": [],
-                "transfer_id": transfer_id,
-            },
-            -1,
-        )
+        self._send_read(remote_request_id, [], transfer_id, -1)
+
+    def _send_read(self, rid: str, block_ids: list[int], tid: str | None, key: int) -> None:
+        msg = {"remote_request_id": rid, "remote_block_ids": block_ids, "transfer_id": tid}
+        self.send_json(READ, msg, key)
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         self.pump()
@@ -315,6 +303,3 @@ class DistTransport(KVTransport):
         for layer, c in enumerate(self._caches):
             c.index_copy_(0, idx.to(c.device), rows[layer].to(c.device))
         return blocks_checksum(self._caches, list(local)) == checksum
-
-    def describe(self) -> dict[str, Any]:
-        return {"transport": "torch.distributed", "backend": dist.get_backend(), "rank": self.rank}

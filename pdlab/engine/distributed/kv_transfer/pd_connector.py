@@ -11,36 +11,25 @@ Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`
 * **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
   that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
   match P's checksum, which the scheduler recomputes locally.
-* **The backoff** (``_prefill_backoff``, NIXL's ``base_scheduler.py``). With more than
-  one MTP module (``num_prefill_lookahead_tokens`` K > 1) P must not prefill the last
-  ``K - 1`` prompt tokens: its drafter would read its own unverified drafts there and
-  leave them in the MTP modules' K/V, which D never rewrites (D's first verifying step
-  rejects nothing). So P cuts them off the prompt (``on_new_request``,
-  ``_truncate_request_for_prefill``): it prefills ``N - (K - 1)`` tokens, and D loads
-  those and computes the last ``K - 1`` itself. With one module the backoff is 0 and D's
-  first step is the ``N - 1`` story. (Upstream also backs off 1 for Mamba layers or a
-  bounded-replay sliding window; pdlab has neither.)
+* **The backoff** (``_prefill_backoff``, NIXL's ``base_scheduler.py``). With K > 1 MTP
+  modules (``num_prefill_lookahead_tokens``) P must not prefill the last ``K - 1`` prompt
+  tokens: its drafter would leave its own unverified drafts in the MTP modules' K/V there,
+  which D never rewrites. So P cuts them off the prompt (``on_new_request``) and D computes
+  them itself. With one module the backoff is 0. (Upstream also backs off 1 for Mamba
+  layers or a bounded-replay sliding window; pdlab has neither.)
 * **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request that ended
   by its length cap or a stop token holds its blocks (``delay_free=True``) and returns the
   ``kv_transfer_params`` D needs.
 * **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
   read its blocks, or when ``timeout_s`` passed without a read (vLLM's
-  ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
-* **D's first token** (``pdlab/disagg/designs.py``). P's params may carry its sampled
-  token (``first_token_ids``, the ``first_token`` design) or its last hidden state
-  (``hidden_state``); D reports them with the receive that lands
-  (:meth:`PDConnector.take_first_tokens`, :meth:`PDConnector.take_hidden_states`), with the
-  tokens its worker wrote (:meth:`PDConnector.take_loaded_tokens`), which the scheduler
-  checks against the tokens it counts as loaded (that state: ``first_token.py``).
-* **P, serving a read.** Each hand-off gets a transfer id (``remote_transfer_id`` in the
-  params). The transport asks :meth:`PDConnector.claim_read` before it copies anything, and
-  P refuses a read whose request, transfer id or block ids it no longer holds: after the
-  timeout, after D released it, or after one read already took it. NIXL lets D read P's
-  memory unchecked, so a late read there copies whatever the reused blocks now hold; here
-  it fails, and D recomputes (or fails the request, by ``kv_load_failure_policy``).
+  ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back. Each hand-off gets
+  a transfer id (``remote_transfer_id``), and :meth:`PDConnector.claim_read` refuses a read
+  whose request, transfer id or block ids P no longer holds (why: ``transport.py``); NIXL
+  lets D read P's memory unchecked.
+* **D's first token** (``pdlab/disagg/designs.py``): what P's params carry for it and what
+  D reports when a receive lands is ``first_token.py``.
 
-The transport (``pdlab/engine/distributed/kv_transfer/transport.py`` in one process, ``dist.py``
-across two) moves the bytes.
+The transport (``transport.py`` in one process, ``dist.py`` across two) moves the bytes.
 """
 
 from __future__ import annotations

@@ -7,37 +7,25 @@ Mirrors Model Runner V2, vLLM 0.33.0's default (``vllm/v1/worker/gpu/model_runne
 ``input_batch.py``: ``combine_sampled_and_draft_tokens`` picks the logits rows, the last
 ``1 + len(drafts)`` positions of each sampling row), with V1
 (``vllm/v1/worker/gpu_model_runner.py``) as the other setting of the same switch
-(``model_runner``, upstream's ``VLLM_USE_V2_MODEL_RUNNER``). One class in one file, its
-methods in upstream's order where pdlab has a counterpart, each group under a section
-comment naming the upstream methods it stands for. The runner keeps its own copy of each
-request's tokens and block ids, updated from the scheduler's deltas, and owns the paged
-latent caches, one tensor per layer.
+(``model_runner``, upstream's ``VLLM_USE_V2_MODEL_RUNNER``). Its methods follow upstream's
+order, each group under a section comment naming the upstream methods it stands for. The
+runner keeps its own copy of each request's tokens and block ids, updated from the
+scheduler's deltas, and owns the paged latent caches, one tensor per layer.
 
-Per step it orders the batch and computes each row's ``is_prefilling`` the way the chosen
-runner does (``pdlab/engine/worker/gpu/batch.py``: V2's ``sort_batch_req_ids``, ``prefill_len``,
-``prefill_runs_as_decode`` and ``decode_graph_eligible``; V1's four-region reorder and
-``num_computed_tokens < num_prompt_tokens``); builds the flattened token ids, positions,
-``slot_mapping``, ``query_start_loc``, ``seq_lens`` and ``block_table``; lets the MLA
-metadata builder split the batch (``pdlab/engine/attention/mla_builder.py``); runs the model; and
-samples only for requests whose known tokens are all computed after this step. pdlab
-captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
+Per step: the batch order and each row's ``is_prefilling`` as the chosen runner computes
+them (``batch.py``), the flattened inputs and ``CommonAttentionMetadata``, the MLA
+builder's split (``pdlab/engine/attention/mla_builder.py``), the model, then sampling for
+the requests whose known tokens are all computed after this step. Every row gets one
+``route`` event (``pdlab/engine/events.py``). pdlab captures no CUDA graphs:
+``decode_graph_eligible`` is recorded, not acted on.
 
-Every row of a step gets one ``route`` event (``pdlab/engine/events.py``, ``Route``): what the
-runner and the builder decided about it, with the values upstream reads
-(``gather_batch_req_state``, the builder's ``split_decodes_and_prefills``).
+With a ``SpeculativeConfig`` (``spec_decode/``), a row with scheduled drafts feeds the
+drafts this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft
+buffer), is verified greedily at its last ``1 + d`` positions and rolls
+``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the
+drafter proposes the next step's drafts, which ``take_draft_token_ids`` hands over.
 
-Sampling is the runner's, for every request, speculative or not. With a
-``SpeculativeConfig``, the runner calls ``pdlab/engine/worker/gpu/spec_decode/`` (the proposers
-and the rejection sampler): a row with scheduled drafts feeds its known tokens and then the drafts
-this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft buffer),
-is verified greedily against those fed drafts (the scheduler's list gives only how many) at
-each of its last ``1 + d`` positions, and rolls
-``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the drafter
-(the MTP layer, on its own cache entry after the target's layers, or prompt lookup)
-proposes the next step's drafts, which ``take_draft_token_ids`` hands to the engine.
-
-One bad request cannot take the batch down: a pdlab addition, the last section
-(``_run_guarded``).
+One bad request cannot take the batch down: a pdlab addition (``_run_guarded``).
 """
 
 from __future__ import annotations
@@ -204,28 +192,17 @@ class ModelRunner:
             sp = new.sampling_params
             gen = None
             if getattr(sp, "temperature", 0.0) > 0:
-                seed = (
-                    sp.seed
-                    if getattr(sp, "seed", None) is not None
-                    else (self.seed * 1_000_003 + self._num_generators)
-                )
+                seed = getattr(sp, "seed", None)
+                if seed is None:
+                    seed = self.seed * 1_000_003 + self._num_generators
                 self._num_generators += 1
                 gen = torch.Generator().manual_seed(int(seed))
             prompt = list(new.prompt_token_ids)
-            outputs: list[int] = []
-            all_ids = getattr(new, "all_token_ids", None)
-            if all_ids is not None and len(all_ids) > len(prompt):
-                outputs = list(all_ids[len(prompt) :])
+            outputs = list((getattr(new, "all_token_ids", None) or prompt)[len(prompt) :])
             self.requests[new.req_id] = CachedRequestState(
-                new.req_id,
-                prompt,
-                sp,
-                list(new.block_ids),
-                new.num_computed_tokens,
-                outputs,
-                gen,
+                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens, outputs, gen,
                 prefill_len=getattr(new, "prefill_len", 0) or len(prompt) + len(outputs),
-            )
+            )  # fmt: skip
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
             st = self.requests[rid]
@@ -257,14 +234,12 @@ class ModelRunner:
         num_drafts = [len(spec.get(r, ())) for r in batch.req_ids]
         fed = {r: self._fed_drafts(self.requests[r], d) for r, d in spec.items()}
         input_ids, positions, common = self.prepare_inputs(batch, num_drafts, fed)
-        # The learner's expression, computed for every request as the runner in force does.
-        is_prefilling = common.is_prefilling
         qsl = common.query_start_loc_cpu.tolist()
         meta = builder.build(common)
         if self.emit is not None:
-            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
+            prefilling = [bool(x) for x in common.is_prefilling]
+            self._emit_routes(batch, meta, prefilling, num_drafts, spec)
         hidden = self.model(input_ids, positions, self._ctx(meta))
-
         states = [self.requests[r] for r in batch.req_ids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
         return self._sample_and_draft(
@@ -329,15 +304,8 @@ class ModelRunner:
         return input_ids, positions, common
 
     def _ctx(self, meta: MLAMetadata) -> ForwardContext:
-        return ForwardContext(
-            meta,
-            self.kv_caches,
-            self.attention,
-            self.backend,
-            self.num_kv_splits,
-            self.workspace_tokens,
-            self.emit,
-        )
+        ctx = (self.attention, self.backend, self.num_kv_splits, self.workspace_tokens, self.emit)
+        return ForwardContext(meta, self.kv_caches, *ctx)
 
     def _emit_routes(
         self,
@@ -350,11 +318,8 @@ class ModelRunner:
         """One ``route`` event per row: what the runner and the builder decided."""
         b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
         for i, r in enumerate(batch.req_ids):
-            q, c, p = (
-                batch.num_scheduled_tokens[i],
-                batch.num_computed_tokens[i],
-                batch.num_prompt_tokens[i],
-            )
+            q, c = batch.num_scheduled_tokens[i], batch.num_computed_tokens[i]
+            p = batch.num_prompt_tokens[i]
             decode = i < meta.num_decodes
             self.emit(
                 "route",
