@@ -2,18 +2,16 @@
 
 The shape checks in each kernel file say whether the tensors fit together; these say
 whether the *values* of the index tensors stay inside the memory they address. A Triton
-kernel trusts its indices: an out-of-range ``slot_mapping`` writes into a neighbouring
-tensor, a ``block_table`` entry past the cache or a ``seq_lens`` past the table's capacity
-reads wild memory (a segfault on a GPU), and a decreasing ``cu_seqlens`` makes a program
-walk a negative range. The torch twins would index the same values differently (``-1``
-wraps to the last block), so the two backends would silently disagree. Each public kernel
-function calls one function here on its first line, and every backend gets the same
-``ValueError`` naming the argument, the offending value and what is allowed.
+kernel trusts its indices (an out-of-range slot writes into a neighbouring tensor, a wild
+block id reads wild memory, a decreasing ``cu_seqlens`` walks a negative range), and the
+torch twins would index the same values differently (``-1`` wraps), so the two backends
+would silently disagree. Each public kernel function calls one function here first, and
+every backend gets the same ``ValueError`` naming the argument, the value and what is
+allowed.
 
 vLLM leaves these checks out of its hot path (its inputs come from its own scheduler);
 pdlab keeps them on by default because a learner calls the kernels directly. Turn them off
-for benchmarking with ``PDLAB_CHECK_INDICES=0`` or :func:`set_index_checks`; they cost a
-few small reductions and one device-to-host copy per call.
+for benchmarking with ``PDLAB_CHECK_INDICES=0`` or :func:`set_index_checks`.
 """
 
 from __future__ import annotations

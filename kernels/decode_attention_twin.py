@@ -9,17 +9,13 @@ Stage 1: the same splits of whole tiles, each gathered through the block table a
 splits (``TWIN_ROWS`` rows) at a time; stage 2: the splits folded together by their LSE
 (:func:`merge_splits_torch`).
 
-More than one query per request (``query_start_loc``, the ``1 + K`` tokens of a row that
-verifies ``K`` drafts): request ``b``'s ``q_len`` queries share its splits, as the kernel's
-rows share its tiles, and query ``j`` sees keys ``< seq_len - q_len + j + 1`` (bottom-right
-causal). The keys every query sees (``< seq_len - q_len + 1``) go through the batched
-product; each of the last ``q_len - 1`` keys, which only the later queries see, is a part
-of one key, merged in by its LSE. A key a query may not see never meets that query's
-weights, not even as ``0 * value``: a NaN there cannot leak.
+With ``query_start_loc`` (``1 + K`` queries per request, bottom-right causal), the keys
+every query sees go through the batched product; each of the last ``q_len - 1`` keys,
+which only the later queries see, is a part of one key, merged in by its LSE, so a key a
+query may not see never meets its weights, not even as ``0 * NaN``.
 
 The argument checks and the split count both backends share are here too
-(:func:`check_decode`, :func:`resolve_splits`), so the launcher imports the twin and the
-twin nothing of the launcher.
+(:func:`check_decode`, :func:`resolve_splits`), so the twin imports nothing of the launcher.
 """
 
 from __future__ import annotations
@@ -194,13 +190,6 @@ def check_decode(
     return kv_lora_rank
 
 
-def device_num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors of ``device``; :data:`CPU_NUM_SMS` without a GPU."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return CPU_NUM_SMS
-
-
 def resolve_splits(
     num_kv_splits: int | None, q: torch.Tensor, seq_lens: torch.Tensor, L: int, q_len: int = 1
 ) -> int:
@@ -209,4 +198,7 @@ def resolve_splits(
         return num_kv_splits
     B, (_, H, D) = seq_lens.shape[0], q.shape
     max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
-    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L, q_len)
+    num_sms = CPU_NUM_SMS  # without a GPU
+    if q.device.type == "cuda":
+        num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return num_kv_splits_auto(B, H, max_seq_len, num_sms, L, D - L, q_len)
