@@ -109,9 +109,8 @@ def reshape_and_cache_mla(
     bad = slot_mapping >= num_slots
     if bool(bad.any()):
         (i,) = _first(bad)
-        _bad(
-            "slot_mapping", i, int(slot_mapping[i]), Phrase("err_x_slot", span=f"[0, {num_slots})")
-        )
+        allowed = Phrase("err_x_slot", span=f"[0, {num_slots})")
+        _bad("slot_mapping", i, int(slot_mapping[i]), allowed)
 
 
 def gather_cache(
@@ -138,20 +137,10 @@ def gather_cache(
     ends = starts + lens
     if bool((ends > capacity).any()):
         (i,) = _first(ends > capacity)
-        _bad(
-            "cu_seq_lens",
-            f"{i + 1}] - cu_seq_lens[{i}",
-            int(lens[i]),
-            Phrase(
-                "err_x_read_past",
-                n=capacity - int(starts[i]),
-                i=i,
-                pos=int(ends[i]) - 1,
-                capacity=capacity,
-                blocks=block_table.shape[1],
-                block_size=block_size,
-            ),
-        )
+        n, pos, blocks = capacity - int(starts[i]), int(ends[i]) - 1, block_table.shape[1]
+        table_size = {"capacity": capacity, "blocks": blocks, "block_size": block_size}
+        allowed = Phrase("err_x_read_past", n=n, i=i, pos=pos, **table_size)
+        _bad("cu_seq_lens", f"{i + 1}] - cu_seq_lens[{i}", int(lens[i]), allowed)
     # A request reads blocks [start // bs, ceil(end / bs)); entries before start are unused.
     _block_table_range(block_table, kv_cache.shape[0], block_size, starts, ends)
 
@@ -172,12 +161,8 @@ def _block_table_range(
     bad = used & ((table < 0) | (table >= num_blocks))
     if bool(bad.any()):
         i, j = _first(bad)
-        _bad(
-            "block_table",
-            f"{i}, {j}",
-            int(table[i, j]),
-            Phrase("err_x_block_id_in", span=f"[0, {num_blocks})"),
-        )
+        allowed = Phrase("err_x_block_id_in", span=f"[0, {num_blocks})")
+        _bad("block_table", f"{i}, {j}", int(table[i, j]), allowed)
 
 
 def flash_attn_varlen(
@@ -235,17 +220,11 @@ def mla_decode(
     bad = (lens < 0) | (lens > capacity)
     if bool(bad.any()):
         (i,) = _first(bad)
-        _bad(
-            "seq_lens",
-            i,
-            int(lens[i]),
-            Phrase(
-                "err_x_length_in_table",
-                capacity=capacity,
-                blocks=block_table.shape[1],
-                block_size=block_size,
-            ),
+        blocks = block_table.shape[1]
+        allowed = Phrase(
+            "err_x_length_in_table", capacity=capacity, blocks=blocks, block_size=block_size
         )
+        _bad("seq_lens", i, int(lens[i]), allowed)
     _block_table_range(block_table, kv_cache.shape[0], block_size, torch.zeros_like(lens), lens)
     if not (_index(query_start_loc, 1) and _tensor(q, 3)):
         return
@@ -254,9 +233,5 @@ def mla_decode(
     qsl = _cu_seqlens("query_start_loc", query_start_loc, q.shape[0], "q")
     for b in range(lens.shape[0]):
         if qsl[b + 1] - qsl[b] > int(lens[b]):
-            _bad(
-                "query_start_loc",
-                f"{b + 1}] - query_start_loc[{b}",
-                qsl[b + 1] - qsl[b],
-                Phrase("err_x_queries_in_keys", b=b, n=int(lens[b])),
-            )
+            allowed = Phrase("err_x_queries_in_keys", b=b, n=int(lens[b]))
+            _bad("query_start_loc", f"{b + 1}] - query_start_loc[{b}", qsl[b + 1] - qsl[b], allowed)

@@ -51,24 +51,15 @@ from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage2_kernel,
 )
 from pdlab.kernels.decode_attention_twin import check_decode, mla_decode_torch, resolve_splits
-from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
+from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan's names callers read here
     BLOCK_H,
     BLOCK_N,
     CPU_NUM_SMS,
     DEFAULT_NUM_KV_SPLITS,
-    MAX_BLOCK_Q,
     MAX_NUM_KV_SPLITS,
-    MAX_ROWS,
     MIN_TILES_PER_SPLIT,
-    TAIL_K,
-    TAIL_TILE,
-    block,
-    heads_per_program,
     mla_decode_config,
     num_kv_splits_auto,
-    query_block,
-    stage1_warps,
-    used_splits,
 )
 
 

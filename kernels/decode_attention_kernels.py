@@ -25,10 +25,11 @@ maps it through ``W_UV``. The kernel works in base 2: ``exp(x) = exp2(x * log2(e
 
 The tiling ("swap-AB")
 ----------------------
-Stage 1, grid ``(cdiv(H, BLOCK_H), num_reqs, S)``: one program owns ``BLOCK_H`` heads of
-one request and one split (its queries too, with more than one: see the last section). Head groups come first in the launch order, so programs reading
-the same rows run side by side and share them through L2. The cache tile goes on the M
-side of both products, the heads on the N side::
+Stage 1, grid ``(cdiv(H, BLOCK_H), num_reqs, S)``: one program owns ``BLOCK_H`` heads of one
+request and one split (its queries too, with more than one: see the last section). Head
+groups come first in the launch order, so programs reading the same rows run side by side
+and share them through L2. The cache tile goes on the M side of both products, the heads on
+the N side::
 
       s^T [BLOCK_N, BLOCK_H]  = kv_c [BLOCK_N, L] @ q_lat^T [L, BLOCK_H]  + k_pe @ q_pe^T
     acc^T [L,       BLOCK_H] += kv_c^T [L, BLOCK_N] @ p^T [BLOCK_N, BLOCK_H]

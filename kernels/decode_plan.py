@@ -1,8 +1,8 @@
 """``mla_decode``'s plan in plain Python: its tiles (:func:`mla_decode_config`) and how many
-parts it splits each request's keys into (:func:`num_kv_splits_auto`,
-:func:`used_splits`). No torch and no triton: the cost model (``pdlab/sim/kernel_costs.py``)
-reads the same plan the kernel launches with, and ``pdlab tour --chapter 5`` runs without
-either. ``decode_attention.py`` re-exports every name; the reasons for the numbers are in
+parts it splits each request's keys into (:func:`num_kv_splits_auto`, :func:`used_splits`).
+No torch and no triton: the cost model (``pdlab/sim/kernel_costs.py``) reads the same plan
+the kernel launches with, and ``pdlab tour --chapter 5`` runs without either.
+``decode_attention.py`` re-exports what its callers read; the reasons for the numbers are in
 its docstring. Mirrors the plan half of ``decode_attention_fwd`` in vLLM 0.33.0's
 ``vllm/v1/attention/ops/triton_decode_attention.py`` (whose split count is its caller's
 ``num_kv_splits``).
