@@ -87,13 +87,9 @@ class MLAAttention:
 
     # ---- entry -----------------------------------------------------------------------
     def forward_impl(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_c_normed: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: ForwardContext,
-    ) -> torch.Tensor:
+        self, layer: MLALayer, q: torch.Tensor,
+        kv_c_normed: torch.Tensor, k_pe: torch.Tensor, ctx: ForwardContext,
+    ) -> torch.Tensor:  # fmt: skip
         m, cfg = ctx.attn_metadata, layer.cfg
         kv_cache = ctx.kv_caches[layer.layer_idx]
         t = q.shape[0]
@@ -118,13 +114,9 @@ class MLAAttention:
 
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
     def forward_mqa(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_cache: torch.Tensor,
-        m: MLAMetadata,
-        ctx: ForwardContext,
-    ) -> torch.Tensor:
+        self, layer: MLALayer, q: torch.Tensor,
+        kv_cache: torch.Tensor, m: MLAMetadata, ctx: ForwardContext,
+    ) -> torch.Tensor:  # fmt: skip
         cfg = layer.cfg
         w_uk_t, w_uv = self.absorbed_weights(layer)
         n, L, rows = cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
@@ -199,14 +191,9 @@ class MLAAttention:
         return out.to(q.dtype)
 
     def _compute_prefill_context(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_cache: torch.Tensor,
-        m: MLAMetadata,
-        cu_q: torch.Tensor,
-        ctx: ForwardContext,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, layer: MLALayer, q: torch.Tensor, kv_cache: torch.Tensor,
+        m: MLAMetadata, cu_q: torch.Tensor, ctx: ForwardContext,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Attention of the new tokens over their cached context, one workspace-sized chunk
         at a time (``m.context_chunks``, planned by the builder as upstream does). A chunk
         covers consecutive prefills; a context too long for what is left continues in the
@@ -253,16 +240,9 @@ class MLAAttention:
 
 # ---- the steps the two paths share ---------------------------------------------------
 def _call(
-    ctx: ForwardContext,
-    layer: MLALayer,
-    name: str,
-    path: str,
-    fn: Callable[..., _T],
-    *args: Any,
-    elem_bytes: int,
-    shapes: dict[str, Any],
-    **kwargs: Any,
-) -> _T:
+    ctx: ForwardContext, layer: MLALayer, name: str, path: str, fn: Callable[..., _T],
+    *args: Any, elem_bytes: int, shapes: dict[str, Any], **kwargs: Any,
+) -> _T:  # fmt: skip
     """Record one ``kernel`` event (``name``, ``path``: "write", "decode" or "prefill", the
     layer, the backend, ``shapes``, the ``elem_bytes`` it is priced at), then return
     ``fn(*args, **kwargs)``. Call sites keep one line per part (what and where, the call,
@@ -324,16 +304,10 @@ def _up_project(
 
 
 def _flash(
-    layer: MLALayer,
-    ctx: ForwardContext,
-    what: str,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_q: torch.Tensor,
-    cu_k: torch.Tensor,
-    causal: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    layer: MLALayer, ctx: ForwardContext, what: str,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    cu_q: torch.Tensor, cu_k: torch.Tensor, causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``flash_attn_varlen`` over packed sequences; ``what`` names the part in the trace."""
     cfg = layer.cfg
     q_lens = (cu_q[1:] - cu_q[:-1]).tolist()

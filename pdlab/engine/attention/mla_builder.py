@@ -199,13 +199,10 @@ def build_mla_metadata(
     metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``, which is
     V2's ``num_computed_prefill_tokens < prefill_len`` for a request never preempted), then
     the MLA builder's split. Tensors go to ``block_table``'s device."""
+    if req_ids is None:
+        req_ids = [f"r{i}" for i in range(len(query_lens))]
     cm = CommonAttentionMetadata.from_batch(
-        query_lens,
-        num_computed_tokens,
-        num_prompt_tokens,
-        block_table,
-        slot_mapping,
-        req_ids if req_ids is not None else [f"r{i}" for i in range(len(query_lens))],
+        query_lens, num_computed_tokens, num_prompt_tokens, block_table, slot_mapping, req_ids
     )
     builder = MLAMetadataBuilder(block_size, attention_config, parallel_config, workspace_size)
     return builder.build(cm)

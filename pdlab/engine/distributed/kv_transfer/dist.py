@@ -143,17 +143,11 @@ class DistTransport(KVTransport):
         self._news.clear()  # anything that came meanwhile is in the queue for pump()
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         key = self._next_key
         self._next_key += 1
         self._pending[key] = (req_id, list(local_block_ids))

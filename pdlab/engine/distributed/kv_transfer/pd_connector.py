@@ -194,15 +194,12 @@ class PDConnector(FirstTokenMixin, KVConnector):
         # The blocks past D's local hit (none of them cached yet), as NIXL takes them.
         local = [b.block_id for b in blocks if b.block_hash is None]
         recv = ReqToRecv(
-            request.request_id,
-            local,
-            remote[max(first, 0) :],
+            request.request_id, local, remote[max(first, 0) :],
             params["remote_engine_id"],
-            params.get("remote_request_id", request.request_id),
-            params.get("remote_transfer_id"),
+            params.get("remote_request_id", request.request_id), params.get("remote_transfer_id"),
             first_token_ids=list(params.get("first_token_ids", [])),
             hidden_state=list(params.get("hidden_state", [])),
-        )
+        )  # fmt: skip
         if "remote_num_tokens" in params:
             recv.num_tokens = params["remote_num_tokens"] - max(first, 0) * self.block_size
             recv.first_block = max(first, 0)
@@ -229,14 +226,9 @@ class PDConnector(FirstTokenMixin, KVConnector):
                 self._transfers[rid] = (tid, frozenset(block_ids))
                 self._claimed.discard(rid)
                 out = remote_prefill_params(
-                    block_ids,
-                    self.engine_id,
-                    rid,
-                    self.host,
-                    self.port,
-                    transfer_id=tid,
-                    num_tokens=request.num_computed_tokens,
-                )
+                    block_ids, self.engine_id, rid, self.host, self.port,
+                    transfer_id=tid, num_tokens=request.num_computed_tokens,
+                )  # fmt: skip
                 mode = params.get("first_token", "recompute")
                 out["first_token"] = mode
                 if mode == "hidden_state" and rid in self._hidden:
@@ -306,15 +298,9 @@ class PDConnector(FirstTokenMixin, KVConnector):
         for rid, r in metadata.reqs_to_recv.items():
             self._recving[rid] = r
             self.transport.start_read(
-                self.engine_id,
-                rid,
-                r.remote_engine_id,
-                r.remote_block_ids,
-                caches,
-                r.local_block_ids,
-                r.remote_request_id,
-                transfer_id=r.transfer_id,
-            )
+                self.engine_id, rid, r.remote_engine_id, r.remote_block_ids,
+                caches, r.local_block_ids, r.remote_request_id, transfer_id=r.transfer_id,
+            )  # fmt: skip
 
     def wait_for_save(self) -> None:
         """P's K/V is written by the forward itself; nothing to flush."""

@@ -77,17 +77,11 @@ class KVTransport(Protocol):
         """Make ``engine_id``'s caches readable; ``claim`` vets each read before it is served."""
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         """D: begin copying the remote blocks into the local ones."""
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
@@ -133,17 +127,11 @@ class InProcessTransport(KVTransport):
         self._claims.pop(engine_id, None)
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
         read = (req_id, remote_engine_id, remote_block_ids, local_caches, local_block_ids,
                 remote_request_id or req_id, transfer_id)  # fmt: skip
@@ -168,15 +156,11 @@ class InProcessTransport(KVTransport):
         return done
 
     def _read(
-        self,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str,
-        transfer_id: str | None,
-    ) -> ReadResult:
+        self, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str, transfer_id: str | None,
+    ) -> ReadResult:  # fmt: skip
         """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
         fault, self.fault_once = self.fault_once or self.fault, None
         src = self._engines.get(remote_engine_id)

@@ -290,15 +290,11 @@ class ModelRunner:
         for i, s in enumerate(states):
             block_table[i, : len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
         device = self.kv_caches[0].device
+        slot_mapping = torch.tensor(slots, dtype=torch.int64)
         common = CommonAttentionMetadata.from_batch(
-            q_lens,
-            computed,
-            batch.num_prompt_tokens,
-            block_table.to(device),
-            torch.tensor(slots, dtype=torch.int64),
-            rids,
+            q_lens, computed, batch.num_prompt_tokens, block_table.to(device), slot_mapping, rids,
             batch.is_prefilling,
-        )
+        )  # fmt: skip
         input_ids = torch.tensor(ids, dtype=torch.long, device=device)
         positions = torch.tensor(pos, dtype=torch.long, device=device)
         return input_ids, positions, common
@@ -308,13 +304,9 @@ class ModelRunner:
         return ForwardContext(meta, self.kv_caches, *ctx)
 
     def _emit_routes(
-        self,
-        batch: BatchReqState,
-        meta: MLAMetadata,
-        prefilling: list[bool],
-        num_drafts: list[int],
-        spec: dict[str, list[int]],
-    ) -> None:
+        self, batch: BatchReqState, meta: MLAMetadata,
+        prefilling: list[bool], num_drafts: list[int], spec: dict[str, list[int]],
+    ) -> None:  # fmt: skip
         """One ``route`` event per row: what the runner and the builder decided."""
         b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
         for i, r in enumerate(batch.req_ids):
@@ -431,18 +423,10 @@ class ModelRunner:
 
     # ---- after the forward (sample_tokens: post_update, the speculator's propose) --------
     def _sample_and_draft(
-        self,
-        states: list[CachedRequestState],
-        q_lens: list[int],
-        computed: list[int],
-        num_drafts: list[int],
-        spec: dict[str, list[int]],
-        qsl: list[int],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden: torch.Tensor,
-        meta: MLAMetadata,
-    ) -> dict[str, list[int]]:
+        self, states: list[CachedRequestState], q_lens: list[int], computed: list[int],
+        num_drafts: list[int], spec: dict[str, list[int]], qsl: list[int],
+        input_ids: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, meta: MLAMetadata,
+    ) -> dict[str, list[int]]:  # fmt: skip
         """After the target's forward: each row's new tokens, its ``num_computed_tokens``
         and, with a drafter, the drafts for its next step."""
         device = hidden.device

@@ -100,14 +100,10 @@ class MTPProposer:
 
     @torch.no_grad()
     def propose(
-        self,
-        rows: Sequence[DraftRow],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden_states: torch.Tensor,
-        make_ctx: Callable[[MLAMetadata], Any],
-        attn_metadata: MLAMetadata,
-    ) -> dict[str, list[int]]:
+        self, rows: Sequence[DraftRow], input_ids: torch.Tensor,
+        positions: torch.Tensor, hidden_states: torch.Tensor,
+        make_ctx: Callable[[MLAMetadata], Any], attn_metadata: MLAMetadata,
+    ) -> dict[str, list[int]]:  # fmt: skip
         """Drafts for every row that ``wants_drafts``; every row writes its MTP entries."""
         if len(self.modules) > 1 and self.num_speculative_tokens > 1:
             return self._propose_modules(rows, input_ids, positions, hidden_states, make_ctx)
@@ -140,13 +136,10 @@ class MTPProposer:
         return result
 
     def _propose_modules(
-        self,
-        rows: Sequence[DraftRow],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden_states: torch.Tensor,
+        self, rows: Sequence[DraftRow], input_ids: torch.Tensor,
+        positions: torch.Tensor, hidden_states: torch.Tensor,
         make_ctx: Callable[[MLAMetadata], Any],
-    ) -> dict[str, list[int]]:
+    ) -> dict[str, list[int]]:  # fmt: skip
         """Multi-module MTP (the module docstring): each row's window, module ``j`` for
         draft ``j + 1``, all rows in one batch per module, shortest windows first (the
         decodes before the prefills, as the metadata builder's split expects)."""
@@ -190,12 +183,9 @@ class MTPProposer:
         return position < self.max_model_len and position // self.block_size < len(row.block_ids)
 
     def _span_metadata(
-        self,
-        rows: Sequence[DraftRow],
-        firsts: Sequence[int],
-        lens: Sequence[int],
-        device: torch.device,
-    ) -> MLAMetadata:
+        self, rows: Sequence[DraftRow],
+        firsts: Sequence[int], lens: Sequence[int], device: torch.device,
+    ) -> MLAMetadata:  # fmt: skip
         """Row ``i``'s ``lens[i]`` queries at positions ``firsts[i] ..`` over the MTP
         entries before them, through the row's block table."""
         bs = self.block_size
@@ -206,12 +196,8 @@ class MTPProposer:
             table[i, : len(r.block_ids)] = torch.tensor(r.block_ids, dtype=torch.int32)
             slots += [r.block_ids[p // bs] * bs + p % bs for p in range(first, first + n)]
         cm = CommonAttentionMetadata.from_batch(
-            list(lens),
-            list(firsts),
-            [f + n for f, n in zip(firsts, lens)],
-            table.to(device),
-            torch.tensor(slots, dtype=torch.int64),
-            [r.req_id for r in rows],
-            [False] * len(rows),
-        )
+            list(lens), list(firsts), [f + n for f, n in zip(firsts, lens)],
+            table.to(device), torch.tensor(slots, dtype=torch.int64),
+            [r.req_id for r in rows], [False] * len(rows),
+        )  # fmt: skip
         return self.builder.build(cm)
