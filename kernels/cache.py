@@ -117,13 +117,9 @@ def reshape_and_cache_mla_torch(
 
 
 def reshape_and_cache_mla(
-    kv_c: torch.Tensor,
-    k_pe: torch.Tensor,
-    kv_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    *,
-    backend: str | None = None,
-) -> None:
+    kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor, *, backend: str | None = None,
+) -> None:  # fmt: skip
     """Write ``[kv_c | k_pe]`` of each token into ``kv_cache`` at its slot, in place.
 
     ``kv_c[T, L]``, ``k_pe[T, R]`` (RoPE applied), ``kv_cache[num_blocks, block_size, L+R]``
@@ -198,11 +194,9 @@ def gather_cache_config(D: int) -> dict:
 
 
 def gather_cache_triton(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     if kv_cache.stride(2) != 1:
@@ -231,11 +225,9 @@ def gather_cache_triton(
 
 # %% gather_cache: torch twin
 def gather_cache_torch(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     cu = cu_seq_lens.long()
@@ -254,13 +246,10 @@ def gather_cache_torch(
 
 
 def gather_cache(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-    *,
-    backend: str | None = None,
-) -> torch.Tensor:
+    *, backend: str | None = None,
+) -> torch.Tensor:  # fmt: skip
     """Copy each request's cached rows into one contiguous ``[total, L + R]`` tensor.
 
     Request ``i`` contributes ``n_i = cu_seq_lens[i+1] - cu_seq_lens[i]`` rows, the tokens at

@@ -84,15 +84,10 @@ def plan_num_kv_splits(
 
 
 def mla_decode_triton(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
-    kv_lora_rank: int | None = None,
-    query_start_loc: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+    scale: float, num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
+    kv_lora_rank: int | None = None, query_start_loc: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
     L = check_decode(
         q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
@@ -142,17 +137,11 @@ def mla_decode_triton(
 
 
 def mla_decode(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
+    q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+    scale: float, num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
     query_start_loc: torch.Tensor | None = None,
-    *,
-    kv_lora_rank: int | None = None,
-    backend: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    *, kv_lora_rank: int | None = None, backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Absorbed MLA attention of one query token per request over the paged latent cache.
 
     ``q[B, H, L + R]`` (``[q_nope @ W_UK | q_pe]``), ``kv_cache[num_blocks, block_size, L + R]``

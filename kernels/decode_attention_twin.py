@@ -78,15 +78,9 @@ def mla_decode_torch(
 
 
 def _stage1_and_2(
-    qs: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq: torch.Tensor,
-    seq_all: torch.Tensor,
-    S: int,
-    tile: int,
-    L: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    qs: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq: torch.Tensor,
+    seq_all: torch.Tensor, S: int, tile: int, L: int,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """The split-KV stages over keys ``< seq_all`` of each request, for scaled queries
     ``qs[B, Q, H, D]``; splits cut ``[0, seq)`` as the kernel cuts them. Returns fp32
     ``out[B, Q, H, L]`` and ``lse[B, Q, H]``."""
@@ -127,14 +121,9 @@ def _stage1_and_2(
 
 
 def _tail_key(
-    qs: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    position: torch.Tensor,
-    q_lens: torch.Tensor,
-    i: int,
-    L: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    qs: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, position: torch.Tensor,
+    q_lens: torch.Tensor, i: int, L: int,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """The part of one key, at ``position[b]`` of each request, seen by its queries
     ``i < j < q_len``: softmax over one key is 1, so ``out`` is the key's first ``L``
     columns and ``lse`` its score, for the queries that see it; ``0`` and ``-inf`` (the key

@@ -202,13 +202,9 @@ def partial_attention(
 
 
 def merge_attn_states(
-    out_a: torch.Tensor,
-    lse_a: torch.Tensor,
-    out_b: torch.Tensor,
-    lse_b: torch.Tensor,
-    *,
-    backend: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor,
+    *, backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Join two attention results over disjoint key sets: ``out_a/out_b[T, H, D]`` (same
     dtype) with fp32 ``lse_a/lse_b[T, H]`` (natural log; vLLM stores ``[H, T]``).
 
