@@ -156,9 +156,8 @@ def merge_attn_states_torch(
 def merge_splits_torch(
     out_s: torch.Tensor, lse_s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`merge_attn_states_torch` over any number of parts at once: ``out_s[..., S, D]``
-    with ``lse_s[..., S]`` (fp32) folded along ``S``, the same algebra (the max subtracted
-    first, an empty part weighing 0 and never read, all parts empty giving ``0, -inf``)."""
+    """:func:`merge_attn_states_torch`'s algebra over any number of parts at once:
+    ``out_s[..., S, D]`` with ``lse_s[..., S]`` (fp32) folded along ``S``."""
     inf = float("inf")
     lse_s = lse_s.float().masked_fill(lse_s == inf, -inf)
     m = lse_s.amax(dim=-1, keepdim=True)
@@ -180,9 +179,7 @@ def partial_attention(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention of ``q[Tq, H, Dqk]`` over one part of the keys, ``k[Tk, H or 1, Dqk]``,
     ``v[Tk, H or 1, Dv]`` (``mask[Tq, Tk]``, True = visible). Returns fp32 ``out[Tq, H, Dv]``
-    and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``.
-    This is one tile (or one split) of the torch twins; :func:`merge_attn_states` joins them.
-    """
+    and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``."""
     Tq, H, _ = q.shape
     Tk = k.shape[0]
     q, k, v = q.float() * scale, k.float(), v.float()  # the scale on the smallest operand

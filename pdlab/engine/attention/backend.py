@@ -3,10 +3,8 @@
 Mirrors, in vLLM 0.33.0:
 
 * ``CommonAttentionMetadata`` (``vllm/v1/attention/backend.py``), with ``is_prefilling``,
-  which the model runner sets for every request: Model Runner V2
-  (``vllm/v1/worker/gpu/model_runner.py``, the default) as ``num_computed_prefill_tokens <
-  prefill_len``, V1 (``vllm/v1/worker/gpu_model_runner.py``) as ``num_computed_tokens <
-  num_prompt_tokens`` (``pdlab/engine/worker/gpu/batch.py``);
+  which the model runner sets for every request (how V2 and V1 compute it:
+  ``pdlab/engine/worker/gpu/batch.py``);
 * ``split_decodes_and_prefills``, ``reorder_batch_to_split_decodes_and_prefills`` and
   ``split_prefill_chunks`` (``vllm/v1/attention/backends/utils.py``).
 
@@ -81,9 +79,8 @@ class CommonAttentionMetadata:
         is_prefilling: Sequence[bool] | None = None,
     ) -> CommonAttentionMetadata:
         """The metadata of a batch already in order, as upstream's model runner builds it.
-        ``is_prefilling`` is the runner's (``pdlab/engine/worker/gpu/batch.py``); left out, it is
-        V1's ``num_computed_tokens < num_prompt_tokens``. Tensors go to ``block_table``'s device;
-        the ``_cpu`` ones stay on the CPU."""
+        ``is_prefilling`` left out is V1's ``num_computed_tokens < num_prompt_tokens``.
+        Tensors go to ``block_table``'s device; the ``_cpu`` ones stay on the CPU."""
         import torch
 
         device = block_table.device

@@ -83,12 +83,8 @@ def plan_context_chunks(
 
 @dataclass
 class MLAMetadata:
-    """What one step's MLA attention needs, decodes first.
-
-    ``seq_lens`` counts the tokens in the cache after this step's write;
-    ``num_computed_tokens`` counts them before it (the context), so
-    ``query_len = seq_len - num_computed_tokens``.
-    """
+    """What one step's MLA attention needs, decodes first; ``num_computed_tokens`` is each
+    request's context, ``seq_lens - query_lens``."""
 
     req_ids: list[str]
     query_start_loc: torch.Tensor  # int32[B + 1]
@@ -196,9 +192,8 @@ def build_mla_metadata(
     workspace_size: int = 2048,
 ) -> MLAMetadata:
     """The model runner's two steps in one call, for a batch already in order: the common
-    metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``, which is
-    V2's ``num_computed_prefill_tokens < prefill_len`` for a request never preempted), then
-    the MLA builder's split. Tensors go to ``block_table``'s device."""
+    metadata (V1's ``is_prefilling``, V2's too for a request never preempted), then the MLA
+    builder's split. Tensors go to ``block_table``'s device."""
     if req_ids is None:
         req_ids = [f"r{i}" for i in range(len(query_lens))]
     cm = CommonAttentionMetadata.from_batch(
