@@ -118,7 +118,7 @@ def gather_cache(
 ) -> None:
     """``cu_seq_lens`` monotone from 0; each request's range of positions inside its
     block table's capacity; the blocks it reads inside the cache."""
-    if not index_checks_enabled() or not (_index(block_table, 2) and _tensor(kv_cache, 3)):
+    if not (index_checks_enabled() and _index(block_table, 2) and _tensor(kv_cache, 3)):
         return
     if not _index(cu_seq_lens, 1) or cu_seq_lens.shape[0] != block_table.shape[0] + 1:
         return
@@ -146,12 +146,9 @@ def gather_cache(
 
 
 def _block_table_range(
-    block_table: torch.Tensor,
-    num_blocks: int,
-    block_size: int,
-    starts: torch.Tensor,
-    ends: torch.Tensor,
-) -> None:
+    block_table: torch.Tensor, num_blocks: int, block_size: int,
+    starts: torch.Tensor, ends: torch.Tensor,
+) -> None:  # fmt: skip
     col = torch.arange(block_table.shape[1])[None, :]
     used = (col >= (starts // block_size)[:, None]) & (
         col < ((ends + block_size - 1) // block_size)[:, None]
@@ -166,21 +163,14 @@ def _block_table_range(
 
 
 def flash_attn_varlen(
-    q: object,
-    k: object,
-    v: object,
-    cu_seqlens_q: object,
-    cu_seqlens_k: object,
-    max_seqlen_q: object,
-    max_seqlen_k: object,
-) -> None:
+    q: object, k: object, v: object, cu_seqlens_q: object, cu_seqlens_k: object,
+    max_seqlen_q: object, max_seqlen_k: object,
+) -> None:  # fmt: skip
     """``cu_seqlens_q``/``cu_seqlens_k`` monotone from 0, ending at the rows of ``q``/``k``;
     no sequence longer than ``max_seqlen_q``/``max_seqlen_k`` (the grid is sized by them)."""
-    if not index_checks_enabled():
+    if not (index_checks_enabled() and _index(cu_seqlens_q, 1) and _index(cu_seqlens_k, 1)):
         return
-    if not (_index(cu_seqlens_q, 1) and _index(cu_seqlens_k, 1)):
-        return
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (q, k)):
+    if not (_tensor(q, 3) and _tensor(k, 3)):
         return
     cq = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], "q")
     ck = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], "k")
@@ -199,20 +189,15 @@ def flash_attn_varlen(
 
 
 def mla_decode(
-    q: object,
-    kv_cache: object,
-    block_table: object,
-    seq_lens: object,
+    q: object, kv_cache: object, block_table: object, seq_lens: object,
     query_start_loc: object = None,
-) -> None:
+) -> None:  # fmt: skip
     """``seq_lens`` in ``[0, block table capacity]``; the blocks they cover in the cache;
     ``query_start_loc`` (if given) monotone from 0 to the rows of ``q``, no request with more
     queries than keys."""
-    if not index_checks_enabled():
+    if not (index_checks_enabled() and _index(block_table, 2) and _index(seq_lens, 1)):
         return
-    if not (_index(block_table, 2) and _index(seq_lens, 1) and _tensor(kv_cache, 3)):
-        return
-    if seq_lens.shape[0] != block_table.shape[0]:
+    if not _tensor(kv_cache, 3) or seq_lens.shape[0] != block_table.shape[0]:
         return
     block_size = kv_cache.shape[1]
     capacity = block_table.shape[1] * block_size

@@ -120,14 +120,10 @@ class ModelRunner:
                 self.attention_config, num_speculative_tokens=k
             )
         self.parallel_config = parallel_config or ParallelConfig()
-        self.cfg = model.config
-        self.cache_config = cache_config
+        self.cfg, self.cache_config = model.config, cache_config
         self.scheduler_config = scheduler_config
-        self.backend = backend
-        self.seed = seed
-        self.emit = emit
-        self.num_kv_splits = num_kv_splits
-        self.workspace_tokens = workspace_tokens
+        self.backend, self.seed, self.emit = backend, seed, emit
+        self.num_kv_splits, self.workspace_tokens = num_kv_splits, workspace_tokens
         self.connector_worker = connector_worker
         self.attention = MLAAttention()
         self.attn_metadata_builder = MLAMetadataBuilder(
@@ -135,20 +131,14 @@ class ModelRunner:
         )
         self.drafter: MTPProposer | NgramProposer | None = None
         if speculative_config is not None and speculative_config.method == "mtp":
-            self.drafter = MTPProposer(
-                model,
-                k,
-                self.attn_metadata_builder,
-                cache_config.block_size,
-                scheduler_config.max_model_len or self.cfg.max_position_embeddings,
-            )
+            max_model_len = scheduler_config.max_model_len or self.cfg.max_position_embeddings
+            builder, block_size = self.attn_metadata_builder, cache_config.block_size
+            self.drafter = MTPProposer(model, k, builder, block_size, max_model_len)
         elif speculative_config is not None:
             self.drafter = NgramProposer(
-                k,
-                speculative_config.prompt_lookup_min,
-                speculative_config.prompt_lookup_max,
+                k, speculative_config.prompt_lookup_min, speculative_config.prompt_lookup_max,
                 lambda rid: self.requests[rid].all_token_ids,
-            )
+            )  # fmt: skip
         # One latent cache per layer; the MTP layer's entry follows the target's
         # (num_hidden_layers + num_nextn_predict_layers), and the connector moves them all.
         num_caches = self.cfg.num_hidden_layers + (
