@@ -88,24 +88,18 @@ class CommonAttentionMetadata:
         qsl[1:] = torch.cumsum(torch.tensor(list(query_lens), dtype=torch.int32), 0)
         seq_lens = [c + q for c, q in zip(num_computed_tokens, query_lens)]
         computed = torch.tensor(list(num_computed_tokens), dtype=torch.int32)
+        if is_prefilling is None:  # V1's rule
+            prefilling = computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32)
+        else:
+            prefilling = torch.tensor(list(is_prefilling), dtype=torch.bool)
         return cls(
-            query_start_loc=qsl.to(device),
-            query_start_loc_cpu=qsl,
+            query_start_loc=qsl.to(device), query_start_loc_cpu=qsl,
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-            num_reqs=len(query_lens),
-            num_actual_tokens=int(qsl[-1]),
-            max_query_len=max(query_lens, default=0),
-            max_seq_len=max(seq_lens, default=0),
-            block_table_tensor=block_table,
-            slot_mapping=slot_mapping.to(device),
-            is_prefilling=(
-                computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32)
-                if is_prefilling is None
-                else torch.tensor(list(is_prefilling), dtype=torch.bool)
-            ),
-            req_ids=list(req_ids),
-            num_computed_tokens_cpu=computed,
-        )
+            num_reqs=len(query_lens), num_actual_tokens=int(qsl[-1]),
+            max_query_len=max(query_lens, default=0), max_seq_len=max(seq_lens, default=0),
+            block_table_tensor=block_table, slot_mapping=slot_mapping.to(device),
+            is_prefilling=prefilling, req_ids=list(req_ids), num_computed_tokens_cpu=computed,
+        )  # fmt: skip
 
 
 def split_decodes_and_prefills(

@@ -159,23 +159,15 @@ class MLAMetadataBuilder:
         if is_prefilling is None:
             is_prefilling = torch.zeros(cm.num_reqs, dtype=torch.bool)
         return MLAMetadata(
-            req_ids=list(cm.req_ids),
-            query_start_loc=cm.query_start_loc,
-            seq_lens=cm.seq_lens,
-            num_computed_tokens=context.to(device),
-            is_prefilling=is_prefilling,
-            block_table=cm.block_table_tensor,
-            slot_mapping=cm.slot_mapping,
+            req_ids=list(cm.req_ids), query_start_loc=cm.query_start_loc, seq_lens=cm.seq_lens,
+            num_computed_tokens=context.to(device), is_prefilling=is_prefilling,
+            block_table=cm.block_table_tensor, slot_mapping=cm.slot_mapping,
             block_size=self.block_size,
-            num_decodes=nd,
-            num_prefills=np_,
-            num_decode_tokens=ndt,
-            num_prefill_tokens=npt,
-            decode_threshold=self.reorder_batch_threshold,
-            require_uniform=self.require_uniform,
+            num_decodes=nd, num_prefills=np_, num_decode_tokens=ndt, num_prefill_tokens=npt,
+            decode_threshold=self.reorder_batch_threshold, require_uniform=self.require_uniform,
             treat_short_extends_as_decodes=self.treat_short_extends_as_decodes,
             context_chunks=chunks,
-        )
+        )  # fmt: skip
 
 
 def build_mla_metadata(

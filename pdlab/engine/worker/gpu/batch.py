@@ -192,21 +192,13 @@ def gather_batch_req_state(
         eligible = is_uniform_decode(max(q, default=0), decode_query_len, sum(q), len(q))
     uniform = get_uniform_decode_token_count(len(q), sum(q), max(q, default=0), eligible)
     return BatchReqState(
-        model_runner=model_runner,
-        req_ids=order,
-        num_scheduled_tokens=q,
-        num_computed_tokens=c,
-        num_prompt_tokens=p,
-        prefill_len=pl,
-        num_computed_prefill_tokens=cp,
-        is_prefilling=is_prefilling,
-        has_prefill=has_prefill,
-        prefill_runs_as_decode=runs_as_decode,
-        decode_graph_eligible=eligible,
-        uniform_decode_token_count=uniform,
-        num_draft_tokens=nd if drafts else None,
-        decode_query_len=decode_query_len,
-    )
+        model_runner=model_runner, req_ids=order,
+        num_scheduled_tokens=q, num_computed_tokens=c, num_prompt_tokens=p,
+        prefill_len=pl, num_computed_prefill_tokens=cp,
+        is_prefilling=is_prefilling, has_prefill=has_prefill, prefill_runs_as_decode=runs_as_decode,
+        decode_graph_eligible=eligible, uniform_decode_token_count=uniform,
+        num_draft_tokens=nd if drafts else None, decode_query_len=decode_query_len,
+    )  # fmt: skip
 
 
 def pcp_rank_chunks(

@@ -304,28 +304,21 @@ class ModelRunner:
             p = batch.num_prompt_tokens[i]
             decode = i < meta.num_decodes
             self.emit(
-                "route",
-                req_id=r,
-                query_len=q,
-                num_computed_tokens=c,
-                num_prompt_tokens=p,
+                "route", req_id=r, query_len=q, num_computed_tokens=c, num_prompt_tokens=p,
                 is_prefilling=prefilling[i],
                 region=batch_region(q, c, p, b.reorder_batch_threshold),
-                decode_threshold=b.reorder_batch_threshold,
-                require_uniform=b.require_uniform,
+                decode_threshold=b.reorder_batch_threshold, require_uniform=b.require_uniform,
                 treat_short_extends_as_decodes=b.treat_short_extends_as_decodes,
                 prefill_context_parallel_size=self.parallel_config.prefill_context_parallel_size,
-                mla_backend=self.attention_config.backend,
-                model_runner=self.model_runner,
+                mla_backend=self.attention_config.backend, model_runner=self.model_runner,
                 prefill_len=batch.prefill_len[i],
                 prefill_runs_as_decode=None if rad is None else bool(rad[i]),
                 decode_graph_eligible=batch.decode_graph_eligible,
                 path="decode" if decode else "prefill",
                 forward="forward_mqa" if decode else "forward_mha",
-                num_draft_tokens=num_drafts[i],
-                draft_token_ids=list(spec.get(r, [])),
+                num_draft_tokens=num_drafts[i], draft_token_ids=list(spec.get(r, [])),
                 uniform_decode_token_count=batch.uniform_decode_token_count,
-            )
+            )  # fmt: skip
 
     # ---- sampling (sample) ---------------------------------------------------------------
     def _sample_row(
@@ -338,15 +331,11 @@ class ModelRunner:
             toks = rejection_sample_greedy(target, verified)
             if self.emit is not None:
                 self.emit(
-                    "verify",
-                    req_id=s.req_id,
-                    draft_token_ids=verified,
-                    num_placeholders=verified.count(-1),
-                    target_token_ids=target,
+                    "verify", req_id=s.req_id, draft_token_ids=verified,
+                    num_placeholders=verified.count(-1), target_token_ids=target,
                     sampled_token_ids=toks,
-                    num_accepted=len(toks) - 1,
-                    num_rejected=len(drafts) + 1 - len(toks),
-                )
+                    num_accepted=len(toks) - 1, num_rejected=len(drafts) + 1 - len(toks),
+                )  # fmt: skip
         else:
             toks = [self._sample(s, logits[0])]
         for j, tok in enumerate(toks):
@@ -356,12 +345,9 @@ class ModelRunner:
             s.output_token_ids.append(tok)
             if self.emit is not None:
                 self.emit(
-                    "sample",
-                    req_id=s.req_id,
-                    token=tok,
-                    position=s.num_tokens - 1,
-                    logit=float(row[tok]),
-                )
+                    "sample", req_id=s.req_id, token=tok,
+                    position=s.num_tokens - 1, logit=float(row[tok]),
+                )  # fmt: skip
         return toks
 
     @staticmethod
@@ -467,13 +453,11 @@ class ModelRunner:
     def _emit_draft(self, r: DraftRow, drafts: list[int], position: int) -> None:
         if self.emit is not None:
             self.emit(
-                "draft",
-                req_id=r.req_id,
+                "draft", req_id=r.req_id,
                 method=self.drafter.method if self.drafter else "",
                 hidden_position=position if isinstance(self.drafter, MTPProposer) else -1,
-                next_token=r.next_token,
-                draft_token_ids=list(drafts),
-            )
+                next_token=r.next_token, draft_token_ids=list(drafts),
+            )  # fmt: skip
 
     # ---- drafts for the scheduler (take_draft_token_ids) ---------------------------------
     def take_draft_token_ids(self) -> DraftTokenIds | None:
