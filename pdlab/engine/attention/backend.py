@@ -69,15 +69,10 @@ class CommonAttentionMetadata:
 
     @classmethod
     def from_batch(
-        cls,
-        query_lens: Sequence[int],
-        num_computed_tokens: Sequence[int],
-        num_prompt_tokens: Sequence[int],
-        block_table: torch.Tensor,
-        slot_mapping: torch.Tensor,
-        req_ids: Sequence[str],
-        is_prefilling: Sequence[bool] | None = None,
-    ) -> CommonAttentionMetadata:
+        cls, query_lens: Sequence[int], num_computed_tokens: Sequence[int],
+        num_prompt_tokens: Sequence[int], block_table: torch.Tensor, slot_mapping: torch.Tensor,
+        req_ids: Sequence[str], is_prefilling: Sequence[bool] | None = None,
+    ) -> CommonAttentionMetadata:  # fmt: skip
         """The metadata of a batch already in order, as upstream's model runner builds it.
         ``is_prefilling`` left out is V1's ``num_computed_tokens < num_prompt_tokens``.
         Tensors go to ``block_table``'s device; the ``_cpu`` ones stay on the CPU."""
@@ -125,13 +120,10 @@ def split_decodes_and_prefills(
 
 
 def split_query_lens(
-    query_lens: Sequence[int],
-    is_prefilling: Sequence[bool] | None = None,
-    decode_threshold: int = 1,
-    require_uniform: bool = False,
-    treat_short_extends_as_decodes: bool = True,
-    num_tokens: int | None = None,
-) -> tuple[int, int, int, int]:
+    query_lens: Sequence[int], is_prefilling: Sequence[bool] | None = None,
+    decode_threshold: int = 1, require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True, num_tokens: int | None = None,
+) -> tuple[int, int, int, int]:  # fmt: skip
     """``split_decodes_and_prefills``'s rule on plain lists (a row's query length and its
     ``is_prefilling``; ``num_tokens`` defaults to their sum). The decodes are the requests
     before the first one that counts as a prefill:

@@ -171,18 +171,12 @@ class MLAMetadataBuilder:
 
 
 def build_mla_metadata(
-    query_lens: list[int],
-    num_computed_tokens: list[int],
-    num_prompt_tokens: list[int],
-    block_table: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    block_size: int,
-    *,
-    req_ids: list[str] | None = None,
-    attention_config: AttentionConfig | None = None,
-    parallel_config: ParallelConfig | None = None,
+    query_lens: list[int], num_computed_tokens: list[int], num_prompt_tokens: list[int],
+    block_table: torch.Tensor, slot_mapping: torch.Tensor, block_size: int,
+    *, req_ids: list[str] | None = None,
+    attention_config: AttentionConfig | None = None, parallel_config: ParallelConfig | None = None,
     workspace_size: int = 2048,
-) -> MLAMetadata:
+) -> MLAMetadata:  # fmt: skip
     """The model runner's two steps in one call, for a batch already in order: the common
     metadata (V1's ``is_prefilling``, V2's too for a request never preempted), then the MLA
     builder's split. Tensors go to ``block_table``'s device."""

@@ -47,13 +47,9 @@ def seeded_drafter(target: TokenAt, acceptance_rate: float, seed: int = 0) -> To
 
 class FakeModelRunner:
     def __init__(
-        self,
-        connector_worker: KVConnectorWorkerBase | None = None,
-        sample: TokenAt | None = None,
-        *,
-        num_speculative_tokens: int = 0,
-        draft: TokenAt | None = None,
-    ) -> None:
+        self, connector_worker: KVConnectorWorkerBase | None = None, sample: TokenAt | None = None,
+        *, num_speculative_tokens: int = 0, draft: TokenAt | None = None,
+    ) -> None:  # fmt: skip
         if (
             isinstance(num_speculative_tokens, bool)
             or not isinstance(num_speculative_tokens, int)

@@ -161,15 +161,10 @@ class KVConnector(KVConnectorBase, KVConnectorWorkerBase):
 
 
 def remote_prefill_params(
-    block_ids: list[int],
-    engine_id: str,
-    request_id: str,
-    host: str = "localhost",
-    port: int = 0,
-    *,
-    transfer_id: str | None = None,
-    num_tokens: int | None = None,
-) -> dict[str, Any]:
+    block_ids: list[int], engine_id: str, request_id: str,
+    host: str = "localhost", port: int = 0,
+    *, transfer_id: str | None = None, num_tokens: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The ``kv_transfer_params`` P returns for a finished prefill (NixlConnector's keys),
     which the proxy forwards to D. pdlab adds ``remote_transfer_id`` (D's read names it,
     and P serves only the transfer it still holds) and ``remote_num_tokens``, the tokens

@@ -84,18 +84,10 @@ class PDConnectorMetadata(KVConnectorMetadata):
 
 class PDConnector(FirstTokenMixin, KVConnector):
     def __init__(
-        self,
-        role: str,
-        engine_id: str,
-        transport: KVTransport,
-        block_size: int,
-        timeout_s: float = 30.0,
-        host: str = "localhost",
-        port: int = 0,
-        *,
-        emit: EventSink | None = None,
-        num_prefill_lookahead_tokens: int = 0,
-    ) -> None:
+        self, role: str, engine_id: str, transport: KVTransport, block_size: int,
+        timeout_s: float = 30.0, host: str = "localhost", port: int = 0,
+        *, emit: EventSink | None = None, num_prefill_lookahead_tokens: int = 0,
+    ) -> None:  # fmt: skip
         """``num_prefill_lookahead_tokens``: the engine's
         ``SpeculativeConfig.num_prefill_lookahead_tokens`` (0 without one)."""
         if role not in ROLES:
@@ -312,15 +304,10 @@ class PDConnector(FirstTokenMixin, KVConnector):
             if r is None:
                 continue
             self._emit(
-                "kv_transfer",
-                req_id=res.req_id,
-                ok=res.ok,
-                reason=res.reason,
-                remote_engine_id=r.remote_engine_id,
-                remote_block_ids=r.remote_block_ids,
-                local_block_ids=r.local_block_ids,
-                nbytes=res.nbytes,
-            )
+                "kv_transfer", req_id=res.req_id, ok=res.ok, reason=res.reason,
+                remote_engine_id=r.remote_engine_id, remote_block_ids=r.remote_block_ids,
+                local_block_ids=r.local_block_ids, nbytes=res.nbytes,
+            )  # fmt: skip
             if res.ok:
                 recving.add(res.req_id)
                 if r.num_tokens is not None:

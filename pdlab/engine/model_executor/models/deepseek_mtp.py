@@ -79,13 +79,10 @@ class DeepSeekMTP(nn.Module):
         init_parameters(self, cfg)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
         previous_hidden_states: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         """``input_ids[T]`` (token ``i + 1`` at position ``i``), ``positions[T]`` and the
         target's ``previous_hidden_states[T, hidden]``; returns the hidden states before
         ``shared_head.norm``. Without ``ctx`` attention is the cacheless oracle (causal)."""
@@ -165,13 +162,9 @@ class _BranchContext:
         self.kept: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
     def attention(
-        self,
-        layer: DeepseekV2MLAAttention,
-        q: torch.Tensor,
-        kv_c: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: object,
-    ) -> torch.Tensor:
+        self, layer: DeepseekV2MLAAttention, q: torch.Tensor,
+        kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: object,
+    ) -> torch.Tensor:  # fmt: skip
         cfg, rows = layer.cfg, self.kept.setdefault(layer.layer_idx, [])
         rows.append((kv_c, k_pe))
         nope, v_dim, w = cfg.qk_nope_head_dim, cfg.v_head_dim, layer.kv_b_proj.weight

@@ -114,17 +114,12 @@ class BatchReqState:
 
 
 def gather_batch_req_state(
-    num_scheduled_tokens: Mapping[str, int],
-    num_computed_tokens: Mapping[str, int],
-    num_prompt_tokens: Mapping[str, int],
-    prefill_len: Mapping[str, int] | None = None,
+    num_scheduled_tokens: Mapping[str, int], num_computed_tokens: Mapping[str, int],
+    num_prompt_tokens: Mapping[str, int], prefill_len: Mapping[str, int] | None = None,
     *,
-    model_runner: str = "v2",
-    use_pcp: bool = False,
-    reorder_batch_threshold: int = 1,
-    draft_tokens: Mapping[str, Sequence[int]] | None = None,
-    decode_query_len: int = 1,
-) -> BatchReqState:
+    model_runner: str = "v2", use_pcp: bool = False, reorder_batch_threshold: int = 1,
+    draft_tokens: Mapping[str, Sequence[int]] | None = None, decode_query_len: int = 1,
+) -> BatchReqState:  # fmt: skip
     """Order the step's rows and compute ``is_prefilling``, ``prefill_runs_as_decode`` and
     ``decode_graph_eligible`` the way the chosen runner does.
 

@@ -74,13 +74,9 @@ class MTPProposer:
     method = "mtp"
 
     def __init__(
-        self,
-        model: Any,
-        num_speculative_tokens: int,
-        builder: MLAMetadataBuilder,
-        block_size: int,
-        max_model_len: int,
-    ) -> None:
+        self, model: Any, num_speculative_tokens: int,
+        builder: MLAMetadataBuilder, block_size: int, max_model_len: int,
+    ) -> None:  # fmt: skip
         if getattr(model, "mtp", None) is None:
             n = getattr(model.config, "num_nextn_predict_layers", 0)
             raise PdlabValueError("err_mtp_needs_layer", n=n)
