@@ -180,12 +180,9 @@ def flash_attn_varlen(
         longest = max((b - a for a, b in zip(cu, cu[1:])), default=0)
         if longest > limit:
             raise PdlabValueError(
-                "err_seqlen_small",
-                name=name,
-                value=limit,
-                longest=longest,
-                where=f"cu_seqlens_{name[-1]}",
-            )
+                "err_seqlen_small", name=name, value=limit,
+                longest=longest, where=f"cu_seqlens_{name[-1]}",
+            )  # fmt: skip
 
 
 def mla_decode(

@@ -127,13 +127,9 @@ class DistTransport(KVTransport):
         for key in [*info, *(k for k in theirs if k not in info)]:  # in the order given
             if info.get(key) != theirs.get(key):
                 raise PdlabValueError(
-                    "err_kv_differs",
-                    key=key,
-                    me=me,
-                    mine=info.get(key),
-                    peer=peer,
-                    theirs=theirs.get(key),
-                )
+                    "err_kv_differs", key=key, me=me,
+                    mine=info.get(key), peer=peer, theirs=theirs.get(key),
+                )  # fmt: skip
 
     def wait(self, timeout_s: float) -> None:
         """Block until a message arrives (or the peer fails), at most ``timeout_s``: the

@@ -93,21 +93,15 @@ class ModelRunner:
     """One instance's model runner (upstream's ``GPUModelRunner``); see the module docstring."""
 
     def __init__(
-        self,
-        model: DeepseekV2ForCausalLM,
-        cache_config: CacheConfig,
-        scheduler_config: SchedulerConfig,
-        backend: str | None = None,
-        seed: int = 0,
-        emit: EventSink | None = None,
-        num_kv_splits: int | None = None,
-        workspace_tokens: int = 2048,
+        self, model: DeepseekV2ForCausalLM,
+        cache_config: CacheConfig, scheduler_config: SchedulerConfig,
+        backend: str | None = None, seed: int = 0, emit: EventSink | None = None,
+        num_kv_splits: int | None = None, workspace_tokens: int = 2048,
         connector_worker: KVConnectorWorkerBase | None = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
-        model_runner: str = "v2",
-        speculative_config: Any = None,
-    ) -> None:
+        model_runner: str = "v2", speculative_config: Any = None,
+    ) -> None:  # fmt: skip
         self.model = model
         self.model_runner = model_runner
         self.attention_config = attention_config or AttentionConfig()
