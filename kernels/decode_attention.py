@@ -73,12 +73,9 @@ def max_query_len(query_start_loc: torch.Tensor | None) -> int:
 
 
 def plan_num_kv_splits(
-    q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    num_kv_splits: int | None = None,
-    L: int = 512,
-    query_start_loc: torch.Tensor | None = None,
-) -> int:
+    q: torch.Tensor, seq_lens: torch.Tensor, num_kv_splits: int | None = None,
+    L: int = 512, query_start_loc: torch.Tensor | None = None,
+) -> int:  # fmt: skip
     """The split count ``mla_decode`` will use for this call (``None``: automatic)."""
     return resolve_splits(num_kv_splits, q, seq_lens, L, max_query_len(query_start_loc))
 
@@ -89,9 +86,8 @@ def mla_decode_triton(
     kv_lora_rank: int | None = None, query_start_loc: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
-    L = check_decode(
-        q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
-    )
+    args = (q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc)
+    L = check_decode(*args)
     T, H, D = q.shape
     B, R, varlen = seq_lens.shape[0], D - L, query_start_loc is not None
     if kv_cache.stride(2) != 1:

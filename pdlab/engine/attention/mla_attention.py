@@ -147,13 +147,9 @@ class MLAAttention:
         )
         # The call as made, and what pricing it needs (the split count, L).
         shapes: dict[str, Any] = {
-            "q": q_mqa.shape,
-            "kv_cache": kv_cache.shape,
-            "block_table": block_table.shape,
-            "seq_lens": seq_lens.tolist(),
-            "num_kv_splits": splits,
-            "kv_lora_rank": L,
-        }
+            "q": q_mqa.shape, "kv_cache": kv_cache.shape, "block_table": block_table.shape,
+            "seq_lens": seq_lens.tolist(), "num_kv_splits": splits, "kv_lora_rank": L,
+        }  # fmt: skip
         if qsl is not None:
             shapes["query_start_loc"] = qsl.tolist()
         o_latent, _ = _call(
