@@ -26,11 +26,6 @@ if TYPE_CHECKING:
 TRAINED_CHECKPOINT = Path(__file__).with_name("tiny-trained.safetensors")
 
 
-def checkpoint_path(weights: str) -> Path:
-    """The file ``ModelConfig.weights`` names (``"trained"`` is the shipped one)."""
-    return TRAINED_CHECKPOINT if weights == "trained" else Path(weights)
-
-
 def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
     """The state dict in a safetensors file; a missing or unreadable file is one line."""
     path = Path(path)
@@ -60,7 +55,8 @@ def load_weights(model: DeepseekV2ForCausalLM, weights: str) -> None:
     loader; ``"random"`` leaves its seeded initialisation."""
     if weights == "random":
         return
-    model.load_hf_state_dict(read_checkpoint(checkpoint_path(weights)), f"weights={weights!r}")
+    path = TRAINED_CHECKPOINT if weights == "trained" else Path(weights)
+    model.load_hf_state_dict(read_checkpoint(path), f"weights={weights!r}")
 
 
 def save_checkpoint(

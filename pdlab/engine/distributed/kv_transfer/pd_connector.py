@@ -137,14 +137,10 @@ class PDConnector(FirstTokenMixin, KVConnector):
 
     def _truncate_request_for_prefill(self, request: Request) -> None:
         """P: cut the backoff off the prompt (once, even if the request is preempted)."""
-        backoff = self._prefill_backoff()
-        params = request.kv_transfer_params
-        if (
-            backoff
-            and params is not None
-            and not params.get("_p_side_truncated")
-            and request.num_prompt_tokens > backoff
-        ):
+        backoff, params = self._prefill_backoff(), request.kv_transfer_params
+        if not backoff or params is None or params.get("_p_side_truncated"):
+            return
+        if request.num_prompt_tokens > backoff:
             del request.prompt_token_ids[-backoff:]
             del request._all_token_ids[-backoff:]
             request.num_prompt_tokens -= backoff
@@ -161,11 +157,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
         if self.role == "decode" and params and params.get("do_remote_prefill"):
             # The prompt tokens P holds: all of them but the backoff, or, when P's token
             # was appended to the prompt (append_prompt), the N before it.
-            held = min(
-                self._get_remote_prefill_token_count(request.num_prompt_tokens),
-                params.get("remote_num_tokens", 1 << 62),
-            )
-            count = held - num_computed_tokens
+            held = self._get_remote_prefill_token_count(request.num_prompt_tokens)
+            count = min(held, params.get("remote_num_tokens", 1 << 62)) - num_computed_tokens
             if count > 0:
                 return count, True
         return 0, False
@@ -334,13 +327,11 @@ class PDConnector(FirstTokenMixin, KVConnector):
         }
         now = self.clock()
         for rid, deadline in list(self._sending.items()):
-            if rid in served:
+            if rid in served or now > deadline:
                 sending.add(rid)
                 del self._sending[rid]
-            elif now > deadline:
-                sending.add(rid)
-                del self._sending[rid]
-                if deadline != float("-inf"):  # -inf: ended by fail_all_sends, traced there
+                # A timeout, unless it was ended by fail_all_sends (-inf, traced there).
+                if rid not in served and deadline != float("-inf"):
                     self._emit("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
         for rid in sending:
             # From here the scheduler frees the blocks: no read may be served any more.
