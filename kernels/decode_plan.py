@@ -34,13 +34,9 @@ CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT buil
 
 
 def mla_decode_config(
-    L: int,
-    R: int,
-    elem_bytes: int = 2,
-    target: int = 90,
-    q_len: int = 1,
-    varlen: bool | None = None,
-) -> dict:
+    L: int, R: int, elem_bytes: int = 2, target: int = 90,
+    q_len: int = 1, varlen: bool | None = None,
+) -> dict:  # fmt: skip
     """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
     tile is halved to 32 rows so that two stages still fit an A100. ``q_len > 1`` (the
@@ -86,14 +82,9 @@ def heads_per_program(q_len: int) -> int:
 
 
 def num_kv_splits_auto(
-    batch: int,
-    num_heads: int,
-    max_seq_len: int,
-    num_sms: int,
-    L: int = 512,
-    R: int = 64,
-    q_len: int = 1,
-) -> int:
+    batch: int, num_heads: int, max_seq_len: int, num_sms: int,
+    L: int = 512, R: int = 64, q_len: int = 1,
+) -> int:  # fmt: skip
     """How many parts to split each request's KV range into: ``S = min(cdiv(num_sms, batch *
     head_groups), cdiv(max_seq_len, BLOCK_N) // MIN_TILES_PER_SPLIT, workspace cap,
     MAX_NUM_KV_SPLITS)``, at least 1 (why: ``decode_attention.py``). With ``q_len`` queries

@@ -171,12 +171,9 @@ def merge_splits_torch(
 
 
 def partial_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    scale: float,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
     mask: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Attention of ``q[Tq, H, Dqk]`` over one part of the keys, ``k[Tk, H or 1, Dqk]``,
     ``v[Tk, H or 1, Dv]`` (``mask[Tq, Tk]``, True = visible). Returns fp32 ``out[Tq, H, Dv]``
     and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``."""

@@ -120,12 +120,9 @@ class MLAMetadataBuilder:
     """Builds :class:`MLAMetadata` from a :class:`CommonAttentionMetadata`."""
 
     def __init__(
-        self,
-        block_size: int,
-        attention_config: AttentionConfig | None = None,
-        parallel_config: ParallelConfig | None = None,
-        workspace_size: int = 2048,
-    ) -> None:
+        self, block_size: int, attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None, workspace_size: int = 2048,
+    ) -> None:  # fmt: skip
         attn = attention_config or AttentionConfig()
         par = parallel_config or ParallelConfig()
         profile = attn.profile

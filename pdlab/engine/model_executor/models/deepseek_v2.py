@@ -96,12 +96,9 @@ class DeepseekV2MLAAttention(nn.Module):
         return q, self.kv_a_layernorm(kv_c.contiguous()), k_pe
 
     def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, positions: torch.Tensor, x: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         cfg = self.cfg
         q, kv_c, k_pe = self.project(positions, x)
         if ctx is None:
@@ -133,12 +130,9 @@ class DeepseekV2DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, positions: torch.Tensor, x: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         x = x + self.self_attn(positions, self.input_layernorm(x), ctx, attn_impl)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -153,12 +147,9 @@ class DeepseekV2Model(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         x = self.embed_tokens(input_ids)
         for layer in self.layers:
             x = layer(positions, x, ctx, attn_impl)
@@ -208,12 +199,9 @@ class DeepseekV2ForCausalLM(nn.Module):
         return [getattr(self, f"mtp{j or ''}") for j in range(n)]
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         return self.model(input_ids, positions, ctx, attn_impl)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:
