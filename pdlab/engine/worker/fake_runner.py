@@ -99,11 +99,10 @@ class FakeModelRunner:
             conn.wait_for_save()
             sending, recving = conn.get_finished(so.finished_req_ids)
             kv_out = KVConnectorOutput(
-                finished_sending=sending,
-                finished_recving=recving,
+                finished_sending=sending, finished_recving=recving,
                 failed_recving=conn.get_failed_recving(),
                 invalid_block_ids=conn.get_block_ids_with_load_errors(),
-            )
+            )  # fmt: skip
         return ModelRunnerOutput(
             req_ids=req_ids, sampled_token_ids=sampled, kv_connector_output=kv_out
         )

@@ -171,14 +171,10 @@ def remote_prefill_params(
     whose K/V P's blocks hold: D checks that it counts as loaded exactly the tokens its
     worker wrote (``pdlab/engine/core/sched/scheduler.py``)."""
     params = {
-        "do_remote_prefill": True,
-        "do_remote_decode": False,
-        "remote_block_ids": list(block_ids),
-        "remote_engine_id": engine_id,
-        "remote_request_id": request_id,
-        "remote_host": host,
-        "remote_port": port,
-    }
+        "do_remote_prefill": True, "do_remote_decode": False,
+        "remote_block_ids": list(block_ids), "remote_engine_id": engine_id,
+        "remote_request_id": request_id, "remote_host": host, "remote_port": port,
+    }  # fmt: skip
     if transfer_id is not None:
         params["remote_transfer_id"] = transfer_id
     if num_tokens is not None:
