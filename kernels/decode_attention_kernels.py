@@ -22,7 +22,6 @@ changes how the scores are computed, not their values. ``out`` is still latent; 
 maps it through ``W_UV``. The kernel works in base 2: ``exp(x) = exp2(x * log2(e))``, so
 ``log2(e)`` is folded into the scale once and each exponential is one ``ex2`` instruction.
 
-
 The tiling ("swap-AB")
 ----------------------
 Stage 1, grid ``(cdiv(H, BLOCK_H), num_reqs, S)``: one program owns ``BLOCK_H`` heads of one
@@ -51,7 +50,6 @@ row feeds both products. The row width 576 is handled as its two natural parts, 
 
 Stage 2, grid ``(num_reqs, H)``: one program folds its request's splits together with the
 online-softmax update, in fp32 (for each of the request's queries, in order).
-
 
 ``1 + K`` queries per request (``VARLEN``, speculative decoding)
 ----------------------------------------------------------------

@@ -10,9 +10,6 @@ FlashAttention-2's, as in Triton's tutorial ``06-fused-attention.py``.
 The math (online softmax, bottom-right causal masking) and the tiling picture are in
 ``flash_attn_kernels.py``, beside the Triton kernel. This file holds what drives it: the
 tiles chosen in plain Python, the launcher, the torch twin and the entry point.
-
-Output: ``out`` in the input dtype, ``lse`` in fp32, laid out ``[tokens, heads]``
-(FlashAttention returns ``[heads, tokens]``).
 """
 
 from __future__ import annotations

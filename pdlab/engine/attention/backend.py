@@ -22,9 +22,7 @@ long_extend    > threshold           > 0                any   (a later chunk of 
 prefill        any                   0                  True  (a first chunk)
 =============  ====================  =================  ==========================
 
-``split_decodes_and_prefills`` counts a request as a prefill when ``query_len >
-decode_threshold``, OR-ed with ``is_prefilling`` when ``treat_short_extends_as_decodes`` is
-False. The MLA builder passes ``not use_pcp``: by default a short extend is a decode.
+How ``split_decodes_and_prefills`` reads them: :func:`split_query_lens`.
 """
 
 from __future__ import annotations

@@ -10,10 +10,8 @@ routing:
   context parallelism where the backend cannot keep it, as ``_init_reorder_batch_threshold``
   does) and ``require_uniform`` is ``query_len_support != VARLEN``;
 * ``use_pcp`` (``prefill_context_parallel_size > 1``): the builder passes
-  ``treat_short_extends_as_decodes = not use_pcp``.
-
-So D's first step after a KV transfer (one query token over ``N - 1`` cached tokens, still
-``is_prefilling``) is a decode by default and a prefill under prefill context parallelism.
+  ``treat_short_extends_as_decodes = not use_pcp``: D's first step after a KV transfer
+  (a short extend) is a decode by default and a prefill under PCP.
 """
 
 from __future__ import annotations

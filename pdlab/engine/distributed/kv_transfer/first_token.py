@@ -5,13 +5,9 @@ first-token designs (``pdlab/disagg/designs.py``) and the loaded-tokens invarian
 (``vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py``)
 writes hidden states to disk for the ``extract_hidden_states`` speculative method, and the
 auxiliary-output connector (``vllm/distributed/aux_output_connector/``) moves outputs such
-as the routed experts; neither feeds D's first token.
-
-* P keeps the last hidden state of each ``hidden_state`` request (the runner hands it over,
-  :meth:`save_hidden_state`) and puts it in the request's ``kv_transfer_params``;
-* D, for each receive that lands, reports the tokens its worker wrote
-  (:meth:`take_loaded_tokens`), P's sampled token (:meth:`take_first_tokens`) and P's
-  hidden state (:meth:`take_hidden_states`), which the runner turns into logits.
+as the routed experts; neither feeds D's first token. P keeps the last hidden state of each
+``hidden_state`` request for its ``kv_transfer_params``; D reports, for each receive that
+lands, what it wrote and what came with it (the hooks of ``KVConnectorWorkerBase``).
 """
 
 from __future__ import annotations

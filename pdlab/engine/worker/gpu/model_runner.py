@@ -495,9 +495,8 @@ class ModelRunner:
 
     def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> Phrase | Exception | None:
         """Why this request's inputs cannot run (sampling under speculative decoding,
-        token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts. The
-        reason is a catalog message, so a view reads its English back in any language
-        (:func:`pdlab.errors.parse`)."""
+        token ids, positions, block ids) as a catalog message, or None. ``n`` counts
+        ``num_drafts`` drafts."""
         s = self.requests.get(rid)
         if s is None:
             return Phrase("err_runner_no_state", req=rid)
