@@ -147,11 +147,9 @@ def triton_interpreting() -> bool:
 
 
 def in_force() -> tuple[str, str]:
-    """The backend in force for Python code (``PDLAB_BACKEND``, default ``auto``) and why, as
-    a code: ``"torch"`` with ``"chosen"`` (``PDLAB_BACKEND=torch``), ``"no_triton"`` or
-    ``"no_gpu"`` (auto), or ``"triton"`` with ``"interpreted"`` or ``"compiled"``. The
-    doctor and notebook 04 put it in words (``pdlab.ui.choices.kernels_line``). Raises
-    ``ValueError`` naming a bad ``PDLAB_BACKEND``."""
+    """The backend in force for Python code and why, as a code: ``"torch"`` with ``"chosen"``,
+    ``"no_triton"`` or ``"no_gpu"``, or ``"triton"`` with ``"interpreted"`` or ``"compiled"``
+    (put in words by ``pdlab.ui.choices.kernels_line``)."""
     name = get_backend()
     if name == "torch":
         if (os.environ.get(ENV_VAR, "auto").strip().lower() or "auto") == "torch":

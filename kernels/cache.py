@@ -19,8 +19,7 @@ The tiling
 ----------
 * ``reshape_and_cache_mla``: one program per token. It loads the slot, and copies the
   ``L`` latent values and the ``R`` rope values into the row, each as one masked vector
-  (``tl.arange`` needs a power of two, so 64 + 16 becomes 64 and 16, 512 + 64 becomes 512
-  and 64, and odd widths are padded and masked).
+  (512 and 64; odd widths are padded and masked, ``common.py``).
 * ``gather_cache``: a 2-D grid, (request, tile of ``BLOCK_T`` output tokens). Each program
   looks up the page of each of its tokens in the block table (page ids are cast to int64
   before multiplying by a stride: a cache of a few million slots overflows int32 offsets)

@@ -4,10 +4,9 @@ Mirrors ``decode_attention_fwd`` in vLLM's ``vllm/v1/attention/ops/triton_decode
 (called from the Triton MLA backend's ``forward_mqa``), and the idea of FlashMLA: tokens
 on the matrix product's M side, page-aligned tiles, a multi-buffered copy of the cache.
 
-The math (the absorbed form is MQA over the latent rows) and the tiling picture are in
-``decode_attention_kernels.py``, beside the two Triton kernels. This file holds what drives
-them: the tiles and the split count chosen in plain Python, the launcher, the torch twin
-and the one entry point, ``mla_decode``.
+The math and the tiling picture are in ``decode_attention_kernels.py``, the plan in
+``decode_plan.py``, the torch twin in ``decode_attention_twin.py``; this file holds the
+launcher and the entry point, ``mla_decode``.
 
 Why two stages, and how many splits
 -----------------------------------
@@ -24,11 +23,6 @@ whose tokens fit one split (short, or ``S = 1``) is not split: stage 1 writes it
 ``out`` and ``lse`` directly, and stage 2 skips it; with ``S = 1`` for the whole batch
 stage 2 and its workspace are not even launched. ``seq_len = 0`` gives ``out = 0``,
 ``lse = -inf``.
-
-With ``query_start_loc`` (speculative decoding's ``1 + K`` tokens per verifying row), a
-request's queries share its splits and its tiles; the splits still follow the keys, and
-the automatic count the rows (``q_len`` per head): see ``decode_attention_kernels.py``.
-The torch twin is in ``decode_attention_twin.py``.
 """
 
 from __future__ import annotations

@@ -15,10 +15,8 @@ each separately: ``out_A, lse_A`` and ``out_B, lse_B``. The whole is recovered e
     lse = log(exp(lse_A) + exp(lse_B))
     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
 
-computed stably by subtracting ``m = max(lse_A, lse_B)`` first. This is the online-softmax
-update of FlashAttention written for whole parts: the torch twins of ``flash_attn_varlen``
-and ``mla_decode`` walk their keys tile by tile and fold each tile in with exactly this
-function. A part that saw no key has ``lse = -inf`` and weight 0; when both parts are empty
+computed stably by subtracting ``m = max(lse_A, lse_B)`` first: the online-softmax update of
+FlashAttention, written for whole parts. A part that saw no key has ``lse = -inf`` and weight 0; when both parts are empty
 the result is ``out = 0, lse = -inf`` (never NaN). Like vLLM, an LSE of ``+inf`` is read as
 ``-inf`` (an empty part some kernels report that way).
 
