@@ -161,17 +161,13 @@ def check_decode(
         check_tensor("query_start_loc", query_start_loc, 1, (torch.int32,))
         check_dim("seq_lens", seq_lens, 0, B, "one length per row of block_table")
         check_dim("query_start_loc", query_start_loc, 0, B + 1, "num_reqs + 1 offsets")
-    if num_kv_splits is not None and (
-        isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1
-    ):
+    s = num_kv_splits
+    if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
         fail("num_kv_splits", repr(num_kv_splits), "an int >= 1, or None (automatic)")
     if kv_lora_rank is None:
         kv_lora_rank = 1 << ((D - 1).bit_length() - 1) if D > 1 else 0
-    if (
-        isinstance(kv_lora_rank, bool)
-        or not isinstance(kv_lora_rank, int)
-        or not 0 < kv_lora_rank < D
-    ):
+    r = kv_lora_rank
+    if isinstance(r, bool) or not isinstance(r, int) or not 0 < r < D:
         fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
     check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
     if query_start_loc is not None:

@@ -50,14 +50,9 @@ class FakeModelRunner:
         self, connector_worker: KVConnectorWorkerBase | None = None, sample: TokenAt | None = None,
         *, num_speculative_tokens: int = 0, draft: TokenAt | None = None,
     ) -> None:  # fmt: skip
-        if (
-            isinstance(num_speculative_tokens, bool)
-            or not isinstance(num_speculative_tokens, int)
-            or num_speculative_tokens < 0
-        ):
-            raise invalid(
-                "num_speculative_tokens", num_speculative_tokens, Phrase("err_x_int_ge", n=0)
-            )
+        k = num_speculative_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise invalid("num_speculative_tokens", k, Phrase("err_x_int_ge", n=0))
         self.connector_worker = connector_worker
         self.sample = sample if sample is not None else (lambda req_id, position: 1)
         self.num_speculative_tokens = num_speculative_tokens

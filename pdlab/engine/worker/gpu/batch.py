@@ -129,13 +129,10 @@ def gather_batch_req_state(
     ``num_scheduled_tokens``), ``decode_query_len`` the runner's ``1 + K``."""
     if model_runner not in RUNNERS:
         raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=RUNNERS))
-    if (
-        isinstance(decode_query_len, bool)
-        or not isinstance(decode_query_len, int)
-        or (decode_query_len < 1)
-    ):
+    n = decode_query_len
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         width = noted(Phrase("err_x_int_ge", n=1), "err_n_verify_width")
-        raise invalid("decode_query_len", decode_query_len, width)
+        raise invalid("decode_query_len", n, width)
     rids = list(num_scheduled_tokens)
     drafts = {r: d for r, d in (draft_tokens or {}).items() if d}
     for r, d in drafts.items():

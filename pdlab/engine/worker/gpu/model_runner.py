@@ -168,9 +168,7 @@ class ModelRunner:
 
     # ---- request state (finish_requests, add_requests, update_requests) ------------------
     def _update_states(self, so: SchedulerOutput) -> None:
-        for rid in so.finished_req_ids:
-            self.requests.pop(rid, None)
-        for rid in getattr(so, "preempted_req_ids", None) or ():
+        for rid in (*so.finished_req_ids, *(getattr(so, "preempted_req_ids", None) or ())):
             self.requests.pop(rid, None)
         for new in so.scheduled_new_reqs:
             sp = new.sampling_params
@@ -360,11 +358,8 @@ class ModelRunner:
         conn = self.connector_worker
         if conn is not None:
             conn.start_load_kv(so.kv_connector_metadata)
-        sampled: dict[str, list[int]] = {}
-        self.req_errors = {}
-        self._drafts = {}
-        if so.total_num_scheduled_tokens > 0:
-            sampled = self._run_guarded(so)
+        self.req_errors, self._drafts = {}, {}
+        sampled = self._run_guarded(so) if so.total_num_scheduled_tokens > 0 else {}
         self._draft_token_ids = None
         if self._drafts:
             rids = [r for r in so.num_scheduled_tokens if r in self._drafts]
