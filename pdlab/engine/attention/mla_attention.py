@@ -131,10 +131,8 @@ class MLAAttention:
             shapes={"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
         )  # fmt: skip
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
-        # A decode row of more than one query (a verifying row under speculative decoding,
-        # 1 + K queries, or a short prompt under a backend whose threshold is above 1)
-        # goes to the kernel whole with query_start_loc, as FlashMLA and FlashAttention
-        # MLA take their decode blocks (cu_seqlens_q); one-query rows go as they are.
+        # Decode rows of more than one query (1 + K when verifying drafts) go to the kernel
+        # whole with query_start_loc, as FlashMLA and FlashAttention MLA take their blocks.
         nreq = m.num_decodes
         qsl = None
         block_table, seq_lens = row_block_table, row_seq_lens

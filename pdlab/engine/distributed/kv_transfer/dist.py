@@ -78,8 +78,7 @@ class DistTransport(KVTransport):
     def __init__(self, rank: int, kv_dtype: torch.dtype) -> None:
         if rank not in (0, 1):
             raise invalid("rank", rank, either(noted(0, "err_n_p"), noted(1, "err_n_d")))
-        self.rank, self.peer = rank, 1 - rank
-        self.kv_dtype = kv_dtype
+        self.rank, self.peer, self.kv_dtype = rank, 1 - rank, kv_dtype
         self.inbox: list[Message] = []
         self._arrived: queue.Queue[tuple[int, int, torch.Tensor, int] | str] = queue.Queue()
         self._caches: list[torch.Tensor] = []
@@ -87,8 +86,7 @@ class DistTransport(KVTransport):
         self._served: list[tuple[str, str | None]] = []
         self._pending: dict[int, tuple[str, list[int]]] = {}
         self._results: list[ReadResult] = []
-        self._next_key = 0
-        self.bytes_sent = 0
+        self._next_key, self.bytes_sent = 0, 0
         self.peer_failed: str | None = None
         self._news = threading.Event()
         self._receiver = threading.Thread(
@@ -100,8 +98,7 @@ class DistTransport(KVTransport):
     def register(
         self, engine_id: str, kv_caches: list[torch.Tensor], claim: Claim | None = None
     ) -> None:
-        self._caches = kv_caches
-        self._claim = claim
+        self._caches, self._claim = kv_caches, claim
 
     def handshake(self, info: dict[str, Any], timeout_s: float) -> None:
         """Exchange ``info`` (what both sides must share: ``pdlab/disagg/procs.py``'s

@@ -162,9 +162,7 @@ def gather_batch_req_state(
         pl, cp = list(p), list(c)
     is_prefilling = [ci < li for ci, li in zip(cp, pl)]
     if model_runner == "v2" and use_pcp:
-        # Each PCP rank orders its rows decodes first, then prefilling rows, keeping the
-        # batch order within each (PCPManager._reorder_segments); pdlab runs rank 0's view
-        # with every row whole.
+        # Decodes first on each PCP rank (module docstring); pdlab runs rank 0's view.
         perm = sorted(range(len(order)), key=lambda i: is_prefilling[i])
         order, q, nd, c, p, pl, cp, is_prefilling = (
             [xs[i] for i in perm] for xs in (order, q, nd, c, p, pl, cp, is_prefilling)

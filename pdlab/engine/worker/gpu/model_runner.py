@@ -73,8 +73,7 @@ class CachedRequestState:
     num_computed_tokens: int
     output_token_ids: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
-    # V2's prefill_len: every token id the runner was given with the request (the prompt,
-    # plus the outputs so far for a request resumed after preemption).
+    # V2's prefill_len: every token id the runner was given with the request (batch.py).
     prefill_len: int = 0
     # The drafts this runner proposed for the next step (V2's req_states.draft_tokens,
     # zeroed when a request is added): what a verifying row feeds.
@@ -457,9 +456,7 @@ class ModelRunner:
 
     # ---- one bad request cannot take the batch down (a pdlab addition) -------------------
     def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
-        """Run the batch so that one bad request cannot take the others down.
-
-        vLLM lets an exception in ``execute_model`` kill the engine core (its runners in
+        """vLLM lets an exception in ``execute_model`` kill the engine core (its runners in
         ``vllm/v1/worker/`` have no per-request isolation); pdlab keeps serving: a request
         whose inputs are out of range is left out before the forward, and if the batched
         forward still raises, each request runs alone once to find the ones that fail.

@@ -90,9 +90,7 @@ class MTPProposer:
         # last K - 1 positions: what a rebuild after rejections reads (multi-module only).
         self._kept: dict[str, tuple[int, list[int], torch.Tensor]] = {}
         self.num_speculative_tokens = num_speculative_tokens
-        self.builder = builder
-        self.block_size = block_size
-        self.max_model_len = max_model_len
+        self.builder, self.block_size, self.max_model_len = builder, block_size, max_model_len
 
     @torch.no_grad()
     def propose(
