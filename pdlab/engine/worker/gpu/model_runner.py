@@ -281,8 +281,10 @@ class ModelRunner:
         return input_ids, positions, common
 
     def _ctx(self, meta: MLAMetadata) -> ForwardContext:
-        ctx = (self.attention, self.backend, self.num_kv_splits, self.workspace_tokens, self.emit)
-        return ForwardContext(meta, self.kv_caches, *ctx)
+        return ForwardContext(
+            meta, self.kv_caches, self.attention, self.backend,
+            self.num_kv_splits, self.workspace_tokens, self.emit,
+        )  # fmt: skip
 
     def _emit_routes(
         self, batch: BatchReqState, meta: MLAMetadata,
