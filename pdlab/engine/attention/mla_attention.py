@@ -189,10 +189,9 @@ class MLAAttention:
         m: MLAMetadata, cu_q: torch.Tensor, ctx: ForwardContext,
     ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Attention of the new tokens over their cached context, one workspace-sized chunk
-        at a time (``m.context_chunks``, planned by the builder as upstream does). A chunk
-        covers consecutive prefills; a context too long for what is left continues in the
-        next chunk, whose result is merged into the first by LSE. Tokens of a request with
-        no context keep ``lse = -inf`` (weight 0 in the final merge)."""
+        at a time (``m.context_chunks``, planned by the builder as upstream does); a context
+        split across two chunks is merged by LSE. Tokens of a request with no context keep
+        ``lse = -inf`` (weight 0 in the final merge)."""
         block_table = m.block_table[m.num_decodes :]
         L = layer.cfg.kv_lora_rank
         acc_out = q.new_zeros(q.shape[0], layer.cfg.num_attention_heads, layer.cfg.v_head_dim)

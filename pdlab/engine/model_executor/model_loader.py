@@ -2,9 +2,8 @@
 
 Plays the part of vLLM's model loader (``vllm/model_executor/model_loader/``: the default
 loader reads safetensors files; ``--load-format dummy`` gives random weights instead). A
-checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict (DeepSeek parameter
-names, MTP module ``j`` under ``model.layers.{num_hidden_layers + j}``), and every one,
-the shipped file included, goes through the same loader,
+checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict, and every one, the
+shipped file included, goes through the same loader,
 :meth:`DeepseekV2ForCausalLM.load_hf_state_dict`, which rejects a mismatch by name.
 ``ModelConfig.weights`` chooses: ``"trained"`` (:data:`TRAINED_CHECKPOINT`, made by
 ``pdlab train``, one MTP module), ``"random"`` (any number of modules), or a path.
@@ -62,9 +61,8 @@ def load_weights(model: DeepseekV2ForCausalLM, weights: str) -> None:
 def save_checkpoint(
     model: DeepseekV2ForCausalLM, path: str | Path, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write the model's state dict as safetensors (fp32, DeepSeek names; an MTP layer as
-    ``model.layers.{num_hidden_layers}.*``, its shared embedding and head copied beside it,
-    as DeepSeek-V3's checkpoint holds them)."""
+    """Write the model's state dict as safetensors, fp32, under the names of its
+    ``hf_state_dict`` (DeepSeek-V3's)."""
     from safetensors.torch import save_file
 
     path = Path(path)
