@@ -7,11 +7,9 @@
 
 Override with the environment variable ``PDLAB_BACKEND`` (``auto``, ``triton``, ``torch``),
 with :func:`set_backend`, or for a block of code with ``with use_backend("torch"): ...``.
-Every way of choosing is checked by :func:`check` before any work, with one line naming the
-choice as it was given (``--backend triton``, ``PDLAB_BACKEND=triton``, ``backend='triton'``):
-triton must be installed, and without a CUDA device ``TRITON_INTERPRET`` must ask for the
-interpreter (Triton reads ``1``, ``true``, ``on``, ``yes`` as on and anything else as off, so
-a value that is neither on nor a plain off is refused rather than read as "compile").
+Every way of choosing is checked by :func:`check` before any work: triton must be
+installed, and without a CUDA device ``TRITON_INTERPRET`` must ask for the interpreter (a
+value Triton would silently read as off, :func:`interpret_setting`, is refused).
 
 Triton reads ``TRITON_INTERPRET`` when ``@triton.jit`` decorates a function, so this module
 sets it before ``pdlab.kernels`` imports any kernel module (``pdlab/kernels/__init__.py``
@@ -149,11 +147,9 @@ def triton_interpreting() -> bool:
 
 
 def in_force() -> tuple[str, str]:
-    """The backend in force for Python code (``PDLAB_BACKEND``, default ``auto``) and why, as
-    a code: ``"torch"`` with ``"chosen"`` (``PDLAB_BACKEND=torch``), ``"no_triton"`` or
-    ``"no_gpu"`` (auto), or ``"triton"`` with ``"interpreted"`` or ``"compiled"``. The
-    doctor and notebook 04 put it in words (``pdlab.ui.choices.kernels_line``). Raises
-    ``ValueError`` naming a bad ``PDLAB_BACKEND``."""
+    """The backend in force for Python code and why, as a code: ``"torch"`` with ``"chosen"``,
+    ``"no_triton"`` or ``"no_gpu"``, or ``"triton"`` with ``"interpreted"`` or ``"compiled"``
+    (put in words by ``pdlab.ui.choices.kernels_line``)."""
     name = get_backend()
     if name == "torch":
         if (os.environ.get(ENV_VAR, "auto").strip().lower() or "auto") == "torch":

@@ -19,8 +19,7 @@ The tiling
 ----------
 * ``reshape_and_cache_mla``: one program per token. It loads the slot, and copies the
   ``L`` latent values and the ``R`` rope values into the row, each as one masked vector
-  (``tl.arange`` needs a power of two, so 64 + 16 becomes 64 and 16, 512 + 64 becomes 512
-  and 64, and odd widths are padded and masked).
+  (512 and 64; odd widths are padded and masked, ``common.py``).
 * ``gather_cache``: a 2-D grid, (request, tile of ``BLOCK_T`` output tokens). Each program
   looks up the page of each of its tokens in the block table (page ids are cast to int64
   before multiplying by a stride: a cache of a few million slots overflows int32 offsets)
@@ -54,20 +53,11 @@ NUM_WARPS = 4
 # %% reshape_and_cache_mla: Triton
 @triton.jit
 def reshape_and_cache_mla_kernel(
-    kv_c_ptr,
-    k_pe_ptr,
-    cache_ptr,
-    slot_mapping_ptr,
-    stride_kv_c,
-    stride_k_pe,
-    stride_cache_block,
-    stride_cache_slot,
-    block_size,
-    L,
-    R,
-    BLOCK_L: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-):
+    kv_c_ptr, k_pe_ptr, cache_ptr, slot_mapping_ptr,
+    stride_kv_c, stride_k_pe, stride_cache_block, stride_cache_slot,
+    block_size, L, R,
+    BLOCK_L: tl.constexpr, BLOCK_R: tl.constexpr,
+):  # fmt: skip
     token = tl.program_id(0).to(tl.int64)
     slot = tl.load(slot_mapping_ptr + token)  # int64
     # A padded token (slot < 0) writes no column: fold the test into the column bounds.
@@ -106,19 +96,10 @@ def reshape_and_cache_mla_triton(
     cfg = reshape_and_cache_mla_config(L, R)
     check_launchable(reshape_and_cache_mla_kernel)
     reshape_and_cache_mla_kernel[(num_tokens,)](
-        kv_c,
-        k_pe,
-        kv_cache,
-        slot_mapping,
-        kv_c.stride(0),
-        k_pe.stride(0),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        kv_cache.shape[1],
-        L,
-        R,
-        **cfg,
-    )
+        kv_c, k_pe, kv_cache, slot_mapping,
+        kv_c.stride(0), k_pe.stride(0), kv_cache.stride(0), kv_cache.stride(1),
+        kv_cache.shape[1], L, R, **cfg,
+    )  # fmt: skip
 
 
 # %% reshape_and_cache_mla: torch twin
@@ -135,13 +116,9 @@ def reshape_and_cache_mla_torch(
 
 
 def reshape_and_cache_mla(
-    kv_c: torch.Tensor,
-    k_pe: torch.Tensor,
-    kv_cache: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    *,
-    backend: str | None = None,
-) -> None:
+    kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
+    slot_mapping: torch.Tensor, *, backend: str | None = None,
+) -> None:  # fmt: skip
     """Write ``[kv_c | k_pe]`` of each token into ``kv_cache`` at its slot, in place.
 
     ``kv_c[T, L]``, ``k_pe[T, R]`` (RoPE applied), ``kv_cache[num_blocks, block_size, L+R]``
@@ -174,21 +151,11 @@ def _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping) -> tuple[int, i
 # %% gather_cache: Triton
 @triton.jit
 def gather_cache_kernel(
-    cache_ptr,
-    block_table_ptr,
-    cu_seq_lens_ptr,
-    seq_starts_ptr,
-    out_ptr,
-    stride_cache_block,
-    stride_cache_slot,
-    stride_block_table,
-    stride_out,
-    block_size,
-    D,
-    HAS_SEQ_STARTS: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
+    cache_ptr, block_table_ptr, cu_seq_lens_ptr, seq_starts_ptr, out_ptr,
+    stride_cache_block, stride_cache_slot, stride_block_table, stride_out,
+    block_size, D,
+    HAS_SEQ_STARTS: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
     req = tl.program_id(0)
     tile = tl.program_id(1)
     out_begin = tl.load(cu_seq_lens_ptr + req)
@@ -226,11 +193,9 @@ def gather_cache_config(D: int) -> dict:
 
 
 def gather_cache_triton(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     if kv_cache.stride(2) != 1:
@@ -250,30 +215,18 @@ def gather_cache_triton(
     starts = seq_starts if seq_starts is not None else cu_seq_lens  # unused when absent
     check_launchable(gather_cache_kernel)
     gather_cache_kernel[grid](
-        kv_cache,
-        block_table,
-        cu_seq_lens,
-        starts,
-        out,
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        block_table.stride(0),
-        out.stride(0),
-        kv_cache.shape[1],
-        D,
-        HAS_SEQ_STARTS=seq_starts is not None,
-        **cfg,
-    )
+        kv_cache, block_table, cu_seq_lens, starts, out,
+        kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0), out.stride(0),
+        kv_cache.shape[1], D, HAS_SEQ_STARTS=seq_starts is not None, **cfg,
+    )  # fmt: skip
     return out
 
 
 # %% gather_cache: torch twin
 def gather_cache_torch(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-) -> torch.Tensor:
+) -> torch.Tensor:  # fmt: skip
     checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     cu = cu_seq_lens.long()
@@ -292,13 +245,10 @@ def gather_cache_torch(
 
 
 def gather_cache(
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    cu_seq_lens: torch.Tensor,
+    kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
-    *,
-    backend: str | None = None,
-) -> torch.Tensor:
+    *, backend: str | None = None,
+) -> torch.Tensor:  # fmt: skip
     """Copy each request's cached rows into one contiguous ``[total, L + R]`` tensor.
 
     Request ``i`` contributes ``n_i = cu_seq_lens[i+1] - cu_seq_lens[i]`` rows, the tokens at

@@ -2,18 +2,16 @@
 
 The shape checks in each kernel file say whether the tensors fit together; these say
 whether the *values* of the index tensors stay inside the memory they address. A Triton
-kernel trusts its indices: an out-of-range ``slot_mapping`` writes into a neighbouring
-tensor, a ``block_table`` entry past the cache or a ``seq_lens`` past the table's capacity
-reads wild memory (a segfault on a GPU), and a decreasing ``cu_seqlens`` makes a program
-walk a negative range. The torch twins would index the same values differently (``-1``
-wraps to the last block), so the two backends would silently disagree. Each public kernel
-function calls one function here on its first line, and every backend gets the same
-``ValueError`` naming the argument, the offending value and what is allowed.
+kernel trusts its indices (an out-of-range slot writes into a neighbouring tensor, a wild
+block id reads wild memory, a decreasing ``cu_seqlens`` walks a negative range), and the
+torch twins would index the same values differently (``-1`` wraps), so the two backends
+would silently disagree. Each public kernel function calls one function here first, and
+every backend gets the same ``ValueError`` naming the argument, the value and what is
+allowed.
 
 vLLM leaves these checks out of its hot path (its inputs come from its own scheduler);
 pdlab keeps them on by default because a learner calls the kernels directly. Turn them off
-for benchmarking with ``PDLAB_CHECK_INDICES=0`` or :func:`set_index_checks`; they cost a
-few small reductions and one device-to-host copy per call.
+for benchmarking with ``PDLAB_CHECK_INDICES=0`` or :func:`set_index_checks`.
 """
 
 from __future__ import annotations
@@ -111,12 +109,8 @@ def reshape_and_cache_mla(
     bad = slot_mapping >= num_slots
     if bool(bad.any()):
         (i,) = _first(bad)
-        _bad(
-            "slot_mapping",
-            i,
-            int(slot_mapping[i]),
-            Phrase("err_x_slot", span=f"[0, {num_slots})"),
-        )
+        allowed = Phrase("err_x_slot", span=f"[0, {num_slots})")
+        _bad("slot_mapping", i, int(slot_mapping[i]), allowed)
 
 
 def gather_cache(
@@ -124,7 +118,7 @@ def gather_cache(
 ) -> None:
     """``cu_seq_lens`` monotone from 0; each request's range of positions inside its
     block table's capacity; the blocks it reads inside the cache."""
-    if not index_checks_enabled() or not (_index(block_table, 2) and _tensor(kv_cache, 3)):
+    if not (index_checks_enabled() and _index(block_table, 2) and _tensor(kv_cache, 3)):
         return
     if not _index(cu_seq_lens, 1) or cu_seq_lens.shape[0] != block_table.shape[0] + 1:
         return
@@ -143,31 +137,18 @@ def gather_cache(
     ends = starts + lens
     if bool((ends > capacity).any()):
         (i,) = _first(ends > capacity)
-        _bad(
-            "cu_seq_lens",
-            f"{i + 1}] - cu_seq_lens[{i}",
-            int(lens[i]),
-            Phrase(
-                "err_x_read_past",
-                n=capacity - int(starts[i]),
-                i=i,
-                pos=int(ends[i]) - 1,
-                capacity=capacity,
-                blocks=block_table.shape[1],
-                block_size=block_size,
-            ),
-        )
+        n, pos, blocks = capacity - int(starts[i]), int(ends[i]) - 1, block_table.shape[1]
+        table_size = {"capacity": capacity, "blocks": blocks, "block_size": block_size}
+        allowed = Phrase("err_x_read_past", n=n, i=i, pos=pos, **table_size)
+        _bad("cu_seq_lens", f"{i + 1}] - cu_seq_lens[{i}", int(lens[i]), allowed)
     # A request reads blocks [start // bs, ceil(end / bs)); entries before start are unused.
     _block_table_range(block_table, kv_cache.shape[0], block_size, starts, ends)
 
 
 def _block_table_range(
-    block_table: torch.Tensor,
-    num_blocks: int,
-    block_size: int,
-    starts: torch.Tensor,
-    ends: torch.Tensor,
-) -> None:
+    block_table: torch.Tensor, num_blocks: int, block_size: int,
+    starts: torch.Tensor, ends: torch.Tensor,
+) -> None:  # fmt: skip
     col = torch.arange(block_table.shape[1])[None, :]
     used = (col >= (starts // block_size)[:, None]) & (
         col < ((ends + block_size - 1) // block_size)[:, None]
@@ -177,65 +158,43 @@ def _block_table_range(
     bad = used & ((table < 0) | (table >= num_blocks))
     if bool(bad.any()):
         i, j = _first(bad)
-        _bad(
-            "block_table",
-            f"{i}, {j}",
-            int(table[i, j]),
-            Phrase("err_x_block_id_in", span=f"[0, {num_blocks})"),
-        )
+        allowed = Phrase("err_x_block_id_in", span=f"[0, {num_blocks})")
+        _bad("block_table", f"{i}, {j}", int(table[i, j]), allowed)
 
 
 def flash_attn_varlen(
-    q: object,
-    k: object,
-    v: object,
-    cu_seqlens_q: object,
-    cu_seqlens_k: object,
-    max_seqlen_q: object,
-    max_seqlen_k: object,
-) -> None:
+    q: object, k: object, v: object, cu_seqlens_q: object, cu_seqlens_k: object,
+    max_seqlen_q: object, max_seqlen_k: object,
+) -> None:  # fmt: skip
     """``cu_seqlens_q``/``cu_seqlens_k`` monotone from 0, ending at the rows of ``q``/``k``;
     no sequence longer than ``max_seqlen_q``/``max_seqlen_k`` (the grid is sized by them)."""
-    if not index_checks_enabled():
+    if not (index_checks_enabled() and _index(cu_seqlens_q, 1) and _index(cu_seqlens_k, 1)):
         return
-    if not (_index(cu_seqlens_q, 1) and _index(cu_seqlens_k, 1)):
-        return
-    if not all(isinstance(t, torch.Tensor) and t.dim() == 3 for t in (q, k)):
+    if not (_tensor(q, 3) and _tensor(k, 3)):
         return
     cq = _cu_seqlens("cu_seqlens_q", cu_seqlens_q, q.shape[0], "q")
     ck = _cu_seqlens("cu_seqlens_k", cu_seqlens_k, k.shape[0], "k")
-    for name, cu, limit in (
-        ("max_seqlen_q", cq, max_seqlen_q),
-        ("max_seqlen_k", ck, max_seqlen_k),
-    ):
+    for name, cu, limit in (("max_seqlen_q", cq, max_seqlen_q), ("max_seqlen_k", ck, max_seqlen_k)):
         if isinstance(limit, bool) or not isinstance(limit, int):
             return
         longest = max((b - a for a, b in zip(cu, cu[1:])), default=0)
         if longest > limit:
             raise PdlabValueError(
-                "err_seqlen_small",
-                name=name,
-                value=limit,
-                longest=longest,
-                where=f"cu_seqlens_{name[-1]}",
-            )
+                "err_seqlen_small", name=name, value=limit,
+                longest=longest, where=f"cu_seqlens_{name[-1]}",
+            )  # fmt: skip
 
 
 def mla_decode(
-    q: object,
-    kv_cache: object,
-    block_table: object,
-    seq_lens: object,
+    q: object, kv_cache: object, block_table: object, seq_lens: object,
     query_start_loc: object = None,
-) -> None:
+) -> None:  # fmt: skip
     """``seq_lens`` in ``[0, block table capacity]``; the blocks they cover in the cache;
     ``query_start_loc`` (if given) monotone from 0 to the rows of ``q``, no request with more
     queries than keys."""
-    if not index_checks_enabled():
+    if not (index_checks_enabled() and _index(block_table, 2) and _index(seq_lens, 1)):
         return
-    if not (_index(block_table, 2) and _index(seq_lens, 1) and _tensor(kv_cache, 3)):
-        return
-    if seq_lens.shape[0] != block_table.shape[0]:
+    if not _tensor(kv_cache, 3) or seq_lens.shape[0] != block_table.shape[0]:
         return
     block_size = kv_cache.shape[1]
     capacity = block_table.shape[1] * block_size
@@ -243,17 +202,11 @@ def mla_decode(
     bad = (lens < 0) | (lens > capacity)
     if bool(bad.any()):
         (i,) = _first(bad)
-        _bad(
-            "seq_lens",
-            i,
-            int(lens[i]),
-            Phrase(
-                "err_x_length_in_table",
-                capacity=capacity,
-                blocks=block_table.shape[1],
-                block_size=block_size,
-            ),
+        blocks = block_table.shape[1]
+        allowed = Phrase(
+            "err_x_length_in_table", capacity=capacity, blocks=blocks, block_size=block_size
         )
+        _bad("seq_lens", i, int(lens[i]), allowed)
     _block_table_range(block_table, kv_cache.shape[0], block_size, torch.zeros_like(lens), lens)
     if not (_index(query_start_loc, 1) and _tensor(q, 3)):
         return
@@ -262,9 +215,5 @@ def mla_decode(
     qsl = _cu_seqlens("query_start_loc", query_start_loc, q.shape[0], "q")
     for b in range(lens.shape[0]):
         if qsl[b + 1] - qsl[b] > int(lens[b]):
-            _bad(
-                "query_start_loc",
-                f"{b + 1}] - query_start_loc[{b}",
-                qsl[b + 1] - qsl[b],
-                Phrase("err_x_queries_in_keys", b=b, n=int(lens[b])),
-            )
+            allowed = Phrase("err_x_queries_in_keys", b=b, n=int(lens[b]))
+            _bad("query_start_loc", f"{b + 1}] - query_start_loc[{b}", qsl[b + 1] - qsl[b], allowed)

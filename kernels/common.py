@@ -1,24 +1,21 @@
 """What every kernel file shares: triton (or its absence), input checks, tile widths, and
 the bf16 interpreter rule.
 
-Four small pieces, kept here so each kernel file can stay about its algorithm:
-
-* ``triton``/``tl``: Triton has Linux wheels only. Where it is missing (macOS, Windows) the
-  kernel files still import: ``@triton.jit`` leaves the function as plain Python, never
-  called, and the torch twins run (``backend.py`` picks "torch" there).
+* ``triton``/``tl``: Triton has Linux wheels only. Where it is missing the kernel files
+  still import (``@triton.jit`` leaves the function as plain Python, never called) and the
+  torch twins run (``backend.py`` picks "torch" there).
 * ``check(...)`` helpers raise ``ValueError`` naming the argument and what was expected, so a
   wrong shape fails in Python with a sentence instead of deep inside a kernel launch.
 * ``block(n)``: ``tl.arange`` needs a power of two, and ``tl.dot`` needs every dimension to
-  be at least 16 to compile for a GPU (TRITON.md). A width such as 576 = 512 + 64 or the tiny
-  model's 80 = 64 + 16 is padded up to a tile and masked.
+  be at least 16 to compile for a GPU (TRITON.md): 576 = 512 + 64, or the tiny model's 80,
+  is padded up to a tile and masked.
 * ``upcast(dtype)``: Triton's CPU interpreter computes bf16 arithmetic wrongly (errors near
   1e10 in ``tl.dot``, measured with triton 3.9), but loading bf16 and converting to fp32
-  before any math is correct. The kernels that multiply bf16 tiles (``flash_attn_varlen``,
-  ``mla_decode`` stage 1) take a ``UPCAST`` constexpr that does exactly that, and their
-  launchers set it whenever the interpreter meets bf16 (and refuse to launch otherwise);
-  the others convert every load to fp32 anyway, or only copy. Outputs are then
-  written to an fp32 buffer and rounded to bf16 by torch, because the interpreter's own
-  fp32 -> bf16 store conversion does not round to nearest either. Compiled on a GPU,
+  before any math is correct. The kernels that multiply bf16 tiles take a ``UPCAST``
+  constexpr that does exactly that, set whenever the interpreter meets bf16 (a launch
+  without it is refused); the others convert every load to fp32 anyway, or only copy.
+  Outputs are then written to an fp32 buffer and rounded to bf16 by torch, because the
+  interpreter's fp32 -> bf16 store does not round to nearest either. Compiled on a GPU,
   ``UPCAST`` is False and bf16 tiles go to the tensor cores as they are.
 """
 
@@ -56,8 +53,8 @@ def upcast(dtype: torch.dtype) -> bool:
 
 
 def guard_interpreter_dtype(dtype: torch.dtype, upcast_flag: bool) -> None:
-    """Refuse a bf16 launch on the interpreter without the fp32 upcast: it would run and
-    return wrong numbers, and a test could pass on them silently."""
+    """Refuse a bf16 launch on the interpreter without the fp32 upcast: it would return wrong
+    numbers silently."""
     if dtype == torch.bfloat16 and triton_interpreting() and not upcast_flag:
         raise PdlabRuntimeError("err_bf16_interpreter")
 
@@ -74,7 +71,6 @@ def check_launchable(kernel: object) -> None:
 def out_buffer(
     shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, upcast_flag: bool
 ) -> torch.Tensor:
-    """Where a kernel writes its output: fp32 when upcasting, else the output dtype."""
     return torch.empty(shape, dtype=torch.float32 if upcast_flag else dtype, device=device)
 
 

@@ -4,10 +4,9 @@ Mirrors ``decode_attention_fwd`` in vLLM's ``vllm/v1/attention/ops/triton_decode
 (called from the Triton MLA backend's ``forward_mqa``), and the idea of FlashMLA: tokens
 on the matrix product's M side, page-aligned tiles, a multi-buffered copy of the cache.
 
-The math (the absorbed form is MQA over the latent rows) and the tiling picture are in
-``decode_attention_kernels.py``, beside the two Triton kernels. This file holds what drives
-them: the tiles and the split count chosen in plain Python, the launcher, the torch twin
-and the one entry point, ``mla_decode``.
+The math and the tiling picture are in ``decode_attention_kernels.py``, the plan in
+``decode_plan.py``, the torch twin in ``decode_attention_twin.py``; this file holds the
+launcher and the entry point, ``mla_decode``.
 
 Why two stages, and how many splits
 -----------------------------------
@@ -24,11 +23,6 @@ whose tokens fit one split (short, or ``S = 1``) is not split: stage 1 writes it
 ``out`` and ``lse`` directly, and stage 2 skips it; with ``S = 1`` for the whole batch
 stage 2 and its workspace are not even launched. ``seq_len = 0`` gives ``out = 0``,
 ``lse = -inf``.
-
-With ``query_start_loc`` (speculative decoding's ``1 + K`` tokens per verifying row), a
-request's queries share its splits and its tiles; the splits still follow the keys, and
-the automatic count the rows (``q_len`` per head): see ``decode_attention_kernels.py``.
-The torch twin is in ``decode_attention_twin.py``.
 """
 
 from __future__ import annotations
@@ -50,29 +44,16 @@ from pdlab.kernels.decode_attention_kernels import (
     mla_decode_stage1_kernel,
     mla_decode_stage2_kernel,
 )
-from pdlab.kernels.decode_attention_twin import (
-    check_decode,
-    mla_decode_torch,
-    resolve_splits,
-)
-from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan, re-exported
+from pdlab.kernels.decode_attention_twin import check_decode, mla_decode_torch, resolve_splits
+from pdlab.kernels.decode_plan import (  # noqa: F401 - the plan's names callers read here
     BLOCK_H,
     BLOCK_N,
     CPU_NUM_SMS,
     DEFAULT_NUM_KV_SPLITS,
-    MAX_BLOCK_Q,
     MAX_NUM_KV_SPLITS,
-    MAX_ROWS,
     MIN_TILES_PER_SPLIT,
-    TAIL_K,
-    TAIL_TILE,
-    block,
-    heads_per_program,
     mla_decode_config,
     num_kv_splits_auto,
-    query_block,
-    stage1_warps,
-    used_splits,
 )
 
 
@@ -86,30 +67,21 @@ def max_query_len(query_start_loc: torch.Tensor | None) -> int:
 
 
 def plan_num_kv_splits(
-    q: torch.Tensor,
-    seq_lens: torch.Tensor,
-    num_kv_splits: int | None = None,
-    L: int = 512,
-    query_start_loc: torch.Tensor | None = None,
-) -> int:
+    q: torch.Tensor, seq_lens: torch.Tensor, num_kv_splits: int | None = None,
+    L: int = 512, query_start_loc: torch.Tensor | None = None,
+) -> int:  # fmt: skip
     """The split count ``mla_decode`` will use for this call (``None``: automatic)."""
     return resolve_splits(num_kv_splits, q, seq_lens, L, max_query_len(query_start_loc))
 
 
 def mla_decode_triton(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
-    kv_lora_rank: int | None = None,
-    query_start_loc: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+    scale: float, num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
+    kv_lora_rank: int | None = None, query_start_loc: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     checks.mla_decode(q, kv_cache, block_table, seq_lens, query_start_loc)
-    L = check_decode(
-        q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc
-    )
+    args = (q, kv_cache, block_table, seq_lens, num_kv_splits, kv_lora_rank, query_start_loc)
+    L = check_decode(*args)
     T, H, D = q.shape
     B, R, varlen = seq_lens.shape[0], D - L, query_start_loc is not None
     if kv_cache.stride(2) != 1:
@@ -138,66 +110,28 @@ def mla_decode_triton(
     qsl = query_start_loc.contiguous() if varlen else seq_lens  # unread when not varlen
     check_launchable(mla_decode_stage1_kernel)
     mla_decode_stage1_kernel[(groups * triton.cdiv(Q, c1["BLOCK_Q"]), B, S)](
-        q,
-        kv_cache,
-        block_table,
-        seq_lens,
-        qsl,
-        out,
-        lse,
-        mid_out,
-        mid_lse,
-        q.stride(0),
-        q.stride(1),
-        kv_cache.stride(0),
-        kv_cache.stride(1),
-        block_table.stride(0),
-        out.stride(0),
-        out.stride(1),
-        *mid_strides,
-        H,
-        groups,
-        S,
-        float(scale),
-        L=L,
-        R=R,
-        UPCAST=up,
-        PAGE_SIZE=kv_cache.shape[1],
-        VARLEN=varlen,
-        **c1,
-    )
+        q, kv_cache, block_table, seq_lens, qsl,
+        out, lse, mid_out, mid_lse,
+        q.stride(0), q.stride(1), kv_cache.stride(0), kv_cache.stride(1), block_table.stride(0),
+        out.stride(0), out.stride(1), *mid_strides,
+        H, groups, S, float(scale),
+        L=L, R=R, UPCAST=up, PAGE_SIZE=kv_cache.shape[1], VARLEN=varlen, **c1,
+    )  # fmt: skip
     if S > 1:
         mla_decode_stage2_kernel[(B, H)](
-            mid_out,
-            mid_lse,
-            seq_lens,
-            qsl,
-            out,
-            lse,
-            *mid_strides,
-            out.stride(0),
-            out.stride(1),
-            H,
-            S,
-            L,
-            VARLEN=varlen,
-            **cfg["stage2"],
-        )
+            mid_out, mid_lse, seq_lens, qsl, out, lse,
+            *mid_strides, out.stride(0), out.stride(1),
+            H, S, L, VARLEN=varlen, **cfg["stage2"],
+        )  # fmt: skip
     return out.to(q.dtype), lse
 
 
 def mla_decode(
-    q: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq_lens: torch.Tensor,
-    scale: float,
-    num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
+    q: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq_lens: torch.Tensor,
+    scale: float, num_kv_splits: int | None = DEFAULT_NUM_KV_SPLITS,
     query_start_loc: torch.Tensor | None = None,
-    *,
-    kv_lora_rank: int | None = None,
-    backend: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    *, kv_lora_rank: int | None = None, backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Absorbed MLA attention of one query token per request over the paged latent cache.
 
     ``q[B, H, L + R]`` (``[q_nope @ W_UK | q_pe]``), ``kv_cache[num_blocks, block_size, L + R]``

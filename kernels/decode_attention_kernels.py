@@ -22,13 +22,13 @@ changes how the scores are computed, not their values. ``out`` is still latent; 
 maps it through ``W_UV``. The kernel works in base 2: ``exp(x) = exp2(x * log2(e))``, so
 ``log2(e)`` is folded into the scale once and each exponential is one ``ex2`` instruction.
 
-
 The tiling ("swap-AB")
 ----------------------
-Stage 1, grid ``(cdiv(H, BLOCK_H), num_reqs, S)``: one program owns ``BLOCK_H`` heads of
-one request and one split (its queries too, with more than one: see the last section). Head groups come first in the launch order, so programs reading
-the same rows run side by side and share them through L2. The cache tile goes on the M
-side of both products, the heads on the N side::
+Stage 1, grid ``(cdiv(H, BLOCK_H), num_reqs, S)``: one program owns ``BLOCK_H`` heads of one
+request and one split (its queries too, with more than one: see the last section). Head
+groups come first in the launch order, so programs reading the same rows run side by side
+and share them through L2. The cache tile goes on the M side of both products, the heads on
+the N side::
 
       s^T [BLOCK_N, BLOCK_H]  = kv_c [BLOCK_N, L] @ q_lat^T [L, BLOCK_H]  + k_pe @ q_pe^T
     acc^T [L,       BLOCK_H] += kv_c^T [L, BLOCK_N] @ p^T [BLOCK_N, BLOCK_H]
@@ -50,7 +50,6 @@ row feeds both products. The row width 576 is handled as its two natural parts, 
 
 Stage 2, grid ``(num_reqs, H)``: one program folds its request's splits together with the
 online-softmax update, in fp32 (for each of the request's queries, in order).
-
 
 ``1 + K`` queries per request (``VARLEN``, speculative decoding)
 ----------------------------------------------------------------
@@ -121,43 +120,16 @@ def _split_range(seq_lens_ptr, req, split, num_kv_splits, BLOCK_N):
 # %% Stage 1 (Triton): one split of one request, for a group of heads (and of queries)
 @triton.jit
 def mla_decode_stage1_kernel(
-    q_ptr,
-    cache_ptr,
-    block_table_ptr,
-    seq_lens_ptr,
-    query_start_loc_ptr,
-    out_ptr,
-    lse_ptr,
-    mid_out_ptr,
-    mid_lse_ptr,
-    stride_q_b,
-    stride_q_h,
-    stride_cache_block,
-    stride_cache_slot: tl.constexpr,
-    stride_block_table,
-    stride_o_b,
-    stride_o_h,
-    stride_mid_b,
-    stride_mid_h,
-    stride_mid_s,
-    num_heads,
-    num_head_groups,
-    num_kv_splits,
-    scale,
-    L: tl.constexpr,
-    R: tl.constexpr,
-    UPCAST: tl.constexpr,
-    PAGE_SIZE: tl.constexpr,
-    VARLEN: tl.constexpr,
-    BLOCK_Q: tl.constexpr,
-    BLOCK_H: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_T: tl.constexpr,
-    BLOCK_K: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-    BLOCK_R: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):
+    q_ptr, cache_ptr, block_table_ptr, seq_lens_ptr, query_start_loc_ptr,
+    out_ptr, lse_ptr, mid_out_ptr, mid_lse_ptr,
+    stride_q_b, stride_q_h, stride_cache_block, stride_cache_slot: tl.constexpr, stride_block_table,
+    stride_o_b, stride_o_h, stride_mid_b, stride_mid_h, stride_mid_s,
+    num_heads, num_head_groups, num_kv_splits, scale,
+    L: tl.constexpr, R: tl.constexpr, UPCAST: tl.constexpr,
+    PAGE_SIZE: tl.constexpr, VARLEN: tl.constexpr, BLOCK_Q: tl.constexpr, BLOCK_H: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_T: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_L: tl.constexpr, BLOCK_R: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
     req = tl.program_id(1).to(tl.int64)
     split = tl.program_id(2)
     # This split's tokens [start, end): whole tiles; a request that fits one split is final.
@@ -331,24 +303,11 @@ def mla_decode_stage1_kernel(
 # %% Stage 2 (Triton): merge the splits of one (request, head), for each of its queries
 @triton.jit
 def mla_decode_stage2_kernel(
-    mid_out_ptr,
-    mid_lse_ptr,
-    seq_lens_ptr,
-    query_start_loc_ptr,
-    out_ptr,
-    lse_ptr,
-    stride_mid_b,
-    stride_mid_h,
-    stride_mid_s,
-    stride_o_b,
-    stride_o_h,
-    num_heads,
-    num_kv_splits,
-    L,
-    VARLEN: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_L: tl.constexpr,
-):
+    mid_out_ptr, mid_lse_ptr, seq_lens_ptr, query_start_loc_ptr, out_ptr, lse_ptr,
+    stride_mid_b, stride_mid_h, stride_mid_s, stride_o_b, stride_o_h,
+    num_heads, num_kv_splits, L,
+    VARLEN: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_L: tl.constexpr,
+):  # fmt: skip
     req = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1).to(tl.int64)
     seq_len = tl.load(seq_lens_ptr + req)

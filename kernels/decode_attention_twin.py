@@ -9,17 +9,13 @@ Stage 1: the same splits of whole tiles, each gathered through the block table a
 splits (``TWIN_ROWS`` rows) at a time; stage 2: the splits folded together by their LSE
 (:func:`merge_splits_torch`).
 
-More than one query per request (``query_start_loc``, the ``1 + K`` tokens of a row that
-verifies ``K`` drafts): request ``b``'s ``q_len`` queries share its splits, as the kernel's
-rows share its tiles, and query ``j`` sees keys ``< seq_len - q_len + j + 1`` (bottom-right
-causal). The keys every query sees (``< seq_len - q_len + 1``) go through the batched
-product; each of the last ``q_len - 1`` keys, which only the later queries see, is a part
-of one key, merged in by its LSE. A key a query may not see never meets that query's
-weights, not even as ``0 * value``: a NaN there cannot leak.
+With ``query_start_loc`` (``1 + K`` queries per request, bottom-right causal), the keys
+every query sees go through the batched product; each of the last ``q_len - 1`` keys,
+which only the later queries see, is a part of one key, merged in by its LSE, so a key a
+query may not see never meets its weights, not even as ``0 * NaN``.
 
 The argument checks and the split count both backends share are here too
-(:func:`check_decode`, :func:`resolve_splits`), so the launcher imports the twin and the
-twin nothing of the launcher.
+(:func:`check_decode`, :func:`resolve_splits`), so the twin imports nothing of the launcher.
 """
 
 from __future__ import annotations
@@ -82,15 +78,9 @@ def mla_decode_torch(
 
 
 def _stage1_and_2(
-    qs: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    seq: torch.Tensor,
-    seq_all: torch.Tensor,
-    S: int,
-    tile: int,
-    L: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    qs: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, seq: torch.Tensor,
+    seq_all: torch.Tensor, S: int, tile: int, L: int,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """The split-KV stages over keys ``< seq_all`` of each request, for scaled queries
     ``qs[B, Q, H, D]``; splits cut ``[0, seq)`` as the kernel cuts them. Returns fp32
     ``out[B, Q, H, L]`` and ``lse[B, Q, H]``."""
@@ -131,14 +121,9 @@ def _stage1_and_2(
 
 
 def _tail_key(
-    qs: torch.Tensor,
-    kv_cache: torch.Tensor,
-    block_table: torch.Tensor,
-    position: torch.Tensor,
-    q_lens: torch.Tensor,
-    i: int,
-    L: int,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    qs: torch.Tensor, kv_cache: torch.Tensor, block_table: torch.Tensor, position: torch.Tensor,
+    q_lens: torch.Tensor, i: int, L: int,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """The part of one key, at ``position[b]`` of each request, seen by its queries
     ``i < j < q_len``: softmax over one key is 1, so ``out`` is the key's first ``L``
     columns and ``lse`` its score, for the queries that see it; ``0`` and ``-inf`` (the key
@@ -176,29 +161,18 @@ def check_decode(
         check_tensor("query_start_loc", query_start_loc, 1, (torch.int32,))
         check_dim("seq_lens", seq_lens, 0, B, "one length per row of block_table")
         check_dim("query_start_loc", query_start_loc, 0, B + 1, "num_reqs + 1 offsets")
-    if num_kv_splits is not None and (
-        isinstance(num_kv_splits, bool) or not isinstance(num_kv_splits, int) or num_kv_splits < 1
-    ):
+    s = num_kv_splits
+    if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 1):
         fail("num_kv_splits", repr(num_kv_splits), "an int >= 1, or None (automatic)")
     if kv_lora_rank is None:
         kv_lora_rank = 1 << ((D - 1).bit_length() - 1) if D > 1 else 0
-    if (
-        isinstance(kv_lora_rank, bool)
-        or not isinstance(kv_lora_rank, int)
-        or not 0 < kv_lora_rank < D
-    ):
+    r = kv_lora_rank
+    if isinstance(r, bool) or not isinstance(r, int) or not 0 < r < D:
         fail("kv_lora_rank", repr(kv_lora_rank), f"an int in [1, {D - 1}] (L of L + R = {D})")
     check_same_device(q=q, kv_cache=kv_cache, block_table=block_table, seq_lens=seq_lens)
     if query_start_loc is not None:
         check_same_device(q=q, query_start_loc=query_start_loc)
     return kv_lora_rank
-
-
-def device_num_sms(device: torch.device) -> int:
-    """Streaming multiprocessors of ``device``; :data:`CPU_NUM_SMS` without a GPU."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).multi_processor_count
-    return CPU_NUM_SMS
 
 
 def resolve_splits(
@@ -209,4 +183,7 @@ def resolve_splits(
         return num_kv_splits
     B, (_, H, D) = seq_lens.shape[0], q.shape
     max_seq_len = int(seq_lens.max()) if B else 0  # one device sync, as vLLM's metadata
-    return num_kv_splits_auto(B, H, max_seq_len, device_num_sms(q.device), L, D - L, q_len)
+    num_sms = CPU_NUM_SMS  # without a GPU
+    if q.device.type == "cuda":
+        num_sms = torch.cuda.get_device_properties(q.device).multi_processor_count
+    return num_kv_splits_auto(B, H, max_seq_len, num_sms, L, D - L, q_len)

@@ -1,8 +1,8 @@
 """``mla_decode``'s plan in plain Python: its tiles (:func:`mla_decode_config`) and how many
-parts it splits each request's keys into (:func:`num_kv_splits_auto`,
-:func:`used_splits`). No torch and no triton: the cost model (``pdlab/sim/kernel_costs.py``)
-reads the same plan the kernel launches with, and ``pdlab tour --chapter 5`` runs without
-either. ``decode_attention.py`` re-exports every name; the reasons for the numbers are in
+parts it splits each request's keys into (:func:`num_kv_splits_auto`, :func:`used_splits`).
+No torch and no triton: the cost model (``pdlab/sim/kernel_costs.py``) reads the same plan
+the kernel launches with, and ``pdlab tour --chapter 5`` runs without either.
+``decode_attention.py`` re-exports what its callers read; the reasons for the numbers are in
 its docstring. Mirrors the plan half of ``decode_attention_fwd`` in vLLM 0.33.0's
 ``vllm/v1/attention/ops/triton_decode_attention.py`` (whose split count is its caller's
 ``num_kv_splits``).
@@ -34,27 +34,15 @@ CPU_NUM_SMS = 132  # without a GPU, plan splits for an H100 SXM, as the AOT buil
 
 
 def mla_decode_config(
-    L: int,
-    R: int,
-    elem_bytes: int = 2,
-    target: int = 90,
-    q_len: int = 1,
-    varlen: bool | None = None,
-) -> dict:
+    L: int, R: int, elem_bytes: int = 2, target: int = 90,
+    q_len: int = 1, varlen: bool | None = None,
+) -> dict:  # fmt: skip
     """Tiles chosen in plain Python (no autotuning) for compute capability ``target`` (90 =
     sm_90). Two stages of a 64 x 576 bf16 tile are 144 KiB of shared memory; in fp32 the
-    tile is halved to 32 rows so that two stages still fit an A100. One warp group (4 warps)
-    issues Hopper's wgmma; Ampere's mma.sync holds its operands in registers, so 8 warps
-    share them there (4 take all 255 registers, and spill with the causal tail: measured
-    with ``pdlab doctor --aot`` under triton 3.8 and 3.9).
-
-    ``q_len > 1`` (the longest request's queries, with ``query_start_loc``): a program holds
-    ``BLOCK_Q`` queries of ``BLOCK_H`` heads (:func:`query_block`, :func:`heads_per_program`)
-    and its causal tail in one ``BLOCK_T``-key tile, whose scores are summed over
-    ``BLOCK_K``-column slices of the latent width (:data:`TAIL_K`: a 16-row product is
-    mma.sync's, with register operands, and all 512 columns at once spilled under triton
-    3.8: see the kernel's docstring); ``varlen`` (default ``q_len > 1``): the build that
-    reads ``query_start_loc``."""
+    tile is halved to 32 rows so that two stages still fit an A100. ``q_len > 1`` (the
+    longest request's queries): ``BLOCK_Q`` queries of ``BLOCK_H`` heads per program and a
+    causal tail tile (the registers behind these numbers: the kernels' docstring);
+    ``varlen`` (default ``q_len > 1``): the build that reads ``query_start_loc``."""
     varlen = q_len > 1 if varlen is None else varlen
     block_n = BLOCK_N if elem_bytes <= 2 else BLOCK_N // 2
     block_q = query_block(q_len) if q_len > 1 else 1
@@ -76,9 +64,8 @@ def mla_decode_config(
 
 def stage1_warps(varlen: bool, target: int) -> int:
     """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
-    request; the causal-tail tile of ``1 + K`` queries needs two there (one spills, measured
-    with ``pdlab doctor --aot`` under triton 3.8 and 3.9), and Ampere's mma.sync needs 8 in
-    any case."""
+    request; the ``1 + K`` build needs two there, and Ampere's mma.sync 8 in any case (4
+    take all 255 registers: measured with ``pdlab doctor --aot``)."""
     return 4 if target >= 90 and not varlen else 8
 
 
@@ -95,25 +82,13 @@ def heads_per_program(q_len: int) -> int:
 
 
 def num_kv_splits_auto(
-    batch: int,
-    num_heads: int,
-    max_seq_len: int,
-    num_sms: int,
-    L: int = 512,
-    R: int = 64,
-    q_len: int = 1,
-) -> int:
-    """How many parts to split each request's KV range into.
-
-    ``S = min(cdiv(num_sms, batch * head_groups), cdiv(max_seq_len, BLOCK_N) //
-    MIN_TILES_PER_SPLIT, workspace cap, MAX_NUM_KV_SPLITS)``, at least 1: enough programs
-    for one wave over the device, but each split at least ``MIN_TILES_PER_SPLIT`` tiles long,
-    and the workspace round trip (``8 L`` bytes per head and split) at most 1/8 of the
-    cache bytes the request reads (``2 (L + R)`` per token). A big batch gets ``S = 1``.
-    With ``q_len`` queries per request (``1 + K`` when verifying drafts) a program holds
-    ``q_len`` rows per head (:func:`heads_per_program`), and each query has its own
-    workspace, so both terms follow the rows, not the heads.
-    """
+    batch: int, num_heads: int, max_seq_len: int, num_sms: int,
+    L: int = 512, R: int = 64, q_len: int = 1,
+) -> int:  # fmt: skip
+    """How many parts to split each request's KV range into: ``S = min(cdiv(num_sms, batch *
+    head_groups), cdiv(max_seq_len, BLOCK_N) // MIN_TILES_PER_SPLIT, workspace cap,
+    MAX_NUM_KV_SPLITS)``, at least 1 (why: ``decode_attention.py``). With ``q_len`` queries
+    per request each query has its own rows and workspace, so both terms follow the rows."""
     groups = -(-num_heads // heads_per_program(q_len))
     fill = -(-num_sms // max(1, batch * groups))
     by_length = -(-max_seq_len // BLOCK_N) // MIN_TILES_PER_SPLIT

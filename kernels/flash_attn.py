@@ -10,9 +10,6 @@ FlashAttention-2's, as in Triton's tutorial ``06-fused-attention.py``.
 The math (online softmax, bottom-right causal masking) and the tiling picture are in
 ``flash_attn_kernels.py``, beside the Triton kernel. This file holds what drives it: the
 tiles chosen in plain Python, the launcher, the torch twin and the entry point.
-
-Output: ``out`` in the input dtype, ``lse`` in fp32, laid out ``[tokens, heads]``
-(FlashAttention returns ``[heads, tokens]``).
 """
 
 from __future__ import annotations
@@ -45,13 +42,10 @@ TWIN_SCORES = 1 << 24  # scores the torch twin holds at once (64 MiB in fp32)
 def flash_attn_varlen_config(
     max_seqlen_q: int, d_qk: int, d_v: int, elem_bytes: int = 2, target: int = 90
 ) -> dict:
-    """Tiles chosen in plain Python for compute capability ``target`` (90 = sm_90).
-
-    ``BLOCK_M`` query rows: 128 on Hopper (two warp groups of wgmma's 64 rows, 8 warps), 64
-    on Ampere (mma.sync), fewer for a short query (at least 16 for ``tl.dot``).
-    QK is split into its largest power of two ``BLOCK_A`` (128 of 192) and a tail tile
-    ``BLOCK_B`` (64), so no product pads 192 to 256. ``BLOCK_N = 64`` keys per step (32 in
-    fp32, so that two stages of K/V tiles fit an A100's shared memory)."""
+    """Tiles chosen in plain Python for compute capability ``target`` (90 = sm_90), as the
+    kernels' docstring draws them: ``BLOCK_M`` query rows (fewer for a short query), QK as
+    ``BLOCK_A + BLOCK_B``, ``BLOCK_N = 64`` keys per step (32 in fp32, so that two stages of
+    K/V tiles fit an A100's shared memory)."""
     block_a = max(16, 1 << (d_qk.bit_length() - 1)) if d_qk >= 16 else 16
     block_m = 128 if target >= 90 else 64
     return {
@@ -68,16 +62,10 @@ def flash_attn_varlen_config(
 
 
 def flash_attn_varlen_triton(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    scale: float,
-    causal: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+    scale: float, causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     checks.flash_attn_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
@@ -96,29 +84,11 @@ def flash_attn_varlen_triton(
     grid = (triton.cdiv(max_seqlen_q, cfg["BLOCK_M"]), num_seqs, H)
     check_launchable(flash_attn_varlen_kernel)
     flash_attn_varlen_kernel[grid](
-        q,
-        k,
-        v,
-        out,
-        lse,
-        cu_seqlens_q,
-        cu_seqlens_k,
-        q.stride(0),
-        q.stride(1),
-        k.stride(0),
-        k.stride(1),
-        v.stride(0),
-        v.stride(1),
-        out.stride(0),
-        out.stride(1),
-        H,
-        float(scale),
-        D_QK=d_qk,
-        D_V=d_v,
-        CAUSAL=bool(causal),
-        UPCAST=up,
-        **cfg,
-    )
+        q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+        q.stride(0), q.stride(1), k.stride(0), k.stride(1), v.stride(0), v.stride(1),
+        out.stride(0), out.stride(1), H, float(scale),
+        D_QK=d_qk, D_V=d_v, CAUSAL=bool(causal), UPCAST=up, **cfg,
+    )  # fmt: skip
     return out.to(q.dtype), lse
 
 
@@ -161,18 +131,11 @@ def flash_attn_varlen_torch(
 
 
 def flash_attn_varlen(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_seqlens_q: torch.Tensor,
-    cu_seqlens_k: torch.Tensor,
-    max_seqlen_q: int,
-    max_seqlen_k: int,
-    scale: float,
-    causal: bool,
-    *,
-    backend: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int,
+    scale: float, causal: bool,
+    *, backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Attention over packed variable-length sequences.
 
     ``q[Tq, H, Dqk]``, ``k[Tk, H, Dqk]``, ``v[Tk, H, Dv]`` of one dtype; ``cu_seqlens_q``,
@@ -181,13 +144,10 @@ def flash_attn_varlen(
     Returns ``out[Tq, H, Dv]`` in the input dtype and fp32 ``lse[Tq, H]`` (natural log;
     FlashAttention's is ``[H, Tq]``).
     """
+    args = (q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal)
     if _backend.resolve(backend) == "triton":
-        return flash_attn_varlen_triton(
-            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal
-        )
-    return flash_attn_varlen_torch(
-        q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, scale, causal
-    )
+        return flash_attn_varlen_triton(*args)
+    return flash_attn_varlen_torch(*args)
 
 
 def _check_flash(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> None:

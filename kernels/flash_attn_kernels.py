@@ -52,33 +52,13 @@ from pdlab.kernels.common import tl, triton
 
 @triton.jit
 def _attend_tiles(
-    acc,
-    l_i,
-    m_i,
-    q_a,
-    q_b,
-    k_base,
-    v_base,
-    stride_k_t,
-    stride_v_t,
-    offs_m,
-    k_len,
-    diag,
-    lo,
-    hi,
-    qk_scale,
-    MASKED: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    UPCAST: tl.constexpr,
-    HAS_TAIL: tl.constexpr,
-    D_QK: tl.constexpr,
-    D_V: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_A: tl.constexpr,
-    BLOCK_B: tl.constexpr,
-    BLOCK_DV: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):
+    acc, l_i, m_i, q_a, q_b,
+    k_base, v_base, stride_k_t, stride_v_t,
+    offs_m, k_len, diag, lo, hi, qk_scale,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr, HAS_TAIL: tl.constexpr,
+    D_QK: tl.constexpr, D_V: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_A: tl.constexpr,
+    BLOCK_B: tl.constexpr, BLOCK_DV: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
     """Fold the key tiles ``[lo, hi)`` into (acc, l, m). ``MASKED`` tiles check each key
     against ``k_len`` and, if ``CAUSAL``, against the diagonal (query ``i`` sees keys
     ``<= diag + i``); the tiles before the diagonal need neither test."""
@@ -129,34 +109,13 @@ def _attend_tiles(
 
 @triton.jit
 def flash_attn_varlen_kernel(
-    q_ptr,
-    k_ptr,
-    v_ptr,
-    out_ptr,
-    lse_ptr,
-    cu_seqlens_q_ptr,
-    cu_seqlens_k_ptr,
-    stride_q_t,
-    stride_q_h,
-    stride_k_t,
-    stride_k_h,
-    stride_v_t,
-    stride_v_h,
-    stride_o_t,
-    stride_o_h,
-    num_heads,
-    scale,
-    D_QK: tl.constexpr,
-    D_V: tl.constexpr,
-    CAUSAL: tl.constexpr,
-    UPCAST: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_A: tl.constexpr,
-    BLOCK_B: tl.constexpr,
-    BLOCK_DV: tl.constexpr,
-    NUM_STAGES: tl.constexpr,
-):
+    q_ptr, k_ptr, v_ptr, out_ptr, lse_ptr, cu_seqlens_q_ptr, cu_seqlens_k_ptr,
+    stride_q_t, stride_q_h, stride_k_t, stride_k_h, stride_v_t, stride_v_h, stride_o_t, stride_o_h,
+    num_heads, scale,
+    D_QK: tl.constexpr, D_V: tl.constexpr, CAUSAL: tl.constexpr, UPCAST: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_A: tl.constexpr, BLOCK_B: tl.constexpr,
+    BLOCK_DV: tl.constexpr, NUM_STAGES: tl.constexpr,
+):  # fmt: skip
     tile_m = tl.program_id(0)
     seq = tl.program_id(1)
     head = tl.program_id(2).to(tl.int64)
@@ -199,33 +158,13 @@ def flash_attn_varlen_kernel(
     v_base = v_ptr + k_begin.to(tl.int64) * stride_v_t + head * stride_v_h
     for masked in tl.static_range(2):  # the unmasked tiles, then the diagonal band
         acc, l_i, m_i = _attend_tiles(
-            acc,
-            l_i,
-            m_i,
-            q_a,
-            q_b,
-            k_base,
-            v_base,
-            stride_k_t,
-            stride_v_t,
-            offs_m,
-            k_len,
-            diag,
-            full if masked else 0,
-            hi if masked else full,
-            qk_scale,
-            masked == 1,
-            CAUSAL,
-            UPCAST,
-            HAS_TAIL,
-            D_QK,
-            D_V,
-            BLOCK_N,
-            BLOCK_A,
-            BLOCK_B,
-            BLOCK_DV,
-            NUM_STAGES,
-        )
+            acc, l_i, m_i, q_a, q_b,
+            k_base, v_base, stride_k_t, stride_v_t,
+            offs_m, k_len, diag,
+            full if masked else 0, hi if masked else full, qk_scale,
+            masked == 1, CAUSAL, UPCAST, HAS_TAIL,
+            D_QK, D_V, BLOCK_N, BLOCK_A, BLOCK_B, BLOCK_DV, NUM_STAGES,
+        )  # fmt: skip
 
     seen = l_i > 0  # False: this query saw no key
     l_safe = tl.where(seen, l_i, 1.0)

@@ -15,10 +15,8 @@ each separately: ``out_A, lse_A`` and ``out_B, lse_B``. The whole is recovered e
     lse = log(exp(lse_A) + exp(lse_B))
     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
 
-computed stably by subtracting ``m = max(lse_A, lse_B)`` first. This is the online-softmax
-update of FlashAttention written for whole parts: the torch twins of ``flash_attn_varlen``
-and ``mla_decode`` walk their keys tile by tile and fold each tile in with exactly this
-function. A part that saw no key has ``lse = -inf`` and weight 0; when both parts are empty
+computed stably by subtracting ``m = max(lse_A, lse_B)`` first: the online-softmax update of
+FlashAttention, written for whole parts. A part that saw no key has ``lse = -inf`` and weight 0; when both parts are empty
 the result is ``out = 0, lse = -inf`` (never NaN). Like vLLM, an LSE of ``+inf`` is read as
 ``-inf`` (an empty part some kernels report that way).
 
@@ -54,23 +52,11 @@ NUM_WARPS = 4
 # %% Triton
 @triton.jit
 def merge_attn_states_kernel(
-    out_ptr,
-    lse_ptr,
-    out_a_ptr,
-    lse_a_ptr,
-    out_b_ptr,
-    lse_b_ptr,
-    stride_out_t,
-    stride_out_h,
-    stride_a_t,
-    stride_a_h,
-    stride_b_t,
-    stride_b_h,
-    H,
-    D,
-    BLOCK_H: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-):
+    out_ptr, lse_ptr, out_a_ptr, lse_a_ptr, out_b_ptr, lse_b_ptr,
+    stride_out_t, stride_out_h, stride_a_t, stride_a_h, stride_b_t, stride_b_h,
+    H, D,
+    BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+):  # fmt: skip
     token = tl.program_id(0).to(tl.int64)
     heads = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     mask_h = heads < H
@@ -136,22 +122,11 @@ def merge_attn_states_triton(
     grid = (T, triton.cdiv(H, cfg["BLOCK_H"]))
     check_launchable(merge_attn_states_kernel)
     merge_attn_states_kernel[grid](
-        out,
-        lse,
-        out_a,
-        lse_a,
-        out_b,
-        lse_b,
-        out.stride(0),
-        out.stride(1),
-        out_a.stride(0),
-        out_a.stride(1),
-        out_b.stride(0),
-        out_b.stride(1),
-        H,
-        D,
-        **cfg,
-    )
+        out, lse, out_a, lse_a, out_b, lse_b,
+        out.stride(0), out.stride(1),
+        out_a.stride(0), out_a.stride(1), out_b.stride(0), out_b.stride(1),
+        H, D, **cfg,
+    )  # fmt: skip
     return out.to(out_a.dtype), lse
 
 
@@ -179,9 +154,8 @@ def merge_attn_states_torch(
 def merge_splits_torch(
     out_s: torch.Tensor, lse_s: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """:func:`merge_attn_states_torch` over any number of parts at once: ``out_s[..., S, D]``
-    with ``lse_s[..., S]`` (fp32) folded along ``S``, the same algebra (the max subtracted
-    first, an empty part weighing 0 and never read, all parts empty giving ``0, -inf``)."""
+    """:func:`merge_attn_states_torch`'s algebra over any number of parts at once:
+    ``out_s[..., S, D]`` with ``lse_s[..., S]`` (fp32) folded along ``S``."""
     inf = float("inf")
     lse_s = lse_s.float().masked_fill(lse_s == inf, -inf)
     m = lse_s.amax(dim=-1, keepdim=True)
@@ -195,17 +169,12 @@ def merge_splits_torch(
 
 
 def partial_attention(
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    scale: float,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float,
     mask: torch.Tensor | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Attention of ``q[Tq, H, Dqk]`` over one part of the keys, ``k[Tk, H or 1, Dqk]``,
     ``v[Tk, H or 1, Dv]`` (``mask[Tq, Tk]``, True = visible). Returns fp32 ``out[Tq, H, Dv]``
-    and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``.
-    This is one tile (or one split) of the torch twins; :func:`merge_attn_states` joins them.
-    """
+    and ``lse[Tq, H]``; a query that sees no key of this part gets ``0`` and ``-inf``."""
     Tq, H, _ = q.shape
     Tk = k.shape[0]
     q, k, v = q.float() * scale, k.float(), v.float()  # the scale on the smallest operand
@@ -225,13 +194,9 @@ def partial_attention(
 
 
 def merge_attn_states(
-    out_a: torch.Tensor,
-    lse_a: torch.Tensor,
-    out_b: torch.Tensor,
-    lse_b: torch.Tensor,
-    *,
-    backend: str | None = None,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor, lse_b: torch.Tensor,
+    *, backend: str | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Join two attention results over disjoint key sets: ``out_a/out_b[T, H, D]`` (same
     dtype) with fp32 ``lse_a/lse_b[T, H]`` (natural log; vLLM stores ``[H, T]``).
 

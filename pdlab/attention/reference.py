@@ -3,15 +3,11 @@
 Plain PyTorch, fp32 accumulation, materialised scores, no paging, no tricks. MLA is written
 twice, after DeepSeek-V3's published reference (``inference/model.py``, ``attn_impl="naive"``
 and ``attn_impl="absorb"``), so the equality of the two forms is visible side by side:
+``mla_naive`` up-projects every latent row into per-head keys and values, ``mla_absorbed``
+runs MQA over the latent rows (the form vLLM's ``forward_mqa`` and FlashMLA use).
 
-* ``mla_naive`` up-projects every cached latent row through ``kv_b_proj`` into per-head
-  keys ``[k_nope | k_pe]`` (192 wide for DeepSeek) and values (128 wide), then attends.
-* ``mla_absorbed`` folds ``W_UK`` into the query and ``W_UV`` into the output, so attention
-  runs as MQA directly over the latent rows ``[kv_c | k_pe]`` (576 wide), the form vLLM's
-  ``forward_mqa`` and FlashMLA use.
-
-LSE is the natural-log log-sum-exp of the scaled scores, shape ``[num_tokens, num_heads]``
-(vLLM and FlashAttention store it transposed, ``[num_heads, num_tokens]``).
+LSE is the natural-log log-sum-exp of the scaled scores, ``[num_tokens, num_heads]`` (vLLM
+and FlashAttention store it transposed).
 """
 
 from __future__ import annotations

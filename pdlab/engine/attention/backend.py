@@ -3,10 +3,8 @@
 Mirrors, in vLLM 0.33.0:
 
 * ``CommonAttentionMetadata`` (``vllm/v1/attention/backend.py``), with ``is_prefilling``,
-  which the model runner sets for every request: Model Runner V2
-  (``vllm/v1/worker/gpu/model_runner.py``, the default) as ``num_computed_prefill_tokens <
-  prefill_len``, V1 (``vllm/v1/worker/gpu_model_runner.py``) as ``num_computed_tokens <
-  num_prompt_tokens`` (``pdlab/engine/worker/gpu/batch.py``);
+  which the model runner sets for every request (how V2 and V1 compute it:
+  ``pdlab/engine/worker/gpu/batch.py``);
 * ``split_decodes_and_prefills``, ``reorder_batch_to_split_decodes_and_prefills`` and
   ``split_prefill_chunks`` (``vllm/v1/attention/backends/utils.py``).
 
@@ -24,9 +22,7 @@ long_extend    > threshold           > 0                any   (a later chunk of 
 prefill        any                   0                  True  (a first chunk)
 =============  ====================  =================  ==========================
 
-``split_decodes_and_prefills`` counts a request as a prefill when ``query_len >
-decode_threshold``, OR-ed with ``is_prefilling`` when ``treat_short_extends_as_decodes`` is
-False. The MLA builder passes ``not use_pcp``: by default a short extend is a decode.
+How ``split_decodes_and_prefills`` reads them: :func:`split_query_lens`.
 """
 
 from __future__ import annotations
@@ -71,19 +67,13 @@ class CommonAttentionMetadata:
 
     @classmethod
     def from_batch(
-        cls,
-        query_lens: Sequence[int],
-        num_computed_tokens: Sequence[int],
-        num_prompt_tokens: Sequence[int],
-        block_table: torch.Tensor,
-        slot_mapping: torch.Tensor,
-        req_ids: Sequence[str],
-        is_prefilling: Sequence[bool] | None = None,
-    ) -> CommonAttentionMetadata:
+        cls, query_lens: Sequence[int], num_computed_tokens: Sequence[int],
+        num_prompt_tokens: Sequence[int], block_table: torch.Tensor, slot_mapping: torch.Tensor,
+        req_ids: Sequence[str], is_prefilling: Sequence[bool] | None = None,
+    ) -> CommonAttentionMetadata:  # fmt: skip
         """The metadata of a batch already in order, as upstream's model runner builds it.
-        ``is_prefilling`` is the runner's (``pdlab/engine/worker/gpu/batch.py``); left out, it is
-        V1's ``num_computed_tokens < num_prompt_tokens``. Tensors go to ``block_table``'s device;
-        the ``_cpu`` ones stay on the CPU."""
+        ``is_prefilling`` left out is V1's ``num_computed_tokens < num_prompt_tokens``.
+        Tensors go to ``block_table``'s device; the ``_cpu`` ones stay on the CPU."""
         import torch
 
         device = block_table.device
@@ -91,24 +81,18 @@ class CommonAttentionMetadata:
         qsl[1:] = torch.cumsum(torch.tensor(list(query_lens), dtype=torch.int32), 0)
         seq_lens = [c + q for c, q in zip(num_computed_tokens, query_lens)]
         computed = torch.tensor(list(num_computed_tokens), dtype=torch.int32)
+        if is_prefilling is None:  # V1's rule
+            prefilling = computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32)
+        else:
+            prefilling = torch.tensor(list(is_prefilling), dtype=torch.bool)
         return cls(
-            query_start_loc=qsl.to(device),
-            query_start_loc_cpu=qsl,
+            query_start_loc=qsl.to(device), query_start_loc_cpu=qsl,
             seq_lens=torch.tensor(seq_lens, dtype=torch.int32, device=device),
-            num_reqs=len(query_lens),
-            num_actual_tokens=int(qsl[-1]),
-            max_query_len=max(query_lens, default=0),
-            max_seq_len=max(seq_lens, default=0),
-            block_table_tensor=block_table,
-            slot_mapping=slot_mapping.to(device),
-            is_prefilling=(
-                computed < torch.tensor(list(num_prompt_tokens), dtype=torch.int32)
-                if is_prefilling is None
-                else torch.tensor(list(is_prefilling), dtype=torch.bool)
-            ),
-            req_ids=list(req_ids),
-            num_computed_tokens_cpu=computed,
-        )
+            num_reqs=len(query_lens), num_actual_tokens=int(qsl[-1]),
+            max_query_len=max(query_lens, default=0), max_seq_len=max(seq_lens, default=0),
+            block_table_tensor=block_table, slot_mapping=slot_mapping.to(device),
+            is_prefilling=prefilling, req_ids=list(req_ids), num_computed_tokens_cpu=computed,
+        )  # fmt: skip
 
 
 def split_decodes_and_prefills(
@@ -134,13 +118,10 @@ def split_decodes_and_prefills(
 
 
 def split_query_lens(
-    query_lens: Sequence[int],
-    is_prefilling: Sequence[bool] | None = None,
-    decode_threshold: int = 1,
-    require_uniform: bool = False,
-    treat_short_extends_as_decodes: bool = True,
-    num_tokens: int | None = None,
-) -> tuple[int, int, int, int]:
+    query_lens: Sequence[int], is_prefilling: Sequence[bool] | None = None,
+    decode_threshold: int = 1, require_uniform: bool = False,
+    treat_short_extends_as_decodes: bool = True, num_tokens: int | None = None,
+) -> tuple[int, int, int, int]:  # fmt: skip
     """``split_decodes_and_prefills``'s rule on plain lists (a row's query length and its
     ``is_prefilling``; ``num_tokens`` defaults to their sum). The decodes are the requests
     before the first one that counts as a prefill:

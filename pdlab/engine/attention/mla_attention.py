@@ -8,10 +8,7 @@ method names (older releases, and the question pdlab answers, call the two paths
 
 1. writes this step's latent rows ``[kv_c_normed | k_pe]`` into the paged cache
    (``reshape_and_cache_mla``);
-2. reads the split the metadata builder made (``pdlab/engine/attention/mla_builder.py``: decodes
-first,
-   by ``split_decodes_and_prefills`` with the backend's threshold and
-   ``treat_short_extends_as_decodes = not use_pcp``);
+2. reads the split the metadata builder made (``mla_builder.py``: decodes first);
 3. decodes: absorbs ``W_UK`` into the query, runs ``mla_decode`` (MQA over latent rows),
    maps the latent output back with ``W_UV``;
 4. prefills: up-projects the new tokens through ``kv_b_proj`` and attends causally with
@@ -20,9 +17,8 @@ first,
    mask and merges every part with ``merge_attn_states``.
 
 Both paths compute the same numbers (MLA's two forms are algebraically equal); they differ
-in cost. Each step is one ``_call``, which emits a ``kernel`` event (name, path, shapes,
-split count and bytes per value: facts) and then makes the call; the lab prices the event
-(``pdlab/sim/kernel_costs.py``).
+in cost. Each kernel call goes through ``_call``, which emits a ``kernel`` event (facts
+only), priced by ``pdlab/sim/kernel_costs.py``.
 """
 
 from __future__ import annotations
@@ -44,10 +40,8 @@ _Part = tuple[torch.Tensor, torch.Tensor]  # an attention output and its LSE
 
 
 class MLALayer(Protocol):
-    """What the attention reads from a layer (``DeepseekV2MLAAttention`` in
-    ``pdlab/engine/model_executor/models/deepseek_v2.py``, or a stand-in in a benchmark): its
-    config, its index in the
-    model (which cache and absorbed weights are its), and ``kv_b_proj``."""
+    """What the attention reads from a layer (``DeepseekV2MLAAttention``, or a stand-in in a
+    benchmark): its config, its index (its cache and absorbed weights), ``kv_b_proj``."""
 
     cfg: ModelConfig
     layer_idx: int
@@ -93,13 +87,9 @@ class MLAAttention:
 
     # ---- entry -----------------------------------------------------------------------
     def forward_impl(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_c_normed: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: ForwardContext,
-    ) -> torch.Tensor:
+        self, layer: MLALayer, q: torch.Tensor,
+        kv_c_normed: torch.Tensor, k_pe: torch.Tensor, ctx: ForwardContext,
+    ) -> torch.Tensor:  # fmt: skip
         m, cfg = ctx.attn_metadata, layer.cfg
         kv_cache = ctx.kv_caches[layer.layer_idx]
         t = q.shape[0]
@@ -124,19 +114,14 @@ class MLAAttention:
 
     # ---- decode: absorbed MQA over the latent cache ----------------------------------
     def forward_mqa(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_cache: torch.Tensor,
-        m: MLAMetadata,
-        ctx: ForwardContext,
-    ) -> torch.Tensor:
+        self, layer: MLALayer, q: torch.Tensor,
+        kv_cache: torch.Tensor, m: MLAMetadata, ctx: ForwardContext,
+    ) -> torch.Tensor:  # fmt: skip
         cfg = layer.cfg
         w_uk_t, w_uv = self.absorbed_weights(layer)
         n, L, rows = cfg.qk_nope_head_dim, cfg.kv_lora_rank, q.shape[0]
         e = q.element_size()
-        # Per query token, its request's block table and the keys it sees (bottom-right
-        # causal): the kernel's arguments when every decode row has one query.
+        # The kernel's arguments when every decode row has one query.
         row_block_table, row_seq_lens = _decode_rows(m, rows, q.device)
         q_nope, q_pe = q[..., :n], q[..., n:]
         q_latent = _call(
@@ -146,10 +131,8 @@ class MLAAttention:
             shapes={"q_nope": q_nope.shape, "W_UK_T": w_uk_t.shape},
         )  # fmt: skip
         q_mqa = torch.cat([q_latent, q_pe], dim=-1).contiguous()
-        # A decode row of more than one query (a verifying row under speculative decoding,
-        # 1 + K queries, or a short prompt under a backend whose threshold is above 1)
-        # goes to the kernel whole with query_start_loc, as FlashMLA and FlashAttention
-        # MLA take their decode blocks (cu_seqlens_q); one-query rows go as they are.
+        # Decode rows of more than one query (1 + K when verifying drafts) go to the kernel
+        # whole with query_start_loc, as FlashMLA and FlashAttention MLA take their blocks.
         nreq = m.num_decodes
         qsl = None
         block_table, seq_lens = row_block_table, row_seq_lens
@@ -160,17 +143,11 @@ class MLAAttention:
         splits = kernels.decode_attention.plan_num_kv_splits(
             q_mqa, seq_lens, ctx.num_kv_splits, L, query_start_loc=qsl
         )
-        # The call as made: per request with its query count (the rows are read once per
-        # request), or per one-query row; what pricing it needs (the split count, L).
-        seq_list = seq_lens.tolist()
+        # The call as made, and what pricing it needs (the split count, L).
         shapes: dict[str, Any] = {
-            "q": q_mqa.shape,
-            "kv_cache": kv_cache.shape,
-            "block_table": block_table.shape,
-            "seq_lens": seq_list,
-            "num_kv_splits": splits,
-            "kv_lora_rank": L,
-        }
+            "q": q_mqa.shape, "kv_cache": kv_cache.shape, "block_table": block_table.shape,
+            "seq_lens": seq_lens.tolist(), "num_kv_splits": splits, "kv_lora_rank": L,
+        }  # fmt: skip
         if qsl is not None:
             shapes["query_start_loc"] = qsl.tolist()
         o_latent, _ = _call(
@@ -208,19 +185,13 @@ class MLAAttention:
         return out.to(q.dtype)
 
     def _compute_prefill_context(
-        self,
-        layer: MLALayer,
-        q: torch.Tensor,
-        kv_cache: torch.Tensor,
-        m: MLAMetadata,
-        cu_q: torch.Tensor,
-        ctx: ForwardContext,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, layer: MLALayer, q: torch.Tensor, kv_cache: torch.Tensor,
+        m: MLAMetadata, cu_q: torch.Tensor, ctx: ForwardContext,
+    ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
         """Attention of the new tokens over their cached context, one workspace-sized chunk
-        at a time (``m.context_chunks``, planned by the builder as upstream does). A chunk
-        covers consecutive prefills; a context too long for what is left continues in the
-        next chunk, whose result is merged into the first by LSE. Tokens of a request with
-        no context keep ``lse = -inf`` (weight 0 in the final merge)."""
+        at a time (``m.context_chunks``, planned by the builder as upstream does); a context
+        split across two chunks is merged by LSE. Tokens of a request with no context keep
+        ``lse = -inf`` (weight 0 in the final merge)."""
         block_table = m.block_table[m.num_decodes :]
         L = layer.cfg.kv_lora_rank
         acc_out = q.new_zeros(q.shape[0], layer.cfg.num_attention_heads, layer.cfg.v_head_dim)
@@ -262,23 +233,13 @@ class MLAAttention:
 
 # ---- the steps the two paths share ---------------------------------------------------
 def _call(
-    ctx: ForwardContext,
-    layer: MLALayer,
-    name: str,
-    path: str,
-    fn: Callable[..., _T],
-    *args: Any,
-    elem_bytes: int,
-    shapes: dict[str, Any],
-    **kwargs: Any,
-) -> _T:
-    """Record one kernel call in the trace, then make it: ``fn(*args, **kwargs)``.
-
-    The event is ``kernel`` with the call's ``name``, its ``path`` ("write", "decode" or
-    "prefill"), the layer, the backend in force, its ``shapes`` and the bytes per value of
-    the operands it is priced at (``elem_bytes``): facts, which
-    ``pdlab/sim/kernel_costs.py`` prices. Call sites keep one line per part (what and where,
-    the call, its bytes per value, its shapes) with ``# fmt: skip``."""
+    ctx: ForwardContext, layer: MLALayer, name: str, path: str, fn: Callable[..., _T],
+    *args: Any, elem_bytes: int, shapes: dict[str, Any], **kwargs: Any,
+) -> _T:  # fmt: skip
+    """Record one ``kernel`` event (``name``, ``path``: "write", "decode" or "prefill", the
+    layer, the backend, ``shapes``, the ``elem_bytes`` it is priced at), then return
+    ``fn(*args, **kwargs)``. Call sites keep one line per part (what and where, the call,
+    its bytes per value, its shapes) with ``# fmt: skip``."""
     if ctx.emit is not None:
         ctx.emit(
             "kernel",
@@ -296,9 +257,7 @@ def _decode_rows(
     m: MLAMetadata, rows: int, device: torch.device
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One row per decode query token: its request's block table and the cache length it
-    sees. A decode may carry more than one query token (a verifying row under speculative
-    decoding, or a short prompt under a backend whose ``reorder_batch_threshold`` is above
-    1); each token sees the cache up to and including itself (causal)."""
+    sees, up to and including itself (causal)."""
     nreq = m.num_decodes
     q_lens = m.query_lens[:nreq].long()
     seq_lens = m.seq_lens[:nreq].long()
@@ -338,16 +297,10 @@ def _up_project(
 
 
 def _flash(
-    layer: MLALayer,
-    ctx: ForwardContext,
-    what: str,
-    q: torch.Tensor,
-    k: torch.Tensor,
-    v: torch.Tensor,
-    cu_q: torch.Tensor,
-    cu_k: torch.Tensor,
-    causal: bool,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    layer: MLALayer, ctx: ForwardContext, what: str,
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+    cu_q: torch.Tensor, cu_k: torch.Tensor, causal: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """``flash_attn_varlen`` over packed sequences; ``what`` names the part in the trace."""
     cfg = layer.cfg
     q_lens = (cu_q[1:] - cu_q[:-1]).tolist()

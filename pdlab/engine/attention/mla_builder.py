@@ -10,10 +10,8 @@ routing:
   context parallelism where the backend cannot keep it, as ``_init_reorder_batch_threshold``
   does) and ``require_uniform`` is ``query_len_support != VARLEN``;
 * ``use_pcp`` (``prefill_context_parallel_size > 1``): the builder passes
-  ``treat_short_extends_as_decodes = not use_pcp``.
-
-So D's first step after a KV transfer (one query token over ``N - 1`` cached tokens, still
-``is_prefilling``) is a decode by default and a prefill under prefill context parallelism.
+  ``treat_short_extends_as_decodes = not use_pcp``: D's first step after a KV transfer
+  (a short extend) is a decode by default and a prefill under PCP.
 """
 
 from __future__ import annotations
@@ -83,12 +81,8 @@ def plan_context_chunks(
 
 @dataclass
 class MLAMetadata:
-    """What one step's MLA attention needs, decodes first.
-
-    ``seq_lens`` counts the tokens in the cache after this step's write;
-    ``num_computed_tokens`` counts them before it (the context), so
-    ``query_len = seq_len - num_computed_tokens``.
-    """
+    """What one step's MLA attention needs, decodes first; ``num_computed_tokens`` is each
+    request's context, ``seq_lens - query_lens``."""
 
     req_ids: list[str]
     query_start_loc: torch.Tensor  # int32[B + 1]
@@ -124,12 +118,9 @@ class MLAMetadataBuilder:
     """Builds :class:`MLAMetadata` from a :class:`CommonAttentionMetadata`."""
 
     def __init__(
-        self,
-        block_size: int,
-        attention_config: AttentionConfig | None = None,
-        parallel_config: ParallelConfig | None = None,
-        workspace_size: int = 2048,
-    ) -> None:
+        self, block_size: int, attention_config: AttentionConfig | None = None,
+        parallel_config: ParallelConfig | None = None, workspace_size: int = 2048,
+    ) -> None:  # fmt: skip
         attn = attention_config or AttentionConfig()
         par = parallel_config or ParallelConfig()
         profile = attn.profile
@@ -163,49 +154,31 @@ class MLAMetadataBuilder:
         if is_prefilling is None:
             is_prefilling = torch.zeros(cm.num_reqs, dtype=torch.bool)
         return MLAMetadata(
-            req_ids=list(cm.req_ids),
-            query_start_loc=cm.query_start_loc,
-            seq_lens=cm.seq_lens,
-            num_computed_tokens=context.to(device),
-            is_prefilling=is_prefilling,
-            block_table=cm.block_table_tensor,
-            slot_mapping=cm.slot_mapping,
+            req_ids=list(cm.req_ids), query_start_loc=cm.query_start_loc, seq_lens=cm.seq_lens,
+            num_computed_tokens=context.to(device), is_prefilling=is_prefilling,
+            block_table=cm.block_table_tensor, slot_mapping=cm.slot_mapping,
             block_size=self.block_size,
-            num_decodes=nd,
-            num_prefills=np_,
-            num_decode_tokens=ndt,
-            num_prefill_tokens=npt,
-            decode_threshold=self.reorder_batch_threshold,
-            require_uniform=self.require_uniform,
+            num_decodes=nd, num_prefills=np_, num_decode_tokens=ndt, num_prefill_tokens=npt,
+            decode_threshold=self.reorder_batch_threshold, require_uniform=self.require_uniform,
             treat_short_extends_as_decodes=self.treat_short_extends_as_decodes,
             context_chunks=chunks,
-        )
+        )  # fmt: skip
 
 
 def build_mla_metadata(
-    query_lens: list[int],
-    num_computed_tokens: list[int],
-    num_prompt_tokens: list[int],
-    block_table: torch.Tensor,
-    slot_mapping: torch.Tensor,
-    block_size: int,
-    *,
-    req_ids: list[str] | None = None,
-    attention_config: AttentionConfig | None = None,
-    parallel_config: ParallelConfig | None = None,
+    query_lens: list[int], num_computed_tokens: list[int], num_prompt_tokens: list[int],
+    block_table: torch.Tensor, slot_mapping: torch.Tensor, block_size: int,
+    *, req_ids: list[str] | None = None,
+    attention_config: AttentionConfig | None = None, parallel_config: ParallelConfig | None = None,
     workspace_size: int = 2048,
-) -> MLAMetadata:
+) -> MLAMetadata:  # fmt: skip
     """The model runner's two steps in one call, for a batch already in order: the common
-    metadata (with ``is_prefilling = num_computed_tokens < num_prompt_tokens``, which is
-    V2's ``num_computed_prefill_tokens < prefill_len`` for a request never preempted), then
-    the MLA builder's split. Tensors go to ``block_table``'s device."""
+    metadata (V1's ``is_prefilling``, V2's too for a request never preempted), then the MLA
+    builder's split. Tensors go to ``block_table``'s device."""
+    if req_ids is None:
+        req_ids = [f"r{i}" for i in range(len(query_lens))]
     cm = CommonAttentionMetadata.from_batch(
-        query_lens,
-        num_computed_tokens,
-        num_prompt_tokens,
-        block_table,
-        slot_mapping,
-        req_ids if req_ids is not None else [f"r{i}" for i in range(len(query_lens))],
+        query_lens, num_computed_tokens, num_prompt_tokens, block_table, slot_mapping, req_ids
     )
     builder = MLAMetadataBuilder(block_size, attention_config, parallel_config, workspace_size)
     return builder.build(cm)

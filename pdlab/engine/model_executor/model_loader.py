@@ -2,9 +2,8 @@
 
 Plays the part of vLLM's model loader (``vllm/model_executor/model_loader/``: the default
 loader reads safetensors files; ``--load-format dummy`` gives random weights instead). A
-checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict (DeepSeek parameter
-names, MTP module ``j`` under ``model.layers.{num_hidden_layers + j}``), and every one,
-the shipped file included, goes through the same loader,
+checkpoint is a safetensors file of a dense DeepSeek-V2/V3 state dict, and every one, the
+shipped file included, goes through the same loader,
 :meth:`DeepseekV2ForCausalLM.load_hf_state_dict`, which rejects a mismatch by name.
 ``ModelConfig.weights`` chooses: ``"trained"`` (:data:`TRAINED_CHECKPOINT`, made by
 ``pdlab train``, one MTP module), ``"random"`` (any number of modules), or a path.
@@ -24,11 +23,6 @@ if TYPE_CHECKING:
 
 # Made by `pdlab train` with its defaults (see its metadata: `checkpoint_metadata`).
 TRAINED_CHECKPOINT = Path(__file__).with_name("tiny-trained.safetensors")
-
-
-def checkpoint_path(weights: str) -> Path:
-    """The file ``ModelConfig.weights`` names (``"trained"`` is the shipped one)."""
-    return TRAINED_CHECKPOINT if weights == "trained" else Path(weights)
 
 
 def read_checkpoint(path: str | Path) -> dict[str, torch.Tensor]:
@@ -60,15 +54,15 @@ def load_weights(model: DeepseekV2ForCausalLM, weights: str) -> None:
     loader; ``"random"`` leaves its seeded initialisation."""
     if weights == "random":
         return
-    model.load_hf_state_dict(read_checkpoint(checkpoint_path(weights)), f"weights={weights!r}")
+    path = TRAINED_CHECKPOINT if weights == "trained" else Path(weights)
+    model.load_hf_state_dict(read_checkpoint(path), f"weights={weights!r}")
 
 
 def save_checkpoint(
     model: DeepseekV2ForCausalLM, path: str | Path, metadata: dict[str, str] | None = None
 ) -> Path:
-    """Write the model's state dict as safetensors (fp32, DeepSeek names; an MTP layer as
-    ``model.layers.{num_hidden_layers}.*``, its shared embedding and head copied beside it,
-    as DeepSeek-V3's checkpoint holds them)."""
+    """Write the model's state dict as safetensors, fp32, under the names of its
+    ``hf_state_dict`` (DeepSeek-V3's)."""
     from safetensors.torch import save_file
 
     path = Path(path)

@@ -64,8 +64,7 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     """Rotate interleaved pairs of ``x[T, ..., R]`` by per-token angles ``cos/sin[T, R/2]``."""
     shape = x.shape
     xf = x.float().reshape(shape[0], -1, shape[-1] // 2, 2)
-    c = cos[:, None, :]
-    s = sin[:, None, :]
+    c, s = cos[:, None, :], sin[:, None, :]
     x0, x1 = xf[..., 0], xf[..., 1]
     out = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), dim=-1)
     return out.reshape(shape).to(x.dtype)

@@ -1,21 +1,15 @@
 """A model runner with no model, for scheduler tests and the scheduler benchmark.
 
-It reads a ``SchedulerOutput`` as the real runner does
-(``pdlab/engine/worker/gpu/model_runner.py``, after ``vllm/v1/worker/gpu_model_runner.py``): it
-keeps each request's token count from the scheduler's deltas, samples only for requests whose
-known tokens are all computed after the step, and drives the worker side of a KV connector. The
-"sampled" token comes from ``sample(req_id, position)`` instead of a forward pass: the target
-model's greedy token at ``position``, a function of the request and the position only.
+It reads a ``SchedulerOutput`` as the real runner does (``gpu/model_runner.py``, after
+``vllm/v1/worker/gpu_model_runner.py``), samples only for requests whose known tokens are all
+computed after the step, and drives the worker side of a KV connector. The "sampled" token
+comes from ``sample(req_id, position)`` instead of a forward pass.
 
-With ``num_speculative_tokens=K`` it also plays the drafter and the greedy rejection
-sampler: after each step it proposes K drafts per scheduled request from
-``draft(req_id, position)`` (taken with ``take_draft_token_ids``, as upstream's
-``GPUModelRunner.take_draft_token_ids``), and a row with drafts gets the drafts that equal
-the target's tokens, then the target's token at the first mismatch (or the bonus token
-after the last draft). A ``-1`` placeholder never equals a target token. Because the target
-is a function of the position, the tokens are the ones the same runner gives without
-speculative decoding. :func:`seeded_drafter` makes a drafter that agrees with the target
-at a given rate.
+With ``num_speculative_tokens=K`` it also plays the drafter (K drafts per scheduled request
+from ``draft(req_id, position)``, taken with ``take_draft_token_ids``) and the greedy
+rejection sampler. Because the target is a function of the position, the tokens are the
+ones the same runner gives without speculative decoding. :func:`seeded_drafter` makes a
+drafter that agrees with the target at a given rate.
 """
 
 from __future__ import annotations
@@ -53,21 +47,12 @@ def seeded_drafter(target: TokenAt, acceptance_rate: float, seed: int = 0) -> To
 
 class FakeModelRunner:
     def __init__(
-        self,
-        connector_worker: KVConnectorWorkerBase | None = None,
-        sample: TokenAt | None = None,
-        *,
-        num_speculative_tokens: int = 0,
-        draft: TokenAt | None = None,
-    ) -> None:
-        if (
-            isinstance(num_speculative_tokens, bool)
-            or not isinstance(num_speculative_tokens, int)
-            or num_speculative_tokens < 0
-        ):
-            raise invalid(
-                "num_speculative_tokens", num_speculative_tokens, Phrase("err_x_int_ge", n=0)
-            )
+        self, connector_worker: KVConnectorWorkerBase | None = None, sample: TokenAt | None = None,
+        *, num_speculative_tokens: int = 0, draft: TokenAt | None = None,
+    ) -> None:  # fmt: skip
+        k = num_speculative_tokens
+        if isinstance(k, bool) or not isinstance(k, int) or k < 0:
+            raise invalid("num_speculative_tokens", k, Phrase("err_x_int_ge", n=0))
         self.connector_worker = connector_worker
         self.sample = sample if sample is not None else (lambda req_id, position: 1)
         self.num_speculative_tokens = num_speculative_tokens
@@ -94,38 +79,31 @@ class FakeModelRunner:
         for rid in req_ids:
             n = self.num_tokens[rid]
             drafts = so.scheduled_spec_decode_tokens.get(rid, [])
+            tokens = []
             if computed[rid] + so.num_scheduled_tokens[rid] - len(drafts) >= n:
                 tokens = self._verify(rid, n, drafts)
-                sampled.append(tokens)
                 self.num_tokens[rid] = n + len(tokens)
-            else:
-                sampled.append([])
+            sampled.append(tokens)
         self._draft_token_ids = None
         k = self.num_speculative_tokens
         if k and req_ids:
-            self._draft_token_ids = DraftTokenIds(
-                req_ids=req_ids,
-                draft_token_ids=[
-                    [self.draft(r, self.num_tokens[r] + j) for j in range(k)] for r in req_ids
-                ],
-            )
+            proposed = [[self.draft(r, self.num_tokens[r] + j) for j in range(k)] for r in req_ids]
+            self._draft_token_ids = DraftTokenIds(req_ids=req_ids, draft_token_ids=proposed)
         kv_out = None
         if conn is not None:
             conn.wait_for_save()
             sending, recving = conn.get_finished(so.finished_req_ids)
             kv_out = KVConnectorOutput(
-                finished_sending=sending,
-                finished_recving=recving,
+                finished_sending=sending, finished_recving=recving,
                 failed_recving=conn.get_failed_recving(),
                 invalid_block_ids=conn.get_block_ids_with_load_errors(),
-            )
+            )  # fmt: skip
         return ModelRunnerOutput(
             req_ids=req_ids, sampled_token_ids=sampled, kv_connector_output=kv_out
         )
 
     def _verify(self, rid: str, n: int, drafts: list[int]) -> list[int]:
-        """Greedy verification: each draft that equals the target's token is accepted;
-        the first that does not is replaced by the target's, and the rest are dropped."""
+        """Greedy verification, sampling no further than the first mismatch."""
         tokens = []
         for j, d in enumerate(drafts):
             tokens.append(self.sample(rid, n + j))

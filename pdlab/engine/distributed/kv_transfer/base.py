@@ -161,29 +161,20 @@ class KVConnector(KVConnectorBase, KVConnectorWorkerBase):
 
 
 def remote_prefill_params(
-    block_ids: list[int],
-    engine_id: str,
-    request_id: str,
-    host: str = "localhost",
-    port: int = 0,
-    *,
-    transfer_id: str | None = None,
-    num_tokens: int | None = None,
-) -> dict[str, Any]:
+    block_ids: list[int], engine_id: str, request_id: str,
+    host: str = "localhost", port: int = 0,
+    *, transfer_id: str | None = None, num_tokens: int | None = None,
+) -> dict[str, Any]:  # fmt: skip
     """The ``kv_transfer_params`` P returns for a finished prefill (NixlConnector's keys),
     which the proxy forwards to D. pdlab adds ``remote_transfer_id`` (D's read names it,
     and P serves only the transfer it still holds) and ``remote_num_tokens``, the tokens
     whose K/V P's blocks hold: D checks that it counts as loaded exactly the tokens its
     worker wrote (``pdlab/engine/core/sched/scheduler.py``)."""
     params = {
-        "do_remote_prefill": True,
-        "do_remote_decode": False,
-        "remote_block_ids": list(block_ids),
-        "remote_engine_id": engine_id,
-        "remote_request_id": request_id,
-        "remote_host": host,
-        "remote_port": port,
-    }
+        "do_remote_prefill": True, "do_remote_decode": False,
+        "remote_block_ids": list(block_ids), "remote_engine_id": engine_id,
+        "remote_request_id": request_id, "remote_host": host, "remote_port": port,
+    }  # fmt: skip
     if transfer_id is not None:
         params["remote_transfer_id"] = transfer_id
     if num_tokens is not None:

@@ -46,14 +46,7 @@ from pdlab.engine.distributed.kv_transfer.transport import (
     blocks_checksum,
     check_block_ids,
 )
-from pdlab.errors import (
-    PdlabRuntimeError,
-    PdlabValueError,
-    either,
-    invalid,
-    noted,
-    one_line,
-)
+from pdlab.errors import PdlabRuntimeError, PdlabValueError, either, invalid, noted, one_line
 
 REQUEST, READ, BLOCKS, RESULT, SHUTDOWN, FAILED, HELLO = 1, 2, 3, 4, 5, 6, 7
 
@@ -85,8 +78,7 @@ class DistTransport(KVTransport):
     def __init__(self, rank: int, kv_dtype: torch.dtype) -> None:
         if rank not in (0, 1):
             raise invalid("rank", rank, either(noted(0, "err_n_p"), noted(1, "err_n_d")))
-        self.rank, self.peer = rank, 1 - rank
-        self.kv_dtype = kv_dtype
+        self.rank, self.peer, self.kv_dtype = rank, 1 - rank, kv_dtype
         self.inbox: list[Message] = []
         self._arrived: queue.Queue[tuple[int, int, torch.Tensor, int] | str] = queue.Queue()
         self._caches: list[torch.Tensor] = []
@@ -94,8 +86,7 @@ class DistTransport(KVTransport):
         self._served: list[tuple[str, str | None]] = []
         self._pending: dict[int, tuple[str, list[int]]] = {}
         self._results: list[ReadResult] = []
-        self._next_key = 0
-        self.bytes_sent = 0
+        self._next_key, self.bytes_sent = 0, 0
         self.peer_failed: str | None = None
         self._news = threading.Event()
         self._receiver = threading.Thread(
@@ -107,8 +98,7 @@ class DistTransport(KVTransport):
     def register(
         self, engine_id: str, kv_caches: list[torch.Tensor], claim: Claim | None = None
     ) -> None:
-        self._caches = kv_caches
-        self._claim = claim
+        self._caches, self._claim = kv_caches, claim
 
     def handshake(self, info: dict[str, Any], timeout_s: float) -> None:
         """Exchange ``info`` (what both sides must share: ``pdlab/disagg/procs.py``'s
@@ -134,13 +124,9 @@ class DistTransport(KVTransport):
         for key in [*info, *(k for k in theirs if k not in info)]:  # in the order given
             if info.get(key) != theirs.get(key):
                 raise PdlabValueError(
-                    "err_kv_differs",
-                    key=key,
-                    me=me,
-                    mine=info.get(key),
-                    peer=peer,
-                    theirs=theirs.get(key),
-                )
+                    "err_kv_differs", key=key, me=me,
+                    mine=info.get(key), peer=peer, theirs=theirs.get(key),
+                )  # fmt: skip
 
     def wait(self, timeout_s: float) -> None:
         """Block until a message arrives (or the peer fails), at most ``timeout_s``: the
@@ -150,17 +136,11 @@ class DistTransport(KVTransport):
         self._news.clear()  # anything that came meanwhile is in the queue for pump()
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         key = self._next_key
         self._next_key += 1
         self._pending[key] = (req_id, list(local_block_ids))
@@ -170,29 +150,17 @@ class DistTransport(KVTransport):
             self._results.append(ReadResult(req_id, False, len(local_block_ids), 0, why))
             del self._pending[key]
             return
-        self.send_json(
-            READ,
-            {
-                "remote_request_id": remote_request_id or req_id,
-                "remote_block_ids": list(remote_block_ids),
-                "transfer_id": transfer_id,
-            },
-            key,
-        )
+        self._send_read(remote_request_id or req_id, list(remote_block_ids), transfer_id, key)
 
     def release(
         self, remote_engine_id: str | None, remote_request_id: str, transfer_id: str | None = None
     ) -> None:
         """D will not read this request: an empty READ lets P free its blocks now."""
-        self.send_json(
-            READ,
-            {
-                "remote_request_id": remote_request_id,
-                "remote_block_ids": [],
-                "transfer_id": transfer_id,
-            },
-            -1,
-        )
+        self._send_read(remote_request_id, [], transfer_id, -1)
+
+    def _send_read(self, rid: str, block_ids: list[int], tid: str | None, key: int) -> None:
+        msg = {"remote_request_id": rid, "remote_block_ids": block_ids, "transfer_id": tid}
+        self.send_json(READ, msg, key)
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         self.pump()
@@ -322,6 +290,3 @@ class DistTransport(KVTransport):
         for layer, c in enumerate(self._caches):
             c.index_copy_(0, idx.to(c.device), rows[layer].to(c.device))
         return blocks_checksum(self._caches, list(local)) == checksum
-
-    def describe(self) -> dict[str, Any]:
-        return {"transport": "torch.distributed", "backend": dist.get_backend(), "rank": self.rank}

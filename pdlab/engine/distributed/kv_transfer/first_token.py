@@ -5,13 +5,9 @@ first-token designs (``pdlab/disagg/designs.py``) and the loaded-tokens invarian
 (``vllm/distributed/kv_transfer/kv_connector/v1/example_hidden_states_connector.py``)
 writes hidden states to disk for the ``extract_hidden_states`` speculative method, and the
 auxiliary-output connector (``vllm/distributed/aux_output_connector/``) moves outputs such
-as the routed experts; neither feeds D's first token.
-
-* P keeps the last hidden state of each ``hidden_state`` request (the runner hands it over,
-  :meth:`save_hidden_state`) and puts it in the request's ``kv_transfer_params``;
-* D, for each receive that lands, reports the tokens its worker wrote
-  (:meth:`take_loaded_tokens`), P's sampled token (:meth:`take_first_tokens`) and P's
-  hidden state (:meth:`take_hidden_states`), which the runner turns into logits.
+as the routed experts; neither feeds D's first token. P keeps the last hidden state of each
+``hidden_state`` request for its ``kv_transfer_params``; D reports, for each receive that
+lands, what it wrote and what came with it (the hooks of ``KVConnectorWorkerBase``).
 """
 
 from __future__ import annotations
@@ -22,7 +18,8 @@ import torch
 
 
 class FirstTokenMixin:
-    """The first-token state of a connector; ``_init_first_token_state`` sets it."""
+    """The first-token state of a connector (``_init_first_token_state`` sets it) and the
+    hooks of ``KVConnectorWorkerBase`` that read it (documented there)."""
 
     def _init_first_token_state(self) -> None:
         # P: requests of the hidden_state design and the last hidden state of each.
@@ -34,27 +31,20 @@ class FirstTokenMixin:
         self._hidden_in: dict[str, tuple[int, list[float]]] = {}
 
     def wants_hidden_state(self, req_id: str) -> bool:
-        """P side: whether the runner should keep this request's last hidden state."""
         return req_id in self._want_hidden
 
     def save_hidden_state(self, req_id: str, hidden: Any) -> None:
-        """P side: the runner's last hidden state of ``req_id`` (after the final norm, the
-        input of ``compute_logits``), sent with the request's params."""
         self._hidden[req_id] = hidden.detach().float().cpu()
 
     def take_first_tokens(self) -> dict[str, list[int]]:
-        """D side: P's sampled tokens that arrived with a landed receive."""
         out, self._first_tokens = self._first_tokens, {}
         return out
 
     def take_hidden_states(self) -> dict[str, tuple[int, list[float]]]:
-        """D side: ``(N - 1, h)`` for each P's last hidden state that arrived with a
-        landed receive."""
         out, self._hidden_in = self._hidden_in, {}
         return out
 
     def take_loaded_tokens(self) -> dict[str, int]:
-        """D side: the tokens each landed receive wrote into D's cache."""
         out, self._loaded = self._loaded, {}
         return out
 

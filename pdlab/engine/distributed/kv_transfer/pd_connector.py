@@ -11,36 +11,25 @@ Mirrors ``NixlConnector`` (``vllm/distributed/kv_transfer/kv_connector/v1/nixl/`
 * **D, worker side.** ``start_load_kv`` starts the reads; ``get_finished`` reports those
   that landed (``finished_recving``) and ``get_failed_recving`` those that failed or did not
   match P's checksum, which the scheduler recomputes locally.
-* **The backoff** (``_prefill_backoff``, NIXL's ``base_scheduler.py``). With more than
-  one MTP module (``num_prefill_lookahead_tokens`` K > 1) P must not prefill the last
-  ``K - 1`` prompt tokens: its drafter would read its own unverified drafts there and
-  leave them in the MTP modules' K/V, which D never rewrites (D's first verifying step
-  rejects nothing). So P cuts them off the prompt (``on_new_request``,
-  ``_truncate_request_for_prefill``): it prefills ``N - (K - 1)`` tokens, and D loads
-  those and computes the last ``K - 1`` itself. With one module the backoff is 0 and D's
-  first step is the ``N - 1`` story. (Upstream also backs off 1 for Mamba layers or a
-  bounded-replay sliding window; pdlab has neither.)
+* **The backoff** (``_prefill_backoff``, NIXL's ``base_scheduler.py``). With K > 1 MTP
+  modules (``num_prefill_lookahead_tokens``) P must not prefill the last ``K - 1`` prompt
+  tokens: its drafter would leave its own unverified drafts in the MTP modules' K/V there,
+  which D never rewrites. So P cuts them off the prompt (``on_new_request``) and D computes
+  them itself. With one module the backoff is 0. (Upstream also backs off 1 for Mamba
+  layers or a bounded-replay sliding window; pdlab has neither.)
 * **P, scheduler side.** ``request_finished`` for a ``do_remote_decode`` request that ended
   by its length cap or a stop token holds its blocks (``delay_free=True``) and returns the
   ``kv_transfer_params`` D needs.
 * **P, worker side.** ``get_finished`` reports a request in ``finished_sending`` when D has
   read its blocks, or when ``timeout_s`` passed without a read (vLLM's
-  ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back.
-* **D's first token** (``pdlab/disagg/designs.py``). P's params may carry its sampled
-  token (``first_token_ids``, the ``first_token`` design) or its last hidden state
-  (``hidden_state``); D reports them with the receive that lands
-  (:meth:`PDConnector.take_first_tokens`, :meth:`PDConnector.take_hidden_states`), with the
-  tokens its worker wrote (:meth:`PDConnector.take_loaded_tokens`), which the scheduler
-  checks against the tokens it counts as loaded (that state: ``first_token.py``).
-* **P, serving a read.** Each hand-off gets a transfer id (``remote_transfer_id`` in the
-  params). The transport asks :meth:`PDConnector.claim_read` before it copies anything, and
-  P refuses a read whose request, transfer id or block ids it no longer holds: after the
-  timeout, after D released it, or after one read already took it. NIXL lets D read P's
-  memory unchecked, so a late read there copies whatever the reused blocks now hold; here
-  it fails, and D recomputes (or fails the request, by ``kv_load_failure_policy``).
+  ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT``), so P's blocks always come back. Each hand-off gets
+  a transfer id (``remote_transfer_id``), and :meth:`PDConnector.claim_read` refuses a read
+  whose request, transfer id or block ids P no longer holds (why: ``transport.py``); NIXL
+  lets D read P's memory unchecked.
+* **D's first token** (``pdlab/disagg/designs.py``): what P's params carry for it and what
+  D reports when a receive lands is ``first_token.py``.
 
-The transport (``pdlab/engine/distributed/kv_transfer/transport.py`` in one process, ``dist.py``
-across two) moves the bytes.
+The transport (``transport.py`` in one process, ``dist.py`` across two) moves the bytes.
 """
 
 from __future__ import annotations
@@ -95,18 +84,10 @@ class PDConnectorMetadata(KVConnectorMetadata):
 
 class PDConnector(FirstTokenMixin, KVConnector):
     def __init__(
-        self,
-        role: str,
-        engine_id: str,
-        transport: KVTransport,
-        block_size: int,
-        timeout_s: float = 30.0,
-        host: str = "localhost",
-        port: int = 0,
-        *,
-        emit: EventSink | None = None,
-        num_prefill_lookahead_tokens: int = 0,
-    ) -> None:
+        self, role: str, engine_id: str, transport: KVTransport, block_size: int,
+        timeout_s: float = 30.0, host: str = "localhost", port: int = 0,
+        *, emit: EventSink | None = None, num_prefill_lookahead_tokens: int = 0,
+    ) -> None:  # fmt: skip
         """``num_prefill_lookahead_tokens``: the engine's
         ``SpeculativeConfig.num_prefill_lookahead_tokens`` (0 without one)."""
         if role not in ROLES:
@@ -156,14 +137,10 @@ class PDConnector(FirstTokenMixin, KVConnector):
 
     def _truncate_request_for_prefill(self, request: Request) -> None:
         """P: cut the backoff off the prompt (once, even if the request is preempted)."""
-        backoff = self._prefill_backoff()
-        params = request.kv_transfer_params
-        if (
-            backoff
-            and params is not None
-            and not params.get("_p_side_truncated")
-            and request.num_prompt_tokens > backoff
-        ):
+        backoff, params = self._prefill_backoff(), request.kv_transfer_params
+        if not backoff or params is None or params.get("_p_side_truncated"):
+            return
+        if request.num_prompt_tokens > backoff:
             del request.prompt_token_ids[-backoff:]
             del request._all_token_ids[-backoff:]
             request.num_prompt_tokens -= backoff
@@ -180,11 +157,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
         if self.role == "decode" and params and params.get("do_remote_prefill"):
             # The prompt tokens P holds: all of them but the backoff, or, when P's token
             # was appended to the prompt (append_prompt), the N before it.
-            held = min(
-                self._get_remote_prefill_token_count(request.num_prompt_tokens),
-                params.get("remote_num_tokens", 1 << 62),
-            )
-            count = held - num_computed_tokens
+            held = self._get_remote_prefill_token_count(request.num_prompt_tokens)
+            count = min(held, params.get("remote_num_tokens", 1 << 62)) - num_computed_tokens
             if count > 0:
                 return count, True
         return 0, False
@@ -205,15 +179,12 @@ class PDConnector(FirstTokenMixin, KVConnector):
         # The blocks past D's local hit (none of them cached yet), as NIXL takes them.
         local = [b.block_id for b in blocks if b.block_hash is None]
         recv = ReqToRecv(
-            request.request_id,
-            local,
-            remote[max(first, 0) :],
+            request.request_id, local, remote[max(first, 0) :],
             params["remote_engine_id"],
-            params.get("remote_request_id", request.request_id),
-            params.get("remote_transfer_id"),
+            params.get("remote_request_id", request.request_id), params.get("remote_transfer_id"),
             first_token_ids=list(params.get("first_token_ids", [])),
             hidden_state=list(params.get("hidden_state", [])),
-        )
+        )  # fmt: skip
         if "remote_num_tokens" in params:
             recv.num_tokens = params["remote_num_tokens"] - max(first, 0) * self.block_size
             recv.first_block = max(first, 0)
@@ -240,14 +211,9 @@ class PDConnector(FirstTokenMixin, KVConnector):
                 self._transfers[rid] = (tid, frozenset(block_ids))
                 self._claimed.discard(rid)
                 out = remote_prefill_params(
-                    block_ids,
-                    self.engine_id,
-                    rid,
-                    self.host,
-                    self.port,
-                    transfer_id=tid,
-                    num_tokens=request.num_computed_tokens,
-                )
+                    block_ids, self.engine_id, rid, self.host, self.port,
+                    transfer_id=tid, num_tokens=request.num_computed_tokens,
+                )  # fmt: skip
                 mode = params.get("first_token", "recompute")
                 out["first_token"] = mode
                 if mode == "hidden_state" and rid in self._hidden:
@@ -317,15 +283,9 @@ class PDConnector(FirstTokenMixin, KVConnector):
         for rid, r in metadata.reqs_to_recv.items():
             self._recving[rid] = r
             self.transport.start_read(
-                self.engine_id,
-                rid,
-                r.remote_engine_id,
-                r.remote_block_ids,
-                caches,
-                r.local_block_ids,
-                r.remote_request_id,
-                transfer_id=r.transfer_id,
-            )
+                self.engine_id, rid, r.remote_engine_id, r.remote_block_ids,
+                caches, r.local_block_ids, r.remote_request_id, transfer_id=r.transfer_id,
+            )  # fmt: skip
 
     def wait_for_save(self) -> None:
         """P's K/V is written by the forward itself; nothing to flush."""
@@ -337,15 +297,10 @@ class PDConnector(FirstTokenMixin, KVConnector):
             if r is None:
                 continue
             self._emit(
-                "kv_transfer",
-                req_id=res.req_id,
-                ok=res.ok,
-                reason=res.reason,
-                remote_engine_id=r.remote_engine_id,
-                remote_block_ids=r.remote_block_ids,
-                local_block_ids=r.local_block_ids,
-                nbytes=res.nbytes,
-            )
+                "kv_transfer", req_id=res.req_id, ok=res.ok, reason=res.reason,
+                remote_engine_id=r.remote_engine_id, remote_block_ids=r.remote_block_ids,
+                local_block_ids=r.local_block_ids, nbytes=res.nbytes,
+            )  # fmt: skip
             if res.ok:
                 recving.add(res.req_id)
                 if r.num_tokens is not None:
@@ -372,13 +327,11 @@ class PDConnector(FirstTokenMixin, KVConnector):
         }
         now = self.clock()
         for rid, deadline in list(self._sending.items()):
-            if rid in served:
+            if rid in served or now > deadline:
                 sending.add(rid)
                 del self._sending[rid]
-            elif now > deadline:
-                sending.add(rid)
-                del self._sending[rid]
-                if deadline != float("-inf"):  # -inf: ended by fail_all_sends, traced there
+                # A timeout, unless it was ended by fail_all_sends (-inf, traced there).
+                if rid not in served and deadline != float("-inf"):
                     self._emit("kv_send_timeout", req_id=rid, timeout_s=self.timeout_s)
         for rid in sending:
             # From here the scheduler frees the blocks: no read may be served any more.

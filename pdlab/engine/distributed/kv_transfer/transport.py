@@ -7,9 +7,8 @@ transports:
 
 * :class:`InProcessTransport`: two engines in one Python process; a read is a tensor copy
   from P's cache tensors to D's, block id by block id.
-* :class:`DistTransport` (in ``pdlab/engine/distributed/kv_transfer/dist.py``): P and D in
-separate processes,
-  messages over ``torch.distributed`` (gloo on CPU).
+* :class:`DistTransport` (``dist.py``): P and D in separate processes, messages over
+  ``torch.distributed`` (gloo on CPU).
 
 Both verify what arrived with a checksum computed at the source; a mismatch or a failed read
 is reported as failed, and D falls back to computing the prompt itself. Before serving, both
@@ -69,14 +68,8 @@ class ReadResult:
 
 @runtime_checkable
 class KVTransport(Protocol):
-    """What :class:`~pdlab.engine.distributed.kv_transfer.pd_connector.PDConnector` needs from a
-    transport,
-    the role NIXL plays for vLLM's ``NixlConnectorWorker``. Two implement it (and say so by
-    subclassing it):
-    :class:`InProcessTransport` (both engines in one process) and
-    :class:`~pdlab.engine.distributed.kv_transfer.dist.DistTransport` (two processes over
-    ``torch.distributed``).
-    """
+    """What ``PDConnector`` needs from a transport, the role NIXL plays for vLLM's
+    ``NixlConnectorWorker``; the two above implement it (and say so by subclassing it)."""
 
     def register(
         self, engine_id: str, kv_caches: list[torch.Tensor], claim: Claim | None = None
@@ -84,17 +77,11 @@ class KVTransport(Protocol):
         """Make ``engine_id``'s caches readable; ``claim`` vets each read before it is served."""
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         """D: begin copying the remote blocks into the local ones."""
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
@@ -107,10 +94,7 @@ class KVTransport(Protocol):
 
     def take_served(self, engine_id: str) -> list[tuple[str, str | None]]:
         """P: ``(request id, transfer id)`` of each hand-off read or released since the
-        last call."""
-
-    def describe(self) -> dict[str, Any]:
-        """A summary for the trace's metadata."""
+        last call (NIXL's notification)."""
 
 
 class InProcessTransport(KVTransport):
@@ -143,60 +127,40 @@ class InProcessTransport(KVTransport):
         self._claims.pop(engine_id, None)
 
     def start_read(
-        self,
-        engine_id: str,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str | None = None,
-        *,
-        transfer_id: str | None = None,
-    ) -> None:
+        self, engine_id: str, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str | None = None, *, transfer_id: str | None = None,
+    ) -> None:  # fmt: skip
         """Begin D's read; it lands after ``delay_polls`` calls of :meth:`poll_reads`."""
-        read = (
-            req_id,
-            remote_engine_id,
-            remote_block_ids,
-            local_caches,
-            local_block_ids,
-            remote_request_id or req_id,
-            transfer_id,
-        )
+        read = (req_id, remote_engine_id, remote_block_ids, local_caches, local_block_ids,
+                remote_request_id or req_id, transfer_id)  # fmt: skip
         self._in_flight.setdefault(engine_id, []).append([self.delay_polls, read])
 
     def poll_reads(self, engine_id: str) -> list[ReadResult]:
         done, waiting = [], []
         for item in self._in_flight.get(engine_id, []):
-            if item[0] <= 0:
-                done.append(self._read_or_fail(*item[1]))
-            else:
+            if item[0] > 0:
                 item[0] -= 1
                 waiting.append(item)
+                continue
+            # Any problem (P no longer holds the blocks, bad ids, mismatched caches, an
+            # injected fault) is a failed read, reported once; nothing raises into the engine.
+            try:
+                done.append(self._read(*item[1]))
+            except Exception as e:  # noqa: BLE001 - a failed read, never a failed step
+                local = item[1][4]
+                n = len(local) if isinstance(local, Sequence) else 0
+                done.append(ReadResult(item[1][0], False, n, 0, one_line(e)))
         self._in_flight[engine_id] = waiting
         return done
 
-    def _read_or_fail(self, req_id: str, *read: Any) -> ReadResult:
-        """:meth:`_read`; any problem (P no longer holds the blocks, bad ids, mismatched
-        caches, an injected fault) is a failed read, reported once; nothing raises into
-        the engine."""
-        try:
-            return self._read(req_id, *read)
-        except Exception as e:  # noqa: BLE001 - a failed read, never a failed step
-            n = len(read[3]) if isinstance(read[3], Sequence) else 0
-            return ReadResult(req_id, False, n, 0, one_line(e))
-
     def _read(
-        self,
-        req_id: str,
-        remote_engine_id: str,
-        remote_block_ids: list[int],
-        local_caches: list[torch.Tensor],
-        local_block_ids: list[int],
-        remote_request_id: str,
-        transfer_id: str | None,
-    ) -> ReadResult:
+        self, req_id: str,
+        remote_engine_id: str, remote_block_ids: list[int],
+        local_caches: list[torch.Tensor], local_block_ids: list[int],
+        remote_request_id: str, transfer_id: str | None,
+    ) -> ReadResult:  # fmt: skip
         """Copy ``remote_block_ids`` of P's caches into ``local_block_ids`` of D's."""
         fault, self.fault_once = self.fault_once or self.fault, None
         src = self._engines.get(remote_engine_id)
@@ -235,15 +199,9 @@ class InProcessTransport(KVTransport):
     def release(
         self, remote_engine_id: str | None, remote_request_id: str, transfer_id: str | None = None
     ) -> None:
-        """D will not read this request: P may free its blocks now."""
         if remote_engine_id in self._served:
             self._served[remote_engine_id].append((remote_request_id, transfer_id))
 
     def take_served(self, engine_id: str) -> list[tuple[str, str | None]]:
-        """``(request id, transfer id)`` of each hand-off of ``engine_id`` that D has read
-        or released (NIXL's notification)."""
         served, self._served[engine_id] = self._served.get(engine_id, []), []
         return served
-
-    def describe(self) -> dict[str, Any]:
-        return {"transport": "in-process", "engines": sorted(self._engines)}

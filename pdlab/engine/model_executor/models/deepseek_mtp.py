@@ -1,33 +1,28 @@
 """DeepSeek-V3's multi-token-prediction (MTP) layer: the drafter of speculative decoding.
 
 Mirrors ``vllm/model_executor/models/deepseek_mtp.py`` (``DeepSeekMultiTokenPredictorLayer``,
-``SharedHead``, ``DeepSeekMTP``) and the way ``vllm/v1/worker/gpu/spec_decode/mtp/`` (its
-``target_dependent_ar`` speculator) drives it. At position ``i`` the layer takes the
-embedding of token ``i + 1`` and the target's hidden state at ``i``, normalises each
-(``enorm``, ``hnorm``), concatenates them (embedding first), projects back to the hidden
-size (``eh_proj``), runs one decoder layer (``mtp_block``: its own MLA attention, KV-cache
-entry ``num_hidden_layers``, and MLP) and reads the result through the shared head
-(``shared_head.norm``, then ``head``, which is the target's ``lm_head``): a guess at token
-``i + 2``. ``embed_tokens`` is the target's too (DeepSeek-V3's report: the MTP module shares
-the embedding and the output head with the main model).
+``SharedHead``, ``DeepSeekMTP``). At position ``i`` the layer takes the embedding of token
+``i + 1`` and the target's hidden state at ``i``, normalises each (``enorm``, ``hnorm``),
+concatenates them (embedding first), projects back to the hidden size (``eh_proj``), runs
+one decoder layer (``mtp_block``, with its own KV-cache entry ``num_hidden_layers``) and
+reads the result through the shared head (``shared_head.norm``, then ``head``): a guess at
+token ``i + 2``. ``embed_tokens`` and ``head`` are the target's (DeepSeek-V3's report).
 
 What upstream feeds it (checked in 0.33.0):
 
-* ``previous_hidden_states`` from the target is what ``DeepseekV2Model.forward`` returns:
-  the state after the final ``norm`` (``get_drafter_hidden_states`` passes the model's
-  output on; only DeepSeek-V4 exposes a pre-norm one). pdlab's target returns the same.
+* ``previous_hidden_states`` is what ``DeepseekV2Model.forward`` returns, the state after
+  the final ``norm`` (only DeepSeek-V4 exposes a pre-norm one); pdlab's target returns the
+  same.
 * The embedding is zeroed at position 0 (upstream: "not needed by MTP").
-* ``forward`` here returns the state before ``shared_head.norm`` (upstream's logits
-  hidden); ``compute_logits`` applies the norm and the head. With more draft tokens than MTP
-  layers, upstream applies the one layer again (``spec_step_idx % num_mtp_layers``) one
-  position further on, its input the draft just proposed and its previous hidden state the
-  normed output, ``shared_head(hidden)`` (upstream recycles "the post-final-norm hidden",
-  as SGLang's ``deepseek_nextn`` does). :meth:`DeepSeekMTP.propose_greedy` does exactly that.
+* ``forward`` returns the state before ``shared_head.norm``; ``compute_logits`` applies the
+  norm and the head. With more draft tokens than MTP layers, upstream applies the one layer
+  again one position further on, fed the draft just proposed and ``shared_head(hidden)``
+  ("the post-final-norm hidden", as SGLang's ``deepseek_nextn``):
+  :meth:`DeepSeekMTP.propose_greedy` does exactly that.
 
 Checkpoint names are DeepSeek-V3's, ``model.layers.{num_hidden_layers}.<name>`` with the
-block's own names directly under it (``...self_attn.kv_b_proj.weight``, not ``mtp_block``):
-:func:`checkpoint_name` maps a module name to it, as upstream's
-``_rewrite_spec_layer_name`` maps the other way.
+block's own names directly under it (:func:`checkpoint_name`; upstream's
+``_rewrite_spec_layer_name`` maps the other way).
 """
 
 from __future__ import annotations
@@ -67,11 +62,9 @@ class SharedHead(nn.Module):
 
 
 class DeepSeekMTP(nn.Module):
-    """One MTP layer (DeepSeek-V3 has one; module ``index`` of several is layer
-    ``num_hidden_layers + index``). Built alone it owns ``embed_tokens`` and
-    ``shared_head.head``; inside
-    :class:`~pdlab.engine.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM` they
-    are the target's ``model.embed_tokens`` and ``lm_head`` (the same tensors)."""
+    """One MTP layer (module ``index`` of several is layer ``num_hidden_layers + index``).
+    Built alone it owns ``embed_tokens`` and ``shared_head.head``; inside
+    ``DeepseekV2ForCausalLM`` they are the target's ``model.embed_tokens`` and ``lm_head``."""
 
     def __init__(self, cfg: ModelConfig, index: int = 0) -> None:
         super().__init__()
@@ -86,18 +79,13 @@ class DeepSeekMTP(nn.Module):
         init_parameters(self, cfg)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
         previous_hidden_states: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         """``input_ids[T]`` (token ``i + 1`` at position ``i``), ``positions[T]`` and the
-        target's ``previous_hidden_states[T, hidden]`` at those positions; returns the
-        hidden states ``[T, hidden]`` before ``shared_head.norm``. Without ``ctx`` attention
-        is the cacheless oracle over these ``T`` tokens (causal); with one, the paged
-        ``MLAAttention`` reads ``ctx.kv_caches[num_hidden_layers]``."""
+        target's ``previous_hidden_states[T, hidden]``; returns the hidden states before
+        ``shared_head.norm``. Without ``ctx`` attention is the cacheless oracle (causal)."""
         embeds = self.embed_tokens(input_ids)
         embeds = torch.where(positions.unsqueeze(-1) == 0, 0, embeds)  # as upstream
         x = torch.cat([self.enorm(embeds), self.hnorm(previous_hidden_states)], dim=-1)
@@ -112,11 +100,9 @@ class DeepSeekMTP(nn.Module):
         self, token_ids: list[int] | torch.Tensor, hidden: torch.Tensor, k: int
     ) -> list[int]:
         """``k`` greedy drafts for one sequence, no cache: the oracle of the runner's
-        proposer. ``hidden[N, hidden]`` is the target's output (after its final norm) at
-        positions ``0 .. N-1``; ``token_ids`` holds ``N + 1`` tokens, the last one the token
-        the target just produced from ``hidden[N-1]``. Draft ``j`` (``j = 1 .. k``) guesses
-        token ``N + j``. Each extra draft applies the layer again one position on, fed the
-        draft before it and ``shared_head(output)`` of the step before, as upstream."""
+        proposer. ``hidden[N, hidden]`` is the target's output at positions ``0 .. N-1``;
+        ``token_ids`` holds ``N + 1`` tokens, the last one the token the target just produced
+        from ``hidden[N-1]``. Draft ``j`` (``j = 1 .. k``) guesses token ``N + j``."""
         dev = self.eh_proj.weight.device
         ids = torch.as_tensor(token_ids, dtype=torch.long, device=dev)
         if hidden.dim() != 2 or hidden.shape[1] != self.config.hidden_size:
@@ -176,13 +162,9 @@ class _BranchContext:
         self.kept: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
 
     def attention(
-        self,
-        layer: DeepseekV2MLAAttention,
-        q: torch.Tensor,
-        kv_c: torch.Tensor,
-        k_pe: torch.Tensor,
-        ctx: object,
-    ) -> torch.Tensor:
+        self, layer: DeepseekV2MLAAttention, q: torch.Tensor,
+        kv_c: torch.Tensor, k_pe: torch.Tensor, ctx: object,
+    ) -> torch.Tensor:  # fmt: skip
         cfg, rows = layer.cfg, self.kept.setdefault(layer.layer_idx, [])
         rows.append((kv_c, k_pe))
         nope, v_dim, w = cfg.qk_nope_head_dim, cfg.v_head_dim, layer.kv_b_proj.weight

@@ -2,16 +2,13 @@
 
 Mirrors ``vllm/model_executor/models/deepseek_v2.py`` (``DeepseekV2MLAAttention``,
 ``DeepseekV2DecoderLayer``, ``DeepseekV2ForCausalLM``) with DeepSeek-V2/V3 checkpoint
-parameter names, so a dense state dict in that format loads. ``ModelConfig.weights`` says
-which weights it runs: the checkpoint pdlab ships (trained by ``pdlab train`` on pdlab's own
-corpus; the tiny preset's default), seeded random ones, or a file
-(:mod:`pdlab.engine.model_executor.model_loader`); every checkpoint goes through
-:meth:`load_hf_state_dict`.
+parameter names, so a dense state dict in that format loads (which weights it runs:
+``model_loader.py``).
 
-Called without a forward context, the model runs a full forward over one token sequence with
-no cache at all, attention computed by the oracle (``pdlab.attention.reference``): that is
-the model-level oracle the engine is tested against. Called with a context (built by
-``pdlab.engine.worker.gpu.model_runner``), each layer's attention runs the paged ``MLAAttention``.
+Called without a forward context, the model runs one token sequence with no cache at all,
+attention computed by the oracle (``pdlab.attention.reference``): the model-level oracle
+the engine is tested against. With a context (the model runner's), each layer's attention
+runs the paged ``MLAAttention``.
 """
 
 from __future__ import annotations
@@ -99,26 +96,15 @@ class DeepseekV2MLAAttention(nn.Module):
         return q, self.kv_a_layernorm(kv_c.contiguous()), k_pe
 
     def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, positions: torch.Tensor, x: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         cfg = self.cfg
         q, kv_c, k_pe = self.project(positions, x)
         if ctx is None:
-            fn = {"naive": mla_naive, "absorb": mla_absorbed}[attn_impl]
-            out, _ = fn(
-                q,
-                kv_c,
-                k_pe,
-                self.kv_b_proj.weight,
-                cfg.qk_nope_head_dim,
-                cfg.v_head_dim,
-                cfg.softmax_scale,
-                causal=True,
-            )
+            fn = {"naive": mla_naive, "absorb": mla_absorbed}[attn_impl]  # causal by default
+            w = self.kv_b_proj.weight
+            out, _ = fn(q, kv_c, k_pe, w, cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.softmax_scale)
         else:
             out = ctx.attention(self, q, kv_c, k_pe, ctx)
         return self.o_proj(out.to(x.dtype).reshape(x.shape[0], -1))
@@ -144,12 +130,9 @@ class DeepseekV2DecoderLayer(nn.Module):
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self,
-        positions: torch.Tensor,
-        x: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, positions: torch.Tensor, x: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         x = x + self.self_attn(positions, self.input_layernorm(x), ctx, attn_impl)
         return x + self.mlp(self.post_attention_layernorm(x))
 
@@ -164,12 +147,9 @@ class DeepseekV2Model(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         x = self.embed_tokens(input_ids)
         for layer in self.layers:
             x = layer(positions, x, ctx, attn_impl)
@@ -178,11 +158,9 @@ class DeepseekV2Model(nn.Module):
 
 class DeepseekV2ForCausalLM(nn.Module):
     """The whole decoder. ``forward`` returns the final hidden states (after ``model.norm``,
-    as upstream's; they are also what the MTP drafter takes); ``compute_logits`` applies
-    ``lm_head`` (why D reruns the last prompt position for it: ``pdlab tour --chapter 3``).
-    ``mtp`` is DeepSeek-V3's MTP layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) when
-    ``num_nextn_predict_layers`` is 1 or more, else None; module ``j >= 1`` is ``mtp{j}``,
-    and ``mtp_layers`` lists them all in order."""
+    as upstream's; also what the MTP drafter takes); ``compute_logits`` applies ``lm_head``.
+    ``mtp`` is DeepSeek-V3's MTP layer (``deepseek_mtp.py``) when ``num_nextn_predict_layers``
+    is 1 or more, else None; module ``j >= 1`` is ``mtp{j}``, ``mtp_layers`` lists them all."""
 
     def __init__(
         self,
@@ -207,7 +185,7 @@ class DeepseekV2ForCausalLM(nn.Module):
                 mtp.embed_tokens = self.model.embed_tokens
                 mtp.shared_head.head = self.lm_head
                 setattr(self, f"mtp{j or ''}", mtp)  # mtp, mtp1, mtp2, ...
-        self._init_weights()
+        init_parameters(self, cfg)
         if cfg.weights != "random":
             from pdlab.engine.model_executor.model_loader import load_weights
 
@@ -220,17 +198,10 @@ class DeepseekV2ForCausalLM(nn.Module):
         n = self.config.num_nextn_predict_layers
         return [getattr(self, f"mtp{j or ''}") for j in range(n)]
 
-    @torch.no_grad()
-    def _init_weights(self) -> None:
-        init_parameters(self, self.config)
-
     def forward(
-        self,
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        ctx: ForwardContext | None = None,
-        attn_impl: str = "absorb",
-    ) -> torch.Tensor:
+        self, input_ids: torch.Tensor, positions: torch.Tensor,
+        ctx: ForwardContext | None = None, attn_impl: str = "absorb",
+    ) -> torch.Tensor:  # fmt: skip
         return self.model(input_ids, positions, ctx, attn_impl)
 
     def compute_logits(self, hidden_states: torch.Tensor) -> torch.Tensor:

@@ -13,28 +13,20 @@ Mirrors, in vLLM 0.33.0:
   ``_is_uniform_decode`` with ``uniform_decode_query_len = 1 + num_spec_tokens``.
 
 V2 keeps, per request, ``prefill_len``: every token id the request had when the runner was
-given it (the prompt for a new request; prompt and outputs so far for one resumed after a
-preemption, which V2 re-sends whole), so ``prefill_len >= num_prompt_tokens``. A row is
-prefilling while ``num_computed_prefill_tokens = min(num_computed_tokens, prefill_len)``
-is below ``prefill_len``. Without prefill context parallelism, V2 then marks the rows that
-schedule one new token over cached context as ``prefill_runs_as_decode`` (its comment:
-one new prompt token over existing context runs as a decode), and the step stays
-``decode_graph_eligible`` when every row is a decode or such a row. D's first step after a
-KV transfer (one token over ``N - 1`` cached) is exactly that row. Under PCP,
-``decode_graph_eligible`` is simply "no row is prefilling", and each rank orders its rows
-decodes first (``PCPManager._reorder_segments`` in ``vllm/v1/worker/gpu/pcp_manager.py``).
+given it (a request resumed after preemption is re-sent whole, outputs included). A row is
+prefilling while ``min(num_computed_tokens, prefill_len) < prefill_len``. Without prefill
+context parallelism, V2 marks a prefilling row that schedules one new token over cached
+context ``prefill_runs_as_decode``, and the step stays ``decode_graph_eligible`` when every
+row is a decode or such a row: D's first step after a KV transfer (why it is one token:
+``core/sched/scheduler.py``, ``pdlab tour --chapter 3``). Under PCP it is simply "no row is
+prefilling", and each rank orders its rows decodes first (``PCPManager._reorder_segments``
+in ``vllm/v1/worker/gpu/pcp_manager.py``).
 
-Under speculative decoding a verifying row has ``1 + K`` tokens, K of them drafts
-(``scheduled_spec_decode_tokens``), and V2's decode query length is ``1 + K``. V2 counts a
-row's new tokens without its drafts (``num_new_tokens = num_scheduled - num_draft_tokens``)
-before asking whether it is one token over context, so D's first step, padded by the
-scheduler to ``1 + K`` with ``-1`` placeholder drafts, is still ``prefill_runs_as_decode``
-and the step stays ``decode_graph_eligible`` with ``uniform_decode_token_count = 1 + K``.
-V1 asks only for the shape: every row has ``uniform_decode_query_len = 1 + K`` tokens
-(``_is_uniform_decode``), so a batch of verifying rows and D's padded rows keeps V1's full
-decode graph too, and a one-token row left unpadded beside them (a row that ran a prefill
-chunk this step, or one the ``max_model_len`` edge kept from padding) loses it under
-either runner.
+Under speculative decoding V2 counts a row's new tokens without its drafts, so D's first
+step, padded to ``1 + K`` with ``-1`` placeholders, is still ``prefill_runs_as_decode``. V1
+asks only for the shape (``_is_uniform_decode``: every row has ``1 + K`` tokens), so a
+one-token row left unpadded beside verifying rows loses the full decode graph under either
+runner.
 """
 
 from __future__ import annotations
@@ -65,11 +57,6 @@ def sort_batch_req_ids(
     return sorted(num_tokens_per_req, key=key)
 
 
-def is_uniform_query_len(num_reqs: int, num_tokens: int, max_query_len: int) -> bool:
-    """Every row has the same query length (a shape test only)."""
-    return num_reqs > 0 and num_tokens == max_query_len * num_reqs
-
-
 def is_uniform_decode(
     max_num_scheduled_tokens: int, uniform_decode_query_len: int, num_tokens: int, num_reqs: int
 ) -> bool:
@@ -86,8 +73,8 @@ def get_uniform_decode_token_count(
     num_reqs: int, num_tokens: int, max_query_len: int, decode_graph_eligible: bool
 ) -> int | None:
     """The per-row token count of a uniform decode batch (the batch a full decode CUDA
-    graph replays), or None."""
-    if decode_graph_eligible and is_uniform_query_len(num_reqs, num_tokens, max_query_len):
+    graph replays), or None (upstream's ``is_uniform_query_len`` is the shape test)."""
+    if decode_graph_eligible and num_reqs > 0 and num_tokens == max_query_len * num_reqs:
         return max_query_len
     return None
 
@@ -119,10 +106,6 @@ class BatchReqState:
     decode_query_len: int = 1
 
     @property
-    def order(self) -> list[str]:
-        return self.req_ids
-
-    @property
     def uniform_decode(self) -> bool:
         """The runner picks its full decode graph: the uniform token count is the decode
         query length (V2's ``uniform_decode=uniform_tok_count == self.decode_query_len``
@@ -131,36 +114,25 @@ class BatchReqState:
 
 
 def gather_batch_req_state(
-    num_scheduled_tokens: Mapping[str, int],
-    num_computed_tokens: Mapping[str, int],
-    num_prompt_tokens: Mapping[str, int],
-    prefill_len: Mapping[str, int] | None = None,
+    num_scheduled_tokens: Mapping[str, int], num_computed_tokens: Mapping[str, int],
+    num_prompt_tokens: Mapping[str, int], prefill_len: Mapping[str, int] | None = None,
     *,
-    model_runner: str = "v2",
-    use_pcp: bool = False,
-    reorder_batch_threshold: int = 1,
-    draft_tokens: Mapping[str, Sequence[int]] | None = None,
-    decode_query_len: int = 1,
-) -> BatchReqState:
+    model_runner: str = "v2", use_pcp: bool = False, reorder_batch_threshold: int = 1,
+    draft_tokens: Mapping[str, Sequence[int]] | None = None, decode_query_len: int = 1,
+) -> BatchReqState:  # fmt: skip
     """Order the step's rows and compute ``is_prefilling``, ``prefill_runs_as_decode`` and
     ``decode_graph_eligible`` the way the chosen runner does.
 
-    ``num_scheduled_tokens`` is the scheduler's dict, in its order. ``prefill_len``
-    defaults to the prompt length (a request that was never preempted). V1 orders by
-    region with the attention builder's ``reorder_batch_threshold``; V2 ignores it.
+    ``num_scheduled_tokens`` is the scheduler's dict, in its order; ``prefill_len``
+    defaults to the prompt length. V1 orders by region with ``reorder_batch_threshold``.
     ``draft_tokens`` is the scheduler's ``scheduled_spec_decode_tokens`` (counted in
-    ``num_scheduled_tokens``) and ``decode_query_len`` the runner's ``1 + K`` (V2's
-    ``decode_query_len``, V1's ``uniform_decode_query_len``); without them the batch has
-    no drafts and the full decode graph wants one-token rows."""
+    ``num_scheduled_tokens``), ``decode_query_len`` the runner's ``1 + K``."""
     if model_runner not in RUNNERS:
         raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=RUNNERS))
-    if (
-        isinstance(decode_query_len, bool)
-        or not isinstance(decode_query_len, int)
-        or (decode_query_len < 1)
-    ):
+    n = decode_query_len
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         width = noted(Phrase("err_x_int_ge", n=1), "err_n_verify_width")
-        raise invalid("decode_query_len", decode_query_len, width)
+        raise invalid("decode_query_len", n, width)
     rids = list(num_scheduled_tokens)
     drafts = {r: d for r, d in (draft_tokens or {}).items() if d}
     for r, d in drafts.items():
@@ -190,9 +162,7 @@ def gather_batch_req_state(
         pl, cp = list(p), list(c)
     is_prefilling = [ci < li for ci, li in zip(cp, pl)]
     if model_runner == "v2" and use_pcp:
-        # Each PCP rank orders its rows decodes first, then prefilling rows, keeping the
-        # batch order within each (PCPManager._reorder_segments); pdlab runs rank 0's view
-        # with every row whole.
+        # Decodes first on each PCP rank (module docstring); pdlab runs rank 0's view.
         perm = sorted(range(len(order)), key=lambda i: is_prefilling[i])
         order, q, nd, c, p, pl, cp, is_prefilling = (
             [xs[i] for i in perm] for xs in (order, q, nd, c, p, pl, cp, is_prefilling)
@@ -212,21 +182,13 @@ def gather_batch_req_state(
         eligible = is_uniform_decode(max(q, default=0), decode_query_len, sum(q), len(q))
     uniform = get_uniform_decode_token_count(len(q), sum(q), max(q, default=0), eligible)
     return BatchReqState(
-        model_runner=model_runner,
-        req_ids=order,
-        num_scheduled_tokens=q,
-        num_computed_tokens=c,
-        num_prompt_tokens=p,
-        prefill_len=pl,
-        num_computed_prefill_tokens=cp,
-        is_prefilling=is_prefilling,
-        has_prefill=has_prefill,
-        prefill_runs_as_decode=runs_as_decode,
-        decode_graph_eligible=eligible,
-        uniform_decode_token_count=uniform,
-        num_draft_tokens=nd if drafts else None,
-        decode_query_len=decode_query_len,
-    )
+        model_runner=model_runner, req_ids=order,
+        num_scheduled_tokens=q, num_computed_tokens=c, num_prompt_tokens=p,
+        prefill_len=pl, num_computed_prefill_tokens=cp,
+        is_prefilling=is_prefilling, has_prefill=has_prefill, prefill_runs_as_decode=runs_as_decode,
+        decode_graph_eligible=eligible, uniform_decode_token_count=uniform,
+        num_draft_tokens=nd if drafts else None, decode_query_len=decode_query_len,
+    )  # fmt: skip
 
 
 def pcp_rank_chunks(

@@ -7,37 +7,25 @@ Mirrors Model Runner V2, vLLM 0.33.0's default (``vllm/v1/worker/gpu/model_runne
 ``input_batch.py``: ``combine_sampled_and_draft_tokens`` picks the logits rows, the last
 ``1 + len(drafts)`` positions of each sampling row), with V1
 (``vllm/v1/worker/gpu_model_runner.py``) as the other setting of the same switch
-(``model_runner``, upstream's ``VLLM_USE_V2_MODEL_RUNNER``). One class in one file, its
-methods in upstream's order where pdlab has a counterpart, each group under a section
-comment naming the upstream methods it stands for. The runner keeps its own copy of each
-request's tokens and block ids, updated from the scheduler's deltas, and owns the paged
-latent caches, one tensor per layer.
+(``model_runner``, upstream's ``VLLM_USE_V2_MODEL_RUNNER``). Its methods follow upstream's
+order, each group under a section comment naming the upstream methods it stands for. The
+runner keeps its own copy of each request's tokens and block ids, updated from the
+scheduler's deltas, and owns the paged latent caches, one tensor per layer.
 
-Per step it orders the batch and computes each row's ``is_prefilling`` the way the chosen
-runner does (``pdlab/engine/worker/gpu/batch.py``: V2's ``sort_batch_req_ids``, ``prefill_len``,
-``prefill_runs_as_decode`` and ``decode_graph_eligible``; V1's four-region reorder and
-``num_computed_tokens < num_prompt_tokens``); builds the flattened token ids, positions,
-``slot_mapping``, ``query_start_loc``, ``seq_lens`` and ``block_table``; lets the MLA
-metadata builder split the batch (``pdlab/engine/attention/mla_builder.py``); runs the model; and
-samples only for requests whose known tokens are all computed after this step. pdlab
-captures no CUDA graphs: ``decode_graph_eligible`` is recorded, not acted on.
+Per step: the batch order and each row's ``is_prefilling`` as the chosen runner computes
+them (``batch.py``), the flattened inputs and ``CommonAttentionMetadata``, the MLA
+builder's split (``pdlab/engine/attention/mla_builder.py``), the model, then sampling for
+the requests whose known tokens are all computed after this step. Every row gets one
+``route`` event (``pdlab/engine/events.py``). pdlab captures no CUDA graphs:
+``decode_graph_eligible`` is recorded, not acted on.
 
-Every row of a step gets one ``route`` event (``pdlab/engine/events.py``, ``Route``): what the
-runner and the builder decided about it, with the values upstream reads
-(``gather_batch_req_state``, the builder's ``split_decodes_and_prefills``).
+With a ``SpeculativeConfig`` (``spec_decode/``), a row with scheduled drafts feeds the
+drafts this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft
+buffer), is verified greedily at its last ``1 + d`` positions and rolls
+``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the
+drafter proposes the next step's drafts, which ``take_draft_token_ids`` hands over.
 
-Sampling is the runner's, for every request, speculative or not. With a
-``SpeculativeConfig``, the runner calls ``pdlab/engine/worker/gpu/spec_decode/`` (the proposers
-and the rejection sampler): a row with scheduled drafts feeds its known tokens and then the drafts
-this runner proposed for it (token 0 where it proposed none, as V2's zeroed draft buffer),
-is verified greedily against those fed drafts (the scheduler's list gives only how many) at
-each of its last ``1 + d`` positions, and rolls
-``num_computed_tokens`` back over the rejected ones (V2's ``post_update``); then the drafter
-(the MTP layer, on its own cache entry after the target's layers, or prompt lookup)
-proposes the next step's drafts, which ``take_draft_token_ids`` hands to the engine.
-
-One bad request cannot take the batch down: a pdlab addition, the last section
-(``_run_guarded``).
+One bad request cannot take the batch down: a pdlab addition (``_run_guarded``).
 """
 
 from __future__ import annotations
@@ -85,8 +73,7 @@ class CachedRequestState:
     num_computed_tokens: int
     output_token_ids: list[int] = field(default_factory=list)
     generator: torch.Generator | None = None
-    # V2's prefill_len: every token id the runner was given with the request (the prompt,
-    # plus the outputs so far for a request resumed after preemption).
+    # V2's prefill_len: every token id the runner was given with the request (batch.py).
     prefill_len: int = 0
     # The drafts this runner proposed for the next step (V2's req_states.draft_tokens,
     # zeroed when a request is added): what a verifying row feeds.
@@ -105,21 +92,15 @@ class ModelRunner:
     """One instance's model runner (upstream's ``GPUModelRunner``); see the module docstring."""
 
     def __init__(
-        self,
-        model: DeepseekV2ForCausalLM,
-        cache_config: CacheConfig,
-        scheduler_config: SchedulerConfig,
-        backend: str | None = None,
-        seed: int = 0,
-        emit: EventSink | None = None,
-        num_kv_splits: int | None = None,
-        workspace_tokens: int = 2048,
+        self, model: DeepseekV2ForCausalLM,
+        cache_config: CacheConfig, scheduler_config: SchedulerConfig,
+        backend: str | None = None, seed: int = 0, emit: EventSink | None = None,
+        num_kv_splits: int | None = None, workspace_tokens: int = 2048,
         connector_worker: KVConnectorWorkerBase | None = None,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
-        model_runner: str = "v2",
-        speculative_config: Any = None,
-    ) -> None:
+        model_runner: str = "v2", speculative_config: Any = None,
+    ) -> None:  # fmt: skip
         self.model = model
         self.model_runner = model_runner
         self.attention_config = attention_config or AttentionConfig()
@@ -132,38 +113,25 @@ class ModelRunner:
                 self.attention_config, num_speculative_tokens=k
             )
         self.parallel_config = parallel_config or ParallelConfig()
-        self.cfg = model.config
-        self.cache_config = cache_config
+        self.cfg, self.cache_config = model.config, cache_config
         self.scheduler_config = scheduler_config
-        self.backend = backend
-        self.seed = seed
-        self.emit = emit
-        self.num_kv_splits = num_kv_splits
-        self.workspace_tokens = workspace_tokens
+        self.backend, self.seed, self.emit = backend, seed, emit
+        self.num_kv_splits, self.workspace_tokens = num_kv_splits, workspace_tokens
         self.connector_worker = connector_worker
         self.attention = MLAAttention()
         self.attn_metadata_builder = MLAMetadataBuilder(
-            cache_config.block_size,
-            self.attention_config,
-            self.parallel_config,
-            workspace_tokens,
+            cache_config.block_size, self.attention_config, self.parallel_config, workspace_tokens
         )
         self.drafter: MTPProposer | NgramProposer | None = None
         if speculative_config is not None and speculative_config.method == "mtp":
-            self.drafter = MTPProposer(
-                model,
-                k,
-                self.attn_metadata_builder,
-                cache_config.block_size,
-                scheduler_config.max_model_len or self.cfg.max_position_embeddings,
-            )
+            max_model_len = scheduler_config.max_model_len or self.cfg.max_position_embeddings
+            builder, block_size = self.attn_metadata_builder, cache_config.block_size
+            self.drafter = MTPProposer(model, k, builder, block_size, max_model_len)
         elif speculative_config is not None:
             self.drafter = NgramProposer(
-                k,
-                speculative_config.prompt_lookup_min,
-                speculative_config.prompt_lookup_max,
+                k, speculative_config.prompt_lookup_min, speculative_config.prompt_lookup_max,
                 lambda rid: self.requests[rid].all_token_ids,
-            )
+            )  # fmt: skip
         # One latent cache per layer; the MTP layer's entry follows the target's
         # (num_hidden_layers + num_nextn_predict_layers), and the connector moves them all.
         num_caches = self.cfg.num_hidden_layers + (
@@ -199,36 +167,23 @@ class ModelRunner:
 
     # ---- request state (finish_requests, add_requests, update_requests) ------------------
     def _update_states(self, so: SchedulerOutput) -> None:
-        for rid in so.finished_req_ids:
-            self.requests.pop(rid, None)
-        for rid in getattr(so, "preempted_req_ids", None) or ():
+        for rid in (*so.finished_req_ids, *(getattr(so, "preempted_req_ids", None) or ())):
             self.requests.pop(rid, None)
         for new in so.scheduled_new_reqs:
             sp = new.sampling_params
             gen = None
             if getattr(sp, "temperature", 0.0) > 0:
-                seed = (
-                    sp.seed
-                    if getattr(sp, "seed", None) is not None
-                    else (self.seed * 1_000_003 + self._num_generators)
-                )
+                seed = getattr(sp, "seed", None)
+                if seed is None:
+                    seed = self.seed * 1_000_003 + self._num_generators
                 self._num_generators += 1
                 gen = torch.Generator().manual_seed(int(seed))
             prompt = list(new.prompt_token_ids)
-            outputs: list[int] = []
-            all_ids = getattr(new, "all_token_ids", None)
-            if all_ids is not None and len(all_ids) > len(prompt):
-                outputs = list(all_ids[len(prompt) :])
+            outputs = list((getattr(new, "all_token_ids", None) or prompt)[len(prompt) :])
             self.requests[new.req_id] = CachedRequestState(
-                new.req_id,
-                prompt,
-                sp,
-                list(new.block_ids),
-                new.num_computed_tokens,
-                outputs,
-                gen,
+                new.req_id, prompt, sp, list(new.block_ids), new.num_computed_tokens, outputs, gen,
                 prefill_len=getattr(new, "prefill_len", 0) or len(prompt) + len(outputs),
-            )
+            )  # fmt: skip
         c = so.scheduled_cached_reqs
         for i, rid in enumerate(c.req_ids):
             st = self.requests[rid]
@@ -260,14 +215,12 @@ class ModelRunner:
         num_drafts = [len(spec.get(r, ())) for r in batch.req_ids]
         fed = {r: self._fed_drafts(self.requests[r], d) for r, d in spec.items()}
         input_ids, positions, common = self.prepare_inputs(batch, num_drafts, fed)
-        # The learner's expression, computed for every request as the runner in force does.
-        is_prefilling = common.is_prefilling
         qsl = common.query_start_loc_cpu.tolist()
         meta = builder.build(common)
         if self.emit is not None:
-            self._emit_routes(batch, meta, [bool(x) for x in is_prefilling], num_drafts, spec)
+            prefilling = [bool(x) for x in common.is_prefilling]
+            self._emit_routes(batch, meta, prefilling, num_drafts, spec)
         hidden = self.model(input_ids, positions, self._ctx(meta))
-
         states = [self.requests[r] for r in batch.req_ids]
         q_lens, computed = batch.num_scheduled_tokens, batch.num_computed_tokens
         return self._sample_and_draft(
@@ -287,10 +240,7 @@ class ModelRunner:
         ]
 
     def prepare_inputs(
-        self,
-        batch: BatchReqState,
-        num_drafts: list[int],
-        fed: dict[str, list[int]] | None = None,
+        self, batch: BatchReqState, num_drafts: list[int], fed: dict[str, list[int]] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, CommonAttentionMetadata]:
         """The flattened token ids and positions of a batch in its order, and its
         ``CommonAttentionMetadata`` (``slot_mapping``, ``block_table``, ``query_start_loc``,
@@ -321,70 +271,47 @@ class ModelRunner:
         for i, s in enumerate(states):
             block_table[i, : len(s.block_ids)] = torch.tensor(s.block_ids, dtype=torch.int32)
         device = self.kv_caches[0].device
+        slot_mapping = torch.tensor(slots, dtype=torch.int64)
         common = CommonAttentionMetadata.from_batch(
-            q_lens,
-            computed,
-            batch.num_prompt_tokens,
-            block_table.to(device),
-            torch.tensor(slots, dtype=torch.int64),
-            rids,
+            q_lens, computed, batch.num_prompt_tokens, block_table.to(device), slot_mapping, rids,
             batch.is_prefilling,
-        )
+        )  # fmt: skip
         input_ids = torch.tensor(ids, dtype=torch.long, device=device)
         positions = torch.tensor(pos, dtype=torch.long, device=device)
         return input_ids, positions, common
 
     def _ctx(self, meta: MLAMetadata) -> ForwardContext:
         return ForwardContext(
-            meta,
-            self.kv_caches,
-            self.attention,
-            self.backend,
-            self.num_kv_splits,
-            self.workspace_tokens,
-            self.emit,
-        )
+            meta, self.kv_caches, self.attention, self.backend,
+            self.num_kv_splits, self.workspace_tokens, self.emit,
+        )  # fmt: skip
 
     def _emit_routes(
-        self,
-        batch: BatchReqState,
-        meta: MLAMetadata,
-        prefilling: list[bool],
-        num_drafts: list[int],
-        spec: dict[str, list[int]],
-    ) -> None:
+        self, batch: BatchReqState, meta: MLAMetadata,
+        prefilling: list[bool], num_drafts: list[int], spec: dict[str, list[int]],
+    ) -> None:  # fmt: skip
         """One ``route`` event per row: what the runner and the builder decided."""
         b, rad = self.attn_metadata_builder, batch.prefill_runs_as_decode
         for i, r in enumerate(batch.req_ids):
-            q, c, p = (
-                batch.num_scheduled_tokens[i],
-                batch.num_computed_tokens[i],
-                batch.num_prompt_tokens[i],
-            )
+            q, c = batch.num_scheduled_tokens[i], batch.num_computed_tokens[i]
+            p = batch.num_prompt_tokens[i]
             decode = i < meta.num_decodes
             self.emit(
-                "route",
-                req_id=r,
-                query_len=q,
-                num_computed_tokens=c,
-                num_prompt_tokens=p,
+                "route", req_id=r, query_len=q, num_computed_tokens=c, num_prompt_tokens=p,
                 is_prefilling=prefilling[i],
                 region=batch_region(q, c, p, b.reorder_batch_threshold),
-                decode_threshold=b.reorder_batch_threshold,
-                require_uniform=b.require_uniform,
+                decode_threshold=b.reorder_batch_threshold, require_uniform=b.require_uniform,
                 treat_short_extends_as_decodes=b.treat_short_extends_as_decodes,
                 prefill_context_parallel_size=self.parallel_config.prefill_context_parallel_size,
-                mla_backend=self.attention_config.backend,
-                model_runner=self.model_runner,
+                mla_backend=self.attention_config.backend, model_runner=self.model_runner,
                 prefill_len=batch.prefill_len[i],
                 prefill_runs_as_decode=None if rad is None else bool(rad[i]),
                 decode_graph_eligible=batch.decode_graph_eligible,
                 path="decode" if decode else "prefill",
                 forward="forward_mqa" if decode else "forward_mha",
-                num_draft_tokens=num_drafts[i],
-                draft_token_ids=list(spec.get(r, [])),
+                num_draft_tokens=num_drafts[i], draft_token_ids=list(spec.get(r, [])),
                 uniform_decode_token_count=batch.uniform_decode_token_count,
-            )
+            )  # fmt: skip
 
     # ---- sampling (sample) ---------------------------------------------------------------
     def _sample_row(
@@ -397,15 +324,11 @@ class ModelRunner:
             toks = rejection_sample_greedy(target, verified)
             if self.emit is not None:
                 self.emit(
-                    "verify",
-                    req_id=s.req_id,
-                    draft_token_ids=verified,
-                    num_placeholders=verified.count(-1),
-                    target_token_ids=target,
+                    "verify", req_id=s.req_id, draft_token_ids=verified,
+                    num_placeholders=verified.count(-1), target_token_ids=target,
                     sampled_token_ids=toks,
-                    num_accepted=len(toks) - 1,
-                    num_rejected=len(drafts) + 1 - len(toks),
-                )
+                    num_accepted=len(toks) - 1, num_rejected=len(drafts) + 1 - len(toks),
+                )  # fmt: skip
         else:
             toks = [self._sample(s, logits[0])]
         for j, tok in enumerate(toks):
@@ -415,12 +338,9 @@ class ModelRunner:
             s.output_token_ids.append(tok)
             if self.emit is not None:
                 self.emit(
-                    "sample",
-                    req_id=s.req_id,
-                    token=tok,
-                    position=s.num_tokens - 1,
-                    logit=float(row[tok]),
-                )
+                    "sample", req_id=s.req_id, token=tok,
+                    position=s.num_tokens - 1, logit=float(row[tok]),
+                )  # fmt: skip
         return toks
 
     @staticmethod
@@ -439,11 +359,8 @@ class ModelRunner:
         conn = self.connector_worker
         if conn is not None:
             conn.start_load_kv(so.kv_connector_metadata)
-        sampled: dict[str, list[int]] = {}
-        self.req_errors = {}
-        self._drafts = {}
-        if so.total_num_scheduled_tokens > 0:
-            sampled = self._run_guarded(so)
+        self.req_errors, self._drafts = {}, {}
+        sampled = self._run_guarded(so) if so.total_num_scheduled_tokens > 0 else {}
         self._draft_token_ids = None
         if self._drafts:
             rids = [r for r in so.num_scheduled_tokens if r in self._drafts]
@@ -472,18 +389,10 @@ class ModelRunner:
 
     # ---- after the forward (sample_tokens: post_update, the speculator's propose) --------
     def _sample_and_draft(
-        self,
-        states: list[CachedRequestState],
-        q_lens: list[int],
-        computed: list[int],
-        num_drafts: list[int],
-        spec: dict[str, list[int]],
-        qsl: list[int],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden: torch.Tensor,
-        meta: MLAMetadata,
-    ) -> dict[str, list[int]]:
+        self, states: list[CachedRequestState], q_lens: list[int], computed: list[int],
+        num_drafts: list[int], spec: dict[str, list[int]], qsl: list[int],
+        input_ids: torch.Tensor, positions: torch.Tensor, hidden: torch.Tensor, meta: MLAMetadata,
+    ) -> dict[str, list[int]]:  # fmt: skip
         """After the target's forward: each row's new tokens, its ``num_computed_tokens``
         and, with a drafter, the drafts for its next step."""
         device = hidden.device
@@ -534,13 +443,11 @@ class ModelRunner:
     def _emit_draft(self, r: DraftRow, drafts: list[int], position: int) -> None:
         if self.emit is not None:
             self.emit(
-                "draft",
-                req_id=r.req_id,
+                "draft", req_id=r.req_id,
                 method=self.drafter.method if self.drafter else "",
                 hidden_position=position if isinstance(self.drafter, MTPProposer) else -1,
-                next_token=r.next_token,
-                draft_token_ids=list(drafts),
-            )
+                next_token=r.next_token, draft_token_ids=list(drafts),
+            )  # fmt: skip
 
     # ---- drafts for the scheduler (take_draft_token_ids) ---------------------------------
     def take_draft_token_ids(self) -> DraftTokenIds | None:
@@ -551,9 +458,7 @@ class ModelRunner:
 
     # ---- one bad request cannot take the batch down (a pdlab addition) -------------------
     def _run_guarded(self, so: SchedulerOutput) -> dict[str, list[int]]:
-        """Run the batch so that one bad request cannot take the others down.
-
-        vLLM lets an exception in ``execute_model`` kill the engine core (its runners in
+        """vLLM lets an exception in ``execute_model`` kill the engine core (its runners in
         ``vllm/v1/worker/`` have no per-request isolation); pdlab keeps serving: a request
         whose inputs are out of range is left out before the forward, and if the batched
         forward still raises, each request runs alone once to find the ones that fail.
@@ -584,9 +489,8 @@ class ModelRunner:
 
     def _input_error(self, rid: str, n: int, num_drafts: int = 0) -> Phrase | Exception | None:
         """Why this request's inputs cannot run (sampling under speculative decoding,
-        token ids, positions, block ids), or None. ``n`` counts ``num_drafts`` drafts. The
-        reason is a catalog message, so a view reads its English back in any language
-        (:func:`pdlab.errors.parse`)."""
+        token ids, positions, block ids) as a catalog message, or None. ``n`` counts
+        ``num_drafts`` drafts."""
         s = self.requests.get(rid)
         if s is None:
             return Phrase("err_runner_no_state", req=rid)

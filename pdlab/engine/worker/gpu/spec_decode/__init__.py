@@ -8,9 +8,7 @@ Mirrors vLLM 0.33.0's Model Runner V2 (``vllm/v1/worker/gpu/spec_decode/``):
   target's hidden states (``mtp/speculator.py`` on ``target_dependent_ar/speculator.py``);
 * ``ngram.py``: prompt lookup, no model (``ngram/speculator.py``).
 
-The scheduler's side (draft slots, ``-1`` padding, rollback) is ``pdlab/engine/core/sched``. The
-runner's side (sampling every request, feeding a row's drafts, the rollback of
-``num_computed_tokens``, ``take_draft_token_ids``) is ``ModelRunner`` itself
-(``pdlab/engine/worker/gpu/model_runner.py``, as upstream's ``model_runner.py``), which calls
-these once per step.
+The scheduler's side (draft slots, ``-1`` padding, rollback) is ``pdlab/engine/core/sched``;
+the runner's (feeding a row's drafts, the rollback of ``num_computed_tokens``) is
+``ModelRunner`` itself, which calls these once per step.
 """

@@ -5,41 +5,31 @@ Mirrors ``MTPSpeculator`` (``vllm/v1/worker/gpu/spec_decode/mtp/speculator.py``)
 ``TargetDependentARSpeculator.propose`` (``.../target_dependent_ar/speculator.py``) in
 vLLM 0.33.0's Model Runner V2:
 
-1. **The draft prefill** runs the MTP layer over the target's batch as it is, same
-   positions, same attention metadata, same slots (its KV-cache entry is layer
-   ``num_hidden_layers``): at position ``p`` its input is token ``p + 1`` (the target's
-   input ids shifted by one, ``prepare_prefill_inputs``) and the target's output
-   ``h[p]``. At a row's last valid position (``query_start + query_len - num_rejected -
-   1``) the next token is the one just sampled, or, for a prompt chunk, the next prompt
-   token; the output there gives draft 1. Rejected positions keep the target's shape
-   (upstream: "to avoid CPU-GPU synchronization"): their entries are rewritten by a later
-   step, as the target's are.
+1. **The draft prefill** runs the MTP layer over the target's batch as it is (same
+   positions, metadata and slots; its KV-cache entry is layer ``num_hidden_layers``): at
+   position ``p`` its input is token ``p + 1`` (``prepare_prefill_inputs``) and the
+   target's output ``h[p]``. At a row's last valid position (``last_token_index``) the
+   next token is the one just sampled, or, for a prompt chunk, the next prompt token; the
+   output there gives draft 1. Rejected positions keep the target's shape (upstream: "to
+   avoid CPU-GPU synchronization"); a later step rewrites their entries.
 2. **The draft decode steps** (``_multi_step_decode``), K - 1 of them: each feeds the draft
    just proposed, one position further on, with ``shared_head(output)`` of the step before
-   as its previous hidden state (DeepSeek's MTP layer recycles its normed output), one
-   query per request; each gives the next draft.
+   as its previous hidden state, one query per request; each gives the next draft.
 
-**More than one MTP module** (``num_nextn_predict_layers`` > 1 in the model's config and
-K > 1: ``SpeculativeConfig.use_multi_module_mtp``) follows ``MultiModuleMTPSpeculator``
-(``vllm/v1/worker/gpu/spec_decode/multi_module_mtp/speculator.py``) instead: draft step
-``j`` runs module ``j``. Upstream's model picks module ``spec_step_idx % num_mtp_layers``:
-with K above the module count the modules come round again, each rewriting its own K/V
-rows at the window's positions with other inputs (pdlab refuses that in one line); with K
-below it the last modules never run; with K = 1 module 0 alone runs, the path above.
-Every step runs over the same positions, the row's window, none further on: module ``j``
-at position ``p`` reads token ``p + 1 + j`` (the window's input ids shifted by ``j``, with
-the drafts in the last places, or at a prompt chunk's end the next prompt tokens,
-``DraftRow.lookahead``) and ``shared_head`` of module ``j - 1``'s output at ``p``; its
-output at the window's last position gives draft ``j + 1``. After ``r`` rejections the
-later modules' rows at the ``r - 1`` positions before the window were built on rejected
-drafts, so the window starts that much earlier (upstream's re-prefill), from the inputs
-this proposer kept of the request's last step. With none kept (D's first step, whose K
-placeholders count as rejected here) nothing is rebuilt, and the rows P wrote stay:
-0.33.0's ``_prefill_backoff`` docstring says D's first decode rebuilds nothing.
+**More than one MTP module** (``SpeculativeConfig.use_multi_module_mtp``) follows
+``MultiModuleMTPSpeculator`` (``.../multi_module_mtp/speculator.py``): draft step ``j`` runs
+module ``j`` (upstream's ``spec_step_idx % num_mtp_layers``; K above the module count is
+refused, K = 1 is the path above). Every step runs over the row's window, none further on:
+module ``j`` at position ``p`` reads token ``p + 1 + j`` (drafts in the last places, or at a
+prompt chunk's end the next prompt tokens, ``DraftRow.lookahead``) and ``shared_head`` of
+module ``j - 1``'s output at ``p``. After ``r`` rejections the later modules' rows at the
+``r - 1`` positions before the window were built on rejected drafts, so the window starts
+that much earlier (upstream's re-prefill), from the inputs kept of the request's last step;
+with none kept (D's first step) nothing is rebuilt, as 0.33.0's ``_prefill_backoff``
+docstring says.
 
-On D's first step the drafter is handed ``h[N - 1]``, from the target's recompute of
-position ``N - 1`` (why D recomputes it: ``pdlab tour --chapter 3``), with the token just
-sampled from it. Drafts are greedy (argmax), as upstream's ``sample_draft`` is at temperature 0.
+On D's first step the drafter is handed ``h[N - 1]`` (why D recomputes it: ``pdlab tour
+--chapter 3``). Drafts are greedy (argmax), as upstream's ``sample_draft`` at temperature 0.
 A row whose next draft position has no slot (past its blocks or ``max_model_len``) stops
 drafting there; upstream clamps the position instead.
 """
@@ -84,13 +74,9 @@ class MTPProposer:
     method = "mtp"
 
     def __init__(
-        self,
-        model: Any,
-        num_speculative_tokens: int,
-        builder: MLAMetadataBuilder,
-        block_size: int,
-        max_model_len: int,
-    ) -> None:
+        self, model: Any, num_speculative_tokens: int,
+        builder: MLAMetadataBuilder, block_size: int, max_model_len: int,
+    ) -> None:  # fmt: skip
         if getattr(model, "mtp", None) is None:
             n = getattr(model.config, "num_nextn_predict_layers", 0)
             raise PdlabValueError("err_mtp_needs_layer", n=n)
@@ -104,20 +90,14 @@ class MTPProposer:
         # last K - 1 positions: what a rebuild after rejections reads (multi-module only).
         self._kept: dict[str, tuple[int, list[int], torch.Tensor]] = {}
         self.num_speculative_tokens = num_speculative_tokens
-        self.builder = builder
-        self.block_size = block_size
-        self.max_model_len = max_model_len
+        self.builder, self.block_size, self.max_model_len = builder, block_size, max_model_len
 
     @torch.no_grad()
     def propose(
-        self,
-        rows: Sequence[DraftRow],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden_states: torch.Tensor,
-        make_ctx: Callable[[MLAMetadata], Any],
-        attn_metadata: MLAMetadata,
-    ) -> dict[str, list[int]]:
+        self, rows: Sequence[DraftRow], input_ids: torch.Tensor,
+        positions: torch.Tensor, hidden_states: torch.Tensor,
+        make_ctx: Callable[[MLAMetadata], Any], attn_metadata: MLAMetadata,
+    ) -> dict[str, list[int]]:  # fmt: skip
         """Drafts for every row that ``wants_drafts``; every row writes its MTP entries."""
         if len(self.modules) > 1 and self.num_speculative_tokens > 1:
             return self._propose_modules(rows, input_ids, positions, hidden_states, make_ctx)
@@ -142,7 +122,7 @@ class MTPProposer:
                 break
             sel = torch.tensor(keep, device=ids.device)
             want, pos, prev, inp = [want[i] for i in keep], pos[sel], h[sel], drafts[sel]
-            meta = self._decode_metadata(want, pos.tolist(), ids.device)
+            meta = self._span_metadata(want, pos.tolist(), [1] * len(want), ids.device)
             h = self.mtp(inp, pos, self.mtp.shared_head(prev), make_ctx(meta))
             drafts = self.mtp.compute_logits(h).argmax(-1)
             for r, t in zip(want, drafts):
@@ -150,13 +130,10 @@ class MTPProposer:
         return result
 
     def _propose_modules(
-        self,
-        rows: Sequence[DraftRow],
-        input_ids: torch.Tensor,
-        positions: torch.Tensor,
-        hidden_states: torch.Tensor,
+        self, rows: Sequence[DraftRow], input_ids: torch.Tensor,
+        positions: torch.Tensor, hidden_states: torch.Tensor,
         make_ctx: Callable[[MLAMetadata], Any],
-    ) -> dict[str, list[int]]:
+    ) -> dict[str, list[int]]:  # fmt: skip
         """Multi-module MTP (the module docstring): each row's window, module ``j`` for
         draft ``j + 1``, all rows in one batch per module, shortest windows first (the
         decodes before the prefills, as the metadata builder's split expects)."""
@@ -178,9 +155,9 @@ class MTPProposer:
             self._kept[r.req_id] = (first + max(0, n - keep), toks[-keep:], hid[-keep:].clone())
         self._kept = {r.req_id: self._kept[r.req_id] for r in rows}
         wins.sort(key=lambda w: len(w[2]))
-        meta = self._window_metadata(wins, input_ids.device)
+        firsts, lens = [w[1] for w in wins], [len(w[2]) for w in wins]
+        meta = self._span_metadata([w[0] for w in wins], firsts, lens, input_ids.device)
         seqs = [list(w[2]) for w in wins]
-        lens = [len(w[2]) for w in wins]
         last = torch.tensor(lens, device=input_ids.device).cumsum(0) - 1
         pos = torch.cat([torch.arange(f, f + n) for (_, f, _, _), n in zip(wins, lens)])
         prev = torch.cat([w[3] for w in wins])
@@ -196,27 +173,13 @@ class MTPProposer:
             prev = mtp.shared_head(out)
         return {r.req_id: drafts[r.req_id] for r in rows if r.wants_drafts}
 
-    def _window_metadata(self, wins: Sequence[Any], device: torch.device) -> MLAMetadata:
-        """Each row's window (positions ``first ..``) over the MTP entries before it."""
-        rows, firsts = [w[0] for w in wins], [w[1] for w in wins]
-        return self._span_metadata(rows, firsts, [len(w[2]) for w in wins], device)
-
     def _has_slot(self, row: DraftRow, position: int) -> bool:
         return position < self.max_model_len and position // self.block_size < len(row.block_ids)
 
-    def _decode_metadata(
-        self, rows: Sequence[DraftRow], positions: list[int], device: torch.device
-    ) -> MLAMetadata:
-        """One query per row at ``positions`` over the MTP entries before it: a decode."""
-        return self._span_metadata(rows, positions, [1] * len(rows), device)
-
     def _span_metadata(
-        self,
-        rows: Sequence[DraftRow],
-        firsts: Sequence[int],
-        lens: Sequence[int],
-        device: torch.device,
-    ) -> MLAMetadata:
+        self, rows: Sequence[DraftRow],
+        firsts: Sequence[int], lens: Sequence[int], device: torch.device,
+    ) -> MLAMetadata:  # fmt: skip
         """Row ``i``'s ``lens[i]`` queries at positions ``firsts[i] ..`` over the MTP
         entries before them, through the row's block table."""
         bs = self.block_size
@@ -227,12 +190,8 @@ class MTPProposer:
             table[i, : len(r.block_ids)] = torch.tensor(r.block_ids, dtype=torch.int32)
             slots += [r.block_ids[p // bs] * bs + p % bs for p in range(first, first + n)]
         cm = CommonAttentionMetadata.from_batch(
-            list(lens),
-            list(firsts),
-            [f + n for f, n in zip(firsts, lens)],
-            table.to(device),
-            torch.tensor(slots, dtype=torch.int64),
-            [r.req_id for r in rows],
-            [False] * len(rows),
-        )
+            list(lens), list(firsts), [f + n for f, n in zip(firsts, lens)],
+            table.to(device), torch.tensor(slots, dtype=torch.int64),
+            [r.req_id for r in rows], [False] * len(rows),
+        )  # fmt: skip
         return self.builder.build(cm)

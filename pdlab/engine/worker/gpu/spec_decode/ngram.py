@@ -46,12 +46,9 @@ class NgramProposer:
     method = "ngram"
 
     def __init__(
-        self,
-        num_speculative_tokens: int,
-        prompt_lookup_min: int,
-        prompt_lookup_max: int,
-        token_ids_of: Callable[[str], Sequence[int]],
-    ) -> None:
+        self, num_speculative_tokens: int, prompt_lookup_min: int,
+        prompt_lookup_max: int, token_ids_of: Callable[[str], Sequence[int]],
+    ) -> None:  # fmt: skip
         self.num_speculative_tokens = num_speculative_tokens
         self.min_n, self.max_n = prompt_lookup_min, prompt_lookup_max
         self.token_ids_of = token_ids_of

@@ -43,9 +43,7 @@ def rejection_sample_greedy(
     target_argmax: Sequence[int], draft_token_ids: Sequence[int]
 ) -> list[int]:
     """The tokens a row produces: ``target_argmax[i]`` is the target's greedy token after
-    the row's ``i``-th verified position (``len(draft_token_ids) + 1`` of them). Accepted
-    drafts (each equal to the target's token), then one more: the recovered token at the
-    first mismatch, or the bonus token after the last draft."""
+    the row's ``i``-th verified position (``len(draft_token_ids) + 1`` of them)."""
     if len(target_argmax) != len(draft_token_ids) + 1:
         raise PdlabValueError("err_argmax_len", n=len(target_argmax), drafts=len(draft_token_ids))
     out: list[int] = []
