@@ -140,9 +140,9 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
     from pdlab.engine.tokenizer import encode
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
-    from pdlab.ui.tour_kv import say
+    from pdlab.ui.tour_kv import printer, say
 
-    lang = args.lang
+    lang, put = args.lang, printer(c, args.lang)
     need = tour_needs(args)
     demo = None
     if "run" in need:
@@ -170,32 +170,29 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
         if failed:  # the chapters read what the requests computed: there is nothing to show
             for e in failed:
                 c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
-            c.print(say(lang, "tour_failed"))
+            put("tour_failed")
             return 1
     prompt = PromptOnly(encode(args.prompt), cfg, args.block_size)
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
         c.rule(f"[bold]{say(lang, 'title')}[/]")
-        c.print(say(lang, "question"))
-        c.print(
-            say(
-                lang,
-                "settings",
-                prompt=tour_kv.shown(demo.prompt),
-                model=demo.trace.meta["model"],
-                layers=layers,
-                L=L,
-                R=R,
-                bs=demo.block_size,
-                pcp=demo.pcp,
-                mla=demo.mla_backend,
-                backend=demo.trace.meta["backend"],
-                runner=demo.model_runner,
-                why=routing_reason(demo.trace.meta["routing"]["D"], lang),
-            )
+        put("question")
+        put(
+            "settings",
+            prompt=tour_kv.shown(demo.prompt),
+            model=demo.trace.meta["model"],
+            layers=layers,
+            L=L,
+            R=R,
+            bs=demo.block_size,
+            pcp=demo.pcp,
+            mla=demo.mla_backend,
+            backend=demo.trace.meta["backend"],
+            runner=demo.model_runner,
+            why=routing_reason(demo.trace.meta["routing"]["D"], lang),
         )
-        c.print(say(lang, "how_to_read", n=CHAPTERS))
+        put("how_to_read", n=CHAPTERS)
         c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
@@ -212,21 +209,13 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
             c.rule(f"[bold]{say(lang, f'ch{number}')}[/]")
             show()
     if args.json is not None:
-        c.print(say(lang, "wrote", path=demo.trace.save(args.json)))
+        put("wrote", path=demo.trace.save(args.json))
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         paths += _tour_designs().save_plots(demo or prompt, args.plots, lang)
-        c.print(
-            say(
-                lang,
-                "wrote_plots",
-                n=len(paths),
-                dir=args.plots,
-                names=", ".join(p.name for p in paths),
-            )
-        )
+        put("wrote_plots", n=len(paths), dir=args.plots, names=", ".join(p.name for p in paths))
     return 0
 
 

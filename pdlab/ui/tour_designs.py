@@ -27,7 +27,7 @@ from pdlab.sim.simulator import SimConfig
 from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.sim_report import sim_table, write_plots
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import printer
 from pdlab.ui.tour_sims import (  # noqa: F401 - MTP_*: re-exported for notebook 07
     MTP_BASE,
     MTP_DESIGNS,
@@ -111,12 +111,12 @@ def chapter7(c: Console, demo: Demo, lang: str, sims: BackgroundGrids | None = N
     """The chapter; ``sims``: its grids, started earlier (``pdlab/ui/tour_sims.py``)."""
     rows, _ = _runs(demo)
     grid, mtp_rows = sim_rows(sims)
-    profile = device_profile(GPU)
-    c.print(say(lang, "ch7_intro"))
+    profile, put = device_profile(GPU), printer(c, lang)
+    put("ch7_intro")
     c.print(designs_table(rows, GPU, lang=lang))
     c.print(sim_table(grid, profile, lang))
     c.print(sim_table(mtp_rows, profile, lang))
-    c.print(say(lang, "ch7_answer", **answer_values(grid, mtp_rows)))
+    put("ch7_answer", **answer_values(grid, mtp_rows))
 
 
 def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:

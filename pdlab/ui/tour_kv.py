@@ -11,7 +11,7 @@ Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -29,6 +29,11 @@ def say(lang: str, key: str, **values: object) -> str:
     return escape(text(lang, key, **values))
 
 
+def printer(c: Console, lang: str) -> Callable[..., None]:
+    """``put(key, **values)``: print :func:`say`'s words for ``key`` on ``c``."""
+    return lambda key, **values: c.print(say(lang, key, **values))
+
+
 def row_shape(kernels: Sequence[Mapping[str, Any]]) -> tuple[int, int, int]:
     """(layers, kv_lora_rank, qk_rope_head_dim) read off reshape_and_cache_mla calls."""
     writes = [k for k in kernels if k["name"] == "reshape_and_cache_mla"]
@@ -41,28 +46,25 @@ def shown(prompt: str, limit: int = 60) -> str:
 
 
 def chapter1(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     n = t.first("add_request", "P", req_id=rid)["num_prompt_tokens"]
-    c.print(say(lang, "ch1_tokens", prompt=shown(demo.prompt), n=n))
+    put("ch1_tokens", prompt=shown(demo.prompt), n=n)
     steps = t.steps("P", rid)
     if len(steps) == 1:
-        c.print(say(lang, "ch1_whole"))
+        put("ch1_whole")
     for ev, r in steps:
         route = t.route_of("P", rid, ev["step"])
-        c.print(
-            say(
-                lang,
-                "ch1_step",
-                step=ev["step"],
-                sched=r["num_scheduled_tokens"],
-                before=r["num_computed_tokens_before"],
-                after=r["num_computed_tokens_after"],
-                q=route["query_len"],
-                forward=route["forward"],
-            )
+        put(
+            "ch1_step",
+            step=ev["step"],
+            sched=r["num_scheduled_tokens"],
+            before=r["num_computed_tokens_before"],
+            after=r["num_computed_tokens_after"],
+            q=route["query_len"],
+            forward=route["forward"],
         )
     layers, L, R = row_shape(t.kernels("P", steps[0][0]["step"]))
-    c.print(say(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
+    put("ch1_write", layers=layers, L=L, R=R, W=L + R)
     bs = t.meta["block_size"]
     blocks = steps[-1][1]["block_ids"]
     tab = FitTable(title=say(lang, "ch1_table"))
@@ -89,31 +91,28 @@ def chapter1(c: Console, demo: Demo, lang: str) -> None:
     c.print(tab)
     s = t.first("sample", "P", req_id=rid)
     fin = t.first("finish", "P", req_id=rid)
-    c.print(
-        say(
-            lang,
-            "ch1_sample",
-            tok=s["token"],
-            ch=token_char(s["token"]),
-            pos=s["position"],
-            reason=fin["finish_reason"],
-        )
+    put(
+        "ch1_sample",
+        tok=s["token"],
+        ch=token_char(s["token"]),
+        pos=s["position"],
+        reason=fin["finish_reason"],
     )
     if fin.get("kv_transfer_params"):
-        c.print(say(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
+        put("ch1_hold", delay=fin["delay_free"], blocks=blocks)
         c.print(escape(json.dumps(fin["kv_transfer_params"])))
     freed = t.filter("free", "P", req_id=rid)
     if freed:
-        c.print(say(lang, "ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"]))
+        put("ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"])
 
 
 def chapter2(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
-    c.print(say(lang, "ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"]))
+    put("ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"])
     x = t.first("kv_transfer", "D", req_id=rid)
     if not x["ok"]:
-        c.print(say(lang, "ch2_failed", reason=x["reason"]))
+        put("ch2_failed", reason=x["reason"])
     bs = t.meta["block_size"]
     n = t.first("add_request", "D", req_id=rid)["num_prompt_tokens"]
     tab = FitTable(title=say(lang, "ch2_table"))
@@ -130,49 +129,40 @@ def chapter2(c: Console, demo: Demo, lang: str) -> None:
     layers, L, R = row_shape(t.filter("kernel", "P"))
     rows = len(pairs) * bs * layers * (L + R)
     if rows and x["nbytes"] % rows == 0:
-        c.print(
-            say(
-                lang,
-                "ch2_bytes",
-                nbytes=x["nbytes"],
-                nb=len(pairs),
-                bs=bs,
-                layers=layers,
-                W=L + R,
-                e=x["nbytes"] // rows,
-            )
+        put(
+            "ch2_bytes",
+            nbytes=x["nbytes"],
+            nb=len(pairs),
+            bs=bs,
+            layers=layers,
+            W=L + R,
+            e=x["nbytes"] // rows,
         )
     else:
-        c.print(say(lang, "ch2_bytes_plain", nbytes=x["nbytes"]))
+        put("ch2_bytes_plain", nbytes=x["nbytes"])
 
 
 def chapter3(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
-    c.print(say(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
+    put("ch3_wait", step=wait["step"], ext=wait["num_external_tokens"])
     ready = t.first("remote_kv_ready", "D", req_id=rid)
     n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
-    c.print(
-        say(
-            lang,
-            "ch3_ready",
-            step=ready["step"],
-            before=ready["num_computed_tokens_before_adjust"],
-            n=n,
-            nct=nct,
-        )
+    put(
+        "ch3_ready",
+        step=ready["step"],
+        before=ready["num_computed_tokens_before_adjust"],
+        n=n,
+        nct=nct,
     )
     ev, r = t.steps("D", rid)[0]
-    c.print(
-        say(
-            lang,
-            "ch3_sched",
-            step=ev["step"],
-            sched=r["num_scheduled_tokens"],
-            pos=r["num_computed_tokens_before"],
-            before=r["num_computed_tokens_before"],
-            after=r["num_computed_tokens_after"],
-        )
+    put(
+        "ch3_sched",
+        step=ev["step"],
+        sched=r["num_scheduled_tokens"],
+        pos=r["num_computed_tokens_before"],
+        before=r["num_computed_tokens_before"],
+        after=r["num_computed_tokens_after"],
     )
     # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
     layers, L, R = row_shape(t.kernels("D", ev["step"]))
@@ -203,29 +193,18 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
             say(lang, "cell_needed") if pos == last else "—",
         )
     c.print(tab)
-    c.print(
-        say(
-            lang,
-            "ch3_explain",
-            n=n,
-            layers=layers,
-            W=L + R,
-            last=last,
-            reused=f"0..{last - 1}" if last else "—",
-            H=demo.cfg.hidden_size,
-        )
+    put(
+        "ch3_explain",
+        n=n,
+        layers=layers,
+        W=L + R,
+        last=last,
+        reused=f"0..{last - 1}" if last else "—",
+        H=demo.cfg.hidden_size,
     )
     d_tok = t.first("sample", "D", req_id=rid)["token"]
     p_tok = t.first("sample", "P", req_id=rid)["token"]
-    c.print(
-        say(
-            lang,
-            "ch3_check",
-            d=d_tok,
-            p=p_tok,
-            verdict=say(lang, "same" if d_tok == p_tok else "different"),
-        )
-    )
+    put("ch3_check", d=d_tok, p=p_tok, verdict=say(lang, "same" if d_tok == p_tok else "different"))
     from pdlab.engine.core.kv_cache_manager import KVCacheManager
     from pdlab.engine.core.sched.scheduler import Scheduler
 
@@ -233,22 +212,19 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
     ex = source_excerpt(
         fn, "before_adjust = request", "request.num_tokens - 1", "request.num_tokens - 1"
     )
-    c.print(say(lang, "ch3_src", path=ex.path, qualname=ex.qualname))
+    put("ch3_src", path=ex.path, qualname=ex.qualname)
     c.print(source_rich(ex))
-    c.print(say(lang, "ch3_cached", nct=nct, n=n))
+    put("ch3_cached", nct=nct, n=n)
     fn = KVCacheManager.get_computed_blocks
     ex = source_excerpt(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1")
-    c.print(say(lang, "ch3_local", path=ex.path, qualname=ex.qualname))
+    put("ch3_local", path=ex.path, qualname=ex.qualname)
     c.print(source_rich(ex))
     again = t.first("admit", "local", req_id=demo.local_ids[1])
-    c.print(
-        say(
-            lang,
-            "ch3_local_hit",
-            hit=again["num_cached_tokens"],
-            bs=bs,
-            nm1=n - 1,
-            expect=(n - 1) // bs * bs,
-            n=n,
-        )
+    put(
+        "ch3_local_hit",
+        hit=again["num_cached_tokens"],
+        bs=bs,
+        nm1=n - 1,
+        expect=(n - 1) // bs * bs,
+        n=n,
     )

@@ -29,7 +29,7 @@ from rich.markup import escape
 
 from pdlab.demo import Demo
 from pdlab.engine.trace import Tracer
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import printer
 
 
 def _first(trace: Tracer, kind: str, rid: str) -> dict | None:
@@ -47,48 +47,40 @@ def mtp_section(c: Console, demo: Demo, lang: str) -> None:
     from pdlab.ui.fmt import source_excerpt, source_rich
 
     t, rid, k = demo.trace, demo.request_id, demo.num_speculative_tokens
+    put = printer(c, lang)
 
     def show(obj, start, end, mark, upstream):
         ex = source_excerpt(obj, start, end, mark)
-        c.print(say(lang, "mtp_src", path=ex.path, qualname=ex.qualname, upstream=upstream))
+        put("mtp_src", path=ex.path, qualname=ex.qualname, upstream=upstream)
         c.print(source_rich(ex))
 
     step, row = t.steps("D", rid)[0]
     rt = dict(t.route_of("D", rid, step["step"]))
     c.print()
-    c.print(
-        say(
-            lang,
-            "mtp_padded",
-            k=k,
-            nct=row["num_computed_tokens_before"],
-            q=row["num_scheduled_tokens"],
-            drafts=row["spec_token_ids"],
-        )
+    put(
+        "mtp_padded",
+        k=k,
+        nct=row["num_computed_tokens_before"],
+        q=row["num_scheduled_tokens"],
+        drafts=row["spec_token_ids"],
     )
     show(Scheduler._pad_spec_decode, "if not (", "return padded", "padded = 1 +",
          "vllm/v1/core/sched/scheduler.py, Scheduler.schedule")  # fmt: skip
-    c.print(
-        say(
-            lang,
-            "mtp_stays_decode",
-            q=rt["query_len"],
-            d=rt["num_draft_tokens"],
-            rad=rt["prefill_runs_as_decode"],
-            eligible=rt["decode_graph_eligible"],
-            u=rt["uniform_decode_token_count"],
-        )
+    put(
+        "mtp_stays_decode",
+        q=rt["query_len"],
+        d=rt["num_draft_tokens"],
+        rad=rt["prefill_runs_as_decode"],
+        eligible=rt["decode_graph_eligible"],
+        u=rt["uniform_decode_token_count"],
     )
-    c.print(
-        say(
-            lang,
-            "mtp_threshold",
-            backend=rt["mla_backend"],
-            t=rt["decode_threshold"],
-            q=rt["query_len"],
-            path=rt["path"],
-            forward=rt["forward"],
-        )
+    put(
+        "mtp_threshold",
+        backend=rt["mla_backend"],
+        t=rt["decode_threshold"],
+        q=rt["query_len"],
+        path=rt["path"],
+        forward=rt["forward"],
     )
     show(MLABackendProfile.effective_threshold, "t = self.reorder_batch_threshold", "return t",
          "t = max(t, 1 + num_speculative_tokens)",
@@ -96,38 +88,32 @@ def mtp_section(c: Console, demo: Demo, lang: str) -> None:
     calls = [e for e in t.kernels("D", step["step"], layer=0) if e["name"] == "mla_decode"]
     if rt["path"] == "decode" and calls and "query_start_loc" in calls[0]["shapes"]:
         shapes = calls[0]["shapes"]
-        c.print(say(lang, "mtp_mqa", qsl=shapes["query_start_loc"], seq=shapes["seq_lens"]))
+        put("mtp_mqa", qsl=shapes["query_start_loc"], seq=shapes["seq_lens"])
     elif rt["path"] != "decode":
-        c.print(say(lang, "mtp_single_only", q=rt["query_len"], t=rt["decode_threshold"]))
+        put("mtp_single_only", q=rt["query_len"], t=rt["decode_threshold"])
     v, d = _first(t, "verify", rid), _first(t, "draft", rid)
     if v is not None:
-        c.print(
-            say(
-                lang,
-                "mtp_verify",
-                nct=rt["num_computed_tokens"],
-                plen=rt["prefill_len"],
-                drafts=v["draft_token_ids"],
-                target=v["target_token_ids"],
-                sampled=v["sampled_token_ids"],
-                rej=v["num_rejected"],
-                after=rt["num_computed_tokens"] + rt["query_len"] - v["num_rejected"],
-            )
+        put(
+            "mtp_verify",
+            nct=rt["num_computed_tokens"],
+            plen=rt["prefill_len"],
+            drafts=v["draft_token_ids"],
+            target=v["target_token_ids"],
+            sampled=v["sampled_token_ids"],
+            rej=v["num_rejected"],
+            after=rt["num_computed_tokens"] + rt["query_len"] - v["num_rejected"],
         )
         show(gather_draft_sampled, "if num_computed_tokens < prefill_len", "return [t if",
              "PLACEHOLDER_TOKEN_ID] *",
              "vllm/v1/worker/gpu/spec_decode/rejection_sampler.py, "
              "gather_draft_sampled")  # fmt: skip
     if d is not None:
-        c.print(
-            say(
-                lang,
-                "mtp_drafter",
-                hp=d["hidden_position"],
-                n=rt["num_prompt_tokens"],
-                tok=d["next_token"],
-                drafts=d["draft_token_ids"],
-            )
+        put(
+            "mtp_drafter",
+            hp=d["hidden_position"],
+            n=rt["num_prompt_tokens"],
+            tok=d["next_token"],
+            drafts=d["draft_token_ids"],
         )
         show(MTPProposer.propose, "ids = input_ids.clone()", "out = self.mtp(",
              "ids[r.last_token_index] = r.next_token",
@@ -136,16 +122,13 @@ def mtp_section(c: Console, demo: Demo, lang: str) -> None:
     pcp = demo.variant_traces.get(("v2", 2))
     if pcp is not None:
         p = dict(pcp.route_of("D", rid))
-        c.print(
-            say(
-                lang,
-                "mtp_pcp",
-                rad=p["prefill_runs_as_decode"],
-                eligible=p["decode_graph_eligible"],
-                path=p["path"],
-                forward=p["forward"],
-                q=p["query_len"],
-            )
+        put(
+            "mtp_pcp",
+            rad=p["prefill_runs_as_decode"],
+            eligible=p["decode_graph_eligible"],
+            path=p["path"],
+            forward=p["forward"],
+            q=p["query_len"],
         )
         ranks = pcp_rank_chunks([p["query_len"]], [p["is_prefilling"]], 2)
         for r, parts in enumerate(ranks):
@@ -158,22 +141,20 @@ def connector_section(c: Console, demo: Demo, lang: str) -> None:
     """Stop 6: the drafter's row at N - 1, the backoff and the trailing-block drop, each
     read from the pair's trace."""
     t, rid, n, bs = demo.trace, demo.request_id, len(demo.prompt_ids), demo.block_size
+    put = printer(c, lang)
     p_drafts = t.filter("draft", "P", req_id=rid)
     p_draft, d_draft = (dict(p_drafts[0]) if p_drafts else None), _first(t, "draft", rid)
     if p_draft is not None and d_draft is not None:
-        c.print(
-            say(
-                lang,
-                "mtp_drafter_row",
-                hp=p_draft["hidden_position"],
-                ptok=p_draft["next_token"],
-                dhp=d_draft["hidden_position"],
-                dtok=d_draft["next_token"],
-            )
+        put(
+            "mtp_drafter_row",
+            hp=p_draft["hidden_position"],
+            ptok=p_draft["next_token"],
+            dhp=d_draft["hidden_position"],
+            dtok=d_draft["next_token"],
         )
     cut = t.filter("kv_prefill_backoff", "P", req_id=rid)
     k = demo.num_speculative_tokens
-    c.print(say(lang, "mtp_backoff", k=k, cut=cut[0]["num_tokens"] if cut else 0, n=n))
+    put("mtp_backoff", k=k, cut=cut[0]["num_tokens"] if cut else 0, n=n)
     again = demo.pd_again_id
     if again is None:
         return
@@ -181,4 +162,4 @@ def connector_section(c: Console, demo: Demo, lang: str) -> None:
     d_hit = hits["D"][0]["num_hit_tokens"] if hits["D"] else 0
     p_hit = hits["P"][0]["num_hit_tokens"] if hits["P"] else 0
     full = (n - 1) // bs * bs
-    c.print(say(lang, "mtp_block_drop", n=n, bs=bs, full=full, d_hit=d_hit, p_hit=p_hit))
+    put("mtp_block_drop", n=n, bs=bs, full=full, d_hit=d_hit, p_hit=p_hit)

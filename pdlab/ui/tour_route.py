@@ -34,7 +34,7 @@ from pdlab.sim.kernel_costs import (
 )
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import printer, say
 from pdlab.ui.tour_then import then_and_now_section
 
 if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); chapter 5 runs none
@@ -146,23 +146,20 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
     from pdlab.engine.worker.gpu.batch import gather_batch_req_state
     from pdlab.ui.fmt import source_excerpt, source_rich
 
-    rid = demo.request_id
+    rid, put = demo.request_id, printer(c, lang)
     order = [*VARIANTS, *(k for k in demo.variant_traces if k not in VARIANTS)]
     runs = {k: _first_d_step(demo.variant_traces[k], rid) for k in order}
     main = (demo.model_runner, demo.pcp)
     r0 = runs[_V2]["route"]
-    c.print(
-        say(
-            lang,
-            "ch4_intro",
-            q=r0["query_len"],
-            nct=r0["num_computed_tokens"],
-            n=r0["num_prompt_tokens"],
-            plen=r0["prefill_len"],
-            prefilling=r0["is_prefilling"],
-            rad=r0["prefill_runs_as_decode"],
-            eligible=r0["decode_graph_eligible"],
-        )
+    put(
+        "ch4_intro",
+        q=r0["query_len"],
+        nct=r0["num_computed_tokens"],
+        n=r0["num_prompt_tokens"],
+        plen=r0["prefill_len"],
+        prefilling=r0["is_prefilling"],
+        rad=r0["prefill_runs_as_decode"],
+        eligible=r0["decode_graph_eligible"],
     )
     ex = source_excerpt(
         gather_batch_req_state,
@@ -170,7 +167,7 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
         "eligible = all(",
         "runs_as_decode = [",
     )
-    c.print(say(lang, "ch4_src", path=ex.path, qualname=ex.qualname))
+    put("ch4_src", path=ex.path, qualname=ex.qualname)
     c.print(source_rich(ex))
     tab = FitTable(title=say(lang, "ch4_table"), stack="columns")
     tab.add_column("")
@@ -207,36 +204,33 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
         label = key if not key.startswith("row_") else say(lang, key)
         tab.add_row(label, *vals, end_section=key in ("decode_graph_eligible", "row_path"))
     c.print(tab)
-    c.print(say(lang, "ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32")))
+    put("ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32"))
     gathered = [k["shapes"]["rows"] for k in runs[_PCP]["kernels"] if k["name"] == "gather_cache"]
     ctx_rows = sum(gathered)
-    c.print(say(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else say(lang, "ch4_paths_no_context"))
-    c.print(say(lang, "ch4_why_pcp"))
+    put("ch4_paths" if ctx_rows else "ch4_paths_no_context", ctx=ctx_rows)
+    put("ch4_why_pcp")
     for line in _pcp_layout(demo.variant_traces[_PCP], rid, 2):
         c.print("  " + escape(line))
-    c.print(say(lang, "ch4_v1"))
+    put("ch4_v1")
     samples = [d["sample"] for d in runs.values()]
     delta = f"{max(abs(a['logit'] - b['logit']) for a in samples for b in samples):.1e}"
     if len({s["token"] for s in samples}) == 1:
-        c.print(say(lang, "ch4_same", tok=samples[0]["token"], d=delta))
+        put("ch4_same", tok=samples[0]["token"], d=delta)
     else:
-        c.print(say(lang, "ch4_diff", a=samples[0]["token"], b=samples[1]["token"], d=delta))
+        put("ch4_diff", a=samples[0]["token"], b=samples[1]["token"], d=delta)
     fresh = demo.fresh_trace.filter("route")[0]
-    c.print(
-        say(
-            lang,
-            "ch4_fresh_decode" if fresh["path"] == "decode" else "ch4_fresh_prefill",
-            q=fresh["query_len"],
-            t=fresh["decode_threshold"],
-            region=fresh["region"],
-            forward=fresh["forward"],
-        )
+    put(
+        "ch4_fresh_decode" if fresh["path"] == "decode" else "ch4_fresh_prefill",
+        q=fresh["query_len"],
+        t=fresh["decode_threshold"],
+        region=fresh["region"],
+        forward=fresh["forward"],
     )
     if demo.num_speculative_tokens:
         from pdlab.ui.tour_mtp import mtp_section
 
         mtp_section(c, demo, lang)
-    c.print(say(lang, "ch4_renames"))
+    put("ch4_renames")
     for old, new, where in renames(lang):  # one per line: names read whole at 80 columns
         c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")
     then_and_now_section(
@@ -246,7 +240,8 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
 
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    c.print(say(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
+    put = printer(c, lang)
+    put("ch5_intro", model=cfg.name, H=H, L=L, R=R)
     tab = FitTable(title=say(lang, "ch5_table"))
     for key in (
         "col_context",
@@ -274,27 +269,21 @@ def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     c.print(tab)
     ctx, p, d = costs[-1]
     upproj = sum(f for name, f, _ in p.parts if "context up-projection" in name)
-    c.print(say(lang, "ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R))
-    c.print(
-        say(
-            lang,
-            "ch5_model",
-            layers=cfg.num_hidden_layers,
-            ctx=tokens(ctx),
-            pf=flops(p.flops * cfg.num_hidden_layers),
-            df=flops(d.flops * cfg.num_hidden_layers),
-        )
+    put("ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R)
+    put(
+        "ch5_model",
+        layers=cfg.num_hidden_layers,
+        ctx=tokens(ctx),
+        pf=flops(p.flops * cfg.num_hidden_layers),
+        df=flops(d.flops * cfg.num_hidden_layers),
     )
     qk, v = cfg.qk_head_dim, cfg.v_head_dim
-    c.print(
-        say(
-            lang,
-            "ch5_cross",
-            mf=f"{2 * L * H * (cfg.qk_nope_head_dim + v) / 1e6:.1f}",
-            a=f"{L + R} + {L}",
-            b=f"{qk} + {v}",
-            x=f"{absorb_crossover_query_len(cfg):.0f}",
-        )
+    put(
+        "ch5_cross",
+        mf=f"{2 * L * H * (cfg.qk_nope_head_dim + v) / 1e6:.1f}",
+        a=f"{L + R} + {L}",
+        b=f"{qk} + {v}",
+        x=f"{absorb_crossover_query_len(cfg):.0f}",
     )
     tab = FitTable(title=say(lang, "ch5_fresh_table"))
     for key in ("col_prompt_len", "col_naive_flops", "col_absorbed_flops", "col_ratio"):
@@ -303,12 +292,12 @@ def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
         naive, absorbed = mla_forms_flops(cfg, q, 0)
         tab.add_row(str(q), flops(naive), flops(absorbed), ratio(absorbed, naive))
     c.print(tab)
-    c.print(say(lang, "ch5_upstream"))
-    c.print(say(lang, "ch5_others"))
+    put("ch5_upstream")
+    put("ch5_others")
 
 
 def chapter6(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     tab = step_table(t, "D", title=say(lang, "ch6_steps"), lang=lang)
     c.print(tab)
     later = t.filter("route", "D", req_id=rid)[1:]
@@ -319,7 +308,7 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
         and e["path"] == "decode"
         for e in later
     ):
-        c.print(say(lang, "ch6_agree"))
+        put("ch6_agree")
     tab = FitTable(title=say(lang, "ch6_outputs"))
     for key in ("col_run", "col_token_ids", "col_text"):
         tab.add_column(say(lang, key))
@@ -331,14 +320,11 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
         tab.add_row(label, escape(str(tokens_)), escape(printable(tokens_)))
     c.print(tab)
     equal = demo.tokens_equal
-    c.print(
-        say(
-            lang,
-            "ch6_equal",
-            verdict=say(lang, "equal" if equal else "not_equal"),
-            n=len(demo.colocated_tokens),
-        )
+    put(
+        "ch6_equal",
+        verdict=say(lang, "equal" if equal else "not_equal"),
+        n=len(demo.colocated_tokens),
     )
     freed = t.filter("free", "D", req_id=rid)
     if freed:
-        c.print(say(lang, "ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"]))
+        put("ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"])

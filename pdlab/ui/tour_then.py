@@ -24,7 +24,7 @@ from rich.markup import escape
 from pdlab.engine.attention.backend import split_query_lens
 from pdlab.engine.config import AttentionConfig, ParallelConfig
 from pdlab.engine.config.vllm import adjust_dcp_kv_cache_interleave_size
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import printer, say
 
 ASCEND_NOV_2025 = "bc67696a02"
 ASCEND_10973 = "7baeb54ab8"
@@ -193,9 +193,9 @@ def then_and_now_section(
 ) -> None:
     """The section as the tour's chapter 4 and notebook 05 print it: one block per rule,
     each line whole at 80 columns."""
-    runs = then_and_now(num_prompt_tokens, block_size, attention_config)
-    c.print(say(lang, "tn_title"))
-    c.print(say(lang, "tn_intro", n=num_prompt_tokens, nct=num_prompt_tokens - 1))
+    runs, put = then_and_now(num_prompt_tokens, block_size, attention_config), printer(c, lang)
+    put("tn_title")
+    put("tn_intro", n=num_prompt_tokens, nct=num_prompt_tokens - 1)
     for run in runs:
         r = run.rule
         c.print(f"[bold]{escape(r.release)}[/] · " + say(lang, f"tn_s_{r.key}"))
@@ -212,4 +212,4 @@ def then_and_now_section(
         if r.key == "ascend_2025":
             counted = num_prompt_tokens - 1 >= num_prompt_tokens
             c.print("  " + say(lang, "tn_ascend_meta", counted=counted))
-    c.print(say(lang, "tn_outro"))
+    put("tn_outro")
