@@ -53,26 +53,11 @@ def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> 
     rows = []
     for name, c in (("forward_mha", pre), ("forward_mqa", dec)):
         mark = "▶ " if name == forward else ""
-        rows.append(
-            [
-                f"{mark}{name}",
-                flops(c.flops),
-                nbytes(c.bytes),
-                flops(n * c.flops),
-                nbytes(n * c.bytes),
-            ]
-        )
+        per_layer = [flops(c.flops), nbytes(c.bytes)]
+        rows.append([f"{mark}{name}", *per_layer, flops(n * c.flops), nbytes(n * c.bytes)])
     ratio = lab["ratio"].format(f=pre.flops / dec.flops, b=pre.bytes / dec.bytes)
-    table = html_table(
-        [
-            lab["path"],
-            lab["flops_per_layer"],
-            lab["bytes_per_layer"],
-            lab["flops_all"].format(n=n),
-            lab["bytes_all"].format(n=n),
-        ],
-        rows,
-    )
+    heads = [lab["path"], lab["flops_per_layer"], lab["bytes_per_layer"]]
+    table = html_table([*heads, lab["flops_all"].format(n=n), lab["bytes_all"].format(n=n)], rows)
     return (
         f"<div>{esc(lab['context'].format(preset=cfg.name, ctx=context_len))}</div>"
         f"{table}<div>{esc(ratio)}</div>"
@@ -107,45 +92,28 @@ class PDExplorer(widgets.VBox):
     ) -> None:
         self.lang, self.lab = lang, labels(lang)
         self.max_tokens, self.backend = max_tokens, backend
-        style = {"description_width": "initial"}
+        lab, style = self.lab, {"description_width": "initial"}
+
+        def dropdown(options: list, value: Any, key: str, width: str) -> widgets.Dropdown:
+            layout = widgets.Layout(width=width)
+            return widgets.Dropdown(
+                options=options, value=value, description=lab[key], style=style, layout=layout
+            )
+
         self.prompt_len = widgets.IntSlider(
             value=prompt_len,
             min=2,
             max=96,
-            description=self.lab["prompt_len"],
+            description=lab["prompt_len"],
             continuous_update=False,
             style=style,
             layout=widgets.Layout(width="360px"),
         )
-        small = widgets.Layout(width="170px")
-        self.block_size = widgets.Dropdown(
-            options=[1, 2, 4, 8, 16, 64],
-            value=block_size,
-            description=self.lab["block_size"],
-            style=style,
-            layout=small,
-        )
-        self.pcp = widgets.Dropdown(
-            options=[1, 2],
-            value=pcp,
-            description=self.lab["pcp"],
-            style=style,
-            layout=widgets.Layout(width="260px"),
-        )
-        self.mla_backend = widgets.Dropdown(
-            options=list(MLA_BACKENDS),
-            value=AttentionConfig(mla_backend).backend,
-            description=self.lab["mla_backend"],
-            style=style,
-            layout=widgets.Layout(width="240px"),
-        )
-        self.preset = widgets.Dropdown(
-            options=list(PRESETS),
-            value=preset,
-            description=self.lab["preset"],
-            style=style,
-            layout=widgets.Layout(width="240px"),
-        )
+        self.block_size = dropdown([1, 2, 4, 8, 16, 64], block_size, "block_size", "170px")
+        self.pcp = dropdown([1, 2], pcp, "pcp", "260px")
+        backend = AttentionConfig(mla_backend).backend
+        self.mla_backend = dropdown(list(MLA_BACKENDS), backend, "mla_backend", "240px")
+        self.preset = dropdown(list(PRESETS), preset, "preset", "240px")
         self.status = widgets.HTML().add_class("pdlab-status")
         self.error = widgets.HTML().add_class("pdlab-error")
         self.d_step = widgets.HTML().add_class("pdlab-d-step")

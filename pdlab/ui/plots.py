@@ -81,8 +81,7 @@ def lang_fonts(lang: str) -> Iterator[str]:
 def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
     # Figures built without pyplot: no global state, no GUI window, nothing to close.
     fig = Figure(figsize=(w, h))
-    axes = fig.subplots(1, ncols)
-    return fig, axes
+    return fig, fig.subplots(1, ncols)
 
 
 def plot_block_table(
@@ -103,13 +102,13 @@ def plot_block_table(
         raise PdlabLookupError("err_invalid_str", name="step", value=step, allowed=allowed)
     step = steps[0] if step is None else step
     with lang_fonts(lang) as lang:
-        return _block_table(trace, instance, step, block_size, lang)
+        return _block_table(trace, instance, step, block_size or trace.meta.get("block_size"), lang)
 
 
 def _block_table(
     trace: Tracer, instance: str, step: int, block_size: int | None, lang: str
 ) -> Figure:
-    bs = block_size or trace.meta.get("block_size") or 1
+    bs = block_size or 1
     reqs = trace.step_rows(instance, step)
     width = max(len(r["block_ids"]) for r in reqs)
     blues = colormaps["Blues"]
@@ -153,17 +152,10 @@ def _num_computed_tokens(trace: Tracer, instance: str | None, lang: str) -> Figu
     for k, ((inst, rid), pts) in enumerate(series.items()):
         xs, ys = [p[0] for p in pts], [p[1] for p in pts]
         (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
+        marker = {"markersize": max(3.0, 11.0 - 2.0 * k), "markeredgewidth": 1.5, "zorder": 2 + k}
         for x, y, path in pts:
-            ax.plot(
-                [x],
-                [y],
-                "osD^v"[k % 5],
-                color=line.get_color(),
-                fillstyle="full" if path == "decode" else "none",
-                markersize=max(3.0, 11.0 - 2.0 * k),
-                markeredgewidth=1.5,
-                zorder=2 + k,
-            )
+            fill = "full" if path == "decode" else "none"
+            ax.plot([x], [y], "osD^v"[k % 5], color=line.get_color(), fillstyle=fill, **marker)
     ax.set_xlabel(text(lang, "plot_nct_x"))
     ax.set_ylabel(text(lang, "plot_nct_y"))
     ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
@@ -186,18 +178,16 @@ def _path_costs(cfg: ModelConfig, contexts: list[int], lang: str) -> Figure:
     dec = [decode_path_cost(cfg, c) for c in contexts]
     fig, (a1, a2) = _figure(10, 4, ncols=2)
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label=text(lang, "plot_pf_pcp"))
-    a1.loglog(contexts, [d.flops for d in dec], "s-", label=text(lang, "plot_dc_default"))
-    a1.set_xlabel(text(lang, "plot_ctx_x"))
-    a1.set_ylabel(text(lang, "plot_flops_y"))
-    a1.set_title(text(lang, "plot_flops_title", model=cfg.name))
-    a1.legend(fontsize=8)
-    a2.loglog(contexts, [p.bytes for p in pre], "o-", label=text(lang, "plot_pf"))
-    a2.loglog(contexts, [d.bytes for d in dec], "s-", label=text(lang, "plot_dc"))
-    a2.set_xlabel(text(lang, "plot_ctx_x"))
-    a2.set_ylabel(text(lang, "plot_bytes_y"))
-    a2.set_title(text(lang, "plot_bytes_title", model=cfg.name))
-    a2.legend(fontsize=8)
+    for ax, what, (pf, dc) in (
+        (a1, "flops", ("plot_pf_pcp", "plot_dc_default")),
+        (a2, "bytes", ("plot_pf", "plot_dc")),
+    ):
+        ax.loglog(contexts, [getattr(p, what) for p in pre], "o-", label=text(lang, pf))
+        ax.loglog(contexts, [getattr(d, what) for d in dec], "s-", label=text(lang, dc))
+        ax.set_xlabel(text(lang, "plot_ctx_x"))
+        ax.set_ylabel(text(lang, f"plot_{what}_y"))
+        ax.set_title(text(lang, f"plot_{what}_title", model=cfg.name))
+        ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
 
@@ -213,8 +203,6 @@ def save_all(
         "num_computed_tokens.png": plot_num_computed_tokens(trace, lang=lang),
         "path_costs.png": plot_path_costs(cfg, lang=lang),
     }
-    paths = []
     for name, fig in figs.items():
         fig.savefig(out / name, dpi=110)
-        paths.append(out / name)
-    return paths
+    return [out / name for name in figs]

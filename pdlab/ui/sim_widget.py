@@ -26,34 +26,19 @@ class SimExplorer(widgets.VBox):
         self.lang, self.duration_s = lang, duration_s
         self.v3 = ModelConfig.deepseek_v3()
         self._profiles = {g: device_profile(g) for g in GPUS}
-        style = {"description_width": "initial"}
         t = lambda key: text(lang, key)  # noqa: E731 - a label's source
+
+        def slider(kind: type, key: str, **values: float) -> widgets.Widget:
+            style = {"description_width": "initial"}
+            return kind(description=t(key), style=style, continuous_update=False, **values)
+
         self.design = widgets.Dropdown(options=list(MODES), description=t("sim_design"))
         self.routing = widgets.Dropdown(options=list(ROUTINGS), description=t("sim_routing"))
-        self.context = widgets.IntSlider(
-            value=12,
-            min=10,
-            max=17,
-            description=t("w_sim_context"),
-            style=style,
-            continuous_update=False,
-        )  # 2**10 .. 2**17 tokens
-        self.batch = widgets.IntSlider(
-            value=64,
-            min=1,
-            max=256,
-            description=t("w_sim_batch"),
-            style=style,
-            continuous_update=False,
-        )
-        self.rate = widgets.FloatLogSlider(
-            value=20.0,
-            base=10,
-            min=0,
-            max=2.5,
-            description=t("w_sim_rate"),
-            style=style,
-            continuous_update=False,
+        # the running decodes' context: 2**10 .. 2**17 tokens
+        self.context = slider(widgets.IntSlider, "w_sim_context", value=12, min=10, max=17)
+        self.batch = slider(widgets.IntSlider, "w_sim_batch", value=64, min=1, max=256)
+        self.rate = slider(
+            widgets.FloatLogSlider, "w_sim_rate", value=20.0, base=10, min=0, max=2.5
         )
         self.gpu = widgets.Dropdown(options=list(GPUS), value="H200", description="GPU")
         self.k = widgets.Dropdown(options=[0, 1, 2, 3], value=0, description=t("w_sim_k"))
@@ -61,21 +46,12 @@ class SimExplorer(widgets.VBox):
         self.plot = widgets.Output()
         self.error = widgets.HTML()
         self.result: SimResult | None = None
-        controls = (
-            self.design,
-            self.routing,
-            self.context,
-            self.batch,
-            self.rate,
-            self.gpu,
-            self.k,
-        )
+        controls = [self.design, self.routing, self.context, self.batch, self.rate]
+        controls += [self.gpu, self.k]
         for w in controls:
             w.observe(lambda _: self.rerun(), names="value")
         wrap = widgets.Layout(flex_flow="row wrap")
-        super().__init__(
-            [widgets.HBox(list(controls), layout=wrap), self.error, self.summary, self.plot]
-        )
+        super().__init__([widgets.HBox(controls, layout=wrap), self.error, self.summary, self.plot])
         self.rerun()
 
     @property
