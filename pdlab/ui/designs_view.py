@@ -1,13 +1,7 @@
 """The four first-token designs compared point by point, from runs: ``pdlab pd
---compare-designs``, notebook 07 and the tour's closing chapter.
-
-:func:`compare_designs` runs the same prompts through a P/D pair once per design (in one
-process, or two with ``procs=2``) and through a colocated engine, and reads each row off
-the trace's ``first_token`` events (``pdlab/disagg/designs.py``), priced on ``gpu`` by
-``pdlab/sim/designs.py``; the last column puts the same design on DeepSeek-V3 as ``pdlab
-sim`` deploys it (one GPU of ``pdlab.sim.costs.DEFAULT_DEPLOYMENT``) for an ``n``-token
-prompt, modelled with the same functions. :func:`designs_table` renders the
-rows with rich.
+--compare-designs``, notebook 07 and the tour's closing chapter. Each row is read off the
+trace's ``first_token`` events (``pdlab/disagg/designs.py``) and priced by
+``pdlab/sim/designs.py``.
 """
 
 from __future__ import annotations

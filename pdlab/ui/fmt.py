@@ -1,11 +1,6 @@
-"""Formatting for every view: numbers, tables (rich and HTML), and excerpts of the real source
-(rich and notebook). The tour, the console views, the widgets and the notebooks all format
-through here, so a number reads the same wherever it is shown.
-
-Tables that fit the width they are printed at (:class:`FitTable`) and rich's line
-breaking (CJK-aware) are in :mod:`pdlab.ui.layout`; ``FitTable`` is importable from here.
-
-vLLM has no equivalent; this is presentation only.
+"""Formatting for every view: numbers, HTML tables and excerpts of the real source, so a number
+reads the same wherever it is shown. :class:`FitTable` (:mod:`pdlab.ui.layout`) is importable
+from here. vLLM has no equivalent; this is presentation only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""The P/D explorer for notebooks: reruns a small P/D pair and a colocated engine
-(:func:`pdlab.demo.run_demo`) whenever the prompt length, block size,
-``prefill_context_parallel_size`` or MLA backend profile changes, and shows D's first step,
-the path it took (``forward_mha``/``forward_mqa``, named as in
-``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it
-called, the modelled cost for a DeepSeek preset, and whether the tokens equal a colocated run.
-
-Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-cost``,
-``pdlab-tokens``, ...) so a browser test can read it.
+"""The P/D explorer for notebooks: reruns :func:`pdlab.demo.run_demo` whenever a control
+changes and shows D's first step, its path (named as in
+``vllm/model_executor/layers/attention/mla_attention.py``), its kernels, the modelled cost
+for a DeepSeek preset and whether the tokens equal a colocated run. Each result widget has a
+CSS class ``pdlab-...`` for the browser tests.
 """
 
 from __future__ import annotations

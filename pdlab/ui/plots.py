@@ -1,11 +1,7 @@
 """Matplotlib views of a trace: the block table, ``num_computed_tokens`` per step, and the
-cost of D's one-token step through either MLA path against context length.
-
-Every figure is drawn from a :class:`pdlab.engine.trace.Tracer` (or from the cost model), never
-from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
-``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
-(:mod:`pdlab.catalog`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
-the figures are labelled in English).
+cost of D's one-token step through either MLA path against context length. Drawn from a
+:class:`pdlab.engine.trace.Tracer` or the cost model, never from numbers typed in; labelled
+in ``lang`` (English where :func:`cjk_font` finds no Chinese font).
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
-"""Pictures of the first-token designs, drawn from traces (never by hand):
-
-* :func:`plot_cache_grid`: for one request, a layers x positions grid per design of what
-  D's cache holds when its first step starts (the K/V that landed), what that step
-  computes, and what token 1 needs (every layer's K/V of positions ``0..N-1`` and the
-  final hidden state of ``N-1``, shown as the top row);
-* :func:`plot_timeline`: proxy -> P -> transfer -> D in the order the trace recorded
-  them (a one-process :class:`~pdlab.disagg.pair.PDPair` run interleaves P's and D's
-  steps), each of D's steps labelled with how the request was routed and shaded by
-  ``decode_graph_eligible``.
-
-``pdlab tour --plots DIR`` writes both; notebook 07 shows them.
+"""Pictures of the first-token designs, drawn from traces: :func:`plot_cache_grid` (per
+design, what D's cache holds when its first step starts, what that step computes and what
+token 1 needs) and :func:`plot_timeline` (proxy, P, transfer and D in the order the trace
+recorded them, D's steps shaded by ``decode_graph_eligible``). ``pdlab tour --plots DIR``
+writes both; notebook 07 shows them.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07): first-token design, routing,
-the running decodes' context (log scale, up to 128K), batch size, arrival rate and GPU
-profile; each change reruns the simulator (DeepSeek-V3 as deployed) and shows TPOT p50/p99,
-D's time to first token, the share of steps that are not uniform decode batches, and the
-step times over the run. Labels in English or Chinese (:mod:`pdlab.catalog`).
+"""``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07); each change reruns the
+simulator (DeepSeek-V3 as deployed) and shows TPOT, D's time to first token, the share of
+steps that are not uniform decode batches, and the step times.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
-"""``pdlab tour`` and ``pdlab trace``: the commands, run from their parsed arguments (the
-arguments themselves, and the configurations built from them, are ``pdlab/cli/tour.py``'s).
+"""``pdlab tour`` and ``pdlab trace``, run from their parsed arguments (``pdlab/cli/tour.py``).
 
-The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
-pair with the chosen routing settings, pairs under the other set-ups that route D's step
-differently (Model Runner V2, V2 with prefill context parallelism, V1), a colocated engine,
-and the prompt under FLASH_ATTN_MLA, Hopper's backend) and
-prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
-the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
-:mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
-at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.tour_designs`
-(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace``
-runs any prompts with any settings and prints the step table.
+The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``) and
+prints seven chapters about its trace: 1-3 in :mod:`pdlab.ui.tour_kv`, 4-6 in
+:mod:`pdlab.ui.tour_route`, 7 in :mod:`pdlab.ui.tour_designs`. ``pdlab trace`` runs any
+prompts with any settings and prints the step table.
 
-The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
-``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu/model_runner.py`` (Model Runner
-V2, the default; ``vllm/v1/worker/gpu_model_runner.py`` is V1),
-``vllm/v1/attention/backends/utils.py`` and
+Upstream (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``, ``vllm/v1/core/kv_cache_manager.py``,
+``vllm/v1/worker/gpu/model_runner.py`` (Model Runner V2, the default; V1 is
+``vllm/v1/worker/gpu_model_runner.py``), ``vllm/v1/attention/backends/utils.py`` and
 ``vllm/model_executor/layers/attention/mla_attention.py``.
 """
 

@@ -1,14 +1,9 @@
 """The tour's closing chapter (7): could D skip the recompute, and does it matter?
 
-It runs the tour's prompt under the four first-token designs (``pdlab/disagg/designs.py``,
-table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid for DeepSeek-V3 as
-deployed (``pdlab.sim.costs.Deployment``) on the H200 profile with its defaults
-(``pdlab/sim/``), and the same under MTP (``K = 1``,
-routings V2 and PCP: D's step with and without speculative decoding), and states the answer
-in one paragraph with those runs' numbers. The tour starts the two grids on another core
-before it imports torch (``pdlab/ui/tour_sims.py``, ``pdlab/sim/background.py``).
-:func:`save_plots` writes the pictures of the designs (``pdlab/ui/plots_designs.py``) and
-of the simulation for ``pdlab tour --plots DIR``.
+The tour's prompt under the four first-token designs (:mod:`pdlab.ui.designs_view`), then
+``pdlab sim``'s grid on the H200 profile and the same under MTP (:mod:`pdlab.ui.tour_sims`
+starts both before torch loads), and the answer in one paragraph with their numbers.
+:func:`save_plots` writes the figures for ``pdlab tour --plots DIR``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
-"""The tour's chapters 1-3: the KV cache's journey. P prefills the prompt and writes each
-layer's latent rows; its blocks move into D's; D sets ``num_computed_tokens = N - 1`` and the
-tour shows why (the cache holds K/V, the logits need the last hidden state).
-
-Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
-:mod:`pdlab.catalog`. Upstream: ``vllm/v1/core/sched/scheduler.py``
-(``_update_waiting_for_remote_kv``) and ``vllm/v1/core/kv_cache_manager.py``
-(``get_computed_blocks``), vLLM 0.33.0.
+"""The tour's chapters 1-3: P prefills and writes each layer's latent rows; its blocks move
+into D's; D sets ``num_computed_tokens = N - 1``, and why. Numbers from a
+:class:`~pdlab.demo.Demo`'s trace, words from :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
+``vllm/v1/core/sched/scheduler.py`` (``_update_waiting_for_remote_kv``) and
+``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``).
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Chapter 4 under speculative decoding (``pdlab tour --num-speculative-tokens K``): D's
-first step as vLLM 0.33.0 schedules, routes and verifies it when DeepSeek's MTP layer
-drafts on D. Five stops, each read from the demo's trace and shown beside the pdlab source
-that decided it, with its upstream counterpart named:
-
-1. the padded row (``_pad_spec_decode``; ``schedule``'s waiting loop in
-   ``vllm/v1/core/sched/scheduler.py``): one new token over ``N - 1`` cached becomes
-   ``1 + K`` tokens with ``K`` ``-1`` placeholders;
-2. why it stays a decode: V2 subtracts the drafts (``gather_batch_req_state``), so
-   ``prefill_runs_as_decode`` and a uniform ``1 + K`` step;
-3. the threshold ``1 + K`` (``effective_threshold``; ``_init_reorder_batch_threshold`` in
-   ``vllm/v1/attention/backend.py``) and the path the row takes;
-4. the placeholders rejected (``gather_draft_sampled``) and the rollback;
-5. the drafter fed ``h[N-1]`` from the recomputed position (``MTPProposer.propose``;
-   ``target_dependent_ar/speculator.py``), and what PCP does to the row;
-6. behind the connector: the drafter's K/V row at ``N - 1`` (P wrote it from P's token,
-   D's draft prefill rewrites it from D's), NIXL's backoff (``K - 1`` prompt tokens left
-   to D with K MTP modules; 0 here, one module) and the prompt sent again, whose local
-   prefix hit on D loses its trailing block (``use_eagle_block_drop``; the fact is told in
-   ``pdlab/engine/core/kv_cache_manager.py``).
-
-The words are in :mod:`pdlab.catalog.mtp`; every number is the trace's.
+first step as vLLM 0.33.0 schedules, routes and verifies it when DeepSeek's MTP layer drafts
+on D, in six stops, each beside the pdlab source that decided it and its upstream
+counterpart: the padded row (``vllm/v1/core/sched/scheduler.py``), why it stays a decode,
+the threshold ``1 + K`` (``vllm/v1/attention/backend.py``), the placeholders rejected, the
+drafter fed ``h[N-1]`` (``target_dependent_ar/speculator.py``) and PCP, and what happens
+behind the connector (the trailing-block drop is told in
+``pdlab/engine/core/kv_cache_manager.py``). Words in :mod:`pdlab.catalog.mtp`.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
-"""The tour's chapters 4-6: the one-token step and its routing. D's short extend under
-Model Runner V2 (vLLM 0.33.0's default, where the runner itself names the row:
-``prefill_runs_as_decode``), under prefill context parallelism (``treat_short_extends_as_decodes``
-False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA's
-``reorder_batch_threshold``; what the two MLA paths cost at DeepSeek's widths; the rest of
-the generation, next to the colocated output; then and now, the learner's rule release by
-release (:mod:`pdlab.ui.tour_then`).
+"""The tour's chapters 4-6: D's one-token step and its routing under each set-up, what the
+two MLA paths cost at DeepSeek's widths, the rest of the generation; then and now is
+:mod:`pdlab.ui.tour_then`. Numbers from the trace or :mod:`pdlab.sim.kernel_costs`.
 
-Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
-(:mod:`pdlab.sim.kernel_costs`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
-``vllm/v1/worker/gpu/model_runner.py`` (V2's batch), ``vllm/v1/worker/gpu/pcp_manager.py``,
-``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
-``vllm/model_executor/layers/attention/mla_attention.py`` (the builder and both paths).
+Upstream (vLLM 0.33.0): ``vllm/v1/worker/gpu/model_runner.py`` (V2's batch),
+``vllm/v1/worker/gpu/pcp_manager.py``, ``vllm/v1/attention/backends/utils.py``
+(``split_decodes_and_prefills``) and ``vllm/model_executor/layers/attention/mla_attention.py``
+(the builder and both paths).
 """
 
 from __future__ import annotations

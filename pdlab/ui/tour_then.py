@@ -1,13 +1,11 @@
 """Then and now: the learner's premise, release by release.
 
 The learner read, in November 2025, that for DeepSeek "whether to take the prefill path is
-decided by ``num_computed_tokens < num_prompt_tokens``". Which code said so depends on the
-release and the setting. :data:`RULES` holds, for each, the argument that decides D's
-one-token row in that release's MLA split and the source line it was read from; nothing
-here restates a result: :func:`then_and_now` runs each rule through pdlab's
-:func:`~pdlab.engine.attention.backend.split_query_lens` (upstream's rule, to which vLLM 0.11.1's
-split is the case ``treat_short_extends_as_decodes=True``: it had no ``is_prefilling``)
-for D's row. The words are in :mod:`pdlab.catalog` (``tn_*``).
+decided by ``num_computed_tokens < num_prompt_tokens``". :data:`RULES` holds, per release and
+setting, the argument that decides D's one-token row in its MLA split and the source line it
+was read from; :func:`then_and_now` runs each through pdlab's
+:func:`~pdlab.engine.attention.backend.split_query_lens` (0.11.1's split is its case
+``treat_short_extends_as_decodes=True``: it had no ``is_prefilling``). Words: ``tn_*``.
 
 Sources: vLLM 0.11.1 and 0.33.0 wheels; vllm-ascend at ``bc67696a02`` (the last commit of
 November 2025) and at ``7baeb54ab8`` ("Fix PD recompute decode classification for MTP",
