@@ -36,10 +36,7 @@ def pool_state(scheduler: Scheduler) -> list[dict[str, Any]]:
     out = []
     for b in pool.blocks:
         held = owners.get(b.block_id, [])
-        if b.ref_cnt > 0:
-            state = "used"
-        else:
-            state = "cached" if b.block_hash is not None else "free"
+        state = "used" if b.ref_cnt > 0 else "cached" if b.block_hash is not None else "free"
         tokens: list[int] = list(b.token_ids or ())
         if not tokens and held:
             rid, j = held[0]
@@ -191,25 +188,11 @@ class BlockPoolExplorer(widgets.VBox):
                 for p in range(req.num_computed_tokens)
                 if p // bs < len(ids)
             ]
-            rows.append(
-                [
-                    rid,
-                    req.status.name,
-                    f"{req.num_computed_tokens}/{req.num_tokens}",
-                    ids,
-                    slots[-bs:],
-                ]
-            )
-        self.tables_html.value = html_table(
-            [
-                "req_id",
-                self.lab["status"],
-                "num_computed_tokens/num_tokens",
-                self.lab["block_table"],
-                self.lab["slots_last"],
-            ],
-            rows or [[self.lab["no_requests"]] + [""] * 4],
-        )
+            done = f"{req.num_computed_tokens}/{req.num_tokens}"
+            rows.append([rid, req.status.name, done, ids, slots[-bs:]])
+        heads = ["req_id", self.lab["status"], "num_computed_tokens/num_tokens"]
+        heads += [self.lab["block_table"], self.lab["slots_last"]]
+        self.tables_html.value = html_table(heads, rows or [[self.lab["no_requests"]] + [""] * 4])
         self.request.options = [r for r, q in sched.requests.items() if not q.is_finished()]
         self.log_html.value = html_table(
             [self.lab["event"], self.lab["details"]],

@@ -77,19 +77,17 @@ def compare_designs(
         forward = forwards[0] if forwards else "forward_mqa"
         kv3 = transfer_bytes(v3, "recompute", v3_context, cache.block_size)
         pay3, flops3, lat3 = design_point(v3, mode, v3_context, kv3, forward, prof, 2)
+        same = all(outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated))
+        d_first = sorted({(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events})
         rows.append(
             {
                 "mode": mode,
-                "same_as_colocated": all(
-                    outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated)
-                ),
+                "same_as_colocated": same,
                 "kv_bytes": sum(e["kv_bytes"] for e in events),
                 "payload_bytes": sum(e["payload_bytes"] for e in events),
                 "d_flops": sum(f for f, _ in priced),
                 "known": sorted({(e["known_on"], e["known_step"]) for e in events}),
-                "d_first": sorted(
-                    {(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events}
-                ),
+                "d_first": d_first,
                 "latency_s": max((s for _, s in priced), default=0.0),
                 "v3": {"bytes": kv3 + pay3, "d_flops": flops3, "latency_s": lat3},
             }
@@ -114,10 +112,8 @@ def designs_table(
     line("dz_kv", lambda r: fmt.nbytes(r["kv_bytes"]))
     line("dz_payload", lambda r: fmt.nbytes(r["payload_bytes"]))
     line("dz_flops", lambda r: fmt.flops(r["d_flops"]))
-    line(
-        "dz_known",
-        lambda r: ", ".join(text(lang, "v_on_step", on=on, step=s) for on, s in r["known"]),
-    )
+    known = lambda r: ", ".join(text(lang, "v_on_step", on=o, step=s) for o, s in r["known"])
+    line("dz_known", known)
     line(
         "dz_first",
         lambda r: ", ".join(
@@ -126,22 +122,15 @@ def designs_table(
         ),
     )
     line("dz_latency", lambda r: fmt.seconds(r["latency_s"]), gpu=gpu)
-    v3 = lambda r: r["v3"]  # noqa: E731 - one cell's source
-    line(
-        "dz_v3",
-        lambda r: (
-            f"{fmt.nbytes(v3(r)['bytes'])} / {fmt.flops(v3(r)['d_flops'])} / "
-            f"{fmt.seconds(v3(r)['latency_s'])}"
-        ),
-        n=v3_context,
-    )
-    t.caption = escape(
-        text(
-            lang,
-            "dz_note",
-            gpu=gpu,
-            link=f"{LINK_BYTES_PER_S / 1e9:g}",
-            link_source=text(lang, "dz_link_source"),
+
+    def v3(r: dict[str, Any]) -> str:
+        v = r["v3"]
+        return " / ".join(
+            (fmt.nbytes(v["bytes"]), fmt.flops(v["d_flops"]), fmt.seconds(v["latency_s"]))
         )
-    )
+
+    line("dz_v3", v3, n=v3_context)
+    link = f"{LINK_BYTES_PER_S / 1e9:g}"
+    note = text(lang, "dz_note", gpu=gpu, link=link, link_source=text(lang, "dz_link_source"))
+    t.caption = escape(note)
     return t

@@ -134,29 +134,17 @@ def source_excerpt(
     module = inspect.getmodule(obj)
     path = module.__name__.replace(".", "/") + ".py" if module else "?"
     marked = {first + lo + j for j, s in enumerate(chunk) if mark and mark in s}
-    return SourceExcerpt(
-        path,
-        getattr(obj, "__qualname__", str(obj)),
-        first + lo,
-        textwrap.dedent("".join(chunk)).rstrip("\n"),
-        marked,
-    )
+    code = textwrap.dedent("".join(chunk)).rstrip("\n")
+    return SourceExcerpt(path, getattr(obj, "__qualname__", str(obj)), first + lo, code, marked)
 
 
 def source_rich(ex: SourceExcerpt) -> Any:
     """The excerpt for a terminal: rich syntax with the file's line numbers."""
     from rich.syntax import Syntax
 
-    return Syntax(
-        ex.text,
-        "python",
-        line_numbers=True,
-        start_line=ex.first_line,
-        highlight_lines=ex.marked,
-        theme="ansi_dark",
-        background_color="default",
-        word_wrap=True,
-    )
+    look = {"theme": "ansi_dark", "background_color": "default", "word_wrap": True}
+    lines = {"line_numbers": True, "start_line": ex.first_line, "highlight_lines": ex.marked}
+    return Syntax(ex.text, "python", **lines, **look)
 
 
 def source_notebook(ex: SourceExcerpt) -> Any:

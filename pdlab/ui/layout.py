@@ -96,15 +96,8 @@ class FitTable:
         """A column; ``short`` is its narrow header, explained in the legend as ``means``
         (default: the full header). ``under`` names an earlier column (by header): when
         the short headers do not fit either, this column's cells go under that one's."""
-        self.columns.append(
-            {
-                "header": header,
-                "justify": justify,
-                "short": short,
-                "means": means or header,
-                "under": under,
-            }
-        )
+        column = {"header": header, "justify": justify, "short": short, "under": under}
+        self.columns.append({**column, "means": means or header})
 
     def _merged(self) -> FitTable:
         """This table with every ``under`` column moved beneath its host column."""

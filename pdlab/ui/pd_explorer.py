@@ -129,23 +129,12 @@ class PDExplorer(widgets.VBox):
             )
             return widgets.HBox([label, w])
 
-        wrap = widgets.Layout(flex_flow="row wrap")
-        super().__init__(
-            [
-                widgets.HBox(
-                    [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset],
-                    layout=wrap,
-                ),
-                self.status,
-                self.error,
-                row("d_first", self.d_step),
-                row("route", self.route),
-                row("kernels", self.kernels),
-                row("cost", self.cost),
-                row("tokens", self.tokens),
-                self.traces,
-            ]
-        )
+        controls = [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset]
+        head = [widgets.HBox(controls, layout=widgets.Layout(flex_flow="row wrap"))]
+        shown = {"d_first": self.d_step, "route": self.route, "kernels": self.kernels}
+        shown |= {"cost": self.cost, "tokens": self.tokens}
+        rows = [row(key, w) for key, w in shown.items()]
+        super().__init__([*head, self.status, self.error, *rows, self.traces])
         self.rerun()
 
     def _guard(self, fn: Callable[[], Any]) -> None:

@@ -78,18 +78,10 @@ def _cache_grid(traces: dict[str, Tracer], req_id: str, lang: str) -> Figure:
         ax.set_yticklabels(rows, fontsize=7)
         ax.set_xlabel(text(lang, "pg_position", n=n), fontsize=8)
         ax.set_title(mode, fontsize=10)
-    fig.legend(
-        handles=[
-            Patch(color=COLORS["held"], label=text(lang, "pg_held")),
-            Patch(color=COLORS["computed"], label=text(lang, "pg_computed")),
-            Patch(color=COLORS["shipped"], label=text(lang, "pg_shipped")),
-            Patch(color=COLORS["token"], label=text(lang, "pg_token")),
-            Patch(facecolor="white", hatch="//", label=text(lang, "pg_needs")),
-        ],
-        loc="lower center",
-        ncol=5,
-        fontsize=7,
-    )
+    kinds = ("held", "computed", "shipped", "token")
+    handles = [Patch(color=COLORS[k], label=text(lang, f"pg_{k}")) for k in kinds]
+    handles.append(Patch(facecolor="white", hatch="//", label=text(lang, "pg_needs")))
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=7)
     fig.suptitle(text(lang, "pg_grid_title", req=req_id), fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 0.95))
     return fig

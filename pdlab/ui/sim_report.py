@@ -35,45 +35,23 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
     backends = ", ".join(dict.fromkeys(f"{r['mla_backend']}" for r in rows))
     key = f"sim_source_{profile.name}"
     source = text(lang, key, on=profile.measured_on, shape=profile.measured_shape)
-    t = FitTable(
-        title=escape(text(lang, "sim_title", gpu=profile.name)),
-        caption=escape(
-            text(lang, "sim_caption", source=source, backend=backends)
-            + deployment_caption(rows, profile, lang)
-            + (
-                text(
-                    lang,
-                    "sim_caption_mtp",
-                    k=k,
-                    a=f"{rows[0]['acceptance_rate']:.0%}",
-                )
-                if k
-                else ""
-            )
-            + (text(lang, "sim_caption_mtp_weights") if k and "weight_dtype" in rows[0] else "")
-        ),
-    )
+    caption = text(lang, "sim_caption", source=source, backend=backends)
+    caption += deployment_caption(rows, profile, lang)
+    if k:
+        caption += text(lang, "sim_caption_mtp", k=k, a=f"{rows[0]['acceptance_rate']:.0%}")
+    if k and "weight_dtype" in rows[0]:
+        caption += text(lang, "sim_caption_mtp_weights")
+    title = escape(text(lang, "sim_title", gpu=profile.name))
+    t = FitTable(title=title, caption=escape(caption))
     tail_word = "p99" if all(r["tpot_tail"] == "p99" for r in rows) else "max"
-    for key, just in (
-        ("sim_routing", "left"),
-        ("sim_design", "left"),
-        ("sim_tpot", "right"),
-        ("sim_ttft", "right"),
-        ("sim_t2t", "right"),
-        ("sim_tokens", "right"),
-        ("sim_mixed", "right"),
-    ):
-        t.add_column(escape(text(lang, key, tail=tail_word)), justify=just)
+    for key in ("sim_routing", "sim_design"):
+        t.add_column(escape(text(lang, key, tail=tail_word)))
+    for key in ("sim_tpot", "sim_ttft", "sim_t2t", "sim_tokens", "sim_mixed"):
+        t.add_column(escape(text(lang, key, tail=tail_word)), justify="right")
     for r in rows:
-        t.add_row(
-            text(lang, f"sim_r_{r['routing']}"),
-            r["design"],
-            _ms(r, "tpot"),
-            _ms(r, "ttft_d"),
-            _ms(r, "t2t_d"),
-            f"{r['tokens_per_step']:.2f}",
-            f"{100 * r['non_uniform_share']:.0f}%",
-        )
+        times = (_ms(r, "tpot"), _ms(r, "ttft_d"), _ms(r, "t2t_d"))
+        counts = (f"{r['tokens_per_step']:.2f}", f"{100 * r['non_uniform_share']:.0f}%")
+        t.add_row(text(lang, f"sim_r_{r['routing']}"), r["design"], *times, *counts)
     return t
 
 

@@ -24,11 +24,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.engine.config import (
-    CacheConfig,
-    ModelConfig,
-    SchedulerConfig,
-)
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.errors import PdlabValueError
 from pdlab.ui import tour_sims
 from pdlab.ui.choices import routing_reason
@@ -140,25 +136,14 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
     if "run" in need:
         from pdlab.demo import PARTS, run_demo  # the engine: torch
 
+        same = ("block_size", "pcp", "mla_backend", "max_tokens", "backend", "gpu", "model_runner")
+        settings = {name: getattr(args, name) for name in same}  # run_demo's keywords too
+        k, compare = args.num_speculative_tokens or 0, need & set(PARTS)
         demo = run_demo(
-            args.prompt,
-            block_size=args.block_size,
-            pcp=args.pcp,
-            mla_backend=args.mla_backend,
-            max_tokens=args.max_tokens,
-            backend=args.backend,
-            model_config=cfg,
-            compare=need & set(PARTS),
-            gpu=args.gpu,
-            model_runner=args.model_runner,
-            num_speculative_tokens=args.num_speculative_tokens or 0,
+            args.prompt, model_config=cfg, compare=compare, num_speculative_tokens=k, **settings
         )
-        failed = [
-            e
-            for t in (demo.trace, demo.other_trace, demo.fresh_trace)
-            if t is not None
-            for e in request_errors(t)
-        ]
+        traces = (demo.trace, demo.other_trace, demo.fresh_trace)
+        failed = [e for t in traces if t is not None for e in request_errors(t)]
         if failed:  # the chapters read what the requests computed: there is nothing to show
             for e in failed:
                 c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
@@ -170,20 +155,11 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
         c.rule(f"[bold]{say(lang, 'title')}[/]")
         put("question")
-        put(
-            "settings",
-            prompt=tour_kv.shown(demo.prompt),
-            model=demo.trace.meta["model"],
-            layers=layers,
-            L=L,
-            R=R,
-            bs=demo.block_size,
-            pcp=demo.pcp,
-            mla=demo.mla_backend,
-            backend=demo.trace.meta["backend"],
-            runner=demo.model_runner,
-            why=routing_reason(demo.trace.meta["routing"]["D"], lang),
-        )
+        meta = demo.trace.meta
+        shape = {"layers": layers, "L": L, "R": R, "bs": demo.block_size, "pcp": demo.pcp}
+        run = {"mla": demo.mla_backend, "backend": meta["backend"], "runner": demo.model_runner}
+        said, why = tour_kv.shown(demo.prompt), routing_reason(meta["routing"]["D"], lang)
+        put("settings", prompt=said, model=meta["model"], why=why, **shape, **run)
         put("how_to_read", n=CHAPTERS)
         c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
@@ -235,13 +211,12 @@ def run_trace(
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = model_config
     with one_thread():
         if args.pd:
-            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
+            pair = PDPair(model_config, cache, sched, backend=args.backend, **routing)
             outs, trace = pair.generate(prompts, sp), pair.tracer
         else:
-            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing)
+            engine = LLMEngine(model_config, cache, sched, backend=args.backend, **routing)
             outs, trace = engine.generate(prompts, sp), engine.tracer
     kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
     routing = next(iter(trace.meta["routing"].values()))

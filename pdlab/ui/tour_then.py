@@ -145,8 +145,7 @@ def then_and_now(
     through each rule of :data:`RULES` with pdlab's split. vLLM rows use the backend
     profile of ``attention_config`` (its threshold after DCP, the NIXL interleave and MTP,
     as :meth:`~pdlab.engine.config.MLABackendProfile.effective_threshold` computes it);
-    vllm-ascend's
-    MLA builder starts at 1 and adds the speculative tokens (``mla_v1.py:264-267``)."""
+    vllm-ascend's MLA builder starts at 1 and adds the spec tokens (``mla_v1.py:264-267``)."""
     profile = (attention_config or AttentionConfig()).profile
     nct = num_prompt_tokens - 1
     runs = []
@@ -168,17 +167,10 @@ def then_and_now(
         )
         path = "decode" if nd else "prefill"
         by_length = split_query_lens([q], [prefilling], threshold, uniform, True)[0] == 0
-        runs.append(
-            RuleRun(
-                r,
-                q,
-                threshold,
-                prefilling if r.has_is_prefilling else None,
-                path,
-                None if r.paths is None else r.paths[0 if nd else 1],
-                path == "prefill" and not by_length,
-            )
-        )
+        shown = prefilling if r.has_is_prefilling else None
+        forward = None if r.paths is None else r.paths[0 if nd else 1]
+        holds = path == "prefill" and not by_length
+        runs.append(RuleRun(r, q, threshold, shown, path, forward, holds))
     return runs
 
 

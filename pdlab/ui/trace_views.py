@@ -16,16 +16,8 @@ from pdlab.errors import PdlabValueError
 from pdlab.ui.fmt import esc, html_table
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
-_NOISE = {
-    "kind",
-    "instance",
-    "step",
-    "remote_host",
-    "remote_port",
-    "remote_request_id",
-    "remote_engine_id",
-    "reason",
-}
+_NOISE = {"kind", "instance", "step", "reason"}
+_NOISE |= {f"remote_{field}" for field in ("host", "port", "request_id", "engine_id")}
 
 
 def event_details(e: Mapping[str, Any]) -> str:
@@ -34,11 +26,8 @@ def event_details(e: Mapping[str, Any]) -> str:
         if k in _NOISE or v is None or v == "" or v is False:
             continue
         if isinstance(v, dict):
-            v = (
-                "{"
-                + ", ".join(f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False)
-                + "}"
-            )
+            shown = [f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False]
+            v = "{" + ", ".join(shown) + "}"
         parts.append(f"{k}={v}")
     return ", ".join(parts)
 
@@ -54,11 +43,7 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
         kernels.setdefault(e["step"], []).append(e["name"])
     for e in tracer.filter(None, instance):
         kind, step = e["kind"], e["step"]
-        if kind == "kernel":
-            continue
         if kind == "step":
-            if not e["scheduled"]:
-                continue
             for r in e["scheduled"]:
                 detail = text(
                     lang,
@@ -72,23 +57,20 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
                 )
                 rows.append([step, text(lang, "v_schedule"), detail])
         elif kind == "route":
-            rows.append(
-                [
-                    step,
-                    "route",
-                    f"{e['req_id']}: query_len={e['query_len']}, "
-                    f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
-                    f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
-                    f"region={e['region']} → {e['forward']}",
-                ]
+            said = (
+                f"{e['req_id']}: query_len={e['query_len']}, "
+                f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
+                f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
+                f"region={e['region']} → {e['forward']}"
             )
+            rows.append([step, "route", said])
             if step in kernels:
                 label = text(lang, "v_kernels_layer", layer=layer)
                 rows.append([step, label, " → ".join(kernels.pop(step))])
         elif kind == "sample":
             detail = text(lang, "v_sample_row", req=e["req_id"], tok=e["token"], pos=e["position"])
             rows.append([step, "sample", detail])
-        else:
+        elif kind != "kernel":
             rows.append([step, kind, event_details(e)])
     return rows
 
