@@ -93,16 +93,10 @@ class BlockPoolExplorer(widgets.VBox):
         self.step_button.on_click(lambda _: self._guard(self.step))
         self.free_button.on_click(lambda _: self._guard(lambda: self.free(self.request.value)))
         self.reset_button.on_click(lambda _: self._guard(self.reset))
-        super().__init__(
-            [
-                widgets.HBox([self.prompt, self.add_button, self.step_button]),
-                widgets.HBox([self.request, self.free_button, self.reset_button]),
-                self.error_html,
-                self.pool_html,
-                self.tables_html,
-                self.log_html,
-            ]
-        )
+        add = widgets.HBox([self.prompt, self.add_button, self.step_button])
+        free = widgets.HBox([self.request, self.free_button, self.reset_button])
+        shown = [self.error_html, self.pool_html, self.tables_html, self.log_html]
+        super().__init__([add, free, *shown])
         self.reset()
 
     def reset(self) -> None:

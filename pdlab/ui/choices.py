@@ -25,13 +25,9 @@ def choice_reason(choice: BackendChoice | Mapping[str, Any], lang: str = "en") -
         gpu, where = text(lang, "pf_cpu_label"), text(lang, "pf_cpu")
     else:
         gpu, where = GPUS[facts["gpu"]][0], f"sm_{cap[0]}{cap[1]}"
+    key = f"pf_{Chosen(facts['how']).value}"
     return text(
-        lang,
-        f"pf_{Chosen(facts['how']).value}",
-        gpu=gpu,
-        where=where,
-        backend=facts["backend"].upper(),
-        flag="--gpu h200",
+        lang, key, gpu=gpu, where=where, backend=facts["backend"].upper(), flag="--gpu h200"
     )
 
 

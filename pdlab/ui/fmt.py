@@ -107,10 +107,6 @@ class SourceExcerpt:
     text: str  # dedented
     marked: set[int]  # line numbers holding the mark
 
-    @property
-    def header(self) -> str:
-        return f"# {self.path}, line {self.first_line}"
-
 
 def source_excerpt(
     obj: Any, start: str | None = None, end: str | None = None, mark: str | None = None
@@ -147,16 +143,13 @@ def source_rich(ex: SourceExcerpt) -> Any:
     return Syntax(ex.text, "python", **lines, **look)
 
 
-def source_notebook(ex: SourceExcerpt) -> Any:
-    """The excerpt for a notebook: highlighted code under a header naming file and line."""
+def show_source(obj: Any, start: str | None = None, end: str | None = None) -> Any:
+    """The real source of ``obj`` in a notebook (see :func:`source_excerpt`): highlighted
+    code under a header naming file and line."""
     from IPython.display import Code
 
-    return Code(f"{ex.header}\n{ex.text}\n", language="python")
-
-
-def show_source(obj: Any, start: str | None = None, end: str | None = None) -> Any:
-    """The real source of ``obj`` in a notebook (see :func:`source_excerpt`)."""
-    return source_notebook(source_excerpt(obj, start, end))
+    ex = source_excerpt(obj, start, end)
+    return Code(f"# {ex.path}, line {ex.first_line}\n{ex.text}\n", language="python")
 
 
 # ---- tables that fit the terminal ----------------------------------------------------------

@@ -96,14 +96,14 @@ class PDExplorer(widgets.VBox):
                 options=options, value=value, description=lab[key], style=style, layout=layout
             )
 
+        look = {"style": style, "layout": widgets.Layout(width="360px")}
         self.prompt_len = widgets.IntSlider(
             value=prompt_len,
             min=2,
             max=96,
             description=lab["prompt_len"],
             continuous_update=False,
-            style=style,
-            layout=widgets.Layout(width="360px"),
+            **look,
         )
         self.block_size = dropdown([1, 2, 4, 8, 16, 64], block_size, "block_size", "170px")
         self.pcp = dropdown([1, 2], pcp, "pcp", "260px")

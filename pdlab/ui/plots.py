@@ -132,60 +132,54 @@ def plot_num_computed_tokens(
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
     to ``forward_mha``, filled ones to ``forward_mqa``."""
     with lang_fonts(lang) as lang:
-        return _num_computed_tokens(trace, instance, lang)
-
-
-def _num_computed_tokens(trace: Tracer, instance: str | None, lang: str) -> Figure:
-    fig, ax = _figure(7, 4)
-    series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
-    for r in trace.step_rows(instance):
-        series.setdefault((r["instance"], r["req_id"]), []).append(
-            (r["step"], r["num_computed_tokens_after"], r["path"])
-        )
-    # Two instances often share a point (P and the colocated engine both prefill the prompt
-    # in step 1): each later series gets a different, smaller marker drawn on top, so every
-    # point stays visible as a ring inside the one before it.
-    for k, ((inst, rid), pts) in enumerate(series.items()):
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
-        marker = {"markersize": max(3.0, 11.0 - 2.0 * k), "markeredgewidth": 1.5, "zorder": 2 + k}
-        for x, y, path in pts:
-            fill = "full" if path == "decode" else "none"
-            ax.plot([x], [y], "osD^v"[k % 5], color=line.get_color(), fillstyle=fill, **marker)
-    ax.set_xlabel(text(lang, "plot_nct_x"))
-    ax.set_ylabel(text(lang, "plot_nct_y"))
-    ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
-    if series:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        fig, ax = _figure(7, 4)
+        series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+        for r in trace.step_rows(instance):
+            series.setdefault((r["instance"], r["req_id"]), []).append(
+                (r["step"], r["num_computed_tokens_after"], r["path"])
+            )
+        # Two instances often share a point (P and the colocated engine both prefill the prompt
+        # in step 1): each later series gets a different, smaller marker drawn on top, so every
+        # point stays visible as a ring inside the one before it.
+        for k, ((inst, rid), pts) in enumerate(series.items()):
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
+            size = max(3.0, 11.0 - 2.0 * k)
+            marker = {"markersize": size, "markeredgewidth": 1.5, "zorder": 2 + k}
+            for x, y, path in pts:
+                fill = "full" if path == "decode" else "none"
+                ax.plot([x], [y], "osD^v"[k % 5], color=line.get_color(), fillstyle=fill, **marker)
+        ax.set_xlabel(text(lang, "plot_nct_x"))
+        ax.set_ylabel(text(lang, "plot_nct_y"))
+        ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
+        if series:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
 
 
 def plot_path_costs(
     cfg: ModelConfig, contexts: list[int] | None = None, lang: str = "en"
 ) -> Figure:
     """Modelled FLOPs and bytes of D's one-token step, per layer, through both paths."""
+    contexts = contexts or [2**k for k in range(6, 18)]
     with lang_fonts(lang) as lang:
-        return _path_costs(cfg, contexts or [2**k for k in range(6, 18)], lang)
-
-
-def _path_costs(cfg: ModelConfig, contexts: list[int], lang: str) -> Figure:
-    pre = [prefill_path_cost(cfg, c) for c in contexts]
-    dec = [decode_path_cost(cfg, c) for c in contexts]
-    fig, (a1, a2) = _figure(10, 4, ncols=2)
-    # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    for ax, what, (pf, dc) in (
-        (a1, "flops", ("plot_pf_pcp", "plot_dc_default")),
-        (a2, "bytes", ("plot_pf", "plot_dc")),
-    ):
-        ax.loglog(contexts, [getattr(p, what) for p in pre], "o-", label=text(lang, pf))
-        ax.loglog(contexts, [getattr(d, what) for d in dec], "s-", label=text(lang, dc))
-        ax.set_xlabel(text(lang, "plot_ctx_x"))
-        ax.set_ylabel(text(lang, f"plot_{what}_y"))
-        ax.set_title(text(lang, f"plot_{what}_title", model=cfg.name))
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        pre = [prefill_path_cost(cfg, c) for c in contexts]
+        dec = [decode_path_cost(cfg, c) for c in contexts]
+        fig, (a1, a2) = _figure(10, 4, ncols=2)
+        # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
+        for ax, what, (pf, dc) in (
+            (a1, "flops", ("plot_pf_pcp", "plot_dc_default")),
+            (a2, "bytes", ("plot_pf", "plot_dc")),
+        ):
+            ax.loglog(contexts, [getattr(p, what) for p in pre], "o-", label=text(lang, pf))
+            ax.loglog(contexts, [getattr(d, what) for d in dec], "s-", label=text(lang, dc))
+            ax.set_xlabel(text(lang, "plot_ctx_x"))
+            ax.set_ylabel(text(lang, f"plot_{what}_y"))
+            ax.set_title(text(lang, f"plot_{what}_title", model=cfg.name))
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
 
 
 def save_all(

@@ -86,22 +86,10 @@ class SimExplorer(widgets.VBox):
             tail = "" if s[f"{name}_tail"] == "p99" else " max"
             return f"{seconds(s[f'{name}_p50_s'])} / {seconds(s[f'{name}_p99_s'])}{tail}"
 
-        cells = [
-            pair("tpot"),
-            pair("ttft_d"),
-            pair("t2t_d"),
-            f"{s['tokens_per_step']:.2f}",
-            f"{100 * s['non_uniform_share']:.0f}%",
-        ]
-        note = text(
-            lang,
-            "w_sim_note",
-            steps=s["steps"],
-            n=s["arrivals"],
-            gpu=profile.name,
-            dtype=s["weight_dtype"],
-            gpus=s["num_gpus"],
-        )
+        cells = [pair(name) for name in ("tpot", "ttft_d", "t2t_d")]
+        cells += [f"{s['tokens_per_step']:.2f}", f"{100 * s['non_uniform_share']:.0f}%"]
+        counts = {"steps": s["steps"], "n": s["arrivals"], "gpus": s["num_gpus"]}
+        note = text(lang, "w_sim_note", gpu=profile.name, dtype=s["weight_dtype"], **counts)
         self.summary.value = html_table(head, [cells]) + f"<div>{esc(note)}</div>"
         fig = Figure(figsize=(7, 2.4))
         ax = fig.subplots()

@@ -165,19 +165,10 @@ class StepPlayer(widgets.VBox):
             ]
             for r in self.tracer.step_rows(self.instance, step)
         ]
-        self.table.value = html_table(
-            [
-                "req_id",
-                "num_prompt_tokens",
-                "num_tokens",
-                "num_computed_tokens",
-                "num_scheduled_tokens",
-                text(self.lang, "v_path"),
-                "block_ids",
-                text(self.lang, "v_sampled"),
-            ],
-            rows or [[self.lab["none"]] + [""] * 7],
-        )
+        heads = ["req_id", "num_prompt_tokens", "num_tokens", "num_computed_tokens"]
+        heads += ["num_scheduled_tokens", text(self.lang, "v_path"), "block_ids"]
+        heads.append(text(self.lang, "v_sampled"))
+        self.table.value = html_table(heads, rows or [[self.lab["none"]] + [""] * 7])
         evs = [
             [e.kind, event_details(e)] for e in self.tracer.lifecycle_events(self.instance, step)
         ]
