@@ -60,13 +60,10 @@ _COLORS = {"used": "#9fd19f", "cached": "#f6d28b", "free": "#eeeeee"}
 
 
 class BlockPoolExplorer(widgets.VBox):
-    """A live ``Scheduler`` over a small block pool, with a runner that has no model.
-
-    ``add(prompt)`` queues a request (it is admitted, with any prefix hit, at the next step);
+    """``add(prompt)`` queues a request (admitted, with any prefix hit, at the next step);
     ``step()`` runs one ``schedule() -> execute_model() -> update_from_output()``;
     ``free(req_id)`` aborts a request, giving its blocks back tail first. The buttons call the
-    same methods. Each request generates ``max_tokens`` tokens (all ``'.'``) and then finishes.
-    """
+    same methods. Each request generates ``max_tokens`` tokens (all ``'.'``) and finishes."""
 
     def __init__(
         self,

@@ -75,13 +75,9 @@ def step_table(
     default = text(lang, "v_steps_on", inst=instance) if instance else text(lang, "v_steps")
     t = FitTable(title=title or default, legend=text(lang, "st_legend"))
     for key, just in _STEP_COLUMNS:
-        short = f"{key}_s" if f"{key}_s" in TEXT else None
-        t.add_column(
-            escape(text(lang, key)),
-            justify=just,
-            short=escape(text(lang, short)) if short else None,
-            means=escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else "",
-        )
+        short = escape(text(lang, f"{key}_s")) if f"{key}_s" in TEXT else None
+        means = escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else ""
+        t.add_column(escape(text(lang, key)), justify=just, short=short, means=means)
     failed = {(e["inst"], e["step"], e["req"]) for e in request_errors(trace, instance)}
     for r in trace.step_rows(instance):
         path = r["forward"] or "-"

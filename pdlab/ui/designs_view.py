@@ -55,8 +55,7 @@ def compare_designs(
     trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
     routed and the modelled latency after P (summed or listed over the prompts), and the
     same design on DeepSeek-V3 as ``pdlab sim`` deploys it for a ``v3_context``-token prompt
-    on ``gpu``.
-    ``traces``, if given, receives each design's trace."""
+    on ``gpu``. ``traces``, if given, receives each design's trace."""
     cfg = model_config or ModelConfig.tiny()
     cache = cache_config or CacheConfig()
     sp = sampling_params or SamplingParams(max_tokens=4)

@@ -71,9 +71,7 @@ def tokens_text(run: Demo, lang: str = "en") -> str:
 
 
 class PDExplorer(widgets.VBox):
-    """Rerun a small P/D pair (tiny model, torch backend) whenever a control changes, and
-    show D's first step, its routing decision, its kernels, the modelled cost for a preset
-    at context ``N - 1``, and whether P/D's tokens equal a colocated run's."""
+    """The explorer (see the module docstring); the cost is at context ``N - 1``."""
 
     def __init__(
         self,
@@ -96,14 +94,9 @@ class PDExplorer(widgets.VBox):
                 options=options, value=value, description=lab[key], style=style, layout=layout
             )
 
-        look = {"style": style, "layout": widgets.Layout(width="360px")}
+        look = {"style": style, "layout": widgets.Layout(width="360px"), "continuous_update": False}
         self.prompt_len = widgets.IntSlider(
-            value=prompt_len,
-            min=2,
-            max=96,
-            description=lab["prompt_len"],
-            continuous_update=False,
-            **look,
+            value=prompt_len, min=2, max=96, description=lab["prompt_len"], **look
         )
         self.block_size = dropdown([1, 2, 4, 8, 16, 64], block_size, "block_size", "170px")
         self.pcp = dropdown([1, 2], pcp, "pcp", "260px")
@@ -148,13 +141,10 @@ class PDExplorer(widgets.VBox):
         self._guard(self._rerun)
 
     def _rerun(self) -> None:
+        chosen = {"block_size": self.block_size.value, "pcp": self.pcp.value}
+        chosen["mla_backend"] = self.mla_backend.value
         run = run_demo(
-            self.prompt_len.value,
-            block_size=self.block_size.value,
-            pcp=self.pcp.value,
-            mla_backend=self.mla_backend.value,
-            max_tokens=self.max_tokens,
-            backend=self.backend,
+            self.prompt_len.value, max_tokens=self.max_tokens, backend=self.backend, **chosen
         )
         self.run = run
         lab = self.lab

@@ -61,22 +61,14 @@ def deployment_caption(rows: list[dict[str, Any]], profile: DeviceProfile, lang:
     r = rows[0] if rows else {}
     if "weight_dtype" not in r:
         return ""
-    return text(
-        lang,
-        "sim_caption_moe",
-        gpus=r["num_gpus"],
-        dense=r["dense_layers"],
-        experts=r["routed_experts"],
-        k=r["top_k"],
-        moe=r["layers"] - r["dense_layers"],
-        per=r["experts_per_gpu"],
-        redundant=r["redundant_experts"],
-        dtype=r["weight_dtype"],
-        gb=f"{r['weight_bytes_per_gpu'] / 1e9:.0f}",
-        link=f"{profile.link_bytes_per_s / 1e9:g}",
-        overlap=text(lang, "sim_caption_overlap_" + ("on" if r["overlap_all_to_all"] else "off")),
-        peak=f"{profile.peak_flops / 1e12:,.0f}",
-    )
+    layers = {"dense": r["dense_layers"], "moe": r["layers"] - r["dense_layers"]}
+    experts = {"experts": r["routed_experts"], "k": r["top_k"], "per": r["experts_per_gpu"]}
+    gpus = {"gpus": r["num_gpus"], "redundant": r["redundant_experts"], "dtype": r["weight_dtype"]}
+    gb, link = f"{r['weight_bytes_per_gpu'] / 1e9:.0f}", f"{profile.link_bytes_per_s / 1e9:g}"
+    overlap = text(lang, "sim_caption_overlap_" + ("on" if r["overlap_all_to_all"] else "off"))
+    peak = f"{profile.peak_flops / 1e12:,.0f}"
+    said = {"gb": gb, "link": link, "overlap": overlap, "peak": peak}
+    return text(lang, "sim_caption_moe", **layers, **experts, **gpus, **said)
 
 
 def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figure:
@@ -119,11 +111,11 @@ def write_plots(
     rows: list[dict[str, Any]], runs: dict[tuple[str, str], SimResult], out: Path
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for design in dict.fromkeys(d for _, d in runs):
-        p = out / f"sim_step_time_{design}.png"
-        plot_step_times(runs, design).savefig(p, dpi=110)
-        paths.append(p)
-    p = out / "sim_tpot.png"
-    plot_tpot(rows).savefig(p, dpi=110)
-    return [*paths, p]
+    figs = {
+        f"sim_step_time_{d}.png": plot_step_times(runs, d)
+        for d in dict.fromkeys(d for _, d in runs)
+    }
+    figs["sim_tpot.png"] = plot_tpot(rows)
+    for name, fig in figs.items():
+        fig.savefig(out / name, dpi=110)
+    return [out / name for name in figs]

@@ -23,13 +23,9 @@ from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.sim_report import sim_table, write_plots
 from pdlab.ui.tour_kv import printer
-from pdlab.ui.tour_sims import (  # noqa: F401 - MTP_*: re-exported for notebook 07
-    MTP_BASE,
-    MTP_DESIGNS,
-    MTP_ROUTINGS,
-    SIM_GRIDS,
-    sim_rows,
-)
+
+# MTP_*: re-exported for notebook 07
+from pdlab.ui.tour_sims import MTP_BASE, MTP_DESIGNS, MTP_ROUTINGS, SIM_GRIDS, sim_rows  # noqa: F401
 
 GPU = "H200"
 # One run of the designs per prompt and block size, for the chapter and its plots; the

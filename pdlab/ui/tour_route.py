@@ -142,15 +142,10 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
     runs = {k: _first_d_step(demo.variant_traces[k], rid) for k in order}
     main = (demo.model_runner, demo.pcp)
     r0 = runs[_V2]["route"]
+    counts = {"q": r0["query_len"], "nct": r0["num_computed_tokens"], "n": r0["num_prompt_tokens"]}
+    flags = {"prefilling": r0["is_prefilling"], "rad": r0["prefill_runs_as_decode"]}
     put(
-        "ch4_intro",
-        q=r0["query_len"],
-        nct=r0["num_computed_tokens"],
-        n=r0["num_prompt_tokens"],
-        plen=r0["prefill_len"],
-        prefilling=r0["is_prefilling"],
-        rad=r0["prefill_runs_as_decode"],
-        eligible=r0["decode_graph_eligible"],
+        "ch4_intro", plen=r0["prefill_len"], eligible=r0["decode_graph_eligible"], **counts, **flags
     )
     start = 'if model_runner == "v2" and has_prefill and not use_pcp'
     where = (start, "eligible = all(", "runs_as_decode = [")

@@ -150,21 +150,14 @@ class StepPlayer(widgets.VBox):
             e["req_id"]: e["error"]
             for e in self.tracer.filter("request_error", self.instance, step=step)
         }
-        rows = [
-            [
-                r["req_id"],
-                r["num_prompt_tokens"],
-                r["num_tokens"],
-                f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}",
-                r["num_scheduled_tokens"],
-                r["forward"],
-                r["block_ids"],
-                f"{self.lab['error']}: {failed[r['req_id']]}"
-                if r["req_id"] in failed
-                else ("" if r["sampled"] is None else r["sampled"]),
-            ]
-            for r in self.tracer.step_rows(self.instance, step)
-        ]
+        rows = []
+        for r in self.tracer.step_rows(self.instance, step):
+            rid, shown = r["req_id"], "" if r["sampled"] is None else r["sampled"]
+            if rid in failed:
+                shown = f"{self.lab['error']}: {failed[rid]}"
+            done = f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}"
+            counts = [r["num_prompt_tokens"], r["num_tokens"], done, r["num_scheduled_tokens"]]
+            rows.append([rid, *counts, r["forward"], r["block_ids"], shown])
         heads = ["req_id", "num_prompt_tokens", "num_tokens", "num_computed_tokens"]
         heads += ["num_scheduled_tokens", text(self.lang, "v_path"), "block_ids"]
         heads.append(text(self.lang, "v_sampled"))
