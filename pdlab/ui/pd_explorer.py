@@ -117,10 +117,8 @@ class PDExplorer(widgets.VBox):
         self.preset.observe(lambda _: self._guard(self.render_cost), names="value")
 
         def row(key: str, w: widgets.Widget) -> widgets.HBox:
-            label = widgets.HTML(
-                f"<b>{esc(self.lab[key])}</b>", layout=widgets.Layout(min_width="130px")
-            )
-            return widgets.HBox([label, w])
+            narrow = widgets.Layout(min_width="130px")
+            return widgets.HBox([widgets.HTML(f"<b>{esc(self.lab[key])}</b>", layout=narrow), w])
 
         controls = [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset]
         head = [widgets.HBox(controls, layout=widgets.Layout(flex_flow="row wrap"))]
@@ -148,9 +146,8 @@ class PDExplorer(widgets.VBox):
         )
         self.run = run
         lab = self.lab
-        self.status.value = esc(
-            lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
-        )
+        ran = lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
+        self.status.value = esc(ran)
         r = run.d_first_step
         n = r["num_prompt_tokens"]
         n1 = "N-1" if r["num_computed_tokens"] == n - 1 else "≠ N-1"

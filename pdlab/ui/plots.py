@@ -22,19 +22,10 @@ from pdlab.engine.trace import Tracer
 from pdlab.errors import PdlabLookupError, Phrase
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 
-# Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what
-# macOS and Windows ship.
-_CJK_NAMES = (
-    "Noto Sans CJK SC",
-    "Noto Sans CJK JP",
-    "Noto Sans SC",
-    "Source Han Sans SC",
-    "WenQuanYi Zen Hei",
-    "PingFang SC",
-    "Heiti SC",
-    "Microsoft YaHei",
-    "SimHei",
-)
+# Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk and other
+# Linux fonts, then what macOS and Windows ship.
+_CJK_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC")
+_CJK_NAMES += ("WenQuanYi Zen Hei", "PingFang SC", "Heiti SC", "Microsoft YaHei", "SimHei")
 
 
 @functools.cache
@@ -97,33 +88,27 @@ def plot_block_table(
         allowed = Phrase("err_x_for_instance", choices=steps, instance=instance)
         raise PdlabLookupError("err_invalid_str", name="step", value=step, allowed=allowed)
     step = steps[0] if step is None else step
+    bs = block_size or trace.meta.get("block_size") or 1
     with lang_fonts(lang) as lang:
-        return _block_table(trace, instance, step, block_size or trace.meta.get("block_size"), lang)
-
-
-def _block_table(
-    trace: Tracer, instance: str, step: int, block_size: int | None, lang: str
-) -> Figure:
-    bs = block_size or 1
-    reqs = trace.step_rows(instance, step)
-    width = max(len(r["block_ids"]) for r in reqs)
-    blues = colormaps["Blues"]
-    fig, ax = _figure(max(4.0, 0.6 * width + 2), 0.7 * len(reqs) + 1.2)
-    for row, r in enumerate(reqs):
-        filled = r["num_computed_tokens_after"]
-        for j, bid in enumerate(r["block_ids"]):
-            frac = min(max(filled - j * bs, 0), bs) / bs
-            ax.add_patch(Rectangle((j, row), 0.95, 0.9, color=blues(0.25 + 0.6 * frac)))
-            ax.text(j + 0.47, row + 0.45, str(bid), ha="center", va="center", fontsize=9)
-    ax.set_xlim(0, width)
-    ax.set_ylim(len(reqs), 0)
-    ax.set_yticks([i + 0.45 for i in range(len(reqs))])
-    ax.set_yticklabels([r["req_id"] for r in reqs])
-    ax.set_xlabel(text(lang, "plot_bt_x", bs=bs))
-    ax.set_ylabel(text(lang, "plot_bt_y"))
-    ax.set_title(text(lang, "plot_bt_title", inst=instance, step=step))
-    fig.tight_layout()
-    return fig
+        reqs = trace.step_rows(instance, step)
+        width = max(len(r["block_ids"]) for r in reqs)
+        blues = colormaps["Blues"]
+        fig, ax = _figure(max(4.0, 0.6 * width + 2), 0.7 * len(reqs) + 1.2)
+        for row, r in enumerate(reqs):
+            filled = r["num_computed_tokens_after"]
+            for j, bid in enumerate(r["block_ids"]):
+                frac = min(max(filled - j * bs, 0), bs) / bs
+                ax.add_patch(Rectangle((j, row), 0.95, 0.9, color=blues(0.25 + 0.6 * frac)))
+                ax.text(j + 0.47, row + 0.45, str(bid), ha="center", va="center", fontsize=9)
+        ax.set_xlim(0, width)
+        ax.set_ylim(len(reqs), 0)
+        ax.set_yticks([i + 0.45 for i in range(len(reqs))])
+        ax.set_yticklabels([r["req_id"] for r in reqs])
+        ax.set_xlabel(text(lang, "plot_bt_x", bs=bs))
+        ax.set_ylabel(text(lang, "plot_bt_y"))
+        ax.set_title(text(lang, "plot_bt_title", inst=instance, step=step))
+        fig.tight_layout()
+        return fig
 
 
 def plot_num_computed_tokens(

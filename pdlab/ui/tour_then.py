@@ -150,9 +150,8 @@ def then_and_now(
     nct = num_prompt_tokens - 1
     runs = []
     for r in RULES:
-        par = adjust_dcp_kv_cache_interleave_size(
-            ParallelConfig(decode_context_parallel_size=r.dcp), block_size, True
-        )
+        parallel = ParallelConfig(decode_context_parallel_size=r.dcp)
+        par = adjust_dcp_kv_cache_interleave_size(parallel, block_size, True)
         if r.ascend:
             threshold, uniform = 1 + r.spec_tokens, False
         else:
@@ -162,11 +161,10 @@ def then_and_now(
             uniform = profile.require_uniform
         q = 1 + r.spec_tokens
         prefilling = nct < num_prompt_tokens and nct > 0
-        nd, *_ = split_query_lens(
-            [q], [prefilling], threshold, uniform, r.treat_short_extends_as_decodes
-        )
+        row = ([q], [prefilling], threshold, uniform)
+        nd, *_ = split_query_lens(*row, r.treat_short_extends_as_decodes)
         path = "decode" if nd else "prefill"
-        by_length = split_query_lens([q], [prefilling], threshold, uniform, True)[0] == 0
+        by_length = split_query_lens(*row, True)[0] == 0
         shown = prefilling if r.has_is_prefilling else None
         forward = None if r.paths is None else r.paths[0 if nd else 1]
         holds = path == "prefill" and not by_length
