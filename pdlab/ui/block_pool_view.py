@@ -98,21 +98,18 @@ class BlockPoolExplorer(widgets.VBox):
 
     def reset(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.scheduler = Scheduler(
-            SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens),
-            CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks),
-            max_model_len=4096,
-            emit=lambda kind, **f: self.events.append((kind, f)),
-        )
+        sched = SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens)
+        cache = CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks)
+        emit = lambda kind, **f: self.events.append((kind, f))
+        self.scheduler = Scheduler(sched, cache, max_model_len=4096, emit=emit)
         self.runner = FakeModelRunner(sample=lambda rid, pos: ord("."))
         self._ids = 0
         self.render()
 
     def add(self, prompt: str) -> str:
         rid = f"r{self._ids}"
-        self.scheduler.add_request(
-            Request(rid, list(prompt.encode("utf-8")), SamplingParams(max_tokens=self.max_tokens))
-        )
+        sp = SamplingParams(max_tokens=self.max_tokens)
+        self.scheduler.add_request(Request(rid, list(prompt.encode("utf-8")), sp))
         self._ids += 1
         self.events.append(("add_request", {"req_id": rid, "num_prompt_tokens": len(prompt)}))
         self.render()
@@ -185,7 +182,5 @@ class BlockPoolExplorer(widgets.VBox):
         heads += [self.lab["block_table"], self.lab["slots_last"]]
         self.tables_html.value = html_table(heads, rows or [[self.lab["no_requests"]] + [""] * 4])
         self.request.options = [r for r, q in sched.requests.items() if not q.is_finished()]
-        self.log_html.value = html_table(
-            [self.lab["event"], self.lab["details"]],
-            [[k, event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]],
-        )
+        log = [[k, event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]]
+        self.log_html.value = html_table([self.lab["event"], self.lab["details"]], log)

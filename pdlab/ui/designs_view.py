@@ -63,8 +63,7 @@ def compare_designs(
     with one_thread():  # the tiny model's matrices: a thread pool only adds its overhead
         colocated = LLMEngine(cfg, cache, backend="torch", **routing).generate(ids, sp)
         runs = {m: _run(m, ids, cfg, cache, SchedulerConfig(), sp, procs, routing) for m in MODES}
-    prof = device_profile(gpu)
-    v3 = ModelConfig.deepseek_v3()
+    prof, v3 = device_profile(gpu), ModelConfig.deepseek_v3()
     rows = []
     for mode in MODES:
         outs, trace = runs[mode]

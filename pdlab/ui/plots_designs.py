@@ -35,16 +35,11 @@ def _grid_cells(trace: Tracer, req_id: str) -> tuple[int, int, dict[tuple[int, i
         for e in trace.filter("kv_transfer", "D", req_id=req_id)
         if e["ok"]
     )
-    cells: dict[tuple[int, int], str] = {}
-    for layer in range(layers):
-        for p in range(held):
-            cells[layer, p] = "held"
+    cells = {(layer, p): "held" for layer in range(layers) for p in range(held)}
     routes = trace.filter("route", "D", req_id=req_id)
     if routes:
         c, q = routes[0]["num_computed_tokens"], routes[0]["query_len"]
-        for p in range(c, c + q):
-            for layer in range(layers + 1):
-                cells[layer, p] = "computed"
+        cells |= {(layer, p): "computed" for p in range(c, c + q) for layer in range(layers + 1)}
     if ft["mode"] == "hidden_state" and ft["payload_bytes"]:
         cells[layers, n - 1] = "shipped"
     elif ft["known_on"] == "P":

@@ -14,6 +14,7 @@ Upstream (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``, ``vllm/v1/core/kv_c
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -73,10 +74,8 @@ def page(text: str, height: int) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         subprocess.run([less, "-R"], input=text, text=True, check=False)
-    except KeyboardInterrupt:
-        pass
 
 
 def run_tour(

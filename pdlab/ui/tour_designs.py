@@ -38,9 +38,8 @@ def _runs(demo: Demo) -> tuple[list, dict]:
     key = (tuple(demo.prompt_ids), demo.block_size)
     if key not in _RUNS:
         traces: dict[str, Any] = {}
-        rows = compare_designs(
-            [demo.prompt_ids], demo.cfg, CacheConfig(block_size=demo.block_size), traces=traces
-        )
+        cache = CacheConfig(block_size=demo.block_size)
+        rows = compare_designs([demo.prompt_ids], demo.cfg, cache, traces=traces)
         while len(_RUNS) >= _KEEP:
             del _RUNS[next(iter(_RUNS))]  # the oldest
         _RUNS[key] = rows, traces
@@ -48,9 +47,7 @@ def _runs(demo: Demo) -> tuple[list, dict]:
 
 
 def answer_values(
-    sim_rows: list[dict[str, Any]],
-    mtp_rows: list[dict[str, Any]],
-    base: SimConfig | None = None,
+    sim_rows: list[dict[str, Any]], mtp_rows: list[dict[str, Any]], base: SimConfig | None = None
 ) -> dict:
     """The numbers the closing paragraph quotes, read off the simulation's rows (run
     with ``base``, by default ``SimConfig()``) and those of the same grid under MTP

@@ -109,10 +109,8 @@ def trace_panels(
     titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
     boxes = []
     for inst in instances:
-        w = widgets.HTML(
-            trace_html(tracer, inst, titles.get(inst, inst), lang=lang),
-            layout=widgets.Layout(flex="1 1 0", min_width="0"),
-        )
+        html = trace_html(tracer, inst, titles.get(inst, inst), lang=lang)
+        w = widgets.HTML(html, layout=widgets.Layout(flex="1 1 0", min_width="0"))
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
 
@@ -146,10 +144,8 @@ class StepPlayer(widgets.VBox):
         head = text(self.lang, "v_player_title", inst=self.instance, step=step)
         sub = text(self.lang, "v_player_sub", total=total, usage=f"{usage:.0%}")
         self.title.value = f"<b>{esc(head)}</b>{esc(sub)}"
-        failed = {
-            e["req_id"]: e["error"]
-            for e in self.tracer.filter("request_error", self.instance, step=step)
-        }
+        errors = self.tracer.filter("request_error", self.instance, step=step)
+        failed = {e["req_id"]: e["error"] for e in errors}
         rows = []
         for r in self.tracer.step_rows(self.instance, step):
             rid, shown = r["req_id"], "" if r["sampled"] is None else r["sampled"]
@@ -162,9 +158,6 @@ class StepPlayer(widgets.VBox):
         heads += ["num_scheduled_tokens", text(self.lang, "v_path"), "block_ids"]
         heads.append(text(self.lang, "v_sampled"))
         self.table.value = html_table(heads, rows or [[self.lab["none"]] + [""] * 7])
-        evs = [
-            [e.kind, event_details(e)] for e in self.tracer.lifecycle_events(self.instance, step)
-        ]
-        self.events.value = html_table(
-            [self.lab["event"], self.lab["details"]], evs or [[self.lab["none"], ""]]
-        )
+        lifecycle = self.tracer.lifecycle_events(self.instance, step)
+        evs = [[e.kind, event_details(e)] for e in lifecycle] or [[self.lab["none"], ""]]
+        self.events.value = html_table([self.lab["event"], self.lab["details"]], evs)
