@@ -36,10 +36,7 @@ def pool_state(scheduler: Scheduler) -> list[dict[str, Any]]:
     out = []
     for b in pool.blocks:
         held = owners.get(b.block_id, [])
-        if b.ref_cnt > 0:
-            state = "used"
-        else:
-            state = "cached" if b.block_hash is not None else "free"
+        state = "used" if b.ref_cnt > 0 else "cached" if b.block_hash is not None else "free"
         tokens: list[int] = list(b.token_ids or ())
         if not tokens and held:
             rid, j = held[0]
@@ -63,13 +60,10 @@ _COLORS = {"used": "#9fd19f", "cached": "#f6d28b", "free": "#eeeeee"}
 
 
 class BlockPoolExplorer(widgets.VBox):
-    """A live ``Scheduler`` over a small block pool, with a runner that has no model.
-
-    ``add(prompt)`` queues a request (it is admitted, with any prefix hit, at the next step);
+    """``add(prompt)`` queues a request (admitted, with any prefix hit, at the next step);
     ``step()`` runs one ``schedule() -> execute_model() -> update_from_output()``;
     ``free(req_id)`` aborts a request, giving its blocks back tail first. The buttons call the
-    same methods. Each request generates ``max_tokens`` tokens (all ``'.'``) and then finishes.
-    """
+    same methods. Each request generates ``max_tokens`` tokens (all ``'.'``) and finishes."""
 
     def __init__(
         self,
@@ -96,35 +90,26 @@ class BlockPoolExplorer(widgets.VBox):
         self.step_button.on_click(lambda _: self._guard(self.step))
         self.free_button.on_click(lambda _: self._guard(lambda: self.free(self.request.value)))
         self.reset_button.on_click(lambda _: self._guard(self.reset))
-        super().__init__(
-            [
-                widgets.HBox([self.prompt, self.add_button, self.step_button]),
-                widgets.HBox([self.request, self.free_button, self.reset_button]),
-                self.error_html,
-                self.pool_html,
-                self.tables_html,
-                self.log_html,
-            ]
-        )
+        add = widgets.HBox([self.prompt, self.add_button, self.step_button])
+        free = widgets.HBox([self.request, self.free_button, self.reset_button])
+        shown = [self.error_html, self.pool_html, self.tables_html, self.log_html]
+        super().__init__([add, free, *shown])
         self.reset()
 
     def reset(self) -> None:
         self.events: list[tuple[str, dict[str, Any]]] = []
-        self.scheduler = Scheduler(
-            SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens),
-            CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks),
-            max_model_len=4096,
-            emit=lambda kind, **f: self.events.append((kind, f)),
-        )
+        sched = SchedulerConfig(max_num_batched_tokens=self.max_num_batched_tokens)
+        cache = CacheConfig(block_size=self.block_size, num_blocks=self.num_blocks)
+        emit = lambda kind, **f: self.events.append((kind, f))
+        self.scheduler = Scheduler(sched, cache, max_model_len=4096, emit=emit)
         self.runner = FakeModelRunner(sample=lambda rid, pos: ord("."))
         self._ids = 0
         self.render()
 
     def add(self, prompt: str) -> str:
         rid = f"r{self._ids}"
-        self.scheduler.add_request(
-            Request(rid, list(prompt.encode("utf-8")), SamplingParams(max_tokens=self.max_tokens))
-        )
+        sp = SamplingParams(max_tokens=self.max_tokens)
+        self.scheduler.add_request(Request(rid, list(prompt.encode("utf-8")), sp))
         self._ids += 1
         self.events.append(("add_request", {"req_id": rid, "num_prompt_tokens": len(prompt)}))
         self.render()
@@ -191,27 +176,11 @@ class BlockPoolExplorer(widgets.VBox):
                 for p in range(req.num_computed_tokens)
                 if p // bs < len(ids)
             ]
-            rows.append(
-                [
-                    rid,
-                    req.status.name,
-                    f"{req.num_computed_tokens}/{req.num_tokens}",
-                    ids,
-                    slots[-bs:],
-                ]
-            )
-        self.tables_html.value = html_table(
-            [
-                "req_id",
-                self.lab["status"],
-                "num_computed_tokens/num_tokens",
-                self.lab["block_table"],
-                self.lab["slots_last"],
-            ],
-            rows or [[self.lab["no_requests"]] + [""] * 4],
-        )
+            done = f"{req.num_computed_tokens}/{req.num_tokens}"
+            rows.append([rid, req.status.name, done, ids, slots[-bs:]])
+        heads = ["req_id", self.lab["status"], "num_computed_tokens/num_tokens"]
+        heads += [self.lab["block_table"], self.lab["slots_last"]]
+        self.tables_html.value = html_table(heads, rows or [[self.lab["no_requests"]] + [""] * 4])
         self.request.options = [r for r, q in sched.requests.items() if not q.is_finished()]
-        self.log_html.value = html_table(
-            [self.lab["event"], self.lab["details"]],
-            [[k, event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]],
-        )
+        log = [[k, event_details(f)] for k, f in self.events[-8:]] or [[self.lab["none"], ""]]
+        self.log_html.value = html_table([self.lab["event"], self.lab["details"]], log)

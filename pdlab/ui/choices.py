@@ -1,10 +1,7 @@
 """The words for two choices the engine reports as facts: which MLA backend's routing a run
-followed and why (the platform's :class:`~pdlab.engine.platforms.BackendChoice`, which a trace
-keeps in ``meta["routing"][instance]["choice"]``), and which implementation runs the kernels
-(:func:`pdlab.kernels.backend.in_force`). The platform and the kernels hand out values and
-codes; the tour, the console views, the doctor and the notebooks print these lines, in
-English or Chinese, from the catalog (``pf_*`` in ``pdlab/catalog/views.py``, ``be_*`` in
-``pdlab/catalog/doctor.py``). pdlab's own; vLLM logs its choice in English at startup.
+followed and why (:class:`~pdlab.engine.platforms.BackendChoice`, kept in a trace's
+``meta["routing"][instance]["choice"]``), and which implementation runs the kernels
+(:func:`pdlab.kernels.backend.in_force`). pdlab's own; vLLM logs its choice in English.
 """
 
 from __future__ import annotations
@@ -28,13 +25,9 @@ def choice_reason(choice: BackendChoice | Mapping[str, Any], lang: str = "en") -
         gpu, where = text(lang, "pf_cpu_label"), text(lang, "pf_cpu")
     else:
         gpu, where = GPUS[facts["gpu"]][0], f"sm_{cap[0]}{cap[1]}"
+    key = f"pf_{Chosen(facts['how']).value}"
     return text(
-        lang,
-        f"pf_{Chosen(facts['how']).value}",
-        gpu=gpu,
-        where=where,
-        backend=facts["backend"].upper(),
-        flag="--gpu h200",
+        lang, key, gpu=gpu, where=where, backend=facts["backend"].upper(), flag="--gpu h200"
     )
 
 

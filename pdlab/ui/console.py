@@ -41,6 +41,14 @@ _STEP_COLUMNS = (
 )
 
 
+_STEP_COUNTS = (
+    "num_prompt_tokens",
+    "num_computed_tokens_before",
+    "num_scheduled_tokens",
+    "num_computed_tokens_after",
+)
+
+
 def request_errors(trace: Tracer, instance: str | None = None) -> list[dict[str, Any]]:
     """The requests that ended in error (on ``instance``, if given): ``req``, ``inst``,
     ``step`` and ``error``, in the order they failed."""
@@ -65,18 +73,11 @@ def step_table(
     failed in that step; each failure's reason is a line under the table). Headers in
     ``lang``; under about 100 columns they are short, with a legend."""
     default = text(lang, "v_steps_on", inst=instance) if instance else text(lang, "v_steps")
-    t = FitTable(
-        title=title or default,
-        legend=text(lang, "st_legend"),
-    )
+    t = FitTable(title=title or default, legend=text(lang, "st_legend"))
     for key, just in _STEP_COLUMNS:
-        short = f"{key}_s" if f"{key}_s" in TEXT else None
-        t.add_column(
-            escape(text(lang, key)),
-            justify=just,
-            short=escape(text(lang, short)) if short else None,
-            means=escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else "",
-        )
+        short = escape(text(lang, f"{key}_s")) if f"{key}_s" in TEXT else None
+        means = escape(text(lang, f"{key}_m")) if f"{key}_m" in TEXT else ""
+        t.add_column(escape(text(lang, key)), justify=just, short=short, means=means)
     failed = {(e["inst"], e["step"], e["req"]) for e in request_errors(trace, instance)}
     for r in trace.step_rows(instance):
         path = r["forward"] or "-"
@@ -89,17 +90,8 @@ def step_table(
         sampled = " ".join(str(tok) for tok in r["sampled_tokens"])
         if (r["instance"], r["step"], r["req_id"]) in failed:
             sampled = f"[red]{escape(text(lang, 'st_error'))}[/]"
-        t.add_row(
-            r["instance"],
-            str(r["step"]),
-            r["req_id"],
-            str(r["num_prompt_tokens"]),
-            str(r["num_computed_tokens_before"]),
-            str(r["num_scheduled_tokens"]),
-            str(r["num_computed_tokens_after"]),
-            path,
-            sampled,
-        )
+        counts = [str(r[key]) for key in _STEP_COUNTS]
+        t.add_row(r["instance"], str(r["step"]), r["req_id"], *counts, path, sampled)
     for e in request_errors(trace, instance):
         t.notes.append(f"[red]✗[/] {escape(text(lang, 'st_failed', **e))}")
     return t
@@ -136,14 +128,9 @@ def render_pd_result(
     console.print(f"[bold]{escape(text(lang, 'v_pd_run', transport=transport))}[/]")
     routing = trace.meta.get("routing", {}).get("D")
     if routing:
-        line = text(
-            lang,
-            "v_routing",
-            runner=routing["model_runner"],
-            backend=routing["mla_backend"],
-            why=routing_reason(routing, lang),
-        )
-        console.print(escape(line))
+        runner, backend = routing["model_runner"], routing["mla_backend"]
+        why = routing_reason(routing, lang)
+        console.print(escape(text(lang, "v_routing", runner=runner, backend=backend, why=why)))
     console.print(escape(weights_line(trace, lang)))
     for inst in ("P", "D"):
         console.print(step_table(trace, inst, title=text(lang, "v_instance", inst=inst), lang=lang))
@@ -153,26 +140,18 @@ def render_pd_result(
         for col in ("v_col_request", "v_col_p_blocks", "v_col_d_blocks", "v_col_bytes", "v_col_ok"):
             t.add_column(text(lang, col))
         for m in moved:
-            t.add_row(
-                m["req_id"],
-                str(m["remote_block_ids"]),
-                str(m["local_block_ids"]),
-                str(m["nbytes"]),
-                text(lang, "v_yes") if m["ok"] else escape(text(lang, "v_no", reason=m["reason"])),
-            )
+            ok = text(lang, "v_yes") if m["ok"] else escape(text(lang, "v_no", reason=m["reason"]))
+            blocks = (str(m["remote_block_ids"]), str(m["local_block_ids"]))
+            t.add_row(m["req_id"], *blocks, str(m["nbytes"]), ok)
         console.print(t)
     for ev in trace.filter("remote_kv_ready", "D"):
         # v_arrived_first: the first token came with the K/V (pdlab/disagg/designs.py)
         adjusted = ev["num_computed_tokens"] == ev["num_tokens"] - 1
-        arrived = text(
-            lang,
-            "v_arrived" if adjusted else "v_arrived_first",
-            req=ev["req_id"],
-            n=ev["num_computed_tokens_before_adjust"],
-            nct=ev["num_computed_tokens"],
-            N=ev["num_tokens"],
+        key = "v_arrived" if adjusted else "v_arrived_first"
+        before, nct = ev["num_computed_tokens_before_adjust"], ev["num_computed_tokens"]
+        console.print(
+            escape(text(lang, key, req=ev["req_id"], n=before, nct=nct, N=ev["num_tokens"]))
         )
-        console.print(escape(arrived))
     bad = bool(errors)
     for i, p in enumerate(prompts):
         rid = PDPair.request_id(i)

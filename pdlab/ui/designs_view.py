@@ -1,13 +1,7 @@
 """The four first-token designs compared point by point, from runs: ``pdlab pd
---compare-designs``, notebook 07 and the tour's closing chapter.
-
-:func:`compare_designs` runs the same prompts through a P/D pair once per design (in one
-process, or two with ``procs=2``) and through a colocated engine, and reads each row off
-the trace's ``first_token`` events (``pdlab/disagg/designs.py``), priced on ``gpu`` by
-``pdlab/sim/designs.py``; the last column puts the same design on DeepSeek-V3 as ``pdlab
-sim`` deploys it (one GPU of ``pdlab.sim.costs.DEFAULT_DEPLOYMENT``) for an ``n``-token
-prompt, modelled with the same functions. :func:`designs_table` renders the
-rows with rich.
+--compare-designs``, notebook 07 and the tour's closing chapter. Each row is read off the
+trace's ``first_token`` events (``pdlab/disagg/designs.py``) and priced by
+``pdlab/sim/designs.py``.
 """
 
 from __future__ import annotations
@@ -61,8 +55,7 @@ def compare_designs(
     trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
     routed and the modelled latency after P (summed or listed over the prompts), and the
     same design on DeepSeek-V3 as ``pdlab sim`` deploys it for a ``v3_context``-token prompt
-    on ``gpu``.
-    ``traces``, if given, receives each design's trace."""
+    on ``gpu``. ``traces``, if given, receives each design's trace."""
     cfg = model_config or ModelConfig.tiny()
     cache = cache_config or CacheConfig()
     sp = sampling_params or SamplingParams(max_tokens=4)
@@ -70,8 +63,7 @@ def compare_designs(
     with one_thread():  # the tiny model's matrices: a thread pool only adds its overhead
         colocated = LLMEngine(cfg, cache, backend="torch", **routing).generate(ids, sp)
         runs = {m: _run(m, ids, cfg, cache, SchedulerConfig(), sp, procs, routing) for m in MODES}
-    prof = device_profile(gpu)
-    v3 = ModelConfig.deepseek_v3()
+    prof, v3 = device_profile(gpu), ModelConfig.deepseek_v3()
     rows = []
     for mode in MODES:
         outs, trace = runs[mode]
@@ -83,19 +75,17 @@ def compare_designs(
         forward = forwards[0] if forwards else "forward_mqa"
         kv3 = transfer_bytes(v3, "recompute", v3_context, cache.block_size)
         pay3, flops3, lat3 = design_point(v3, mode, v3_context, kv3, forward, prof, 2)
+        same = all(outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated))
+        d_first = sorted({(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events})
         rows.append(
             {
                 "mode": mode,
-                "same_as_colocated": all(
-                    outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated)
-                ),
+                "same_as_colocated": same,
                 "kv_bytes": sum(e["kv_bytes"] for e in events),
                 "payload_bytes": sum(e["payload_bytes"] for e in events),
                 "d_flops": sum(f for f, _ in priced),
                 "known": sorted({(e["known_on"], e["known_step"]) for e in events}),
-                "d_first": sorted(
-                    {(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events}
-                ),
+                "d_first": d_first,
                 "latency_s": max((s for _, s in priced), default=0.0),
                 "v3": {"bytes": kv3 + pay3, "d_flops": flops3, "latency_s": lat3},
             }
@@ -120,10 +110,8 @@ def designs_table(
     line("dz_kv", lambda r: fmt.nbytes(r["kv_bytes"]))
     line("dz_payload", lambda r: fmt.nbytes(r["payload_bytes"]))
     line("dz_flops", lambda r: fmt.flops(r["d_flops"]))
-    line(
-        "dz_known",
-        lambda r: ", ".join(text(lang, "v_on_step", on=on, step=s) for on, s in r["known"]),
-    )
+    known = lambda r: ", ".join(text(lang, "v_on_step", on=o, step=s) for o, s in r["known"])
+    line("dz_known", known)
     line(
         "dz_first",
         lambda r: ", ".join(
@@ -132,22 +120,15 @@ def designs_table(
         ),
     )
     line("dz_latency", lambda r: fmt.seconds(r["latency_s"]), gpu=gpu)
-    v3 = lambda r: r["v3"]  # noqa: E731 - one cell's source
-    line(
-        "dz_v3",
-        lambda r: (
-            f"{fmt.nbytes(v3(r)['bytes'])} / {fmt.flops(v3(r)['d_flops'])} / "
-            f"{fmt.seconds(v3(r)['latency_s'])}"
-        ),
-        n=v3_context,
-    )
-    t.caption = escape(
-        text(
-            lang,
-            "dz_note",
-            gpu=gpu,
-            link=f"{LINK_BYTES_PER_S / 1e9:g}",
-            link_source=text(lang, "dz_link_source"),
+
+    def v3(r: dict[str, Any]) -> str:
+        v = r["v3"]
+        return " / ".join(
+            (fmt.nbytes(v["bytes"]), fmt.flops(v["d_flops"]), fmt.seconds(v["latency_s"]))
         )
-    )
+
+    line("dz_v3", v3, n=v3_context)
+    link = f"{LINK_BYTES_PER_S / 1e9:g}"
+    note = text(lang, "dz_note", gpu=gpu, link=link, link_source=text(lang, "dz_link_source"))
+    t.caption = escape(note)
     return t

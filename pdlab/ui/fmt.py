@@ -1,11 +1,6 @@
-"""Formatting for every view: numbers, tables (rich and HTML), and excerpts of the real source
-(rich and notebook). The tour, the console views, the widgets and the notebooks all format
-through here, so a number reads the same wherever it is shown.
-
-Tables that fit the width they are printed at (:class:`FitTable`) and rich's line
-breaking (CJK-aware) are in :mod:`pdlab.ui.layout`; ``FitTable`` is importable from here.
-
-vLLM has no equivalent; this is presentation only.
+"""Formatting for every view: numbers, HTML tables and excerpts of the real source, so a number
+reads the same wherever it is shown. :class:`FitTable` (:mod:`pdlab.ui.layout`) is importable
+from here. vLLM has no equivalent; this is presentation only.
 """
 
 from __future__ import annotations
@@ -112,10 +107,6 @@ class SourceExcerpt:
     text: str  # dedented
     marked: set[int]  # line numbers holding the mark
 
-    @property
-    def header(self) -> str:
-        return f"# {self.path}, line {self.first_line}"
-
 
 def source_excerpt(
     obj: Any, start: str | None = None, end: str | None = None, mark: str | None = None
@@ -139,41 +130,26 @@ def source_excerpt(
     module = inspect.getmodule(obj)
     path = module.__name__.replace(".", "/") + ".py" if module else "?"
     marked = {first + lo + j for j, s in enumerate(chunk) if mark and mark in s}
-    return SourceExcerpt(
-        path,
-        getattr(obj, "__qualname__", str(obj)),
-        first + lo,
-        textwrap.dedent("".join(chunk)).rstrip("\n"),
-        marked,
-    )
+    code = textwrap.dedent("".join(chunk)).rstrip("\n")
+    return SourceExcerpt(path, getattr(obj, "__qualname__", str(obj)), first + lo, code, marked)
 
 
 def source_rich(ex: SourceExcerpt) -> Any:
     """The excerpt for a terminal: rich syntax with the file's line numbers."""
     from rich.syntax import Syntax
 
-    return Syntax(
-        ex.text,
-        "python",
-        line_numbers=True,
-        start_line=ex.first_line,
-        highlight_lines=ex.marked,
-        theme="ansi_dark",
-        background_color="default",
-        word_wrap=True,
-    )
-
-
-def source_notebook(ex: SourceExcerpt) -> Any:
-    """The excerpt for a notebook: highlighted code under a header naming file and line."""
-    from IPython.display import Code
-
-    return Code(f"{ex.header}\n{ex.text}\n", language="python")
+    look = {"theme": "ansi_dark", "background_color": "default", "word_wrap": True}
+    lines = {"line_numbers": True, "start_line": ex.first_line, "highlight_lines": ex.marked}
+    return Syntax(ex.text, "python", **lines, **look)
 
 
 def show_source(obj: Any, start: str | None = None, end: str | None = None) -> Any:
-    """The real source of ``obj`` in a notebook (see :func:`source_excerpt`)."""
-    return source_notebook(source_excerpt(obj, start, end))
+    """The real source of ``obj`` in a notebook (see :func:`source_excerpt`): highlighted
+    code under a header naming file and line."""
+    from IPython.display import Code
+
+    ex = source_excerpt(obj, start, end)
+    return Code(f"# {ex.path}, line {ex.first_line}\n{ex.text}\n", language="python")
 
 
 # ---- tables that fit the terminal ----------------------------------------------------------

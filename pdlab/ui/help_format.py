@@ -1,14 +1,9 @@
 """The help formatter of every ``pdlab ... --help``, in both languages.
 
-argparse wraps help with :mod:`textwrap`, which counts characters and breaks at hyphens: an
-identifier such as ``tiny-trained.safetensors`` is split at its ``-``, and a line of Chinese
-(a CJK character takes two columns) runs past the terminal. :class:`HelpFormatter` breaks
-lines by the rules of :func:`pdlab.ui.layout.words` (never inside a Latin word, identifier,
-path, file name or ``--flag``; between CJK characters where the punctuation allows) and
-measures them in terminal cells; a number also stays with the word after it (``400 Gb/s``,
-``5 秒``). argparse's own layout (usage, columns, indentation) is unchanged.
-
-It mirrors no upstream file: vLLM's CLI uses argparse's formatter as it is.
+argparse's :mod:`textwrap` counts characters and breaks at hyphens (``tiny-trained.safetensors``
+splits; Chinese runs past the terminal). :class:`HelpFormatter` breaks lines by
+:func:`pdlab.ui.layout.words`, measured in terminal cells, a number kept with the word after
+it; argparse's own layout is unchanged. vLLM's CLI uses argparse's formatter as it is.
 """
 
 from __future__ import annotations

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from rich import _wrap
+
 from pdlab.errors import either, invalid
 
 # ---- line breaking ------------------------------------------------------------------------
@@ -46,15 +48,8 @@ def words(text: str) -> Any:
         m = _WORD.match(text, position)
 
 
-def install_wrapping() -> None:
-    """Make rich break lines with :func:`words` (rich's ``divide_line`` looks it up)."""
-    from rich import _wrap
-
-    if hasattr(_wrap, "words") and _wrap.words is not words:
-        _wrap.words = words
-
-
-install_wrapping()
+if hasattr(_wrap, "words"):  # rich breaks lines with words: divide_line looks it up
+    _wrap.words = words
 
 
 class FitTable:
@@ -96,15 +91,8 @@ class FitTable:
         """A column; ``short`` is its narrow header, explained in the legend as ``means``
         (default: the full header). ``under`` names an earlier column (by header): when
         the short headers do not fit either, this column's cells go under that one's."""
-        self.columns.append(
-            {
-                "header": header,
-                "justify": justify,
-                "short": short,
-                "means": means or header,
-                "under": under,
-            }
-        )
+        column = {"header": header, "justify": justify, "short": short, "under": under}
+        self.columns.append({**column, "means": means or header})
 
     def _merged(self) -> FitTable:
         """This table with every ``under`` column moved beneath its host column."""
@@ -193,23 +181,17 @@ class FitTable:
             # label. Padding: two cells at each edge and between the columns.
             value_w = max((w for _, v in pairs for w in cells(v)), default=0)
             label_w = max((w for k, _ in pairs for w in cells(k)), default=0)
-            longest_word = max(
-                (cell_len(w) for k, _ in pairs for w in Text.from_markup(k).plain.split()),
-                default=0,
-            )
+            label_words = [w for k, _ in pairs for w in Text.from_markup(k).plain.split()]
+            longest_word = max((cell_len(w) for w in label_words), default=0)
             room = width - value_w - 6
+            grid = Table.grid(padding=(0, 2), pad_edge=True)
             if label_w <= room or longest_word <= room:
-                grid = Table.grid(padding=(0, 2), pad_edge=True)
-                bold = "bold" if self.stack == "rows" else None
-                if label_w <= room:
-                    grid.add_column(no_wrap=True, style=bold)
-                else:
-                    grid.add_column(width=room, style=bold)
+                fit = {"no_wrap": True} if label_w <= room else {"width": room}
+                grid.add_column(style="bold" if self.stack == "rows" else None, **fit)
                 grid.add_column(no_wrap=value_w <= width - 6, overflow="fold")
                 for label, value in pairs:
                     grid.add_row(label, value)
             else:
-                grid = Table.grid(padding=(0, 2), pad_edge=True)
                 grid.add_column(overflow="fold")
                 for label, value in pairs:
                     grid.add_row(f"[bold]{label}[/]" if self.stack == "rows" else label)

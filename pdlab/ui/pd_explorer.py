@@ -1,12 +1,8 @@
-"""The P/D explorer for notebooks: reruns a small P/D pair and a colocated engine
-(:func:`pdlab.demo.run_demo`) whenever the prompt length, block size,
-``prefill_context_parallel_size`` or MLA backend profile changes, and shows D's first step,
-the path it took (``forward_mha``/``forward_mqa``, named as in
-``vllm/model_executor/layers/attention/mla_attention.py``), the kernels it
-called, the modelled cost for a DeepSeek preset, and whether the tokens equal a colocated run.
-
-Each result widget carries a CSS class ``pdlab-...`` (``pdlab-route``, ``pdlab-cost``,
-``pdlab-tokens``, ...) so a browser test can read it.
+"""The P/D explorer for notebooks: reruns :func:`pdlab.demo.run_demo` whenever a control
+changes and shows D's first step, its path (named as in
+``vllm/model_executor/layers/attention/mla_attention.py``), its kernels, the modelled cost
+for a DeepSeek preset and whether the tokens equal a colocated run. Each result widget has a
+CSS class ``pdlab-...`` for the browser tests.
 """
 
 from __future__ import annotations
@@ -53,26 +49,11 @@ def cost_html(preset: str, context_len: int, forward: str, lang: str = "en") -> 
     rows = []
     for name, c in (("forward_mha", pre), ("forward_mqa", dec)):
         mark = "▶ " if name == forward else ""
-        rows.append(
-            [
-                f"{mark}{name}",
-                flops(c.flops),
-                nbytes(c.bytes),
-                flops(n * c.flops),
-                nbytes(n * c.bytes),
-            ]
-        )
+        per_layer = [flops(c.flops), nbytes(c.bytes)]
+        rows.append([f"{mark}{name}", *per_layer, flops(n * c.flops), nbytes(n * c.bytes)])
     ratio = lab["ratio"].format(f=pre.flops / dec.flops, b=pre.bytes / dec.bytes)
-    table = html_table(
-        [
-            lab["path"],
-            lab["flops_per_layer"],
-            lab["bytes_per_layer"],
-            lab["flops_all"].format(n=n),
-            lab["bytes_all"].format(n=n),
-        ],
-        rows,
-    )
+    heads = [lab["path"], lab["flops_per_layer"], lab["bytes_per_layer"]]
+    table = html_table([*heads, lab["flops_all"].format(n=n), lab["bytes_all"].format(n=n)], rows)
     return (
         f"<div>{esc(lab['context'].format(preset=cfg.name, ctx=context_len))}</div>"
         f"{table}<div>{esc(ratio)}</div>"
@@ -90,9 +71,7 @@ def tokens_text(run: Demo, lang: str = "en") -> str:
 
 
 class PDExplorer(widgets.VBox):
-    """Rerun a small P/D pair (tiny model, torch backend) whenever a control changes, and
-    show D's first step, its routing decision, its kernels, the modelled cost for a preset
-    at context ``N - 1``, and whether P/D's tokens equal a colocated run's."""
+    """The explorer (see the module docstring); the cost is at context ``N - 1``."""
 
     def __init__(
         self,
@@ -107,45 +86,23 @@ class PDExplorer(widgets.VBox):
     ) -> None:
         self.lang, self.lab = lang, labels(lang)
         self.max_tokens, self.backend = max_tokens, backend
-        style = {"description_width": "initial"}
+        lab, style = self.lab, {"description_width": "initial"}
+
+        def dropdown(options: list, value: Any, key: str, width: str) -> widgets.Dropdown:
+            layout = widgets.Layout(width=width)
+            return widgets.Dropdown(
+                options=options, value=value, description=lab[key], style=style, layout=layout
+            )
+
+        look = {"style": style, "layout": widgets.Layout(width="360px"), "continuous_update": False}
         self.prompt_len = widgets.IntSlider(
-            value=prompt_len,
-            min=2,
-            max=96,
-            description=self.lab["prompt_len"],
-            continuous_update=False,
-            style=style,
-            layout=widgets.Layout(width="360px"),
+            value=prompt_len, min=2, max=96, description=lab["prompt_len"], **look
         )
-        small = widgets.Layout(width="170px")
-        self.block_size = widgets.Dropdown(
-            options=[1, 2, 4, 8, 16, 64],
-            value=block_size,
-            description=self.lab["block_size"],
-            style=style,
-            layout=small,
-        )
-        self.pcp = widgets.Dropdown(
-            options=[1, 2],
-            value=pcp,
-            description=self.lab["pcp"],
-            style=style,
-            layout=widgets.Layout(width="260px"),
-        )
-        self.mla_backend = widgets.Dropdown(
-            options=list(MLA_BACKENDS),
-            value=AttentionConfig(mla_backend).backend,
-            description=self.lab["mla_backend"],
-            style=style,
-            layout=widgets.Layout(width="240px"),
-        )
-        self.preset = widgets.Dropdown(
-            options=list(PRESETS),
-            value=preset,
-            description=self.lab["preset"],
-            style=style,
-            layout=widgets.Layout(width="240px"),
-        )
+        self.block_size = dropdown([1, 2, 4, 8, 16, 64], block_size, "block_size", "170px")
+        self.pcp = dropdown([1, 2], pcp, "pcp", "260px")
+        backend = AttentionConfig(mla_backend).backend
+        self.mla_backend = dropdown(list(MLA_BACKENDS), backend, "mla_backend", "240px")
+        self.preset = dropdown(list(PRESETS), preset, "preset", "240px")
         self.status = widgets.HTML().add_class("pdlab-status")
         self.error = widgets.HTML().add_class("pdlab-error")
         self.d_step = widgets.HTML().add_class("pdlab-d-step")
@@ -160,28 +117,15 @@ class PDExplorer(widgets.VBox):
         self.preset.observe(lambda _: self._guard(self.render_cost), names="value")
 
         def row(key: str, w: widgets.Widget) -> widgets.HBox:
-            label = widgets.HTML(
-                f"<b>{esc(self.lab[key])}</b>", layout=widgets.Layout(min_width="130px")
-            )
-            return widgets.HBox([label, w])
+            narrow = widgets.Layout(min_width="130px")
+            return widgets.HBox([widgets.HTML(f"<b>{esc(self.lab[key])}</b>", layout=narrow), w])
 
-        wrap = widgets.Layout(flex_flow="row wrap")
-        super().__init__(
-            [
-                widgets.HBox(
-                    [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset],
-                    layout=wrap,
-                ),
-                self.status,
-                self.error,
-                row("d_first", self.d_step),
-                row("route", self.route),
-                row("kernels", self.kernels),
-                row("cost", self.cost),
-                row("tokens", self.tokens),
-                self.traces,
-            ]
-        )
+        controls = [self.prompt_len, self.block_size, self.pcp, self.mla_backend, self.preset]
+        head = [widgets.HBox(controls, layout=widgets.Layout(flex_flow="row wrap"))]
+        shown = {"d_first": self.d_step, "route": self.route, "kernels": self.kernels}
+        shown |= {"cost": self.cost, "tokens": self.tokens}
+        rows = [row(key, w) for key, w in shown.items()]
+        super().__init__([*head, self.status, self.error, *rows, self.traces])
         self.rerun()
 
     def _guard(self, fn: Callable[[], Any]) -> None:
@@ -195,19 +139,15 @@ class PDExplorer(widgets.VBox):
         self._guard(self._rerun)
 
     def _rerun(self) -> None:
+        chosen = {"block_size": self.block_size.value, "pcp": self.pcp.value}
+        chosen["mla_backend"] = self.mla_backend.value
         run = run_demo(
-            self.prompt_len.value,
-            block_size=self.block_size.value,
-            pcp=self.pcp.value,
-            mla_backend=self.mla_backend.value,
-            max_tokens=self.max_tokens,
-            backend=self.backend,
+            self.prompt_len.value, max_tokens=self.max_tokens, backend=self.backend, **chosen
         )
         self.run = run
         lab = self.lab
-        self.status.value = esc(
-            lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
-        )
+        ran = lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
+        self.status.value = esc(ran)
         r = run.d_first_step
         n = r["num_prompt_tokens"]
         n1 = "N-1" if r["num_computed_tokens"] == n - 1 else "≠ N-1"

@@ -1,11 +1,7 @@
 """Matplotlib views of a trace: the block table, ``num_computed_tokens`` per step, and the
-cost of D's one-token step through either MLA path against context length.
-
-Every figure is drawn from a :class:`pdlab.engine.trace.Tracer` (or from the cost model), never
-from numbers typed in, so the picture is what the engine did. The notebooks reuse these and
-``pdlab tour --plots DIR`` writes them as PNG files. Titles and axes are in ``lang``
-(:mod:`pdlab.catalog`); Chinese needs a CJK font, found by :func:`cjk_font` (without one,
-the figures are labelled in English).
+cost of D's one-token step through either MLA path against context length. Drawn from a
+:class:`pdlab.engine.trace.Tracer` or the cost model, never from numbers typed in; labelled
+in ``lang`` (English where :func:`cjk_font` finds no Chinese font).
 """
 
 from __future__ import annotations
@@ -26,19 +22,10 @@ from pdlab.engine.trace import Tracer
 from pdlab.errors import PdlabLookupError, Phrase
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 
-# Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk, then what
-# macOS and Windows ship.
-_CJK_NAMES = (
-    "Noto Sans CJK SC",
-    "Noto Sans CJK JP",
-    "Noto Sans SC",
-    "Source Han Sans SC",
-    "WenQuanYi Zen Hei",
-    "PingFang SC",
-    "Heiti SC",
-    "Microsoft YaHei",
-    "SimHei",
-)
+# Fonts with the Simplified Chinese glyphs, best first: Debian's fonts-noto-cjk and other
+# Linux fonts, then what macOS and Windows ship.
+_CJK_NAMES = ("Noto Sans CJK SC", "Noto Sans CJK JP", "Noto Sans SC", "Source Han Sans SC")
+_CJK_NAMES += ("WenQuanYi Zen Hei", "PingFang SC", "Heiti SC", "Microsoft YaHei", "SimHei")
 
 
 @functools.cache
@@ -81,8 +68,7 @@ def lang_fonts(lang: str) -> Iterator[str]:
 def _figure(w: float, h: float, ncols: int = 1) -> tuple[Figure, Any]:
     # Figures built without pyplot: no global state, no GUI window, nothing to close.
     fig = Figure(figsize=(w, h))
-    axes = fig.subplots(1, ncols)
-    return fig, axes
+    return fig, fig.subplots(1, ncols)
 
 
 def plot_block_table(
@@ -102,33 +88,27 @@ def plot_block_table(
         allowed = Phrase("err_x_for_instance", choices=steps, instance=instance)
         raise PdlabLookupError("err_invalid_str", name="step", value=step, allowed=allowed)
     step = steps[0] if step is None else step
-    with lang_fonts(lang) as lang:
-        return _block_table(trace, instance, step, block_size, lang)
-
-
-def _block_table(
-    trace: Tracer, instance: str, step: int, block_size: int | None, lang: str
-) -> Figure:
     bs = block_size or trace.meta.get("block_size") or 1
-    reqs = trace.step_rows(instance, step)
-    width = max(len(r["block_ids"]) for r in reqs)
-    blues = colormaps["Blues"]
-    fig, ax = _figure(max(4.0, 0.6 * width + 2), 0.7 * len(reqs) + 1.2)
-    for row, r in enumerate(reqs):
-        filled = r["num_computed_tokens_after"]
-        for j, bid in enumerate(r["block_ids"]):
-            frac = min(max(filled - j * bs, 0), bs) / bs
-            ax.add_patch(Rectangle((j, row), 0.95, 0.9, color=blues(0.25 + 0.6 * frac)))
-            ax.text(j + 0.47, row + 0.45, str(bid), ha="center", va="center", fontsize=9)
-    ax.set_xlim(0, width)
-    ax.set_ylim(len(reqs), 0)
-    ax.set_yticks([i + 0.45 for i in range(len(reqs))])
-    ax.set_yticklabels([r["req_id"] for r in reqs])
-    ax.set_xlabel(text(lang, "plot_bt_x", bs=bs))
-    ax.set_ylabel(text(lang, "plot_bt_y"))
-    ax.set_title(text(lang, "plot_bt_title", inst=instance, step=step))
-    fig.tight_layout()
-    return fig
+    with lang_fonts(lang) as lang:
+        reqs = trace.step_rows(instance, step)
+        width = max(len(r["block_ids"]) for r in reqs)
+        blues = colormaps["Blues"]
+        fig, ax = _figure(max(4.0, 0.6 * width + 2), 0.7 * len(reqs) + 1.2)
+        for row, r in enumerate(reqs):
+            filled = r["num_computed_tokens_after"]
+            for j, bid in enumerate(r["block_ids"]):
+                frac = min(max(filled - j * bs, 0), bs) / bs
+                ax.add_patch(Rectangle((j, row), 0.95, 0.9, color=blues(0.25 + 0.6 * frac)))
+                ax.text(j + 0.47, row + 0.45, str(bid), ha="center", va="center", fontsize=9)
+        ax.set_xlim(0, width)
+        ax.set_ylim(len(reqs), 0)
+        ax.set_yticks([i + 0.45 for i in range(len(reqs))])
+        ax.set_yticklabels([r["req_id"] for r in reqs])
+        ax.set_xlabel(text(lang, "plot_bt_x", bs=bs))
+        ax.set_ylabel(text(lang, "plot_bt_y"))
+        ax.set_title(text(lang, "plot_bt_title", inst=instance, step=step))
+        fig.tight_layout()
+        return fig
 
 
 def plot_num_computed_tokens(
@@ -137,69 +117,54 @@ def plot_num_computed_tokens(
     """``num_computed_tokens`` after each step, per request; hollow markers are steps routed
     to ``forward_mha``, filled ones to ``forward_mqa``."""
     with lang_fonts(lang) as lang:
-        return _num_computed_tokens(trace, instance, lang)
-
-
-def _num_computed_tokens(trace: Tracer, instance: str | None, lang: str) -> Figure:
-    fig, ax = _figure(7, 4)
-    series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
-    for r in trace.step_rows(instance):
-        series.setdefault((r["instance"], r["req_id"]), []).append(
-            (r["step"], r["num_computed_tokens_after"], r["path"])
-        )
-    # Two instances often share a point (P and the colocated engine both prefill the prompt
-    # in step 1): each later series gets a different, smaller marker drawn on top, so every
-    # point stays visible as a ring inside the one before it.
-    for k, ((inst, rid), pts) in enumerate(series.items()):
-        xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-        (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
-        for x, y, path in pts:
-            ax.plot(
-                [x],
-                [y],
-                "osD^v"[k % 5],
-                color=line.get_color(),
-                fillstyle="full" if path == "decode" else "none",
-                markersize=max(3.0, 11.0 - 2.0 * k),
-                markeredgewidth=1.5,
-                zorder=2 + k,
+        fig, ax = _figure(7, 4)
+        series: dict[tuple[str, str], list[tuple[int, int, str]]] = {}
+        for r in trace.step_rows(instance):
+            series.setdefault((r["instance"], r["req_id"]), []).append(
+                (r["step"], r["num_computed_tokens_after"], r["path"])
             )
-    ax.set_xlabel(text(lang, "plot_nct_x"))
-    ax.set_ylabel(text(lang, "plot_nct_y"))
-    ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
-    if series:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        # Two instances often share a point (P and the colocated engine both prefill the prompt
+        # in step 1): each later series gets a different, smaller marker drawn on top, so every
+        # point stays visible as a ring inside the one before it.
+        for k, ((inst, rid), pts) in enumerate(series.items()):
+            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
+            (line,) = ax.plot(xs, ys, "-", label=f"{inst}:{rid}", zorder=2 + k)
+            size = max(3.0, 11.0 - 2.0 * k)
+            marker = {"markersize": size, "markeredgewidth": 1.5, "zorder": 2 + k}
+            for x, y, path in pts:
+                fill = "full" if path == "decode" else "none"
+                ax.plot([x], [y], "osD^v"[k % 5], color=line.get_color(), fillstyle=fill, **marker)
+        ax.set_xlabel(text(lang, "plot_nct_x"))
+        ax.set_ylabel(text(lang, "plot_nct_y"))
+        ax.set_title(text(lang, "plot_nct_title"), fontsize=10)
+        if series:
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
 
 
 def plot_path_costs(
     cfg: ModelConfig, contexts: list[int] | None = None, lang: str = "en"
 ) -> Figure:
     """Modelled FLOPs and bytes of D's one-token step, per layer, through both paths."""
+    contexts = contexts or [2**k for k in range(6, 18)]
     with lang_fonts(lang) as lang:
-        return _path_costs(cfg, contexts or [2**k for k in range(6, 18)], lang)
-
-
-def _path_costs(cfg: ModelConfig, contexts: list[int], lang: str) -> Figure:
-    pre = [prefill_path_cost(cfg, c) for c in contexts]
-    dec = [decode_path_cost(cfg, c) for c in contexts]
-    fig, (a1, a2) = _figure(10, 4, ncols=2)
-    # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    a1.loglog(contexts, [p.flops for p in pre], "o-", label=text(lang, "plot_pf_pcp"))
-    a1.loglog(contexts, [d.flops for d in dec], "s-", label=text(lang, "plot_dc_default"))
-    a1.set_xlabel(text(lang, "plot_ctx_x"))
-    a1.set_ylabel(text(lang, "plot_flops_y"))
-    a1.set_title(text(lang, "plot_flops_title", model=cfg.name))
-    a1.legend(fontsize=8)
-    a2.loglog(contexts, [p.bytes for p in pre], "o-", label=text(lang, "plot_pf"))
-    a2.loglog(contexts, [d.bytes for d in dec], "s-", label=text(lang, "plot_dc"))
-    a2.set_xlabel(text(lang, "plot_ctx_x"))
-    a2.set_ylabel(text(lang, "plot_bytes_y"))
-    a2.set_title(text(lang, "plot_bytes_title", model=cfg.name))
-    a2.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+        pre = [prefill_path_cost(cfg, c) for c in contexts]
+        dec = [decode_path_cost(cfg, c) for c in contexts]
+        fig, (a1, a2) = _figure(10, 4, ncols=2)
+        # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
+        for ax, what, (pf, dc) in (
+            (a1, "flops", ("plot_pf_pcp", "plot_dc_default")),
+            (a2, "bytes", ("plot_pf", "plot_dc")),
+        ):
+            ax.loglog(contexts, [getattr(p, what) for p in pre], "o-", label=text(lang, pf))
+            ax.loglog(contexts, [getattr(d, what) for d in dec], "s-", label=text(lang, dc))
+            ax.set_xlabel(text(lang, "plot_ctx_x"))
+            ax.set_ylabel(text(lang, f"plot_{what}_y"))
+            ax.set_title(text(lang, f"plot_{what}_title", model=cfg.name))
+            ax.legend(fontsize=8)
+        fig.tight_layout()
+        return fig
 
 
 def save_all(
@@ -213,8 +178,6 @@ def save_all(
         "num_computed_tokens.png": plot_num_computed_tokens(trace, lang=lang),
         "path_costs.png": plot_path_costs(cfg, lang=lang),
     }
-    paths = []
     for name, fig in figs.items():
         fig.savefig(out / name, dpi=110)
-        paths.append(out / name)
-    return paths
+    return [out / name for name in figs]

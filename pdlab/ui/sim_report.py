@@ -35,45 +35,23 @@ def sim_table(rows: list[dict[str, Any]], profile: DeviceProfile, lang: str = "e
     backends = ", ".join(dict.fromkeys(f"{r['mla_backend']}" for r in rows))
     key = f"sim_source_{profile.name}"
     source = text(lang, key, on=profile.measured_on, shape=profile.measured_shape)
-    t = FitTable(
-        title=escape(text(lang, "sim_title", gpu=profile.name)),
-        caption=escape(
-            text(lang, "sim_caption", source=source, backend=backends)
-            + deployment_caption(rows, profile, lang)
-            + (
-                text(
-                    lang,
-                    "sim_caption_mtp",
-                    k=k,
-                    a=f"{rows[0]['acceptance_rate']:.0%}",
-                )
-                if k
-                else ""
-            )
-            + (text(lang, "sim_caption_mtp_weights") if k and "weight_dtype" in rows[0] else "")
-        ),
-    )
+    caption = text(lang, "sim_caption", source=source, backend=backends)
+    caption += deployment_caption(rows, profile, lang)
+    if k:
+        caption += text(lang, "sim_caption_mtp", k=k, a=f"{rows[0]['acceptance_rate']:.0%}")
+    if k and "weight_dtype" in rows[0]:
+        caption += text(lang, "sim_caption_mtp_weights")
+    title = escape(text(lang, "sim_title", gpu=profile.name))
+    t = FitTable(title=title, caption=escape(caption))
     tail_word = "p99" if all(r["tpot_tail"] == "p99" for r in rows) else "max"
-    for key, just in (
-        ("sim_routing", "left"),
-        ("sim_design", "left"),
-        ("sim_tpot", "right"),
-        ("sim_ttft", "right"),
-        ("sim_t2t", "right"),
-        ("sim_tokens", "right"),
-        ("sim_mixed", "right"),
-    ):
-        t.add_column(escape(text(lang, key, tail=tail_word)), justify=just)
+    for key in ("sim_routing", "sim_design"):
+        t.add_column(escape(text(lang, key, tail=tail_word)))
+    for key in ("sim_tpot", "sim_ttft", "sim_t2t", "sim_tokens", "sim_mixed"):
+        t.add_column(escape(text(lang, key, tail=tail_word)), justify="right")
     for r in rows:
-        t.add_row(
-            text(lang, f"sim_r_{r['routing']}"),
-            r["design"],
-            _ms(r, "tpot"),
-            _ms(r, "ttft_d"),
-            _ms(r, "t2t_d"),
-            f"{r['tokens_per_step']:.2f}",
-            f"{100 * r['non_uniform_share']:.0f}%",
-        )
+        times = (_ms(r, "tpot"), _ms(r, "ttft_d"), _ms(r, "t2t_d"))
+        counts = (f"{r['tokens_per_step']:.2f}", f"{100 * r['non_uniform_share']:.0f}%")
+        t.add_row(text(lang, f"sim_r_{r['routing']}"), r["design"], *times, *counts)
     return t
 
 
@@ -83,22 +61,14 @@ def deployment_caption(rows: list[dict[str, Any]], profile: DeviceProfile, lang:
     r = rows[0] if rows else {}
     if "weight_dtype" not in r:
         return ""
-    return text(
-        lang,
-        "sim_caption_moe",
-        gpus=r["num_gpus"],
-        dense=r["dense_layers"],
-        experts=r["routed_experts"],
-        k=r["top_k"],
-        moe=r["layers"] - r["dense_layers"],
-        per=r["experts_per_gpu"],
-        redundant=r["redundant_experts"],
-        dtype=r["weight_dtype"],
-        gb=f"{r['weight_bytes_per_gpu'] / 1e9:.0f}",
-        link=f"{profile.link_bytes_per_s / 1e9:g}",
-        overlap=text(lang, "sim_caption_overlap_" + ("on" if r["overlap_all_to_all"] else "off")),
-        peak=f"{profile.peak_flops / 1e12:,.0f}",
-    )
+    layers = {"dense": r["dense_layers"], "moe": r["layers"] - r["dense_layers"]}
+    experts = {"experts": r["routed_experts"], "k": r["top_k"], "per": r["experts_per_gpu"]}
+    gpus = {"gpus": r["num_gpus"], "redundant": r["redundant_experts"], "dtype": r["weight_dtype"]}
+    gb, link = f"{r['weight_bytes_per_gpu'] / 1e9:.0f}", f"{profile.link_bytes_per_s / 1e9:g}"
+    overlap = text(lang, "sim_caption_overlap_" + ("on" if r["overlap_all_to_all"] else "off"))
+    peak = f"{profile.peak_flops / 1e12:,.0f}"
+    said = {"gb": gb, "link": link, "overlap": overlap, "peak": peak}
+    return text(lang, "sim_caption_moe", **layers, **experts, **gpus, **said)
 
 
 def plot_step_times(runs: dict[tuple[str, str], SimResult], design: str) -> Figure:
@@ -141,11 +111,11 @@ def write_plots(
     rows: list[dict[str, Any]], runs: dict[tuple[str, str], SimResult], out: Path
 ) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for design in dict.fromkeys(d for _, d in runs):
-        p = out / f"sim_step_time_{design}.png"
-        plot_step_times(runs, design).savefig(p, dpi=110)
-        paths.append(p)
-    p = out / "sim_tpot.png"
-    plot_tpot(rows).savefig(p, dpi=110)
-    return [*paths, p]
+    figs = {
+        f"sim_step_time_{d}.png": plot_step_times(runs, d)
+        for d in dict.fromkeys(d for _, d in runs)
+    }
+    figs["sim_tpot.png"] = plot_tpot(rows)
+    for name, fig in figs.items():
+        fig.savefig(out / name, dpi=110)
+    return [out / name for name in figs]

@@ -1,8 +1,6 @@
-"""``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07): first-token design, routing,
-the running decodes' context (log scale, up to 128K), batch size, arrival rate and GPU
-profile; each change reruns the simulator (DeepSeek-V3 as deployed) and shows TPOT p50/p99,
-D's time to first token, the share of steps that are not uniform decode batches, and the
-step times over the run. Labels in English or Chinese (:mod:`pdlab.catalog`).
+"""``SimExplorer``: ``pdlab sim`` behind widgets (notebook 07); each change reruns the
+simulator (DeepSeek-V3 as deployed) and shows TPOT, D's time to first token, the share of
+steps that are not uniform decode batches, and the step times.
 """
 
 from __future__ import annotations
@@ -26,34 +24,19 @@ class SimExplorer(widgets.VBox):
         self.lang, self.duration_s = lang, duration_s
         self.v3 = ModelConfig.deepseek_v3()
         self._profiles = {g: device_profile(g) for g in GPUS}
-        style = {"description_width": "initial"}
         t = lambda key: text(lang, key)  # noqa: E731 - a label's source
+
+        def slider(kind: type, key: str, **values: float) -> widgets.Widget:
+            style = {"description_width": "initial"}
+            return kind(description=t(key), style=style, continuous_update=False, **values)
+
         self.design = widgets.Dropdown(options=list(MODES), description=t("sim_design"))
         self.routing = widgets.Dropdown(options=list(ROUTINGS), description=t("sim_routing"))
-        self.context = widgets.IntSlider(
-            value=12,
-            min=10,
-            max=17,
-            description=t("w_sim_context"),
-            style=style,
-            continuous_update=False,
-        )  # 2**10 .. 2**17 tokens
-        self.batch = widgets.IntSlider(
-            value=64,
-            min=1,
-            max=256,
-            description=t("w_sim_batch"),
-            style=style,
-            continuous_update=False,
-        )
-        self.rate = widgets.FloatLogSlider(
-            value=20.0,
-            base=10,
-            min=0,
-            max=2.5,
-            description=t("w_sim_rate"),
-            style=style,
-            continuous_update=False,
+        # the running decodes' context: 2**10 .. 2**17 tokens
+        self.context = slider(widgets.IntSlider, "w_sim_context", value=12, min=10, max=17)
+        self.batch = slider(widgets.IntSlider, "w_sim_batch", value=64, min=1, max=256)
+        self.rate = slider(
+            widgets.FloatLogSlider, "w_sim_rate", value=20.0, base=10, min=0, max=2.5
         )
         self.gpu = widgets.Dropdown(options=list(GPUS), value="H200", description="GPU")
         self.k = widgets.Dropdown(options=[0, 1, 2, 3], value=0, description=t("w_sim_k"))
@@ -61,21 +44,12 @@ class SimExplorer(widgets.VBox):
         self.plot = widgets.Output()
         self.error = widgets.HTML()
         self.result: SimResult | None = None
-        controls = (
-            self.design,
-            self.routing,
-            self.context,
-            self.batch,
-            self.rate,
-            self.gpu,
-            self.k,
-        )
+        controls = [self.design, self.routing, self.context, self.batch, self.rate]
+        controls += [self.gpu, self.k]
         for w in controls:
             w.observe(lambda _: self.rerun(), names="value")
         wrap = widgets.Layout(flex_flow="row wrap")
-        super().__init__(
-            [widgets.HBox(list(controls), layout=wrap), self.error, self.summary, self.plot]
-        )
+        super().__init__([widgets.HBox(controls, layout=wrap), self.error, self.summary, self.plot])
         self.rerun()
 
     @property
@@ -112,22 +86,10 @@ class SimExplorer(widgets.VBox):
             tail = "" if s[f"{name}_tail"] == "p99" else " max"
             return f"{seconds(s[f'{name}_p50_s'])} / {seconds(s[f'{name}_p99_s'])}{tail}"
 
-        cells = [
-            pair("tpot"),
-            pair("ttft_d"),
-            pair("t2t_d"),
-            f"{s['tokens_per_step']:.2f}",
-            f"{100 * s['non_uniform_share']:.0f}%",
-        ]
-        note = text(
-            lang,
-            "w_sim_note",
-            steps=s["steps"],
-            n=s["arrivals"],
-            gpu=profile.name,
-            dtype=s["weight_dtype"],
-            gpus=s["num_gpus"],
-        )
+        cells = [pair(name) for name in ("tpot", "ttft_d", "t2t_d")]
+        cells += [f"{s['tokens_per_step']:.2f}", f"{100 * s['non_uniform_share']:.0f}%"]
+        counts = {"steps": s["steps"], "n": s["arrivals"], "gpus": s["num_gpus"]}
+        note = text(lang, "w_sim_note", gpu=profile.name, dtype=s["weight_dtype"], **counts)
         self.summary.value = html_table(head, [cells]) + f"<div>{esc(note)}</div>"
         fig = Figure(figsize=(7, 2.4))
         ax = fig.subplots()

@@ -1,27 +1,20 @@
-"""``pdlab tour`` and ``pdlab trace``: the commands, run from their parsed arguments (the
-arguments themselves, and the configurations built from them, are ``pdlab/cli/tour.py``'s).
+"""``pdlab tour`` and ``pdlab trace``, run from their parsed arguments (``pdlab/cli/tour.py``).
 
-The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``: a P/D
-pair with the chosen routing settings, pairs under the other set-ups that route D's step
-differently (Model Runner V2, V2 with prefill context parallelism, V1), a colocated engine,
-and the prompt under FLASH_ATTN_MLA, Hopper's backend) and
-prints seven chapters about its trace: chapters 1-3 in :mod:`pdlab.ui.tour_kv` (P prefills;
-the blocks move; D sets ``num_computed_tokens = N - 1`` and why), chapters 4-6 in
-:mod:`pdlab.ui.tour_route` (the one-token step and its routing; the cost of both MLA paths
-at DeepSeek's widths; the rest of the generation), chapter 7 in :mod:`pdlab.ui.tour_designs`
-(the four first-token designs, and what the step costs D's whole batch). ``pdlab trace``
-runs any prompts with any settings and prints the step table.
+The tour runs one demonstration (:func:`pdlab.demo.run_demo` with ``compare=True``) and
+prints seven chapters about its trace: 1-3 in :mod:`pdlab.ui.tour_kv`, 4-6 in
+:mod:`pdlab.ui.tour_route`, 7 in :mod:`pdlab.ui.tour_designs`. ``pdlab trace`` runs any
+prompts with any settings and prints the step table.
 
-The upstream story it follows (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``,
-``vllm/v1/core/kv_cache_manager.py``, ``vllm/v1/worker/gpu/model_runner.py`` (Model Runner
-V2, the default; ``vllm/v1/worker/gpu_model_runner.py`` is V1),
-``vllm/v1/attention/backends/utils.py`` and
+Upstream (vLLM 0.33.0): ``vllm/v1/core/sched/scheduler.py``, ``vllm/v1/core/kv_cache_manager.py``,
+``vllm/v1/worker/gpu/model_runner.py`` (Model Runner V2, the default; V1 is
+``vllm/v1/worker/gpu_model_runner.py``), ``vllm/v1/attention/backends/utils.py`` and
 ``vllm/model_executor/layers/attention/mla_attention.py``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import subprocess
 import sys
@@ -32,11 +25,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pdlab.catalog import text
-from pdlab.engine.config import (
-    CacheConfig,
-    ModelConfig,
-    SchedulerConfig,
-)
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.errors import PdlabValueError
 from pdlab.ui import tour_sims
 from pdlab.ui.choices import routing_reason
@@ -85,10 +74,8 @@ def page(text: str, height: int) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         subprocess.run([less, "-R"], input=text, text=True, check=False)
-    except KeyboardInterrupt:
-        pass
 
 
 def run_tour(
@@ -140,62 +127,39 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
     from pdlab.engine.tokenizer import encode
     from pdlab.ui import tour_kv, tour_route
     from pdlab.ui.console import weights_line
-    from pdlab.ui.tour_kv import say
+    from pdlab.ui.tour_kv import printer, say
 
-    lang = args.lang
+    lang, put = args.lang, printer(c, args.lang)
     need = tour_needs(args)
     demo = None
     if "run" in need:
         from pdlab.demo import PARTS, run_demo  # the engine: torch
 
+        same = ("block_size", "pcp", "mla_backend", "max_tokens", "backend", "gpu", "model_runner")
+        settings = {name: getattr(args, name) for name in same}  # run_demo's keywords too
+        k, compare = args.num_speculative_tokens or 0, need & set(PARTS)
         demo = run_demo(
-            args.prompt,
-            block_size=args.block_size,
-            pcp=args.pcp,
-            mla_backend=args.mla_backend,
-            max_tokens=args.max_tokens,
-            backend=args.backend,
-            model_config=cfg,
-            compare=need & set(PARTS),
-            gpu=args.gpu,
-            model_runner=args.model_runner,
-            num_speculative_tokens=args.num_speculative_tokens or 0,
+            args.prompt, model_config=cfg, compare=compare, num_speculative_tokens=k, **settings
         )
-        failed = [
-            e
-            for t in (demo.trace, demo.other_trace, demo.fresh_trace)
-            if t is not None
-            for e in request_errors(t)
-        ]
+        traces = (demo.trace, demo.other_trace, demo.fresh_trace)
+        failed = [e for t in traces if t is not None for e in request_errors(t)]
         if failed:  # the chapters read what the requests computed: there is nothing to show
             for e in failed:
                 c.print(f"[red]✗[/] {say(lang, 'st_failed', **e)}")
-            c.print(say(lang, "tour_failed"))
+            put("tour_failed")
             return 1
     prompt = PromptOnly(encode(args.prompt), cfg, args.block_size)
     preset = ModelConfig.preset(args.preset)
     if args.chapter is None:
         layers, L, R = tour_kv.row_shape(demo.trace.filter("kernel", "P"))
         c.rule(f"[bold]{say(lang, 'title')}[/]")
-        c.print(say(lang, "question"))
-        c.print(
-            say(
-                lang,
-                "settings",
-                prompt=tour_kv.shown(demo.prompt),
-                model=demo.trace.meta["model"],
-                layers=layers,
-                L=L,
-                R=R,
-                bs=demo.block_size,
-                pcp=demo.pcp,
-                mla=demo.mla_backend,
-                backend=demo.trace.meta["backend"],
-                runner=demo.model_runner,
-                why=routing_reason(demo.trace.meta["routing"]["D"], lang),
-            )
-        )
-        c.print(say(lang, "how_to_read", n=CHAPTERS))
+        put("question")
+        meta = demo.trace.meta
+        shape = {"layers": layers, "L": L, "R": R, "bs": demo.block_size, "pcp": demo.pcp}
+        run = {"mla": demo.mla_backend, "backend": meta["backend"], "runner": demo.model_runner}
+        said, why = tour_kv.shown(demo.prompt), routing_reason(meta["routing"]["D"], lang)
+        put("settings", prompt=said, model=meta["model"], why=why, **shape, **run)
+        put("how_to_read", n=CHAPTERS)
         c.print(escape(weights_line(demo.trace, lang)))
     chapters = {
         1: lambda: tour_kv.chapter1(c, demo, lang),
@@ -212,21 +176,13 @@ def _chapters(args: argparse.Namespace, cfg: ModelConfig, c: Console, sims: Any)
             c.rule(f"[bold]{say(lang, f'ch{number}')}[/]")
             show()
     if args.json is not None:
-        c.print(say(lang, "wrote", path=demo.trace.save(args.json)))
+        put("wrote", path=demo.trace.save(args.json))
     if args.plots is not None:
         from pdlab.ui.plots import save_all
 
         paths = save_all(demo.trace, preset, args.plots, instance="D", lang=lang)
         paths += _tour_designs().save_plots(demo or prompt, args.plots, lang)
-        c.print(
-            say(
-                lang,
-                "wrote_plots",
-                n=len(paths),
-                dir=args.plots,
-                names=", ".join(p.name for p in paths),
-            )
-        )
+        put("wrote_plots", n=len(paths), dir=args.plots, names=", ".join(p.name for p in paths))
     return 0
 
 
@@ -254,13 +210,12 @@ def run_trace(
         long_prefill_token_threshold=args.long_prefill_token_threshold,
     )
     sp = SamplingParams(max_tokens=args.max_tokens)
-    cfg = model_config
     with one_thread():
         if args.pd:
-            pair = PDPair(cfg, cache, sched, backend=args.backend, **routing)
+            pair = PDPair(model_config, cache, sched, backend=args.backend, **routing)
             outs, trace = pair.generate(prompts, sp), pair.tracer
         else:
-            engine = LLMEngine(cfg, cache, sched, backend=args.backend, **routing)
+            engine = LLMEngine(model_config, cache, sched, backend=args.backend, **routing)
             outs, trace = engine.generate(prompts, sp), engine.tracer
     kind = "P/D" if args.pd else text(args.lang, "v_one_engine")
     routing = next(iter(trace.meta["routing"].values()))

@@ -1,14 +1,9 @@
 """The tour's closing chapter (7): could D skip the recompute, and does it matter?
 
-It runs the tour's prompt under the four first-token designs (``pdlab/disagg/designs.py``,
-table from :mod:`pdlab.ui.designs_view`), then ``pdlab sim``'s grid for DeepSeek-V3 as
-deployed (``pdlab.sim.costs.Deployment``) on the H200 profile with its defaults
-(``pdlab/sim/``), and the same under MTP (``K = 1``,
-routings V2 and PCP: D's step with and without speculative decoding), and states the answer
-in one paragraph with those runs' numbers. The tour starts the two grids on another core
-before it imports torch (``pdlab/ui/tour_sims.py``, ``pdlab/sim/background.py``).
-:func:`save_plots` writes the pictures of the designs (``pdlab/ui/plots_designs.py``) and
-of the simulation for ``pdlab tour --plots DIR``.
+The tour's prompt under the four first-token designs (:mod:`pdlab.ui.designs_view`), then
+``pdlab sim``'s grid on the H200 profile and the same under MTP (:mod:`pdlab.ui.tour_sims`
+starts both before torch loads), and the answer in one paragraph with their numbers.
+:func:`save_plots` writes the figures for ``pdlab tour --plots DIR``.
 """
 
 from __future__ import annotations
@@ -27,14 +22,10 @@ from pdlab.sim.simulator import SimConfig
 from pdlab.ui import fmt
 from pdlab.ui.designs_view import compare_designs, designs_table
 from pdlab.ui.sim_report import sim_table, write_plots
-from pdlab.ui.tour_kv import say
-from pdlab.ui.tour_sims import (  # noqa: F401 - MTP_*: re-exported for notebook 07
-    MTP_BASE,
-    MTP_DESIGNS,
-    MTP_ROUTINGS,
-    SIM_GRIDS,
-    sim_rows,
-)
+from pdlab.ui.tour_kv import printer
+
+# MTP_*: re-exported for notebook 07
+from pdlab.ui.tour_sims import MTP_BASE, MTP_DESIGNS, MTP_ROUTINGS, SIM_GRIDS, sim_rows  # noqa: F401
 
 GPU = "H200"
 # One run of the designs per prompt and block size, for the chapter and its plots; the
@@ -47,9 +38,8 @@ def _runs(demo: Demo) -> tuple[list, dict]:
     key = (tuple(demo.prompt_ids), demo.block_size)
     if key not in _RUNS:
         traces: dict[str, Any] = {}
-        rows = compare_designs(
-            [demo.prompt_ids], demo.cfg, CacheConfig(block_size=demo.block_size), traces=traces
-        )
+        cache = CacheConfig(block_size=demo.block_size)
+        rows = compare_designs([demo.prompt_ids], demo.cfg, cache, traces=traces)
         while len(_RUNS) >= _KEEP:
             del _RUNS[next(iter(_RUNS))]  # the oldest
         _RUNS[key] = rows, traces
@@ -57,9 +47,7 @@ def _runs(demo: Demo) -> tuple[list, dict]:
 
 
 def answer_values(
-    sim_rows: list[dict[str, Any]],
-    mtp_rows: list[dict[str, Any]],
-    base: SimConfig | None = None,
+    sim_rows: list[dict[str, Any]], mtp_rows: list[dict[str, Any]], base: SimConfig | None = None
 ) -> dict:
     """The numbers the closing paragraph quotes, read off the simulation's rows (run
     with ``base``, by default ``SimConfig()``) and those of the same grid under MTP
@@ -111,12 +99,12 @@ def chapter7(c: Console, demo: Demo, lang: str, sims: BackgroundGrids | None = N
     """The chapter; ``sims``: its grids, started earlier (``pdlab/ui/tour_sims.py``)."""
     rows, _ = _runs(demo)
     grid, mtp_rows = sim_rows(sims)
-    profile = device_profile(GPU)
-    c.print(say(lang, "ch7_intro"))
+    profile, put = device_profile(GPU), printer(c, lang)
+    put("ch7_intro")
     c.print(designs_table(rows, GPU, lang=lang))
     c.print(sim_table(grid, profile, lang))
     c.print(sim_table(mtp_rows, profile, lang))
-    c.print(say(lang, "ch7_answer", **answer_values(grid, mtp_rows)))
+    put("ch7_answer", **answer_values(grid, mtp_rows))
 
 
 def save_plots(demo: Demo, out: Path, lang: str = "en") -> list[Path]:

@@ -1,17 +1,14 @@
-"""The tour's chapters 1-3: the KV cache's journey. P prefills the prompt and writes each
-layer's latent rows; its blocks move into D's; D sets ``num_computed_tokens = N - 1`` and the
-tour shows why (the cache holds K/V, the logits need the last hidden state).
-
-Every number is read from a :class:`~pdlab.demo.Demo`'s trace; the words are in
-:mod:`pdlab.catalog`. Upstream: ``vllm/v1/core/sched/scheduler.py``
-(``_update_waiting_for_remote_kv``) and ``vllm/v1/core/kv_cache_manager.py``
-(``get_computed_blocks``), vLLM 0.33.0.
+"""The tour's chapters 1-3: P prefills and writes each layer's latent rows; its blocks move
+into D's; D sets ``num_computed_tokens = N - 1``, and why. Numbers from a
+:class:`~pdlab.demo.Demo`'s trace, words from :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
+``vllm/v1/core/sched/scheduler.py`` (``_update_waiting_for_remote_kv``) and
+``vllm/v1/core/kv_cache_manager.py`` (``get_computed_blocks``).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -29,6 +26,31 @@ def say(lang: str, key: str, **values: object) -> str:
     return escape(text(lang, key, **values))
 
 
+def printer(c: Console, lang: str) -> Callable[..., None]:
+    """``put(key, **values)``: print :func:`say`'s words for ``key`` on ``c``."""
+    return lambda key, **values: c.print(say(lang, key, **values))
+
+
+def print_source(c: Console, lang: str, key: str, obj: Any, *where: str, **values: object) -> None:
+    """The words for ``key`` with the ``path`` and ``qualname`` of ``obj``, then its source
+    (``where``: :func:`~pdlab.ui.fmt.source_excerpt`'s start, end and mark)."""
+    ex = source_excerpt(obj, *where)
+    c.print(say(lang, key, path=ex.path, qualname=ex.qualname, **values))
+    c.print(source_rich(ex))
+
+
+def columns_table(
+    lang: str, title: str, right: Sequence[str] = (), left: Sequence[str] = (), **options: Any
+) -> FitTable:
+    """A table titled with ``title``'s words, its columns headed by the words of ``right``
+    (right-justified), then of ``left``."""
+    tab = FitTable(title=say(lang, title), **options)
+    for keys, justify in ((right, "right"), (left, "left")):
+        for key in keys:
+            tab.add_column(say(lang, key), justify=justify)
+    return tab
+
+
 def row_shape(kernels: Sequence[Mapping[str, Any]]) -> tuple[int, int, int]:
     """(layers, kv_lora_rank, qk_rope_head_dim) read off reshape_and_cache_mla calls."""
     writes = [k for k in kernels if k["name"] == "reshape_and_cache_mla"]
@@ -41,84 +63,54 @@ def shown(prompt: str, limit: int = 60) -> str:
 
 
 def chapter1(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     n = t.first("add_request", "P", req_id=rid)["num_prompt_tokens"]
-    c.print(say(lang, "ch1_tokens", prompt=shown(demo.prompt), n=n))
+    put("ch1_tokens", prompt=shown(demo.prompt), n=n)
     steps = t.steps("P", rid)
     if len(steps) == 1:
-        c.print(say(lang, "ch1_whole"))
+        put("ch1_whole")
     for ev, r in steps:
         route = t.route_of("P", rid, ev["step"])
-        c.print(
-            say(
-                lang,
-                "ch1_step",
-                step=ev["step"],
-                sched=r["num_scheduled_tokens"],
-                before=r["num_computed_tokens_before"],
-                after=r["num_computed_tokens_after"],
-                q=route["query_len"],
-                forward=route["forward"],
-            )
-        )
+        done = {"before": r["num_computed_tokens_before"], "after": r["num_computed_tokens_after"]}
+        sched, q = r["num_scheduled_tokens"], route["query_len"]
+        put("ch1_step", step=ev["step"], sched=sched, q=q, forward=route["forward"], **done)
     layers, L, R = row_shape(t.kernels("P", steps[0][0]["step"]))
-    c.print(say(lang, "ch1_write", layers=layers, L=L, R=R, W=L + R))
+    put("ch1_write", layers=layers, L=L, R=R, W=L + R)
     bs = t.meta["block_size"]
     blocks = steps[-1][1]["block_ids"]
-    tab = FitTable(title=say(lang, "ch1_table"))
-    for key, just in (
-        ("col_logical", "right"),
-        ("col_p_block", "right"),
-        ("col_positions", "right"),
-        ("col_tokens", "left"),
-        ("col_ids", "left"),
-    ):
-        tab.add_column(say(lang, key), justify=just)
+    right, left = ("col_logical", "col_p_block", "col_positions"), ("col_tokens", "col_ids")
+    tab = columns_table(lang, "ch1_table", right, left)
     for j in elided(len(blocks), 8, 3):
         if j is None:
             tab.add_row("…", "…", "…", "…", "…")
             continue
         ids = demo.prompt_ids[j * bs : (j + 1) * bs]
-        tab.add_row(
-            str(j),
-            str(blocks[j]),
-            span(j * bs, j * bs + len(ids) - 1),
-            escape(" ".join(token_char(i) for i in ids)),
-            " ".join(map(str, ids)),
-        )
+        chars, numbers = escape(" ".join(token_char(i) for i in ids)), " ".join(map(str, ids))
+        tab.add_row(str(j), str(blocks[j]), span(j * bs, j * bs + len(ids) - 1), chars, numbers)
     c.print(tab)
-    s = t.first("sample", "P", req_id=rid)
+    tok = t.first("sample", "P", req_id=rid)
     fin = t.first("finish", "P", req_id=rid)
-    c.print(
-        say(
-            lang,
-            "ch1_sample",
-            tok=s["token"],
-            ch=token_char(s["token"]),
-            pos=s["position"],
-            reason=fin["finish_reason"],
-        )
-    )
+    pos, reason = tok["position"], fin["finish_reason"]
+    put("ch1_sample", tok=tok["token"], ch=token_char(tok["token"]), pos=pos, reason=reason)
     if fin.get("kv_transfer_params"):
-        c.print(say(lang, "ch1_hold", delay=fin["delay_free"], blocks=blocks))
+        put("ch1_hold", delay=fin["delay_free"], blocks=blocks)
         c.print(escape(json.dumps(fin["kv_transfer_params"])))
     freed = t.filter("free", "P", req_id=rid)
     if freed:
-        c.print(say(lang, "ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"]))
+        put("ch1_freed", blocks=freed[0]["block_ids"], step=freed[0]["step"])
 
 
 def chapter2(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
-    c.print(say(lang, "ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"]))
+    put("ch2_admit", ext=wait["num_external_tokens"], blocks=wait["block_ids"])
     x = t.first("kv_transfer", "D", req_id=rid)
     if not x["ok"]:
-        c.print(say(lang, "ch2_failed", reason=x["reason"]))
+        put("ch2_failed", reason=x["reason"])
     bs = t.meta["block_size"]
     n = t.first("add_request", "D", req_id=rid)["num_prompt_tokens"]
-    tab = FitTable(title=say(lang, "ch2_table"))
-    for key in ("col_p_block", "col_d_block", "col_positions", "col_rows"):
-        tab.add_column(say(lang, key), justify="right")
+    cols = ("col_p_block", "col_d_block", "col_positions", "col_rows")
+    tab = columns_table(lang, "ch2_table", cols)
     pairs = list(zip(x["remote_block_ids"], x["local_block_ids"]))
     for j in elided(len(pairs), 8, 3):
         if j is None:
@@ -128,52 +120,26 @@ def chapter2(c: Console, demo: Demo, lang: str) -> None:
         tab.add_row(str(pairs[j][0]), f"→ {pairs[j][1]}", span(lo, hi), str(hi - lo + 1))
     c.print(tab)
     layers, L, R = row_shape(t.filter("kernel", "P"))
-    rows = len(pairs) * bs * layers * (L + R)
-    if rows and x["nbytes"] % rows == 0:
-        c.print(
-            say(
-                lang,
-                "ch2_bytes",
-                nbytes=x["nbytes"],
-                nb=len(pairs),
-                bs=bs,
-                layers=layers,
-                W=L + R,
-                e=x["nbytes"] // rows,
-            )
-        )
+    rows, nbytes = len(pairs) * bs * layers * (L + R), x["nbytes"]
+    if rows and nbytes % rows == 0:
+        size = {"nb": len(pairs), "bs": bs, "layers": layers, "W": L + R}
+        put("ch2_bytes", nbytes=nbytes, e=nbytes // rows, **size)
     else:
-        c.print(say(lang, "ch2_bytes_plain", nbytes=x["nbytes"]))
+        put("ch2_bytes_plain", nbytes=nbytes)
 
 
 def chapter3(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     wait = t.first("waiting_for_remote_kvs", "D", req_id=rid)
-    c.print(say(lang, "ch3_wait", step=wait["step"], ext=wait["num_external_tokens"]))
+    put("ch3_wait", step=wait["step"], ext=wait["num_external_tokens"])
     ready = t.first("remote_kv_ready", "D", req_id=rid)
     n, nct = ready["num_prompt_tokens"], ready["num_computed_tokens"]
-    c.print(
-        say(
-            lang,
-            "ch3_ready",
-            step=ready["step"],
-            before=ready["num_computed_tokens_before_adjust"],
-            n=n,
-            nct=nct,
-        )
-    )
+    before_adjust = ready["num_computed_tokens_before_adjust"]
+    put("ch3_ready", step=ready["step"], before=before_adjust, n=n, nct=nct)
     ev, r = t.steps("D", rid)[0]
-    c.print(
-        say(
-            lang,
-            "ch3_sched",
-            step=ev["step"],
-            sched=r["num_scheduled_tokens"],
-            pos=r["num_computed_tokens_before"],
-            before=r["num_computed_tokens_before"],
-            after=r["num_computed_tokens_after"],
-        )
-    )
+    before, after = r["num_computed_tokens_before"], r["num_computed_tokens_after"]
+    sched = r["num_scheduled_tokens"]
+    put("ch3_sched", step=ev["step"], sched=sched, pos=before, before=before, after=after)
     # The table: every layer's K/V row per position (in D's blocks), against h[N-1].
     layers, L, R = row_shape(t.kernels("D", ev["step"]))
     bs, d_blocks = t.meta["block_size"], t.first("kv_transfer", "D", req_id=rid)["local_block_ids"]
@@ -183,72 +149,36 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
     tab.add_column(say(lang, "col_token"))
     tab.add_column(say(lang, "col_d_slot"), justify="right")
     per_layer = layers <= 3
-    for layer in range(layers) if per_layer else [None]:
-        tab.add_column(
-            say(lang, "col_layer_kv", l=layer)
-            if per_layer
-            else say(lang, "col_layers_kv", a=0, b=layers - 1)
-        )
+    if per_layer:
+        for layer in range(layers):
+            tab.add_column(say(lang, "col_layer_kv", l=layer))
+    else:
+        tab.add_column(say(lang, "col_layers_kv", a=0, b=layers - 1))
     tab.add_column(say(lang, "col_h", l=layers - 1))
     for pos in elided(n, 3, 3):
         if pos is None:
             tab.add_row(*["…"] * (4 + (layers if per_layer else 1)))
             continue
         kv = say(lang, "cell_rewritten") if pos == last else f"✓ {L}|{R}"
-        tab.add_row(
-            str(pos),
-            escape(token_char(demo.prompt_ids[pos])),
-            f"{d_blocks[pos // bs]}[{pos % bs}]",
-            *[kv] * (layers if per_layer else 1),
-            say(lang, "cell_needed") if pos == last else "—",
-        )
+        h = say(lang, "cell_needed") if pos == last else "—"
+        slot = f"{d_blocks[pos // bs]}[{pos % bs}]"
+        cells = [kv] * (layers if per_layer else 1)
+        tab.add_row(str(pos), escape(token_char(demo.prompt_ids[pos])), slot, *cells, h)
     c.print(tab)
-    c.print(
-        say(
-            lang,
-            "ch3_explain",
-            n=n,
-            layers=layers,
-            W=L + R,
-            last=last,
-            reused=f"0..{last - 1}" if last else "—",
-            H=demo.cfg.hidden_size,
-        )
+    reused = f"0..{last - 1}" if last else "—"
+    put(
+        "ch3_explain", n=n, layers=layers, W=L + R, last=last, reused=reused, H=demo.cfg.hidden_size
     )
     d_tok = t.first("sample", "D", req_id=rid)["token"]
     p_tok = t.first("sample", "P", req_id=rid)["token"]
-    c.print(
-        say(
-            lang,
-            "ch3_check",
-            d=d_tok,
-            p=p_tok,
-            verdict=say(lang, "same" if d_tok == p_tok else "different"),
-        )
-    )
+    put("ch3_check", d=d_tok, p=p_tok, verdict=say(lang, "same" if d_tok == p_tok else "different"))
     from pdlab.engine.core.kv_cache_manager import KVCacheManager
     from pdlab.engine.core.sched.scheduler import Scheduler
 
-    fn = Scheduler._update_waiting_for_remote_kv
-    ex = source_excerpt(
-        fn, "before_adjust = request", "request.num_tokens - 1", "request.num_tokens - 1"
-    )
-    c.print(say(lang, "ch3_src", path=ex.path, qualname=ex.qualname))
-    c.print(source_rich(ex))
-    c.print(say(lang, "ch3_cached", nct=nct, n=n))
+    fn, end = Scheduler._update_waiting_for_remote_kv, "request.num_tokens - 1"
+    print_source(c, lang, "ch3_src", fn, "before_adjust = request", end, end)
+    put("ch3_cached", nct=nct, n=n)
     fn = KVCacheManager.get_computed_blocks
-    ex = source_excerpt(fn, "max_cache_hit_length =", "max_num_blocks =", "- 1")
-    c.print(say(lang, "ch3_local", path=ex.path, qualname=ex.qualname))
-    c.print(source_rich(ex))
-    again = t.first("admit", "local", req_id=demo.local_ids[1])
-    c.print(
-        say(
-            lang,
-            "ch3_local_hit",
-            hit=again["num_cached_tokens"],
-            bs=bs,
-            nm1=n - 1,
-            expect=(n - 1) // bs * bs,
-            n=n,
-        )
-    )
+    print_source(c, lang, "ch3_local", fn, "max_cache_hit_length =", "max_num_blocks =", "- 1")
+    hit = t.first("admit", "local", req_id=demo.local_ids[1])["num_cached_tokens"]
+    put("ch3_local_hit", hit=hit, bs=bs, nm1=n - 1, expect=(n - 1) // bs * bs, n=n)

@@ -1,16 +1,11 @@
-"""The tour's chapters 4-6: the one-token step and its routing. D's short extend under
-Model Runner V2 (vLLM 0.33.0's default, where the runner itself names the row:
-``prefill_runs_as_decode``), under prefill context parallelism (``treat_short_extends_as_decodes``
-False: ``forward_mha``) and under V1; a short fresh prompt under FLASH_ATTN_MLA's
-``reorder_batch_threshold``; what the two MLA paths cost at DeepSeek's widths; the rest of
-the generation, next to the colocated output; then and now, the learner's rule release by
-release (:mod:`pdlab.ui.tour_then`).
+"""The tour's chapters 4-6: D's one-token step and its routing under each set-up, what the
+two MLA paths cost at DeepSeek's widths, the rest of the generation; then and now is
+:mod:`pdlab.ui.tour_then`. Numbers from the trace or :mod:`pdlab.sim.kernel_costs`.
 
-Every number is read from a :class:`~pdlab.demo.Demo`'s trace or from the cost model
-(:mod:`pdlab.sim.kernel_costs`); the words are in :mod:`pdlab.catalog`. Upstream (vLLM 0.33.0):
-``vllm/v1/worker/gpu/model_runner.py`` (V2's batch), ``vllm/v1/worker/gpu/pcp_manager.py``,
-``vllm/v1/attention/backends/utils.py`` (``split_decodes_and_prefills``) and
-``vllm/model_executor/layers/attention/mla_attention.py`` (the builder and both paths).
+Upstream (vLLM 0.33.0): ``vllm/v1/worker/gpu/model_runner.py`` (V2's batch),
+``vllm/v1/worker/gpu/pcp_manager.py``, ``vllm/v1/attention/backends/utils.py``
+(``split_decodes_and_prefills``) and ``vllm/model_executor/layers/attention/mla_attention.py``
+(the builder and both paths).
 """
 
 from __future__ import annotations
@@ -34,18 +29,15 @@ from pdlab.sim.kernel_costs import (
 )
 from pdlab.ui.console import kernel_brief, step_table
 from pdlab.ui.fmt import FitTable, flops, nbytes, ratio, token_char, tokens
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import columns_table, print_source, printer, say
 from pdlab.ui.tour_then import then_and_now_section
 
 if TYPE_CHECKING:  # pdlab.demo imports the engine (torch); chapter 5 runs none
     from pdlab.demo import Demo
 
 COST_CONTEXTS = (1024, 4096, 16384, 65536)
-FRESH_PROMPTS = (
-    29,
-    128,
-    512,
-)  # the tour's default prompt, FLASHMLA's and FLASH_ATTN_MLA's thresholds
+# The tour's default prompt, FLASHMLA's and FLASH_ATTN_MLA's thresholds.
+FRESH_PROMPTS = (29, 128, 512)
 
 
 def _first_d_step(trace: Tracer, rid: str) -> dict[str, Any]:
@@ -144,34 +136,20 @@ def _pcp_layout(trace: Tracer, rid: str, size: int) -> list[str]:
 def chapter4(c: Console, demo: Demo, lang: str) -> None:
     from pdlab.demo import VARIANTS
     from pdlab.engine.worker.gpu.batch import gather_batch_req_state
-    from pdlab.ui.fmt import source_excerpt, source_rich
 
-    rid = demo.request_id
+    rid, put = demo.request_id, printer(c, lang)
     order = [*VARIANTS, *(k for k in demo.variant_traces if k not in VARIANTS)]
     runs = {k: _first_d_step(demo.variant_traces[k], rid) for k in order}
     main = (demo.model_runner, demo.pcp)
     r0 = runs[_V2]["route"]
-    c.print(
-        say(
-            lang,
-            "ch4_intro",
-            q=r0["query_len"],
-            nct=r0["num_computed_tokens"],
-            n=r0["num_prompt_tokens"],
-            plen=r0["prefill_len"],
-            prefilling=r0["is_prefilling"],
-            rad=r0["prefill_runs_as_decode"],
-            eligible=r0["decode_graph_eligible"],
-        )
+    counts = {"q": r0["query_len"], "nct": r0["num_computed_tokens"], "n": r0["num_prompt_tokens"]}
+    flags = {"prefilling": r0["is_prefilling"], "rad": r0["prefill_runs_as_decode"]}
+    put(
+        "ch4_intro", plen=r0["prefill_len"], eligible=r0["decode_graph_eligible"], **counts, **flags
     )
-    ex = source_excerpt(
-        gather_batch_req_state,
-        'if model_runner == "v2" and has_prefill and not use_pcp',
-        "eligible = all(",
-        "runs_as_decode = [",
-    )
-    c.print(say(lang, "ch4_src", path=ex.path, qualname=ex.qualname))
-    c.print(source_rich(ex))
+    start = 'if model_runner == "v2" and has_prefill and not use_pcp'
+    where = (start, "eligible = all(", "runs_as_decode = [")
+    print_source(c, lang, "ch4_src", gather_batch_req_state, *where)
     tab = FitTable(title=say(lang, "ch4_table"), stack="columns")
     tab.add_column("")
     for key in runs:
@@ -207,122 +185,77 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
         label = key if not key.startswith("row_") else say(lang, key)
         tab.add_row(label, *vals, end_section=key in ("decode_graph_eligible", "row_path"))
     c.print(tab)
-    c.print(say(lang, "ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32")))
+    put("ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32"))
     gathered = [k["shapes"]["rows"] for k in runs[_PCP]["kernels"] if k["name"] == "gather_cache"]
     ctx_rows = sum(gathered)
-    c.print(say(lang, "ch4_paths", ctx=ctx_rows) if ctx_rows else say(lang, "ch4_paths_no_context"))
-    c.print(say(lang, "ch4_why_pcp"))
+    put("ch4_paths" if ctx_rows else "ch4_paths_no_context", ctx=ctx_rows)
+    put("ch4_why_pcp")
     for line in _pcp_layout(demo.variant_traces[_PCP], rid, 2):
         c.print("  " + escape(line))
-    c.print(say(lang, "ch4_v1"))
+    put("ch4_v1")
     samples = [d["sample"] for d in runs.values()]
     delta = f"{max(abs(a['logit'] - b['logit']) for a in samples for b in samples):.1e}"
     if len({s["token"] for s in samples}) == 1:
-        c.print(say(lang, "ch4_same", tok=samples[0]["token"], d=delta))
+        put("ch4_same", tok=samples[0]["token"], d=delta)
     else:
-        c.print(say(lang, "ch4_diff", a=samples[0]["token"], b=samples[1]["token"], d=delta))
+        put("ch4_diff", a=samples[0]["token"], b=samples[1]["token"], d=delta)
     fresh = demo.fresh_trace.filter("route")[0]
-    c.print(
-        say(
-            lang,
-            "ch4_fresh_decode" if fresh["path"] == "decode" else "ch4_fresh_prefill",
-            q=fresh["query_len"],
-            t=fresh["decode_threshold"],
-            region=fresh["region"],
-            forward=fresh["forward"],
-        )
-    )
+    key = "ch4_fresh_decode" if fresh["path"] == "decode" else "ch4_fresh_prefill"
+    q, threshold = fresh["query_len"], fresh["decode_threshold"]
+    put(key, q=q, t=threshold, region=fresh["region"], forward=fresh["forward"])
     if demo.num_speculative_tokens:
         from pdlab.ui.tour_mtp import mtp_section
 
         mtp_section(c, demo, lang)
-    c.print(say(lang, "ch4_renames"))
+    put("ch4_renames")
     for old, new, where in renames(lang):  # one per line: names read whole at 80 columns
         c.print(f"  {old}\n    → {new}\n      [dim]{where}[/]")
-    then_and_now_section(
-        c, lang, len(demo.prompt_ids), demo.block_size, AttentionConfig(demo.mla_backend)
-    )
+    attention = AttentionConfig(demo.mla_backend)
+    then_and_now_section(c, lang, len(demo.prompt_ids), demo.block_size, attention)
 
 
 def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
     H, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    c.print(say(lang, "ch5_intro", model=cfg.name, H=H, L=L, R=R))
-    tab = FitTable(title=say(lang, "ch5_table"))
-    for key in (
-        "col_context",
-        "col_pf_flops",
-        "col_dc_flops",
-        "col_ratio",
-        "col_pf_bytes",
-        "col_dc_bytes",
-        "col_ratio",
-    ):
-        tab.add_column(say(lang, key), justify="right")
+    put = printer(c, lang)
+    put("ch5_intro", model=cfg.name, H=H, L=L, R=R)
+    flops_cols, bytes_cols = ("col_pf_flops", "col_dc_flops"), ("col_pf_bytes", "col_dc_bytes")
+    cols = ("col_context", *flops_cols, "col_ratio", *bytes_cols, "col_ratio")
+    tab = columns_table(lang, "ch5_table", cols)
     costs = [
         (ctx, prefill_path_cost(cfg, ctx), decode_path_cost(cfg, ctx)) for ctx in COST_CONTEXTS
     ]
     for ctx, p, d in costs:
-        tab.add_row(
-            tokens(ctx),
-            flops(p.flops),
-            flops(d.flops),
-            ratio(p.flops, d.flops),
-            nbytes(p.bytes),
-            nbytes(d.bytes),
-            ratio(p.bytes, d.bytes),
-        )
+        work = (flops(p.flops), flops(d.flops), ratio(p.flops, d.flops))
+        tab.add_row(tokens(ctx), *work, nbytes(p.bytes), nbytes(d.bytes), ratio(p.bytes, d.bytes))
     c.print(tab)
     ctx, p, d = costs[-1]
     upproj = sum(f for name, f, _ in p.parts if "context up-projection" in name)
-    c.print(say(lang, "ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R))
-    c.print(
-        say(
-            lang,
-            "ch5_model",
-            layers=cfg.num_hidden_layers,
-            ctx=tokens(ctx),
-            pf=flops(p.flops * cfg.num_hidden_layers),
-            df=flops(d.flops * cfg.num_hidden_layers),
-        )
-    )
+    put("ch5_upproj", mf=f"{upproj / ctx / 1e6:.1f}", W=L + R)
+    n = cfg.num_hidden_layers
+    put("ch5_model", layers=n, ctx=tokens(ctx), pf=flops(p.flops * n), df=flops(d.flops * n))
     qk, v = cfg.qk_head_dim, cfg.v_head_dim
-    c.print(
-        say(
-            lang,
-            "ch5_cross",
-            mf=f"{2 * L * H * (cfg.qk_nope_head_dim + v) / 1e6:.1f}",
-            a=f"{L + R} + {L}",
-            b=f"{qk} + {v}",
-            x=f"{absorb_crossover_query_len(cfg):.0f}",
-        )
-    )
-    tab = FitTable(title=say(lang, "ch5_fresh_table"))
-    for key in ("col_prompt_len", "col_naive_flops", "col_absorbed_flops", "col_ratio"):
-        tab.add_column(say(lang, key), justify="right")
+    mf = f"{2 * L * H * (cfg.qk_nope_head_dim + v) / 1e6:.1f}"
+    x = f"{absorb_crossover_query_len(cfg):.0f}"
+    put("ch5_cross", mf=mf, a=f"{L + R} + {L}", b=f"{qk} + {v}", x=x)
+    cols = ("col_prompt_len", "col_naive_flops", "col_absorbed_flops", "col_ratio")
+    tab = columns_table(lang, "ch5_fresh_table", cols)
     for q in FRESH_PROMPTS:
         naive, absorbed = mla_forms_flops(cfg, q, 0)
         tab.add_row(str(q), flops(naive), flops(absorbed), ratio(absorbed, naive))
     c.print(tab)
-    c.print(say(lang, "ch5_upstream"))
-    c.print(say(lang, "ch5_others"))
+    put("ch5_upstream")
+    put("ch5_others")
 
 
 def chapter6(c: Console, demo: Demo, lang: str) -> None:
-    t, rid = demo.trace, demo.request_id
+    t, rid, put = demo.trace, demo.request_id, printer(c, lang)
     tab = step_table(t, "D", title=say(lang, "ch6_steps"), lang=lang)
     c.print(tab)
     later = t.filter("route", "D", req_id=rid)[1:]
-    if later and all(
-        e["query_len"] == 1
-        and not e["is_prefilling"]
-        and e["region"] == "decode"
-        and e["path"] == "decode"
-        for e in later
-    ):
-        c.print(say(lang, "ch6_agree"))
-    tab = FitTable(title=say(lang, "ch6_outputs"))
-    for key in ("col_run", "col_token_ids", "col_text"):
-        tab.add_column(say(lang, key))
+    decode = {"query_len": 1, "is_prefilling": False, "region": "decode", "path": "decode"}
+    if later and all(e[k] == v for e in later for k, v in decode.items()):
+        put("ch6_agree")
+    tab = columns_table(lang, "ch6_outputs", left=("col_run", "col_token_ids", "col_text"))
     for label, tokens_ in (
         (say(lang, "run_pd", pcp=demo.pcp), demo.pd_tokens),
         (say(lang, "run_pd", pcp=demo.other_pcp), demo.other_tokens),
@@ -330,15 +263,8 @@ def chapter6(c: Console, demo: Demo, lang: str) -> None:
     ):
         tab.add_row(label, escape(str(tokens_)), escape(printable(tokens_)))
     c.print(tab)
-    equal = demo.tokens_equal
-    c.print(
-        say(
-            lang,
-            "ch6_equal",
-            verdict=say(lang, "equal" if equal else "not_equal"),
-            n=len(demo.colocated_tokens),
-        )
-    )
+    verdict = say(lang, "equal" if demo.tokens_equal else "not_equal")
+    put("ch6_equal", verdict=verdict, n=len(demo.colocated_tokens))
     freed = t.filter("free", "D", req_id=rid)
     if freed:
-        c.print(say(lang, "ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"]))
+        put("ch6_freed", blocks=freed[-1]["block_ids"], step=freed[-1]["step"])

@@ -1,11 +1,7 @@
-"""The simulations the tour's chapter 7 shows, and when they start.
-
-``pdlab sim``'s grid at its defaults on the H200 profile, and the same under MTP (``K =
-1``, routings V2 and PCP): they do not depend on the prompt, so a process computes them
-once, and the simulator imports no torch, so ``pdlab tour`` starts them in a child process
-(:mod:`pdlab.sim.background`) before it imports torch (:func:`before_imports`, called by
-the CLI) and reads their rows when chapter 7 prints. Nothing here imports torch. vLLM has
-no counterpart.
+"""The simulations the tour's chapter 7 shows, and when they start: ``pdlab sim``'s grid on the
+H200 profile and the same under MTP. They do not depend on the prompt and import no torch, so
+``pdlab tour`` starts them in a child process (:mod:`pdlab.sim.background`) before it imports
+torch (:func:`before_imports`). vLLM has no counterpart.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """Then and now: the learner's premise, release by release.
 
 The learner read, in November 2025, that for DeepSeek "whether to take the prefill path is
-decided by ``num_computed_tokens < num_prompt_tokens``". Which code said so depends on the
-release and the setting. :data:`RULES` holds, for each, the argument that decides D's
-one-token row in that release's MLA split and the source line it was read from; nothing
-here restates a result: :func:`then_and_now` runs each rule through pdlab's
-:func:`~pdlab.engine.attention.backend.split_query_lens` (upstream's rule, to which vLLM 0.11.1's
-split is the case ``treat_short_extends_as_decodes=True``: it had no ``is_prefilling``)
-for D's row. The words are in :mod:`pdlab.catalog` (``tn_*``).
+decided by ``num_computed_tokens < num_prompt_tokens``". :data:`RULES` holds, per release and
+setting, the argument that decides D's one-token row in its MLA split and the source line it
+was read from; :func:`then_and_now` runs each through pdlab's
+:func:`~pdlab.engine.attention.backend.split_query_lens` (0.11.1's split is its case
+``treat_short_extends_as_decodes=True``: it had no ``is_prefilling``). Words: ``tn_*``.
 
 Sources: vLLM 0.11.1 and 0.33.0 wheels; vllm-ascend at ``bc67696a02`` (the last commit of
 November 2025) and at ``7baeb54ab8`` ("Fix PD recompute decode classification for MTP",
@@ -24,7 +22,7 @@ from rich.markup import escape
 from pdlab.engine.attention.backend import split_query_lens
 from pdlab.engine.config import AttentionConfig, ParallelConfig
 from pdlab.engine.config.vllm import adjust_dcp_kv_cache_interleave_size
-from pdlab.ui.tour_kv import say
+from pdlab.ui.tour_kv import printer, say
 
 ASCEND_NOV_2025 = "bc67696a02"
 ASCEND_10973 = "7baeb54ab8"
@@ -147,15 +145,13 @@ def then_and_now(
     through each rule of :data:`RULES` with pdlab's split. vLLM rows use the backend
     profile of ``attention_config`` (its threshold after DCP, the NIXL interleave and MTP,
     as :meth:`~pdlab.engine.config.MLABackendProfile.effective_threshold` computes it);
-    vllm-ascend's
-    MLA builder starts at 1 and adds the speculative tokens (``mla_v1.py:264-267``)."""
+    vllm-ascend's MLA builder starts at 1 and adds the spec tokens (``mla_v1.py:264-267``)."""
     profile = (attention_config or AttentionConfig()).profile
     nct = num_prompt_tokens - 1
     runs = []
     for r in RULES:
-        par = adjust_dcp_kv_cache_interleave_size(
-            ParallelConfig(decode_context_parallel_size=r.dcp), block_size, True
-        )
+        parallel = ParallelConfig(decode_context_parallel_size=r.dcp)
+        par = adjust_dcp_kv_cache_interleave_size(parallel, block_size, True)
         if r.ascend:
             threshold, uniform = 1 + r.spec_tokens, False
         else:
@@ -165,22 +161,14 @@ def then_and_now(
             uniform = profile.require_uniform
         q = 1 + r.spec_tokens
         prefilling = nct < num_prompt_tokens and nct > 0
-        nd, *_ = split_query_lens(
-            [q], [prefilling], threshold, uniform, r.treat_short_extends_as_decodes
-        )
+        row = ([q], [prefilling], threshold, uniform)
+        nd, *_ = split_query_lens(*row, r.treat_short_extends_as_decodes)
         path = "decode" if nd else "prefill"
-        by_length = split_query_lens([q], [prefilling], threshold, uniform, True)[0] == 0
-        runs.append(
-            RuleRun(
-                r,
-                q,
-                threshold,
-                prefilling if r.has_is_prefilling else None,
-                path,
-                None if r.paths is None else r.paths[0 if nd else 1],
-                path == "prefill" and not by_length,
-            )
-        )
+        by_length = split_query_lens(*row, True)[0] == 0
+        shown = prefilling if r.has_is_prefilling else None
+        forward = None if r.paths is None else r.paths[0 if nd else 1]
+        holds = path == "prefill" and not by_length
+        runs.append(RuleRun(r, q, threshold, shown, path, forward, holds))
     return runs
 
 
@@ -193,9 +181,9 @@ def then_and_now_section(
 ) -> None:
     """The section as the tour's chapter 4 and notebook 05 print it: one block per rule,
     each line whole at 80 columns."""
-    runs = then_and_now(num_prompt_tokens, block_size, attention_config)
-    c.print(say(lang, "tn_title"))
-    c.print(say(lang, "tn_intro", n=num_prompt_tokens, nct=num_prompt_tokens - 1))
+    runs, put = then_and_now(num_prompt_tokens, block_size, attention_config), printer(c, lang)
+    put("tn_title")
+    put("tn_intro", n=num_prompt_tokens, nct=num_prompt_tokens - 1)
     for run in runs:
         r = run.rule
         c.print(f"[bold]{escape(r.release)}[/] · " + say(lang, f"tn_s_{r.key}"))
@@ -212,4 +200,4 @@ def then_and_now_section(
         if r.key == "ascend_2025":
             counted = num_prompt_tokens - 1 >= num_prompt_tokens
             c.print("  " + say(lang, "tn_ascend_meta", counted=counted))
-    c.print(say(lang, "tn_outro"))
+    put("tn_outro")

@@ -16,16 +16,8 @@ from pdlab.errors import PdlabValueError
 from pdlab.ui.fmt import esc, html_table
 
 # Fields of an event not worth a reader's attention in a table (where to connect, etc.).
-_NOISE = {
-    "kind",
-    "instance",
-    "step",
-    "remote_host",
-    "remote_port",
-    "remote_request_id",
-    "remote_engine_id",
-    "reason",
-}
+_NOISE = {"kind", "instance", "step", "reason"}
+_NOISE |= {f"remote_{field}" for field in ("host", "port", "request_id", "engine_id")}
 
 
 def event_details(e: Mapping[str, Any]) -> str:
@@ -34,11 +26,8 @@ def event_details(e: Mapping[str, Any]) -> str:
         if k in _NOISE or v is None or v == "" or v is False:
             continue
         if isinstance(v, dict):
-            v = (
-                "{"
-                + ", ".join(f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False)
-                + "}"
-            )
+            shown = [f"{a}: {b}" for a, b in v.items() if a not in _NOISE and b is not False]
+            v = "{" + ", ".join(shown) + "}"
         parts.append(f"{k}={v}")
     return ", ".join(parts)
 
@@ -54,11 +43,7 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
         kernels.setdefault(e["step"], []).append(e["name"])
     for e in tracer.filter(None, instance):
         kind, step = e["kind"], e["step"]
-        if kind == "kernel":
-            continue
         if kind == "step":
-            if not e["scheduled"]:
-                continue
             for r in e["scheduled"]:
                 detail = text(
                     lang,
@@ -72,23 +57,20 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
                 )
                 rows.append([step, text(lang, "v_schedule"), detail])
         elif kind == "route":
-            rows.append(
-                [
-                    step,
-                    "route",
-                    f"{e['req_id']}: query_len={e['query_len']}, "
-                    f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
-                    f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
-                    f"region={e['region']} → {e['forward']}",
-                ]
+            said = (
+                f"{e['req_id']}: query_len={e['query_len']}, "
+                f"num_computed_tokens={e['num_computed_tokens']}, num_prompt_tokens="
+                f"{e['num_prompt_tokens']}, is_prefilling={e['is_prefilling']}, "
+                f"region={e['region']} → {e['forward']}"
             )
+            rows.append([step, "route", said])
             if step in kernels:
                 label = text(lang, "v_kernels_layer", layer=layer)
                 rows.append([step, label, " → ".join(kernels.pop(step))])
         elif kind == "sample":
             detail = text(lang, "v_sample_row", req=e["req_id"], tok=e["token"], pos=e["position"])
             rows.append([step, "sample", detail])
-        else:
+        elif kind != "kernel":
             rows.append([step, kind, event_details(e)])
     return rows
 
@@ -127,10 +109,8 @@ def trace_panels(
     titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
     boxes = []
     for inst in instances:
-        w = widgets.HTML(
-            trace_html(tracer, inst, titles.get(inst, inst), lang=lang),
-            layout=widgets.Layout(flex="1 1 0", min_width="0"),
-        )
+        html = trace_html(tracer, inst, titles.get(inst, inst), lang=lang)
+        w = widgets.HTML(html, layout=widgets.Layout(flex="1 1 0", min_width="0"))
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
 
@@ -164,41 +144,20 @@ class StepPlayer(widgets.VBox):
         head = text(self.lang, "v_player_title", inst=self.instance, step=step)
         sub = text(self.lang, "v_player_sub", total=total, usage=f"{usage:.0%}")
         self.title.value = f"<b>{esc(head)}</b>{esc(sub)}"
-        failed = {
-            e["req_id"]: e["error"]
-            for e in self.tracer.filter("request_error", self.instance, step=step)
-        }
-        rows = [
-            [
-                r["req_id"],
-                r["num_prompt_tokens"],
-                r["num_tokens"],
-                f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}",
-                r["num_scheduled_tokens"],
-                r["forward"],
-                r["block_ids"],
-                f"{self.lab['error']}: {failed[r['req_id']]}"
-                if r["req_id"] in failed
-                else ("" if r["sampled"] is None else r["sampled"]),
-            ]
-            for r in self.tracer.step_rows(self.instance, step)
-        ]
-        self.table.value = html_table(
-            [
-                "req_id",
-                "num_prompt_tokens",
-                "num_tokens",
-                "num_computed_tokens",
-                "num_scheduled_tokens",
-                text(self.lang, "v_path"),
-                "block_ids",
-                text(self.lang, "v_sampled"),
-            ],
-            rows or [[self.lab["none"]] + [""] * 7],
-        )
-        evs = [
-            [e.kind, event_details(e)] for e in self.tracer.lifecycle_events(self.instance, step)
-        ]
-        self.events.value = html_table(
-            [self.lab["event"], self.lab["details"]], evs or [[self.lab["none"], ""]]
-        )
+        errors = self.tracer.filter("request_error", self.instance, step=step)
+        failed = {e["req_id"]: e["error"] for e in errors}
+        rows = []
+        for r in self.tracer.step_rows(self.instance, step):
+            rid, shown = r["req_id"], "" if r["sampled"] is None else r["sampled"]
+            if rid in failed:
+                shown = f"{self.lab['error']}: {failed[rid]}"
+            done = f"{r['num_computed_tokens_before']} → {r['num_computed_tokens_after']}"
+            counts = [r["num_prompt_tokens"], r["num_tokens"], done, r["num_scheduled_tokens"]]
+            rows.append([rid, *counts, r["forward"], r["block_ids"], shown])
+        heads = ["req_id", "num_prompt_tokens", "num_tokens", "num_computed_tokens"]
+        heads += ["num_scheduled_tokens", text(self.lang, "v_path"), "block_ids"]
+        heads.append(text(self.lang, "v_sampled"))
+        self.table.value = html_table(heads, rows or [[self.lab["none"]] + [""] * 7])
+        lifecycle = self.tracer.lifecycle_events(self.instance, step)
+        evs = [[e.kind, event_details(e)] for e in lifecycle] or [[self.lab["none"], ""]]
+        self.events.value = html_table([self.lab["event"], self.lab["details"]], evs)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from matplotlib.patches import Rectangle
 
+from pdlab.catalog import text
 from pdlab.demo import Demo, run_demo
 from pdlab.engine.config import ModelConfig
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
@@ -24,7 +25,7 @@ def test_block_table_draws_ds_blocks(run: Demo) -> None:
     ax = fig.axes[0]
     first = next(e for e in run.trace.filter("step", "D") if e["scheduled"])
     blocks = first["scheduled"][0]["block_ids"]
-    assert ax.get_title() == f"block table, instance D, step {first['step']}"
+    assert ax.get_title() == text("en", "plot_bt_title", inst="D", step=first["step"])
     assert "block_size=4" in ax.get_xlabel() and ax.get_ylabel() == "request"
     assert len([p for p in ax.patches if isinstance(p, Rectangle)]) == len(blocks)
     assert [t.get_text() for t in ax.texts] == [str(b) for b in blocks]

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from pdlab.catalog import text
 from pdlab.cli import main
 from pdlab.disagg.designs import MODES
-from pdlab.engine.config import ModelConfig
+from pdlab.engine.config import AttentionConfig, ModelConfig
 from pdlab.engine.trace import Tracer
 from pdlab.sim.kernel_costs import decode_path_cost, prefill_path_cost
 from pdlab.ui import tour
@@ -45,6 +46,12 @@ def run_tour(capsys: pytest.CaptureFixture[str], tmp_path: Path, *args: str) -> 
 def flat(out: str) -> str:
     """The text with rich's line wrapping undone, for checking sentences."""
     return " ".join(out.split())
+
+
+def words(key: str, **values: object) -> str:
+    """The catalog's English words for ``key`` with ``values``, as :func:`flat` reads them: a
+    view's sentence checked by its key and the values it must show, not by its wording."""
+    return flat(text("en", key, **values))
 
 
 def headings(out: str) -> list[str]:
@@ -84,7 +91,7 @@ def test_default_tour_runs_every_chapter(capsys: pytest.CaptureFixture[str]) -> 
     shown = [h for h in headings(out) if h.startswith("Chapter ")]
     assert said and int(said[1]) == int(said[2]) == len(shown)
     assert repr(tour.DEFAULT_PROMPT) in flat(out)
-    assert "equal, token for token" in flat(out)
+    assert words("equal") in flat(out)
 
 
 def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
@@ -103,12 +110,14 @@ def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
     assert f"{x['nbytes']} bytes" in flat(out)
     ready = t.first("remote_kv_ready", "D")
     assert ready["num_computed_tokens"] == n - 1
-    assert f"num_computed_tokens = {n - 1} (N - 1)" in flat(out)
+    before = ready["num_computed_tokens_before_adjust"]
+    assert words("ch3_ready", step=ready["step"], before=before, n=n, nct=n - 1) in flat(out)
     assert "request.num_computed_tokens = request.num_tokens - 1" in flat(out)  # real source
     hit = t.filter("admit", "local")[1]["num_cached_tokens"]
     assert f"{hit} cached tokens" in flat(out)
-    d_tok = t.first("sample", "D")["token"]
-    assert f"D's first token is {d_tok}" in flat(out)
+    d_tok, p_tok = t.first("sample", "D")["token"], t.first("sample", "P")["token"]
+    verdict = text("en", "same" if d_tok == p_tok else "different")
+    assert words("ch3_check", d=d_tok, p=p_tok, verdict=verdict) in flat(out)
     outputs = [e["token"] for e in t.filter("sample", "D")]
     assert str(outputs) in flat(out)
 
@@ -117,9 +126,10 @@ def test_tour_prints_the_traces_values(capsys, tmp_path) -> None:
 def test_n_minus_one_follows_the_prompt(capsys, tmp_path, prompt: str) -> None:
     # the chapters that state N - 1 (3: D's num_computed_tokens; 4: its step), not all seven
     out, t = run_tour(capsys, tmp_path, "--prompt", prompt, "--chapter", "3")
-    n = t.first("remote_kv_ready", "D")["num_tokens"]
+    ready = t.first("remote_kv_ready", "D")
+    n, before = ready["num_tokens"], ready["num_computed_tokens_before_adjust"]
     assert n == len(prompt.encode())
-    assert f"sets num_computed_tokens = {n - 1} (N - 1" in flat(out)
+    assert words("ch3_ready", step=ready["step"], before=before, n=n, nct=n - 1) in flat(out)
     out, t = run_tour(capsys, tmp_path, "--prompt", prompt, "--chapter", "4")
     assert t.first("remote_kv_ready", "D")["num_tokens"] == n
     assert f"num_computed_tokens = {n - 1}, num_prompt_tokens = {n}" in flat(out)  # chapter 4
@@ -198,20 +208,25 @@ def test_chapter_4_alone_shows_every_set_up_and_the_fresh_prompt(
     assert has_row(out, "first token on D", shown, shown, shown)
     # the default prompt is shorter than FLASH_ATTN_MLA's threshold: a fresh prompt on the
     # decode path, on P's side
-    assert n <= 512 and "reorder_batch_threshold = 512" in flat(out)
-    assert f"query_len = {n}, no context, region prefill) took forward_mqa" in flat(out)
+    threshold = AttentionConfig("flash_attn_mla").profile.reorder_batch_threshold
+    assert n <= threshold and f"reorder_batch_threshold = {threshold}" in flat(out)
+    fresh = {"q": n, "t": threshold, "region": "prefill", "forward": "forward_mqa"}
+    assert words("ch4_fresh_decode", **fresh) in flat(out)
 
 
 def test_a_prompt_longer_than_flash_attn_mla_threshold_is_a_prefill(capsys, tmp_path) -> None:
-    prompt = "x" * 513
+    threshold = AttentionConfig("flash_attn_mla").profile.reorder_batch_threshold
+    prompt = "x" * (threshold + 1)
     out, _ = run_tour(capsys, tmp_path, "--prompt", prompt, "--chapter", "4", "--max-tokens", "1")
-    assert "query_len = 513, no context, region prefill) is longer than the threshold" in flat(out)
+    fresh = {"q": len(prompt), "t": threshold, "region": "prefill", "forward": "forward_mha"}
+    assert words("ch4_fresh_prefill", **fresh) in flat(out)
 
 
 def test_preset_option_drives_the_cost_chapter(capsys, tmp_path) -> None:
     out, _ = run_tour(capsys, tmp_path, "--chapter", "5", "--preset", "deepseek-v2-lite")
     cfg = ModelConfig.preset("deepseek-v2-lite")
-    assert "deepseek-v2-lite dimensions (16 heads" in flat(out)
+    dims = {"H": cfg.num_attention_heads, "L": cfg.kv_lora_rank, "R": cfg.qk_rope_head_dim}
+    assert words("ch5_intro", model=cfg.name, **dims) in flat(out)
     table = [r for r in rows(out) if len(r) == 7 and r[0][0].isdigit()]
     assert [int(r[0].rstrip("K")) * (1024 if r[0].endswith("K") else 1) for r in table] == list(
         COST_CONTEXTS
@@ -303,16 +318,12 @@ def test_chapter_7_states_the_answer_with_the_simulations_numbers(capsys, tmp_pa
     mtp, _ = run_grid(MTP_BASE, v3, h200, "h200", routings=MTP_ROUTINGS)
     v = answer_values(rows, mtp)
     assert v["v2_tail"] == "p99"  # enough steps for one
-    assert f"TPOT is {v['v2_p50']} p50 / {v['v2_p99']} p99" in flat(out)
-    assert f"{v['pcp_mixed']} of the steps lose the full decode graph" in flat(out)
-    assert f"TPOT p99 rises to {v['pcp_p99']} ({v['pcp_x']} the default's)" in flat(out)
-    # Each design's own figure (first_token and hidden_state differ by the lm_head rows).
-    assert f"first_token ({v['ft_pcp_p99']}) and hidden_state ({v['hs_pcp_p99']})" in flat(out)
-    assert f"TPOT is {v['mtp_p50']} with MTP against {v['v2_p50']} without" in flat(out)
-    assert f"compute in {v['mtp_link']} of these steps ({v['link']} without MTP" in flat(out)
-    assert "V2 + DCP" in flat(out)
-    # DeepSeek-V3 as deployed: the answer and the tables' caption say how.
-    assert f"({v['dtype']} weights, {v['gpus']} GPUs of the H200 profile" in flat(out)
+    # The answer quotes every one of these numbers: TPOT with and without PCP and MTP, each
+    # design's own figure (first_token and hidden_state differ by the lm_head rows), the
+    # link-bound share, DeepSeek-V3 as deployed on the H200 profile.
+    assert v["gpu"] == "H200" and words("ch7_answer", **v) in flat(out)
+    assert words("sim_r_dcp") in flat(out)
+    # DeepSeek-V3 as deployed: the tables' caption says how.
     assert "EP144, DP144" in flat(out) and "989 TFLOP/s dense bf16" in flat(out)
     assert all(m in flat(out) for m in MODES) and "= colocated" in flat(out)
 
