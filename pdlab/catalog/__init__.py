@@ -335,22 +335,10 @@ TEXT: dict[str, dict[str, str]] = {
         "DeepSeek 的维度、bf16 建模（576 个值的潜向量行占 1,152 字节；fp8 KV 缓存把它减到 576 "
         "字节，传输量也减半：pdlab sim --kv-cache-dtype fp8）。",
     },
-    "ch4_not_read": {
-        "en": "is_prefilling not read",
-        "zh": "不读 is_prefilling",
-    },
-    "col_v2_pcp1": {
-        "en": "V2 (default)",
-        "zh": "V2（默认）",
-    },
-    "col_v2_pcp2": {
-        "en": "V2 + PCP 2",
-        "zh": "V2 + PCP 2",
-    },
-    "col_v1_pcp1": {
-        "en": "V1",
-        "zh": "V1",
-    },
+    "ch4_not_read": {"en": "is_prefilling not read", "zh": "不读 is_prefilling"},
+    "col_v2_pcp1": {"en": "V2 (default)", "zh": "V2（默认）"},
+    "col_v2_pcp2": {"en": "V2 + PCP 2", "zh": "V2 + PCP 2"},
+    "col_v1_pcp1": {"en": "V1", "zh": "V1"},
     "ch4_paths": {
         "en": "Under PCP the token takes forward_mha: gather_cache collects the {ctx} cached "
         "latent rows, kv_b_proj up-projects every one of them to per-head K and V, "
@@ -546,14 +534,8 @@ TEXT: dict[str, dict[str, str]] = {
     "tn_decode": {"en": "a decode", "zh": "decode 行"},
     "tn_prefill": {"en": "a prefill", "zh": "prefill 行"},
     "tn_forward": {"en": "{path}, {forward}", "zh": "{path}，{forward}"},
-    "tn_holds": {
-        "en": "the learner's rule decides it",
-        "zh": "由提问里的规则决定",
-    },
-    "tn_not": {
-        "en": "the learner's rule is not read",
-        "zh": "提问里的规则没有被读到",
-    },
+    "tn_holds": {"en": "the learner's rule decides it", "zh": "由提问里的规则决定"},
+    "tn_not": {"en": "the learner's rule is not read", "zh": "提问里的规则没有被读到"},
     "tn_ascend_meta": {
         "en": "its metadata: num_computed_tokens >= num_prompt_tokens is {counted}, so D's "
         "row is not among the decodes there",
@@ -621,18 +603,9 @@ TEXT: dict[str, dict[str, str]] = {
         "en": "a fresh prompt, one layer, attention FLOPs",
         "zh": "新提示词，单层，注意力 FLOPs",
     },
-    "col_prompt_len": {
-        "en": "prompt tokens",
-        "zh": "提示词 token 数",
-    },
-    "col_naive_flops": {
-        "en": "forward_mha (naive)",
-        "zh": "forward_mha（朴素形式）",
-    },
-    "col_absorbed_flops": {
-        "en": "forward_mqa (absorbed)",
-        "zh": "forward_mqa（吸收形式）",
-    },
+    "col_prompt_len": {"en": "prompt tokens", "zh": "提示词 token 数"},
+    "col_naive_flops": {"en": "forward_mha (naive)", "zh": "forward_mha（朴素形式）"},
+    "col_absorbed_flops": {"en": "forward_mqa (absorbed)", "zh": "forward_mqa（吸收形式）"},
     "ch5_upstream": {
         "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
         "(vllm/model_executor/layers/attention/mla_attention.py) calls "

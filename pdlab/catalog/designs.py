@@ -13,38 +13,14 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "Four designs for D's first token, run on the same prompts",
         "zh": "D 的第一个 token 的四种设计，在同一批提示词上实测",
     },
-    "dz_mode": {
-        "en": "design",
-        "zh": "设计",
-    },
-    "dz_same": {
-        "en": "= colocated",
-        "zh": "与非分离一致",
-    },
-    "dz_kv": {
-        "en": "K/V bytes",
-        "zh": "K/V 字节",
-    },
-    "dz_payload": {
-        "en": "+ with them",
-        "zh": "另附字节",
-    },
-    "dz_flops": {
-        "en": "D FLOPs for token 1",
-        "zh": "D 为 token 1 的 FLOPs",
-    },
-    "dz_known": {
-        "en": "token 1 known",
-        "zh": "token 1 何时已知",
-    },
-    "dz_first": {
-        "en": "D's first step",
-        "zh": "D 的第一步",
-    },
-    "dz_latency": {
-        "en": "latency after P ({gpu})",
-        "zh": "P 完成之后的延迟（{gpu}）",
-    },
+    "dz_mode": {"en": "design", "zh": "设计"},
+    "dz_same": {"en": "= colocated", "zh": "与非分离一致"},
+    "dz_kv": {"en": "K/V bytes", "zh": "K/V 字节"},
+    "dz_payload": {"en": "+ with them", "zh": "另附字节"},
+    "dz_flops": {"en": "D FLOPs for token 1", "zh": "D 为 token 1 的 FLOPs"},
+    "dz_known": {"en": "token 1 known", "zh": "token 1 何时已知"},
+    "dz_first": {"en": "D's first step", "zh": "D 的第一步"},
+    "dz_latency": {"en": "latency after P ({gpu})", "zh": "P 完成之后的延迟（{gpu}）"},
     "dz_link_source": {
         "en": "one 400 Gb/s InfiniBand port per GPU, an assumption",
         "zh": "每块 GPU 一个 400 Gb/s InfiniBand 端口，属假设",
@@ -53,22 +29,10 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "DeepSeek-V3 as pdlab sim deploys it, N = {n}: bytes / D FLOPs / latency",
         "zh": "DeepSeek-V3 按 pdlab sim 的部署，N = {n}：字节 / D FLOPs / 延迟",
     },
-    "dz_yes": {
-        "en": "yes",
-        "zh": "是",
-    },
-    "dz_no": {
-        "en": "NO",
-        "zh": "否",
-    },
-    "dz_prefilling": {
-        "en": "prefilling",
-        "zh": "仍在预填充",
-    },
-    "dz_decode": {
-        "en": "decode",
-        "zh": "解码",
-    },
+    "dz_yes": {"en": "yes", "zh": "是"},
+    "dz_no": {"en": "NO", "zh": "否"},
+    "dz_prefilling": {"en": "prefilling", "zh": "仍在预填充"},
+    "dz_decode": {"en": "decode", "zh": "解码"},
     "dz_note": {
         "en": "Bytes, steps and routing are the trace's; FLOPs and latency are modelled "
         "(pdlab/sim/kernel_costs.py, {gpu} roofline, link {link} GB/s: {link_source}) for "
@@ -94,50 +58,17 @@ TEXT_DESIGNS: dict[str, dict[str, str]] = {
         "en": "D's decode batch as requests arrive ({gpu} profile)",
         "zh": "请求陆续到达时 D 的解码批次（{gpu} 配置）",
     },
-    "sim_routing": {
-        "en": "routing",
-        "zh": "路由",
-    },
-    "sim_design": {
-        "en": "design",
-        "zh": "设计",
-    },
-    "sim_tpot": {
-        "en": "TPOT ms p50 / {tail}",
-        "zh": "TPOT ms p50 / {tail}",
-    },
-    "sim_tokens": {
-        "en": "tokens / step",
-        "zh": "每步 token",
-    },
-    "sim_ttft": {
-        "en": "D's TTFT ms",
-        "zh": "D 的 TTFT ms",
-    },
-    "sim_t2t": {
-        "en": "D to token 2 ms",
-        "zh": "D 到第 2 个 token ms",
-    },
-    "sim_mixed": {
-        "en": "graph lost",
-        "zh": "无 CUDA graph",
-    },
-    "sim_r_dcp": {
-        "en": "V2 + DCP",
-        "zh": "V2 + DCP",
-    },
-    "sim_r_v2": {
-        "en": "V2",
-        "zh": "V2",
-    },
-    "sim_r_pcp": {
-        "en": "V2 + PCP",
-        "zh": "V2 + PCP",
-    },
-    "sim_r_v1": {
-        "en": "V1",
-        "zh": "V1",
-    },
+    "sim_routing": {"en": "routing", "zh": "路由"},
+    "sim_design": {"en": "design", "zh": "设计"},
+    "sim_tpot": {"en": "TPOT ms p50 / {tail}", "zh": "TPOT ms p50 / {tail}"},
+    "sim_tokens": {"en": "tokens / step", "zh": "每步 token"},
+    "sim_ttft": {"en": "D's TTFT ms", "zh": "D 的 TTFT ms"},
+    "sim_t2t": {"en": "D to token 2 ms", "zh": "D 到第 2 个 token ms"},
+    "sim_mixed": {"en": "graph lost", "zh": "无 CUDA graph"},
+    "sim_r_dcp": {"en": "V2 + DCP", "zh": "V2 + DCP"},
+    "sim_r_v2": {"en": "V2", "zh": "V2"},
+    "sim_r_pcp": {"en": "V2 + PCP", "zh": "V2 + PCP"},
+    "sim_r_v1": {"en": "V1", "zh": "V1"},
     "sim_caption": {
         "en": "Modelled: roofline per kernel group (pdlab/sim/kernel_costs.py) on {source}; "
         "MLA backend {backend}. TTFT on D is from arrival at D (K/V landed) to token 1 "

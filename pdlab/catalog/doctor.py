@@ -102,10 +102,7 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
     },
     "doc_browser_ok": {"en": "{name} (pdlab lab opens it)", "zh": "{name}（pdlab lab 会打开它）"},
     "doc_browser_found": {"en": "found", "zh": "已找到"},
-    "doc_widgets_fix": {
-        "en": "pip install 'ipywidgets>=8'",
-        "zh": "pip install 'ipywidgets>=8'",
-    },
+    "doc_widgets_fix": {"en": "pip install 'ipywidgets>=8'", "zh": "pip install 'ipywidgets>=8'"},
     "doc_widgets_no_ext": {
         "en": "{version}, lab extension missing",
         "zh": "{version}，缺少 JupyterLab 扩展",
@@ -205,10 +202,7 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
         "zh": "{dir} 里有 {n} 个笔记本；这样打开：pdlab lab --dir {dir}",
     },
     # ---- pdlab lab ---------------------------------------------------------------------
-    "lab_copied": {
-        "en": "copied {n} notebooks into {dir}",
-        "zh": "已把 {n} 个笔记本复制到 {dir}",
-    },
+    "lab_copied": {"en": "copied {n} notebooks into {dir}", "zh": "已把 {n} 个笔记本复制到 {dir}"},
     "lab_kept": {
         "en": "kept your edits in {names}; `pdlab notebooks {dir} --force` replaces them with "
         "the shipped versions",

@@ -148,10 +148,7 @@ NOTEBOOKS.update(
             "en": "DeepSeek-V3: absorbed / naive FLOPs (blue: absorbing wins; line: equal)",
             "zh": "DeepSeek-V3：吸收形式 / 朴素形式的 FLOPs（蓝色：吸收更省；线：相等）",
         },
-        "nb3_context_axis": {
-            "en": "cached context (S tokens)",
-            "zh": "已缓存上下文（S 个 token）",
-        },
+        "nb3_context_axis": {"en": "cached context (S tokens)", "zh": "已缓存上下文（S 个 token）"},
         "nb3_ratio_bar": {"en": "absorbed / naive", "zh": "吸收形式 / 朴素形式"},
         "nb3_fresh_tokens": {"en": "fresh prompt tokens", "zh": "新提示词的 token 数"},
         "nb3_absorbed": {"en": "absorbed", "zh": "吸收形式"},
@@ -207,22 +204,10 @@ NOTEBOOKS.update(
             "en": "prompt {p} ({n} tokens) -> output_token_ids {ids}",
             "zh": "提示词 {p}（{n} 个 token）-> output_token_ids {ids}",
         },
-        "nb5_col_layer": {
-            "en": "layer",
-            "zh": "层",
-        },
-        "nb5_col_d_rows": {
-            "en": "D rows 0..N-1",
-            "zh": "D 的第 0..N-1 行",
-        },
-        "nb5_col_finite": {
-            "en": "finite",
-            "zh": "全为有限值",
-        },
-        "nb5_col_eq_p": {
-            "en": "== P rows",
-            "zh": "== P 的行",
-        },
+        "nb5_col_layer": {"en": "layer", "zh": "层"},
+        "nb5_col_d_rows": {"en": "D rows 0..N-1", "zh": "D 的第 0..N-1 行"},
+        "nb5_col_finite": {"en": "finite", "zh": "全为有限值"},
+        "nb5_col_eq_p": {"en": "== P rows", "zh": "== P 的行"},
         "nb5_bytes": {
             "en": "{nb} bytes = {blocks} blocks x {bs} slots x {W} values x 4 bytes "
             "(fp32) x {layers} layers",
@@ -250,137 +235,47 @@ NOTEBOOKS.update(
             "en": "max |D's first logits - lm_head(norm(h_last[N-1]))| = {d}",
             "zh": "|D 的第一组 logits - lm_head(norm(h_last[N-1]))| 的最大值 = {d}",
         },
-        "nb5_col_rank": {
-            "en": "PCP rank",
-            "zh": "PCP rank",
-        },
+        "nb5_col_rank": {"en": "PCP rank", "zh": "PCP rank"},
         "nb5_col_rank_rows": {
             "en": "rows it computes (row[start:end])",
             "zh": "它计算的行（row[start:end]）",
         },
-        "nb5_col_kernel": {
-            "en": "kernel",
-            "zh": "算子",
-        },
-        "nb5_col_part": {
-            "en": "part",
-            "zh": "部分",
-        },
-        "nb5_col_shapes": {
-            "en": "shapes",
-            "zh": "形状",
-        },
-        "nb5_col_flops_model": {
-            "en": "FLOPs (model)",
-            "zh": "FLOPs（模型估算）",
-        },
-        "nb5_col_bytes_model": {
-            "en": "bytes (model)",
-            "zh": "字节（模型估算）",
-        },
-        "nb5_col_old": {
-            "en": "older vLLM",
-            "zh": "旧版 vLLM",
-        },
-        "nb5_col_file": {
-            "en": "file",
-            "zh": "文件",
-        },
-        "nb5_setup_v2": {
-            "en": "V2 (default)",
-            "zh": "V2（默认）",
-        },
-        "nb5_setup_pcp2": {
-            "en": "V2 + PCP 2",
-            "zh": "V2 + PCP 2",
-        },
-        "nb5_setup_v1": {
-            "en": "V1",
-            "zh": "V1",
-        },
-        "nb5_req_fresh": {
-            "en": "fresh prompt",
-            "zh": "新提示词",
-        },
-        "nb5_req_decode": {
-            "en": "ordinary decode",
-            "zh": "普通的 decode 行",
-        },
-        "nb5_req_long": {
-            "en": "long extend",
-            "zh": "长 extend",
-        },
-        "nb5_req_short": {
-            "en": "D's short extend",
-            "zh": "D 的短 extend",
-        },
-        "nb5_col_request": {
-            "en": "request",
-            "zh": "请求",
-        },
-        "nb5_tokens_pd": {
-            "en": "P/D, {label}: {toks}",
-            "zh": "P/D，{label}：{toks}",
-        },
-        "nb5_tokens_colocated": {
-            "en": "colocated engine: {toks}",
-            "zh": "非分离引擎：{toks}",
-        },
+        "nb5_col_kernel": {"en": "kernel", "zh": "算子"},
+        "nb5_col_part": {"en": "part", "zh": "部分"},
+        "nb5_col_shapes": {"en": "shapes", "zh": "形状"},
+        "nb5_col_flops_model": {"en": "FLOPs (model)", "zh": "FLOPs（模型估算）"},
+        "nb5_col_bytes_model": {"en": "bytes (model)", "zh": "字节（模型估算）"},
+        "nb5_col_old": {"en": "older vLLM", "zh": "旧版 vLLM"},
+        "nb5_col_file": {"en": "file", "zh": "文件"},
+        "nb5_setup_v2": {"en": "V2 (default)", "zh": "V2（默认）"},
+        "nb5_setup_pcp2": {"en": "V2 + PCP 2", "zh": "V2 + PCP 2"},
+        "nb5_setup_v1": {"en": "V1", "zh": "V1"},
+        "nb5_req_fresh": {"en": "fresh prompt", "zh": "新提示词"},
+        "nb5_req_decode": {"en": "ordinary decode", "zh": "普通的 decode 行"},
+        "nb5_req_long": {"en": "long extend", "zh": "长 extend"},
+        "nb5_req_short": {"en": "D's short extend", "zh": "D 的短 extend"},
+        "nb5_col_request": {"en": "request", "zh": "请求"},
+        "nb5_tokens_pd": {"en": "P/D, {label}: {toks}", "zh": "P/D，{label}：{toks}"},
+        "nb5_tokens_colocated": {"en": "colocated engine: {toks}", "zh": "非分离引擎：{toks}"},
         "nb5_tokens_oracle": {
             "en": "oracle (no cache): {toks}",
             "zh": "参考实现（不用缓存）：{toks}",
         },
-        "nb5_col_setup": {
-            "en": "set-up",
-            "zh": "设置",
-        },
-        "nb5_col_path": {
-            "en": "path",
-            "zh": "路径",
-        },
-        "nb5_col_kernels": {
-            "en": "kernels",
-            "zh": "算子数",
-        },
-        "nb5_col_bytes": {
-            "en": "bytes",
-            "zh": "字节",
-        },
-        "nb7_accepted": {
-            "en": "{mode}: accepted",
-            "zh": "{mode}：可以运行",
-        },
+        "nb5_col_setup": {"en": "set-up", "zh": "设置"},
+        "nb5_col_path": {"en": "path", "zh": "路径"},
+        "nb5_col_kernels": {"en": "kernels", "zh": "算子数"},
+        "nb5_col_bytes": {"en": "bytes", "zh": "字节"},
+        "nb7_accepted": {"en": "{mode}: accepted", "zh": "{mode}：可以运行"},
         "nb5_upproj": {
             "en": "kv_b_proj up-projection: {mf} MFLOP per context token per layer",
             "zh": "kv_b_proj 上投影：每个上下文 token、每层 {mf} MFLOP",
         },
-        "nb5_col_context": {
-            "en": "context N-1",
-            "zh": "上下文 N-1",
-        },
-        "nb5_col_ratio": {
-            "en": "ratio",
-            "zh": "倍数",
-        },
-        "nb5_col_pf_bytes": {
-            "en": "bytes forward_mha",
-            "zh": "字节 forward_mha",
-        },
-        "nb5_col_dc_bytes": {
-            "en": "bytes forward_mqa",
-            "zh": "字节 forward_mqa",
-        },
-        "nb5_col_batch_ratio": {
-            "en": "ratio per request in a batch",
-            "zh": "批中每个请求的倍数",
-        },
-        "nb5_col_pf_bound": {
-            "en": "H800 bound, forward_mha",
-            "zh": "H800 下界，forward_mha",
-        },
-        "nb5_col_dc_bound": {
-            "en": "H800 bound, forward_mqa",
-            "zh": "H800 下界，forward_mqa",
-        },
+        "nb5_col_context": {"en": "context N-1", "zh": "上下文 N-1"},
+        "nb5_col_ratio": {"en": "ratio", "zh": "倍数"},
+        "nb5_col_pf_bytes": {"en": "bytes forward_mha", "zh": "字节 forward_mha"},
+        "nb5_col_dc_bytes": {"en": "bytes forward_mqa", "zh": "字节 forward_mqa"},
+        "nb5_col_batch_ratio": {"en": "ratio per request in a batch", "zh": "批中每个请求的倍数"},
+        "nb5_col_pf_bound": {"en": "H800 bound, forward_mha", "zh": "H800 下界，forward_mha"},
+        "nb5_col_dc_bound": {"en": "H800 bound, forward_mqa", "zh": "H800 下界，forward_mqa"},
     }
 )

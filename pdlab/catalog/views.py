@@ -122,14 +122,8 @@ VIEWS: dict[str, dict[str, str]] = {
         "zh": "每一步的 num_computed_tokens\n（空心：forward_mha，实心：forward_mqa）",
     },
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    "plot_pf_pcp": {
-        "en": "path forward_mha (PCP > 1)",
-        "zh": "路径 forward_mha（PCP > 1）",
-    },
-    "plot_dc_default": {
-        "en": "path forward_mqa (default)",
-        "zh": "路径 forward_mqa（默认）",
-    },
+    "plot_pf_pcp": {"en": "path forward_mha (PCP > 1)", "zh": "路径 forward_mha（PCP > 1）"},
+    "plot_dc_default": {"en": "path forward_mqa (default)", "zh": "路径 forward_mqa（默认）"},
     "plot_pf": {"en": "path forward_mha", "zh": "路径 forward_mha"},
     "plot_dc": {"en": "path forward_mqa", "zh": "路径 forward_mqa"},
     "plot_ctx_x": {
@@ -139,10 +133,7 @@ VIEWS: dict[str, dict[str, str]] = {
     "plot_flops_y": {"en": "FLOPs per layer", "zh": "每层 FLOPs"},
     "plot_bytes_y": {"en": "bytes moved per layer", "zh": "每层访存字节"},
     "plot_flops_title": {"en": "{model}: one token, FLOPs", "zh": "{model}：一个 token 的 FLOPs"},
-    "plot_bytes_title": {
-        "en": "{model}: one token, bytes",
-        "zh": "{model}：一个 token 的访存字节",
-    },
+    "plot_bytes_title": {"en": "{model}: one token, bytes", "zh": "{model}：一个 token 的访存字节"},
     # ---- widgets: the explorer's cost table and route line, the block pool ------------
     "w_flops_per_layer": {"en": "FLOPs, per layer", "zh": "FLOPs（每层）"},
     "w_bytes_per_layer": {"en": "bytes, per layer", "zh": "访存字节（每层）"},
@@ -172,8 +163,5 @@ VIEWS: dict[str, dict[str, str]] = {
     "k_context": {"en": "context", "zh": "上下文"},
     "k_assembly": {"en": "K/V assembly", "zh": "K/V 组装"},
     "k_causal": {"en": "causal", "zh": "因果"},
-    "rn_v1": {
-        "en": "Model Runner V1; the default is V2",
-        "zh": "Model Runner V1；默认的是 V2",
-    },
+    "rn_v1": {"en": "Model Runner V1; the default is V2", "zh": "Model Runner V1；默认的是 V2"},
 }
