@@ -65,18 +65,10 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     nb.add_argument("dir", nargs="?", type=Path, default=Path("pdlab-notebooks"), metavar="DIR")
     nb.add_argument("--force", action="store_true", help=Help("help_notebooks_force"))
     lab = sub.add_parser("lab", help=Help("help_cmd_lab"))
-    lab.add_argument(
-        "--dir",
-        type=Path,
-        help=Help("help_lab_dir"),
-    )
+    lab.add_argument("--dir", type=Path, help=Help("help_lab_dir"))
     lab.add_argument("--port", type=int, help=Help("help_lab_port"))
     lab.add_argument("--ip", help=Help("help_lab_ip"))
-    lab.add_argument(
-        "--notebook",
-        metavar="NAME",
-        help=Help("help_lab_notebook"),
-    )
+    lab.add_argument("--notebook", metavar="NAME", help=Help("help_lab_notebook"))
     lab.add_argument("--no-browser", action="store_true", help=Help("help_lab_no_browser"))
     for command in sub.choices.values():  # every command lists --lang in its --help
         if not any("--lang" in a.option_strings for a in command._actions):

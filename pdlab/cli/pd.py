@@ -37,32 +37,16 @@ from pdlab.errors import PdlabValueError, Phrase, cli_message
 def add_arguments(sub: Any) -> None:
     """``pdlab pd`` on the parser's subparsers."""
     pd = sub.add_parser("pd", help=Help("help_cmd_pd"))
-    pd.add_argument(
-        "--procs",
-        type=int,
-        choices=(1, 2),
-        help=Help("help_pd_procs"),
-    )
-    pd.add_argument(
-        "--role",
-        choices=("prefill", "decode"),
-        help=Help("help_pd_role"),
-    )
+    pd.add_argument("--procs", type=int, choices=(1, 2), help=Help("help_pd_procs"))
+    pd.add_argument("--role", choices=("prefill", "decode"), help=Help("help_pd_role"))
     add_run_arguments(pd)
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=port, default=0, help=Help("help_pd_port"))
     pd.add_argument("--timeout", type=positive_float, default=120.0, help=Help("help_pd_timeout"))
     pd.add_argument(
-        "--first-token",
-        choices=MODES,
-        default="recompute",
-        help=Help("help_pd_first_token"),
+        "--first-token", choices=MODES, default="recompute", help=Help("help_pd_first_token")
     )
-    pd.add_argument(
-        "--compare-designs",
-        action="store_true",
-        help=Help("help_pd_compare"),
-    )
+    pd.add_argument("--compare-designs", action="store_true", help=Help("help_pd_compare"))
 
 
 def _left(args: argparse.Namespace) -> float:

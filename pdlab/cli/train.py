@@ -38,24 +38,11 @@ def add_arguments(sub: Any) -> None:
     )
     t.add_argument("--lr", type=positive_float, default=d.lr, help=Help("help_train_lr"))
     t.add_argument(
-        "--mtp-steps",
-        type=positive_int,
-        default=d.mtp_steps,
-        help=Help("help_train_mtp_steps"),
+        "--mtp-steps", type=positive_int, default=d.mtp_steps, help=Help("help_train_mtp_steps")
     )
-    t.add_argument(
-        "--main-from",
-        type=Path,
-        metavar="PATH",
-        help=Help("help_train_main_from"),
-    )
+    t.add_argument("--main-from", type=Path, metavar="PATH", help=Help("help_train_main_from"))
     t.add_argument("--seed", type=seed_int, default=d.seed, help=Help("help_train_seed"))
-    t.add_argument(
-        "--threads",
-        type=positive_int,
-        default=1,
-        help=Help("help_train_threads"),
-    )
+    t.add_argument("--threads", type=positive_int, default=1, help=Help("help_train_threads"))
     t.add_argument(
         "--out",
         type=Path,
@@ -63,12 +50,7 @@ def add_arguments(sub: Any) -> None:
         metavar="PATH",
         help=Help("help_train_out"),
     )
-    t.add_argument(
-        "--plot",
-        type=Path,
-        metavar="PATH",
-        help=Help("help_train_plot"),
-    )
+    t.add_argument("--plot", type=Path, metavar="PATH", help=Help("help_train_plot"))
 
 
 def save_loss_plot(
