@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -241,32 +242,14 @@ def main(argv: list[str] | None = None) -> int:
             tour_sims.before_imports(args)  # chapter 7's simulations, on another core
         if _runs_kernels(args):
             _import_torch_for_the_main_thread()
-        if args.command != "doctor" and _runs_kernels(args):
-            _check_env(args)  # the doctor reports a bad variable as a FAIL line
+            if args.command != "doctor":
+                _check_env(args)  # the doctor reports a bad variable as a FAIL line
         if args.command == "doctor":
             from pdlab.tools import doctor
 
             return doctor.main(aot=args.aot, lang=args.lang)
-        if args.command == "bench":
-            from pdlab.cli import bench
-
-            return bench.run(args)
-        if args.command == "pd":
-            from pdlab.cli import pd
-
-            return pd.run(args)
-        if args.command == "sim":
-            from pdlab.cli import sim
-
-            return sim.run(args)
-        if args.command == "train":
-            from pdlab.cli import train
-
-            return train.run(args)
-        if args.command == "exercises":
-            from pdlab.cli import exercises
-
-            return exercises.run(args)
+        if args.command in ("bench", "pd", "sim", "train", "exercises"):  # pdlab/cli/<command>.py
+            return importlib.import_module(f"pdlab.cli.{args.command}").run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":
