@@ -107,7 +107,6 @@ def add_weights_argument(p: argparse.ArgumentParser) -> None:
 
 
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:
-    """The switches upstream's MLA routing depends on, under upstream's names."""
     p.add_argument(
         "--pcp",
         "--prefill-context-parallel-size",

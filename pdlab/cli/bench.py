@@ -24,7 +24,6 @@ from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab bench`` and its three subcommands, on the parser's subparsers."""
     b = sub.add_parser("bench", help=Help("help_cmd_bench"))
     bsub = b.add_subparsers(dest="bench", required=True, metavar="WHAT")
     bp = bsub.add_parser("paths", help=Help("help_bench_paths"))

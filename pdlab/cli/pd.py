@@ -35,7 +35,6 @@ from pdlab.errors import PdlabValueError, Phrase, cli_message
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab pd`` on the parser's subparsers."""
     pd = sub.add_parser("pd", help=Help("help_cmd_pd"))
     pd.add_argument("--procs", type=int, choices=(1, 2), help=Help("help_pd_procs"))
     pd.add_argument("--role", choices=("prefill", "decode"), help=Help("help_pd_role"))
@@ -148,11 +147,9 @@ def _run(args: argparse.Namespace) -> int:
             raise PdlabValueError("err_pd_prompt_prefill")
         try:
             common = dict(timeout_s=max(_left(args), 1.0), engine_kwargs=routing)
-            if args.role == "prefill":
-                common["first_token"] = args.first_token
             where = (cfg, cache, sched, args.host, args.port, args.backend)
             if args.role == "prefill":
-                s = pd_procs.run_prefill(ids, sp, *where, **common)
+                s = pd_procs.run_prefill(ids, sp, *where, first_token=args.first_token, **common)
             else:
                 s = pd_procs.run_decode(*where, **common)
         except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
@@ -160,20 +157,15 @@ def _run(args: argparse.Namespace) -> int:
             msg = re.sub(r"within [\d.]+ s$", f"within {args.timeout:g} s", cli_message(e))
             print(f"pdlab pd: error: {msg}", file=sys.stderr, flush=True)
             os._exit(2)
-        print(
-            json.dumps(
-                {
-                    "role": s.role,
-                    "weights": weights_label(cfg.weights),
-                    "outputs": s.outputs,
-                    "steps": s.steps,
-                    "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",
-                    "peer_failed": s.peer_failed,
-                },
-                indent=1,
-            ),
-            flush=True,
-        )
+        summary = {
+            "role": s.role,
+            "weights": weights_label(cfg.weights),
+            "outputs": s.outputs,
+            "steps": s.steps,
+            "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",
+            "peer_failed": s.peer_failed,
+        }
+        print(json.dumps(summary, indent=1), flush=True)
         if s.peer_failed:
             peer = "decode" if args.role == "prefill" else "prefill"
             print(

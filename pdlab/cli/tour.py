@@ -90,14 +90,12 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour`` with the tiny model its arguments ask for."""
     from pdlab.ui import tour
 
     return tour.run_tour(args, tiny_model_config(args), console)
 
 
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab trace`` with the tiny model and the routing its arguments ask for."""
     from pdlab.ui import tour
 
     return tour.run_trace(args, tiny_model_config(args), routing_configs(args), console)

@@ -26,7 +26,6 @@ from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab train`` on the parser's subparsers."""
     from pdlab.tools.train_config import TrainConfig
 
     d = TrainConfig()
