@@ -215,10 +215,10 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
     return parser, args
 
 
-def _interrupted(command: str, lang: str = "en") -> None:
-    from pdlab.cli.errors import interrupted_line
+def _interrupted(command: str, lang: str | None = "en") -> None:
+    from pdlab.catalog import text
 
-    sys.stderr.write(interrupted_line(command, lang))
+    sys.stderr.write(text("zh" if lang == "zh" else "en", "show_interrupted", prog=command) + "\n")
     sys.stderr.flush()
     sys.exit(130)
 
