@@ -45,11 +45,10 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
         "而这台机器没有 NVIDIA GPU",
     },
     "doc_cuda_build_fix": {
-        "en": "a CPU build works the same here: pip install --force-reinstall torch "
-        "--index-url {index}, then pip uninstall the nvidia-* packages (or: make clean && "
-        "make env)",
-        "zh": "在这里 CPU 版本完全一样能用：pip install --force-reinstall torch --index-url "
-        "{index}，再用 pip uninstall 卸载 'nvidia-*' 包（或者：make clean && make env）",
+        "en": "a CPU build works the same here: pip install --force-reinstall torch --index-url "
+        "{index}, then pip uninstall the nvidia-* packages (or: make clean && make env)",
+        "zh": "在这里 CPU 版本完全一样能用：pip install --force-reinstall torch --index-url {index}"
+        "，再用 pip uninstall 卸载 'nvidia-*' 包（或者：make clean && make env）",
     },
     "doc_triton_missing": {
         "en": "not installed (Linux wheels only)",

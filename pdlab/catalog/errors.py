@@ -225,11 +225,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_cache_too_large": {
         "en": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) is too large: it "
-        "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer "
-        "blocks or a smaller block_size",
-        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 "
-        "`{device}` 上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 "
-        "block_size",
+        "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer blocks "
+        "or a smaller block_size",
+        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 `{device}` "
+        "上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 block_size",
     },
     "err_unfinished": {
         "en": "requests still unfinished after {n} steps",
@@ -347,11 +346,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "`ModelConfig.num_nextn_predict_layers={n}`，应不小于 1",
     },
     "err_mtp_k_over_modules": {
-        "en": "num_speculative_tokens={k} is more than the model's {n} MTP modules: "
-        "expected at most {n} (vLLM 0.33.0 would run the modules round again, each "
-        "rewriting its own K/V rows)",
-        "zh": "`num_speculative_tokens={k}` 多于模型的 {n} 个 MTP 模块：应不超过 {n}"
-        "（vLLM 0.33.0 会让各模块再轮一遍，各自改写自己的 K/V 行）",
+        "en": "num_speculative_tokens={k} is more than the model's {n} MTP modules: expected at "
+        "most {n} (vLLM 0.33.0 would run the modules round again, each rewriting its own K/V rows)",
+        "zh": "`num_speculative_tokens={k}` 多于模型的 {n} 个 MTP 模块：应不超过 {n}（vLLM 0.33.0 "
+        "会让各模块再轮一遍，各自改写自己的 K/V 行）",
     },
     "err_checkpoint_no_mtp": {
         "en": "{source} has no MTP layer (no model.layers.{n}.* tensors), which "

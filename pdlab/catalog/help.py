@@ -120,16 +120,14 @@ TEXT_HELP: dict[str, dict[str, str]] = {
     "help_gpu": {
         "en": "follow the MLA backend vLLM picks on this GPU (h100/h200: FLASH_ATTN_MLA, b200: "
         "FLASHINFER_MLA, cpu: CPU_MLA); unset: PDLAB_GPU, this machine's GPU, else cpu",
-        "zh": "按 vLLM 在这种 GPU 上选用的 MLA 后端运行（h100/h200：FLASH_ATTN_MLA，b200：FLASH"
-        "INFER_MLA，`cpu`：CPU_MLA）；不设时依次看 PDLAB_GPU、本机的 GPU，都没有则为 `cpu"
-        "`",
+        "zh": "按 vLLM 在这种 GPU 上选用的 MLA 后端运行（h100/h200：FLASH_ATTN_MLA，b200："
+        "FLASHINFER_MLA，`cpu`：CPU_MLA）；不设时依次看 PDLAB_GPU、本机的 GPU，都没有则为 `cpu`",
     },
     "help_mla_backend": {
         "en": "name the backend instead of the GPU: its reorder_batch_threshold and "
-        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others "
-        "1)",
-        "zh": "直接指定后端而不是 GPU：由它的 reorder_batch_threshold 和 query_len_support 决定"
-        "路由（flash_attn_mla 为 512，`flashmla` 为 128，其余为 1）",
+        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
+        "zh": "直接指定后端而不是 GPU：由它的 reorder_batch_threshold 和 query_len_support 决定路由"
+        "（flash_attn_mla 为 512，`flashmla` 为 128，其余为 1）",
     },
     "help_num_spec": {
         "en": "speculative decoding with DeepSeek's MTP layer: K drafts per step, verified in "

@@ -151,11 +151,10 @@ VIEWS: dict[str, dict[str, str]] = {
     },
     # ---- pdlab sim, when nothing arrived --------------------------------------------
     "sim_no_arrivals": {
-        "en": "No request arrived in the {s:g} simulated seconds (--rate {rate:g}): the D TTFT "
-        "and token-2 columns have nothing to time, so they show 0. Raise --rate or "
-        "--duration.",
-        "zh": "模拟的 {s:g} 秒内没有请求到达（--rate {rate:g}）：D 的 TTFT 与第 2 个 token "
-        "两列无可计时，因此显示 0。请调高 --rate 或 --duration。",
+        "en": "No request arrived in the {s:g} simulated seconds (--rate {rate:g}): the D TTFT and "
+        "token-2 columns have nothing to time, so they show 0. Raise --rate or --duration.",
+        "zh": "模拟的 {s:g} 秒内没有请求到达（--rate {rate:g}）：D 的 TTFT 与第 2 个 token 两列无可"
+        "计时，因此显示 0。请调高 --rate 或 --duration。",
     },
     # ---- labels of the views that name engine things ------------------------------
     "v_on_step": {"en": "{on} step {step}", "zh": "{on} 第 {step} 步"},
