@@ -1,6 +1,5 @@
 """The words of ``pdlab bench`` (``paths``, ``kernels``, ``sched``) and ``pdlab train``, in
-English and Simplified Chinese: merged into :data:`pdlab.catalog.TEXT`, read through
-:func:`pdlab.catalog.text`. It mirrors no upstream file (vLLM's benchmarks print English).
+English and Simplified Chinese. It mirrors no upstream file (vLLM's benchmarks print English).
 
 Keys: ``bench_`` for what the three measurements share (the progress bar), ``bp_`` for the
 table of ``bench paths``, ``bs_`` for its speculative-decoding table, ``bk_`` for ``bench

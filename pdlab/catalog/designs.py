@@ -1,5 +1,5 @@
 """The words of the first-token designs and of ``pdlab sim``, in English and Simplified
-Chinese: merged into :data:`pdlab.catalog.TEXT`, read through :func:`pdlab.catalog.text`.
+Chinese.
 
 Keys: ``dz_`` for the designs table, ``sim_`` for the simulator's report, ``ch7`` for the
 tour's closing chapter. Chinese terms: 非分离 for colocated, 前缀缓存 for prefix caching,

@@ -1,10 +1,9 @@
 """The words of ``pdlab doctor`` (:mod:`pdlab.tools.doctor`), of the line naming the kernels'
 backend (:func:`pdlab.ui.choices.kernels_line`, which the doctor and notebook 04 print),
 of ``pdlab notebooks`` and of ``pdlab lab`` (:mod:`pdlab.tools.lab`), in English and
-Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. pdlab's own; it mirrors no
-upstream file. Package names, commands, environment variables and the tags
-``[OK]``/``[WARN]``/``[FAIL]`` stay as they are in both languages (a pasted report reads the
-same); the Chinese follows ``docs/glossary.md``."""
+Simplified Chinese. pdlab's own; it mirrors no upstream file. Package names, commands,
+environment variables and the tags ``[OK]``/``[WARN]``/``[FAIL]`` stay as they are in both
+languages (a pasted report reads the same)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The words of chapter 4 under speculative decoding (:mod:`pdlab.ui.tour_mtp`), English and
-Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. The Chinese follows
-``docs/glossary.md`` (投机解码, 草稿 token, 草稿模型, 占位草稿)."""
+Simplified Chinese; the Chinese terms: 投机解码, 草稿 token, 草稿模型, 占位草稿."""
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
 """The words the notebooks print (their tables' headers, their printed lines), in English
-and Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. A notebook reads them with
-``t = pdlab.catalog.words(LANG)``; its bilingual source (``pdlab/tools/bilingual.py``) sets
-``LANG`` per language, so both notebooks run the same code. Key prefixes: ``nb_`` shared,
-``nb1_`` ... ``nb4_`` one notebook's. Numbers are placeholders, filled by the notebook from
-what it ran; vLLM identifiers stay in English.
+and Simplified Chinese. A notebook reads them with ``t = pdlab.catalog.words(LANG)``; its
+bilingual source (``pdlab/tools/bilingual.py``) sets ``LANG`` per language, so both
+notebooks run the same code. Key prefixes: ``nb_`` shared, ``nb1_`` ... ``nb4_`` one
+notebook's.
 """
 
 from __future__ import annotations

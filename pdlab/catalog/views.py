@@ -1,8 +1,6 @@
 """The words of the trace views, the console tables and the plots, in English and Simplified
-Chinese (merged into :data:`pdlab.catalog.TEXT`; read them through
-:func:`pdlab.catalog.text`). Key prefixes: ``v_`` trace views and console tables, ``plot_``
-the matplotlib figures, ``w_`` widget labels (as in ``text.py``). vLLM identifiers stay in
-English in both languages; every number is a placeholder filled from a trace.
+Chinese. Key prefixes: ``v_`` trace views and console tables, ``plot_`` the matplotlib
+figures, ``w_`` widget labels (as in ``text.py``).
 """
 
 from __future__ import annotations

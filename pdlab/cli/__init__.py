@@ -125,20 +125,16 @@ def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:
     Nothing after ``--`` is touched; a ``--lang`` without a value is left for argparse."""
     rest: list[str] = []
     lang = None
-    i = 0
-    while i < len(argv):
-        a = argv[i]
+    words = iter(argv)
+    for a in words:
         if a == "--":
-            rest += argv[i:]
-            break
-        if a == "--lang" and i + 1 < len(argv):
-            lang, i = argv[i + 1], i + 2
-            continue
-        if a.startswith("--lang="):
-            lang, i = a.split("=", 1)[1], i + 1
-            continue
-        rest.append(a)
-        i += 1
+            rest += [a, *words]
+        elif a.startswith("--lang="):
+            lang = a.split("=", 1)[1]
+        elif a == "--lang" and (value := next(words, None)) is not None:
+            lang = value
+        else:
+            rest.append(a)
     return rest, lang
 
 

@@ -202,9 +202,8 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
         with tempfile.TemporaryFile(dir=base):
             pass
     except OSError as e:
-        why = os_reason(e)
         raise PdlabValueError(
-            "err_not_writable_in", option=option, path=path, why=why, base=base
+            "err_not_writable_in", option=option, path=path, why=os_reason(e), base=base
         ) from None
     if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
         why = Phrase("err_permission_denied")

@@ -4,11 +4,10 @@
 default) starts P and D as two processes (``pdlab/disagg/launch.py``); ``--role`` runs one
 side, for two machines. Every fault is one line with exit 2. ``--timeout`` counts from the
 command's start (``pdlab.cli.STARTED``), imports included: ``--role decode`` waits for P's
-port with plain sockets before torch is even imported, so no peer means one line within
-the timeout. Ctrl-C is one line and exit 130 here too (``--role`` leaves through
-``os._exit``: a gloo receive blocked in a thread would abort interpreter teardown).
-Upstream's counterpart is ``vllm serve`` with a ``--kv-transfer-config``
-(``vllm/entrypoints/cli/serve.py``).
+port with plain sockets before torch is even imported, so no peer means one line within the
+timeout. Ctrl-C is one line and exit 130 here too (``--role`` leaves through ``os._exit``: a
+gloo receive blocked in a thread would abort interpreter teardown). Upstream's counterpart
+is ``vllm serve`` with a ``--kv-transfer-config`` (``vllm/entrypoints/cli/serve.py``).
 """
 
 from __future__ import annotations
@@ -73,15 +72,14 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
 
 def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
     """A KV cache that holds every request whole (``pd`` has no ``--num-blocks``): each
-    prompt plus ``--max-tokens`` (and 2K under speculative decoding) up to max_model_len,
-    at least 256 blocks. ``--role decode``
+    prompt plus ``--max-tokens`` (and under speculative decoding 2K: a row's K drafts and
+    the MTP layer's K slots) up to max_model_len, at least 256 blocks. ``--role decode``
     does not see the prompts; it holds two requests of max_model_len."""
     from pdlab.engine.math_utils import cdiv
 
     longest = cfg.max_position_embeddings
     if args.role == "decode":
         return max(256, 2 * cdiv(longest, args.block_size) + 1)
-    # Under speculative decoding a row also holds K drafts and the MTP layer's K slots.
     extra = 2 * (args.num_speculative_tokens or 0)
     need = sum(
         cdiv(min(len(i) + args.max_tokens - 1 + extra, longest), args.block_size) for i in ids

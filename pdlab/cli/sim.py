@@ -131,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         raise PdlabValueError(
             "err_option_invalid", option="--rate", value=f"{args.rate:g}", allowed=allowed
         )
+    acceptance = MTP_ACCEPTANCE_RATE if args.acceptance_rate is None else args.acceptance_rate
     base = SimConfig(
         batch_size=args.batch_size,
         context=args.context,
@@ -141,9 +142,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         seed=args.seed,
         num_speculative_tokens=args.num_speculative_tokens,
-        acceptance_rate=MTP_ACCEPTANCE_RATE
-        if args.acceptance_rate is None
-        else args.acceptance_rate,
+        acceptance_rate=acceptance,
         kv_cache_dtype=args.kv_cache_dtype,
         num_gpus=args.num_gpus,
         weight_dtype=args.weight_dtype,
@@ -177,8 +176,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.json.write_text(data)
         except OSError as e:  # a full disk, a device that refuses: the option and the path
-            why = os_reason(e)
             raise PdlabValueError(
-                "err_not_writable", option="--json", path=args.json, why=why
+                "err_not_writable", option="--json", path=args.json, why=os_reason(e)
             ) from None
     return 0

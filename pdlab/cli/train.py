@@ -1,16 +1,15 @@
 """``pdlab train``: train the tiny model on pdlab's own corpus and save a checkpoint.
 
 The loop is :func:`pdlab.tools.train.train` (the main model, then DeepSeek-V3's MTP layer
-with the main model frozen; its greedy acceptance rates measured on the corpus and
-printed); this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and
-the checkpoint (safetensors, DeepSeek parameter names,
-the run's settings in its metadata). ``pdlab trace --weights PATH`` (and ``pd``, ``tour``)
-then run it. Every line it prints, and the loss curve, is in ``--lang`` (the words are in
-``pdlab/catalog/bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
-build them); the checkpoint's metadata is the same in both languages. The defaults
-reproduce the checkpoint pdlab ships (``pdlab/engine/model_executor/tiny-trained.safetensors``) on
-a machine with the same torch and threads.
-vLLM has no counterpart: it serves checkpoints and never trains one.
+with the main model frozen; its greedy acceptance rates measured on the corpus and printed);
+this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and the
+checkpoint (safetensors, DeepSeek parameter names, the run's settings in its metadata).
+``pdlab trace --weights PATH`` (and ``pd``, ``tour``) then run it. Every line it prints, and
+the loss curve, is in ``--lang`` (the words are in ``pdlab/catalog/bench.py``:
+:func:`header_lines`, :func:`step_line` and :func:`summary_lines` build them); the
+checkpoint's metadata is the same in both languages. The defaults reproduce the checkpoint
+pdlab ships (``pdlab/engine/model_executor/tiny-trained.safetensors``) on a machine with the
+same torch and threads. vLLM has no counterpart: it serves checkpoints and never trains one.
 """
 
 from __future__ import annotations
