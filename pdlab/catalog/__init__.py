@@ -10,11 +10,9 @@ this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
 :mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
 :mod:`pdlab.catalog.bench`, :mod:`pdlab.catalog.exercises` and :mod:`pdlab.catalog.errors`
-(what exceptions say: ``err_``), all merged into :data:`TEXT` here. :mod:`pdlab.catalog.help`
-(every ``--help`` text: ``help_``) is imported only when a help is printed, in either
-language: a parser holds :class:`Help` keys until then, so a command that prints no help
-(``pdlab --version``, an English or a Chinese run) never loads it. The Chinese follows the
-glossary, ``docs/glossary.md``.
+(what exceptions say: ``err_``), all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
+(every ``--help`` text: ``help_``) is imported only when a help is printed. The Chinese
+follows the glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ class Help(str):
         return self
 
     def listing(self, choices: tuple[str, ...]) -> Help:
-        """This help with ``choices`` listed after it."""
         return Help(self.key, choices, **self.values)
 
 

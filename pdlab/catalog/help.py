@@ -8,9 +8,9 @@ language asked for. Rewording the English is an edit here, beside its Chinese; a
 that is no key fails ``tests/contracts/test_help_keys.py``. Option names, metavars,
 choices, ``%(default)s`` values, paths, environment variables and vLLM's identifiers stay
 as they are; a value that is a plain English word (``trained``, ``start``) is set in
-backticks, as pdlab's Chinese error messages do (``pdlab/catalog/errors.py``). Terms are
-the glossary's (``docs/glossary.md``). Imported only when a help is printed (or a Chinese
-usage line), so ``pdlab --version`` and every run that prints no help do not pay for it.
+backticks, as pdlab's Chinese error messages do (``pdlab/catalog/errors.py``). Imported only
+when a help is printed (or a Chinese usage line), so ``pdlab --version`` and every run that
+prints no help do not pay for it.
 
 It mirrors no upstream file: vLLM's CLI help is English only.
 """

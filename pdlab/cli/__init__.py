@@ -30,11 +30,8 @@ STARTED = time.monotonic()  # when the command began: pd's --timeout counts from
 
 
 def build_parser(lang: str = "en") -> argparse.ArgumentParser:
-    """The ``pdlab`` parser, its help in ``lang``. Every help text is a catalog key
-    (:class:`pdlab.catalog.Help`) until a help is printed: then ``pdlab/catalog/help.py``,
-    imported only then, renders it in ``lang`` (under ``zh`` argparse's own words too).
-    Every help, in both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an
-    identifier, CJK measured as two columns)."""
+    """The ``pdlab`` parser, its help in ``lang``: catalog keys rendered when a help is printed
+    (``pdlab/catalog/help.py``), wrapped by ``pdlab/ui/help_format.py``."""
     from pdlab.catalog import LANGS, Help
 
     p = argparse.ArgumentParser(prog="pdlab", description=Help("help_pdlab"))

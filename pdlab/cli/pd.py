@@ -150,7 +150,7 @@ def _run(args: argparse.Namespace) -> int:
                 s = pd_procs.run_prefill(ids, sp, *where, first_token=args.first_token, **common)
             else:
                 s = pd_procs.run_decode(*where, **common)
-        except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
+        except Exception as e:  # noqa: BLE001 - one line, then leave by os._exit below
             # The wait was given what was left of --timeout; the line names --timeout itself.
             msg = re.sub(r"within [\d.]+ s$", f"within {args.timeout:g} s", cli_message(e))
             print(f"pdlab pd: error: {msg}", file=sys.stderr, flush=True)
@@ -172,19 +172,16 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stderr.flush()
-        # Leave without interpreter teardown: the transport's receiver thread is blocked in
-        # a gloo recv that teardown would abort ("terminate called ...").
-        os._exit(0 if not s.peer_failed else 2)
+        os._exit(0 if not s.peer_failed else 2)  # no teardown (the module docstring says why)
     if args.procs == 1:
         from pdlab.disagg.pair import PDPair
 
         pair = PDPair(
             cfg, cache, sched, backend=args.backend, first_token=args.first_token, **routing
         )
-        outs = pair.generate(ids, sp)
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text, "error": o.error}
-            for o in outs
+            for o in pair.generate(ids, sp)
         }
         return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.launch import run_pd_procs

@@ -182,16 +182,9 @@ def summary_lines(
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from rich import progress
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from pdlab.catalog import text
     from pdlab.engine.model_executor.model_loader import save_checkpoint
@@ -222,12 +215,12 @@ def run(args: argparse.Namespace) -> int:
     for line in header_lines(len(corpus.entries()), cfg, args.threads, args.main_from, lang):
         out.print(line)
     columns = (
-        TextColumn("[bold]{task.description}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(escape(text(lang, "tr_loss_word")) + " {task.fields[loss]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        progress.TextColumn("[bold]{task.description}[/]"),
+        progress.BarColumn(),
+        progress.MofNCompleteColumn(),
+        progress.TextColumn(escape(text(lang, "tr_loss_word")) + " {task.fields[loss]}"),
+        progress.TimeElapsedColumn(),
+        progress.TimeRemainingColumn(),
     )
     tasks: dict[str, Any] = {}
 
@@ -244,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
 
         return on_step
 
-    with Progress(*columns, console=err, transient=not err.is_terminal) as bar:
+    with progress.Progress(*columns, console=err, transient=not err.is_terminal) as bar:
         result = train(
             cfg,
             on_step=reporter("tr_task_main", cfg.steps),
