@@ -10,10 +10,10 @@ shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``).
 types and the shared options are in ``args.py``.
 Bad options exit with code 2 and a message naming the option; so does every other error (a
 bad environment variable, an unwritable output path, an allocation that fails, a peer that
-never comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are
-checked before any work starts. ``--lang`` goes anywhere on the line (before the command,
-after it, after an action such as ``exercises check``): :func:`pull_lang` takes it out
-before argparse reads the rest, so every subcommand, present and future, accepts it.
+never comes): one line ``pdlab <command>: error: ...``, never a traceback. ``--lang`` goes
+anywhere on the line (before the command, after it, after an action such as ``exercises
+check``): :func:`pull_lang` takes it out before argparse reads the rest, so every
+subcommand, present and future, accepts it.
 """
 
 from __future__ import annotations
@@ -176,13 +176,12 @@ def _runs_kernels(args: argparse.Namespace) -> bool:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
+    from pdlab.catalog import text
     from pdlab.tools.lab import copy_notebooks
 
     paths = copy_notebooks(args.dir, force=args.force)
     for path in paths:
         print(path)
-    from pdlab.catalog import text
-
     print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
     return 0
 
@@ -253,9 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         from pdlab.cli import tour
 
-        if args.command == "tour":
-            return tour.run_tour(args)
-        return tour.run_trace(args)
+        return tour.run_tour(args) if args.command == "tour" else tour.run_trace(args)
     except KeyboardInterrupt:
         _interrupted(f"pdlab {args.command}", args.lang)
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback

@@ -3,8 +3,7 @@
 Each converter raises ``argparse.ArgumentTypeError`` with one line naming the value and what
 is allowed, so argparse prints ``pdlab <command>: error: argument --x: ...`` and exits 2.
 The routing switches (``--pcp``, ``--mla-backend``) carry upstream's names
-(``vllm/config/parallel.py``, ``vllm/config/attention.py``). Output paths are checked before
-any work starts, so a long run never ends in a failed save.
+(``vllm/config/parallel.py``, ``vllm/config/attention.py``).
 """
 
 from __future__ import annotations

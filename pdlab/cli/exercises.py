@@ -4,9 +4,8 @@ Progress is kept in the working folder (``.pdlab-exercises.json``): ``start N DI
 ``check N FILE`` use the folder of DIR or FILE, ``list``, ``hint`` and ``solution`` the
 ``--dir`` folder (default: the current one). ``check`` exits 1 when the submission fails.
 
-``--lang`` goes before or after the action (``pdlab exercises --lang zh start 3`` and
-``pdlab exercises check 3 --lang zh`` both work); ``start`` keeps it in the folder's
-progress file, so a later command without ``--lang`` speaks the learner's language.
+``start`` keeps ``--lang`` in the folder's progress file, so a later command without it
+speaks the learner's language.
 """
 
 from __future__ import annotations

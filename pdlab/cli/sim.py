@@ -32,10 +32,7 @@ def _duration(text: str) -> float:
 
 def _gpu(text: str) -> str:
     """A GPU name in any case (``h200``), as the other commands take it."""
-    for name in GPU_CHOICES:
-        if text.lower() == name.lower():
-            return name
-    return text  # argparse's choices refuse it
+    return next((name for name in GPU_CHOICES if name.lower() == text.lower()), text)
 
 
 def _speculative_tokens(text: str) -> int:
