@@ -10,11 +10,9 @@ this module (the tour: no prefix; the widgets: ``w_``; the step table: ``st_``),
 :mod:`pdlab.catalog.views` (trace views and plots), :mod:`pdlab.catalog.notebooks`,
 :mod:`pdlab.catalog.designs`, :mod:`pdlab.catalog.mtp`, :mod:`pdlab.catalog.doctor`,
 :mod:`pdlab.catalog.bench`, :mod:`pdlab.catalog.exercises` and :mod:`pdlab.catalog.errors`
-(what exceptions say: ``err_``), all merged into :data:`TEXT` here. :mod:`pdlab.catalog.help`
-(every ``--help`` text: ``help_``) is imported only when a help is printed, in either
-language: a parser holds :class:`Help` keys until then, so a command that prints no help
-(``pdlab --version``, an English or a Chinese run) never loads it. The Chinese follows the
-glossary, ``docs/glossary.md``.
+(what exceptions say: ``err_``), all merged into :data:`TEXT` here; :mod:`pdlab.catalog.help`
+(every ``--help`` text: ``help_``) is imported only when a help is printed. The Chinese
+follows the glossary, ``docs/glossary.md``.
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ class Help(str):
         return self
 
     def listing(self, choices: tuple[str, ...]) -> Help:
-        """This help with ``choices`` listed after it."""
         return Help(self.key, choices, **self.values)
 
 
@@ -60,24 +57,22 @@ TEXT: dict[str, dict[str, str]] = {
         "zh": "pdlab 导览：为什么解码实例要把最后一个提示词 token 再算一遍",
     },
     "question": {
-        "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D pair, "
-        "why does the scheduler set num_computed_tokens to N - 1? And since num_computed_tokens "
-        "< num_prompt_tokens then holds, does D run a prefill (_forward_prefill) for that one "
-        "token? This tour runs such a request and shows what the trace recorded.",
+        "en": "A user asked (vllm-project/vllm#28566): on the decode instance D of a P/D pair, why "
+        "does the scheduler set num_computed_tokens to N - 1? And since num_computed_tokens < "
+        "num_prompt_tokens then holds, does D run a prefill (_forward_prefill) for that one token? "
+        "This tour runs such a request and shows what the trace recorded.",
         "zh": "有人问（vllm-project/vllm#28566）：在 P/D 分离的解码实例 D 上，调度器为什么把 "
-        "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，"
-        "D 是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的"
-        "请求，"
+        "num_computed_tokens 设成 N - 1？既然这时 num_computed_tokens < num_prompt_tokens 成立，D "
+        "是否要为这一个 token 走一次 prefill 路径（_forward_prefill）？下面真实地跑一遍这样的请求，"
         "逐章展示 trace 记下的内容。",
     },
     "settings": {
         "en": "Run: prompt {prompt} · model {model} ({layers} layers, kv_lora_rank {L}, "
-        "qk_rope_head_dim {R}) · block_size {bs} · model runner {runner} · MLA backend "
-        "profile {mla}: {why} · prefill_context_parallel_size {pcp} · kernels "
-        "{backend}",
+        "qk_rope_head_dim {R}) · block_size {bs} · model runner {runner} · MLA backend profile "
+        "{mla}: {why} · prefill_context_parallel_size {pcp} · kernels {backend}",
         "zh": "本次运行：提示词 {prompt} · 模型 {model}（{layers} 层，kv_lora_rank {L}，"
-        "qk_rope_head_dim {R}）· block_size {bs} · model runner {runner} · MLA 后端配置"
-        " {mla}：{why} · prefill_context_parallel_size {pcp} · 算子后端 {backend}",
+        "qk_rope_head_dim {R}）· block_size {bs} · model runner {runner} · MLA 后端配置 {mla}："
+        "{why} · prefill_context_parallel_size {pcp} · 算子后端 {backend}",
     },
     "how_to_read": {
         "en": "{n} chapters. Read one at a time with pdlab tour --chapter N (1 to {n}); in a "
@@ -212,25 +207,22 @@ TEXT: dict[str, dict[str, str]] = {
     "cell_rewritten": {"en": "✓ rewritten", "zh": "✓ 重写"},
     "cell_needed": {"en": "needed → logits", "zh": "需要 → logits"},
     "ch3_explain": {
-        "en": "The cache holds each layer's keys and values: {n} positions × {layers} layers × "
-        "{W} values. The logits of the first output token are lm_head(norm(h[{last}])), where "
+        "en": "The cache holds each layer's keys and values: {n} positions × {layers} layers × {W} "
+        "values. The logits of the first output token are lm_head(norm(h[{last}])), where "
         "h[{last}] is the last layer's {H}-wide output at position {last}. No cache holds it and "
         "the connector did not move it (0.33.0's P/D connectors move K/V; "
-        "ExampleHiddenStatesConnector writes hidden states to disk for the "
-        "extract_hidden_states speculative method and the aux-output connector moves "
-        "auxiliary outputs such as the routed experts, and neither feeds D's first token), "
-        "so D runs position "
-        "{last} through all {layers} layers again: it reuses the cached K/V of positions "
-        "{reused}, writes row {last} once more (equal to P's row up to rounding), and gets "
-        "h[{last}].",
-        "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出"
-        " token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的"
-        "输出（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 做 P/D 的 connector "
-        "传的是 K/V；ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states 方法把隐藏"
-        "状态写到磁盘，aux_output_connector 传路由到的专家之类的辅助输出，两者都不给 D 的第一个 "
-        "token 用）"
-        "，所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把"
-        "第 {last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
+        "ExampleHiddenStatesConnector writes hidden states to disk for the extract_hidden_states "
+        "speculative method and the aux-output connector moves auxiliary outputs such as the "
+        "routed experts, and neither feeds D's first token), so D runs position {last} through all "
+        "{layers} layers again: it reuses the cached K/V of positions {reused}, writes row {last} "
+        "once more (equal to P's row up to rounding), and gets h[{last}].",
+        "zh": "缓存里存的是每一层的 key 和 value：{n} 个位置 × {layers} 层 × {W} 个值。第一个输出 "
+        "token 的 logits 是 lm_head(norm(h[{last}]))，其中 h[{last}] 是最后一层在位置 {last} 的输出"
+        "（{H} 维）。任何缓存里都没有它，connector 也没有传它（0.33.0 做 P/D 的 connector 传的是 "
+        "K/V；ExampleHiddenStatesConnector 为投机解码的 extract_hidden_states 方法把隐藏状态写到磁"
+        "盘，aux_output_connector 传路由到的专家之类的辅助输出，两者都不给 D 的第一个 token 用），"
+        "所以 D 必须让位置 {last} 再走一遍全部 {layers} 层：复用位置 {reused} 已缓存的 K/V，把第 "
+        "{last} 行再写一次（与 P 写的值相同，至多差舍入误差），得到 h[{last}]。",
     },
     "ch3_check": {
         "en": "Checked in the trace: D's first token is {d}, P's discarded token was {p}: "
@@ -258,14 +250,13 @@ TEXT: dict[str, dict[str, str]] = {
     "ch3_cached": {
         "en": "The same N - 1 is what D would report as the request's cached prompt tokens "
         "(prompt_tokens_details.cached_tokens: {nct} of {n}, all of them from the transfer). "
-        "0.33.0 reports P's own prefix-cache hits instead when P's kv_transfer_params carry "
-        "them (remote_prefill_cached_tokens, vllm/v1/core/sched/scheduler.py:2485 and "
+        "0.33.0 reports P's own prefix-cache hits instead when P's kv_transfer_params carry them "
+        "(remote_prefill_cached_tokens, vllm/v1/core/sched/scheduler.py:2485 and "
         "vllm/v1/engine/output_processor.py:798).",
-        "zh": "D 若报告这个请求命中缓存的提示词 token 数（prompt_tokens_details.cached_tokens"
-        "），报的也是这个 N - 1：{n} 个中的 {nct} 个，全部来自传输。P 的 kv_transfer_params "
-        "带上 P 自己的前缀缓存命中数时（remote_prefill_cached_tokens，"
-        "vllm/v1/core/sched/scheduler.py:2485 与 vllm/v1/engine/output_processor.py:798），"
-        "0.33.0 改报这个数。",
+        "zh": "D 若报告这个请求命中缓存的提示词 token 数（prompt_tokens_details.cached_tokens），报"
+        "的也是这个 N - 1：{n} 个中的 {nct} 个，全部来自传输。P 的 kv_transfer_params 带上 P 自己的"
+        "前缀缓存命中数时（remote_prefill_cached_tokens，vllm/v1/core/sched/scheduler.py:2485 与 "
+        "vllm/v1/engine/output_processor.py:798），0.33.0 改报这个数。",
     },
     "ch3_local": {
         "en": "The same rule caps a local prefix-cache hit: {path}, {qualname} (upstream: "
@@ -283,31 +274,27 @@ TEXT: dict[str, dict[str, str]] = {
     },
     # ---- chapter 4: routing ----------------------------------------------------------
     "ch4_intro": {
-        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = "
-        "{n}. The learner's expression is real, and vLLM 0.33.0 computes it in the "
-        "model runner. By default 0.33.0 runs Model Runner V2 "
-        "(vllm/v1/worker/gpu/model_runner.py): it orders the batch with rows that "
-        "carry drafts first, then rows of the decode query length, then the rest by query "
-        "length (sort_batch_req_ids), computes is_prefilling = num_computed_prefill_tokens < "
-        "prefill_len for every row (prefill_len = {plen}, every token the runner was "
-        "given with the request; here {prefilling}) and, without prefill context "
-        "parallelism, marks a row that schedules one new token over cached context as "
-        "prefill_runs_as_decode (here {rad}). Its comment says such a row runs as a "
-        "decode, and the step stays decode_graph_eligible ({eligible}): a uniform "
-        "decode batch, the one a full decode CUDA graph replays. D's first step is "
-        "exactly that row. pdlab's copy of the rule:",
-        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = "
-        "{n}。提问里的表达式确实存在，vLLM 0.33.0 在 model runner 里计算它。0.33.0 默认"
-        "运行 Model Runner V2（vllm/v1/worker/gpu/model_runner.py）：它给批次排序时先放带"
-        "草稿的行，再放 query 长度等于解码 query 长度的行，其余按 query 长度排"
-        "（sort_batch_req_ids），为每一行计算 is_prefilling = "
-        "num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 model runner "
-        "随请求收到的全部 token；这里为 {prefilling}）；在不开预填充上下文并行时，把“"
-        "在已缓存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为"
-        " {rad}）。它的注释说这样的行按 decode 行运行，于是这一步仍是 "
-        "decode_graph_eligible（{eligible}）：一个均匀解码批次，也就是完整的 "
-        "decode CUDA graph 能重放的那种。D 的第一步恰好就是这样一行。pdlab 里对应的规则"
-        "：",
+        "en": "D's step: query_len = {q}, num_computed_tokens = {nct}, num_prompt_tokens = {n}. "
+        "The learner's expression is real, and vLLM 0.33.0 computes it in the model runner. By "
+        "default 0.33.0 runs Model Runner V2 (vllm/v1/worker/gpu/model_runner.py): it orders the "
+        "batch with rows that carry drafts first, then rows of the decode query length, then the "
+        "rest by query length (sort_batch_req_ids), computes is_prefilling = "
+        "num_computed_prefill_tokens < prefill_len for every row (prefill_len = {plen}, every "
+        "token the runner was given with the request; here {prefilling}) and, without prefill "
+        "context parallelism, marks a row that schedules one new token over cached context as "
+        "prefill_runs_as_decode (here {rad}). Its comment says such a row runs as a decode, and "
+        "the step stays decode_graph_eligible ({eligible}): a uniform decode batch, the one a full "
+        "decode CUDA graph replays. D's first step is exactly that row. pdlab's copy of the rule:",
+        "zh": "D 的这一步：query_len = {q}，num_computed_tokens = {nct}，num_prompt_tokens = {n}。"
+        "提问里的表达式确实存在，vLLM 0.33.0 在 model runner 里计算它。0.33.0 默认运行 Model "
+        "Runner V2（vllm/v1/worker/gpu/model_runner.py）：它给批次排序时先放带草稿的行，再放 query "
+        "长度等于解码 query 长度的行，其余按 query 长度排（sort_batch_req_ids），为每一行计算 "
+        "is_prefilling = num_computed_prefill_tokens < prefill_len（prefill_len = {plen}，即 model "
+        "runner 随请求收到的全部 token；这里为 {prefilling}）；在不开预填充上下文并行时，把“在已缓"
+        "存上下文之上只调度一个新 token”的行标记为 prefill_runs_as_decode（这里为 {rad}）。它的注释"
+        "说这样的行按 decode 行运行，于是这一步仍是 decode_graph_eligible（{eligible}）：一个均匀解"
+        "码批次，也就是完整的 decode CUDA graph 能重放的那种。D 的第一步恰好就是这样一行。pdlab 里"
+        "对应的规则：",
     },
     "ch4_src": {
         "en": "{path}, {qualname} (upstream: vllm/v1/worker/gpu/model_runner.py, "
@@ -335,34 +322,20 @@ TEXT: dict[str, dict[str, str]] = {
         "DeepSeek 的维度、bf16 建模（576 个值的潜向量行占 1,152 字节；fp8 KV 缓存把它减到 576 "
         "字节，传输量也减半：pdlab sim --kv-cache-dtype fp8）。",
     },
-    "ch4_not_read": {
-        "en": "is_prefilling not read",
-        "zh": "不读 is_prefilling",
-    },
-    "col_v2_pcp1": {
-        "en": "V2 (default)",
-        "zh": "V2（默认）",
-    },
-    "col_v2_pcp2": {
-        "en": "V2 + PCP 2",
-        "zh": "V2 + PCP 2",
-    },
-    "col_v1_pcp1": {
-        "en": "V1",
-        "zh": "V1",
-    },
+    "ch4_not_read": {"en": "is_prefilling not read", "zh": "不读 is_prefilling"},
+    "col_v2_pcp1": {"en": "V2 (default)", "zh": "V2（默认）"},
+    "col_v2_pcp2": {"en": "V2 + PCP 2", "zh": "V2 + PCP 2"},
+    "col_v1_pcp1": {"en": "V1", "zh": "V1"},
     "ch4_paths": {
         "en": "Under PCP the token takes forward_mha: gather_cache collects the {ctx} cached "
         "latent rows, kv_b_proj up-projects every one of them to per-head K and V, "
-        "flash_attn_varlen attends, and merge_attn_states joins the context part with "
-        "the new-token part. Without PCP (V2 or V1) it takes forward_mqa: q_nope "
-        "absorbs W_UK, mla_decode reads the latent rows as they are, and W_UV maps the "
-        "result back.",
-        "zh": "开启 PCP 时，这个 token 走 forward_mha：gather_cache 取出 {ctx} 行已缓存的潜向"
-        "量，kv_b_proj 把每一行都上投影成各个头的 K 和 V，flash_attn_varlen 做注意力，"
-        "merge_attn_states 再把上下文部分和新 token 部分合并。不开 PCP 时（V2 或 V1）它"
-        "走 forward_mqa：q_nope 吸收 W_UK，mla_decode 直接读潜向量行，最后由 W_UV 映射"
-        "回来。",
+        "flash_attn_varlen attends, and merge_attn_states joins the context part with the "
+        "new-token part. Without PCP (V2 or V1) it takes forward_mqa: q_nope absorbs W_UK, "
+        "mla_decode reads the latent rows as they are, and W_UV maps the result back.",
+        "zh": "开启 PCP 时，这个 token 走 forward_mha：gather_cache 取出 {ctx} 行已缓存的潜向量，"
+        "kv_b_proj 把每一行都上投影成各个头的 K 和 V，flash_attn_varlen 做注意力，"
+        "merge_attn_states 再把上下文部分和新 token 部分合并。不开 PCP 时（V2 或 V1）它走 "
+        "forward_mqa：q_nope 吸收 W_UK，mla_decode 直接读潜向量行，最后由 W_UV 映射回来。",
     },
     "ch4_paths_no_context": {
         "en": "With N = 1 there is no cached context and is_prefilling is false on D: every "
@@ -372,41 +345,37 @@ TEXT: dict[str, dict[str, str]] = {
         "forward_mqa。换一个更长的 --prompt，就能看到开启 PCP 时上下文被取出并上投影。",
     },
     "ch4_why_pcp": {
-        "en": "Why PCP flips the switch: the MLA builder passes "
-        "treat_short_extends_as_decodes = not use_pcp, and under PCP V2 computes no "
-        'prefill_runs_as_decode (decode_graph_eligible is then just "no row is '
-        'prefilling"). The PCP manager (vllm/v1/worker/gpu/pcp_manager.py) cuts every '
-        "row that is still prefilling into 2 × PCP chunks spread over the ranks and "
-        "keeps every other row whole (replicated = ~is_prefilling; with PCP alone each "
-        "whole row goes to one rank in turn). A one-token row's chunk size is 1, so rank "
-        "0 holds all of D's token: the split does not cut it. What routes it to forward_mha "
-        "is the builder's not use_pcp with the rank-local is_prefilling. Upstream gives its "
-        "reason in code rather than in words: beside prefill_runs_as_decode V2's comment "
-        'says "PCP partitions prefill rows", the PCP manager orders each rank\'s rows '
-        "decodes first by is_prefilling (_reorder_segments), and under PCP with DCP the K/V "
-        "write gathers only the tokens past num_decode_tokens (vllm/v1/attention/ops/pcp.py). "
-        "The attention's decode/prefill split has to agree with PCP's partition, and that "
-        "partition is drawn by is_prefilling. (Decode context parallelism is a separate "
-        "setting, opt-in and not tied to the decode role: see the last section of this "
-        "chapter.) D's first step under PCP 2, beside two running decodes (dec-a, "
-        "dec-b, drawn for the picture), laid out as that manager lays it out (* = "
-        "still prefilling; pdlab reproduces only the routing, on one device):",
-        "zh": "为什么 PCP 会翻转这个开关：MLA builder 传入 treat_short_extends_as_decodes = "
-        "not use_pcp，而开启 PCP 时 V2 不计算 prefill_runs_as_decode（此时 "
-        "decode_graph_eligible 只看“没有任何行在预填充”）。PCPManager（"
-        "vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行切成 2 × PCP 块分给各个"
-        " rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每个完整的行"
-        "轮流交给一个 rank）。只有一个 token 的行分块大小为 1，这个 token 整个落在 rank 0 "
-        "上，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp "
-        "加上 rank 本地的 is_prefilling。上游没有用文字说明理由，理由写在代码里：V2 在 "
-        "prefill_runs_as_decode 旁的注释写着“PCP partitions prefill rows”；PCPManager 按 "
-        "is_prefilling 把每个 rank 上的行排成 decode 行在前（_reorder_segments）；PCP 与 DCP "
-        "同开时，K/V 写入只收集 num_decode_tokens 之后的 token（vllm/v1/attention/ops/"
-        "pcp.py）。注意力对 decode 行与 prefill 行的划分必须与 PCP 的切分一致，而这个切分正是按 "
-        "is_prefilling 划的。（解码上下文并行是另一项设置，需显式开启，与解码角色无关：见本章"
-        "最后一节。）下面是 PCP 2 时 D 的第一步（旁边画了两个正在解码的请求 dec-a、dec-b "
-        "作示意）按 PCPManager 的方式排布的样子（* 表示仍在预填充；pdlab 只在一个设备上复现"
-        "路由）：",
+        "en": "Why PCP flips the switch: the MLA builder passes treat_short_extends_as_decodes = "
+        "not use_pcp, and under PCP V2 computes no prefill_runs_as_decode (decode_graph_eligible "
+        'is then just "no row is prefilling"). The PCP manager (vllm/v1/worker/gpu/pcp_manager.py) '
+        "cuts every row that is still prefilling into 2 × PCP chunks spread over the ranks and "
+        "keeps every other row whole (replicated = ~is_prefilling; with PCP alone each whole row "
+        "goes to one rank in turn). A one-token row's chunk size is 1, so rank 0 holds all of D's "
+        "token: the split does not cut it. What routes it to forward_mha is the builder's not "
+        "use_pcp with the rank-local is_prefilling. Upstream gives its reason in code rather than "
+        "in words: beside prefill_runs_as_decode V2's comment says \"PCP partitions prefill "
+        "rows\", the PCP manager orders each rank's rows decodes first by is_prefilling "
+        "(_reorder_segments), and under PCP with DCP the K/V write gathers only the tokens past "
+        "num_decode_tokens (vllm/v1/attention/ops/pcp.py). The attention's decode/prefill split "
+        "has to agree with PCP's partition, and that partition is drawn by is_prefilling. (Decode "
+        "context parallelism is a separate setting, opt-in and not tied to the decode role: see "
+        "the last section of this chapter.) D's first step under PCP 2, beside two running decodes "
+        "(dec-a, dec-b, drawn for the picture), laid out as that manager lays it out (* = still "
+        "prefilling; pdlab reproduces only the routing, on one device):",
+        "zh": "为什么 PCP 会翻转这个开关：MLA builder 传入 treat_short_extends_as_decodes = not "
+        "use_pcp，而开启 PCP 时 V2 不计算 prefill_runs_as_decode（此时 decode_graph_eligible 只看“"
+        "没有任何行在预填充”）。PCPManager（vllm/v1/worker/gpu/pcp_manager.py）把每个仍在预填充的行"
+        "切成 2 × PCP 块分给各个 rank，其他行保持完整（replicated = ~is_prefilling；只开 PCP 时，每"
+        "个完整的行轮流交给一个 rank）。只有一个 token 的行分块大小为 1，这个 token 整个落在 rank "
+        "0 上，切分并没有把它切开。把它送进 forward_mha 的，是 builder 的 not use_pcp 加上 rank 本"
+        "地的 is_prefilling。上游没有用文字说明理由，理由写在代码里：V2 在 prefill_runs_as_decode "
+        "旁的注释写着“PCP partitions prefill rows”；PCPManager 按 is_prefilling 把每个 rank 上的行"
+        "排成 decode 行在前（_reorder_segments）；PCP 与 DCP 同开时，K/V 写入只收集 "
+        "num_decode_tokens 之后的 token（vllm/v1/attention/ops/pcp.py）。注意力对 decode 行与 "
+        "prefill 行的划分必须与 PCP 的切分一致，而这个切分正是按 is_prefilling 划的。（解码上下文并"
+        "行是另一项设置，需显式开启，与解码角色无关：见本章最后一节。）下面是 PCP 2 时 D 的第一步（"
+        "旁边画了两个正在解码的请求 dec-a、dec-b 作示意）按 PCPManager 的方式排布的样子（* 表示仍在"
+        "预填充；pdlab 只在一个设备上复现路由）：",
     },
     "ch4_v1": {
         "en": "V1 (VLLM_USE_V2_MODEL_RUNNER=0) computes is_prefilling = num_computed_tokens "
@@ -431,39 +400,36 @@ TEXT: dict[str, dict[str, str]] = {
     },
     # ---- chapter 5: cost -------------------------------------------------------------
     "ch4_fresh_decode": {
-        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
-        "or H200 with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; "
-        "FLASH_ATTN_MLA refuses an fp8 cache, and vLLM then picks FLASHMLA: 128, "
-        "uniform), the same prompt as a fresh request (query_len = {q}, no context, "
-        "region {region}) took {forward}: P's own short prompt runs the absorbed decode "
-        "path. It saves no FLOPs: with no cached context the absorbed form costs more "
-        "(chapter 5). Upstream's comment beside the threshold says only \"process small "
-        "prefills with decode pathway\"; it gives no reason. pdlab's inference: the "
-        "decode path reads fewer bytes and launches fewer kernels (chapter 5's bytes), "
-        "in a kernel tuned for it, and that outweighs the FLOPs for a short prompt.",
-        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 "
-        "vLLM 选择的后端，reorder_batch_threshold = {t}，VARLEN；FLASH_ATTN_MLA 不接受 fp8 "
-        "缓存，这时 vLLM 选 FLASHMLA：128，UNIFORM），同一段提示词作为新请求（query_len = "
-        "{q}，没有上下文，处于 {region} 区）走了 {forward}：P 自己的短提示词也走权重吸"
-        "收的 decode 路径。这并不省 FLOPs：没有已缓存上下文时，吸收形式的 FLOPs 反而更"
-        "多（见第 5 章）。上游在这个阈值旁的注释只有一句“process small prefills with "
-        "decode pathway”，没有给出理由。pdlab 的推断：decode 路径读的字节更少、启动的算子"
-        "更少（见第 5 章的字节数），算子也专为它调过，对短提示词来说这比 FLOPs 更重要。",
+        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 or H200 "
+        "with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; FLASH_ATTN_MLA refuses "
+        "an fp8 cache, and vLLM then picks FLASHMLA: 128, uniform), the same prompt as a fresh "
+        "request (query_len = {q}, no context, region {region}) took {forward}: P's own short "
+        "prompt runs the absorbed decode path. It saves no FLOPs: with no cached context the "
+        "absorbed form costs more (chapter 5). Upstream's comment beside the threshold says only "
+        '"process small prefills with decode pathway"; it gives no reason. pdlab\'s inference: '
+        "the decode path reads fewer bytes and launches fewer kernels (chapter 5's bytes), in a "
+        "kernel tuned for it, and that outweighs the FLOPs for a short prompt.",
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 vLLM 选择"
+        "的后端，reorder_batch_threshold = {t}，VARLEN；FLASH_ATTN_MLA 不接受 fp8 缓存，这时 vLLM "
+        "选 FLASHMLA：128，UNIFORM），同一段提示词作为新请求（query_len = {q}，没有上下文，处于 "
+        "{region} 区）走了 {forward}：P 自己的短提示词也走权重吸收的 decode 路径。这并不省 FLOPs："
+        "没有已缓存上下文时，吸收形式的 FLOPs 反而更多（见第 5 章）。上游在这个阈值旁的注释只有一句"
+        "“process small prefills with decode pathway”，没有给出理由。pdlab 的推断：decode 路径读的"
+        "字节更少、启动的算子更少（见第 5 章的字节数），算子也专为它调过，对短提示词来说这比 FLOPs "
+        "更重要。",
     },
     "ch4_fresh_prefill": {
-        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 "
-        "or H200 with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; with "
-        "an fp8 cache vLLM picks FLASHMLA: 128, uniform), the same prompt as a fresh "
-        "request (query_len = {q}, no context, region {region}) is longer than the "
-        "threshold and took {forward}. A prompt of at most {t} tokens would take the "
-        "absorbed decode path (under a UNIFORM backend such as FLASHMLA, only when "
-        "every row of the batch has the same query length).",
-        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 "
-        "vLLM 选择的后端，reorder_batch_threshold = {t}，VARLEN；fp8 缓存时 vLLM 选 "
-        "FLASHMLA：128，UNIFORM），同一段提示词作为新请求（query_len = "
-        "{q}，没有上下文，处于 {region} 区）超过了阈值，走了 {forward}。不超过 {t} 个 "
-        "token 的提示词会走权重吸收的 decode 路径（在 FLASHMLA 这类 UNIFORM 后端下，只"
-        "有批次里每一行的 query 长度都相同时才会如此）。",
+        "en": "Seen from P's side: under FLASH_ATTN_MLA, the backend vLLM picks on an H100 or H200 "
+        "with an auto/bf16 KV cache (reorder_batch_threshold = {t}, varlen; with an fp8 cache vLLM "
+        "picks FLASHMLA: 128, uniform), the same prompt as a fresh request (query_len = {q}, no "
+        "context, region {region}) is longer than the threshold and took {forward}. A prompt of at "
+        "most {t} tokens would take the absorbed decode path (under a UNIFORM backend such as "
+        "FLASHMLA, only when every row of the batch has the same query length).",
+        "zh": "从 P 这边看：在 FLASH_ATTN_MLA 下（H100 或 H200 上、KV 缓存为 auto/bf16 时 vLLM 选择"
+        "的后端，reorder_batch_threshold = {t}，VARLEN；fp8 缓存时 vLLM 选 FLASHMLA：128，UNIFORM）"
+        "，同一段提示词作为新请求（query_len = {q}，没有上下文，处于 {region} 区）超过了阈值，走了 "
+        "{forward}。不超过 {t} 个 token 的提示词会走权重吸收的 decode 路径（在 FLASHMLA 这类 "
+        "UNIFORM 后端下，只有批次里每一行的 query 长度都相同时才会如此）。",
     },
     "ch4_renames": {
         "en": "Where the learner's code went (older vLLM → 0.33.0)",
@@ -546,14 +512,8 @@ TEXT: dict[str, dict[str, str]] = {
     "tn_decode": {"en": "a decode", "zh": "decode 行"},
     "tn_prefill": {"en": "a prefill", "zh": "prefill 行"},
     "tn_forward": {"en": "{path}, {forward}", "zh": "{path}，{forward}"},
-    "tn_holds": {
-        "en": "the learner's rule decides it",
-        "zh": "由提问里的规则决定",
-    },
-    "tn_not": {
-        "en": "the learner's rule is not read",
-        "zh": "提问里的规则没有被读到",
-    },
+    "tn_holds": {"en": "the learner's rule decides it", "zh": "由提问里的规则决定"},
+    "tn_not": {"en": "the learner's rule is not read", "zh": "提问里的规则没有被读到"},
     "tn_ascend_meta": {
         "en": "its metadata: num_computed_tokens >= num_prompt_tokens is {counted}, so D's "
         "row is not among the decodes there",
@@ -604,59 +564,46 @@ TEXT: dict[str, dict[str, str]] = {
         "forward_mqa 只要 {df}。",
     },
     "ch5_cross": {
-        "en": "Absorbing moves the up-projection from the keys to the queries: W_UK and W_UV "
-        "cost per query what kv_b_proj costs per key ({mf} MFLOP), and each (query, "
-        "key) pair costs ({a}) instead of ({b}) per head. So it saves FLOPs only when "
-        "few queries attend over a long cached context (below about {x} query tokens "
-        "per request, the context much longer than the query), and it always reads "
-        "fewer bytes. For a fresh prompt, with no cached context, it never saves "
-        "FLOPs:",
-        "zh": "权重吸收把上投影从 key 挪到了 query 上：W_UK 和 W_UV 对每个 query 的开销，正好"
-        "等于 kv_b_proj 对每个 key 的开销（{mf} MFLOP），而每个 (query, key) 对每个头的"
-        "开销是 ({a})，而不是 ({b})。所以只有当少量 query 面对很长的已缓存上下文时（每"
-        "个请求少于约 {x} 个 query token，且上下文远长于 query），它才省 FLOPs；访存字"
-        "节则总是更少。对没有已缓存上下文的新提示词，它从不省 FLOPs：",
+        "en": "Absorbing moves the up-projection from the keys to the queries: W_UK and W_UV cost "
+        "per query what kv_b_proj costs per key ({mf} MFLOP), and each (query, key) pair costs "
+        "({a}) instead of ({b}) per head. So it saves FLOPs only when few queries attend over a "
+        "long cached context (below about {x} query tokens per request, the context much longer "
+        "than the query), and it always reads fewer bytes. For a fresh prompt, with no cached "
+        "context, it never saves FLOPs:",
+        "zh": "权重吸收把上投影从 key 挪到了 query 上：W_UK 和 W_UV 对每个 query 的开销，正好等于 "
+        "kv_b_proj 对每个 key 的开销（{mf} MFLOP），而每个 (query, key) 对每个头的开销是 ({a})，而"
+        "不是 ({b})。所以只有当少量 query 面对很长的已缓存上下文时（每个请求少于约 {x} 个 query "
+        "token，且上下文远长于 query），它才省 FLOPs；访存字节则总是更少。对没有已缓存上下文的新提"
+        "示词，它从不省 FLOPs：",
     },
     "ch5_fresh_table": {
         "en": "a fresh prompt, one layer, attention FLOPs",
         "zh": "新提示词，单层，注意力 FLOPs",
     },
-    "col_prompt_len": {
-        "en": "prompt tokens",
-        "zh": "提示词 token 数",
-    },
-    "col_naive_flops": {
-        "en": "forward_mha (naive)",
-        "zh": "forward_mha（朴素形式）",
-    },
-    "col_absorbed_flops": {
-        "en": "forward_mqa (absorbed)",
-        "zh": "forward_mqa（吸收形式）",
-    },
+    "col_prompt_len": {"en": "prompt tokens", "zh": "提示词 token 数"},
+    "col_naive_flops": {"en": "forward_mha (naive)", "zh": "forward_mha（朴素形式）"},
+    "col_absorbed_flops": {"en": "forward_mqa (absorbed)", "zh": "forward_mqa（吸收形式）"},
     "ch5_upstream": {
         "en": "Upstream vLLM 0.33.0: the MLA metadata builder "
-        "(vllm/model_executor/layers/attention/mla_attention.py) calls "
-        "split_decodes_and_prefills (vllm/v1/attention/backends/utils.py) with "
-        "decode_threshold = its backend's reorder_batch_threshold (1 for TRITON_MLA, "
-        "FLASHINFER_MLA, CUTLASS_MLA and CPU_MLA, 128 for FLASHMLA, 512 for "
-        "FLASH_ATTN_MLA; speculative decoding raises it to the verify width, decode "
-        "context parallelism can force 1) and treat_short_extends_as_decodes = not "
-        "use_pcp. By default D's short extend is a decode (forward_mqa); with "
-        "prefill_context_parallel_size > 1 it is a prefill (forward_mha), at the cost "
-        "above. Upstream gives no FLOP argument for the 128 and 512 thresholds (its "
-        "comment says small prefills use the decode pathway): they are the backends' "
-        "own choice.",
-        "zh": "上游 vLLM 0.33.0：MLA builder（"
-        "vllm/model_executor/layers/attention/mla_attention.py）调用 "
-        "split_decodes_and_prefills（vllm/v1/attention/backends/utils.py）时，"
-        "decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA、FLASHINFER_MLA"
-        "、CUTLASS_MLA 和 CPU_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512；投机解"
-        "码会把它提高到验证宽度，解码上下文并行可能强制为 1），并传入 "
-        "treat_short_extends_as_decodes = not use_pcp。默认情况下 D 的短 extend 算作 "
-        "decode 行（forward_mqa）；prefill_context_parallel_size > 1 时它算作 prefill 行"
-        "（forward_mha），付出上表的代价。对于 128 和 512 这两个阈值，上游没有给出 FLOPs "
-        "上的理由（注释只有一句“process small prefills with decode pathway”）：这是各后端自己的"
-        "选择；少读字节、少启动算子是 pdlab 的推断。",
+        "(vllm/model_executor/layers/attention/mla_attention.py) calls split_decodes_and_prefills "
+        "(vllm/v1/attention/backends/utils.py) with decode_threshold = its backend's "
+        "reorder_batch_threshold (1 for TRITON_MLA, FLASHINFER_MLA, CUTLASS_MLA and CPU_MLA, 128 "
+        "for FLASHMLA, 512 for FLASH_ATTN_MLA; speculative decoding raises it to the verify width, "
+        "decode context parallelism can force 1) and treat_short_extends_as_decodes = not use_pcp. "
+        "By default D's short extend is a decode (forward_mqa); with prefill_context_parallel_size "
+        "> 1 it is a prefill (forward_mha), at the cost above. Upstream gives no FLOP argument for "
+        "the 128 and 512 thresholds (its comment says small prefills use the decode pathway): they "
+        "are the backends' own choice.",
+        "zh": "上游 vLLM 0.33.0：MLA builder（vllm/model_executor/layers/attention/mla_attention.py"
+        "）调用 split_decodes_and_prefills（vllm/v1/attention/backends/utils.py）时，"
+        "decode_threshold 取后端的 reorder_batch_threshold（TRITON_MLA、FLASHINFER_MLA、"
+        "CUTLASS_MLA 和 CPU_MLA 为 1，FLASHMLA 为 128，FLASH_ATTN_MLA 为 512；投机解码会把它提高到"
+        "验证宽度，解码上下文并行可能强制为 1），并传入 treat_short_extends_as_decodes = not "
+        "use_pcp。默认情况下 D 的短 extend 算作 decode 行（forward_mqa）；"
+        "prefill_context_parallel_size > 1 时它算作 prefill 行（forward_mha），付出上表的代价。对"
+        "于 128 和 512 这两个阈值，上游没有给出 FLOPs 上的理由（注释只有一句“process small "
+        "prefills with decode pathway”）：这是各后端自己的选择；少读字节、少启动算子是 pdlab 的推断"
+        "。",
     },
     "ch5_others": {
         "en": "The same switch elsewhere in 0.33.0: the sparse MLA builder and the MLA "

@@ -1,6 +1,5 @@
 """The words of ``pdlab bench`` (``paths``, ``kernels``, ``sched``) and ``pdlab train``, in
-English and Simplified Chinese: merged into :data:`pdlab.catalog.TEXT`, read through
-:func:`pdlab.catalog.text`. It mirrors no upstream file (vLLM's benchmarks print English).
+English and Simplified Chinese. It mirrors no upstream file (vLLM's benchmarks print English).
 
 Keys: ``bench_`` for what the three measurements share (the progress bar), ``bp_`` for the
 table of ``bench paths``, ``bs_`` for its speculative-decoding table, ``bk_`` for ``bench
@@ -112,26 +111,23 @@ TEXT_BENCH: dict[str, dict[str, str]] = {
     # ---- bench kernels (pdlab/tools/bench_kernels.py) -----------------------------------
     "bk_title": {"en": "pdlab kernels on {device}", "zh": "pdlab 的算子，运行于 {device}"},
     "bk_note_cpu": {
-        "en": "CPU: the torch twins (tiny widths for the copies, DeepSeek's for attention, "
-        "beside a dense torch version of the same math: vs dense = twin / dense), on one "
-        "thread: on a shared machine, two threads' barriers measure the neighbours' load. "
-        "The Triton kernels run here only through the interpreter, whose timings mean "
-        "nothing, so they are not timed; run `python -m pdlab.tools.gpu_check` on a CUDA "
-        "machine.",
-        "zh": "CPU：torch 孪生实现（拷贝类算子用 tiny 模型的宽度，注意力用 DeepSeek 的宽度，"
-        "并与同一算法的 torch 稠密版本并列：稠密比 = 孪生实现 / 稠密版本），单线程：在"
-        "共享的机器上，两个线程的同步屏障测到的是邻居的负载。Triton 算子在这里只能通过解释器"
-        "运行，其耗时没有意义，所以不计时；请在 CUDA 机器上运行 "
-        "`python -m pdlab.tools.gpu_check`。",
+        "en": "CPU: the torch twins (tiny widths for the copies, DeepSeek's for attention, beside "
+        "a dense torch version of the same math: vs dense = twin / dense), on one thread: on a "
+        "shared machine, two threads' barriers measure the neighbours' load. The Triton kernels "
+        "run here only through the interpreter, whose timings mean nothing, so they are not timed; "
+        "run `python -m pdlab.tools.gpu_check` on a CUDA machine.",
+        "zh": "CPU：torch 孪生实现（拷贝类算子用 tiny 模型的宽度，注意力用 DeepSeek 的宽度，并与同"
+        "一算法的 torch 稠密版本并列：稠密比 = 孪生实现 / 稠密版本），单线程：在共享的机器上，两个"
+        "线程的同步屏障测到的是邻居的负载。Triton 算子在这里只能通过解释器运行，其耗时没有意义，所"
+        "以不计时；请在 CUDA 机器上运行 `python -m pdlab.tools.gpu_check`。",
     },
     "bk_note_cpu_no_triton": {
-        "en": "CPU: the torch twins, each beside a dense torch version of the same math, on "
-        "one thread. Triton is not installed here (it has Linux wheels only), so only the "
-        "torch twins run; on a CUDA machine, `pip install triton` and run "
-        "`python -m pdlab.tools.gpu_check`.",
+        "en": "CPU: the torch twins, each beside a dense torch version of the same math, on one "
+        "thread. Triton is not installed here (it has Linux wheels only), so only the torch twins "
+        "run; on a CUDA machine, `pip install triton` and run `python -m pdlab.tools.gpu_check`.",
         "zh": "CPU：torch 孪生实现，各自与同一算法的 torch 稠密版本并列，单线程。这里没有安装 "
-        "Triton（它只有 Linux 的 wheel），所以只运行 torch 孪生实现；在 CUDA 机器上先 "
-        "`pip install triton`，再运行 `python -m pdlab.tools.gpu_check`。",
+        "Triton（它只有 Linux 的 wheel），所以只运行 torch 孪生实现；在 CUDA 机器上先 `pip install "
+        "triton`，再运行 `python -m pdlab.tools.gpu_check`。",
     },
     "bk_note_gpu": {
         "en": "GPU: Triton kernels, compiled; decode share = bytes read / peak bandwidth, "

@@ -1,10 +1,9 @@
 """The words of ``pdlab doctor`` (:mod:`pdlab.tools.doctor`), of the line naming the kernels'
 backend (:func:`pdlab.ui.choices.kernels_line`, which the doctor and notebook 04 print),
 of ``pdlab notebooks`` and of ``pdlab lab`` (:mod:`pdlab.tools.lab`), in English and
-Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. pdlab's own; it mirrors no
-upstream file. Package names, commands, environment variables and the tags
-``[OK]``/``[WARN]``/``[FAIL]`` stay as they are in both languages (a pasted report reads the
-same); the Chinese follows ``docs/glossary.md``."""
+Simplified Chinese. pdlab's own; it mirrors no upstream file. Package names, commands,
+environment variables and the tags ``[OK]``/``[WARN]``/``[FAIL]`` stay as they are in both
+languages (a pasted report reads the same)."""
 
 from __future__ import annotations
 
@@ -45,11 +44,10 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
         "而这台机器没有 NVIDIA GPU",
     },
     "doc_cuda_build_fix": {
-        "en": "a CPU build works the same here: pip install --force-reinstall torch "
-        "--index-url {index}, then pip uninstall the nvidia-* packages (or: make clean && "
-        "make env)",
-        "zh": "在这里 CPU 版本完全一样能用：pip install --force-reinstall torch --index-url "
-        "{index}，再用 pip uninstall 卸载 'nvidia-*' 包（或者：make clean && make env）",
+        "en": "a CPU build works the same here: pip install --force-reinstall torch --index-url "
+        "{index}, then pip uninstall the nvidia-* packages (or: make clean && make env)",
+        "zh": "在这里 CPU 版本完全一样能用：pip install --force-reinstall torch --index-url {index}"
+        "，再用 pip uninstall 卸载 'nvidia-*' 包（或者：make clean && make env）",
     },
     "doc_triton_missing": {
         "en": "not installed (Linux wheels only)",
@@ -102,10 +100,7 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
     },
     "doc_browser_ok": {"en": "{name} (pdlab lab opens it)", "zh": "{name}（pdlab lab 会打开它）"},
     "doc_browser_found": {"en": "found", "zh": "已找到"},
-    "doc_widgets_fix": {
-        "en": "pip install 'ipywidgets>=8'",
-        "zh": "pip install 'ipywidgets>=8'",
-    },
+    "doc_widgets_fix": {"en": "pip install 'ipywidgets>=8'", "zh": "pip install 'ipywidgets>=8'"},
     "doc_widgets_no_ext": {
         "en": "{version}, lab extension missing",
         "zh": "{version}，缺少 JupyterLab 扩展",
@@ -205,10 +200,7 @@ TEXT_DOCTOR: dict[str, dict[str, str]] = {
         "zh": "{dir} 里有 {n} 个笔记本；这样打开：pdlab lab --dir {dir}",
     },
     # ---- pdlab lab ---------------------------------------------------------------------
-    "lab_copied": {
-        "en": "copied {n} notebooks into {dir}",
-        "zh": "已把 {n} 个笔记本复制到 {dir}",
-    },
+    "lab_copied": {"en": "copied {n} notebooks into {dir}", "zh": "已把 {n} 个笔记本复制到 {dir}"},
     "lab_kept": {
         "en": "kept your edits in {names}; `pdlab notebooks {dir} --force` replaces them with "
         "the shipped versions",

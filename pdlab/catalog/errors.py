@@ -75,10 +75,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_x_nonempty_str": {"en": "a non-empty string", "zh": "非空字符串"},
     "err_x_str_or_ids": {"en": "a string or a list of token ids", "zh": "字符串或 token id 列表"},
     "err_x_token_ids": {"en": "a list of token ids", "zh": "token id 列表"},
-    "err_x_token_ids_seq": {
-        "en": "a list or tuple of token ids",
-        "zh": "token id 的列表或元组",
-    },
+    "err_x_token_ids_seq": {"en": "a list or tuple of token ids", "zh": "token id 的列表或元组"},
     "err_x_token_ids_ge0": {
         "en": "token ids that are integers >= 0",
         "zh": "不小于 0 的整数 token id",
@@ -91,10 +88,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_x_block_ids": {"en": "a list of block ids", "zh": "块 id 列表"},
     "err_x_block_ids_in": {"en": "block ids in {span}", "zh": "{span} 范围内的块 id"},
-    "err_x_nonempty_block_ids": {
-        "en": "a non-empty list of block ids",
-        "zh": "非空的块 id 列表",
-    },
+    "err_x_nonempty_block_ids": {"en": "a non-empty list of block ids", "zh": "非空的块 id 列表"},
     "err_x_floats": {"en": "a list of floats", "zh": "浮点数列表"},
     "err_x_engine_name": {"en": "a string naming P's engine", "zh": "命名 P 的引擎的字符串"},
     "err_x_one_token": {"en": "at least one token", "zh": "至少一个 token"},
@@ -103,10 +97,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     "err_x_at_most_of": {"en": "at most {bound} of {whose}", "zh": "不超过 {whose} 的 {bound}"},
     "err_x_parts_of": {"en": "parts of {whole}", "zh": "{whole} 中的部分"},
     "err_x_id_returned": {"en": "an id add_request returned", "zh": "add_request 返回过的 id"},
-    "err_x_request_ids": {
-        "en": "a request id or a list of them",
-        "zh": "请求 id 或请求 id 列表",
-    },
+    "err_x_request_ids": {"en": "a request id or a list of them", "zh": "请求 id 或请求 id 列表"},
     "err_x_deepseek_dict": {
         "en": "a dict loaded from a DeepSeek config.json",
         "zh": "从 DeepSeek 的 config.json 读出的 `dict`",
@@ -234,11 +225,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_cache_too_large": {
         "en": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) is too large: it "
-        "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer "
-        "blocks or a smaller block_size",
-        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 "
-        "`{device}` 上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 "
-        "block_size",
+        "needs {need:.1f} GiB on {device} and {free:.1f} GiB is available; expected fewer blocks "
+        "or a smaller block_size",
+        "zh": "CacheConfig(num_blocks={num_blocks}, block_size={block_size}) 太大：它在 `{device}` "
+        "上需要 {need:.1f} GiB，而可用的只有 {free:.1f} GiB；请减少块数或减小 block_size",
     },
     "err_unfinished": {
         "en": "requests still unfinished after {n} steps",
@@ -356,11 +346,10 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
         "`ModelConfig.num_nextn_predict_layers={n}`，应不小于 1",
     },
     "err_mtp_k_over_modules": {
-        "en": "num_speculative_tokens={k} is more than the model's {n} MTP modules: "
-        "expected at most {n} (vLLM 0.33.0 would run the modules round again, each "
-        "rewriting its own K/V rows)",
-        "zh": "`num_speculative_tokens={k}` 多于模型的 {n} 个 MTP 模块：应不超过 {n}"
-        "（vLLM 0.33.0 会让各模块再轮一遍，各自改写自己的 K/V 行）",
+        "en": "num_speculative_tokens={k} is more than the model's {n} MTP modules: expected at "
+        "most {n} (vLLM 0.33.0 would run the modules round again, each rewriting its own K/V rows)",
+        "zh": "`num_speculative_tokens={k}` 多于模型的 {n} 个 MTP 模块：应不超过 {n}（vLLM 0.33.0 "
+        "会让各模块再轮一遍，各自改写自己的 K/V 行）",
     },
     "err_checkpoint_no_mtp": {
         "en": "{source} has no MTP layer (no model.layers.{n}.* tensors), which "
@@ -776,10 +765,7 @@ TEXT_ERRORS: dict[str, dict[str, str]] = {
     },
     "err_ap_int": {"en": "invalid int value: {value}", "zh": "{value} 不是整数"},
     "err_ap_float": {"en": "invalid float value: {value}", "zh": "{value} 不是数"},
-    "err_ap_type": {
-        "en": "invalid {type} value: {value}",
-        "zh": "{value} 不是有效的 {type} 值",
-    },
+    "err_ap_type": {"en": "invalid {type} value: {value}", "zh": "{value} 不是有效的 {type} 值"},
     "err_ap_one": {"en": "expected one argument", "zh": "需要一个值"},
     "err_ap_at_least_one": {"en": "expected at least one argument", "zh": "至少需要一个值"},
     "err_ap_at_most_one": {"en": "expected at most one argument", "zh": "至多接受一个值"},

@@ -8,9 +8,9 @@ language asked for. Rewording the English is an edit here, beside its Chinese; a
 that is no key fails ``tests/contracts/test_help_keys.py``. Option names, metavars,
 choices, ``%(default)s`` values, paths, environment variables and vLLM's identifiers stay
 as they are; a value that is a plain English word (``trained``, ``start``) is set in
-backticks, as pdlab's Chinese error messages do (``pdlab/catalog/errors.py``). Terms are
-the glossary's (``docs/glossary.md``). Imported only when a help is printed (or a Chinese
-usage line), so ``pdlab --version`` and every run that prints no help do not pay for it.
+backticks, as pdlab's Chinese error messages do (``pdlab/catalog/errors.py``). Imported only
+when a help is printed (or a Chinese usage line), so ``pdlab --version`` and every run that
+prints no help do not pay for it.
 
 It mirrors no upstream file: vLLM's CLI help is English only.
 """
@@ -40,18 +40,9 @@ TEXT_HELP: dict[str, dict[str, str]] = {
     "help_one_of": {"en": "one of: {names}", "zh": "可选值：{names}"},
     "help_then": {"en": "{help}; {rest}", "zh": "{help}；{rest}"},
     # ---- argparse's own words ------------------------------------------------------------
-    "help_ap_positionals": {
-        "en": "positional arguments",
-        "zh": "位置参数",
-    },
-    "help_ap_options": {
-        "en": "options",
-        "zh": "选项",
-    },
-    "help_ap_help": {
-        "en": "show this help message and exit",
-        "zh": "显示本帮助信息并退出",
-    },
+    "help_ap_positionals": {"en": "positional arguments", "zh": "位置参数"},
+    "help_ap_options": {"en": "options", "zh": "选项"},
+    "help_ap_help": {"en": "show this help message and exit", "zh": "显示本帮助信息并退出"},
     "help_ap_version": {
         "en": "show program's version number and exit",
         "zh": "显示程序的版本号并退出",
@@ -86,14 +77,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "copy the notebooks into a folder (default ./pdlab-notebooks)",
         "zh": "把笔记本复制到一个文件夹（默认 `./pdlab-notebooks`）",
     },
-    "help_notebooks_force": {
-        "en": "overwrite copies you have edited",
-        "zh": "覆盖你改过的副本",
-    },
-    "help_cmd_lab": {
-        "en": "open the notebooks in JupyterLab",
-        "zh": "在 JupyterLab 中打开笔记本",
-    },
+    "help_notebooks_force": {"en": "overwrite copies you have edited", "zh": "覆盖你改过的副本"},
+    "help_cmd_lab": {"en": "open the notebooks in JupyterLab", "zh": "在 JupyterLab 中打开笔记本"},
     "help_lab_dir": {
         "en": "your working copy (made once; the notebooks missing from it are copied in, your "
         "edits are kept); default ~/pdlab-notebooks or PDLAB_LAB_DIR",
@@ -112,10 +97,7 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "open this one, e.g. 05, 05_pd_decode_side or 05_zh (Chinese)",
         "zh": "打开这一本，例如 05、05_pd_decode_side 或 05_zh（中文版）",
     },
-    "help_lab_no_browser": {
-        "en": "do not open a web browser",
-        "zh": "不打开网页浏览器",
-    },
+    "help_lab_no_browser": {"en": "do not open a web browser", "zh": "不打开网页浏览器"},
     "help_weights": {
         "en": "trained (the shipped checkpoint, default), random (seeded random weights) or a "
         ".safetensors file written by pdlab train",
@@ -138,16 +120,14 @@ TEXT_HELP: dict[str, dict[str, str]] = {
     "help_gpu": {
         "en": "follow the MLA backend vLLM picks on this GPU (h100/h200: FLASH_ATTN_MLA, b200: "
         "FLASHINFER_MLA, cpu: CPU_MLA); unset: PDLAB_GPU, this machine's GPU, else cpu",
-        "zh": "按 vLLM 在这种 GPU 上选用的 MLA 后端运行（h100/h200：FLASH_ATTN_MLA，b200：FLASH"
-        "INFER_MLA，`cpu`：CPU_MLA）；不设时依次看 PDLAB_GPU、本机的 GPU，都没有则为 `cpu"
-        "`",
+        "zh": "按 vLLM 在这种 GPU 上选用的 MLA 后端运行（h100/h200：FLASH_ATTN_MLA，b200："
+        "FLASHINFER_MLA，`cpu`：CPU_MLA）；不设时依次看 PDLAB_GPU、本机的 GPU，都没有则为 `cpu`",
     },
     "help_mla_backend": {
         "en": "name the backend instead of the GPU: its reorder_batch_threshold and "
-        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others "
-        "1)",
-        "zh": "直接指定后端而不是 GPU：由它的 reorder_batch_threshold 和 query_len_support 决定"
-        "路由（flash_attn_mla 为 512，`flashmla` 为 128，其余为 1）",
+        "query_len_support decide the routing (flash_attn_mla 512, flashmla 128, others 1)",
+        "zh": "直接指定后端而不是 GPU：由它的 reorder_batch_threshold 和 query_len_support 决定路由"
+        "（flash_attn_mla 为 512，`flashmla` 为 128，其余为 1）",
     },
     "help_num_spec": {
         "en": "speculative decoding with DeepSeek's MTP layer: K drafts per step, verified in "
@@ -165,22 +145,13 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "a prompt (repeat for a batch)",
         "zh": "一个提示词（重复这个选项组成一个批次）",
     },
-    "help_block_size": {
-        "en": "tokens per KV block",
-        "zh": "每个 KV 块的 token 数",
-    },
+    "help_block_size": {"en": "tokens per KV block", "zh": "每个 KV 块的 token 数"},
     "help_tour_prompt": {
         "en": "the text prompt (default: %(default)r)",
         "zh": "文本提示词（默认：%(default)r）",
     },
-    "help_json_trace": {
-        "en": "save the trace as JSON",
-        "zh": "把 trace 保存为 JSON",
-    },
-    "help_plots": {
-        "en": "write the PNG plots into DIR",
-        "zh": "把 PNG 图写进 DIR",
-    },
+    "help_json_trace": {"en": "save the trace as JSON", "zh": "把 trace 保存为 JSON"},
+    "help_plots": {"en": "write the PNG plots into DIR", "zh": "把 PNG 图写进 DIR"},
     "help_backend": {
         "en": "kernel implementation (default torch; triton needs the triton package, and "
         "without a GPU it runs through Triton's interpreter, slowly)",
@@ -196,10 +167,7 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "cap on a prefill chunk (0: no cap)",
         "zh": "分块预填充每一块的 token 上限（0：不设上限）",
     },
-    "help_trace_pd": {
-        "en": "a P/D pair instead of one engine",
-        "zh": "用一对 P 和 D 代替单个引擎",
-    },
+    "help_trace_pd": {"en": "a P/D pair instead of one engine", "zh": "用一对 P 和 D 代替单个引擎"},
     "help_cmd_pd": {
         "en": "prefill/decode disaggregation: P and D in one process or two",
         "zh": "P/D 分离：P 和 D 在同一个进程里，或分成两个进程",
@@ -212,14 +180,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "run one side only (two machines): prefill holds the prompts",
         "zh": "只运行其中一侧（用于两台机器）：--role prefill 这一侧持有提示词",
     },
-    "help_pd_port": {
-        "en": "0 picks a free port",
-        "zh": "0 表示自动选一个空闲端口",
-    },
-    "help_pd_timeout": {
-        "en": "seconds, for every wait",
-        "zh": "秒数，每次等待都以此为限",
-    },
+    "help_pd_port": {"en": "0 picks a free port", "zh": "0 表示自动选一个空闲端口"},
+    "help_pd_timeout": {"en": "seconds, for every wait", "zh": "秒数，每次等待都以此为限"},
     "help_pd_first_token": {
         "en": "how D gets its first token: recompute (vLLM's, the default), first_token (P's "
         "token as D's first output), append_prompt (P's token appended to D's prompt), "
@@ -236,30 +198,15 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "simulate D's decode batch as requests arrive: TPOT, D's TTFT, per design",
         "zh": "模拟请求陆续到达时 D 的解码批次：每种设计的 TPOT 和 D 的 TTFT",
     },
-    "help_sim_gpu": {
-        "en": "device profile",
-        "zh": "设备参数",
-    },
+    "help_sim_gpu": {"en": "device profile", "zh": "设备参数"},
     "help_sim_batch_size": {
         "en": "running decodes (default 64)",
         "zh": "正在解码的请求数（默认 64）",
     },
-    "help_sim_context": {
-        "en": "their context, tokens",
-        "zh": "它们的上下文长度（token 数）",
-    },
-    "help_sim_rate": {
-        "en": "arrivals per second",
-        "zh": "每秒到达的请求数",
-    },
-    "help_sim_prompt_len": {
-        "en": "mean prompt length",
-        "zh": "平均提示词长度",
-    },
-    "help_sim_output_len": {
-        "en": "tokens each decodes",
-        "zh": "每个请求解码的 token 数",
-    },
+    "help_sim_context": {"en": "their context, tokens", "zh": "它们的上下文长度（token 数）"},
+    "help_sim_rate": {"en": "arrivals per second", "zh": "每秒到达的请求数"},
+    "help_sim_prompt_len": {"en": "mean prompt length", "zh": "平均提示词长度"},
+    "help_sim_output_len": {"en": "tokens each decodes", "zh": "每个请求解码的 token 数"},
     "help_sim_duration": {
         "en": "simulated seconds (default 5: about 300 steps, enough for a p99)",
         "zh": "模拟的秒数（默认 5：约 300 步，足够算出 p99）",
@@ -300,14 +247,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "the linear layers' weights (default fp8: DeepSeek-V3's checkpoint)",
         "zh": "线性层权重的数据类型（默认 fp8：DeepSeek-V3 的检查点）",
     },
-    "help_sim_plots": {
-        "en": "write the figures as PNG here",
-        "zh": "把图以 PNG 格式写到这里",
-    },
-    "help_sim_json": {
-        "en": "write the numbers as JSON here",
-        "zh": "把数字以 JSON 格式写到这里",
-    },
+    "help_sim_plots": {"en": "write the figures as PNG here", "zh": "把图以 PNG 格式写到这里"},
+    "help_sim_json": {"en": "write the numbers as JSON here", "zh": "把数字以 JSON 格式写到这里"},
     "help_cmd_bench": {
         "en": "measurements: paths, kernels, sched",
         "zh": "测量：`paths`、`kernels`、`sched`",
@@ -320,10 +261,7 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "comma-separated context lengths (default 1024,4096,16384)",
         "zh": "以逗号分隔的上下文长度（默认 1024,4096,16384）",
     },
-    "help_bench_heads": {
-        "en": "override the preset's head count",
-        "zh": "覆盖预设的注意力头数",
-    },
+    "help_bench_heads": {"en": "override the preset's head count", "zh": "覆盖预设的注意力头数"},
     "help_bench_num_spec": {
         "en": "also time mla_decode for 1 + K queries per request beside one query",
         "zh": "除了每个请求一个 query，再测每个请求 1 + K 个 query 时 mla_decode 的耗时",
@@ -332,26 +270,14 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "each kernel (GPU: GB/s and TFLOP/s vs peak)",
         "zh": "每个算子（GPU 上：GB/s 和 TFLOP/s，与峰值对比）",
     },
-    "help_bench_sched": {
-        "en": "the scheduler's time per step",
-        "zh": "调度器每一步的耗时",
-    },
-    "help_bench_json": {
-        "en": "also write results as JSON",
-        "zh": "另把结果写成 JSON",
-    },
+    "help_bench_sched": {"en": "the scheduler's time per step", "zh": "调度器每一步的耗时"},
+    "help_bench_json": {"en": "also write results as JSON", "zh": "另把结果写成 JSON"},
     "help_cmd_train": {
         "en": "train the tiny model on pdlab's own corpus (a few minutes)",
         "zh": "在 pdlab 自带的语料上训练 tiny 模型（几分钟）",
     },
-    "help_train_seq_len": {
-        "en": "bytes per sequence",
-        "zh": "每条序列的字节数",
-    },
-    "help_train_lr": {
-        "en": "peak learning rate",
-        "zh": "峰值学习率",
-    },
+    "help_train_seq_len": {"en": "bytes per sequence", "zh": "每条序列的字节数"},
+    "help_train_lr": {"en": "peak learning rate", "zh": "峰值学习率"},
     "help_train_mtp_steps": {
         "en": "steps of the MTP layer (DeepSeek-V3's drafter), the main model frozen",
         "zh": "训练 MTP 层（DeepSeek-V3 的草稿模型）的步数，主模型冻结不动",
@@ -361,10 +287,7 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "train only its MTP layer",
         "zh": "从这个检查点读取主模型（须是相同设置训练出的），只训练它的 MTP 层",
     },
-    "help_train_seed": {
-        "en": "seeds the model and the batches",
-        "zh": "模型和批次的随机种子",
-    },
+    "help_train_seed": {"en": "seeds the model and the batches", "zh": "模型和批次的随机种子"},
     "help_train_threads": {
         "en": "torch threads (default 1: on a shared machine more threads wait on each other; "
         "the result can depend on the number)",
@@ -386,10 +309,7 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "en or zh; default: the language start was given in this folder, else en",
         "zh": "`en` 或 `zh`；默认用本文件夹里 `start` 时给的语言，没有则为 `en`",
     },
-    "help_ex_dir": {
-        "en": "working folder (default .)",
-        "zh": "工作文件夹（默认 .）",
-    },
+    "help_ex_dir": {"en": "working folder (default .)", "zh": "工作文件夹（默认 .）"},
     "help_ex_list": {
         "en": "every exercise, with your progress in --dir",
         "zh": "列出所有练习，以及你在 --dir 里的进度",
@@ -398,14 +318,8 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "write exercise N's stub (with its statement) into DIR",
         "zh": "把练习 N 的代码框架（连同题目说明）写进 DIR",
     },
-    "help_ex_start_dir": {
-        "en": "default: --dir",
-        "zh": "默认：--dir",
-    },
-    "help_ex_force": {
-        "en": "overwrite the file if it exists",
-        "zh": "文件已存在时覆盖它",
-    },
+    "help_ex_start_dir": {"en": "default: --dir", "zh": "默认：--dir"},
+    "help_ex_force": {"en": "overwrite the file if it exists", "zh": "文件已存在时覆盖它"},
     "help_ex_check": {
         "en": "grade FILE (default: the file start wrote in --dir)",
         "zh": "给 FILE 评分（默认：`start` 在 --dir 里写出的文件）",
@@ -414,26 +328,17 @@ TEXT_HELP: dict[str, dict[str, str]] = {
         "en": "replay the random cases of an earlier check",
         "zh": "重放之前某次检查的随机用例",
     },
-    "help_ex_hint": {
-        "en": "one more hint for exercise N",
-        "zh": "练习 N 的下一条线索",
-    },
+    "help_ex_hint": {"en": "one more hint for exercise N", "zh": "练习 N 的下一条线索"},
     "help_ex_solution": {
         "en": "show exercise N's reference solution (asks first)",
         "zh": "显示练习 N 的参考答案（先询问确认）",
     },
-    "help_ex_yes": {
-        "en": "do not ask (for scripts)",
-        "zh": "不询问（供脚本使用）",
-    },
+    "help_ex_yes": {"en": "do not ask (for scripts)", "zh": "不询问（供脚本使用）"},
     "help_tour_preset": {
         "en": "model dimensions for the cost chapter: {presets}",
         "zh": "代价一章所用的模型尺寸：{presets}",
     },
-    "help_tour_chapter": {
-        "en": "show only chapter N (1-{n})",
-        "zh": "只显示第 N 章（1-{n}）",
-    },
+    "help_tour_chapter": {"en": "show only chapter N (1-{n})", "zh": "只显示第 N 章（1-{n}）"},
     "help_tour_max_tokens": {
         "en": "tokens to generate (1 to {n}; the tour runs the prompt four ways)",
         "zh": "要生成的 token 数（1 到 {n}；导览会用四种方式运行这个提示词）",

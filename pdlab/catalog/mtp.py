@@ -1,6 +1,5 @@
 """The words of chapter 4 under speculative decoding (:mod:`pdlab.ui.tour_mtp`), English and
-Simplified Chinese, merged into :data:`pdlab.catalog.TEXT`. The Chinese follows
-``docs/glossary.md`` (投机解码, 草稿 token, 草稿模型, 占位草稿)."""
+Simplified Chinese; the Chinese terms: 投机解码, 草稿 token, 草稿模型, 占位草稿."""
 
 from __future__ import annotations
 
@@ -10,17 +9,15 @@ TEXT_MTP: dict[str, dict[str, str]] = {
         "zh": "pdlab：{path}，{qualname}（上游：{upstream}）",
     },
     "mtp_padded": {
-        "en": "With speculative decoding (DeepSeek's MTP layer drafting K = {k} tokens per "
-        "step) D's first step changes shape. The scheduler admitted the request with one new "
-        "token over {nct} cached (N - 1) and padded it to 1 + K = {q} tokens: "
-        "scheduled_spec_decode_tokens = {drafts}, K placeholder drafts. Upstream's comment: "
-        "pad new decode requests to the uniform spec decoding size to keep the full CUDA "
-        "graph for this step.",
-        "zh": "开启投机解码（DeepSeek 的 MTP 层每步提出 K = {k} 个草稿 token）后，D 的第一步"
-        "换了形状。调度器接纳这个请求时，它在 {nct} 个已缓存 token（N - 1）之上只有一个新"
-        " token，于是被补齐到 1 + K = {q} 个 token：scheduled_spec_decode_tokens = {drafts}，"
-        "即 K 个占位草稿。上游的注释：把新的解码请求补齐到统一的投机解码宽度，让这一步"
-        "仍能重放完整的 CUDA graph。",
+        "en": "With speculative decoding (DeepSeek's MTP layer drafting K = {k} tokens per step) "
+        "D's first step changes shape. The scheduler admitted the request with one new token over "
+        "{nct} cached (N - 1) and padded it to 1 + K = {q} tokens: scheduled_spec_decode_tokens = "
+        "{drafts}, K placeholder drafts. Upstream's comment: pad new decode requests to the "
+        "uniform spec decoding size to keep the full CUDA graph for this step.",
+        "zh": "开启投机解码（DeepSeek 的 MTP 层每步提出 K = {k} 个草稿 token）后，D 的第一步换了形"
+        "状。调度器接纳这个请求时，它在 {nct} 个已缓存 token（N - 1）之上只有一个新 token，于是被补"
+        "齐到 1 + K = {q} 个 token：scheduled_spec_decode_tokens = {drafts}，即 K 个占位草稿。上游"
+        "的注释：把新的解码请求补齐到统一的投机解码宽度，让这一步仍能重放完整的 CUDA graph。",
     },
     "mtp_stays_decode": {
         "en": "Why it stays a decode: Model Runner V2 subtracts a row's drafts before it asks "
@@ -35,37 +32,33 @@ TEXT_MTP: dict[str, dict[str, str]] = {
     },
     "mtp_threshold": {
         "en": "The threshold 1 + K: a builder that supports spec-as-decode (query_len_support "
-        "UNIFORM or VARLEN) raises reorder_batch_threshold to max(threshold, 1 + K); a "
-        "SINGLE_ONLY one (CPU_MLA, CUTLASS_MLA) keeps 1, and decode context parallelism "
-        "forces 1 where the builder lacks supports_dcp_with_varlen (on a NIXL "
-        "instance, whose interleave DCP sets to the block size, vLLM refuses MTP "
-        "altogether). Here {backend}: "
-        "decode_threshold = {t}, so the {q}-token row takes {path} → {forward}.",
-        "zh": "阈值 1 + K：支持把投机解码的验证行当作 decode 行处理的 builder"
-        "（query_len_support 为 UNIFORM 或 VARLEN）把 reorder_batch_threshold 提高到 "
-        "`max(threshold, 1 + K)`；"
+        "UNIFORM or VARLEN) raises reorder_batch_threshold to max(threshold, 1 + K); a SINGLE_ONLY "
+        "one (CPU_MLA, CUTLASS_MLA) keeps 1, and decode context parallelism forces 1 where the "
+        "builder lacks supports_dcp_with_varlen (on a NIXL instance, whose interleave DCP sets to "
+        "the block size, vLLM refuses MTP altogether). Here {backend}: decode_threshold = {t}, so "
+        "the {q}-token row takes {path} → {forward}.",
+        "zh": "阈值 1 + K：支持把投机解码的验证行当作 decode 行处理的 builder（query_len_support "
+        "为 UNIFORM 或 VARLEN）把 reorder_batch_threshold 提高到 `max(threshold, 1 + K)`；"
         "SINGLE_ONLY 的（CPU_MLA、CUTLASS_MLA）保持 1；解码上下文并行下，没有 "
         "supports_dcp_with_varlen 的 builder 被强制为 1（在 NIXL 实例上，DCP 把交错粒度设为块大小，"
-        "vLLM 干脆不允许再开 MTP）。这里是 {backend}：decode_threshold"
-        " = {t}，所以这个 {q} 个 token 的行走 {path} → {forward}。",
+        "vLLM 干脆不允许再开 MTP）。这里是 {backend}：decode_threshold = {t}，所以这个 {q} 个 "
+        "token 的行走 {path} → {forward}。",
     },
     "mtp_mqa": {
         "en": "forward_mqa hands mla_decode the row whole: query_start_loc = {qsl}, seq_lens = "
-        "{seq}; each of its queries sees the keys up to its own position (bottom-right "
-        "causal, as FlashMLA's decode).",
-        "zh": "forward_mqa 把整行交给 mla_decode：query_start_loc = {qsl}，seq_lens = {seq}；"
-        "行内每个 query 只看到它自己位置及之前的 key（右下对齐的因果掩码，与 FlashMLA 的"
-        "解码算子相同）。",
+        "{seq}; each of its queries sees the keys up to its own position (bottom-right causal, as "
+        "FlashMLA's decode).",
+        "zh": "forward_mqa 把整行交给 mla_decode：query_start_loc = {qsl}，seq_lens = {seq}；行内每"
+        "个 query 只看到它自己位置及之前的 key（右下对齐的因果掩码，与 FlashMLA 的解码算子相同）。",
     },
     "mtp_single_only": {
-        "en": "The {q}-token row is longer than decode_threshold = {t} and takes the prefill "
-        "path, as every 1 + K verifying row does under upstream's SINGLE_ONLY builders, not "
-        "D's row only: run with --gpu h200 (FLASH_ATTN_MLA, "
-        "the backend vLLM picks on Hopper) to see it as a decode.",
+        "en": "The {q}-token row is longer than decode_threshold = {t} and takes the prefill path, "
+        "as every 1 + K verifying row does under upstream's SINGLE_ONLY builders, not D's row "
+        "only: run with --gpu h200 (FLASH_ATTN_MLA, the backend vLLM picks on Hopper) to see it as "
+        "a decode.",
         "zh": "这个 {q} 个 token 的行超过了 decode_threshold = {t}，于是走 prefill 路径；在上游 "
-        "SINGLE_ONLY 的 builder 下，每个 1 + K 的验证行都如此，不只是 D 的这一行：加上 "
-        "--gpu h200（FLASH_ATTN_MLA，vLLM 在 Hopper 上选"
-        "的后端）再运行，就能看到它作为 decode 行。",
+        "SINGLE_ONLY 的 builder 下，每个 1 + K 的验证行都如此，不只是 D 的这一行：加上 --gpu h200（"
+        "FLASH_ATTN_MLA，vLLM 在 Hopper 上选的后端）再运行，就能看到它作为 decode 行。",
     },
     "mtp_verify": {
         "en": "The placeholders are never accepted: the row starts inside the prefill "
@@ -104,29 +97,26 @@ TEXT_MTP: dict[str, dict[str, str]] = {
     },
     "mtp_drafter_row": {
         "en": "Behind the connector, three more things (pdlab/engine/core/kv_cache_manager.py and "
-        "pdlab/engine/distributed/kv_transfer/pd_connector.py tell why). "
-        "The drafter's own K/V row at N - 1: "
-        "P's MTP layer wrote it from h[{hp}] and P's sampled token {ptok}, and it crossed "
-        "with the K/V; the proxy throws P's token away, and D's draft prefill wrote the row "
-        "again from h[{dhp}] and D's token {dtok}. The same token here (greedy); with "
-        "sampling they may differ, and D's row is the one that counts.",
+        "pdlab/engine/distributed/kv_transfer/pd_connector.py tell why). The drafter's own K/V row "
+        "at N - 1: P's MTP layer wrote it from h[{hp}] and P's sampled token {ptok}, and it "
+        "crossed with the K/V; the proxy throws P's token away, and D's draft prefill wrote the "
+        "row again from h[{dhp}] and D's token {dtok}. The same token here (greedy); with sampling "
+        "they may differ, and D's row is the one that counts.",
         "zh": "在 connector 之后，还有三件事（原因见 pdlab/engine/core/kv_cache_manager.py 和 "
-        "pdlab/engine/distributed/kv_transfer/pd_connector.py）。"
-        "草稿模型自己在 N - 1 的 K/V 行：P 的 MTP 层用 "
-        "h[{hp}] 和 P 采样出的 token {ptok} 写了它，它随 K/V 一起传了过来；代理丢掉 P 的 "
-        "token，D 的草稿预填充用 h[{dhp}] 和 D 的 token {dtok} 把这一行重写了一遍。这里两个 "
+        "pdlab/engine/distributed/kv_transfer/pd_connector.py）。草稿模型自己在 N - 1 的 K/V 行：P "
+        "的 MTP 层用 h[{hp}] 和 P 采样出的 token {ptok} 写了它，它随 K/V 一起传了过来；代理丢掉 P "
+        "的 token，D 的草稿预填充用 h[{dhp}] 和 D 的 token {dtok} 把这一行重写了一遍。这里两个 "
         "token 相同（贪心）；采样时可能不同，算数的是 D 写的那一行。",
     },
     "mtp_backoff": {
-        "en": "NIXL's backoff: with K MTP modules (K > 1) P cuts the last K - 1 prompt tokens "
-        "off the request, prefills N - (K - 1), and D computes the rest; otherwise a "
-        "module's K/V would hold P's unverified drafts, which D never rewrites. Here K = "
-        "{k} with one MTP module: P cut {cut} of N = {n} tokens, and D's first step is the "
-        "N - 1 story.",
+        "en": "NIXL's backoff: with K MTP modules (K > 1) P cuts the last K - 1 prompt tokens off "
+        "the request, prefills N - (K - 1), and D computes the rest; otherwise a module's K/V "
+        "would hold P's unverified drafts, which D never rewrites. Here K = {k} with one MTP "
+        "module: P cut {cut} of N = {n} tokens, and D's first step is the N - 1 story.",
         "zh": "NIXL 的回退：有 K 个 MTP 模块（K > 1）时，P 把请求的最后 K - 1 个提示词 token 切掉，"
-        "只预填充 N - (K - 1) 个，其余由 D 计算；否则模块的 K/V 里会留下 P 未经验证的草稿，"
-        "而 D 永远不会重写它们。这里 K = {k}，只有一个 MTP 模块：P 在 N = {n} 个 token 中切掉了 "
-        "{cut} 个，D 的第一步就是 N - 1 的那一套。",
+        "只预填充 N - (K - 1) 个，其余由 D 计算；否则模块的 K/V 里会留下 P 未经验证的草稿，而 D 永"
+        "远不会重写它们。这里 K = {k}，只有一个 MTP 模块：P 在 N = {n} 个 token 中切掉了 {cut} 个，"
+        "D 的第一步就是 N - 1 的那一套。",
     },
     "mtp_block_drop": {
         "en": "The prompt sent again: D found it in its local prefix cache, but kept {d_hit} "

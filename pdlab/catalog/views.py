@@ -1,8 +1,6 @@
 """The words of the trace views, the console tables and the plots, in English and Simplified
-Chinese (merged into :data:`pdlab.catalog.TEXT`; read them through
-:func:`pdlab.catalog.text`). Key prefixes: ``v_`` trace views and console tables, ``plot_``
-the matplotlib figures, ``w_`` widget labels (as in ``text.py``). vLLM identifiers stay in
-English in both languages; every number is a placeholder filled from a trace.
+Chinese. Key prefixes: ``v_`` trace views and console tables, ``plot_`` the matplotlib
+figures, ``w_`` widget labels (as in ``text.py``).
 """
 
 from __future__ import annotations
@@ -122,14 +120,8 @@ VIEWS: dict[str, dict[str, str]] = {
         "zh": "每一步的 num_computed_tokens\n（空心：forward_mha，实心：forward_mqa）",
     },
     # A label starting with "_" is hidden from the legend by matplotlib: hence "path ...".
-    "plot_pf_pcp": {
-        "en": "path forward_mha (PCP > 1)",
-        "zh": "路径 forward_mha（PCP > 1）",
-    },
-    "plot_dc_default": {
-        "en": "path forward_mqa (default)",
-        "zh": "路径 forward_mqa（默认）",
-    },
+    "plot_pf_pcp": {"en": "path forward_mha (PCP > 1)", "zh": "路径 forward_mha（PCP > 1）"},
+    "plot_dc_default": {"en": "path forward_mqa (default)", "zh": "路径 forward_mqa（默认）"},
     "plot_pf": {"en": "path forward_mha", "zh": "路径 forward_mha"},
     "plot_dc": {"en": "path forward_mqa", "zh": "路径 forward_mqa"},
     "plot_ctx_x": {
@@ -139,10 +131,7 @@ VIEWS: dict[str, dict[str, str]] = {
     "plot_flops_y": {"en": "FLOPs per layer", "zh": "每层 FLOPs"},
     "plot_bytes_y": {"en": "bytes moved per layer", "zh": "每层访存字节"},
     "plot_flops_title": {"en": "{model}: one token, FLOPs", "zh": "{model}：一个 token 的 FLOPs"},
-    "plot_bytes_title": {
-        "en": "{model}: one token, bytes",
-        "zh": "{model}：一个 token 的访存字节",
-    },
+    "plot_bytes_title": {"en": "{model}: one token, bytes", "zh": "{model}：一个 token 的访存字节"},
     # ---- widgets: the explorer's cost table and route line, the block pool ------------
     "w_flops_per_layer": {"en": "FLOPs, per layer", "zh": "FLOPs（每层）"},
     "w_bytes_per_layer": {"en": "bytes, per layer", "zh": "访存字节（每层）"},
@@ -160,11 +149,10 @@ VIEWS: dict[str, dict[str, str]] = {
     },
     # ---- pdlab sim, when nothing arrived --------------------------------------------
     "sim_no_arrivals": {
-        "en": "No request arrived in the {s:g} simulated seconds (--rate {rate:g}): the D TTFT "
-        "and token-2 columns have nothing to time, so they show 0. Raise --rate or "
-        "--duration.",
-        "zh": "模拟的 {s:g} 秒内没有请求到达（--rate {rate:g}）：D 的 TTFT 与第 2 个 token "
-        "两列无可计时，因此显示 0。请调高 --rate 或 --duration。",
+        "en": "No request arrived in the {s:g} simulated seconds (--rate {rate:g}): the D TTFT and "
+        "token-2 columns have nothing to time, so they show 0. Raise --rate or --duration.",
+        "zh": "模拟的 {s:g} 秒内没有请求到达（--rate {rate:g}）：D 的 TTFT 与第 2 个 token 两列无可"
+        "计时，因此显示 0。请调高 --rate 或 --duration。",
     },
     # ---- labels of the views that name engine things ------------------------------
     "v_on_step": {"en": "{on} step {step}", "zh": "{on} 第 {step} 步"},
@@ -172,8 +160,5 @@ VIEWS: dict[str, dict[str, str]] = {
     "k_context": {"en": "context", "zh": "上下文"},
     "k_assembly": {"en": "K/V assembly", "zh": "K/V 组装"},
     "k_causal": {"en": "causal", "zh": "因果"},
-    "rn_v1": {
-        "en": "Model Runner V1; the default is V2",
-        "zh": "Model Runner V1；默认的是 V2",
-    },
+    "rn_v1": {"en": "Model Runner V1; the default is V2", "zh": "Model Runner V1；默认的是 V2"},
 }

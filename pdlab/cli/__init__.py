@@ -10,16 +10,17 @@ shipped notebooks out) and ``lab`` (JupyterLab on them; ``pdlab/tools/lab.py``).
 types and the shared options are in ``args.py``.
 Bad options exit with code 2 and a message naming the option; so does every other error (a
 bad environment variable, an unwritable output path, an allocation that fails, a peer that
-never comes): one line ``pdlab <command>: error: ...``, never a traceback. Output paths are
-checked before any work starts. ``--lang`` goes anywhere on the line (before the command,
-after it, after an action such as ``exercises check``): :func:`pull_lang` takes it out
-before argparse reads the rest, so every subcommand, present and future, accepts it.
+never comes): one line ``pdlab <command>: error: ...``, never a traceback. ``--lang`` goes
+anywhere on the line (before the command, after it, after an action such as ``exercises
+check``): :func:`pull_lang` takes it out before argparse reads the rest, so every
+subcommand, present and future, accepts it.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib
 import sys
 import time
 from collections.abc import Callable
@@ -29,11 +30,8 @@ STARTED = time.monotonic()  # when the command began: pd's --timeout counts from
 
 
 def build_parser(lang: str = "en") -> argparse.ArgumentParser:
-    """The ``pdlab`` parser, its help in ``lang``. Every help text is a catalog key
-    (:class:`pdlab.catalog.Help`) until a help is printed: then ``pdlab/catalog/help.py``,
-    imported only then, renders it in ``lang`` (under ``zh`` argparse's own words too).
-    Every help, in both languages, wraps by ``pdlab/ui/help_format.py`` (never inside an
-    identifier, CJK measured as two columns)."""
+    """The ``pdlab`` parser, its help in ``lang``: catalog keys rendered when a help is printed
+    (``pdlab/catalog/help.py``), wrapped by ``pdlab/ui/help_format.py``."""
     from pdlab.catalog import LANGS, Help
 
     p = argparse.ArgumentParser(prog="pdlab", description=Help("help_pdlab"))
@@ -65,18 +63,10 @@ def build_parser(lang: str = "en") -> argparse.ArgumentParser:
     nb.add_argument("dir", nargs="?", type=Path, default=Path("pdlab-notebooks"), metavar="DIR")
     nb.add_argument("--force", action="store_true", help=Help("help_notebooks_force"))
     lab = sub.add_parser("lab", help=Help("help_cmd_lab"))
-    lab.add_argument(
-        "--dir",
-        type=Path,
-        help=Help("help_lab_dir"),
-    )
+    lab.add_argument("--dir", type=Path, help=Help("help_lab_dir"))
     lab.add_argument("--port", type=int, help=Help("help_lab_port"))
     lab.add_argument("--ip", help=Help("help_lab_ip"))
-    lab.add_argument(
-        "--notebook",
-        metavar="NAME",
-        help=Help("help_lab_notebook"),
-    )
+    lab.add_argument("--notebook", metavar="NAME", help=Help("help_lab_notebook"))
     lab.add_argument("--no-browser", action="store_true", help=Help("help_lab_no_browser"))
     for command in sub.choices.values():  # every command lists --lang in its --help
         if not any("--lang" in a.option_strings for a in command._actions):
@@ -132,20 +122,16 @@ def pull_lang(argv: list[str]) -> tuple[list[str], str | None]:
     Nothing after ``--`` is touched; a ``--lang`` without a value is left for argparse."""
     rest: list[str] = []
     lang = None
-    i = 0
-    while i < len(argv):
-        a = argv[i]
+    words = iter(argv)
+    for a in words:
         if a == "--":
-            rest += argv[i:]
-            break
-        if a == "--lang" and i + 1 < len(argv):
-            lang, i = argv[i + 1], i + 2
-            continue
-        if a.startswith("--lang="):
-            lang, i = a.split("=", 1)[1], i + 1
-            continue
-        rest.append(a)
-        i += 1
+            rest += [a, *words]
+        elif a.startswith("--lang="):
+            lang = a.split("=", 1)[1]
+        elif a == "--lang" and (value := next(words, None)) is not None:
+            lang = value
+        else:
+            rest.append(a)
     return rest, lang
 
 
@@ -190,13 +176,12 @@ def _runs_kernels(args: argparse.Namespace) -> bool:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
+    from pdlab.catalog import text
     from pdlab.tools.lab import copy_notebooks
 
     paths = copy_notebooks(args.dir, force=args.force)
     for path in paths:
         print(path)
-    from pdlab.catalog import text
-
     print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
     return 0
 
@@ -222,10 +207,10 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argpa
     return parser, args
 
 
-def _interrupted(command: str, lang: str = "en") -> None:
-    from pdlab.cli.errors import interrupted_line
+def _interrupted(command: str, lang: str | None = "en") -> None:
+    from pdlab.catalog import text
 
-    sys.stderr.write(interrupted_line(command, lang))
+    sys.stderr.write(text("zh" if lang == "zh" else "en", "show_interrupted", prog=command) + "\n")
     sys.stderr.flush()
     sys.exit(130)
 
@@ -249,32 +234,14 @@ def main(argv: list[str] | None = None) -> int:
             tour_sims.before_imports(args)  # chapter 7's simulations, on another core
         if _runs_kernels(args):
             _import_torch_for_the_main_thread()
-        if args.command != "doctor" and _runs_kernels(args):
-            _check_env(args)  # the doctor reports a bad variable as a FAIL line
+            if args.command != "doctor":
+                _check_env(args)  # the doctor reports a bad variable as a FAIL line
         if args.command == "doctor":
             from pdlab.tools import doctor
 
             return doctor.main(aot=args.aot, lang=args.lang)
-        if args.command == "bench":
-            from pdlab.cli import bench
-
-            return bench.run(args)
-        if args.command == "pd":
-            from pdlab.cli import pd
-
-            return pd.run(args)
-        if args.command == "sim":
-            from pdlab.cli import sim
-
-            return sim.run(args)
-        if args.command == "train":
-            from pdlab.cli import train
-
-            return train.run(args)
-        if args.command == "exercises":
-            from pdlab.cli import exercises
-
-            return exercises.run(args)
+        if args.command in ("bench", "pd", "sim", "train", "exercises"):  # pdlab/cli/<command>.py
+            return importlib.import_module(f"pdlab.cli.{args.command}").run(args)
         if args.command == "notebooks":
             return _notebooks(args)
         if args.command == "lab":
@@ -285,9 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         from pdlab.cli import tour
 
-        if args.command == "tour":
-            return tour.run_tour(args)
-        return tour.run_trace(args)
+        return tour.run_tour(args) if args.command == "tour" else tour.run_trace(args)
     except KeyboardInterrupt:
         _interrupted(f"pdlab {args.command}", args.lang)
     except Exception as e:  # noqa: BLE001 - every error is one line, never a traceback

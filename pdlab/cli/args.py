@@ -3,8 +3,7 @@
 Each converter raises ``argparse.ArgumentTypeError`` with one line naming the value and what
 is allowed, so argparse prints ``pdlab <command>: error: argument --x: ...`` and exits 2.
 The routing switches (``--pcp``, ``--mla-backend``) carry upstream's names
-(``vllm/config/parallel.py``, ``vllm/config/attention.py``). Output paths are checked before
-any work starts, so a long run never ends in a failed save.
+(``vllm/config/parallel.py``, ``vllm/config/attention.py``).
 """
 
 from __future__ import annotations
@@ -31,40 +30,40 @@ from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_rea
 BACKENDS = ("torch", "triton")  # which kernels run (pdlab/kernels/backend.py)
 
 
-def _number(text: str, cast: type, ok: Any, allowed: Phrase) -> Any:
-    """``cast(text)``, or one line saying what ``text`` is not."""
+def number(text: str, cast: type, ok: Any, allowed: Phrase, key: str = "err_not") -> Any:
+    """``cast(text)``, or one line (``key``) saying what ``text`` is not."""
     try:
         v = cast(text)
     except ValueError:
-        key = "err_not_int" if cast is int else "err_not_number"
-        raise PdlabArgumentTypeError(key, value=text) from None
+        not_a = "err_not_int" if cast is int else "err_not_number"
+        raise PdlabArgumentTypeError(not_a, value=text) from None
     if not ok(v):
-        raise PdlabArgumentTypeError("err_not", value=text, allowed=allowed)
+        raise PdlabArgumentTypeError(key, value=text, allowed=allowed)
     return v
 
 
 def positive_int(text: str) -> int:
-    return _number(text, int, lambda v: v >= 1, Phrase("err_x_int_ge_short", n=1))
+    return number(text, int, lambda v: v >= 1, Phrase("err_x_int_ge_short", n=1))
 
 
 def speculative_tokens(text: str) -> int:
     """K for ``--num-speculative-tokens``: 1 to :data:`MAX_NUM_SPECULATIVE_TOKENS`."""
     top = MAX_NUM_SPECULATIVE_TOKENS
-    return _number(text, int, lambda v: 1 <= v <= top, Phrase("err_x_int_range", a=1, b=top))
+    return number(text, int, lambda v: 1 <= v <= top, Phrase("err_x_int_range", a=1, b=top))
 
 
 def seed_int(text: str) -> int:
     """A ``--seed``: what torch's and Python's generators both take."""
     top = 2**63 - 1
-    return _number(text, int, lambda v: 0 <= v <= top, Phrase("err_x_int_range", a=0, b=top))
+    return number(text, int, lambda v: 0 <= v <= top, Phrase("err_x_int_range", a=0, b=top))
 
 
 def positive_float(text: str) -> float:
-    return _number(text, float, lambda v: 0 < v < float("inf"), Phrase("err_x_finite_gt", n=0))
+    return number(text, float, lambda v: 0 < v < float("inf"), Phrase("err_x_finite_gt", n=0))
 
 
 def port(text: str) -> int:
-    return _number(text, int, lambda v: 0 <= v <= 65535, Phrase("err_x_port", a=0, b=65535))
+    return number(text, int, lambda v: 0 <= v <= 65535, Phrase("err_x_port", a=0, b=65535))
 
 
 def prompt_text(text: str) -> str:
@@ -102,16 +101,11 @@ def weights(text: str) -> str:
 
 def add_weights_argument(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--weights",
-        type=weights,
-        default="trained",
-        metavar="W",
-        help=Help("help_weights"),
+        "--weights", type=weights, default="trained", metavar="W", help=Help("help_weights")
     )
 
 
 def add_routing_arguments(p: argparse.ArgumentParser) -> None:
-    """The switches upstream's MLA routing depends on, under upstream's names."""
     p.add_argument(
         "--pcp",
         "--prefill-context-parallel-size",
@@ -122,38 +116,17 @@ def add_routing_arguments(p: argparse.ArgumentParser) -> None:
         help=Help("help_pcp"),
     )
     p.add_argument(
-        "--model-runner",
-        type=str.lower,
-        choices=MODEL_RUNNERS,
-        default=None,
-        help=Help("help_model_runner"),
+        "--model-runner", type=str.lower, choices=MODEL_RUNNERS, help=Help("help_model_runner")
+    )
+    p.add_argument("--gpu", type=str.lower, choices=tuple(GPUS), help=Help("help_gpu"))
+    p.add_argument(
+        "--mla-backend", type=str.lower, choices=tuple(MLA_BACKENDS), help=Help("help_mla_backend")
     )
     p.add_argument(
-        "--gpu",
-        type=str.lower,
-        choices=tuple(GPUS),
-        default=None,
-        help=Help("help_gpu"),
+        "--num-speculative-tokens", type=speculative_tokens, metavar="K", help=Help("help_num_spec")
     )
     p.add_argument(
-        "--mla-backend",
-        type=str.lower,
-        choices=tuple(MLA_BACKENDS),
-        default=None,
-        help=Help("help_mla_backend"),
-    )
-    p.add_argument(
-        "--num-speculative-tokens",
-        type=speculative_tokens,
-        default=None,
-        metavar="K",
-        help=Help("help_num_spec"),
-    )
-    p.add_argument(
-        "--speculative-method",
-        choices=SPECULATIVE_METHODS,
-        default=None,
-        help=Help("help_spec_method"),
+        "--speculative-method", choices=SPECULATIVE_METHODS, help=Help("help_spec_method")
     )
 
 
@@ -228,9 +201,8 @@ def check_output_path(option: str, path: Path | None, is_dir: bool = False) -> N
         with tempfile.TemporaryFile(dir=base):
             pass
     except OSError as e:
-        why = os_reason(e)
         raise PdlabValueError(
-            "err_not_writable_in", option=option, path=path, why=why, base=base
+            "err_not_writable_in", option=option, path=path, why=os_reason(e), base=base
         ) from None
     if path.exists() and not path.is_dir() and not os.access(path, os.W_OK):
         why = Phrase("err_permission_denied")

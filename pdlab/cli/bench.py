@@ -24,16 +24,12 @@ from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab bench`` and its three subcommands, on the parser's subparsers."""
     b = sub.add_parser("bench", help=Help("help_cmd_bench"))
     bsub = b.add_subparsers(dest="bench", required=True, metavar="WHAT")
     bp = bsub.add_parser("paths", help=Help("help_bench_paths"))
     bp.add_argument("--preset", choices=sorted(PRESETS), default="deepseek-v3")
     bp.add_argument(
-        "--context",
-        type=int_list,
-        default=[1024, 4096, 16384],
-        help=Help("help_bench_context"),
+        "--context", type=int_list, default=[1024, 4096, 16384], help=Help("help_bench_context")
     )
     bp.add_argument("--heads", type=positive_int, help=Help("help_bench_heads"))
     bp.add_argument("--repeats", type=positive_int, default=3)

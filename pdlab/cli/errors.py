@@ -33,10 +33,6 @@ def error_line(prog: str, e: BaseException | str, lang: str) -> str:
     return "\n".join(wrap_cells(line)) + "\n"
 
 
-def interrupted_line(prog: str, lang: str | None) -> str:
-    return text("zh" if lang == "zh" else "en", "show_interrupted", prog=prog) + "\n"
-
-
 def chinese_parser_errors(parsers: list[argparse.ArgumentParser]) -> None:
     """Make each parser's error (a bad option, a missing value, ...) print its usage line as
     argparse does (option names are identifiers), headed 用法： as the Chinese ``--help``

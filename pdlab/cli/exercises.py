@@ -4,9 +4,8 @@ Progress is kept in the working folder (``.pdlab-exercises.json``): ``start N DI
 ``check N FILE`` use the folder of DIR or FILE, ``list``, ``hint`` and ``solution`` the
 ``--dir`` folder (default: the current one). ``check`` exits 1 when the submission fails.
 
-``--lang`` goes before or after the action (``pdlab exercises --lang zh start 3`` and
-``pdlab exercises check 3 --lang zh`` both work); ``start`` keeps it in the folder's
-progress file, so a later command without ``--lang`` speaks the learner's language.
+``start`` keeps ``--lang`` in the folder's progress file, so a later command without it
+speaks the learner's language.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from pdlab.catalog import LANGS, Help
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("exercises", help=Help("help_cmd_exercises"))
-    ex.add_argument("--lang", choices=LANGS, default=None, help=Help("help_ex_lang"))
+    ex.add_argument("--lang", choices=LANGS, help=Help("help_ex_lang"))
     ex.add_argument("--dir", type=Path, default=Path("."), help=Help("help_ex_dir"))
     acts = ex.add_subparsers(dest="action", required=True, metavar="ACTION")
     lst = acts.add_parser("list", help=Help("help_ex_list"))
@@ -43,8 +42,7 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     so.add_argument("--yes", action="store_true", help=Help("help_ex_yes"))
     for action in (lst, s, c, h, so):  # after the action too (its own dest: a subparser's
         # default would overwrite the one given before the action)
-        action.add_argument("--lang", dest="lang_after", choices=LANGS, default=None,
-                            help=Help("help_ex_lang"))  # fmt: skip
+        action.add_argument("--lang", dest="lang_after", choices=LANGS, help=Help("help_ex_lang"))
 
 
 def _lang(args: argparse.Namespace, folder: Path) -> str:

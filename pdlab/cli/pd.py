@@ -4,11 +4,10 @@
 default) starts P and D as two processes (``pdlab/disagg/launch.py``); ``--role`` runs one
 side, for two machines. Every fault is one line with exit 2. ``--timeout`` counts from the
 command's start (``pdlab.cli.STARTED``), imports included: ``--role decode`` waits for P's
-port with plain sockets before torch is even imported, so no peer means one line within
-the timeout. Ctrl-C is one line and exit 130 here too (``--role`` leaves through
-``os._exit``: a gloo receive blocked in a thread would abort interpreter teardown).
-Upstream's counterpart is ``vllm serve`` with a ``--kv-transfer-config``
-(``vllm/entrypoints/cli/serve.py``).
+port with plain sockets before torch is even imported, so no peer means one line within the
+timeout. Ctrl-C is one line and exit 130 here too (``--role`` leaves through ``os._exit``: a
+gloo receive blocked in a thread would abort interpreter teardown). Upstream's counterpart
+is ``vllm serve`` with a ``--kv-transfer-config`` (``vllm/entrypoints/cli/serve.py``).
 """
 
 from __future__ import annotations
@@ -35,34 +34,17 @@ from pdlab.errors import PdlabValueError, Phrase, cli_message
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab pd`` on the parser's subparsers."""
     pd = sub.add_parser("pd", help=Help("help_cmd_pd"))
-    pd.add_argument(
-        "--procs",
-        type=int,
-        choices=(1, 2),
-        help=Help("help_pd_procs"),
-    )
-    pd.add_argument(
-        "--role",
-        choices=("prefill", "decode"),
-        help=Help("help_pd_role"),
-    )
+    pd.add_argument("--procs", type=int, choices=(1, 2), help=Help("help_pd_procs"))
+    pd.add_argument("--role", choices=("prefill", "decode"), help=Help("help_pd_role"))
     add_run_arguments(pd)
     pd.add_argument("--host", default="127.0.0.1")
     pd.add_argument("--port", type=port, default=0, help=Help("help_pd_port"))
     pd.add_argument("--timeout", type=positive_float, default=120.0, help=Help("help_pd_timeout"))
     pd.add_argument(
-        "--first-token",
-        choices=MODES,
-        default="recompute",
-        help=Help("help_pd_first_token"),
+        "--first-token", choices=MODES, default="recompute", help=Help("help_pd_first_token")
     )
-    pd.add_argument(
-        "--compare-designs",
-        action="store_true",
-        help=Help("help_pd_compare"),
-    )
+    pd.add_argument("--compare-designs", action="store_true", help=Help("help_pd_compare"))
 
 
 def _left(args: argparse.Namespace) -> float:
@@ -90,15 +72,14 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
 
 def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
     """A KV cache that holds every request whole (``pd`` has no ``--num-blocks``): each
-    prompt plus ``--max-tokens`` (and 2K under speculative decoding) up to max_model_len,
-    at least 256 blocks. ``--role decode``
+    prompt plus ``--max-tokens`` (and under speculative decoding 2K: a row's K drafts and
+    the MTP layer's K slots) up to max_model_len, at least 256 blocks. ``--role decode``
     does not see the prompts; it holds two requests of max_model_len."""
     from pdlab.engine.math_utils import cdiv
 
     longest = cfg.max_position_embeddings
     if args.role == "decode":
         return max(256, 2 * cdiv(longest, args.block_size) + 1)
-    # Under speculative decoding a row also holds K drafts and the MTP layer's K slots.
     extra = 2 * (args.num_speculative_tokens or 0)
     need = sum(
         cdiv(min(len(i) + args.max_tokens - 1 + extra, longest), args.block_size) for i in ids
@@ -164,32 +145,25 @@ def _run(args: argparse.Namespace) -> int:
             raise PdlabValueError("err_pd_prompt_prefill")
         try:
             common = dict(timeout_s=max(_left(args), 1.0), engine_kwargs=routing)
-            if args.role == "prefill":
-                common["first_token"] = args.first_token
             where = (cfg, cache, sched, args.host, args.port, args.backend)
             if args.role == "prefill":
-                s = pd_procs.run_prefill(ids, sp, *where, **common)
+                s = pd_procs.run_prefill(ids, sp, *where, first_token=args.first_token, **common)
             else:
                 s = pd_procs.run_decode(*where, **common)
-        except Exception as e:  # noqa: BLE001 - one line, then leave (see os._exit below)
+        except Exception as e:  # noqa: BLE001 - one line, then leave by os._exit below
             # The wait was given what was left of --timeout; the line names --timeout itself.
             msg = re.sub(r"within [\d.]+ s$", f"within {args.timeout:g} s", cli_message(e))
             print(f"pdlab pd: error: {msg}", file=sys.stderr, flush=True)
             os._exit(2)
-        print(
-            json.dumps(
-                {
-                    "role": s.role,
-                    "weights": weights_label(cfg.weights),
-                    "outputs": s.outputs,
-                    "steps": s.steps,
-                    "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",
-                    "peer_failed": s.peer_failed,
-                },
-                indent=1,
-            ),
-            flush=True,
-        )
+        summary = {
+            "role": s.role,
+            "weights": weights_label(cfg.weights),
+            "outputs": s.outputs,
+            "steps": s.steps,
+            "free_blocks": f"{s.num_free_blocks}/{s.num_blocks}",
+            "peer_failed": s.peer_failed,
+        }
+        print(json.dumps(summary, indent=1), flush=True)
         if s.peer_failed:
             peer = "decode" if args.role == "prefill" else "prefill"
             print(
@@ -198,19 +172,16 @@ def _run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         sys.stderr.flush()
-        # Leave without interpreter teardown: the transport's receiver thread is blocked in
-        # a gloo recv that teardown would abort ("terminate called ...").
-        os._exit(0 if not s.peer_failed else 2)
+        os._exit(0 if not s.peer_failed else 2)  # no teardown (the module docstring says why)
     if args.procs == 1:
         from pdlab.disagg.pair import PDPair
 
         pair = PDPair(
             cfg, cache, sched, backend=args.backend, first_token=args.first_token, **routing
         )
-        outs = pair.generate(ids, sp)
         outputs = {
             o.request_id: {"output_token_ids": o.output_token_ids, "text": o.text, "error": o.error}
-            for o in outs
+            for o in pair.generate(ids, sp)
         }
         return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.launch import run_pd_procs

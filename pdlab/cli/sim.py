@@ -13,77 +13,43 @@ from pathlib import Path
 from typing import Any
 
 from pdlab.catalog import LANGS, Help
-from pdlab.cli.args import positive_float, positive_int, seed_int
-from pdlab.errors import PdlabArgumentTypeError, PdlabValueError, Phrase, os_reason
+from pdlab.cli.args import number, positive_float, positive_int, seed_int
+from pdlab.errors import PdlabValueError, Phrase, os_reason
 
 GPU_CHOICES = ("H100", "H800", "H200", "B200", "here")
 
 
 def _nonnegative_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise PdlabArgumentTypeError("err_not_number", value=text) from None
-    if not 0 <= v < float("inf"):
-        allowed = Phrase("err_x_num_ge", n=0)
-        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
-    return v
+    ok = lambda v: 0 <= v < float("inf")
+    return number(text, float, ok, Phrase("err_x_num_ge", n=0), "err_value_invalid")
 
 
 def _duration(text: str) -> float:
     from pdlab.sim.simulator import MAX_SIM_DURATION_S as top
 
-    try:
-        v = float(text)
-    except ValueError:
-        raise PdlabArgumentTypeError("err_not_number", value=text) from None
-    if not 0 < v <= top:
-        allowed = Phrase("err_x_num_gt_le", a=0, b=f"{top:g}")
-        raise PdlabArgumentTypeError("err_not", value=text, allowed=allowed)
-    return v
+    return number(text, float, lambda v: 0 < v <= top, Phrase("err_x_num_gt_le", a=0, b=f"{top:g}"))
 
 
 def _gpu(text: str) -> str:
     """A GPU name in any case (``h200``), as the other commands take it."""
-    for name in GPU_CHOICES:
-        if text.lower() == name.lower():
-            return name
-    return text  # argparse's choices refuse it
+    return next((name for name in GPU_CHOICES if name.lower() == text.lower()), text)
 
 
 def _speculative_tokens(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise PdlabArgumentTypeError("err_not_int", value=text) from None
-    if not 0 <= v <= 16:
-        allowed = Phrase("err_x_int_to", a=0, b=16)
-        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
-    return v
+    ok = lambda v: 0 <= v <= 16
+    return number(text, int, ok, Phrase("err_x_int_to", a=0, b=16), "err_value_invalid")
 
 
 def _num_gpus(text: str) -> int:
     from pdlab.sim.costs import MAX_GPUS as top
 
-    try:
-        v = int(text)
-    except ValueError:
-        raise PdlabArgumentTypeError("err_not_int", value=text) from None
-    if not 1 <= v <= top:
-        allowed = Phrase("err_x_int_to", a=1, b=top)
-        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
-    return v
+    ok = lambda v: 1 <= v <= top
+    return number(text, int, ok, Phrase("err_x_int_to", a=1, b=top), "err_value_invalid")
 
 
 def _rate(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise PdlabArgumentTypeError("err_not_number", value=text) from None
-    if not 0 <= v <= 1:
-        allowed = Phrase("err_x_num_range", a=0, b=1)
-        raise PdlabArgumentTypeError("err_value_invalid", value=text, allowed=allowed)
-    return v
+    ok = lambda v: 0 <= v <= 1
+    return number(text, float, ok, Phrase("err_x_num_range", a=0, b=1), "err_value_invalid")
 
 
 def add_arguments(sub: Any) -> None:
@@ -104,12 +70,7 @@ def add_arguments(sub: Any) -> None:
     )
     s.add_argument("--prompt-dist", choices=DISTRIBUTIONS, default="fixed")
     s.add_argument("--output-len", type=positive_int, default=64, help=Help("help_sim_output_len"))
-    s.add_argument(
-        "--duration",
-        type=_duration,
-        default=5.0,
-        help=Help("help_sim_duration"),
-    )
+    s.add_argument("--duration", type=_duration, default=5.0, help=Help("help_sim_duration"))
     s.add_argument(
         "--num-speculative-tokens",
         type=_speculative_tokens,
@@ -117,43 +78,19 @@ def add_arguments(sub: Any) -> None:
         metavar="K",
         help=Help("help_sim_num_spec"),
     )
+    s.add_argument("--acceptance-rate", type=_rate, help=Help("help_sim_acceptance"))
     s.add_argument(
-        "--acceptance-rate",
-        type=_rate,
-        default=None,
-        help=Help("help_sim_acceptance"),
+        "--kv-cache-dtype", choices=("auto", "fp8"), default="auto", help=Help("help_sim_kv_dtype")
     )
+    s.add_argument("--num-gpus", type=_num_gpus, default=144, help=Help("help_sim_num_gpus"))
     s.add_argument(
-        "--kv-cache-dtype",
-        choices=("auto", "fp8"),
-        default="auto",
-        help=Help("help_sim_kv_dtype"),
-    )
-    s.add_argument(
-        "--num-gpus",
-        type=_num_gpus,
-        default=144,
-        help=Help("help_sim_num_gpus"),
-    )
-    s.add_argument(
-        "--weight-dtype",
-        choices=("fp8", "bf16"),
-        default="fp8",
-        help=Help("help_sim_weight_dtype"),
+        "--weight-dtype", choices=("fp8", "bf16"), default="fp8", help=Help("help_sim_weight_dtype")
     )
     s.add_argument("--seed", type=seed_int, default=0)
     s.add_argument(
-        "--launch-us",
-        type=_nonnegative_float,
-        default=5.0,
-        help=Help("help_sim_launch_us"),
+        "--launch-us", type=_nonnegative_float, default=5.0, help=Help("help_sim_launch_us")
     )
-    s.add_argument(
-        "--link-gbps",
-        type=positive_float,
-        default=50.0,
-        help=Help("help_sim_link"),
-    )
+    s.add_argument("--link-gbps", type=positive_float, default=50.0, help=Help("help_sim_link"))
     s.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
     s.add_argument("--plots", type=Path, metavar="DIR", help=Help("help_sim_plots"))
     s.add_argument("--json", type=Path, metavar="PATH", help=Help("help_sim_json"))
@@ -191,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
         raise PdlabValueError(
             "err_option_invalid", option="--rate", value=f"{args.rate:g}", allowed=allowed
         )
+    acceptance = MTP_ACCEPTANCE_RATE if args.acceptance_rate is None else args.acceptance_rate
     base = SimConfig(
         batch_size=args.batch_size,
         context=args.context,
@@ -201,9 +139,7 @@ def run(args: argparse.Namespace) -> int:
         duration_s=args.duration,
         seed=args.seed,
         num_speculative_tokens=args.num_speculative_tokens,
-        acceptance_rate=MTP_ACCEPTANCE_RATE
-        if args.acceptance_rate is None
-        else args.acceptance_rate,
+        acceptance_rate=acceptance,
         kv_cache_dtype=args.kv_cache_dtype,
         num_gpus=args.num_gpus,
         weight_dtype=args.weight_dtype,
@@ -237,8 +173,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             args.json.write_text(data)
         except OSError as e:  # a full disk, a device that refuses: the option and the path
-            why = os_reason(e)
             raise PdlabValueError(
-                "err_not_writable", option="--json", path=args.json, why=why
+                "err_not_writable", option="--json", path=args.json, why=os_reason(e)
             ) from None
     return 0

@@ -45,10 +45,7 @@ def _preset(text: str) -> str:
 
 def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
-        "--prompt",
-        type=prompt_text,
-        default=DEFAULT_PROMPT,
-        help=Help("help_tour_prompt"),
+        "--prompt", type=prompt_text, default=DEFAULT_PROMPT, help=Help("help_tour_prompt")
     )
     p.add_argument("--block-size", type=positive_int, default=4, help=Help("help_block_size"))
     add_routing_arguments(p)
@@ -76,17 +73,9 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
         help=Help("help_tour_max_tokens", n=TOUR_MAX_TOKENS),
     )
     p.add_argument(
-        "--backend",
-        choices=BACKENDS,
-        default=DEFAULT_BACKEND,
-        help=Help("help_backend"),
+        "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=Help("help_backend")
     )
-    p.add_argument(
-        "--no-pager",
-        dest="pager",
-        action="store_false",
-        help=Help("help_no_pager"),
-    )
+    p.add_argument("--no-pager", dest="pager", action="store_false", help=Help("help_no_pager"))
 
 
 def add_trace_arguments(p: argparse.ArgumentParser) -> None:
@@ -94,24 +83,19 @@ def add_trace_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--num-blocks", type=positive_int, default=256)
     p.add_argument("--max-num-batched-tokens", type=positive_int, default=2048)
     p.add_argument(
-        "--long-prefill-token-threshold",
-        type=int,
-        default=0,
-        help=Help("help_long_prefill"),
+        "--long-prefill-token-threshold", type=int, default=0, help=Help("help_long_prefill")
     )
     p.add_argument("--pd", action="store_true", help=Help("help_trace_pd"))
     p.add_argument("--json", type=Path, metavar="PATH", help=Help("help_json_trace"))
 
 
 def run_tour(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab tour`` with the tiny model its arguments ask for."""
     from pdlab.ui import tour
 
     return tour.run_tour(args, tiny_model_config(args), console)
 
 
 def run_trace(args: argparse.Namespace, console: Console | None = None) -> int:
-    """``pdlab trace`` with the tiny model and the routing its arguments ask for."""
     from pdlab.ui import tour
 
     return tour.run_trace(args, tiny_model_config(args), routing_configs(args), console)

@@ -1,16 +1,15 @@
 """``pdlab train``: train the tiny model on pdlab's own corpus and save a checkpoint.
 
 The loop is :func:`pdlab.tools.train.train` (the main model, then DeepSeek-V3's MTP layer
-with the main model frozen; its greedy acceptance rates measured on the corpus and
-printed); this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and
-the checkpoint (safetensors, DeepSeek parameter names,
-the run's settings in its metadata). ``pdlab trace --weights PATH`` (and ``pd``, ``tour``)
-then run it. Every line it prints, and the loss curve, is in ``--lang`` (the words are in
-``pdlab/catalog/bench.py``: :func:`header_lines`, :func:`step_line` and :func:`summary_lines`
-build them); the checkpoint's metadata is the same in both languages. The defaults
-reproduce the checkpoint pdlab ships (``pdlab/engine/model_executor/tiny-trained.safetensors``) on
-a machine with the same torch and threads.
-vLLM has no counterpart: it serves checkpoints and never trains one.
+with the main model frozen; its greedy acceptance rates measured on the corpus and printed);
+this command adds the progress bars (rich, on stderr), the loss curve (a PNG) and the
+checkpoint (safetensors, DeepSeek parameter names, the run's settings in its metadata).
+``pdlab trace --weights PATH`` (and ``pd``, ``tour``) then run it. Every line it prints, and
+the loss curve, is in ``--lang`` (the words are in ``pdlab/catalog/bench.py``:
+:func:`header_lines`, :func:`step_line` and :func:`summary_lines` build them); the
+checkpoint's metadata is the same in both languages. The defaults reproduce the checkpoint
+pdlab ships (``pdlab/engine/model_executor/tiny-trained.safetensors``) on a machine with the
+same torch and threads. vLLM has no counterpart: it serves checkpoints and never trains one.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from pdlab.errors import PdlabValueError, Phrase
 
 
 def add_arguments(sub: Any) -> None:
-    """``pdlab train`` on the parser's subparsers."""
     from pdlab.tools.train_config import TrainConfig
 
     d = TrainConfig()
@@ -38,24 +36,11 @@ def add_arguments(sub: Any) -> None:
     )
     t.add_argument("--lr", type=positive_float, default=d.lr, help=Help("help_train_lr"))
     t.add_argument(
-        "--mtp-steps",
-        type=positive_int,
-        default=d.mtp_steps,
-        help=Help("help_train_mtp_steps"),
+        "--mtp-steps", type=positive_int, default=d.mtp_steps, help=Help("help_train_mtp_steps")
     )
-    t.add_argument(
-        "--main-from",
-        type=Path,
-        metavar="PATH",
-        help=Help("help_train_main_from"),
-    )
+    t.add_argument("--main-from", type=Path, metavar="PATH", help=Help("help_train_main_from"))
     t.add_argument("--seed", type=seed_int, default=d.seed, help=Help("help_train_seed"))
-    t.add_argument(
-        "--threads",
-        type=positive_int,
-        default=1,
-        help=Help("help_train_threads"),
-    )
+    t.add_argument("--threads", type=positive_int, default=1, help=Help("help_train_threads"))
     t.add_argument(
         "--out",
         type=Path,
@@ -63,12 +48,7 @@ def add_arguments(sub: Any) -> None:
         metavar="PATH",
         help=Help("help_train_out"),
     )
-    t.add_argument(
-        "--plot",
-        type=Path,
-        metavar="PATH",
-        help=Help("help_train_plot"),
-    )
+    t.add_argument("--plot", type=Path, metavar="PATH", help=Help("help_train_plot"))
 
 
 def save_loss_plot(
@@ -202,16 +182,9 @@ def summary_lines(
 
 def run(args: argparse.Namespace) -> int:
     import torch
+    from rich import progress
     from rich.console import Console
     from rich.markup import escape
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from pdlab.catalog import text
     from pdlab.engine.model_executor.model_loader import save_checkpoint
@@ -242,12 +215,12 @@ def run(args: argparse.Namespace) -> int:
     for line in header_lines(len(corpus.entries()), cfg, args.threads, args.main_from, lang):
         out.print(line)
     columns = (
-        TextColumn("[bold]{task.description}[/]"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn(escape(text(lang, "tr_loss_word")) + " {task.fields[loss]}"),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
+        progress.TextColumn("[bold]{task.description}[/]"),
+        progress.BarColumn(),
+        progress.MofNCompleteColumn(),
+        progress.TextColumn(escape(text(lang, "tr_loss_word")) + " {task.fields[loss]}"),
+        progress.TimeElapsedColumn(),
+        progress.TimeRemainingColumn(),
     )
     tasks: dict[str, Any] = {}
 
@@ -264,7 +237,7 @@ def run(args: argparse.Namespace) -> int:
 
         return on_step
 
-    with Progress(*columns, console=err, transient=not err.is_terminal) as bar:
+    with progress.Progress(*columns, console=err, transient=not err.is_terminal) as bar:
         result = train(
             cfg,
             on_step=reporter("tr_task_main", cfg.steps),
