@@ -57,9 +57,13 @@ from pdlab.sim.costs import (
 from pdlab.sim.peaks import MEMORY_GB
 from pdlab.sim.profiles import DeviceProfile
 
-# DeepSeek-V3's own figure for its MTP module as a drafter (the catalog's sim_caption_mtp
-# cites it): 85-90% for the second token. pdlab takes the low end for every draft.
+# DeepSeek-V3's own figure for its MTP module as a drafter: 85-90% for the second token.
+# pdlab takes the low end for every draft (an assumption past the second token).
 MTP_ACCEPTANCE_RATE = 0.85
+MTP_ACCEPTANCE_SOURCE = (
+    "DeepSeek-V3 Technical Report (arXiv:2412.19437), section 5.4.3: 85-90% for the "
+    "second token; pdlab takes 85% for every draft"
+)
 KV_CACHE_DTYPES = ("auto", "fp8")
 # Bounds that keep one run a few seconds of CPU (the loop steps through simulated time
 # and every arrival): five simulated minutes, and at most this many arrivals in them.

@@ -204,6 +204,11 @@ def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
     return results
 
 
+def _child_command(targets, dtypes, widths, shard: int, shards: int) -> list[str]:
+    cmd = [sys.executable, "-m", "pdlab.tools.aot", "--targets", *map(str, targets)]
+    return cmd + ["--dtypes", *dtypes, "--widths", *widths, "--shard", f"{shard}/{shards}"]
+
+
 def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotResult]:
     """``jobs`` children with ``TRITON_INTERPRET=0``, each streaming one JSON line per build.
     The first child that fails stops the others at once; the error names its exit status."""
@@ -223,8 +228,7 @@ def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotRe
     try:
         for k in range(jobs):
             errs.append(tempfile.TemporaryFile("w+"))
-            cmd = [sys.executable, "-m", "pdlab.tools.aot", "--targets", *map(str, targets)]
-            cmd += ["--dtypes", *dtypes, "--widths", *widths, "--shard", f"{k}/{jobs}"]
+            cmd = _child_command(targets, dtypes, widths, k, jobs)
             children.append(
                 subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=errs[k], text=True)
             )
