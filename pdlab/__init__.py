@@ -3,14 +3,12 @@
 Mirrors vLLM's v1 engine (``vllm/v1``) with the same names: a paged KV cache, a unified
 token-budget scheduler, MLA (DeepSeek) attention with Triton kernels and torch twins, and
 prefill/decode disaggregation. See docs/design.md for the contracts and README.md for the
-map. What a learner types first is importable from here: ``LLMEngine``, ``PDPair``,
-``SamplingParams`` and the configs (loaded on first use, so ``pdlab --version`` stays fast).
+map. What a learner types first is importable from here (loaded on first use).
 
 The source tree keeps ``kernels/`` and ``notebooks/`` beside ``pdlab/``; an install maps them
 to ``pdlab.kernels`` and ``pdlab/notebooks`` (pyproject.toml). When Python finds this package
-in a checkout rather than in site-packages (any ``python -m ...`` started from the repository
-root with a non-editable install), :class:`_SourceTreeFinder` gives ``pdlab.kernels`` the same
-mapping, so every command works from any directory.
+in a checkout rather than in site-packages, :class:`_SourceTreeFinder` gives
+``pdlab.kernels`` the same mapping.
 """
 
 from __future__ import annotations
@@ -27,9 +25,8 @@ _CHECKOUT_KERNELS = _HERE.parent / "kernels"
 
 
 class _SourceTreeFinder(importlib.abc.MetaPathFinder):
-    """Finds ``pdlab.kernels`` in ``<checkout>/kernels``; its modules then follow through its
-    ``__path__`` as usual. Last on ``sys.meta_path``: an install that has ``pdlab.kernels``
-    (site-packages, the editable finder) always wins."""
+    """Finds ``pdlab.kernels`` in ``<checkout>/kernels``. Last on ``sys.meta_path``: an
+    install that has ``pdlab.kernels`` always wins."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "pdlab.kernels":

@@ -1,29 +1,17 @@
 """The demonstration every view shows: one prompt through a P/D pair and through a colocated
 engine, recorded in one trace, returned as one :class:`Demo`.
 
-The tour, the notebooks' P/D explorer and ``pdlab trace --pd`` all run it. With
-``compare=True`` it also runs what the tour puts side by side: D's first step under the
-three set-ups that route it differently (:data:`VARIANTS`: Model Runner V2, vLLM 0.33.0's
-default; V2 with ``prefill_context_parallel_size = 2``; V1), the same prompt again on the
-colocated engine (a prefix-cache hit, capped at ``N - 1``), and the prompt as a fresh request
-under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200 (``reorder_batch_threshold =
-512``, varlen), where P's own short prompt takes the absorbed decode path. With
-``num_speculative_tokens`` the pair runs DeepSeek's MTP drafter (D's first step becomes
-``1 + K`` tokens with ``K`` placeholder drafts) and the colocated engine does not; the pair
-then runs the prompt once more (``pd_again_id``), so that the trace holds a local prefix
-hit behind the connector (its trailing block dropped, ``pdlab/engine/core/kv_cache_manager.py``).
+The tour, the notebooks' P/D explorer and ``pdlab trace --pd`` all run it. ``compare`` adds
+what the tour puts side by side, all of :data:`PARTS` or the ones a view reads: ``"variants"``
+(D's first step under the set-ups of :data:`VARIANTS`), ``"again"`` (the same prompt again on
+the colocated engine: a prefix-cache hit, capped at ``N - 1``) and ``"fresh"`` (the prompt as
+a fresh request under FLASH_ATTN_MLA, the backend vLLM picks on an H100/H200, where P's own
+short prompt takes the absorbed decode path). With ``num_speculative_tokens`` the pair runs
+DeepSeek's MTP drafter and the colocated engine does not; the pair then runs the prompt once
+more (``pd_again_id``), so that the trace holds a local prefix hit behind the connector.
 
-The model is ``model_config`` (default ``ModelConfig.tiny()``: the trained checkpoint pdlab
-ships; ``ModelConfig.tiny(weights="random")`` for the seeded random model); the trace records
-which weights ran (``meta["weights"]``).
-
-``compare`` may also name only the parts a view reads (:data:`PARTS`): ``"again"`` (the
-prefix-cache hit), ``"variants"`` (the other set-ups), ``"fresh"`` (FLASH_ATTN_MLA); the tour
-asks for what its chapters show, so one chapter never runs the work of all seven.
-
-It mirrors what vLLM's P/D proxy (``examples/online_serving/disaggregated_serving`` in the
-vLLM repository) does with two servers: the prompt goes to P with ``max_tokens=1``, then to D
-with P's ``kv_transfer_params``.
+The model is ``model_config`` (default ``ModelConfig.tiny()``, the trained checkpoint pdlab
+ships). The pair is driven as vLLM's P/D proxy drives two servers (``pdlab/disagg/pair.py``).
 """
 
 from __future__ import annotations
@@ -70,10 +58,8 @@ def prompt_of_length(n: int) -> str:
 @dataclass
 class Demo:
     """What one demonstration did. ``trace`` holds instances ``P``, ``D`` and ``local`` (the
-    colocated engine); with ``compare``, ``variant_traces`` holds one trace per
-    :data:`VARIANTS` entry (the main run's among them; ``other_trace`` is the V2 one with
-    ``prefill_context_parallel_size`` on the other side of 1) and ``fresh_trace`` the
-    FLASH_ATTN_MLA engine."""
+    colocated engine); ``variant_traces`` one trace per :data:`VARIANTS` entry (the main
+    run's among them)."""
 
     prompt: str
     prompt_ids: list[int]
@@ -93,8 +79,6 @@ class Demo:
     variant_traces: dict[tuple[str, int], Tracer] = field(default_factory=dict)
     variant_tokens: dict[tuple[str, int], list[int]] = field(default_factory=dict)
     num_speculative_tokens: int = 0  # K: the pair drafts with MTP; the colocated run does not
-    # Under MTP the pair runs the prompt a second time (a local prefix hit on P and on D,
-    # its trailing block dropped behind the connector): that request's id.
     pd_again_id: str | None = None
 
     @property
@@ -118,9 +102,7 @@ class Demo:
 
     @property
     def d_first_step(self) -> TraceEvent:
-        """The ``route`` event of D's first computing step (query_len, num_computed_tokens
-        before the step, num_prompt_tokens, is_prefilling, region, decode_threshold,
-        treat_short_extends_as_decodes, path, forward)."""
+        """The ``route`` event of D's first computing step."""
         return self.trace.route_of("D", self.request_id)
 
     @property
@@ -155,12 +137,8 @@ def run_demo(
     model_runner: str | None = None,
     num_speculative_tokens: int = 0,
 ) -> Demo:
-    """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair
-    and a colocated engine with the given routing settings; see the module docstring for
-    what ``compare`` adds (``True``: every part of :data:`PARTS`). ``num_speculative_tokens
-    = K > 0`` runs the pair (and the compared set-ups) with DeepSeek's MTP drafter (the model
-    gets its MTP layer), while the colocated engine decodes without speculative decoding: the
-    tokens must still agree."""
+    """Run ``prompt`` (text, or a length for :func:`prompt_of_length`) through a P/D pair and
+    a colocated engine with the given routing settings (see the module docstring)."""
     parts = set(PARTS if compare is True else (compare or ()))
     if parts - set(PARTS):
         raise invalid("compare", sorted(parts), Phrase("err_x_parts_of", whole=PARTS))
@@ -196,16 +174,9 @@ def run_demo(
         pair = PDPair(cfg, cache, SchedulerConfig(), backend=backend, **routing(pcp))
         pd_out = pair.generate(text, sp)[0]
         again_id = pair.generate(text, sp)[0].request_id if spec is not None else None
-        model = pair.prefill.model
-        local = LLMEngine(
-            cfg,
-            cache,
-            SchedulerConfig(),
-            tracer=pair.tracer,
-            backend=backend,
-            model=model,
-            **routing(pcp, drafts=False),
-        )
+        shared = {"backend": backend, "model": pair.prefill.model}
+        local_kw = {"tracer": pair.tracer, **shared, **routing(pcp, drafts=False)}
+        local = LLMEngine(cfg, cache, SchedulerConfig(), **local_kw)
         outs = [local.generate(text, sp)[0]]
         extra: dict[str, Any] = {}
         if "again" in parts:
@@ -222,14 +193,8 @@ def run_demo(
                     traces[(run, size)] = vp.tracer
             extra.update(variant_traces=traces, variant_tokens=toks)
         if "fresh" in parts:
-            fresh = LLMEngine(
-                cfg,
-                cache,
-                SchedulerConfig(),
-                backend=backend,
-                model=model,
-                attention_config=AttentionConfig("flash_attn_mla", "h200"),
-            )
+            fresh_attn = AttentionConfig("flash_attn_mla", "h200")
+            fresh = LLMEngine(cfg, cache, SchedulerConfig(), **shared, attention_config=fresh_attn)
             fresh.generate(text, SamplingParams(max_tokens=1))
             extra["fresh_trace"] = fresh.tracer
     pair.tracer.meta["demo"] = {

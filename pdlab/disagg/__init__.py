@@ -4,8 +4,7 @@
 * ``procs.py``: the same pair as two processes over ``torch.distributed`` (``pdlab pd``);
 * ``launch.py``: starts and watches those two processes, and reports a fault in one line.
 * ``group.py``: how the two processes find each other (a free port, joining the group);
-* ``designs.py``: the four ways D gets its first token (``first_token=`` of both), the
-  proxy's part of each, what each refuses, and the ``first_token`` event of each request.
+* ``designs.py``: the four ways D gets its first token (``first_token=`` of both).
 
 The connector and transports they use are in ``pdlab/engine/distributed/kv_transfer/`` (vLLM's
 ``vllm/distributed/kv_transfer/``).

@@ -13,49 +13,28 @@ mode              what P sends beside the K/V of 0..N-1      D's first step
 ================  =========================================  ===========================
 
 The facts behind the engines' column: vLLM 0.33.0's scheduler subtracts one from
-``num_computed_tokens`` once the K/V arrive (``_update_waiting_for_remote_kv`` in
-``vllm/v1/core/sched/scheduler.py``); SGLang's decode side takes P's ``output_id`` from the
-transferred metadata into ``req.transferred_output_id`` and then runs a "prebuilt" extend
-batch (``python/sglang/srt/disaggregation/decode.py``); TensorRT-LLM's generation side
-sets the context position to the prompt length and adds
-``ContextPhaseParams::getFirstGenTokens()`` as the request's first new token
+``num_computed_tokens`` once the K/V arrive (``_update_waiting_for_remote_kv``); SGLang's
+decode side takes P's ``output_id`` into ``req.transferred_output_id`` and runs a
+"prebuilt" extend batch (``python/sglang/srt/disaggregation/decode.py``); TensorRT-LLM's
+generation side adds ``ContextPhaseParams::getFirstGenTokens()`` as the first new token
 (``trtGptModelInflightBatching.cpp``). Appending P's token to the prompt was tried for
 vLLM's toy proxy (vllm-project/vllm#50559, closed); vLLM V0's ``SimpleConnector`` sent the
-hidden states of every prompt position, not ``h[N-1]`` alone (V0 is not in 0.33.0); the
-``hidden_state`` mode models the smallest hidden-state payload that spares D the recompute.
-The open upstream thread on
-the question is vllm-project/vllm#25373 (a feature request to reuse P's tokenization and
-first token on D).
+hidden states of every prompt position (V0 is not in 0.33.0); ``hidden_state`` models the
+smallest payload that spares D the recompute. The open upstream thread is
+vllm-project/vllm#25373. What else engines send is told in the catalog's ``dz_note``.
 
-What else travels (SGLang's padded metadata buffers, draft state for EAGLE or MTP,
-TensorRT-LLM's draft tokens) is told in the catalog's ``dz_note``; pdlab counts the bytes
-each design needs (:data:`TOKEN_ID_BYTES` for the token), not an engine's padding.
-
-``hidden_state`` here is ``h[N-1]`` as :meth:`DeepseekV2ForCausalLM.forward` returns it,
-after the final ``norm``, the input of ``compute_logits`` (``lm_head`` only), so D runs
-``lm_head`` and nothing else for token 1, in the step during which the K/V land (the trace
-records token 1 a step before D first schedules the request; ``pdlab sim`` puts that row
-in the same step's ``lm_head``). pdlab carries the token and the hidden state in
-``kv_transfer_params`` (through the proxy), and counts their bytes as a connector sending
-them with the K/V would: 4 bytes per token id, ``hidden_size`` values per hidden state.
+``hidden_state`` is ``h[N-1]`` after the final ``norm``, so D runs ``lm_head`` alone for
+token 1, in the step during which the K/V land. The token and the hidden state travel in
+``kv_transfer_params`` (through the proxy).
 
 What a mode cannot honour is refused up front (:func:`check_first_token_mode`): when P
 samples a token D continues from, both must share one sampler state, and pdlab seeds each
-runner's generator apart (a seed only D knows), so those modes are greedy only; pdlab's
-``SamplingParams`` has no logprobs or penalties to refuse besides (upstream's would have
-to run on P, or travel with the token).
+runner's generator apart, so those modes are greedy only.
 
-With speculative decoding (DeepSeek's MTP layer drafting on D, ``SpeculativeConfig``)
-every design works, and :data:`WITH_MTP` says how: the drafter needs, at each position
-``p``, the MTP layer's own cache entry (made from ``h[p]`` and token ``p + 1``) and, for
-its first draft, the target's hidden state at the last computed position. P runs the MTP
-layer over its prompt too (it drafts and the drafts are dropped), so its entries for
-``0 .. N-1`` travel with the K/V as one more layer; ``recompute`` then hands D's drafter
-``h[N-1]`` from the recomputed position, and the three others, whose first D step computes
-position ``N``, hand it ``h[N]``. None has to ship a hidden state for the drafter
-(SGLang's does, as its D verifies P's drafts in its very first step; pdlab's D, as vLLM
-0.33.0's, pads that step with ``-1`` placeholders instead). Temperature above 0 is refused
-under speculative decoding (greedy verification only, ``pdlab/engine/worker/gpu/spec_decode``).
+With speculative decoding every design works, as :data:`WITH_MTP` says: P runs the MTP
+layer over its prompt too, so its cache entries travel with the K/V as one more layer (SGLang
+also ships a hidden state, as its D verifies P's drafts in its first step; pdlab's D, as
+vLLM 0.33.0's, pads that step with ``-1`` placeholders instead).
 """
 
 from __future__ import annotations
@@ -111,8 +90,7 @@ WITH_MTP: dict[str, tuple[bool, str]] = {
 def check_first_token_mode(
     mode: Any, sampling_params: SamplingParams | None = None, speculative_config: Any = None
 ) -> str:
-    """``mode`` if the pair can run it with these sampling parameters and this speculative
-    config; else a one-line ``ValueError`` naming the mode and the setting."""
+    """``mode`` if the pair can run it with these settings; else a one-line ``ValueError``."""
     if mode not in MODES:
         raise invalid("first_token", mode, Phrase("err_x_one_of", choices=list(MODES)))
     sp = sampling_params or SamplingParams()
@@ -174,17 +152,10 @@ def hand_off(
 
 
 def transfer_bytes(
-    cfg: ModelConfig,
-    mode: str,
-    n: int,
-    block_size: int,
-    e: int = 2,
-    kv_e: int | None = None,
+    cfg: ModelConfig, mode: str, n: int, block_size: int, e: int = 2, kv_e: int | None = None
 ) -> int:
-    """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks
-    whole (every layer's latent rows, ``kv_cache_dim`` values each, ``kv_e`` bytes per
-    value: ``e`` by default, 1 for an fp8 KV cache, which halves the transfer of a bf16
-    one), plus the token id or the hidden state (``e`` bytes per value)."""
+    """The bytes one hand-off of an ``n``-token prompt moves under ``mode``: P's blocks whole
+    (``kv_e`` bytes per value, by default ``e``), plus the token id or the hidden state."""
     blocks = -(-n // block_size)
     kv = blocks * block_size * cfg.kv_cache_dim * cfg.num_hidden_layers * (kv_e or e)
     extra = {"first_token": TOKEN_ID_BYTES, "append_prompt": TOKEN_ID_BYTES}
@@ -196,10 +167,8 @@ def _bytes_per_value(tracer: Tracer) -> int:
 
 
 def payload_bytes(cfg: ModelConfig, mode: str, kv_bytes: int, e: int) -> int:
-    """What crosses beside the K/V for token 1 under ``mode``: P's token id
-    (``first_token``, ``append_prompt``) or its hidden state (``hidden_state``, ``e`` bytes
-    per value), nothing for ``recompute``, and nothing where no K/V crossed (P's hand-off
-    failed, D computed it all)."""
+    """What crosses beside the K/V for token 1 under ``mode`` (nothing where no K/V crossed:
+    D computed it all)."""
     if not kv_bytes:
         return 0
     if mode in ("first_token", "append_prompt"):
@@ -207,16 +176,9 @@ def payload_bytes(cfg: ModelConfig, mode: str, kv_bytes: int, e: int) -> int:
     return cfg.hidden_size * e if mode == "hidden_state" else 0
 
 
-def first_token_fields(
-    tracer: Tracer,
-    req_id: str,
-    mode: str,
-    cfg: ModelConfig,
-) -> dict[str, Any]:
-    """The ``first_token`` event of one request, read off the trace of its P/D run (the
-    K/V bytes as the transfer measured them, the step token 1 was known on, how D's first
-    step was routed) with the payload beside the K/V (:func:`payload_bytes`): facts, which
-    the lab prices (``pdlab/sim/designs.py``)."""
+def first_token_fields(tracer: Tracer, req_id: str, mode: str, cfg: ModelConfig) -> dict[str, Any]:
+    """The ``first_token`` event of one request, read off the trace of its P/D run: facts,
+    which the lab prices (``pdlab/sim/designs.py``)."""
     n = tracer.first("add_request", "P", req_id=req_id)["num_prompt_tokens"]
     p_samples = tracer.filter("sample", "P", req_id=req_id)  # none if P's step failed
     kv = sum(e["nbytes"] for e in tracer.filter("kv_transfer", "D", req_id=req_id) if e["ok"])
@@ -244,8 +206,8 @@ def first_token_fields(
 
 
 def record_first_tokens(tracer: Tracer, modes: dict[str, str], cfg: ModelConfig) -> None:
-    """Add one ``first_token`` event per request (``modes``: request id to mode) to the
-    trace, as D's, at the step D first scheduled the request (or P's step, if D never)."""
+    """One ``first_token`` event per request (``modes``: id to mode), as D's, at the step D
+    first scheduled it (or P's step, if D never)."""
     for rid, mode in modes.items():
         f = first_token_fields(tracer, rid, mode, cfg)
         step = f["d_first_step"] if f["d_first_step"] >= 0 else f["known_step"]

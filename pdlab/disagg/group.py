@@ -29,8 +29,8 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def check_port_free(host: str, port: int) -> None:
-    """Raise ``ValueError`` when P could not listen on ``host:port`` (checked before any
-    work, so a port in use is one line, not a traceback from deep inside torch)."""
+    """Raise ``ValueError`` when P could not listen on ``host:port`` (one line, before any
+    work)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -62,10 +62,9 @@ class PeerUnreachable(RuntimeError):
 
 
 def _wait_for_listener(host: str, port: int, deadline: float) -> bool:
-    """Until ``deadline`` (``time.monotonic``), try to open a TCP connection to
-    ``host:port``; True once something listens there. D waits here rather than in torch:
-    c10d's store client, after its first connect times out, retries once after a random
-    back-off of up to about the timeout again, so ``--timeout 3`` used to end after 6-8 s."""
+    """True once something listens at ``host:port``, before ``deadline`` (``time.monotonic``).
+    D waits here rather than in torch, whose store client retries after a random back-off of
+    up to about the timeout again."""
     while True:
         left = deadline - time.monotonic()
         if left <= 0:

@@ -8,11 +8,10 @@ itself (its transport's receive fails), frees what it held and reports; it gets 
 to do so before it is killed. The two sides are in ``pdlab/disagg/procs.py``.
 
 Ctrl-C: a terminal sends SIGINT to the launcher and both children at once. The children are
-started with SIGINT blocked (a blocked signal stays blocked across ``fork`` and ``exec``, so
-theirs stays pending for good), so none of them prints a traceback, even while it is still
-importing torch; the launcher alone gets the KeyboardInterrupt, terminates both, waits for
-them and lets it propagate (the CLI prints one line and exits 130). Upstream's
-``CoreEngineProcManager`` likewise leaves shutdown to the parent.
+started with SIGINT blocked (:func:`_sigint_blocked`), so none of them prints a traceback;
+the launcher alone gets the KeyboardInterrupt, terminates both, waits for them and lets it
+propagate (the CLI prints one line and exits 130). Upstream's ``CoreEngineProcManager``
+likewise leaves shutdown to the parent.
 """
 
 from __future__ import annotations
@@ -65,12 +64,9 @@ def _entry(role: str, kwargs: dict[str, Any], conn: mp_connection.Connection) ->
 @contextlib.contextmanager
 def _sigint_blocked() -> Iterator[None]:
     """While children are started: SIGINT blocked in this thread, which they inherit (a
-    blocked signal stays blocked across fork and exec, so a Ctrl-C stays pending in them for
-    good and none prints a traceback, even while importing torch). Here a handler that only
-    records the signal stands in meanwhile: another of this process's threads may take a
-    Ctrl-C (the block is per thread), and an ignored one would then be lost. Once the
-    children are started and tracked, a Ctrl-C of the window is raised as the handler in
-    force would raise it."""
+    blocked signal stays blocked across fork and exec, so theirs stays pending for good).
+    Meanwhile a handler records a Ctrl-C another thread takes (the block is per thread);
+    once the children are started, it is raised as the handler in force would raise it."""
     if threading.current_thread() is not threading.main_thread():
         yield  # signal handlers belong to the main thread; nothing to change elsewhere
         return
@@ -147,12 +143,8 @@ def run_pd_procs(
     first_token: str = "recompute",
     speculative_config: SpeculativeConfig | None = None,
 ) -> PDProcsResult:
-    """Launch P and D as two processes on this machine and wait for both, on events: a
-    result, or a process exiting. When one side dies, the other notices at once (its
-    transport's receive fails), frees what it held and reports; it gets ``grace_s`` to do
-    so before it is killed. ``first_token`` is the design (``pdlab/disagg/designs.py``);
-    each answered request gets a ``first_token`` event (facts; the lab prices it). Both sides
-    get ``speculative_config`` (both draft; the MTP layer's cache entries travel too)."""
+    """Launch P and D and wait for both (see the module docstring); each answered request
+    gets a ``first_token`` event for the design ``first_token``."""
     t0 = time.monotonic()
     cache_config = cache_config or CacheConfig()
     scheduler_config = scheduler_config or SchedulerConfig()
@@ -161,33 +153,15 @@ def run_pd_procs(
     if port:
         check_port_free(host, port)
     port = port or free_port(host)
-    common = dict(
-        model_config=model_config,
-        cache_config=cache_config,
-        scheduler_config=scheduler_config,
-        host=host,
-        port=port,
-        backend=backend,
-        seed=seed,
-        timeout_s=timeout_s,
-        engine_kwargs={
-            "attention_config": attention_config,
-            "parallel_config": parallel_config,
-            "model_runner": model_runner,
-            "speculative_config": speculative_config,
-        },
-    )
-    kwargs = {
-        "prefill": dict(
-            common,
-            prompts=prompts,
-            sampling_params=sampling_params,
-            max_in_flight=max_in_flight,
-            die_after_handoffs=die_after_handoffs,
-            first_token=first_token,
-        ),
-        "decode": dict(common, die_after_requests=die_after_requests),
-    }
+    engine_kwargs = {"attention_config": attention_config, "parallel_config": parallel_config}
+    engine_kwargs |= {"model_runner": model_runner, "speculative_config": speculative_config}
+    common = {"model_config": model_config, "cache_config": cache_config, "host": host}
+    common |= dict(scheduler_config=scheduler_config, port=port, backend=backend, seed=seed)
+    common |= dict(timeout_s=timeout_s, engine_kwargs=engine_kwargs)
+    prefill = dict(prompts=prompts, sampling_params=sampling_params, max_in_flight=max_in_flight)
+    prefill |= dict(die_after_handoffs=die_after_handoffs, first_token=first_token)
+    decode = dict(common, die_after_requests=die_after_requests)
+    kwargs = {"prefill": dict(common, **prefill), "decode": decode}
     ctx = mp.get_context("spawn")
     readers: dict[str, Any] = {}
     procs: dict[str, Any] = {}
@@ -201,11 +175,8 @@ def run_pd_procs(
             for role in ("prefill", "decode"):
                 reader, writer = ctx.Pipe(duplex=False)
                 readers[role] = reader
-                procs[role] = ctx.Process(
-                    target=_entry,
-                    name=f"pdlab-{role[0].upper()}",
-                    args=(role, kwargs[role], writer),
-                )
+                args = (role, kwargs[role], writer)
+                procs[role] = ctx.Process(target=_entry, name=f"pdlab-{role[0].upper()}", args=args)
                 procs[role].start()
                 writer.close()  # the child holds its end; EOF then means the child is gone
         pending = set(procs)
@@ -233,10 +204,9 @@ def run_pd_procs(
         for role in pending:
             errors[role] = f"no result within {time.monotonic() - t0:.0f} s; killed"
     except KeyboardInterrupt:
-        if threading.current_thread() is threading.main_thread():
-            with _disposition(signal.SIG_IGN):  # a second Ctrl-C must not cut this short
-                _stop(procs, grace_s=2)
-        else:
+        main = threading.current_thread() is threading.main_thread()
+        # a second Ctrl-C must not cut this short
+        with _disposition(signal.SIG_IGN) if main else contextlib.nullcontext():
             _stop(procs, grace_s=2)
         raise
     finally:
@@ -255,27 +225,14 @@ def run_pd_procs(
             for key in ("model", "weights", "dtype", "backend"):
                 if key in meta:
                     tracer.meta.setdefault(key, meta[key])
-    tracer.meta.update(
-        {
-            "transport": "torch.distributed (gloo)",
-            "host": host,
-            "port": port,
-            "block_size": cache_config.block_size,
-        }
-    )
-    for role in ("prefill", "decode"):
-        if role in got:
             tracer.extend(got[role].events)
+    where = {"transport": "torch.distributed (gloo)", "host": host, "port": port}
+    tracer.meta.update(where, block_size=cache_config.block_size)
     if "prefill" in got:
         tracer.meta["dtype"] = "float32"  # DistTransport moves the caches in fp32
         answered = {r: first_token for r in got["prefill"].outputs}
         record_first_tokens(tracer, answered, model_config)
+    codes, seconds = {r: p.exitcode for r, p in procs.items()}, time.monotonic() - t0
     return PDProcsResult(
-        got.get("prefill"),
-        got.get("decode"),
-        errors,
-        {r: p.exitcode for r, p in procs.items()},
-        tracer,
-        time.monotonic() - t0,
-        died_at,
+        got.get("prefill"), got.get("decode"), errors, codes, tracer, seconds, died_at
     )

@@ -6,17 +6,14 @@ instances (``examples/online_serving/disaggregated_serving/`` and the toy proxy 
 2. P prefills, samples one token (the proxy discards it), holds the blocks, and returns
    ``kv_transfer_params`` (its block ids and engine id);
 3. the original request goes to D with those params (``do_remote_prefill``); D reads P's
-   blocks, sets ``num_computed_tokens = N - 1``, runs the last prompt token again (why:
-   ``pdlab tour --chapter 3``) and generates the whole answer.
+   blocks, runs the last prompt token again (why: ``pdlab tour --chapter 3``) and
+   generates the whole answer.
 
-Both instances run one model object, so the same weights (``ModelConfig.weights``: the
-shipped checkpoint by default), and the output equals a colocated run's.
-``first_token`` picks how D gets its first output token (``pdlab/disagg/designs.py``:
-``recompute``, vLLM's and the default, ``first_token``, ``append_prompt``,
-``hidden_state``); each finished request gets a ``first_token`` event in the trace. The
-cross-process version is in ``pdlab/disagg/procs.py``. With a ``speculative_config``
-both instances draft with the model's MTP layer, and its cache entries travel with the
-K/V (``WITH_MTP`` in ``pdlab/disagg/designs.py``: every design works).
+Both instances run one model object, so the output equals a colocated run's.
+``first_token`` picks how D gets its first output token (``pdlab/disagg/designs.py``); each
+finished request gets a ``first_token`` event in the trace. With a ``speculative_config``
+both instances draft with the model's MTP layer. The cross-process version is in
+``pdlab/disagg/procs.py``.
 """
 
 from __future__ import annotations
@@ -76,8 +73,7 @@ class PDPair:
     ) -> None:
         self.speculative_config = speculative_config
         self.first_token = check_first_token_mode(first_token, None, speculative_config)
-        # Both sides draft (P's drafts are dropped when its one token ends the request): P's
-        # MTP layer writes its cache entries for the prompt, which travel with the K/V.
+        # Both sides draft: P's MTP layer writes its cache entries for the prompt.
         engine_kwargs["speculative_config"] = speculative_config
         self.model_config = model_config
         cache_config = cache_config or CacheConfig()
@@ -87,63 +83,36 @@ class PDPair:
         # P must be a block of D (vLLM's NIXL handshake compares the same).
         if d_cache.block_size != cache_config.block_size:
             allowed = Phrase("err_x_side_block_size", x=cache_config.block_size)
-            raise PdlabValueError(
-                "err_invalid_str",
-                name="decode_cache_config.block_size",
-                value=d_cache.block_size,
-                allowed=allowed,
-            )
+            name, value = "decode_cache_config.block_size", d_cache.block_size
+            raise PdlabValueError("err_invalid_str", name=name, value=value, allowed=allowed)
         self.tracer = tracer if tracer is not None else Tracer()
         self.transport = transport or InProcessTransport()
         model = DeepseekV2ForCausalLM(model_config, dtype=dtype)  # shared: same weights
         timeout = scheduler_config.kv_transfer_timeout_s
-        # With more than one MTP module P leaves the last K - 1 prompt tokens to D.
         spec = speculative_config
         lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
         # Each connector reports to its engine's sink, the tracer's one object per instance.
-        self.p_connector = PDConnector(
-            "prefill",
-            "P",
-            self.transport,
-            cache_config.block_size,
-            timeout,
-            emit=self.tracer.sink("P"),
-            num_prefill_lookahead_tokens=lookahead,
+        self.p_connector, self.d_connector = (
+            PDConnector(
+                role,
+                name,
+                self.transport,
+                cache_config.block_size,  # the same as D's, checked above
+                timeout,
+                emit=self.tracer.sink(name),
+                num_prefill_lookahead_tokens=lookahead,
+            )
+            for role, name in (("prefill", "P"), ("decode", "D"))
         )
-        self.d_connector = PDConnector(
-            "decode",
-            "D",
-            self.transport,
-            d_cache.block_size,
-            timeout,
-            emit=self.tracer.sink("D"),
-            num_prefill_lookahead_tokens=lookahead,
+        kw = dict(
+            backend=backend, model=model, kv_transfer_config=kv_transfer_config, **engine_kwargs
         )
-        self.prefill = LLMEngine(
-            model_config,
-            cache_config,
-            scheduler_config,
-            self.p_connector,
-            self.tracer,
-            seed,
-            instance="P",
-            backend=backend,
-            model=model,
-            kv_transfer_config=kv_transfer_config,
-            **engine_kwargs,
-        )
-        self.decode = LLMEngine(
-            model_config,
-            d_cache,
-            scheduler_config,
-            self.d_connector,
-            self.tracer,
-            seed,
-            instance="D",
-            backend=backend,
-            model=model,
-            kv_transfer_config=kv_transfer_config,
-            **engine_kwargs,
+        sides = (("P", cache_config, self.p_connector), ("D", d_cache, self.d_connector))
+        self.prefill, self.decode = (
+            LLMEngine(
+                model_config, cache, scheduler_config, conn, self.tracer, seed, instance=name, **kw
+            )
+            for name, cache, conn in sides
         )
         self.tracer.meta["transport"] = "in-process"
         self._ids = itertools.count()
@@ -193,14 +162,9 @@ class PDPair:
                 _, sp = self._pending.pop(rid)
                 self._prompts[rid] = list(out.prompt_token_ids)
                 # P could not hand over (aborted, or no blocks): D computes it all.
+                p_out = (out.prompt_token_ids, sp, out.output_token_ids, out.kv_transfer_params)
                 h = hand_off(
-                    self.first_token,
-                    out.prompt_token_ids,
-                    sp,
-                    out.output_token_ids,
-                    out.kv_transfer_params,
-                    self.prefill.step_count,
-                    self.decode.max_model_len,
+                    self.first_token, *p_out, self.prefill.step_count, self.decode.max_model_len
                 )
                 self._handoffs[rid] = h
                 if h.done:  # P's token is the whole answer: D is not needed
@@ -240,13 +204,9 @@ class PDPair:
 
     def has_unfinished_requests(self) -> bool:
         # P counts until its held blocks are released (read by D, or timed out).
-        return (
-            bool(self._pending)
-            or self.prefill.has_unfinished_requests()
-            or self.p_connector.num_pending > 0
-            or self.decode.has_unfinished_requests()
-            or self.d_connector.num_pending > 0
-        )
+        engines = self.prefill.has_unfinished_requests() or self.decode.has_unfinished_requests()
+        held = self.p_connector.num_pending > 0 or self.d_connector.num_pending > 0
+        return bool(self._pending) or engines or held
 
     def generate(
         self,

@@ -9,13 +9,10 @@ them run on two machines (``pdlab pd --role prefill`` on one, ``pdlab pd --role 
 other).
 
 Every wait is bounded and waits on an event, not a sleep: a D that dies ends P's pending
-``recv`` at once, so P ends its hand-offs and frees the blocks it held for D right away
-(``kv_transfer_timeout_s`` only covers a D that is alive but never reads), and stops; the
-launcher kills what does not exit. A peer that never comes, a port in use and a peer that
-differs in anything both must share (:func:`pair_identity`) are each one line
-(``PeerUnreachable``, ``ValueError``); joining the group is in ``pdlab/disagg/group.py``.
-The launcher, ``run_pd_procs`` in ``pdlab/disagg/launch.py``, imports this module (its
-children run these two sides); this module never imports the launcher.
+``recv`` at once, so P frees the blocks it held for D right away (``kv_transfer_timeout_s``
+only covers a D that is alive but never reads). A peer that never comes, a port in use and
+a peer that differs in anything both must share (:func:`pair_identity`) are each one line.
+The launcher (``pdlab/disagg/launch.py``) imports this module, never the reverse.
 """
 
 from __future__ import annotations
@@ -31,11 +28,7 @@ import torch
 from pdlab.disagg.designs import HandOff, check_first_token_mode, hand_off, prefill_params
 from pdlab.disagg.group import join_group
 from pdlab.disagg.pair import PDPair
-from pdlab.engine.config import (
-    CacheConfig,
-    ModelConfig,
-    SchedulerConfig,
-)
+from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine.events import TraceEvent
 from pdlab.engine.request import SamplingParams
 from pdlab.engine.trace import Tracer
@@ -77,8 +70,8 @@ def _build(
     timeout_s: float,
     engine_kwargs: dict[str, Any] | None = None,
 ) -> tuple[LLMEngine, PDConnector, DistTransport]:
-    """Join the two-process group (P is rank 0), agree with the peer on everything both
-    sides must share (:func:`pair_identity`), then build this side's engine."""
+    """Join the two-process group (P is rank 0), agree with the peer (:func:`pair_identity`),
+    then build this side's engine."""
     from pdlab.engine.distributed.kv_transfer.dist import DistTransport
     from pdlab.engine.distributed.kv_transfer.pd_connector import PDConnector
     from pdlab.engine.llm_engine import LLMEngine
@@ -87,8 +80,8 @@ def _build(
     join_group(rank, host, port, timeout_s)
     transport = DistTransport(rank, torch.float32)
     kw = engine_kwargs or {}
-    info = pair_identity(model_config, cache_config, kw.get("speculative_config"), kw.get("dtype"))
-    transport.handshake(info, timeout_s)
+    spec = kw.get("speculative_config")
+    transport.handshake(pair_identity(model_config, cache_config, spec, kw.get("dtype")), timeout_s)
     instance, tracer = "P" if rank == 0 else "D", Tracer()
     conn = PDConnector(
         role,
@@ -99,23 +92,10 @@ def _build(
         host,
         port,
         emit=tracer.sink(instance),
-        num_prefill_lookahead_tokens=(
-            kw["speculative_config"].num_prefill_lookahead_tokens
-            if kw.get("speculative_config") is not None
-            else 0
-        ),
+        num_prefill_lookahead_tokens=spec.num_prefill_lookahead_tokens if spec is not None else 0,
     )
-    engine = LLMEngine(
-        model_config,
-        cache_config,
-        scheduler_config,
-        conn,
-        tracer,
-        seed,
-        instance=instance,
-        backend=backend,
-        **(engine_kwargs or {}),
-    )
+    kw = dict(instance=instance, backend=backend, **kw)
+    engine = LLMEngine(model_config, cache_config, scheduler_config, conn, tracer, seed, **kw)
     return engine, conn, transport
 
 
@@ -126,9 +106,7 @@ def pair_identity(
     engine_dtype: torch.dtype | None = None,
 ) -> dict[str, Any]:
     """What P and D must share, compared field by field at the handshake (as vLLM's NIXL
-    handshake refuses a peer whose compatibility hash differs: its block size, KV dtype,
-    model, speculative method and draft model). A D verifying drafts P's MTP layer never
-    cached, or expecting drafts where P sends none, would fail every request it reads."""
+    handshake refuses a peer whose compatibility hash differs)."""
     spec = speculative_config
     info: dict[str, Any] = {
         "block_size": cache_config.block_size,
@@ -173,28 +151,16 @@ def run_prefill(
     die_after_handoffs: int | None = None,
     first_token: str = "recompute",
 ) -> InstanceSummary:
-    """Rank 0: prefill every prompt, hand each to D, collect D's outputs. With
-    ``max_in_flight`` the proxy keeps at most that many requests unanswered, as a client
-    waiting for each answer would (so D's prefix cache sees the earlier prompts).
-    ``die_after_handoffs`` kills this process abruptly after that many hand-offs to D (a
-    fault test: D is then waiting to read blocks from a P that is gone). ``first_token``
-    is the design of ``pdlab/disagg/designs.py``; the proxy's part of it runs here."""
+    """Rank 0: prefill every prompt, hand each to D, collect D's outputs; the proxy's part of
+    the ``first_token`` design runs here. With ``max_in_flight`` at most that many requests
+    are unanswered at a time. ``die_after_handoffs`` kills this process abruptly after that
+    many hand-offs (a fault test)."""
     from pdlab.engine.distributed.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     check_first_token_mode(first_token, sampling_params)
     t0 = time.monotonic()
-    engine, conn, transport = _build(
-        "prefill",
-        model_config,
-        cache_config,
-        scheduler_config,
-        backend,
-        host,
-        port,
-        seed,
-        timeout_s,
-        engine_kwargs,
-    )
+    side = (model_config, cache_config, scheduler_config, backend, host, port, seed, timeout_s)
+    engine, conn, transport = _build("prefill", *side, engine_kwargs)
     summary = InstanceSummary("prefill")
     # As vLLM's proxy: the same sampling parameters (stop tokens included), one token.
     p_params = dataclasses.replace(sampling_params, max_tokens=1)
@@ -208,9 +174,8 @@ def run_prefill(
             break
         limit = len(prompts) if max_in_flight is None else len(summary.outputs) + max_in_flight
         while next_prompt < min(limit, len(prompts)):
-            engine.add_request(
-                prompts[next_prompt], p_params, rids[next_prompt], prefill_params(first_token)
-            )
+            prompt, rid = prompts[next_prompt], rids[next_prompt]
+            engine.add_request(prompt, p_params, rid, prefill_params(first_token))
             next_prompt += 1
         waiting_for_d = len(summary.outputs) < len(rids)
         if not (waiting_for_d or engine.has_unfinished_requests() or conn.num_pending):
@@ -219,29 +184,18 @@ def run_prefill(
             for out in engine.step():
                 if out.finished:
                     rid = out.request_id
-                    h = hand_off(
-                        first_token,
-                        out.prompt_token_ids,
-                        sampling_params,
-                        out.output_token_ids,
-                        out.kv_transfer_params,
-                        engine.step_count,
-                        engine.max_model_len,
-                    )
+                    p_out = (out.prompt_token_ids, sampling_params, out.output_token_ids)
+                    p_out += (out.kv_transfer_params, engine.step_count, engine.max_model_len)
+                    h = hand_off(first_token, *p_out)
                     handoffs[rid] = h
                     if h.done:  # P's token is the whole answer: D is not needed
                         conn.end_send(rid, "P's first token ended the request")
                         summary.outputs[rid] = _answer(engine, rid, h, [], h.finish_reason)
                         continue
-                    transport.send_json(
-                        REQUEST,
-                        {
-                            "request_id": rid,
-                            "prompt_token_ids": h.prompt,
-                            "sampling_params": dataclasses.asdict(h.sampling_params),
-                            "kv_transfer_params": h.kv_transfer_params,
-                        },
-                    )
+                    request = {"request_id": rid, "prompt_token_ids": h.prompt}
+                    request["sampling_params"] = dataclasses.asdict(h.sampling_params)
+                    request["kv_transfer_params"] = h.kv_transfer_params
+                    transport.send_json(REQUEST, request)
                     handed += 1
                     if die_after_handoffs is not None and handed >= die_after_handoffs:
                         os._exit(17)
@@ -293,18 +247,8 @@ def run_decode(
     from pdlab.engine.distributed.kv_transfer.dist import REQUEST, RESULT, SHUTDOWN
 
     t0 = time.monotonic()
-    engine, conn, transport = _build(
-        "decode",
-        model_config,
-        cache_config,
-        scheduler_config,
-        backend,
-        host,
-        port,
-        seed,
-        timeout_s,
-        engine_kwargs,
-    )
+    side = (model_config, cache_config, scheduler_config, backend, host, port, seed, timeout_s)
+    engine, conn, transport = _build("decode", *side, engine_kwargs)
     summary = InstanceSummary("decode")
     received, shutdown = 0, False
     deadline = t0 + timeout_s
@@ -319,17 +263,12 @@ def run_decode(
                 if die_after_requests is not None and received > die_after_requests:
                     os._exit(17)
                 r = msg.payload
+                items = r["sampling_params"].items()
+                fields = {k: tuple(v) if isinstance(v, list) else v for k, v in items}
                 try:
+                    sp = SamplingParams(**fields)
                     engine.add_request(
-                        r["prompt_token_ids"],
-                        SamplingParams(
-                            **{
-                                k: tuple(v) if isinstance(v, list) else v
-                                for k, v in r["sampling_params"].items()
-                            }
-                        ),
-                        r["request_id"],
-                        r["kv_transfer_params"],
+                        r["prompt_token_ids"], sp, r["request_id"], r["kv_transfer_params"]
                     )
                 except PdlabError as e:  # D cannot take it (its cache, its limits): say so
                     # to P, which frees the blocks it holds for D's read, and go on serving.
@@ -343,16 +282,8 @@ def run_decode(
         if busy:
             for out in engine.step():
                 if out.finished:
-                    transport.send_json(
-                        RESULT,
-                        {
-                            "request_id": out.request_id,
-                            "output_token_ids": out.output_token_ids,
-                            "text": out.text,
-                            "finish_reason": out.finish_reason,
-                            "error": out.error,
-                        },
-                    )
+                    keys = ("request_id", "output_token_ids", "text", "finish_reason", "error")
+                    transport.send_json(RESULT, {k: getattr(out, k) for k in keys})
         elif shutdown:
             break
         else:
@@ -364,12 +295,9 @@ def _summarize(
     summary: InstanceSummary, engine: LLMEngine, transport: DistTransport, t0: float
 ) -> InstanceSummary:
     """What this side did, read off its engine and transport when it stops."""
-    summary.events = engine.tracer.events
-    summary.meta = engine.tracer.meta
-    summary.steps = engine.step_count
+    summary.events, summary.meta = engine.tracer.events, engine.tracer.meta
+    summary.steps, summary.num_blocks = engine.step_count, engine.cache_config.num_blocks
     summary.num_free_blocks = engine.scheduler.kv_cache_manager.num_free_blocks
-    summary.num_blocks = engine.cache_config.num_blocks
-    summary.bytes_sent = transport.bytes_sent
-    summary.peer_failed = transport.peer_failed
+    summary.bytes_sent, summary.peer_failed = transport.bytes_sent, transport.peer_failed
     summary.seconds = time.monotonic() - t0
     return summary

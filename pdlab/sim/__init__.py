@@ -1,12 +1,10 @@
 """``pdlab sim``: a step-level simulator of a decode instance, and what it is built from.
 
-* ``peaks.py``: published GPU peaks with their sources (plain data; tools may read them);
-* ``profiles.py``: device profiles (published peaks with their sources, this machine
-  measured), the link and the launch overhead, each a named parameter;
+* ``peaks.py``: published GPU peaks (plain data; tools may read them);
+* ``profiles.py``: device profiles (published or measured), the link, the launch overhead;
 * ``costs.py``: one step's modelled cost in kernel groups, from ``pdlab/sim/kernel_costs.py``;
 * ``designs.py``: the price of each first-token design (the ``first_token`` event, priced);
-* ``simulator.py``: the simulator; ``report.py``: its statistics (the table and
-  plots are views: ``pdlab/ui/sim_report.py``).
+* ``simulator.py``: the simulator; ``report.py``: its statistics.
 
 The choices below are here, importing nothing, so that ``pdlab --help`` needs no torch.
 """

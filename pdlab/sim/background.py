@@ -1,18 +1,12 @@
 """The simulator's grids in a second Python process, while this one does other work.
 
-The tour's closing chapter shows two grids of ``pdlab sim`` (sixteen runs at the defaults
-and two under MTP) that do not depend on the prompt. The simulator imports no torch, so a
-child interpreter starts in a fraction of a second and runs them on another core while the
-tour imports torch and runs the engine for chapters 1 to 6; chapter 7 then reads its rows.
-
-The child is ``python -m pdlab.sim.background``: it reads the grids as JSON on stdin and
-writes each grid's summary rows (:func:`pdlab.sim.report.summarize`) as JSON on stdout;
-Python's floats round-trip through JSON exactly, so the rows equal a run in this process.
-Whatever goes wrong with it (no interpreter, another pdlab on its path, a crash, a reply
-that does not parse) is never shown: :meth:`BackgroundGrids.rows` runs the grids here
-instead. Its stderr is discarded, so a Ctrl-C that reaches both processes prints only the
-command's own line; :meth:`BackgroundGrids.close` kills a child still running. vLLM has no
-counterpart.
+The tour's closing chapter shows grids of ``pdlab sim`` that do not depend on the prompt.
+The simulator imports no torch, so a child interpreter (``python -m pdlab.sim.background``)
+runs them on another core while the tour runs chapters 1 to 6. It reads the grids as JSON
+on stdin and writes each grid's summary rows as JSON on stdout (floats round-trip exactly).
+Whatever goes wrong with it is never shown: :meth:`BackgroundGrids.rows` runs the grids here
+instead; its stderr is discarded, so a Ctrl-C prints only the command's own line. vLLM has
+no counterpart.
 """
 
 from __future__ import annotations
@@ -49,16 +43,10 @@ class Grid:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Grid:
-        return cls(
-            SimConfig(**d["base"]),
-            d["profile"],
-            d["gpu"],
-            tuple(d["designs"]),
-            tuple(d["routings"]),
-        )
+        designs, routings = tuple(d["designs"]), tuple(d["routings"])
+        return cls(SimConfig(**d["base"]), d["profile"], d["gpu"], designs, routings)
 
     def run(self) -> list[dict[str, Any]]:
-        """The grid's summary rows, computed in this process."""
         from pdlab.engine.config import ModelConfig
         from pdlab.sim.profiles import device_profile
         from pdlab.sim.report import run_grid
@@ -98,8 +86,7 @@ class BackgroundGrids:
             self.close()
 
     def rows(self) -> list[list[dict[str, Any]]]:
-        """Each grid's summary rows: the child's, or, if it failed in any way, this
-        process's."""
+        """Each grid's summary rows: the child's, or, if it failed in any way, this process's."""
         proc, self._proc = self._proc, None
         atexit.unregister(self.close)
         if proc is not None:
@@ -132,8 +119,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def main() -> int:
-    """The child: grids in on stdin, rows out on stdout (nothing if its pdlab is not the
-    parent's)."""
+    """The child: grids in, rows out (nothing if its pdlab is not the parent's)."""
     request = json.loads(sys.stdin.read())
     if Path(request["package"]).resolve() != PACKAGE_DIR:
         return 1

@@ -1,8 +1,6 @@
-"""The modelled price of each first-token design (``pdlab/disagg/designs.py``): what D
-computes before token 1 is known and how long after P's prefill it is known, on a
-:class:`~pdlab.sim.profiles.DeviceProfile`. The P/D pair records what crossed and how D's
-first step was routed (the ``first_token`` event, facts only); the views and
-``pdlab pd --compare-designs`` price it here. vLLM 0.33.0 has no counterpart: it measures.
+"""The modelled price of each first-token design (``pdlab/disagg/designs.py``): the P/D pair
+records the ``first_token`` event (facts only); the views and ``pdlab pd --compare-designs``
+price it here. vLLM 0.33.0 has no counterpart: it measures.
 """
 
 from __future__ import annotations
@@ -20,12 +18,9 @@ def design_point(
     cfg: ModelConfig, mode: str, n: int, kv_bytes: int, forward: str, profile: DeviceProfile, e: int
 ) -> tuple[int, float, float]:
     """``(payload_bytes, d_flops, latency_s)`` of token 1 of an ``n``-token prompt under
-    ``mode``, given the K/V bytes that crossed and how D's first step was routed
-    (``forward``): what crossed besides the K/V, D's modelled FLOPs before token 1 was
-    known, and the modelled latency after P's prefill (the transfer over the profile's
-    link, then D's compute at its roofline; 0 where P's token is the answer), for an idle
-    D: ``pdlab sim`` with no running decodes gives the same compute (its step is that
-    ``lm_head`` alone, or that one-token forward)."""
+    ``mode``, given the K/V bytes that crossed and D's first ``forward``: the latency after
+    P's prefill is the transfer, then D's compute at its roofline, for an idle D (0 where
+    P's token is the answer)."""
     payload = payload_bytes(cfg, mode, kv_bytes, e)
     if mode in ("first_token", "append_prompt"):
         return payload, 0.0, 0.0
@@ -42,8 +37,7 @@ def design_point(
 def price_first_token(
     event: Mapping[str, Any], cfg: ModelConfig, profile: DeviceProfile
 ) -> tuple[float, float]:
-    """``(d_flops, latency_s)`` of one ``first_token`` event of a trace, for the model
-    ``cfg`` the pair ran, on ``profile`` (:func:`design_point`)."""
+    """``(d_flops, latency_s)`` of one ``first_token`` event (:func:`design_point`)."""
     _, flops, latency = design_point(
         cfg,
         event["mode"],

@@ -1,13 +1,9 @@
-"""Modelled FLOPs and bytes: of each kernel call the trace records (:func:`kernel_event_cost`
-prices a ``kernel`` event from its shapes) and of D's one-token step through either MLA path
-(for the tour, the notebooks and ``pdlab bench paths``). The engine records what it ran;
-this lab module prices it, so no cost model rides on the kernel calls.
-
-A matrix product ``[M, K] @ [K, N]`` costs ``2 M N K`` FLOPs; bytes count each operand read
-once and each result written once, at ``elem_bytes`` per value (2 for bf16). These are the
-numbers a roofline reads, not measurements. The two paths mirror ``forward_mha`` (with
-``_compute_prefill_context``) and ``forward_mqa``
-of vLLM 0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``).
+"""Modelled FLOPs and bytes: of each kernel call the trace records (:func:`kernel_event_cost`)
+and of D's one-token step through either MLA path. The engine records what it ran; this lab
+module prices it. Bytes count each operand read once and each result written once, at
+``elem_bytes`` per value: the numbers a roofline reads, not measurements. The two paths
+mirror ``forward_mha`` (with ``_compute_prefill_context``) and ``forward_mqa`` of vLLM
+0.33.0's MLA (``vllm/model_executor/layers/attention/mla_attention.py``).
 """
 
 from __future__ import annotations
@@ -44,17 +40,15 @@ def gemm(m: int, n: int, k: int, e: int = 2) -> tuple[float, float]:
 
 
 def per_head_gemm(m: int, heads: int, n: int, k: int, e: int = 2) -> tuple[float, float]:
-    """``heads`` products ``[m, k] @ [k, n]``, one weight per head (the absorbed ``W_UK`` and
-    ``W_UV`` of the decode path)."""
+    """``heads`` products ``[m, k] @ [k, n]``, one weight per head (the absorbed ``W_UK``)."""
     flops, nbytes = gemm(m, n, k, e)
     return heads * flops, heads * nbytes
 
 
 # What each prefill backend of vLLM 0.33.0 does with V, the strided slice of kv_b_proj's
-# output (vllm/v1/attention/backends/mla/prefill/): FLASH_ATTN with FA3 on Hopper or FA4
-# takes it strided ("none"); FA2 elsewhere pads it with zeros to the qk head size ("pad",
-# requires_v_padding); TRTLLM_RAGGED's CuTe DSL path packs it for the context chunks
-# ("pack", v.contiguous()). pdlab's own forward_mha packs it ("pack").
+# output (vllm/v1/attention/backends/mla/prefill/): FA3 on Hopper or FA4 takes it strided;
+# FA2 pads it to the qk head size (requires_v_padding); TRTLLM_RAGGED's CuTe DSL path packs
+# it for the context chunks (v.contiguous()), as pdlab's own forward_mha does.
 V_COPIES = ("none", "pad", "pack")
 PREFILL_BACKENDS = {  # name -> (V copy for the new tokens, V copy for the context chunks)
     "flash_attn": ("none", "none"),  # FA3 (sm_90) or FA4: what H100/H200/B200 run
@@ -65,45 +59,18 @@ PREFILL_BACKENDS = {  # name -> (V copy for the new tokens, V copy for the conte
 
 
 def k_assembly_cost(
-    tokens: int,
-    heads: int,
-    nope: int,
-    rope: int,
-    v_dim: int,
-    e: int = 2,
-    v_copy: str = "pack",
+    tokens: int, heads: int, nope: int, rope: int, v_dim: int, e: int = 2, v_copy: str = "pack"
 ) -> tuple[float, float]:
-    """The prefill path's copies after ``kv_b_proj``, which move bytes and compute nothing:
-
-    * ``torch.cat([k_nope, k_pe.expand(H)])`` reads ``k_nope`` (``H nope`` values per token,
-      a strided view of ``kv_b_proj``'s output) and ``k_pe`` (``rope`` values, broadcast to
-      every head), and writes K (``H (nope + rope)``);
-    * V, by ``v_copy`` (:data:`V_COPIES`): ``"pack"`` reads it out of the same output and
-      writes it packed (``2 H v``, ``v.contiguous()``); ``"pad"`` reads it and writes it
-      padded to the qk head size (``H (v + nope + rope)``); ``"none"`` passes the strided
-      view (no bytes).
-
-    Packed, about 147 KB per token and layer for DeepSeek-V3 in bf16 (82 KB without the V
-    copy), more than the 1.2 KB its latent row takes in the cache: it scales with the
-    context on the prefill path.
+    """The prefill path's copies after ``kv_b_proj`` (bytes, no FLOPs): K assembled by
+    ``torch.cat([k_nope, k_pe.expand(H)])``, and V as ``v_copy`` says (:data:`V_COPIES`:
+    packed, padded to the qk head size, or the strided view). Packed, about 147 KB per token
+    and layer for DeepSeek-V3 in bf16, against the 1.2 KB its latent row takes in the cache.
     """
     if v_copy not in V_COPIES:
         raise invalid("v_copy", v_copy, Phrase("err_x_one_of", choices=V_COPIES))
     k_bytes = heads * nope + rope + heads * (nope + rope)
     v_bytes = {"none": 0, "pad": heads * (v_dim + nope + rope), "pack": 2 * heads * v_dim}
     return 0.0, float(e) * tokens * (k_bytes + v_bytes[v_copy])
-
-
-def reshape_and_cache_cost(tokens: int, width: int, e: int = 2) -> tuple[float, float]:
-    """``reshape_and_cache_mla``: each new token's latent row (``width = L + R`` values) read
-    from the projection and written into its cache slot. A copy: no FLOPs."""
-    return 0.0, 2.0 * e * tokens * width
-
-
-def gather_cache_cost(rows: int, width: int, e: int = 2) -> tuple[float, float]:
-    """``gather_cache``: ``rows`` cached latent rows (``width = L + R`` values) read through
-    the block table and written packed into the workspace. A copy: no FLOPs."""
-    return 0.0, 2.0 * e * rows * width
 
 
 def split_workspace_cost(
@@ -114,25 +81,20 @@ def split_workspace_cost(
     tile: int,
     q_lens: Sequence[int] | None = None,
 ) -> tuple[float, float]:
-    """``mla_decode``'s fp32 workspace: a request whose tokens span ``n > 1`` splits has
-    stage 1 write, per query, head and split, a normalised partial output (``L`` fp32) and
-    its LSE (1 fp32), and stage 2 read them back and merge them (about 5 FLOPs per value):
-    ``8 q_len H n (L + 1)`` bytes. An unsplit request (``n <= 1``) writes its result
-    directly: nothing. ``q_lens`` (default 1 each): queries per request."""
+    """``mla_decode``'s fp32 workspace: a request over ``n > 1`` splits has stage 1 write,
+    per query, head and split, a partial output (``L``) and its LSE, and stage 2 read and
+    merge them (about 5 FLOPs per value); an unsplit request writes nothing extra."""
     from pdlab.kernels.decode_plan import used_splits
 
     q_lens = [1] * len(seq_lens) if q_lens is None else q_lens
-    n = sum(
-        q * u
-        for q, u in zip(q_lens, (used_splits(s, num_kv_splits, tile) for s in seq_lens))
-        if u > 1
-    )
+    used = [used_splits(s, num_kv_splits, tile) for s in seq_lens]
+    n = sum(q * u for q, u in zip(q_lens, used) if u > 1)
     return 5.0 * heads * n * L, 8.0 * heads * n * (L + 1)
 
 
 def merge_attn_states_cost(tokens: int, heads: int, d_v: int, e: int = 2) -> tuple[float, float]:
-    """``merge_attn_states`` of two partial outputs ``[tokens, heads, d_v]``: both read, one
-    written; about 5 FLOPs per output value (two weights from the LSEs, a blend)."""
+    """``merge_attn_states`` of two partial outputs: both read, one written, about 5 FLOPs
+    per output value."""
     return 5.0 * tokens * heads * d_v, 3.0 * e * tokens * heads * d_v
 
 
@@ -155,9 +117,8 @@ def attention_pairs(q_lens: list[int], k_lens: list[int], causal: bool) -> int:
 def flash_attn_cost(
     q_lens: list[int], k_lens: list[int], heads: int, d_qk: int, d_v: int, causal: bool, e: int = 2
 ) -> tuple[float, float]:
-    """``flash_attn_varlen`` over packed sequences: ``2 (d_qk + d_v)`` FLOPs per head and
-    visible (query, key) pair (scores, then the weighted sum of values); Q, K and V read
-    once, the output written, and an fp32 LSE per query and head."""
+    """``flash_attn_varlen``: ``2 (d_qk + d_v)`` FLOPs per head and visible (query, key)
+    pair; Q, K and V read once, the output and an fp32 LSE per query and head written."""
     pairs = attention_pairs(q_lens, k_lens, causal)
     tq, tk = sum(q_lens), sum(k_lens)
     flops = 2.0 * heads * (d_qk + d_v) * pairs
@@ -172,23 +133,21 @@ def mla_decode_cost(
     v_width: int,
     e: int = 2,
     q_lens: Sequence[int] | None = None,
+    kv_e: int | None = None,
 ) -> tuple[float, float]:
     """Absorbed MQA: every head reads the same latent rows, so bytes do not scale with H.
-
-    ``q_lens`` (default 1 each): queries per request, ``1 + K`` on a row verifying ``K``
-    drafts, bottom-right causal (query ``j`` of ``q`` sees ``seq_len - q + j + 1`` keys).
-    FLOPs follow the (query, key) pairs, about ``1 + K`` times one query's; the rows are
-    read once per request, shared by its queries as the kernel's tiles are, so only the
-    queries and outputs (``H (width + v_width)`` values each) add bytes."""
+    ``q_lens`` (default 1 each): queries per request (``1 + K`` on a verifying row, bottom-
+    right causal); the rows are read once per request, shared by its queries, at ``kv_e``
+    bytes per value (by default ``e``)."""
     q_lens = [1] * len(seq_lens) if q_lens is None else list(q_lens)
     pairs = attention_pairs(q_lens, list(seq_lens), causal=True)
     flops = 2.0 * heads * (width + v_width) * pairs
-    nbytes = float(e) * (sum(seq_lens) * width + sum(q_lens) * heads * (width + v_width))
-    return flops, nbytes
+    rows = float(e if kv_e is None else kv_e) * sum(seq_lens) * width
+    return flops, rows + float(e) * sum(q_lens) * heads * (width + v_width)
 
 
 def decode_tile(L: int, R: int, e: int = 2) -> int:
-    """Tokens per tile of ``mla_decode``'s stage 1 (its split granularity) at these widths."""
+    """Tokens per tile of ``mla_decode``'s stage 1 (its split granularity)."""
     from pdlab.kernels.decode_plan import mla_decode_config
 
     return mla_decode_config(L, R, e)["stage1"]["BLOCK_N"]
@@ -203,9 +162,7 @@ def mla_decode_call_cost(
     e: int = 2,
     q_lens: Sequence[int] | None = None,
 ) -> tuple[float, float]:
-    """One ``mla_decode`` call with ``num_kv_splits``: the attention (:func:`mla_decode_cost`)
-    plus its split workspace round trip (:func:`split_workspace_cost`); ``q_lens`` as there
-    (the call's ``query_start_loc`` differences; None: one query per request)."""
+    """One ``mla_decode`` call: the attention plus its split workspace round trip."""
     fl, by = mla_decode_cost(seq_lens, heads, L + R, L, e, q_lens)
     tile = decode_tile(L, R, e)
     wf, wb = split_workspace_cost(seq_lens, heads, L, num_kv_splits, tile, q_lens)
@@ -213,14 +170,14 @@ def mla_decode_call_cost(
 
 
 def kernel_event_cost(event: Mapping[str, Any]) -> tuple[float, float]:
-    """``(flops, bytes)`` of one ``kernel`` event, from the shapes, the split count and the
-    bytes per value (``elem_bytes``) that ``pdlab/engine/attention/mla_attention.py`` records with
-    each call.
-    The part a name carries in brackets ("kv_b_proj (context)") does not change the price."""
+    """``(flops, bytes)`` of one ``kernel`` event, from what
+    ``pdlab/engine/attention/mla_attention.py`` records with each call (the part a name
+    carries in brackets does not change the price). The two copies of latent rows
+    (``L + R`` values) cost no FLOPs."""
     s, e = event["shapes"], int(event["elem_bytes"])
     op = event["name"].split(" (")[0]
     if op == "reshape_and_cache_mla":
-        flops, nbytes = reshape_and_cache_cost(s["kv_c"][0], s["kv_cache"][-1], e)
+        flops, nbytes = 0.0, 2.0 * e * s["kv_c"][0] * s["kv_cache"][-1]
     elif op == "q_nope @ W_UK_T":
         rows, h, n = s["q_nope"]
         flops, nbytes = per_head_gemm(rows, h, s["W_UK_T"][-1], n, e)
@@ -235,7 +192,7 @@ def kernel_event_cost(event: Mapping[str, Any]) -> tuple[float, float]:
         rows, h, L = s["o_latent"]
         flops, nbytes = per_head_gemm(rows, h, s["W_UV"][-1], L, e)
     elif op == "gather_cache":
-        flops, nbytes = gather_cache_cost(s["rows"], s["kv_cache"][-1], e)
+        flops, nbytes = 0.0, 2.0 * e * s["rows"] * s["kv_cache"][-1]
     elif op == "kv_b_proj":
         tokens, L = s["kv_c"]
         flops, nbytes = gemm(tokens, s["kv_b_proj"][0], L, e)
@@ -269,10 +226,8 @@ def prefill_path_cost(
     kv_e: int | None = None,
 ) -> Cost:
     """``forward_mha`` for one request with ``context_len`` cached tokens, one layer, as
-    ``prefill_backend`` (:data:`PREFILL_BACKENDS`) runs it: by default FLASH_ATTN, the
-    prefill backend vLLM 0.33.0 picks on Hopper (FA3) and for DeepSeek's widths on
-    Blackwell (FA4), which takes V strided. ``kv_e`` is the cache's bytes per value (1
-    for fp8: the gather reads it at that and writes the workspace at ``e``)."""
+    ``prefill_backend`` (:data:`PREFILL_BACKENDS`) runs it: by default FLASH_ATTN, which
+    vLLM 0.33.0 picks on Hopper and Blackwell. ``kv_e``: the cache's bytes per value."""
     kv_e = e if kv_e is None else kv_e
     if prefill_backend not in PREFILL_BACKENDS:
         allowed = Phrase("err_x_one_of", choices=list(PREFILL_BACKENDS))
@@ -280,25 +235,19 @@ def prefill_path_cost(
     v_new, v_ctx = PREFILL_BACKENDS[prefill_backend]
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     kv_b_n = h * (cfg.qk_nope_head_dim + cfg.v_head_dim)
-    nope, dv = cfg.qk_nope_head_dim, cfg.v_head_dim
+    nope, dv, qk = cfg.qk_nope_head_dim, cfg.v_head_dim, cfg.qk_head_dim
     c = Cost()
     c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * query_len * (L + R))
     c.add("kv_b_proj (new tokens)", *gemm(query_len, kv_b_n, L, e))
     c.add("K/V assembly (new tokens)", *k_assembly_cost(query_len, h, nope, R, dv, e, v_new))
-    c.add(
-        "flash_attn_varlen (new tokens, causal)",
-        *flash_attn_cost([query_len], [query_len], h, cfg.qk_head_dim, cfg.v_head_dim, True, e),
-    )
+    causal = flash_attn_cost([query_len], [query_len], h, qk, dv, True, e)
+    c.add("flash_attn_varlen (new tokens, causal)", *causal)
     if context_len > 0:
         c.add("gather_cache (context)", 0.0, float(kv_e + e) * context_len * (L + R))
         c.add("kv_b_proj (context up-projection)", *gemm(context_len, kv_b_n, L, e))
         c.add("K/V assembly (context)", *k_assembly_cost(context_len, h, nope, R, dv, e, v_ctx))
-        c.add(
-            "flash_attn_varlen (context, no mask)",
-            *flash_attn_cost(
-                [query_len], [context_len], h, cfg.qk_head_dim, cfg.v_head_dim, False, e
-            ),
-        )
+        full = flash_attn_cost([query_len], [context_len], h, qk, dv, False, e)
+        c.add("flash_attn_varlen (context, no mask)", *full)
         c.add("merge_attn_states", *merge_attn_states_cost(query_len, h, dv, e))
     return c
 
@@ -311,25 +260,16 @@ def decode_rows_cost(
     kv_e: int | None = None,
 ) -> Cost:
     """``forward_mqa`` for a batch of rows, one layer: the new tokens cached, ``W_UK``
-    absorbed into the queries, ``mla_decode`` over each row's ``seq_lens`` tokens (its
-    context and its new tokens), the result through ``W_UV``. Each row has one query token,
-    or ``query_lens`` of them (a verifying row under speculative decoding, ``1 + K``): its
-    cached rows are read once for all its queries, causal among the new tokens, as
-    FlashMLA's decode does. ``kv_e`` is the cache's bytes per value (1 for an fp8 KV
-    cache; by default ``e``): the cached rows are read, and the new ones written, at it."""
+    absorbed, ``mla_decode`` over each row's ``seq_lens`` tokens, then ``W_UV``. A row of
+    ``query_lens`` queries (``1 + K``) reads its cached rows once, as FlashMLA's decode does;
+    ``kv_e``: the cache's bytes per value (by default ``e``)."""
     b, h, L, R = len(seq_lens), cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     q = list(query_lens) if query_lens is not None else [1] * b
     tq, kv_e = sum(q), e if kv_e is None else kv_e
     c = Cost()
     c.add("reshape_and_cache_mla", 0.0, float(e + kv_e) * tq * (L + R))
     c.add("q_nope @ W_UK (absorb)", *per_head_gemm(tq, h, L, cfg.qk_nope_head_dim, e))
-    if all(n == 1 for n in q) and kv_e == e:
-        c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e))
-    else:
-        pairs = sum(n * (s - n) + n * (n + 1) // 2 for s, n in zip(seq_lens, q))
-        flops = 2.0 * h * (L + R + L) * pairs
-        nbytes = float(kv_e) * sum(seq_lens) * (L + R) + float(e) * tq * h * (L + R + L)
-        c.add("mla_decode", flops, nbytes)
+    c.add("mla_decode", *mla_decode_cost(list(seq_lens), h, L + R, L, e, q, kv_e))
     c.add("out @ W_UV", *per_head_gemm(tq, h, cfg.v_head_dim, L, e))
     return c
 
@@ -341,21 +281,17 @@ def decode_path_cost(
     num_kv_splits: int | None = None,
     num_sms: int | None = None,
 ) -> Cost:
-    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer
-    (:func:`decode_rows_cost` for one row), plus ``mla_decode``'s split workspace for its
-    split count (``None``: automatic for one request on ``num_sms`` SMs, by default the CPU
-    stand-in of ``pdlab/kernels/decode_plan.py``)."""
+    """``forward_mqa`` for one token over ``context_len`` cached tokens, one layer, plus
+    ``mla_decode``'s split workspace (``None`` splits: automatic on ``num_sms`` SMs, by
+    default the CPU stand-in of ``pdlab/kernels/decode_plan.py``)."""
     from pdlab.kernels import decode_plan as da
 
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     seq = context_len + 1
     splits = num_kv_splits or da.num_kv_splits_auto(1, h, seq, num_sms or da.CPU_NUM_SMS, L, R)
     c = decode_rows_cost(cfg, [seq], e)
-    c.add(
-        "mla_decode split workspace",
-        *split_workspace_cost([seq], h, L, splits, decode_tile(L, R, e)),
-    )
-    return c
+    workspace = split_workspace_cost([seq], h, L, splits, decode_tile(L, R, e))
+    return c.add("mla_decode split workspace", *workspace)
 
 
 def absorb_crossover_query_len(cfg: ModelConfig) -> float:
@@ -392,10 +328,8 @@ def mla_forms_flops(cfg: ModelConfig, query_len: int, context_len: int) -> tuple
 
 
 def absorb_flops_per_key(cfg: ModelConfig, query_len: int) -> tuple[float, float]:
-    """``(naive, absorbed)`` FLOPs per cached token and layer for ``query_len`` query tokens
-    of one request: the naive form up-projects the key once (``2 L H (nope + v)``) and then
-    attends at ``qk + v`` per head and query; the absorbed form attends over the latent row
-    at ``(L + R) + L`` per head and query."""
+    """``(naive, absorbed)`` FLOPs per cached token and layer for ``query_len`` queries of
+    one request (the two forms as :func:`mla_forms_flops` counts them)."""
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
     naive = 2.0 * L * h * (n + v) + query_len * 2.0 * h * (n + R + v)
@@ -404,10 +338,9 @@ def absorb_flops_per_key(cfg: ModelConfig, query_len: int) -> tuple[float, float
 
 
 def shared_weight_bytes(cfg: ModelConfig, path: str, context_len: int, e: int = 2) -> float:
-    """Bytes of weights a path's cost counts that a batch reads once for all its requests:
-    ``kv_b_proj`` on the prefill path (once for the new tokens, once more for the context),
-    the absorbed ``W_UK`` and ``W_UV`` on the decode path. ``cost.bytes`` minus this is what
-    one more request in a batch adds (its marginal bytes)."""
+    """Bytes of weights a path's cost counts that a batch reads once for all its requests
+    (``kv_b_proj``, or the absorbed ``W_UK`` and ``W_UV``): ``cost.bytes`` minus this is one
+    more request's marginal bytes."""
     h, L = cfg.num_attention_heads, cfg.kv_lora_rank
     n, v = cfg.qk_nope_head_dim, cfg.v_head_dim
     if path == "prefill":

@@ -1,7 +1,6 @@
-"""Published peaks of common GPUs (dense bf16 tensor FLOP/s, HBM bandwidth), each with its
-source: plain data, so that ``pdlab sim`` and the device profiles read them without
-importing torch. :mod:`pdlab.tools.measure` re-exports them. vLLM 0.33.0 has no
-counterpart.
+"""Published peaks of common GPUs (dense bf16 tensor FLOP/s, HBM bandwidth): plain data, so
+that ``pdlab sim`` reads them without importing torch (the sources of the four it offers are
+the catalog's ``sim_source_*``). vLLM 0.33.0 has no counterpart.
 """
 
 from __future__ import annotations
@@ -32,20 +31,8 @@ PEAKS = [
 ]
 
 
-# Where the figures of the GPUs ``pdlab sim`` offers come from (SXM parts).
-PEAK_SOURCES = {
-    "H100": "NVIDIA H100 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
-    "with sparsity), 3.35 TB/s HBM3",
-    "H800": "NVIDIA H800 SXM product brief: H100's tensor cores (989 TFLOP/s dense bf16, "
-    "1,979 with sparsity), 3.35 TB/s HBM3; NVLink cut to 400 GB/s",
-    "H200": "NVIDIA H200 Tensor Core GPU datasheet (SXM): 989 TFLOP/s dense bf16 (1,979 "
-    "with sparsity), 4.8 TB/s HBM3e",
-    "B200": "NVIDIA HGX B200 specifications (1,000 W): 2,250 TFLOP/s dense bf16 (4.5 "
-    "PFLOPS with sparsity), 8 TB/s HBM3e",
-}
-
-# HBM capacity (GB) of the GPUs ``pdlab sim`` offers, from the same datasheets: what a
-# GPU's share of the weights must fit in.
+# HBM capacity (GB) of the GPUs ``pdlab sim`` offers, from their datasheets: what a GPU's
+# share of the weights must fit in.
 MEMORY_GB = {"H100": 80, "H800": 80, "H200": 141, "B200": 180}
 
 

@@ -1,15 +1,8 @@
-"""What ``pdlab sim`` reports about a run of :func:`pdlab.sim.simulator.simulate`, as numbers: TPOT
-p50 and its tail (each step gives every running decode ``1 + a + ... + a^K`` tokens, one
-without speculative decoding, so a step's time over that is one TPOT sample), D's time to
-first token (arrival at D to token 1 known; 0 where P's token is the answer) and to the
-second token, the tokens a row emits per step, the share of steps that are not
-uniform decode batches (the full decode CUDA graph lost) and the share whose experts'
-all-to-all takes at least as long as the rest of the step (bound by the link, where the
-two overlap); the grid over routings and designs. Its table and plots are views:
-``pdlab/ui/sim_report.py``.
-
-The tail is a p99 only where there are at least :data:`P99_MIN_SAMPLES` samples (a
-nearest-rank p99 of fewer is the maximum); below that the report says ``max``.
+"""What ``pdlab sim`` reports about a run of :func:`pdlab.sim.simulator.simulate`, as numbers
+(what each means is the catalog's ``sim_caption``): TPOT (a step's time over the tokens a
+running row emits in it), D's time to token 1 and to token 2, tokens per step, the share of
+steps that lose the decode CUDA graph and of those bound by the experts' all-to-all; and the
+grid over routings and designs. Its table and plots are views: ``pdlab/ui/sim_report.py``.
 """
 
 from __future__ import annotations
@@ -28,8 +21,8 @@ P99_MIN_SAMPLES = 100
 
 
 def tail(xs: Sequence[float]) -> tuple[str, float]:
-    """``("p99", value)`` over at least :data:`P99_MIN_SAMPLES` samples, else ``("max",
-    the largest)``."""
+    """``("p99", value)`` over at least :data:`P99_MIN_SAMPLES` samples (a nearest-rank p99
+    of fewer is the maximum), else ``("max", the largest)``."""
     if len(xs) >= P99_MIN_SAMPLES:
         return "p99", percentile(xs, 99)
     return "max", max(xs, default=0.0)
@@ -45,8 +38,7 @@ def percentile(xs: Sequence[float], q: float) -> float:
 
 
 def summarize(res: SimResult) -> dict[str, Any]:
-    """The run's figures. ``*_p99_s`` is the tail :func:`tail` gives, named by
-    ``*_tail`` (``"p99"`` or ``"max"``)."""
+    """The run's figures; ``*_p99_s`` is :func:`tail`'s value, named by ``*_tail``."""
     per_step = res.config.tokens_per_verify_step
     tpot = [s.time_s / per_step for s in res.steps if s.verifying_rows]
     ttft = [r.ttft_d for r in res.requests if r.ttft_d >= 0]
@@ -80,10 +72,8 @@ def summarize(res: SimResult) -> dict[str, Any]:
 
 
 def deployment_figures(res: SimResult) -> dict[str, Any]:
-    """How the run's model was deployed (:class:`pdlab.sim.costs.Deployment`): for a model
-    with experts, the GPUs, the weights' dtype, each GPU's expert slots, the redundant
-    ones and each GPU's weights in bytes (the MTP module's with speculative decoding); for
-    a model without, one GPU."""
+    """How the run's model was deployed (:class:`pdlab.sim.costs.Deployment`); one GPU for a
+    model without experts."""
     m = res.model
     if m is None or not has_experts(m):
         return {"num_gpus": 1}
@@ -112,8 +102,8 @@ def run_grid(
     routings: Sequence[str] = ROUTINGS,
     progress: Callable[[int, int, float], None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[tuple[str, str], SimResult]]:
-    """Every (routing, design) of ``base``: the summaries and the runs. ``progress`` is
-    told (runs done, runs, simulated seconds of the current run)."""
+    """Every (routing, design) of ``base``: the summaries and the runs; ``progress`` is told
+    (runs done, runs, simulated seconds of the current run)."""
     rows, runs = [], {}
     pairs = [(r, d) for r in routings for d in designs]
     for i, (routing, design) in enumerate(pairs):

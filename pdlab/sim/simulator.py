@@ -4,45 +4,25 @@ request's first step costs the whole decode batch, per first-token design and ro
 D runs ``batch_size`` decodes (each over ``context`` cached tokens, growing a token per
 step) and takes arrivals whose K/V have landed: Poisson in time (seeded), prompt lengths
 from the distribution the user picks. An arrival's first step on D is the row its design
-makes (``pdlab/disagg/designs.py``): ``recompute`` one token over ``N - 1`` of an
-``N``-token prompt, ``append_prompt`` one over ``N`` of ``N + 1`` (both still
-``is_prefilling``), ``first_token`` and ``hidden_state`` a plain decode over ``N`` (the
-latter's token 1 comes from ``lm_head`` on P's hidden state, in the step during which its
-K/V land, as pdlab's runner computes it: a row of that step's ``lm_head``, known at the
-step's end, one step before its first row). It then decodes ``output_len`` tokens and leaves.
+makes (:func:`first_row`; the designs are ``pdlab/disagg/designs.py``; ``hidden_state``'s
+token 1 is a row of the ``lm_head`` of the step during which its K/V land). It then
+decodes ``output_len`` tokens and leaves.
 
 With ``num_speculative_tokens = K > 0`` (DeepSeek's MTP), every running decode verifies
-``1 + K`` tokens a step and emits on average ``1 + a + ... + a^K`` of them (``a`` the
-acceptance rate; :data:`MTP_ACCEPTANCE_RATE`, cited); an arrival's first row is padded
-to ``1 + K`` with ``K`` placeholder drafts, as 0.33.0's ``pad_spec_decode`` does, and
-emits one token (the placeholders are rejected). The engine's ``gather_batch_req_state``
-is handed every row's drafts and subtracts them before ``prefill_runs_as_decode``, the
-builder's threshold is ``max(threshold, 1 + K)``, and decode context parallelism (routing
-``dcp``: opt-in, on either role) drops it to 1 for a builder without
-``supports_dcp_with_varlen``; D is a NIXL instance, whose interleave DCP sets to the block
-size, so FLASH_ATTN_MLA drops to 1 too, and vLLM 0.33.0 refuses MTP on it at start-up
-(``check_attention_cp_compatibility``), which is why the MTP grids leave ``dcp`` out.
-``dcp`` models only that routing: its costs are one device's (the context split over the
-ranks is not modelled).
+``1 + K`` tokens a step and emits on average ``1 + a + ... + a^K`` of them (``a``:
+:data:`MTP_ACCEPTANCE_RATE`); an arrival's first row is padded with ``K`` placeholder
+drafts, as 0.33.0's ``pad_spec_decode`` does, and emits one token. vLLM 0.33.0 refuses MTP
+under routing ``dcp`` on a NIXL instance (``check_attention_cp_compatibility``), so the MTP
+grids leave it out; ``dcp`` models the routing only, its costs one device's.
 
-A model with experts (DeepSeek-V3) runs as deployed: ``num_gpus`` GPUs (DeepSeek's decode
-instance, 144, by default), attention data parallel with ``batch_size`` the decodes of the
-one GPU simulated, the routed experts expert parallel, weights ``weight_dtype``, the
-experts' all-to-all overlapped with compute by two micro-batches unless
-``overlap_all_to_all`` is False (:class:`pdlab.sim.costs.Deployment`; :func:`check_fits`
-refuses an instance whose weights overflow a GPU). A model without experts runs on one GPU.
+A model with experts runs as deployed (:class:`pdlab.sim.costs.Deployment`; :func:`check_fits`
+refuses an instance whose weights overflow a GPU), ``batch_size`` the decodes of the one
+GPU simulated; a model without experts runs on one GPU.
 
-Every routing decision is the engine's own code: the model runner's
-:func:`pdlab.engine.worker.gpu.batch.gather_batch_req_state` (V2's ``prefill_runs_as_decode`` and
-``decode_graph_eligible``, PCP's reorder, V1), and the rule of
-:func:`pdlab.engine.attention.backend.split_decodes_and_prefills`
-(:func:`~pdlab.engine.attention.backend.split_query_lens`, on the runner's query lengths and
-``is_prefilling``) with the thresholds of the MLA builder for the backend the platform
-picks for the GPU (``pdlab/engine/platforms.py``) and ``treat_short_extends_as_decodes = not
-use_pcp``. None of it needs torch, and the simulator does not import it. Each step's time is
-:meth:`pdlab.sim.costs.StepCost.time_s` on the device profile. vLLM has no counterpart;
-published simulators (vidur, DistServe's, splitwise-sim, llm-d's) assume P emits token 1
-and model no such step.
+Every routing decision is the engine's own code (``gather_batch_req_state``, then
+``split_query_lens`` with the thresholds of the MLA builder the platform picks); none of it
+needs torch. vLLM has no counterpart; published simulators (vidur, DistServe's,
+splitwise-sim, llm-d's) assume P emits token 1 and model no such step.
 """
 
 from __future__ import annotations
@@ -77,10 +57,8 @@ from pdlab.sim.costs import (
 from pdlab.sim.peaks import MEMORY_GB
 from pdlab.sim.profiles import DeviceProfile
 
-# DeepSeek-V3's own figure for its MTP module (depth 1) as a speculative drafter: "the
-# acceptance rate of the second token prediction ranges between 85% and 90%". pdlab takes
-# the low end, and the same rate for every further draft when K > 1 (an assumption: the
-# report gives no figure past the second token).
+# DeepSeek-V3's own figure for its MTP module as a drafter: 85-90% for the second token.
+# pdlab takes the low end for every draft (an assumption past the second token).
 MTP_ACCEPTANCE_RATE = 0.85
 MTP_ACCEPTANCE_SOURCE = (
     "DeepSeek-V3 Technical Report (arXiv:2412.19437), section 5.4.3: 85-90% for the "
@@ -112,9 +90,7 @@ class SimConfig:
     num_speculative_tokens: int = 0
     acceptance_rate: float = MTP_ACCEPTANCE_RATE
     kv_cache_dtype: str = "auto"
-    # A model with experts: the decode instance's GPUs and its linear weights' dtype
-    # (pdlab.sim.costs.Deployment; DeepSeek's decode deployment by default). The batch
-    # above is one GPU's; a model without experts runs on one GPU and ignores both.
+    # A model with experts (pdlab.sim.costs.Deployment; ignored without experts):
     num_gpus: int = DEEPSEEK_DECODE_GPUS
     weight_dtype: str = "fp8"
     overlap_all_to_all: bool = True  # two micro-batches, as DeepSeek's decode
@@ -158,25 +134,20 @@ class SimConfig:
 
     @property
     def deployment(self) -> Deployment:
-        """How a model with experts is split over the instance's GPUs."""
         return Deployment(self.num_gpus, self.weight_dtype, self.overlap_all_to_all)
 
     @property
     def tokens_per_verify_step(self) -> float:
-        """Tokens a verifying row emits per step on average: the first (always), then each
-        draft while every one before it was accepted, ``1 + a + ... + a^K``."""
+        """Tokens a verifying row emits per step on average: ``1 + a + ... + a^K``."""
         return sum(self.acceptance_rate**i for i in range(self.num_speculative_tokens + 1))
 
 
 def max_arrival_rate(duration_s: float) -> float:
-    """The highest arrival rate whose expected arrivals in ``duration_s`` stay within
-    :data:`MAX_SIM_ARRIVALS`."""
+    """The highest arrival rate whose expected arrivals stay within :data:`MAX_SIM_ARRIVALS`."""
     return MAX_SIM_ARRIVALS / duration_s if duration_s > 0 else math.inf
 
 
 def arrival_rate_allowed(top: float, setting: str) -> Phrase:
-    """What an arrival rate may be: ``a number from 0 to top (at most N arrivals in
-    <setting>)``."""
     return Phrase("err_x_sim_rate", top=f"{top:g}", n=MAX_SIM_ARRIVALS, setting=setting)
 
 
@@ -199,7 +170,6 @@ class SimStep:
 class SimRequest:
     arrival: float
     prompt_len: int
-    first_step_t: float = -1.0
     ttft_d: float = -1.0  # arrival at D to token 1 known (0: P's token is the answer)
     t2t_d: float = -1.0  # arrival at D to token 2
     left: float = 0.0  # tokens still to emit (expected, under MTP)
@@ -231,8 +201,7 @@ def _prompt_sampler(cfg: SimConfig, rng: random.Random) -> Callable[[], int]:
 
 
 def arrivals(cfg: SimConfig) -> list[SimRequest]:
-    """The arrivals at D within ``duration_s``, seeded: exponential gaps at
-    ``arrival_rate``, prompt lengths from ``prompt_dist``."""
+    """The arrivals at D within ``duration_s``, seeded: Poisson, lengths from ``prompt_dist``."""
     rng = random.Random(cfg.seed)
     draw = _prompt_sampler(cfg, rng)
     out, t = [], 0.0
@@ -245,8 +214,8 @@ def arrivals(cfg: SimConfig) -> list[SimRequest]:
 
 
 def first_row(design: str, n: int) -> tuple[int, int, int]:
-    """``(num_computed_tokens, num_prompt_tokens, prefill_len)`` of an arrival's first
-    step on D under ``design``, for an ``n``-token prompt (one new token scheduled)."""
+    """``(num_computed_tokens, num_prompt_tokens, prefill_len)`` of an arrival's first step
+    on D under ``design``, for an ``n``-token prompt."""
     if design == "recompute":
         return n - 1, n, n
     if design == "append_prompt":
@@ -255,9 +224,7 @@ def first_row(design: str, n: int) -> tuple[int, int, int]:
 
 
 def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
-    """The MLA builder D runs under ``cfg``'s routing, speculative tokens and KV cache
-    dtype on ``gpu``, and its backend's name (the one the platform picks:
-    ``pdlab/engine/platforms.py``)."""
+    """The MLA builder D runs under ``cfg`` on ``gpu``, and its backend's name."""
     from pdlab.engine.config import MLA_BACKENDS
     from pdlab.engine.platforms import select_mla_backend
 
@@ -275,18 +242,10 @@ def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
     ), MLA_BACKENDS[backend].name
 
 
-def _gather(
-    rows: tuple[dict[str, int], dict[str, int], dict[str, int], dict[str, int]],
-    k: int,
-    runner: str,
-    use_pcp: bool,
-    threshold: int,
-):
-    """The runner's view of the step: the engine's ``gather_batch_req_state`` given each
-    row's scheduled tokens, ``num_computed_tokens``, prompt length and ``prefill_len``,
-    its ``K`` drafts (or, on a first row, the scheduler's ``-1`` placeholders) and V2's
-    decode query length ``1 + K``; it subtracts the drafts before ``prefill_runs_as_decode``
-    (``num_new_tokens = num_scheduled_tokens - num_draft_tokens``, as 0.33.0's V2 does)."""
+def _gather(rows: tuple[dict[str, int], ...], k: int, runner: str, use_pcp: bool, threshold: int):
+    """The runner's view of the step: ``gather_batch_req_state`` given each row's scheduled
+    tokens, ``num_computed_tokens``, prompt length and ``prefill_len``, and its ``K`` drafts
+    (or the scheduler's placeholders), which it subtracts as 0.33.0's V2 does."""
     scheduled, computed, prompt, prefill = rows
     placeholders = [-1] * k  # only their number is read
     drafts = {"draft_tokens": dict.fromkeys(scheduled, placeholders), "decode_query_len": 1 + k}
@@ -304,8 +263,7 @@ def _gather(
 
 
 def _arrived(requests: list[SimRequest], t: float, before: bool = False) -> int:
-    """How many of ``requests`` (in arrival order) have arrived by ``t`` (``before``: by
-    just before it)."""
+    """How many of ``requests`` (in arrival order) have arrived by ``t`` (or just before)."""
     n = 0
     while n < len(requests) and (requests[n].arrival < t if before else requests[n].arrival <= t):
         n += 1
@@ -313,8 +271,7 @@ def _arrived(requests: list[SimRequest], t: float, before: bool = False) -> int:
 
 
 def check_fits(cfg: SimConfig, model: ModelConfig, profile: DeviceProfile) -> None:
-    """Refuse a deployment whose weights alone overflow one GPU of the profile (a model
-    with experts on a profile whose memory is published)."""
+    """Refuse a deployment whose weights alone overflow one GPU of a published profile."""
     mem = MEMORY_GB.get(profile.name)
     if mem is None or not has_experts(model):
         return
@@ -323,16 +280,9 @@ def check_fits(cfg: SimConfig, model: ModelConfig, profile: DeviceProfile) -> No
     if need(cfg.num_gpus) <= mem * 1e9:
         return
     least = next((n for n in range(cfg.num_gpus, MAX_GPUS + 1) if need(n) <= mem * 1e9), None)
-    allowed = Phrase(
-        "err_x_sim_fits",
-        n=least if least is not None else f"> {MAX_GPUS}",
-        gpu=profile.name,
-        model=model.name,
-        dtype=cfg.weight_dtype,
-        gb=f"{need(cfg.num_gpus) / 1e9:.0f}",
-        value=cfg.num_gpus,
-        mem=mem,
-    )
+    n, gb = least if least is not None else f"> {MAX_GPUS}", f"{need(cfg.num_gpus) / 1e9:.0f}"
+    what = {"gpu": profile.name, "model": model.name, "dtype": cfg.weight_dtype}
+    allowed = Phrase("err_x_sim_fits", n=n, **what, gb=gb, value=cfg.num_gpus, mem=mem)
     raise invalid("num_gpus", cfg.num_gpus, allowed)
 
 
@@ -343,8 +293,8 @@ def simulate(
     gpu: str = "h200",
     progress: Callable[[float], None] | None = None,
 ) -> SimResult:
-    """Run D until ``duration_s`` of simulated time has passed and every arrival has its
-    second token. ``progress`` is told the simulated time after each step."""
+    """Run D until ``duration_s`` have passed and every arrival has its second token;
+    ``progress`` is told the simulated time after each step."""
     check_fits(cfg, model, profile)
     use_pcp = cfg.routing == "pcp"
     builder, backend_name = builder_for(cfg, gpu)
@@ -380,8 +330,7 @@ def simulate(
             continue
         pending = landing + pending[due:]  # the rest have not arrived
         # Each row's scheduled tokens, num_computed_tokens, prompt and prefill_len, in the
-        # scheduler's order: the running decodes (their prompt long done), then the arrivals
-        # past their first step (decodes now), then the new ones.
+        # scheduler's order: the running decodes, the arrivals past their first step, the new.
         c = round(background)
         rows = tuple(dict.fromkeys(background_ids, x) for x in (q1, c, c, c))
         others = [(f"a{j}", (q1, *[round(r.context)] * 3)) for j, r in enumerate(active)]
@@ -391,13 +340,8 @@ def simulate(
                 d[rid] = x
         if rows[0]:
             batch, q, uniform = _gather(rows, k, runner, use_pcp, threshold)
-            nd, npf, _, _ = split_query_lens(
-                q,
-                batch.is_prefilling,
-                threshold,
-                builder.require_uniform,
-                builder.treat_short_extends_as_decodes,
-            )
+            rules = (threshold, builder.require_uniform, builder.treat_short_extends_as_decodes)
+            nd, npf, _, _ = split_query_lens(q, batch.is_prefilling, *rules)
             contexts, eligible = list(batch.num_computed_tokens), batch.decode_graph_eligible
         else:  # only P's hidden states to turn into tokens
             nd = npf = 0
@@ -414,21 +358,11 @@ def simulate(
             cost = step_cost(model, dec, pre, eligible, 2, len(landing), k, kv_e, deploy)
         dt = cost.time_s(profile)
         verifying = len(background_ids) + len(active)
-        res.steps.append(
-            SimStep(
-                t,
-                dt,
-                nd,
-                npf,
-                eligible,
-                uniform is not None and npf == 0,
-                cost,
-                contexts,
-                q,
-                verifying * per_step + len(new),
-                verifying,
-            )
+        uniform_decode, tokens = uniform is not None and npf == 0, verifying * per_step + len(new)
+        step = SimStep(
+            t, dt, nd, npf, eligible, uniform_decode, cost, contexts, q, tokens, verifying
         )
+        res.steps.append(step)
         for r in landing:
             r.landed, r.ttft_d = True, t + dt - r.arrival
         for r in active:  # the rows that were running before this step
@@ -437,7 +371,7 @@ def simulate(
             r.left -= per_step
             r.context += per_step
         for r in new:
-            r.first_step_t, r.left = t, cfg.output_len - 1  # tokens after token 1
+            r.left = cfg.output_len - 1  # tokens after token 1
             r.context = first_row(cfg.design, r.prompt_len)[0] + 1
             if cfg.design in ("first_token", "append_prompt"):
                 r.ttft_d = 0.0

@@ -2,25 +2,16 @@
 
 Triton lowers a kernel to PTX and then to a cubin with the ``ptxas`` inside its wheel, so a
 CPU-only machine can still prove that each kernel builds for an A100 (sm_80) and an H100
-(sm_90). A kernel that runs in the interpreter but does not compile is broken for every
-user with a GPU: for example ``tl.dot`` with a dimension under 16 runs interpreted and fails
-here. The PTX also shows whether the matrix products use tensor cores: ``wgmma`` (Hopper's
-warp-group MMA, needs a 64-row tile per warp group) or ``mma`` (Ampere's warp-level MMA,
-which Hopper also runs). ``pdlab doctor --aot`` renders :func:`run_aot_check`.
+(sm_90): a kernel that runs in the interpreter but does not compile (``tl.dot`` with a
+dimension under 16) is broken for every user with a GPU. The SASS also shows whether the
+matrix products use tensor cores (``wgmma`` on Hopper, ``mma`` on Ampere). What is compiled
+is in ``aot_specs.py``; ``pdlab doctor --aot`` renders :func:`run_aot_check`. vLLM has no
+counterpart: its Triton kernels compile at their first launch.
 
-What is compiled (each kernel, configured as its launcher would, for a sample launch) is in
-``aot_specs.py``; this file builds each spec the way the JIT would, reads the cubin and
-reports. vLLM has no counterpart: its Triton kernels compile at their first launch.
-
-``TRITON_INTERPRET=1`` (set by ``backend.py`` on a CPU machine) is read when ``@triton.jit``
-decorates: every kernel, and Triton's own ``@jit`` library functions such as ``tl.max`` and
-``tl.cdiv``, become ``InterpretedFunction`` objects that the compiler cannot lower. That is
-decided at import, for the whole process, so when this process interprets, the check runs
+``TRITON_INTERPRET=1`` (set by ``backend.py`` on a CPU machine) turns every ``@triton.jit``
+function into one the compiler cannot lower, for the whole process, so then the check runs
 in child Pythons with ``TRITON_INTERPRET=0`` (``python -m pdlab.tools.aot --shard K/N``),
-each streaming one JSON line per build back. The builds are independent, so
-:func:`run_aot_check` shares them among one child per core (at most 8): every N-th build
-goes to one child, and the results come back in one order whatever N is. Run directly, the
-module prints the same lines.
+each streaming one JSON line per build back.
 """
 
 from __future__ import annotations
@@ -131,41 +122,23 @@ def compile_one(spec: KernelSpec, target: int, dtype: str, label: str) -> AotRes
         )
     except Exception as e:  # a compile error is a result to report, not a crash
         first = str(e).strip().splitlines()
+        error = f"{type(e).__name__}: {first[0] if first else ''}"[:300]
         return AotResult(
-            spec.name,
-            target,
-            dtype,
-            label,
-            False,
-            f"{type(e).__name__}: {first[0] if first else ''}"[:300],
-            time.perf_counter() - t0,
-            False,
+            spec.name, target, dtype, label, False, error, time.perf_counter() - t0, False
         )
     ptx = compiled.asm["ptx"]
     found = {"mma": "wgmma" if "wgmma" in ptx else ("mma" if "mma.sync" in ptx else "-")}
     found |= inspect_cubin(compiled.asm["cubin"])
     shared = int(getattr(compiled.metadata, "shared", 0))
-    ok, error = True, None
+    error = None
     if shared > MAX_SHARED[target]:
-        ok, error = (
-            False,
-            (f"needs {shared} bytes of shared memory, sm_{target} has {MAX_SHARED[target]}"),
-        )
+        error = f"needs {shared} bytes of shared memory, sm_{target} has {MAX_SHARED[target]}"
     elif spec.uses_dot and found["mma"] == "-":
-        ok, error = False, "tl.dot compiled without tensor-core instructions"
+        error = "tl.dot compiled without tensor-core instructions"
     tensor_cores = found["mma"] == ("wgmma" if target >= 90 else "mma")
-    return AotResult(
-        spec.name,
-        target,
-        dtype,
-        label,
-        ok,
-        error,
-        time.perf_counter() - t0,
-        tensor_cores,
-        shared_bytes=shared,
-        **found,
-    )
+    seconds = time.perf_counter() - t0
+    head = (spec.name, target, dtype, label, error is None, error, seconds, tensor_cores)
+    return AotResult(*head, shared_bytes=shared, **found)
 
 
 def compiled_flavour() -> bool:
@@ -191,13 +164,8 @@ def run_aot_check(
     jobs: int | None = None,
 ) -> list[AotResult]:
     """Compile every kernel for each target, dtype and set of widths; one result per build,
-    in the same order whatever ``jobs`` is.
-
-    ``progress`` (optional) is called with each result as it completes. ``jobs``: how many
-    processes share the builds (default :func:`default_jobs`); with more than one, or when
-    this process runs the interpreter (see the module docstring), they run in child
-    processes, each taking every ``jobs``-th build.
-    """
+    in the same order whatever ``jobs`` (processes, default :func:`default_jobs`) is.
+    ``progress`` is called with each result as it completes."""
     for d in dtypes:
         if d not in ELEM_BYTES:
             raise ValueError(f"dtypes: expected a subset of {tuple(ELEM_BYTES)}, got {d!r}")
@@ -237,19 +205,8 @@ def _run_here(targets, dtypes, widths, progress) -> list[AotResult]:
 
 
 def _child_command(targets, dtypes, widths, shard: int, shards: int) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pdlab.tools.aot",
-        "--targets",
-        *map(str, targets),
-        "--dtypes",
-        *dtypes,
-        "--widths",
-        *widths,
-        "--shard",
-        f"{shard}/{shards}",
-    ]
+    cmd = [sys.executable, "-m", "pdlab.tools.aot", "--targets", *map(str, targets)]
+    return cmd + ["--dtypes", *dtypes, "--widths", *widths, "--shard", f"{shard}/{shards}"]
 
 
 def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotResult]:
@@ -312,8 +269,7 @@ def _run_in_children(targets, dtypes, widths, progress, jobs: int) -> list[AotRe
 
 def render_table(results: list[AotResult], lang: str = "en") -> Any:
     """A :class:`~pdlab.ui.fmt.FitTable` of :func:`run_aot_check`'s results, one row per
-    build (short headers with a legend, or a block per build, where a terminal is narrow);
-    ``lang="zh"``: Chinese headers, which are short already."""
+    build; ``lang="zh"``: Chinese headers, which are short already."""
     from pdlab.catalog import text
     from pdlab.errors import error_text
     from pdlab.ui.fmt import FitTable

@@ -2,10 +2,9 @@
 as its launcher configures it for one sample launch, with the type of every argument.
 
 A :class:`KernelSpec` is what ``triton.compile`` needs besides the target: the kernel, its
-constexprs (the tiles from the kernel's ``*_config`` function, the same one the launcher
-calls), its launch options, and the integer arguments of a typical launch (:data:`SAMPLE`),
-on whose values the JIT specialises. ``aot.py`` compiles them and reports the builds.
-vLLM has no counterpart: its Triton kernels compile at their first launch on a GPU.
+constexprs (from the kernel's ``*_config`` function, the one the launcher calls), its launch
+options, and the integer arguments of a typical launch (:data:`SAMPLE`), on whose values the
+JIT specialises. vLLM has no counterpart: its Triton kernels compile at their first launch.
 """
 
 from __future__ import annotations
@@ -39,9 +38,6 @@ SPEC_Q_LENS = (2, 3)
 
 @dataclass
 class KernelSpec:
-    """What ``ASTSource`` needs: the kernel, the type of every argument, the constexprs, and
-    the integer arguments of a typical launch (the JIT specialises on their values)."""
-
     name: str
     widths: str
     kernel: Callable
@@ -71,32 +67,18 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
     out: list[KernelSpec] = []
 
     c, o = _split_options(cache.reshape_and_cache_mla_config(L, R))
-    ints = {"stride_kv_c": L, "stride_k_pe": R, **cache_strides, "block_size": page}
-    out.append(
-        KernelSpec(
-            "reshape_and_cache_mla",
-            f"L+R={L}+{R}",
-            cache.reshape_and_cache_mla_kernel,
-            c,
-            o,
-            {**ints, "L": L, "R": R},
-            {"slot_mapping_ptr": "*i64"},
-        )
-    )
+    ints = {"stride_kv_c": L, "stride_k_pe": R, **cache_strides, "block_size": page, "L": L, "R": R}
+    kernel, pointers = cache.reshape_and_cache_mla_kernel, {"slot_mapping_ptr": "*i64"}
+    out.append(KernelSpec("reshape_and_cache_mla", f"L+R={L}+{R}", kernel, c, o, ints, pointers))
     c, o = _split_options(cache.gather_cache_config(L + R))
     ints = {**cache_strides, "stride_block_table": ctx // page, "stride_out": L + R}
+    ints |= {"block_size": page, "D": L + R}
+    pointers = {p: i32 for p in ("block_table_ptr", "cu_seq_lens_ptr", "seq_starts_ptr")}
     for starts in (True, False):
-        out.append(
-            KernelSpec(
-                "gather_cache",
-                f"L+R={L}+{R}{' seq_starts' if starts else ''}",
-                cache.gather_cache_kernel,
-                {**c, "HAS_SEQ_STARTS": starts},
-                o,
-                {**ints, "block_size": page, "D": L + R},
-                {p: i32 for p in ("block_table_ptr", "cu_seq_lens_ptr", "seq_starts_ptr")},
-            )
-        )
+        widths_label = f"L+R={L}+{R}{' seq_starts' if starts else ''}"
+        const = {**c, "HAS_SEQ_STARTS": starts}
+        kernel = cache.gather_cache_kernel
+        out.append(KernelSpec("gather_cache", widths_label, kernel, const, o, ints, pointers))
     c, o = _split_options(flash_attn.flash_attn_varlen_config(T, d_qk, d_v, e, target))
     ints = {f"stride_{t}_t": H * w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
     ints |= {f"stride_{t}_h": w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
@@ -115,18 +97,10 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
         )
     c, o = _split_options(merge.merge_attn_states_config(H, d_v))
     ints = {f"stride_{t}_t": H * d_v for t in ("out", "a", "b")}
-    ints |= {f"stride_{t}_h": d_v for t in ("out", "a", "b")}
-    out.append(
-        KernelSpec(
-            "merge_attn_states",
-            f"H={H} D={d_v}",
-            merge.merge_attn_states_kernel,
-            c,
-            o,
-            {**ints, "H": H, "D": d_v},
-            {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")},
-        )
-    )
+    ints |= {f"stride_{t}_h": d_v for t in ("out", "a", "b")} | {"H": H, "D": d_v}
+    kernel = merge.merge_attn_states_kernel
+    pointers = {p: "*fp32" for p in ("lse_ptr", "lse_a_ptr", "lse_b_ptr")}
+    out.append(KernelSpec("merge_attn_states", f"H={H} D={d_v}", kernel, c, o, ints, pointers))
     out += _decode_specs(L, R, H, B, page, ctx, dtype, target, spec=L >= 512 and e <= 2)
     return out
 
@@ -134,11 +108,9 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
 def _decode_specs(
     L: int, R: int, H: int, B: int, page: int, ctx: int, dtype: str, target: int, spec: bool
 ) -> list:
-    """Stage 1 as the automatic split count launches it for the sample batch, and for one
-    request (split as far as allowed, at least 2), which stage 2 then merges; with ``spec``
-    (DeepSeek's widths, where registers run out first), the same with ``1 + K`` queries per
-    request (``query_start_loc``) for each of :data:`SPEC_Q_LENS`, and stage 2 once (its
-    loop over a request's queries does not depend on how many)."""
+    """Stage 1 as the automatic split count launches it for the sample batch and for one
+    request (at least 2 splits), which stage 2 merges; with ``spec`` (DeepSeek's widths), the
+    same for each of :data:`SPEC_Q_LENS`, stage 2 once."""
     out = _decode_specs_for(L, R, H, B, page, ctx, dtype, target, 1)
     for i, q_len in enumerate(SPEC_Q_LENS if spec else ()):
         specs_q = _decode_specs_for(L, R, H, B, page, ctx, dtype, target, q_len)

@@ -1,25 +1,18 @@
 """``pdlab bench``: measurements, reported as ratios from one run (these machines are noisy).
 
 * ``paths``: D's one-token step (one query over ``N - 1`` cached tokens) through
-  ``forward_mha`` and through ``forward_mqa``, one attention layer at a preset's
-  real widths, timed on the current backend, beside the cost model's FLOPs and bytes of
-  each path and their ratio (``forward_mha`` and ``forward_mqa`` in
-  ``vllm/model_executor/layers/attention/mla_attention.py`` are what it mirrors), and
-  beside this machine's floor for each path: ``max(FLOPs / matmul rate, bytes / copy
-  rate)`` with both rates measured in the same run (``pdlab/tools/measure.py``). A path far
-  above its floor is spending its time on something the model does not count;
-  With ``num_speculative_tokens = K`` it also times the absorbed decode kernel alone for
-  D's verifying step (``1 + K`` queries of one request, ``query_start_loc``) beside the
-  one-query step, and beside the same ``1 + K`` queries flattened to one row each (how
-  0.33.0's Triton MLA runs them, ``TritonMLAImpl.forward_mqa``), with the modelled cost of
-  each (``cost.mla_decode_call_cost``: FLOPs scale with ``1 + K``, the rows are read once
-  per request) and this machine's floor;
+  ``forward_mha`` and through ``forward_mqa`` (vLLM's
+  ``vllm/model_executor/layers/attention/mla_attention.py``), one attention layer at a
+  preset's real widths, timed beside the cost model's FLOPs and bytes of each path and
+  this machine's floor for it (:func:`pdlab.tools.measure.floor_ms`). With
+  ``num_speculative_tokens = K`` it also times the decode kernel for D's verifying step
+  (``1 + K`` queries of one request) beside one query, and beside the same queries
+  flattened to one row each (how 0.33.0's Triton MLA runs them);
 * ``kernels``: each kernel (``pdlab/tools/bench_kernels.py``);
 * ``sched``: the scheduler's own time per step (``pdlab/tools/bench_sched.py``).
 
-The tables are rendered in English or Chinese (``lang``; the words are in
-``pdlab/catalog/bench.py``); the results, and the JSON written from them, hold numbers and
-English notes only, the same in both languages.
+The tables are rendered in ``lang`` (the words are in ``pdlab/catalog/bench.py``); the
+results hold numbers and English notes only.
 """
 
 from __future__ import annotations
@@ -40,39 +33,6 @@ from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
 
 
-def _short_extend(
-    pcp: int,
-    layer: Any,
-    attn: MLAAttention,
-    cache: torch.Tensor,
-    q: torch.Tensor,
-    kv_c: torch.Tensor,
-    k_pe: torch.Tensor,
-    block_table: torch.Tensor,
-    slot: int,
-    n_ctx: int,
-    backend: str,
-    workspace_tokens: int,
-) -> torch.Tensor:
-    """One attention layer's step for one query token over ``n_ctx`` cached tokens, still
-    in its prompt: ``forward_mqa`` with ``pcp=1``, ``forward_mha`` with ``pcp=2``
-    (``treat_short_extends_as_decodes = not use_pcp``)."""
-    dev, bs = cache.device, cache.shape[1]
-
-    meta = build_mla_metadata(
-        [1],
-        [n_ctx],
-        [n_ctx + 1],
-        block_table[None].to(dev),
-        torch.tensor([slot], dtype=torch.int64, device=dev),
-        bs,
-        parallel_config=ParallelConfig(prefill_context_parallel_size=pcp),
-        workspace_size=workspace_tokens,
-    )
-    ctx = ForwardContext(meta, [cache], attn, backend, workspace_tokens=workspace_tokens)
-    return attn.forward_impl(layer, q, kv_c, k_pe, ctx)
-
-
 @torch.no_grad()
 def bench_paths(
     preset: str = "deepseek-v3",
@@ -90,8 +50,7 @@ def bench_paths(
 ) -> dict[str, Any]:
     """Time one layer's attention for D's short extend through both paths (and, with
     ``num_speculative_tokens``, the decode kernel for ``1 + K`` queries: ``"spec"``);
-    ``progress(done, total, label)`` is called before each measurement and at the end, its
-    label in ``lang`` (the result is the same in every language)."""
+    ``progress(done, total, label)`` is called before each measurement and at the end."""
     from pdlab.catalog import check_lang, text
 
     check_lang(lang)
@@ -127,42 +86,29 @@ def bench_paths(
         tell(0, total, text(lang, "bp_progress_rates"))
         ceilings = measure_ceilings(dev, dtype, quick=repeats <= 3)
         run = SimpleNamespace(layer=layer, attn=attn, g=g, dev=dev, dtype=dtype, backend=be)
+        run.block_size, run.repeats, run.ceilings = block_size, repeats, ceilings
+        run.workspace_tokens = workspace_tokens
         rows, spec = [], []
         for i, n in enumerate(contexts):
             tell(i + 1, total, text(lang, "bp_progress_paths", n=n, repeats=repeats))
-            rows.append(_path_row(run, n, block_size, repeats, workspace_tokens, ceilings))
+            rows.append(_path_row(run, n))
         for i, n in enumerate(contexts if K is not None else []):
             tell(len(contexts) + i + 1, total, text(lang, "bp_progress_spec", n=n, k=K))
-            spec.append(spec_decode_row(run, n, K, block_size, repeats, ceilings))
+            spec.append(spec_decode_row(run, n, K))
         tell(total, total, text(lang, "bench_done"))
     finally:
         torch.set_num_threads(threads)
-    return {
-        "preset": cfg.name,
-        "num_heads": h,
-        "device": str(dev),
-        "dtype": str(dtype),
-        "backend": be,
-        "block_size": block_size,
-        "repeats": repeats,
-        "threads": 1 if dev.type == "cpu" else None,
-        "ceilings": ceilings,
-        "rows": rows,
-        **({"num_speculative_tokens": K, "spec": spec} if K is not None else {}),
-        "note": text("en", "bp_note", repeats=repeats),  # the JSON's words: English
-    }
+    out = {"preset": cfg.name, "num_heads": h, "device": str(dev), "dtype": str(dtype)}
+    out |= {"backend": be, "block_size": block_size, "repeats": repeats}
+    out |= {"threads": 1 if dev.type == "cpu" else None, "ceilings": ceilings, "rows": rows}
+    out |= {"num_speculative_tokens": K, "spec": spec} if K is not None else {}
+    return out | {"note": text("en", "bp_note", repeats=repeats)}  # the JSON's words: English
 
 
-def _path_row(
-    run: SimpleNamespace,
-    n_ctx: int,
-    block_size: int,
-    repeats: int,
-    workspace_tokens: int,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
+def _path_row(run: SimpleNamespace, n_ctx: int) -> dict[str, Any]:
     """One context length: both paths timed, their modelled cost and this machine's floor."""
     cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
+    block_size, repeats, ceilings = run.block_size, run.repeats, run.ceilings
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     nblocks = -(-(n_ctx + 1) // block_size)
     cache = torch.randn(nblocks, block_size, L + R, generator=g).to(dev, dtype)
@@ -172,21 +118,18 @@ def _path_row(
     perm = torch.randperm(nblocks, generator=g).to(torch.int32)
     slot = int(perm[n_ctx // block_size]) * block_size + n_ctx % block_size
 
-    step = functools.partial(
-        _short_extend,
-        layer=run.layer,
-        attn=run.attn,
-        cache=cache,
-        q=q,
-        kv_c=kv_c,
-        k_pe=k_pe,
-        block_table=perm,
-        slot=slot,
-        n_ctx=n_ctx,
-        backend=run.backend,
-        workspace_tokens=workspace_tokens,
-    )
-    out_p, out_d = step(2), step(1)  # pcp = 2: forward_mha; 1: forward_mqa
+    def step(pcp: int) -> torch.Tensor:
+        """One layer's step for one query over ``n_ctx`` cached tokens, still in its prompt:
+        ``forward_mha`` with ``pcp=2``, ``forward_mqa`` with ``pcp=1``
+        (``treat_short_extends_as_decodes = not use_pcp``)."""
+        slots = torch.tensor([slot], dtype=torch.int64, device=dev)
+        ws, parallel = run.workspace_tokens, ParallelConfig(prefill_context_parallel_size=pcp)
+        args = ([1], [n_ctx], [n_ctx + 1], perm[None].to(dev), slots, block_size)
+        meta = build_mla_metadata(*args, parallel_config=parallel, workspace_size=ws)
+        ctx = ForwardContext(meta, [cache], run.attn, run.backend, workspace_tokens=ws)
+        return run.attn.forward_impl(run.layer, q, kv_c, k_pe, ctx)
+
+    out_p, out_d = step(2), step(1)
     err = float((out_p.float() - out_d.float()).abs().max())
     t_pre = median_ms(functools.partial(step, 2), dev, repeats)
     t_dec = median_ms(functools.partial(step, 1), dev, repeats)
@@ -215,92 +158,59 @@ def _path_row(
     }
 
 
-def _columns(t: Any, lang: str, columns: tuple, **values: Any) -> None:
-    """``columns`` (``(key, legend)``: the header is ``key``, the short header ``key_s``,
-    ``legend`` the key of what the short one stands for, or None for a column the legend
-    has named already) added to ``t`` in ``lang``, right-justified."""
-    from rich.markup import escape
-
-    from pdlab.catalog import text
-
-    for key, means in columns:
-        t.add_column(
-            escape(text(lang, key, **values)),
-            justify="right",
-            short=escape(text(lang, f"{key}_s", **values)),
-            means=escape(text(lang, means, **values)) if means else "",
-        )
-
-
-_PATH_COLUMNS = (
-    ("bp_ctx", "bp_ctx_m"),
-    ("bp_mha", "bp_mha_m"),
-    ("bp_floor", "bp_floor_m"),
-    ("bp_xfloor", "bp_xfloor_m"),
-    ("bp_mqa", "bp_mqa_m"),
-    ("bp_floor", None),
-    ("bp_xfloor", None),
-    ("bp_ratio", "bp_ratio_m"),
-    ("bp_flop", "bp_flop_m"),
-    ("bp_bytes", "bp_bytes_m"),
-    ("bp_diff", "bp_diff_m"),
-)
-
-
-def render_paths_table(res: dict[str, Any], lang: str = "en") -> Any:
-    """The table ``pdlab bench paths`` prints, in ``lang`` (a :class:`~pdlab.ui.fmt.FitTable`:
-    short headers with a legend, or one block per context, where 11 columns do not fit)."""
+def _table(res: dict, lang: str, key: str, title: dict, caption: str, columns: tuple, **values):
+    """A :class:`~pdlab.ui.fmt.FitTable` titled ``key`` (with ``title`` and the run's set-up
+    filled in) with ``columns`` (``(col, legend, ...)``: the header is ``col``, the short
+    header ``col_s``, ``legend`` the key of what the short one stands for, or None for a
+    column the legend has named already) in ``lang``, right-justified."""
     from rich.markup import escape
 
     from pdlab.catalog import text
     from pdlab.ui.fmt import FitTable
 
-    c = res["ceilings"]
-    t = FitTable(
-        title=escape(
-            text(
-                lang,
-                "bp_title",
-                preset=res["preset"],
-                h=res["num_heads"],
-                device=res["device"],
-                dtype=res["dtype"],
-                backend=res["backend"],
-                matmul=f"{c['matmul_tflops'] * 1e3:.0f}",
-                copy=f"{c['copy_gbps']:.1f}",
-            )
-        ),
-        caption=escape(
-            text(lang, "bp_note", repeats=res["repeats"]) if "repeats" in res else res["note"]
-        ),
-        legend=escape(text(lang, "bench_legend")),
-    )
-    _columns(t, lang, _PATH_COLUMNS)
-    for r in res["rows"]:
-        t.add_row(
-            str(r["context"]),
-            f"{r['prefill_ms']:.2f}",
-            f"{r['prefill_floor_ms']:.2f}",
-            f"{r['prefill_vs_floor']:.1f}x",
-            f"{r['decode_ms']:.2f}",
-            f"{r['decode_floor_ms']:.2f}",
-            f"{r['decode_vs_floor']:.1f}x",
-            f"{r['measured_ratio']:.1f}x",
-            f"{r['flop_ratio']:.1f}x",
-            f"{r['bytes_ratio']:.1f}x",
-            f"{r['max_abs_diff']:.1e}",
+    setup = {k: res[k] for k in ("preset", "device", "dtype", "backend")}
+    heading = text(lang, key, h=res["num_heads"], **setup, **title)
+    legend = escape(text(lang, "bench_legend"))
+    t = FitTable(title=escape(heading), caption=escape(caption), legend=legend)
+    for col, means, *_ in columns:
+        t.add_column(
+            escape(text(lang, col, **values)),
+            justify="right",
+            short=escape(text(lang, f"{col}_s", **values)),
+            means=escape(text(lang, means, **values)) if means else "",
         )
     return t
 
 
-def spec_decode_row(
-    run: SimpleNamespace,
-    n_ctx: int,
-    K: int,
-    block_size: int,
-    repeats: int,
-    ceilings: dict[str, Any],
-) -> dict[str, Any]:
+_PATH_COLUMNS = (  # (header, legend, the row's value, its format)
+    ("bp_ctx", "bp_ctx_m", "context", "{}"),
+    ("bp_mha", "bp_mha_m", "prefill_ms", "{:.2f}"),
+    ("bp_floor", "bp_floor_m", "prefill_floor_ms", "{:.2f}"),
+    ("bp_xfloor", "bp_xfloor_m", "prefill_vs_floor", "{:.1f}x"),
+    ("bp_mqa", "bp_mqa_m", "decode_ms", "{:.2f}"),
+    ("bp_floor", None, "decode_floor_ms", "{:.2f}"),
+    ("bp_xfloor", None, "decode_vs_floor", "{:.1f}x"),
+    ("bp_ratio", "bp_ratio_m", "measured_ratio", "{:.1f}x"),
+    ("bp_flop", "bp_flop_m", "flop_ratio", "{:.1f}x"),
+    ("bp_bytes", "bp_bytes_m", "bytes_ratio", "{:.1f}x"),
+    ("bp_diff", "bp_diff_m", "max_abs_diff", "{:.1e}"),
+)
+
+
+def render_paths_table(res: dict[str, Any], lang: str = "en") -> Any:
+    """The table ``pdlab bench paths`` prints, in ``lang``."""
+    from pdlab.catalog import text
+
+    c = res["ceilings"]
+    rates = {"matmul": f"{c['matmul_tflops'] * 1e3:.0f}", "copy": f"{c['copy_gbps']:.1f}"}
+    note = text(lang, "bp_note", repeats=res["repeats"]) if "repeats" in res else res["note"]
+    t = _table(res, lang, "bp_title", rates, note, _PATH_COLUMNS)
+    for r in res["rows"]:
+        t.add_row(*(spec.format(r[k]) for _, _, k, spec in _PATH_COLUMNS))
+    return t
+
+
+def spec_decode_row(run: SimpleNamespace, n_ctx: int, K: int) -> dict[str, Any]:
     """``mla_decode`` for one request over ``n_ctx`` cached tokens: one query (``n_ctx + 1``
     keys), ``1 + K`` queries sharing the rows (``n_ctx + 1 + K`` keys, ``query_start_loc``),
     and the same ``1 + K`` queries flattened to one row each (a repeated block table and a
@@ -308,6 +218,7 @@ def spec_decode_row(
     from pdlab.kernels import decode_attention as da
 
     cfg, g, dev, dtype = run.layer.cfg, run.g, run.dev, run.dtype
+    block_size, repeats, ceilings = run.block_size, run.repeats, run.ceilings
     h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
     q_len, seq = 1 + K, n_ctx + 1 + K
     pages = -(-seq // block_size)
@@ -350,59 +261,26 @@ def spec_decode_row(
 
 
 _SPEC_COLUMNS = (
-    ("bp_ctx", "bp_ctx_m"),
-    ("bs_one", "bs_one_m"),
-    ("bp_xfloor", "bp_xfloor_m"),
-    ("bs_many", "bs_many_m"),
-    ("bp_xfloor", None),
-    ("bp_ratio", "bs_ratio_m"),
-    ("bp_flop", "bp_flop_m"),
-    ("bp_bytes", "bp_bytes_m"),
-    ("bs_flat", "bs_flat_m"),
-    ("bs_fbytes", "bs_fbytes_m"),
-    ("bp_diff", "bs_diff_m"),
+    ("bp_ctx", "bp_ctx_m", "context", "{}"),
+    ("bs_one", "bs_one_m", "one_ms", "{:.2f}"),
+    ("bp_xfloor", "bp_xfloor_m", "one_vs_floor", "{:.1f}x"),
+    ("bs_many", "bs_many_m", "spec_ms", "{:.2f}"),
+    ("bp_xfloor", None, "spec_vs_floor", "{:.1f}x"),
+    ("bp_ratio", "bs_ratio_m", "measured_ratio", "{:.2f}x"),
+    ("bp_flop", "bp_flop_m", "flop_ratio", "{:.2f}x"),
+    ("bp_bytes", "bp_bytes_m", "bytes_ratio", "{:.2f}x"),
+    ("bs_flat", "bs_flat_m", "flat_vs_spec", "{:.2f}x"),
+    ("bs_fbytes", "bs_fbytes_m", "flat_bytes_ratio", "{:.2f}x"),
+    ("bp_diff", "bs_diff_m", "max_abs_diff", "{:.1e}"),
 )
 
 
 def render_spec_table(res: dict[str, Any], lang: str = "en") -> Any:
-    """The second table of ``pdlab bench paths --num-speculative-tokens K``, in ``lang``:
-    the decode kernel for ``1 + K`` queries of one request beside one query, and beside the
-    same queries flattened to one row each."""
-    from rich.markup import escape
-
+    """The second table of ``pdlab bench paths --num-speculative-tokens K``, in ``lang``."""
     from pdlab.catalog import text
-    from pdlab.ui.fmt import FitTable
 
     K = res["num_speculative_tokens"]
-    t = FitTable(
-        title=escape(
-            text(
-                lang,
-                "bs_title",
-                q=1 + K,
-                preset=res["preset"],
-                h=res["num_heads"],
-                device=res["device"],
-                dtype=res["dtype"],
-                backend=res["backend"],
-            )
-        ),
-        caption=escape(text(lang, "bs_note")),
-        legend=escape(text(lang, "bench_legend")),
-    )
-    _columns(t, lang, _SPEC_COLUMNS, k=K)
+    t = _table(res, lang, "bs_title", {"q": 1 + K}, text(lang, "bs_note"), _SPEC_COLUMNS, k=K)
     for r in res["spec"]:
-        t.add_row(
-            str(r["context"]),
-            f"{r['one_ms']:.2f}",
-            f"{r['one_vs_floor']:.1f}x",
-            f"{r['spec_ms']:.2f}",
-            f"{r['spec_vs_floor']:.1f}x",
-            f"{r['measured_ratio']:.2f}x",
-            f"{r['flop_ratio']:.2f}x",
-            f"{r['bytes_ratio']:.2f}x",
-            f"{r['flat_vs_spec']:.2f}x",
-            f"{r['flat_bytes_ratio']:.2f}x",
-            f"{r['max_abs_diff']:.1e}",
-        )
+        t.add_row(*(spec.format(r[k]) for _, _, k, spec in _SPEC_COLUMNS))
     return t

@@ -1,29 +1,22 @@
 """Measure the kernels: bandwidth for decode, TFLOP/s for prefill attention.
 
-On a CUDA device, with DeepSeek-V3's widths in bf16:
+On a CUDA device, with DeepSeek-V3's widths in bf16: ``mla_decode`` (memory-bound: bytes
+read per second, as a share of the device's peak; each request reads its latent rows once
+for all heads) and ``flash_attn_varlen`` (TFLOP/s, next to PyTorch's SDPA on the same
+shapes). On a CPU, the torch twins on small shapes; Triton interpreter timings are not
+reported (the interpreter's speed says nothing about the kernel).
 
-* ``mla_decode`` (batch 64, context 4096, 16 and 128 heads, 64-token pages as FlashMLA):
-  decode is memory-bound, so the number that matters is bytes read per second, as a share
-  of the device's peak. Each request reads its ``context x 576`` latent rows once for all
-  heads; that is the whole point of the absorbed form.
-* ``flash_attn_varlen`` (QK 192, V 128, causal prefill): TFLOP/s, next to PyTorch's
-  ``scaled_dot_product_attention`` on the same shapes.
-
-On a CPU, the torch twins on small tiny-model shapes, so a laptop shows what each costs.
-Triton interpreter timings are not reported: the interpreter runs every program instance in
-Python through NumPy, so its speed says nothing about the kernel.
-
-``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table`, in English or
-Chinese (the words are in ``pdlab/catalog/bench.py``; the result holds English notes and
-numbers, the same in both). The timers,
-the peaks and the test cache are in ``measure.py``; the bytes and FLOPs a case counts come
-from ``pdlab/sim/kernel_costs.py``. vLLM 0.33.0 has no counterpart in its package.
+``pdlab bench kernels`` renders :func:`bench_kernels` with :func:`render_table` in ``lang``
+(the words are in ``pdlab/catalog/bench.py``; the result holds English notes). The bytes
+and FLOPs a case counts come from ``pdlab/sim/kernel_costs.py``. vLLM 0.33.0 has no
+counterpart in its package.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -45,19 +38,7 @@ if TYPE_CHECKING:
 CPU_NOTE = text("en", "bk_note_cpu")
 CPU_NOTE_NO_TRITON = text("en", "bk_note_cpu_no_triton")
 GPU_NOTE = text("en", "bk_note_gpu")
-_NOTE_KEYS = {
-    CPU_NOTE: "bk_note_cpu",
-    CPU_NOTE_NO_TRITON: "bk_note_cpu_no_triton",
-    GPU_NOTE: "bk_note_gpu",
-}
-
-
-def cpu_note() -> str:
-    """The table's caption on a CPU, true to whether triton is installed."""
-    from pdlab.kernels.backend import triton_installed
-
-    return CPU_NOTE if triton_installed() else CPU_NOTE_NO_TRITON
-
+_NOTE_KEYS = {text("en", k): k for k in ("bk_note_cpu", "bk_note_cpu_no_triton", "bk_note_gpu")}
 
 Progress = Callable[[int, int, str], None]
 Case = tuple[str, Callable[[], dict]]
@@ -85,16 +66,11 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
             )
             _, nbytes = cost.mla_decode_cost([ctx] * B, H, L + R, L, 2, [q_len] * B)
             gbps = nbytes / ms / 1e6  # the rows once per request: what sharing them buys
-            return {
-                "kernel": "mla_decode",
-                "impl": "triton",
-                "dtype": "bf16",
-                "shape": f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64"
-                + (f" q_len={q_len}" if q_len > 1 else ""),
-                "ms": ms,
-                "gbps": gbps,
-                "share_of_peak": gbps / gbps_peak if gbps_peak else None,
-            }
+            shape = f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64"
+            shape += f" q_len={q_len}" if q_len > 1 else ""
+            row = {"kernel": "mla_decode", "impl": "triton", "dtype": "bf16", "shape": shape}
+            share = gbps / gbps_peak if gbps_peak else None
+            return {**row, "ms": ms, "gbps": gbps, "share_of_peak": share}
 
         cases.append((f"mla_decode H={H} q_len={q_len}", decode))
 
@@ -119,15 +95,11 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
                 ms = measure.time_cuda(fn, quick)
                 flops, _ = cost.flash_attn_cost([S] * B, [S] * B, H, d_qk, d_v, True)
                 tflops = flops / ms / 1e9
-                return {
-                    "kernel": "flash_attn_varlen" if impl == "triton" else "sdpa",
-                    "impl": impl,
-                    "dtype": "bf16",
-                    "shape": f"B={B} S={S} H={H} QK={d_qk} V={d_v} causal",
-                    "ms": ms,
-                    "tflops": tflops,
-                    "share_of_peak": tflops / tflops_peak if tflops_peak else None,
-                }
+                kernel = "flash_attn_varlen" if impl == "triton" else "sdpa"
+                shape = f"B={B} S={S} H={H} QK={d_qk} V={d_v} causal"
+                row = {"kernel": kernel, "impl": impl, "dtype": "bf16", "shape": shape, "ms": ms}
+                share = tflops / tflops_peak if tflops_peak else None
+                return {**row, "tflops": tflops, "share_of_peak": share}
 
             cases.append((f"{impl} prefill H={H}", prefill))
     return cases
@@ -168,20 +140,14 @@ def _cpu_cases(quick: bool) -> list[Case]:
         cache, _, _ = measure.shuffled_paged_cache(1, n, bs, L + R, dtype, cpu)
         kv_c, k_pe = torch.randn(n, L), torch.randn(n, R)
         slots = torch.randperm(n).long()
-        return row(
-            "reshape_and_cache_mla",
-            f"T={n} L+R={L}+{R}",
-            lambda: reshape_and_cache_mla(kv_c, k_pe, cache, slots, backend="torch"),
-        )
+        fn = partial(reshape_and_cache_mla, kv_c, k_pe, cache, slots, backend="torch")
+        return row("reshape_and_cache_mla", f"T={n} L+R={L}+{R}", fn)
 
     def gather() -> dict:
         cache, table, seq_lens = measure.shuffled_paged_cache(4, n, bs, L + R, dtype, cpu)
         cu = torch.arange(0, 4 * n + 1, n, dtype=torch.int32)
-        return row(
-            "gather_cache",
-            f"B=4 ctx={n} page={bs}",
-            lambda: gather_cache(cache, table, cu, backend="torch"),
-        )
+        fn = partial(gather_cache, cache, table, cu, backend="torch")
+        return row("gather_cache", f"B=4 ctx={n} page={bs}", fn)
 
     def flash() -> dict:
         B, S, Hf, d_qk, dv = 2, 256 if quick else 512, 16, 192, 128
@@ -190,34 +156,28 @@ def _cpu_cases(quick: bool) -> list[Case]:
         cu = torch.arange(0, B * S + 1, S, dtype=torch.int32)
         sc = d_qk**-0.5
         qb, kb, vb = (t.view(B, S, Hf, -1) for t in (q, k, v))
-        return row(
-            "flash_attn_varlen",
-            f"B={B} S={S} H={Hf} QK={d_qk} V={dv} causal",
-            lambda: flash_attn_varlen(q, k, v, cu, cu, S, S, sc, True, backend="torch"),
-            lambda: _dense_causal(qb, kb, vb, sc),
-        )
+        fn = partial(flash_attn_varlen, q, k, v, cu, cu, S, S, sc, True, backend="torch")
+        shape = f"B={B} S={S} H={Hf} QK={d_qk} V={dv} causal"
+        return row("flash_attn_varlen", shape, fn, partial(_dense_causal, qb, kb, vb, sc))
 
     def merge() -> dict:
         a, b = torch.randn(n, H, d_v), torch.randn(n, H, d_v)
         la, lb = torch.randn(n, H), torch.randn(n, H)
-        return row(
-            "merge_attn_states",
-            f"T={n} H={H} D={d_v}",
-            lambda: merge_attn_states(a, la, b, lb, backend="torch"),
-        )
+        fn = partial(merge_attn_states, a, la, b, lb, backend="torch")
+        return row("merge_attn_states", f"T={n} H={H} D={d_v}", fn)
 
     def decode(splits: int | None, B: int = 1, Hd: int = 128) -> dict:
         ctx, Ld, Rd = 1024 if quick else 4096, 512, 64
         cache, table, seq_lens = measure.shuffled_paged_cache(B, ctx, 64, Ld + Rd, dtype, cpu)
         q = torch.randn(B, Hd, Ld + Rd)
         keys = cache[table.long()].view(B, -1, Ld + Rd)[:, :ctx].contiguous()
+        shape = f"B={B} ctx={ctx} H={Hd} L+R={Ld}+{Rd} page=64 splits={splits or 'auto'}"
+        fn = partial(mla_decode, q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=Ld)
         return row(
             "mla_decode",
-            f"B={B} ctx={ctx} H={Hd} L+R={Ld}+{Rd} page=64 splits={splits or 'auto'}",
-            lambda: mla_decode(
-                q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=Ld, backend="torch"
-            ),
-            lambda: _dense_decode(q, keys, Ld, 0.1),
+            shape,
+            partial(fn, backend="torch"),
+            partial(_dense_decode, q, keys, Ld, 0.1),
         )
 
     return [
@@ -237,19 +197,11 @@ def bench_kernels(
     progress: Progress | None = None,
     lang: str = "en",
 ) -> dict:
-    """Time the kernels on ``device`` (default: CUDA if present, else CPU).
-
-    ``progress(done, total, label)`` is called before the first case (``done = 0``) and
-    after each one, its label in ``lang`` (the result is the same in every language).
-    Returns a JSON-ready dict: ``device``, ``gpu``, ``note``, ``peak_tflops``, ``peak_gbps``
-    and ``rows`` (kernel, impl, dtype, shape, ms, and ``gbps``/``tflops``/``share_of_peak``
-    where they apply, ``error`` for a case that raised: the others still run).
-    """
-    dev = (
-        torch.device(device)
-        if device is not None
-        else torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    )
+    """Time the kernels on ``device`` (default: CUDA if present, else CPU); a JSON-ready dict
+    whose ``rows`` have ``error`` for a case that raised (the others still run).
+    ``progress(done, total, label)`` is called before the first case and after each one."""
+    default = "cuda" if torch.cuda.is_available() else "cpu"
+    dev = torch.device(device if device is not None else default)
     gpu = dev.type == "cuda"
     check_lang(lang)
     if gpu and not _backend.triton_installed():
@@ -260,7 +212,8 @@ def bench_kernels(
         name = torch.cuda.get_device_name(dev)
         note = GPU_NOTE
     else:
-        peaks, cases, name, note = (None, None), _cpu_cases(quick), "cpu", cpu_note()
+        note = CPU_NOTE if _backend.triton_installed() else CPU_NOTE_NO_TRITON
+        peaks, cases, name = (None, None), _cpu_cases(quick), "cpu"
     threads = torch.get_num_threads()
     if not gpu:  # see CPU_NOTE: one thread measures this process, not the neighbours
         torch.set_num_threads(1)
@@ -280,8 +233,7 @@ def bench_kernels(
 
 
 def case_label(label: str, lang: str = "en") -> str:
-    """A case's label (the ``kernel`` of its row if it fails) as the progress bar shows it in
-    ``lang``: kernel names stay, the words around them are translated."""
+    """A case's label as the progress bar shows it in ``lang`` (kernel names stay)."""
     if label == "starting":
         return text(lang, "bk_starting")
     m = re.fullmatch(r"(\w+) prefill H=(\d+)", label)
@@ -297,16 +249,9 @@ def _run_cases(cases: list[Case], progress: Progress | None, lang: str = "en") -
             try:
                 rows.append(case())
             except Exception as e:  # one failing case (say, SDPA's backend) keeps the rest
-                rows.append(
-                    {
-                        "kernel": label,
-                        "impl": "-",
-                        "dtype": "-",
-                        "shape": "-",
-                        "ms": None,
-                        "error": f"{type(e).__name__}: {e}"[:300],
-                    }
-                )
+                error = f"{type(e).__name__}: {e}"[:300]
+                row = {"kernel": label, "impl": "-", "dtype": "-", "shape": "-", "ms": None}
+                rows.append({**row, "error": error})
             if progress is not None:
                 progress(i + 1, len(cases), case_label(label, lang))
     return rows
@@ -327,13 +272,11 @@ _COLUMNS = (
     ("bk_dense_ms", "right", None),
     ("bk_vs_dense", "right", None),
 )
+_FORMATS = {"ms": ".3f", "gbps": ".0f", "tflops": ".1f", "share_of_peak": ".0%", "dense_ms": ".3f"}
 
 
 def render_table(results: dict, lang: str = "en") -> FitTable:
-    """:func:`bench_kernels`' result as a table in ``lang`` that reads whole at the width
-    it is printed at (:class:`~pdlab.ui.layout.FitTable`): where ten columns do not fit,
-    ``dtype`` and ``impl`` go under the kernel's name, and where that does not fit either,
-    one block of lines per case."""
+    """:func:`bench_kernels`' result as a :class:`~pdlab.ui.layout.FitTable` in ``lang``."""
     from rich.markup import escape
 
     from pdlab.ui.layout import FitTable
@@ -344,11 +287,8 @@ def render_table(results: dict, lang: str = "en") -> FitTable:
         caption=escape(text(lang, key) if key else results["note"]),
     )
     for col, justify, under in _COLUMNS:
-        table.add_column(
-            escape(text(lang, col)),
-            justify=justify,
-            under=escape(text(lang, under)) if under else None,
-        )
+        under = escape(text(lang, under)) if under else None
+        table.add_column(escape(text(lang, col)), justify=justify, under=under)
 
     def fmt(x: float | None, spec: str) -> str:
         return "-" if x is None else format(x, spec)
@@ -363,16 +303,7 @@ def render_table(results: dict, lang: str = "en") -> FitTable:
         shape = r["shape"]
         if shape.endswith(" causal"):  # the one word of a shape: the mask
             shape = shape[: -len(" causal")] + causal
-        table.add_row(
-            r["kernel"],
-            escape(shape),
-            r["dtype"],
-            r["impl"],
-            fmt(r["ms"], ".3f"),
-            fmt(r.get("gbps"), ".0f"),
-            fmt(r.get("tflops"), ".1f"),
-            fmt(r.get("share_of_peak"), ".0%"),
-            fmt(r.get("dense_ms"), ".3f"),
-            "-" if r.get("vs_dense") is None else f"{r['vs_dense']:.2f}x",
-        )
+        numbers = [fmt(r.get(k), spec) for k, spec in _FORMATS.items()]
+        vs_dense = "-" if r.get("vs_dense") is None else f"{r['vs_dense']:.2f}x"
+        table.add_row(r["kernel"], escape(shape), r["dtype"], r["impl"], *numbers, vs_dense)
     return table

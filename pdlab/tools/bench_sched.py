@@ -3,8 +3,6 @@ with every request decoding, and a fake runner standing in for the model.
 
 vLLM's scheduler runs on the CPU between GPU steps, so its cost per step bounds how short a
 decode step can be (vLLM overlaps them with async scheduling). pdlab's is plain Python too.
-:func:`summary` is the line ``pdlab bench sched`` prints, in English or Chinese (its words are
-in ``pdlab/catalog/bench.py``).
 """
 
 from __future__ import annotations
@@ -31,12 +29,10 @@ def bench_scheduler(
 ) -> dict[str, Any]:
     """Admit ``num_requests`` prompts, prefill them in one step, then time ``steps`` decode
     steps. Times exclude the fake runner; blocks fill (and are hashed) as tokens arrive."""
-    for name, value in (
-        ("num_requests", num_requests),
-        ("steps", steps),
-        ("block_size", block_size),
-        ("prompt_len", prompt_len),
-    ):
+    sizes = dict(
+        num_requests=num_requests, steps=steps, block_size=block_size, prompt_len=prompt_len
+    )
+    for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid(name, value, Phrase("err_x_int_ge", n=1))
     max_len = prompt_len + steps + 2
@@ -70,10 +66,7 @@ def bench_scheduler(
             )
         times_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
     return {
-        "num_requests": num_requests,
-        "steps": steps,
-        "block_size": block_size,
-        "prompt_len": prompt_len,
+        **sizes,
         "mean_us": statistics.fmean(times_us),
         "median_us": statistics.median(times_us),
         "min_us": min(times_us),

@@ -1,8 +1,5 @@
 """One notebook source, two languages: every notebook is written in English and in Chinese
-from one source in ``notebooks/src/`` (:data:`NOTEBOOKS`: ``paged_kv_cache.py`` gives
-``01_paged_kv_cache.py`` and ``01_paged_kv_cache_zh.py``, ..., ``pd_decode_side.py`` gives
-``05_pd_decode_side.py`` and ``05_pd_decode_side_zh.py``, ``pd_designs.py`` gives
-``07_pd_designs.py`` and ``07_pd_designs_zh.py``), so the two languages' code cannot
+from one source in ``notebooks/src/`` (:data:`NOTEBOOKS`), so the two languages' code cannot
 drift apart.
 
 Each source is a jupytext percent-format file whose markdown cells carry a language tag
@@ -10,7 +7,6 @@ Each source is a jupytext percent-format file whose markdown cells carry a langu
 A line ``LANG = "en"`` in a code cell becomes ``LANG = "zh"`` in the Chinese notebook, so
 widgets and helpers that take ``lang=`` show Chinese labels there. Writing the ``.py``
 twins is all this module does; ``jupytext --sync`` (``make notebooks``) makes the ``.ipynb``.
-
 vLLM has no equivalent; this is a documentation tool.
 """
 
@@ -39,7 +35,6 @@ NOTEBOOKS: dict[str, dict[str, Path]] = {
 
 
 def source_path(name: str) -> Path:
-    """The bilingual source of notebook ``name`` (a key of :data:`NOTEBOOKS`)."""
     return SOURCE_DIR / f"{name}.py"
 
 
@@ -80,8 +75,7 @@ def render(text: str, lang: str) -> str:
 
 
 def write_all(root: Path = Path(".")) -> list[Path]:
-    """Write every notebook's ``.py`` in both languages from its source; returns the paths
-    written."""
+    """Write every notebook's ``.py`` in both languages; returns the paths written."""
     written = []
     for name, targets in NOTEBOOKS.items():
         text = (root / source_path(name)).read_text(encoding="utf-8")

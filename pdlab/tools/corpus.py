@@ -1,20 +1,14 @@
 """The text the tiny model is trained on (``pdlab train``, :mod:`pdlab.tools.train`).
 
-Short questions and answers about the prefill/decode path, in English and in Chinese, written
-for pdlab: nothing is downloaded, and what the trained model writes back is the subject of the
-course. The facts follow vLLM 0.33.0 as the rest of pdlab tells them. The Chinese entries use
-the terms of ``docs/glossary.md``. The prompts the views start with (the tour's, ``pdlab pd``'s)
-are among the questions, so their greedy continuations read as answers. vLLM has no
-counterpart: it serves trained checkpoints and never trains one.
+Short questions and answers about the prefill/decode path, in English and in Chinese (the
+terms of ``docs/glossary.md``), written for pdlab. The prompts the views start with are among
+the questions, so their greedy continuations read as answers. vLLM has no counterpart.
 """
 
 from __future__ import annotations
 
 # The tour's default prompt in each language (pdlab/ui/tour.py shows the English one).
-DEFAULT_PROMPTS = {
-    "en": "Why run the last token twice?",
-    "zh": "为什么最后一个 token 要算两次？",
-}
+DEFAULT_PROMPTS = {"en": "Why run the last token twice?", "zh": "为什么最后一个 token 要算两次？"}
 
 EN: tuple[tuple[str, str], ...] = (
     (
@@ -333,22 +327,13 @@ ZH: tuple[tuple[str, str], ...] = (
         "它把提示词发给 P，带上 max_tokens=1 和 do_remote_decode，再把原请求连同 P 的 "
         "kv_transfer_params 发给 D。",
     ),
-    (
-        "P 采样出的 token 怎么处理？",
-        "代理丢弃它。D 从最后一个提示词位置自己算出第一个输出 token。",
-    ),
+    ("P 采样出的 token 怎么处理？", "代理丢弃它。D 从最后一个提示词位置自己算出第一个输出 token。"),
     (
         "预填充之后 P 为什么还占着块？",
         "D 还没有读取它们。D 报告传输完成，或者传输超时后，P 才释放这些块。",
     ),
-    (
-        "预填充的代价是什么？",
-        "预填充一次计算很多 token，矩阵乘法很大，受限于 FLOPs。",
-    ),
-    (
-        "解码的代价是什么？",
-        "解码每个请求只算一个 token，却要读整个缓存，受限于内存带宽。",
-    ),
+    ("预填充的代价是什么？", "预填充一次计算很多 token，矩阵乘法很大，受限于 FLOPs。"),
+    ("解码的代价是什么？", "解码每个请求只算一个 token，却要读整个缓存，受限于内存带宽。"),
     (
         "什么是 KV 缓存？",
         "每一层已算 token 的键和值。保存它们，每个新 token 就能关注它们而不必重算。",

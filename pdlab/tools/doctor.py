@@ -1,16 +1,11 @@
 """``pdlab doctor``: what works on this machine, one line per component.
 
 Lines read ``[OK] name detail``, ``[WARN] name detail -> what it means`` (an optional piece
-is missing: triton, a web browser, the AOT toolchain; or a CUDA build of torch sits on a
-machine without a GPU) or ``[FAIL] name detail -> how to fix``; paste them into a bug
-report. They wrap inside their column, so they read whole at 80 columns. Exit code 0 when
-pdlab can run here (warnings included), 1 otherwise. ``kernels`` is what ``pdlab tour``,
-``trace`` and ``pd`` run (their ``--backend`` default, read from the parser); ``backend``
-is what Python code and the notebooks get (``PDLAB_BACKEND``, default ``auto``). ``--aot``
-also compiles every Triton kernel for sm_80 and sm_90 (no GPU needed) and prints a row per
-kernel and target. ``lang="zh"`` prints every detail, fix and verdict in Chinese (the words
-are in :mod:`pdlab.catalog.doctor`); the tags and package names stay as they are, so a
-pasted report reads the same.
+is missing) or ``[FAIL] name detail -> how to fix``. Exit code 0 when pdlab can run here
+(warnings included), 1 otherwise. ``kernels`` is what the commands run (their ``--backend``
+default); ``backend`` is what Python code and the notebooks get (``PDLAB_BACKEND``).
+``--aot`` also compiles every Triton kernel for sm_80 and sm_90. ``lang="zh"`` prints the
+words in Chinese (:mod:`pdlab.catalog.doctor`); tags and package names stay as they are.
 """
 
 from __future__ import annotations
@@ -24,6 +19,8 @@ import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from pdlab.errors import error_text
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
@@ -52,12 +49,6 @@ def _words(lang: str) -> Any:
     return lambda key, **values: text(lang, key, **values)
 
 
-def _error(e: BaseException, lang: str) -> str:
-    from pdlab.errors import error_text
-
-    return error_text(e, lang)
-
-
 def _version(dist: str) -> str | None:
     try:
         return md.version(dist)
@@ -74,7 +65,6 @@ def _package(name: str, lang: str = "en") -> Check:
 
 
 def _pdlab_check(lang: str = "en") -> Check:
-    """pdlab's version, where it is imported from, and whether its notebooks are there."""
     import pdlab
 
     t = _words(lang)
@@ -82,26 +72,18 @@ def _pdlab_check(lang: str = "en") -> Check:
     try:
         notebooks = pdlab.notebooks_dir()
     except FileNotFoundError as e:
-        detail = t("doc_pdlab_broken", version=version, where=where, error=_error(e, lang))
+        detail = t("doc_pdlab_broken", version=version, where=where, error=error_text(e, lang))
         return Check("pdlab", False, detail, t("doc_pdlab_fix"))
     return Check("pdlab", True, t("doc_pdlab", version=version, where=where, notebooks=notebooks))
 
 
 def run_checks(lang: str = "en") -> list[Check]:
     t = _words(lang)
+    system = {"system": platform.system(), "machine": platform.machine()}
+    python = t("doc_python", version=platform.python_version(), **system)
     checks = [
         _pdlab_check(lang),
-        Check(
-            "python",
-            sys.version_info >= (3, 10),
-            t(
-                "doc_python",
-                version=platform.python_version(),
-                system=platform.system(),
-                machine=platform.machine(),
-            ),
-            t("doc_python_fix"),
-        ),
+        Check("python", sys.version_info >= (3, 10), python, t("doc_python_fix")),
     ]
     try:
         import torch
@@ -113,7 +95,7 @@ def run_checks(lang: str = "en") -> list[Check]:
             dev = "CPU" if zh else "cpu"
         checks.append(Check("torch", True, t("doc_torch", version=torch.__version__, device=dev)))
     except Exception as e:  # noqa: BLE001 - a doctor reports every failure
-        detail = t("doc_import_failed", error=_error(e, lang))
+        detail = t("doc_import_failed", error=error_text(e, lang))
         checks.append(Check("torch", False, detail, "pip install torch"))
         return checks
     build = _torch_build_check(torch, lang)
@@ -124,13 +106,7 @@ def run_checks(lang: str = "en") -> list[Check]:
     tv = _version("triton") if triton_installed() else None
     if tv is None:
         checks.append(
-            Check(
-                "triton",
-                False,
-                t("doc_triton_missing"),
-                t("doc_triton_fix"),
-                required=False,
-            )
+            Check("triton", False, t("doc_triton_missing"), t("doc_triton_fix"), required=False)
         )
     else:
         checks.append(Check("triton", True, tv))
@@ -208,15 +184,8 @@ def _backend_checks(lang: str = "en") -> list[Check]:
         if not backend.triton_installed():  # the triton line above says so already
             out.append(Check("kernels", True, t("doc_kernels_needs", lead=lead)))
         else:
-            out.append(
-                Check(
-                    "kernels",
-                    False,
-                    t("doc_kernels_bad", lead=lead, error=_error(e, lang)),
-                    t("doc_kernels_fix"),
-                    required=False,
-                )
-            )
+            detail = t("doc_kernels_bad", lead=lead, error=error_text(e, lang))
+            out.append(Check("kernels", False, detail, t("doc_kernels_fix"), required=False))
     try:
         described = kernels_line(lang)
         out.append(Check("backend", True, t("doc_backend_ok", described=described)))
@@ -228,27 +197,20 @@ def _backend_checks(lang: str = "en") -> list[Check]:
             advice = t("doc_fix_backend_env")
         else:
             advice = t("doc_fix_backend")
-        detail = t("doc_backend_failed", error=_error(e, lang))
+        detail = t("doc_backend_failed", error=error_text(e, lang))
         out.append(Check("backend", False, detail, advice))
     return out
 
 
 def _browser_check(lang: str = "en") -> Check:
-    """``pdlab lab`` opens a web browser when one is registered; without one it prints the
-    address to open."""
+    """``pdlab lab`` opens a web browser when one is registered (else prints the address)."""
     import webbrowser
 
     t = _words(lang)
     try:
         name = getattr(webbrowser.get(), "name", "") or t("doc_browser_found")
     except webbrowser.Error:
-        return Check(
-            "browser",
-            False,
-            t("doc_no_browser"),
-            t("doc_no_browser_fix"),
-            required=False,
-        )
+        return Check("browser", False, t("doc_no_browser"), t("doc_no_browser_fix"), required=False)
     return Check("browser", True, t("doc_browser_ok", name=name))
 
 
@@ -266,17 +228,11 @@ def _widgets_check(lang: str = "en") -> Check:
         folders = jupyter_path("labextensions")
     except ImportError:
         folders = [os.path.join(sys.prefix, "share", "jupyter", "labextensions")]
-    found = [
-        f
-        for f in folders
-        if os.path.isdir(os.path.join(f, "@jupyter-widgets", "jupyterlab-manager"))
-    ]
+    manager = os.path.join("@jupyter-widgets", "jupyterlab-manager")
+    found = [f for f in folders if os.path.isdir(os.path.join(f, manager))]
     if ext is None or not found:
         return Check(
-            "ipywidgets",
-            False,
-            t("doc_widgets_no_ext", version=v),
-            t("doc_widgets_ext_fix"),
+            "ipywidgets", False, t("doc_widgets_no_ext", version=v), t("doc_widgets_ext_fix")
         )
     return Check("ipywidgets", True, t("doc_widgets_ok", version=v, ext=ext))
 
@@ -296,39 +252,27 @@ def _smoke_check(lang: str = "en") -> Check:
             return Check("model", False, t("doc_model_nonfinite"), t("doc_report"))
         return Check("model", True, t("doc_model_ok", ms=ms))
     except Exception as e:  # noqa: BLE001
-        detail = t("doc_model_failed", error=_error(e, lang))
+        detail = t("doc_model_failed", error=error_text(e, lang))
         return Check("model", False, detail, t("doc_report"))
 
 
 def run_aot(console: Any, lang: str = "en") -> Check:
-    """Compile every Triton kernel for sm_80 and sm_90 and print a row per kernel, target,
-    dtype and widths (``pdlab/tools/aot.py``); the summary line as a :class:`Check`, a
-    warning when triton or its toolchain is missing (nothing else needs them)."""
+    """Compile every Triton kernel for sm_80 and sm_90 and print a row per build
+    (``pdlab/tools/aot.py``); the summary line as a :class:`Check` (a warning when triton
+    or its toolchain is missing)."""
     from pdlab.kernels.backend import triton_installed
 
     t = _words(lang)
     label = t("doc_name_aot")
+    warning = {"required": False, "label": label}
     if not triton_installed():
-        return Check(
-            "aot",
-            False,
-            t("doc_aot_no_triton"),
-            t("doc_aot_no_triton_fix"),
-            required=False,
-            label=label,
-        )
+        return Check("aot", False, t("doc_aot_no_triton"), t("doc_aot_no_triton_fix"), **warning)
     aot = importlib.import_module("pdlab.tools.aot")
     try:
         results = aot.run_aot_check()
     except Exception as e:  # noqa: BLE001 - a toolchain that cannot run is a warning
-        return Check(
-            "aot",
-            False,
-            t("doc_aot_no_compiler", error=_error(e, lang)),
-            t("doc_aot_no_compiler_fix"),
-            required=False,
-            label=label,
-        )
+        detail = t("doc_aot_no_compiler", error=error_text(e, lang))
+        return Check("aot", False, detail, t("doc_aot_no_compiler_fix"), **warning)
     console.print(aot.render_table(results, lang))
     bad = [r for r in results if not r.ok]
     spilling = sum(1 for r in results if r.ok and r.spills)
@@ -371,10 +315,6 @@ def main(aot: bool = False, lang: str = "en") -> int:
         checks.append(summary)
     ok = all(c.ok or not c.required for c in checks)
     warned = any(not c.ok and not c.required for c in checks)
-    if not ok:
-        console.print(t("doc_cannot_run"))
-    elif warned:
-        console.print(t("doc_can_run_warned"))
-    else:
-        console.print(t("doc_can_run"))
+    verdict = "doc_can_run_warned" if warned else "doc_can_run"
+    console.print(t(verdict if ok else "doc_cannot_run"))
     return 0 if ok else 1

@@ -1,21 +1,11 @@
 """The one command for GPU owners: ``python -m pdlab.tools.gpu_check``.
 
 On a CUDA machine it prints one table, in bf16 at DeepSeek-V3's widths, and writes it as
-JSON (``--json PATH``, default ``gpu_check.json``):
-
-* ``mla_decode``: GB/s of useful bytes (the latent cache rows read once, the query, the
-  output) at batch 64 and 128, 16 and 128 heads, contexts 4K and 32K, 64-token pages
-  shuffled, with the split count automatic and fixed at 4; beside the device's copy
-  bandwidth measured in the same run, and torch SDPA on the same math with the rows
-  already contiguous (one KV head, ``enable_gqa``);
-* ``flash_attn_varlen``: TFLOP/s of useful work (causal: half the pairs) at 128 heads,
-  one sequence of 4K, 8K and 16K tokens, QK 192 and V 128; beside the measured matmul
-  rate and torch SDPA on the same shapes.
-
-Every case runs a handful of times (CUDA events, median), so the whole table takes a few
-minutes, well under 8 on an H100. ``--tests`` also runs ``tests/engine/test_kernels*.py``
-compiled first (bf16 included, which the CPU interpreter cannot check). Without a GPU the
-module imports and says what to run instead; nothing here needs one to be imported.
+JSON (``--json PATH``): ``mla_decode`` in GB/s of useful bytes (:data:`DECODE`) and
+``flash_attn_varlen`` in TFLOP/s of useful work (:data:`PREFILL`), each beside the ceiling
+measured in the same run and torch SDPA on the same math. The whole table takes a few
+minutes. ``--tests`` also runs ``tests/engine/test_kernels*.py`` compiled first (bf16
+included, which the CPU interpreter cannot check). Without a GPU it says what to run instead.
 """
 
 from __future__ import annotations
@@ -45,8 +35,7 @@ TESTS = Path(__file__).resolve().parents[2] / "tests" / "engine"
 
 
 def run_tests() -> dict:
-    """Run ``tests/engine/test_kernels*.py`` in a child pytest; count outcomes from its
-    JUnit XML."""
+    """Run ``tests/engine/test_kernels*.py`` in a child pytest; count its JUnit outcomes."""
     files = sorted(str(p) for p in TESTS.glob("test_kernels*.py"))
     if not files:
         return {
@@ -57,21 +46,9 @@ def run_tests() -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
         t0 = time.perf_counter()
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={xml}"]
         proc = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                f"--junitxml={xml}",
-                *files,
-            ],
-            env=env,
-            cwd=TESTS.parents[1],
-            capture_output=True,
-            text=True,
+            [*cmd, *files], env=env, cwd=TESTS.parents[1], capture_output=True, text=True
         )
         seconds = time.perf_counter() - t0
         counts = {"passed": 0, "failed": 0, "skipped": 0, "triton_bf16_passed": 0}
@@ -120,19 +97,11 @@ def _decode_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]:
                         mla_decode, q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=L
                     )
                     ms = measure.time_cuda(partial(run, backend="triton"), reps <= 5)
-                    gbps = useful / ms / 1e6
-                    rows.append(
-                        {
-                            "kernel": "mla_decode",
-                            "shape": f"B={B} H={H} ctx={ctx // 1024}K",
-                            "splits": "auto" if splits is None else splits,
-                            "ms": ms,
-                            "gbps": gbps,
-                            "of_ceiling": gbps / ceilings["copy_gbps"],
-                            "sdpa_ms": sdpa,
-                            "sdpa_gbps": useful / sdpa / 1e6 if sdpa else None,
-                        }
-                    )
+                    gbps, shape = useful / ms / 1e6, f"B={B} H={H} ctx={ctx // 1024}K"
+                    row = {"kernel": "mla_decode", "shape": shape, "splits": splits or "auto"}
+                    row |= {"ms": ms, "gbps": gbps, "of_ceiling": gbps / ceilings["copy_gbps"]}
+                    row |= {"sdpa_ms": sdpa, "sdpa_gbps": useful / sdpa / 1e6 if sdpa else None}
+                    rows.append(row)
     return rows
 
 
@@ -168,19 +137,10 @@ def _prefill_rows(device: torch.device, ceilings: dict, reps: int) -> list[dict]
             sdpa = measure.time_cuda(sdpa_run, reps <= 5)
         except Exception:  # no SDPA backend for these widths: leave the cell empty
             sdpa = None
-        tflops = flops / ms / 1e9
-        rows.append(
-            {
-                "kernel": "flash_attn_varlen",
-                "shape": f"H={H} S={S // 1024}K causal",
-                "splits": "-",
-                "ms": ms,
-                "tflops": tflops,
-                "of_ceiling": tflops / ceilings["matmul_tflops"],
-                "sdpa_ms": sdpa,
-                "sdpa_tflops": flops / sdpa / 1e9 if sdpa else None,
-            }
-        )
+        tflops, shape = flops / ms / 1e9, f"H={H} S={S // 1024}K causal"
+        row = {"kernel": "flash_attn_varlen", "shape": shape, "splits": "-", "ms": ms}
+        row |= {"tflops": tflops, "of_ceiling": tflops / ceilings["matmul_tflops"], "sdpa_ms": sdpa}
+        rows.append(row | {"sdpa_tflops": flops / sdpa / 1e9 if sdpa else None})
     return rows
 
 

@@ -1,13 +1,10 @@
 """``pdlab notebooks [DIR]`` and ``pdlab lab``: the notebooks wherever pdlab is installed.
 
-The notebooks ship inside the package (``pdlab/notebooks`` in a wheel; ``notebooks/`` beside
-``pdlab/`` in a checkout, see :func:`pdlab.notebooks_dir`). ``pdlab notebooks`` copies them
-into a folder of the reader's; ``pdlab lab`` opens JupyterLab on a working copy, always
-(:data:`LAB_DIR`, ``~/pdlab-notebooks``, or ``--dir``): made once, holding only the ``.ipynb``
-of each chapter in both languages, never served from the checkout's tracked ``notebooks/``
-(saving a notebook there would dirty git) nor from an installed package's files. A copy the
-reader has edited is never replaced. vLLM has no counterpart; its CLI entry point is
-``vllm/entrypoints/cli/main.py``.
+The notebooks ship inside the package (:func:`pdlab.notebooks_dir`). ``pdlab notebooks``
+copies them into a folder of the reader's; ``pdlab lab`` opens JupyterLab on a working copy
+(:data:`LAB_DIR` or ``--dir``), never on the shipped folder itself (saving a notebook there
+would dirty git or the installed package). A copy the reader has edited is never replaced.
+vLLM has no counterpart; its CLI entry point is ``vllm/entrypoints/cli/main.py``.
 """
 
 from __future__ import annotations
@@ -35,11 +32,8 @@ def shipped_notebooks() -> list[Path]:
 
 
 def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
-    """Copy the shipped notebooks into ``dest`` (created if missing); returns the new paths.
-
-    A file already there with the same content is left as it is; one that differs (a reader's
-    edits) is kept unless ``force``: a ValueError names it and says how to overwrite.
-    """
+    """Copy the shipped notebooks into ``dest``; returns the new paths. A file there that
+    differs (a reader's edits) is refused unless ``force``."""
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
         raise PdlabValueError("err_lab_dest_file", path=str(dest))
@@ -56,39 +50,24 @@ def copy_notebooks(dest: Path, force: bool = False) -> list[Path]:
     if changed and not force:
         names = ", ".join(p.name for p in changed)
         raise PdlabValueError("err_lab_edited", path=str(dest), names=names)
-    out = []
-    try:
-        dest.mkdir(parents=True, exist_ok=True)
-        for s in sources:
-            target = dest / s.name
-            if not target.exists() or target in changed:
-                shutil.copyfile(s, target)
-            out.append(target)
-    except OSError as e:
-        why = os_reason(e)
-        raise PdlabValueError(
-            "err_lab_cannot_write", option="DIR", path=str(dest), why=why
-        ) from None
-    return out
+    fresh = [s.name for s in sources if not (dest / s.name).exists() or dest / s.name in changed]
+    copy_notebooks_named(dest, fresh, option="DIR")
+    return [dest / s.name for s in sources]
 
 
 def resolve_notebook(name: str, folder: Path) -> str:
     """The file name in ``folder`` that ``name`` means: ``05``, ``05_pd_decode_side`` or
-    ``05_pd_decode_side.ipynb``; ``01_zh`` is notebook 1's Chinese twin
-    (``01_paged_kv_cache_zh``), ``01`` the English one where a number has both."""
+    ``05_pd_decode_side.ipynb``; ``01_zh`` is notebook 1's Chinese twin."""
     names = sorted(p.name for p in folder.glob("[0-9][0-9]_*.ipynb"))
     stem = name.removesuffix(".ipynb")
     if stem in RENAMED and f"{stem}.ipynb" not in names:
         stem = RENAMED[stem]
     number, zh = stem.removesuffix("_zh"), stem.endswith("_zh")
-
-    def chinese(n: str) -> bool:
-        return n.removesuffix(".ipynb").endswith("_zh")
-
     hits = [n for n in names if n.removesuffix(".ipynb") == stem]
     same = [n for n in names if n.split("_", 1)[0] == number]
     if not hits and same:
-        hits = [n for n in same if chinese(n) == zh] or ([] if zh else same)
+        hits = [n for n in same if n.removesuffix(".ipynb").endswith("_zh") == zh]
+        hits = hits or ([] if zh else same)
     if len(hits) != 1:
         among = ", ".join(n.removesuffix(".ipynb") for n in names)
         raise PdlabValueError("err_lab_no_notebook", name=name, names=among)
@@ -102,16 +81,14 @@ def _in_checkout(folder: Path) -> bool:
 
 def _shipped_where() -> Phrase:
     """What the shipped folder is: a checkout's tracked notebooks, or the package's own."""
-    shipped = notebooks_dir()
-    return Phrase("err_n_tracked_notebooks" if _in_checkout(shipped) else "err_n_own_notebooks")
+    checkout = _in_checkout(notebooks_dir())
+    return Phrase("err_n_tracked_notebooks" if checkout else "err_n_own_notebooks")
 
 
 def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str]]:
-    """The working copy JupyterLab serves, and notes for the reader: ``directory``, else
-    ``PDLAB_LAB_DIR``, else :data:`LAB_DIR`. Missing notebooks are copied in; one the reader
-    has edited is kept as it is (a note says how to replace it); the shipped folder itself
-    (a checkout's tracked ``notebooks/``, or the installed package's) is refused. The notes
-    are in ``lang``."""
+    """The working copy JupyterLab serves (``directory``, else ``PDLAB_LAB_DIR``, else
+    :data:`LAB_DIR`), and notes for the reader in ``lang``. Missing notebooks are copied in;
+    one the reader has edited is kept as it is."""
     from pdlab.catalog import text
 
     if directory is None:
@@ -141,7 +118,7 @@ def lab_folder(directory: Path | None, lang: str = "en") -> tuple[Path, list[str
     return directory, notes
 
 
-def copy_notebooks_named(dest: Path, names: list[str]) -> None:
+def copy_notebooks_named(dest: Path, names: list[str], option: str = "--dir") -> None:
     """Copy the shipped notebooks called ``names`` into ``dest`` (created if missing)."""
     try:
         dest.mkdir(parents=True, exist_ok=True)
@@ -150,7 +127,7 @@ def copy_notebooks_named(dest: Path, names: list[str]) -> None:
     except OSError as e:
         why = os_reason(e)
         raise PdlabValueError(
-            "err_lab_cannot_write", option="--dir", path=str(dest), why=why
+            "err_lab_cannot_write", option=option, path=str(dest), why=why
         ) from None
 
 
@@ -165,12 +142,9 @@ def lab_command(
     if port is not None and not 0 <= port <= 65535:
         raise PdlabValueError("err_lab_port", port=port)
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
-    if port is not None:
-        cmd += [f"--ServerApp.port={port}"]
-    if ip is not None:
-        cmd += [f"--ServerApp.ip={ip}"]
-    if no_browser:
-        cmd += ["--no-browser"]
+    cmd += [f"--ServerApp.port={port}"] if port is not None else []
+    cmd += [f"--ServerApp.ip={ip}"] if ip is not None else []
+    cmd += ["--no-browser"] if no_browser else []
     # Jupyter refuses to start as root unless told; containers and workshop VMs run as root.
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd += ["--allow-root"]
@@ -187,8 +161,8 @@ def run_lab(
     no_browser: bool = False,
     lang: str = "en",
 ) -> int:
-    """Start JupyterLab on the working copy (see :func:`lab_folder`); returns its exit
-    status. With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
+    """Start JupyterLab on the working copy (:func:`lab_folder`); returns its exit status.
+    With ``lang="zh"``, ``--notebook 05`` opens the Chinese twin."""
     from pdlab.catalog import text
 
     # Every option is checked before anything is copied (against the shipped names, which
@@ -208,11 +182,9 @@ def run_lab(
 
 
 def _serve(cmd: list[str], folder: Path) -> int:
-    """Run JupyterLab and wait for it. Ctrl-C and SIGTERM sent to pdlab reach it as
-    SIGTERM, so it stops its kernels before pdlab returns (a SIGINT could be ignored: a
-    server started in the background inherits an ignored SIGINT, and with a terminal it
-    only asks whether to stop); after a Ctrl-C pdlab raises ``KeyboardInterrupt`` (the
-    CLI's one line and exit 130) instead of returning 0."""
+    """Run JupyterLab and wait for it. Ctrl-C and SIGTERM sent to pdlab reach it as SIGTERM,
+    so it stops its kernels before pdlab returns (a SIGINT could be ignored, or only ask
+    whether to stop); after a Ctrl-C pdlab raises ``KeyboardInterrupt``."""
     server = subprocess.Popen(cmd, cwd=folder)
     got: list[int] = []
 

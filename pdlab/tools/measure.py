@@ -1,16 +1,7 @@
-"""How the tools measure: timers, this machine's ceilings, published peaks, a test cache.
-
-* :func:`time_cuda` (CUDA events, median), :func:`time_cpu` (median) and :func:`time_pair`
-  (two functions run alternately, fastest of each: the ratio survives a busy machine);
-* :func:`measure_ceilings`: the matmul FLOP/s and copy GB/s of this machine, measured now,
-  and :func:`floor_ms`, a kernel's roofline floor from them;
-* :data:`PEAKS`: datasheet peaks of common GPUs (:func:`published_peak`, from
-  ``pdlab/sim/peaks.py``, and :func:`device_peaks`);
-* :func:`shuffled_paged_cache`: a full latent cache whose pages are shuffled, as after a
-  while of serving.
-
-Used by ``bench_kernels.py``, ``gpu_check.py`` and ``bench.py``. vLLM 0.33.0 has no
-counterpart in its package (its kernel benchmarks are scripts outside it).
+"""How the tools measure: timers, this machine's ceilings (:func:`measure_ceilings`) and a
+kernel's roofline floor from them (:func:`floor_ms`), published peaks (from
+``pdlab/sim/peaks.py``), a shuffled test cache. vLLM 0.33.0 has no counterpart in its
+package (its kernel benchmarks are scripts outside it).
 """
 
 from __future__ import annotations
@@ -22,9 +13,9 @@ from typing import Any
 
 import torch
 
-from pdlab.sim.peaks import PEAK_SOURCES, PEAKS, published_peak
+from pdlab.sim.peaks import PEAKS, published_peak
 
-__all__ = ["PEAKS", "PEAK_SOURCES", "published_peak"]  # re-exported: pdlab/sim/peaks.py
+__all__ = ["PEAKS", "published_peak"]  # re-exported: pdlab/sim/peaks.py
 
 
 def device_peaks(device: torch.device) -> tuple[float | None, float | None]:
@@ -64,17 +55,16 @@ def median_ms(fn: Callable[[], Any], device: torch.device, repeats: int) -> floa
 
 
 def time_cuda(fn: Callable[[], Any], quick: bool) -> float:
-    """Median milliseconds of ``fn`` on the GPU, timed with CUDA events."""
     return median_ms(fn, torch.device("cuda"), 5 if quick else 20)
 
 
 def time_cpu(fn: Callable[[], Any], quick: bool) -> float:
-    """Median milliseconds of ``fn`` on the CPU."""
     return median_ms(fn, torch.device("cpu"), 3 if quick else 10)
 
 
 def time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[float, float]:
-    """Fastest milliseconds of ``a`` and of ``b``, run alternately (CPU)."""
+    """Fastest milliseconds of ``a`` and of ``b``, run alternately (CPU): the ratio survives a
+    busy machine."""
     a(), b()
     ta, tb = [], []
     for _ in range(3 if quick else 7):
@@ -86,9 +76,8 @@ def time_pair(a: Callable[[], Any], b: Callable[[], Any], quick: bool) -> tuple[
 
 
 def measure_ceilings(device: torch.device, dtype: torch.dtype, quick: bool = True) -> dict:
-    """This machine's floor, measured now: matmul FLOP/s (a square product of 2048 on a
-    CPU, 8192 on a GPU) and copy GB/s (a 256 MiB tensor copied, bytes read + written).
-    A kernel's floor is ``max(FLOPs / matmul rate, bytes / copy rate)``."""
+    """This machine's matmul FLOP/s (a square product of 2048 on a CPU, 8192 on a GPU) and
+    copy GB/s (bytes read + written), measured now."""
     gpu = device.type == "cuda"
     timer = time_cuda if gpu else time_cpu
     n = 8192 if gpu else 2048
@@ -108,7 +97,7 @@ def measure_ceilings(device: torch.device, dtype: torch.dtype, quick: bool = Tru
 
 
 def floor_ms(flops: float, nbytes: float, ceilings: dict) -> float:
-    """The roofline floor of a kernel that does ``flops`` and moves ``nbytes``."""
+    """A kernel's roofline floor: ``max(FLOPs / matmul rate, bytes / copy rate)``."""
     return max(flops / (ceilings["matmul_tflops"] * 1e9), nbytes / (ceilings["copy_gbps"] * 1e6))
 
 

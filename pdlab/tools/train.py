@@ -1,28 +1,17 @@
 """Training the tiny model on pdlab's own corpus (:mod:`pdlab.tools.corpus`), for ``pdlab train``.
 
 The model is :class:`~pdlab.engine.model_executor.models.deepseek_v2.DeepseekV2ForCausalLM` as the
-engine runs it, built from its seeded random initialisation and trained through its own cacheless
-forward, the model-level oracle (``attn_impl="naive"``: the up-projected form, which is cheaper to
-differentiate at these sizes; the absorbed form the engine runs computes the same attention).
-A batch is ``batch_size`` sequences of ``seq_len + 1`` bytes, each starting at the first byte
-of a corpus line, so a prompt at position 0 reads like the questions did; ``torch.func.vmap``
-runs the one-sequence forward over the batch. AdamW, linear warm-up, cosine decay, gradient
-clipping at 1. Everything random draws from generators seeded by ``seed``: the same seed and
-the same number of threads give the same weights, bit for bit.
+engine runs it, from its seeded random initialisation, trained through its own cacheless forward
+(``attn_impl="naive"``, cheaper to differentiate at these sizes; the absorbed form computes the
+same attention). A batch is ``batch_size`` sequences of ``seq_len + 1`` bytes, each starting at
+the first byte of a corpus line; ``torch.func.vmap`` runs the one-sequence forward over it.
+AdamW, linear warm-up, cosine decay, gradient clipping at 1. The same seed and the same number
+of threads give the same weights, bit for bit.
 
-Then DeepSeek-V3's MTP layer (:mod:`pdlab.engine.model_executor.models.deepseek_mtp`) learns to
-guess the token after next: at position ``i`` it reads token ``i + 1`` and the main model's hidden
-state at ``i`` and is scored on token ``i + 2`` (the depth-1 MTP loss of DeepSeek-V3's report).
-DeepSeek-V3 trains the two jointly, adding the MTP loss with a weight (0.3, then 0.1); pdlab
-trains the MTP after the main model, which stays frozen, its embedding and head (shared with the
-MTP) included. That keeps the main model's tensors, and so every output pdlab documents, what
-they were before the MTP came (a joint loss would move them). With the main model frozen a
-loss weight would only rescale the MTP's gradients (AdamW is nearly blind to that, the
-clipping aside), so there is none. The MTP phase draws from the same generator after the
-main phase, and :func:`pdlab.engine.model_executor.models.deepseek_mtp.acceptance_rates` measures
-the result on the corpus. ``main_from`` takes the main model from a checkpoint instead (the
-shipped one's main model was made on another machine, whose float rounding this one does not
-repeat exactly: its MTP layer was trained on those tensors, so they ship unchanged).
+Then DeepSeek-V3's MTP layer learns to guess the token after next. DeepSeek-V3 trains the two
+jointly; pdlab trains the MTP after the main model, which stays frozen, so every output pdlab
+documents stays what it was. ``main_from`` takes the main model from a checkpoint instead
+(the shipped one's was made on another machine, whose float rounding this one does not repeat).
 
 vLLM has no counterpart (it serves checkpoints and never trains one); the result is saved in
 the format a DeepSeek checkpoint uses (safetensors, DeepSeek parameter names) and loaded by
@@ -162,12 +151,10 @@ def train(
     on_mtp_step: Callable[[int, float], None] | None = None,
     main_from: str | Path | None = None,
 ) -> TrainResult:
-    """Train from the seeded random model of ``model_config`` (the tiny preset's dimensions
-    by default) on ``lines`` (the whole corpus by default), then its MTP layer (when
-    ``cfg.mtp_steps > 0``); ``on_step(step, loss)`` after every main step,
-    ``on_mtp_step(step, loss)`` after every MTP step. With ``main_from`` (a checkpoint the
-    same settings made) the main model is read from that file instead of trained, its
-    batches drawn all the same, so the MTP phase runs as it would after training it."""
+    """Train from the seeded random model of ``model_config`` (the tiny preset's by default)
+    on ``lines`` (the whole corpus by default), then its MTP layer (``cfg.mtp_steps > 0``),
+    calling ``on_step``/``on_mtp_step(step, loss)`` after each step. With ``main_from`` the
+    main model is read from that file, its batches drawn all the same."""
     cfg = cfg or TrainConfig()
     mc = (model_config or ModelConfig.tiny()).replace(
         weights="random", seed=cfg.seed, num_nextn_predict_layers=int(cfg.mtp_steps > 0)
