@@ -92,17 +92,10 @@ def header_lines(
     from pdlab.catalog import text
 
     key = "tr_threads" if threads > 1 else "tr_thread"
+    settings = dict(steps=cfg.steps, bs=cfg.batch_size, seq=cfg.seq_len, seed=cfg.seed)
     lines = [
         text(lang, "tr_head", n=n_lines),
-        text(
-            lang,
-            "tr_settings",
-            steps=cfg.steps,
-            bs=cfg.batch_size,
-            seq=cfg.seq_len,
-            seed=cfg.seed,
-            threads=text(lang, key, n=threads),
-        ),
+        text(lang, "tr_settings", threads=text(lang, key, n=threads), **settings),
     ]
     if main_from is not None:
         lines.append(text(lang, "tr_main_from", path=main_from))
