@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     lang = getattr(args, "lang", None) or "en"
     console = make_console()
     if args.bench == "paths":
-        from pdlab.tools.bench import bench_paths, render_paths_table
+        from pdlab.tools.bench import bench_paths, render_paths_table, render_spec_table
 
         _check_paths_fit(args.preset, args.context, args.heads)
         with progress_bar(text(lang, "bench_what_paths"), lang) as progress:
@@ -136,8 +136,6 @@ def run(args: argparse.Namespace) -> int:
             )
         console.print(render_paths_table(res, lang))
         if "spec" in res:
-            from pdlab.tools.bench import render_spec_table
-
             console.print(render_spec_table(res, lang))
     elif args.bench == "kernels":
         from pdlab.tools.bench_kernels import bench_kernels, render_table

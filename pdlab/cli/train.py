@@ -51,19 +51,10 @@ def add_arguments(sub: Any) -> None:
     t.add_argument("--plot", type=Path, metavar="PATH", help=Help("help_train_plot"))
 
 
-def save_loss_plot(
-    losses: list[float],
-    path: Path,
-    *,
-    seed: int,
-    steps: int,
-    tokens_per_step: int,
-    mtp_losses: list[float] | None = None,
-    lang: str = "en",
-) -> Path:
-    """The training loss per step, log scale, as a PNG (the MTP phase's beside it, counted
-    from its own first step), labelled in ``lang`` (English where no installed font has
-    Chinese glyphs: :func:`pdlab.ui.plots.lang_fonts`)."""
+def save_loss_plot(result: Any, cfg: Any, path: Path, lang: str = "en") -> Path:
+    """The training loss per step of ``result``, log scale, as a PNG (the MTP phase's beside
+    it, counted from its own first step), labelled in ``lang`` (English where no installed
+    font has Chinese glyphs: :func:`pdlab.ui.plots.lang_fonts`)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -74,16 +65,15 @@ def save_loss_plot(
 
     with lang_fonts(lang) as lang:
         fig, ax = plt.subplots(figsize=(7, 3.6))
-        if losses:
-            ax.semilogy(range(1, len(losses) + 1), losses, lw=1, label=text(lang, "tr_plot_main"))
-        if mtp_losses:
-            ax.semilogy(
-                range(1, len(mtp_losses) + 1), mtp_losses, lw=1, label=text(lang, "tr_plot_mtp")
-            )
+        for losses, key in ((result.losses, "tr_plot_main"), (result.mtp_losses, "tr_plot_mtp")):
+            if losses:
+                ax.semilogy(range(1, len(losses) + 1), losses, lw=1, label=text(lang, key))
+        if result.mtp_losses:
             ax.legend()
         ax.set_xlabel(text(lang, "tr_plot_x"))
         ax.set_ylabel(text(lang, "tr_plot_y"))
-        title = text(lang, "tr_plot_title", seed=seed, steps=steps, tokens=tokens_per_step)
+        tokens = result.tokens_per_step
+        title = text(lang, "tr_plot_title", seed=cfg.seed, steps=cfg.steps, tokens=tokens)
         ax.set_title(title, fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         fig.tight_layout()
@@ -102,17 +92,10 @@ def header_lines(
     from pdlab.catalog import text
 
     key = "tr_threads" if threads > 1 else "tr_thread"
+    settings = dict(steps=cfg.steps, bs=cfg.batch_size, seq=cfg.seq_len, seed=cfg.seed)
     lines = [
         text(lang, "tr_head", n=n_lines),
-        text(
-            lang,
-            "tr_settings",
-            steps=cfg.steps,
-            bs=cfg.batch_size,
-            seq=cfg.seq_len,
-            seed=cfg.seed,
-            threads=text(lang, key, n=threads),
-        ),
+        text(lang, "tr_settings", threads=text(lang, key, n=threads), **settings),
     ]
     if main_from is not None:
         lines.append(text(lang, "tr_main_from", path=main_from))
@@ -246,15 +229,7 @@ def run(args: argparse.Namespace) -> int:
         )
     meta = metadata(result, cfg)
     path = save_checkpoint(result.model, args.out, meta)
-    save_loss_plot(
-        result.losses,
-        plot,
-        seed=cfg.seed,
-        steps=cfg.steps,
-        tokens_per_step=result.tokens_per_step,
-        mtp_losses=result.mtp_losses,
-        lang=lang,
-    )
+    save_loss_plot(result, cfg, plot, lang)
     tok = ByteTokenizer()
     samples = [
         (prompt, printable(result.model.greedy_generate(tok.encode(prompt), 32)))
