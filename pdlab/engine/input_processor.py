@@ -1,10 +1,9 @@
 """What ``LLMEngine.add_request`` checks before a request reaches the scheduler.
 
 Mirrors ``vllm/v1/engine/input_processor.py`` (``InputProcessor._validate_params``,
-``_validate_prompt_len``): every bad input is refused at the door with a ``TypeError`` or
-``ValueError`` naming the argument, the value and what is allowed, so it can never fail a
-batch inside ``step()``. ``check_kv_cache_fits`` does the same for the cache an engine is
-about to allocate.
+``_validate_prompt_len``): every bad input is refused at the door, in one line, so it can
+never fail a batch inside ``step()``; ``check_kv_cache_fits`` does the same for the cache
+an engine is about to allocate.
 """
 
 from __future__ import annotations

@@ -107,21 +107,19 @@ def _local_gpu() -> str | None:
         name = torch.cuda.get_device_name(0).lower().replace(" ", "")
     except Exception:  # noqa: BLE001 - no usable CUDA: treat as no GPU
         return None
-    for key in GPUS:
-        if key != "cpu" and key in name:
-            return key
-    return None
+    return next((key for key in GPUS if key != "cpu" and key in name), None)
 
 
-def check_gpu(gpu: str) -> str:
-    """``gpu`` as a key of :data:`GPUS`, or ``ValueError`` naming what is allowed."""
+def check_gpu(gpu: str, name: str = "gpu") -> str:
+    """``gpu`` as a key of :data:`GPUS`, or ``ValueError`` naming ``name`` (the argument or
+    the environment variable that gave it) and what is allowed."""
     key = (
         gpu.lower().replace(" ", "").replace("-", "").replace("_", "")
         if isinstance(gpu, str)
         else None
     )
     if key not in GPUS:
-        raise invalid("gpu", gpu, Phrase("err_x_one_of", choices=tuple(GPUS)))
+        raise invalid(name, gpu, Phrase("err_x_one_of", choices=tuple(GPUS)))
     return key
 
 
@@ -144,7 +142,7 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
             gpu = _local_gpu()
             how = Chosen.LOCAL if gpu else Chosen.NONE
             gpu = gpu or "cpu"
-    key = check_gpu(gpu) if how != Chosen.ENV else _check_env_gpu(gpu)
+    key = check_gpu(gpu, "PDLAB_GPU" if how == Chosen.ENV else "gpu")
     _, cap = GPUS[key]
     priorities = tuple(backend_priorities(cap))
     for b in priorities:
@@ -156,10 +154,3 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
     # The CPU's label is the views' (their Chinese names it too); a GPU's is its model.
     platform = Phrase("pf_cpu_label") if key == "cpu" else GPUS[key][0]
     raise PdlabValueError("err_dtype_on_platform", dtype=kv_cache_dtype, platform=platform)
-
-
-def _check_env_gpu(gpu: str) -> str:
-    try:
-        return check_gpu(gpu)
-    except ValueError:
-        raise invalid("PDLAB_GPU", gpu, Phrase("err_x_one_of", choices=tuple(GPUS))) from None

@@ -99,12 +99,8 @@ class AttentionConfig:
         aliases["flashattn_mla"] = "flash_attn_mla"
         key = aliases.get(key, key)
         if key not in MLA_BACKENDS:
-            _fail(
-                "AttentionConfig",
-                "backend",
-                self.backend,
-                Phrase("err_x_one_of", choices=tuple(MLA_BACKENDS)),
-            )
+            allowed = Phrase("err_x_one_of", choices=tuple(MLA_BACKENDS))
+            _fail("AttentionConfig", "backend", self.backend, allowed)
         object.__setattr__(self, "backend", key)
         if self.gpu is not None:
             object.__setattr__(self, "gpu", check_gpu(self.gpu))

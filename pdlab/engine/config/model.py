@@ -196,12 +196,8 @@ class ModelConfig(ConfigBase):
     def from_hf(cls, config: dict[str, Any], **overrides: Any) -> ModelConfig:
         """Build from a DeepSeek-V2/V3 ``config.json`` (as a dict)."""
         if not isinstance(config, dict):
-            raise PdlabValueError(
-                "err_invalid_str",
-                name="config",
-                value=type(config).__name__,
-                allowed=Phrase("err_x_deepseek_dict"),
-            )
+            allowed, kind = Phrase("err_x_deepseek_dict"), type(config).__name__
+            raise PdlabValueError("err_invalid_str", name="config", value=kind, allowed=allowed)
         required = (
             "hidden_size",
             "num_hidden_layers",

@@ -93,11 +93,9 @@ class SpeculativeConfig(ConfigBase):
         return self.num_speculative_tokens if self.use_eagle() else 0
 
     def use_eagle_block_drop(self) -> bool:
-        """Whether a prefix-cache hit recomputes its trailing block (upstream's
-        ``use_eagle_block_drop``, before ``VllmConfig`` swaps it for lookahead hashes):
-        the drafter's K/V at a position is built from the next token, so MTP needs it and
-        n-gram, with no K/V, does not. Upstream's ``disable_eagle_block_drop`` (an
-        experimental switch, off by default) is not in pdlab."""
+        """Whether a prefix-cache hit recomputes its trailing block (before ``VllmConfig``
+        swaps it for lookahead hashes): MTP, whose K/V need the next token. Upstream's
+        ``disable_eagle_block_drop`` (experimental, off by default) is not in pdlab."""
         return self.use_eagle()
 
     def use_multi_module_mtp(self) -> bool:

@@ -83,11 +83,9 @@ def num_hash_lookahead_tokens(
     speculative_config: Any, enable_prefix_caching: bool, has_kv_connector: bool
 ) -> int:
     """Tokens after each block that its prefix-cache hash covers
-    (``VllmConfig.num_hash_lookahead_tokens``): with a drafter that needs the trailing
-    block recomputed (MTP) and prefix caching on, the drafter's prefill lookahead, unless
-    a KV connector is configured (connectors keep the legacy hashes, upstream's comment
-    says; it gives no other reason); else 0. What follows is told in
-    ``pdlab/engine/core/kv_cache_manager.py``'s docstring."""
+    (``VllmConfig.num_hash_lookahead_tokens``): under MTP with prefix caching on and no
+    KV connector, the drafter's prefill lookahead; else 0 (why:
+    ``pdlab/engine/core/kv_cache_manager.py``)."""
     if (
         speculative_config is None
         or not speculative_config.use_eagle_block_drop()

@@ -14,9 +14,7 @@ counted *before* this step: the tokens to compute are ``all_token_ids[c : c + n]
 
 Under speculative decoding ``n`` also counts the row's draft tokens,
 ``scheduled_spec_decode_tokens[req_id]`` (``-1`` is a placeholder that is never
-accepted): the row's input is ``all_token_ids[c : c + n - len(drafts)] + drafts``. The
-runner answers with the accepted drafts plus one token (``sampled_token_ids``), and after
-the step hands its new drafts back as a ``DraftTokenIds``.
+accepted): the row's input is ``all_token_ids[c : c + n - len(drafts)] + drafts``.
 """
 
 from __future__ import annotations
