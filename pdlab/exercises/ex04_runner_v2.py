@@ -254,8 +254,7 @@ decode_graph_eligible，即完整解码 CUDA graph 可以重放的均匀解码�
 KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
 请实现 decode_flags；评分先在许多批次上与 model runner 比较，
 再把你的标志放进一个 P/D 对的 model runner，
-比较 D 记录下的 `route` 事件。""",
-    },
+比较 D 记录下的 `route` 事件。"""},
     hints={
         "en": (
             "A fresh one-token prompt is prefilling with one new token, but it has no "

@@ -162,8 +162,7 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
 上投影。
 
 请实现 absorbed_decode。评分先与朴素形式比较，再让 forward_mqa 在一个 P/D 对和一个非分离引擎
-的每个 decode 行上使用它。""",
-    },
+的每个 decode 行上使用它。"""},
     hints={
         "en": (
             "w_kv_b.view(H, nope + v, L): [:, :nope] is W_UK, [:, nope:] is W_UV. A score is "

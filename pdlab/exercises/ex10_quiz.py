@@ -176,8 +176,7 @@ ai-dynamo/dynamo#850）
 
 请填写 answers()。每个答案都通过运行引擎（tiny 模型的 P/D 对，block_size 4，13 个 token 的
 提示词）并读取其 trace 来检查。答错时只会给出一个值得思考的问题，不会给出引擎的答案：
-请自己运行 P/D 对（pdlab pd），或查看 pdlab exercises solution 10。""",
-    },
+请自己运行 P/D 对（pdlab pd），或查看 pdlab exercises solution 10。"""},
     hints={
         "en": (
             "What did P send: each layer's keys and values, or also the last token's final "

@@ -350,8 +350,7 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
 对象，绝不修改传入的 `prompt`、`p_tokens` 或参数。
 
 评分先把你的预测与每种设计下真实 PDPair 中 D 的第一步比较，再让这些 P/D 对用你的 hand_off
-与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。""",
-    },
+与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。"""},
     hints={
         "en": (
             "recompute: the K/V of all N tokens arrive, yet the logits need the last one's "

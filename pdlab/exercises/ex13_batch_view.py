@@ -281,8 +281,7 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
 `Row(context)`。
 
 评分先在若干命名批次上与引擎自己的 model runner、builder 和代价模型比较，再让 pdlab sim 用你的函数
-为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。""",
-    },
+为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。"""},
     hints={
         "en": (
             "is_prefilling is num_computed_tokens < prefill_len. Under V2 without PCP a "
