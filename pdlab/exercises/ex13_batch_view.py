@@ -316,9 +316,8 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
             "en": "a prefilling row as a decode under PCP: the MLA builder passes "
             "treat_short_extends_as_decodes = not use_pcp, so under PCP that row takes "
             "forward_mha",
-            "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入 "
-            "treat_short_extends_as_decodes "
-            "= not use_pcp，所以 PCP 下这一行走 forward_mha"},
+            "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入"
+            " treat_short_extends_as_decodes = not use_pcp，所以 PCP 下这一行走 forward_mha"},
         "v1_as_v2": {
             "en": "Model Runner V1 judged as V2: V1 has no prefill_runs_as_decode; its full "
             "decode graph wants a uniform batch of 1 + K-token rows (one token each without "
