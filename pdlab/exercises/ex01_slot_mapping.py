@@ -184,8 +184,7 @@ num_computed_tokens[i] + query_lens[i] - 1。
 
 请实现 slot_mapping。评分先按约定检查若干批次，再在一个开启分块预填充的非分离引擎里用你的
 槽替换 model runner 算出的槽，再在一个小到会抢占请求（被抢占的请求随后恢复）的引擎里重复：每一步都
-必须与 model runner 一致，生成的 token 也必须相同。""",
-    },
+必须与 model runner 一致，生成的 token 也必须相同。"""},
     hints={
         "en": (
             "Positions start at num_computed_tokens[i], not at 0: a later chunk or a decode "

@@ -216,8 +216,7 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
 不是最后一个 token 的最终隐藏状态，而下一个 token 的 logits 需要它。
 
 请把 get_computed_blocks 写成 KVCacheManager 的方法，返回 `(blocks, num_tokens)`。评分先在
-预热过的缓存上与真实方法比较，再把它装进非分离引擎：前缀命中和生成的 token 都必须与引擎一致。""",
-    },
+预热过的缓存上与真实方法比较，再把它装进非分离引擎：前缀命中和生成的 token 都必须与引擎一致。"""},
     hints={
         "en": (
             "Loop over blocks i = 0, 1, ...; block i's tokens are "

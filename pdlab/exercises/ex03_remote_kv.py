@@ -281,8 +281,7 @@ K/V 传输期间 `request.num_computed_tokens` 已经把它们算进去了（N �
 
 评分时，你的方法被装进一个真实 P/D 对（tiny 模型）中 D 的调度器，与引擎自己的方法对照：
 在完整、不足和失败的加载下，D 调度的每一步、两个集合、后续请求的前缀命中以及生成的
-token 都必须相同。""",
-    },
+token 都必须相同。"""},
     hints={
         "en": (
             "The KV cache holds each layer's keys and values, not the final hidden state of "

@@ -254,8 +254,7 @@ decode_graph_eligible，即完整解码 CUDA graph 可以重放的均匀解码�
 KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token）正是 V2 点名的这种行。
 请实现 decode_flags；评分先在许多批次上与 model runner 比较，
 再把你的标志放进一个 P/D 对的 model runner，
-比较 D 记录下的 `route` 事件。""",
-    },
+比较 D 记录下的 `route` 事件。"""},
     hints={
         "en": (
             "A fresh one-token prompt is prefilling with one new token, but it has no "
@@ -265,9 +264,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "zh": (
             "全新的一 token 提示词也在预填充、也只有一个新 token，但它没有已有上下文："
             "它不按解码运行。",
-            "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；"
-            "eligible = 每个 prefill 行"
-            "都按解码运行。开 PCP：(None, 没有行在预填充)。"),
+            "不开 PCP：runs = is_prefilling 且新 token 数 == 1 且已算 > 0；eligible = 每个 prefill "
+            "行都按解码运行。开 PCP：(None, 没有行在预填充)。"),
     },
     mistakes={
         "no_context_test": {
@@ -278,9 +276,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "eligible_any_prefill": {
             "en": "eligible = no row prefilling, without PCP: then D's first step could never "
             "replay the decode graph, which is what prefill_runs_as_decode is for",
-            "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能"
-            "重放完整的 decode CUDA graph，"
-            "而 prefill_runs_as_decode 正是为此而设"},
+            "zh": "不开 PCP 时把 `eligible` 写成“没有行在预填充”：这样 D 的第一步永远不能重放完整的"
+            " decode CUDA graph，而 prefill_runs_as_decode 正是为此而设"},
         "pcp_runs_as_decode": {
             "en": "applying prefill_runs_as_decode under PCP: PCP splits every prefilling row "
             "across ranks, so such a row must take the prefill path",
@@ -290,9 +287,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
             "en": "asking for more than one computed token (c > 1): one token of context is "
             "context, so a row of one new token over exactly one computed token runs as a "
             "decode (the test is num_computed > 0)",
-            "zh": "要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，"
-            "所以在恰好一个已计算 token 之上只有一个新 token 的行按解码运行"
-            "（判断是 num_computed > 0）"},
+            "zh": "要求已计算 token 多于一个（c > 1）：一个 token 的上下文也是上下文，所以在恰好一"
+            "个已计算 token 之上只有一个新 token 的行按解码运行（判断是 num_computed > 0）"},
         "short_rows_as_decode": {
             "en": "letting two new tokens run as a decode (q <= 2): only a row of exactly one "
             "new prompt token runs as a decode; two are a prefill chunk",
@@ -301,9 +297,8 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
         "every_row": {
             "en": "marking decode rows too: prefill_runs_as_decode names the rows still in "
             "their prompt that run as a decode; a row past its prompt is a decode already",
-            "zh": "把 decode 行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、"
-            "却按解码运行的行；"
-            "提示词已经结束的行本来就是 decode 行"},
+            "zh": "把 decode 行也标上了：prefill_runs_as_decode 只标仍在提示词阶段、却按解码运行的"
+            "行；提示词已经结束的行本来就是 decode 行"},
     },
     grade=grade,
     slips={

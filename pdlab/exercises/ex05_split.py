@@ -292,8 +292,7 @@ then lets the MLA builder route real batches with your function.""",
 MLA builder 传入 treat_short_extends_as_decodes = not use_pcp。
 
 返回 (num_decodes, num_prefills, num_decode_tokens, num_prefill_tokens)。评分随后让 MLA
-builder 用你的函数为真实批次路由。""",
-    },
+builder 用你的函数为真实批次路由。"""},
     hints={
         "en": (
             "Find the index of the first row that counts as a prefill; everything before it "

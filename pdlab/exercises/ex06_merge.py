@@ -175,8 +175,7 @@ MLA 的 prefill 路径（forward_mha）正是这样做的：对已缓存上下�
 单独计算，再把各部分合并。
 
 请实现 merge_attn_states。注意很大的 LSE 和空的部分（`lse = -inf`）。评分先与一次性对全部
-key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 的那一步，以及分块预填充。""",
-    },
+key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 的那一步，以及分块预填充。"""},
     hints={
         "en": (
             "lse = log(exp(lse_a) + exp(lse_b)); each part's weight is exp(lse_part - lse).",
@@ -184,9 +183,8 @@ key 计算的注意力比较，再把你的合并放进 forward_mha：PCP 下 D 
             "multiply an empty part's output (it may be NaN) by its zero weight."),
         "zh": (
             "`lse = log(exp(lse_a) + exp(lse_b))`；每部分的权重是 `exp(lse_part - lse)`。",
-            "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 `-inf` 时取 `m = 0`；"
-            "不要把空部分的"
-            "输出（可能是 NaN）乘以它为零的权重。"),
+            "求 exp() 之前先减去 m = max(lse_a, lse_b)；两者都是 `-inf` 时取 `m = 0`；不要把空部分"
+            "的输出（可能是 NaN）乘以它为零的权重。"),
     },
     mistakes={
         "overflow": {

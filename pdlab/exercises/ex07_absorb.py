@@ -162,8 +162,7 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
 上投影。
 
 请实现 absorbed_decode。评分先与朴素形式比较，再让 forward_mqa 在一个 P/D 对和一个非分离引擎
-的每个 decode 行上使用它。""",
-    },
+的每个 decode 行上使用它。"""},
     hints={
         "en": (
             "w_kv_b.view(H, nope + v, L): [:, :nope] is W_UK, [:, nope:] is W_UV. A score is "
@@ -173,9 +172,8 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
         "zh": (
             "`w_kv_b.view(H, nope + v, L)`：`[:, :nope]` 是 W_UK，`[:, nope:]` 是 W_UV。分数是 "
             "`q_nope · k_nope + q_pe · k_pe`，而 `q_nope · (W_UK kv_c) = (q_nope W_UK) · kv_c`。",
-            "用给定的 `scale`（`qk_head_dim ** -0.5`，来自 `nope + rope`），"
-            "不要用 (L + R) ** -0.5："
-            "吸收改变的是宽度，不是分数。"),
+            "用给定的 `scale`（`qk_head_dim ** -0.5`，来自 `nope + rope`），不要用 (L + R) ** -0.5"
+            "：吸收改变的是宽度，不是分数。"),
     },
     mistakes={
         "latent_scale": {

@@ -115,8 +115,7 @@ prompt is ever cheaper absorbed.""",
 对数：每个 query 看见全部 S 个已缓存 key，新 token 之间是因果的。
 
 返回 `(naive, absorbed)`。评分先与代价模型比较，再从你的数字读出长上下文下吸收不再更省的位置，
-并检查全新的提示词吸收后永远不会更省。""",
-    },
+并检查全新的提示词吸收后永远不会更省。"""},
     hints={
         "en": (
             "kv_b_proj costs 2 * L * H * (nope + v) per token it is applied to: every key in "

@@ -109,16 +109,14 @@ _WHY = {
         "taking what P sent for all D needs: P sent the keys and values of every prompt "
         "token, in every layer; which token's final hidden state do the first output "
         "token's logits need, and did it travel with them?",
-        "把 P 传来的当成了 D 需要的全部：P 传来了每个提示词 token "
-        "在每一层的 key 和 value；第一个输出 token 的 logi"
-        "ts 需要哪个 token 的最终隐藏状态，它随 K/V 一起传来了吗？"),
+        "把 P 传来的当成了 D 需要的全部：P 传来了每个提示词 token 在每一层的 key 和 value；第一个输"
+        "出 token 的 logits 需要哪个 token 的最终隐藏状态，它随 K/V 一起传来了吗？"),
     "d_prompt_tokens_computed": (
         "a count of D's prompt work that misses a step: after the K/V arrived, count "
         "the prompt tokens D's steps schedule while num_computed_tokens < "
         "num_prompt_tokens",
-        "漏算了 D 在提示词上的某一步：K/V 到达后，数一数 num_comp"
-        "uted_tokens < num_prompt_tokens 期间 D"
-        " 的各步调度了多少个提示词 token"),
+        "漏算了 D 在提示词上的某一步：K/V 到达后，数一数 num_computed_tokens < num_prompt_tokens 期"
+        "间 D 的各步调度了多少个提示词 token"),
     "d_is_prefilling": (
         "judging D's row without its numbers: compare its num_computed_tokens once the "
         "K/V arrived with num_prompt_tokens",
@@ -128,17 +126,14 @@ _WHY = {
         "routing D's row by is_prefilling alone: it is read only when "
         "treat_short_extends_as_decodes is False, and the MLA builder passes not "
         "use_pcp; what is use_pcp by default?",
-        "只凭 is_prefilling 给 D 的那一行选了路径：只有 tre"
-        "at_short_extends_as_decodes 为 False "
-        "时才读 is_prefilling，而 MLA builder 传入 n"
-        "ot use_pcp；默认情况下 use_pcp 是什么？"),
+        "只凭 is_prefilling 给 D 的那一行选了路径：只有 treat_short_extends_as_decodes 为 False 时"
+        "才读 is_prefilling，而 MLA builder 传入 not use_pcp；默认情况下 use_pcp 是什么？"),
     "d_forward_pcp2": (
         "routing under PCP as without it: the builder passes "
         "treat_short_extends_as_decodes = not use_pcp; what does a row still in its "
         "prompt count as then?",
-        "把 PCP 下的路由当成了不开 PCP 时的：builder 传入 tr"
-        "eat_short_extends_as_decodes = not u"
-        "se_pcp；这时仍在提示词阶段的行算作什么？"),
+        "把 PCP 下的路由当成了不开 PCP 时的：builder 传入"
+        " treat_short_extends_as_decodes = not use_pcp；这时仍在提示词阶段的行算作什么？"),
     "d_prompt_tokens_computed_without_params": (
         "assuming D finds P's K/V on its own: without kv_transfer_params, what does D "
         "know of the K/V P holds for it?",
@@ -176,8 +171,7 @@ ai-dynamo/dynamo#850）
 
 请填写 answers()。每个答案都通过运行引擎（tiny 模型的 P/D 对，block_size 4，13 个 token 的
 提示词）并读取其 trace 来检查。答错时只会给出一个值得思考的问题，不会给出引擎的答案：
-请自己运行 P/D 对（pdlab pd），或查看 pdlab exercises solution 10。""",
-    },
+请自己运行 P/D 对（pdlab pd），或查看 pdlab exercises solution 10。"""},
     hints={
         "en": (
             "What did P send: each layer's keys and values, or also the last token's final "

@@ -123,8 +123,7 @@ token：它们看见之前所有已缓存的 token，彼此之间是因果的。
 
 请实现 causal_mask(q_len, k_len)：bool[q_len, k_len]，query i 可以关注 key j 处为 True。
 评分先与参考实现比较，再把 prefill 路径改成用你的掩码对全部已缓存行和新行做一次注意力，
-在分块预填充中以及 PCP 下的 D 上运行。""",
-    },
+在分块预填充中以及 PCP 下的 D 上运行。"""},
     hints={
         "en": (
             "Query i is token k_len - q_len + i of the sequence.",

@@ -350,8 +350,7 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
 对象，绝不修改传入的 `prompt`、`p_tokens` 或参数。
 
 评分先把你的预测与每种设计下真实 PDPair 中 D 的第一步比较，再让这些 P/D 对用你的 hand_off
-与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。""",
-    },
+与 pdlab 自己的对照运行：D 调度的每一步、是否需要 D、以及生成的 token 都必须一致。"""},
     hints={
         "en": (
             "recompute: the K/V of all N tokens arrive, yet the logits need the last one's "
@@ -382,9 +381,8 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
         "predict_first_token": {
             "en": "under first_token D already holds token 1 (P's): its first step decodes "
             "token 2 over all 13 prompt tokens, a plain decode (not is_prefilling)",
-            "zh": "first_token 下 D 已经有了 token 1（P 的）：它的第一步在全部 13 个提示词 "
-            "token 之上"
-            "解码 token 2，是普通 decode 行（不是 is_prefilling）"},
+            "zh": "first_token 下 D 已经有了 token 1（P 的）：它的第一步在全部 13 个提示词 token 之"
+            "上解码 token 2，是普通 decode 行（不是 is_prefilling）"},
         "predict_append_prompt": {
             "en": "under append_prompt P's token is prompt token 14: D's first step is one "
             "token over the 13 cached, and it is still is_prefilling (13 < 14)",
@@ -393,9 +391,8 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
         "predict_hidden_state": {
             "en": "under hidden_state token 1 comes from lm_head(h) alone, no model step: D's "
             "first step decodes token 2 over all 13, not is_prefilling",
-            "zh": "hidden_state 下 token 1 只由 lm_head(h) 得到，不需要模型步：D 的第一步在"
-            "全部 13 个"
-            "之上解码 token 2，不是 is_prefilling"},
+            "zh": "hidden_state 下 token 1 只由 lm_head(h) 得到，不需要模型步：D 的第一步在全部 13 "
+            "个之上解码 token 2，不是 is_prefilling"},
         "stop_ignored": {
             "en": "asking D when P's token already ended the request (a stop token, "
             "max_tokens = 1, or no room left under max_model_len): the proxy answers with "
@@ -455,9 +452,8 @@ P 完成的那一步：只要 P 的 token 随参数传出，参数就写明 firs
         "max_tokens_kept": {
             "en": "under append_prompt, keeping max_tokens: P's token is one of the answer's "
             "tokens, so D owes one fewer (max_tokens - 1)",
-            "zh": "append_prompt 下没有改 max_tokens：P 的 token 算作答案的一个 token，"
-            "所以 D 少生成"
-            "一个（max_tokens - 1）"},
+            "zh": "append_prompt 下没有改 max_tokens：P 的 token 算作答案的一个 token，所以 D 少生"
+            "成一个（max_tokens - 1）"},
         "no_prefix": {
             "en": "under append_prompt, no prefix: D's prompt holds P's token, so D's output "
             "starts at token 2 and the proxy must put P's token in front",

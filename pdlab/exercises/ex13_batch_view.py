@@ -281,8 +281,7 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
 `Row(context)`。
 
 评分先在若干命名批次上与引擎自己的 model runner、builder 和代价模型比较，再让 pdlab sim 用你的函数
-为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。""",
-    },
+为每一步计价：它报告的 TPOT 必须与未替换的模拟器相同。"""},
     hints={
         "en": (
             "is_prefilling is num_computed_tokens < prefill_len. Under V2 without PCP a "
@@ -317,9 +316,8 @@ uniform_decode_query_len = 1 + K 个 token；这里没有草稿，每行一个�
             "en": "a prefilling row as a decode under PCP: the MLA builder passes "
             "treat_short_extends_as_decodes = not use_pcp, so under PCP that row takes "
             "forward_mha",
-            "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入 "
-            "treat_short_extends_as_decodes "
-            "= not use_pcp，所以 PCP 下这一行走 forward_mha"},
+            "zh": "PCP 下把 prefill 行当成了 decode 行：MLA builder 传入"
+            " treat_short_extends_as_decodes = not use_pcp，所以 PCP 下这一行走 forward_mha"},
         "v1_as_v2": {
             "en": "Model Runner V1 judged as V2: V1 has no prefill_runs_as_decode; its full "
             "decode graph wants a uniform batch of 1 + K-token rows (one token each without "

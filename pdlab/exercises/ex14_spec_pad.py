@@ -363,8 +363,7 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
 
 评分用真实的调度器和一个没有模型的 model runner（调度器测试用的那个，会起草并验证），解码侧经过
 真实的 PDConnector，再用一个开启 MTP 的真实 P/D 对，与调度器自己的方法对照：每次返回值、每一步
-以及生成的 token 都必须一致。""",
-    },
+以及生成的 token 都必须一致。"""},
     hints={
         "en": (
             "Padding keeps every row of a step the one shape a full decode graph replays, "
