@@ -11,7 +11,7 @@ every block's reference count before and after the learner's call.
 
 from __future__ import annotations
 
-import types
+import functools
 from typing import Any
 
 from pdlab.engine.config import CacheConfig
@@ -20,25 +20,9 @@ from pdlab.engine.core.kv_cache_utils import hash_block_tokens
 from pdlab.engine.request import Request, SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import slip
 
 BS = er.BLOCK_SIZE
-
-
-_SLIP = """\
-from pdlab.engine.core.kv_cache_utils import hash_block_tokens
-
-
-def get_computed_blocks(self, request):
-    bs, tokens, blocks, parent = self.block_size, request.all_token_ids, [], None
-    for i in range(MAX):
-        block_tokens = tokens[i * bs : (i + 1) * bs]
-        parent = hash_block_tokens(parent, block_tokens)
-        block = self.block_pool.get_cached_block(parent, block_tokens)
-        if block is None:
-            break
-        blocks.append(block)
-    return blocks, len(blocks) * bs
-"""
 
 
 def _lookup(mgr: KVCacheManager, tokens: list[int], max_blocks: int, chain: bool = True,
@@ -111,11 +95,8 @@ def _engine_run(fn: Any | None, g: Grader, prompts: list[list[int]], together: b
     tracer = engine.tracer
     mgr = engine.scheduler.kv_cache_manager
 
-    def learner(self: Any, request: Any):
-        return g.call(fn, self, request)
-
     error, outs = None, []
-    seam = types.MethodType(learner, mgr) if fn is not None else mgr.get_computed_blocks
+    seam = functools.partial(g.call, fn, mgr) if fn is not None else mgr.get_computed_blocks
     with patched(mgr, "get_computed_blocks", seam):
         try:
             if together:
@@ -180,6 +161,9 @@ def grade(fn: Any, g: Grader) -> None:
             g.expect(hits, want_hits, evidence=evidence)
             g.expect(outs, want_out, evidence=evidence)
             g.expect(free, want_free, evidence=evidence)  # what the run left in the pool
+
+
+_slip = functools.partial(slip, "ex02_computed_blocks")
 
 
 EXERCISE = Exercise(
@@ -266,20 +250,11 @@ colocated engine: the prefix hits and the tokens must be the engine's.""",
     },
     grade=grade,
     slips={
-        "no_cap": _SLIP.replace("MAX", "request.num_tokens // bs"),
-        "one_block_short": _SLIP.replace("MAX", "request.num_tokens // bs - 1"),
-        "no_chain": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
-            "hash_block_tokens(parent,", "hash_block_tokens(None,"
-        ),
-        "blocks_not_tokens": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
-            "len(blocks) * bs", "len(blocks)"
-        ),
-        "skips_miss": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
-            "        if block is None:\n            break",
-            "        if block is None:\n            continue",
-        ),
-        "touched": _SLIP.replace("MAX", "(request.num_tokens - 1) // bs").replace(
-            "    return blocks,", "    self.block_pool.touch(blocks)\n    return blocks,"
-        ),
+        "no_cap": _slip("(request.num_tokens - 1) // bs", "request.num_tokens // bs"),
+        "one_block_short": _slip("(request.num_tokens - 1) // bs", "request.num_tokens // bs - 1"),
+        "no_chain": _slip("hash_block_tokens(parent,", "hash_block_tokens(None,"),
+        "blocks_not_tokens": _slip("len(blocks) * bs", "len(blocks)"),
+        "skips_miss": _slip("            break", "            continue"),
+        "touched": _slip("    return", "    self.block_pool.touch(blocks)\n    return"),
     },
 )  # fmt: skip

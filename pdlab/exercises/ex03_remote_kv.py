@@ -23,36 +23,17 @@ from pdlab.engine.distributed.kv_transfer.transport import InProcessTransport
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import slip
 
 BS = er.BLOCK_SIZE
 
 
-_SOLUTION = """\
-def _update_waiting_for_remote_kv(self, request):
-    rid = request.request_id
-    if rid not in self.finished_recving_kv_req_ids:
-        return False
-    self.finished_recving_kv_req_ids.remove(rid)
-    self.failed_recving_kv_req_ids.discard(rid)
-    self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens)
-    ADJUST
-    return True
-"""
-
-
 def _slip(adjust: str = "", remove: str = "") -> str:
     """The solution with its ``- 1`` written as ``adjust``, or without the line ``remove``."""
-    right = "if request.num_computed_tokens == request.num_tokens:\n" + (
-        "        request.num_computed_tokens = request.num_tokens - 1"
-    )
-    text = _SOLUTION.replace("ADJUST", adjust or right)
-    if remove:
-        text = text.replace(f"    {remove}\n", "")
-    return text
-
-
-def _real(self: Any, request: Any) -> bool:
-    return type(self)._update_waiting_for_remote_kv(self, request)
+    right = ("if request.num_computed_tokens == request.num_tokens:\n"
+             "        request.num_computed_tokens = request.num_tokens - 1")  # fmt: skip
+    text = slip("ex03_remote_kv", right, adjust or right)
+    return text.replace(f"    {remove}\n", "") if remove else text
 
 
 def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
@@ -77,9 +58,10 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
         arrived = request.request_id in self.finished_recving_kv_req_ids
         others = (self.finished_recving_kv_req_ids | self.failed_recving_kv_req_ids) - {
             request.request_id}  # fmt: skip
-        ready = _real(self, request) if fn is None else g.call(fn, self, request)
-        if fn is not None:
-            ready = g.returns(ready, bool)
+        if fn is None:
+            ready = type(self)._update_waiting_for_remote_kv(self, request)
+        else:
+            ready = g.returns(g.call(fn, self, request), bool)
         if ready and not arrived:
             g.fail(Words("ex03_false_while_are_still_arriving"), "True",
                    "ready_too_early")  # fmt: skip

@@ -47,20 +47,6 @@ def _batch(rows: list[tuple[int, int, int]], use_pcp: bool):
     return gather_batch_req_state(scheduled, computed, prompt, use_pcp=use_pcp)
 
 
-def _mistakes(args: tuple, want: tuple) -> dict[str, tuple]:
-    """Each known mistake's answer for one batch (``args`` as the learner gets them)."""
-    pf, q, c, use_pcp = args
-    if use_pcp:  # the non-PCP answer is the mistake here, whatever it looks like
-        runs = [x and qi == 1 and ci > 0 for x, qi, ci in zip(pf, q, c)]
-        return {"pcp_runs_as_decode": (runs, all(rd or not x for rd, x in zip(runs, pf)))}
-    no_ctx = [x and qi == 1 for x, qi in zip(pf, q)]
-    return {
-        "no_context_test": (no_ctx, all(rd or not x for rd, x in zip(no_ctx, pf))),
-        "eligible_any_prefill": (want[0], not any(pf)),
-        "every_row": ([qi == 1 and ci > 0 for qi, ci in zip(q, c)], want[1]),
-    }
-
-
 def _flags(key: str, case: dict) -> tuple[list[bool], bool]:
     """What the runner (``key`` ""), or the learner who made mistake ``key``, answers for
     the batch of ``case``."""
@@ -76,6 +62,8 @@ def _flags(key: str, case: dict) -> tuple[list[bool], bool]:
     return runs, all(r or not x for r, x in zip(runs, pf))
 
 
+_MISTAKES = ("no_context_test", "eligible_any_prefill", "every_row")  # named cases, no PCP
+_PCP_MISTAKES = ("pcp_runs_as_decode",)
 _RANDOM_MISTAKES = ("no_context_test", "context_gt_one", "short_rows_as_decode",
                     "eligible_any_prefill", "pcp_runs_as_decode", "every_row")  # fmt: skip
 
@@ -197,13 +185,11 @@ def grade(fn: Any, g: Grader) -> None:
     cases.append((Words("ex04_random_batch", rows=rows), rows, bool(r(0, 2))))
     answers = []  # every case first: a pure function, and the other cases name a mistake
     for name, rows, use_pcp in cases:
-        b = _batch(rows, use_pcp)
-        args = (list(b.is_prefilling), list(b.num_scheduled_tokens),
-                list(b.num_computed_prefill_tokens), use_pcp)  # fmt: skip
-        n = len(rows)
-        want = (_norm(b.prefill_runs_as_decode, n), b.decode_graph_eligible)
-        got = ask(fn, *args)
-        answers.append((name, use_pcp, got, want, _mistakes(args, want)))
+        b, case = _batch(rows, use_pcp), {"rows": rows, "pcp": use_pcp}
+        want = (_norm(b.prefill_runs_as_decode, len(rows)), b.decode_graph_eligible)
+        keys = _PCP_MISTAKES if use_pcp else _MISTAKES
+        got = ask(fn, *_args(case))
+        answers.append((name, use_pcp, got, want, {k: _flags(k, case) for k in keys}))
     seen = [((_norm(got[0], len(want[0])), got[1]), wrong) for *_, got, want, wrong in answers
             if _same_flags(got, got) and isinstance(got[1], bool)]  # fmt: skip
     for name, use_pcp, got, want, wrong in answers:

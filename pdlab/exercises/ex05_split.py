@@ -250,6 +250,7 @@ def _slip(uniform: str = "q not in (query_lens[0], 0)",
             .replace("SWITCH", switch))  # fmt: skip
 
 
+_POP = "    while query_lens and query_lens[-1] == 0:\n        query_lens.pop()\n"
 _NOT_PREFIX = """\
 def split_decodes_and_prefills(query_lens, is_prefilling, decode_threshold=1,
                                require_uniform=False, treat_short_extends_as_decodes=True):
@@ -311,16 +312,8 @@ builder 用你的函数为真实批次路由。"""},
         "ignore_uniform": _slip(uniform="False"),
         "padding_counts": _slip(uniform="q != query_lens[0]"),
         "not_prefix": _NOT_PREFIX,
-        "mutated_input": _slip().replace(
-            "=True):\n",
-            "=True):\n    while query_lens and query_lens[-1] == 0:\n        query_lens.pop()\n",
-            1,
-        ),
-        "pops_padding": _slip().replace(
-            "=True):\n",
-            "=True):\n    query_lens = list(query_lens)\n"
-            "    while query_lens and query_lens[-1] == 0:\n        query_lens.pop()\n",
-            1,
-        ),
+        "mutated_input": _slip().replace("=True):\n", "=True):\n" + _POP, 1),
+        "pops_padding": _slip().replace("=True):\n", "=True):\n    query_lens = list(query_lens)\n"
+                                        + _POP, 1),
     },
 )  # fmt: skip

@@ -32,6 +32,18 @@ def _base2(out_a, lse_a, out_b, lse_b):
     return out, m + torch.log2(t)
 
 
+_SLIP = """\
+import torch
+
+
+def merge_attn_states(out_a, lse_a, out_b, lse_b):
+    m = torch.maximum(lse_a, lse_b)
+    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    t = w_a + w_b
+    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m + torch.log(t)
+"""
+
+
 def _named(g: Grader, got: tuple, whole: tuple, a: tuple, b: tuple) -> None:
     """Fail unless ``got`` is ``whole``, naming the mistake whose answer it is."""
     mistakes: dict[str, object] = {"base2": _base2(a[0], a[1], b[0], b[1])}
@@ -223,56 +235,16 @@ def merge_attn_states(out_a, lse_a, out_b, lse_b):
 
     return (out_a + out_b) / 2, torch.logaddexp(lse_a, lse_b)
 """,
-        "overflow": """\
-import torch
-
-
-def merge_attn_states(out_a, lse_a, out_b, lse_b):
-    w_a, w_b = torch.exp(lse_a), torch.exp(lse_b)
-    t = w_a + w_b
-    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, torch.log(t)
-""",
-        "base2": """\
-import torch
-
-
-def merge_attn_states(out_a, lse_a, out_b, lse_b):
-    m = torch.maximum(lse_a, lse_b)
-    w_a, w_b = torch.exp2(lse_a - m), torch.exp2(lse_b - m)
-    t = w_a + w_b
-    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m + torch.log2(t)
-""",
-        "lse_max": """\
-import torch
-
-
-def merge_attn_states(out_a, lse_a, out_b, lse_b):
-    m = torch.maximum(lse_a, lse_b)
-    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
-    t = w_a + w_b
-    return (w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m
-""",
-        "unnormalised": """\
-import torch
-
-
-def merge_attn_states(out_a, lse_a, out_b, lse_b):
-    m = torch.maximum(lse_a, lse_b)
-    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
-    return w_a[..., None] * out_a + w_b[..., None] * out_b, m + torch.log(w_a + w_b)
-""",
-        "nan_leak": """\
-import torch
-
-
-def merge_attn_states(out_a, lse_a, out_b, lse_b):
-    m = torch.maximum(lse_a, lse_b)
-    m = torch.where(torch.isinf(m), torch.zeros_like(m), m)
-    w_a, w_b = torch.exp(lse_a - m), torch.exp(lse_b - m)
-    t = w_a + w_b
-    safe = torch.where(t > 0, t, torch.ones_like(t))
-    out = (w_a / safe)[..., None] * out_a + (w_b / safe)[..., None] * out_b
-    return out, m + torch.log(t)
-""",
+        "overflow": _SLIP.replace("    m = torch.maximum(lse_a, lse_b)\n", "")
+        .replace(" - m)", ")").replace("m + torch.log(t)", "torch.log(t)"),
+        "base2": _SLIP.replace("torch.exp(", "torch.exp2(").replace("log(", "log2("),
+        "lse_max": _SLIP.replace("m + torch.log(t)", "m"),
+        "unnormalised": _SLIP.replace("    t = w_a + w_b\n", "").replace(
+            "(w_a / t)[..., None] * out_a + (w_b / t)[..., None] * out_b, m + torch.log(t)",
+            "w_a[..., None] * out_a + w_b[..., None] * out_b, m + torch.log(w_a + w_b)"),
+        "nan_leak": _SLIP.replace("lse_b)\n", "lse_b)\n    m = torch.where(torch.isinf(m), "
+                                  "torch.zeros_like(m), m)\n").replace("/ t)", "/ safe)")
+        .replace("    return (", "    safe = torch.where(t > 0, t, torch.ones_like(t))\n"
+                 "    out = (").replace(", m + torch.log(t)", "\n    return out, m + torch.log(t)"),
     },
 )  # fmt: skip

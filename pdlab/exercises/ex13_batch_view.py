@@ -119,14 +119,16 @@ def grade(fn: Any, g: Grader) -> None:
         wrong = {k: v for k, v in wrong.items() if not _same(v, want)}
         got = ask(fn, model, profile, [tuple(r) for r in rows], routing)
         answers.append((name, routing, got, want, wrong))
-    seen = [(got, w) for *_, got, _, w in answers if _typed(got)]
+    seen = [(got, {k: got if _same(got, v) else v for k, v in w.items()})  # close: equal
+            for *_, got, _, w in answers
+            if not isinstance(got, Exception) and wrong_type(got, _SPEC) is None]  # fmt: skip
     for name, routing, got, want, wrong in answers:
         with g.case(Words("ex13_case_routing", name=name, routing=routing)):
             if isinstance(got, Exception):
                 raise got
             got = g.returns(got, _SPEC)
             if not _same(got, want):
-                ranked = consistent(wrong, [(a, _close(a, w)) for a, w in seen])
+                ranked = consistent(wrong, seen)
                 key = next((k for k, v in ranked.items() if _same(got, v)), None)
                 g.fail(_shown(want), _shown(got), key)
     _random(fn, g)
@@ -138,10 +140,6 @@ def grade(fn: Any, g: Grader) -> None:
             for key in ("tpot_p50_s", "tpot_p99_s", "t2t_d_p50_s", "steps"):
                 if abs(got_s[key] - want_s[key]) > 1e-9 + 1e-6 * abs(want_s[key]):
                     g.fail(f"{key} = {want_s[key]:.6g}", f"{key} = {got_s[key]:.6g}")
-
-
-def _typed(got: Any) -> bool:
-    return not isinstance(got, Exception) and wrong_type(got, _SPEC) is None
 
 
 def _draw(rng: Any) -> dict:
@@ -186,12 +184,6 @@ def _random(fn: Any, g: Grader) -> None:
         spec=_SPEC,
         same=_same,
     )  # fmt: skip
-
-
-def _close(got: tuple, wrong: dict[str, tuple]) -> dict[str, tuple]:
-    """``wrong`` with each answer that equals ``got`` (within the tolerance) replaced by
-    ``got`` itself, so that :func:`consistent` compares exactly."""
-    return {k: got if _same(got, v) else v for k, v in wrong.items()}
 
 
 class _Timed(StepCost):

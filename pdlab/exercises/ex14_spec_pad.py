@@ -25,7 +25,7 @@ from pdlab.engine.request import Request, SamplingParams
 from pdlab.engine.worker.fake_runner import FakeModelRunner
 from pdlab.exercises.base import Exercise, Grader, Words, patched
 from pdlab.exercises.bilingual import slip
-from pdlab.exercises.cases import Draw, consistent, random_cases
+from pdlab.exercises.cases import Draw, consistent, diagnose_by, random_cases
 
 B = 4
 
@@ -157,13 +157,9 @@ _CASES = (
 )  # fmt: skip
 
 
-def _own(s: Scheduler) -> Any:
-    return types.MethodType(type(s)._pad_spec_decode, s)
-
-
 @functools.lru_cache(maxsize=16)
 def _reference(name: str) -> tuple[list, dict]:
-    return _scenario(name, _own)
+    return _scenario(name, lambda s: types.MethodType(type(s)._pad_spec_decode, s))
 
 
 def _variant(key: str, k: int, sampled: int, max_len: int, args: tuple) -> int | None:
@@ -234,6 +230,11 @@ def _features(case: dict) -> Words:
                  beside=Words(beside))  # fmt: skip
 
 
+def _mistaken(key: str, case: dict) -> int | None:
+    """What the mistake ``key`` answers for one random case."""
+    return _variant(key, case["k"], 1, case["max_len"], _args(case))
+
+
 def _args(case: dict) -> tuple:
     return case["n"], case["c"], case["budget"], case["prefill"], case["anyone"]
 
@@ -252,29 +253,22 @@ def _self(case: dict) -> Any:
                                  max_model_len=case["max_len"])  # fmt: skip
 
 
-def _diagnose(case: dict, got: Any, ask: Any) -> str | None:
-    """The mistake that answers this case as the learner did and agrees with the learner on
-    the cases around it (another budget, max_model_len, flags or row size)."""
-
-    def variant(key: str, c: dict) -> Any:
-        return _variant(key, c["k"], 1, c["max_len"], _args(c))
-
-    keys = [k for k in _MISTAKES if variant(k, case) == got]
+def _probes(case: dict) -> list[dict]:
+    """The cases around ``case`` that tell mistakes apart: another budget, max_model_len,
+    flags or row size."""
     probes = [case | {"budget": b} for b in range(1, case["k"] + 4)]
     probes += [case | {"max_len": m} for m in range(case["c"] + 1, case["c"] + case["k"] + 5)]
     probes += [case | {"n": n} for n in range(1, case["k"] + 3)]
-    probes += [case | {"prefill": not case["prefill"]}, case | {"anyone": not case["anyone"]}]
-    for probe in probes:
-        answer = ask(probe)
-        keys = [k for k in keys if variant(k, probe) == answer]
-    return keys[0] if keys else None
+    return probes + [case | {"prefill": not case["prefill"]}, case | {"anyone": not case["anyone"]}]
 
 
 def grade(fn: Any, g: Grader) -> None:
     random_cases(g, Draw(_draw, _shrink, _features, _shown),
                  lambda case: g.call(fn, _self(case), *_args(case)),
                  lambda case: Scheduler._pad_spec_decode(_self(case), *_args(case)),
-                 count=400, diagnose=_diagnose, spec={int, None})  # fmt: skip
+                 count=400, spec={int, None},
+                 diagnose=diagnose_by({k: functools.partial(_mistaken, k) for k in _MISTAKES},
+                                      _probes))  # fmt: skip
     _named_cases(fn, g)
 
 

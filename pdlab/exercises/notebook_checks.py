@@ -260,17 +260,15 @@ def notebook_check(notebook: str, predictions: Mapping[str, Any], lang: str = "e
     check_lang(lang)
     right = answers(notebook)
     questions = NOTEBOOKS[notebook][1]
-    unknown = sorted(set(predictions) - {q.key for q in questions})
+    keys = [q.key for q in questions]
+    unknown = sorted(set(predictions) - set(keys))
     if unknown:
-        keys = [q.key for q in questions]
         raise PdlabValueError("err_predictions_unknown", unknown=unknown, keys=keys)
-    missing = [q.key for q in questions if predictions.get(q.key) is None]
-    lines = []
+    missing = [key for key in keys if predictions.get(key) is None]
     if missing and not solution:
-        lines.append(text(lang, "ex_nb_fill_in", keys=", ".join(missing)))
-        print(wrap80("\n".join(lines)))
+        print(wrap80(text(lang, "ex_nb_fill_in", keys=", ".join(missing))))
         return False
-    ok = True
+    ok, lines = True, []
     for q in questions:
         mine = predictions.get(q.key)
         good = mine is not None and _same(mine, right[q.key])

@@ -36,14 +36,10 @@ class Progress:
         return self.hints.get(str(n), 0)
 
 
-def progress_path(folder: str | Path) -> Path:
-    return Path(folder) / FILE_NAME
-
-
 def load(folder: str | Path, lang: str = "en") -> Progress:
     """``folder``'s progress; a damaged file is set aside (one line on stderr, in
     ``lang``) and a fresh state returned."""
-    path = progress_path(folder)
+    path = Path(folder) / FILE_NAME
     if not path.exists():
         return Progress()
     try:
@@ -95,20 +91,18 @@ def _need(x: Any, kind: type) -> Any:
     return x
 
 
-def save(folder: str | Path, progress: Progress) -> Path:
-    path = progress_path(folder)
+def save(folder: str | Path, progress: Progress) -> None:
+    path = Path(folder) / FILE_NAME
     path.parent.mkdir(parents=True, exist_ok=True)
     data = asdict(progress)
     data["started"], data["passed"] = sorted(set(data["started"])), sorted(set(data["passed"]))
     path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
-    return path
 
 
 def update(folder: str | Path, *, started: int | None = None, hint: int | None = None,
-           checked: tuple[int, bool] | None = None,
-           lang: str | None = None) -> Progress:  # fmt: skip
-    """Record one event in ``folder``'s progress file and return the new state:
-    ``checked`` is ``(n, passed)`` of a check (a pass is also kept in ``passed``)."""
+           checked: tuple[int, bool] | None = None, lang: str | None = None) -> None:  # fmt: skip
+    """Record one event in ``folder``'s progress file: ``checked`` is ``(n, passed)`` of a
+    check (a pass is also kept in ``passed``)."""
     p = load(folder)
     if checked is not None:
         p.last[str(checked[0])] = bool(checked[1])
@@ -121,4 +115,3 @@ def update(folder: str | Path, *, started: int | None = None, hint: int | None =
     if hint is not None:
         p.hints[str(hint)] = p.hints_used(hint) + 1
     save(folder, p)
-    return load(folder)
