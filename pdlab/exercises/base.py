@@ -201,8 +201,7 @@ class Grader:
             if watch:
                 sys.setprofile(before)
         if called:
-            raise Mismatch(self.case_name, stopped=text(self.lang, "ex_called_own",
-                                                        what=called[0]))  # fmt: skip
+            raise Mismatch(self.case_name, stopped=text(self.lang, "ex_called_own", what=called[0]))
         return out
 
     def forbid(self, exercise: Exercise, fn: Callable[..., Any]) -> None:

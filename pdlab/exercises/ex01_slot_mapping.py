@@ -32,8 +32,7 @@ def slot_mapping(block_table, num_computed_tokens, query_lens, block_size):
 """
 
 
-def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False,
-           scale=True):  # fmt: skip
+def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False, scale=True):
     """The contract's slots, or a known mistake's (``shift`` positions, positions counted
     from 0 each step, the block's index in the table used as its id, or the block id not
     multiplied by the block size)."""
@@ -123,8 +122,7 @@ def _engine_case(fn: Any, g: Grader, prompts: list[list[int]], max_tokens: int,
     def from_batch(cls, query_lens, num_computed_tokens, num_prompt_tokens, block_table,
                    slot_mapping, req_ids, is_prefilling=None):  # fmt: skip
         rows = block_table.tolist()
-        mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens),
-                      list(query_lens), BS)  # fmt: skip
+        mine = g.call(fn, [list(x) for x in rows], list(num_computed_tokens), list(query_lens), BS)
         mine = [int(s) for s in mine]
         seen.append((slot_mapping.tolist(), mine, rows, list(num_computed_tokens),
                      list(query_lens)))  # fmt: skip

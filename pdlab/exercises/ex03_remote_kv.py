@@ -63,15 +63,13 @@ def _run(fn: Any, prompts: list[list[int]], g: Grader, delay: int = 0,
         else:
             ready = g.returns(g.call(fn, self, request), bool)
         if ready and not arrived:
-            g.fail(Words("ex03_false_while_are_still_arriving"), "True",
-                   "ready_too_early")  # fmt: skip
+            g.fail(Words("ex03_false_while_are_still_arriving"), "True", "ready_too_early")
         lost = others - self.finished_recving_kv_req_ids - self.failed_recving_kv_req_ids
         if lost:
             g.fail(Words("ex03_others_stay", rid=request.request_id),
                    Words("ex03_others_gone", lost=sorted(lost)), "cleared_others")  # fmt: skip
         local = before - request.num_external_computed_tokens
-        calls.append((before, request.num_computed_tokens, request.num_tokens, local,
-                      bool(ready)))  # fmt: skip
+        calls.append((before, request.num_computed_tokens, request.num_tokens, local, bool(ready)))
         return ready
 
     got: dict[str, Any] = {"calls": calls, "error": None, "tokens": [], "trace": pair.tracer}

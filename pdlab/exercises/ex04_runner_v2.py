@@ -97,10 +97,6 @@ def _shrink(case: dict) -> list[dict]:
     return out
 
 
-def _features(case: dict) -> Words:
-    return Words("ex04_random_features", rows=case["rows"], pcp=case["pcp"])
-
-
 def _shown(case: dict) -> str:
     pf, q, c, pcp = _args(case)
     return (f"is_prefilling={pf}, num_scheduled_tokens={q}, "
@@ -125,9 +121,10 @@ def _random(fn: Any, g: Grader) -> None:
             {"rows": [(1, 9, 5), (1, 4, 5)], "pcp": True},
         ]  # fmt: skip
 
-    random_cases(g, Draw(_draw, _shrink, _features, _shown), lambda case: g.call(fn, *_args(case)),
-                 functools.partial(_flags, ""), count=150, spec=({list, None}, bool),
-                 diagnose=diagnose_by(variants, probes, _same_flags), same=_same_flags)  # fmt: skip
+    random_cases(g, Draw(_draw, _shrink, lambda c: Words("ex04_random_features", **c), _shown),
+                 lambda case: g.call(fn, *_args(case)), functools.partial(_flags, ""), count=150,
+                 spec=({list, None}, bool), diagnose=diagnose_by(variants, probes, _same_flags),
+                 same=_same_flags)  # fmt: skip
 
 
 def _routes(fn: Any | None, g: Grader, pcp: int, n: int) -> tuple[list[tuple], str]:

@@ -166,8 +166,7 @@ def grade(fn: Any, g: Grader) -> None:
         wrong = {k: _split(k, case) for k in keys} if q else {}
         got = ask(fn, list(q), list(pf), thr, uniform, treat)
         answers.append((name, thr, uniform, treat, got, want, wrong))
-    seen = [(tuple(got), wrong) for *_, got, _, wrong in answers
-            if isinstance(got, (tuple, list))]  # fmt: skip
+    seen = [(tuple(got), wrong) for *_, got, _, wrong in answers if isinstance(got, (tuple, list))]
     for name, thr, uniform, treat, got, want, wrong in answers:
         with g.case(Words("ex05_switches", name=name, thr=thr, uniform=uniform, treat=treat)):
             if isinstance(got, Exception):

@@ -144,8 +144,7 @@ def _grader(launch: Any):
                 calls.append(q.shape[0])
                 if query_start_loc is not None:  # rows of several queries: one row each
                     block_table, seq_lens = _per_query(block_table, seq_lens, query_start_loc)
-                return g.call(launch, fn, q, kv_cache, block_table, seq_lens, scale,
-                              kv_lora_rank)  # fmt: skip
+                return g.call(launch, fn, q, kv_cache, block_table, seq_lens, scale, kv_lora_rank)
 
             prompt = er.prompt_of(13)
             with patched(kernels_module, "mla_decode", mla_decode):

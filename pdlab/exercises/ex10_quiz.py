@@ -56,8 +56,7 @@ def grade(fn: Any, g: Grader) -> None:
         got = g.returns(got, dict)
         missing = [k for k in _QUESTIONS if k not in got]
         if missing:
-            g.fail(Words("ex10_keys", v0=list(_QUESTIONS)),
-                   Words("ex10_missing", missing=missing))  # fmt: skip
+            g.fail(Words("ex10_keys", v0=list(_QUESTIONS)), Words("ex10_missing", missing=missing))
     facts = _facts()
     for key, question in _QUESTIONS.items():
         with g.case(question[g.lang]):

@@ -25,8 +25,7 @@ from pdlab.exercises.base import Exercise, Grader, Words, patched
 def _wrong(q: int, k: int) -> dict[str, torch.Tensor]:
     i, j = torch.arange(q)[:, None], torch.arange(k)[None, :]
     right = j <= k - q + i
-    return {"top_left": j <= i, "no_self": j < k - q + i, "inverted": ~right,
-            "transposed": right.T}  # fmt: skip
+    return {"top_left": j <= i, "no_self": j < k - q + i, "inverted": ~right, "transposed": right.T}
 
 
 def _engine(fn: Any, g: Grader, pd: bool):

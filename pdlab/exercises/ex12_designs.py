@@ -82,14 +82,15 @@ def grade(fn: Any, g: Grader) -> None:
     predictions = getattr(fn, "__globals__", {}).get("PREDICTIONS")
     for mode in MODES:
         with g.case(Words("ex12_your_prediction_first_step_under", mode=mode, N=N)):  # fmt: skip
-            want = _reference(mode, er.MAX_TOKENS, False)["first"]
+            ref = _reference(mode, er.MAX_TOKENS, False)
             said = predictions.get(mode) if isinstance(predictions, dict) else None
             if said is None:
                 g.fail(Words("ex12_predictions_mode_computed_before_scheduled"),
                        Words("ex12_no_prediction_written"))  # fmt: skip
             said = tuple(said) if isinstance(said, (tuple, list)) else said
-            if said != want:
-                g.fail(want, said, f"predict_{mode}", _table(mode, g))
+            if said != ref["first"]:
+                table = er.table_text(ref["trace"], None, g.lang)
+                g.fail(ref["first"], said, f"predict_{mode}", table)
     _random(fn, g)
     cases = [(mode, er.MAX_TOKENS, False, None) for mode in MODES]
     cases += [(m, 1, False, None) for m in ("first_token", "append_prompt")]
@@ -253,10 +254,6 @@ def _sent(sent: list[tuple], common: set[str], shared: str) -> str:
         + (f", finish_reason {r!r}" if r else "")
         for n, m, p, x, d, r in sent
     )
-
-
-def _table(mode: str, g: Grader) -> str:
-    return er.table_text(_reference(mode, er.MAX_TOKENS, False)["trace"], None, g.lang)
 
 
 def _judge(g: Grader, mode: str, want: dict[str, Any], got: dict[str, Any],

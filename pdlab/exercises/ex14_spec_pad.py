@@ -295,8 +295,7 @@ def _named_cases(fn: Any, g: Grader) -> None:
             calls += mine
             for args, ctx, got, right in mine:
                 if got != right:
-                    seen = [(c[2], {m: _variant(m, *c[1], c[0]) for m in _MISTAKES})
-                            for c in calls]  # fmt: skip
+                    seen = [(c[2], {m: _variant(m, *c[1], c[0]) for m in _MISTAKES}) for c in calls]
                     wrong = {m: _variant(m, *ctx, args) for m in _MISTAKES}
                     named = next(iter(consistent(wrong, seen)), None)
                     shown = _CALL.format(*args)
@@ -312,6 +311,9 @@ def _steps(log: list) -> str:
 
 
 _slip = functools.partial(slip, "ex14_spec_pad")
+#: The solution's room test, as it writes it.
+_ROOM = ("    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
+         "self.max_model_len:\n        return num_new_tokens\n")  # fmt: skip
 
 
 EXERCISE = Exercise(
@@ -424,23 +426,12 @@ K 个草稿 token。KV 传输后 D 的第一步是在 N - 1 个已缓存 token �
         "always_pad": _slip("        and not prefill_scheduled\n", ""),
         "no_context_rule": _slip("        and (any_scheduled or num_computed_tokens > 0)\n", ""),
         "pad_by_k": _slip("padded = 1 + k  #", "padded = k  #"),
-        "no_room_check": _slip(
-            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
-            "self.max_model_len:\n        return num_new_tokens\n",
-            "",
-        ),
-        "schedule_unpadded": _slip(
-            "return None  # upstream would rather", "return num_new_tokens  # upstream would rather"
-        ),
+        "no_room_check": _slip(_ROOM, ""),
+        "schedule_unpadded": _slip("return None  # upstream", "return num_new_tokens  # upstream"),
         "pads_short_rows": _slip("and num_new_tokens == 1\n", "and num_new_tokens < 1 + k\n"),
         "budget_ge": _slip("if padded > token_budget:", "if padded >= token_budget:"),
-        "budget_before_room": _slip(
-            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
-            "self.max_model_len:\n        return num_new_tokens\n"
-            "    if padded > token_budget:\n",
-            "    if padded > token_budget:\n        return None\n"
-            "    if num_computed_tokens + padded + self.num_sampled_tokens_per_step > "
-            "self.max_model_len:\n        return num_new_tokens\n"
-            "    if False:\n"),
+        "budget_before_room": _slip(_ROOM + "    if padded > token_budget:\n",
+                                    "    if padded > token_budget:\n        return None\n" + _ROOM
+                                    + "    if False:\n"),
     },  # fmt: skip
 )  # fmt: skip
