@@ -70,11 +70,6 @@ def _commented(line: str) -> str:
     return f"{indent}# {line.lstrip()}".rstrip()
 
 
-def _comment_at(line: str) -> int:
-    """Where the trailing comment of a line of code starts (after two spaces)."""
-    return line.index("  # ") + 2
-
-
 def render(source: str, lang: str = "en") -> str:
     """The stub or solution ``source`` in ``lang``: English leaves the marked lines out,
     Chinese puts each marked block in place of the docstring or comments above it, or of
@@ -87,7 +82,8 @@ def render(source: str, lang: str = "en") -> str:
             above_kind, above = out[-1]
             zh = [_unmark(line) for line in lines]
             if above_kind == "code":
-                zh = [above[0][: _comment_at(above[0])] + "# " + zh[0].lstrip()]
+                code = above[0][: above[0].index("  # ") + 2]  # up to its trailing comment
+                zh = [code + "# " + zh[0].lstrip()]
             elif above_kind == "comment":
                 zh = [_commented(line) for line in zh]
             out[-1] = (above_kind, zh)

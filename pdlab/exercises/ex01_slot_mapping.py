@@ -11,6 +11,7 @@ an engine of 10 blocks, where a request is preempted and resumes.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pdlab.engine.attention.backend import CommonAttentionMetadata
@@ -18,18 +19,12 @@ from pdlab.engine.config import SchedulerConfig
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import slip
 
 BS = er.BLOCK_SIZE
 
 
-_SLIP = """\
-def slot_mapping(block_table, num_computed_tokens, query_lens, block_size):
-    slots = []
-    for blocks, start, n in zip(block_table, num_computed_tokens, query_lens):
-        for p in range(start, start + n):
-            slots.append(SLOT)
-    return slots
-"""
+_slip = functools.partial(slip, "ex01_slot_mapping")
 
 
 def _slots(table, computed, q_lens, bs, shift=0, from_zero=False, by_index=False, scale=True):
@@ -221,13 +216,9 @@ num_computed_tokens[i] + query_lens[i] - 1。
     },
     grade=grade,
     slips={
-        key: _SLIP.replace("SLOT", slot)
-        for key, slot in {
-            "off_by_one": "blocks[p // block_size] * block_size + p % block_size + 1",
-            "from_zero": "blocks[(p - start) // block_size] * block_size"
-            " + (p - start) % block_size",
-            "block_index": "(p // block_size) * block_size + p % block_size",
-            "no_scale": "blocks[p // block_size] + p % block_size",
-        }.items()
+        "off_by_one": _slip("pos % block_size)", "pos % block_size + 1)"),
+        "from_zero": _slip("[pos //", "[(pos - start) //").replace("+ pos %", "+ (pos - start) %"),
+        "block_index": _slip("blocks[pos // block_size]", "(pos // block_size)"),
+        "no_scale": _slip("] * block_size", "]"),
     },
 )  # fmt: skip

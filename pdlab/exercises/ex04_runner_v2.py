@@ -17,22 +17,11 @@ import pdlab.engine.worker.gpu.model_runner as runner_module
 from pdlab.engine.request import SamplingParams
 from pdlab.engine.worker.gpu.batch import gather_batch_req_state, get_uniform_decode_token_count
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, fill, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import slip
 from pdlab.exercises.cases import Draw, ask, consistent, diagnose_by, random_cases
 
-_SLIP = """\
-def decode_flags(is_prefilling, num_scheduled_tokens, num_computed_prefill_tokens, use_pcp):
-    if PCP:
-        return None, not any(is_prefilling)
-    runs = [RUNS for pf, q, c in zip(is_prefilling, num_scheduled_tokens,
-                                     num_computed_prefill_tokens)]
-    return runs, ELIGIBLE
-"""
-
-
-_RIGHT = {"PCP": "use_pcp", "RUNS": "pf and q == 1 and c > 0",
-          "ELIGIBLE": "all(r or not pf for r, pf in zip(runs, is_prefilling))"}  # fmt: skip
-_slip = functools.partial(fill, _SLIP, _RIGHT)
+_slip = functools.partial(slip, "ex04_runner_v2")
 
 
 def _norm(runs: Any, n: int) -> list[bool]:
@@ -285,11 +274,12 @@ KV 传输后 D 的第一步（在 N - 1 个已缓存 token 之上算 1 个 token
     },
     grade=grade,
     slips={
-        "no_context_test": _slip(RUNS="pf and q == 1"),
-        "eligible_any_prefill": _slip(ELIGIBLE="not any(is_prefilling)"),
-        "pcp_runs_as_decode": _slip(PCP="False"),
-        "every_row": _slip(RUNS="q == 1 and c > 0"),
-        "context_gt_one": _slip(RUNS="pf and q == 1 and c > 1"),
-        "short_rows_as_decode": _slip(RUNS="pf and q <= 2 and c > 0"),
+        "no_context_test": _slip("pf and q == 1 and c > 0", "pf and q == 1"),
+        "eligible_any_prefill": _slip("all(rd or not pf for rd, pf in zip(runs_as_decode, "
+                                      "is_prefilling))", "not any(is_prefilling)"),
+        "pcp_runs_as_decode": _slip("if use_pcp:", "if False:"),
+        "every_row": _slip("pf and q == 1 and c > 0", "q == 1 and c > 0"),
+        "context_gt_one": _slip("c > 0", "c > 1"),
+        "short_rows_as_decode": _slip("q == 1 and", "q <= 2 and"),
     },
 )  # fmt: skip

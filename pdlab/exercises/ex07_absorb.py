@@ -12,6 +12,7 @@ must be the unpatched engine's.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -20,7 +21,8 @@ from pdlab.attention.reference import mla_naive
 from pdlab.engine.attention.mla_attention import MLAAttention, _decode_rows
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
-from pdlab.exercises.base import Exercise, Grader, Words, fill, patched
+from pdlab.exercises.base import Exercise, Grader, Words, patched
+from pdlab.exercises.bilingual import slip
 
 
 def _inputs(g: Grader, t: int, s: int, h: int = 3, n: int = 8, r: int = 4, v: int = 6, L: int = 12):
@@ -44,24 +46,7 @@ def _absorbed(q, kv_c, k_pe, w, n, v, scale, uv_first=False, softmax_dim=-1):
     return torch.einsum("thl,hvl->thv", torch.einsum("ths,sl->thl", p, kv_c.float()), w_uv)
 
 
-_SLIP = """\
-import torch
-
-
-def absorbed_decode(q, kv_c, k_pe, w_kv_b, qk_nope_head_dim, v_head_dim, scale):
-    h, n, v = q.shape[1], qk_nope_head_dim, v_head_dim
-    w = w_kv_b.view(h, n + v, kv_c.shape[-1])
-    w_uk, w_uv = W_SPLIT
-    ql = torch.einsum("thn,hnl->thl", q[..., :n], w_uk)
-    s = torch.einsum("thl,sl->ths", ql, kv_c)
-    s = s ROPE
-    p = torch.softmax(s * SCALE, dim=DIM)
-    return torch.einsum("thl,hvl->thv", torch.einsum("ths,sl->thl", p, kv_c), w_uv)
-"""
-
-
-_RIGHT = {"W_SPLIT": "w[:, :n], w[:, n:]", "SCALE": "scale", "DIM": "-1",
-          "ROPE": "+ torch.einsum('thr,sr->ths', q[..., n:], k_pe)"}  # fmt: skip
+_slip = functools.partial(slip, "ex07_absorb")
 
 
 def _engine(fn: Any, g: Grader, pd: bool):
@@ -198,9 +183,9 @@ MLA 每个 token 缓存一行潜向量：kv_c（L 个值）和 k_pe（R 个值�
     },
     grade=grade,
     slips={
-        "latent_scale": fill(_SLIP, _RIGHT, SCALE="(kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5"),
-        "no_rope": fill(_SLIP, _RIGHT, ROPE=""),
-        "uv_first": fill(_SLIP, _RIGHT, W_SPLIT="w[:, v:], w[:, :v]"),
-        "softmax_dim": fill(_SLIP, _RIGHT, DIM="1"),
+        "latent_scale": _slip("* scale", "* (kv_c.shape[-1] + k_pe.shape[-1]) ** -0.5"),
+        "no_rope": _slip(' + torch.einsum("thr,sr->ths", q[..., n:], k_pe.float())', ""),
+        "uv_first": _slip("w[:, :n], w[:, n:]", "w[:, v_head_dim:], w[:, :v_head_dim]"),
+        "softmax_dim": _slip("dim=-1", "dim=1"),
     },
 )  # fmt: skip

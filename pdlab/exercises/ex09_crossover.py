@@ -10,10 +10,12 @@ which absorbing stops winning over a long context must be ``absorb_crossover_que
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from pdlab.engine.config import ModelConfig
-from pdlab.exercises.base import Exercise, Grader, Words, fill
+from pdlab.exercises.base import Exercise, Grader, Words
+from pdlab.exercises.bilingual import slip
 from pdlab.sim import kernel_costs as cost
 
 _PRESETS = ("tiny", "deepseek-v2-lite", "deepseek-v3")
@@ -37,18 +39,7 @@ def _wrong(cfg: ModelConfig, q: int, s: int) -> dict[str, tuple[float, float]]:
     }  # fmt: skip
 
 
-_SLIP = """\
-def mla_forms_flops(cfg, query_len, context_len):
-    h, L, R = cfg.num_attention_heads, cfg.kv_lora_rank, cfg.qk_rope_head_dim
-    n, v, q, s = cfg.qk_nope_head_dim, cfg.v_head_dim, query_len, context_len
-    pairs = PAIRS
-    proj = 2.0 * L * h * (n + v)
-    naive = NAIVE_KEYS * proj + pairs * 2.0 * h * (n + R + v)
-    absorbed = ABSORBED_PROJ + pairs * 2.0 * h * (PAIR_WIDTH)
-    return naive, absorbed
-"""
-_RIGHT = {"PAIRS": "q * s + q * (q + 1) / 2", "NAIVE_KEYS": "(s + q)", "ABSORBED_PROJ": "q * proj",
-          "PAIR_WIDTH": "(L + R) + L"}  # fmt: skip
+_slip = functools.partial(slip, "ex09_crossover")
 
 
 def grade(fn: Any, g: Grader) -> None:
@@ -153,9 +144,9 @@ prompt is ever cheaper absorbed.""",
     },
     grade=grade,
     slips={
-        "context_only": fill(_SLIP, _RIGHT, NAIVE_KEYS="s"),
-        "no_absorb_cost": fill(_SLIP, _RIGHT, ABSORBED_PROJ="0"),
-        "no_causal": fill(_SLIP, _RIGHT, PAIRS="q * (s + q)"),
-        "latent_pair_width": fill(_SLIP, _RIGHT, PAIR_WIDTH="L + R"),
+        "context_only": _slip("naive = (s + q) * proj", "naive = s * proj"),
+        "no_absorb_cost": _slip("absorbed = q * proj", "absorbed = 0"),
+        "no_causal": _slip("q * s + q * (q + 1) / 2", "q * (s + q)"),
+        "latent_pair_width": _slip("* ((L + R) + L)", "* (L + R)"),
     },
 )  # fmt: skip

@@ -13,6 +13,7 @@ from typing import Any
 from pdlab.engine.request import SamplingParams
 from pdlab.exercises import engine_runs as er
 from pdlab.exercises.base import Exercise, Grader, Words
+from pdlab.exercises.bilingual import slip
 
 N = 13
 
@@ -66,17 +67,6 @@ def grade(fn: Any, g: Grader) -> None:
             if not same:  # the engine's answer is never shown: it would be copied
                 g.fail(Words("ex10_not_shown"), answer, key)
 
-
-# What the engine answers (the grader reads each from a trace; these only build the slips).
-_RIGHT = {
-    "d_num_computed_tokens": N - 1,
-    "d_prompt_tokens_computed": 1,
-    "d_is_prefilling": True,
-    "d_forward_default": "forward_mqa",
-    "d_forward_pcp2": "forward_mha",
-    "same_tokens_as_colocated": True,
-    "d_prompt_tokens_computed_without_params": N,
-}
 
 _QUESTIONS = {
     "d_num_computed_tokens": {
@@ -145,6 +135,8 @@ _WHY = {
     ),
 }  # fmt: skip
 
+_slip = functools.partial(slip, "ex10_quiz")
+
 EXERCISE = Exercise(
     number=10, slug="ex10_quiz", function="answers", notebook="05_pd_decode_side",
     title={"en": "Misconception quiz, checked by the engine", "zh": "误区测验（由引擎判分）"},
@@ -184,15 +176,12 @@ ai-dynamo/dynamo#850）
     },
     mistakes={k: {"en": en, "zh": zh} for k, (en, zh) in _WHY.items()}, grade=grade,
     slips={  # the answers workshop learners give, one misconception each
-        key: "def answers():\n    return " + repr({**_RIGHT, key: value}) + "\n"
-        for key, value in {
-            "d_num_computed_tokens": N,
-            "d_prompt_tokens_computed": 0,
-            "d_is_prefilling": False,
-            "d_forward_default": "forward_mha",
-            "d_forward_pcp2": "forward_mqa",
-            "d_prompt_tokens_computed_without_params": 1,
-            "same_tokens_as_colocated": False,
-        }.items()
+        "d_num_computed_tokens": _slip(": 12,", ": 13,"),
+        "d_prompt_tokens_computed": _slip(": 1,", ": 0,"),
+        "d_is_prefilling": _slip('prefilling": True', 'prefilling": False'),
+        "d_forward_default": _slip('"forward_mqa"', '"forward_mha"'),
+        "d_forward_pcp2": _slip('pcp2": "forward_mha"', 'pcp2": "forward_mqa"'),
+        "d_prompt_tokens_computed_without_params": _slip(": 13,", ": 1,"),
+        "same_tokens_as_colocated": _slip('colocated": True', 'colocated": False'),
     },
 )  # fmt: skip
