@@ -53,7 +53,7 @@ from pdlab.errors import (
     none_or,
     one_line,
 )
-from pdlab.kernels.backend import resolve
+from pdlab.kernels.backend import get_backend, resolve
 
 
 @dataclass
@@ -186,7 +186,7 @@ class LLMEngine:
             "decode_context_parallel_size": self.parallel_config.decode_context_parallel_size,
             "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
         }
-        self.tracer.meta.setdefault("backend", backend or _default_backend())
+        self.tracer.meta.setdefault("backend", backend or get_backend())
 
     # ---- requests --------------------------------------------------------------------
     def add_request(
@@ -373,9 +373,3 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _default_backend() -> str:
-    from pdlab.kernels import backend
-
-    return backend.get_backend()

@@ -65,25 +65,17 @@ class ModelConfig(ConfigBase):
     def __post_init__(self) -> None:
         c = "ModelConfig"
         for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "v_head_dim",
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim",
             "max_position_embeddings",
-        ):
+        ):  # fmt: skip
             _check_int(c, name, getattr(self, name))
         _check_int(c, "seed", self.seed, minimum=0)
         _check_int(c, "first_k_dense_replace", self.first_k_dense_replace, minimum=0)
         for name, low in (
-            ("n_routed_experts", 1),
-            ("num_experts_per_tok", 1),
-            ("n_shared_experts", 0),
-            ("moe_intermediate_size", 1),
-        ):
+            ("n_routed_experts", 1), ("num_experts_per_tok", 1),
+            ("n_shared_experts", 0), ("moe_intermediate_size", 1),
+        ):  # fmt: skip
             if getattr(self, name) is not None:
                 _check_int(c, name, getattr(self, name), minimum=low)
         n, top = self.num_nextn_predict_layers, MAX_NUM_NEXTN_PREDICT_LAYERS
@@ -199,15 +191,9 @@ class ModelConfig(ConfigBase):
             allowed, kind = Phrase("err_x_deepseek_dict"), type(config).__name__
             raise PdlabValueError("err_invalid_str", name="config", value=kind, allowed=allowed)
         required = (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "qk_rope_head_dim",
-            "v_head_dim",
-            "vocab_size",
-        )
+            "hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
+            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "vocab_size",
+        )  # fmt: skip
         missing = [k for k in required if k not in config]
         if missing:
             raise PdlabValueError("err_config_missing", missing=missing)
