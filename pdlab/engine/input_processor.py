@@ -103,10 +103,7 @@ def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, mo
         free = available_bytes(device)
         if free is not None and need > 0.9 * free:
             raise PdlabValueError(
-                "err_cache_too_large",
-                num_blocks=cache_config.num_blocks,
-                block_size=cache_config.block_size,
-                need=need / 2**30,
-                device=device.type,
+                "err_cache_too_large", num_blocks=cache_config.num_blocks,
+                block_size=cache_config.block_size, need=need / 2**30, device=device.type,
                 free=free / 2**30,
-            )
+            )  # fmt: skip

@@ -132,41 +132,26 @@ class LLMEngine:
         )
         if self.max_model_len > model_config.max_position_embeddings:
             raise PdlabValueError(
-                "err_model_max_len",
-                value=self.max_model_len,
-                limit=model_config.max_position_embeddings,
-                model=model_config.name,
-            )
+                "err_model_max_len", value=self.max_model_len,
+                limit=model_config.max_position_embeddings, model=model_config.name,
+            )  # fmt: skip
         self.kv_transfer_config = kv_transfer_config
         check_kv_cache_fits(model_config, self.cache_config, self.model)
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
         self.scheduler = Scheduler(
-            self.scheduler_config,
-            self.cache_config,
-            self.max_model_len,
-            connector=kv_connector,
-            emit=self._emit,
-            kv_transfer_config=kv_transfer_config,
-            speculative_config=speculative_config,
-            vocab_size=model_config.vocab_size,
-        )
+            self.scheduler_config, self.cache_config, self.max_model_len, connector=kv_connector,
+            emit=self._emit, kv_transfer_config=kv_transfer_config,
+            speculative_config=speculative_config, vocab_size=model_config.vocab_size,
+        )  # fmt: skip
         self.runner = ModelRunner(
-            self.model,
-            self.cache_config,
-            self.scheduler_config,
-            backend=backend,
-            seed=seed,
-            emit=self._emit,
-            num_kv_splits=num_kv_splits,
-            workspace_tokens=workspace_tokens,
-            connector_worker=kv_connector,
-            attention_config=self.attention_config,
-            parallel_config=self.parallel_config,
-            model_runner=self.model_runner,
+            self.model, self.cache_config, self.scheduler_config, backend=backend, seed=seed,
+            emit=self._emit, num_kv_splits=num_kv_splits, workspace_tokens=workspace_tokens,
+            connector_worker=kv_connector, attention_config=self.attention_config,
+            parallel_config=self.parallel_config, model_runner=self.model_runner,
             speculative_config=speculative_config,
-        )
+        )  # fmt: skip
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
@@ -207,20 +192,15 @@ class LLMEngine:
             raise error
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
-            rid,
-            ids,
-            sampling_params or SamplingParams(),
+            rid, ids, sampling_params or SamplingParams(),
             kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None,
-        )
+        )  # fmt: skip
         self.scheduler.add_request(req)
         self._outputs[rid] = RequestOutput(rid, list(ids))
         self._emit(
-            "add_request",
-            req_id=rid,
-            num_prompt_tokens=len(ids),
-            prompt_token_ids=ids,
+            "add_request", req_id=rid, num_prompt_tokens=len(ids), prompt_token_ids=ids,
             kv_transfer_params=kv_transfer_params,
-        )
+        )  # fmt: skip
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
@@ -317,11 +297,9 @@ class LLMEngine:
                 }
             )
         self._emit(
-            "step",
-            scheduled=sched,
-            total_num_scheduled_tokens=so.total_num_scheduled_tokens,
+            "step", scheduled=sched, total_num_scheduled_tokens=so.total_num_scheduled_tokens,
             kv_cache_usage=self.scheduler.kv_cache_manager.usage,
-        )
+        )  # fmt: skip
 
     def generate(
         self,

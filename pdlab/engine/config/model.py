@@ -216,14 +216,9 @@ class ModelConfig(ConfigBase):
 
 def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
     return {
-        "type": "yarn",
-        "factor": 40,
-        "mscale": mscale,
-        "mscale_all_dim": mscale_all_dim,
-        "original_max_position_embeddings": 4096,
-        "beta_fast": 32,
-        "beta_slow": 1,
-    }
+        "type": "yarn", "factor": 40, "mscale": mscale, "mscale_all_dim": mscale_all_dim,
+        "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1,
+    }  # fmt: skip
 
 
 # DeepSeek's MLA widths, the same in V2-Lite, V2 and V3 (their config.json files).

@@ -248,14 +248,9 @@ class KVCacheManager:
             self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks, ahead
         )
         self.block_pool.cache_full_blocks(
-            self.req_to_blocks[req_id],
-            request.block_hashes,
-            request.all_token_ids,
-            self.block_size,
-            num_cached_blocks,
-            num_full_blocks,
-            ahead,
-        )
+            self.req_to_blocks[req_id], request.block_hashes, request.all_token_ids,
+            self.block_size, num_cached_blocks, num_full_blocks, ahead,
+        )  # fmt: skip
         self.num_cached_block[req_id] = num_full_blocks
 
     def free(self, request: Request) -> None:
