@@ -73,27 +73,17 @@ class RequestOutput:
 
 class LLMEngine:
     def __init__(
-        self,
-        model_config: ModelConfig,
-        cache_config: CacheConfig | None = None,
-        scheduler_config: SchedulerConfig | None = None,
-        kv_connector: KVConnector | None = None,
-        tracer: Tracer | None = None,
-        seed: int = 0,
-        *,
-        instance: str = "local",
-        backend: str | None = None,
-        model: DeepseekV2ForCausalLM | None = None,
-        dtype: torch.dtype = torch.float32,
-        device: str | torch.device = "cpu",
-        num_kv_splits: int | None = None,
-        workspace_tokens: int = 2048,
+        self, model_config: ModelConfig, cache_config: CacheConfig | None = None,
+        scheduler_config: SchedulerConfig | None = None, kv_connector: KVConnector | None = None,
+        tracer: Tracer | None = None, seed: int = 0, *, instance: str = "local",
+        backend: str | None = None, model: DeepseekV2ForCausalLM | None = None,
+        dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+        num_kv_splits: int | None = None, workspace_tokens: int = 2048,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
-        kv_transfer_config: KVTransferConfig | None = None,
-        model_runner: str | None = None,
+        kv_transfer_config: KVTransferConfig | None = None, model_runner: str | None = None,
         speculative_config: SpeculativeConfig | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
         none_or("speculative_config", speculative_config, SpeculativeConfig)
@@ -175,12 +165,9 @@ class LLMEngine:
 
     # ---- requests --------------------------------------------------------------------
     def add_request(
-        self,
-        prompt: str | Sequence[int],
-        sampling_params: SamplingParams | None = None,
-        request_id: str | None = None,
-        kv_transfer_params: dict[str, Any] | None = None,
-    ) -> str:
+        self, prompt: str | Sequence[int], sampling_params: SamplingParams | None = None,
+        request_id: str | None = None, kv_transfer_params: dict[str, Any] | None = None,
+    ) -> str:  # fmt: skip
         """Queue a prompt (text or token ids); returns its request id. Raises ``ValueError``
         or ``TypeError`` naming the argument, and queues nothing, when the request could
         never run: checked here, not inside ``step()``, where one bad request would fail
@@ -302,11 +289,9 @@ class LLMEngine:
         )  # fmt: skip
 
     def generate(
-        self,
-        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
-        sampling_params: SamplingParams | None = None,
-        max_steps: int = 100_000,
-    ) -> list[RequestOutput]:
+        self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | None = None, max_steps: int = 100_000,
+    ) -> list[RequestOutput]:  # fmt: skip
         """Run prompts to completion; outputs in prompt order."""
         check_int("max_steps", max_steps)
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]

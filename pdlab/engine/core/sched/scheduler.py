@@ -83,17 +83,11 @@ PLACEHOLDER_TOKEN_ID = -1  # a padded draft: never accepted
 class Scheduler:
     # ---- construction: the state the sections below read and change --------------------
     def __init__(
-        self,
-        scheduler_config: SchedulerConfig,
-        cache_config: CacheConfig,
-        max_model_len: int,
-        connector: KVConnectorBase | None = None,
-        *,
-        emit: EventSink | None = None,
+        self, scheduler_config: SchedulerConfig, cache_config: CacheConfig, max_model_len: int,
+        connector: KVConnectorBase | None = None, *, emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
-        speculative_config: SpeculativeConfig | None = None,
-        vocab_size: int | None = None,
-    ) -> None:
+        speculative_config: SpeculativeConfig | None = None, vocab_size: int | None = None,
+    ) -> None:  # fmt: skip
         none_or("connector", connector, KVConnectorBase)
         none_or("kv_transfer_config", kv_transfer_config, KVTransferConfig)
         kv_transfer_config = kv_transfer_config or KVTransferConfig()
@@ -270,15 +264,10 @@ class Scheduler:
 
     # ---- the waiting loop: schedule's second loop, inline upstream ---------------------
     def _schedule_waiting(
-        self,
-        token_budget: int,
-        scheduled_new_reqs: list[Request],
-        num_scheduled_tokens: dict[str, int],
-        scheduled_spec_decode_tokens: dict[str, list[int]],
-        *,
-        prefill_scheduled: bool,
-        running_scheduled: bool,
-    ) -> None:
+        self, token_budget: int, scheduled_new_reqs: list[Request],
+        num_scheduled_tokens: dict[str, int], scheduled_spec_decode_tokens: dict[str, list[int]], *,
+        prefill_scheduled: bool, running_scheduled: bool,
+    ) -> None:  # fmt: skip
         """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
         order while the budget, the running slots and the blocks last (the two flags, what
         the running loop scheduled, are for ``_pad_spec_decode``)."""
@@ -457,12 +446,9 @@ class Scheduler:
         self.finished_req_ids = set()
 
     def _make_cached_request_data(
-        self,
-        running_reqs: list[Request],
-        num_scheduled_tokens: dict[str, int],
-        spec_decode_tokens: dict[str, list[int]],
-        req_to_new_blocks: dict[str, list[KVCacheBlock]],
-    ) -> CachedRequestData:
+        self, running_reqs: list[Request], num_scheduled_tokens: dict[str, int],
+        spec_decode_tokens: dict[str, list[int]], req_to_new_blocks: dict[str, list[KVCacheBlock]],
+    ) -> CachedRequestData:  # fmt: skip
         """The running requests as deltas: the tokens (drafts excluded) and blocks added
         this step."""
         cached = CachedRequestData()
@@ -935,12 +921,9 @@ class Scheduler:
         return True
 
     def _start_async_kv_load(
-        self,
-        request: Request,
-        num_computed_tokens: int,
-        num_external_tokens: int,
+        self, request: Request, num_computed_tokens: int, num_external_tokens: int,
         num_local_tokens: int,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """The request was given its blocks and now waits for its K/V to arrive (what it
         counts as computed meanwhile: ``_update_waiting_for_remote_kv``)."""
         rid = request.request_id
