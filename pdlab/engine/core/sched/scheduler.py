@@ -231,10 +231,13 @@ class Scheduler:
         # Then the WAITING requests, unless this step had to preempt.
         if not preempted_reqs:
             self._schedule_waiting(
-                token_budget, scheduled_new_reqs, num_scheduled_tokens,
-                scheduled_spec_decode_tokens, prefill_scheduled=prefill_scheduled,
+                token_budget,
+                scheduled_new_reqs,
+                num_scheduled_tokens,
+                scheduled_spec_decode_tokens,
+                prefill_scheduled=prefill_scheduled,
                 running_scheduled=bool(scheduled_running_reqs),
-            )  # fmt: skip
+            )
 
         total = sum(num_scheduled_tokens.values())
         assert total <= self.max_num_scheduled_tokens
@@ -245,16 +248,20 @@ class Scheduler:
             for r in scheduled_new_reqs
         ]
         cached_reqs_data = self._make_cached_request_data(
-            scheduled_running_reqs, num_scheduled_tokens, scheduled_spec_decode_tokens,
+            scheduled_running_reqs,
+            num_scheduled_tokens,
+            scheduled_spec_decode_tokens,
             req_to_new_blocks,
-        )  # fmt: skip
+        )
         scheduler_output = SchedulerOutput(
-            scheduled_new_reqs=new_reqs_data, scheduled_cached_reqs=cached_reqs_data,
-            num_scheduled_tokens=num_scheduled_tokens, total_num_scheduled_tokens=total,
+            scheduled_new_reqs=new_reqs_data,
+            scheduled_cached_reqs=cached_reqs_data,
+            num_scheduled_tokens=num_scheduled_tokens,
+            total_num_scheduled_tokens=total,
             finished_req_ids=self.finished_req_ids,
             preempted_req_ids={r.request_id for r in preempted_reqs},
             scheduled_spec_decode_tokens=scheduled_spec_decode_tokens,
-        )  # fmt: skip
+        )
         if self.connector is not None:
             scheduler_output.kv_connector_metadata = self.connector.build_connector_meta(
                 scheduler_output

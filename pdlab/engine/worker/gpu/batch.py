@@ -35,8 +35,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pdlab.engine.attention.backend import reorder_batch_to_split_decodes_and_prefills
-from pdlab.engine.config.vllm import MODEL_RUNNERS
 from pdlab.errors import PdlabValueError, Phrase, invalid, noted
+
+RUNNERS = ("v2", "v1")
 
 
 def sort_batch_req_ids(
@@ -126,9 +127,8 @@ def gather_batch_req_state(
     defaults to the prompt length. V1 orders by region with ``reorder_batch_threshold``.
     ``draft_tokens`` is the scheduler's ``scheduled_spec_decode_tokens`` (counted in
     ``num_scheduled_tokens``), ``decode_query_len`` the runner's ``1 + K``."""
-    if model_runner not in MODEL_RUNNERS:
-        allowed = Phrase("err_x_one_of", choices=MODEL_RUNNERS)
-        raise invalid("model_runner", model_runner, allowed)
+    if model_runner not in RUNNERS:
+        raise invalid("model_runner", model_runner, Phrase("err_x_one_of", choices=RUNNERS))
     n = decode_query_len
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         width = noted(Phrase("err_x_int_ge", n=1), "err_n_verify_width")
