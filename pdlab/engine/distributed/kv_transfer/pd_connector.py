@@ -304,9 +304,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
                 recving.add(res.req_id)
                 if r.num_tokens is not None:
                     # Whole blocks were copied; the tokens they hold are P's count.
-                    self._loaded[res.req_id] = min(
-                        r.num_tokens, len(r.local_block_ids) * self.block_size
-                    )
+                    copied = len(r.local_block_ids) * self.block_size
+                    self._loaded[res.req_id] = min(r.num_tokens, copied)
                 if r.first_token_ids:
                     self._first_tokens[res.req_id] = r.first_token_ids
                 if r.hidden_state and r.num_tokens is not None:
