@@ -19,18 +19,16 @@ from typing import Any
 
 # Imported on first use (PEP 562), so that ``decode_plan.py`` loads without torch or triton.
 _WHERE = {
-    "backend": "pdlab.kernels.backend",
-    "get_backend": "pdlab.kernels.backend",
-    "set_backend": "pdlab.kernels.backend",
-    "use_backend": "pdlab.kernels.backend",
-    "index_checks": "pdlab.kernels.checks",
-    "index_checks_enabled": "pdlab.kernels.checks",
-    "set_index_checks": "pdlab.kernels.checks",
-    "gather_cache": "pdlab.kernels.cache",
-    "reshape_and_cache_mla": "pdlab.kernels.cache",
-    "flash_attn_varlen": "pdlab.kernels.flash_attn",
-    "merge_attn_states": "pdlab.kernels.merge",
-    "mla_decode": "pdlab.kernels.decode_attention",
+    name: f"pdlab.kernels.{module}"
+    for module, names in {
+        "backend": ("backend", "get_backend", "set_backend", "use_backend"),
+        "checks": ("index_checks", "index_checks_enabled", "set_index_checks"),
+        "cache": ("gather_cache", "reshape_and_cache_mla"),
+        "flash_attn": ("flash_attn_varlen",),
+        "merge": ("merge_attn_states",),
+        "decode_attention": ("mla_decode",),
+    }.items()
+    for name in names
 }
 
 __all__ = sorted(_WHERE)

@@ -85,7 +85,6 @@ def reshape_and_cache_mla_config(L: int, R: int) -> dict:
 def reshape_and_cache_mla_triton(
     kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
-    checks.reshape_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping)
     L, R = _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     kv_c, k_pe = kv_c.contiguous(), k_pe.contiguous()
     if kv_cache.stride(2) != 1:
@@ -106,7 +105,6 @@ def reshape_and_cache_mla_triton(
 def reshape_and_cache_mla_torch(
     kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor, slot_mapping: torch.Tensor
 ) -> None:
-    checks.reshape_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping)
     _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping)
     valid = slot_mapping >= 0
     slots = slot_mapping[valid]
@@ -132,6 +130,7 @@ def reshape_and_cache_mla(
 
 
 def _check_reshape_and_cache(kv_c, k_pe, kv_cache, slot_mapping) -> tuple[int, int]:
+    checks.reshape_and_cache_mla(kv_c, k_pe, kv_cache, slot_mapping)
     check_tensor("kv_c", kv_c, 2, FLOAT_DTYPES)
     check_tensor("k_pe", k_pe, 2)
     check_tensor("kv_cache", kv_cache, 3)
@@ -196,7 +195,6 @@ def gather_cache_triton(
     kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
-    checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     if kv_cache.stride(2) != 1:
         fail("kv_cache", f"strides {kv_cache.stride()}", "contiguous rows (stride 1 last)")
@@ -227,7 +225,6 @@ def gather_cache_torch(
     kv_cache: torch.Tensor, block_table: torch.Tensor, cu_seq_lens: torch.Tensor,
     seq_starts: torch.Tensor | None = None,
 ) -> torch.Tensor:  # fmt: skip
-    checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts)
     cu = cu_seq_lens.long()
     lens = cu[1:] - cu[:-1]
@@ -264,6 +261,7 @@ def gather_cache(
 
 
 def _check_gather(kv_cache, block_table, cu_seq_lens, seq_starts) -> None:
+    checks.gather_cache(kv_cache, block_table, cu_seq_lens, seq_starts)
     check_tensor("kv_cache", kv_cache, 3, FLOAT_DTYPES)
     check_tensor("block_table", block_table, 2, (torch.int32,))
     check_tensor("cu_seq_lens", cu_seq_lens, 1, (torch.int32,))

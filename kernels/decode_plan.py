@@ -56,17 +56,13 @@ def mla_decode_config(
             "BLOCK_L": block(L),
             "BLOCK_R": block(R),
             "NUM_STAGES": 2,
-            "num_warps": stage1_warps(varlen, target),
+            # One warp group issues Hopper's wgmma for one query per request; the 1 + K
+            # build needs two there, and Ampere's mma.sync 8 in any case (4 take all 255
+            # registers: measured with `pdlab doctor --aot`).
+            "num_warps": 4 if target >= 90 and not varlen else 8,
         },
         "stage2": {"BLOCK_N": block_n, "BLOCK_L": block(L, minimum=1), "num_warps": 4},
     }
-
-
-def stage1_warps(varlen: bool, target: int) -> int:
-    """Warps of a stage-1 program: one warp group issues Hopper's wgmma for one query per
-    request; the ``1 + K`` build needs two there, and Ampere's mma.sync 8 in any case (4
-    take all 255 registers: measured with ``pdlab doctor --aot``)."""
-    return 4 if target >= 90 and not varlen else 8
 
 
 def query_block(q_len: int) -> int:

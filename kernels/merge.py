@@ -112,7 +112,7 @@ def merge_attn_states_triton(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     _check_merge(out_a, lse_a, out_b, lse_b)
     T, H, D = out_a.shape
-    out_a, out_b = _rows_contiguous(out_a), _rows_contiguous(out_b)
+    out_a, out_b = (t if t.stride(-1) == 1 else t.contiguous() for t in (out_a, out_b))
     lse_a, lse_b = lse_a.contiguous(), lse_b.contiguous()
     out = out_buffer((T, H, D), out_a.dtype, out_a.device, upcast(out_a.dtype))
     lse = torch.empty((T, H), dtype=torch.float32, device=out_a.device)
@@ -207,10 +207,6 @@ def merge_attn_states(
     if _backend.resolve(backend) == "triton":
         return merge_attn_states_triton(out_a, lse_a, out_b, lse_b)
     return merge_attn_states_torch(out_a, lse_a, out_b, lse_b)
-
-
-def _rows_contiguous(t: torch.Tensor) -> torch.Tensor:
-    return t if t.stride(-1) == 1 else t.contiguous()
 
 
 def _check_merge(out_a, lse_a, out_b, lse_b) -> None:

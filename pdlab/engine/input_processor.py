@@ -91,22 +91,14 @@ def check_kv_cache_fits(model_config: ModelConfig, cache_config: CacheConfig, mo
     ``torch.full`` lazily and then kill the process while NaN is written into it, and a
     pool of 10**12 block objects exhausts memory before any tensor is made."""
     p = next(model.parameters())
-    cache = (
-        cache_config.num_blocks
-        * cache_config.block_size
-        * model_config.kv_cache_dim
-        * model_config.num_hidden_layers
-        * p.element_size()
-    )
+    cache = cache_config.num_blocks * cache_config.block_size * model_config.kv_cache_dim
+    cache *= model_config.num_hidden_layers * p.element_size()
     host = cache_config.num_blocks * _BLOCK_OBJECT_BYTES + (cache if p.device.type == "cpu" else 0)
     for device, need in ((p.device, cache), (torch.device("cpu"), host)):
         free = available_bytes(device)
         if free is not None and need > 0.9 * free:
             raise PdlabValueError(
-                "err_cache_too_large",
-                num_blocks=cache_config.num_blocks,
-                block_size=cache_config.block_size,
-                need=need / 2**30,
-                device=device.type,
+                "err_cache_too_large", num_blocks=cache_config.num_blocks,
+                block_size=cache_config.block_size, need=need / 2**30, device=device.type,
                 free=free / 2**30,
-            )
+            )  # fmt: skip

@@ -53,7 +53,7 @@ from pdlab.errors import (
     none_or,
     one_line,
 )
-from pdlab.kernels.backend import resolve
+from pdlab.kernels.backend import get_backend, resolve
 
 
 @dataclass
@@ -73,27 +73,17 @@ class RequestOutput:
 
 class LLMEngine:
     def __init__(
-        self,
-        model_config: ModelConfig,
-        cache_config: CacheConfig | None = None,
-        scheduler_config: SchedulerConfig | None = None,
-        kv_connector: KVConnector | None = None,
-        tracer: Tracer | None = None,
-        seed: int = 0,
-        *,
-        instance: str = "local",
-        backend: str | None = None,
-        model: DeepseekV2ForCausalLM | None = None,
-        dtype: torch.dtype = torch.float32,
-        device: str | torch.device = "cpu",
-        num_kv_splits: int | None = None,
-        workspace_tokens: int = 2048,
+        self, model_config: ModelConfig, cache_config: CacheConfig | None = None,
+        scheduler_config: SchedulerConfig | None = None, kv_connector: KVConnector | None = None,
+        tracer: Tracer | None = None, seed: int = 0, *, instance: str = "local",
+        backend: str | None = None, model: DeepseekV2ForCausalLM | None = None,
+        dtype: torch.dtype = torch.float32, device: str | torch.device = "cpu",
+        num_kv_splits: int | None = None, workspace_tokens: int = 2048,
         attention_config: AttentionConfig | None = None,
         parallel_config: ParallelConfig | None = None,
-        kv_transfer_config: KVTransferConfig | None = None,
-        model_runner: str | None = None,
+        kv_transfer_config: KVTransferConfig | None = None, model_runner: str | None = None,
         speculative_config: SpeculativeConfig | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         resolve(backend)  # a backend that cannot run here is one line now, not a failed step
         self.model_config = model_config
         none_or("speculative_config", speculative_config, SpeculativeConfig)
@@ -132,41 +122,26 @@ class LLMEngine:
         )
         if self.max_model_len > model_config.max_position_embeddings:
             raise PdlabValueError(
-                "err_model_max_len",
-                value=self.max_model_len,
-                limit=model_config.max_position_embeddings,
-                model=model_config.name,
-            )
+                "err_model_max_len", value=self.max_model_len,
+                limit=model_config.max_position_embeddings, model=model_config.name,
+            )  # fmt: skip
         self.kv_transfer_config = kv_transfer_config
         check_kv_cache_fits(model_config, self.cache_config, self.model)
         self.kv_connector = kv_connector
         self.step_count = 0
         self._ids = itertools.count()
         self.scheduler = Scheduler(
-            self.scheduler_config,
-            self.cache_config,
-            self.max_model_len,
-            connector=kv_connector,
-            emit=self._emit,
-            kv_transfer_config=kv_transfer_config,
-            speculative_config=speculative_config,
-            vocab_size=model_config.vocab_size,
-        )
+            self.scheduler_config, self.cache_config, self.max_model_len, connector=kv_connector,
+            emit=self._emit, kv_transfer_config=kv_transfer_config,
+            speculative_config=speculative_config, vocab_size=model_config.vocab_size,
+        )  # fmt: skip
         self.runner = ModelRunner(
-            self.model,
-            self.cache_config,
-            self.scheduler_config,
-            backend=backend,
-            seed=seed,
-            emit=self._emit,
-            num_kv_splits=num_kv_splits,
-            workspace_tokens=workspace_tokens,
-            connector_worker=kv_connector,
-            attention_config=self.attention_config,
-            parallel_config=self.parallel_config,
-            model_runner=self.model_runner,
+            self.model, self.cache_config, self.scheduler_config, backend=backend, seed=seed,
+            emit=self._emit, num_kv_splits=num_kv_splits, workspace_tokens=workspace_tokens,
+            connector_worker=kv_connector, attention_config=self.attention_config,
+            parallel_config=self.parallel_config, model_runner=self.model_runner,
             speculative_config=speculative_config,
-        )
+        )  # fmt: skip
         self._outputs: dict[str, RequestOutput] = {}
         self.tracer.meta.setdefault("block_size", self.cache_config.block_size)
         self.tracer.meta.setdefault("model", model_config.name)
@@ -186,16 +161,13 @@ class LLMEngine:
             "decode_context_parallel_size": self.parallel_config.decode_context_parallel_size,
             "treat_short_extends_as_decodes": builder.treat_short_extends_as_decodes,
         }
-        self.tracer.meta.setdefault("backend", backend or _default_backend())
+        self.tracer.meta.setdefault("backend", backend or get_backend())
 
     # ---- requests --------------------------------------------------------------------
     def add_request(
-        self,
-        prompt: str | Sequence[int],
-        sampling_params: SamplingParams | None = None,
-        request_id: str | None = None,
-        kv_transfer_params: dict[str, Any] | None = None,
-    ) -> str:
+        self, prompt: str | Sequence[int], sampling_params: SamplingParams | None = None,
+        request_id: str | None = None, kv_transfer_params: dict[str, Any] | None = None,
+    ) -> str:  # fmt: skip
         """Queue a prompt (text or token ids); returns its request id. Raises ``ValueError``
         or ``TypeError`` naming the argument, and queues nothing, when the request could
         never run: checked here, not inside ``step()``, where one bad request would fail
@@ -207,20 +179,15 @@ class LLMEngine:
             raise error
         rid = request_id if request_id is not None else f"{self.instance}-{next(self._ids)}"
         req = Request(
-            rid,
-            ids,
-            sampling_params or SamplingParams(),
+            rid, ids, sampling_params or SamplingParams(),
             kv_transfer_params=dict(kv_transfer_params) if kv_transfer_params else None,
-        )
+        )  # fmt: skip
         self.scheduler.add_request(req)
         self._outputs[rid] = RequestOutput(rid, list(ids))
         self._emit(
-            "add_request",
-            req_id=rid,
-            num_prompt_tokens=len(ids),
-            prompt_token_ids=ids,
+            "add_request", req_id=rid, num_prompt_tokens=len(ids), prompt_token_ids=ids,
             kv_transfer_params=kv_transfer_params,
-        )
+        )  # fmt: skip
         return rid
 
     def abort_request(self, request_ids: str | Sequence[str]) -> None:
@@ -317,18 +284,14 @@ class LLMEngine:
                 }
             )
         self._emit(
-            "step",
-            scheduled=sched,
-            total_num_scheduled_tokens=so.total_num_scheduled_tokens,
+            "step", scheduled=sched, total_num_scheduled_tokens=so.total_num_scheduled_tokens,
             kv_cache_usage=self.scheduler.kv_cache_manager.usage,
-        )
+        )  # fmt: skip
 
     def generate(
-        self,
-        prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
-        sampling_params: SamplingParams | None = None,
-        max_steps: int = 100_000,
-    ) -> list[RequestOutput]:
+        self, prompts: str | Sequence[int] | Sequence[str | Sequence[int]],
+        sampling_params: SamplingParams | None = None, max_steps: int = 100_000,
+    ) -> list[RequestOutput]:  # fmt: skip
         """Run prompts to completion; outputs in prompt order."""
         check_int("max_steps", max_steps)
         rids = [self.add_request(p, sampling_params) for p in prompt_list(prompts)]
@@ -373,9 +336,3 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
-
-
-def _default_backend() -> str:
-    from pdlab.kernels import backend
-
-    return backend.get_backend()

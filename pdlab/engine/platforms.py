@@ -28,6 +28,7 @@ size checks each backend also makes (DeepSeek's widths pass them on these GPUs).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -113,11 +114,7 @@ def _local_gpu() -> str | None:
 def check_gpu(gpu: str, name: str = "gpu") -> str:
     """``gpu`` as a key of :data:`GPUS`, or ``ValueError`` naming ``name`` (the argument or
     the environment variable that gave it) and what is allowed."""
-    key = (
-        gpu.lower().replace(" ", "").replace("-", "").replace("_", "")
-        if isinstance(gpu, str)
-        else None
-    )
+    key = re.sub("[ _-]", "", gpu.lower()) if isinstance(gpu, str) else None
     if key not in GPUS:
         raise invalid(name, gpu, Phrase("err_x_one_of", choices=tuple(GPUS)))
     return key
@@ -130,9 +127,8 @@ def select_mla_backend(gpu: str | None = None, kv_cache_dtype: str = "auto") -> 
     ``gpu`` None means: the ``PDLAB_GPU`` environment variable if set, else this machine's
     CUDA device if it has a known one, else the CPU platform."""
     if kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise invalid(
-            "kv_cache_dtype", kv_cache_dtype, Phrase("err_x_one_of", choices=KV_CACHE_DTYPES)
-        )
+        allowed = Phrase("err_x_one_of", choices=KV_CACHE_DTYPES)
+        raise invalid("kv_cache_dtype", kv_cache_dtype, allowed)
     how = Chosen.NAMED
     if gpu is None:
         env = os.environ.get("PDLAB_GPU")

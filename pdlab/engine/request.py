@@ -9,7 +9,6 @@ phase, only ``num_computed_tokens`` (tokens whose K/V are in the paged cache) an
 from __future__ import annotations
 
 import enum
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -95,13 +94,10 @@ class Request:
     """
 
     def __init__(
-        self,
-        request_id: str,
-        prompt_token_ids: Sequence[int],
+        self, request_id: str, prompt_token_ids: Sequence[int],
         sampling_params: SamplingParams | None = None,
-        arrival_time: float | None = None,
         kv_transfer_params: dict[str, Any] | None = None,
-    ) -> None:
+    ) -> None:  # fmt: skip
         if not isinstance(request_id, str) or not request_id:
             raise invalid("request_id", request_id, Phrase("err_x_nonempty_str"))
         if isinstance(prompt_token_ids, (str, bytes)) or not isinstance(prompt_token_ids, Sequence):
@@ -120,7 +116,6 @@ class Request:
 
         self.request_id = request_id
         self.sampling_params = sampling_params
-        self.arrival_time = time.time() if arrival_time is None else arrival_time
         # A copy: the connector marks its progress in it (NixlConnector clears
         # "do_remote_prefill" once the load is set up), and the caller's dict stays as given.
         self.kv_transfer_params = None if kv_transfer_params is None else dict(kv_transfer_params)

@@ -142,18 +142,13 @@ class Tracer:
             for r in ev["scheduled"]:
                 key = (ev.instance, ev.step, r["req_id"])
                 route = routes.get(key, {})
-                rows.append(
-                    {
-                        **r,
-                        "instance": ev.instance,
-                        "step": ev.step,
-                        "path": route.get("path", ""),
-                        "forward": route.get("forward", ""),
-                        "query_len": route.get("query_len", r["num_scheduled_tokens"]),
-                        "sampled": samples[key][0] if key in samples else None,
-                        "sampled_tokens": samples.get(key, []),
-                    }
-                )
+                rows.append({
+                    **r, "instance": ev.instance, "step": ev.step,
+                    "path": route.get("path", ""), "forward": route.get("forward", ""),
+                    "query_len": route.get("query_len", r["num_scheduled_tokens"]),
+                    "sampled": samples[key][0] if key in samples else None,
+                    "sampled_tokens": samples.get(key, []),
+                })  # fmt: skip
         return rows
 
     def lifecycle_events(self, instance: str, step: int) -> list[TraceEvent]:
@@ -190,13 +185,11 @@ class Tracer:
         return len(self.events)
 
     # ---- persistence ----------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {"meta": _jsonable(self.meta), "events": [dict(e) for e in self.events]}
-
     def save(self, path: str | Path) -> Path:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(json.dumps(self.to_dict(), indent=1, ensure_ascii=False))
+        data = {"meta": _jsonable(self.meta), "events": [dict(e) for e in self.events]}
+        p.write_text(json.dumps(data, indent=1, ensure_ascii=False))
         return p
 
     @classmethod

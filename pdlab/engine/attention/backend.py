@@ -175,11 +175,9 @@ def batch_region(
 
 
 def reorder_batch_to_split_decodes_and_prefills(
-    num_scheduled_tokens: Sequence[int],
-    num_computed_tokens: Sequence[int],
-    num_prompt_tokens: Sequence[int],
-    decode_threshold: int = 1,
-) -> list[int]:
+    num_scheduled_tokens: Sequence[int], num_computed_tokens: Sequence[int],
+    num_prompt_tokens: Sequence[int], decode_threshold: int = 1,
+) -> list[int]:  # fmt: skip
     """The batch order upstream's model runner produces: decode, short_extend, long_extend,
     prefill (:func:`batch_region`). Returns the request indices in their new slots.
 

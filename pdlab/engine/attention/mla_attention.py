@@ -242,14 +242,11 @@ def _call(
     its bytes per value, its shapes) with ``# fmt: skip``."""
     if ctx.emit is not None:
         ctx.emit(
-            "kernel",
-            name=name,
-            path=path,
-            layer=layer.layer_idx,
+            "kernel", name=name, path=path, layer=layer.layer_idx,
             backend=kernels.backend.resolve(ctx.backend),
             shapes={k: list(v) if isinstance(v, torch.Size) else v for k, v in shapes.items()},
             elem_bytes=int(elem_bytes),
-        )
+        )  # fmt: skip
     return fn(*args, **kwargs)
 
 

@@ -20,20 +20,8 @@ from pdlab.engine.config.vllm import (
 )
 
 __all__ = [
-    "KV_LOAD_FAILURE_POLICIES",
-    "MLA_BACKENDS",
-    "MODEL_RUNNERS",
-    "PRESETS",
-    "SPECULATIVE_METHODS",
-    "AttentionConfig",
-    "CacheConfig",
-    "KVTransferConfig",
-    "MLABackendProfile",
-    "ModelConfig",
-    "ParallelConfig",
-    "SchedulerConfig",
-    "SpeculativeConfig",
-    "adjust_dcp_kv_cache_interleave_size",
-    "num_hash_lookahead_tokens",
-    "resolve_model_runner",
-]
+    "KV_LOAD_FAILURE_POLICIES", "MLA_BACKENDS", "MODEL_RUNNERS", "PRESETS", "SPECULATIVE_METHODS",
+    "AttentionConfig", "CacheConfig", "KVTransferConfig", "MLABackendProfile", "ModelConfig",
+    "ParallelConfig", "SchedulerConfig", "SpeculativeConfig", "adjust_dcp_kv_cache_interleave_size",
+    "num_hash_lookahead_tokens", "resolve_model_runner",
+]  # fmt: skip

@@ -65,25 +65,17 @@ class ModelConfig(ConfigBase):
     def __post_init__(self) -> None:
         c = "ModelConfig"
         for name in (
-            "vocab_size",
-            "hidden_size",
-            "intermediate_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "v_head_dim",
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "kv_lora_rank", "qk_nope_head_dim", "v_head_dim",
             "max_position_embeddings",
-        ):
+        ):  # fmt: skip
             _check_int(c, name, getattr(self, name))
         _check_int(c, "seed", self.seed, minimum=0)
         _check_int(c, "first_k_dense_replace", self.first_k_dense_replace, minimum=0)
         for name, low in (
-            ("n_routed_experts", 1),
-            ("num_experts_per_tok", 1),
-            ("n_shared_experts", 0),
-            ("moe_intermediate_size", 1),
-        ):
+            ("n_routed_experts", 1), ("num_experts_per_tok", 1),
+            ("n_shared_experts", 0), ("moe_intermediate_size", 1),
+        ):  # fmt: skip
             if getattr(self, name) is not None:
                 _check_int(c, name, getattr(self, name), minimum=low)
         n, top = self.num_nextn_predict_layers, MAX_NUM_NEXTN_PREDICT_LAYERS
@@ -199,15 +191,9 @@ class ModelConfig(ConfigBase):
             allowed, kind = Phrase("err_x_deepseek_dict"), type(config).__name__
             raise PdlabValueError("err_invalid_str", name="config", value=kind, allowed=allowed)
         required = (
-            "hidden_size",
-            "num_hidden_layers",
-            "num_attention_heads",
-            "kv_lora_rank",
-            "qk_nope_head_dim",
-            "qk_rope_head_dim",
-            "v_head_dim",
-            "vocab_size",
-        )
+            "hidden_size", "num_hidden_layers", "num_attention_heads", "kv_lora_rank",
+            "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "vocab_size",
+        )  # fmt: skip
         missing = [k for k in required if k not in config]
         if missing:
             raise PdlabValueError("err_config_missing", missing=missing)
@@ -230,33 +216,21 @@ class ModelConfig(ConfigBase):
 
 def _yarn(mscale: float, mscale_all_dim: float) -> dict[str, Any]:
     return {
-        "type": "yarn",
-        "factor": 40,
-        "mscale": mscale,
-        "mscale_all_dim": mscale_all_dim,
-        "original_max_position_embeddings": 4096,
-        "beta_fast": 32,
-        "beta_slow": 1,
-    }
+        "type": "yarn", "factor": 40, "mscale": mscale, "mscale_all_dim": mscale_all_dim,
+        "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1,
+    }  # fmt: skip
 
 
 # DeepSeek's MLA widths, the same in V2-Lite, V2 and V3 (their config.json files).
 _DEEPSEEK_MLA: dict[str, Any] = dict(
-    kv_lora_rank=512,
-    qk_nope_head_dim=128,
-    qk_rope_head_dim=64,
-    v_head_dim=128,
+    kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64, v_head_dim=128,
     max_position_embeddings=163840,
-)
+)  # fmt: skip
 # And what V2-Lite and V2 share besides.
 _DEEPSEEK_V2: dict[str, Any] = dict(
-    vocab_size=102400,
-    rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
-    num_experts_per_tok=6,
-    n_shared_experts=2,
-    first_k_dense_replace=1,
-    **_DEEPSEEK_MLA,
-)
+    vocab_size=102400, rope_scaling=_yarn(mscale=0.707, mscale_all_dim=0.707),
+    num_experts_per_tok=6, n_shared_experts=2, first_k_dense_replace=1, **_DEEPSEEK_MLA,
+)  # fmt: skip
 
 # pdlab's bound on ``num_nextn_predict_layers`` (upstream sets none; DeepSeek-V3 ships 1):
 # each module is one more decoder layer with its own KV cache.
@@ -268,67 +242,34 @@ WEIGHTS = ("trained", "random")
 # Each preset's fields (the name is the key). The tiny preset loads the trained checkpoint.
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": dict(
-        vocab_size=258,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        q_lora_rank=None,
-        kv_lora_rank=64,
-        qk_nope_head_dim=32,
-        qk_rope_head_dim=16,
-        v_head_dim=32,
-        max_position_embeddings=4096,
+        vocab_size=258, hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+        num_attention_heads=4, q_lora_rank=None, kv_lora_rank=64, qk_nope_head_dim=32,
+        qk_rope_head_dim=16, v_head_dim=32, max_position_embeddings=4096,
         num_nextn_predict_layers=1,  # the shipped checkpoint holds DeepSeek-V3's MTP layer
         weights="trained",
     ),
     "deepseek-v2-lite": dict(
-        hidden_size=2048,
-        intermediate_size=10944,
-        num_hidden_layers=27,
-        num_attention_heads=16,
-        q_lora_rank=None,
-        n_routed_experts=64,
-        moe_intermediate_size=1408,
-        **_DEEPSEEK_V2,
+        hidden_size=2048, intermediate_size=10944, num_hidden_layers=27, num_attention_heads=16,
+        q_lora_rank=None, n_routed_experts=64, moe_intermediate_size=1408, **_DEEPSEEK_V2,
     ),
     "deepseek-v2": dict(
-        hidden_size=5120,
-        intermediate_size=12288,
-        num_hidden_layers=60,
-        num_attention_heads=128,
-        q_lora_rank=1536,
-        n_routed_experts=160,
-        moe_intermediate_size=1536,
-        **_DEEPSEEK_V2,
+        hidden_size=5120, intermediate_size=12288, num_hidden_layers=60, num_attention_heads=128,
+        q_lora_rank=1536, n_routed_experts=160, moe_intermediate_size=1536, **_DEEPSEEK_V2,
     ),
     "deepseek-v3": dict(
-        vocab_size=129280,
-        hidden_size=7168,
-        intermediate_size=18432,
-        num_hidden_layers=61,
-        num_attention_heads=128,
-        q_lora_rank=1536,
-        num_nextn_predict_layers=1,
+        vocab_size=129280, hidden_size=7168, intermediate_size=18432, num_hidden_layers=61,
+        num_attention_heads=128, q_lora_rank=1536, num_nextn_predict_layers=1,
         rope_scaling=_yarn(mscale=1.0, mscale_all_dim=1.0),
-        n_routed_experts=256,
-        num_experts_per_tok=8,
-        n_shared_experts=1,
-        moe_intermediate_size=2048,
-        first_k_dense_replace=3,
-        **_DEEPSEEK_MLA,
+        n_routed_experts=256, num_experts_per_tok=8, n_shared_experts=1,
+        moe_intermediate_size=2048, first_k_dense_replace=3, **_DEEPSEEK_MLA,
     ),
-}
+}  # fmt: skip
 
 # The fields the shipped checkpoint's tensors (and what they learned) depend on, with the
 # values it was trained with. ``num_nextn_predict_layers`` is free: with 0 the loader skips
 # the checkpoint's MTP layer, as vLLM's target model does.
 TRAINED_FIELDS: dict[str, Any] = {
-    **{
-        k: v
-        for k, v in PRESETS["tiny"].items()
-        if k not in ("max_position_embeddings", "weights", "num_nextn_predict_layers")
-    },
-    "rope_theta": 10000.0,
-    "rope_scaling": None,
-}
+    k: v
+    for k, v in PRESETS["tiny"].items()
+    if k not in ("max_position_embeddings", "weights", "num_nextn_predict_layers")
+} | {"rope_theta": 10000.0, "rope_scaling": None}

@@ -41,10 +41,9 @@ class ParallelConfig(ConfigBase):
 
     def __post_init__(self) -> None:
         for name in (
-            "prefill_context_parallel_size",
-            "decode_context_parallel_size",
+            "prefill_context_parallel_size", "decode_context_parallel_size",
             "cp_kv_cache_interleave_size",
-        ):
+        ):  # fmt: skip
             _check_int("ParallelConfig", name, getattr(self, name))
 
     @property

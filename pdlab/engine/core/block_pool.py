@@ -108,15 +108,10 @@ class BlockPool:
         return None
 
     def cache_full_blocks(
-        self,
-        blocks: Sequence[KVCacheBlock],
-        block_hashes: Sequence[BlockHash],
-        token_ids: Sequence[int],
-        block_size: int,
-        num_cached_blocks: int,
-        num_full_blocks: int,
+        self, blocks: Sequence[KVCacheBlock], block_hashes: Sequence[BlockHash],
+        token_ids: Sequence[int], block_size: int, num_cached_blocks: int, num_full_blocks: int,
         num_lookahead_tokens: int = 0,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """Cache ``blocks[num_cached_blocks:num_full_blocks]``, now full, under their
         hashes. ``token_ids`` are the request's tokens, block ``i`` holding
         ``token_ids[i*block_size:(i+1)*block_size]``; the ``num_lookahead_tokens`` after

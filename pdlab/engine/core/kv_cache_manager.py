@@ -76,14 +76,9 @@ class PrefixCacheStats:
 
 class KVCacheManager:
     def __init__(
-        self,
-        cache_config: CacheConfig,
-        max_model_len: int,
-        *,
-        use_eagle: bool = False,
-        num_hash_lookahead_tokens: int = 0,
-        num_prefill_lookahead: int = 0,
-    ) -> None:
+        self, cache_config: CacheConfig, max_model_len: int, *, use_eagle: bool = False,
+        num_hash_lookahead_tokens: int = 0, num_prefill_lookahead: int = 0,
+    ) -> None:  # fmt: skip
         """``use_eagle`` (upstream's name, the scheduler's ``use_eagle_block_drop``) drops
         the trailing block of each hit (the module docstring tells why each option)."""
         check_int("max_model_len", max_model_len)
@@ -164,17 +159,11 @@ class KVCacheManager:
         return num_new_blocks + sum(1 for b in new_computed_blocks if b.ref_cnt == 0)
 
     def allocate_slots(
-        self,
-        request: Request,
-        num_new_tokens: int,
-        num_new_computed_tokens: int = 0,
-        new_computed_blocks: Sequence[KVCacheBlock] | None = None,
-        num_lookahead_tokens: int = 0,
-        num_external_computed_tokens: int = 0,
-        delay_cache_blocks: bool = False,
-        full_sequence_must_fit: bool = False,
-        reserved_blocks: int = 0,
-    ) -> list[KVCacheBlock] | None:
+        self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] | None = None, num_lookahead_tokens: int = 0,
+        num_external_computed_tokens: int = 0, delay_cache_blocks: bool = False,
+        full_sequence_must_fit: bool = False, reserved_blocks: int = 0,
+    ) -> list[KVCacheBlock] | None:  # fmt: skip
         """Give ``request`` slots for the tokens it is about to compute (layout as in
         vLLM's docstring)::
 
@@ -248,14 +237,9 @@ class KVCacheManager:
             self.block_size, request.all_token_ids, request.block_hashes, num_full_blocks, ahead
         )
         self.block_pool.cache_full_blocks(
-            self.req_to_blocks[req_id],
-            request.block_hashes,
-            request.all_token_ids,
-            self.block_size,
-            num_cached_blocks,
-            num_full_blocks,
-            ahead,
-        )
+            self.req_to_blocks[req_id], request.block_hashes, request.all_token_ids,
+            self.block_size, num_cached_blocks, num_full_blocks, ahead,
+        )  # fmt: skip
         self.num_cached_block[req_id] = num_full_blocks
 
     def free(self, request: Request) -> None:

@@ -42,12 +42,9 @@ def hash_block_tokens(
 
 
 def hash_request_tokens(
-    block_size: int,
-    token_ids: Sequence[int],
-    block_hashes: list[BlockHash],
-    num_blocks: int | None = None,
-    num_lookahead_tokens: int = 0,
-) -> list[BlockHash]:
+    block_size: int, token_ids: Sequence[int], block_hashes: list[BlockHash],
+    num_blocks: int | None = None, num_lookahead_tokens: int = 0,
+) -> list[BlockHash]:  # fmt: skip
     """Extend ``block_hashes`` in place with the hashes of the next full blocks of
     ``token_ids`` (up to ``num_blocks`` blocks if given) and return it; a block is hashed
     only once the ``num_lookahead_tokens`` after it exist. Hashes already in the list are

@@ -44,17 +44,11 @@ class NewRequestData:
 
     @classmethod
     def from_request(cls, request: Request, block_ids: list[int]) -> NewRequestData:
+        prefill_len = request.num_tokens if request.num_preemptions else request.num_prompt_tokens
         return cls(
-            req_id=request.request_id,
-            prompt_token_ids=list(request.prompt_token_ids),
-            sampling_params=request.sampling_params,
-            block_ids=block_ids,
-            num_computed_tokens=request.num_computed_tokens,
-            all_token_ids=list(request.all_token_ids),
-            prefill_len=request.num_tokens
-            if request.num_preemptions
-            else request.num_prompt_tokens,
-        )
+            request.request_id, list(request.prompt_token_ids), request.sampling_params,
+            block_ids, request.num_computed_tokens, list(request.all_token_ids), prefill_len,
+        )  # fmt: skip
 
 
 @dataclass

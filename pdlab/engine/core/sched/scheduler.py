@@ -83,17 +83,11 @@ PLACEHOLDER_TOKEN_ID = -1  # a padded draft: never accepted
 class Scheduler:
     # ---- construction: the state the sections below read and change --------------------
     def __init__(
-        self,
-        scheduler_config: SchedulerConfig,
-        cache_config: CacheConfig,
-        max_model_len: int,
-        connector: KVConnectorBase | None = None,
-        *,
-        emit: EventSink | None = None,
+        self, scheduler_config: SchedulerConfig, cache_config: CacheConfig, max_model_len: int,
+        connector: KVConnectorBase | None = None, *, emit: EventSink | None = None,
         kv_transfer_config: KVTransferConfig | None = None,
-        speculative_config: SpeculativeConfig | None = None,
-        vocab_size: int | None = None,
-    ) -> None:
+        speculative_config: SpeculativeConfig | None = None, vocab_size: int | None = None,
+    ) -> None:  # fmt: skip
         none_or("connector", connector, KVConnectorBase)
         none_or("kv_transfer_config", kv_transfer_config, KVTransferConfig)
         kv_transfer_config = kv_transfer_config or KVTransferConfig()
@@ -121,12 +115,10 @@ class Scheduler:
             and not self.num_hash_lookahead_tokens
         )
         self.kv_cache_manager = KVCacheManager(
-            cache_config,
-            max_model_len,
-            use_eagle=self.use_eagle_block_drop,
+            cache_config, max_model_len, use_eagle=self.use_eagle_block_drop,
             num_hash_lookahead_tokens=self.num_hash_lookahead_tokens,
             num_prefill_lookahead=self.num_prefill_lookahead,
-        )
+        )  # fmt: skip
         self.connector = connector
         self.emit = emit
 
@@ -279,15 +271,10 @@ class Scheduler:
 
     # ---- the waiting loop: schedule's second loop, inline upstream ---------------------
     def _schedule_waiting(
-        self,
-        token_budget: int,
-        scheduled_new_reqs: list[Request],
-        num_scheduled_tokens: dict[str, int],
-        scheduled_spec_decode_tokens: dict[str, list[int]],
-        *,
-        prefill_scheduled: bool,
-        running_scheduled: bool,
-    ) -> None:
+        self, token_budget: int, scheduled_new_reqs: list[Request],
+        num_scheduled_tokens: dict[str, int], scheduled_spec_decode_tokens: dict[str, list[int]], *,
+        prefill_scheduled: bool, running_scheduled: bool,
+    ) -> None:  # fmt: skip
         """The second loop of upstream's ``schedule()``: admit waiting requests in arrival
         order while the budget, the running slots and the blocks last (the two flags, what
         the running loop scheduled, are for ``_pad_spec_decode``)."""
@@ -339,12 +326,9 @@ class Scheduler:
             else:
                 num_new_tokens = request.num_tokens - num_computed_tokens
                 padded = self._pad_spec_decode(
-                    num_new_tokens,
-                    num_computed_tokens,
-                    token_budget,
-                    prefill_scheduled,
+                    num_new_tokens, num_computed_tokens, token_budget, prefill_scheduled,
                     running_scheduled,
-                )
+                )  # fmt: skip
                 if padded is None:
                     break  # the padded row does not fit: it waits, and so does the rest
                 pad_spec_decode = padded != num_new_tokens
@@ -394,12 +378,10 @@ class Scheduler:
             queue.popleft()
             if num_local_tokens:
                 self._emit(
-                    "prefix_hit",
-                    req_id=rid,
-                    num_hit_tokens=num_local_tokens,
+                    "prefix_hit", req_id=rid, num_hit_tokens=num_local_tokens,
                     num_tokens=request.num_tokens,
                     block_ids=[b.block_id for b in new_computed_blocks],
-                )
+                )  # fmt: skip
             if did_prefix_cache_lookup:
                 self.kv_cache_manager.record_prefix_cache_stats(request, num_local_tokens)
 
@@ -428,17 +410,12 @@ class Scheduler:
             if num_computed_tokens + num_new_tokens < request.num_tokens:
                 self._inflight_prefills.add(request)  # more chunks to come
             self._emit(
-                "admit",
-                req_id=rid,
-                num_computed_tokens=num_computed_tokens,
-                num_cached_tokens=request.num_cached_tokens,
-                num_new_tokens=num_new_tokens,
-                spec_token_ids=list(spec_token_ids),
-                resumed=resumed,
-                num_prompt_tokens=request.num_prompt_tokens,
-                num_tokens=request.num_tokens,
+                "admit", req_id=rid, num_computed_tokens=num_computed_tokens,
+                num_cached_tokens=request.num_cached_tokens, num_new_tokens=num_new_tokens,
+                spec_token_ids=list(spec_token_ids), resumed=resumed,
+                num_prompt_tokens=request.num_prompt_tokens, num_tokens=request.num_tokens,
                 block_ids=self.kv_cache_manager.get_block_ids(rid),
-            )
+            )  # fmt: skip
         for request in reversed(skipped):
             queue = self.skipped_waiting if self._holds_kv_blocks(request) else self.waiting
             queue.appendleft(request)
@@ -450,12 +427,10 @@ class Scheduler:
         resumes, reusing whatever of its blocks is still in the prefix cache."""
         assert request.status == RequestStatus.RUNNING
         self._emit(
-            "preempt",
-            req_id=request.request_id,
-            num_computed_tokens=request.num_computed_tokens,
+            "preempt", req_id=request.request_id, num_computed_tokens=request.num_computed_tokens,
             num_output_tokens=request.num_output_tokens,
             num_preemptions=request.num_preemptions + 1,
-        )
+        )  # fmt: skip
         self._free_kv(request)
         self._inflight_prefills.discard(request)
         request.status = RequestStatus.PREEMPTED
@@ -478,12 +453,9 @@ class Scheduler:
         self.finished_req_ids = set()
 
     def _make_cached_request_data(
-        self,
-        running_reqs: list[Request],
-        num_scheduled_tokens: dict[str, int],
-        spec_decode_tokens: dict[str, list[int]],
-        req_to_new_blocks: dict[str, list[KVCacheBlock]],
-    ) -> CachedRequestData:
+        self, running_reqs: list[Request], num_scheduled_tokens: dict[str, int],
+        spec_decode_tokens: dict[str, list[int]], req_to_new_blocks: dict[str, list[KVCacheBlock]],
+    ) -> CachedRequestData:  # fmt: skip
         """The running requests as deltas: the tokens (drafts excluded) and blocks added
         this step."""
         cached = CachedRequestData()
@@ -577,12 +549,9 @@ class Scheduler:
         if self.vocab_size is None:
             raise PdlabValueError("err_sampled_ids", req=rid, tokens=tokens)
         raise PdlabValueError(
-            "err_sampled_ids_vocab",
-            req=rid,
-            tokens=tokens,
-            top=self.vocab_size - 1,
+            "err_sampled_ids_vocab", req=rid, tokens=tokens, top=self.vocab_size - 1,
             vocab_size=self.vocab_size,
-        )
+        )  # fmt: skip
 
     def _finish_refused(self, refused: dict[str, PdlabError]) -> list[EngineCoreOutput]:
         """End each refused row with ``FINISHED_ERROR``, its blocks freed, and say why."""
@@ -669,14 +638,10 @@ class Scheduler:
         if request.num_computed_tokens > 0:
             request.num_computed_tokens -= num_rejected
         self._emit(
-            "spec_decode",
-            req_id=request.request_id,
-            draft_token_ids=list(drafts),
-            num_draft_tokens=len(drafts),
-            num_accepted_tokens=num_accepted,
-            num_rejected_tokens=num_rejected,
-            num_computed_tokens=request.num_computed_tokens,
-        )
+            "spec_decode", req_id=request.request_id, draft_token_ids=list(drafts),
+            num_draft_tokens=len(drafts), num_accepted_tokens=num_accepted,
+            num_rejected_tokens=num_rejected, num_computed_tokens=request.num_computed_tokens,
+        )  # fmt: skip
 
     def _check_num_sampled(
         self, request: Request, scheduler_output: SchedulerOutput, tokens: list[int]
@@ -697,13 +662,9 @@ class Scheduler:
         else:
             want = Phrase("err_x_one_sampled")
         raise PdlabValueError(
-            "err_sampled_count",
-            req=rid,
-            tokens=tokens,
-            want=want,
-            done=request.num_computed_tokens,
-            total=request.num_tokens,
-        )
+            "err_sampled_count", req=rid, tokens=tokens, want=want,
+            done=request.num_computed_tokens, total=request.num_tokens,
+        )  # fmt: skip
 
     def update_draft_token_ids(self, draft_token_ids: DraftTokenIds) -> None:
         """Drafts the runner proposed after a step, for the next step to verify.
@@ -774,29 +735,20 @@ class Scheduler:
         need = cdiv(min(max_len + extra, self.max_model_len), self.block_size)
         if need > self.kv_cache_manager.num_blocks:
             raise PdlabValueError(
-                "err_cache_too_small_spec" if extra else "err_cache_too_small",
-                req=rid,
-                n=max_len,
-                prompt=request.num_prompt_tokens,
-                max_tokens=request.max_tokens,
-                extra=extra,
-                need=need,
-                block_size=self.block_size,
-                num_blocks=self.kv_cache_manager.num_blocks,
-            )
+                "err_cache_too_small_spec" if extra else "err_cache_too_small", req=rid, n=max_len,
+                prompt=request.num_prompt_tokens, max_tokens=request.max_tokens, extra=extra,
+                need=need, block_size=self.block_size, num_blocks=self.kv_cache_manager.num_blocks,
+            )  # fmt: skip
         params = request.kv_transfer_params
         if params and params.get("do_remote_prefill") and self._spec_decode_step_blocks:
             # An async load is admitted only beside one verifying step's blocks.
             need = cdiv(request.num_prompt_tokens, self.block_size)
             if need + self._spec_decode_step_blocks > self.kv_cache_manager.num_blocks:
                 raise PdlabValueError(
-                    "err_cache_too_small_receiving",
-                    req=rid,
-                    n=request.num_prompt_tokens,
-                    need=need,
-                    kept=self._spec_decode_step_blocks,
+                    "err_cache_too_small_receiving", req=rid, n=request.num_prompt_tokens,
+                    need=need, kept=self._spec_decode_step_blocks,
                     num_blocks=self.kv_cache_manager.num_blocks,
-                )
+                )  # fmt: skip
 
     def finish_requests(
         self, request_ids: str | Iterable[str], finished_status: RequestStatus
@@ -843,14 +795,10 @@ class Scheduler:
         self.finished_req_ids.add(request.request_id)
         delay = delay_free_blocks or delay_by_connector
         self._emit(
-            "finish",
-            req_id=request.request_id,
-            status=request.status.name,
-            finish_reason=request.get_finished_reason(),
-            delay_free=delay,
-            num_output_tokens=request.num_output_tokens,
-            kv_transfer_params=kv_transfer_params,
-        )
+            "finish", req_id=request.request_id, status=request.status.name,
+            finish_reason=request.get_finished_reason(), delay_free=delay,
+            num_output_tokens=request.num_output_tokens, kv_transfer_params=kv_transfer_params,
+        )  # fmt: skip
         if not delay:
             self._free_blocks(request)
         return kv_transfer_params
@@ -980,12 +928,9 @@ class Scheduler:
         return True
 
     def _start_async_kv_load(
-        self,
-        request: Request,
-        num_computed_tokens: int,
-        num_external_tokens: int,
+        self, request: Request, num_computed_tokens: int, num_external_tokens: int,
         num_local_tokens: int,
-    ) -> None:
+    ) -> None:  # fmt: skip
         """The request was given its blocks and now waits for its K/V to arrive (what it
         counts as computed meanwhile: ``_update_waiting_for_remote_kv``)."""
         rid = request.request_id
@@ -994,13 +939,10 @@ class Scheduler:
         request.num_external_computed_tokens = num_external_tokens
         self._inflight_prefills.add(request)
         self._emit(
-            "waiting_for_remote_kvs",
-            req_id=rid,
-            num_external_tokens=num_external_tokens,
-            num_local_tokens=num_local_tokens,
-            num_computed_tokens=num_computed_tokens,
+            "waiting_for_remote_kvs", req_id=rid, num_external_tokens=num_external_tokens,
+            num_local_tokens=num_local_tokens, num_computed_tokens=num_computed_tokens,
             block_ids=self.kv_cache_manager.get_block_ids(rid),
-        )
+        )  # fmt: skip
 
     def _update_from_kv_xfer_finished(self, kv_out: KVConnectorOutput) -> None:
         """Receives done: the request becomes schedulable (or, if it was aborted meanwhile,
@@ -1084,13 +1026,9 @@ class Scheduler:
                     "or D's first token would not follow from the right context"
                 )
                 self._emit(
-                    "kv_load_mismatch",
-                    req_id=rid,
-                    num_counted_tokens=counted,
-                    num_written_tokens=written,
-                    num_local_tokens=local,
-                    error=why,
-                )
+                    "kv_load_mismatch", req_id=rid, num_counted_tokens=counted,
+                    num_written_tokens=written, num_local_tokens=local, error=why,
+                )  # fmt: skip
                 self.finish_requests(rid, RequestStatus.FINISHED_ERROR)
                 outputs.append(EngineCoreOutput(rid, [], "error", error=why))
                 continue

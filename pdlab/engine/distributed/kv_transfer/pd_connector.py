@@ -259,9 +259,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
             return str(Phrase("err_claim_no_blocks", req=remote_request_id))
         tid, ids = held
         if transfer_id != tid:
-            return str(
-                Phrase("err_claim_stale", tid=transfer_id, req=remote_request_id, current=tid)
-            )
+            stale = Phrase("err_claim_stale", tid=transfer_id, req=remote_request_id, current=tid)
+            return str(stale)
         if remote_request_id in self._claimed:
             return str(Phrase("err_claim_read", tid=tid))
         deadline = self._need_send.get(remote_request_id, self._sending.get(remote_request_id))
@@ -305,9 +304,8 @@ class PDConnector(FirstTokenMixin, KVConnector):
                 recving.add(res.req_id)
                 if r.num_tokens is not None:
                     # Whole blocks were copied; the tokens they hold are P's count.
-                    self._loaded[res.req_id] = min(
-                        r.num_tokens, len(r.local_block_ids) * self.block_size
-                    )
+                    copied = len(r.local_block_ids) * self.block_size
+                    self._loaded[res.req_id] = min(r.num_tokens, copied)
                 if r.first_token_ids:
                     self._first_tokens[res.req_id] = r.first_token_ids
                 if r.hidden_state and r.num_tokens is not None:
@@ -321,10 +319,9 @@ class PDConnector(FirstTokenMixin, KVConnector):
         # A notice names a transfer; one for an older transfer of a reused request id
         # must not free the blocks of the current one.
         served = {
-            rid
-            for rid, tid in self.transport.take_served(self.engine_id)
+            rid for rid, tid in self.transport.take_served(self.engine_id)
             if tid is None or tid == self._transfers.get(rid, ("",))[0]
-        }
+        }  # fmt: skip
         now = self.clock()
         for rid, deadline in list(self._sending.items()):
             if rid in served or now > deadline:

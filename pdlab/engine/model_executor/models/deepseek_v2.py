@@ -163,11 +163,9 @@ class DeepseekV2ForCausalLM(nn.Module):
     is 1 or more, else None; module ``j >= 1`` is ``mtp{j}``, ``mtp_layers`` lists them all."""
 
     def __init__(
-        self,
-        cfg: ModelConfig,
-        dtype: torch.dtype = torch.float32,
+        self, cfg: ModelConfig, dtype: torch.dtype = torch.float32,
         device: str | torch.device = "cpu",
-    ) -> None:
+    ) -> None:  # fmt: skip
         super().__init__()
         self.config = cfg
         self.model = DeepseekV2Model(cfg)

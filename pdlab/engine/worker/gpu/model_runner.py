@@ -205,13 +205,11 @@ class ModelRunner:
             {r: so.num_scheduled_tokens[r] for r in rids},
             {r: self.requests[r].num_computed_tokens for r in rids},
             {r: len(self.requests[r].prompt_token_ids) for r in rids},
-            {r: self.requests[r].prefill_len for r in rids},
-            model_runner=self.model_runner,
+            {r: self.requests[r].prefill_len for r in rids}, model_runner=self.model_runner,
             use_pcp=self.parallel_config.use_pcp,
-            reorder_batch_threshold=builder.reorder_batch_threshold,
-            draft_tokens=spec or None,
+            reorder_batch_threshold=builder.reorder_batch_threshold, draft_tokens=spec or None,
             decode_query_len=1 + self.num_speculative_tokens,
-        )
+        )  # fmt: skip
         num_drafts = [len(spec.get(r, ())) for r in batch.req_ids]
         fed = {r: self._fed_drafts(self.requests[r], d) for r, d in spec.items()}
         input_ids, positions, common = self.prepare_inputs(batch, num_drafts, fed)
