@@ -503,10 +503,10 @@ class Scheduler:
                 kv_transfer_params = self._free_request(request)
                 stopped.add(request)
             if new_token_ids or stop:
-                rid, cached = request.request_id, request.num_cached_tokens
-                outputs.append(
-                    EngineCoreOutput(rid, new_token_ids, finish_reason, kv_transfer_params, cached)
-                )
+                outputs.append(EngineCoreOutput(
+                    request.request_id, new_token_ids, finish_reason=finish_reason,
+                    kv_transfer_params=kv_transfer_params,
+                    num_cached_tokens=request.num_cached_tokens))  # fmt: skip
         if stopped:
             self.running = [r for r in self.running if r not in stopped]
         if failed_kv_load_req_ids and not self.recompute_kv_load_failures:
@@ -999,7 +999,7 @@ class Scheduler:
         over (``_update_from_kv_xfer_finished``)."""
         failed = {rid: self.requests[rid] for rid in req_ids}
         return [
-            EngineCoreOutput(rid, [], "error", None, failed[rid].num_cached_tokens)
+            EngineCoreOutput(rid, [], "error", num_cached_tokens=failed[rid].num_cached_tokens)
             for rid in self.finish_requests(failed, RequestStatus.FINISHED_ERROR)
         ]
 
