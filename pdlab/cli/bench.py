@@ -34,12 +34,8 @@ def add_arguments(sub: Any) -> None:
     bp.add_argument("--heads", type=positive_int, help=Help("help_bench_heads"))
     bp.add_argument("--repeats", type=positive_int, default=3)
     bp.add_argument("--backend", choices=BACKENDS)
-    bp.add_argument(
-        "--num-speculative-tokens",
-        type=speculative_tokens,
-        metavar="K",
-        help=Help("help_bench_num_spec"),
-    )
+    k_help = Help("help_bench_num_spec")
+    bp.add_argument("--num-speculative-tokens", type=speculative_tokens, metavar="K", help=k_help)
     bk = bsub.add_parser("kernels", help=Help("help_bench_kernels"))
     bk.add_argument("--quick", action="store_true")
     bs = bsub.add_parser("sched", help=Help("help_bench_sched"))
@@ -75,15 +71,6 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
         raise PdlabValueError(
             "err_context_needs", n=longest, need=need / 2**30, heads=h, free=free / 2**30
         )
-
-
-def _write_json(path: Path | None, data: Any, lang: str = "en") -> None:
-    from pdlab.catalog import text
-
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1, default=str))
-        print(text(lang, "wrote", path=path))
 
 
 @contextlib.contextmanager
@@ -124,15 +111,10 @@ def run(args: argparse.Namespace) -> int:
 
         _check_paths_fit(args.preset, args.context, args.heads)
         with progress_bar(text(lang, "bench_what_paths"), lang) as progress:
+            timing = {"repeats": args.repeats, "backend": args.backend, "progress": progress}
+            k = args.num_speculative_tokens
             res = bench_paths(
-                args.preset,
-                args.context,
-                args.heads,
-                repeats=args.repeats,
-                backend=args.backend,
-                progress=progress,
-                num_speculative_tokens=args.num_speculative_tokens,
-                lang=lang,
+                args.preset, args.context, args.heads, **timing, num_speculative_tokens=k, lang=lang
             )
         console.print(render_paths_table(res, lang))
         if "spec" in res:
@@ -148,5 +130,8 @@ def run(args: argparse.Namespace) -> int:
 
         res = bench_scheduler(num_requests=args.requests, steps=args.steps)
         console.print(escape(summary(res, lang)))
-    _write_json(args.json, res, lang)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=1, default=str))
+        print(text(lang, "wrote", path=args.json))
     return 0
