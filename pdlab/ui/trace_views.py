@@ -101,15 +101,12 @@ def trace_html(
     return head + html_table(headers, trace_rows(tracer, instance, layer, lang))
 
 
-def trace_panels(
-    tracer: Tracer, instances: tuple[str, ...] = ("P", "D"), lang: str = "en"
-) -> widgets.HBox:
-    """The traces of several instances side by side (P and D by default)."""
+def trace_panels(tracer: Tracer, lang: str = "en") -> widgets.HBox:
+    """The traces of P and D side by side."""
     lab = labels(lang)
-    titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
     boxes = []
-    for inst in instances:
-        html = trace_html(tracer, inst, titles.get(inst, inst), lang=lang)
+    for inst, title in (("P", lab["p_trace"]), ("D", lab["d_trace"])):
+        html = trace_html(tracer, inst, title, lang=lang)
         w = widgets.HTML(html, layout=widgets.Layout(flex="1 1 0", min_width="0"))
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
