@@ -168,15 +168,9 @@ def run(args: argparse.Namespace) -> int:
     plot = args.plot or args.out.with_name(args.out.name[: -len(".safetensors")] + "-loss.png")
     check_output_path("--out", args.out)
     check_output_path("--plot", plot)
-    cfg = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        seq_len=args.seq_len,
-        lr=args.lr,
-        warmup_steps=min(TrainConfig().warmup_steps, args.steps // 10),
-        seed=args.seed,
-        mtp_steps=args.mtp_steps,
-    )
+    same = ("steps", "batch_size", "seq_len", "lr", "seed", "mtp_steps")  # TrainConfig's names
+    warmup = min(TrainConfig().warmup_steps, args.steps // 10)
+    cfg = TrainConfig(**{name: getattr(args, name) for name in same}, warmup_steps=warmup)
     torch.set_num_threads(args.threads)
     out, err = Console(), Console(stderr=True)
     for line in header_lines(len(corpus.entries()), cfg, args.threads, args.main_from, lang):

@@ -45,16 +45,10 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
         kind, step = e["kind"], e["step"]
         if kind == "step":
             for r in e["scheduled"]:
-                detail = text(
-                    lang,
-                    "v_schedule_row",
-                    req=r["req_id"],
-                    before=r["num_computed_tokens_before"],
-                    after=r["num_computed_tokens_after"],
-                    n=r["num_scheduled_tokens"],
-                    N=r["num_prompt_tokens"],
-                    blocks=r["block_ids"],
-                )
+                before, after = r["num_computed_tokens_before"], r["num_computed_tokens_after"]
+                said = {"before": before, "after": after, "n": r["num_scheduled_tokens"]}
+                said |= {"N": r["num_prompt_tokens"], "blocks": r["block_ids"]}
+                detail = text(lang, "v_schedule_row", req=r["req_id"], **said)
                 rows.append([step, text(lang, "v_schedule"), detail])
         elif kind == "route":
             said = (
