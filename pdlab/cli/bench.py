@@ -34,8 +34,12 @@ def add_arguments(sub: Any) -> None:
     bp.add_argument("--heads", type=positive_int, help=Help("help_bench_heads"))
     bp.add_argument("--repeats", type=positive_int, default=3)
     bp.add_argument("--backend", choices=BACKENDS)
-    k_help = Help("help_bench_num_spec")
-    bp.add_argument("--num-speculative-tokens", type=speculative_tokens, metavar="K", help=k_help)
+    bp.add_argument(
+        "--num-speculative-tokens",
+        type=speculative_tokens,
+        metavar="K",
+        help=Help("help_bench_num_spec"),
+    )
     bk = bsub.add_parser("kernels", help=Help("help_bench_kernels"))
     bk.add_argument("--quick", action="store_true")
     bs = bsub.add_parser("sched", help=Help("help_bench_sched"))

@@ -49,16 +49,29 @@ def add_tour_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--block-size", type=positive_int, default=4, help=Help("help_block_size"))
     add_routing_arguments(p)
-    said = Help("help_tour_preset", presets=tuple(PRESETS))
-    p.add_argument("--preset", type=_preset, default="deepseek-v3", help=said)
-    said, chapters = Help("help_tour_chapter", n=CHAPTERS), range(1, CHAPTERS + 1)
-    p.add_argument("--chapter", type=int, choices=chapters, metavar="N", help=said)
+    p.add_argument(
+        "--preset",
+        type=_preset,
+        default="deepseek-v3",
+        help=Help("help_tour_preset", presets=tuple(PRESETS)),
+    )
+    p.add_argument(
+        "--chapter",
+        type=int,
+        choices=range(1, CHAPTERS + 1),
+        metavar="N",
+        help=Help("help_tour_chapter", n=CHAPTERS),
+    )
     p.add_argument("--lang", choices=LANGS, default="en", help=Help("help_lang"))
     add_weights_argument(p)
     p.add_argument("--json", type=Path, metavar="PATH", help=Help("help_json_trace"))
     p.add_argument("--plots", type=Path, metavar="DIR", help=Help("help_plots"))
-    said = Help("help_tour_max_tokens", n=TOUR_MAX_TOKENS)
-    p.add_argument("--max-tokens", type=_tour_max_tokens, default=8, help=said)
+    p.add_argument(
+        "--max-tokens",
+        type=_tour_max_tokens,
+        default=8,
+        help=Help("help_tour_max_tokens", n=TOUR_MAX_TOKENS),
+    )
     p.add_argument(
         "--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help=Help("help_backend")
     )
