@@ -753,16 +753,8 @@ TEXT: dict[str, dict[str, str]] = {
 }
 
 
-for _table in (
-    VIEWS,
-    NOTEBOOKS,
-    TEXT_DESIGNS,
-    TEXT_MTP,
-    TEXT_DOCTOR,
-    TEXT_BENCH,
-    TEXT_EXERCISES,
-    TEXT_ERRORS,
-):
+_SECTIONS = (VIEWS, NOTEBOOKS, TEXT_DESIGNS, TEXT_MTP, TEXT_DOCTOR, TEXT_BENCH, TEXT_EXERCISES)
+for _table in (*_SECTIONS, TEXT_ERRORS):
     if set(_table) & set(TEXT):
         raise KeyError(f"keys defined twice: {sorted(set(_table) & set(TEXT))}")
     TEXT.update(_table)

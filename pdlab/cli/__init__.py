@@ -175,17 +175,6 @@ def _runs_kernels(args: argparse.Namespace) -> bool:
     return True
 
 
-def _notebooks(args: argparse.Namespace) -> int:
-    from pdlab.catalog import text
-    from pdlab.tools.lab import copy_notebooks
-
-    paths = copy_notebooks(args.dir, force=args.force)
-    for path in paths:
-        print(path)
-    print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
-    return 0
-
-
 def parse(argv: list[str] | None = None) -> tuple[argparse.ArgumentParser, argparse.Namespace]:
     """The parser and the arguments of ``argv`` (default ``sys.argv[1:]``), ``--lang``
     taken from wherever it stands."""
@@ -243,7 +232,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("bench", "pd", "sim", "train", "exercises"):  # pdlab/cli/<command>.py
             return importlib.import_module(f"pdlab.cli.{args.command}").run(args)
         if args.command == "notebooks":
-            return _notebooks(args)
+            from pdlab.catalog import text
+            from pdlab.tools.lab import copy_notebooks
+
+            paths = copy_notebooks(args.dir, force=args.force)
+            for path in paths:
+                print(path)
+            print(text(args.lang, "nbs_copied", n=len(paths), dir=args.dir))
+            return 0
         if args.command == "lab":
             from pdlab.tools.lab import run_lab
 

@@ -77,15 +77,6 @@ def _check_paths_fit(preset: str, contexts: list[int], heads: int | None) -> Non
         )
 
 
-def _write_json(path: Path | None, data: Any, lang: str = "en") -> None:
-    from pdlab.catalog import text
-
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(data, indent=1, default=str))
-        print(text(lang, "wrote", path=path))
-
-
 @contextlib.contextmanager
 def progress_bar(what: str, lang: str = "en") -> Iterator[Callable[[int, int, str], None]]:
     """A ``progress(done, total, label)`` callback: a rich progress bar on stderr when
@@ -124,15 +115,10 @@ def run(args: argparse.Namespace) -> int:
 
         _check_paths_fit(args.preset, args.context, args.heads)
         with progress_bar(text(lang, "bench_what_paths"), lang) as progress:
+            timing = {"repeats": args.repeats, "backend": args.backend, "progress": progress}
+            k = args.num_speculative_tokens
             res = bench_paths(
-                args.preset,
-                args.context,
-                args.heads,
-                repeats=args.repeats,
-                backend=args.backend,
-                progress=progress,
-                num_speculative_tokens=args.num_speculative_tokens,
-                lang=lang,
+                args.preset, args.context, args.heads, **timing, num_speculative_tokens=k, lang=lang
             )
         console.print(render_paths_table(res, lang))
         if "spec" in res:
@@ -148,5 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
         res = bench_scheduler(num_requests=args.requests, steps=args.steps)
         console.print(escape(summary(res, lang)))
-    _write_json(args.json, res, lang)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(res, indent=1, default=str))
+        print(text(lang, "wrote", path=args.json))
     return 0

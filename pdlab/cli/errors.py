@@ -50,9 +50,8 @@ def argparse_zh(message: str, error: BaseException | None = None) -> str:
         return text("zh", "err_ap_argument", opt=error.argument_name, rest=own.text("zh"))  # type: ignore[union-attr]
     head, sep, rest = message.partition(": ")
     if message.startswith("argument ") and sep:
-        return text(
-            "zh", "err_ap_argument", opt=head[len("argument ") :], rest=error_text(rest, "zh")
-        )
+        opt = head.removeprefix("argument ")
+        return text("zh", "err_ap_argument", opt=opt, rest=error_text(rest, "zh"))
     return error_text(message, "zh")
 
 

@@ -62,12 +62,8 @@ def _wait_for_prefill(host: str, port: int, args: argparse.Namespace) -> None:
                 return
         except OSError:
             time.sleep(min(0.05, max(_left(args), 0)))
-    raise PdlabValueError(
-        "err_peer_unreachable",
-        who=Phrase("err_n_prefill"),
-        address=f"{host}:{port}",
-        timeout=args.timeout,
-    )
+    who, address = Phrase("err_n_prefill"), f"{host}:{port}"
+    raise PdlabValueError("err_peer_unreachable", who=who, address=address, timeout=args.timeout)
 
 
 def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int:
@@ -81,9 +77,8 @@ def _num_blocks(ids: list[list[int]], cfg: Any, args: argparse.Namespace) -> int
     if args.role == "decode":
         return max(256, 2 * cdiv(longest, args.block_size) + 1)
     extra = 2 * (args.num_speculative_tokens or 0)
-    need = sum(
-        cdiv(min(len(i) + args.max_tokens - 1 + extra, longest), args.block_size) for i in ids
-    )
+    lengths = (min(len(i) + args.max_tokens - 1 + extra, longest) for i in ids)
+    need = sum(cdiv(n, args.block_size) for n in lengths)
     return max(256, need + 1)
 
 
@@ -186,19 +181,8 @@ def _run(args: argparse.Namespace) -> int:
         return render_pd_result(pair.tracer, prompts, outputs, errors={}, lang=args.lang)
     from pdlab.disagg.launch import run_pd_procs
 
-    res = run_pd_procs(
-        ids,
-        cfg,
-        cache,
-        sched,
-        sp,
-        args.host,
-        args.port,
-        args.backend,
-        timeout_s=args.timeout,
-        first_token=args.first_token,
-        **routing,
-    )
+    where = (ids, cfg, cache, sched, sp, args.host, args.port, args.backend)
+    res = run_pd_procs(*where, timeout_s=args.timeout, first_token=args.first_token, **routing)
     if res.errors:
         why = "; ".join(f"{role}: {err}" for role, err in sorted(res.errors.items()))
         for side in (res.prefill, res.decode):

@@ -129,21 +129,11 @@ def run(args: argparse.Namespace) -> int:
             "err_option_invalid", option="--rate", value=f"{args.rate:g}", allowed=allowed
         )
     acceptance = MTP_ACCEPTANCE_RATE if args.acceptance_rate is None else args.acceptance_rate
-    base = SimConfig(
-        batch_size=args.batch_size,
-        context=args.context,
-        arrival_rate=args.rate,
-        prompt_len=args.prompt_len,
-        prompt_dist=args.prompt_dist,
-        output_len=args.output_len,
-        duration_s=args.duration,
-        seed=args.seed,
-        num_speculative_tokens=args.num_speculative_tokens,
-        acceptance_rate=acceptance,
-        kv_cache_dtype=args.kv_cache_dtype,
-        num_gpus=args.num_gpus,
-        weight_dtype=args.weight_dtype,
-    )
+    same = ("batch_size", "context", "prompt_len", "prompt_dist", "output_len", "seed")
+    same += ("num_speculative_tokens", "kv_cache_dtype", "num_gpus", "weight_dtype")
+    given = {name: getattr(args, name) for name in same}  # options named as SimConfig's fields
+    timing = {"arrival_rate": args.rate, "duration_s": args.duration}
+    base = SimConfig(**given, **timing, acceptance_rate=acceptance)
     profile = device_profile(
         args.gpu, link_bytes_per_s=args.link_gbps * 1e9, launch_overhead_s=args.launch_us * 1e-6
     )

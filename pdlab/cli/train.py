@@ -41,13 +41,8 @@ def add_arguments(sub: Any) -> None:
     t.add_argument("--main-from", type=Path, metavar="PATH", help=Help("help_train_main_from"))
     t.add_argument("--seed", type=seed_int, default=d.seed, help=Help("help_train_seed"))
     t.add_argument("--threads", type=positive_int, default=1, help=Help("help_train_threads"))
-    t.add_argument(
-        "--out",
-        type=Path,
-        default=Path("tiny-trained.safetensors"),
-        metavar="PATH",
-        help=Help("help_train_out"),
-    )
+    out = Path("tiny-trained.safetensors")
+    t.add_argument("--out", type=Path, default=out, metavar="PATH", help=Help("help_train_out"))
     t.add_argument("--plot", type=Path, metavar="PATH", help=Help("help_train_plot"))
 
 
@@ -127,30 +122,20 @@ def summary_lines(
 
     from pdlab.catalog import text
 
+    def loss(phase: str, steps: int) -> str:  # phase "" (the main model) or "mtp_"
+        final, corpus = meta[f"{phase}final_loss"], meta[f"{phase}corpus_loss"]
+        return text(lang, f"tr_{phase}loss", final=final, k=min(20, steps), corpus=corpus)
+
     lines = []
     if result.losses:
         rate = cfg.steps * result.tokens_per_step / result.seconds
         lines.append(text(lang, "tr_trained", s=f"{result.seconds:.0f}", rate=f"{rate:,.0f}"))
-    lines.append(
-        text(
-            lang,
-            "tr_loss",
-            final=meta["final_loss"],
-            k=min(20, cfg.steps),
-            corpus=meta["corpus_loss"],
-        )
-    )
+    lines.append(loss("", cfg.steps))
     if result.mtp_losses:
         a = [float(x) for x in meta["mtp_acceptance"].split(",")]  # as recorded
         lines += [
             text(lang, "tr_mtp_trained", s=f"{result.mtp_seconds:.0f}"),
-            text(
-                lang,
-                "tr_mtp_loss",
-                final=meta["mtp_final_loss"],
-                k=min(20, cfg.mtp_steps),
-                corpus=meta["mtp_corpus_loss"],
-            ),
+            loss("mtp_", cfg.mtp_steps),
             text(lang, "tr_acceptance", a1=f"{a[0]:.1%}", a2=f"{a[1]:.1%}"),
             text(lang, "tr_length", k1=f"{1 + a[0]:.2f}", k2=f"{1 + a[0] + a[1]:.2f}"),
         ]
@@ -183,18 +168,11 @@ def run(args: argparse.Namespace) -> int:
     plot = args.plot or args.out.with_name(args.out.name[: -len(".safetensors")] + "-loss.png")
     check_output_path("--out", args.out)
     check_output_path("--plot", plot)
-    cfg = TrainConfig(
-        steps=args.steps,
-        batch_size=args.batch_size,
-        seq_len=args.seq_len,
-        lr=args.lr,
-        warmup_steps=min(TrainConfig().warmup_steps, args.steps // 10),
-        seed=args.seed,
-        mtp_steps=args.mtp_steps,
-    )
+    same = ("steps", "batch_size", "seq_len", "lr", "seed", "mtp_steps")  # TrainConfig's names
+    warmup = min(TrainConfig().warmup_steps, args.steps // 10)
+    cfg = TrainConfig(**{name: getattr(args, name) for name in same}, warmup_steps=warmup)
     torch.set_num_threads(args.threads)
-    out = Console()
-    err = Console(stderr=True)
+    out, err = Console(), Console(stderr=True)
     for line in header_lines(len(corpus.entries()), cfg, args.threads, args.main_from, lang):
         out.print(line)
     columns = (
@@ -221,12 +199,9 @@ def run(args: argparse.Namespace) -> int:
         return on_step
 
     with progress.Progress(*columns, console=err, transient=not err.is_terminal) as bar:
-        result = train(
-            cfg,
-            on_step=reporter("tr_task_main", cfg.steps),
-            on_mtp_step=reporter("tr_task_mtp", cfg.mtp_steps),
-            main_from=args.main_from,
-        )
+        on_main = reporter("tr_task_main", cfg.steps)
+        on_mtp = reporter("tr_task_mtp", cfg.mtp_steps)
+        result = train(cfg, on_step=on_main, on_mtp_step=on_mtp, main_from=args.main_from)
     meta = metadata(result, cfg)
     path = save_checkpoint(result.model, args.out, meta)
     save_loss_plot(result, cfg, plot, lang)

@@ -97,8 +97,6 @@ def check_first_token_mode(
     error = sampling_params_error(speculative_config, sp)
     if error is not None:
         raise error
-    if speculative_config is not None and not WITH_MTP[mode][0]:
-        raise ValueError(f"first_token={mode!r} cannot run with MTP: {WITH_MTP[mode][1]}")
     if mode in _GREEDY_ONLY and sp.temperature > 0:
         why = Phrase(_GREEDY_ONLY[mode])
         raise PdlabValueError(
@@ -162,10 +160,6 @@ def transfer_bytes(
     return kv + extra.get(mode, cfg.hidden_size * e if mode == "hidden_state" else 0)
 
 
-def _bytes_per_value(tracer: Tracer) -> int:
-    return {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
-
-
 def payload_bytes(cfg: ModelConfig, mode: str, kv_bytes: int, e: int) -> int:
     """What crosses beside the K/V for token 1 under ``mode`` (nothing where no K/V crossed:
     D computed it all)."""
@@ -185,7 +179,7 @@ def first_token_fields(tracer: Tracer, req_id: str, mode: str, cfg: ModelConfig)
     routes = tracer.filter("route", "D", req_id=req_id)
     samples = tracer.filter("sample", "D", req_id=req_id)
     forward = routes[0]["forward"] if routes else ""
-    e = _bytes_per_value(tracer)
+    e = {"float32": 4, "float64": 8}.get(str(tracer.meta.get("dtype", "bfloat16")), 2)
     if mode in ("first_token", "append_prompt") and p_samples and kv:
         known_on, known_step = "P", p_samples[0].step
     else:

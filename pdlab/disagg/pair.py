@@ -91,17 +91,11 @@ class PDPair:
         timeout = scheduler_config.kv_transfer_timeout_s
         spec = speculative_config
         lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
+        sink, size = self.tracer.sink, cache_config.block_size  # the same as D's, checked above
+        ahead = {"num_prefill_lookahead_tokens": lookahead}
         # Each connector reports to its engine's sink, the tracer's one object per instance.
         self.p_connector, self.d_connector = (
-            PDConnector(
-                role,
-                name,
-                self.transport,
-                cache_config.block_size,  # the same as D's, checked above
-                timeout,
-                emit=self.tracer.sink(name),
-                num_prefill_lookahead_tokens=lookahead,
-            )
+            PDConnector(role, name, self.transport, size, timeout, emit=sink(name), **ahead)
             for role, name in (("prefill", "P"), ("decode", "D"))
         )
         kw = dict(

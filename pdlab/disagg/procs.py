@@ -83,17 +83,10 @@ def _build(
     spec = kw.get("speculative_config")
     transport.handshake(pair_identity(model_config, cache_config, spec, kw.get("dtype")), timeout_s)
     instance, tracer = "P" if rank == 0 else "D", Tracer()
-    conn = PDConnector(
-        role,
-        instance,
-        transport,
-        cache_config.block_size,
-        scheduler_config.kv_transfer_timeout_s,
-        host,
-        port,
-        emit=tracer.sink(instance),
-        num_prefill_lookahead_tokens=spec.num_prefill_lookahead_tokens if spec is not None else 0,
-    )
+    lookahead = spec.num_prefill_lookahead_tokens if spec is not None else 0
+    where = (cache_config.block_size, scheduler_config.kv_transfer_timeout_s, host, port)
+    hooks = {"emit": tracer.sink(instance), "num_prefill_lookahead_tokens": lookahead}
+    conn = PDConnector(role, instance, transport, *where, **hooks)
     kw = dict(instance=instance, backend=backend, **kw)
     engine = LLMEngine(model_config, cache_config, scheduler_config, conn, tracer, seed, **kw)
     return engine, conn, transport

@@ -66,19 +66,13 @@ class BackgroundGrids:
         self._proc: subprocess.Popen | None = None
         env = dict(os.environ)
         # the child imports this process's pdlab, wherever it was imported from
-        env["PYTHONPATH"] = os.pathsep.join(
-            [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
-        )
+        paths = [str(PACKAGE_DIR.parent), *filter(None, [env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
         request = json.dumps({"package": str(PACKAGE_DIR), "grids": [g.to_json() for g in grids]})
         try:
-            self._proc = subprocess.Popen(
-                [sys.executable, *self.command],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                env=env,
-                text=True,
-            )
+            out = {"stdout": subprocess.PIPE, "stderr": subprocess.DEVNULL}
+            command = [sys.executable, *self.command]
+            self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, **out, env=env, text=True)
             self._proc.stdin.write(request)  # a few hundred bytes: the pipe takes them all
             self._proc.stdin.close()
             atexit.register(self.close)  # a command that ends early stops its child too

@@ -38,13 +38,6 @@ def price_first_token(
     event: Mapping[str, Any], cfg: ModelConfig, profile: DeviceProfile
 ) -> tuple[float, float]:
     """``(d_flops, latency_s)`` of one ``first_token`` event (:func:`design_point`)."""
-    _, flops, latency = design_point(
-        cfg,
-        event["mode"],
-        event["num_prompt_tokens"],
-        event["kv_bytes"],
-        event["d_first_forward"],
-        profile,
-        event["elem_bytes"],
-    )
+    facts = (event[k] for k in ("mode", "num_prompt_tokens", "kv_bytes", "d_first_forward"))
+    _, flops, latency = design_point(cfg, *facts, profile, event["elem_bytes"])
     return flops, latency

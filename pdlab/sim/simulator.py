@@ -229,36 +229,22 @@ def builder_for(cfg: SimConfig, gpu: str) -> tuple[MLAMetadataBuilder, str]:
     from pdlab.engine.platforms import select_mla_backend
 
     backend = select_mla_backend(gpu, cfg.kv_cache_dtype).backend
-    parallel = ParallelConfig(
-        prefill_context_parallel_size=2 if cfg.routing == "pcp" else 1,
-        decode_context_parallel_size=2 if cfg.routing == "dcp" else 1,
-    )
+    pcp, dcp = (2 if cfg.routing == routing else 1 for routing in ("pcp", "dcp"))
+    parallel = ParallelConfig(prefill_context_parallel_size=pcp, decode_context_parallel_size=dcp)
     # D is a NIXL consumer: under DCP its interleave becomes the block size.
     parallel = adjust_dcp_kv_cache_interleave_size(parallel, cfg.block_size, True)
-    return MLAMetadataBuilder(
-        cfg.block_size,
-        AttentionConfig(backend=backend, num_speculative_tokens=cfg.num_speculative_tokens),
-        parallel,
-    ), MLA_BACKENDS[backend].name
+    attention = AttentionConfig(backend=backend, num_speculative_tokens=cfg.num_speculative_tokens)
+    return MLAMetadataBuilder(cfg.block_size, attention, parallel), MLA_BACKENDS[backend].name
 
 
 def _gather(rows: tuple[dict[str, int], ...], k: int, runner: str, use_pcp: bool, threshold: int):
     """The runner's view of the step: ``gather_batch_req_state`` given each row's scheduled
     tokens, ``num_computed_tokens``, prompt length and ``prefill_len``, and its ``K`` drafts
     (or the scheduler's placeholders), which it subtracts as 0.33.0's V2 does."""
-    scheduled, computed, prompt, prefill = rows
     placeholders = [-1] * k  # only their number is read
-    drafts = {"draft_tokens": dict.fromkeys(scheduled, placeholders), "decode_query_len": 1 + k}
-    batch = gather_batch_req_state(
-        scheduled,
-        computed,
-        prompt,
-        prefill,
-        model_runner=runner,
-        use_pcp=use_pcp,
-        reorder_batch_threshold=threshold,
-        **(drafts if k else {}),
-    )
+    drafts = {"draft_tokens": dict.fromkeys(rows[0], placeholders), "decode_query_len": 1 + k}
+    how = {"model_runner": runner, "use_pcp": use_pcp, "reorder_batch_threshold": threshold}
+    batch = gather_batch_req_state(*rows, **how, **(drafts if k else {}))
     return batch, list(batch.num_scheduled_tokens), batch.uniform_decode_token_count
 
 
@@ -302,14 +288,8 @@ def simulate(
     k, per_step = cfg.num_speculative_tokens, cfg.tokens_per_verify_step
     kv_e = KV_BYTES_PER_VALUE[cfg.kv_cache_dtype]
     runner = "v1" if cfg.routing == "v1" else "v2"
-    res = SimResult(
-        cfg,
-        profile,
-        requests=arrivals(cfg),
-        mla_backend=backend_name,
-        reorder_batch_threshold=threshold,
-        model=model,
-    )
+    found = {"mla_backend": backend_name, "reorder_batch_threshold": threshold, "model": model}
+    res = SimResult(cfg, profile, requests=arrivals(cfg), **found)
     deploy = cfg.deployment
     # The running decodes all started at ``context`` and grow alike: one context for all.
     background_ids = [f"b{i}" for i in range(cfg.batch_size)]

@@ -166,15 +166,11 @@ def run_aot_check(
     """Compile every kernel for each target, dtype and set of widths; one result per build,
     in the same order whatever ``jobs`` (processes, default :func:`default_jobs`) is.
     ``progress`` is called with each result as it completes."""
-    for d in dtypes:
-        if d not in ELEM_BYTES:
-            raise ValueError(f"dtypes: expected a subset of {tuple(ELEM_BYTES)}, got {d!r}")
-    for w in widths:
-        if w not in WIDTHS:
-            raise ValueError(f"widths: expected a subset of {tuple(WIDTHS)}, got {w!r}")
-    for t in targets:
-        if t not in MAX_SHARED:
-            raise ValueError(f"targets: expected a subset of {tuple(MAX_SHARED)}, got {t!r}")
+    known = (("dtypes", dtypes, ELEM_BYTES), ("widths", widths, WIDTHS))
+    for name, given, allowed in (*known, ("targets", targets, MAX_SHARED)):
+        for x in given:
+            if x not in allowed:
+                raise ValueError(f"{name}: expected a subset of {tuple(allowed)}, got {x!r}")
     if jobs is None:
         jobs = default_jobs()
     if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
@@ -290,28 +286,19 @@ def render_table(results: list[AotResult], lang: str = "en") -> Any:
         ("shared", "smem", "shared memory", None),
         ("s", None, "", "shared"),
     ):
-        right = col in ("regs", "spills", "shared", "s")
+        justify = "right" if col in ("regs", "spills", "shared", "s") else "left"
         if zh:  # the Chinese headers are short already: none is shortened
             col, under, short, means = _zh_header(col), _zh_header(under), None, ""
-        table.add_column(
-            col, justify="right" if right else "left", short=short, means=means, under=under
-        )
+        table.add_column(col, justify=justify, short=short, means=means, under=under)
     for r in results:
-        table.add_row(
-            r.kernel,
-            f"sm_{r.target}",
-            r.dtype,
-            r.widths,
-            f"[green]{text(lang, 'aot_ok')}[/]"
-            if r.ok
-            else f"[red]FAIL[/] {error_text(r.error, lang)}",
-            r.mma,
-            r.copy,
-            "?" if r.registers is None else str(r.registers),
-            "?" if r.spills is None else str(r.spills),
-            "-" if r.shared_bytes is None else f"{r.shared_bytes // 1024} KiB",
-            f"{r.seconds:.1f}",
-        )
+        if r.ok:
+            status = f"[green]{text(lang, 'aot_ok')}[/]"
+        else:
+            status = f"[red]FAIL[/] {error_text(r.error, lang)}"
+        regs, spills = ("?" if x is None else str(x) for x in (r.registers, r.spills))
+        shared = "-" if r.shared_bytes is None else f"{r.shared_bytes // 1024} KiB"
+        build = (r.kernel, f"sm_{r.target}", r.dtype, r.widths, status, r.mma, r.copy)
+        table.add_row(*build, regs, spills, shared, f"{r.seconds:.1f}")
     return table
 
 

@@ -82,19 +82,13 @@ def specs(widths: dict, dtype: str, target: int = 90) -> list[KernelSpec]:
     c, o = _split_options(flash_attn.flash_attn_varlen_config(T, d_qk, d_v, e, target))
     ints = {f"stride_{t}_t": H * w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
     ints |= {f"stride_{t}_h": w for t, w in (("q", d_qk), ("k", d_qk), ("v", d_v), ("o", d_v))}
+    ints |= {"num_heads": H}
+    pointers = {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": i32, "cu_seqlens_k_ptr": i32}
     for causal in (True, False):
-        out.append(
-            KernelSpec(
-                "flash_attn_varlen",
-                f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}",
-                flash_attn_varlen_kernel,
-                {**c, "CAUSAL": causal, "UPCAST": False, "D_QK": d_qk, "D_V": d_v},
-                o,
-                {**ints, "num_heads": H},
-                {"lse_ptr": "*fp32", "cu_seqlens_q_ptr": i32, "cu_seqlens_k_ptr": i32},
-                uses_dot=True,
-            )
-        )
+        const = {**c, "CAUSAL": causal, "UPCAST": False, "D_QK": d_qk, "D_V": d_v}
+        label = f"QK={d_qk} V={d_v} {'causal' if causal else 'non-causal'}"
+        built = (label, flash_attn_varlen_kernel, const, o, ints, pointers)
+        out.append(KernelSpec("flash_attn_varlen", *built, uses_dot=True))
     c, o = _split_options(merge.merge_attn_states_config(H, d_v))
     ints = {f"stride_{t}_t": H * d_v for t in ("out", "a", "b")}
     ints |= {f"stride_{t}_h": d_v for t in ("out", "a", "b")} | {"H": H, "D": d_v}
@@ -139,30 +133,14 @@ def _decode_specs_for(
         pointers = {"block_table_ptr": "*i32", "seq_lens_ptr": "*i32", "lse_ptr": f32}
         pointers |= {"mid_out_ptr": f32 if s > 1 else f"*{dtype}", "mid_lse_ptr": f32}
         pointers |= {"query_start_loc_ptr": "*i32"}
-        out.append(
-            KernelSpec(
-                "mla_decode stage 1",
-                f"L+R={L}+{R} splits={s}{label}",
-                mla_decode_stage1_kernel,
-                # the slot stride is a constexpr of stage 1 (its tile's row offsets)
-                {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R, "VARLEN": varlen}
-                | {"stride_cache_slot": L + R},
-                o,
-                {**ints, **mid, "num_kv_splits": s},
-                pointers,
-                uses_dot=True,
-            )
-        )
+        const = {**c, "UPCAST": False, "PAGE_SIZE": page, "L": L, "R": R, "VARLEN": varlen}
+        const["stride_cache_slot"] = L + R  # a constexpr of stage 1 (its tile's row offsets)
+        built = (f"L+R={L}+{R} splits={s}{label}", mla_decode_stage1_kernel, const, o)
+        built += ({**ints, **mid, "num_kv_splits": s}, pointers)
+        out.append(KernelSpec("mla_decode stage 1", *built, uses_dot=True))
     mid = {"stride_mid_b": H * S2 * L, "stride_mid_h": S2 * L, "stride_mid_s": L}
     c, o = _split_options(cfg["stage2"])
     pointers = {"mid_out_ptr": f32, "mid_lse_ptr": f32, "seq_lens_ptr": "*i32", "lse_ptr": f32}
-    stage2 = KernelSpec(
-        "mla_decode stage 2",
-        f"L={L} splits={S2}{label}",
-        mla_decode_stage2_kernel,
-        {**c, "VARLEN": varlen},
-        o,
-        {**ints, **mid, "num_kv_splits": S2},
-        {**pointers, "query_start_loc_ptr": "*i32"},
-    )
-    return [*out, stage2]
+    built = (f"L={L} splits={S2}{label}", mla_decode_stage2_kernel, {**c, "VARLEN": varlen}, o)
+    built += ({**ints, **mid, "num_kv_splits": S2}, {**pointers, "query_start_loc_ptr": "*i32"})
+    return [*out, KernelSpec("mla_decode stage 2", *built)]

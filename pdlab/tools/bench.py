@@ -17,6 +17,7 @@ results hold numbers and English notes only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from types import SimpleNamespace
@@ -28,6 +29,7 @@ from pdlab.engine.attention.mla_attention import ForwardContext, MLAAttention
 from pdlab.engine.attention.mla_builder import build_mla_metadata
 from pdlab.engine.config import ModelConfig, ParallelConfig
 from pdlab.engine.config.speculative import MAX_NUM_SPECULATIVE_TOKENS
+from pdlab.engine.llm_engine import one_thread
 from pdlab.errors import Phrase, invalid
 from pdlab.sim import kernel_costs as cost
 from pdlab.tools.measure import floor_ms, measure_ceilings, median_ms
@@ -77,10 +79,8 @@ def bench_paths(
     kv_b.weight.copy_(torch.randn(kv_b.weight.shape, generator=g) * L**-0.5)
     layer = SimpleNamespace(cfg=cfg, layer_idx=0, kv_b_proj=kv_b.to(dev, dtype))
     attn = MLAAttention()
-    threads = torch.get_num_threads()
-    if dev.type == "cpu":  # one thread: on a shared machine, two threads' barriers stall
-        torch.set_num_threads(1)
-    try:
+    # On a CPU one thread: on a shared machine, two threads' barriers stall.
+    with one_thread() if dev.type == "cpu" else contextlib.nullcontext():
         tell = progress or (lambda done, total, label: None)
         total = len(contexts) * (1 if K is None else 2) + 1
         tell(0, total, text(lang, "bp_progress_rates"))
@@ -96,8 +96,6 @@ def bench_paths(
             tell(len(contexts) + i + 1, total, text(lang, "bp_progress_spec", n=n, k=K))
             spec.append(spec_decode_row(run, n, K))
         tell(total, total, text(lang, "bench_done"))
-    finally:
-        torch.set_num_threads(threads)
     out = {"preset": cfg.name, "num_heads": h, "device": str(dev), "dtype": str(dtype)}
     out |= {"backend": be, "block_size": block_size, "repeats": repeats}
     out |= {"threads": 1 if dev.type == "cpu" else None, "ceilings": ceilings, "rows": rows}

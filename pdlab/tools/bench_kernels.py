@@ -14,6 +14,7 @@ counterpart in its package.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from functools import partial
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from pdlab.catalog import check_lang, text
+from pdlab.engine.llm_engine import one_thread
 from pdlab.errors import PdlabValueError
 from pdlab.kernels import backend as _backend
 from pdlab.kernels.cache import gather_cache, reshape_and_cache_mla
@@ -56,14 +58,10 @@ def _gpu_cases(device: torch.device, quick: bool, peaks: tuple) -> list[Case]:
             B, ctx = 64, 1024 if quick else 4096
             cache, table, seq_lens = measure.shuffled_paged_cache(B, ctx, 64, L + R, dtype, device)
             q = torch.randn(B * q_len, H, L + R, device=device).to(dtype)
-            qsl = None if q_len == 1 else torch.arange(0, B * q_len + 1, q_len, device=device)
-            qsl = None if qsl is None else qsl.to(torch.int32)
-            ms = measure.time_cuda(
-                lambda: mla_decode(
-                    q, cache, table, seq_lens, 0.1, None, qsl, kv_lora_rank=L, backend="triton"
-                ),
-                quick,
-            )
+            qsl = torch.arange(0, B * q_len + 1, q_len, dtype=torch.int32, device=device)
+            qsl = qsl if q_len > 1 else None
+            fn = partial(mla_decode, q, cache, table, seq_lens, 0.1, None, qsl, kv_lora_rank=L)
+            ms = measure.time_cuda(partial(fn, backend="triton"), quick)
             _, nbytes = cost.mla_decode_cost([ctx] * B, H, L + R, L, 2, [q_len] * B)
             gbps = nbytes / ms / 1e6  # the rows once per request: what sharing them buys
             shape = f"B={B} ctx={ctx} H={H} L+R={L}+{R} page=64"
@@ -173,12 +171,8 @@ def _cpu_cases(quick: bool) -> list[Case]:
         keys = cache[table.long()].view(B, -1, Ld + Rd)[:, :ctx].contiguous()
         shape = f"B={B} ctx={ctx} H={Hd} L+R={Ld}+{Rd} page=64 splits={splits or 'auto'}"
         fn = partial(mla_decode, q, cache, table, seq_lens, 0.1, splits, kv_lora_rank=Ld)
-        return row(
-            "mla_decode",
-            shape,
-            partial(fn, backend="torch"),
-            partial(_dense_decode, q, keys, Ld, 0.1),
-        )
+        dense = partial(_dense_decode, q, keys, Ld, 0.1)
+        return row("mla_decode", shape, partial(fn, backend="torch"), dense)
 
     return [
         ("reshape_and_cache_mla", cache_write),
@@ -214,13 +208,9 @@ def bench_kernels(
     else:
         note = CPU_NOTE if _backend.triton_installed() else CPU_NOTE_NO_TRITON
         peaks, cases, name = (None, None), _cpu_cases(quick), "cpu"
-    threads = torch.get_num_threads()
-    if not gpu:  # see CPU_NOTE: one thread measures this process, not the neighbours
-        torch.set_num_threads(1)
-    try:
+    # see CPU_NOTE: on a CPU one thread measures this process, not the neighbours
+    with one_thread() if not gpu else contextlib.nullcontext():
         rows = _run_cases(cases, progress, lang)
-    finally:
-        torch.set_num_threads(threads)
     return {
         "device": name,
         "gpu": gpu,

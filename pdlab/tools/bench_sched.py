@@ -29,20 +29,16 @@ def bench_scheduler(
 ) -> dict[str, Any]:
     """Admit ``num_requests`` prompts, prefill them in one step, then time ``steps`` decode
     steps. Times exclude the fake runner; blocks fill (and are hashed) as tokens arrive."""
-    sizes = dict(
-        num_requests=num_requests, steps=steps, block_size=block_size, prompt_len=prompt_len
-    )
+    sizes = {"num_requests": num_requests, "steps": steps}
+    sizes |= {"block_size": block_size, "prompt_len": prompt_len}
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid(name, value, Phrase("err_x_int_ge", n=1))
     max_len = prompt_len + steps + 2
-    sched = Scheduler(
-        SchedulerConfig(
-            max_num_batched_tokens=num_requests * prompt_len, max_num_seqs=num_requests
-        ),
-        CacheConfig(block_size=block_size, num_blocks=num_requests * cdiv(max_len, block_size)),
-        max_model_len=max_len,
-    )
+    tokens = num_requests * prompt_len  # the first step prefills every prompt
+    sched_cfg = SchedulerConfig(max_num_batched_tokens=tokens, max_num_seqs=num_requests)
+    cache = CacheConfig(block_size=block_size, num_blocks=num_requests * cdiv(max_len, block_size))
+    sched = Scheduler(sched_cfg, cache, max_model_len=max_len)
     rng = random.Random(seed)
     runner = FakeModelRunner(sample=lambda req_id, position: rng.randrange(1000))
     for i in range(num_requests):
@@ -60,10 +56,8 @@ def bench_scheduler(
         t2 = time.perf_counter()
         sched.update_from_output(so, out)
         t3 = time.perf_counter()
-        if so.total_num_scheduled_tokens != num_requests:
-            raise PdlabRuntimeError(
-                "err_bench_decoding", n=num_requests, tokens=so.total_num_scheduled_tokens
-            )
+        if (scheduled := so.total_num_scheduled_tokens) != num_requests:
+            raise PdlabRuntimeError("err_bench_decoding", n=num_requests, tokens=scheduled)
         times_us.append(((t1 - t0) + (t3 - t2)) * 1e6)
     return {
         **sizes,
@@ -78,12 +72,6 @@ def summary(res: dict[str, Any], lang: str = "en") -> str:
     """:func:`bench_scheduler`'s result in one line, in ``lang`` (plain text, no markup)."""
     from pdlab.catalog import text
 
-    return text(
-        lang,
-        "bsch_line",
-        n=res["num_requests"],
-        median=f"{res['median_us']:.0f}",
-        per=f"{res['us_per_request']:.2f}",
-        mean=f"{res['mean_us']:.0f}",
-        steps=res["steps"],
-    )
+    numbers = {"median": f"{res['median_us']:.0f}", "per": f"{res['us_per_request']:.2f}"}
+    numbers |= {"mean": f"{res['mean_us']:.0f}", "steps": res["steps"]}
+    return text(lang, "bsch_line", n=res["num_requests"], **numbers)

@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from pdlab.catalog import words as _words
 from pdlab.errors import error_text
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -41,12 +42,6 @@ class Check:
     def line(self) -> str:
         fix = f" -> {self.fix}" if (self.fix and not self.ok) else ""
         return f"[{self.tag}] {self.label or self.name:<12} {self.detail}{fix}"
-
-
-def _words(lang: str) -> Any:
-    from pdlab.catalog import text
-
-    return lambda key, **values: text(lang, key, **values)
 
 
 def _version(dist: str) -> str | None:
@@ -104,12 +99,8 @@ def run_checks(lang: str = "en") -> list[Check]:
     from pdlab.kernels.backend import triton_installed
 
     tv = _version("triton") if triton_installed() else None
-    if tv is None:
-        checks.append(
-            Check("triton", False, t("doc_triton_missing"), t("doc_triton_fix"), required=False)
-        )
-    else:
-        checks.append(Check("triton", True, tv))
+    missing = Check("triton", False, t("doc_triton_missing"), t("doc_triton_fix"), required=False)
+    checks.append(missing if tv is None else Check("triton", True, tv))
     checks += _backend_checks(lang)
     checks += [_package(name, lang) for name in ("numpy", "rich", "matplotlib", "jupyterlab")]
     checks.append(_widgets_check(lang))
@@ -158,13 +149,9 @@ def _torch_build_check(torch: Any, lang: str = "en") -> Check | None:
         return None
     t = _words(lang)
     size = installed_bytes(lambda n: n == "torch" or n.startswith("nvidia-"))
-    return Check(
-        "torch build",
-        False,
-        t("doc_cuda_build", version=torch.__version__, cuda=torch.version.cuda, gb=size / 1e9),
-        t("doc_cuda_build_fix", index=CPU_INDEX),
-        required=False,
-    )
+    detail = t("doc_cuda_build", version=torch.__version__, cuda=torch.version.cuda, gb=size / 1e9)
+    fix = t("doc_cuda_build_fix", index=CPU_INDEX)
+    return Check("torch build", False, detail, fix, required=False)
 
 
 def _backend_checks(lang: str = "en") -> list[Check]:
@@ -231,9 +218,8 @@ def _widgets_check(lang: str = "en") -> Check:
     manager = os.path.join("@jupyter-widgets", "jupyterlab-manager")
     found = [f for f in folders if os.path.isdir(os.path.join(f, manager))]
     if ext is None or not found:
-        return Check(
-            "ipywidgets", False, t("doc_widgets_no_ext", version=v), t("doc_widgets_ext_fix")
-        )
+        detail = t("doc_widgets_no_ext", version=v)
+        return Check("ipywidgets", False, detail, t("doc_widgets_ext_fix"))
     return Check("ipywidgets", True, t("doc_widgets_ok", version=v, ext=ext))
 
 
@@ -277,13 +263,8 @@ def run_aot(console: Any, lang: str = "en") -> Check:
     bad = [r for r in results if not r.ok]
     spilling = sum(1 for r in results if r.ok and r.spills)
     spills = t("doc_aot_spilling", n=spilling) if spilling else t("doc_aot_no_spills")
-    return Check(
-        "aot",
-        not bad,
-        t("doc_aot_summary", ok=len(results) - len(bad), n=len(results), spills=spills),
-        t("doc_aot_fix"),
-        label=label,
-    )
+    summary = t("doc_aot_summary", ok=len(results) - len(bad), n=len(results), spills=spills)
+    return Check("aot", not bad, summary, t("doc_aot_fix"), label=label)
 
 
 def render(checks: list[Check]) -> Any:

@@ -156,18 +156,11 @@ def render(result: dict) -> Table:
     for col in ("kernel", "shape", "splits", "ms", "GB/s | TFLOP/s", "of ceiling", "SDPA"):
         table.add_column(col, justify="left" if col in ("kernel", "shape") else "right")
     for r in result["rows"]:
-        rate = f"{r['gbps']:.0f} GB/s" if "gbps" in r else f"{r['tflops']:.0f} TFLOP/s"
-        other = r.get("sdpa_gbps") or r.get("sdpa_tflops")
         unit = "GB/s" if "gbps" in r else "TFLOP/s"
-        table.add_row(
-            r["kernel"],
-            r["shape"],
-            str(r["splits"]),
-            f"{r['ms']:.3f}",
-            rate,
-            f"{r['of_ceiling']:.0%}",
-            "-" if other is None else f"{other:.0f} {unit}",
-        )
+        rate, other = r.get("gbps", r.get("tflops")), r.get("sdpa_gbps") or r.get("sdpa_tflops")
+        sdpa = "-" if other is None else f"{other:.0f} {unit}"
+        cells = (str(r["splits"]), f"{r['ms']:.3f}", f"{rate:.0f} {unit}", f"{r['of_ceiling']:.0%}")
+        table.add_row(r["kernel"], r["shape"], *cells, sdpa)
     return table
 
 

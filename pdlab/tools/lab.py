@@ -74,14 +74,11 @@ def resolve_notebook(name: str, folder: Path) -> str:
     return hits[0]
 
 
-def _in_checkout(folder: Path) -> bool:
-    # notebooks/ beside pdlab/ and pyproject.toml: a clone or an editable install.
-    return (folder.parent / "pyproject.toml").is_file() and (folder.parent / "pdlab").is_dir()
-
-
 def _shipped_where() -> Phrase:
-    """What the shipped folder is: a checkout's tracked notebooks, or the package's own."""
-    checkout = _in_checkout(notebooks_dir())
+    """What the shipped folder is: a checkout's tracked notebooks (beside pdlab/ and
+    pyproject.toml: a clone or an editable install), or the package's own."""
+    top = notebooks_dir().parent
+    checkout = (top / "pyproject.toml").is_file() and (top / "pdlab").is_dir()
     return Phrase("err_n_tracked_notebooks" if checkout else "err_n_own_notebooks")
 
 
@@ -138,9 +135,8 @@ def lab_command(
     notebook: str | None = None,
     no_browser: bool = False,
 ) -> list[str]:
-    """The ``jupyter lab`` command line for :func:`run_lab` (this interpreter's JupyterLab)."""
-    if port is not None and not 0 <= port <= 65535:
-        raise PdlabValueError("err_lab_port", port=port)
+    """The ``jupyter lab`` command line for :func:`run_lab` (this interpreter's JupyterLab),
+    which has checked ``port``."""
     cmd = [sys.executable, "-m", "jupyterlab", f"--ServerApp.root_dir={folder.resolve()}"]
     cmd += [f"--ServerApp.port={port}"] if port is not None else []
     cmd += [f"--ServerApp.ip={ip}"] if ip is not None else []

@@ -42,17 +42,10 @@ def pool_state(scheduler: Scheduler) -> list[dict[str, Any]]:
             rid, j = held[0]
             req = scheduler.requests[rid]
             tokens = req.all_token_ids[j * bs : min((j + 1) * bs, req.num_computed_tokens)]
-        out.append(
-            {
-                "block_id": b.block_id,
-                "state": state,
-                "ref_cnt": b.ref_cnt,
-                "hash": None if b.block_hash is None else b.block_hash.hex()[:6],
-                "owners": [rid for rid, _ in held],
-                "queue_pos": queue.get(b.block_id),
-                "tokens": tokens,
-            }
-        )
+        digest = None if b.block_hash is None else b.block_hash.hex()[:6]
+        row = {"block_id": b.block_id, "state": state, "ref_cnt": b.ref_cnt, "hash": digest}
+        row["owners"] = [rid for rid, _ in held]
+        out.append(row | {"queue_pos": queue.get(b.block_id), "tokens": tokens})
     return out
 
 
@@ -133,9 +126,8 @@ class BlockPoolExplorer(widgets.VBox):
         except Exception as exc:  # shown in the widget: an observer's exception is invisible
             said = esc(exc) if self.lang != "zh" else esc(error_text(exc, "zh"))
             colon = "：" if self.lang == "zh" else ": "
-            self.error_html.value = (
-                f"<pre style='color:#b00'>{self.lab['error']}{colon}{said}</pre>"
-            )
+            said = f"{self.lab['error']}{colon}{said}"
+            self.error_html.value = f"<pre style='color:#b00'>{said}</pre>"
 
     def render(self) -> None:
         sched, bs = self.scheduler, self.block_size
@@ -158,10 +150,8 @@ class BlockPoolExplorer(widgets.VBox):
             f"<span style='background:{c};padding:0 6px'>{esc(self.lab[s])}</span>"
             for s, c in _COLORS.items()
         )
-        queue = [
-            f"{b.block_id}{'*' if b.block_hash else ''}"
-            for b in sched.kv_cache_manager.block_pool.free_block_queue
-        ]
+        free_queue = sched.kv_cache_manager.block_pool.free_block_queue
+        queue = [f"{b.block_id}{'*' if b.block_hash else ''}" for b in free_queue]
         self.pool_html.value = (
             f"<div>{legend} &nbsp; block_size={bs}, "
             f"num_blocks={self.num_blocks}</div><div>{''.join(cells)}</div>"
@@ -171,11 +161,8 @@ class BlockPoolExplorer(widgets.VBox):
         rows = []
         for rid, req in sched.requests.items():
             ids = sched.kv_cache_manager.get_block_ids(rid)
-            slots = [
-                ids[p // bs] * bs + p % bs
-                for p in range(req.num_computed_tokens)
-                if p // bs < len(ids)
-            ]
+            held = range(min(req.num_computed_tokens, len(ids) * bs))  # positions with a slot
+            slots = [ids[p // bs] * bs + p % bs for p in held]
             done = f"{req.num_computed_tokens}/{req.num_tokens}"
             rows.append([rid, req.status.name, done, ids, slots[-bs:]])
         heads = ["req_id", self.lab["status"], "num_computed_tokens/num_tokens"]

@@ -39,8 +39,6 @@ _STEP_COLUMNS = (
     ("st_routed_to", "left"),
     ("st_sampled", "right"),
 )
-
-
 _STEP_COUNTS = (
     "num_prompt_tokens",
     "num_computed_tokens_before",
@@ -81,11 +79,8 @@ def step_table(
     failed = {(e["inst"], e["step"], e["req"]) for e in request_errors(trace, instance)}
     for r in trace.step_rows(instance):
         path = r["forward"] or "-"
-        if (
-            r["path"] == "prefill"
-            and r["num_scheduled_tokens"] == 1
-            and r["num_computed_tokens_before"] > 0
-        ):
+        before, scheduled = r["num_computed_tokens_before"], r["num_scheduled_tokens"]
+        if r["path"] == "prefill" and scheduled == 1 and before > 0:
             path = f"[bold yellow]{path}[/]"  # D's short extend, sent down forward_mha
         sampled = " ".join(str(tok) for tok in r["sampled_tokens"])
         if (r["instance"], r["step"], r["req_id"]) in failed:

@@ -21,6 +21,8 @@ from pdlab.sim.profiles import LINK_BYTES_PER_S, device_profile
 from pdlab.ui import fmt
 from pdlab.ui.fmt import FitTable
 
+V3_CONTEXT = 4096  # the prompt length of the DeepSeek-V3 column
+
 
 def _run(mode: str, prompts: list[list[int]], cfg, cache, sched, sp, procs, routing) -> tuple:
     """``(outputs by request id, trace)`` of one P/D run under ``mode``."""
@@ -47,14 +49,13 @@ def compare_designs(
     *,
     procs: int = 1,
     gpu: str = "H200",
-    v3_context: int = 4096,
     traces: dict[str, Any] | None = None,
     **routing: Any,
 ) -> list[dict[str, Any]]:
     """One row per design: whether every prompt's tokens equal the colocated run's, the
     trace's bytes, D's FLOPs for token 1, when it was known, how D's first step was
     routed and the modelled latency after P (summed or listed over the prompts), and the
-    same design on DeepSeek-V3 as ``pdlab sim`` deploys it for a ``v3_context``-token prompt
+    same design on DeepSeek-V3 as ``pdlab sim`` deploys it for a :data:`V3_CONTEXT`-token prompt
     on ``gpu``. ``traces``, if given, receives each design's trace."""
     cfg = model_config or ModelConfig.tiny()
     cache = cache_config or CacheConfig()
@@ -73,8 +74,8 @@ def compare_designs(
         priced = [price_first_token(e, cfg, prof) for e in events]  # (d_flops, latency_s)
         forwards = [e["d_first_forward"] for e in events if e["d_first_forward"]]
         forward = forwards[0] if forwards else "forward_mqa"
-        kv3 = transfer_bytes(v3, "recompute", v3_context, cache.block_size)
-        pay3, flops3, lat3 = design_point(v3, mode, v3_context, kv3, forward, prof, 2)
+        kv3 = transfer_bytes(v3, "recompute", V3_CONTEXT, cache.block_size)
+        pay3, flops3, lat3 = design_point(v3, mode, V3_CONTEXT, kv3, forward, prof, 2)
         same = all(outs.get(f"req-{i}") == c.output_token_ids for i, c in enumerate(colocated))
         d_first = sorted({(e["d_first_forward"], e["d_first_is_prefilling"]) for e in events})
         rows.append(
@@ -93,9 +94,7 @@ def compare_designs(
     return rows
 
 
-def designs_table(
-    rows: list[dict[str, Any]], gpu: str = "H200", v3_context: int = 4096, lang: str = "en"
-) -> FitTable:
+def designs_table(rows: list[dict[str, Any]], gpu: str = "H200", lang: str = "en") -> FitTable:
     """The rows of :func:`compare_designs` point by point: one column per design, so the
     table reads at 80 columns."""
     t = FitTable(title=escape(text(lang, "dz_title")), stack="columns")
@@ -127,7 +126,7 @@ def designs_table(
             (fmt.nbytes(v["bytes"]), fmt.flops(v["d_flops"]), fmt.seconds(v["latency_s"]))
         )
 
-    line("dz_v3", v3, n=v3_context)
+    line("dz_v3", v3, n=V3_CONTEXT)
     link = f"{LINK_BYTES_PER_S / 1e9:g}"
     note = text(lang, "dz_note", gpu=gpu, link=link, link_source=text(lang, "dz_link_source"))
     t.caption = escape(note)

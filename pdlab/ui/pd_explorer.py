@@ -140,11 +140,8 @@ class PDExplorer(widgets.VBox):
 
     def _rerun(self) -> None:
         chosen = {"block_size": self.block_size.value, "pcp": self.pcp.value}
-        chosen["mla_backend"] = self.mla_backend.value
-        run = run_demo(
-            self.prompt_len.value, max_tokens=self.max_tokens, backend=self.backend, **chosen
-        )
-        self.run = run
+        chosen |= {"mla_backend": self.mla_backend.value, "max_tokens": self.max_tokens}
+        self.run = run = run_demo(self.prompt_len.value, backend=self.backend, **chosen)
         lab = self.lab
         ran = lab["ran"].format(model=run.cfg.name, backend=run.backend, s=run.seconds)
         self.status.value = esc(ran)
@@ -164,7 +161,7 @@ class PDExplorer(widgets.VBox):
         )
         self.render_cost()
         self.tokens.value = f"<code>{esc(tokens_text(run, self.lang))}</code>"
-        self.traces.children = trace_panels(run.trace, ("P", "D"), self.lang).children
+        self.traces.children = trace_panels(run.trace, self.lang).children
 
     def render_cost(self) -> None:
         if self.run is None:

@@ -55,16 +55,10 @@ class SimExplorer(widgets.VBox):
     @property
     def config(self) -> SimConfig:
         ctx = 2**self.context.value
-        return SimConfig(
-            design=self.design.value,
-            routing=self.routing.value,
-            batch_size=self.batch.value,
-            context=ctx,
-            prompt_len=ctx,
-            arrival_rate=float(self.rate.value),
-            duration_s=self.duration_s,
-            num_speculative_tokens=self.k.value,
-        )
+        chosen = {"design": self.design.value, "routing": self.routing.value}
+        chosen |= {"batch_size": self.batch.value, "context": ctx, "prompt_len": ctx}
+        chosen |= {"arrival_rate": float(self.rate.value), "duration_s": self.duration_s}
+        return SimConfig(**chosen, num_speculative_tokens=self.k.value)
 
     def rerun(self) -> None:
         try:
@@ -75,8 +69,7 @@ class SimExplorer(widgets.VBox):
 
     def _rerun(self) -> None:
         profile = self._profiles[self.gpu.value]
-        res = simulate(self.config, self.v3, profile, gpu=self.gpu.value.lower())
-        self.result = res
+        self.result = res = simulate(self.config, self.v3, profile, gpu=self.gpu.value.lower())
         s = summarize(res)
         lang = self.lang
         keys = ("sim_tpot", "sim_ttft", "sim_t2t", "sim_tokens", "sim_mixed")

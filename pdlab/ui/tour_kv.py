@@ -166,9 +166,8 @@ def chapter3(c: Console, demo: Demo, lang: str) -> None:
         tab.add_row(str(pos), escape(token_char(demo.prompt_ids[pos])), slot, *cells, h)
     c.print(tab)
     reused = f"0..{last - 1}" if last else "—"
-    put(
-        "ch3_explain", n=n, layers=layers, W=L + R, last=last, reused=reused, H=demo.cfg.hidden_size
-    )
+    shape = {"layers": layers, "W": L + R, "H": demo.cfg.hidden_size}
+    put("ch3_explain", n=n, last=last, reused=reused, **shape)
     d_tok = t.first("sample", "D", req_id=rid)["token"]
     p_tok = t.first("sample", "P", req_id=rid)["token"]
     put("ch3_check", d=d_tok, p=p_tok, verdict=say(lang, "same" if d_tok == p_tok else "different"))

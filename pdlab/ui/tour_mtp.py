@@ -20,8 +20,8 @@ from pdlab.engine.trace import Tracer
 from pdlab.ui.tour_kv import print_source, printer
 
 
-def _first(trace: Tracer, kind: str, rid: str) -> dict | None:
-    found = trace.filter(kind, "D", req_id=rid)
+def _first(trace: Tracer, kind: str, rid: str, instance: str = "D") -> dict | None:
+    found = trace.filter(kind, instance, req_id=rid)
     return dict(found[0]) if found else None
 
 
@@ -95,8 +95,7 @@ def connector_section(c: Console, demo: Demo, lang: str) -> None:
     read from the pair's trace."""
     t, rid, n, bs = demo.trace, demo.request_id, len(demo.prompt_ids), demo.block_size
     put = printer(c, lang)
-    p_drafts = t.filter("draft", "P", req_id=rid)
-    p_draft, d_draft = (dict(p_drafts[0]) if p_drafts else None), _first(t, "draft", rid)
+    p_draft, d_draft = _first(t, "draft", rid, "P"), _first(t, "draft", rid)
     if p_draft is not None and d_draft is not None:
         hp, ptok = p_draft["hidden_position"], p_draft["next_token"]
         dhp, dtok = d_draft["hidden_position"], d_draft["next_token"]
@@ -107,8 +106,7 @@ def connector_section(c: Console, demo: Demo, lang: str) -> None:
     again = demo.pd_again_id
     if again is None:
         return
-    hits = {i: t.filter("prefix_hit", i, req_id=again) for i in ("P", "D")}
-    d_hit = hits["D"][0]["num_hit_tokens"] if hits["D"] else 0
-    p_hit = hits["P"][0]["num_hit_tokens"] if hits["P"] else 0
+    hits = (t.filter("prefix_hit", i, req_id=again) for i in ("D", "P"))
+    d_hit, p_hit = (found[0]["num_hit_tokens"] if found else 0 for found in hits)
     full = (n - 1) // bs * bs
     put("mtp_block_drop", n=n, bs=bs, full=full, d_hit=d_hit, p_hit=p_hit)

@@ -77,7 +77,7 @@ def _split_test(rt: Mapping[str, Any], lang: str = "en") -> str:
 
 
 # The set-ups chapter 4 compares, as (model_runner, prefill_context_parallel_size).
-_V2, _PCP, _V1 = ("v2", 1), ("v2", 2), ("v1", 1)
+_V2, _PCP = ("v2", 1), ("v2", 2)
 
 # Where the learner's code went: the names in older vLLM (as quoted in the question) and
 # their homes in 0.33.0 (files under vllm/).
@@ -144,9 +144,8 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
     r0 = runs[_V2]["route"]
     counts = {"q": r0["query_len"], "nct": r0["num_computed_tokens"], "n": r0["num_prompt_tokens"]}
     flags = {"prefilling": r0["is_prefilling"], "rad": r0["prefill_runs_as_decode"]}
-    put(
-        "ch4_intro", plen=r0["prefill_len"], eligible=r0["decode_graph_eligible"], **counts, **flags
-    )
+    flags |= {"plen": r0["prefill_len"], "eligible": r0["decode_graph_eligible"]}
+    put("ch4_intro", **counts, **flags)
     start = 'if model_runner == "v2" and has_prefill and not use_pcp'
     where = (start, "eligible = all(", "runs_as_decode = [")
     print_source(c, lang, "ch4_src", gather_batch_req_state, *where)
@@ -186,8 +185,8 @@ def chapter4(c: Console, demo: Demo, lang: str) -> None:
         tab.add_row(label, *vals, end_section=key in ("decode_graph_eligible", "row_path"))
     c.print(tab)
     put("ch4_dtype", dtype=demo.trace.meta.get("dtype", "float32"))
-    gathered = [k["shapes"]["rows"] for k in runs[_PCP]["kernels"] if k["name"] == "gather_cache"]
-    ctx_rows = sum(gathered)
+    pcp_kernels = runs[_PCP]["kernels"]
+    ctx_rows = sum(k["shapes"]["rows"] for k in pcp_kernels if k["name"] == "gather_cache")
     put("ch4_paths" if ctx_rows else "ch4_paths_no_context", ctx=ctx_rows)
     put("ch4_why_pcp")
     for line in _pcp_layout(demo.variant_traces[_PCP], rid, 2):
@@ -249,8 +248,7 @@ def chapter5(c: Console, cfg: ModelConfig, lang: str) -> None:
 
 def chapter6(c: Console, demo: Demo, lang: str) -> None:
     t, rid, put = demo.trace, demo.request_id, printer(c, lang)
-    tab = step_table(t, "D", title=say(lang, "ch6_steps"), lang=lang)
-    c.print(tab)
+    c.print(step_table(t, "D", title=say(lang, "ch6_steps"), lang=lang))
     later = t.filter("route", "D", req_id=rid)[1:]
     decode = {"query_len": 1, "is_prefilling": False, "region": "decode", "path": "decode"}
     if later and all(e[k] == v for e in later for k, v in decode.items()):

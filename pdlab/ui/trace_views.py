@@ -45,16 +45,10 @@ def trace_rows(tracer: Tracer, instance: str, layer: int = 0, lang: str = "en") 
         kind, step = e["kind"], e["step"]
         if kind == "step":
             for r in e["scheduled"]:
-                detail = text(
-                    lang,
-                    "v_schedule_row",
-                    req=r["req_id"],
-                    before=r["num_computed_tokens_before"],
-                    after=r["num_computed_tokens_after"],
-                    n=r["num_scheduled_tokens"],
-                    N=r["num_prompt_tokens"],
-                    blocks=r["block_ids"],
-                )
+                before, after = r["num_computed_tokens_before"], r["num_computed_tokens_after"]
+                said = {"before": before, "after": after, "n": r["num_scheduled_tokens"]}
+                said |= {"N": r["num_prompt_tokens"], "blocks": r["block_ids"]}
+                detail = text(lang, "v_schedule_row", req=r["req_id"], **said)
                 rows.append([step, text(lang, "v_schedule"), detail])
         elif kind == "route":
             said = (
@@ -101,15 +95,12 @@ def trace_html(
     return head + html_table(headers, trace_rows(tracer, instance, layer, lang))
 
 
-def trace_panels(
-    tracer: Tracer, instances: tuple[str, ...] = ("P", "D"), lang: str = "en"
-) -> widgets.HBox:
-    """The traces of several instances side by side (P and D by default)."""
+def trace_panels(tracer: Tracer, lang: str = "en") -> widgets.HBox:
+    """The traces of P and D side by side."""
     lab = labels(lang)
-    titles = {"P": lab["p_trace"], "D": lab["d_trace"]}
     boxes = []
-    for inst in instances:
-        html = trace_html(tracer, inst, titles.get(inst, inst), lang=lang)
+    for inst, title in (("P", lab["p_trace"]), ("D", lab["d_trace"])):
+        html = trace_html(tracer, inst, title, lang=lang)
         w = widgets.HTML(html, layout=widgets.Layout(flex="1 1 0", min_width="0"))
         boxes.append(w.add_class(f"pdlab-trace-{inst.lower()}"))
     return widgets.HBox(boxes)
