@@ -219,3 +219,14 @@ def pair_all_free(pair):
         m = eng.scheduler.kv_cache_manager
         assert m.num_free_blocks == eng.cache_config.num_blocks, f"{eng.instance} leaked blocks"
     assert pair.p_connector.num_pending == 0 and pair.d_connector.num_pending == 0
+
+
+def cmdline(process) -> str:
+    """A process's command line, or "" for one that ended (or is a zombie) between being
+    listed and being read: a busy machine reaps short-lived children at any moment."""
+    import psutil
+
+    try:
+        return " ".join(process.cmdline())
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return ""

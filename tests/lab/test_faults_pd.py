@@ -5,6 +5,7 @@ held. Time is driven through the connector's clock, never slept."""
 import pytest
 from conftest import pair_all_free
 
+from pdlab.catalog import text
 from pdlab.disagg.pair import PDPair
 from pdlab.engine.config import CacheConfig, ModelConfig, SchedulerConfig
 from pdlab.engine.llm_engine import LLMEngine
@@ -111,7 +112,7 @@ def test_second_read_of_one_transfer_is_refused():
     tid = params["remote_transfer_id"]
     stale, foreign = claim("r", "P-999", ids), claim("r", tid, [63])
     assert stale.startswith("transfer_id='P-999' is stale")
-    assert "not one of the blocks" in foreign
+    assert foreign.endswith(text("en", "err_claim_foreign", block=63, tid=tid))
     assert claim("r", tid, ids) is None
     again = claim("r", tid, ids)
     assert "already read" in again

@@ -13,6 +13,7 @@ import nbformat
 import nbtools
 import psutil
 import pytest
+from conftest import cmdline
 from nbtools import (
     NotebookExecutionError,
     check_in_sync,
@@ -37,9 +38,7 @@ def make_nb(path: Path, *cells) -> Path:
 
 
 def _kernels():
-    return [
-        p for p in psutil.Process().children(recursive=True) if "ipykernel" in " ".join(p.cmdline())
-    ]
+    return [p for p in psutil.Process().children(recursive=True) if "ipykernel" in cmdline(p)]
 
 
 def test_execute_notebook_runs_in_venv_kernel(tmp_path):
@@ -142,7 +141,7 @@ def test_running_jupyterlab_starts_and_cleans_up(tmp_path):
         state_dir = Path(server.environ()["JUPYTER_RUNTIME_DIR"]).parent
         assert state_dir.is_dir()
         family = [server, *server.children(recursive=True)]
-        assert any("ipykernel" in " ".join(p.cmdline()) for p in family[1:])
+        assert any("ipykernel" in cmdline(p) for p in family[1:])
         # without the token: refused
         with pytest.raises(urllib.error.HTTPError):
             urllib.request.urlopen(f"{base_url}/api/kernels")

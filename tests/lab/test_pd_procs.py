@@ -5,6 +5,7 @@ import time
 
 import psutil
 import pytest
+from conftest import cmdline
 
 from pdlab.disagg.launch import run_pd_procs
 from pdlab.engine.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
@@ -27,7 +28,7 @@ def _no_children_left():
     kids = [
         k
         for k in psutil.Process().children(recursive=True)
-        if not any(s in " ".join(k.cmdline()) for s in ("resource_tracker", "forkserver"))
+        if not any(s in cmdline(k) for s in ("resource_tracker", "forkserver"))
     ]
     gone, alive = psutil.wait_procs(kids, timeout=10)
     assert not alive, f"processes left behind: {alive}"
