@@ -16,9 +16,9 @@ each separately: ``out_A, lse_A`` and ``out_B, lse_B``. The whole is recovered e
     out = exp(lse_A - lse) * out_A + exp(lse_B - lse) * out_B
 
 computed stably by subtracting ``m = max(lse_A, lse_B)`` first: the online-softmax update of
-FlashAttention, written for whole parts. A part that saw no key has ``lse = -inf`` and weight 0; when both parts are empty
-the result is ``out = 0, lse = -inf`` (never NaN). Like vLLM, an LSE of ``+inf`` is read as
-``-inf`` (an empty part some kernels report that way).
+FlashAttention, written for whole parts. A part that saw no key has ``lse = -inf`` and
+weight 0; when both parts are empty the result is ``out = 0, lse = -inf`` (never NaN). Like
+vLLM, an LSE of ``+inf`` is read as ``-inf`` (an empty part some kernels report that way).
 
 The tiling
 ----------
